@@ -1,0 +1,110 @@
+//! This machine as the store knows it, and the runner names that mark runners as ours.
+
+use serde::{Deserialize, Serialize};
+
+/// The host. Its `id` is generated once per state directory (never the hostname), so
+/// two daemons with their own state directories never take each other's runners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    /// 16 lowercase hex digits.
+    pub id: String,
+    pub name: String,
+    pub os: String,
+    pub arch: String,
+    /// How many runners may live here at once, across all profiles.
+    pub capacity: u32,
+    /// `ws://` or `wss://` URL of the coordinator; `None` = standalone.
+    pub coordinator: Option<String>,
+    /// File holding this host's coordinator token (never the token itself).
+    pub coordinator_token_file: Option<std::path::PathBuf>,
+    /// Set by `drain`: start nothing new, let busy runners finish.
+    pub draining: bool,
+}
+
+impl Host {
+    /// The first 8 hex digits of the id: what runner names carry.
+    pub fn short_id(&self) -> &str {
+        short_id(&self.id)
+    }
+
+    /// The pool label a profile carries to be directed by a coordinator.
+    pub fn pool_label(&self) -> String {
+        format!("rm-pool-{}", self.os)
+    }
+}
+
+pub fn short_id(host_id: &str) -> &str {
+    &host_id[..host_id.len().min(8)]
+}
+
+/// The runner name of an attempt: `rm-<host short id>-<attempt id>`.
+pub fn runner_name(host_id: &str, attempt_id: i64) -> String {
+    format!("rm-{}-{attempt_id}", short_id(host_id))
+}
+
+/// The attempt id in a runner name, if the runner is this host's (its name carries
+/// this host's short id). Foreign runners, other hosts' included, give `None`.
+pub fn parse_runner_name(host_id: &str, name: &str) -> Option<i64> {
+    let rest = name
+        .strip_prefix("rm-")?
+        .strip_prefix(short_id(host_id))?
+        .strip_prefix('-')?;
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) || rest.starts_with('0') {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// This machine's OS as runner-manager and GitHub's download names spell it.
+pub fn current_os() -> &'static str {
+    match std::env::consts::OS {
+        "macos" => "macos",
+        "windows" => "windows",
+        _ => "linux",
+    }
+}
+
+pub fn current_arch() -> &'static str {
+    std::env::consts::ARCH
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0123abcd89ef4567";
+
+    #[test]
+    fn names_round_trip_and_refuse_foreign_runners() {
+        let n = runner_name(ID, 42);
+        assert_eq!(n, "rm-0123abcd-42");
+        assert_eq!(parse_runner_name(ID, &n), Some(42));
+        for foreign in [
+            "rm-ffffffff-42",
+            "rm-0123abcd-",
+            "rm-0123abcd-4x",
+            "rm-0123abcd-042",
+            "my-runner",
+            "rm-0123abcd42",
+            "rm-0123abcd-42-x",
+        ] {
+            assert_eq!(parse_runner_name(ID, foreign), None, "{foreign}");
+        }
+    }
+
+    #[test]
+    fn pool_label() {
+        let h = Host {
+            id: ID.into(),
+            name: "h".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            capacity: 4,
+            coordinator: None,
+            coordinator_token_file: None,
+            draining: false,
+        };
+        assert_eq!(h.pool_label(), "rm-pool-linux");
+        assert_eq!(h.short_id(), "0123abcd");
+    }
+}

@@ -1,0 +1,17 @@
+//! The domain: hosts, targets, profiles, attempts and the rules that hold for them.
+//! Pure data and pure functions; no I/O, no clock (callers pass `now`).
+
+pub mod attempt;
+pub mod host;
+pub mod job;
+pub mod labels;
+pub mod profile;
+pub mod target;
+pub mod validate;
+
+pub use attempt::{Attempt, AttemptState, IllegalTransition, Outcome};
+pub use host::{Host, parse_runner_name, runner_name};
+pub use job::{QueuedJob, RegisteredRunner};
+pub use profile::{DemandSource, Mode, ScalePolicy};
+pub use target::{CredentialRef, Target, TargetScope};
+pub use validate::Invalid;

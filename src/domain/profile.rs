@@ -1,0 +1,453 @@
+//! Pool profiles (`ScalePolicy`): one kind of runner for one target, with its ceilings,
+//! timeouts and mode. Every edit goes through [`ScalePolicy::apply_setting`] and
+//! [`ScalePolicy::validate`], the CLI's and the TUI's alike.
+
+use super::labels;
+use super::validate::{self, Invalid};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 300;
+pub const DEFAULT_BOOTSTRAP_TIMEOUT_SECS: u64 = 300;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Read demand and start runners for it.
+    Autoscale,
+    /// Read demand and start nothing.
+    Monitor,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Autoscale => "autoscale",
+            Mode::Monitor => "monitor",
+        }
+    }
+}
+
+/// Where a profile's demand comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DemandSource {
+    /// REST polling of queued runs and jobs.
+    Poll,
+    /// GitHub's runner scale set long poll.
+    Scaleset,
+}
+
+impl DemandSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DemandSource::Poll => "poll",
+            DemandSource::Scaleset => "scaleset",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScalePolicy {
+    pub name: String,
+    pub target: String,
+    /// The host that owns (runs) this profile's runners.
+    pub host_id: String,
+    /// The labels a runner of this profile carries, defaults included.
+    pub labels: Vec<String>,
+    /// Whether `self-hosted` and the OS/arch labels were added to the user's labels.
+    pub default_labels: bool,
+    pub min_capacity: u32,
+    pub max_capacity: u32,
+    /// An unpacked actions-runner release; `None` = `STATE_DIR/runner`.
+    pub runner_dir: Option<PathBuf>,
+    /// Runner group id or name; `None` = the Default group (id 1).
+    pub runner_group: Option<String>,
+    pub idle_timeout_secs: u64,
+    pub bootstrap_timeout_secs: u64,
+    /// Optional ceiling on one job's run time.
+    pub job_timeout_secs: Option<u64>,
+    pub mode: Mode,
+    pub active: bool,
+    pub allow_public: bool,
+    /// Run the runner as this unprivileged user (daemon must be root).
+    pub run_as: Option<String>,
+    pub demand: DemandSource,
+    /// Incremented by every edit; an edit names the revision it read.
+    pub revision: u64,
+}
+
+/// The keys `profile set` accepts, in the order `profile show` prints them.
+pub const SETTABLE_KEYS: &[&str] = &[
+    "target",
+    "labels",
+    "default_labels",
+    "min",
+    "max",
+    "runner_dir",
+    "runner_group",
+    "idle_timeout",
+    "bootstrap_timeout",
+    "job_timeout",
+    "mode",
+    "active",
+    "allow_public",
+    "run_as",
+    "demand",
+];
+
+impl ScalePolicy {
+    /// A new profile with the defaults; the caller sets what the user gave.
+    pub fn new(name: &str, target: &str, host_id: &str) -> ScalePolicy {
+        ScalePolicy {
+            name: name.into(),
+            target: target.into(),
+            host_id: host_id.into(),
+            labels: Vec::new(),
+            default_labels: true,
+            min_capacity: 0,
+            max_capacity: 1,
+            runner_dir: None,
+            runner_group: None,
+            idle_timeout_secs: DEFAULT_IDLE_TIMEOUT_SECS,
+            bootstrap_timeout_secs: DEFAULT_BOOTSTRAP_TIMEOUT_SECS,
+            job_timeout_secs: None,
+            mode: Mode::Autoscale,
+            active: true,
+            allow_public: false,
+            run_as: None,
+            demand: DemandSource::Poll,
+            revision: 0,
+        }
+    }
+
+    /// The labels as the user gave them (defaults removed), for display and editing.
+    pub fn user_labels(&self, os: &str, arch: &str) -> Vec<String> {
+        if !self.default_labels {
+            return self.labels.clone();
+        }
+        let defaults = labels::with_defaults(&[], os, arch);
+        self.labels
+            .iter()
+            .filter(|l| !defaults.iter().any(|d| d.eq_ignore_ascii_case(l)))
+            .cloned()
+            .collect()
+    }
+
+    /// Sets the labels from the user's list, adding the defaults when `default_labels`.
+    pub fn set_labels(
+        &mut self,
+        arg: &str,
+        user: &[String],
+        os: &str,
+        arch: &str,
+    ) -> Result<(), Invalid> {
+        labels::validate(arg, user)?;
+        let full = if self.default_labels {
+            labels::with_defaults(user, os, arch)
+        } else {
+            user.to_vec()
+        };
+        self.labels = labels::validate(arg, &full)?;
+        Ok(())
+    }
+
+    /// Applies one `KEY=VALUE` of `profile set`. `os`/`arch` are the owning host's, for
+    /// the default labels.
+    /// A refused setting leaves the profile as it was.
+    pub fn apply_setting(
+        &mut self,
+        key: &str,
+        value: &str,
+        os: &str,
+        arch: &str,
+    ) -> Result<(), Invalid> {
+        let mut next = self.clone();
+        next.apply_one(key, value, os, arch)?;
+        *self = next;
+        Ok(())
+    }
+
+    fn apply_one(&mut self, key: &str, value: &str, os: &str, arch: &str) -> Result<(), Invalid> {
+        let opt = |v: &str| {
+            if v.is_empty() {
+                None
+            } else {
+                Some(v.to_string())
+            }
+        };
+        match key {
+            "target" => self.target = validate::name(key, value)?,
+            "labels" => {
+                let user = labels::parse_list(value);
+                self.set_labels(key, &user, os, arch)?;
+            }
+            "default_labels" => {
+                let user = self.user_labels(os, arch);
+                self.default_labels = validate::boolean(key, value)?;
+                self.set_labels(key, &user, os, arch)?;
+            }
+            "min" | "min_capacity" => {
+                self.min_capacity =
+                    validate::number_in(key, value, 0, validate::MAX_CAPACITY as u64)? as u32
+            }
+            "max" | "max_capacity" => {
+                self.max_capacity =
+                    validate::number_in(key, value, 0, validate::MAX_CAPACITY as u64)? as u32
+            }
+            "runner_dir" => {
+                self.runner_dir = if value.is_empty() {
+                    None
+                } else {
+                    Some(validate::path(key, value)?)
+                }
+            }
+            "runner_group" => self.runner_group = runner_group(key, value)?,
+            "idle_timeout" => {
+                self.idle_timeout_secs =
+                    validate::number_in(key, value, 1, validate::MAX_IDLE_TIMEOUT_SECS)?
+            }
+            "bootstrap_timeout" => {
+                self.bootstrap_timeout_secs =
+                    validate::number_in(key, value, 1, validate::MAX_BOOTSTRAP_TIMEOUT_SECS)?
+            }
+            "job_timeout" => {
+                self.job_timeout_secs = match value {
+                    "" | "none" | "0" => None,
+                    v => Some(validate::number_in(
+                        key,
+                        v,
+                        1,
+                        validate::MAX_JOB_TIMEOUT_SECS,
+                    )?),
+                }
+            }
+            "mode" => {
+                self.mode = match value {
+                    "autoscale" => Mode::Autoscale,
+                    "monitor" => Mode::Monitor,
+                    _ => {
+                        return Err(Invalid::new(
+                            key,
+                            format!("expected autoscale or monitor (got {value:?})"),
+                        ));
+                    }
+                }
+            }
+            "active" => self.active = validate::boolean(key, value)?,
+            "paused" => self.active = !validate::boolean(key, value)?,
+            "allow_public" => self.allow_public = validate::boolean(key, value)?,
+            "run_as" => {
+                self.run_as = match opt(value) {
+                    None => None,
+                    Some(u) => Some(user_name(key, &u)?),
+                }
+            }
+            "demand" => {
+                self.demand = match value {
+                    "poll" => DemandSource::Poll,
+                    "scaleset" => DemandSource::Scaleset,
+                    _ => {
+                        return Err(Invalid::new(
+                            key,
+                            format!("expected poll or scaleset (got {value:?})"),
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(Invalid::new(
+                    key,
+                    format!(
+                        "unknown profile setting; known: {}",
+                        SETTABLE_KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole profile, checked: what no single setting can see on its own.
+    pub fn validate(&self) -> Result<(), Invalid> {
+        validate::name("NAME", &self.name)?;
+        validate::name("target", &self.target)?;
+        labels::validate("labels", &self.labels)?;
+        if self.min_capacity > self.max_capacity {
+            return Err(Invalid::new(
+                "min",
+                format!(
+                    "min ({}) must not be greater than max ({})",
+                    self.min_capacity, self.max_capacity
+                ),
+            ));
+        }
+        if self.mode == Mode::Autoscale && self.max_capacity == 0 {
+            return Err(Invalid::new(
+                "max",
+                "must be at least 1 for an autoscale profile (use mode=monitor to start nothing)",
+            ));
+        }
+        if self.max_capacity > validate::MAX_CAPACITY {
+            return Err(Invalid::new(
+                "max",
+                format!("must be at most {}", validate::MAX_CAPACITY),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The runner group id to register with, when the profile names one by number.
+    pub fn runner_group_id(&self) -> Option<u64> {
+        self.runner_group.as_deref().and_then(|g| g.parse().ok())
+    }
+}
+
+/// A runner group: an id (digits) or a name (1-100 printable characters).
+fn runner_group(arg: &str, value: &str) -> Result<Option<String>, Invalid> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if value.chars().count() > 100 || value.chars().any(|c| c.is_control()) || value.trim() != value
+    {
+        return Err(Invalid::new(
+            arg,
+            format!("{value:?} is not a runner group id or name"),
+        ));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit()) && value.parse::<u64>().map_or(true, |n| n == 0) {
+        return Err(Invalid::new(
+            arg,
+            "a runner group id must be a positive number",
+        ));
+    }
+    Ok(Some(value.to_string()))
+}
+
+/// A POSIX user name for `run_as`.
+fn user_name(arg: &str, value: &str) -> Result<String, Invalid> {
+    let ok = value.len() <= 32
+        && value.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if ok && value != "root" {
+        Ok(value.to_string())
+    } else {
+        Err(Invalid::new(
+            arg,
+            format!("{value:?} is not an unprivileged user name"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> ScalePolicy {
+        let mut p = ScalePolicy::new("linux", "octo", "0123abcd89ef4567");
+        p.set_labels("--labels", &["gpu".to_string()], "linux", "x86_64")
+            .unwrap();
+        p.max_capacity = 4;
+        p
+    }
+
+    fn set(p: &mut ScalePolicy, k: &str, v: &str) -> Result<(), Invalid> {
+        p.apply_setting(k, v, "linux", "x86_64")
+    }
+
+    #[test]
+    fn every_settable_key_is_accepted() {
+        let samples = [
+            ("target", "other"),
+            ("labels", "a,b"),
+            ("default_labels", "false"),
+            ("min", "1"),
+            ("max", "8"),
+            ("runner_dir", "/opt/actions-runner"),
+            ("runner_group", "builders"),
+            ("idle_timeout", "60"),
+            ("bootstrap_timeout", "120"),
+            ("job_timeout", "3600"),
+            ("mode", "monitor"),
+            ("active", "false"),
+            ("allow_public", "true"),
+            ("run_as", "runner"),
+            ("demand", "scaleset"),
+        ];
+        assert_eq!(samples.len(), SETTABLE_KEYS.len());
+        let mut x = p();
+        for (k, v) in samples {
+            set(&mut x, k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        x.validate().unwrap();
+        assert_eq!(x.labels, vec!["a", "b"]);
+        assert_eq!(x.mode, Mode::Monitor);
+        assert_eq!(x.job_timeout_secs, Some(3600));
+    }
+
+    #[test]
+    fn labels_get_defaults_unless_opted_out() {
+        let mut x = p();
+        assert_eq!(x.labels, vec!["self-hosted", "Linux", "X64", "gpu"]);
+        assert_eq!(x.user_labels("linux", "x86_64"), vec!["gpu"]);
+        set(&mut x, "default_labels", "false").unwrap();
+        assert_eq!(x.labels, vec!["gpu"]);
+        set(&mut x, "default_labels", "true").unwrap();
+        assert_eq!(x.labels, vec!["self-hosted", "Linux", "X64", "gpu"]);
+    }
+
+    #[test]
+    fn whole_profile_rules() {
+        let mut x = p();
+        set(&mut x, "min", "5").unwrap();
+        assert_eq!(x.validate().unwrap_err().arg, "min");
+        let mut x = p();
+        set(&mut x, "max", "0").unwrap();
+        assert_eq!(x.validate().unwrap_err().arg, "max");
+        set(&mut x, "mode", "monitor").unwrap();
+        x.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_name() {
+        let cases = [
+            ("min", "-1"),
+            ("max", "1001"),
+            ("max", "many"),
+            ("labels", ""),
+            ("labels", "a,,b"),
+            ("labels", "a,A"),
+            ("idle_timeout", "0"),
+            ("bootstrap_timeout", "3601"),
+            ("job_timeout", "999999999"),
+            ("mode", "fast"),
+            ("active", "perhaps"),
+            ("runner_dir", "relative"),
+            ("runner_group", "0"),
+            ("runner_group", " padded"),
+            ("run_as", "root"),
+            ("run_as", "Bad User"),
+            ("demand", "webhook"),
+            ("target", "Bad"),
+            ("colour", "blue"),
+        ];
+        for (k, v) in cases {
+            let mut x = p();
+            let before = x.clone();
+            let e = set(&mut x, k, v).unwrap_err();
+            assert_eq!(e.arg, k, "{k}={v}");
+            assert_eq!(x, before, "{k}={v} changed the profile although refused");
+        }
+    }
+
+    #[test]
+    fn group_id() {
+        let mut x = p();
+        set(&mut x, "runner_group", "7").unwrap();
+        assert_eq!(x.runner_group_id(), Some(7));
+        set(&mut x, "runner_group", "gpu-boxes").unwrap();
+        assert_eq!(x.runner_group_id(), None);
+    }
+}

@@ -1,0 +1,1 @@
+//! The GitHub REST client: auth (PAT, App JWT), typed errors, rate limits, ETags, pagination.

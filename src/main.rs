@@ -1,0 +1,5 @@
+//! The `runner-manager` binary: parse, dispatch, exit. Everything else lives in the library.
+
+fn main() {
+    std::process::exit(runner_manager::cli::main());
+}
