@@ -3,8 +3,10 @@
 //! See ARCHITECTURE.md for the codemap. `main.rs` only calls [`cli::main`].
 
 pub mod cli;
+pub mod daemon;
 pub mod domain;
 pub mod github;
+pub mod logging;
 pub mod meter;
 pub mod reconcile;
 pub mod runner;
