@@ -34,7 +34,10 @@ impl fmt::Debug for Credential {
                 app_id,
                 installation_id,
                 ..
-            } => write!(f, "App {{ app_id: {app_id}, installation_id: {installation_id:?}, key: *** }}"),
+            } => write!(
+                f,
+                "App {{ app_id: {app_id}, installation_id: {installation_id:?}, key: *** }}"
+            ),
         }
     }
 }
@@ -55,11 +58,15 @@ pub fn load_credential_with(
                 path: path.display().to_string(),
                 detail: e.kind().to_string(),
             })?;
-            token(Secret::new(text), || format!("token file {}", path.display()))
+            token(Secret::new(text), || {
+                format!("token file {}", path.display())
+            })
         }
         CredentialRef::TokenEnv { var } => {
             let value = env(var).ok_or_else(|| AuthError::TokenEnv { var: var.clone() })?;
-            token(Secret::new(value), || format!("environment variable ${var}"))
+            token(Secret::new(value), || {
+                format!("environment variable ${var}")
+            })
         }
         CredentialRef::App {
             app_id,
@@ -67,14 +74,17 @@ pub fn load_credential_with(
             installation_id,
         } => {
             let path = || key_path.display().to_string();
-            let pem = Secret::new(std::fs::read_to_string(key_path).map_err(|e| {
-                AuthError::AppKey {
-                    path: path(),
-                    detail: e.kind().to_string(),
-                }
-            })?);
-            let key = AppKey::from_pem(pem.expose())
-                .map_err(|detail| AuthError::AppKey { path: path(), detail })?;
+            let pem =
+                Secret::new(
+                    std::fs::read_to_string(key_path).map_err(|e| AuthError::AppKey {
+                        path: path(),
+                        detail: e.kind().to_string(),
+                    })?,
+                );
+            let key = AppKey::from_pem(pem.expose()).map_err(|detail| AuthError::AppKey {
+                path: path(),
+                detail,
+            })?;
             Ok(Credential::App {
                 app_id: *app_id,
                 key: Arc::new(key),
@@ -153,7 +163,10 @@ mod tests {
 
     #[test]
     fn app_key_loads_and_bad_key_is_refused() {
-        let key = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/github/app-key.pem");
+        let key = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/github/app-key.pem"
+        );
         let c = load_credential(&CredentialRef::App {
             app_id: 7,
             key_path: key.into(),

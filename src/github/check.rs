@@ -35,8 +35,16 @@ pub struct CheckOptions {
 
 fn line(name: &'static str, r: Result<String, String>) -> CheckLine {
     match r {
-        Ok(detail) => CheckLine { name, ok: true, detail },
-        Err(detail) => CheckLine { name, ok: false, detail },
+        Ok(detail) => CheckLine {
+            name,
+            ok: true,
+            detail,
+        },
+        Err(detail) => CheckLine {
+            name,
+            ok: false,
+            detail,
+        },
     }
 }
 
@@ -77,7 +85,9 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
             Ok(s) => match (s.remaining, s.limit) {
                 (Some(0), _) => Err(format!(
                     "none left; resets at {}",
-                    s.reset.map(format_rfc3339).unwrap_or_else(|| "an unknown time".into())
+                    s.reset
+                        .map(format_rfc3339)
+                        .unwrap_or_else(|| "an unknown time".into())
                 )),
                 (Some(r), Some(l)) => Ok(format!("{r} of {l} requests left this hour")),
                 _ => Ok("no limit reported (rate limiting off on this server)".into()),
@@ -94,8 +104,14 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
             .map_err(|e| e.to_string()),
     ));
     lines.push(line("jit endpoint", jit_reachable(client, scope)));
-    lines.push(line("visibility", visibility(target, client, opts.allow_public)));
-    lines.push(line("runner group", runner_group(client, scope, opts.runner_group.as_deref())));
+    lines.push(line(
+        "visibility",
+        visibility(target, client, opts.allow_public),
+    ));
+    lines.push(line(
+        "runner group",
+        runner_group(client, scope, opts.runner_group.as_deref()),
+    ));
     lines
 }
 
@@ -104,12 +120,19 @@ fn jit_reachable(client: &GitHubClient, scope: &TargetScope) -> Result<String, S
         .can_register_runners(scope)
         .map_err(|e| format!("cannot mint a registration token: {e}"))?;
     let path = match scope {
-        TargetScope::Repo { owner, repo } => format!("/repos/{owner}/{repo}/actions/runners/generate-jitconfig"),
+        TargetScope::Repo { owner, repo } => {
+            format!("/repos/{owner}/{repo}/actions/runners/generate-jitconfig")
+        }
         TargetScope::Org { org } => format!("/orgs/{org}/actions/runners/generate-jitconfig"),
     };
     let mut c = Call::post(
         client.url(&path),
-        jit_body("runner-manager-check-probe", &[], DEFAULT_RUNNER_GROUP_ID, None),
+        jit_body(
+            "runner-manager-check-probe",
+            &[],
+            DEFAULT_RUNNER_GROUP_ID,
+            None,
+        ),
     );
     c.retry = false;
     match client.call(&c) {
@@ -135,7 +158,11 @@ fn jit_reachable(client: &GitHubClient, scope: &TargetScope) -> Result<String, S
     }
 }
 
-fn visibility(target: &Target, client: &GitHubClient, allow_public: bool) -> Result<String, String> {
+fn visibility(
+    target: &Target,
+    client: &GitHubClient,
+    allow_public: bool,
+) -> Result<String, String> {
     let public: Vec<String> = match &target.scope {
         TargetScope::Repo { owner, repo } => match client.repository_is_public(owner, repo) {
             Ok(true) => vec![format!("{owner}/{repo}")],
@@ -171,10 +198,21 @@ fn visibility(target: &Target, client: &GitHubClient, allow_public: bool) -> Res
     if public.is_empty() {
         return Ok("no public repository served".into());
     }
-    let shown = public.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
-    let more = if public.len() > 5 { format!(" and {} more", public.len() - 5) } else { String::new() };
+    let shown = public
+        .iter()
+        .take(5)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if public.len() > 5 {
+        format!(" and {} more", public.len() - 5)
+    } else {
+        String::new()
+    };
     if allow_public {
-        Ok(format!("public: {shown}{more} (allowed by allow_public=true)"))
+        Ok(format!(
+            "public: {shown}{more} (allowed by allow_public=true)"
+        ))
     } else {
         Err(format!(
             "public: {shown}{more}; a fork's pull request could run code on this host; refused unless a profile sets allow_public=true"
@@ -182,7 +220,11 @@ fn visibility(target: &Target, client: &GitHubClient, allow_public: bool) -> Res
     }
 }
 
-fn runner_group(client: &GitHubClient, scope: &TargetScope, group: Option<&str>) -> Result<String, String> {
+fn runner_group(
+    client: &GitHubClient,
+    scope: &TargetScope,
+    group: Option<&str>,
+) -> Result<String, String> {
     match (scope, group) {
         (TargetScope::Repo { .. }, None) => Ok("Default (id 1) for a repository runner".into()),
         (TargetScope::Repo { .. }, Some(g)) if g == "1" || g.eq_ignore_ascii_case("default") => {
@@ -209,12 +251,16 @@ fn runner_group(client: &GitHubClient, scope: &TargetScope, group: Option<&str>)
                 return if groups.contains(&id) {
                     Ok(format!("group id {id} exists in {org}"))
                 } else {
-                    Err(format!("{org} has no runner group with id {id}; check the profile's group"))
+                    Err(format!(
+                        "{org} has no runner group with id {id}; check the profile's group"
+                    ))
                 };
             }
             match client.runner_group_id_by_name(org, name) {
                 Ok(Some(id)) => Ok(format!("{name} resolves to id {id}")),
-                Ok(None) => Err(format!("{org} has no runner group named {name}; create it or fix the profile's group")),
+                Ok(None) => Err(format!(
+                    "{org} has no runner group named {name}; create it or fix the profile's group"
+                )),
                 Err(e) => Err(e.to_string()),
             }
         }

@@ -154,6 +154,16 @@ pub struct GitHubClient {
     token: Mutex<Option<InstallationToken>>,
 }
 
+impl std::fmt::Debug for GitHubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHubClient")
+            .field("base", &self.base)
+            .field("scope", &self.scope)
+            .field("credential", &self.credential)
+            .finish_non_exhaustive()
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere must not wedge the client; the state stays usable.
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -401,10 +411,8 @@ impl GitHubClient {
 
     fn send_once(&self, c: &Call, auth: &Secret, etag: Option<&str>) -> Result<Reply, GhError> {
         use ureq::http;
-        let mut bearer =
-            http::HeaderValue::from_str(&format!("Bearer {}", auth.expose())).map_err(|_| {
-                GhError::Unauthorized { clock_hint: false }
-            })?;
+        let mut bearer = http::HeaderValue::from_str(&format!("Bearer {}", auth.expose()))
+            .map_err(|_| GhError::Unauthorized { clock_hint: false })?;
         bearer.set_sensitive(true);
         let mut b = http::Request::builder()
             .method(c.method)
@@ -468,7 +476,10 @@ impl GitHubClient {
             return Ok(t.token.clone());
         }
         let id = self.installation_id()?;
-        let mut c = Call::post(self.url(&format!("/app/installations/{id}/access_tokens")), b"{}".to_vec());
+        let mut c = Call::post(
+            self.url(&format!("/app/installations/{id}/access_tokens")),
+            b"{}".to_vec(),
+        );
         c.auth = Auth::AppJwt;
         c.ignore_limit = true;
         let reply = self.call(&c)?;

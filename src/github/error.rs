@@ -7,8 +7,8 @@ use std::fmt;
 /// (GitHub's own `message` is kept, and GitHub never echoes credentials).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GhError {
-    /// 401. `clock_hint` is set when the rejected credential was the App JWT, which
-    /// most often fails because the host clock runs ahead.
+    /// Status 401; `clock_hint` is set when the rejected credential was the App JWT,
+    /// which most often fails because the host clock runs ahead.
     Unauthorized { clock_hint: bool },
     /// 403 that is not a rate limit: missing permission.
     Forbidden { message: String },
@@ -97,7 +97,9 @@ impl fmt::Display for GhError {
                 f,
                 "GitHub answered 404; check the owner, repository or organization name and that the credentials can see it"
             ),
-            GhError::Conflict { message } => write!(f, "GitHub reported a conflict (409: {message})"),
+            GhError::Conflict { message } => {
+                write!(f, "GitHub reported a conflict (409: {message})")
+            }
             GhError::Unprocessable { message } => {
                 write!(f, "GitHub could not process the request (422: {message})")
             }
@@ -149,10 +151,16 @@ impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AuthError::TokenFile { path, detail } => {
-                write!(f, "cannot read token file {path} ({detail}); check the path and its permissions")
+                write!(
+                    f,
+                    "cannot read token file {path} ({detail}); check the path and its permissions"
+                )
             }
             AuthError::TokenEnv { var } => {
-                write!(f, "environment variable ${var} is not set; export it to the daemon")
+                write!(
+                    f,
+                    "environment variable ${var} is not set; export it to the daemon"
+                )
             }
             AuthError::EmptyToken { source } => {
                 write!(f, "{source} holds no token; put a GitHub token there")
@@ -173,13 +181,21 @@ mod tests {
 
     #[test]
     fn classes() {
-        assert_eq!(GhError::Server { status: 502 }.class(), ErrorClass::Transient);
+        assert_eq!(
+            GhError::Server { status: 502 }.class(),
+            ErrorClass::Transient
+        );
         assert_eq!(GhError::NotFound.class(), ErrorClass::Deterministic);
         assert_eq!(
             GhError::RateLimited { until: 5 }.class(),
             ErrorClass::RateLimitedUntil(5)
         );
-        assert!(GhError::Transport { detail: "reset".into() }.is_transient());
+        assert!(
+            GhError::Transport {
+                detail: "reset".into()
+            }
+            .is_transient()
+        );
         assert!(!GhError::Unauthorized { clock_hint: false }.is_transient());
     }
 
@@ -193,6 +209,10 @@ mod tests {
         ] {
             assert!(!e.to_string().ends_with('.'), "{e}");
         }
-        assert!(GhError::Unauthorized { clock_hint: true }.to_string().contains("clock"));
+        assert!(
+            GhError::Unauthorized { clock_hint: true }
+                .to_string()
+                .contains("clock")
+        );
     }
 }

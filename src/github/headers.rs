@@ -47,10 +47,7 @@ pub fn parse_http_date(s: &str) -> Option<Millis> {
         return None;
     }
     // Reuse the crate's one calendar implementation through its RFC 3339 parser.
-    crate::timefmt::parse_rfc3339(&format!(
-        "{year:04}-{month:02}-{day:02}T{}Z",
-        parts[3]
-    ))
+    crate::timefmt::parse_rfc3339(&format!("{year:04}-{month:02}-{day:02}T{}Z", parts[3]))
 }
 
 #[cfg(test)]
@@ -64,7 +61,12 @@ mod tests {
             parse_http_date("Mon, 30 Nov 2026 10:00:05 GMT"),
             parse_rfc3339("2026-11-30T10:00:05Z")
         );
-        for bad in ["", "30 Nov 2026", "Mon, 30 Nov 2026 10:00:05 UTC", "Mon, 30 Foo 2026 10:00:05 GMT"] {
+        for bad in [
+            "",
+            "30 Nov 2026",
+            "Mon, 30 Nov 2026 10:00:05 UTC",
+            "Mon, 30 Foo 2026 10:00:05 GMT",
+        ] {
             assert_eq!(parse_http_date(bad), None, "{bad}");
         }
     }

@@ -131,9 +131,18 @@ mod tests {
     fn bad_pems_are_refused_without_echoing() {
         for (pem, want) in [
             ("", "no PEM block"),
-            ("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "CERTIFICATE"),
-            ("-----BEGIN RSA PRIVATE KEY-----\n!!!!\n-----END RSA PRIVATE KEY-----\n", "base64"),
-            ("-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n", "refused"),
+            (
+                "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+                "CERTIFICATE",
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\n!!!!\n-----END RSA PRIVATE KEY-----\n",
+                "base64",
+            ),
+            (
+                "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n",
+                "refused",
+            ),
             ("-----BEGIN RSA PRIVATE KEY-----\nAAAA\n", "END"),
         ] {
             let err = AppKey::from_pem(pem).unwrap_err();

@@ -64,9 +64,8 @@ impl GitHubClient {
         let full = format!("{owner}/{repo}");
         let mut run_ids: Vec<i64> = Vec::new();
         for status in ["queued", "in_progress"] {
-            let path = format!(
-                "/repos/{owner}/{repo}/actions/runs?status={status}&per_page={PER_PAGE}"
-            );
+            let path =
+                format!("/repos/{owner}/{repo}/actions/runs?status={status}&per_page={PER_PAGE}");
             for id in self.get_pages(&path, |r: types::WorkflowRuns| {
                 r.workflow_runs.into_iter().map(|r| r.id).collect()
             })? {
@@ -135,7 +134,12 @@ impl GitHubClient {
     pub fn list_runners(&self, scope: &TargetScope) -> Result<Vec<RegisteredRunner>, GhError> {
         self.get_pages(
             &format!("{}?per_page={PER_PAGE}", runners_path(scope)),
-            |r: types::Runners| r.runners.into_iter().map(types::Runner::into_domain).collect(),
+            |r: types::Runners| {
+                r.runners
+                    .into_iter()
+                    .map(types::Runner::into_domain)
+                    .collect()
+            },
         )
     }
 
@@ -145,7 +149,11 @@ impl GitHubClient {
         scope: &TargetScope,
         name: &str,
     ) -> Result<Option<RegisteredRunner>, GhError> {
-        let path = with_query(&format!("{}?per_page={PER_PAGE}", runners_path(scope)), "name", name);
+        let path = with_query(
+            &format!("{}?per_page={PER_PAGE}", runners_path(scope)),
+            "name",
+            name,
+        );
         let all = self.get_pages(&path, |r: types::Runners| r.runners)?;
         Ok(all
             .into_iter()
@@ -155,7 +163,9 @@ impl GitHubClient {
 
     /// Deregisters a runner: 204 and 404 succeed, 422 says it is busy.
     pub fn delete_runner(&self, scope: &TargetScope, id: i64) -> Result<Deleted, GhError> {
-        match self.call(&Call::delete(self.url(&format!("{}/{id}", runners_path(scope))))) {
+        match self.call(&Call::delete(
+            self.url(&format!("{}/{id}", runners_path(scope))),
+        )) {
             Ok(_) => Ok(Deleted::Removed),
             Err(GhError::NotFound) => Ok(Deleted::AlreadyGone),
             Err(GhError::Unprocessable { message }) => Ok(Deleted::Busy { message }),
@@ -212,7 +222,12 @@ impl GitHubClient {
 }
 
 /// The JSON body of `generate-jitconfig` (tested against GitHub's schema).
-pub fn jit_body(name: &str, labels: &[String], runner_group_id: i64, work_folder: Option<&str>) -> Vec<u8> {
+pub fn jit_body(
+    name: &str,
+    labels: &[String],
+    runner_group_id: i64,
+    work_folder: Option<&str>,
+) -> Vec<u8> {
     serde_json::to_vec(&types::JitRequest {
         name,
         runner_group_id,

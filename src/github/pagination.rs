@@ -34,7 +34,11 @@ pub fn origin(url: &str) -> Option<String> {
     if host.is_empty() {
         return None;
     }
-    Some(format!("{}://{}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase()))
+    Some(format!(
+        "{}://{}",
+        scheme.to_ascii_lowercase(),
+        host.to_ascii_lowercase()
+    ))
 }
 
 /// Appends a query parameter to a URL.
@@ -71,13 +75,22 @@ mod tests {
         assert_eq!(next_link(last_page), None);
         assert_eq!(next_link(""), None);
         assert_eq!(next_link("garbage"), None);
-        assert_eq!(next_link(r#"<http://h/p?page=3>;rel=next"#).as_deref(), Some("http://h/p?page=3"));
+        assert_eq!(
+            next_link(r#"<http://h/p?page=3>;rel=next"#).as_deref(),
+            Some("http://h/p?page=3")
+        );
     }
 
     #[test]
     fn origins() {
-        assert_eq!(origin("https://API.github.com/x?y").as_deref(), Some("https://api.github.com"));
-        assert_eq!(origin("http://127.0.0.1:8080").as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(
+            origin("https://API.github.com/x?y").as_deref(),
+            Some("https://api.github.com")
+        );
+        assert_eq!(
+            origin("http://127.0.0.1:8080").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
         assert_eq!(origin("nope"), None);
     }
 

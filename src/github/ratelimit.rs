@@ -129,19 +129,32 @@ mod tests {
 
     #[test]
     fn retry_after_wins_to_the_second() {
-        let hs = h(&[("retry-after", "30"), ("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1800000600")]);
+        let hs = h(&[
+            ("retry-after", "30"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1800000600"),
+        ]);
         assert_eq!(limited_until(403, &hs, "", NOW, 0), Some(NOW + 30_000));
         assert_eq!(limited_until(429, &hs, "", NOW, 3), Some(NOW + 30_000));
     }
 
     #[test]
     fn exhausted_waits_for_reset() {
-        let hs = h(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1800000600")]);
-        assert_eq!(limited_until(403, &hs, "API rate limit exceeded", NOW, 0), Some(1_800_000_600_000));
+        let hs = h(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1800000600"),
+        ]);
+        assert_eq!(
+            limited_until(403, &hs, "API rate limit exceeded", NOW, 0),
+            Some(1_800_000_600_000)
+        );
         // A 200 that spent the last unit stops the next request too.
         assert_eq!(limited_until(200, &hs, "", NOW, 0), Some(1_800_000_600_000));
         // A reset in the past still waits a second.
-        let past = h(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1700000000")]);
+        let past = h(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1700000000"),
+        ]);
         assert_eq!(limited_until(403, &past, "", NOW, 0), Some(NOW + 1000));
     }
 
@@ -150,7 +163,10 @@ mod tests {
         let none = h(&[]);
         assert_eq!(limited_until(429, &none, "", NOW, 0), Some(NOW + 60_000));
         assert_eq!(limited_until(429, &none, "", NOW, 1), Some(NOW + 120_000));
-        assert_eq!(limited_until(429, &none, "", NOW, 30), Some(NOW + NO_HEADER_WAIT_CAP_MS));
+        assert_eq!(
+            limited_until(429, &none, "", NOW, 30),
+            Some(NOW + NO_HEADER_WAIT_CAP_MS)
+        );
         let msg = "You have exceeded a secondary rate limit. Please wait a few minutes";
         assert_eq!(limited_until(403, &none, msg, NOW, 0), Some(NOW + 60_000));
     }
@@ -158,14 +174,32 @@ mod tests {
     #[test]
     fn plain_forbidden_and_other_statuses_are_not_limits() {
         let none = h(&[("x-ratelimit-remaining", "4000")]);
-        assert_eq!(limited_until(403, &none, "Resource not accessible by integration", NOW, 0), None);
+        assert_eq!(
+            limited_until(403, &none, "Resource not accessible by integration", NOW, 0),
+            None
+        );
         assert_eq!(limited_until(200, &none, "", NOW, 0), None);
-        assert_eq!(limited_until(500, &h(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "1800000600")]), "", NOW, 0), None);
+        assert_eq!(
+            limited_until(
+                500,
+                &h(&[
+                    ("x-ratelimit-remaining", "0"),
+                    ("x-ratelimit-reset", "1800000600")
+                ]),
+                "",
+                NOW,
+                0
+            ),
+            None
+        );
     }
 
     #[test]
     fn retry_after_as_date() {
         let hs = h(&[("retry-after", "Fri, 15 Jan 2027 08:00:00 GMT")]);
-        assert_eq!(retry_after(&hs, NOW), crate::timefmt::parse_rfc3339("2027-01-15T08:00:00Z"));
+        assert_eq!(
+            retry_after(&hs, NOW),
+            crate::timefmt::parse_rfc3339("2027-01-15T08:00:00Z")
+        );
     }
 }
