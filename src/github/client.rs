@@ -325,15 +325,19 @@ impl GitHubClient {
             }
             match reply.status {
                 200..=299 => {
-                    if c.conditional
-                        && let Some(tag) = reply.headers.get("etag")
-                    {
-                        let entry = Cached {
-                            etag: tag.to_string(),
-                            body: reply.body.clone(),
-                            link: reply.headers.get("link").map(str::to_string),
-                        };
-                        lock(&self.state).etags.put(&c.url, entry);
+                    if c.conditional {
+                        match reply.headers.get("etag") {
+                            Some(tag) => {
+                                let entry = Cached {
+                                    etag: tag.to_string(),
+                                    body: reply.body.clone(),
+                                    link: reply.headers.get("link").map(str::to_string),
+                                };
+                                lock(&self.state).etags.put(&c.url, entry);
+                            }
+                            // No validator now: a stale one must not be sent next time.
+                            None => lock(&self.state).etags.remove(&c.url),
+                        }
                     }
                     return Ok(reply);
                 }
