@@ -269,9 +269,11 @@ pub fn bound_log(path: &Path, max_bytes: u64) -> io::Result<BoundOutcome> {
     if let Some(i) = probe.iter().position(|&b| b == b'\n') {
         cut_end += i as u64 + 1;
     }
+    // Padded with spaces before its newline to the length reserved above.
     let mut text = marker(cut_end - head, max_bytes, ends_line);
-    text.resize(marker_len as usize, b' ');
-    *text.last_mut().expect("marker is not empty") = b'\n';
+    text.pop();
+    text.resize(marker_len as usize - 1, b' ');
+    text.push(b'\n');
     file.write_all_at(&text, head)?;
     let write_start = head + marker_len;
     let shift = cut_end - write_start;

@@ -252,10 +252,19 @@ impl Copier {
 #[derive(Debug)]
 pub enum RemoveError {
     /// Something still uses it (a mount point, or a process kept writing into it).
-    Busy { path: PathBuf, source: io::Error },
+    Busy {
+        path: PathBuf,
+        source: io::Error,
+    },
     /// Permission denied even after making its directories writable.
-    Denied { path: PathBuf, source: io::Error },
-    Io { path: PathBuf, source: io::Error },
+    Denied {
+        path: PathBuf,
+        source: io::Error,
+    },
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for RemoveError {

@@ -225,13 +225,12 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if let Some((uid, gid, groups)) = &ids {
-                if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+            if let Some((uid, gid, groups)) = &ids
+                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     || libc::setgid(*gid) != 0
-                    || libc::setuid(*uid) != 0
-                {
-                    return Err(io::Error::last_os_error());
-                }
+                    || libc::setuid(*uid) != 0)
+            {
+                return Err(io::Error::last_os_error());
             }
             mark_cloexec_from(3);
             Ok(())

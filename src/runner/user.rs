@@ -26,7 +26,10 @@ pub enum UserError {
     /// The name cannot be a user name (empty, or contains NUL).
     BadName(String),
     /// The lookup itself failed (NSS error).
-    Lookup { name: String, source: std::io::Error },
+    Lookup {
+        name: String,
+        source: std::io::Error,
+    },
 }
 
 impl fmt::Display for UserError {
