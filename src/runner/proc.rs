@@ -131,8 +131,10 @@ pub fn session_members(sid: Pid) -> Vec<Pid> {
 /// leader of a new session with that id, which requires it to be that pid's process,
 /// hence callers check the leader's start time first: see [`signal_session`]).
 pub fn kill_session(sid: Pid, signal: i32) -> usize {
-    if sid <= 1 {
-        // Never let a bad record turn into kill(-1) or a signal to init.
+    // SAFETY: getsid(0) has no preconditions.
+    if sid <= 1 || sid == unsafe { libc::getsid(0) } {
+        // Never let a bad record turn into kill(-1), a signal to init, or a signal to
+        // the daemon's own session.
         return 0;
     }
     let mut signalled = 0;
