@@ -5,8 +5,13 @@
 //!
 //! - A launch is accepted only when the allocator grants one more runner than the
 //!   open launches already take, so a coordinator can at worst fill a host to the
-//!   ceilings its owner set. The question is asked with the launch's profile's
-//!   `min_capacity` set aside: a real job outranks a warm runner kept for none.
+//!   ceilings its owner set: the allocator is asked twice, with the open launches as
+//!   the directed profiles' demand and with one more for the launch's profile, and
+//!   the host's total `to_start` must grow. Growing only this profile's share would
+//!   not do: an earlier profile in the allocator's order could take host capacity
+//!   an already accepted launch of a later profile counts on. So every accepted
+//!   launch keeps its runner: the next pass's allocation starts one for each open
+//!   launch without a runner (while the other profiles' demand stays as it was).
 //! - An unassigned runner of the profile that no launch holds (idle first, the
 //!   longest idle; then starting or pending, the oldest) serves a new launch instead
 //!   of another being started.
@@ -300,40 +305,61 @@ impl LaunchBook {
     }
 
     /// Whether the allocator, asked for one launch more than are open, starts one
-    /// runner more for the profile.
+    /// runner more on the host (see the module documentation).
     fn grants_one_more(&self, policy: &ScalePolicy, ctx: &OfferCtx) -> Result<(), Refusal> {
-        let host = ctx.alloc.host;
-        let mut policies = ctx.alloc.policies.to_vec();
-        for p in policies.iter_mut() {
-            if p.name == policy.name && p.target == policy.target {
-                p.min_capacity = 0;
-            }
+        let mut demand = self.demand(ctx);
+        let base = ctx.alloc.allocate(&demand);
+        *demand.entry(policy.name.clone()).or_default() += 1;
+        let plus = ctx.alloc.allocate(&demand);
+        if plus.total_to_start() > base.total_to_start() {
+            return Ok(());
         }
+        Err(match plus.get(&policy.name).map(|p| &p.limit) {
+            Some(Limit::MaxCapacity) => Refusal::MaxCapacity,
+            Some(Limit::HostCapacity) => Refusal::HostCapacity,
+            // The profile itself had room, but only by taking it from another.
+            Some(Limit::Demand | Limit::MinCapacity) => Refusal::HostCapacity,
+            _ => Refusal::Other,
+        })
+    }
+
+    /// The demand a pass allocates for: `ctx.demand` for profiles that are not
+    /// directed, the open launches for those that are.
+    pub fn demand(&self, ctx: &OfferCtx) -> BTreeMap<String, u32> {
         let mut demand = ctx.demand.clone();
         let open = self.open_per_profile();
         for p in ctx.alloc.policies {
-            if is_directed(host, p, ctx.mode(&p.target)) {
+            if is_directed(ctx.alloc.host, p, ctx.mode(&p.target)) {
                 demand.insert(p.name.clone(), open.get(&p.name).copied().unwrap_or(0));
             }
         }
-        let alloc = HostAllocator {
-            policies: &policies,
-            ..ctx.alloc
-        };
-        let base = alloc.allocate(&demand);
-        *demand.entry(policy.name.clone()).or_default() += 1;
-        let plus = alloc.allocate(&demand);
-        let Some(p) = plus.get(&policy.name) else {
-            return Err(Refusal::Other);
-        };
-        if p.to_start > base.to_start(&policy.name) {
-            return Ok(());
+        demand
+    }
+
+    /// Binds launches still without a runner to free runners of their profile
+    /// (launches cancelled or expired leave theirs free; `min_capacity` starts
+    /// some). The loop calls this before it allocates, so that a free runner is not
+    /// counted as covering demand while a launch waits. Returns (lease id, attempt)
+    /// pairs to record on the attempts.
+    pub fn bind_free(&mut self, policies: &[ScalePolicy], attempts: &[Attempt]) -> Vec<(String, i64)> {
+        let mut out = Vec::new();
+        for i in 0..self.open.len() {
+            if self.open[i].attempt.is_some() {
+                continue;
+            }
+            let l = &self.open[i].launch;
+            let Some(policy) = policies
+                .iter()
+                .find(|p| p.name == l.profile && p.target == l.target)
+            else {
+                continue;
+            };
+            if let Some(id) = self.free_runner(policy, attempts) {
+                self.open[i].attempt = Some(id);
+                out.push((self.open[i].launch.lease_id.clone(), id));
+            }
         }
-        Err(match p.limit {
-            Limit::MaxCapacity => Refusal::MaxCapacity,
-            Limit::HostCapacity => Refusal::HostCapacity,
-            _ => Refusal::Other,
-        })
+        out
     }
 
     /// The coordinator cancelled a lease. `None` if the book does not hold it.

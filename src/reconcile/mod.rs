@@ -10,6 +10,8 @@ pub mod watch;
 
 #[cfg(test)]
 mod watch_tests;
+#[cfg(test)]
+mod launch_book_tests;
 
 pub use allocate::{
     Allocation, Counts, HostAllocator, Limit, NotReconciling, ProfileAllocation, allocate,
