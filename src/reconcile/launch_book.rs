@@ -341,7 +341,11 @@ impl LaunchBook {
     /// some). The loop calls this before it allocates, so that a free runner is not
     /// counted as covering demand while a launch waits. Returns (lease id, attempt)
     /// pairs to record on the attempts.
-    pub fn bind_free(&mut self, policies: &[ScalePolicy], attempts: &[Attempt]) -> Vec<(String, i64)> {
+    pub fn bind_free(
+        &mut self,
+        policies: &[ScalePolicy],
+        attempts: &[Attempt],
+    ) -> Vec<(String, i64)> {
         let mut out = Vec::new();
         for i in 0..self.open.len() {
             if self.open[i].attempt.is_some() {

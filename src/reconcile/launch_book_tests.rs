@@ -118,7 +118,13 @@ impl World {
 
     fn runner(&mut self, profile: &str, state: AttemptState, since: Millis) -> i64 {
         let id = self.attempts.len() as i64 + 1;
-        let target = self.policies.iter().find(|p| p.name == profile).unwrap().target.clone();
+        let target = self
+            .policies
+            .iter()
+            .find(|p| p.name == profile)
+            .unwrap()
+            .target
+            .clone();
         let mut a = Attempt::new(id, profile, &target, HOST, 0);
         if state != AttemptState::Pending {
             a.recover(state, since).unwrap();
@@ -149,15 +155,25 @@ fn every_refusal_reason() {
     check(&mut w, "monitor", "disabled");
     check(&mut w, "sick", "unfit");
     assert_eq!(w.offer_as("", "pool", 60, 0), "other");
-    assert_eq!(w.offer_as(&"x".repeat(MAX_FIELD + 1), "pool", 60, 0), "other");
+    assert_eq!(
+        w.offer_as(&"x".repeat(MAX_FIELD + 1), "pool", 60, 0),
+        "other"
+    );
     assert_eq!(w.offer_as("zero", "pool", 0, 0), "stale");
     assert_eq!(w.offer_as("dup", "pool", 60, 0), "start");
     assert_eq!(w.offer_as("dup", "pool", 60, 0), "stale");
-    assert_eq!(w.offer_as("zero", "pool", 60, 0), "stale", "refused leases are remembered too");
+    assert_eq!(
+        w.offer_as("zero", "pool", 60, 0),
+        "stale",
+        "refused leases are remembered too"
+    );
     check(&mut w, "pool", "start");
     check(&mut w, "pool", "start");
     check(&mut w, "pool", "max_capacity");
-    assert_eq!(w.book.open_per_profile(), BTreeMap::from([("pool".to_string(), 3)]));
+    assert_eq!(
+        w.book.open_per_profile(),
+        BTreeMap::from([("pool".to_string(), 3)])
+    );
     w.host.draining = true;
     check(&mut w, "pool", "draining");
     w.modes.insert("octo".into(), TargetMode::Fallback);
@@ -228,7 +244,10 @@ fn launches_close_when_their_runner_moves_on() {
         .collect();
     assert_eq!(
         closed,
-        vec![("L1".to_string(), CloseReason::Taken), ("L2".to_string(), CloseReason::Ended)]
+        vec![
+            ("L1".to_string(), CloseReason::Taken),
+            ("L2".to_string(), CloseReason::Ended)
+        ]
     );
     assert_eq!(w.book.drain_closed().len(), 2);
     assert!(w.book.drain_closed().is_empty());
@@ -246,9 +265,19 @@ fn expiry_cancel_and_lost_link() {
     assert!(w.book.observe(&w.attempts, 2_999).is_empty());
     let gone = w.book.observe(&w.attempts, 3_000);
     assert_eq!(gone.len(), 1);
-    assert_eq!((gone[0].launch.launch.lease_id.as_str(), gone[0].why), ("a", CloseReason::Expired));
-    assert_eq!(w.offer_as("a", "pool", 10, 3_000), "stale", "an expired lease stays seen");
-    assert_eq!(w.book.cancel("b").map(|c| c.why), Some(CloseReason::Cancelled));
+    assert_eq!(
+        (gone[0].launch.launch.lease_id.as_str(), gone[0].why),
+        ("a", CloseReason::Expired)
+    );
+    assert_eq!(
+        w.offer_as("a", "pool", 10, 3_000),
+        "stale",
+        "an expired lease stays seen"
+    );
+    assert_eq!(
+        w.book.cancel("b").map(|c| c.why),
+        Some(CloseReason::Cancelled)
+    );
     assert_eq!(w.book.cancel("b"), None);
     assert_eq!(w.offer_as("d", "pool", 10, 3_000), "start");
     assert_eq!(w.offer_as("e", "pool", 10, 3_000), "start");
@@ -256,8 +285,17 @@ fn expiry_cancel_and_lost_link() {
     assert_eq!(w.offer_as("f", "pool", 10, 13_000), "start");
     assert_eq!(w.book.open().len(), 1);
     assert_eq!(w.offer_as("g", "pool", 999_999, 13_000), "start");
-    let g = w.book.open().iter().find(|o| o.launch.lease_id == "g").unwrap();
-    assert_eq!(g.expires_at, 13_000 + MAX_TTL_SECS as Millis * 1000, "ttl is bounded");
+    let g = w
+        .book
+        .open()
+        .iter()
+        .find(|o| o.launch.lease_id == "g")
+        .unwrap();
+    assert_eq!(
+        g.expires_at,
+        13_000 + MAX_TTL_SECS as Millis * 1000,
+        "ttl is bounded"
+    );
     let lost = w.book.link_lost();
     assert_eq!(lost.len(), 2);
     assert!(lost.iter().all(|c| c.why == CloseReason::LinkLost));
@@ -272,8 +310,15 @@ fn seen_leases_are_bounded() {
     for i in 0..=SEEN_LEASES {
         assert_eq!(w.offer_as(&format!("s{i}"), "pool", 10, 0), "host_capacity");
     }
-    assert_eq!(w.offer_as(&format!("s{SEEN_LEASES}"), "pool", 10, 0), "stale");
-    assert_eq!(w.offer_as("s0", "pool", 10, 0), "host_capacity", "the oldest was forgotten");
+    assert_eq!(
+        w.offer_as(&format!("s{SEEN_LEASES}"), "pool", 10, 0),
+        "stale"
+    );
+    assert_eq!(
+        w.offer_as("s0", "pool", 10, 0),
+        "host_capacity",
+        "the oldest was forgotten"
+    );
 }
 
 #[test]
@@ -282,7 +327,10 @@ fn free_runners_are_bound_to_waiting_launches() {
     check(&mut w, "pool", "start");
     let cancelled_for = w.runner("pool", AttemptState::Starting, 0);
     // A runner whose own launch went away waits unheld; the other launch takes it.
-    assert_eq!(w.book.bind_free(&w.policies, &w.attempts), vec![("L1".to_string(), cancelled_for)]);
+    assert_eq!(
+        w.book.bind_free(&w.policies, &w.attempts),
+        vec![("L1".to_string(), cancelled_for)]
+    );
     assert!(w.book.bind_free(&w.policies, &w.attempts).is_empty());
 }
 

@@ -9,9 +9,9 @@ pub mod lines;
 pub mod watch;
 
 #[cfg(test)]
-mod watch_tests;
-#[cfg(test)]
 mod launch_book_tests;
+#[cfg(test)]
+mod watch_tests;
 
 pub use allocate::{
     Allocation, Counts, HostAllocator, Limit, NotReconciling, ProfileAllocation, allocate,

@@ -340,9 +340,9 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
         // idempotent, so do it again.
         AttemptState::Destroying if p.state == a.state => p.actions.push(Action::Cleanup),
         AttemptState::CleanupDeferred if now >= a.next_cleanup_at.unwrap_or(0) => {
-            if p.go(AttemptState::Destroying, None, None) {
-                p.actions.push(Action::Cleanup);
-            }
+            // Always a legal step (the table has cleanup_deferred -> destroying).
+            p.go(AttemptState::Destroying, None, None);
+            p.actions.push(Action::Cleanup);
         }
         _ => {}
     }
@@ -392,11 +392,12 @@ fn exited(p: &mut Plan, code: i32) {
 fn timeouts(p: &mut Plan, t: &Timeouts, want: Want, alive: bool) {
     let now = p.now;
     match p.state {
-        AttemptState::Pending | AttemptState::Starting => {
-            if now - p.attempt.created_at >= t.bootstrap
-                && p.end(Outcome::Failed, "bootstrap_timeout")
-                && alive
-            {
+        // Counted from the decision to start it: "never reached idle".
+        AttemptState::Pending | AttemptState::Starting
+            if now - p.attempt.created_at >= t.bootstrap =>
+        {
+            let ended = p.end(Outcome::Failed, "bootstrap_timeout");
+            if ended && alive {
                 p.stop(t);
             }
         }

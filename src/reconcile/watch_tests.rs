@@ -64,8 +64,7 @@ fn applies(a: &Attempt, actions: &[Action], now: Millis) {
 fn check_with(
     a: &Attempt,
     lines: &[&str],
-    process: ProcessStatus,
-    reg: Registration,
+    (process, reg): (ProcessStatus, Registration),
     want: Want,
     now: Millis,
     t: &Timeouts,
@@ -94,7 +93,15 @@ fn check_with(
 
 #[track_caller]
 fn check(a: Attempt, lines: &[&str], p: ProcessStatus, want: Want, now: Millis, expected: &str) {
-    check_with(&a, lines, p, Registration::Unknown, want, now, &T, expected);
+    check_with(
+        &a,
+        lines,
+        (p, Registration::Unknown),
+        want,
+        now,
+        &T,
+        expected,
+    );
 }
 
 const NEEDED: Want = Want::Needed;
@@ -359,8 +366,7 @@ fn timeouts_each_with_its_reason() {
     check_with(
         &at(Busy, 100),
         &[],
-        Alive,
-        Registration::Unknown,
+        (Alive, Registration::Unknown),
         NEEDED,
         99_999,
         &NO_JOB_CEILING,
@@ -397,8 +403,7 @@ fn never_kill_a_busy_runner_to_scale_down() {
         check_with(
             &at(Idle, 0),
             &[],
-            Alive,
-            Registration::Present { busy: true },
+            (Alive, Registration::Present { busy: true }),
             want,
             1_000_000,
             &NO_JOB_CEILING,
@@ -446,8 +451,7 @@ fn scale_down_deregisters_first_then_stops() {
     check_with(
         &at(Idle, 0),
         &[],
-        Alive,
-        Registration::Absent,
+        (Alive, Registration::Absent),
         NEEDED,
         5,
         &T,
@@ -457,8 +461,7 @@ fn scale_down_deregisters_first_then_stops() {
     check_with(
         &at(Starting, 0),
         &[],
-        Alive,
-        Registration::Absent,
+        (Alive, Registration::Absent),
         NEEDED,
         5,
         &T,
