@@ -10,7 +10,9 @@
 //! ([`after_deregister`]).
 
 use super::lines::RunnerEvent;
-use crate::domain::{Attempt, AttemptState, Outcome, ScalePolicy};
+use crate::domain::{
+    Attempt, AttemptState, Outcome, RegisteredRunner, ScalePolicy, parse_runner_name,
+};
 use crate::timefmt::Millis;
 use std::fmt;
 
@@ -495,4 +497,22 @@ pub fn recover(a: &Attempt, process: ProcessStatus, now: Millis) -> Vec<Action> 
         p.actions.push(Action::Cleanup);
     }
     p.actions
+}
+
+/// Registrations GitHub lists under this host's runner names that no attempt
+/// explains (no such attempt, or one already cleaned): ours to delete. Runners of
+/// other hosts and foreign runners are never returned. A 422 to the DELETE leaves a
+/// busy one alone, as everywhere.
+pub fn unexplained_registrations<'a>(
+    host_id: &str,
+    runners: &'a [RegisteredRunner],
+    attempts: &[Attempt],
+) -> Vec<&'a RegisteredRunner> {
+    runners
+        .iter()
+        .filter(|r| {
+            parse_runner_name(host_id, &r.name)
+                .is_some_and(|id| !attempts.iter().any(|a| a.id == id && !a.cleaned))
+        })
+        .collect()
 }

@@ -554,3 +554,30 @@ fn timeouts_come_from_the_profile() {
         }
     );
 }
+
+#[test]
+fn only_our_unexplained_registrations_are_deleted() {
+    let reg = |id: i64, name: &str| crate::domain::RegisteredRunner {
+        id,
+        name: name.into(),
+        online: true,
+        busy: false,
+        labels: vec![],
+    };
+    let runners = [
+        reg(1, "rm-0123abcd-1"), // live attempt
+        reg(2, "rm-0123abcd-2"), // cleaned attempt: left behind
+        reg(3, "rm-0123abcd-3"), // no attempt at all
+        reg(4, "rm-ffffffff-3"), // another host's
+        reg(5, "build-box"),     // not ours
+    ];
+    let live = at(Busy, 0);
+    let mut cleaned = at(Destroying, 0);
+    cleaned.id = 2;
+    cleaned.cleaned = true;
+    let got: Vec<i64> = unexplained_registrations(HOST, &runners, &[live, cleaned])
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(got, vec![2, 3]);
+}
