@@ -71,10 +71,6 @@ pub fn dispatch(
             return Out::error(404, "Not Found");
         }
     }
-    let scope_path = |s: &Scope| match s {
-        Scope::Repo(f) => format!("/repos/{f}"),
-        Scope::Org(o) => format!("/orgs/{o}"),
-    };
     let t = template
         .trim_start_matches("/repos/{owner}/{repo}")
         .trim_start_matches("/orgs/{org}");
@@ -268,10 +264,7 @@ pub fn dispatch(
         ("POST", "/actions/runners/generate-jitconfig") => {
             generate_jitconfig(st, scope_ref, req, now)
         }
-        _ => {
-            let _ = scope_path;
-            Out::error(404, "Not Found")
-        }
+        _ => Out::error(404, "Not Found"),
     }
 }
 

@@ -109,8 +109,11 @@ mod erased {
     }
 }
 
+/// Files to write into the runner root: (file name, content).
+pub type RootFiles = Vec<(&'static str, Vec<u8>)>;
+
 /// Decodes an encoded config: the config and the files to write into the runner root.
-pub fn decode(encoded: &str) -> Result<(JitConfig, Vec<(&'static str, Vec<u8>)>), String> {
+pub fn decode(encoded: &str) -> Result<(JitConfig, RootFiles), String> {
     let outer = STANDARD
         .decode(encoded.trim())
         .map_err(|e| format!("the JIT config is not base64 ({e})"))?;

@@ -300,20 +300,6 @@ impl State {
             || matches!(scope, Scope::Org(o) if self.groups.iter().any(|g| g.id == id && &g.org == o))
     }
 
-    pub fn owner_id(&mut self, login: &str) -> u64 {
-        match self.orgs.get(login) {
-            Some(o) => o.id,
-            // Users get a stable id derived from their name so repeated renders agree.
-            None => {
-                10_000_000
-                    + login
-                        .bytes()
-                        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(b as u64))
-                        % 1_000_000
-            }
-        }
-    }
-
     /// A run with one queued job per spec; returns the run id and the job ids.
     pub fn enqueue_run(
         &mut self,

@@ -53,23 +53,50 @@ fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
 /// Lays out an install, gets a JIT config from the sim's REST endpoint, starts the runner.
 fn start_runner(h: &SimHandle, name: &str, labels: &[&str]) -> (Proc, u64) {
     let dir = temp_dir(name);
-    runner_manager::sim::install::lay_out(&dir.0, &PathBuf::from(env!("CARGO_BIN_EXE_runner-manager"))).unwrap();
+    runner_manager::sim::install::lay_out(
+        &dir.0,
+        &PathBuf::from(env!("CARGO_BIN_EXE_runner-manager")),
+    )
+    .unwrap();
     assert!(dir.0.join("run.sh").exists() && !dir.0.join(".runner").exists());
     let body = json!({"name": name, "runner_group_id": 1, "labels": labels});
-    let r = call(h, "POST", "/repos/octo/app/actions/runners/generate-jitconfig", PAT, Some(&body), &[]);
+    let r = call(
+        h,
+        "POST",
+        "/repos/octo/app/actions/runners/generate-jitconfig",
+        PAT,
+        Some(&body),
+        &[],
+    );
     assert_eq!(r.status, 201);
     let v = r.json().unwrap();
     let id = v["runner"]["id"].as_u64().unwrap();
     let mut child = Command::new(dir.0.join("bin/Runner.Listener"))
         .arg("run")
         .current_dir(&dir.0)
-        .env("ACTIONS_RUNNER_INPUT_JITCONFIG", v["encoded_jit_config"].as_str().unwrap())
+        .env(
+            "ACTIONS_RUNNER_INPUT_JITCONFIG",
+            v["encoded_jit_config"].as_str().unwrap(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (out, err) = (lines_of(child.stdout.take().unwrap()), lines_of(child.stderr.take().unwrap()));
-    (Proc { child, out, err, lines: Vec::new(), errs: Vec::new(), _dir: dir }, id)
+    let (out, err) = (
+        lines_of(child.stdout.take().unwrap()),
+        lines_of(child.stderr.take().unwrap()),
+    );
+    (
+        Proc {
+            child,
+            out,
+            err,
+            lines: Vec::new(),
+            errs: Vec::new(),
+            _dir: dir,
+        },
+        id,
+    )
 }
 
 impl Proc {
@@ -81,7 +108,11 @@ impl Proc {
     fn wait_line(&mut self, needle: &str) {
         wait_for(needle, DEADLINE, || {
             self.drain();
-            self.lines.iter().chain(&self.errs).any(|l| l.contains(needle)).then_some(())
+            self.lines
+                .iter()
+                .chain(&self.errs)
+                .any(|l| l.contains(needle))
+                .then_some(())
         });
     }
 
@@ -106,7 +137,9 @@ impl Drop for Proc {
 }
 
 fn is_stamped(line: &str, rest: &str) -> bool {
-    line.len() > 22 && runner_manager::timefmt::parse_rfc3339(&line[..20]).is_some() && &line[20..] == rest
+    line.len() > 22
+        && runner_manager::timefmt::parse_rfc3339(&line[..20]).is_some()
+        && &line[20..] == rest
 }
 
 #[test]
@@ -114,10 +147,20 @@ fn a_runner_takes_one_job_and_exits_zero() {
     let (h, _) = sim();
     let (mut p, id) = start_runner(&h, "rm-e2e-1", &["self-hosted", "linux"]);
     p.wait_line("Listening for Jobs");
-    assert!(!p.lines.is_empty() && p.lines[0] == "√ Connected to GitHub", "{:?}", p.lines);
-    assert!(p.lines.contains(&"Current runner version: '2.336.0'".to_string()));
+    assert!(
+        !p.lines.is_empty() && p.lines[0] == "√ Connected to GitHub",
+        "{:?}",
+        p.lines
+    );
+    assert!(
+        p.lines
+            .contains(&"Current runner version: '2.336.0'".to_string())
+    );
     let dir = p._dir.0.clone();
-    assert!(dir.join(".runner").exists() && dir.join(".credentials").exists(), "the JIT config was written out");
+    assert!(
+        dir.join(".runner").exists() && dir.join(".credentials").exists(),
+        "the JIT config was written out"
+    );
     let runner = h.runners().into_iter().find(|r| r.id == id).unwrap();
     assert!(runner.online && !runner.busy && runner.version.as_deref() == Some("2.336.0"));
     let other = h.enqueue_job("octo/app", "gpu job", &["self-hosted", "gpu"], 10);
@@ -125,17 +168,41 @@ fn a_runner_takes_one_job_and_exits_zero() {
     p.wait_line("Running job: build (ubuntu)");
     let j = h.job(job).unwrap();
     assert_eq!(j.status, JobStatus::InProgress);
-    assert_eq!((j.runner_id, j.runner_name.as_deref()), (Some(id), Some("rm-e2e-1")));
+    assert_eq!(
+        (j.runner_id, j.runner_name.as_deref()),
+        (Some(id), Some("rm-e2e-1"))
+    );
     assert!(h.runners().iter().any(|r| r.id == id && r.busy));
     assert_eq!(p.wait_exit(), 0);
-    let stamped: Vec<&String> = p.lines.iter().filter(|l| l.ends_with("Z: Listening for Jobs") || l.contains(": Running job:") || l.contains("completed with result")).collect();
-    assert!(is_stamped(stamped[0], ": Listening for Jobs"), "{stamped:?}");
+    let stamped: Vec<&String> = p
+        .lines
+        .iter()
+        .filter(|l| {
+            l.ends_with("Z: Listening for Jobs")
+                || l.contains(": Running job:")
+                || l.contains("completed with result")
+        })
+        .collect();
+    assert!(
+        is_stamped(stamped[0], ": Listening for Jobs"),
+        "{stamped:?}"
+    );
     assert!(is_stamped(stamped[1], ": Running job: build (ubuntu)"));
-    assert!(is_stamped(stamped[2], ": Job build (ubuntu) completed with result: Succeeded"));
+    assert!(is_stamped(
+        stamped[2],
+        ": Job build (ubuntu) completed with result: Succeeded"
+    ));
     assert_eq!(h.job(job).unwrap().status, JobStatus::Completed);
     assert_eq!(h.job(job).unwrap().conclusion.as_deref(), Some("success"));
-    assert_eq!(h.job(other).unwrap().status, JobStatus::Queued, "labels it does not carry");
-    assert!(h.runners().iter().all(|r| r.id != id), "an ephemeral registration goes with its job");
+    assert_eq!(
+        h.job(other).unwrap().status,
+        JobStatus::Queued,
+        "labels it does not carry"
+    );
+    assert!(
+        h.runners().iter().all(|r| r.id != id),
+        "an ephemeral registration goes with its job"
+    );
 }
 
 #[test]
@@ -143,10 +210,23 @@ fn an_idle_runner_exits_zero_when_its_registration_is_deleted() {
     let (h, _) = sim();
     let (mut p, id) = start_runner(&h, "rm-idle", &["self-hosted"]);
     p.wait_line("Listening for Jobs");
-    let r = call(&h, "DELETE", &format!("/repos/octo/app/actions/runners/{id}"), PAT, None, &[]);
+    let r = call(
+        &h,
+        "DELETE",
+        &format!("/repos/octo/app/actions/runners/{id}"),
+        PAT,
+        None,
+        &[],
+    );
     assert_eq!(r.status, 204);
     assert_eq!(p.wait_exit(), 0);
-    assert!(p.errs.iter().any(|l| l.contains("The runner no longer exists on the server")), "{:?}", p.errs);
+    assert!(
+        p.errs
+            .iter()
+            .any(|l| l.contains("The runner no longer exists on the server")),
+        "{:?}",
+        p.errs
+    );
 }
 
 #[test]
@@ -159,7 +239,11 @@ fn sigterm_stops_an_idle_runner() {
 }
 
 fn with_fault(h: &SimHandle, name: &str, fault: RunnerFault) {
-    h.add_runner_fault(RunnerFaultRule { name_prefix: Some(name.into()), trigger: Trigger::Times(1), fault });
+    h.add_runner_fault(RunnerFaultRule {
+        name_prefix: Some(name.into()),
+        trigger: Trigger::Times(1),
+        fault,
+    });
 }
 
 #[test]
@@ -172,7 +256,11 @@ fn runner_faults_crash_conflict_deprecated_and_nonzero_exit() {
     with_fault(&h, "rm-conflict", RunnerFault::SessionConflict);
     let (mut p, _) = start_runner(&h, "rm-conflict", &["self-hosted"]);
     assert_eq!(p.wait_exit(), 5);
-    assert!(p.errs.iter().any(|l| l.ends_with("A session for this runner already exists.")));
+    assert!(
+        p.errs
+            .iter()
+            .any(|l| l.ends_with("A session for this runner already exists."))
+    );
     with_fault(&h, "rm-old", RunnerFault::Deprecated);
     let (mut p, _) = start_runner(&h, "rm-old", &["self-hosted"]);
     assert_eq!(p.wait_exit(), 7);
@@ -198,7 +286,10 @@ fn runner_faults_hang_and_ignore_sigterm() {
         (h.job(job).unwrap().status != JobStatus::Queued).then_some(())
     });
     assert_eq!(stubborn.wait_exit(), 0);
-    assert!(h.runners().iter().any(|r| r.id == hid && !r.online), "the hung runner never connected");
+    assert!(
+        h.runners().iter().any(|r| r.id == hid && !r.online),
+        "the hung runner never connected"
+    );
     hung.drain();
     assert!(hung.lines.is_empty() && hung.child.try_wait().unwrap().is_none());
 }

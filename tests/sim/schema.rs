@@ -23,7 +23,11 @@ fn check(s: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
     for (key, exactly_one) in [("anyOf", false), ("oneOf", true)] {
         if let Some(alts) = s.get(key).and_then(Value::as_array) {
             let passing = alts.iter().filter(|a| validate(a, v).is_empty()).count();
-            if passing == 0 || (exactly_one && passing > 1 && !alts.iter().all(|a| a.get("properties").is_some())) {
+            if passing == 0
+                || (exactly_one
+                    && passing > 1
+                    && !alts.iter().all(|a| a.get("properties").is_some()))
+            {
                 errors.push(format!("{at}: {passing} of the {key} alternatives match"));
             }
         }
@@ -56,7 +60,12 @@ fn check(s: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
         errors.push(format!("{at}: {text} is not a date-time"));
     }
     if let Some(obj) = v.as_object() {
-        for r in s.get("required").and_then(Value::as_array).into_iter().flatten() {
+        for r in s
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let r = r.as_str().unwrap_or_default();
             if !obj.contains_key(r) {
                 errors.push(format!("{at}: missing required field {r}"));
