@@ -160,10 +160,14 @@ pub fn list(c: &Connection, f: &AttemptFilter) -> Result<Vec<Attempt>> {
     query(c, &sql, &args)
 }
 
-/// The conditions of the every-pass reads; `cleaned = 0` written out so SQLite can
-/// use the partial indexes (the tests check the query plans).
-pub(super) const OPEN_OF_HOST: &str = "WHERE host_id = ?1 AND cleaned = 0 ORDER BY id";
-pub(super) const OPEN_OF_PROFILE: &str = "WHERE profile = ?1 AND cleaned = 0 ORDER BY id";
+/// The every-pass reads. `INDEXED BY` pins the partial indexes: without statistics the
+/// planner may prefer the full `attempts_by_profile`, which walks the whole history of
+/// a profile. `cleaned = 0` is written out because a partial index is used only when
+/// the query implies its condition (the tests check the query plans).
+pub(super) const OPEN_OF_HOST: &str =
+    "INDEXED BY attempts_open_by_host WHERE host_id = ?1 AND cleaned = 0 ORDER BY id";
+pub(super) const OPEN_OF_PROFILE: &str =
+    "INDEXED BY attempts_open_by_profile WHERE profile = ?1 AND cleaned = 0 ORDER BY id";
 
 pub fn open_of_host(c: &Connection, host_id: &str) -> Result<Vec<Attempt>> {
     query(
