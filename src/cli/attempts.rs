@@ -18,21 +18,22 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         .value("--profile")
         .map(|p| validate::name("--profile", p))
         .transpose()?;
-    if let Some(p) = &profile {
-        if store.profile(p).is_err()
-            && store
-                .attempts(&AttemptFilter {
-                    profile: Some(p.clone()),
-                    active_only: false,
-                    limit: Some(1),
-                })?
-                .is_empty()
-        {
-            return Err(CliError::usage(
-                "--profile",
-                &format!("no profile named {p:?} and no attempts of one"),
-            ));
-        }
+    // A removed profile's history is still listable; only a name that never had
+    // attempts is a typo.
+    if let Some(p) = &profile
+        && store.profile(p).is_err()
+        && store
+            .attempts(&AttemptFilter {
+                profile: Some(p.clone()),
+                active_only: false,
+                limit: Some(1),
+            })?
+            .is_empty()
+    {
+        return Err(CliError::usage(
+            "--profile",
+            &format!("no profile named {p:?} and no attempts of one"),
+        ));
     }
     let filter = AttemptFilter {
         profile,

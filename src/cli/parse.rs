@@ -163,13 +163,13 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, CliError> {
             command.args
         )));
     }
-    if let Some(hi) = hi {
-        if positionals.len() > hi {
-            return Err(CliError::usage(
-                &positionals[hi],
-                &format!("unexpected argument to '{}'", command.name()),
-            ));
-        }
+    if let Some(hi) = hi
+        && positionals.len() > hi
+    {
+        return Err(CliError::usage(
+            &positionals[hi],
+            &format!("unexpected argument to '{}'", command.name()),
+        ));
     }
     Ok(Parsed::Run(Invocation {
         command,

@@ -101,6 +101,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let host = store.host_or_create()?;
     let mut p = store.profile(&inv.positionals[0])?;
     let expected = expected.unwrap_or(p.revision);
+    let old_target = p.target.clone();
     let mut dir_changed = false;
     for kv in &inv.positionals[1..] {
         let (k, v) = validate::key_value(kv)?;
@@ -111,13 +112,13 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     if dir_changed {
         check_runner_dir("runner_dir", &p)?;
     }
-    if p.target != store.profile(&p.name)?.target {
-        if let Err(crate::store::StoreError::NotFound { .. }) = store.target(&p.target) {
-            return Err(CliError::usage(
-                "target",
-                &format!("no target named {:?}", p.target),
-            ));
-        }
+    if p.target != old_target
+        && let Err(crate::store::StoreError::NotFound { .. }) = store.target(&p.target)
+    {
+        return Err(CliError::usage(
+            "target",
+            &format!("no target named {:?}", p.target),
+        ));
     }
     p.revision = store.update_profile(&p, expected)?;
     out.emit(

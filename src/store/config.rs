@@ -164,7 +164,7 @@ pub fn update_target(c: &Connection, t: &Target) -> Result<()> {
 }
 
 pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     let users: Vec<String> = tx
         .prepare("SELECT name FROM profiles WHERE target = ?1 ORDER BY name")?
         .query_map([name], |r| r.get(0))?
@@ -211,7 +211,7 @@ fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 17] {
 }
 
 pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     // The foreign key would refuse an unknown target too, but with an error that
     // cannot say which target; check first, inside the same transaction.
     target(&tx, &p.target)?;
@@ -266,7 +266,7 @@ pub fn profiles(c: &Connection) -> Result<Vec<ScalePolicy>> {
 }
 
 pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<u64> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     if p.target != profile(&tx, &p.name)?.target {
         target(&tx, &p.target)?;
     }
@@ -297,7 +297,7 @@ pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<
 }
 
 pub fn remove_profile(c: &Connection, name: &str) -> Result<()> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     profile(&tx, name)?;
     let live: i64 = tx.query_row(
         "SELECT count(*) FROM attempts WHERE profile = ?1 AND cleaned = 0 \

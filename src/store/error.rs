@@ -6,9 +6,15 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub enum StoreError {
     /// No such thing: `what` is `target`, `profile`, `attempt`, `host`.
-    NotFound { what: &'static str, name: String },
+    NotFound {
+        what: &'static str,
+        name: String,
+    },
     /// A thing of that name already exists.
-    Exists { what: &'static str, name: String },
+    Exists {
+        what: &'static str,
+        name: String,
+    },
     /// Another edit came first: nothing was written.
     StaleRevision {
         name: String,
@@ -23,9 +29,15 @@ pub enum StoreError {
         hint: &'static str,
     },
     /// The file is a damaged runner-manager store (or a damaged SQLite file).
-    Corrupt { path: PathBuf, detail: String },
+    Corrupt {
+        path: PathBuf,
+        detail: String,
+    },
     /// The file exists but is not a runner-manager store; it is left untouched.
-    NotOurs { path: PathBuf, detail: String },
+    NotOurs {
+        path: PathBuf,
+        detail: String,
+    },
     /// The store was written by a newer runner-manager (schema version ahead of ours).
     TooNew {
         path: PathBuf,
@@ -33,11 +45,19 @@ pub enum StoreError {
         supported: i64,
     },
     /// Another process held the store's write lock for longer than the busy timeout.
-    Locked { path: PathBuf },
-    Io { path: PathBuf, source: std::io::Error },
+    Locked {
+        path: PathBuf,
+    },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     Sqlite(rusqlite::Error),
     /// A row the store wrote itself could not be read back (a bug or a hand edit).
-    BadRow { what: &'static str, detail: String },
+    BadRow {
+        what: &'static str,
+        detail: String,
+    },
 }
 
 impl fmt::Display for StoreError {

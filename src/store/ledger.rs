@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 const LIVE_STATES: &str = "('pending', 'starting', 'idle', 'busy')";
 
 pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     // The runner name needs the id, which only the insert gives: insert with an
     // empty name and set it in the same transaction, so nobody ever sees it empty.
     tx.execute(
@@ -59,7 +59,7 @@ fn append_events(c: &Connection, id: i64, from: usize, history: &[StateChange]) 
 }
 
 pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     let n = tx.execute(
         "UPDATE attempts SET state = ?2, outcome = ?3, reason = ?4, updated_at = ?5, \
          ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
@@ -195,7 +195,7 @@ pub fn live_counts(c: &Connection) -> Result<BTreeMap<String, u32>> {
 }
 
 pub fn prune(c: &Connection, before: Millis) -> Result<usize> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     // Events go with their attempt through ON DELETE CASCADE (foreign_keys is on).
     let n = tx.execute(
         "DELETE FROM attempts WHERE cleaned = 1 AND updated_at < ?1",

@@ -2,6 +2,7 @@
 //! time series for the TUI, and a small key/value table for modules' own state.
 
 use super::error::Result;
+use super::rows;
 use super::{Heartbeat, LatencySample, ProfileStatus, QueueSample, TargetStatus};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -101,7 +102,7 @@ pub fn clear_heartbeat(c: &Connection) -> Result<()> {
 }
 
 pub fn add_queue_samples(c: &Connection, samples: &[QueueSample]) -> Result<()> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     {
         let mut st = tx.prepare_cached(
             "INSERT INTO queue_samples (profile, at, queued, live) VALUES (?1, ?2, ?3, ?4)",
@@ -160,7 +161,7 @@ pub fn latency_samples(
 }
 
 pub fn prune_samples(c: &Connection, before: Millis) -> Result<usize> {
-    let tx = c.unchecked_transaction()?;
+    let tx = rows::write_tx(c)?;
     let n = tx.execute("DELETE FROM queue_samples WHERE at < ?1", [before])?
         + tx.execute("DELETE FROM latency_samples WHERE at < ?1", [before])?;
     tx.commit()?;
@@ -168,8 +169,10 @@ pub fn prune_samples(c: &Connection, before: Millis) -> Result<usize> {
 }
 
 pub fn kv_get(c: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
-        .optional()?)
+    Ok(
+        c.query_row("SELECT value FROM kv WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?,
+    )
 }
 
 pub fn kv_put(c: &Connection, key: &str, value: &str) -> Result<()> {

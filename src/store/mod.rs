@@ -158,8 +158,7 @@ pub trait Store {
     /// Samples at or after `since`, oldest first; all profiles when `profile` is None.
     fn queue_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<QueueSample>>;
     fn add_latency_sample(&self, sample: &LatencySample) -> Result<()>;
-    fn latency_samples(&self, profile: Option<&str>, since: Millis)
-    -> Result<Vec<LatencySample>>;
+    fn latency_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<LatencySample>>;
     /// Deletes queue and latency samples taken before `before`; returns how many.
     fn prune_samples(&self, before: Millis) -> Result<usize>;
 

@@ -132,3 +132,10 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
         history: Vec::new(),
     })
 }
+
+/// Begins a write transaction. IMMEDIATE takes the write lock up front (waiting up to
+/// the busy timeout): a deferred transaction that reads and then writes would fail at
+/// once with SQLITE_BUSY when another process committed in between, in WAL mode.
+pub fn write_tx(c: &rusqlite::Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)
+}

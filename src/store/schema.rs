@@ -185,19 +185,24 @@ pub fn inspect(conn: &Connection, path: &Path) -> Result<Found> {
     Ok(Found::Ours(version))
 }
 
-/// Applies every migration after `from`, each in its own transaction together with
-/// its `user_version` bump, so a crash leaves the file at one version or the next.
-pub fn migrate(conn: &Connection, from: i64) -> Result<()> {
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
-        let tx = conn.unchecked_transaction()?;
-        if i == 0 {
+/// Applies the migrations this file still needs, each in its own write transaction
+/// together with its `user_version` bump, so a crash leaves the file at one version or
+/// the next. The version is read again inside each transaction: two processes opening
+/// a new store at once migrate it once.
+pub fn migrate(conn: &Connection) -> Result<()> {
+    loop {
+        let tx = super::rows::write_tx(conn)?;
+        let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if v >= CURRENT_VERSION {
+            return Ok(());
+        }
+        if v == 0 {
             tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID};"))?;
         }
-        tx.execute_batch(sql)?;
-        tx.execute_batch(&format!("PRAGMA user_version = {};", i + 1))?;
+        tx.execute_batch(MIGRATIONS[v as usize])?;
+        tx.execute_batch(&format!("PRAGMA user_version = {};", v + 1))?;
         tx.commit()?;
     }
-    Ok(())
 }
 
 /// Maps SQLite's errors on a file it cannot read into our words: a file that does not

@@ -72,7 +72,11 @@ impl SqliteStore {
 
     /// A private in-memory store with the same schema and code, for tests.
     pub fn open_in_memory() -> Result<SqliteStore> {
-        Self::setup(Connection::open_in_memory()?, PathBuf::from(":memory:"), false)
+        Self::setup(
+            Connection::open_in_memory()?,
+            PathBuf::from(":memory:"),
+            false,
+        )
     }
 
     fn setup(conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
@@ -99,12 +103,12 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA foreign_keys = ON")
             .map_err(classify)?;
-        let from = match found {
-            Found::Empty => 0,
-            Found::Ours(v) => v,
+        let behind = match found {
+            Found::Empty => true,
+            Found::Ours(v) => v < schema::CURRENT_VERSION,
         };
-        if from < schema::CURRENT_VERSION {
-            schema::migrate(&conn, from).map_err(|e| match e {
+        if behind {
+            schema::migrate(&conn).map_err(|e| match e {
                 StoreError::Sqlite(e) => classify(e),
                 e => e,
             })?;
@@ -256,11 +260,7 @@ impl Store for SqliteStore {
     fn add_latency_sample(&self, sample: &LatencySample) -> Result<()> {
         self.wrap(live::add_latency_sample(&self.conn, sample))
     }
-    fn latency_samples(
-        &self,
-        profile: Option<&str>,
-        since: Millis,
-    ) -> Result<Vec<LatencySample>> {
+    fn latency_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<LatencySample>> {
         self.wrap(live::latency_samples(&self.conn, profile, since))
     }
     fn prune_samples(&self, before: Millis) -> Result<usize> {

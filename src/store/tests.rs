@@ -14,10 +14,7 @@ impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!(
-            "rm-store-{tag}-{}-{n}",
-            std::process::id()
-        ));
+        let p = std::env::temp_dir().join(format!("rm-store-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         TempDir(p)
     }
@@ -72,7 +69,10 @@ fn host_is_created_once_with_a_random_id() {
     assert_eq!(s.host().unwrap(), None);
     let h = s.host_or_create().unwrap();
     assert_eq!(h.id.len(), 16);
-    assert!(h.id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+    assert!(
+        h.id.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
     assert!(h.capacity >= 1);
     assert_eq!(s.host_or_create().unwrap(), h);
     let mut h2 = h.clone();
@@ -176,8 +176,12 @@ fn attempts_keep_their_history_and_the_profile_stays_while_live() {
     let e = s.remove_profile("linux").unwrap_err();
     assert!(e.to_string().contains("pause it"), "{e}");
 
-    a.end(Outcome::ExitedIdleWithoutWork, Some("idle_timeout".into()), 4_000)
-        .unwrap();
+    a.end(
+        Outcome::ExitedIdleWithoutWork,
+        Some("idle_timeout".into()),
+        4_000,
+    )
+    .unwrap();
     s.save_attempt(&a).unwrap();
     assert!(s.live_counts().unwrap().is_empty());
     assert_eq!(s.open_attempts(&h.id).unwrap().len(), 1);
@@ -187,7 +191,10 @@ fn attempts_keep_their_history_and_the_profile_stays_while_live() {
     s.remove_profile("linux").unwrap();
     assert!(matches!(
         s.attempt(999),
-        Err(StoreError::NotFound { what: "attempt", .. })
+        Err(StoreError::NotFound {
+            what: "attempt",
+            ..
+        })
     ));
 }
 
@@ -216,7 +223,11 @@ fn listing_filters_and_open_reads() {
         limit: None,
     };
     assert_eq!(
-        s.attempts(&f).unwrap().iter().map(|a| a.id).collect::<Vec<_>>(),
+        s.attempts(&f)
+            .unwrap()
+            .iter()
+            .map(|a| a.id)
+            .collect::<Vec<_>>(),
         vec![ids[4], ids[3]]
     );
     let limited = AttemptFilter {
@@ -234,7 +245,9 @@ fn prune_removes_old_cleaned_attempts_with_their_events_and_never_reuses_ids() {
     let (s, h, _) = seeded();
     let mut last = 0;
     for i in 0..4 {
-        let mut a = s.create_attempt(&new_attempt(&h, "linux"), i * 100).unwrap();
+        let mut a = s
+            .create_attempt(&new_attempt(&h, "linux"), i * 100)
+            .unwrap();
         a.end(Outcome::Failed, Some("boom".into()), i * 100 + 1)
             .unwrap();
         a.cleaned = i != 1;
@@ -251,7 +264,10 @@ fn prune_removes_old_cleaned_attempts_with_their_events_and_never_reuses_ids() {
     assert_eq!(events, 2 * 2, "pruned attempts' events went too");
     assert_eq!(s.prune_attempts(1_000).unwrap(), 1);
     let next = s.create_attempt(&new_attempt(&h, "linux"), 2_000).unwrap();
-    assert!(next.id > last, "an attempt id (a runner name) is never reused");
+    assert!(
+        next.id > last,
+        "an attempt id (a runner name) is never reused"
+    );
 }
 
 #[test]
@@ -328,7 +344,10 @@ fn live_rows_samples_and_kv() {
         latency_ms: 900,
     })
     .unwrap();
-    assert_eq!(s.queue_samples(Some("linux"), 20).unwrap(), vec![q(20), q(30)]);
+    assert_eq!(
+        s.queue_samples(Some("linux"), 20).unwrap(),
+        vec![q(20), q(30)]
+    );
     assert_eq!(s.queue_samples(Some("none"), 0).unwrap(), vec![]);
     assert_eq!(s.latency_samples(None, 0).unwrap().len(), 1);
     assert_eq!(s.prune_samples(20).unwrap(), 2);
@@ -354,7 +373,11 @@ fn files_are_private_and_another_connection_sees_edits() {
     let b = SqliteStore::open(&dir).unwrap();
     let before = b.data_version().unwrap();
     a.kv_put("k", "v").unwrap();
-    assert_ne!(b.data_version().unwrap(), before, "b must notice a's commit");
+    assert_ne!(
+        b.data_version().unwrap(),
+        before,
+        "b must notice a's commit"
+    );
     let mid = b.data_version().unwrap();
     b.kv_put("k", "w").unwrap();
     assert_eq!(b.data_version().unwrap(), mid, "own commits do not count");
@@ -407,7 +430,9 @@ fn refused_untouched(tag: &str, write: impl FnOnce(&std::path::Path)) -> StoreEr
 
 #[test]
 fn foreign_and_corrupt_files_are_refused_untouched() {
-    let e = refused_untouched("text", |f| std::fs::write(f, "hello, not a database\n").unwrap());
+    let e = refused_untouched("text", |f| {
+        std::fs::write(f, "hello, not a database\n").unwrap()
+    });
     assert!(matches!(e, StoreError::NotOurs { .. }), "{e:?}");
 
     let e = refused_untouched("foreign", |f| {

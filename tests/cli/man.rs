@@ -10,7 +10,7 @@ fn help_options(help: &str, title: &str) -> BTreeSet<String> {
         .map(|s| s.split("\n\n").next().unwrap_or(""))
         .unwrap_or("")
         .lines()
-        .filter_map(|l| l.trim_start().split_whitespace().next())
+        .filter_map(|l| l.split_whitespace().next())
         .filter(|w| w.starts_with("--"))
         .map(str::to_string)
         .collect()
