@@ -3,8 +3,8 @@
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
 use super::{CliError, CliResult, readable_file};
+use crate::domain::Host;
 use crate::domain::validate::{self, Invalid};
-use crate::domain::{Host, Mode};
 use crate::store::Store;
 use crate::timefmt::{Millis, now_millis};
 use serde_json::json;
@@ -158,11 +158,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     vec![
                         p.name.clone(),
                         p.target.clone(),
-                        match (p.active, p.mode) {
-                            (false, _) => "paused".into(),
-                            (true, Mode::Monitor) => "monitor".into(),
-                            (true, Mode::Autoscale) => "active".into(),
-                        },
+                        super::profiles::state(p),
                         format!(
                             "{}/{}",
                             live.get(&p.name).copied().unwrap_or(0),

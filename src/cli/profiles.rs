@@ -144,7 +144,8 @@ pub fn set_active(inv: &Invocation, store: &dyn Store, out: &mut Out, active: bo
     Ok(())
 }
 
-fn state(p: &ScalePolicy) -> String {
+/// `active`, `monitor` or `paused`: the one word tables show for a profile.
+pub(super) fn state(p: &ScalePolicy) -> String {
     match (p.active, p.mode) {
         (false, _) => "paused".into(),
         (true, Mode::Monitor) => "monitor".into(),

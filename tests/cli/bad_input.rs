@@ -1,30 +1,11 @@
 //! Bad input: exit 2, a message naming the argument, and the store byte-for-byte
 //! unchanged.
 
-use crate::support::{Dir, snapshot};
-
-/// A store with a target and a profile, so that edits have something to refuse.
-fn seeded() -> Dir {
-    let d = Dir::new("bad");
-    let tok = d.file("token", "secret-token-value");
-    d.ok(&[
-        "target",
-        "add",
-        "octo",
-        "--repo",
-        "octo/app",
-        "--token-file",
-        &tok,
-    ]);
-    d.ok(&[
-        "profile", "add", "linux", "--target", "octo", "--labels", "gpu", "--max", "4",
-    ]);
-    d
-}
+use crate::support::{Dir, seeded, snapshot};
 
 #[test]
 fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
-    let d = seeded();
+    let d = seeded("bad");
     let many_labels = (0..101)
         .map(|i| format!("l{i}"))
         .collect::<Vec<_>>()
@@ -261,7 +242,7 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
 
 #[test]
 fn refusals_that_are_not_bad_input_exit_1() {
-    let d = seeded();
+    let d = seeded("bad");
     let r = d.run(&["target", "rm", "octo"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(

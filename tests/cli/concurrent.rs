@@ -1,24 +1,11 @@
 //! Two processes editing one profile at the same revision: exactly one wins.
 
-use crate::support::{BIN, Dir};
+use crate::support::{BIN, seeded};
 use std::process::{Command, Stdio};
 
 #[test]
 fn two_edits_at_one_revision_exactly_one_wins() {
-    let d = Dir::new("race");
-    let tok = d.file("token", "x");
-    d.ok(&[
-        "target",
-        "add",
-        "octo",
-        "--repo",
-        "octo/app",
-        "--token-file",
-        &tok,
-    ]);
-    d.ok(&[
-        "profile", "add", "linux", "--target", "octo", "--labels", "gpu", "--max", "2",
-    ]);
+    let d = seeded("race");
     for round in 0..5u64 {
         let rev = (round + 1).to_string();
         let values = [10 + round * 2, 11 + round * 2];

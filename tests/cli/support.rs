@@ -86,3 +86,22 @@ pub fn snapshot(state: &Path) -> (Vec<u8>, Vec<u8>) {
     let read = |n: &str| std::fs::read(state.join(n)).unwrap_or_default();
     (read("state.db"), read("state.db-wal"))
 }
+
+/// A store with a target (token in a file) and a profile `linux` at revision 1.
+pub fn seeded(tag: &str) -> Dir {
+    let d = Dir::new(tag);
+    let tok = d.file("token", "secret-token-value");
+    d.ok(&[
+        "target",
+        "add",
+        "octo",
+        "--repo",
+        "octo/app",
+        "--token-file",
+        &tok,
+    ]);
+    d.ok(&[
+        "profile", "add", "linux", "--target", "octo", "--labels", "gpu", "--max", "4",
+    ]);
+    d
+}
