@@ -1,6 +1,184 @@
-//! The command line: parse with lexopt, dispatch, print tables or JSON, map errors to exit codes.
+//! The command line: parse with lexopt, dispatch, print tables or JSON, map errors to
+//! exit codes (0 ok, 2 bad usage or invalid input with nothing written, 1 otherwise).
+
+mod attempts;
+mod host;
+mod output;
+mod parse;
+mod profiles;
+pub mod spec;
+mod targets;
+
+use crate::domain::Invalid;
+use crate::store::{SqliteStore, Store, StoreError};
+use parse::{Invocation, Parsed};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a command failed, and so which exit code it gets.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad usage: exit 2.
+    Usage(String),
+    /// A refused value, naming the argument: exit 2.
+    Invalid(Invalid),
+    /// What the store refused or failed at: exit 2 for names that do not exist or are
+    /// taken (the user's input), 1 for everything else.
+    Store(StoreError),
+    /// Any other failure: exit 1.
+    Failed(String),
+}
+
+impl CliError {
+    pub fn usage(arg: &str, reason: &str) -> CliError {
+        CliError::Invalid(Invalid::new(arg, reason))
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) | CliError::Invalid(_) => 2,
+            CliError::Store(StoreError::NotFound { .. } | StoreError::Exists { .. }) => 2,
+            CliError::Store(_) | CliError::Failed(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+            CliError::Invalid(i) => write!(f, "{i}"),
+            CliError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<Invalid> for CliError {
+    fn from(i: Invalid) -> CliError {
+        CliError::Invalid(i)
+    }
+}
+
+impl From<StoreError> for CliError {
+    fn from(e: StoreError) -> CliError {
+        CliError::Store(e)
+    }
+}
+
+pub type CliResult = Result<(), CliError>;
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
-    0
+    run(std::env::args_os().skip(1).collect())
+}
+
+/// Runs one command line (without the program name) and returns its exit code.
+pub fn run(args: Vec<OsString>) -> i32 {
+    let result = match parse::parse(args) {
+        Ok(Parsed::Help(text)) => {
+            print!("{text}");
+            Ok(())
+        }
+        Ok(Parsed::Version) => {
+            println!("runner-manager {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Ok(Parsed::Run(inv)) => execute(&inv),
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("runner-manager: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn execute(inv: &Invocation) -> CliResult {
+    let dir = state_dir(inv)?;
+    let store = SqliteStore::open(&dir)?;
+    dispatch(inv, &store, &dir)
+}
+
+/// One arm per command; a new command is one arm here and one entry in `spec::COMMANDS`.
+fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliResult {
+    let mut out = output::Out::new(inv.json);
+    match inv.command.path {
+        ["target", "add"] => targets::add(inv, store, &mut out)?,
+        ["target", "set"] => targets::set(inv, store, &mut out)?,
+        ["target", "list"] => targets::list(store, &mut out)?,
+        ["target", "show"] => targets::show(inv, store, &mut out)?,
+        ["target", "rm"] => targets::rm(inv, store, &mut out)?,
+        ["profile", "add"] => profiles::add(inv, store, &mut out)?,
+        ["profile", "set"] => profiles::set(inv, store, &mut out)?,
+        ["profile", "list"] => profiles::list(store, &mut out)?,
+        ["profile", "show"] => profiles::show(inv, store, &mut out)?,
+        ["profile", "rm"] => profiles::rm(inv, store, &mut out)?,
+        ["profile", "pause"] => profiles::set_active(inv, store, &mut out, false)?,
+        ["profile", "resume"] => profiles::set_active(inv, store, &mut out, true)?,
+        ["host", "show"] => host::show(store, &mut out)?,
+        ["host", "set"] => host::set(inv, store, &mut out)?,
+        ["status"] => host::status(store, &mut out, dir)?,
+        ["attempts"] => attempts::list(inv, store, &mut out)?,
+        ["attempt", "show"] => attempts::show(inv, store, &mut out)?,
+        other => {
+            return Err(CliError::Failed(format!(
+                "command '{}' is in the table but has no handler",
+                other.join(" ")
+            )));
+        }
+    }
+    out.flush()
+}
+
+/// `--state-dir`, else `RUNNER_MANAGER_STATE_DIR`, else the default for this user.
+fn state_dir(inv: &Invocation) -> Result<PathBuf, CliError> {
+    if let Some(d) = &inv.state_dir {
+        return Ok(d.clone());
+    }
+    if let Some(d) = std::env::var_os("RUNNER_MANAGER_STATE_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(PathBuf::from("/var/lib/runner-manager"));
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(x).join("runner-manager"));
+    }
+    match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        Some(h) => Ok(PathBuf::from(h).join(".local/state/runner-manager")),
+        None => Err(CliError::usage(
+            "--state-dir",
+            "neither HOME nor XDG_STATE_HOME is set; give --state-dir DIR",
+        )),
+    }
+}
+
+/// Checks that a file the daemon will read later exists and is readable now.
+fn readable_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
+    match std::fs::File::open(path) {
+        Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => Ok(()),
+        Ok(_) => Err(CliError::usage(
+            arg,
+            &format!("{} is not a file", path.display()),
+        )),
+        Err(e) => Err(CliError::usage(
+            arg,
+            &format!("cannot read {}: {e}", path.display()),
+        )),
+    }
+}
+
+/// Checks that a directory exists and can be listed.
+fn readable_dir(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
+    match std::fs::read_dir(path) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(CliError::usage(
+            arg,
+            &format!("cannot read directory {}: {e}", path.display()),
+        )),
+    }
 }

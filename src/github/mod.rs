@@ -1,1 +1,24 @@
 //! The GitHub REST client: auth (PAT, App JWT), typed errors, rate limits, ETags, pagination.
+//!
+//! Only this module (and `sim`) knows GitHub's JSON: operations return domain types.
+
+pub mod auth;
+pub mod check;
+pub mod client;
+pub mod error;
+pub mod etag;
+pub mod headers;
+pub mod jwt;
+pub mod ops;
+pub mod pagination;
+pub mod ratelimit;
+pub mod retry;
+mod types;
+
+pub use auth::{Credential, InstallationToken, load_credential, load_credential_with};
+pub use check::{CheckLine, CheckOptions, check_target};
+pub use client::{ClientConfig, ClientStats, GitHubClient};
+pub use error::{AuthError, ErrorClass, GhError};
+pub use ops::{Deleted, RepoInfo};
+pub use ratelimit::RateLimitSnapshot;
+pub use retry::{Clock, RetryPolicy, SystemClock};

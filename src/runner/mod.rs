@@ -1,1 +1,36 @@
 //! Running a runner: per-attempt roots, spawning in its own session, reading its log lines, /proc facts.
+//!
+//! These are the mechanisms the daemon loop calls; what to do when (parsing log lines
+//! into events, timeouts, transitions) is decided in `reconcile`. Linux only.
+
+pub mod log;
+pub mod proc;
+pub mod root;
+pub mod spawn;
+pub mod user;
+
+use std::path::{Path, PathBuf};
+
+pub use log::{BoundOutcome, LogTail, bound_log, tail_lines};
+pub use proc::{
+    Pid, ProcessStatus, SignalOutcome, StopOutcome, is_alive, kill_session, process_start_time,
+    processes_with_cwd_or_exe_under, session_members, signal_session, stop_and_wait,
+};
+pub use root::{
+    PreparedRoot, RemoveError, RootEntry, RootError, RootOptions, check_install,
+    list_attempt_roots, prepare_root, remove_root,
+};
+pub use spawn::{
+    ExitInfo, Reap, SpawnError, SpawnSpec, Spawned, reap_child, reap_children, spawn_runner,
+};
+pub use user::{RunAsUser, UserError, lookup_user};
+
+/// `STATE_DIR/attempts/<id>`: the attempt's root (removed at cleanup).
+pub fn attempt_root(state_dir: &Path, attempt: i64) -> PathBuf {
+    state_dir.join("attempts").join(attempt.to_string())
+}
+
+/// `STATE_DIR/logs/<id>.log`: the runner's output, kept after cleanup (outside the root).
+pub fn attempt_log(state_dir: &Path, attempt: i64) -> PathBuf {
+    state_dir.join("logs").join(format!("{attempt}.log"))
+}

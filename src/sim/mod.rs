@@ -1,1 +1,26 @@
 //! The simulated GitHub (REST endpoints with state, faults, rate limits) and the simulated runner.
+//!
+//! Start one with [`SimGitHub::start`]; drive it through [`SimHandle`] in-process or through
+//! `/_sim/...` over HTTP (see `control.rs`). The runner half is [`runner::main`], reached
+//! when our binary runs as `bin/Runner.Listener` in a directory made by [`install::lay_out`].
+
+pub mod auth;
+pub mod client;
+pub mod control;
+pub mod endpoints;
+pub mod faults;
+pub mod github;
+pub mod handle;
+pub mod http;
+pub mod install;
+pub mod jit;
+pub mod model;
+pub mod rng;
+pub mod runner;
+pub mod serve;
+pub mod state;
+
+pub use faults::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
+pub use handle::{SimGitHub, SimHandle};
+pub use serve::serve_main;
+pub use state::{JobState, JobStatus, LogEntry, RunnerState, Scope, SimConfig};

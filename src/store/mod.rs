@@ -1,1 +1,176 @@
 //! The store: the books of hosts, targets, profiles and attempts in embedded SQLite.
+//!
+//! [`Store`] is what the CLI, the daemon and the TUI call; [`SqliteStore`] is its one
+//! implementation, on a file ([`SqliteStore::open`]) or in memory for tests
+//! ([`SqliteStore::open_in_memory`]), from the same code. Only this module knows SQL.
+
+mod config;
+mod error;
+mod ledger;
+mod live;
+mod rows;
+pub mod schema;
+mod sqlite;
+
+pub use error::{Result, StoreError};
+pub use sqlite::{DB_FILE, SqliteStore};
+
+use crate::domain::{Attempt, Host, ScalePolicy, Target};
+use crate::timefmt::Millis;
+use std::collections::BTreeMap;
+
+/// What the store needs to create an attempt; it assigns the id and the runner name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewAttempt {
+    pub profile: String,
+    pub target: String,
+    pub host_id: String,
+    pub job_id: Option<i64>,
+    pub job_name: Option<String>,
+    pub job_queued_at: Option<Millis>,
+    pub lease_id: Option<String>,
+}
+
+/// Which attempts [`Store::attempts`] lists, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptFilter {
+    pub profile: Option<String>,
+    /// Only attempts whose runner may be alive (`pending`, `starting`, `idle`, `busy`).
+    pub active_only: bool,
+    /// At most this many (`None` = all).
+    pub limit: Option<u32>,
+}
+
+/// What the daemon last concluded about a profile, for `status` and `top`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileStatus {
+    pub profile: String,
+    pub demand: u32,
+    /// The allocator's limiting factor (`demand`, `max_capacity`, `host_capacity`, ...).
+    pub limiting: String,
+    pub last_error: Option<String>,
+    pub updated_at: Millis,
+}
+
+/// What the daemon last concluded about a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetStatus {
+    pub target: String,
+    /// `standalone`, `coordinated` or `fallback`.
+    pub mode: String,
+    pub last_error: Option<String>,
+    pub rate_limit_remaining: Option<i64>,
+    pub updated_at: Millis,
+}
+
+/// The running daemon's sign of life, rewritten every pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub pid: u32,
+    pub started_at: Millis,
+    pub heartbeat_at: Millis,
+    pub version: String,
+}
+
+/// One point of a profile's queue graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSample {
+    pub profile: String,
+    pub at: Millis,
+    pub queued: u32,
+    pub live: u32,
+}
+
+/// How long one job waited from queued to its runner starting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencySample {
+    pub profile: String,
+    pub at: Millis,
+    pub latency_ms: i64,
+}
+
+/// The books. Every method is one transaction: a multi-row change is all or nothing.
+/// Names that do not exist give [`StoreError::NotFound`].
+pub trait Store {
+    /// This host, if it was created.
+    fn host(&self) -> Result<Option<Host>>;
+    /// This host, created on first use: a random 16-hex-digit id, the machine's
+    /// hostname, OS and arch, and as much capacity as the machine has CPUs.
+    fn host_or_create(&self) -> Result<Host>;
+    /// Writes the host's editable fields: capacity, draining, coordinator and its token
+    /// file. The id, name, OS and arch stay as created.
+    fn update_host(&self, host: &Host) -> Result<()>;
+    /// Sets only the draining flag (so `drain` never races with `host set`).
+    fn set_draining(&self, draining: bool) -> Result<()>;
+
+    /// Refused with `Exists` when the name is taken.
+    fn add_target(&self, target: &Target) -> Result<()>;
+    fn target(&self, name: &str) -> Result<Target>;
+    /// All targets, by name.
+    fn targets(&self) -> Result<Vec<Target>>;
+    fn update_target(&self, target: &Target) -> Result<()>;
+    /// Refused with `InUse` while a profile uses the target.
+    fn remove_target(&self, name: &str) -> Result<()>;
+
+    /// Stores a new profile at revision 1 and returns it as stored. Refused with
+    /// `Exists`, or `NotFound` (what = "target") when its target does not exist.
+    fn add_profile(&self, profile: &ScalePolicy) -> Result<ScalePolicy>;
+    fn profile(&self, name: &str) -> Result<ScalePolicy>;
+    /// All profiles, by name.
+    fn profiles(&self) -> Result<Vec<ScalePolicy>>;
+    /// Writes every field of `profile` if the stored revision is still
+    /// `expected_revision`, and returns the new revision (`expected_revision + 1`).
+    /// Refused with `StaleRevision`, nothing written, when another edit came first.
+    fn update_profile(&self, profile: &ScalePolicy, expected_revision: u64) -> Result<u64>;
+    /// Refused with `InUse` while the profile has live attempts.
+    fn remove_profile(&self, name: &str) -> Result<()>;
+
+    /// Inserts a `pending` attempt; the store assigns the id and the runner name.
+    fn create_attempt(&self, new: &NewAttempt, now: Millis) -> Result<Attempt>;
+    /// Writes the attempt's state and fields, and appends the entries of
+    /// `attempt.history` not yet stored. Attempts read from the store carry their whole
+    /// history, so read, change, save is always right.
+    fn save_attempt(&self, attempt: &Attempt) -> Result<()>;
+    fn attempt(&self, id: i64) -> Result<Attempt>;
+    fn attempts(&self, filter: &AttemptFilter) -> Result<Vec<Attempt>>;
+    /// The host's attempts not yet cleaned (live, ended, or being cleaned up), oldest
+    /// first: what the daemon reads every pass.
+    fn open_attempts(&self, host_id: &str) -> Result<Vec<Attempt>>;
+    /// A profile's attempts not yet cleaned, oldest first.
+    fn open_attempts_of_profile(&self, profile: &str) -> Result<Vec<Attempt>>;
+    /// Live attempts (`pending`, `starting`, `idle`, `busy`) per profile; profiles
+    /// with none are absent.
+    fn live_counts(&self) -> Result<BTreeMap<String, u32>>;
+    /// Deletes cleaned attempts last updated before `before`, with their events.
+    /// Returns how many attempts went.
+    fn prune_attempts(&self, before: Millis) -> Result<usize>;
+
+    fn put_profile_status(&self, status: &ProfileStatus) -> Result<()>;
+    fn profile_statuses(&self) -> Result<Vec<ProfileStatus>>;
+    fn put_target_status(&self, status: &TargetStatus) -> Result<()>;
+    fn target_statuses(&self) -> Result<Vec<TargetStatus>>;
+    fn put_heartbeat(&self, heartbeat: &Heartbeat) -> Result<()>;
+    fn heartbeat(&self) -> Result<Option<Heartbeat>>;
+    /// Called by a daemon that stops cleanly, so nobody takes it for alive.
+    fn clear_heartbeat(&self) -> Result<()>;
+
+    fn add_queue_samples(&self, samples: &[QueueSample]) -> Result<()>;
+    /// Samples at or after `since`, oldest first; all profiles when `profile` is None.
+    fn queue_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<QueueSample>>;
+    fn add_latency_sample(&self, sample: &LatencySample) -> Result<()>;
+    fn latency_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<LatencySample>>;
+    /// Deletes queue and latency samples taken before `before`; returns how many.
+    fn prune_samples(&self, before: Millis) -> Result<usize>;
+
+    /// A small key/value table for modules' own state (e.g. a scale set's lastMessageId).
+    fn kv_get(&self, key: &str) -> Result<Option<String>>;
+    fn kv_put(&self, key: &str, value: &str) -> Result<()>;
+    fn kv_delete(&self, key: &str) -> Result<()>;
+
+    /// `PRAGMA data_version`: changes whenever another connection committed, so a
+    /// daemon notices CLI edits without reading everything again.
+    fn data_version(&self) -> Result<i64>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! Store figures: the `profile set` round trip (read, then revision-checked write) and
+//! the every-pass reads with 100,000 attempts in the history. Prints; asserts nothing.
+
+use runner_manager::domain::ScalePolicy;
+use runner_manager::domain::target::{CredentialRef, Target, TargetScope};
+use runner_manager::store::{AttemptFilter, SqliteStore, Store};
+use std::time::{Duration, Instant};
+
+const HISTORY: i64 = 100_000;
+const OPEN: i64 = 8;
+
+fn figures(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
+    println!(
+        "{name:<46} n={:<5} median {:>9.3?}  p99 {:>9.3?}  max {:>9.3?}",
+        samples.len(),
+        pct(0.5),
+        pct(0.99),
+        samples[samples.len() - 1]
+    );
+}
+
+fn time<T>(n: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(f());
+            t.elapsed()
+        })
+        .collect()
+}
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("rm-bench-store-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = SqliteStore::open(&dir).expect("open store");
+    let host = s.host_or_create().unwrap();
+    s.add_target(&Target {
+        name: "octo".into(),
+        scope: TargetScope::Repo {
+            owner: "octo".into(),
+            repo: "app".into(),
+        },
+        api_url: "https://api.github.com".into(),
+        credential: CredentialRef::TokenEnv {
+            var: "GH_TOKEN".into(),
+        },
+        poll_interval_secs: 5,
+        repos: vec![],
+    })
+    .unwrap();
+    for name in ["linux", "other"] {
+        let mut p = ScalePolicy::new(name, "octo", &host.id);
+        p.set_labels("--labels", &["gpu".into()], &host.os, &host.arch)
+            .unwrap();
+        p.max_capacity = 8;
+        s.add_profile(&p).unwrap();
+    }
+
+    // The history, written in one transaction: what a long-lived host accumulates.
+    // Every attempt but the newest few is cleaned; half belong to each profile.
+    let t = Instant::now();
+    s.connection()
+        .execute_batch(&format!(
+            "BEGIN;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {HISTORY})
+             INSERT INTO attempts (profile, target, host_id, runner_name, state, outcome,
+                 created_at, updated_at, ended_at, cleaned)
+             SELECT CASE i % 2 WHEN 0 THEN 'linux' ELSE 'other' END, 'octo', '{id}',
+                 'rm-' || substr('{id}', 1, 8) || '-' || i,
+                 CASE WHEN i > {HISTORY} - {OPEN} THEN 'busy' ELSE 'destroying' END,
+                 CASE WHEN i > {HISTORY} - {OPEN} THEN NULL ELSE 'completed_job' END,
+                 i * 1000, i * 1000 + 500, i * 1000 + 400,
+                 CASE WHEN i > {HISTORY} - {OPEN} THEN 0 ELSE 1 END
+             FROM n;
+             INSERT INTO attempt_events (attempt_id, seq, state, at)
+                 SELECT id, 0, 'pending', created_at FROM attempts;
+             INSERT INTO attempt_events (attempt_id, seq, state, at)
+                 SELECT id, 1, state, updated_at FROM attempts;
+             COMMIT;",
+            id = host.id
+        ))
+        .unwrap();
+    println!(
+        "seeded {HISTORY} attempts ({OPEN} open) in {:.2?}; build profile: {}",
+        t.elapsed(),
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+
+    let mut max = 8u32;
+    figures(
+        "profile set round trip (read + checked write)",
+        time(300, || {
+            let mut p = s.profile("linux").unwrap();
+            max = if max == 8 { 9 } else { 8 };
+            p.max_capacity = max;
+            s.update_profile(&p, p.revision).unwrap()
+        }),
+    );
+    let open = s.open_attempts_of_profile("linux").unwrap().len();
+    figures(
+        &format!("open attempts of a profile ({open} of {HISTORY})"),
+        time(300, || s.open_attempts_of_profile("linux").unwrap()),
+    );
+    figures(
+        "open attempts of the host",
+        time(300, || s.open_attempts(&host.id).unwrap()),
+    );
+    figures(
+        "live counts by profile",
+        time(300, || s.live_counts().unwrap()),
+    );
+    figures(
+        "attempts list, newest 50 of one profile",
+        time(100, || {
+            s.attempts(&AttemptFilter {
+                profile: Some("linux".into()),
+                active_only: false,
+                limit: Some(50),
+            })
+            .unwrap()
+        }),
+    );
+    let t = Instant::now();
+    let pruned = s.prune_attempts(HISTORY * 1000 / 2).unwrap();
+    println!(
+        "prune of {pruned} cleaned attempts with their events: {:.2?}",
+        t.elapsed()
+    );
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}

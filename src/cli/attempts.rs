@@ -1,0 +1,122 @@
+//! `attempts` and `attempt show`: the ledger, newest first, and one attempt's timeline.
+
+use super::output::{self, Out, attempt_json, or_dash, table, time};
+use super::parse::Invocation;
+use super::{CliError, CliResult};
+use crate::domain::validate;
+use crate::store::{AttemptFilter, Store};
+use serde_json::json;
+
+const DEFAULT_LIMIT: u64 = 50;
+
+pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let limit = match inv.value("--limit") {
+        Some(v) => validate::number_in("--limit", v, 0, 1_000_000)?,
+        None => DEFAULT_LIMIT,
+    };
+    let profile = inv
+        .value("--profile")
+        .map(|p| validate::name("--profile", p))
+        .transpose()?;
+    // A removed profile's history is still listable; only a name that never had
+    // attempts is a typo.
+    if let Some(p) = &profile
+        && store.profile(p).is_err()
+        && store
+            .attempts(&AttemptFilter {
+                profile: Some(p.clone()),
+                active_only: false,
+                limit: Some(1),
+            })?
+            .is_empty()
+    {
+        return Err(CliError::usage(
+            "--profile",
+            &format!("no profile named {p:?} and no attempts of one"),
+        ));
+    }
+    let filter = AttemptFilter {
+        profile,
+        active_only: inv.flag("--active"),
+        limit: (limit > 0).then_some(limit as u32),
+    };
+    let list = store.attempts(&filter)?;
+    out.emit(
+        || {
+            let rows: Vec<Vec<String>> = list
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.id.to_string(),
+                        a.profile.clone(),
+                        a.runner_name.clone(),
+                        a.state.as_str().into(),
+                        or_dash(a.outcome.map(|o| o.as_str())),
+                        time(a.created_at),
+                        or_dash(a.job_name.as_ref()),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "ID", "PROFILE", "RUNNER", "STATE", "OUTCOME", "CREATED", "JOB",
+                ],
+                &rows,
+            )
+        },
+        || json!(list.iter().map(attempt_json).collect::<Vec<_>>()),
+    );
+    Ok(())
+}
+
+pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let id = validate::number_in("ID", &inv.positionals[0], 1, i64::MAX as u64)? as i64;
+    let a = store.attempt(id)?;
+    out.emit(
+        || {
+            let mut s = output::block(&[
+                ("id", a.id.to_string()),
+                ("profile", a.profile.clone()),
+                ("target", a.target.clone()),
+                ("runner", a.runner_name.clone()),
+                ("state", a.state.as_str().into()),
+                ("outcome", or_dash(a.outcome.map(|o| o.as_str()))),
+                ("reason", or_dash(a.reason.as_ref())),
+                ("created", time(a.created_at)),
+                ("ended", or_dash(a.ended_at.map(time))),
+                ("pid", or_dash(a.pid)),
+                ("exit_code", or_dash(a.exit_code)),
+                ("runner_id", or_dash(a.runner_id)),
+                (
+                    "job",
+                    match (&a.job_name, a.job_id) {
+                        (Some(n), Some(id)) => format!("{n} ({id})"),
+                        (Some(n), None) => n.clone(),
+                        (None, Some(id)) => id.to_string(),
+                        (None, None) => "-".into(),
+                    },
+                ),
+                ("lease", or_dash(a.lease_id.as_ref())),
+                (
+                    "peak_rss",
+                    or_dash(a.peak_rss_bytes.map(|b| format!("{b} bytes"))),
+                ),
+                (
+                    "cpu",
+                    or_dash(
+                        a.cpu_millis
+                            .map(|m| format!("{}.{:03}s", m / 1000, m % 1000)),
+                    ),
+                ),
+                ("cleaned", output::yes_no(a.cleaned)),
+            ]);
+            s.push_str("\nTIMELINE\n");
+            for h in &a.history {
+                s.push_str(&format!("  {}  {}\n", time(h.at), h.state));
+            }
+            s
+        },
+        || attempt_json(&a),
+    );
+    Ok(())
+}

@@ -1,0 +1,232 @@
+//! `host show|set` and `status`: this host, and what the store knows now.
+
+use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
+use super::parse::Invocation;
+use super::{CliError, CliResult, readable_file};
+use crate::domain::Host;
+use crate::domain::validate::{self, Invalid};
+use crate::store::Store;
+use crate::timefmt::{Millis, now_millis};
+use serde_json::json;
+
+/// A heartbeat older than this means the daemon is gone (it beats every pass, and a
+/// pass is seconds apart).
+const HEARTBEAT_STALE_MS: Millis = 60_000;
+
+fn host_block(h: &Host) -> String {
+    output::block(&[
+        ("id", h.id.clone()),
+        ("name", h.name.clone()),
+        ("os", h.os.clone()),
+        ("arch", h.arch.clone()),
+        ("capacity", h.capacity.to_string()),
+        ("draining", yes_no(h.draining)),
+        ("coordinator", or_dash(h.coordinator.as_ref())),
+        (
+            "coordinator_token_file",
+            or_dash(h.coordinator_token_file.as_ref().map(|p| p.display())),
+        ),
+    ])
+}
+
+pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
+    let h = store.host_or_create()?;
+    out.emit(|| host_block(&h), || host_json(&h));
+    Ok(())
+}
+
+/// Applies one `host set` key. Coordinator URLs are `ws://` (loopback or private
+/// network) or `wss://`; an empty value leaves the pool.
+fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
+    match key {
+        "capacity" => {
+            h.capacity = validate::number_in(key, value, 1, validate::MAX_CAPACITY as u64)? as u32
+        }
+        "coordinator" => {
+            h.coordinator = if value.is_empty() {
+                None
+            } else {
+                let ok = (value.starts_with("ws://") || value.starts_with("wss://"))
+                    && value.split("://").nth(1).is_some_and(|r| {
+                        !r.is_empty() && !r.contains(char::is_whitespace) && !r.contains('@')
+                    });
+                if !ok {
+                    return Err(Invalid::new(
+                        key,
+                        format!("expected ws://HOST:PORT or wss://HOST:PORT (got {value:?})"),
+                    )
+                    .into());
+                }
+                Some(value.to_string())
+            }
+        }
+        "coordinator_token_file" => {
+            h.coordinator_token_file = if value.is_empty() {
+                None
+            } else {
+                let p = validate::path(key, value)?;
+                readable_file(key, &p)?;
+                Some(p)
+            }
+        }
+        _ => {
+            return Err(Invalid::new(
+                key,
+                "unknown host setting; known: capacity, coordinator, coordinator_token_file",
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let mut h = store.host_or_create()?;
+    for kv in &inv.positionals {
+        let (k, v) = validate::key_value(kv)?;
+        apply(&mut h, k, v)?;
+    }
+    if h.coordinator.is_some() && h.coordinator_token_file.is_none() {
+        return Err(CliError::usage(
+            "coordinator_token_file",
+            "a coordinator needs coordinator_token_file=PATH (the host's token)",
+        ));
+    }
+    store.update_host(&h)?;
+    out.emit(|| host_block(&h), || host_json(&h));
+    Ok(())
+}
+
+pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliResult {
+    let now = now_millis();
+    let h = store.host_or_create()?;
+    let targets = store.targets()?;
+    let tstat = store.target_statuses()?;
+    let profiles = store.profiles()?;
+    let pstat = store.profile_statuses()?;
+    let live = store.live_counts()?;
+    let hb = store.heartbeat()?;
+    let alive = hb
+        .as_ref()
+        .is_some_and(|b| now - b.heartbeat_at < HEARTBEAT_STALE_MS);
+    let live_total: u32 = live.values().sum();
+    out.emit(
+        || {
+            let daemon = match (&hb, alive) {
+                (Some(b), true) => format!(
+                    "running (pid {}, version {}, since {}, last pass {})",
+                    b.pid,
+                    b.version,
+                    time(b.started_at),
+                    time(b.heartbeat_at)
+                ),
+                (Some(b), false) => format!("not running (last seen {})", time(b.heartbeat_at)),
+                (None, _) => "not running".into(),
+            };
+            let mut s = output::block(&[
+                ("state_dir", dir.display().to_string()),
+                ("host", format!("{} ({})", h.name, h.id)),
+                ("platform", format!("{}/{}", h.os, h.arch)),
+                ("capacity", format!("{live_total} live of {}", h.capacity)),
+                ("draining", yes_no(h.draining)),
+                ("coordinator", or_dash(h.coordinator.as_ref())),
+                ("daemon", daemon),
+            ]);
+            s.push('\n');
+            let trows: Vec<Vec<String>> = targets
+                .iter()
+                .map(|t| {
+                    let st = tstat.iter().find(|s| s.target == t.name);
+                    vec![
+                        t.name.clone(),
+                        t.scope.display(),
+                        or_dash(st.map(|s| &s.mode)),
+                        or_dash(st.and_then(|s| s.rate_limit_remaining)),
+                        or_dash(st.and_then(|s| s.last_error.as_ref())),
+                    ]
+                })
+                .collect();
+            s.push_str(&table(
+                &["TARGET", "SCOPE", "MODE", "RATE LEFT", "LAST ERROR"],
+                &trows,
+            ));
+            s.push('\n');
+            let prows: Vec<Vec<String>> = profiles
+                .iter()
+                .map(|p| {
+                    let st = pstat.iter().find(|s| s.profile == p.name);
+                    vec![
+                        p.name.clone(),
+                        p.target.clone(),
+                        super::profiles::state(p),
+                        format!(
+                            "{}/{}",
+                            live.get(&p.name).copied().unwrap_or(0),
+                            p.max_capacity
+                        ),
+                        p.min_capacity.to_string(),
+                        or_dash(st.map(|s| s.demand)),
+                        or_dash(st.map(|s| &s.limiting)),
+                        or_dash(st.and_then(|s| s.last_error.as_ref())),
+                    ]
+                })
+                .collect();
+            s.push_str(&table(
+                &[
+                    "PROFILE",
+                    "TARGET",
+                    "STATE",
+                    "LIVE/MAX",
+                    "MIN",
+                    "DEMAND",
+                    "LIMITED BY",
+                    "LAST ERROR",
+                ],
+                &prows,
+            ));
+            s
+        },
+        || {
+            json!({
+                "state_dir": dir.display().to_string(),
+                "host": host_json(&h),
+                "live": live_total,
+                "daemon": {
+                    "running": alive,
+                    "pid": hb.as_ref().map(|b| b.pid),
+                    "version": hb.as_ref().map(|b| b.version.clone()),
+                    "started_at": hb.as_ref().map(|b| time(b.started_at)),
+                    "heartbeat_at": hb.as_ref().map(|b| time(b.heartbeat_at)),
+                },
+                "targets": targets.iter().map(|t| {
+                    let st = tstat.iter().find(|s| s.target == t.name);
+                    json!({
+                        "name": t.name,
+                        "scope": output::scope_json(&t.scope),
+                        "mode": st.map(|s| s.mode.clone()),
+                        "rate_limit_remaining": st.and_then(|s| s.rate_limit_remaining),
+                        "last_error": st.and_then(|s| s.last_error.clone()),
+                        "updated_at": st.map(|s| time(s.updated_at)),
+                    })
+                }).collect::<Vec<_>>(),
+                "profiles": profiles.iter().map(|p| {
+                    let st = pstat.iter().find(|s| s.profile == p.name);
+                    json!({
+                        "name": p.name,
+                        "target": p.target,
+                        "active": p.active,
+                        "mode": p.mode.as_str(),
+                        "live": live.get(&p.name).copied().unwrap_or(0),
+                        "min": p.min_capacity,
+                        "max": p.max_capacity,
+                        "demand": st.map(|s| s.demand),
+                        "limiting": st.map(|s| s.limiting.clone()),
+                        "last_error": st.and_then(|s| s.last_error.clone()),
+                        "updated_at": st.map(|s| time(s.updated_at)),
+                    })
+                }).collect::<Vec<_>>(),
+            })
+        },
+    );
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! Output: aligned tables and key/value blocks for people, stable JSON for scripts,
+//! and the JSON shapes of each book (documented in man/runner-manager.1).
+
+use super::{CliError, CliResult};
+use crate::domain::{Attempt, Host, ScalePolicy, Target, TargetScope};
+use crate::timefmt::{Millis, format_rfc3339};
+use serde_json::{Value, json};
+use std::io::Write;
+
+/// Collects what a command prints, so a failing command prints nothing on stdout.
+pub struct Out {
+    pub json: bool,
+    text: String,
+}
+
+impl Out {
+    pub fn new(json: bool) -> Out {
+        Out {
+            json,
+            text: String::new(),
+        }
+    }
+
+    /// Prints `human` or `machine` depending on `--json`.
+    pub fn emit(&mut self, human: impl FnOnce() -> String, machine: impl FnOnce() -> Value) {
+        if self.json {
+            // Pretty JSON, one document per command; serde_json's maps are sorted, so
+            // the key order is stable whatever order the code builds them in.
+            self.text
+                .push_str(&serde_json::to_string_pretty(&machine()).expect("JSON values print"));
+            self.text.push('\n');
+        } else {
+            self.text.push_str(&human());
+        }
+    }
+
+    pub fn flush(self) -> CliResult {
+        let mut stdout = std::io::stdout().lock();
+        match stdout
+            .write_all(self.text.as_bytes())
+            .and_then(|_| stdout.flush())
+        {
+            Ok(()) => Ok(()),
+            // A closed pipe (`| head`) is the reader's choice, not our failure.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(CliError::Failed(format!("writing to stdout: {e}"))),
+        }
+    }
+}
+
+/// An aligned table: a header row and rows, columns separated by two spaces.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(c);
+                s.push_str(&" ".repeat(w[i] - c.chars().count() + 2));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for r in rows {
+        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// `key  value` lines with the keys aligned.
+pub fn block(pairs: &[(&str, String)]) -> String {
+    let w = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k:w$}  {v}\n").trim_end().to_string() + "\n")
+        .collect()
+}
+
+pub fn or_dash(v: Option<impl ToString>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+pub fn time(ms: Millis) -> String {
+    format_rfc3339(ms)
+}
+
+pub fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+pub fn scope_json(s: &TargetScope) -> Value {
+    match s {
+        TargetScope::Repo { owner, repo } => json!({"kind": "repo", "owner": owner, "repo": repo}),
+        TargetScope::Org { org } => json!({"kind": "org", "org": org}),
+    }
+}
+
+pub fn target_json(t: &Target) -> Value {
+    json!({
+        "name": t.name,
+        "scope": scope_json(&t.scope),
+        "api_url": t.api_url,
+        // The reference only (a path, a variable name, an app id): never a secret.
+        "credential": serde_json::to_value(&t.credential).expect("JSON values print"),
+        "poll_interval_secs": t.poll_interval_secs,
+        "repos": t.repos,
+    })
+}
+
+pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
+    json!({
+        "name": p.name,
+        "target": p.target,
+        "host_id": p.host_id,
+        "labels": p.labels,
+        "user_labels": p.user_labels(&host.os, &host.arch),
+        "default_labels": p.default_labels,
+        "min": p.min_capacity,
+        "max": p.max_capacity,
+        "runner_dir": p.runner_dir.as_ref().map(|d| d.display().to_string()),
+        "runner_group": p.runner_group,
+        "idle_timeout_secs": p.idle_timeout_secs,
+        "bootstrap_timeout_secs": p.bootstrap_timeout_secs,
+        "job_timeout_secs": p.job_timeout_secs,
+        "mode": p.mode.as_str(),
+        "active": p.active,
+        "allow_public": p.allow_public,
+        "run_as": p.run_as,
+        "demand": p.demand.as_str(),
+        "revision": p.revision,
+    })
+}
+
+pub fn host_json(h: &Host) -> Value {
+    json!({
+        "id": h.id,
+        "name": h.name,
+        "os": h.os,
+        "arch": h.arch,
+        "capacity": h.capacity,
+        "draining": h.draining,
+        "coordinator": h.coordinator,
+        "coordinator_token_file": h.coordinator_token_file.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+pub fn attempt_json(a: &Attempt) -> Value {
+    json!({
+        "id": a.id,
+        "profile": a.profile,
+        "target": a.target,
+        "host_id": a.host_id,
+        "runner_name": a.runner_name,
+        "state": a.state.as_str(),
+        "outcome": a.outcome.map(|o| o.as_str()),
+        "reason": a.reason,
+        "created_at": time(a.created_at),
+        "updated_at": time(a.updated_at),
+        "ended_at": a.ended_at.map(time),
+        "pid": a.pid,
+        "exit_code": a.exit_code,
+        "runner_id": a.runner_id,
+        "job_id": a.job_id,
+        "job_name": a.job_name,
+        "lease_id": a.lease_id,
+        "peak_rss_bytes": a.peak_rss_bytes,
+        "cpu_millis": a.cpu_millis,
+        "cleaned": a.cleaned,
+        "cleanup_tries": a.cleanup_tries,
+        "history": a.history.iter().map(|h| json!({"state": h.state.as_str(), "at": time(h.at)})).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,263 @@
+//! `profile add|set|list|show|rm|pause|resume`: every edit validated whole before one
+//! revision-checked write.
+
+use super::output::{self, Out, or_dash, profile_json, table, yes_no};
+use super::parse::Invocation;
+use super::{CliError, CliResult, readable_dir};
+use crate::domain::profile::Mode;
+use crate::domain::validate::{self, Invalid};
+use crate::domain::{Host, ScalePolicy, labels};
+use crate::store::Store;
+use serde_json::json;
+
+/// `profile add`'s options, mapped onto `profile set` keys so both edit paths share
+/// `ScalePolicy::apply_setting`.
+const ADD_SETTINGS: &[(&str, &str)] = &[
+    ("--max", "max"),
+    ("--min", "min"),
+    ("--runner-dir", "runner_dir"),
+    ("--group", "runner_group"),
+    ("--idle-timeout", "idle_timeout"),
+    ("--bootstrap-timeout", "bootstrap_timeout"),
+];
+
+/// Re-labels an `Invalid` from a settings key to the option the user typed.
+fn as_option(opt: &str) -> impl Fn(Invalid) -> Invalid + '_ {
+    move |e| Invalid::new(opt, e.reason)
+}
+
+fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), CliError> {
+    match &p.runner_dir {
+        Some(d) => readable_dir(arg, d),
+        None => Ok(()),
+    }
+}
+
+pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let name = validate::name("NAME", &inv.positionals[0])?;
+    let target = inv.value("--target").ok_or_else(|| {
+        CliError::usage(
+            "--target",
+            "is required: the target its runners register with",
+        )
+    })?;
+    let target = validate::name("--target", target)?;
+    let labels = inv.value("--labels").ok_or_else(|| {
+        CliError::usage("--labels", "is required: the labels jobs ask for (L1,L2)")
+    })?;
+    let host = store.host_or_create()?;
+    let mut p = ScalePolicy::new(&name, &target, &host.id);
+    p.default_labels = !inv.flag("--no-default-labels");
+    p.set_labels(
+        "--labels",
+        &labels::parse_list(labels),
+        &host.os,
+        &host.arch,
+    )?;
+    for (opt, key) in ADD_SETTINGS {
+        if let Some(v) = inv.value(opt) {
+            p.apply_setting(key, v, &host.os, &host.arch)
+                .map_err(as_option(opt))?;
+        }
+    }
+    p.active = !inv.flag("--paused");
+    if inv.flag("--monitor") {
+        p.mode = Mode::Monitor;
+    }
+    p.allow_public = inv.flag("--allow-public");
+    p.validate().map_err(|e| match e.arg.as_str() {
+        "min" => Invalid::new("--min", e.reason),
+        "max" => Invalid::new("--max", e.reason),
+        _ => e,
+    })?;
+    check_runner_dir("--runner-dir", &p)?;
+    // An unknown target is the user's input, so say which option named it.
+    if let Err(crate::store::StoreError::NotFound { what: "target", .. }) = store.target(&target) {
+        return Err(CliError::usage(
+            "--target",
+            &format!("no target named {target:?} (add it with 'target add' first)"),
+        ));
+    }
+    let stored = store.add_profile(&p)?;
+    out.emit(
+        || {
+            format!(
+                "profile {} added (revision {})\n",
+                stored.name, stored.revision
+            )
+        },
+        || profile_json(&stored, &host),
+    );
+    Ok(())
+}
+
+/// Reads the profile, applies every `KEY=VALUE`, validates the whole, and writes it
+/// only if nobody else wrote since the revision read (or the one `--revision` names).
+pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let expected = inv
+        .value("--revision")
+        .map(|v| validate::number_in("--revision", v, 1, i64::MAX as u64))
+        .transpose()?;
+    let host = store.host_or_create()?;
+    let mut p = store.profile(&inv.positionals[0])?;
+    let expected = expected.unwrap_or(p.revision);
+    let old_target = p.target.clone();
+    let mut dir_changed = false;
+    for kv in &inv.positionals[1..] {
+        let (k, v) = validate::key_value(kv)?;
+        p.apply_setting(k, v, &host.os, &host.arch)?;
+        dir_changed |= k == "runner_dir";
+    }
+    p.validate()?;
+    if dir_changed {
+        check_runner_dir("runner_dir", &p)?;
+    }
+    if p.target != old_target
+        && let Err(crate::store::StoreError::NotFound { .. }) = store.target(&p.target)
+    {
+        return Err(CliError::usage(
+            "target",
+            &format!("no target named {:?}", p.target),
+        ));
+    }
+    p.revision = store.update_profile(&p, expected)?;
+    out.emit(
+        || format!("profile {} updated (revision {})\n", p.name, p.revision),
+        || profile_json(&p, &host),
+    );
+    Ok(())
+}
+
+pub fn set_active(inv: &Invocation, store: &dyn Store, out: &mut Out, active: bool) -> CliResult {
+    let host = store.host_or_create()?;
+    let mut p = store.profile(&inv.positionals[0])?;
+    let word = if active { "resumed" } else { "paused" };
+    if p.active != active {
+        let read = p.revision;
+        p.active = active;
+        p.revision = store.update_profile(&p, read)?;
+    }
+    out.emit(
+        || format!("profile {} {word} (revision {})\n", p.name, p.revision),
+        || profile_json(&p, &host),
+    );
+    Ok(())
+}
+
+/// `active`, `monitor` or `paused`: the one word tables show for a profile.
+pub(super) fn state(p: &ScalePolicy) -> String {
+    match (p.active, p.mode) {
+        (false, _) => "paused".into(),
+        (true, Mode::Monitor) => "monitor".into(),
+        (true, Mode::Autoscale) => "active".into(),
+    }
+}
+
+pub fn list(store: &dyn Store, out: &mut Out) -> CliResult {
+    let host = store.host_or_create()?;
+    let ps = store.profiles()?;
+    let live = store.live_counts()?;
+    out.emit(
+        || {
+            let rows: Vec<Vec<String>> = ps
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.clone(),
+                        p.target.clone(),
+                        state(p),
+                        format!("{}", live.get(&p.name).copied().unwrap_or(0)),
+                        p.min_capacity.to_string(),
+                        p.max_capacity.to_string(),
+                        p.labels.join(","),
+                        p.revision.to_string(),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "NAME", "TARGET", "STATE", "LIVE", "MIN", "MAX", "LABELS", "REV",
+                ],
+                &rows,
+            )
+        },
+        || {
+            json!(
+                ps.iter()
+                    .map(|p| {
+                        let mut v = profile_json(p, &host);
+                        v["live"] = json!(live.get(&p.name).copied().unwrap_or(0));
+                        v
+                    })
+                    .collect::<Vec<_>>()
+            )
+        },
+    );
+    Ok(())
+}
+
+pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
+    output::block(&[
+        ("name", p.name.clone()),
+        ("target", p.target.clone()),
+        ("state", state(p)),
+        ("revision", p.revision.to_string()),
+        ("labels", p.labels.join(",")),
+        ("default_labels", yes_no(p.default_labels)),
+        ("min", p.min_capacity.to_string()),
+        ("max", p.max_capacity.to_string()),
+        ("live", live.to_string()),
+        (
+            "runner_dir",
+            or_dash(p.runner_dir.as_ref().map(|d| d.display())),
+        ),
+        ("runner_group", or_dash(p.runner_group.as_ref())),
+        ("idle_timeout", format!("{}s", p.idle_timeout_secs)),
+        (
+            "bootstrap_timeout",
+            format!("{}s", p.bootstrap_timeout_secs),
+        ),
+        (
+            "job_timeout",
+            or_dash(p.job_timeout_secs.map(|s| format!("{s}s"))),
+        ),
+        ("mode", p.mode.as_str().into()),
+        ("active", yes_no(p.active)),
+        ("allow_public", yes_no(p.allow_public)),
+        ("run_as", or_dash(p.run_as.as_ref())),
+        ("demand", p.demand.as_str().into()),
+        (
+            "host",
+            if p.host_id == host.id {
+                format!("{} (this host)", p.host_id)
+            } else {
+                p.host_id.clone()
+            },
+        ),
+    ])
+}
+
+pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let host = store.host_or_create()?;
+    let p = store.profile(&inv.positionals[0])?;
+    let live = store.live_counts()?.get(&p.name).copied().unwrap_or(0);
+    out.emit(
+        || show_block(&p, &host, live),
+        || {
+            let mut v = profile_json(&p, &host);
+            v["live"] = json!(live);
+            v
+        },
+    );
+    Ok(())
+}
+
+pub fn rm(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let name = &inv.positionals[0];
+    store.remove_profile(name)?;
+    out.emit(
+        || format!("profile {name} removed\n"),
+        || json!({"removed": {"profile": name}}),
+    );
+    Ok(())
+}

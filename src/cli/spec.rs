@@ -1,0 +1,324 @@
+//! The command line as data: one table of commands and their options feeds the
+//! parser, `--help` and the man-page drift test. A new command is one entry here and
+//! one arm in `dispatch`.
+
+/// One option of a command (or a global one).
+#[derive(Debug)]
+pub struct Opt {
+    /// `--name`, as typed.
+    pub name: &'static str,
+    /// The value's placeholder (`N`, `PATH`), or `None` for a switch.
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+/// One command: its words (`["profile", "add"]`), what follows them, and its options.
+#[derive(Debug)]
+pub struct Command {
+    pub path: &'static [&'static str],
+    /// The synopsis after the words, e.g. `NAME KEY=VALUE... [--revision N]`.
+    pub args: &'static str,
+    /// How many positional arguments it takes at least, and at most (`None` = any).
+    pub positionals: (usize, Option<usize>),
+    pub about: &'static str,
+    pub options: &'static [Opt],
+}
+
+impl Command {
+    pub fn name(&self) -> String {
+        self.path.join(" ")
+    }
+
+    pub fn option(&self, name: &str) -> Option<&'static Opt> {
+        self.options.iter().find(|o| o.name == name)
+    }
+}
+
+const fn opt(name: &'static str, value: &'static str, help: &'static str) -> Opt {
+    Opt {
+        name,
+        value: Some(value),
+        help,
+    }
+}
+
+const fn switch(name: &'static str, help: &'static str) -> Opt {
+    Opt {
+        name,
+        value: None,
+        help,
+    }
+}
+
+pub const GLOBAL: &[Opt] = &[
+    opt(
+        "--state-dir",
+        "DIR",
+        "State directory (env RUNNER_MANAGER_STATE_DIR; default /var/lib/runner-manager for root, else $XDG_STATE_HOME/runner-manager or ~/.local/state/runner-manager)",
+    ),
+    switch("--json", "Print machine-readable JSON instead of tables"),
+    switch("--help", "Print help (also after any command)"),
+    switch("--version", "Print the version"),
+];
+
+pub const COMMANDS: &[Command] = &[
+    Command {
+        path: &["target", "add"],
+        args: "NAME (--repo OWNER/REPO | --org ORG) [--api-url URL] (--token-file PATH | --token-env VAR | --app-id ID --app-key PATH [--installation-id ID])",
+        positionals: (1, Some(1)),
+        about: "Add a target: a repository or organization that runners register with",
+        options: &[
+            opt(
+                "--repo",
+                "OWNER/REPO",
+                "Runners register with this repository",
+            ),
+            opt("--org", "ORG", "Runners register with this organization"),
+            opt(
+                "--api-url",
+                "URL",
+                "API base URL (default https://api.github.com; GHES: https://HOST/api/v3)",
+            ),
+            opt(
+                "--token-file",
+                "PATH",
+                "Read the token from this file (must exist and be readable)",
+            ),
+            opt(
+                "--token-env",
+                "VAR",
+                "Read the token from this environment variable of the daemon",
+            ),
+            opt("--app-id", "ID", "GitHub App id (with --app-key)"),
+            opt(
+                "--app-key",
+                "PATH",
+                "GitHub App private key file (must exist and be readable)",
+            ),
+            opt(
+                "--installation-id",
+                "ID",
+                "GitHub App installation id (found when omitted)",
+            ),
+        ],
+    },
+    Command {
+        path: &["target", "set"],
+        args: "NAME KEY=VALUE...",
+        positionals: (2, None),
+        about: "Change a target: api_url, poll_interval, token_file, token_env, app_id, app_key, installation_id, repos",
+        options: &[],
+    },
+    Command {
+        path: &["target", "list"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "List targets",
+        options: &[],
+    },
+    Command {
+        path: &["target", "show"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Show one target (credentials by reference only)",
+        options: &[],
+    },
+    Command {
+        path: &["target", "rm"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Remove a target (refused while profiles use it)",
+        options: &[],
+    },
+    Command {
+        path: &["profile", "add"],
+        args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout SECS] [--bootstrap-timeout SECS] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
+        positionals: (1, Some(1)),
+        about: "Add a pool profile: one kind of runner for one target",
+        options: &[
+            opt("--target", "T", "The target its runners register with"),
+            opt(
+                "--labels",
+                "L1,L2",
+                "Runner labels, comma-separated (self-hosted, OS and arch are added)",
+            ),
+            opt("--max", "N", "Live runners at most (default 1)"),
+            opt("--min", "N", "Idle runners kept warm (default 0)"),
+            opt(
+                "--runner-dir",
+                "DIR",
+                "An unpacked actions-runner release (default STATE_DIR/runner)",
+            ),
+            opt(
+                "--group",
+                "ID|NAME",
+                "Runner group id or name (default: the Default group)",
+            ),
+            opt(
+                "--idle-timeout",
+                "SECS",
+                "Stop an idle runner not needed for this long (default 300)",
+            ),
+            opt(
+                "--bootstrap-timeout",
+                "SECS",
+                "Give up on a runner not listening after this long (default 300)",
+            ),
+            switch("--paused", "Add it paused: start nothing until resumed"),
+            switch("--monitor", "Monitor mode: read demand, start nothing"),
+            switch(
+                "--no-default-labels",
+                "Do not add self-hosted and the OS and arch labels",
+            ),
+            switch(
+                "--allow-public",
+                "Allow serving a public repository (a fork's pull request runs code on this host)",
+            ),
+        ],
+    },
+    Command {
+        path: &["profile", "set"],
+        args: "NAME KEY=VALUE... [--revision N]",
+        positionals: (2, None),
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout, mode, active, allow_public, run_as, demand",
+        options: &[opt(
+            "--revision",
+            "N",
+            "Refuse unless the profile is still at this revision (default: the revision just read)",
+        )],
+    },
+    Command {
+        path: &["profile", "list"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "List profiles",
+        options: &[],
+    },
+    Command {
+        path: &["profile", "show"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Show one profile with its revision",
+        options: &[],
+    },
+    Command {
+        path: &["profile", "rm"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Remove a profile (refused while it has live attempts)",
+        options: &[],
+    },
+    Command {
+        path: &["profile", "pause"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Pause a profile: start no new runners; running ones finish",
+        options: &[],
+    },
+    Command {
+        path: &["profile", "resume"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Resume a paused profile",
+        options: &[],
+    },
+    Command {
+        path: &["host", "show"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "Show this host: id, name, OS, arch, capacity, coordinator",
+        options: &[],
+    },
+    Command {
+        path: &["host", "set"],
+        args: "KEY=VALUE...",
+        positionals: (1, None),
+        about: "Change this host: capacity, coordinator, coordinator_token_file",
+        options: &[],
+    },
+    Command {
+        path: &["status"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "What the store knows now: host, daemon, targets, profiles",
+        options: &[],
+    },
+    Command {
+        path: &["attempts"],
+        args: "[--profile P] [--active] [--limit N]",
+        positionals: (0, Some(0)),
+        about: "List attempts, newest first",
+        options: &[
+            opt("--profile", "P", "Only this profile's attempts"),
+            switch("--active", "Only attempts whose runner may be alive"),
+            opt("--limit", "N", "At most N attempts (default 50; 0 = all)"),
+        ],
+    },
+    Command {
+        path: &["attempt", "show"],
+        args: "ID",
+        positionals: (1, Some(1)),
+        about: "Show one attempt with its timeline",
+        options: &[],
+    },
+];
+
+/// The command these words name, if any.
+pub fn find(words: &[String]) -> Option<&'static Command> {
+    COMMANDS
+        .iter()
+        .find(|c| c.path.len() == words.len() && c.path.iter().zip(words).all(|(a, b)| a == b))
+}
+
+/// True when the words are the start of some command's path (e.g. `profile`).
+pub fn is_prefix(words: &[String]) -> bool {
+    COMMANDS
+        .iter()
+        .any(|c| c.path.len() > words.len() && c.path.iter().zip(words).all(|(a, b)| a == b))
+}
+
+fn options_block(out: &mut String, title: &str, opts: &[Opt]) {
+    if opts.is_empty() {
+        return;
+    }
+    out.push_str(&format!("\n{title}:\n"));
+    let head = |o: &Opt| match o.value {
+        Some(v) => format!("{} {v}", o.name),
+        None => o.name.to_string(),
+    };
+    let w = opts.iter().map(|o| head(o).len()).max().unwrap_or(0);
+    for o in opts {
+        out.push_str(&format!("  {:w$}  {}\n", head(o), o.help));
+    }
+}
+
+const USAGE_PREFIX: &str = "runner-manager [--state-dir DIR] [--json]";
+
+/// Help for the whole program, or for the commands under a prefix (`profile`).
+pub fn help_overview(prefix: &[String]) -> String {
+    let mut out = format!(
+        "runner-manager {}: autoscaler for ephemeral GitHub Actions self-hosted runners\n\n\
+         Usage: {USAGE_PREFIX} COMMAND\n\nCommands:\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    let cmds: Vec<&Command> = COMMANDS
+        .iter()
+        .filter(|c| c.path.iter().zip(prefix).all(|(a, b)| a == b) && c.path.len() > prefix.len())
+        .collect();
+    let w = cmds.iter().map(|c| c.name().len()).max().unwrap_or(0);
+    for c in cmds {
+        out.push_str(&format!("  {:w$}  {}\n", c.name(), c.about));
+    }
+    options_block(&mut out, "Global options", GLOBAL);
+    out.push_str("\nRun 'runner-manager COMMAND --help' for a command's options.\n");
+    out
+}
+
+/// Help for one command.
+pub fn help_command(c: &Command) -> String {
+    let usage = format!("{USAGE_PREFIX} {} {}", c.name(), c.args);
+    let mut out = format!("{}\n\nUsage: {}\n", c.about, usage.trim_end());
+    options_block(&mut out, "Options", c.options);
+    options_block(&mut out, "Global options", GLOBAL);
+    out
+}

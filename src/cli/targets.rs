@@ -1,0 +1,210 @@
+//! `target add|set|list|show|rm`.
+
+use super::output::{self, Out, table, target_json};
+use super::parse::Invocation;
+use super::{CliError, CliResult, readable_file};
+use crate::domain::target::{DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
+use crate::domain::validate;
+use crate::domain::{CredentialRef, Target, TargetScope};
+use crate::store::Store;
+use serde_json::json;
+
+/// Builds the target from `target add`'s arguments, checked whole; nothing is written.
+fn from_args(inv: &Invocation) -> Result<Target, CliError> {
+    let name = validate::name("NAME", &inv.positionals[0])?;
+    let scope = match (inv.value("--repo"), inv.value("--org")) {
+        (Some(r), None) => {
+            let (owner, repo) = validate::repo_full_name("--repo", r)?;
+            TargetScope::Repo { owner, repo }
+        }
+        (None, Some(o)) => TargetScope::Org {
+            org: validate::owner("--org", o)?,
+        },
+        (Some(_), Some(_)) => {
+            return Err(CliError::usage(
+                "--org",
+                "give either --repo or --org, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(CliError::usage(
+                "--repo",
+                "give --repo OWNER/REPO or --org ORG",
+            ));
+        }
+    };
+    let api_url = match inv.value("--api-url") {
+        Some(u) => validate::api_url("--api-url", u)?,
+        None => GITHUB_API_URL.to_string(),
+    };
+    let app = inv.value("--app-id").is_some() || inv.value("--app-key").is_some();
+    let kinds = [
+        inv.value("--token-file").is_some(),
+        inv.value("--token-env").is_some(),
+        app,
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(CliError::usage(
+            "--token-file",
+            "give exactly one credential: --token-file PATH, --token-env VAR, or --app-id ID --app-key PATH",
+        ));
+    }
+    if inv.value("--installation-id").is_some() && !app {
+        return Err(CliError::usage(
+            "--installation-id",
+            "only a GitHub App (--app-id, --app-key) has an installation id",
+        ));
+    }
+    let credential = if let Some(f) = inv.value("--token-file") {
+        let path = validate::path("--token-file", f)?;
+        readable_file("--token-file", &path)?;
+        CredentialRef::TokenFile { path }
+    } else if let Some(v) = inv.value("--token-env") {
+        CredentialRef::TokenEnv {
+            var: validate::env_var_name("--token-env", v)?,
+        }
+    } else {
+        let app_id = validate::number_in(
+            "--app-id",
+            inv.value("--app-id")
+                .ok_or_else(|| CliError::usage("--app-id", "a GitHub App needs --app-id too"))?,
+            1,
+            u64::MAX,
+        )?;
+        let key_path = validate::path(
+            "--app-key",
+            inv.value("--app-key")
+                .ok_or_else(|| CliError::usage("--app-key", "a GitHub App needs --app-key too"))?,
+        )?;
+        readable_file("--app-key", &key_path)?;
+        let installation_id = inv
+            .value("--installation-id")
+            .map(|v| validate::number_in("--installation-id", v, 1, u64::MAX))
+            .transpose()?;
+        CredentialRef::App {
+            app_id,
+            key_path,
+            installation_id,
+        }
+    };
+    let t = Target {
+        name,
+        scope,
+        api_url,
+        credential,
+        poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
+        repos: Vec::new(),
+    };
+    t.validate()?;
+    Ok(t)
+}
+
+pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let t = from_args(inv)?;
+    store.add_target(&t)?;
+    out.emit(|| format!("target {} added\n", t.name), || target_json(&t));
+    Ok(())
+}
+
+pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let name = &inv.positionals[0];
+    let mut t = store.target(name)?;
+    for kv in &inv.positionals[1..] {
+        let (k, v) = validate::key_value(kv)?;
+        t.apply_setting(k, v)?;
+        // The daemon reads these files later; a path that is wrong now is a typo.
+        match (k, &t.credential) {
+            ("token_file", CredentialRef::TokenFile { path }) => readable_file(k, path)?,
+            ("app_key", CredentialRef::App { key_path, .. }) => readable_file(k, key_path)?,
+            _ => {}
+        }
+    }
+    t.validate()?;
+    store.update_target(&t)?;
+    out.emit(
+        || format!("target {} updated\n", t.name),
+        || target_json(&t),
+    );
+    Ok(())
+}
+
+fn row(t: &Target) -> Vec<String> {
+    vec![
+        t.name.clone(),
+        match t.scope {
+            TargetScope::Repo { .. } => "repo",
+            TargetScope::Org { .. } => "org",
+        }
+        .into(),
+        t.scope.display(),
+        t.api_url.clone(),
+        t.credential.describe(),
+    ]
+}
+
+pub fn list(store: &dyn Store, out: &mut Out) -> CliResult {
+    let ts = store.targets()?;
+    out.emit(
+        || {
+            table(
+                &["NAME", "KIND", "SCOPE", "API", "CREDENTIALS"],
+                &ts.iter().map(row).collect::<Vec<_>>(),
+            )
+        },
+        || json!(ts.iter().map(target_json).collect::<Vec<_>>()),
+    );
+    Ok(())
+}
+
+pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let t = store.target(&inv.positionals[0])?;
+    let used_by: Vec<String> = store
+        .profiles()?
+        .into_iter()
+        .filter(|p| p.target == t.name)
+        .map(|p| p.name)
+        .collect();
+    out.emit(
+        || {
+            output::block(&[
+                ("name", t.name.clone()),
+                ("scope", t.scope.display()),
+                ("api_url", t.api_url.clone()),
+                ("credentials", t.credential.describe()),
+                ("poll_interval", format!("{}s", t.poll_interval_secs)),
+                (
+                    "repos",
+                    if t.repos.is_empty() {
+                        "-".into()
+                    } else {
+                        t.repos.join(",")
+                    },
+                ),
+                (
+                    "profiles",
+                    if used_by.is_empty() {
+                        "-".into()
+                    } else {
+                        used_by.join(",")
+                    },
+                ),
+            ])
+        },
+        || {
+            let mut v = target_json(&t);
+            v["profiles"] = json!(used_by);
+            v
+        },
+    );
+    Ok(())
+}
+
+pub fn rm(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let name = &inv.positionals[0];
+    store.remove_target(name)?;
+    out.emit(
+        || format!("target {name} removed\n"),
+        || json!({"removed": {"target": name}}),
+    );
+    Ok(())
+}

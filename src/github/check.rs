@@ -1,0 +1,268 @@
+//! `runner-manager target check NAME`: proves a target works before the daemon relies
+//! on it, one line per check.
+
+use super::auth::Credential;
+use super::client::{Call, GitHubClient};
+use super::error::GhError;
+use super::ops::{DEFAULT_RUNNER_GROUP_ID, Deleted, jit_body};
+use crate::domain::{Target, TargetScope};
+use crate::timefmt::format_rfc3339;
+use std::fmt;
+
+/// One proven (or failed) fact about a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckLine {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl fmt::Display for CheckLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = if self.ok { "ok  " } else { "FAIL" };
+        write!(f, "{mark} {:<13} {}", self.name, self.detail)
+    }
+}
+
+/// What the profiles using the target allow and ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// A profile sets `allow_public=true`: public repositories are flagged, not refused.
+    pub allow_public: bool,
+    /// The runner group a profile names (`ID` or `NAME`); `None` is the Default group.
+    pub runner_group: Option<String>,
+}
+
+fn line(name: &'static str, r: Result<String, String>) -> CheckLine {
+    match r {
+        Ok(detail) => CheckLine {
+            name,
+            ok: true,
+            detail,
+        },
+        Err(detail) => CheckLine {
+            name,
+            ok: false,
+            detail,
+        },
+    }
+}
+
+/// Runs every check. Stops after the credential check when that fails, since every
+/// later line would repeat it.
+///
+/// The JIT endpoint is proven reachable without creating a runner: a registration
+/// token is minted (it expires unused after an hour; GitHub requires the same
+/// "manage runners" permission for it as for JIT) and `generate-jitconfig` is sent a
+/// body with no labels, which GitHub's schema refuses (`minItems: 1`): a 422 or 400
+/// proves the endpoint exists and parsed our request; a 404 means it is missing (GHES
+/// too old) or hidden. Should GitHub ever accept it, the probe runner is deleted.
+pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions) -> Vec<CheckLine> {
+    let mut lines = Vec::new();
+    let who = match client.credential() {
+        Credential::Token(_) => target.credential.describe(),
+        Credential::App { app_id, .. } => match client.installation_id() {
+            Ok(i) => format!("app {app_id}, installation {i}"),
+            Err(e) => {
+                lines.push(line("credentials", Err(e.to_string())));
+                return lines;
+            }
+        },
+    };
+    let rate = client.rate_limit();
+    let creds = match &rate {
+        Ok(_) => Ok(format!("accepted ({who}) at {}", client.base_url())),
+        Err(e) => Err(e.to_string()),
+    };
+    let creds_ok = creds.is_ok();
+    lines.push(line("credentials", creds));
+    if !creds_ok {
+        return lines;
+    }
+    lines.push(line(
+        "rate limit",
+        match rate {
+            Ok(s) => match (s.remaining, s.limit) {
+                (Some(0), _) => Err(format!(
+                    "none left; resets at {}",
+                    s.reset
+                        .map(format_rfc3339)
+                        .unwrap_or_else(|| "an unknown time".into())
+                )),
+                (Some(r), Some(l)) => Ok(format!("{r} of {l} requests left this hour")),
+                _ => Ok("no limit reported (rate limiting off on this server)".into()),
+            },
+            Err(e) => Err(e.to_string()),
+        },
+    ));
+    let scope = &target.scope;
+    lines.push(line(
+        "list runners",
+        client
+            .list_runners(scope)
+            .map(|r| format!("allowed; {} runners registered", r.len()))
+            .map_err(|e| e.to_string()),
+    ));
+    lines.push(line("jit endpoint", jit_reachable(client, scope)));
+    lines.push(line(
+        "visibility",
+        visibility(target, client, opts.allow_public),
+    ));
+    lines.push(line(
+        "runner group",
+        runner_group(client, scope, opts.runner_group.as_deref()),
+    ));
+    lines
+}
+
+fn jit_reachable(client: &GitHubClient, scope: &TargetScope) -> Result<String, String> {
+    client
+        .can_register_runners(scope)
+        .map_err(|e| format!("cannot mint a registration token: {e}"))?;
+    let path = match scope {
+        TargetScope::Repo { owner, repo } => {
+            format!("/repos/{owner}/{repo}/actions/runners/generate-jitconfig")
+        }
+        TargetScope::Org { org } => format!("/orgs/{org}/actions/runners/generate-jitconfig"),
+    };
+    let mut c = Call::post(
+        client.url(&path),
+        jit_body(
+            "runner-manager-check-probe",
+            &[],
+            DEFAULT_RUNNER_GROUP_ID,
+            None,
+        ),
+    );
+    c.retry = false;
+    match client.call(&c) {
+        Err(GhError::Unprocessable { .. }) | Err(GhError::Unexpected { status: 400 }) => {
+            Ok("reachable (manage-runners permission proven by a registration token)".into())
+        }
+        Err(GhError::NotFound) => Err(
+            "generate-jitconfig answered 404; GitHub Enterprise Server must be 3.10 or newer, and the credentials must manage runners".into(),
+        ),
+        Err(e) => Err(e.to_string()),
+        Ok(reply) => {
+            // Not expected: remove the probe so no registration is left behind.
+            let id = serde_json::from_slice::<serde_json::Value>(&reply.body)
+                .ok()
+                .and_then(|v| v["runner"]["id"].as_i64());
+            match id.map(|id| client.delete_runner(scope, id)) {
+                Some(Ok(Deleted::Removed | Deleted::AlreadyGone)) => {
+                    Ok("reachable (a probe runner was registered and removed)".into())
+                }
+                _ => Err("a probe runner named runner-manager-check-probe was registered and could not be removed; delete it in GitHub's settings".into()),
+            }
+        }
+    }
+}
+
+fn visibility(
+    target: &Target,
+    client: &GitHubClient,
+    allow_public: bool,
+) -> Result<String, String> {
+    let public: Vec<String> = match &target.scope {
+        TargetScope::Repo { owner, repo } => match client.repository_is_public(owner, repo) {
+            Ok(true) => vec![format!("{owner}/{repo}")],
+            Ok(false) => vec![],
+            Err(e) => return Err(e.to_string()),
+        },
+        TargetScope::Org { org } if !target.repos.is_empty() => {
+            let mut p = Vec::new();
+            for r in &target.repos {
+                match client.repository_is_public(org, r) {
+                    Ok(true) => p.push(format!("{org}/{r}")),
+                    Ok(false) => {}
+                    Err(e) => return Err(format!("{org}/{r}: {e}")),
+                }
+            }
+            p
+        }
+        TargetScope::Org { org } => {
+            let repos = match client.credential() {
+                Credential::App { .. } => client.installation_repositories(),
+                Credential::Token(_) => client.org_repositories(org),
+            };
+            match repos {
+                Ok(rs) => rs
+                    .into_iter()
+                    .filter(|r| r.public)
+                    .map(|r| format!("{}/{}", r.owner, r.name))
+                    .collect(),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    };
+    if public.is_empty() {
+        return Ok("no public repository served".into());
+    }
+    let shown = public
+        .iter()
+        .take(5)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if public.len() > 5 {
+        format!(" and {} more", public.len() - 5)
+    } else {
+        String::new()
+    };
+    if allow_public {
+        Ok(format!(
+            "public: {shown}{more} (allowed by allow_public=true)"
+        ))
+    } else {
+        Err(format!(
+            "public: {shown}{more}; a fork's pull request could run code on this host; refused unless a profile sets allow_public=true"
+        ))
+    }
+}
+
+fn runner_group(
+    client: &GitHubClient,
+    scope: &TargetScope,
+    group: Option<&str>,
+) -> Result<String, String> {
+    match (scope, group) {
+        (TargetScope::Repo { .. }, None) => Ok("Default (id 1) for a repository runner".into()),
+        (TargetScope::Repo { .. }, Some(g)) if g == "1" || g.eq_ignore_ascii_case("default") => {
+            Ok("Default (id 1) for a repository runner".into())
+        }
+        (TargetScope::Repo { .. }, Some(g)) => Err(format!(
+            "repository runners join the Default group only; remove group {g} from the profile or use an organization target"
+        )),
+        (TargetScope::Org { org }, g) => {
+            let name = g.unwrap_or("Default");
+            if let Ok(id) = name.parse::<i64>() {
+                // A numeric group: prove it exists by listing groups.
+                let groups = client
+                    .get_pages(
+                        &format!("/orgs/{org}/actions/runner-groups?per_page=100"),
+                        |g: serde_json::Value| {
+                            g["runner_groups"]
+                                .as_array()
+                                .map(|a| a.iter().filter_map(|x| x["id"].as_i64()).collect())
+                                .unwrap_or_default()
+                        },
+                    )
+                    .map_err(|e| e.to_string())?;
+                return if groups.contains(&id) {
+                    Ok(format!("group id {id} exists in {org}"))
+                } else {
+                    Err(format!(
+                        "{org} has no runner group with id {id}; check the profile's group"
+                    ))
+                };
+            }
+            match client.runner_group_id_by_name(org, name) {
+                Ok(Some(id)) => Ok(format!("{name} resolves to id {id}")),
+                Ok(None) => Err(format!(
+                    "{org} has no runner group named {name}; create it or fix the profile's group"
+                )),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    }
+}

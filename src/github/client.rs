@@ -1,0 +1,615 @@
+//! The transport: one `GitHubClient` per target and credential. Headers, timeouts, the
+//! body cap, retries with backoff, rate-limit gating, the ETag cache, App tokens.
+
+use super::auth::{Credential, InstallationToken};
+use super::error::GhError;
+use super::etag::{Cached, EtagCache};
+use super::headers::{Headers, parse_http_date};
+use super::jwt::app_jwt;
+use super::pagination::{MAX_PAGES, next_link, origin};
+use super::ratelimit::{RateLimitSnapshot, limited_until};
+use super::retry::{Clock, RetryPolicy, SystemClock};
+use super::types;
+use crate::domain::{Target, TargetScope};
+use crate::secret::Secret;
+use crate::timefmt::{Millis, parse_rfc3339};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use serde::de::DeserializeOwned;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+pub const API_VERSION: &str = "2022-11-28";
+pub const USER_AGENT: &str = concat!("runner-manager/", env!("CARGO_PKG_VERSION"));
+
+/// Transport settings. The defaults suit GitHub; tests shorten them.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub connect_timeout: Duration,
+    /// Longest silence on a socket read before the call fails (and may be retried).
+    pub read_timeout: Duration,
+    /// Bound on one whole exchange, so a server trickling bytes cannot hold a pass.
+    pub call_timeout: Duration,
+    /// Response bodies larger than this (after decompression) are refused.
+    pub body_limit: u64,
+    pub retry: RetryPolicy,
+    /// Pages followed by one listing before it is cut short.
+    pub max_pages: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(60),
+            body_limit: 8 * 1024 * 1024,
+            retry: RetryPolicy::default(),
+            max_pages: MAX_PAGES,
+        }
+    }
+}
+
+/// Counters for benchmarks and `status`: `requests - not_modified` is what the
+/// primary rate limit was charged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Responses received (any status).
+    pub requests: u64,
+    /// Of which 304 Not Modified.
+    pub not_modified: u64,
+    /// Calls refused locally because the credential was rate limited.
+    pub refused_while_limited: u64,
+    /// Retries after a 5xx or a transport error.
+    pub retries: u64,
+    /// Installation tokens minted.
+    pub tokens_minted: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// The PAT or the App's installation token.
+    Bearer,
+    /// The App's own JWT (installation lookup, token minting).
+    AppJwt,
+}
+
+/// One logical request, maybe sent several times.
+pub(crate) struct Call {
+    pub method: &'static str,
+    /// Absolute URL, on the API's origin.
+    pub url: String,
+    pub body: Option<Vec<u8>>,
+    pub auth: Auth,
+    /// Retry 5xx and transport errors. Off for a POST whose repeat would collide.
+    pub retry: bool,
+    /// Send `If-None-Match` and keep the ETag.
+    pub conditional: bool,
+    /// `GET /rate_limit` is free and answers while limited.
+    pub ignore_limit: bool,
+}
+
+impl Call {
+    pub fn get(url: String) -> Call {
+        Call {
+            method: "GET",
+            url,
+            body: None,
+            auth: Auth::Bearer,
+            retry: true,
+            conditional: true,
+            ignore_limit: false,
+        }
+    }
+
+    pub fn post(url: String, body: Vec<u8>) -> Call {
+        Call {
+            method: "POST",
+            body: Some(body),
+            conditional: false,
+            ..Call::get(url)
+        }
+    }
+
+    pub fn delete(url: String) -> Call {
+        Call {
+            method: "DELETE",
+            conditional: false,
+            ..Call::get(url)
+        }
+    }
+}
+
+/// A response the caller can use: a 2xx, or a 304 answered from the cache (as 200).
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub status: u16,
+    pub headers: Headers,
+    pub body: Vec<u8>,
+}
+
+#[derive(Default)]
+struct State {
+    rate: RateLimitSnapshot,
+    /// Header-less rate limits in a row, for the exponential wait.
+    strikes: u32,
+    etags: EtagCache,
+    last_date: Option<Millis>,
+    stats: ClientStats,
+    installation_id: Option<u64>,
+}
+
+/// The GitHub REST client of one target. `Send + Sync`: methods take `&self`, state is
+/// behind locks never held across a request (except the token lock, held while one
+/// token is minted so concurrent callers share it).
+pub struct GitHubClient {
+    agent: ureq::Agent,
+    base: String,
+    origin: String,
+    pub(crate) scope: TargetScope,
+    credential: Credential,
+    config: ClientConfig,
+    clock: Arc<dyn Clock>,
+    shutdown: Option<Receiver<()>>,
+    state: Mutex<State>,
+    token: Mutex<Option<InstallationToken>>,
+}
+
+impl std::fmt::Debug for GitHubClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitHubClient")
+            .field("base", &self.base)
+            .field("scope", &self.scope)
+            .field("credential", &self.credential)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not wedge the client; the state stays usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl GitHubClient {
+    pub fn new(target: &Target, credential: Credential) -> GitHubClient {
+        GitHubClient::with_config(
+            target,
+            credential,
+            ClientConfig::default(),
+            Arc::new(SystemClock::default()),
+        )
+    }
+
+    pub fn with_config(
+        target: &Target,
+        credential: Credential,
+        config: ClientConfig,
+        clock: Arc<dyn Clock>,
+    ) -> GitHubClient {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .user_agent(USER_AGENT)
+            .accept("application/vnd.github+json")
+            .timeout_connect(Some(config.connect_timeout))
+            .timeout_per_read(Some(config.read_timeout))
+            .timeout_per_call(Some(config.call_timeout))
+            // GitHub redirects renamed repositories; ureq drops Authorization on a
+            // redirect to another host by default.
+            .max_redirects(3)
+            .build()
+            .new_agent();
+        let base = target.api_url.trim_end_matches('/').to_string();
+        GitHubClient {
+            agent,
+            origin: origin(&base).unwrap_or_default(),
+            base,
+            scope: target.scope.clone(),
+            credential,
+            config,
+            clock,
+            shutdown: None,
+            state: Mutex::new(State::default()),
+            token: Mutex::new(None),
+        }
+    }
+
+    /// Backoff waits end early (with [`GhError::Interrupted`]) when this channel
+    /// receives or disconnects.
+    pub fn with_shutdown(mut self, shutdown: Receiver<()>) -> GitHubClient {
+        self.shutdown = Some(shutdown);
+        self
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    pub fn scope(&self) -> &TargetScope {
+        &self.scope
+    }
+
+    pub(crate) fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    pub(crate) fn credential(&self) -> &Credential {
+        &self.credential
+    }
+
+    /// The rate-limit headers of the last response, and any local hold.
+    pub fn rate_limit_snapshot(&self) -> RateLimitSnapshot {
+        lock(&self.state).rate.clone()
+    }
+
+    pub fn stats(&self) -> ClientStats {
+        lock(&self.state).stats
+    }
+
+    /// The server's `Date` of the last response, for a clock-skew check.
+    pub fn last_date(&self) -> Option<Millis> {
+        lock(&self.state).last_date
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends a call: gates on the rate limit, authenticates, retries, caches.
+    pub(crate) fn call(&self, c: &Call) -> Result<Reply, GhError> {
+        let mut tried = 0u32;
+        let mut refreshed = false;
+        loop {
+            tried += 1;
+            let now = self.now();
+            if !c.ignore_limit {
+                let mut st = lock(&self.state);
+                if let Some(until) = st.rate.limited_until.filter(|u| *u > now) {
+                    st.stats.refused_while_limited += 1;
+                    return Err(GhError::RateLimited { until });
+                }
+            }
+            let auth = match c.auth {
+                Auth::Bearer => self.bearer()?,
+                Auth::AppJwt => match &self.credential {
+                    Credential::App { app_id, key, .. } => app_jwt(key, *app_id, now),
+                    Credential::Token(_) => {
+                        return Err(GhError::Unauthorized { clock_hint: false });
+                    }
+                },
+            };
+            let etag = if c.conditional {
+                lock(&self.state).etags.etag(&c.url).map(str::to_string)
+            } else {
+                None
+            };
+            let reply = match self.send_once(c, &auth, etag.as_deref()) {
+                Ok(r) => r,
+                Err(e @ GhError::Transport { .. }) => {
+                    if c.retry && self.config.retry.should_retry(tried) {
+                        self.backoff(tried)?;
+                        continue;
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
+            let message = error_message(reply.status, &reply.body);
+            {
+                let mut st = lock(&self.state);
+                st.stats.requests += 1;
+                if reply.status == 304 {
+                    st.stats.not_modified += 1;
+                }
+                if let Some(d) = reply.headers.get("date").and_then(parse_http_date) {
+                    st.last_date = Some(d);
+                }
+                // The JWT has its own budget; this snapshot is the installation's or
+                // the PAT's.
+                if c.auth == Auth::Bearer {
+                    st.rate.update(&reply.headers);
+                }
+                let strikes = st.strikes;
+                match limited_until(reply.status, &reply.headers, &message, now, strikes) {
+                    Some(until) => {
+                        st.rate.limited_until = Some(until);
+                        if matches!(reply.status, 403 | 429) {
+                            st.strikes = strikes.saturating_add(1);
+                            return Err(GhError::RateLimited { until });
+                        }
+                    }
+                    None if reply.status < 400 => {
+                        st.strikes = 0;
+                        st.rate.limited_until = None;
+                    }
+                    None => {}
+                }
+            }
+            match reply.status {
+                200..=299 => {
+                    if c.conditional {
+                        match reply.headers.get("etag") {
+                            Some(tag) => {
+                                let entry = Cached {
+                                    etag: tag.to_string(),
+                                    body: reply.body.clone(),
+                                    link: reply.headers.get("link").map(str::to_string),
+                                };
+                                lock(&self.state).etags.put(&c.url, entry);
+                            }
+                            // No validator now: a stale one must not be sent next time.
+                            None => lock(&self.state).etags.remove(&c.url),
+                        }
+                    }
+                    return Ok(reply);
+                }
+                304 => {
+                    let mut st = lock(&self.state);
+                    return match st.etags.get(&c.url).cloned() {
+                        Some(hit) => {
+                            let mut pairs = vec![("etag".to_string(), hit.etag)];
+                            if let Some(l) = hit.link {
+                                pairs.push(("link".to_string(), l));
+                            }
+                            Ok(Reply {
+                                status: 200,
+                                headers: Headers::new(pairs),
+                                body: hit.body,
+                            })
+                        }
+                        None => {
+                            st.etags.remove(&c.url);
+                            Err(GhError::Malformed {
+                                detail: "304 Not Modified for a request sent without an ETag"
+                                    .into(),
+                            })
+                        }
+                    };
+                }
+                401 => {
+                    let app = matches!(self.credential, Credential::App { .. });
+                    if app && c.auth == Auth::Bearer && !refreshed {
+                        // The installation token may have been revoked early: mint a
+                        // new one, once.
+                        refreshed = true;
+                        *lock(&self.token) = None;
+                        tried -= 1;
+                        continue;
+                    }
+                    return Err(GhError::Unauthorized {
+                        clock_hint: c.auth == Auth::AppJwt,
+                    });
+                }
+                403 => return Err(GhError::Forbidden { message }),
+                404 => return Err(GhError::NotFound),
+                409 => return Err(GhError::Conflict { message }),
+                410 => return Err(GhError::Gone),
+                422 => return Err(GhError::Unprocessable { message }),
+                s @ 500..=599 => {
+                    if c.retry && self.config.retry.should_retry(tried) {
+                        self.backoff(tried)?;
+                        continue;
+                    }
+                    return Err(GhError::Server { status: s });
+                }
+                s => return Err(GhError::Unexpected { status: s }),
+            }
+        }
+    }
+
+    fn backoff(&self, tried: u32) -> Result<(), GhError> {
+        lock(&self.state).stats.retries += 1;
+        let d = self.config.retry.delay(tried - 1, self.clock.jitter());
+        self.wait(d)
+    }
+
+    /// Waits, interruptibly when a shutdown channel is set; never a bare sleep.
+    fn wait(&self, d: Duration) -> Result<(), GhError> {
+        let rx = match &self.shutdown {
+            Some(rx) => rx.clone(),
+            None => crossbeam_channel::never(),
+        };
+        match rx.recv_timeout(d) {
+            Err(RecvTimeoutError::Timeout) => Ok(()),
+            _ => Err(GhError::Interrupted),
+        }
+    }
+
+    fn send_once(&self, c: &Call, auth: &Secret, etag: Option<&str>) -> Result<Reply, GhError> {
+        use ureq::http;
+        let mut bearer = http::HeaderValue::from_str(&format!("Bearer {}", auth.expose()))
+            .map_err(|_| GhError::Unauthorized { clock_hint: false })?;
+        bearer.set_sensitive(true);
+        let mut b = http::Request::builder()
+            .method(c.method)
+            .uri(&c.url)
+            .header("accept", "application/vnd.github+json")
+            .header("x-github-api-version", API_VERSION)
+            .header("user-agent", USER_AGENT)
+            .header("authorization", bearer);
+        if let Some(tag) = etag {
+            b = b.header("if-none-match", tag);
+        }
+        let result = match &c.body {
+            Some(body) => {
+                let req = b
+                    .header("content-type", "application/json")
+                    .body(body.as_slice())
+                    .map_err(|_| bad_url(&c.url))?;
+                self.agent.run(req)
+            }
+            None => self.agent.run(b.body(()).map_err(|_| bad_url(&c.url))?),
+        };
+        let resp = result.map_err(transport)?;
+        let status = resp.status().as_u16();
+        let headers = Headers::new(resp.headers().iter().filter_map(|(k, v)| {
+            v.to_str()
+                .ok()
+                .map(|v| (k.as_str().to_string(), v.to_string()))
+        }));
+        let body = resp
+            .into_body()
+            .into_with_config()
+            .limit(self.config.body_limit)
+            .read_to_vec()
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => GhError::TooLarge {
+                    limit: self.config.body_limit,
+                },
+                e => transport(e),
+            })?;
+        Ok(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// The bearer secret for API calls: the PAT, or a fresh installation token.
+    fn bearer(&self) -> Result<Secret, GhError> {
+        match &self.credential {
+            Credential::Token(t) => Ok(t.clone()),
+            Credential::App { .. } => self.installation_token(),
+        }
+    }
+
+    /// The cached installation token, minted when missing or near expiry. The lock is
+    /// held while minting so that concurrent callers wait for one token.
+    pub(crate) fn installation_token(&self) -> Result<Secret, GhError> {
+        let mut slot = lock(&self.token);
+        let now = self.now();
+        if let Some(t) = slot.as_ref().filter(|t| t.is_fresh(now)) {
+            return Ok(t.token.clone());
+        }
+        let id = self.installation_id()?;
+        let mut c = Call::post(
+            self.url(&format!("/app/installations/{id}/access_tokens")),
+            b"{}".to_vec(),
+        );
+        c.auth = Auth::AppJwt;
+        c.ignore_limit = true;
+        let reply = self.call(&c)?;
+        let parsed: types::TokenResponse = parse_json(&reply.body)?;
+        let expires_at = parse_rfc3339(&parsed.expires_at).ok_or_else(|| GhError::Malformed {
+            detail: "installation token expires_at is not a timestamp".into(),
+        })?;
+        let token = Secret::new(parsed.token);
+        lock(&self.state).stats.tokens_minted += 1;
+        *slot = Some(InstallationToken {
+            token: token.clone(),
+            expires_at,
+        });
+        Ok(token)
+    }
+
+    /// The App installation for this target: configured, or looked up once.
+    pub(crate) fn installation_id(&self) -> Result<u64, GhError> {
+        if let Credential::App {
+            installation_id: Some(id),
+            ..
+        } = &self.credential
+        {
+            return Ok(*id);
+        }
+        if let Some(id) = lock(&self.state).installation_id {
+            return Ok(id);
+        }
+        let path = match &self.scope {
+            TargetScope::Repo { owner, repo } => format!("/repos/{owner}/{repo}/installation"),
+            TargetScope::Org { org } => format!("/orgs/{org}/installation"),
+        };
+        let mut c = Call::get(self.url(&path));
+        c.auth = Auth::AppJwt;
+        c.conditional = false;
+        c.ignore_limit = true;
+        let inst: types::Installation = parse_json(&self.call(&c)?.body)?;
+        lock(&self.state).installation_id = Some(inst.id);
+        Ok(inst.id)
+    }
+
+    /// GETs and parses one resource.
+    pub(crate) fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, GhError> {
+        parse_json(&self.call(&Call::get(self.url(path)))?.body)
+    }
+
+    /// GETs every page of a listing (`per_page` must already be in `path`), following
+    /// `Link: rel="next"` on our own origin only, up to `max_pages`.
+    pub(crate) fn get_pages<T: DeserializeOwned, U>(
+        &self,
+        path: &str,
+        mut take: impl FnMut(T) -> Vec<U>,
+    ) -> Result<Vec<U>, GhError> {
+        let mut out = Vec::new();
+        let mut url = self.url(path);
+        for _ in 0..self.config.max_pages {
+            let reply = self.call(&Call::get(url))?;
+            out.extend(take(parse_json(&reply.body)?));
+            match reply.headers.get("link").and_then(next_link) {
+                Some(next) => {
+                    if origin(&next).as_deref() != Some(self.origin.as_str()) {
+                        return Err(GhError::Malformed {
+                            detail: "a Link header points away from the API host".into(),
+                        });
+                    }
+                    url = next;
+                }
+                None => return Ok(out),
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, GhError> {
+    // Only the error's category and position: serde's message can quote a value.
+    serde_json::from_slice(body).map_err(|e| GhError::Malformed {
+        detail: format!(
+            "{} JSON at line {} column {}",
+            match e.classify() {
+                serde_json::error::Category::Eof => "truncated",
+                serde_json::error::Category::Syntax => "invalid",
+                serde_json::error::Category::Data => "unexpected",
+                serde_json::error::Category::Io => "unreadable",
+            },
+            e.line(),
+            e.column()
+        ),
+    })
+}
+
+/// GitHub's `message` of an error body, shortened, for error text.
+fn error_message(status: u16, body: &[u8]) -> String {
+    if status < 400 {
+        return String::new();
+    }
+    let msg = serde_json::from_slice::<types::ErrorBody>(body)
+        .ok()
+        .and_then(|b| b.message)
+        .unwrap_or_else(|| "no message".to_string());
+    let mut msg: String = msg.chars().filter(|c| !c.is_control()).take(200).collect();
+    if msg.is_empty() {
+        msg = "no message".into();
+    }
+    msg
+}
+
+fn bad_url(url: &str) -> GhError {
+    // The URL is built from api_url and validated names; it holds no secret.
+    GhError::Transport {
+        detail: format!("invalid request URL {url}"),
+    }
+}
+
+fn transport(e: ureq::Error) -> GhError {
+    let detail = match e {
+        ureq::Error::Timeout(t) => format!("timed out ({t})"),
+        ureq::Error::Io(io) => format!("connection error: {}", io.kind()),
+        ureq::Error::HostNotFound => "host not found".into(),
+        ureq::Error::ConnectionFailed => "connection failed".into(),
+        ureq::Error::Protocol(p) => format!("HTTP protocol error: {p}"),
+        ureq::Error::Tls(t) => format!("TLS error: {t}"),
+        ureq::Error::Rustls(r) => format!("TLS error: {r}"),
+        ureq::Error::TooManyRedirects => "too many redirects".into(),
+        ureq::Error::BadUri(_) => "invalid request URL".into(),
+        other => format!("transport error: {other}"),
+    };
+    GhError::Transport { detail }
+}

@@ -1,0 +1,238 @@
+//! The operations the daemon and `target check` need, returning domain types.
+
+use super::client::{Call, GitHubClient, parse_json};
+use super::error::GhError;
+use super::pagination::{PER_PAGE, with_query};
+use super::ratelimit::RateLimitSnapshot;
+use super::types;
+use crate::domain::{QueuedJob, RegisteredRunner, TargetScope};
+use crate::secret::Secret;
+
+/// Repository-level runners always join the Default group, id 1 (every third-party
+/// client does this; GitHub has no repository runner groups).
+pub const DEFAULT_RUNNER_GROUP_ID: i64 = 1;
+
+/// The outcome of deleting a runner registration. `Busy` is not an error: it is the
+/// answer "it took a job just now, leave it running".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    /// 204: deregistered.
+    Removed,
+    /// 404: already gone, which is what the caller wanted.
+    AlreadyGone,
+    /// 422: the runner is running a job.
+    Busy { message: String },
+}
+
+/// A repository as listing it for an org target needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoInfo {
+    pub owner: String,
+    pub name: String,
+    /// Only `visibility: public` (or `private: false`) counts; internal is not public.
+    pub public: bool,
+    pub archived: bool,
+}
+
+impl From<types::Repository> for RepoInfo {
+    fn from(r: types::Repository) -> RepoInfo {
+        let public = match r.visibility.as_deref() {
+            Some(v) => v == "public",
+            None => !r.private,
+        };
+        RepoInfo {
+            owner: r.owner.login,
+            name: r.name,
+            public,
+            archived: r.archived,
+        }
+    }
+}
+
+fn runners_path(scope: &TargetScope) -> String {
+    match scope {
+        TargetScope::Repo { owner, repo } => format!("/repos/{owner}/{repo}/actions/runners"),
+        TargetScope::Org { org } => format!("/orgs/{org}/actions/runners"),
+    }
+}
+
+impl GitHubClient {
+    /// Jobs waiting for a runner in one repository: the runs queued and in progress (a
+    /// run in progress can still have queued jobs), then their jobs still `queued`.
+    /// Every GET is conditional, so an idle repository costs only 304s.
+    pub fn queued_jobs(&self, owner: &str, repo: &str) -> Result<Vec<QueuedJob>, GhError> {
+        let full = format!("{owner}/{repo}");
+        let mut run_ids: Vec<i64> = Vec::new();
+        for status in ["queued", "in_progress"] {
+            let path =
+                format!("/repos/{owner}/{repo}/actions/runs?status={status}&per_page={PER_PAGE}");
+            for id in self.get_pages(&path, |r: types::WorkflowRuns| {
+                r.workflow_runs.into_iter().map(|r| r.id).collect()
+            })? {
+                if !run_ids.contains(&id) {
+                    run_ids.push(id);
+                }
+            }
+        }
+        let mut jobs = Vec::new();
+        for run in run_ids {
+            let path = format!("/repos/{owner}/{repo}/actions/runs/{run}/jobs?per_page={PER_PAGE}");
+            let page_jobs = self.get_pages(&path, |j: types::Jobs| j.jobs)?;
+            for j in page_jobs.into_iter().filter(|j| j.status == "queued") {
+                jobs.push(j.into_domain(&full).ok_or_else(|| GhError::Malformed {
+                    detail: "a job's created_at is not a timestamp".into(),
+                })?);
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Repositories of an organization (`GET /orgs/{org}/repos`, all pages).
+    pub fn org_repositories(&self, org: &str) -> Result<Vec<RepoInfo>, GhError> {
+        self.get_pages(
+            &format!("/orgs/{org}/repos?per_page={PER_PAGE}"),
+            |r: Vec<types::Repository>| r.into_iter().map(RepoInfo::from).collect(),
+        )
+    }
+
+    /// Repositories the App installation can see (`GET /installation/repositories`).
+    pub fn installation_repositories(&self) -> Result<Vec<RepoInfo>, GhError> {
+        self.get_pages(
+            &format!("/installation/repositories?per_page={PER_PAGE}"),
+            |r: types::InstallationRepositories| {
+                r.repositories.into_iter().map(RepoInfo::from).collect()
+            },
+        )
+    }
+
+    /// Registers a JIT runner and returns it with its encoded config (a secret).
+    ///
+    /// Sent once, never retried here: if GitHub completed a POST whose answer was
+    /// lost, a repeat collides (409). The caller looks the runner up by name first.
+    pub fn generate_jitconfig(
+        &self,
+        scope: &TargetScope,
+        name: &str,
+        labels: &[String],
+        runner_group_id: i64,
+        work_folder: Option<&str>,
+    ) -> Result<(RegisteredRunner, Secret), GhError> {
+        let mut c = Call::post(
+            self.url(&format!("{}/generate-jitconfig", runners_path(scope))),
+            jit_body(name, labels, runner_group_id, work_folder),
+        );
+        c.retry = false;
+        let reply = self.call(&c)?;
+        let parsed: types::JitResponse = parse_json(&reply.body)?;
+        Ok((
+            parsed.runner.into_domain(),
+            Secret::new(parsed.encoded_jit_config),
+        ))
+    }
+
+    /// Every runner of the target (all pages).
+    pub fn list_runners(&self, scope: &TargetScope) -> Result<Vec<RegisteredRunner>, GhError> {
+        self.get_pages(
+            &format!("{}?per_page={PER_PAGE}", runners_path(scope)),
+            |r: types::Runners| {
+                r.runners
+                    .into_iter()
+                    .map(types::Runner::into_domain)
+                    .collect()
+            },
+        )
+    }
+
+    /// One runner by its exact name, via GitHub's `name` filter.
+    pub fn runner_by_name(
+        &self,
+        scope: &TargetScope,
+        name: &str,
+    ) -> Result<Option<RegisteredRunner>, GhError> {
+        let path = with_query(
+            &format!("{}?per_page={PER_PAGE}", runners_path(scope)),
+            "name",
+            name,
+        );
+        let all = self.get_pages(&path, |r: types::Runners| r.runners)?;
+        Ok(all
+            .into_iter()
+            .find(|r| r.name == name)
+            .map(types::Runner::into_domain))
+    }
+
+    /// Deregisters a runner: 204 and 404 succeed, 422 says it is busy.
+    pub fn delete_runner(&self, scope: &TargetScope, id: i64) -> Result<Deleted, GhError> {
+        match self.call(&Call::delete(
+            self.url(&format!("{}/{id}", runners_path(scope))),
+        )) {
+            Ok(_) => Ok(Deleted::Removed),
+            Err(GhError::NotFound) => Ok(Deleted::AlreadyGone),
+            Err(GhError::Unprocessable { message }) => Ok(Deleted::Busy { message }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The id of an organization's runner group, by name (case-insensitive, as GitHub
+    /// treats group names). `None` when no group has that name.
+    pub fn runner_group_id_by_name(&self, org: &str, name: &str) -> Result<Option<i64>, GhError> {
+        let groups = self.get_pages(
+            &format!("/orgs/{org}/actions/runner-groups?per_page={PER_PAGE}"),
+            |g: types::RunnerGroups| g.runner_groups,
+        )?;
+        Ok(groups
+            .into_iter()
+            .find(|g| g.name.eq_ignore_ascii_case(name))
+            .map(|g| g.id))
+    }
+
+    /// Whether a repository is public (self-hosted runners should not serve those).
+    pub fn repository_is_public(&self, owner: &str, repo: &str) -> Result<bool, GhError> {
+        let r: types::Repository = self.get_json(&format!("/repos/{owner}/{repo}"))?;
+        Ok(RepoInfo::from(r).public)
+    }
+
+    /// `GET /rate_limit` (free; answered even while limited). Also refreshes the
+    /// snapshot.
+    pub fn rate_limit(&self) -> Result<RateLimitSnapshot, GhError> {
+        let mut c = Call::get(self.url("/rate_limit"));
+        c.ignore_limit = true;
+        c.conditional = false;
+        let body: types::RateLimitBody = parse_json(&self.call(&c)?.body)?;
+        let mut snap = self.rate_limit_snapshot();
+        snap.limit = Some(body.rate.limit);
+        snap.remaining = Some(body.rate.remaining);
+        snap.used = Some(body.rate.used);
+        snap.reset = Some(body.rate.reset * 1000);
+        Ok(snap)
+    }
+
+    /// Mints a registration token and drops it: proves permission to manage runners
+    /// without creating one. The token itself is never returned.
+    pub fn can_register_runners(&self, scope: &TargetScope) -> Result<(), GhError> {
+        let mut c = Call::post(
+            self.url(&format!("{}/registration-token", runners_path(scope))),
+            Vec::new(),
+        );
+        c.retry = false;
+        let reply = self.call(&c)?;
+        let _: types::TokenResponse = parse_json(&reply.body)?;
+        Ok(())
+    }
+}
+
+/// The JSON body of `generate-jitconfig` (tested against GitHub's schema).
+pub fn jit_body(
+    name: &str,
+    labels: &[String],
+    runner_group_id: i64,
+    work_folder: Option<&str>,
+) -> Vec<u8> {
+    serde_json::to_vec(&types::JitRequest {
+        name,
+        runner_group_id,
+        labels,
+        work_folder,
+    })
+    .expect("a struct of strings and numbers serializes")
+}

@@ -1,0 +1,155 @@
+//! GitHub's JSON, as serde structs private to `github/`; converted to domain types here,
+//! at the edge. Only the fields the client reads are declared: GitHub adds fields
+//! freely, and unknown ones are ignored.
+
+use crate::domain::{QueuedJob, RegisteredRunner};
+use crate::timefmt::parse_rfc3339;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ErrorBody {
+    pub message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WorkflowRuns {
+    pub workflow_runs: Vec<WorkflowRun>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct WorkflowRun {
+    pub id: i64,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Jobs {
+    pub jobs: Vec<Job>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Job {
+    pub id: i64,
+    pub run_id: i64,
+    pub status: String,
+    pub name: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    pub created_at: String,
+}
+
+impl Job {
+    /// `None` when the timestamp cannot be read: the caller reports malformed JSON.
+    pub fn into_domain(self, repo: &str) -> Option<QueuedJob> {
+        Some(QueuedJob {
+            id: self.id,
+            run_id: self.run_id,
+            repo: repo.to_string(),
+            created_at: parse_rfc3339(&self.created_at)?,
+            name: self.name,
+            labels: self.labels,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Runners {
+    pub runners: Vec<Runner>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Runner {
+    pub id: i64,
+    pub name: String,
+    pub status: String,
+    pub busy: bool,
+    #[serde(default)]
+    pub labels: Vec<RunnerLabel>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerLabel {
+    pub name: String,
+}
+
+impl Runner {
+    pub fn into_domain(self) -> RegisteredRunner {
+        RegisteredRunner {
+            id: self.id,
+            name: self.name,
+            online: self.status == "online",
+            busy: self.busy,
+            labels: self.labels.into_iter().map(|l| l.name).collect(),
+        }
+    }
+}
+
+/// The request body of `generate-jitconfig`.
+#[derive(Debug, Serialize)]
+pub(crate) struct JitRequest<'a> {
+    pub name: &'a str,
+    pub runner_group_id: i64,
+    pub labels: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_folder: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct JitResponse {
+    pub runner: Runner,
+    pub encoded_jit_config: String,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct TokenResponse {
+    pub token: String,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Installation {
+    pub id: u64,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Repository {
+    pub name: String,
+    pub owner: Owner,
+    pub private: bool,
+    pub visibility: Option<String>,
+    #[serde(default)]
+    pub archived: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Owner {
+    pub login: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct InstallationRepositories {
+    pub repositories: Vec<Repository>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerGroups {
+    pub runner_groups: Vec<RunnerGroup>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerGroup {
+    pub id: i64,
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RateLimitBody {
+    pub rate: RateBody,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct RateBody {
+    pub limit: u64,
+    pub remaining: u64,
+    pub reset: i64,
+    pub used: u64,
+}

@@ -1,0 +1,106 @@
+//! The meter sampler thread: every interval, samples each live attempt's tree and publishes the meters.
+//!
+//! It owns its inbox (the list of live attempts, replaced whole by each message) and
+//! waits only in a `select!` over that inbox, a shutdown channel and a tick, so
+//! shutdown is never delayed by more than one sample.
+
+use std::collections::HashMap;
+use std::io;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, select, tick};
+
+use super::sample::sample_tree;
+use super::usage::{Meter, Usage};
+use crate::runner::proc::{Pid, read_stat};
+
+pub const SAMPLER_THREAD: &str = "meter-sampler";
+
+/// A runner to sample: the attempt and its process identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveAttempt {
+    pub attempt: i64,
+    pub pid: Pid,
+    pub start_time: u64,
+}
+
+/// One attempt's latest sample and its meter so far (peaks are cumulative, so a lost
+/// report is made good by the next one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterReport {
+    pub attempt: i64,
+    pub usage: Usage,
+    pub meter: Meter,
+}
+
+/// The sampler's body. Runs until `shutdown` yields a message or disconnects, or
+/// `attempts` or `reports` disconnects. Each message on `attempts` replaces the list
+/// of attempts to sample; meters of attempts no longer listed are dropped. After each
+/// tick one batch goes on `reports`; if a bounded `reports` is full the batch is
+/// dropped rather than blocking the sampler.
+pub fn run_sampler(
+    interval: Duration,
+    attempts: Receiver<Vec<LiveAttempt>>,
+    shutdown: Receiver<()>,
+    reports: Sender<Vec<MeterReport>>,
+) {
+    let ticker = tick(interval);
+    let mut live: Vec<LiveAttempt> = Vec::new();
+    let mut meters: HashMap<i64, Meter> = HashMap::new();
+    loop {
+        select! {
+            recv(shutdown) -> _ => return,
+            recv(attempts) -> msg => match msg {
+                Ok(list) => {
+                    meters.retain(|id, _| list.iter().any(|a| a.attempt == *id));
+                    live = list;
+                }
+                Err(_) => return,
+            },
+            recv(ticker) -> _ => {
+                let batch: Vec<MeterReport> = live
+                    .iter()
+                    .filter_map(|a| {
+                        let usage = sample_attempt(a)?;
+                        let meter = meters.entry(a.attempt).or_default();
+                        meter.observe(usage);
+                        Some(MeterReport { attempt: a.attempt, usage, meter: *meter })
+                    })
+                    .collect();
+                if batch.is_empty() {
+                    continue;
+                }
+                if let Err(TrySendError::Disconnected(_)) = reports.try_send(batch) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The attempt's session usage, or `None` when nothing of it is left or its pid now
+/// leads someone else's session.
+fn sample_attempt(a: &LiveAttempt) -> Option<Usage> {
+    if let Some(s) = read_stat(a.pid)
+        && s.starttime != a.start_time
+        && s.session == a.pid
+    {
+        return None;
+    }
+    let usage = sample_tree(a.pid);
+    (usage.processes > 0).then_some(usage)
+}
+
+/// Starts [`run_sampler`] on a thread named `meter-sampler`; join it after sending
+/// on (or dropping) the shutdown channel.
+pub fn spawn_sampler(
+    interval: Duration,
+    attempts: Receiver<Vec<LiveAttempt>>,
+    shutdown: Receiver<()>,
+    reports: Sender<Vec<MeterReport>>,
+) -> io::Result<JoinHandle<()>> {
+    thread::Builder::new()
+        .name(SAMPLER_THREAD.to_string())
+        .spawn(move || run_sampler(interval, attempts, shutdown, reports))
+}

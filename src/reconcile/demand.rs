@@ -1,0 +1,321 @@
+//! Demand: which profile each queued job counts toward. A job counts toward exactly
+//! one profile (the most specific fit), so two profiles never both start a runner
+//! for it; jobs no profile fits are kept so `status` can say why they wait.
+//!
+//! How jobs our runners already serve are taken out: GitHub keeps a job `queued`
+//! until a runner picks it up, and our poll (cached, conditional) can show it queued
+//! a little longer than that. A queued job is dropped from demand when one of our
+//! attempts has left the unassigned states with it:
+//!
+//! - an attempt that is `busy` or ended and whose `job_id` is the job's id, or
+//! - a `busy` attempt whose job id we do not know but whose `job_name` (the display
+//!   name the runner printed in `Running job:`) equals the job's name; each such
+//!   attempt takes at most one queued job, and only among the jobs its profile fits.
+//!
+//! Unassigned attempts (`pending`, `starting`, `idle`) are not subtracted here even
+//! when they carry a `job_id` (a coordinator launch): the allocator subtracts every
+//! unassigned runner from demand, and doing it here as well would count it twice.
+//! A job already `in_progress` on GitHub is not listed as queued, so it is no demand.
+
+use crate::domain::labels;
+use crate::domain::{Attempt, AttemptState, QueuedJob, ScalePolicy};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The queued jobs counted toward one profile.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProfileDemand {
+    pub profile: String,
+    /// GitHub job ids, in the order the jobs were given.
+    pub jobs: Vec<i64>,
+}
+
+impl ProfileDemand {
+    pub fn queued(&self) -> u32 {
+        self.jobs.len() as u32
+    }
+}
+
+/// A queued job that no active profile fits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfitJob {
+    pub id: i64,
+    pub name: String,
+    pub labels: Vec<String>,
+}
+
+/// Every queued job of a pass, assigned.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Demand {
+    /// One entry per active profile given, sorted by profile name, jobs or not.
+    pub profiles: Vec<ProfileDemand>,
+    /// Jobs no active profile fits.
+    pub unfit: Vec<UnfitJob>,
+    /// Jobs left out because one of our attempts already serves them.
+    pub taken: Vec<i64>,
+}
+
+impl Demand {
+    /// Queued jobs counted toward `profile` (0 for a profile not given).
+    pub fn queued(&self, profile: &str) -> u32 {
+        self.profiles
+            .iter()
+            .find(|p| p.profile == profile)
+            .map_or(0, |p| p.queued())
+    }
+
+    /// Queued jobs per profile: the shape [`super::allocate`] takes.
+    pub fn counts(&self) -> BTreeMap<String, u32> {
+        self.profiles
+            .iter()
+            .map(|p| (p.profile.clone(), p.queued()))
+            .collect()
+    }
+
+    /// One line per distinct label set nobody fits, e.g.
+    /// `no profile fits labels [self-hosted, gpu] (2 jobs)`.
+    pub fn unfit_reasons(&self) -> Vec<String> {
+        let mut by_labels: BTreeMap<Vec<String>, u32> = BTreeMap::new();
+        for j in &self.unfit {
+            *by_labels.entry(j.labels.clone()).or_default() += 1;
+        }
+        by_labels
+            .into_iter()
+            .map(|(l, n)| {
+                let jobs = if n == 1 { "job" } else { "jobs" };
+                format!("no profile fits labels [{}] ({n} {jobs})", l.join(", "))
+            })
+            .collect()
+    }
+}
+
+/// The profile a job counts toward: among the active profiles whose labels carry
+/// every job label, the one with the fewest extra labels, then the smallest name.
+pub fn best_profile<'a>(job: &QueuedJob, profiles: &'a [ScalePolicy]) -> Option<&'a ScalePolicy> {
+    profiles
+        .iter()
+        .filter(|p| p.active && labels::job_fits(&job.labels, &p.labels))
+        .min_by(|a, b| {
+            let ka = (labels::extra_labels(&job.labels, &a.labels), &a.name);
+            let kb = (labels::extra_labels(&job.labels, &b.labels), &b.name);
+            ka.cmp(&kb)
+        })
+}
+
+/// Assigns queued jobs to profiles. `profiles` are the profiles the jobs may go to
+/// (this host's or the whole pool's: the caller decides); paused ones are skipped, so
+/// a job the paused profile would have taken goes to the next best fit, or waits as
+/// unfit. Monitor profiles take jobs like any other (they show demand, start nothing).
+/// `attempts` are our attempts, any state.
+pub fn assign(profiles: &[ScalePolicy], jobs: &[QueuedJob], attempts: &[Attempt]) -> Demand {
+    let mut out = Demand {
+        profiles: profiles
+            .iter()
+            .filter(|p| p.active)
+            .map(|p| ProfileDemand {
+                profile: p.name.clone(),
+                jobs: Vec::new(),
+            })
+            .collect(),
+        ..Demand::default()
+    };
+    out.profiles.sort_by(|a, b| a.profile.cmp(&b.profile));
+    out.profiles.dedup_by(|a, b| a.profile == b.profile);
+
+    let served_ids: BTreeSet<i64> = attempts
+        .iter()
+        .filter(|a| !a.state.is_unassigned())
+        .filter_map(|a| a.job_id)
+        .collect();
+    // Busy attempts known only by the job's display name: each may take one job.
+    let mut by_name: Vec<(&str, &str)> = attempts
+        .iter()
+        .filter(|a| a.state == AttemptState::Busy && a.job_id.is_none())
+        .filter_map(|a| Some((a.profile.as_str(), a.job_name.as_deref()?)))
+        .collect();
+
+    for job in jobs {
+        if served_ids.contains(&job.id) {
+            out.taken.push(job.id);
+            continue;
+        }
+        let Some(best) = best_profile(job, profiles) else {
+            out.unfit.push(UnfitJob {
+                id: job.id,
+                name: job.name.clone(),
+                labels: job.labels.clone(),
+            });
+            continue;
+        };
+        let fits_attempt = |profile: &str| {
+            profiles
+                .iter()
+                .find(|p| p.name == profile)
+                .is_some_and(|p| labels::job_fits(&job.labels, &p.labels))
+        };
+        if let Some(i) = by_name
+            .iter()
+            .position(|(profile, name)| *name == job.name && fits_attempt(profile))
+        {
+            by_name.swap_remove(i);
+            out.taken.push(job.id);
+            continue;
+        }
+        if let Some(pd) = out.profiles.iter_mut().find(|p| p.profile == best.name) {
+            pd.jobs.push(job.id);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::profile::Mode;
+
+    const HOST: &str = "0123abcd89ef4567";
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    fn prof(name: &str, labels: &[&str]) -> ScalePolicy {
+        let mut p = ScalePolicy::new(name, "octo", HOST);
+        p.labels = v(labels);
+        p.max_capacity = 4;
+        p
+    }
+
+    fn job(id: i64, name: &str, labels: &[&str]) -> QueuedJob {
+        QueuedJob {
+            id,
+            run_id: 1,
+            repo: "o/r".into(),
+            name: name.into(),
+            labels: v(labels),
+            created_at: 0,
+        }
+    }
+
+    fn profiles() -> Vec<ScalePolicy> {
+        vec![
+            prof("linux", &["self-hosted", "Linux", "X64"]),
+            prof("gpu", &["self-hosted", "Linux", "X64", "gpu"]),
+            prof("gpu2", &["self-hosted", "Linux", "X64", "gpu"]),
+            prof("big", &["self-hosted", "Linux", "X64", "gpu", "big"]),
+        ]
+    }
+
+    /// Which profile one job with these labels goes to (`None` = unfit).
+    #[track_caller]
+    fn check(labels: &[&str], want: Option<&str>) {
+        let ps = profiles();
+        let j = job(1, "j", labels);
+        assert_eq!(
+            best_profile(&j, &ps).map(|p| p.name.as_str()),
+            want,
+            "{labels:?}"
+        );
+        let d = assign(&ps, &[j], &[]);
+        match want {
+            Some(p) => assert_eq!(d.queued(p), 1),
+            None => assert_eq!(d.unfit.len(), 1),
+        }
+        assert_eq!(d.counts().values().sum::<u32>() + d.unfit.len() as u32, 1);
+    }
+
+    #[test]
+    fn most_specific_profile_then_name() {
+        check(&["self-hosted"], Some("linux"));
+        check(&["self-hosted", "linux"], Some("linux"));
+        check(&["GPU"], Some("gpu")); // gpu and gpu2 tie on extra labels: name decides
+        check(&["gpu", "big"], Some("big"));
+        check(&["gpu", "arm64"], None);
+        check(&[], None);
+    }
+
+    #[test]
+    fn paused_profiles_pass_their_jobs_on_and_monitor_profiles_keep_them() {
+        let mut ps = profiles();
+        ps[1].active = false; // gpu paused: gpu2 is next
+        let d = assign(&ps, &[job(1, "j", &["gpu"])], &[]);
+        assert_eq!((d.queued("gpu"), d.queued("gpu2")), (0, 1));
+        assert!(d.profiles.iter().all(|p| p.profile != "gpu"));
+        ps[2].mode = Mode::Monitor;
+        let d = assign(&ps, &[job(1, "j", &["gpu"])], &[]);
+        assert_eq!(d.queued("gpu2"), 1);
+        ps[2].active = false;
+        let d = assign(&ps, &[job(1, "j", &["gpu"])], &[]);
+        assert_eq!(d.queued("big"), 1, "the least specific remaining fit");
+    }
+
+    #[test]
+    fn every_job_counts_once_and_unfit_jobs_are_explained() {
+        let jobs = vec![
+            job(1, "a", &["self-hosted"]),
+            job(2, "b", &["gpu"]),
+            job(3, "c", &["gpu"]),
+            job(4, "d", &["arm64"]),
+            job(5, "e", &["arm64"]),
+            job(6, "f", &["macOS"]),
+        ];
+        let d = assign(&profiles(), &jobs, &[]);
+        assert_eq!(d.queued("linux"), 1);
+        assert_eq!(d.queued("gpu"), 2);
+        assert_eq!(d.queued("gpu2") + d.queued("big"), 0);
+        assert_eq!(
+            d.unfit_reasons(),
+            vec![
+                "no profile fits labels [arm64] (2 jobs)",
+                "no profile fits labels [macOS] (1 job)"
+            ]
+        );
+        assert_eq!(
+            d.profiles
+                .iter()
+                .map(|p| p.profile.as_str())
+                .collect::<Vec<_>>(),
+            vec!["big", "gpu", "gpu2", "linux"]
+        );
+    }
+
+    fn attempt(id: i64, profile: &str, state: AttemptState) -> Attempt {
+        let mut a = Attempt::new(id, profile, "octo", HOST, 0);
+        a.state = state;
+        a
+    }
+
+    #[test]
+    fn jobs_our_runners_serve_are_not_demand() {
+        let jobs = vec![
+            job(1, "build", &["gpu"]),
+            job(2, "build", &["gpu"]),
+            job(3, "test", &["gpu"]),
+            job(4, "lint", &["gpu"]),
+        ];
+        let mut by_id = attempt(1, "gpu", AttemptState::Busy);
+        by_id.job_id = Some(3);
+        let mut by_name = attempt(2, "gpu", AttemptState::Busy);
+        by_name.job_name = Some("build".into());
+        let mut done = attempt(3, "gpu", AttemptState::Finished);
+        done.job_id = Some(4);
+        // A launch's runner still starting for job 1 is unassigned: the allocator
+        // subtracts it, so the job is not dropped here (it is taken by name instead).
+        let mut starting = attempt(4, "gpu", AttemptState::Starting);
+        starting.job_id = Some(1);
+        let d = assign(&profiles(), &jobs, &[by_id, by_name, done, starting]);
+        assert_eq!(d.taken, vec![1, 3, 4]);
+        assert_eq!(
+            d.profiles.iter().find(|p| p.profile == "gpu").unwrap().jobs,
+            vec![2]
+        );
+    }
+
+    #[test]
+    fn a_busy_runner_takes_only_a_job_its_profile_fits() {
+        let mut a = attempt(1, "linux", AttemptState::Busy);
+        a.job_name = Some("build".into());
+        let d = assign(&profiles(), &[job(1, "build", &["gpu"])], &[a]);
+        assert!(d.taken.is_empty());
+        assert_eq!(d.queued("gpu"), 1);
+    }
+}

@@ -1,0 +1,518 @@
+//! Watching one attempt: from what a pass observed (new runner lines, the process,
+//! GitHub's registration), the profile's timeouts, whether the runner is still wanted
+//! and `now`, the actions the loop carries out, in order.
+//!
+//! The loop records each `Transition` in the store before it acts on what follows it
+//! (intent first). Every transition returned is one `AttemptState::can_step` or
+//! `can_recover` allows from the state the previous actions left; anything else is
+//! simply not emitted. Never is a busy runner stopped to scale down: only idle ones are
+//! deregistered, and only GitHub's 204/404 lets the process be stopped
+//! ([`after_deregister`]).
+
+use super::lines::RunnerEvent;
+use crate::domain::{
+    Attempt, AttemptState, Outcome, RegisteredRunner, ScalePolicy, parse_runner_name,
+};
+use crate::timefmt::Millis;
+use std::fmt;
+
+/// The runner process as the loop found it this pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessStatus {
+    /// No process was spawned yet (a `pending` attempt without a pid).
+    NotSpawned,
+    /// Running, and its start time matches the one recorded.
+    Alive,
+    /// Exited and reaped by us, with its code (a death by signal N as 128 + N).
+    Exited { code: i32 },
+    /// No such process, or the pid now belongs to another process (start time
+    /// mismatch): what a restarted daemon, which cannot reap, sees of a dead runner.
+    Gone,
+}
+
+/// The attempt's runner in GitHub's runner list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registration {
+    Absent,
+    Present {
+        busy: bool,
+    },
+    /// The list was not read this pass.
+    Unknown,
+}
+
+/// Whether the allocator still wants this runner if it is idle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// Demand (or `min_capacity`, or a launch) needs it: keep it however long it idles.
+    Needed,
+    /// Beyond demand: deregister once idle for `idle_timeout`.
+    Surplus,
+    /// The host or profile is draining (or paused): deregister now if idle.
+    Draining,
+}
+
+/// The profile's timeouts in milliseconds, and how long a stopped runner gets to go
+/// before what is left of it is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub bootstrap: Millis,
+    pub idle: Millis,
+    pub job: Option<Millis>,
+    pub stop_grace: Millis,
+}
+
+impl Timeouts {
+    pub fn of(p: &ScalePolicy, stop_grace: Millis) -> Timeouts {
+        let ms = |secs: u64| (secs as Millis).saturating_mul(1000);
+        Timeouts {
+            bootstrap: ms(p.bootstrap_timeout_secs),
+            idle: ms(p.idle_timeout_secs),
+            job: p.job_timeout_secs.map(ms),
+            stop_grace,
+        }
+    }
+}
+
+/// What one pass saw of an attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Observation<'a> {
+    /// Lines read from its log since the last pass, in order, parsed.
+    pub events: &'a [RunnerEvent],
+    pub process: ProcessStatus,
+    pub registration: Registration,
+}
+
+/// What the loop does, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Record the new state (with outcome and reason when the life ends) first.
+    Transition {
+        to: AttemptState,
+        outcome: Option<Outcome>,
+        reason: Option<String>,
+    },
+    /// Record the job the runner took (its display name).
+    RecordJob { name: String },
+    /// Record `reason` as the attempt's reason (intent), then DELETE the registration
+    /// and hand the answer to [`after_deregister`].
+    Deregister { reason: String },
+    /// Signal the runner's process group; what is left after `grace` is killed.
+    StopProcess { signal: i32, grace: Millis },
+    /// SIGKILL what is left of the runner's session.
+    Kill,
+    /// Kill what is left of the session, deregister if still registered, remove the
+    /// root; then hand the result to [`after_cleanup`].
+    Cleanup,
+    /// Cleanup succeeded: set the attempt's `cleaned` flag.
+    MarkCleaned,
+    /// Cleanup failed: count the try and retry at this time.
+    RetryCleanupAt(Millis),
+    /// A runner that outlived the daemon: tail its log and meter it again.
+    Adopt,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Transition {
+                to,
+                outcome,
+                reason,
+            } => {
+                write!(f, "-> {to}")?;
+                if let Some(o) = outcome {
+                    write!(f, " {}", o.as_str())?;
+                }
+                if let Some(r) = reason {
+                    write!(f, " ({r})")?;
+                }
+                Ok(())
+            }
+            Action::RecordJob { name } => write!(f, "job {name}"),
+            Action::Deregister { reason } => write!(f, "deregister ({reason})"),
+            Action::StopProcess { signal, grace } => write!(f, "stop {signal} {grace}ms"),
+            Action::Kill => f.write_str("kill"),
+            Action::Cleanup => f.write_str("cleanup"),
+            Action::MarkCleaned => f.write_str("cleaned"),
+            Action::RetryCleanupAt(t) => write!(f, "retry cleanup at {t}"),
+            Action::Adopt => f.write_str("adopt"),
+        }
+    }
+}
+
+/// What GitHub answered to the DELETE of a registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeregisterResult {
+    /// 204.
+    Deleted,
+    /// 404: already gone, as good as deleted.
+    NotFound,
+    /// 422: the runner took a job in the meantime.
+    Busy,
+    /// Anything else (5xx, timeout): nothing changed; a later pass tries again.
+    Failed,
+}
+
+/// When the attempt last entered `state` (its last change if it never did).
+pub fn entered_at(a: &Attempt, state: AttemptState) -> Millis {
+    a.history
+        .iter()
+        .rev()
+        .find(|h| h.state == state)
+        .map_or(a.updated_at, |h| h.at)
+}
+
+/// The runner's exit codes that name a cause (`Constants.cs` in actions/runner).
+fn exit_cause(code: i32) -> Option<&'static str> {
+    match code {
+        3 | 4 => Some("runner_updating"),
+        5 => Some("session_conflict"),
+        7 => Some("version_deprecated"),
+        _ => None,
+    }
+}
+
+/// The actions decided so far and the state they leave the attempt in.
+struct Plan<'a> {
+    attempt: &'a Attempt,
+    state: AttemptState,
+    /// Set when the life ended earlier or in this plan.
+    ended_at: Option<Millis>,
+    now: Millis,
+    actions: Vec<Action>,
+}
+
+impl<'a> Plan<'a> {
+    fn new(attempt: &'a Attempt, now: Millis) -> Plan<'a> {
+        Plan {
+            attempt,
+            state: attempt.state,
+            ended_at: attempt.ended_at,
+            now,
+            actions: Vec::new(),
+        }
+    }
+
+    /// Emits the transition when the table allows it; says whether it did.
+    fn go(&mut self, to: AttemptState, outcome: Option<Outcome>, reason: Option<String>) -> bool {
+        if !(self.state.can_step(to) || self.state.can_recover(to)) {
+            return false;
+        }
+        self.state = to;
+        if matches!(to, AttemptState::Finished | AttemptState::Failed) && self.ended_at.is_none() {
+            self.ended_at = Some(self.now);
+        }
+        self.actions.push(Action::Transition {
+            to,
+            outcome,
+            reason,
+        });
+        true
+    }
+
+    fn end(&mut self, outcome: Outcome, reason: impl Into<String>) -> bool {
+        self.go(outcome.final_state(), Some(outcome), Some(reason.into()))
+    }
+
+    /// The reason our own deregistration recorded as intent, or `fallback`.
+    fn intent_or(&self, fallback: &str) -> String {
+        self.attempt
+            .reason
+            .clone()
+            .unwrap_or_else(|| fallback.to_string())
+    }
+
+    /// When the attempt entered its current state (now, if this plan moved it).
+    fn since(&self) -> Millis {
+        if self.state == self.attempt.state {
+            entered_at(self.attempt, self.state)
+        } else {
+            self.now
+        }
+    }
+
+    fn stop(&mut self, t: &Timeouts) {
+        self.actions.push(Action::StopProcess {
+            signal: libc::SIGTERM,
+            grace: t.stop_grace,
+        });
+    }
+}
+
+/// One pass's decisions for one attempt. See the module documentation.
+pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Millis) -> Vec<Action> {
+    if a.cleaned {
+        return Vec::new();
+    }
+    let mut p = Plan::new(a, now);
+    let alive = obs.process == ProcessStatus::Alive;
+
+    for ev in obs.events {
+        if !p.state.is_live() {
+            break;
+        }
+        match ev {
+            RunnerEvent::Connected | RunnerEvent::Error { .. } => {}
+            RunnerEvent::Listening => {
+                if matches!(p.state, AttemptState::Pending | AttemptState::Starting) {
+                    p.go(AttemptState::Idle, None, None);
+                }
+            }
+            RunnerEvent::RunningJob { name } => {
+                if p.state.is_unassigned() {
+                    p.actions.push(Action::RecordJob { name: name.clone() });
+                    p.go(AttemptState::Busy, None, None);
+                }
+            }
+            RunnerEvent::JobCompleted { name, result } => {
+                if p.state != AttemptState::Busy {
+                    p.actions.push(Action::RecordJob { name: name.clone() });
+                }
+                p.end(Outcome::CompletedJob, format!("job {result}"));
+            }
+            RunnerEvent::NoLongerExists => {
+                if p.state.is_unassigned() {
+                    let why = p.intent_or("no_longer_exists");
+                    p.end(Outcome::ExitedIdleWithoutWork, why);
+                }
+            }
+            RunnerEvent::SessionConflict | RunnerEvent::VersionDeprecated => {
+                // Neither heals by itself, but a busy runner is left to its job: its
+                // exit code will say the rest.
+                if p.state.is_unassigned() {
+                    let why = if *ev == RunnerEvent::SessionConflict {
+                        "session_conflict"
+                    } else {
+                        "version_deprecated"
+                    };
+                    if p.end(Outcome::Failed, why) && alive {
+                        p.stop(t);
+                    }
+                }
+            }
+        }
+    }
+
+    // GitHub's list, for what the lines missed.
+    if p.state.is_unassigned() {
+        match obs.registration {
+            Registration::Present { busy: true } => {
+                p.go(AttemptState::Busy, None, None);
+            }
+            Registration::Absent if p.state == AttemptState::Idle && alive => {
+                // A ghost: listening with no registration, so it can never get a job.
+                let why = p.intent_or("registration_vanished");
+                if p.end(Outcome::ExitedIdleWithoutWork, why) {
+                    p.stop(t);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // The process.
+    if p.state.is_live() {
+        match obs.process {
+            ProcessStatus::Exited { code } => exited(&mut p, code),
+            ProcessStatus::Gone => {
+                p.end(Outcome::Orphaned, "process_gone");
+            }
+            ProcessStatus::NotSpawned if p.state != AttemptState::Pending => {
+                p.end(Outcome::Orphaned, "process_gone");
+            }
+            ProcessStatus::NotSpawned | ProcessStatus::Alive => timeouts(&mut p, t, want, alive),
+        }
+    }
+
+    // After the life: give a stopping process its grace, then clean up.
+    match p.state {
+        AttemptState::Finished | AttemptState::Failed => {
+            let ended = p.ended_at.unwrap_or(now);
+            if !(alive && now < ended.saturating_add(t.stop_grace)) {
+                if alive {
+                    p.actions.push(Action::Kill);
+                }
+                if p.go(AttemptState::Destroying, None, None) {
+                    p.actions.push(Action::Cleanup);
+                }
+            }
+        }
+        // At the start of a pass this is a cleanup a crash interrupted: it is
+        // idempotent, so do it again.
+        AttemptState::Destroying if p.state == a.state => p.actions.push(Action::Cleanup),
+        AttemptState::CleanupDeferred if now >= a.next_cleanup_at.unwrap_or(0) => {
+            // Always a legal step (the table has cleanup_deferred -> destroying).
+            p.go(AttemptState::Destroying, None, None);
+            p.actions.push(Action::Cleanup);
+        }
+        _ => {}
+    }
+    p.actions
+}
+
+/// A live attempt's process exited with `code`.
+fn exited(p: &mut Plan, code: i32) {
+    let cause = exit_cause(code).map(|c| format!("{c} (exit {code})"));
+    match p.state {
+        AttemptState::Pending | AttemptState::Starting => {
+            p.end(
+                Outcome::Failed,
+                cause.unwrap_or_else(|| format!("crashed_at_start (exit {code})")),
+            );
+        }
+        AttemptState::Idle => match (code, cause) {
+            (0, _) => {
+                let why = p.intent_or("exited_idle (exit 0)");
+                p.end(Outcome::ExitedIdleWithoutWork, why);
+            }
+            (_, Some(c)) => {
+                p.end(Outcome::Failed, c);
+            }
+            (_, None) => {
+                p.end(Outcome::Failed, format!("exited_while_idle (exit {code})"));
+            }
+        },
+        AttemptState::Busy => match (code, cause) {
+            // The completion line was missed; an ephemeral runner exits 0 after its job.
+            (0, _) => {
+                p.end(Outcome::CompletedJob, "job ended (exit 0)");
+            }
+            (_, Some(c)) => {
+                p.end(Outcome::Failed, c);
+            }
+            (_, None) => {
+                p.end(Outcome::Failed, format!("exited_during_job (exit {code})"));
+            }
+        },
+        _ => {}
+    }
+}
+
+/// Timeouts and scale-down of a live attempt whose process runs (or is yet to be
+/// spawned).
+fn timeouts(p: &mut Plan, t: &Timeouts, want: Want, alive: bool) {
+    let now = p.now;
+    match p.state {
+        // Counted from the decision to start it: "never reached idle".
+        AttemptState::Pending | AttemptState::Starting
+            if now - p.attempt.created_at >= t.bootstrap =>
+        {
+            let ended = p.end(Outcome::Failed, "bootstrap_timeout");
+            if ended && alive {
+                p.stop(t);
+            }
+        }
+        AttemptState::Idle => {
+            let reason = match want {
+                Want::Needed => None,
+                Want::Draining => Some("drain"),
+                Want::Surplus => (now - p.since() >= t.idle).then_some("idle_timeout"),
+            };
+            if let Some(r) = reason {
+                p.actions.push(Action::Deregister { reason: r.into() });
+            }
+        }
+        AttemptState::Busy => {
+            // Never stopped to scale down; only the job's own ceiling ends it.
+            if let Some(job) = t.job
+                && now - p.since() >= job
+                && p.end(Outcome::Failed, "job_timeout")
+            {
+                p.stop(t);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The answer to a [`Action::Deregister`]: only 204/404 stop the process.
+pub fn after_deregister(
+    a: &Attempt,
+    result: DeregisterResult,
+    t: &Timeouts,
+    now: Millis,
+) -> Vec<Action> {
+    let mut p = Plan::new(a, now);
+    match result {
+        DeregisterResult::Deleted | DeregisterResult::NotFound => {
+            if p.state.is_unassigned() {
+                let why = p.intent_or("deregistered");
+                if p.end(Outcome::ExitedIdleWithoutWork, why) {
+                    p.stop(t);
+                }
+            }
+        }
+        // 422: it took a job; it is busy now and runs to the end. Anything else: a
+        // later pass decides again.
+        DeregisterResult::Busy | DeregisterResult::Failed => {}
+    }
+    p.actions
+}
+
+/// The result of a [`Action::Cleanup`]. `jitter` in `[0, 1]` spreads retries.
+pub fn after_cleanup(a: &Attempt, ok: bool, jitter: f64, now: Millis) -> Vec<Action> {
+    if ok {
+        return vec![Action::MarkCleaned];
+    }
+    let mut p = Plan::new(a, now);
+    if p.go(AttemptState::CleanupDeferred, None, None) {
+        p.actions.push(Action::RetryCleanupAt(
+            now + cleanup_backoff(a.cleanup_tries, jitter),
+        ));
+    }
+    p.actions
+}
+
+/// First retry after about 5 s, doubling per failed try up to 10 min; "equal jitter":
+/// half the delay fixed, half spread by `jitter` in `[0, 1]`.
+pub fn cleanup_backoff(tries: u32, jitter: f64) -> Millis {
+    const BASE: Millis = 5_000;
+    const CAP: Millis = 600_000;
+    let full = BASE.saturating_mul(1 << tries.min(16)).min(CAP);
+    let half = full / 2;
+    half + (half as f64 * jitter.clamp(0.0, 1.0)) as Millis
+}
+
+/// A daemon (re)start meets an attempt: re-adopt a runner that outlived it, finish as
+/// `orphaned` one whose process is gone. Ended attempts are left to [`watch`].
+pub fn recover(a: &Attempt, process: ProcessStatus, now: Millis) -> Vec<Action> {
+    if a.cleaned || !a.state.is_live() {
+        return Vec::new();
+    }
+    let why = match process {
+        ProcessStatus::Alive => return vec![Action::Adopt],
+        ProcessStatus::NotSpawned if a.state == AttemptState::Pending => {
+            "orphaned: the daemon stopped before the runner was spawned".to_string()
+        }
+        ProcessStatus::NotSpawned | ProcessStatus::Gone => {
+            "orphaned: no runner process after restart".to_string()
+        }
+        ProcessStatus::Exited { code } => {
+            format!("orphaned: the runner exited (exit {code}) while the daemon was down")
+        }
+    };
+    let mut p = Plan::new(a, now);
+    if p.end(Outcome::Orphaned, why) && p.go(AttemptState::Destroying, None, None) {
+        p.actions.push(Action::Cleanup);
+    }
+    p.actions
+}
+
+/// Registrations GitHub lists under this host's runner names that no attempt
+/// explains (no such attempt, or one already cleaned): ours to delete. Runners of
+/// other hosts and foreign runners are never returned. A 422 to the DELETE leaves a
+/// busy one alone, as everywhere.
+pub fn unexplained_registrations<'a>(
+    host_id: &str,
+    runners: &'a [RegisteredRunner],
+    attempts: &[Attempt],
+) -> Vec<&'a RegisteredRunner> {
+    runners
+        .iter()
+        .filter(|r| {
+            parse_runner_name(host_id, &r.name)
+                .is_some_and(|id| !attempts.iter().any(|a| a.id == id && !a.cleaned))
+        })
+        .collect()
+}

@@ -1,0 +1,583 @@
+//! Unit tests of the attempt watcher, one line per case: an attempt in a state since
+//! a time, what the pass saw, and the actions expected, written as their `Display`.
+
+use super::lines::parse_line;
+use super::watch::*;
+use crate::domain::{Attempt, AttemptState, Outcome};
+use crate::timefmt::Millis;
+use AttemptState::*;
+use ProcessStatus::*;
+
+const HOST: &str = "0123abcd89ef4567";
+const T: Timeouts = Timeouts {
+    bootstrap: 100,
+    idle: 50,
+    job: Some(1_000),
+    stop_grace: 10,
+};
+const NO_JOB_CEILING: Timeouts = Timeouts { job: None, ..T };
+
+/// An attempt created at 0 that reached `state` at `since` (through the states
+/// before it, one step each).
+fn at(state: AttemptState, since: Millis) -> Attempt {
+    let mut a = Attempt::new(1, "p", "octo", HOST, 0);
+    let path: &[AttemptState] = match state {
+        Pending => &[],
+        Starting => &[Starting],
+        Idle => &[Starting, Idle],
+        Busy => &[Starting, Idle, Busy],
+        Finished => &[Starting, Idle, Busy, Finished],
+        Failed => &[Starting, Failed],
+        Destroying => &[Starting, Failed, Destroying],
+        CleanupDeferred => &[Starting, Failed, Destroying, CleanupDeferred],
+    };
+    for s in path {
+        a.step(*s, since).unwrap();
+    }
+    if state == Pending {
+        a.updated_at = since;
+    }
+    a
+}
+
+fn show(actions: &[Action]) -> String {
+    actions
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Checks every transition the actions name is legal from where the previous left
+/// the attempt, by applying them to a copy.
+fn applies(a: &Attempt, actions: &[Action], now: Millis) {
+    let mut x = a.clone();
+    for act in actions {
+        if let Action::Transition { to, .. } = act {
+            x.recover(*to, now)
+                .unwrap_or_else(|e| panic!("{e} in {}", show(actions)));
+        }
+    }
+}
+
+#[track_caller]
+fn check_with(
+    a: &Attempt,
+    lines: &[&str],
+    (process, reg): (ProcessStatus, Registration),
+    want: Want,
+    now: Millis,
+    t: &Timeouts,
+    expected: &str,
+) {
+    let events: Vec<_> = lines.iter().filter_map(|l| parse_line(l)).collect();
+    assert_eq!(
+        events.len(),
+        lines.len(),
+        "a test line did not parse: {lines:?}"
+    );
+    let obs = Observation {
+        events: &events,
+        process,
+        registration: reg,
+    };
+    let got = watch(a, &obs, t, want, now);
+    applies(a, &got, now);
+    assert_eq!(
+        show(&got),
+        expected,
+        "{} since .., lines {lines:?}",
+        a.state
+    );
+}
+
+#[track_caller]
+fn check(a: Attempt, lines: &[&str], p: ProcessStatus, want: Want, now: Millis, expected: &str) {
+    check_with(
+        &a,
+        lines,
+        (p, Registration::Unknown),
+        want,
+        now,
+        &T,
+        expected,
+    );
+}
+
+const NEEDED: Want = Want::Needed;
+const SURPLUS: Want = Want::Surplus;
+const DRAIN: Want = Want::Draining;
+
+#[test]
+fn lines_move_the_attempt_forward() {
+    check(
+        at(Starting, 0),
+        &["√ Connected to GitHub"],
+        Alive,
+        NEEDED,
+        5,
+        "",
+    );
+    check(
+        at(Starting, 0),
+        &["2026-11-30 10:00:00Z: Listening for Jobs"],
+        Alive,
+        NEEDED,
+        5,
+        "-> idle",
+    );
+    check(
+        at(Pending, 0),
+        &["Listening for Jobs"],
+        Alive,
+        NEEDED,
+        5,
+        "-> idle",
+    );
+    check(
+        at(Idle, 0),
+        &["2026-11-30 10:00:05Z: Running job: build (ubuntu)"],
+        Alive,
+        SURPLUS,
+        500,
+        "job build (ubuntu); -> busy",
+    );
+    check(
+        at(Starting, 0),
+        &[
+            "Listening for Jobs",
+            "Running job: b",
+            "Job b completed with result: Failed",
+        ],
+        Alive,
+        NEEDED,
+        5,
+        "-> idle; job b; -> busy; -> finished completed_job (job Failed)",
+    );
+    // The process is still there: it gets its grace before cleanup kills the rest.
+    check(at(Finished, 5), &[], Alive, NEEDED, 14, "");
+    check(
+        at(Finished, 5),
+        &[],
+        Alive,
+        NEEDED,
+        15,
+        "kill; -> destroying; cleanup",
+    );
+    check(
+        at(Finished, 5),
+        &[],
+        Exited { code: 0 },
+        NEEDED,
+        6,
+        "-> destroying; cleanup",
+    );
+    check(
+        at(Busy, 0),
+        &["Job b completed with result: Succeeded"],
+        Exited { code: 0 },
+        NEEDED,
+        5,
+        "-> finished completed_job (job Succeeded); -> destroying; cleanup",
+    );
+    check(
+        at(Idle, 0),
+        &["Job b completed with result: Canceled"],
+        Alive,
+        NEEDED,
+        5,
+        "job b; -> finished completed_job (job Canceled)",
+    );
+}
+
+#[test]
+fn exit_codes_map_to_outcomes() {
+    let end = "-> destroying; cleanup";
+    let cases: &[(AttemptState, &[&str], i32, &str)] = &[
+        (
+            Starting,
+            &[],
+            1,
+            "-> failed failed (crashed_at_start (exit 1))",
+        ),
+        (
+            Pending,
+            &[],
+            134,
+            "-> failed failed (crashed_at_start (exit 134))",
+        ),
+        (
+            Starting,
+            &[],
+            3,
+            "-> failed failed (runner_updating (exit 3))",
+        ),
+        (Idle, &[], 4, "-> failed failed (runner_updating (exit 4))"),
+        (Idle, &[], 5, "-> failed failed (session_conflict (exit 5))"),
+        (
+            Busy,
+            &[],
+            7,
+            "-> failed failed (version_deprecated (exit 7))",
+        ),
+        (
+            Idle,
+            &[],
+            2,
+            "-> failed failed (exited_while_idle (exit 2))",
+        ),
+        (
+            Busy,
+            &[],
+            1,
+            "-> failed failed (exited_during_job (exit 1))",
+        ),
+        (
+            Busy,
+            &[],
+            0,
+            "-> finished completed_job (job ended (exit 0))",
+        ),
+        (
+            Idle,
+            &[],
+            0,
+            "-> finished exited_idle_without_work (exited_idle (exit 0))",
+        ),
+        (
+            Idle,
+            &["The runner no longer exists on the server."],
+            0,
+            "-> finished exited_idle_without_work (no_longer_exists)",
+        ),
+        (
+            Starting,
+            &["The runner no longer exists on the server."],
+            0,
+            "-> finished exited_idle_without_work (no_longer_exists)",
+        ),
+        (
+            Idle,
+            &["A session for this runner already exists."],
+            5,
+            "-> failed failed (session_conflict)",
+        ),
+    ];
+    for (state, lines, code, want) in cases {
+        check(
+            at(*state, 0),
+            lines,
+            Exited { code: *code },
+            NEEDED,
+            5,
+            &format!("{want}; {end}"),
+        );
+    }
+    // A deprecated runner that keeps running is failed and stopped, not waited for.
+    check(
+        at(Idle, 0),
+        &["An error occured: Runner version v2.1.0 is deprecated and cannot receive messages."],
+        Alive,
+        NEEDED,
+        5,
+        "-> failed failed (version_deprecated); stop 15 10ms",
+    );
+    // A busy runner is left to its job even then.
+    check(
+        at(Busy, 0),
+        &["A session for this runner already exists."],
+        Alive,
+        DRAIN,
+        5,
+        "",
+    );
+}
+
+#[test]
+fn a_runner_gone_without_an_exit_is_orphaned() {
+    check(
+        at(Busy, 0),
+        &[],
+        Gone,
+        NEEDED,
+        5,
+        "-> failed orphaned (process_gone); -> destroying; cleanup",
+    );
+    check(
+        at(Idle, 0),
+        &[],
+        NotSpawned,
+        NEEDED,
+        5,
+        "-> failed orphaned (process_gone); -> destroying; cleanup",
+    );
+    check(at(Pending, 0), &[], NotSpawned, NEEDED, 5, "");
+}
+
+#[test]
+fn timeouts_each_with_its_reason() {
+    check(at(Starting, 0), &[], Alive, NEEDED, 99, "");
+    check(
+        at(Starting, 0),
+        &[],
+        Alive,
+        NEEDED,
+        100,
+        "-> failed failed (bootstrap_timeout); stop 15 10ms",
+    );
+    check(
+        at(Pending, 0),
+        &[],
+        NotSpawned,
+        NEEDED,
+        100,
+        "-> failed failed (bootstrap_timeout); -> destroying; cleanup",
+    );
+    // Idle: only when not needed, counted from when it became idle.
+    check(at(Idle, 100), &[], Alive, NEEDED, 10_000, "");
+    check(at(Idle, 100), &[], Alive, SURPLUS, 149, "");
+    check(
+        at(Idle, 100),
+        &[],
+        Alive,
+        SURPLUS,
+        150,
+        "deregister (idle_timeout)",
+    );
+    check(at(Idle, 100), &[], Alive, DRAIN, 101, "deregister (drain)");
+    check(
+        at(Starting, 0),
+        &["Listening for Jobs"],
+        Alive,
+        SURPLUS,
+        99,
+        "-> idle",
+    );
+    // Busy: the job's ceiling, from when it became busy; none when not set.
+    check(at(Busy, 100), &[], Alive, NEEDED, 1_099, "");
+    check(
+        at(Busy, 100),
+        &[],
+        Alive,
+        NEEDED,
+        1_100,
+        "-> failed failed (job_timeout); stop 15 10ms",
+    );
+    check_with(
+        &at(Busy, 100),
+        &[],
+        (Alive, Registration::Unknown),
+        NEEDED,
+        99_999,
+        &NO_JOB_CEILING,
+        "",
+    );
+}
+
+#[test]
+fn never_kill_a_busy_runner_to_scale_down() {
+    for want in [NEEDED, SURPLUS, DRAIN] {
+        for reg in [
+            Registration::Unknown,
+            Registration::Absent,
+            Registration::Present { busy: true },
+            Registration::Present { busy: false },
+        ] {
+            let got_busy = {
+                let a = at(Busy, 0);
+                watch(
+                    &a,
+                    &Observation {
+                        events: &[],
+                        process: Alive,
+                        registration: reg,
+                    },
+                    &NO_JOB_CEILING,
+                    want,
+                    1_000_000,
+                )
+            };
+            assert!(got_busy.is_empty(), "{want:?} {reg:?}: {}", show(&got_busy));
+        }
+        // An idle runner GitHub lists as busy took a job we have not read yet.
+        check_with(
+            &at(Idle, 0),
+            &[],
+            (Alive, Registration::Present { busy: true }),
+            want,
+            1_000_000,
+            &NO_JOB_CEILING,
+            "-> busy",
+        );
+        // A runner that printed `Running job:` in this pass is not deregistered.
+        check(
+            at(Idle, 0),
+            &["Running job: x"],
+            Alive,
+            want,
+            1_000_000,
+            "job x; -> busy",
+        );
+    }
+    // The DELETE answered 422: it took a job meanwhile; nothing is stopped.
+    let idle = at(Idle, 0);
+    assert!(after_deregister(&idle, DeregisterResult::Busy, &T, 9).is_empty());
+    assert!(after_deregister(&idle, DeregisterResult::Failed, &T, 9).is_empty());
+    assert!(after_deregister(&at(Busy, 0), DeregisterResult::Deleted, &T, 9).is_empty());
+}
+
+#[test]
+fn scale_down_deregisters_first_then_stops() {
+    let mut idle = at(Idle, 0);
+    idle.reason = Some("idle_timeout".into()); // recorded as intent before the DELETE
+    for r in [DeregisterResult::Deleted, DeregisterResult::NotFound] {
+        let got = after_deregister(&idle, r, &T, 70);
+        applies(&idle, &got, 70);
+        assert_eq!(
+            show(&got),
+            "-> finished exited_idle_without_work (idle_timeout); stop 15 10ms"
+        );
+    }
+    // The runner's own farewell after the DELETE, if read before the answer.
+    check(
+        idle.clone(),
+        &["The runner no longer exists on the server."],
+        Exited { code: 0 },
+        SURPLUS,
+        70,
+        "-> finished exited_idle_without_work (idle_timeout); -> destroying; cleanup",
+    );
+    // A ghost: listening, but GitHub has no registration for it.
+    check_with(
+        &at(Idle, 0),
+        &[],
+        (Alive, Registration::Absent),
+        NEEDED,
+        5,
+        &T,
+        "-> finished exited_idle_without_work (registration_vanished); stop 15 10ms",
+    );
+    // Not yet registered while starting is no ghost: the bootstrap timeout decides.
+    check_with(
+        &at(Starting, 0),
+        &[],
+        (Alive, Registration::Absent),
+        NEEDED,
+        5,
+        &T,
+        "",
+    );
+}
+
+#[test]
+fn cleanup_retries_with_jittered_backoff() {
+    let d = at(Destroying, 50);
+    assert_eq!(show(&after_cleanup(&d, true, 0.5, 60)), "cleaned");
+    assert_eq!(
+        show(&after_cleanup(&d, false, 0.0, 60)),
+        "-> cleanup_deferred; retry cleanup at 2560"
+    );
+    assert_eq!(
+        show(&after_cleanup(&d, false, 1.0, 60)),
+        "-> cleanup_deferred; retry cleanup at 5060"
+    );
+    let mut tried = d.clone();
+    tried.cleanup_tries = 3;
+    assert_eq!(
+        show(&after_cleanup(&tried, false, 0.0, 0)),
+        "-> cleanup_deferred; retry cleanup at 20000"
+    );
+    assert_eq!(cleanup_backoff(30, 1.0), 600_000, "capped");
+    assert_eq!(cleanup_backoff(30, 0.0), 300_000);
+    let mut prev = 0;
+    for tries in 0..20 {
+        let d = cleanup_backoff(tries, 1.0);
+        assert!(d >= prev, "never shorter with more tries");
+        prev = d;
+    }
+    let mut deferred = at(CleanupDeferred, 50);
+    deferred.next_cleanup_at = Some(1_000);
+    check(deferred.clone(), &[], Gone, NEEDED, 999, "");
+    check(deferred, &[], Gone, NEEDED, 1_000, "-> destroying; cleanup");
+    // Destroying at the start of a pass is a cleanup a crash interrupted.
+    check(at(Destroying, 50), &[], Gone, NEEDED, 60, "cleanup");
+    let mut cleaned = at(Destroying, 50);
+    cleaned.cleaned = true;
+    check(cleaned, &[], Gone, NEEDED, 60, "");
+}
+
+#[test]
+fn restart_adopts_the_living_and_orphans_the_dead() {
+    #[track_caller]
+    fn rc(a: Attempt, p: ProcessStatus, expected: &str) {
+        let got = recover(&a, p, 500);
+        applies(&a, &got, 500);
+        assert_eq!(show(&got), expected);
+    }
+    let orphan =
+        |why: &str| format!("-> failed orphaned (orphaned: {why}); -> destroying; cleanup");
+    for s in [Starting, Idle, Busy] {
+        rc(at(s, 0), Alive, "adopt");
+        rc(at(s, 0), Gone, &orphan("no runner process after restart"));
+    }
+    rc(
+        at(Pending, 0),
+        NotSpawned,
+        &orphan("the daemon stopped before the runner was spawned"),
+    );
+    rc(
+        at(Busy, 0),
+        Exited { code: 0 },
+        &orphan("the runner exited (exit 0) while the daemon was down"),
+    );
+    for s in [Finished, Failed, Destroying, CleanupDeferred] {
+        rc(at(s, 0), Gone, "");
+    }
+    let mut a = at(Busy, 0);
+    a.end(Outcome::Orphaned, None, 500).unwrap();
+    assert_eq!(a.state, Failed);
+}
+
+#[test]
+fn timeouts_come_from_the_profile() {
+    let mut p = crate::domain::ScalePolicy::new("p", "t", HOST);
+    p.idle_timeout_secs = 60;
+    p.bootstrap_timeout_secs = 120;
+    p.job_timeout_secs = Some(3);
+    assert_eq!(
+        Timeouts::of(&p, 7),
+        Timeouts {
+            bootstrap: 120_000,
+            idle: 60_000,
+            job: Some(3_000),
+            stop_grace: 7
+        }
+    );
+}
+
+#[test]
+fn only_our_unexplained_registrations_are_deleted() {
+    let reg = |id: i64, name: &str| crate::domain::RegisteredRunner {
+        id,
+        name: name.into(),
+        online: true,
+        busy: false,
+        labels: vec![],
+    };
+    let runners = [
+        reg(1, "rm-0123abcd-1"), // live attempt
+        reg(2, "rm-0123abcd-2"), // cleaned attempt: left behind
+        reg(3, "rm-0123abcd-3"), // no attempt at all
+        reg(4, "rm-ffffffff-3"), // another host's
+        reg(5, "build-box"),     // not ours
+    ];
+    let live = at(Busy, 0);
+    let mut cleaned = at(Destroying, 0);
+    cleaned.id = 2;
+    cleaned.cleaned = true;
+    let got: Vec<i64> = unexplained_registrations(HOST, &runners, &[live, cleaned])
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(got, vec![2, 3]);
+}

@@ -1,0 +1,425 @@
+//! The REST front of the simulated GitHub: routing by GitHub's own path templates, fault
+//! injection, authentication, ETag/304, primary rate-limit accounting and the request log.
+//! The endpoints themselves are in `endpoints.rs`.
+
+use std::time::Duration;
+
+use super::auth::{self, Caller};
+use super::faults::{self, FaultAction};
+use super::handle::Sim;
+use super::http::{Reply, Request, Response, http_date};
+use super::model::{BasicError, DOCS, ValidationError};
+use super::state::{LogEntry, State};
+use crate::timefmt::{Millis, now_millis};
+
+/// Every REST operation the sim serves, as (method, GitHub's path template). Routing uses
+/// this table, and a test holds it against GitHub's OpenAPI description so they cannot
+/// drift apart. Literal templates come before templated ones that could shadow them.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/rate_limit"),
+    ("GET", "/installation/repositories"),
+    ("POST", "/app/installations/{installation_id}/access_tokens"),
+    ("GET", "/orgs/{org}"),
+    ("GET", "/orgs/{org}/repos"),
+    ("GET", "/orgs/{org}/installation"),
+    ("GET", "/orgs/{org}/actions/runner-groups"),
+    ("GET", "/orgs/{org}/actions/runners"),
+    ("POST", "/orgs/{org}/actions/runners/generate-jitconfig"),
+    ("POST", "/orgs/{org}/actions/runners/registration-token"),
+    ("POST", "/orgs/{org}/actions/runners/remove-token"),
+    ("GET", "/orgs/{org}/actions/runners/{runner_id}"),
+    ("DELETE", "/orgs/{org}/actions/runners/{runner_id}"),
+    ("GET", "/repos/{owner}/{repo}"),
+    ("GET", "/repos/{owner}/{repo}/installation"),
+    ("GET", "/repos/{owner}/{repo}/actions/runs"),
+    ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs"),
+    ("GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}"),
+    ("GET", "/repos/{owner}/{repo}/actions/runners"),
+    (
+        "POST",
+        "/repos/{owner}/{repo}/actions/runners/generate-jitconfig",
+    ),
+    (
+        "POST",
+        "/repos/{owner}/{repo}/actions/runners/registration-token",
+    ),
+    ("POST", "/repos/{owner}/{repo}/actions/runners/remove-token"),
+    ("GET", "/repos/{owner}/{repo}/actions/runners/{runner_id}"),
+    (
+        "DELETE",
+        "/repos/{owner}/{repo}/actions/runners/{runner_id}",
+    ),
+];
+
+/// Path parameters by name.
+pub type Params = Vec<(String, String)>;
+
+pub fn param<'a>(params: &'a Params, name: &str) -> &'a str {
+    params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// The route a request matches: (template, parameters).
+pub fn match_route(method: &str, path: &str) -> Option<(&'static str, Params)> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    'routes: for (m, template) in ROUTES {
+        if *m != method {
+            continue;
+        }
+        let tsegs: Vec<&str> = template.trim_matches('/').split('/').collect();
+        if tsegs.len() != segs.len() {
+            continue;
+        }
+        let mut params = Vec::new();
+        for (t, s) in tsegs.iter().zip(&segs) {
+            if let Some(name) = t.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+                if s.is_empty() {
+                    continue 'routes;
+                }
+                params.push((name.to_string(), super::http::percent_decode(s)));
+            } else if t != s {
+                continue 'routes;
+            }
+        }
+        return Some((template, params));
+    }
+    None
+}
+
+/// What an endpoint produced, before headers and accounting.
+pub struct Out {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub link: Option<String>,
+    /// A runner the request named or created (for `VanishRegistration`).
+    pub runner_id: Option<u64>,
+}
+
+impl Out {
+    pub fn json(status: u16, value: &impl serde::Serialize) -> Out {
+        Out {
+            status,
+            body: serde_json::to_vec(value).unwrap_or_default(),
+            link: None,
+            runner_id: None,
+        }
+    }
+
+    pub fn empty(status: u16) -> Out {
+        Out {
+            status,
+            body: Vec::new(),
+            link: None,
+            runner_id: None,
+        }
+    }
+
+    pub fn error(status: u16, message: &str) -> Out {
+        Out::json(
+            status,
+            &BasicError {
+                message: message.to_string(),
+                documentation_url: DOCS.into(),
+                status: status.to_string(),
+            },
+        )
+    }
+
+    pub fn validation(message: &str) -> Out {
+        Out::json(
+            422,
+            &ValidationError {
+                message: message.to_string(),
+                documentation_url: DOCS.into(),
+                errors: Vec::new(),
+            },
+        )
+    }
+}
+
+fn base_headers(mut r: Response, now: Millis) -> Response {
+    r.set_header("date", http_date(now));
+    r.set_header("x-github-api-version-selected", "2022-11-28");
+    r.set_header("server", "github.com");
+    r
+}
+
+fn out_to_response(out: Out, now: Millis) -> Response {
+    let mut r = Response::new(out.status).with_body(out.body);
+    if !r.body.is_empty() {
+        r.set_header("content-type", "application/json; charset=utf-8");
+    }
+    if let Some(link) = out.link {
+        r.set_header("link", link);
+    }
+    base_headers(r, now)
+}
+
+fn rate_headers(r: &mut Response, b: super::state::Bucket) {
+    r.set_header("x-ratelimit-limit", b.limit.to_string());
+    r.set_header(
+        "x-ratelimit-remaining",
+        b.limit.saturating_sub(b.used).to_string(),
+    );
+    r.set_header("x-ratelimit-used", b.used.to_string());
+    r.set_header("x-ratelimit-reset", b.reset.to_string());
+    r.set_header("x-ratelimit-resource", "core");
+}
+
+/// A weak ETag over the body and the caller (GitHub's vary on Authorization).
+fn etag(body: &[u8], caller: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in body.iter().chain(caller.as_bytes()) {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    format!("W/\"{h:016x}\"")
+}
+
+fn etag_matches(if_none_match: Option<&str>, tag: &str) -> bool {
+    let bare = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    if_none_match.is_some_and(|v| v.trim() == "*" || v.split(',').any(|t| bare(t) == bare(tag)))
+}
+
+fn fault_name(a: &FaultAction) -> String {
+    serde_json::to_value(a)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Serves one REST request.
+pub fn serve(sim: &Sim, req: Request) -> Reply {
+    let now = now_millis();
+    let route = match_route(&req.method, &req.path);
+    let endpoint = route
+        .as_ref()
+        .map_or(req.path.clone(), |(t, _)| t.to_string());
+    let mut log = LogEntry {
+        method: req.method.clone(),
+        path: req.path.clone(),
+        endpoint,
+        status: 0,
+        credential: None,
+        at: now,
+        counted: false,
+        fault: None,
+    };
+    let fault = {
+        let mut st = sim.lock();
+        let State { faults, rng, .. } = &mut *st;
+        faults::pick(faults, rng, &req.method, &req.path)
+    };
+    if let Some(f) = &fault {
+        log.fault = Some(fault_name(f));
+        if let Some(reply) = early_fault(sim, f, &req, now, &mut log) {
+            sim.lock().log.push(log);
+            return reply;
+        }
+        if let FaultAction::Delay { ms } = f {
+            sim.stopper.wait(Duration::from_millis(*ms));
+        }
+    }
+    let (response, runner_id) = serve_normally(sim, &req, route, now, &mut log);
+    let mut st = sim.lock();
+    log.status = response.status;
+    st.log.push(log);
+    match fault {
+        Some(FaultAction::TruncatedBody) => {
+            let keep = response.body.len() / 2;
+            Reply::Truncate { response, keep }
+        }
+        Some(FaultAction::VanishRegistration) => {
+            if let Some(id) = runner_id {
+                st.remove_runner(id, now);
+                sim.changed.notify_all();
+            }
+            Reply::Send(response)
+        }
+        _ => Reply::Send(response),
+    }
+}
+
+/// Faults that answer instead of the endpoint; None for those applied around it.
+fn early_fault(
+    sim: &Sim,
+    f: &FaultAction,
+    req: &Request,
+    now: Millis,
+    log: &mut LogEntry,
+) -> Option<Reply> {
+    let err = |status: u16, msg: &str| out_to_response(Out::error(status, msg), now);
+    let resp = match f {
+        FaultAction::Drop => return Some(Reply::Drop),
+        FaultAction::Hang => return Some(Reply::Hang),
+        FaultAction::Delay { .. }
+        | FaultAction::TruncatedBody
+        | FaultAction::VanishRegistration => return None,
+        FaultAction::Status { status } => err(*status, "Server Error"),
+        FaultAction::Unauthorized => err(401, "Bad credentials"),
+        FaultAction::Forbidden { retry_after } => {
+            let mut r = err(
+                403,
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            );
+            if let Some(s) = retry_after {
+                r.set_header("retry-after", s.to_string());
+            }
+            r
+        }
+        FaultAction::TooManyRequests { retry_after } => {
+            let mut r = err(
+                429,
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+            );
+            if let Some(s) = retry_after {
+                r.set_header("retry-after", s.to_string());
+            }
+            r
+        }
+        FaultAction::RateLimitExhausted { reset_in_secs } => {
+            let mut r = err(
+                403,
+                "API rate limit exceeded. Check the x-ratelimit-reset header for when it resets.",
+            );
+            let limit = sim.lock().cfg.rate_limit;
+            let reset = (now / 1000) as u64 + reset_in_secs;
+            rate_headers(
+                &mut r,
+                super::state::Bucket {
+                    limit,
+                    used: limit,
+                    reset,
+                },
+            );
+            r
+        }
+        FaultAction::MalformedJson => base_headers(
+            Response::new(200)
+                .with_header("content-type", "application/json; charset=utf-8")
+                .with_body(br#"{"total_count": 1, "runners": [{"id": 1, "name": "#.to_vec()),
+            now,
+        ),
+        FaultAction::OversizedBody { bytes } => {
+            let pad = bytes.saturating_sub(20);
+            let mut body = b"{\"padding\":\"".to_vec();
+            body.resize(body.len() + pad, b'x');
+            body.extend_from_slice(b"\"}");
+            base_headers(
+                Response::new(200)
+                    .with_header("content-type", "application/json; charset=utf-8")
+                    .with_body(body),
+                now,
+            )
+        }
+        FaultAction::JitConflict => {
+            let name = serde_json::from_slice::<serde_json::Value>(&req.body)
+                .ok()
+                .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            err(
+                409,
+                &format!("Already exists - A runner with the name {name} already exists."),
+            )
+        }
+        FaultAction::DeleteBusy => {
+            let name = req.path.rsplit('/').next().unwrap_or_default().to_string();
+            let name = name
+                .parse::<u64>()
+                .ok()
+                .and_then(|id| sim.lock().runners.get(&id).map(|r| r.name.clone()))
+                .unwrap_or(name);
+            out_to_response(
+                Out::validation(&format!("Runner \"{name}\" is still running a job")),
+                now,
+            )
+        }
+    };
+    log.status = resp.status;
+    Some(Reply::Send(resp))
+}
+
+fn serve_normally(
+    sim: &Sim,
+    req: &Request,
+    route: Option<(&'static str, Params)>,
+    now: Millis,
+    log: &mut LogEntry,
+) -> (Response, Option<u64>) {
+    let mut st = sim.lock();
+    let caller = match auth::identify(&st, req.header("authorization"), now) {
+        Ok(c) => c,
+        Err(e) => return (out_to_response(Out::error(401, &e.message()), now), None),
+    };
+    let cid = caller.id();
+    log.credential = Some(cid.clone());
+    let Some((template, params)) = route else {
+        let (b, _) = st.charge(&cid, true, now);
+        log.counted = true;
+        let mut r = out_to_response(Out::error(404, "Not Found"), now);
+        rate_headers(&mut r, b);
+        return (r, None);
+    };
+    let free = template == "/rate_limit";
+    if req.method == "GET" {
+        let out = super::endpoints::dispatch(&mut st, caller, template, &params, req, now);
+        let runner_id = out.runner_id;
+        if out.status == 200 && !free {
+            let tag = etag(&out.body, &cid);
+            if etag_matches(req.header("if-none-match"), &tag) {
+                let (b, _) = st.charge(&cid, false, now);
+                let mut r = base_headers(Response::new(304), now);
+                r.set_header("etag", tag);
+                rate_headers(&mut r, b);
+                return (r, runner_id);
+            }
+            let (b, ok) = st.charge(&cid, true, now);
+            if !ok {
+                return (exhausted(&st, caller, b, now), None);
+            }
+            log.counted = true;
+            let mut r = out_to_response(out, now);
+            r.set_header("etag", tag);
+            r.set_header("cache-control", "private, max-age=60, s-maxage=60");
+            rate_headers(&mut r, b);
+            return (r, runner_id);
+        }
+        let (b, ok) = st.charge(&cid, !free, now);
+        if !ok {
+            return (exhausted(&st, caller, b, now), None);
+        }
+        log.counted = !free;
+        let mut r = out_to_response(out, now);
+        rate_headers(&mut r, b);
+        return (r, runner_id);
+    }
+    let (b, ok) = st.charge(&cid, true, now);
+    if !ok {
+        return (exhausted(&st, caller, b, now), None);
+    }
+    log.counted = true;
+    let out = super::endpoints::dispatch(&mut st, caller, template, &params, req, now);
+    let runner_id = out.runner_id;
+    drop(st);
+    sim.changed.notify_all();
+    let mut st = sim.lock();
+    let b = st.charge(&cid, false, now).0;
+    let mut r = out_to_response(out, now);
+    rate_headers(&mut r, b);
+    (r, runner_id)
+}
+
+fn exhausted(st: &State, caller: Caller, b: super::state::Bucket, now: Millis) -> Response {
+    let who = match caller {
+        Caller::Installation(id) => format!("installation ID {id}"),
+        _ => "user ID 1".to_string(),
+    };
+    let msg = format!(
+        "API rate limit exceeded for {who}. If you reach out to GitHub Support for help, please include the request ID."
+    );
+    let mut r = out_to_response(Out::error(st.cfg.exhausted_status, &msg), now);
+    rate_headers(&mut r, b);
+    r
+}

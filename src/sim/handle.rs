@@ -1,0 +1,242 @@
+//! Starting the simulated GitHub and driving it in-process: `SimGitHub::start` and the
+//! `SimHandle` methods tests, benchmarks and the demo call.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use super::faults::{FaultRule, RunnerFaultRule};
+use super::http::{Handler, Reply, Request, Server, Stopper};
+use super::state::{
+    AppState, InstallationState, JobState, LogEntry, RunnerState, Scope, SimConfig, State,
+};
+use crate::timefmt::now_millis;
+
+/// The shared sim: state behind one mutex, a condvar runners' long polls wait on.
+pub struct Sim {
+    pub state: Mutex<State>,
+    pub changed: Condvar,
+    pub stopper: Arc<Stopper>,
+}
+
+impl Sim {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Handler for Sim {
+    fn handle(&self, request: Request) -> Reply {
+        if request.path == "/_sim" || request.path.starts_with("/_sim/") {
+            super::control::serve(self, request)
+        } else {
+            super::github::serve(self, request)
+        }
+    }
+}
+
+/// The entry point: `SimGitHub::start(SimConfig::default())`.
+pub struct SimGitHub;
+
+impl SimGitHub {
+    pub fn start(cfg: SimConfig) -> io::Result<SimHandle> {
+        let stopper = Arc::new(Stopper::default());
+        let listen = cfg.listen;
+        let sim = Arc::new(Sim {
+            state: Mutex::new(State::new(cfg, String::new())),
+            changed: Condvar::new(),
+            stopper: stopper.clone(),
+        });
+        let server = Server::start(listen, sim.clone(), stopper)?;
+        let url = format!("http://{}", server.addr());
+        sim.lock().base_url = url.clone();
+        Ok(SimHandle { sim, server, url })
+    }
+}
+
+/// A running sim. Dropping it shuts the server down and joins its threads.
+pub struct SimHandle {
+    sim: Arc<Sim>,
+    server: Server,
+    url: String,
+}
+
+impl SimHandle {
+    /// `http://127.0.0.1:PORT`: the API base URL (no `/api/v3`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn shutdown(&mut self) {
+        self.sim.stopper.stop();
+        self.sim.changed.notify_all();
+        self.server.shutdown();
+    }
+
+    /// Direct access for what the methods below do not cover.
+    pub fn with_state<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let out = f(&mut self.sim.lock());
+        self.sim.changed.notify_all();
+        out
+    }
+
+    pub fn add_org(&self, login: &str) -> u64 {
+        self.with_state(|s| s.add_org(login))
+    }
+
+    /// Adds `owner/name`; returns its id.
+    pub fn add_repo(&self, full_name: &str, private: bool) -> u64 {
+        self.with_state(|s| s.add_repo(full_name, private, now_millis()))
+    }
+
+    pub fn add_runner_group(&self, org: &str, name: &str) -> u64 {
+        self.with_state(|s| s.add_runner_group(org, name))
+    }
+
+    /// Makes `token` a valid PAT; returns its log id (`pat:N`).
+    pub fn add_pat(&self, token: &str) -> String {
+        self.with_state(|s| {
+            let n = s.pats.len();
+            let n = *s.pats.entry(token.to_string()).or_insert(n);
+            format!("pat:{n}")
+        })
+    }
+
+    /// Registers a GitHub App by its PKCS#1 private key PEM (only the public half is kept).
+    pub fn add_app(
+        &self,
+        app_id: u64,
+        client_id: &str,
+        private_key_pem: &str,
+    ) -> Result<(), String> {
+        let (n, e) = super::auth::public_components_from_private_pem(private_key_pem)?;
+        self.with_state(|s| {
+            s.apps.insert(
+                app_id,
+                AppState {
+                    app_id,
+                    client_id: client_id.to_string(),
+                    n,
+                    e,
+                },
+            )
+        });
+        Ok(())
+    }
+
+    /// Installs the App on an account (org or user); returns the installation id.
+    pub fn add_installation(&self, app_id: u64, account: &str) -> u64 {
+        self.with_state(|s| {
+            let id = s.next_id();
+            s.installations.insert(
+                id,
+                InstallationState {
+                    id,
+                    app_id,
+                    account: account.to_string(),
+                },
+            );
+            id
+        })
+    }
+
+    /// One queued job in a run of its own; returns the job id.
+    pub fn enqueue_job(&self, repo: &str, name: &str, labels: &[&str], duration_ms: u64) -> u64 {
+        let labels = labels.iter().map(|l| l.to_string()).collect();
+        self.with_state(|s| {
+            s.enqueue_run(
+                repo,
+                "CI",
+                &[(name.to_string(), labels, duration_ms)],
+                now_millis(),
+            )
+            .1[0]
+        })
+    }
+
+    /// A run with several jobs (name, labels, duration ms); returns (run id, job ids).
+    pub fn enqueue_run(
+        &self,
+        repo: &str,
+        workflow: &str,
+        jobs: &[(String, Vec<String>, u64)],
+    ) -> (u64, Vec<u64>) {
+        self.with_state(|s| s.enqueue_run(repo, workflow, jobs, now_millis()))
+    }
+
+    pub fn jobs(&self) -> Vec<JobState> {
+        self.sim.lock().jobs.values().cloned().collect()
+    }
+
+    pub fn job(&self, id: u64) -> Option<JobState> {
+        self.sim.lock().jobs.get(&id).cloned()
+    }
+
+    pub fn runners(&self) -> Vec<RunnerState> {
+        self.sim.lock().runners.values().cloned().collect()
+    }
+
+    /// Creates a runner registration directly (as generate-jitconfig would) and returns
+    /// its id and encoded JIT config.
+    pub fn register_runner(
+        &self,
+        scope: Scope,
+        name: &str,
+        labels: &[&str],
+    ) -> (u64, crate::secret::Secret) {
+        self.with_state(|s| {
+            super::control::register(
+                s,
+                scope,
+                name,
+                labels.iter().map(|l| l.to_string()).collect(),
+                now_millis(),
+            )
+        })
+    }
+
+    /// Deletes a registration under its runner (a "registration vanished" fault).
+    pub fn remove_runner(&self, id: u64) -> bool {
+        self.with_state(|s| s.remove_runner(id, now_millis()).is_some())
+    }
+
+    pub fn request_log(&self) -> Vec<LogEntry> {
+        self.sim.lock().log.clone()
+    }
+
+    /// Requests logged for `method` on GitHub's path `template`.
+    pub fn count(&self, method: &str, template: &str) -> usize {
+        self.sim
+            .lock()
+            .log
+            .iter()
+            .filter(|e| e.method == method && e.endpoint == template)
+            .count()
+    }
+
+    /// Primary rate-limit units spent, per credential id.
+    pub fn units_used(&self) -> BTreeMap<String, u64> {
+        self.sim.lock().units_used()
+    }
+
+    pub fn add_fault(&self, rule: FaultRule) {
+        self.with_state(|s| s.faults.push(rule));
+    }
+
+    pub fn add_runner_fault(&self, rule: RunnerFaultRule) {
+        self.with_state(|s| s.runner_faults.push(rule));
+    }
+
+    pub fn clear_faults(&self) {
+        self.with_state(|s| {
+            s.faults.clear();
+            s.runner_faults.clear();
+        });
+    }
+}
+
+impl Drop for SimHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

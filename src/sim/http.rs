@@ -1,0 +1,545 @@
+//! A small HTTP/1.1 server on `std::net`: keep-alive, Content-Length bodies, size limits,
+//! and raw replies (drop, hang, truncate, garbage) so fault injection controls the socket.
+//!
+//! Our own instead of a crate because a fault injector must be able to misbehave at the
+//! byte level, which well-behaved server crates are built to prevent.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Largest request head (request line and headers) accepted.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Connections served at once; beyond this a connection gets 503 and is closed.
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// One parsed request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub method: String,
+    /// The path without the query string, percent-decoding not applied.
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    /// Header names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn query_param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A complete response.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Response {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    pub fn json(status: u16, value: &impl serde::Serialize) -> Response {
+        let body = serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec());
+        Response::new(status)
+            .with_header("content-type", "application/json; charset=utf-8")
+            .with_body(body)
+    }
+
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Response {
+        self.set_header(name, value);
+        self
+    }
+
+    pub fn with_body(mut self, body: Vec<u8>) -> Response {
+        self.body = body;
+        self
+    }
+
+    pub fn set_header(&mut self, name: &str, value: impl Into<String>) {
+        self.headers.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
+        self.headers.push((name.to_ascii_lowercase(), value.into()));
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The status line, headers and Content-Length, without the body.
+    fn head_bytes(&self, content_length: usize) -> Vec<u8> {
+        let mut head = format!("HTTP/1.1 {} {}\r\n", self.status, reason(self.status));
+        for (k, v) in &self.headers {
+            if !k.eq_ignore_ascii_case("content-length") {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+        }
+        head.push_str(&format!("content-length: {content_length}\r\n\r\n"));
+        head.into_bytes()
+    }
+}
+
+/// What the handler wants done with the connection.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A well-formed response; the connection stays open for the next request.
+    Send(Response),
+    /// Close the connection without a byte of response.
+    Drop,
+    /// Keep the connection open and never answer (until the server shuts down).
+    Hang,
+    /// Announce the full Content-Length, send only the first `keep` body bytes, close.
+    Truncate { response: Response, keep: usize },
+    /// Write these raw bytes (not HTTP) and close.
+    Garbage(Vec<u8>),
+}
+
+/// Serves requests. Called on the connection's own thread; it may block (long polls).
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, request: Request) -> Reply;
+}
+
+/// A shutdown flag that blocked handlers (hangs, long polls) can wait on.
+#[derive(Default)]
+pub struct Stopper {
+    stopped: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Stopper {
+    pub fn stop(&self) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cond.notify_all();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits up to `timeout`; true when the server is stopping.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let guard = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .cond
+            .wait_timeout_while(guard, timeout, |s| !*s)
+            .unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
+}
+
+struct Shared {
+    stopper: Arc<Stopper>,
+    open: Mutex<HashMap<u64, TcpStream>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    next_conn: AtomicU64,
+    closing: AtomicBool,
+}
+
+/// A running server. `shutdown` (or drop) closes every connection and joins every thread.
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    listener: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `addr` and serves with `handler` on a listener thread plus one thread per
+    /// connection (at most [`MAX_CONNECTIONS`]).
+    pub fn start(
+        addr: SocketAddr,
+        handler: Arc<dyn Handler>,
+        stopper: Arc<Stopper>,
+    ) -> io::Result<Server> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            stopper,
+            open: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(0),
+            closing: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("sim-http-listen".into())
+            .spawn(move || accept_loop(listener, handler, s))?;
+        Ok(Server {
+            addr,
+            shared,
+            listener: Some(thread),
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn shutdown(&mut self) {
+        let Some(listener) = self.listener.take() else {
+            return;
+        };
+        self.shared.closing.store(true, Ordering::SeqCst);
+        self.shared.stopper.stop();
+        // Wake the blocking accept() with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        let _ = listener.join();
+        for (_, s) in self
+            .shared
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let threads: Vec<_> = self
+            .shared
+            .threads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>, shared: Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.closing.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = stream else { continue };
+        let _ = stream.set_nodelay(true);
+        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut open = shared.open.lock().unwrap_or_else(|e| e.into_inner());
+            if open.len() >= MAX_CONNECTIONS {
+                drop(open);
+                let mut s = stream;
+                let _ = s.write_all(&Response::new(503).head_bytes(0));
+                continue;
+            }
+            if let Ok(clone) = stream.try_clone() {
+                open.insert(id, clone);
+            }
+        }
+        let (h, s) = (handler.clone(), shared.clone());
+        let spawned = std::thread::Builder::new()
+            .name("sim-http-conn".into())
+            .spawn(move || {
+                serve_connection(stream, &*h, &s.stopper);
+                s.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            });
+        if let Ok(t) = spawned {
+            let mut threads = shared.threads.lock().unwrap_or_else(|e| e.into_inner());
+            // Reap finished connection threads so the list stays small on long runs.
+            threads.retain(|t| !t.is_finished());
+            threads.push(t);
+        }
+    }
+}
+
+enum ReadError {
+    Closed,
+    TooLarge(u16),
+    Bad,
+}
+
+fn serve_connection(stream: TcpStream, handler: &dyn Handler, stopper: &Stopper) {
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let mut writer = write_half;
+    let mut reader = BufReader::new(stream);
+    loop {
+        let request = match read_request(&mut reader) {
+            Ok(r) => r,
+            Err(ReadError::Closed) => return,
+            Err(ReadError::TooLarge(status)) => {
+                let r = Response::new(status).with_header("connection", "close");
+                let _ = writer.write_all(&r.head_bytes(0));
+                return;
+            }
+            Err(ReadError::Bad) => {
+                let r = Response::new(400).with_header("connection", "close");
+                let _ = writer.write_all(&r.head_bytes(0));
+                return;
+            }
+        };
+        let close = request
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        match handler.handle(request) {
+            Reply::Send(mut response) => {
+                if close {
+                    response.set_header("connection", "close");
+                }
+                let mut bytes = response.head_bytes(response.body.len());
+                bytes.extend_from_slice(&response.body);
+                if writer.write_all(&bytes).is_err() || close {
+                    return;
+                }
+            }
+            Reply::Drop => {
+                let _ = writer.shutdown(Shutdown::Both);
+                return;
+            }
+            Reply::Hang => {
+                while !stopper.wait(Duration::from_secs(3600)) {}
+                return;
+            }
+            Reply::Truncate { response, keep } => {
+                let mut bytes = response.head_bytes(response.body.len());
+                bytes.extend_from_slice(&response.body[..keep.min(response.body.len())]);
+                let _ = writer.write_all(&bytes);
+                let _ = writer.shutdown(Shutdown::Both);
+                return;
+            }
+            Reply::Garbage(bytes) => {
+                let _ = writer.write_all(&bytes);
+                let _ = writer.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, ReadError> {
+    let mut head_len = 0usize;
+    let mut line = String::new();
+    // Tolerate blank lines before a request line, as RFC 9112 allows.
+    loop {
+        line.clear();
+        let n = read_line_capped(reader, &mut line, &mut head_len)?;
+        if n == 0 {
+            return Err(ReadError::Closed);
+        }
+        if !line.trim().is_empty() {
+            break;
+        }
+    }
+    let mut parts = line.split_whitespace();
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(ReadError::Bad);
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(ReadError::Bad);
+    }
+    let (method, target) = (method.to_string(), target.to_string());
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        if read_line_capped(reader, &mut line, &mut head_len)? == 0 {
+            return Err(ReadError::Closed);
+        }
+        let l = line.trim_end_matches(['\r', '\n']);
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').ok_or(ReadError::Bad)?;
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let len = match headers.iter().find(|(k, _)| k == "content-length") {
+        Some((_, v)) => v.parse::<usize>().map_err(|_| ReadError::Bad)?,
+        None => 0,
+    };
+    if headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && !v.eq_ignore_ascii_case("identity"))
+    {
+        // Chunked request bodies are not needed by any client of the sim.
+        return Err(ReadError::TooLarge(411));
+    }
+    if len > MAX_BODY_BYTES {
+        return Err(ReadError::TooLarge(413));
+    }
+    let mut body = vec![0u8; len];
+    reader
+        .read_exact(&mut body)
+        .map_err(|_| ReadError::Closed)?;
+    let (path, query) = split_target(&target);
+    Ok(Request {
+        method,
+        path,
+        query,
+        headers,
+        body,
+    })
+}
+
+fn read_line_capped(
+    reader: &mut BufReader<TcpStream>,
+    line: &mut String,
+    used: &mut usize,
+) -> Result<usize, ReadError> {
+    let mut buf = Vec::new();
+    let limit = (MAX_HEAD_BYTES - *used) as u64 + 1;
+    let n = reader
+        .by_ref()
+        .take(limit)
+        .read_until(b'\n', &mut buf)
+        .map_err(|_| ReadError::Closed)?;
+    *used += n;
+    if *used > MAX_HEAD_BYTES {
+        return Err(ReadError::TooLarge(431));
+    }
+    line.push_str(&String::from_utf8_lossy(&buf));
+    Ok(n)
+}
+
+/// Splits `/a/b?x=1&y=2` into the path and decoded query pairs.
+pub fn split_target(target: &str) -> (String, Vec<(String, String)>) {
+    let (path, q) = target.split_once('?').unwrap_or((target, ""));
+    let query = q
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect();
+    (path.to_string(), query)
+}
+
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Percent-encodes a query value (unreserved characters pass through).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|c| match c {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (c as char).to_string()
+            }
+            _ => format!("%{c:02X}"),
+        })
+        .collect()
+}
+
+/// An RFC 9110 `Date` header value, e.g. `Mon, 30 Nov 2026 10:00:00 GMT`.
+pub fn http_date(ms: crate::timefmt::Millis) -> String {
+    let iso = crate::timefmt::format_rfc3339(ms);
+    let days = ms.div_euclid(1000).div_euclid(86_400);
+    // 1970-01-01 was a Thursday.
+    let wd = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][days.rem_euclid(7) as usize];
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month: usize = iso[5..7].parse().unwrap_or(1);
+    format!(
+        "{wd}, {} {} {} {} GMT",
+        &iso[8..10],
+        months[month - 1],
+        &iso[0..4],
+        &iso[11..19]
+    )
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_targets() {
+        assert_eq!(
+            http_date(1_796_032_800_000),
+            "Mon, 30 Nov 2026 10:00:00 GMT"
+        );
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        let (p, q) = split_target("/a/b?name=x%20y&page=2&z");
+        assert_eq!(p, "/a/b");
+        assert_eq!(
+            q,
+            vec![
+                ("name".into(), "x y".into()),
+                ("page".into(), "2".into()),
+                ("z".into(), "".into())
+            ]
+        );
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
+    }
+}

@@ -1,0 +1,309 @@
+//! The simulated runner: behaves like actions-runner's `bin/Runner.Listener run` with a
+//! JIT config (reads and drops `ACTIONS_RUNNER_INPUT_JITCONFIG`, writes `.runner` and
+//! `.credentials`, prints the real lines, takes one job, exits), talking to the sim's
+//! private `/_sim/runner/*` endpoints. Faults come from the JIT config.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use super::client;
+use super::control::RUNNER_VERSION;
+use super::faults::RunnerFault;
+use super::jit::{self, JitConfig};
+use crate::timefmt::{format_rfc3339, now_millis};
+
+pub const JIT_ENV: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
+
+/// How long the runner keeps retrying an unreachable server before giving up (exit 2,
+/// the real runner's "retryable error"), so an orphaned sim runner cannot loop forever.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+
+/// `yyyy-MM-dd HH:mm:ssZ`, the runner's log prefix.
+pub fn stamp() -> String {
+    format_rfc3339(now_millis()).replacen('T', " ", 1)
+}
+
+/// The install root: the directory above `bin/`, found from how we were invoked (a hard
+/// link's own path, not its target's).
+fn root_dir() -> PathBuf {
+    let argv0 = std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let exe = if argv0.components().count() > 1 {
+        std::env::current_dir()
+            .map(|d| d.join(&argv0))
+            .unwrap_or(argv0)
+    } else {
+        std::env::current_exe().unwrap_or(argv0)
+    };
+    let bin = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    bin.parent().map(Path::to_path_buf).unwrap_or(bin)
+}
+
+fn wait_or_term(term: &AtomicBool, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if term.load(Ordering::SeqCst) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20).min(end - Instant::now()));
+    }
+    term.load(Ordering::SeqCst)
+}
+
+/// `Runner.Listener` entry point; returns the exit code.
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        None | Some("run") => {}
+        Some("--version") => {
+            println!("{RUNNER_VERSION}");
+            return 0;
+        }
+        Some(other) => {
+            eprintln!(
+                "Unrecognized command-line input arguments: '{other}'. For usage refer to: .\\config.cmd --help or ./config.sh --help"
+            );
+            return 1;
+        }
+    }
+    let encoded = std::env::var(JIT_ENV).ok();
+    // SAFETY: no other thread exists yet, so nothing can read the environment concurrently.
+    // The real runner drops the variable too, so children never inherit the config.
+    unsafe { std::env::remove_var(JIT_ENV) };
+    let Some(encoded) = encoded.map(crate::secret::Secret::new) else {
+        eprintln!(
+            "An error occurred: Not configured. Run config.(sh/cmd) to configure the runner."
+        );
+        return 1;
+    };
+    let (cfg, files) = match jit::decode(encoded.expose()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("An error occurred: {e}");
+            return 1;
+        }
+    };
+    let root = root_dir();
+    for (name, bytes) in files {
+        if let Err(e) = std::fs::write(root.join(name), bytes) {
+            eprintln!(
+                "An error occurred: cannot write {} in {} ({e})",
+                name,
+                root.display()
+            );
+            return 1;
+        }
+    }
+    let term = Arc::new(AtomicBool::new(false));
+    if cfg.faults.contains(&RunnerFault::IgnoreSigterm) {
+        // SAFETY: setting a signal disposition to SIG_IGN has no handler to race with.
+        unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    } else {
+        let _ = signal_hook::flag::register(signal_hook::consts::SIGTERM, term.clone());
+    }
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGINT, term.clone());
+    run(&cfg, &root, &term)
+}
+
+fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
+    if cfg.faults.contains(&RunnerFault::CrashAtStart) {
+        eprintln!("Unhandled exception: System.IO.IOException: simulated crash at start");
+        return 1;
+    }
+    if cfg.faults.contains(&RunnerFault::HangBeforeListening) {
+        while !wait_or_term(term, Duration::from_secs(3600)) {}
+        return 0;
+    }
+    let auth = format!("Bearer {}", cfg.credential.expose());
+    let call = |method: &str, path: &str, body: Option<serde_json::Value>, timeout: Duration| {
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        client::request(
+            &cfg.server_url,
+            method,
+            path,
+            &[
+                ("authorization", auth.as_str()),
+                ("content-type", "application/json"),
+            ],
+            bytes.as_deref(),
+            timeout,
+        )
+    };
+    // Connect (retrying like the real runner while the server is unreachable).
+    let mut failing_since: Option<Instant> = None;
+    loop {
+        let body = serde_json::json!({"runner_id": cfg.runner_id, "version": RUNNER_VERSION});
+        match call(
+            "POST",
+            "/_sim/runner/connect",
+            Some(body),
+            Duration::from_secs(10),
+        ) {
+            Ok(r) if r.status == 200 => break,
+            Ok(r) if r.status == 404 => return gone(),
+            Ok(r) => eprintln!(
+                "Runner connect error: the server answered {}. Retrying until reconnected.",
+                r.status
+            ),
+            Err(e) => eprintln!("Runner connect error: {e}. Retrying until reconnected."),
+        }
+        if failing_since.get_or_insert_with(Instant::now).elapsed() > GIVE_UP_AFTER {
+            return 2;
+        }
+        if wait_or_term(term, Duration::from_secs(1)) {
+            return 0;
+        }
+    }
+    println!("√ Connected to GitHub");
+    println!();
+    println!("Current runner version: '{RUNNER_VERSION}'");
+    if cfg.faults.contains(&RunnerFault::SessionConflict) {
+        eprintln!("{}: A session for this runner already exists.", stamp());
+        return 5;
+    }
+    if cfg.faults.contains(&RunnerFault::Deprecated) {
+        eprintln!(
+            "{}: Runner version v{RUNNER_VERSION} is deprecated and cannot receive messages.",
+            stamp()
+        );
+        return 7;
+    }
+    println!("{}: Listening for Jobs", stamp());
+    let mut failing_since: Option<Instant> = None;
+    loop {
+        if term.load(Ordering::SeqCst) {
+            println!("{}: Exiting...", stamp());
+            return 0;
+        }
+        let path = format!("/_sim/runner/poll?runner_id={}", cfg.runner_id);
+        match call("GET", &path, None, Duration::from_secs(30)) {
+            Ok(r) if r.status == 200 => {
+                let v = r.json().unwrap_or_default();
+                let job = &v["job"];
+                let (id, name, ms) = (
+                    job["id"].as_u64().unwrap_or(0),
+                    job["name"].as_str().unwrap_or("job").to_string(),
+                    job["duration_ms"].as_u64().unwrap_or(0),
+                );
+                return run_job(cfg, root, term, &call, id, &name, ms);
+            }
+            Ok(r) if r.status == 204 => failing_since = None,
+            Ok(r) if r.status == 404 || r.status == 401 => return gone(),
+            Ok(r) => eprintln!(
+                "{}: Runner connect error: the server answered {}. Retrying until reconnected.",
+                stamp(),
+                r.status
+            ),
+            Err(e) => {
+                eprintln!(
+                    "{}: Runner connect error: {e}. Retrying until reconnected.",
+                    stamp()
+                );
+                if failing_since.get_or_insert_with(Instant::now).elapsed() > GIVE_UP_AFTER {
+                    return 2;
+                }
+                if wait_or_term(term, Duration::from_secs(1)) {
+                    return 0;
+                }
+            }
+        }
+    }
+}
+
+fn gone() -> i32 {
+    eprintln!(
+        "{}: The runner no longer exists on the server. Please reconfigure the runner.",
+        stamp()
+    );
+    0
+}
+
+type Call<'a> = dyn Fn(&str, &str, Option<serde_json::Value>, Duration) -> std::io::Result<client::ClientResponse>
+    + 'a;
+
+fn run_job(
+    cfg: &JitConfig,
+    root: &Path,
+    term: &AtomicBool,
+    call: &Call<'_>,
+    id: u64,
+    name: &str,
+    ms: u64,
+) -> i32 {
+    println!("{}: Running job: {name}", stamp());
+    let worker = root.join("bin").join("Runner.Worker");
+    let mut child: Option<Child> = Command::new(&worker)
+        .args(["spawnclient", &ms.to_string()])
+        .spawn()
+        .ok();
+    let started = Instant::now();
+    let mut result = "Succeeded";
+    loop {
+        let done = match &mut child {
+            Some(c) => !matches!(c.try_wait(), Ok(None)),
+            None => started.elapsed() >= Duration::from_millis(ms),
+        };
+        if done {
+            if let Some(c) = &mut child
+                && let Ok(Some(status)) = c.wait().map(Some)
+                && !status.success()
+            {
+                result = "Failed";
+            }
+            break;
+        }
+        if term.load(Ordering::SeqCst) {
+            if let Some(c) = &mut child {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            result = "Canceled";
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if cfg.faults.contains(&RunnerFault::LeaveBackgroundProcess) {
+        // Deliberately not waited for: the leak the daemon's cleanup must find.
+        let _ = Command::new(&worker).args(["linger", "30000"]).spawn();
+    }
+    let body = serde_json::json!({"runner_id": cfg.runner_id, "job_id": id, "result": result});
+    if let Err(e) = call(
+        "POST",
+        "/_sim/runner/complete",
+        Some(body),
+        Duration::from_secs(10),
+    ) {
+        eprintln!(
+            "{}: Runner connect error: {e}. The job result could not be reported.",
+            stamp()
+        );
+    }
+    println!("{}: Job {name} completed with result: {result}", stamp());
+    if cfg.faults.contains(&RunnerFault::ExitNonZeroAfterJob) {
+        1
+    } else {
+        0
+    }
+}
+
+/// `Runner.Worker` entry point: `spawnclient MS` runs a job for MS milliseconds,
+/// `linger MS` is a left-behind process that lives MS milliseconds.
+pub fn worker_main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ms: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(0);
+    match args.first().map(String::as_str) {
+        Some("spawnclient") | Some("linger") => {
+            std::thread::sleep(Duration::from_millis(ms));
+            0
+        }
+        _ => {
+            eprintln!("Runner.Worker: expected spawnclient or linger");
+            1
+        }
+    }
+}

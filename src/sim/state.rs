@@ -1,0 +1,562 @@
+//! The simulated GitHub's state: repositories, orgs, runs, jobs, runners, groups, Apps,
+//! credentials, rate-limit buckets, fault rules and the request log. No HTTP here: the
+//! REST layer (`github.rs`) and the control layer (`control.rs`) read and change it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::faults::{FaultRule, RunnerFault, RunnerFaultRule};
+use super::rng::SplitMix64;
+use crate::timefmt::Millis;
+
+/// How a sim starts.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Where to listen; `127.0.0.1:0` picks a free port.
+    pub listen: SocketAddr,
+    /// Seed of the fault RNG and of the tokens the sim hands out.
+    pub seed: u64,
+    /// Primary rate limit per credential per hour.
+    pub rate_limit: u64,
+    /// 403 (GitHub's usual) or 429 when a credential's limit is spent.
+    pub exhausted_status: u16,
+    /// Lifetime of installation tokens (GitHub: one hour).
+    pub installation_token_ttl_secs: u64,
+    /// How long a simulated runner's poll waits for a job before answering "nothing".
+    pub runner_poll_ms: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            seed: 1,
+            rate_limit: 5000,
+            exhausted_status: 403,
+            installation_token_ttl_secs: 3600,
+            runner_poll_ms: 1000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoState {
+    pub id: u64,
+    pub full_name: String,
+    pub private: bool,
+    pub created_at: Millis,
+}
+
+impl RepoState {
+    pub fn owner(&self) -> &str {
+        self.full_name.split_once('/').map_or("", |(o, _)| o)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OrgState {
+    pub id: u64,
+    pub login: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    pub id: u64,
+    pub repo: String,
+    pub run_number: u64,
+    pub workflow_name: String,
+    pub created_at: Millis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    InProgress,
+    Completed,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::InProgress => "in_progress",
+            JobStatus::Completed => "completed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobState {
+    pub id: u64,
+    pub run_id: u64,
+    pub repo: String,
+    pub name: String,
+    pub labels: Vec<String>,
+    pub duration_ms: u64,
+    pub status: JobStatus,
+    /// GitHub's conclusion (`success`, `failure`...) once completed.
+    pub conclusion: Option<String>,
+    pub runner_id: Option<u64>,
+    pub runner_name: Option<String>,
+    pub runner_group_id: Option<u64>,
+    pub created_at: Millis,
+    pub started_at: Option<Millis>,
+    pub completed_at: Option<Millis>,
+}
+
+/// Where a runner is registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    Repo(String),
+    Org(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunnerState {
+    pub id: u64,
+    pub name: String,
+    pub scope: Scope,
+    pub group_id: u64,
+    pub labels: Vec<String>,
+    /// True once its process has connected (GitHub's `online`).
+    pub online: bool,
+    pub busy: bool,
+    pub ephemeral: bool,
+    pub version: Option<String>,
+    pub job_id: Option<u64>,
+    pub faults: Vec<RunnerFault>,
+    pub created_at: Millis,
+    /// The runner process's credential for `/_sim/runner/*`. Never serialized.
+    #[serde(skip)]
+    pub credential: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GroupState {
+    pub id: u64,
+    pub org: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub app_id: u64,
+    pub client_id: String,
+    /// RSA public modulus and exponent, big-endian.
+    pub n: Vec<u8>,
+    pub e: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstallationState {
+    pub id: u64,
+    pub app_id: u64,
+    pub account: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct TokenState {
+    pub installation_id: u64,
+    pub expires_at: Millis,
+}
+
+/// One request as the sim saw it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub method: String,
+    pub path: String,
+    /// GitHub's path template it matched (`/repos/{owner}/{repo}/actions/runs`), or the path.
+    pub endpoint: String,
+    pub status: u16,
+    /// `pat:N`, `installation:ID`, `app:ID`, or None when unauthenticated.
+    pub credential: Option<String>,
+    pub at: Millis,
+    /// Whether it spent a primary rate-limit unit.
+    pub counted: bool,
+    /// The fault applied to it, if any (`drop`, `status`...).
+    pub fault: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Bucket {
+    pub limit: u64,
+    pub used: u64,
+    /// Epoch seconds when the window resets.
+    pub reset: u64,
+}
+
+pub struct State {
+    pub cfg: SimConfig,
+    pub base_url: String,
+    next_id: u64,
+    pub repos: BTreeMap<String, RepoState>,
+    pub orgs: BTreeMap<String, OrgState>,
+    pub runs: BTreeMap<u64, RunState>,
+    pub jobs: BTreeMap<u64, JobState>,
+    pub runners: BTreeMap<u64, RunnerState>,
+    pub groups: Vec<GroupState>,
+    pub apps: HashMap<u64, AppState>,
+    pub installations: BTreeMap<u64, InstallationState>,
+    /// PAT -> its index (`pat:N` in the log).
+    pub pats: HashMap<String, usize>,
+    pub tokens: HashMap<String, TokenState>,
+    pub buckets: HashMap<String, Bucket>,
+    pub log: Vec<LogEntry>,
+    pub faults: Vec<FaultRule>,
+    pub runner_faults: Vec<RunnerFaultRule>,
+    pub rng: SplitMix64,
+    /// Ids handed out by a JIT call that a `VanishRegistration` fault may delete.
+    pub last_created_runner: Option<u64>,
+}
+
+/// Why a runner-side call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerCallError {
+    /// The registration is gone (deleted, or never existed).
+    Gone,
+    /// The credential does not belong to this runner.
+    Unauthorized,
+}
+
+impl State {
+    pub fn new(cfg: SimConfig, base_url: String) -> State {
+        let rng = SplitMix64::new(cfg.seed);
+        State {
+            cfg,
+            base_url,
+            next_id: 1000,
+            repos: BTreeMap::new(),
+            orgs: BTreeMap::new(),
+            runs: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            runners: BTreeMap::new(),
+            groups: Vec::new(),
+            apps: HashMap::new(),
+            installations: BTreeMap::new(),
+            pats: HashMap::new(),
+            tokens: HashMap::new(),
+            buckets: HashMap::new(),
+            log: Vec::new(),
+            faults: Vec::new(),
+            runner_faults: Vec::new(),
+            rng,
+            last_created_runner: None,
+        }
+    }
+
+    pub fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub fn add_org(&mut self, login: &str) -> u64 {
+        if let Some(o) = self.orgs.get(login) {
+            return o.id;
+        }
+        let id = self.next_id();
+        self.orgs.insert(
+            login.to_string(),
+            OrgState {
+                id,
+                login: login.to_string(),
+            },
+        );
+        id
+    }
+
+    pub fn add_repo(&mut self, full_name: &str, private: bool, now: Millis) -> u64 {
+        if let Some(r) = self.repos.get_mut(full_name) {
+            r.private = private;
+            return r.id;
+        }
+        let id = self.next_id();
+        let repo = RepoState {
+            id,
+            full_name: full_name.to_string(),
+            private,
+            created_at: now,
+        };
+        self.repos.insert(full_name.to_string(), repo);
+        id
+    }
+
+    /// Adds a named runner group to an org (the Default group, id 1, always exists).
+    pub fn add_runner_group(&mut self, org: &str, name: &str) -> u64 {
+        let id = self.groups.len() as u64 + 2;
+        self.groups.push(GroupState {
+            id,
+            org: org.to_string(),
+            name: name.to_string(),
+        });
+        id
+    }
+
+    pub fn group_exists(&self, scope: &Scope, id: u64) -> bool {
+        id == 1
+            || matches!(scope, Scope::Org(o) if self.groups.iter().any(|g| g.id == id && &g.org == o))
+    }
+
+    /// A run with one queued job per spec; returns the run id and the job ids.
+    pub fn enqueue_run(
+        &mut self,
+        repo: &str,
+        workflow: &str,
+        jobs: &[(String, Vec<String>, u64)],
+        now: Millis,
+    ) -> (u64, Vec<u64>) {
+        let run_id = self.next_id();
+        let run_number = self.runs.values().filter(|r| r.repo == repo).count() as u64 + 1;
+        self.runs.insert(
+            run_id,
+            RunState {
+                id: run_id,
+                repo: repo.to_string(),
+                run_number,
+                workflow_name: workflow.to_string(),
+                created_at: now,
+            },
+        );
+        let mut ids = Vec::new();
+        for (name, labels, duration_ms) in jobs {
+            let id = self.next_id();
+            self.jobs.insert(
+                id,
+                JobState {
+                    id,
+                    run_id,
+                    repo: repo.to_string(),
+                    name: name.clone(),
+                    labels: labels.clone(),
+                    duration_ms: *duration_ms,
+                    status: JobStatus::Queued,
+                    conclusion: None,
+                    runner_id: None,
+                    runner_name: None,
+                    runner_group_id: None,
+                    created_at: now,
+                    started_at: None,
+                    completed_at: None,
+                },
+            );
+            ids.push(id);
+        }
+        (run_id, ids)
+    }
+
+    /// A run's status as GitHub derives it from its jobs.
+    pub fn run_status(&self, run_id: u64) -> JobStatus {
+        let statuses: Vec<JobStatus> = self
+            .jobs
+            .values()
+            .filter(|j| j.run_id == run_id)
+            .map(|j| j.status)
+            .collect();
+        if statuses.iter().all(|s| *s == JobStatus::Completed) {
+            JobStatus::Completed
+        } else if statuses.iter().all(|s| *s == JobStatus::Queued) {
+            JobStatus::Queued
+        } else {
+            JobStatus::InProgress
+        }
+    }
+
+    pub fn runner_by_name(&self, scope: &Scope, name: &str) -> Option<&RunnerState> {
+        self.runners
+            .values()
+            .find(|r| &r.scope == scope && r.name.eq_ignore_ascii_case(name))
+    }
+
+    pub fn create_runner(
+        &mut self,
+        scope: Scope,
+        name: &str,
+        group_id: u64,
+        labels: Vec<String>,
+        now: Millis,
+    ) -> u64 {
+        let id = self.next_id();
+        let credential = format!("simrunner_{}", self.rng.hex(16));
+        let faults =
+            super::faults::pick_runner_faults(&mut self.runner_faults, &mut self.rng, name);
+        self.runners.insert(
+            id,
+            RunnerState {
+                id,
+                name: name.to_string(),
+                scope,
+                group_id,
+                labels,
+                online: false,
+                busy: false,
+                ephemeral: true,
+                version: None,
+                job_id: None,
+                faults,
+                created_at: now,
+                credential,
+            },
+        );
+        self.last_created_runner = Some(id);
+        id
+    }
+
+    /// Removes a registration; a job it was running goes back to... nowhere: GitHub
+    /// fails such a job, and so does the sim.
+    pub fn remove_runner(&mut self, id: u64, now: Millis) -> Option<RunnerState> {
+        let r = self.runners.remove(&id)?;
+        if let Some(job) = r.job_id.and_then(|j| self.jobs.get_mut(&j))
+            && job.status != JobStatus::Completed
+        {
+            job.status = JobStatus::Completed;
+            job.conclusion = Some("failure".into());
+            job.completed_at = Some(now);
+        }
+        Some(r)
+    }
+
+    fn runner_checked(
+        &mut self,
+        id: u64,
+        credential: &str,
+    ) -> Result<&mut RunnerState, RunnerCallError> {
+        let r = self.runners.get_mut(&id).ok_or(RunnerCallError::Gone)?;
+        if r.credential != credential {
+            return Err(RunnerCallError::Unauthorized);
+        }
+        Ok(r)
+    }
+
+    /// The runner process connected: it is online and reports its version.
+    pub fn runner_connect(
+        &mut self,
+        id: u64,
+        credential: &str,
+        version: &str,
+    ) -> Result<(), RunnerCallError> {
+        let r = self.runner_checked(id, credential)?;
+        r.online = true;
+        r.version = Some(version.to_string());
+        Ok(())
+    }
+
+    /// Assigns the oldest queued job this runner can take, if any.
+    pub fn runner_take_job(
+        &mut self,
+        id: u64,
+        credential: &str,
+        now: Millis,
+    ) -> Result<Option<JobState>, RunnerCallError> {
+        let r = self.runner_checked(id, credential)?.clone();
+        if r.job_id.is_some() {
+            return Ok(None);
+        }
+        let fits = |j: &JobState| {
+            j.status == JobStatus::Queued
+                && match &r.scope {
+                    Scope::Repo(full) => &j.repo == full,
+                    Scope::Org(org) => j.repo.split_once('/').is_some_and(|(o, _)| o == org),
+                }
+                && j.labels
+                    .iter()
+                    .all(|l| r.labels.iter().any(|rl| rl.eq_ignore_ascii_case(l)))
+        };
+        let Some(job_id) = self.jobs.values().find(|j| fits(j)).map(|j| j.id) else {
+            return Ok(None);
+        };
+        let group_id = r.group_id;
+        let job = self.jobs.get_mut(&job_id).expect("job found above");
+        job.status = JobStatus::InProgress;
+        job.runner_id = Some(r.id);
+        job.runner_name = Some(r.name.clone());
+        job.runner_group_id = Some(group_id);
+        job.started_at = Some(now);
+        let job = job.clone();
+        let runner = self.runners.get_mut(&id).expect("runner checked above");
+        runner.busy = true;
+        runner.job_id = Some(job_id);
+        Ok(Some(job))
+    }
+
+    /// The runner finished its job. An ephemeral runner's registration goes away with it.
+    pub fn runner_complete(
+        &mut self,
+        id: u64,
+        credential: &str,
+        job_id: u64,
+        result: &str,
+        now: Millis,
+    ) -> Result<(), RunnerCallError> {
+        let r = self.runner_checked(id, credential)?;
+        if r.job_id != Some(job_id) {
+            return Err(RunnerCallError::Gone);
+        }
+        r.busy = false;
+        r.job_id = None;
+        let ephemeral = r.ephemeral;
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.status = JobStatus::Completed;
+            job.completed_at = Some(now);
+            job.conclusion = Some(
+                match result {
+                    "Succeeded" | "SucceededWithIssues" => "success",
+                    "Canceled" => "cancelled",
+                    "Skipped" => "skipped",
+                    _ => "failure",
+                }
+                .into(),
+            );
+        }
+        if ephemeral {
+            self.runners.remove(&id);
+        }
+        Ok(())
+    }
+
+    /// Charges (or only reads) the credential's bucket; returns the bucket afterwards and
+    /// whether the request may proceed.
+    pub fn charge(&mut self, credential: &str, count: bool, now: Millis) -> (Bucket, bool) {
+        let now_s = (now / 1000) as u64;
+        let limit = self.cfg.rate_limit;
+        let b = self
+            .buckets
+            .entry(credential.to_string())
+            .or_insert(Bucket {
+                limit,
+                used: 0,
+                reset: now_s + 3600,
+            });
+        if now_s >= b.reset {
+            *b = Bucket {
+                limit: b.limit,
+                used: 0,
+                reset: now_s + 3600,
+            };
+        }
+        if !count {
+            return (*b, true);
+        }
+        if b.used >= b.limit {
+            return (*b, false);
+        }
+        b.used += 1;
+        (*b, true)
+    }
+
+    /// Rate-limit units spent per credential, from the request log.
+    pub fn units_used(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for e in self.log.iter().filter(|e| e.counted) {
+            *m.entry(e.credential.clone().unwrap_or_default())
+                .or_insert(0) += 1;
+        }
+        m
+    }
+
+    pub fn known_pats(&self) -> HashSet<&str> {
+        self.pats.keys().map(String::as_str).collect()
+    }
+}

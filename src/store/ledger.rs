@@ -1,0 +1,206 @@
+//! The attempt ledger: one row per runner life, its state changes in `attempt_events`,
+//! and the indexed reads a daemon pass makes.
+
+use super::error::{Result, StoreError};
+use super::rows::{self, ATTEMPT_COLUMNS, sql_u64};
+use super::{AttemptFilter, NewAttempt};
+use crate::domain::attempt::StateChange;
+use crate::domain::{Attempt, AttemptState, runner_name};
+use crate::timefmt::Millis;
+use rusqlite::{Connection, params};
+use std::collections::BTreeMap;
+
+/// The live states, as SQL, for the `state IN (...)` clauses the partial indexes serve.
+const LIVE_STATES: &str = "('pending', 'starting', 'idle', 'busy')";
+
+pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> {
+    let tx = rows::write_tx(c)?;
+    // The runner name needs the id, which only the insert gives: insert with an
+    // empty name and set it in the same transaction, so nobody ever sees it empty.
+    tx.execute(
+        "INSERT INTO attempts (profile, target, host_id, runner_name, state, created_at, \
+         updated_at, job_id, job_name, job_queued_at, lease_id) \
+         VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            new.profile,
+            new.target,
+            new.host_id,
+            now,
+            new.job_id,
+            new.job_name,
+            new.job_queued_at,
+            new.lease_id
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    let mut a = Attempt::new(id, &new.profile, &new.target, &new.host_id, now);
+    a.job_id = new.job_id;
+    a.job_name = new.job_name.clone();
+    a.job_queued_at = new.job_queued_at;
+    a.lease_id = new.lease_id.clone();
+    debug_assert_eq!(a.runner_name, runner_name(&new.host_id, id));
+    tx.execute(
+        "UPDATE attempts SET runner_name = ?2 WHERE id = ?1",
+        params![id, a.runner_name],
+    )?;
+    append_events(&tx, id, 0, &a.history)?;
+    tx.commit()?;
+    Ok(a)
+}
+
+fn append_events(c: &Connection, id: i64, from: usize, history: &[StateChange]) -> Result<()> {
+    let mut st = c.prepare_cached(
+        "INSERT INTO attempt_events (attempt_id, seq, state, at) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (seq, ev) in history.iter().enumerate().skip(from) {
+        st.execute(params![id, seq as i64, ev.state.as_str(), ev.at])?;
+    }
+    Ok(())
+}
+
+pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
+    let tx = rows::write_tx(c)?;
+    let n = tx.execute(
+        "UPDATE attempts SET state = ?2, outcome = ?3, reason = ?4, updated_at = ?5, \
+         ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
+         job_name = ?11, job_id = ?12, job_queued_at = ?13, lease_id = ?14, \
+         peak_rss_bytes = ?15, cpu_millis = ?16, cleaned = ?17, cleanup_tries = ?18, \
+         next_cleanup_at = ?19 WHERE id = ?1",
+        params![
+            a.id,
+            a.state.as_str(),
+            a.outcome.map(|o| o.as_str()),
+            a.reason,
+            a.updated_at,
+            a.ended_at,
+            a.pid,
+            a.pid_start.map(sql_u64),
+            a.exit_code,
+            a.runner_id,
+            a.job_name,
+            a.job_id,
+            a.job_queued_at,
+            a.lease_id,
+            a.peak_rss_bytes.map(sql_u64),
+            a.cpu_millis.map(sql_u64),
+            a.cleaned,
+            a.cleanup_tries,
+            a.next_cleanup_at
+        ],
+    )?;
+    if n == 0 {
+        return Err(StoreError::NotFound {
+            what: "attempt",
+            name: a.id.to_string(),
+        });
+    }
+    let stored: i64 = tx.query_row(
+        "SELECT count(*) FROM attempt_events WHERE attempt_id = ?1",
+        [a.id],
+        |r| r.get(0),
+    )?;
+    append_events(&tx, a.id, stored as usize, &a.history)?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn with_history(c: &Connection, mut a: Attempt) -> Result<Attempt> {
+    let mut st = c.prepare_cached(
+        "SELECT state, at FROM attempt_events WHERE attempt_id = ?1 ORDER BY seq",
+    )?;
+    let mut rs = st.query([a.id])?;
+    while let Some(r) = rs.next()? {
+        let s: String = r.get(0)?;
+        a.history.push(StateChange {
+            state: AttemptState::parse(&s).ok_or_else(|| rows::bad("attempt event", &s))?,
+            at: r.get(1)?,
+        });
+    }
+    Ok(a)
+}
+
+fn query(c: &Connection, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Attempt>> {
+    let mut st = c.prepare_cached(sql)?;
+    let mut rs = st.query(args)?;
+    let mut out = Vec::new();
+    while let Some(r) = rs.next()? {
+        out.push(rows::attempt(r)?);
+    }
+    drop(rs);
+    out.into_iter().map(|a| with_history(c, a)).collect()
+}
+
+pub fn get(c: &Connection, id: i64) -> Result<Attempt> {
+    query(
+        c,
+        &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE id = ?1"),
+        &[&id],
+    )?
+    .pop()
+    .ok_or_else(|| StoreError::NotFound {
+        what: "attempt",
+        name: id.to_string(),
+    })
+}
+
+pub fn list(c: &Connection, f: &AttemptFilter) -> Result<Vec<Attempt>> {
+    let mut sql = format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE 1");
+    let mut args: Vec<&dyn rusqlite::ToSql> = Vec::new();
+    if let Some(p) = &f.profile {
+        sql.push_str(" AND profile = ?1");
+        args.push(p);
+    }
+    if f.active_only {
+        sql.push_str(&format!(" AND cleaned = 0 AND state IN {LIVE_STATES}"));
+    }
+    sql.push_str(" ORDER BY id DESC");
+    if let Some(n) = f.limit {
+        sql.push_str(&format!(" LIMIT {n}"));
+    }
+    query(c, &sql, &args)
+}
+
+/// The every-pass reads. `INDEXED BY` pins the partial indexes: without statistics the
+/// planner may prefer the full `attempts_by_profile`, which walks the whole history of
+/// a profile. `cleaned = 0` is written out because a partial index is used only when
+/// the query implies its condition (the tests check the query plans).
+pub(super) const OPEN_OF_HOST: &str =
+    "INDEXED BY attempts_open_by_host WHERE host_id = ?1 AND cleaned = 0 ORDER BY id";
+pub(super) const OPEN_OF_PROFILE: &str =
+    "INDEXED BY attempts_open_by_profile WHERE profile = ?1 AND cleaned = 0 ORDER BY id";
+
+pub fn open_of_host(c: &Connection, host_id: &str) -> Result<Vec<Attempt>> {
+    query(
+        c,
+        &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts {OPEN_OF_HOST}"),
+        &[&host_id],
+    )
+}
+
+pub fn open_of_profile(c: &Connection, profile: &str) -> Result<Vec<Attempt>> {
+    query(
+        c,
+        &format!("SELECT {ATTEMPT_COLUMNS} FROM attempts {OPEN_OF_PROFILE}"),
+        &[&profile],
+    )
+}
+
+pub fn live_counts(c: &Connection) -> Result<BTreeMap<String, u32>> {
+    let mut st = c.prepare_cached(&format!(
+        "SELECT profile, count(*) FROM attempts WHERE cleaned = 0 AND state IN {LIVE_STATES} \
+         GROUP BY profile"
+    ))?;
+    let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn prune(c: &Connection, before: Millis) -> Result<usize> {
+    let tx = rows::write_tx(c)?;
+    // Events go with their attempt through ON DELETE CASCADE (foreign_keys is on).
+    let n = tx.execute(
+        "DELETE FROM attempts WHERE cleaned = 1 AND updated_at < ?1",
+        [before],
+    )?;
+    tx.commit()?;
+    Ok(n)
+}

@@ -1,0 +1,141 @@
+//! Conversions between SQL rows and domain types: enums as their snake_case names,
+//! nested values (scope, credential, labels) as JSON text.
+
+use super::error::{Result, StoreError};
+use crate::domain::profile::{DemandSource, Mode};
+use crate::domain::{Attempt, AttemptState, Outcome, ScalePolicy, Target};
+use rusqlite::Row;
+
+pub fn bad(what: &'static str, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::BadRow {
+        what,
+        detail: detail.to_string(),
+    }
+}
+
+pub fn to_json<T: serde::Serialize>(v: &T) -> String {
+    // Serializing our own plain data types cannot fail.
+    serde_json::to_string(v).expect("domain types serialize")
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &'static str, s: &str) -> Result<T> {
+    serde_json::from_str(s).map_err(|e| bad(what, e))
+}
+
+/// SQLite integers are i64; our counters are u64 (never negative, validated small).
+fn get_u64(r: &Row<'_>, i: usize) -> Result<u64> {
+    let v: i64 = r.get(i)?;
+    u64::try_from(v).map_err(|_| bad("row", format!("negative value {v} in column {i}")))
+}
+
+fn get_opt_u64(r: &Row<'_>, i: usize) -> Result<Option<u64>> {
+    match r.get::<_, Option<i64>>(i)? {
+        None => Ok(None),
+        Some(v) => Ok(Some(u64::try_from(v).map_err(|_| {
+            bad("row", format!("negative value {v} in column {i}"))
+        })?)),
+    }
+}
+
+/// The i64 SQLite stores for one of our u64 values (all far below i64::MAX).
+pub fn sql_u64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+pub const TARGET_COLUMNS: &str = "name, scope, api_url, credential, poll_interval_secs, repos";
+
+pub fn target(r: &Row<'_>) -> Result<Target> {
+    Ok(Target {
+        name: r.get(0)?,
+        scope: from_json("target", &r.get::<_, String>(1)?)?,
+        api_url: r.get(2)?,
+        credential: from_json("target", &r.get::<_, String>(3)?)?,
+        poll_interval_secs: get_u64(r, 4)?,
+        repos: from_json("target", &r.get::<_, String>(5)?)?,
+    })
+}
+
+pub const PROFILE_COLUMNS: &str = "name, target, host_id, labels, default_labels, min_capacity, \
+     max_capacity, runner_dir, runner_group, idle_timeout_secs, bootstrap_timeout_secs, \
+     job_timeout_secs, mode, active, allow_public, run_as, demand, revision";
+
+pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
+    let mode: String = r.get(12)?;
+    let demand: String = r.get(16)?;
+    Ok(ScalePolicy {
+        name: r.get(0)?,
+        target: r.get(1)?,
+        host_id: r.get(2)?,
+        labels: from_json("profile", &r.get::<_, String>(3)?)?,
+        default_labels: r.get(4)?,
+        min_capacity: r.get(5)?,
+        max_capacity: r.get(6)?,
+        runner_dir: r.get::<_, Option<String>>(7)?.map(Into::into),
+        runner_group: r.get(8)?,
+        idle_timeout_secs: get_u64(r, 9)?,
+        bootstrap_timeout_secs: get_u64(r, 10)?,
+        job_timeout_secs: get_opt_u64(r, 11)?,
+        mode: match mode.as_str() {
+            "autoscale" => Mode::Autoscale,
+            "monitor" => Mode::Monitor,
+            m => return Err(bad("profile", format!("mode {m:?}"))),
+        },
+        active: r.get(13)?,
+        allow_public: r.get(14)?,
+        run_as: r.get(15)?,
+        demand: match demand.as_str() {
+            "poll" => DemandSource::Poll,
+            "scaleset" => DemandSource::Scaleset,
+            d => return Err(bad("profile", format!("demand {d:?}"))),
+        },
+        revision: get_u64(r, 17)?,
+    })
+}
+
+pub const ATTEMPT_COLUMNS: &str = "id, profile, target, host_id, runner_name, state, outcome, \
+     reason, created_at, updated_at, ended_at, pid, pid_start, exit_code, runner_id, job_name, \
+     job_id, job_queued_at, lease_id, peak_rss_bytes, cpu_millis, cleaned, cleanup_tries, \
+     next_cleanup_at";
+
+/// An attempt without its history (the caller loads the events).
+pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
+    let state: String = r.get(5)?;
+    let outcome: Option<String> = r.get(6)?;
+    Ok(Attempt {
+        id: r.get(0)?,
+        profile: r.get(1)?,
+        target: r.get(2)?,
+        host_id: r.get(3)?,
+        runner_name: r.get(4)?,
+        state: AttemptState::parse(&state).ok_or_else(|| bad("attempt", &state))?,
+        outcome: match outcome {
+            None => None,
+            Some(o) => Some(Outcome::parse(&o).ok_or_else(|| bad("attempt", &o))?),
+        },
+        reason: r.get(7)?,
+        created_at: r.get(8)?,
+        updated_at: r.get(9)?,
+        ended_at: r.get(10)?,
+        pid: r.get(11)?,
+        pid_start: get_opt_u64(r, 12)?,
+        exit_code: r.get(13)?,
+        runner_id: r.get(14)?,
+        job_name: r.get(15)?,
+        job_id: r.get(16)?,
+        job_queued_at: r.get(17)?,
+        lease_id: r.get(18)?,
+        peak_rss_bytes: get_opt_u64(r, 19)?,
+        cpu_millis: get_opt_u64(r, 20)?,
+        cleaned: r.get(21)?,
+        cleanup_tries: r.get(22)?,
+        next_cleanup_at: r.get(23)?,
+        history: Vec::new(),
+    })
+}
+
+/// Begins a write transaction. IMMEDIATE takes the write lock up front (waiting up to
+/// the busy timeout): a deferred transaction that reads and then writes would fail at
+/// once with SQLITE_BUSY when another process committed in between, in WAL mode.
+pub fn write_tx(c: &rusqlite::Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)
+}

@@ -1,0 +1,246 @@
+//! The schema: one SQL script per version, applied forward in order through
+//! `PRAGMA user_version`, and the checks that tell our file from anyone else's.
+
+use super::error::{Result, StoreError};
+use rusqlite::Connection;
+use std::path::Path;
+
+/// `PRAGMA application_id` of every runner-manager store: "RMgr" in ASCII. A SQLite
+/// file without it is someone else's and is never touched.
+pub const APPLICATION_ID: i64 = 0x524D_6772;
+
+/// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Version 1: the books (host, targets, profiles, the attempt ledger and its events).
+pub const V1: &str = r#"
+CREATE TABLE host (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    os TEXT NOT NULL,
+    arch TEXT NOT NULL,
+    capacity INTEGER NOT NULL CHECK (capacity >= 1),
+    coordinator TEXT,
+    coordinator_token_file TEXT,
+    draining INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE targets (
+    name TEXT PRIMARY KEY,
+    scope TEXT NOT NULL,
+    api_url TEXT NOT NULL,
+    credential TEXT NOT NULL,
+    poll_interval_secs INTEGER NOT NULL,
+    repos TEXT NOT NULL DEFAULT '[]'
+);
+CREATE TABLE profiles (
+    name TEXT PRIMARY KEY,
+    target TEXT NOT NULL REFERENCES targets(name),
+    host_id TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    default_labels INTEGER NOT NULL,
+    min_capacity INTEGER NOT NULL,
+    max_capacity INTEGER NOT NULL,
+    runner_dir TEXT,
+    runner_group TEXT,
+    idle_timeout_secs INTEGER NOT NULL,
+    bootstrap_timeout_secs INTEGER NOT NULL,
+    job_timeout_secs INTEGER,
+    mode TEXT NOT NULL,
+    active INTEGER NOT NULL,
+    allow_public INTEGER NOT NULL,
+    run_as TEXT,
+    revision INTEGER NOT NULL
+);
+CREATE INDEX profiles_by_target ON profiles(target);
+-- AUTOINCREMENT: an attempt id names a runner, so an id is never given twice, not
+-- even after the newest attempts were pruned.
+CREATE TABLE attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    profile TEXT NOT NULL,
+    target TEXT NOT NULL,
+    host_id TEXT NOT NULL,
+    runner_name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    outcome TEXT,
+    reason TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    pid INTEGER,
+    pid_start INTEGER,
+    exit_code INTEGER,
+    runner_id INTEGER,
+    job_name TEXT,
+    job_id INTEGER,
+    job_queued_at INTEGER,
+    lease_id TEXT,
+    peak_rss_bytes INTEGER,
+    cpu_millis INTEGER,
+    cleaned INTEGER NOT NULL DEFAULT 0,
+    cleanup_tries INTEGER NOT NULL DEFAULT 0,
+    next_cleanup_at INTEGER
+);
+-- Partial indexes over the attempts not yet cleaned: what every daemon pass reads.
+-- They stay as small as the live set however long the history grows.
+CREATE INDEX attempts_open_by_host ON attempts(host_id, id) WHERE cleaned = 0;
+CREATE INDEX attempts_open_by_profile ON attempts(profile, id) WHERE cleaned = 0;
+CREATE INDEX attempts_by_profile ON attempts(profile, id);
+CREATE INDEX attempts_cleaned_by_age ON attempts(updated_at) WHERE cleaned = 1;
+CREATE TABLE attempt_events (
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (attempt_id, seq)
+) WITHOUT ROWID;
+"#;
+
+/// Version 2: the profile's demand source, and what the daemon reports as it runs
+/// (live status rows, its heartbeat, time series, module key/values).
+pub const V2: &str = r#"
+ALTER TABLE profiles ADD COLUMN demand TEXT NOT NULL DEFAULT 'poll';
+CREATE TABLE profile_status (
+    profile TEXT PRIMARY KEY,
+    demand INTEGER NOT NULL,
+    limiting TEXT NOT NULL,
+    last_error TEXT,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE target_status (
+    target TEXT PRIMARY KEY,
+    mode TEXT NOT NULL,
+    last_error TEXT,
+    rate_limit_remaining INTEGER,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE daemon (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    pid INTEGER NOT NULL,
+    started_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    version TEXT NOT NULL
+);
+CREATE TABLE queue_samples (
+    profile TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    queued INTEGER NOT NULL,
+    live INTEGER NOT NULL
+);
+CREATE INDEX queue_samples_by_at ON queue_samples(at);
+CREATE INDEX queue_samples_by_profile ON queue_samples(profile, at);
+CREATE TABLE latency_samples (
+    profile TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    latency_ms INTEGER NOT NULL
+);
+CREATE INDEX latency_samples_by_at ON latency_samples(at);
+CREATE INDEX latency_samples_by_profile ON latency_samples(profile, at);
+CREATE TABLE kv (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+"#;
+
+/// What the header of an opened file says, before anything is written to it.
+pub enum Found {
+    /// A brand-new, empty database: ours to initialize.
+    Empty,
+    /// A runner-manager store at this schema version.
+    Ours(i64),
+}
+
+/// Reads `application_id`, `user_version` and the table count, and refuses anything
+/// that is not an empty file or a store of ours that this build can read.
+pub fn inspect(conn: &Connection, path: &Path) -> Result<Found> {
+    let classify = |e: rusqlite::Error| classify_open_error(e, path);
+    let app: i64 = conn
+        .query_row("PRAGMA application_id", [], |r| r.get(0))
+        .map_err(classify)?;
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(classify)?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(classify)?;
+    if app == 0 && version == 0 && tables == 0 {
+        return Ok(Found::Empty);
+    }
+    if app != APPLICATION_ID {
+        return Err(StoreError::NotOurs {
+            path: path.to_path_buf(),
+            detail: format!("a SQLite database with application_id {app:#x}"),
+        });
+    }
+    if version > CURRENT_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            version,
+            supported: CURRENT_VERSION,
+        });
+    }
+    Ok(Found::Ours(version))
+}
+
+/// Applies the migrations this file still needs, each in its own write transaction
+/// together with its `user_version` bump, so a crash leaves the file at one version or
+/// the next. The version is read again inside each transaction: two processes opening
+/// a new store at once migrate it once.
+pub fn migrate(conn: &Connection) -> Result<()> {
+    loop {
+        let tx = super::rows::write_tx(conn)?;
+        let v: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if v >= CURRENT_VERSION {
+            return Ok(());
+        }
+        if v == 0 {
+            tx.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID};"))?;
+        }
+        tx.execute_batch(MIGRATIONS[v as usize])?;
+        tx.execute_batch(&format!("PRAGMA user_version = {};", v + 1))?;
+        tx.commit()?;
+    }
+}
+
+/// Maps SQLite's errors on a file it cannot read into our words: a file that does not
+/// even start like SQLite is not ours; one that does but is damaged is corrupt.
+pub fn classify_open_error(e: rusqlite::Error, path: &Path) -> StoreError {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => {
+            let header = sqlite_header(path);
+            if header {
+                StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    detail: "damaged SQLite header".into(),
+                }
+            } else {
+                StoreError::NotOurs {
+                    path: path.to_path_buf(),
+                    detail: "not a SQLite database".into(),
+                }
+            }
+        }
+        Some(ErrorCode::DatabaseCorrupt) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => StoreError::Locked {
+            path: path.to_path_buf(),
+        },
+        _ => StoreError::Sqlite(e),
+    }
+}
+
+/// True when the file starts with SQLite's 16-byte magic string.
+fn sqlite_header(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"SQLite format 3\0"
+}

@@ -1,0 +1,285 @@
+//! `SqliteStore`: opening (and creating) the store file safely, connection settings,
+//! and the [`Store`] implementation that hands each call to its book's module.
+
+use super::error::{Result, StoreError};
+use super::schema::{self, Found};
+use super::{
+    AttemptFilter, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, Store,
+    TargetStatus, config, ledger, live,
+};
+use crate::domain::{Attempt, Host, ScalePolicy, Target};
+use crate::timefmt::Millis;
+use rusqlite::{Connection, OpenFlags};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The store's file name inside the state directory.
+pub const DB_FILE: &str = "state.db";
+
+/// How long a writer waits for another process's write lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct SqliteStore {
+    conn: Connection,
+    /// The file, or `:memory:` for an in-memory store (named in errors).
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens the store in `state_dir`, creating the directory (mode 0700) and the file
+    /// (mode 0600) on first use, and migrating an older schema forward. A file that is
+    /// not a runner-manager store, or is damaged, is refused and left untouched.
+    pub fn open(state_dir: &Path) -> Result<SqliteStore> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        if !state_dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(state_dir)
+                .map_err(io(state_dir))?;
+        }
+        let path = state_dir.join(DB_FILE);
+        // Create the file ourselves so its mode is 0600 from the first byte; SQLite
+        // gives its -wal and -shm files the same mode.
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+        // Read access first: a file we cannot read gives an I/O error naming it, not
+        // SQLite's vaguer "unable to open database file".
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read(&mut [0u8; 1]))
+            .map_err(io(&path))?;
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| schema::classify_open_error(e, &path))?;
+        Self::setup(conn, path, true)
+    }
+
+    /// A private in-memory store with the same schema and code, for tests.
+    pub fn open_in_memory() -> Result<SqliteStore> {
+        Self::setup(
+            Connection::open_in_memory()?,
+            PathBuf::from(":memory:"),
+            false,
+        )
+    }
+
+    fn setup(conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Inspect before writing anything: a foreign or damaged file must stay as it is.
+        let found = schema::inspect(&conn, &path)?;
+        let classify = |e: rusqlite::Error| schema::classify_open_error(e, &path);
+        if wal {
+            let mode: String = conn
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(classify)?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(StoreError::Io {
+                    path: path.clone(),
+                    source: std::io::Error::other(format!(
+                        "SQLite refused WAL mode (got {mode}); is the file on a network filesystem?"
+                    )),
+                });
+            }
+            // NORMAL is durable across a process crash in WAL mode; a power loss may
+            // drop the last transactions, which the recovery pass closes.
+            conn.execute_batch("PRAGMA synchronous = NORMAL")
+                .map_err(classify)?;
+        }
+        conn.execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(classify)?;
+        let behind = match found {
+            Found::Empty => true,
+            Found::Ours(v) => v < schema::CURRENT_VERSION,
+        };
+        if behind {
+            schema::migrate(&conn).map_err(|e| match e {
+                StoreError::Sqlite(e) => classify(e),
+                e => e,
+            })?;
+        }
+        Ok(SqliteStore { conn, path })
+    }
+
+    /// The store's file (`:memory:` for an in-memory store).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open store.
+    pub fn schema_version(&self) -> Result<i64> {
+        self.wrap(
+            self.conn
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(Into::into),
+        )
+    }
+
+    /// The underlying connection, for the store's own tests and benchmarks (query
+    /// plans, raw inserts); nothing outside `store` writes SQL through it.
+    #[doc(hidden)]
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Names the file in SQLite errors that are about the file.
+    fn wrap<T>(&self, r: Result<T>) -> Result<T> {
+        r.map_err(|e| match e {
+            StoreError::Sqlite(e) => schema::classify_open_error(e, &self.path),
+            e => e,
+        })
+    }
+}
+
+/// 16 lowercase hex digits from the kernel's random source.
+fn random_host_id() -> Result<String> {
+    let path = Path::new("/dev/urandom");
+    let mut b = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|source| StoreError::Io {
+            path: path.into(),
+            source,
+        })?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+impl Store for SqliteStore {
+    fn host(&self) -> Result<Option<Host>> {
+        self.wrap(config::host(&self.conn))
+    }
+    fn host_or_create(&self) -> Result<Host> {
+        self.wrap(config::host_or_create(&self.conn, random_host_id))
+    }
+    fn update_host(&self, host: &Host) -> Result<()> {
+        self.wrap(config::update_host(&self.conn, host))
+    }
+    fn set_draining(&self, draining: bool) -> Result<()> {
+        self.wrap(config::set_draining(&self.conn, draining))
+    }
+    fn add_target(&self, target: &Target) -> Result<()> {
+        self.wrap(config::add_target(&self.conn, target))
+    }
+    fn target(&self, name: &str) -> Result<Target> {
+        self.wrap(config::target(&self.conn, name))
+    }
+    fn targets(&self) -> Result<Vec<Target>> {
+        self.wrap(config::targets(&self.conn))
+    }
+    fn update_target(&self, target: &Target) -> Result<()> {
+        self.wrap(config::update_target(&self.conn, target))
+    }
+    fn remove_target(&self, name: &str) -> Result<()> {
+        self.wrap(config::remove_target(&self.conn, name))
+    }
+    fn add_profile(&self, profile: &ScalePolicy) -> Result<ScalePolicy> {
+        self.wrap(config::add_profile(&self.conn, profile))
+    }
+    fn profile(&self, name: &str) -> Result<ScalePolicy> {
+        self.wrap(config::profile(&self.conn, name))
+    }
+    fn profiles(&self) -> Result<Vec<ScalePolicy>> {
+        self.wrap(config::profiles(&self.conn))
+    }
+    fn update_profile(&self, profile: &ScalePolicy, expected_revision: u64) -> Result<u64> {
+        self.wrap(config::update_profile(
+            &self.conn,
+            profile,
+            expected_revision,
+        ))
+    }
+    fn remove_profile(&self, name: &str) -> Result<()> {
+        self.wrap(config::remove_profile(&self.conn, name))
+    }
+    fn create_attempt(&self, new: &NewAttempt, now: Millis) -> Result<Attempt> {
+        self.wrap(ledger::create(&self.conn, new, now))
+    }
+    fn save_attempt(&self, attempt: &Attempt) -> Result<()> {
+        self.wrap(ledger::save(&self.conn, attempt))
+    }
+    fn attempt(&self, id: i64) -> Result<Attempt> {
+        self.wrap(ledger::get(&self.conn, id))
+    }
+    fn attempts(&self, filter: &AttemptFilter) -> Result<Vec<Attempt>> {
+        self.wrap(ledger::list(&self.conn, filter))
+    }
+    fn open_attempts(&self, host_id: &str) -> Result<Vec<Attempt>> {
+        self.wrap(ledger::open_of_host(&self.conn, host_id))
+    }
+    fn open_attempts_of_profile(&self, profile: &str) -> Result<Vec<Attempt>> {
+        self.wrap(ledger::open_of_profile(&self.conn, profile))
+    }
+    fn live_counts(&self) -> Result<BTreeMap<String, u32>> {
+        self.wrap(ledger::live_counts(&self.conn))
+    }
+    fn prune_attempts(&self, before: Millis) -> Result<usize> {
+        self.wrap(ledger::prune(&self.conn, before))
+    }
+    fn put_profile_status(&self, status: &ProfileStatus) -> Result<()> {
+        self.wrap(live::put_profile_status(&self.conn, status))
+    }
+    fn profile_statuses(&self) -> Result<Vec<ProfileStatus>> {
+        self.wrap(live::profile_statuses(&self.conn))
+    }
+    fn put_target_status(&self, status: &TargetStatus) -> Result<()> {
+        self.wrap(live::put_target_status(&self.conn, status))
+    }
+    fn target_statuses(&self) -> Result<Vec<TargetStatus>> {
+        self.wrap(live::target_statuses(&self.conn))
+    }
+    fn put_heartbeat(&self, heartbeat: &Heartbeat) -> Result<()> {
+        self.wrap(live::put_heartbeat(&self.conn, heartbeat))
+    }
+    fn heartbeat(&self) -> Result<Option<Heartbeat>> {
+        self.wrap(live::heartbeat(&self.conn))
+    }
+    fn clear_heartbeat(&self) -> Result<()> {
+        self.wrap(live::clear_heartbeat(&self.conn))
+    }
+    fn add_queue_samples(&self, samples: &[QueueSample]) -> Result<()> {
+        self.wrap(live::add_queue_samples(&self.conn, samples))
+    }
+    fn queue_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<QueueSample>> {
+        self.wrap(live::queue_samples(&self.conn, profile, since))
+    }
+    fn add_latency_sample(&self, sample: &LatencySample) -> Result<()> {
+        self.wrap(live::add_latency_sample(&self.conn, sample))
+    }
+    fn latency_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<LatencySample>> {
+        self.wrap(live::latency_samples(&self.conn, profile, since))
+    }
+    fn prune_samples(&self, before: Millis) -> Result<usize> {
+        self.wrap(live::prune_samples(&self.conn, before))
+    }
+    fn kv_get(&self, key: &str) -> Result<Option<String>> {
+        self.wrap(live::kv_get(&self.conn, key))
+    }
+    fn kv_put(&self, key: &str, value: &str) -> Result<()> {
+        self.wrap(live::kv_put(&self.conn, key, value))
+    }
+    fn kv_delete(&self, key: &str) -> Result<()> {
+        self.wrap(live::kv_delete(&self.conn, key))
+    }
+    fn data_version(&self) -> Result<i64> {
+        self.wrap(
+            self.conn
+                .query_row("PRAGMA data_version", [], |r| r.get(0))
+                .map_err(Into::into),
+        )
+    }
+}

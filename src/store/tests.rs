@@ -1,0 +1,467 @@
+//! The store's own tests: books round-trip, revisions, migrations, refusals, pruning,
+//! and the query plans of the every-pass reads.
+
+use super::*;
+use crate::domain::target::{DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
+use crate::domain::{AttemptState, CredentialRef, Outcome, TargetScope};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("rm-store-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn target(name: &str) -> Target {
+    Target {
+        name: name.into(),
+        scope: TargetScope::Repo {
+            owner: "octo".into(),
+            repo: "app".into(),
+        },
+        api_url: GITHUB_API_URL.into(),
+        credential: CredentialRef::TokenEnv {
+            var: "GH_TOKEN".into(),
+        },
+        poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
+        repos: vec![],
+    }
+}
+
+fn seeded() -> (SqliteStore, Host, ScalePolicy) {
+    let s = SqliteStore::open_in_memory().unwrap();
+    let h = s.host_or_create().unwrap();
+    s.add_target(&target("octo")).unwrap();
+    let mut p = ScalePolicy::new("linux", "octo", &h.id);
+    p.set_labels("--labels", &["gpu".into()], &h.os, &h.arch)
+        .unwrap();
+    p.max_capacity = 4;
+    let p = s.add_profile(&p).unwrap();
+    (s, h, p)
+}
+
+fn new_attempt(h: &Host, profile: &str) -> NewAttempt {
+    NewAttempt {
+        profile: profile.into(),
+        target: "octo".into(),
+        host_id: h.id.clone(),
+        ..NewAttempt::default()
+    }
+}
+
+#[test]
+fn host_is_created_once_with_a_random_id() {
+    let s = SqliteStore::open_in_memory().unwrap();
+    assert_eq!(s.host().unwrap(), None);
+    let h = s.host_or_create().unwrap();
+    assert_eq!(h.id.len(), 16);
+    assert!(
+        h.id.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    );
+    assert!(h.capacity >= 1);
+    assert_eq!(s.host_or_create().unwrap(), h);
+    let mut h2 = h.clone();
+    h2.capacity = 7;
+    h2.coordinator = Some("ws://127.0.0.1:9000".into());
+    h2.name = "ignored".into();
+    s.update_host(&h2).unwrap();
+    s.set_draining(true).unwrap();
+    let back = s.host().unwrap().unwrap();
+    assert_eq!(
+        (back.capacity, back.draining, back.name),
+        (7, true, h.name.clone())
+    );
+    assert_eq!(back.coordinator.as_deref(), Some("ws://127.0.0.1:9000"));
+}
+
+#[test]
+fn targets_round_trip_and_refuse_duplicates_and_removal_in_use() {
+    let (s, _, _) = seeded();
+    assert_eq!(s.target("octo").unwrap(), target("octo"));
+    assert!(matches!(
+        s.add_target(&target("octo")),
+        Err(StoreError::Exists { .. })
+    ));
+    let mut t = target("octo");
+    t.poll_interval_secs = 30;
+    t.credential = CredentialRef::App {
+        app_id: 5,
+        key_path: "/k.pem".into(),
+        installation_id: Some(9),
+    };
+    s.update_target(&t).unwrap();
+    assert_eq!(s.targets().unwrap(), vec![t]);
+    let e = s.remove_target("octo").unwrap_err();
+    assert!(
+        matches!(&e, StoreError::InUse { users, .. } if users.contains("linux")),
+        "{e}"
+    );
+    s.remove_profile("linux").unwrap();
+    s.remove_target("octo").unwrap();
+    assert!(matches!(
+        s.target("octo"),
+        Err(StoreError::NotFound { what: "target", .. })
+    ));
+}
+
+#[test]
+fn profile_needs_its_target() {
+    let (s, h, _) = seeded();
+    let mut p = ScalePolicy::new("other", "nope", &h.id);
+    p.labels = vec!["x".into()];
+    assert!(matches!(
+        s.add_profile(&p),
+        Err(StoreError::NotFound { what: "target", name }) if name == "nope"
+    ));
+}
+
+#[test]
+fn a_stale_revision_is_refused_and_writes_nothing() {
+    let (s, _, p) = seeded();
+    assert_eq!(p.revision, 1);
+    let mut a = p.clone();
+    a.max_capacity = 8;
+    assert_eq!(s.update_profile(&a, 1).unwrap(), 2);
+    let mut b = p.clone();
+    b.max_capacity = 2;
+    b.min_capacity = 1;
+    match s.update_profile(&b, 1) {
+        Err(StoreError::StaleRevision {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (1, 2)),
+        other => panic!("expected a stale revision, got {other:?}"),
+    }
+    let stored = s.profile("linux").unwrap();
+    assert_eq!((stored.max_capacity, stored.min_capacity), (8, 0));
+    assert_eq!(stored.revision, 2);
+    let mut c = stored.clone();
+    c.mode = crate::domain::Mode::Monitor;
+    c.demand = crate::domain::DemandSource::Scaleset;
+    c.job_timeout_secs = Some(60);
+    c.runner_dir = Some("/opt/r".into());
+    assert_eq!(s.update_profile(&c, 2).unwrap(), 3);
+    c.revision = 3;
+    assert_eq!(s.profile("linux").unwrap(), c);
+}
+
+#[test]
+fn attempts_keep_their_history_and_the_profile_stays_while_live() {
+    let (s, h, _) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, "linux"), 1_000).unwrap();
+    assert_eq!(a.runner_name, crate::domain::runner_name(&h.id, a.id));
+    a.step(AttemptState::Starting, 2_000).unwrap();
+    a.pid = Some(4242);
+    a.pid_start = Some(123_456);
+    s.save_attempt(&a).unwrap();
+    a.step(AttemptState::Idle, 3_000).unwrap();
+    s.save_attempt(&a).unwrap();
+    s.save_attempt(&a).unwrap();
+    assert_eq!(s.attempt(a.id).unwrap(), a);
+    assert_eq!(s.live_counts().unwrap().get("linux"), Some(&1));
+    let e = s.remove_profile("linux").unwrap_err();
+    assert!(e.to_string().contains("pause it"), "{e}");
+
+    a.end(
+        Outcome::ExitedIdleWithoutWork,
+        Some("idle_timeout".into()),
+        4_000,
+    )
+    .unwrap();
+    s.save_attempt(&a).unwrap();
+    assert!(s.live_counts().unwrap().is_empty());
+    assert_eq!(s.open_attempts(&h.id).unwrap().len(), 1);
+    let back = s.attempt(a.id).unwrap();
+    assert_eq!(back.history.len(), 4);
+    assert_eq!(back.outcome, Some(Outcome::ExitedIdleWithoutWork));
+    s.remove_profile("linux").unwrap();
+    assert!(matches!(
+        s.attempt(999),
+        Err(StoreError::NotFound {
+            what: "attempt",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn listing_filters_and_open_reads() {
+    let (s, h, _) = seeded();
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut a = s.create_attempt(&new_attempt(&h, "linux"), i).unwrap();
+        if i < 3 {
+            a.end(Outcome::CompletedJob, None, i + 10).unwrap();
+            if i < 2 {
+                a.cleaned = true;
+            }
+            s.save_attempt(&a).unwrap();
+        }
+        ids.push(a.id);
+    }
+    s.create_attempt(&new_attempt(&h, "other"), 9).unwrap();
+    let all = s.attempts(&AttemptFilter::default()).unwrap();
+    assert_eq!(all.len(), 6);
+    assert!(all.windows(2).all(|w| w[0].id > w[1].id), "newest first");
+    let f = AttemptFilter {
+        profile: Some("linux".into()),
+        active_only: true,
+        limit: None,
+    };
+    assert_eq!(
+        s.attempts(&f)
+            .unwrap()
+            .iter()
+            .map(|a| a.id)
+            .collect::<Vec<_>>(),
+        vec![ids[4], ids[3]]
+    );
+    let limited = AttemptFilter {
+        limit: Some(2),
+        ..AttemptFilter::default()
+    };
+    assert_eq!(s.attempts(&limited).unwrap().len(), 2);
+    assert_eq!(s.open_attempts_of_profile("linux").unwrap().len(), 3);
+    assert_eq!(s.open_attempts(&h.id).unwrap().len(), 4);
+    assert_eq!(s.open_attempts("ffffffffffffffff").unwrap().len(), 0);
+}
+
+#[test]
+fn prune_removes_old_cleaned_attempts_with_their_events_and_never_reuses_ids() {
+    let (s, h, _) = seeded();
+    let mut last = 0;
+    for i in 0..4 {
+        let mut a = s
+            .create_attempt(&new_attempt(&h, "linux"), i * 100)
+            .unwrap();
+        a.end(Outcome::Failed, Some("boom".into()), i * 100 + 1)
+            .unwrap();
+        a.cleaned = i != 1;
+        s.save_attempt(&a).unwrap();
+        last = a.id;
+    }
+    // Cleaned and updated before 250: attempts 0 and 2; 1 is not cleaned, 3 is newer.
+    assert_eq!(s.prune_attempts(250).unwrap(), 2);
+    assert_eq!(s.attempts(&AttemptFilter::default()).unwrap().len(), 2);
+    let events: i64 = s
+        .connection()
+        .query_row("SELECT count(*) FROM attempt_events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(events, 2 * 2, "pruned attempts' events went too");
+    assert_eq!(s.prune_attempts(1_000).unwrap(), 1);
+    let next = s.create_attempt(&new_attempt(&h, "linux"), 2_000).unwrap();
+    assert!(
+        next.id > last,
+        "an attempt id (a runner name) is never reused"
+    );
+}
+
+#[test]
+fn every_pass_reads_use_the_partial_indexes() {
+    let (s, _, _) = seeded();
+    for (sql, index) in [
+        (ledger::OPEN_OF_HOST, "attempts_open_by_host"),
+        (ledger::OPEN_OF_PROFILE, "attempts_open_by_profile"),
+    ] {
+        let mut st = s
+            .connection()
+            .prepare(&format!("EXPLAIN QUERY PLAN SELECT * FROM attempts {sql}"))
+            .unwrap();
+        let plan: Vec<String> = st
+            .query_map(["x"], |r| r.get::<_, String>(3))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert!(
+            plan.iter().any(|l| l.contains(index)),
+            "{sql}: plan {plan:?} does not use {index}"
+        );
+    }
+}
+
+#[test]
+fn live_rows_samples_and_kv() {
+    let (s, _, _) = seeded();
+    let ps = ProfileStatus {
+        profile: "linux".into(),
+        demand: 3,
+        limiting: "max_capacity".into(),
+        last_error: None,
+        updated_at: 5,
+    };
+    s.put_profile_status(&ps).unwrap();
+    s.put_profile_status(&ProfileStatus {
+        demand: 4,
+        ..ps.clone()
+    })
+    .unwrap();
+    assert_eq!(s.profile_statuses().unwrap()[0].demand, 4);
+    let ts = TargetStatus {
+        target: "octo".into(),
+        mode: "standalone".into(),
+        last_error: Some("401 bad credentials".into()),
+        rate_limit_remaining: Some(4999),
+        updated_at: 6,
+    };
+    s.put_target_status(&ts).unwrap();
+    assert_eq!(s.target_statuses().unwrap(), vec![ts]);
+    assert_eq!(s.heartbeat().unwrap(), None);
+    let hb = Heartbeat {
+        pid: 77,
+        started_at: 1,
+        heartbeat_at: 2,
+        version: "0.1.0".into(),
+    };
+    s.put_heartbeat(&hb).unwrap();
+    assert_eq!(s.heartbeat().unwrap(), Some(hb));
+    s.clear_heartbeat().unwrap();
+    assert_eq!(s.heartbeat().unwrap(), None);
+
+    let q = |at| QueueSample {
+        profile: "linux".into(),
+        at,
+        queued: 2,
+        live: 1,
+    };
+    s.add_queue_samples(&[q(10), q(20), q(30)]).unwrap();
+    s.add_latency_sample(&LatencySample {
+        profile: "linux".into(),
+        at: 15,
+        latency_ms: 900,
+    })
+    .unwrap();
+    assert_eq!(
+        s.queue_samples(Some("linux"), 20).unwrap(),
+        vec![q(20), q(30)]
+    );
+    assert_eq!(s.queue_samples(Some("none"), 0).unwrap(), vec![]);
+    assert_eq!(s.latency_samples(None, 0).unwrap().len(), 1);
+    assert_eq!(s.prune_samples(20).unwrap(), 2);
+    assert_eq!(s.queue_samples(None, 0).unwrap(), vec![q(20), q(30)]);
+
+    assert_eq!(s.kv_get("scaleset.last").unwrap(), None);
+    s.kv_put("scaleset.last", "41").unwrap();
+    s.kv_put("scaleset.last", "42").unwrap();
+    assert_eq!(s.kv_get("scaleset.last").unwrap().as_deref(), Some("42"));
+    s.kv_delete("scaleset.last").unwrap();
+    assert_eq!(s.kv_get("scaleset.last").unwrap(), None);
+}
+
+#[test]
+fn files_are_private_and_another_connection_sees_edits() {
+    let d = TempDir::new("modes");
+    let dir = d.0.join("state");
+    let a = SqliteStore::open(&dir).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join(DB_FILE)), 0o600);
+    assert_eq!(a.schema_version().unwrap(), schema::CURRENT_VERSION);
+    let b = SqliteStore::open(&dir).unwrap();
+    let before = b.data_version().unwrap();
+    a.kv_put("k", "v").unwrap();
+    assert_ne!(
+        b.data_version().unwrap(),
+        before,
+        "b must notice a's commit"
+    );
+    let mid = b.data_version().unwrap();
+    b.kv_put("k", "w").unwrap();
+    assert_eq!(b.data_version().unwrap(), mid, "own commits do not count");
+}
+
+#[test]
+fn a_version_1_store_opens_and_migrates() {
+    let d = TempDir::new("migrate");
+    std::fs::create_dir_all(&d.0).unwrap();
+    {
+        let c = rusqlite::Connection::open(d.0.join(DB_FILE)).unwrap();
+        c.execute_batch(&format!(
+            "PRAGMA application_id = {};{} PRAGMA user_version = 1;",
+            schema::APPLICATION_ID,
+            schema::V1
+        ))
+        .unwrap();
+        c.execute_batch(
+            r#"INSERT INTO host VALUES (1, '0123abcd89ef4567', 'h', 'linux', 'x86_64', 2, NULL, NULL, 0);
+            INSERT INTO targets VALUES ('octo', '{"kind":"org","org":"octo"}', 'https://api.github.com',
+                '{"kind":"token_file","path":"/t"}', 5, '[]');
+            INSERT INTO profiles VALUES ('linux', 'octo', '0123abcd89ef4567', '["self-hosted"]', 0, 0, 2,
+                NULL, NULL, 300, 300, NULL, 'autoscale', 1, 0, NULL, 7);"#,
+        )
+        .unwrap();
+    }
+    let s = SqliteStore::open(&d.0).unwrap();
+    assert_eq!(s.schema_version().unwrap(), 2);
+    let p = s.profile("linux").unwrap();
+    assert_eq!(p.revision, 7);
+    assert_eq!(p.demand, crate::domain::DemandSource::Poll);
+    assert_eq!(s.host().unwrap().unwrap().capacity, 2);
+    s.kv_put("after", "migration").unwrap();
+}
+
+fn refused_untouched(tag: &str, write: impl FnOnce(&std::path::Path)) -> StoreError {
+    let d = TempDir::new(tag);
+    std::fs::create_dir_all(&d.0).unwrap();
+    let file = d.0.join(DB_FILE);
+    write(&file);
+    let before = std::fs::read(&file).unwrap();
+    let e = SqliteStore::open(&d.0).err().expect("must be refused");
+    assert!(
+        e.to_string().contains(&file.display().to_string()),
+        "{e} must name the file"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), before, "{tag}: file changed");
+    e
+}
+
+#[test]
+fn foreign_and_corrupt_files_are_refused_untouched() {
+    let e = refused_untouched("text", |f| {
+        std::fs::write(f, "hello, not a database\n").unwrap()
+    });
+    assert!(matches!(e, StoreError::NotOurs { .. }), "{e:?}");
+
+    let e = refused_untouched("foreign", |f| {
+        let c = rusqlite::Connection::open(f).unwrap();
+        c.execute_batch("CREATE TABLE songs (title TEXT); INSERT INTO songs VALUES ('x');")
+            .unwrap();
+    });
+    assert!(matches!(e, StoreError::NotOurs { .. }), "{e:?}");
+
+    let e = refused_untouched("newer", |f| {
+        let c = rusqlite::Connection::open(f).unwrap();
+        c.execute_batch(&format!(
+            "PRAGMA application_id = {}; PRAGMA user_version = 99; CREATE TABLE x (y);",
+            schema::APPLICATION_ID
+        ))
+        .unwrap();
+    });
+    assert!(matches!(e, StoreError::TooNew { version: 99, .. }), "{e:?}");
+
+    let e = refused_untouched("corrupt", |f| {
+        let d = f.parent().unwrap();
+        drop(SqliteStore::open(d).unwrap());
+        // Keep the 100-byte header (so it still looks like our SQLite file) and
+        // destroy the schema page behind it.
+        let mut bytes = std::fs::read(f).unwrap();
+        for b in &mut bytes[100..4096] {
+            *b = 0xA5;
+        }
+        std::fs::write(f, bytes).unwrap();
+    });
+    assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+}

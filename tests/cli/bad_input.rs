@@ -1,0 +1,273 @@
+//! Bad input: exit 2, a message naming the argument, and the store byte-for-byte
+//! unchanged.
+
+use crate::support::{Dir, seeded, snapshot};
+
+#[test]
+fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
+    let d = seeded("bad");
+    let many_labels = (0..101)
+        .map(|i| format!("l{i}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let long_name = "a".repeat(41);
+    let p = ["profile", "add", "new", "--target", "octo", "--labels"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["profile", "add", "Bad", "--target", "octo", "--labels", "x"],
+            "NAME",
+        ),
+        (
+            vec![
+                "profile", "add", &long_name, "--target", "octo", "--labels", "x",
+            ],
+            "NAME",
+        ),
+        (
+            vec!["profile", "add", "-x", "--target", "octo", "--labels", "x"],
+            "-x",
+        ),
+        ([&p[..], &[""]].concat(), "--labels"),
+        ([&p[..], &["a,,b"]].concat(), "--labels"),
+        ([&p[..], &["a,A"]].concat(), "--labels"),
+        ([&p[..], &["a b"]].concat(), "--labels"),
+        ([&p[..], &[many_labels.as_str()]].concat(), "--labels"),
+        ([&p[..], &["x", "--max", "-1"]].concat(), "--max"),
+        ([&p[..], &["x", "--max", "1001"]].concat(), "--max"),
+        ([&p[..], &["x", "--max", "0"]].concat(), "--max"),
+        (
+            [&p[..], &["x", "--min", "5", "--max", "2"]].concat(),
+            "--min",
+        ),
+        (
+            [&p[..], &["x", "--idle-timeout", "0"]].concat(),
+            "--idle-timeout",
+        ),
+        (
+            [&p[..], &["x", "--bootstrap-timeout", "99999"]].concat(),
+            "--bootstrap-timeout",
+        ),
+        (
+            [&p[..], &["x", "--runner-dir", "relative/dir"]].concat(),
+            "--runner-dir",
+        ),
+        (
+            [&p[..], &["x", "--runner-dir", "/nonexistent/runner"]].concat(),
+            "--runner-dir",
+        ),
+        ([&p[..], &["x", "--group", "0"]].concat(), "--group"),
+        ([&p[..], &["x", "--bogus"]].concat(), "--bogus"),
+        ([&p[..], &["x", "--paused=yes"]].concat(), "--paused"),
+        ([&p[..], &["x", "--max"]].concat(), "--max"),
+        (
+            vec!["profile", "add", "new", "--target", "nope", "--labels", "x"],
+            "--target",
+        ),
+        (vec!["profile", "add", "new", "--labels", "x"], "--target"),
+        (
+            vec!["profile", "add", "new", "--target", "octo"],
+            "--labels",
+        ),
+        (
+            vec![
+                "profile", "add", "linux", "--target", "octo", "--labels", "x",
+            ],
+            "linux",
+        ),
+        (vec!["profile", "set", "linux", "max=many"], "max"),
+        (vec!["profile", "set", "linux", "colour=blue"], "colour"),
+        (vec!["profile", "set", "linux", "min=9"], "min"),
+        (vec!["profile", "set", "linux", "mode=fast"], "mode"),
+        (vec!["profile", "set", "linux", "labels="], "labels"),
+        (
+            vec!["profile", "set", "linux", "max=2", "labels=a,a"],
+            "labels",
+        ),
+        (
+            vec!["profile", "set", "linux", "runner_dir=/nonexistent/runner"],
+            "runner_dir",
+        ),
+        (vec!["profile", "set", "linux", "target=nope"], "target"),
+        (
+            vec!["profile", "set", "linux", "max=3", "--revision", "x"],
+            "--revision",
+        ),
+        (vec!["profile", "set", "linux", "max"], "max"),
+        (vec!["profile", "set", "nope", "max=2"], "nope"),
+        (vec!["profile", "show", "nope"], "nope"),
+        (vec!["profile", "frobnicate"], "frobnicate"),
+        (
+            vec![
+                "target",
+                "add",
+                "t2",
+                "--repo",
+                "noslash",
+                "--token-env",
+                "X",
+            ],
+            "--repo",
+        ),
+        (
+            vec![
+                "target",
+                "add",
+                "t2",
+                "--repo",
+                "a/b",
+                "--token-file",
+                "/nonexistent/tok",
+            ],
+            "--token-file",
+        ),
+        (vec!["target", "add", "t2", "--repo", "a/b"], "--token-file"),
+        (
+            vec![
+                "target",
+                "add",
+                "t2",
+                "--repo",
+                "a/b",
+                "--org",
+                "c",
+                "--token-env",
+                "X",
+            ],
+            "--org",
+        ),
+        (
+            vec![
+                "target",
+                "add",
+                "t2",
+                "--repo",
+                "a/b",
+                "--token-env",
+                "1BAD",
+            ],
+            "--token-env",
+        ),
+        (
+            vec![
+                "target",
+                "add",
+                "t2",
+                "--repo",
+                "a/b",
+                "--token-env",
+                "X",
+                "--api-url",
+                "http://example.com",
+            ],
+            "--api-url",
+        ),
+        (
+            vec!["target", "add", "t2", "--repo", "a/b", "--app-id", "1"],
+            "--app-key",
+        ),
+        (
+            vec![
+                "target",
+                "add",
+                "t2",
+                "--repo",
+                "a/b",
+                "--token-env",
+                "X",
+                "--installation-id",
+                "3",
+            ],
+            "--installation-id",
+        ),
+        (
+            vec!["target", "add", "octo", "--repo", "a/b", "--token-env", "X"],
+            "octo",
+        ),
+        (
+            vec!["target", "set", "octo", "poll_interval=0"],
+            "poll_interval",
+        ),
+        (
+            vec!["target", "set", "octo", "token_file=/nonexistent/tok"],
+            "token_file",
+        ),
+        (vec!["target", "set", "octo", "color=red"], "color"),
+        (vec!["host", "set", "capacity=0"], "capacity"),
+        (vec!["host", "set", "capacity=lots"], "capacity"),
+        (vec!["host", "set", "coordinator=http://x"], "coordinator"),
+        (
+            vec!["host", "set", "coordinator_token_file=/nonexistent/tok"],
+            "coordinator_token_file",
+        ),
+        (vec!["attempts", "--limit", "x"], "--limit"),
+        (vec!["attempts", "--profile", "Nope"], "--profile"),
+        (vec!["attempt", "show", "abc"], "ID"),
+        (vec!["status", "extra"], "extra"),
+        (vec!["frobnicate"], "frobnicate"),
+    ];
+    assert!(cases.len() >= 30);
+    let state = d.state();
+    for (args, arg) in &cases {
+        let before = snapshot(&state);
+        let r = d.run(args);
+        assert_eq!(
+            r.code, 2,
+            "{args:?} must exit 2, got {}: {}",
+            r.code, r.stderr
+        );
+        assert!(
+            r.stderr.contains(arg),
+            "{args:?}: message must name {arg:?}: {}",
+            r.stderr
+        );
+        assert!(
+            r.stdout.is_empty(),
+            "{args:?} printed to stdout: {}",
+            r.stdout
+        );
+        assert!(
+            !r.stderr.contains("secret-token-value"),
+            "{args:?} printed the secret"
+        );
+        assert!(snapshot(&state) == before, "{args:?} changed the store");
+    }
+    // And the store still holds what it held.
+    let show = d.ok(&["profile", "show", "linux"]);
+    assert!(
+        show.stdout.contains("revision           1"),
+        "{}",
+        show.stdout
+    );
+}
+
+#[test]
+fn refusals_that_are_not_bad_input_exit_1() {
+    let d = seeded("bad");
+    let r = d.run(&["target", "rm", "octo"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("profile rm"),
+        "says what to do: {}",
+        r.stderr
+    );
+    d.ok(&["profile", "set", "linux", "max=5"]);
+    let r = d.run(&["profile", "set", "linux", "max=6", "--revision", "1"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("revision 1") && r.stderr.contains("revision 2"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_foreign_file_is_refused_untouched() {
+    let d = Dir::new("foreign");
+    std::fs::create_dir_all(d.state()).unwrap();
+    let db = d.state().join("state.db");
+    std::fs::write(&db, "my shopping list\n").unwrap();
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains(&db.display().to_string()), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&db).unwrap(), "my shopping list\n");
+}

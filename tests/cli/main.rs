@@ -1,0 +1,8 @@
+//! The CLI's integration tests: the real binary on a temporary state directory.
+//! One test binary with a module per concern, ripgrep-style.
+
+mod bad_input;
+mod concurrent;
+mod golden;
+mod man;
+mod support;

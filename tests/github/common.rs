@@ -1,0 +1,100 @@
+//! Shared fixtures of the GitHub client tests: a fixed clock, targets and clients.
+
+use runner_manager::domain::{CredentialRef, Target, TargetScope};
+use runner_manager::github::{ClientConfig, Clock, Credential, GitHubClient, RetryPolicy};
+use runner_manager::secret::Secret;
+use runner_manager::timefmt::Millis;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+pub const TOKEN: &str = "ghp_TESTSECRETtoken0123456789";
+pub const T0: Millis = 1_800_000_000_000;
+
+/// A wall clock the test moves by hand; jitter fixed at the middle.
+pub struct TestClock(AtomicI64);
+
+impl TestClock {
+    pub fn advance(&self, ms: Millis) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> Millis {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn jitter(&self) -> f64 {
+        0.5
+    }
+}
+
+pub fn repo_target(api_url: &str) -> Target {
+    Target {
+        name: "t".into(),
+        scope: TargetScope::Repo {
+            owner: "octo".into(),
+            repo: "app".into(),
+        },
+        api_url: api_url.into(),
+        credential: CredentialRef::TokenEnv {
+            var: "GH_TOKEN".into(),
+        },
+        poll_interval_secs: 5,
+        repos: vec![],
+    }
+}
+
+pub fn org_target(api_url: &str) -> Target {
+    Target {
+        scope: TargetScope::Org { org: "acme".into() },
+        ..repo_target(api_url)
+    }
+}
+
+/// Short timeouts and tiny backoffs so fault tests take milliseconds.
+pub fn test_config() -> ClientConfig {
+    ClientConfig {
+        connect_timeout: Duration::from_secs(2),
+        read_timeout: Duration::from_millis(300),
+        call_timeout: Duration::from_secs(5),
+        body_limit: 64 * 1024,
+        retry: RetryPolicy {
+            tries: 3,
+            base: Duration::from_millis(2),
+            cap: Duration::from_millis(10),
+        },
+        max_pages: 100,
+    }
+}
+
+pub fn client_for(target: &Target, cred: Credential) -> (GitHubClient, Arc<TestClock>) {
+    client_with(target, cred, test_config())
+}
+
+pub fn client_with(
+    target: &Target,
+    cred: Credential,
+    config: ClientConfig,
+) -> (GitHubClient, Arc<TestClock>) {
+    let clock = Arc::new(TestClock(AtomicI64::new(T0)));
+    let c = GitHubClient::with_config(target, cred, config, clock.clone());
+    (c, clock)
+}
+
+pub fn pat_client(url: &str) -> (GitHubClient, Arc<TestClock>) {
+    client_for(&repo_target(url), Credential::Token(Secret::new(TOKEN)))
+}
+
+pub fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/github/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+pub fn runner_json(id: i64, name: &str) -> String {
+    format!(
+        r#"{{"id":{id},"name":"{name}","os":"linux","status":"online","busy":false,"ephemeral":true,"runner_group_id":1,"labels":[{{"id":1,"name":"self-hosted","type":"read-only"}},{{"id":2,"name":"gpu","type":"custom"}}]}}"#
+    )
+}

@@ -1,0 +1,240 @@
+//! Property-style test of the launch book driven like the daemon drives it: many
+//! random offers, cancels, expiries, lost links and runner lives from a tiny seeded
+//! PRNG, checking that a coordinator can never push a host past the ceilings its
+//! owner set, and that every accepted launch gets its runner at the next pass.
+
+use runner_manager::domain::{Attempt, AttemptState, Host, ScalePolicy};
+use runner_manager::reconcile::allocate::{Counts, HostAllocator};
+use runner_manager::reconcile::launch_book::{Launch, LaunchBook, OfferCtx, TargetMode};
+use std::collections::BTreeMap;
+
+const HOST: &str = "0123abcd89ef4567";
+
+/// xorshift64*: enough randomness for a test, reproducible from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn policy(name: &str, target: &str, pool: bool, min: u32, max: u32) -> ScalePolicy {
+    let mut p = ScalePolicy::new(name, target, HOST);
+    p.labels = vec!["self-hosted".into()];
+    if pool {
+        p.labels.push("rm-pool-linux".into());
+    }
+    p.min_capacity = min;
+    p.max_capacity = max;
+    p
+}
+
+struct Sim {
+    host: Host,
+    policies: Vec<ScalePolicy>,
+    attempts: Vec<Attempt>,
+    demand: BTreeMap<String, u32>,
+    modes: BTreeMap<String, TargetMode>,
+    unfit: BTreeMap<String, String>,
+    book: LaunchBook,
+    now: i64,
+    accepted: u32,
+}
+
+impl Sim {
+    fn live(&self) -> Vec<&Attempt> {
+        self.attempts.iter().filter(|a| a.state.is_live()).collect()
+    }
+
+    fn ctx_offer(&mut self, launch: Launch) -> bool {
+        let live: Vec<Attempt> = self.live().into_iter().cloned().collect();
+        let counts = Counts::of(&live);
+        let ctx = OfferCtx {
+            alloc: HostAllocator {
+                host: &self.host,
+                policies: &self.policies,
+                counts: &counts,
+                unfit: &self.unfit,
+            },
+            demand: &self.demand,
+            modes: &self.modes,
+            attempts: &live,
+        };
+        self.book.offer(launch, &ctx, self.now).is_ok()
+    }
+
+    /// One pass of the daemon: close launches, bind free runners, allocate, start.
+    fn pass(&mut self) {
+        self.book.observe(&self.attempts, self.now);
+        self.book.bind_free(&self.policies, &self.attempts);
+        let live: Vec<Attempt> = self.live().into_iter().cloned().collect();
+        let counts = Counts::of(&live);
+        let alloc = HostAllocator {
+            host: &self.host,
+            policies: &self.policies,
+            counts: &counts,
+            unfit: &self.unfit,
+        };
+        let ctx = OfferCtx {
+            alloc,
+            demand: &self.demand,
+            modes: &self.modes,
+            attempts: &live,
+        };
+        let allocation = alloc.allocate(&self.book.demand(&ctx));
+        for pa in &allocation.profiles {
+            for _ in 0..pa.to_start {
+                let id = self.attempts.len() as i64 + 1;
+                let mut a = Attempt::new(id, &pa.profile, &pa.target, HOST, self.now);
+                a.lease_id = self.book.bind_next(&pa.target, &pa.profile, id);
+                self.attempts.push(a);
+            }
+        }
+        for p in &self.policies {
+            assert_eq!(
+                self.book.unbound(&p.name),
+                0,
+                "an accepted launch of {} got no runner at {}",
+                p.name,
+                self.now
+            );
+        }
+    }
+
+    /// The ceilings hold, counting launches that wait for their runner.
+    fn check_ceilings(&self) {
+        let counts = Counts::of(&self.attempts);
+        let mut host_total = 0;
+        for p in &self.policies {
+            let live = counts.get(&p.name).map_or(0, Counts::live);
+            let open = self.book.unbound(&p.name);
+            assert!(
+                live + open <= p.max_capacity,
+                "{}: {live} live + {open} waiting launches > max {} at {}",
+                p.name,
+                p.max_capacity,
+                self.now
+            );
+            host_total += live + open;
+        }
+        assert!(
+            host_total <= self.host.capacity,
+            "host: {host_total} > capacity {} at {}",
+            self.host.capacity,
+            self.now
+        );
+    }
+
+    /// Moves one random live runner one step along its life.
+    fn progress(&mut self, rng: &mut Rng) {
+        let live: Vec<usize> = (0..self.attempts.len())
+            .filter(|&i| self.attempts[i].state.is_live())
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let i = live[rng.below(live.len() as u64) as usize];
+        let a = &mut self.attempts[i];
+        let to = match (a.state, rng.below(4)) {
+            (AttemptState::Pending, 0) => AttemptState::Failed,
+            (AttemptState::Pending, _) => AttemptState::Starting,
+            (AttemptState::Starting, 0) => AttemptState::Failed,
+            (AttemptState::Starting, _) => AttemptState::Idle,
+            (AttemptState::Idle, 0) => AttemptState::Finished,
+            (AttemptState::Idle, _) => AttemptState::Busy,
+            (_, _) => AttemptState::Finished,
+        };
+        a.step(to, self.now).unwrap();
+    }
+}
+
+fn run(seed: u64, capacity: u32) {
+    let mut rng = Rng(seed);
+    let mut sim = Sim {
+        host: Host {
+            id: HOST.into(),
+            name: "h".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            capacity,
+            coordinator: Some("ws://127.0.0.1:1".into()),
+            coordinator_token_file: None,
+            draining: false,
+        },
+        policies: vec![
+            policy("a", "octo", true, 0, 3),
+            policy("b", "octo", true, 1, 4),
+            policy("c", "octo", false, 0, 2),
+            policy("s", "mine", false, 1, 2),
+        ],
+        attempts: Vec::new(),
+        demand: BTreeMap::from([("c".to_string(), 1), ("s".to_string(), 1)]),
+        modes: BTreeMap::from([
+            ("octo".to_string(), TargetMode::Coordinated),
+            ("mine".to_string(), TargetMode::Standalone),
+        ]),
+        unfit: BTreeMap::new(),
+        book: LaunchBook::new(),
+        now: 0,
+        accepted: 0,
+    };
+    let mut leases = 0u32;
+    for _ in 0..2_000 {
+        match rng.below(20) {
+            0..=7 => {
+                let profile = ["a", "b", "c", "zz"][rng.below(4) as usize];
+                // Now and then a lease id seen before.
+                let lease = if leases > 0 && rng.below(10) == 0 {
+                    rng.below(leases as u64) as u32
+                } else {
+                    leases += 1;
+                    leases
+                };
+                let launch = Launch {
+                    target: "octo".into(),
+                    profile: profile.into(),
+                    job_key: format!("job-{lease}"),
+                    lease_id: format!("L{lease}"),
+                    ttl_secs: rng.below(4),
+                };
+                if sim.ctx_offer(launch) {
+                    sim.accepted += 1;
+                    assert!(profile == "a" || profile == "b", "accepted for {profile}");
+                }
+            }
+            8 => {
+                let lease = format!("L{}", rng.below(leases as u64 + 1));
+                sim.book.cancel(&lease);
+            }
+            9 if rng.below(10) == 0 => {
+                sim.book.link_lost();
+            }
+            10..=13 => sim.progress(&mut rng),
+            14..=15 => sim.now += rng.below(1_500) as i64,
+            _ => sim.pass(),
+        }
+        sim.check_ceilings();
+    }
+    assert!(
+        sim.accepted > 50,
+        "seed {seed}: too few accepted to mean anything"
+    );
+}
+
+#[test]
+fn a_coordinator_cannot_push_a_host_past_its_ceilings() {
+    for seed in 1..=24u64 {
+        run(
+            seed.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            2 + (seed % 6) as u32,
+        );
+    }
+}

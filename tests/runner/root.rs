@@ -1,0 +1,183 @@
+//! Attempt roots: hard links, the copy fallback, idempotence, removal, listing.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use runner_manager::runner::{
+    self, RootEntry, RootError, RootOptions, check_install, list_attempt_roots, prepare_root,
+    remove_root,
+};
+
+use super::util::{TempDir, fake_install};
+
+const SCRIPT: &str = "#!/bin/sh\necho hi\n";
+
+fn ino(p: &Path) -> u64 {
+    fs::metadata(p).unwrap().ino()
+}
+
+#[test]
+fn root_is_hard_linked_with_its_own_work_folder() {
+    let dir = TempDir::new("link");
+    let install = dir.path().join("install");
+    fake_install(&install, SCRIPT);
+    // Registration files of a configured install must never be shared.
+    fs::write(install.join(".runner"), "{}").unwrap();
+    fs::create_dir(install.join("_diag")).unwrap();
+    let root = runner::attempt_root(dir.path(), 1);
+
+    let got = prepare_root(&install, &root, RootOptions::default()).unwrap();
+    assert!(!got.already_existed);
+    assert_eq!(got.copied, 0);
+    assert_eq!(got.linked, 4);
+    for f in [
+        "bin/Runner.Listener",
+        "bin/Runner.Worker.dll",
+        "externals/node/bin/node",
+    ] {
+        assert_eq!(
+            ino(&install.join(f)),
+            ino(&root.join(f)),
+            "{f} is not a hard link"
+        );
+    }
+    assert_eq!(
+        fs::read_link(root.join("bin/listener-link")).unwrap(),
+        Path::new("Runner.Listener")
+    );
+    assert!(got.work_dir.is_dir() && got.work_dir == root.join("_work"));
+    assert!(!root.join(".runner").exists() && !root.join("_diag").exists());
+    check_install(&root).unwrap();
+
+    // A second try finds it complete and changes nothing.
+    fs::write(root.join(".credentials"), "x").unwrap();
+    let again = prepare_root(&install, &root, RootOptions::default()).unwrap();
+    assert!(again.already_existed);
+    assert!(root.join(".credentials").exists());
+}
+
+#[test]
+fn an_interrupted_copy_is_started_over() {
+    let dir = TempDir::new("partial");
+    let install = dir.path().join("install");
+    fake_install(&install, SCRIPT);
+    let root = runner::attempt_root(dir.path(), 2);
+    let partial = runner::root::partial_path(&root);
+    fs::create_dir_all(partial.join("bin")).unwrap();
+    fs::write(partial.join("bin/half-copied"), "x").unwrap();
+
+    prepare_root(&install, &root, RootOptions::default()).unwrap();
+    assert!(!partial.exists());
+    assert!(!root.join("bin/half-copied").exists());
+    assert!(root.join("bin/Runner.Listener").exists());
+}
+
+#[test]
+fn falls_back_to_copying_across_filesystems() {
+    let dir = TempDir::new("xdev");
+    let install = dir.path().join("install");
+    fake_install(&install, SCRIPT);
+    let shm = Path::new("/dev/shm");
+    let cross =
+        shm.is_dir() && fs::metadata(shm).unwrap().dev() != fs::metadata(dir.path()).unwrap().dev();
+    // Where /dev/shm is on the same filesystem, forcing the copy still checks the copy.
+    let other = if cross {
+        TempDir::under(shm, "xdev")
+    } else {
+        TempDir::new("xdev-same")
+    };
+    let root = runner::attempt_root(other.path(), 3);
+    let opts = RootOptions {
+        owner: None,
+        always_copy: !cross,
+    };
+
+    let got = prepare_root(&install, &root, opts).unwrap();
+    assert_eq!((got.linked, got.copied), (0, 4));
+    let listener = root.join("bin/Runner.Listener");
+    assert_ne!(ino(&install.join("bin/Runner.Listener")), ino(&listener));
+    assert_eq!(fs::read_to_string(&listener).unwrap(), SCRIPT);
+    assert_eq!(
+        fs::metadata(&listener).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+}
+
+#[test]
+fn refuses_what_is_not_an_install() {
+    let dir = TempDir::new("notinstall");
+    let install = dir.path().join("install");
+    fake_install(&install, SCRIPT);
+    let listener = install.join("bin/Runner.Listener");
+    fs::set_permissions(&listener, fs::Permissions::from_mode(0o644)).unwrap();
+    let root = runner::attempt_root(dir.path(), 4);
+    let err = prepare_root(&install, &root, RootOptions::default()).unwrap_err();
+    assert!(matches!(err, RootError::Install(_)));
+    assert!(err.to_string().contains("not executable"), "{err}");
+    assert!(!root.exists());
+    fs::remove_file(&listener).unwrap();
+    assert!(
+        check_install(&install)
+            .unwrap_err()
+            .to_string()
+            .contains("missing")
+    );
+}
+
+#[test]
+fn removes_a_root_with_read_only_dirs_and_foreign_files() {
+    let dir = TempDir::new("remove");
+    let install = dir.path().join("install");
+    fake_install(&install, SCRIPT);
+    let root = runner::attempt_root(dir.path(), 5);
+    let nobody = runner::lookup_user("nobody").unwrap();
+    prepare_root(
+        &install,
+        &root,
+        RootOptions {
+            owner: Some((nobody.uid, nobody.gid)),
+            always_copy: false,
+        },
+    )
+    .unwrap();
+    let locked = root.join("_work/locked");
+    fs::create_dir_all(locked.join("deep")).unwrap();
+    fs::write(locked.join("deep/file"), "x").unwrap();
+    std::os::unix::fs::lchown(locked.join("deep/file"), Some(nobody.uid), Some(nobody.gid))
+        .unwrap();
+    for d in [locked.join("deep"), locked.clone(), root.join("bin")] {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o500)).unwrap();
+    }
+    // A symlink out of the root must not lead removal outside it.
+    std::os::unix::fs::symlink(&install, root.join("_work/escape")).unwrap();
+
+    remove_root(&root).unwrap();
+    assert!(!root.exists());
+    assert!(install.join("bin/Runner.Listener").exists());
+    remove_root(&root).unwrap();
+}
+
+#[test]
+fn lists_roots_on_disk() {
+    let dir = TempDir::new("list");
+    assert_eq!(list_attempt_roots(dir.path()).unwrap(), vec![]);
+    let attempts = dir.path().join("attempts");
+    for name in ["12", "3", "4.partial", "not-an-attempt"] {
+        fs::create_dir_all(attempts.join(name)).unwrap();
+    }
+    let got = list_attempt_roots(dir.path()).unwrap();
+    let entry = |attempt, name: &str, partial| RootEntry {
+        attempt,
+        path: attempts.join(name),
+        partial,
+    };
+    assert_eq!(
+        got,
+        vec![
+            entry(3, "3", false),
+            entry(4, "4.partial", true),
+            entry(12, "12", false)
+        ]
+    );
+}
