@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod daemon;
+pub mod demo;
 pub mod domain;
 pub mod github;
 pub mod logging;

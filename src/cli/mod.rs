@@ -6,6 +6,7 @@ mod host;
 mod output;
 mod parse;
 mod profiles;
+mod run;
 pub mod spec;
 mod targets;
 
@@ -97,6 +98,12 @@ pub fn run(args: Vec<OsString>) -> i32 {
 }
 
 fn execute(inv: &Invocation) -> CliResult {
+    // Commands that bring their own world and must not touch the user's store.
+    match inv.command.path {
+        ["demo"] => return run::demo(inv),
+        ["sim", "github"] => return run::sim_github(inv),
+        _ => {}
+    }
     let dir = state_dir(inv)?;
     let store = SqliteStore::open(&dir)?;
     dispatch(inv, &store, &dir)
@@ -123,6 +130,9 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["status"] => host::status(store, &mut out, dir)?,
         ["attempts"] => attempts::list(inv, store, &mut out)?,
         ["attempt", "show"] => attempts::show(inv, store, &mut out)?,
+        ["target", "check"] => run::target_check(inv, store)?,
+        ["daemon"] => run::daemon(inv, dir)?,
+        ["drain"] => run::drain(inv, store, &mut out)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",

@@ -131,6 +131,13 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        path: &["target", "check"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Prove a target works: credentials, permission to manage runners, visibility, runner group, rate limit",
+        options: &[],
+    },
+    Command {
         path: &["profile", "add"],
         args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout SECS] [--bootstrap-timeout SECS] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
         positionals: (1, Some(1)),
@@ -260,6 +267,78 @@ pub const COMMANDS: &[Command] = &[
         positionals: (1, Some(1)),
         about: "Show one attempt with its timeline",
         options: &[],
+    },
+    Command {
+        path: &["daemon"],
+        args: "[--once] [--log-level LEVEL] [--drain-timeout SECS]",
+        positionals: (0, Some(0)),
+        about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
+        options: &[
+            switch(
+                "--once",
+                "One pass per target, then exit (runners started keep running)",
+            ),
+            opt(
+                "--log-level",
+                "LEVEL",
+                "error, warn, info (default) or debug",
+            ),
+            opt(
+                "--drain-timeout",
+                "SECS",
+                "On SIGTERM, how long to wait for idle runners to be deregistered (default 30)",
+            ),
+        ],
+    },
+    Command {
+        path: &["drain"],
+        args: "[--wait] [--cancel]",
+        positionals: (0, Some(0)),
+        about: "Stop starting runners on this host; idle ones are deregistered, busy ones finish",
+        options: &[
+            switch("--wait", "Wait until no runner of this host is alive"),
+            switch("--cancel", "Undo a drain: start runners again"),
+        ],
+    },
+    Command {
+        path: &["demo"],
+        args: "[--jobs N] [--keep]",
+        positionals: (0, Some(0)),
+        about: "Run the real daemon against the simulated GitHub and show what happens",
+        options: &[
+            opt("--jobs", "N", "How many jobs to queue (default 12)"),
+            switch("--keep", "Keep the demo's state directory afterwards"),
+        ],
+    },
+    Command {
+        path: &["sim", "github"],
+        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]...",
+        positionals: (0, Some(0)),
+        about: "Serve the simulated GitHub (for tests, benchmarks and trying things out)",
+        options: &[
+            opt(
+                "--listen",
+                "ADDR",
+                "Address to listen on (default 127.0.0.1:0; the URL is printed)",
+            ),
+            opt("--seed", "N", "Seed of the fault injector's random numbers"),
+            opt(
+                "--rate-limit",
+                "N",
+                "Primary rate limit per credential per hour",
+            ),
+            opt("--org", "LOGIN", "Create this organization (repeatable)"),
+            opt(
+                "--repo",
+                "OWNER/REPO[:public]",
+                "Create this repository (repeatable)",
+            ),
+            opt(
+                "--pat-file",
+                "PATH",
+                "Accept the token in this file (repeatable)",
+            ),
+        ],
     },
 ];
 

@@ -1,6 +1,277 @@
 //! The daemon: the main thread that takes the lock, spawns one loop per target, the
 //! meter sampler and the coordinator link, watches signals and joins them all.
 
+mod actuator;
 pub mod lock;
 pub mod notify;
+mod shared;
 pub mod signals;
+mod starter;
+mod sweep;
+mod target_loop;
+
+pub use shared::LoopMsg;
+
+use crate::logging::Level;
+use crate::meter::{LiveAttempt, MeterReport, spawn_sampler};
+use crate::store::{Heartbeat, SqliteStore, Store, StoreError};
+use crate::timefmt::{Millis, now_millis};
+use crate::{log_error, log_info, log_warn};
+use crossbeam_channel::{Receiver, Sender, bounded, select, tick};
+use lock::{DaemonLock, LockError};
+use shared::{Shared, lock as lock_mutex};
+use signals::{Signal, SignalWatch};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub state_dir: PathBuf,
+    /// One pass per target, then exit (runners started keep running).
+    pub once: bool,
+    /// How long SIGTERM waits for idle and starting runners to be deregistered.
+    pub drain_timeout: Duration,
+    pub log_level: Level,
+}
+
+#[derive(Debug)]
+pub enum DaemonError {
+    Store(StoreError),
+    Lock(LockError),
+    Io(String),
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DaemonError::Store(e) => write!(f, "{e}"),
+            DaemonError::Lock(e) => write!(f, "{e}"),
+            DaemonError::Io(e) => f.write_str(e),
+        }
+    }
+}
+
+impl From<StoreError> for DaemonError {
+    fn from(e: StoreError) -> Self {
+        DaemonError::Store(e)
+    }
+}
+
+const HEARTBEAT_EVERY: Millis = 5_000;
+const SWEEP_EVERY: Millis = 60_000;
+const PRUNE_EVERY: Millis = 3_600_000;
+/// Cleaned attempts and samples older than this are pruned.
+const RETENTION: Millis = 14 * 86_400_000;
+
+struct LoopThread {
+    tx: Sender<LoopMsg>,
+    thread: JoinHandle<()>,
+}
+
+/// Runs the daemon until SIGTERM (or, with `once`, one pass per target).
+pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
+    crate::logging::init(opts.log_level);
+    let store = SqliteStore::open(&opts.state_dir)?;
+    let _lock = DaemonLock::acquire(&opts.state_dir).map_err(DaemonError::Lock)?;
+    let host = store.host_or_create()?;
+    let started_at = now_millis();
+    log_info!(
+        "daemon_started",
+        host = host.id,
+        state_dir = opts.state_dir.display(),
+        pid = std::process::id()
+    );
+    let shared = Arc::new(Shared::new(opts.state_dir.clone()));
+    let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
+
+    // Orphans left on disk by a crash: roots and processes that no attempt explains.
+    sweep::sweep(&store, &host, &opts.state_dir);
+
+    let mut loops: HashMap<String, LoopThread> = HashMap::new();
+    sync_loops(&store, &shared, &mut loops, &shutdown_rx, opts.once)?;
+    if opts.once {
+        for (_, l) in loops.drain() {
+            let _ = l.thread.join();
+        }
+        return Ok(());
+    }
+
+    let (signal_watch, signal_rx) =
+        SignalWatch::start().map_err(|e| DaemonError::Io(format!("cannot watch signals: {e}")))?;
+    let (live_tx, live_rx) = bounded::<Vec<LiveAttempt>>(1);
+    let (report_tx, report_rx) = bounded::<Vec<MeterReport>>(4);
+    let (meter_stop_tx, meter_stop_rx) = bounded::<()>(0);
+    let sampler = spawn_sampler(Duration::from_secs(1), live_rx, meter_stop_rx, report_tx)
+        .map_err(|e| DaemonError::Io(format!("cannot start the meter sampler: {e}")))?;
+
+    notify::notify("READY=1");
+    let watchdog = notify::watchdog_interval();
+    let ticker = tick(Duration::from_secs(1));
+    let mut fingerprint = config_fingerprint(&store)?;
+    let mut data_version = store.data_version()?;
+    let mut next_heartbeat = 0;
+    let mut next_sweep = now_millis() + SWEEP_EVERY;
+    let mut next_prune = 0;
+    let mut last_watchdog = std::time::Instant::now();
+    let mut drain_deadline: Option<std::time::Instant> = None;
+
+    loop {
+        select! {
+            recv(signal_rx) -> sig => match sig {
+                Ok(Signal::Terminate) => {
+                    if drain_deadline.is_none() {
+                        log_info!("draining", reason = "SIGTERM", timeout_secs = opts.drain_timeout.as_secs());
+                        notify::notify("STOPPING=1");
+                        shared.stopping.store(true, Ordering::SeqCst);
+                        shared.tell_all(LoopMsg::Wake);
+                        drain_deadline = Some(std::time::Instant::now() + opts.drain_timeout);
+                    } else {
+                        log_warn!("second_sigterm", action = "exit now");
+                        break;
+                    }
+                }
+                Ok(Signal::Reload) => {
+                    log_info!("reload", reason = "SIGHUP");
+                    shared.tell_all(LoopMsg::Reload);
+                    sync_loops(&store, &shared, &mut loops, &shutdown_rx, false)?;
+                }
+                Err(_) => break,
+            },
+            recv(report_rx) -> batch => if let Ok(batch) = batch {
+                for r in batch {
+                    shared.record_meter(r.attempt, &r.meter);
+                }
+            },
+            recv(ticker) -> _ => {
+                let now = now_millis();
+                if let Some(w) = watchdog && last_watchdog.elapsed() >= w {
+                    notify::notify("WATCHDOG=1");
+                    last_watchdog = std::time::Instant::now();
+                }
+                if now >= next_heartbeat {
+                    next_heartbeat = now + HEARTBEAT_EVERY;
+                    store.put_heartbeat(&Heartbeat { pid: std::process::id(), started_at, heartbeat_at: now, version: env!("CARGO_PKG_VERSION").into() })?;
+                }
+                // Edits from the CLI: wake the loops (and start or stop loops for added
+                // or removed targets) only when configuration changed, so the
+                // daemon's own writes never wake it.
+                let dv = store.data_version()?;
+                if dv != data_version {
+                    data_version = dv;
+                    let fp = config_fingerprint(&store)?;
+                    if fp != fingerprint {
+                        fingerprint = fp;
+                        sync_loops(&store, &shared, &mut loops, &shutdown_rx, false)?;
+                        shared.tell_all(LoopMsg::Wake);
+                    }
+                }
+                let host = store.host_or_create()?;
+                let open = store.open_attempts(&host.id)?;
+                let live: Vec<LiveAttempt> = open
+                    .iter()
+                    .filter(|a| a.state.is_live())
+                    .filter_map(|a| Some(LiveAttempt { attempt: a.id, pid: a.pid?, start_time: a.pid_start? }))
+                    .collect();
+                let _ = live_tx.try_send(live);
+                if now >= next_sweep {
+                    next_sweep = now + SWEEP_EVERY;
+                    sweep::sweep(&store, &host, &opts.state_dir);
+                }
+                if now >= next_prune {
+                    next_prune = now + PRUNE_EVERY;
+                    let pruned = store.prune_attempts(now - RETENTION)?;
+                    store.prune_samples(now - RETENTION)?;
+                    if pruned > 0 {
+                        log_info!("pruned", attempts = pruned);
+                    }
+                }
+                if let Some(deadline) = drain_deadline {
+                    let waiting = open.iter().filter(|a| a.state.is_unassigned()).count();
+                    if waiting == 0 {
+                        log_info!("drained", busy_left_running = open.iter().filter(|a| a.state == crate::domain::AttemptState::Busy).count());
+                        break;
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        log_warn!("drain_timeout", still_unassigned = waiting);
+                        break;
+                    }
+                }
+            },
+        }
+    }
+
+    // Stop the loops and the sampler; runners keep running in their own sessions.
+    drop(shutdown_tx);
+    for l in loops.values() {
+        let _ = l.tx.send(LoopMsg::Stop);
+    }
+    for (name, l) in loops.drain() {
+        if l.thread.join().is_err() {
+            log_error!("loop_panicked", target = name);
+        }
+    }
+    drop(meter_stop_tx);
+    let _ = sampler.join();
+    drop(signal_watch);
+    let _ = store.clear_heartbeat();
+    log_info!("daemon_stopped");
+    Ok(())
+}
+
+/// Starts a loop for every target that has none and stops loops of removed targets.
+fn sync_loops(
+    store: &SqliteStore,
+    shared: &Arc<Shared>,
+    loops: &mut HashMap<String, LoopThread>,
+    shutdown_rx: &Receiver<()>,
+    once: bool,
+) -> Result<(), DaemonError> {
+    let targets: Vec<String> = store.targets()?.into_iter().map(|t| t.name).collect();
+    let gone: Vec<String> = loops
+        .keys()
+        .filter(|n| !targets.contains(n))
+        .cloned()
+        .collect();
+    for name in gone {
+        if let Some(l) = loops.remove(&name) {
+            let _ = l.tx.send(LoopMsg::Stop);
+            let _ = l.thread.join();
+            lock_mutex(&shared.loops).remove(&name);
+            log_info!("target_loop_stopped", target = name);
+        }
+    }
+    for name in targets {
+        if loops.contains_key(&name) {
+            continue;
+        }
+        let (tx, rx) = bounded::<LoopMsg>(4);
+        let tl = target_loop::TargetLoop::new(name.clone(), shared.clone(), shutdown_rx.clone())?;
+        let thread = std::thread::Builder::new()
+            .name(format!("target:{name}"))
+            .spawn(move || tl.run(rx, once))
+            .map_err(|e| {
+                DaemonError::Io(format!("cannot start a thread for target {name}: {e}"))
+            })?;
+        lock_mutex(&shared.loops).insert(name.clone(), tx.clone());
+        loops.insert(name.clone(), LoopThread { tx, thread });
+        log_info!("target_loop_started", target = name);
+    }
+    Ok(())
+}
+
+/// What configuration looks like: targets, profiles with their revisions, the host.
+fn config_fingerprint(store: &SqliteStore) -> Result<String, StoreError> {
+    let mut fp = String::new();
+    for t in store.targets()? {
+        fp.push_str(&format!("{t:?};"));
+    }
+    for p in store.profiles()? {
+        fp.push_str(&format!("{}@{};", p.name, p.revision));
+    }
+    fp.push_str(&format!("{:?}", store.host()?));
+    Ok(fp)
+}

@@ -14,7 +14,7 @@ pub fn notify(state: &str) -> bool {
         return false;
     };
     let bytes = path.as_encoded_bytes();
-    let sent = if let Some(name) = bytes.strip_prefix(b"@") {
+    if let Some(name) = bytes.strip_prefix(b"@") {
         use std::os::linux::net::SocketAddrExt;
         match std::os::unix::net::SocketAddr::from_abstract_name(name) {
             Ok(addr) => sock.send_to_addr(state.as_bytes(), &addr).is_ok(),
@@ -22,8 +22,7 @@ pub fn notify(state: &str) -> bool {
         }
     } else {
         sock.send_to(state.as_bytes(), &path).is_ok()
-    };
-    sent
+    }
 }
 
 /// The watchdog interval systemd asks for (`WATCHDOG_USEC`), halved as sd_notify(3)

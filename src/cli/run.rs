@@ -1,0 +1,159 @@
+//! Commands that run something rather than edit the books: `daemon`, `drain`,
+//! `target check`, `demo` and `sim github`.
+
+use super::output::Out;
+use super::parse::Invocation;
+use super::{CliError, CliResult};
+use crate::daemon::{DaemonError, DaemonOptions};
+use crate::domain::{AttemptState, validate};
+use crate::github::{CheckOptions, GitHubClient, check_target, load_credential};
+use crate::logging::Level;
+use crate::store::{AttemptFilter, Store};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
+    let log_level = match inv.value("--log-level") {
+        None => Level::Info,
+        Some(v) => Level::parse(v).ok_or_else(|| {
+            CliError::usage(
+                "--log-level",
+                &format!("expected error, warn, info or debug (got {v:?})"),
+            )
+        })?,
+    };
+    let drain_timeout = match inv.value("--drain-timeout") {
+        None => 30,
+        Some(v) => validate::number_in("--drain-timeout", v, 0, 86_400)?,
+    };
+    let opts = DaemonOptions {
+        state_dir: dir.to_path_buf(),
+        once: inv.flag("--once"),
+        drain_timeout: Duration::from_secs(drain_timeout),
+        log_level,
+    };
+    crate::daemon::run(opts).map_err(|e| match e {
+        DaemonError::Store(s) => CliError::Store(s),
+        other => CliError::Failed(other.to_string()),
+    })
+}
+
+pub fn drain(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    if inv.flag("--cancel") && inv.flag("--wait") {
+        return Err(CliError::usage(
+            "--cancel",
+            "cannot be combined with --wait",
+        ));
+    }
+    let cancel = inv.flag("--cancel");
+    store.host_or_create()?;
+    store.set_draining(!cancel)?;
+    if cancel {
+        out.emit(
+            || "drain cancelled: runners start again\n".into(),
+            || json!({"draining": false}),
+        );
+        return Ok(());
+    }
+    if !inv.flag("--wait") {
+        out.emit(
+            || "draining: no new runners; idle ones are deregistered, busy ones finish (drain --cancel undoes it)\n".into(),
+            || json!({"draining": true}),
+        );
+        return Ok(());
+    }
+    let mut last = usize::MAX;
+    loop {
+        let live = store.attempts(&AttemptFilter {
+            active_only: true,
+            ..AttemptFilter::default()
+        })?;
+        let busy = live
+            .iter()
+            .filter(|a| a.state == AttemptState::Busy)
+            .count();
+        if live.len() != last && !inv.json {
+            eprintln!("draining: {} runners alive ({busy} busy)", live.len());
+            last = live.len();
+        }
+        if live.is_empty() {
+            out.emit(
+                || "drained: no runner of this host is alive\n".into(),
+                || json!({"draining": true, "alive": 0}),
+            );
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
+    let name = &inv.positionals[0];
+    let target = store.target(name)?;
+    let profiles: Vec<_> = store
+        .profiles()?
+        .into_iter()
+        .filter(|p| &p.target == name)
+        .collect();
+    let opts = CheckOptions {
+        allow_public: profiles.iter().any(|p| p.allow_public),
+        runner_group: profiles.iter().find_map(|p| p.runner_group.clone()),
+    };
+    let lines = match load_credential(&target.credential) {
+        Ok(cred) => check_target(&target, &GitHubClient::new(&target, cred), &opts),
+        Err(e) => {
+            return Err(CliError::Failed(format!("target {name}: credentials: {e}")));
+        }
+    };
+    let failed = lines.iter().filter(|l| !l.ok).count();
+    if inv.json {
+        let v: Vec<_> = lines
+            .iter()
+            .map(|l| json!({"check": l.name, "ok": l.ok, "detail": l.detail}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"target": name, "checks": v})).unwrap_or_default()
+        );
+    } else {
+        for l in &lines {
+            println!("{l}");
+        }
+    }
+    if failed > 0 {
+        return Err(CliError::Failed(format!(
+            "target {name}: {failed} check(s) failed"
+        )));
+    }
+    Ok(())
+}
+
+pub fn demo(inv: &Invocation) -> CliResult {
+    let mut opts = crate::demo::DemoOptions {
+        state_dir: inv.state_dir.clone(),
+        keep: inv.flag("--keep"),
+        ..Default::default()
+    };
+    if let Some(v) = inv.value("--jobs") {
+        opts.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
+    }
+    crate::demo::run_headless(&opts).map_err(CliError::Failed)
+}
+
+pub fn sim_github(inv: &Invocation) -> CliResult {
+    let mut args = Vec::new();
+    for (name, value) in &inv.options {
+        args.push(name.to_string());
+        if let Some(v) = value {
+            args.push(v.clone());
+        }
+    }
+    match crate::sim::serve_main(&args) {
+        0 => Ok(()),
+        2 => Err(CliError::Usage(
+            "sim github: invalid arguments (see above)".into(),
+        )),
+        _ => Err(CliError::Failed("sim github failed".into())),
+    }
+}

@@ -1,0 +1,210 @@
+//! Carrying out what `reconcile::watch` decided for one attempt: each transition is
+//! written to the store before the action it announces (intent first); deregistering,
+//! signalling and cleanup are the only I/O, and each is safe to repeat.
+
+use super::shared::Shared;
+use crate::domain::{Attempt, AttemptState, Outcome, TargetScope};
+use crate::github::{Deleted, GitHubClient};
+use crate::reconcile::watch::{self, Action, DeregisterResult, Timeouts};
+use crate::runner::{self, SignalOutcome};
+use crate::store::Store;
+use crate::timefmt::Millis;
+use crate::{log_debug, log_info, log_warn};
+
+/// How big a runner log may grow; the head and the tail are kept.
+pub const MAX_LOG_BYTES: u64 = 1 << 20;
+
+/// Everything an action needs besides the attempt.
+pub struct Ctx<'a> {
+    pub shared: &'a Shared,
+    pub store: &'a dyn Store,
+    pub client: Option<&'a GitHubClient>,
+    pub scope: &'a TargetScope,
+    pub timeouts: Timeouts,
+    pub jitter: f64,
+    pub now: Millis,
+}
+
+/// Applies `actions` to `a` in order, saving every state change first. Follow-up
+/// decisions (after a DELETE, after a cleanup) are applied in the same call.
+pub fn apply(
+    cx: &Ctx,
+    a: &mut Attempt,
+    actions: Vec<Action>,
+) -> Result<(), crate::store::StoreError> {
+    let mut queue: std::collections::VecDeque<Action> = actions.into();
+    while let Some(action) = queue.pop_front() {
+        match action {
+            Action::Transition {
+                to,
+                outcome,
+                reason,
+            } => {
+                let res = match outcome {
+                    Some(o) => a.end(o, reason.clone(), cx.now),
+                    None => a.recover(to, cx.now),
+                };
+                if let Err(e) = res {
+                    // The table refused: the decision was made on a stale view. The
+                    // next pass decides again from the stored state.
+                    log_warn!("transition_refused", attempt = a.id, error = e);
+                    return Ok(());
+                }
+                copy_meter(cx.shared, a);
+                cx.store.save_attempt(a)?;
+                log_info!(
+                    "attempt_state",
+                    attempt = a.id,
+                    runner = a.runner_name,
+                    state = a.state,
+                    outcome = crate::logging::Opt(&a.outcome.map(|o| o.as_str())),
+                    reason = crate::logging::Opt(&a.reason),
+                );
+            }
+            Action::RecordJob { name } => {
+                a.job_name = Some(name);
+                cx.store.save_attempt(a)?;
+            }
+            Action::Deregister { reason } => {
+                // Intent first: the reason is on record before GitHub hears of it.
+                a.reason = Some(reason);
+                cx.store.save_attempt(a)?;
+                let result = deregister(cx, a);
+                log_info!(
+                    "deregister",
+                    attempt = a.id,
+                    runner = a.runner_name,
+                    result = format!("{result:?}")
+                );
+                queue.extend(watch::after_deregister(a, result, &cx.timeouts, cx.now));
+            }
+            Action::StopProcess { signal, .. } => signal_runner(a, signal),
+            Action::Kill => signal_runner(a, libc::SIGKILL),
+            Action::Cleanup => {
+                let ok = cleanup(cx, a);
+                queue.extend(watch::after_cleanup(a, ok, cx.jitter, cx.now));
+            }
+            Action::MarkCleaned => {
+                a.cleaned = true;
+                a.next_cleanup_at = None;
+                cx.store.save_attempt(a)?;
+                cx.shared.forget_meter(a.id);
+                log_info!("attempt_cleaned", attempt = a.id, runner = a.runner_name);
+            }
+            Action::RetryCleanupAt(at) => {
+                if a.state == AttemptState::Destroying {
+                    let _ = a.step(AttemptState::CleanupDeferred, cx.now);
+                }
+                a.cleanup_tries += 1;
+                a.next_cleanup_at = Some(at);
+                cx.store.save_attempt(a)?;
+                log_warn!(
+                    "cleanup_deferred",
+                    attempt = a.id,
+                    tries = a.cleanup_tries,
+                    retry_at = crate::timefmt::format_rfc3339(at)
+                );
+            }
+            Action::Adopt => log_info!(
+                "attempt_adopted",
+                attempt = a.id,
+                pid = crate::logging::Opt(&a.pid)
+            ),
+        }
+    }
+    Ok(())
+}
+
+fn copy_meter(shared: &Shared, a: &mut Attempt) {
+    if let Some(p) = shared.peak(a.id) {
+        a.peak_rss_bytes = Some(a.peak_rss_bytes.unwrap_or(0).max(p.rss_bytes));
+        a.cpu_millis = Some(a.cpu_millis.unwrap_or(0).max(p.cpu_millis));
+    }
+}
+
+/// DELETEs the attempt's registration; only 204/404 let its process be stopped.
+fn deregister(cx: &Ctx, a: &Attempt) -> DeregisterResult {
+    let Some(client) = cx.client else {
+        return DeregisterResult::Failed;
+    };
+    let id = match a.runner_id {
+        Some(id) => id,
+        None => match client.runner_by_name(cx.scope, &a.runner_name) {
+            Ok(Some(r)) => r.id,
+            Ok(None) => return DeregisterResult::NotFound,
+            Err(_) => return DeregisterResult::Failed,
+        },
+    };
+    match client.delete_runner(cx.scope, id) {
+        Ok(Deleted::Removed) => DeregisterResult::Deleted,
+        Ok(Deleted::AlreadyGone) => DeregisterResult::NotFound,
+        Ok(Deleted::Busy { .. }) => DeregisterResult::Busy,
+        Err(e) => {
+            log_warn!("deregister_failed", attempt = a.id, error = e);
+            DeregisterResult::Failed
+        }
+    }
+}
+
+/// Signals the runner's session, after checking that the pid is still our runner.
+fn signal_runner(a: &Attempt, signal: i32) {
+    if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
+        match runner::signal_session(pid, start, signal) {
+            SignalOutcome::PidReused => log_warn!("pid_reused", attempt = a.id, pid = pid),
+            other => log_debug!(
+                "signalled",
+                attempt = a.id,
+                signal = signal,
+                outcome = format!("{other:?}")
+            ),
+        }
+    }
+}
+
+/// Kills what is left of the session, deregisters if still registered, removes the
+/// root and bounds the log. True when all of it is done.
+fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
+    signal_runner(a, libc::SIGKILL);
+    if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
+        // Stragglers that left the process group but not the session.
+        if runner::process_start_time(pid) == Some(start)
+            || runner::process_start_time(pid).is_none()
+        {
+            runner::kill_session(pid, libc::SIGKILL);
+        }
+        // Reap it if it was our child, so no zombie is left behind.
+        let _ = runner::reap_child(pid);
+    }
+    // An ephemeral runner that finished its job, or that GitHub already confirmed
+    // deleted, has no registration left: asking again would only spend rate limit.
+    // Anything else may still be registered (the orphan sweep is the second net).
+    let registered = a.runner_id.is_some()
+        && !matches!(a.outcome, Some(Outcome::CompletedJob))
+        && !(a.outcome == Some(Outcome::ExitedIdleWithoutWork)
+            && a.reason
+                .as_deref()
+                .is_some_and(|r| r == "idle_timeout" || r == "drain"));
+    if registered {
+        match deregister(cx, a) {
+            DeregisterResult::Deleted | DeregisterResult::NotFound => {}
+            other => {
+                log_warn!(
+                    "cleanup_deregister",
+                    attempt = a.id,
+                    result = format!("{other:?}")
+                );
+                return false;
+            }
+        }
+    }
+    let root = runner::attempt_root(&cx.shared.state_dir, a.id);
+    if let Err(e) = runner::remove_root(&root) {
+        log_warn!("cleanup_root", attempt = a.id, error = e);
+        return false;
+    }
+    let _ = runner::bound_log(
+        &runner::attempt_log(&cx.shared.state_dir, a.id),
+        MAX_LOG_BYTES,
+    );
+    true
+}

@@ -1,0 +1,88 @@
+//! What the daemon's threads share: the allocation lock (so two target loops never
+//! both spend the last slot of host capacity), the drain flag, meter readings, and
+//! the wake-up senders of the target loops.
+
+use crate::meter::Meter;
+use crossbeam_channel::Sender;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A message to a target loop. Anything but `Stop` only makes the next pass sooner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopMsg {
+    /// Something changed (a store edit, a runner exit): pass now.
+    Wake,
+    /// SIGHUP: re-read the target and its credentials, then pass.
+    Reload,
+    /// Leave the loop after the current pass.
+    Stop,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Peak {
+    pub rss_bytes: u64,
+    pub cpu_millis: u64,
+}
+
+pub struct Shared {
+    pub state_dir: PathBuf,
+    /// Held while reading live counts, allocating and recording new `pending`
+    /// attempts, so host capacity is never spent twice by two loops.
+    pub alloc_lock: Mutex<()>,
+    /// SIGTERM received: start nothing, deregister idle runners, then exit.
+    pub stopping: AtomicBool,
+    /// The meter sampler's latest peaks, by attempt id; loops copy them into the
+    /// attempt when they save it.
+    pub meters: Mutex<HashMap<i64, Peak>>,
+    /// The target loops' inboxes, by target name.
+    pub loops: Mutex<HashMap<String, Sender<LoopMsg>>>,
+}
+
+impl Shared {
+    pub fn new(state_dir: PathBuf) -> Shared {
+        Shared {
+            state_dir,
+            alloc_lock: Mutex::new(()),
+            stopping: AtomicBool::new(false),
+            meters: Mutex::new(HashMap::new()),
+            loops: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Sends `msg` to every target loop (a full inbox already holds a wake-up).
+    pub fn tell_all(&self, msg: LoopMsg) {
+        for tx in lock(&self.loops).values() {
+            let _ = tx.try_send(msg);
+        }
+    }
+
+    pub fn record_meter(&self, attempt: i64, meter: &Meter) {
+        lock(&self.meters).insert(
+            attempt,
+            Peak {
+                rss_bytes: meter.peak_rss_bytes,
+                cpu_millis: meter.cpu_millis,
+            },
+        );
+    }
+
+    pub fn peak(&self, attempt: i64) -> Option<Peak> {
+        lock(&self.meters).get(&attempt).copied()
+    }
+
+    pub fn forget_meter(&self, attempt: i64) {
+        lock(&self.meters).remove(&attempt);
+    }
+}
+
+/// Locks a mutex, taking the data even if a thread panicked while holding it: the
+/// data here (maps of wake-up senders and readings) is valid after any panic.
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

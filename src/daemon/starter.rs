@@ -1,0 +1,186 @@
+//! Starting one runner: the intent is recorded first (`pending`), then the JIT config
+//! (named for the attempt), then `starting` is recorded, the root is laid out and the
+//! process spawned, and its pid and start time are recorded.
+
+use super::shared::Shared;
+use crate::domain::{Attempt, AttemptState, Host, Outcome, ScalePolicy, Target, TargetScope};
+use crate::github::{GhError, GitHubClient};
+use crate::runner::{self, RootOptions, SpawnSpec};
+use crate::store::{LatencySample, NewAttempt, Store, StoreError};
+use crate::timefmt::Millis;
+use crate::{log_info, log_warn};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The runner install of a profile: its `runner_dir`, or `STATE_DIR/runner`.
+pub fn runner_dir(state_dir: &Path, p: &ScalePolicy) -> PathBuf {
+    p.runner_dir
+        .clone()
+        .unwrap_or_else(|| state_dir.join("runner"))
+}
+
+/// Records the decision to start a runner: a `pending` attempt, before anything
+/// external happens.
+pub fn record_intent(
+    store: &dyn Store,
+    host: &Host,
+    profile: &str,
+    target: &str,
+    job_queued_at: Option<Millis>,
+    now: Millis,
+) -> Result<Attempt, StoreError> {
+    store.create_attempt(
+        &NewAttempt {
+            profile: profile.into(),
+            target: target.into(),
+            host_id: host.id.clone(),
+            job_queued_at,
+            ..NewAttempt::default()
+        },
+        now,
+    )
+}
+
+pub struct StartCx<'a> {
+    pub shared: &'a Shared,
+    pub store: &'a dyn Store,
+    pub client: &'a GitHubClient,
+    pub target: &'a Target,
+    pub policy: &'a ScalePolicy,
+    pub group_ids: &'a mut HashMap<String, i64>,
+    pub now: Millis,
+}
+
+/// Carries a `pending` attempt to a spawned runner. A failure ends the attempt with
+/// its reason (its cleanup follows in the next pass); a GitHub error is also returned
+/// so the loop can hold further starts as its class says.
+pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, StoreError> {
+    let fail =
+        |a: &mut Attempt, reason: String, store: &dyn Store, now| -> Result<(), StoreError> {
+            log_warn!(
+                "start_failed",
+                attempt = a.id,
+                runner = a.runner_name,
+                reason = reason
+            );
+            let _ = a.end(Outcome::Failed, Some(reason), now);
+            store.save_attempt(a)
+        };
+    let group = match group_id(cx) {
+        Ok(g) => g,
+        Err(e) => {
+            fail(a, format!("runner_group: {e}"), cx.store, cx.now)?;
+            return Ok(Err(e));
+        }
+    };
+    let (registered, jit) = match cx.client.generate_jitconfig(
+        &cx.target.scope,
+        &a.runner_name,
+        &cx.policy.labels,
+        group,
+        Some("_work"),
+    ) {
+        Ok(r) => r,
+        Err(GhError::Conflict { .. }) => {
+            // The name is taken: an earlier try of this very attempt registered it.
+            // Remove that registration and generate again, once.
+            if let Ok(Some(old)) = cx.client.runner_by_name(&cx.target.scope, &a.runner_name) {
+                let _ = cx.client.delete_runner(&cx.target.scope, old.id);
+            }
+            match cx.client.generate_jitconfig(
+                &cx.target.scope,
+                &a.runner_name,
+                &cx.policy.labels,
+                group,
+                Some("_work"),
+            ) {
+                Ok(r) => r,
+                Err(e) => {
+                    fail(a, format!("jit_config: {e}"), cx.store, cx.now)?;
+                    return Ok(Err(e));
+                }
+            }
+        }
+        Err(e) => {
+            fail(a, format!("jit_config: {e}"), cx.store, cx.now)?;
+            return Ok(Err(e));
+        }
+    };
+    // Intent first: `starting`, with the registration's id, is on record before the
+    // process exists, so a crash here leaves a record cleanup can finish.
+    a.runner_id = Some(registered.id);
+    if a.step(AttemptState::Starting, cx.now).is_err() {
+        return Ok(Ok(()));
+    }
+    cx.store.save_attempt(a)?;
+    let install = runner_dir(&cx.shared.state_dir, cx.policy);
+    let root = runner::attempt_root(&cx.shared.state_dir, a.id);
+    if let Err(e) = runner::prepare_root(&install, &root, RootOptions::default()) {
+        fail(a, format!("root: {e}"), cx.store, cx.now)?;
+        return Ok(Ok(()));
+    }
+    let run_as = match cx.policy.run_as.as_deref().map(runner::lookup_user) {
+        None => None,
+        Some(Ok(u)) => Some(u),
+        Some(Err(e)) => {
+            fail(a, format!("run_as: {e}"), cx.store, cx.now)?;
+            return Ok(Ok(()));
+        }
+    };
+    let spec = SpawnSpec {
+        root: &root,
+        log_path: &runner::attempt_log(&cx.shared.state_dir, a.id),
+        jit_config: &jit,
+        run_as: run_as.as_ref(),
+        extra_env: &[],
+    };
+    match runner::spawn_runner(&spec) {
+        Ok(sp) => {
+            a.pid = Some(sp.pid);
+            a.pid_start = Some(sp.start_time);
+            cx.store.save_attempt(a)?;
+            if let Some(q) = a.job_queued_at {
+                cx.store.add_latency_sample(&LatencySample {
+                    profile: a.profile.clone(),
+                    at: cx.now,
+                    latency_ms: (cx.now - q).max(0),
+                })?;
+            }
+            log_info!(
+                "runner_started",
+                attempt = a.id,
+                runner = a.runner_name,
+                profile = a.profile,
+                pid = sp.pid
+            );
+        }
+        Err(e) => fail(a, format!("spawn: {e}"), cx.store, cx.now)?,
+    }
+    Ok(Ok(()))
+}
+
+/// The runner group to register in: the profile's id, its name resolved (org targets),
+/// or the Default group (1).
+fn group_id(cx: &mut StartCx) -> Result<i64, GhError> {
+    let Some(g) = cx.policy.runner_group.as_deref() else {
+        return Ok(crate::github::ops::DEFAULT_RUNNER_GROUP_ID);
+    };
+    if let Ok(id) = g.parse::<i64>() {
+        return Ok(id);
+    }
+    if let Some(id) = cx.group_ids.get(g) {
+        return Ok(*id);
+    }
+    match &cx.target.scope {
+        TargetScope::Org { org } => match cx.client.runner_group_id_by_name(org, g)? {
+            Some(id) => {
+                cx.group_ids.insert(g.to_string(), id);
+                Ok(id)
+            }
+            None => Err(GhError::NotFound),
+        },
+        TargetScope::Repo { .. } => Err(GhError::Unprocessable {
+            message: "runner groups by name need an organization target".into(),
+        }),
+    }
+}

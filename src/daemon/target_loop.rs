@@ -1,0 +1,604 @@
+//! One target's loop, on its own thread with its own GitHub client and pace. A pass is
+//! level-triggered: observe the attempts (log lines, processes, GitHub's runner list),
+//! read demand when due, allocate, start what the allocator grants, record.
+
+use super::actuator::{self, Ctx};
+use super::shared::{LoopMsg, Shared, lock};
+use super::starter;
+use crate::domain::{Attempt, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope};
+use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
+use crate::reconcile::allocate::{Counts, HostAllocator, pick_surplus};
+use crate::reconcile::demand;
+use crate::reconcile::lines::{RunnerEvent, parse_line};
+use crate::reconcile::watch::{self, Observation, ProcessStatus, Registration, Timeouts, Want};
+use crate::runner::{self, ExitInfo, LogTail, Reap};
+use crate::store::{ProfileStatus, QueueSample, SqliteStore, Store, StoreError, TargetStatus};
+use crate::timefmt::{Millis, now_millis};
+use crate::{log_error, log_info, log_warn};
+use crossbeam_channel::{Receiver, select, tick};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a loop looks at its runners (log lines, processes) between demand reads.
+pub const OBSERVE_EVERY: Duration = Duration::from_millis(250);
+/// How often GitHub's runner list is read to cross-check and to find orphans.
+const RUNNER_LIST_EVERY: Millis = 60_000;
+/// How often the repository's visibility is checked.
+const VISIBILITY_EVERY: Millis = 3_600_000;
+/// A stopped runner's grace before what is left of it is killed.
+const STOP_GRACE: Millis = 10_000;
+const SAMPLE_EVERY: Millis = 5_000;
+const STATUS_REFRESH: Millis = 10_000;
+
+pub struct TargetLoop {
+    name: String,
+    shared: Arc<Shared>,
+    store: SqliteStore,
+    client: Option<GitHubClient>,
+    shutdown_rx: Receiver<()>,
+    tails: HashMap<i64, LogTail>,
+    jobs: Vec<QueuedJob>,
+    next_poll: Millis,
+    /// Deterministic failures and rate limits hold demand reads and starts until then.
+    blocked_until: Millis,
+    failures_in_row: u32,
+    last_error: Option<String>,
+    runners: Option<Vec<RegisteredRunner>>,
+    next_runner_list: Millis,
+    public_repo: Option<bool>,
+    next_visibility: Millis,
+    surplus: HashSet<i64>,
+    group_ids: HashMap<String, i64>,
+    last_status: HashMap<String, (ProfileStatus, Millis)>,
+    last_target_status: Option<(TargetStatus, Millis)>,
+    next_sample: Millis,
+    rng: u64,
+}
+
+impl TargetLoop {
+    pub fn new(
+        name: String,
+        shared: Arc<Shared>,
+        shutdown_rx: Receiver<()>,
+    ) -> Result<TargetLoop, StoreError> {
+        let store = SqliteStore::open(&shared.state_dir)?;
+        let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
+        Ok(TargetLoop {
+            name,
+            shared,
+            store,
+            client: None,
+            shutdown_rx,
+            tails: HashMap::new(),
+            jobs: Vec::new(),
+            next_poll: 0,
+            blocked_until: 0,
+            failures_in_row: 0,
+            last_error: None,
+            runners: None,
+            next_runner_list: 0,
+            public_repo: None,
+            next_visibility: 0,
+            surplus: HashSet::new(),
+            group_ids: HashMap::new(),
+            last_status: HashMap::new(),
+            last_target_status: None,
+            next_sample: 0,
+            rng: seed | 1,
+        })
+    }
+
+    /// The thread body: a pass on every tick or message until told to stop. `once`
+    /// runs a single pass (demand read included) and returns.
+    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) {
+        let ticker = tick(OBSERVE_EVERY);
+        loop {
+            if let Err(e) = self.pass(now_millis()) {
+                log_error!("pass_failed", target = self.name, error = e);
+            }
+            if once {
+                return;
+            }
+            select! {
+                recv(inbox) -> msg => match msg {
+                    Ok(LoopMsg::Wake) => {}
+                    Ok(LoopMsg::Reload) => {
+                        self.client = None;
+                        self.next_poll = 0;
+                        self.blocked_until = 0;
+                    }
+                    Ok(LoopMsg::Stop) | Err(_) => return,
+                },
+                recv(ticker) -> _ => {}
+            }
+        }
+    }
+
+    fn jitter(&mut self) -> f64 {
+        // xorshift64: jitter only needs to spread retries, not be unpredictable.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        (self.rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
+        let host = self.store.host_or_create()?;
+        let target = match self.store.target(&self.name) {
+            Ok(t) => t,
+            Err(StoreError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let profiles: Vec<ScalePolicy> = self
+            .store
+            .profiles()?
+            .into_iter()
+            .filter(|p| p.target == self.name)
+            .collect();
+        self.ensure_client(&target, now);
+
+        // Observe: GitHub's runner list now and then (cross-check and orphans).
+        let list_fresh = self.maybe_list_runners(&target, &host, now)?;
+
+        // Observe and act on each attempt of this target.
+        let open: Vec<Attempt> = self
+            .store
+            .open_attempts(&host.id)?
+            .into_iter()
+            .filter(|a| a.target == self.name)
+            .collect();
+        let draining = host.draining || self.shared.stopping();
+        for mut a in open {
+            let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
+                // A profile removed under live runners: treat as draining.
+                self.watch_one(&target.scope, &mut a, None, Want::Draining, list_fresh, now)?;
+                continue;
+            };
+            let want = if draining || !policy.active {
+                Want::Draining
+            } else if self.surplus.contains(&a.id) {
+                Want::Surplus
+            } else {
+                Want::Needed
+            };
+            self.watch_one(&target.scope, &mut a, Some(policy), want, list_fresh, now)?;
+        }
+
+        // Demand, when due.
+        if now >= self.next_poll && now >= self.blocked_until {
+            self.read_demand(&target, now);
+            self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
+        }
+        let unfit = self.unfit_profiles(&target, &profiles, now);
+
+        // Allocate and start, holding the host-wide allocation lock while pending
+        // attempts are recorded, so two loops never spend one slot of capacity.
+        let mut started = Vec::new();
+        let allocation;
+        {
+            let shared = self.shared.clone();
+            let _guard = lock(&shared.alloc_lock);
+            let host = self.store.host_or_create()?;
+            let all_open = self.store.open_attempts(&host.id)?;
+            let counts = Counts::of(&all_open);
+            let mine: Vec<Attempt> = all_open
+                .iter()
+                .filter(|a| a.target == self.name)
+                .cloned()
+                .collect();
+            let demand = demand::assign(&profiles, &self.jobs, &mine);
+            let mut host_view = host.clone();
+            host_view.draining = draining;
+            allocation = HostAllocator {
+                host: &host_view,
+                policies: &profiles,
+                counts: &counts,
+                unfit: &unfit,
+            }
+            .allocate(&demand.counts());
+            let can_start = self.client.is_some() && now >= self.blocked_until;
+            for pa in &allocation.profiles {
+                if !can_start {
+                    break;
+                }
+                let queued_at = demand
+                    .profiles
+                    .iter()
+                    .find(|d| d.profile == pa.profile)
+                    .and_then(|d| {
+                        d.jobs
+                            .iter()
+                            .filter_map(|id| self.jobs.iter().find(|j| j.id == *id))
+                            .map(|j| j.created_at)
+                            .min()
+                    });
+                for _ in 0..pa.to_start {
+                    let a = starter::record_intent(
+                        &self.store,
+                        &host,
+                        &pa.profile,
+                        &self.name,
+                        queued_at,
+                        now,
+                    )?;
+                    started.push(a);
+                }
+            }
+            self.surplus = allocation
+                .profiles
+                .iter()
+                .flat_map(|pa| pick_surplus(&mine, &pa.profile, pa.surplus_idle, |_| false))
+                .collect();
+            self.record_status(&allocation, &demand, now)?;
+        }
+        for mut a in started {
+            let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
+                continue;
+            };
+            let Some(client) = self.client.as_ref() else {
+                break;
+            };
+            let outcome = starter::start(
+                &mut starter::StartCx {
+                    shared: &self.shared,
+                    store: &self.store,
+                    client,
+                    target: &target,
+                    policy,
+                    group_ids: &mut self.group_ids,
+                    now,
+                },
+                &mut a,
+            )?;
+            if let Err(e) = outcome {
+                self.note_error(&e, now);
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt: read its new log lines, look at its process, decide, act.
+    fn watch_one(
+        &mut self,
+        scope: &TargetScope,
+        a: &mut Attempt,
+        policy: Option<&ScalePolicy>,
+        want: Want,
+        list_fresh: bool,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let events: Vec<RunnerEvent> = if a.state.is_live() {
+            let path = runner::attempt_log(&self.shared.state_dir, a.id);
+            let tail = self.tails.entry(a.id).or_insert_with(|| LogTail::new(path));
+            tail.read_new_lines()
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|l| parse_line(l))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let process = process_status(a);
+        let registration = match (&self.runners, list_fresh) {
+            (Some(list), true) => match list.iter().find(|r| r.name == a.runner_name) {
+                Some(r) => Registration::Present { busy: r.busy },
+                None => Registration::Absent,
+            },
+            _ => Registration::Unknown,
+        };
+        let timeouts = match policy {
+            Some(p) => Timeouts::of(p, STOP_GRACE),
+            None => Timeouts {
+                bootstrap: 300_000,
+                idle: 0,
+                job: None,
+                stop_grace: STOP_GRACE,
+            },
+        };
+        let actions = watch::watch(
+            a,
+            &Observation {
+                events: &events,
+                process,
+                registration,
+            },
+            &timeouts,
+            want,
+            now,
+        );
+        if actions.is_empty() {
+            return Ok(());
+        }
+        let jitter = self.jitter();
+        let cx = Ctx {
+            shared: &self.shared,
+            store: &self.store,
+            client: self.client.as_ref(),
+            scope,
+            timeouts,
+            jitter,
+            now,
+        };
+        actuator::apply(&cx, a, actions)?;
+        if a.cleaned {
+            self.tails.remove(&a.id);
+        }
+        Ok(())
+    }
+
+    /// Builds the GitHub client from the target's credentials; a failure is the
+    /// target's visible error, retried at the next poll, and stops nothing else.
+    fn ensure_client(&mut self, target: &Target, now: Millis) {
+        if self
+            .client
+            .as_ref()
+            .is_some_and(|c| c.base_url() == target.api_url && c.scope() == &target.scope)
+        {
+            return;
+        }
+        if now < self.next_poll && self.client.is_none() && self.last_error.is_some() {
+            return;
+        }
+        match load_credential(&target.credential) {
+            Ok(cred) => {
+                self.client =
+                    Some(GitHubClient::new(target, cred).with_shutdown(self.shutdown_rx.clone()));
+            }
+            Err(e) => {
+                self.client = None;
+                self.set_error(format!("credentials: {e}"));
+                self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
+            }
+        }
+    }
+
+    fn set_error(&mut self, msg: String) {
+        if self.last_error.as_deref() != Some(msg.as_str()) {
+            log_warn!("target_error", target = self.name, error = msg);
+        }
+        self.last_error = Some(msg);
+    }
+
+    /// Reads queued jobs. Failures keep the last demand and hold starts as the error's
+    /// class says: a rate limit until its reset, a deterministic error with backoff.
+    fn read_demand(&mut self, target: &Target, now: Millis) {
+        let Some(client) = self.client.as_ref() else {
+            return;
+        };
+        let result: Result<Vec<QueuedJob>, GhError> = match &target.scope {
+            TargetScope::Repo { owner, repo } => client.queued_jobs(owner, repo),
+            TargetScope::Org { org } => {
+                let repos: Result<Vec<(String, String)>, GhError> = if target.repos.is_empty() {
+                    client.org_repositories(org).map(|rs| {
+                        rs.into_iter()
+                            .filter(|r| !r.archived)
+                            .map(|r| (r.owner, r.name))
+                            .collect()
+                    })
+                } else {
+                    Ok(target
+                        .repos
+                        .iter()
+                        .map(|r| (org.clone(), r.clone()))
+                        .collect())
+                };
+                repos.and_then(|rs| {
+                    let mut all = Vec::new();
+                    for (o, r) in rs {
+                        all.extend(client.queued_jobs(&o, &r)?);
+                    }
+                    Ok(all)
+                })
+            }
+        };
+        match result {
+            Ok(jobs) => {
+                self.jobs = jobs;
+                self.failures_in_row = 0;
+                if self.last_error.take().is_some() {
+                    log_info!("target_recovered", target = self.name);
+                }
+            }
+            Err(e) => self.note_error(&e, now),
+        }
+    }
+
+    fn note_error(&mut self, e: &GhError, now: Millis) {
+        match e.class() {
+            ErrorClass::RateLimitedUntil(until) => {
+                self.blocked_until = until;
+                self.next_poll = until;
+            }
+            ErrorClass::Deterministic => {
+                self.failures_in_row += 1;
+                let backoff =
+                    (60_000i64 << self.failures_in_row.min(4).saturating_sub(1)).min(900_000);
+                self.blocked_until = now + backoff;
+            }
+            ErrorClass::Transient => {}
+        }
+        self.set_error(e.to_string());
+    }
+
+    /// Reads GitHub's runner list every minute (and at the first pass): it
+    /// cross-checks registrations and deletes ones with our names that no attempt
+    /// explains. Returns whether the list is fresh this pass.
+    fn maybe_list_runners(
+        &mut self,
+        target: &Target,
+        host: &Host,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        if now < self.next_runner_list || now < self.blocked_until {
+            return Ok(false);
+        }
+        let Some(client) = self.client.as_ref() else {
+            return Ok(false);
+        };
+        self.next_runner_list = now + RUNNER_LIST_EVERY;
+        let list = match client.list_runners(&target.scope) {
+            Ok(l) => l,
+            Err(e) => {
+                self.note_error(&e, now);
+                return Ok(false);
+            }
+        };
+        let attempts = self.store.open_attempts(&host.id)?;
+        for r in watch::unexplained_registrations(&host.id, &list, &attempts) {
+            // Only runners named for this host reach here; foreign ones never do.
+            let res = client.delete_runner(&target.scope, r.id);
+            log_info!(
+                "orphan_registration_deleted",
+                target = self.name,
+                runner = r.name,
+                result = format!("{res:?}")
+            );
+        }
+        self.runners = Some(list);
+        Ok(true)
+    }
+
+    /// Profiles that cannot start runners now, with the reason `status` shows.
+    fn unfit_profiles(
+        &mut self,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        now: Millis,
+    ) -> BTreeMap<String, String> {
+        let mut unfit = BTreeMap::new();
+        if let (TargetScope::Repo { owner, repo }, Some(client)) =
+            (&target.scope, self.client.as_ref())
+            && now >= self.next_visibility
+            && now >= self.blocked_until
+        {
+            match client.repository_is_public(owner, repo) {
+                Ok(p) => {
+                    self.public_repo = Some(p);
+                    self.next_visibility = now + VISIBILITY_EVERY;
+                }
+                Err(e) => self.note_error(&e, now),
+            }
+        }
+        for p in profiles {
+            if self.client.is_none() {
+                unfit.insert(
+                    p.name.clone(),
+                    self.last_error
+                        .clone()
+                        .unwrap_or_else(|| "no credentials".into()),
+                );
+                continue;
+            }
+            if self.public_repo == Some(true) && !p.allow_public {
+                unfit.insert(p.name.clone(), "repository is public: a fork's pull request would run on this host; set allow_public=true only if you mean it".into());
+                continue;
+            }
+            if let Err(e) = runner::check_install(&starter::runner_dir(&self.shared.state_dir, p)) {
+                unfit.insert(p.name.clone(), format!("runner install: {e}"));
+            }
+        }
+        if self.public_repo.is_none() && target_is_repo(target) {
+            for p in profiles {
+                unfit
+                    .entry(p.name.clone())
+                    .or_insert_with(|| "repository visibility not yet known".into());
+            }
+        }
+        unfit
+    }
+
+    /// Writes what `status` and `top` show, when it changed (or every few seconds),
+    /// so the daemon's own writes do not churn the store.
+    fn record_status(
+        &mut self,
+        alloc: &crate::reconcile::allocate::Allocation,
+        demand: &demand::Demand,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let unfit_jobs = demand.unfit_reasons();
+        for pa in &alloc.profiles {
+            let last_error = self
+                .last_error
+                .clone()
+                .or_else(|| unfit_jobs.first().cloned());
+            let st = ProfileStatus {
+                profile: pa.profile.clone(),
+                demand: pa.demand,
+                limiting: pa.limit.to_string(),
+                last_error,
+                updated_at: now,
+            };
+            let changed = match self.last_status.get(&pa.profile) {
+                Some((old, at)) => {
+                    old.demand != st.demand
+                        || old.limiting != st.limiting
+                        || old.last_error != st.last_error
+                        || now - at >= STATUS_REFRESH
+                }
+                None => true,
+            };
+            if changed {
+                self.store.put_profile_status(&st)?;
+                self.last_status.insert(pa.profile.clone(), (st, now));
+            }
+        }
+        let ts = TargetStatus {
+            target: self.name.clone(),
+            mode: "standalone".into(),
+            last_error: self.last_error.clone(),
+            rate_limit_remaining: self
+                .client
+                .as_ref()
+                .and_then(|c| c.rate_limit_snapshot().remaining.map(|r| r as i64)),
+            updated_at: now,
+        };
+        let changed = match &self.last_target_status {
+            Some((old, at)) => {
+                old.last_error != ts.last_error || old.mode != ts.mode || now - at >= STATUS_REFRESH
+            }
+            None => true,
+        };
+        if changed {
+            self.store.put_target_status(&ts)?;
+            self.last_target_status = Some((ts, now));
+        }
+        if now >= self.next_sample {
+            self.next_sample = now + SAMPLE_EVERY;
+            let samples: Vec<QueueSample> = alloc
+                .profiles
+                .iter()
+                .map(|pa| QueueSample {
+                    profile: pa.profile.clone(),
+                    at: now,
+                    queued: pa.queued,
+                    live: pa.live,
+                })
+                .collect();
+            self.store.add_queue_samples(&samples)?;
+        }
+        Ok(())
+    }
+}
+
+fn target_is_repo(t: &Target) -> bool {
+    matches!(t.scope, TargetScope::Repo { .. })
+}
+
+/// The runner process of an attempt as this pass finds it. Starting is synchronous
+/// within a pass, so an attempt found without a pid never got (or lost) its process.
+fn process_status(a: &Attempt) -> ProcessStatus {
+    let (Some(pid), Some(start)) = (a.pid, a.pid_start) else {
+        return ProcessStatus::Gone;
+    };
+    match runner::reap_child(pid) {
+        Reap::Exited(ExitInfo::Code(c)) => ProcessStatus::Exited { code: c },
+        Reap::Exited(ExitInfo::Signal(s)) => ProcessStatus::Exited { code: 128 + s },
+        Reap::Exited(ExitInfo::Unknown) => ProcessStatus::Gone,
+        Reap::Running | Reap::NotOurChild => match runner::is_alive(pid, start) {
+            runner::ProcessStatus::Alive => ProcessStatus::Alive,
+            runner::ProcessStatus::Gone => ProcessStatus::Gone,
+        },
+    }
+}

@@ -1,0 +1,327 @@
+//! `runner-manager demo`: the real daemon, as a child process, against the simulated
+//! GitHub and simulated runners in a temporary state directory, fed a stream of jobs.
+//! No GitHub account, no setup; it prints what happens and a summary.
+
+use crate::domain::{CredentialRef, ScalePolicy, Target, TargetScope};
+use crate::sim::{SimConfig, SimGitHub, SimHandle};
+use crate::store::{SqliteStore, Store};
+use crate::timefmt::now_millis;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const DEMO_REPO: &str = "demo-org/app";
+
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    pub state_dir: Option<PathBuf>,
+    pub jobs: u32,
+    /// Milliseconds between two queued jobs.
+    pub every_ms: u64,
+    pub job_ms: u64,
+    /// Leave the state directory in place afterwards.
+    pub keep: bool,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            state_dir: None,
+            jobs: 12,
+            every_ms: 400,
+            job_ms: 1500,
+            keep: false,
+        }
+    }
+}
+
+/// A prepared demo world: the simulated GitHub, a state directory with a target and two
+/// profiles pointing at it, and a simulated runner install. Tests and benchmarks use
+/// this too.
+pub struct World {
+    pub sim: SimHandle,
+    pub state_dir: PathBuf,
+    pub binary: PathBuf,
+    owned_dir: bool,
+}
+
+impl World {
+    /// `binary` is the runner-manager executable (the simulated runner is the same
+    /// program under the runner's names).
+    pub fn prepare(
+        state_dir: Option<PathBuf>,
+        binary: &Path,
+        poll_interval_secs: u64,
+    ) -> Result<World, String> {
+        let sim = SimGitHub::start(SimConfig::default())
+            .map_err(|e| format!("cannot start the simulated GitHub: {e}"))?;
+        let owned_dir = state_dir.is_none();
+        let state_dir = match state_dir {
+            Some(d) => d,
+            None => std::env::temp_dir().join(format!(
+                "runner-manager-demo-{}-{}",
+                std::process::id(),
+                now_millis()
+            )),
+        };
+        std::fs::create_dir_all(&state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+        let token = format!(
+            "ghp_demo{:016x}",
+            now_millis() as u64 ^ 0x9e37_79b9_7f4a_7c15
+        );
+        sim.add_pat(&token);
+        sim.add_repo(DEMO_REPO, true);
+        let token_file = state_dir.join("demo-token");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&token_file)
+            .map_err(|e| format!("{}: {e}", token_file.display()))?;
+        f.write_all(token.as_bytes()).map_err(|e| e.to_string())?;
+        let runner_dir = state_dir.join("runner");
+        if !runner_dir.join("bin/Runner.Listener").exists() {
+            crate::sim::install::lay_out(&runner_dir, binary)
+                .map_err(|e| format!("cannot lay out the simulated runner: {e}"))?;
+        }
+        let store = SqliteStore::open(&state_dir).map_err(|e| e.to_string())?;
+        let mut host = store.host_or_create().map_err(|e| e.to_string())?;
+        // Room for both profiles at once, whatever this machine's CPU count.
+        host.capacity = 6;
+        store.update_host(&host).map_err(|e| e.to_string())?;
+        let (owner, repo) = DEMO_REPO.split_once('/').unwrap_or((DEMO_REPO, ""));
+        let target = Target {
+            name: "demo".into(),
+            scope: TargetScope::Repo {
+                owner: owner.into(),
+                repo: repo.into(),
+            },
+            api_url: sim.url().to_string(),
+            credential: CredentialRef::TokenFile { path: token_file },
+            poll_interval_secs,
+            repos: vec![],
+        };
+        if store.target("demo").is_err() {
+            store.add_target(&target).map_err(|e| e.to_string())?;
+        } else {
+            store.update_target(&target).map_err(|e| e.to_string())?;
+        }
+        for (name, labels, max) in [("linux", vec!["linux"], 4u32), ("gpu", vec!["gpu"], 2)] {
+            if store.profile(name).is_ok() {
+                continue;
+            }
+            let mut p = ScalePolicy::new(name, "demo", &host.id);
+            let labels: Vec<String> = labels.into_iter().map(String::from).collect();
+            p.set_labels("--labels", &labels, &host.os, &host.arch)
+                .map_err(|e| e.to_string())?;
+            p.max_capacity = max;
+            p.idle_timeout_secs = 5;
+            p.runner_dir = Some(runner_dir.clone());
+            store.add_profile(&p).map_err(|e| e.to_string())?;
+        }
+        Ok(World {
+            sim,
+            state_dir,
+            binary: binary.to_path_buf(),
+            owned_dir,
+        })
+    }
+
+    /// Starts `runner-manager daemon` on the world's state directory.
+    pub fn spawn_daemon(&self, log: &Path) -> Result<Child, String> {
+        let log = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+        Command::new(&self.binary)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("daemon")
+            .arg("--drain-timeout")
+            .arg("10")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start the daemon: {e}"))
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.sim.shutdown();
+    }
+}
+
+/// Sends SIGTERM and waits (bounded) for the child to exit.
+pub fn stop_child(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            return child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs the headless demo, printing progress; returns the exit code.
+pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
+    let binary =
+        std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
+    let world = World::prepare(opts.state_dir.clone(), &binary, 1)?;
+    let log = world.state_dir.join("daemon.log");
+    println!(
+        "runner-manager demo: simulated GitHub at {}, state in {}",
+        world.sim.url(),
+        world.state_dir.display()
+    );
+    println!(
+        "profiles: linux (max 4, labels self-hosted,linux) and gpu (max 2, labels self-hosted,gpu)"
+    );
+    let mut daemon = world.spawn_daemon(&log)?;
+    let started = Instant::now();
+    let mut queued = 0u32;
+    let mut next_job = Instant::now();
+    let mut last_print = Instant::now() - Duration::from_secs(1);
+    let deadline = started
+        + Duration::from_secs(30 + (opts.jobs as u64 * (opts.every_ms + opts.job_ms)) / 1000);
+    let result = loop {
+        if queued < opts.jobs && Instant::now() >= next_job {
+            let gpu = queued % 4 == 3;
+            let labels: &[&str] = if gpu {
+                &["self-hosted", "gpu"]
+            } else {
+                &["self-hosted", "linux"]
+            };
+            world.sim.enqueue_job(
+                DEMO_REPO,
+                &format!("job-{}{}", queued + 1, if gpu { "-gpu" } else { "" }),
+                labels,
+                opts.job_ms,
+            );
+            queued += 1;
+            next_job = Instant::now() + Duration::from_millis(opts.every_ms);
+        }
+        let jobs = world.sim.jobs();
+        let done = jobs
+            .iter()
+            .filter(|j| j.status == crate::sim::JobStatus::Completed)
+            .count();
+        if last_print.elapsed() >= Duration::from_secs(1) {
+            last_print = Instant::now();
+            let running = jobs
+                .iter()
+                .filter(|j| j.status == crate::sim::JobStatus::InProgress)
+                .count();
+            let waiting = jobs
+                .iter()
+                .filter(|j| j.status == crate::sim::JobStatus::Queued)
+                .count();
+            let runners = world.sim.runners();
+            let busy = runners.iter().filter(|r| r.busy).count();
+            println!(
+                "t={:>4.1}s  jobs: queued {waiting:>2}  running {running:>2}  done {done:>2}/{}   runners registered {:>2} (busy {busy})",
+                started.elapsed().as_secs_f64(),
+                opts.jobs,
+                runners.len()
+            );
+        }
+        if done as u32 >= opts.jobs {
+            break Ok(());
+        }
+        if Instant::now() >= deadline {
+            break Err(format!(
+                "not every job finished in time; see {}",
+                log.display()
+            ));
+        }
+        if let Ok(Some(st)) = daemon.try_wait() {
+            break Err(format!(
+                "the daemon exited early ({st}); see {}",
+                log.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status = stop_child(&mut daemon, Duration::from_secs(20));
+    summary(&world, started.elapsed());
+    if let Some(st) = status
+        && !st.success()
+    {
+        eprintln!("the daemon exited with {st}; see {}", log.display());
+    }
+    if world.owned_dir && !opts.keep && result.is_ok() {
+        let _ = std::fs::remove_dir_all(&world.state_dir);
+    } else {
+        println!("state directory kept: {}", world.state_dir.display());
+    }
+    result
+}
+
+fn summary(world: &World, elapsed: Duration) {
+    let jobs = world.sim.jobs();
+    let store = SqliteStore::open(&world.state_dir).ok();
+    let attempts = store
+        .as_ref()
+        .and_then(|s| s.attempts(&crate::store::AttemptFilter::default()).ok())
+        .unwrap_or_default();
+    let served = jobs
+        .iter()
+        .filter(|j| j.status == crate::sim::JobStatus::Completed)
+        .count();
+    let ours = jobs
+        .iter()
+        .filter(|j| {
+            j.runner_name
+                .as_deref()
+                .is_some_and(|n| attempts.iter().any(|a| a.runner_name == n))
+        })
+        .count();
+    let completed = attempts
+        .iter()
+        .filter(|a| a.outcome == Some(crate::domain::Outcome::CompletedJob))
+        .count();
+    let mut lat: Vec<i64> = store
+        .as_ref()
+        .and_then(|s| s.latency_samples(None, 0).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|l| l.latency_ms)
+        .collect();
+    lat.sort_unstable();
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let units: u64 = world.sim.units_used().values().sum();
+    println!();
+    println!("summary after {:.1}s:", elapsed.as_secs_f64());
+    println!(
+        "  jobs served        {served}/{} (by our runners: {ours})",
+        jobs.len()
+    );
+    println!(
+        "  runners started    {} ({} completed a job)",
+        attempts.len(),
+        completed
+    );
+    println!(
+        "  queue-to-spawn     p50 {} ms, p99 {} ms ({} samples)",
+        pct(0.5),
+        pct(0.99),
+        lat.len()
+    );
+    println!(
+        "  rate-limit units   {units} ({:.1} per served job)",
+        units as f64 / served.max(1) as f64
+    );
+}
