@@ -12,3 +12,4 @@ pub mod secret;
 pub mod sim;
 pub mod store;
 pub mod timefmt;
+pub mod tui;

@@ -8,6 +8,9 @@ mod parse;
 mod profiles;
 pub mod spec;
 mod targets;
+mod top;
+
+pub use profiles::edit_profile;
 
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -123,6 +126,7 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["status"] => host::status(store, &mut out, dir)?,
         ["attempts"] => attempts::list(inv, store, &mut out)?,
         ["attempt", "show"] => attempts::show(inv, store, &mut out)?,
+        ["top"] => top::top(store, dir)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",

@@ -261,6 +261,13 @@ pub const COMMANDS: &[Command] = &[
         about: "Show one attempt with its timeline",
         options: &[],
     },
+    Command {
+        path: &["top"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "Live terminal UI: host, profiles, attempts, logs, queue pictures (? for keys)",
+        options: &[],
+    },
 ];
 
 /// The command these words name, if any.
