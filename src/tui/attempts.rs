@@ -78,10 +78,11 @@ pub fn matches(a: &Attempt, filter: &str) -> bool {
 impl AttemptsView {
     /// The rows shown, in order.
     pub fn visible<'a>(&self, snap: &'a Snapshot) -> Vec<&'a Attempt> {
+        let filter = self.filter.trim();
         let mut rows: Vec<&Attempt> = snap
             .attempts
             .iter()
-            .filter(|a| matches(a, &self.filter))
+            .filter(|a| filter.is_empty() || matches(a, filter))
             .collect();
         match self.sort {
             Sort::Newest => rows.sort_by_key(|a| std::cmp::Reverse(a.id)),
@@ -178,8 +179,17 @@ impl Component for AttemptsView {
             header.push("RUNNER");
         }
         header.extend(["RSS", "CPU", "OUTCOME"]);
+        // Only the rows that fit are built: with hundreds of attempts, formatting the
+        // hidden ones is most of a frame. The window keeps the selection in view.
+        let height = area.height.saturating_sub(3) as usize;
+        let selected = self
+            .selected
+            .map(|_| self.index.min(rows.len().saturating_sub(1)));
+        let first = selected.map_or(0, |i| (i + 1).saturating_sub(height));
         let table_rows: Vec<Row> = rows
             .iter()
+            .skip(first)
+            .take(height)
             .map(|a| {
                 let mut cells = vec![
                     Cell::from(a.id.to_string()),

@@ -88,21 +88,25 @@ impl Snapshot {
                 name: t.name,
             })
             .collect();
-        let mut by_id: BTreeMap<i64, Attempt> = BTreeMap::new();
-        let live = AttemptFilter {
-            active_only: true,
-            ..AttemptFilter::default()
-        };
         let recent = AttemptFilter {
             limit: Some(RECENT_ATTEMPTS),
             ..AttemptFilter::default()
         };
-        for a in store
-            .attempts(&live)?
+        let mut by_id: BTreeMap<i64, Attempt> = store
+            .attempts(&recent)?
             .into_iter()
-            .chain(store.attempts(&recent)?)
-        {
-            by_id.insert(a.id, a);
+            .map(|a| (a.id, a))
+            .collect();
+        // Usually every live attempt is among the newest; read the live ones apart
+        // only when some are older, rather than reading (and their histories) twice.
+        let live_total: u32 = store.live_counts()?.values().sum();
+        let live_seen = by_id.values().filter(|a| a.state.is_live()).count() as u32;
+        if live_seen < live_total {
+            let live = AttemptFilter {
+                active_only: true,
+                ..AttemptFilter::default()
+            };
+            by_id.extend(store.attempts(&live)?.into_iter().map(|a| (a.id, a)));
         }
         let attempts: Vec<Attempt> = by_id.into_values().rev().collect();
         let pstat = store.profile_statuses()?;

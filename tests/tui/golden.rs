@@ -16,8 +16,11 @@ fn press(app: &mut App, keys: &[KeyCode]) {
     }
 }
 
+/// What leads to a scene from a fresh app.
+type Setup = Box<dyn Fn(&mut App)>;
+
 /// The scenes: a name and the keys that lead there from a fresh app.
-fn scenes() -> Vec<(&'static str, Box<dyn Fn(&mut App)>)> {
+fn scenes() -> Vec<(&'static str, Setup)> {
     use KeyCode::*;
     vec![
         ("overview", Box::new(|_: &mut App| {})),

@@ -331,3 +331,21 @@ fn counts_come_from_open_attempts_and_the_daemon_is_judged_by_its_heartbeat() {
     );
     let _ = AttemptState::Busy;
 }
+
+#[test]
+fn a_short_screen_scrolls_the_attempts_to_keep_the_selection_in_view() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    let top = crate::support::screen(&a, 80, 10);
+    assert!(
+        top.contains("arm build") && !top.contains("build (ubuntu)"),
+        "{top}"
+    );
+    key(&mut a, KeyCode::End);
+    let bottom = crate::support::screen(&a, 80, 10);
+    assert!(
+        bottom.contains("build (ubuntu)") && !bottom.contains("arm build"),
+        "{bottom}"
+    );
+}
