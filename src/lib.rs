@@ -15,3 +15,4 @@ pub mod secret;
 pub mod sim;
 pub mod store;
 pub mod timefmt;
+pub mod tui;

@@ -9,6 +9,9 @@ mod profiles;
 mod run;
 pub mod spec;
 mod targets;
+mod top;
+
+pub use profiles::edit_profile;
 
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -133,6 +136,7 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["target", "check"] => run::target_check(inv, store)?,
         ["daemon"] => run::daemon(inv, dir)?,
         ["drain"] => run::drain(inv, store, &mut out)?,
+        ["top"] => top::top(store, dir)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",

@@ -99,11 +99,37 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         .map(|v| validate::number_in("--revision", v, 1, i64::MAX as u64))
         .transpose()?;
     let host = store.host_or_create()?;
-    let mut p = store.profile(&inv.positionals[0])?;
+    let p = edit_profile(
+        store,
+        &host,
+        &inv.positionals[0],
+        &inv.positionals[1..],
+        expected,
+    )?;
+    out.emit(
+        || format!("profile {} updated (revision {})\n", p.name, p.revision),
+        || profile_json(&p, &host),
+    );
+    Ok(())
+}
+
+/// The one edit path of a stored profile, shared by `profile set` and `top`'s actions:
+/// reads the profile, applies each `KEY=VALUE` with `ScalePolicy::apply_setting`, validates
+/// the whole, checks what needs the filesystem or the store, and writes it only if the
+/// stored revision is still `expected` (default: the revision just read). Returns the
+/// profile as written, with its new revision.
+pub fn edit_profile(
+    store: &dyn Store,
+    host: &Host,
+    name: &str,
+    settings: &[String],
+    expected: Option<u64>,
+) -> Result<ScalePolicy, CliError> {
+    let mut p = store.profile(name)?;
     let expected = expected.unwrap_or(p.revision);
     let old_target = p.target.clone();
     let mut dir_changed = false;
-    for kv in &inv.positionals[1..] {
+    for kv in settings {
         let (k, v) = validate::key_value(kv)?;
         p.apply_setting(k, v, &host.os, &host.arch)?;
         dir_changed |= k == "runner_dir";
@@ -121,11 +147,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ));
     }
     p.revision = store.update_profile(&p, expected)?;
-    out.emit(
-        || format!("profile {} updated (revision {})\n", p.name, p.revision),
-        || profile_json(&p, &host),
-    );
-    Ok(())
+    Ok(p)
 }
 
 pub fn set_active(inv: &Invocation, store: &dyn Store, out: &mut Out, active: bool) -> CliResult {

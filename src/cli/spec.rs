@@ -339,6 +339,11 @@ pub const COMMANDS: &[Command] = &[
                 "Accept the token in this file (repeatable)",
             ),
         ],
+        path: &["top"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "Live terminal UI: host, profiles, attempts, logs, queue pictures (? for keys)",
+        options: &[],
     },
 ];
 

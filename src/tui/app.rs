@@ -1,0 +1,297 @@
+//! What the operator is looking at, and keys as state changes: the pane, each view's
+//! selection, the filter, the overlays. Pure: a key changes the `App` and may return a
+//! [`Request`] for the loop (quit, run an action, reload, read a log); nothing here
+//! touches the store or the terminal, so every key is tested as a state change.
+
+use super::actions::{Action, Done};
+use super::attempts::AttemptsView;
+use super::detail::DetailView;
+use super::model::Snapshot;
+use super::overview::OverviewView;
+use super::pictures::PicturesView;
+use super::theme::Theme;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+
+/// The panes Tab cycles through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Overview,
+    Attempts,
+    Pictures,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 3] = [Pane::Overview, Pane::Attempts, Pane::Pictures];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Overview => "Overview",
+            Pane::Attempts => "Attempts",
+            Pane::Pictures => "Pictures",
+        }
+    }
+
+    fn index(self) -> usize {
+        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+
+    fn step(self, by: isize) -> Pane {
+        let n = Pane::ALL.len() as isize;
+        Pane::ALL[(self.index() as isize + by).rem_euclid(n) as usize]
+    }
+}
+
+/// What the loop must do after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    None,
+    Quit,
+    /// Carry out this action (already confirmed if it needed to be), then reload.
+    Run(Action),
+    /// Read the store again now.
+    Reload,
+    /// Read this attempt's runner log (the detail view just opened).
+    LoadLog(i64),
+}
+
+/// What a view asks of the app when a key means more than its own state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// An action, asked about first if disruptive.
+    Act(Action),
+    OpenDetail(i64),
+    /// Show this profile's attempts.
+    ShowProfile(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    No,
+    Yes,
+    Then(Effect),
+}
+
+/// A view: keys change its own state (`event`); drawing only reads (`draw`).
+pub trait Component {
+    fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled;
+    fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx);
+}
+
+/// What every view draws from.
+pub struct Ctx<'a> {
+    pub snap: &'a Snapshot,
+    pub theme: Theme,
+}
+
+/// The status line's message after an action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub text: String,
+    pub error: bool,
+}
+
+pub struct App {
+    pub snap: Snapshot,
+    pub pane: Pane,
+    pub overview: OverviewView,
+    pub attempts: AttemptsView,
+    pub pictures: PicturesView,
+    pub detail: Option<DetailView>,
+    pub help: bool,
+    /// A disruptive action waiting for y or n.
+    pub confirm: Option<Action>,
+    pub message: Option<Message>,
+    pub theme: Theme,
+}
+
+impl App {
+    pub fn new(snap: Snapshot, theme: Theme) -> App {
+        let mut app = App {
+            snap,
+            pane: Pane::Overview,
+            overview: OverviewView::default(),
+            attempts: AttemptsView::default(),
+            pictures: PicturesView::default(),
+            detail: None,
+            help: false,
+            confirm: None,
+            message: None,
+            theme,
+        };
+        app.follow();
+        app
+    }
+
+    /// Takes a fresh snapshot; selections follow their profile and attempt by name
+    /// and id, not by row number.
+    pub fn set_snapshot(&mut self, snap: Snapshot) {
+        self.snap = snap;
+        self.follow();
+    }
+
+    /// Moves the clock without reloading (nothing changed in the store).
+    pub fn set_now(&mut self, now: crate::timefmt::Millis) {
+        self.snap.now = now;
+    }
+
+    fn follow(&mut self) {
+        self.overview.follow(&self.snap);
+        self.attempts.follow(&self.snap);
+    }
+
+    pub fn set_log(&mut self, id: i64, lines: Vec<String>) {
+        if let Some(d) = self.detail.as_mut().filter(|d| d.id == id) {
+            d.log = lines;
+        }
+    }
+
+    pub fn detail_id(&self) -> Option<i64> {
+        self.detail.as_ref().map(|d| d.id)
+    }
+
+    /// Shows what an action did.
+    pub fn done(&mut self, done: Done) {
+        self.message = Some(match done {
+            Done::Ok(text) => Message { text, error: false },
+            Done::Refused(text) => Message { text, error: true },
+        });
+    }
+
+    pub fn key(&mut self, key: KeyEvent) -> Request {
+        // A message answers the last key; the next one clears it.
+        self.message = None;
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            return Request::Quit;
+        }
+        if self.help {
+            // The overlay keeps every other key, so nothing happens unseen under it.
+            if matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
+            ) {
+                self.help = false;
+            }
+            return Request::None;
+        }
+        if let Some(action) = self.confirm.take() {
+            return match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Request::Run(action),
+                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => {
+                    self.message = Some(Message {
+                        text: "cancelled".into(),
+                        error: false,
+                    });
+                    Request::None
+                }
+                _ => {
+                    self.confirm = Some(action);
+                    Request::None
+                }
+            };
+        }
+        if self.attempts.editing {
+            self.attempts.event(key, &self.snap);
+            return Request::None;
+        }
+        if let Some(d) = self.detail.as_mut() {
+            match d.event(key, &self.snap) {
+                Handled::No => {}
+                Handled::Yes => return Request::None,
+                Handled::Then(e) => return self.effect(e),
+            }
+            if matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') | KeyCode::Backspace
+            ) {
+                self.detail = None;
+                return Request::None;
+            }
+        }
+        match key.code {
+            KeyCode::Char('q') => return Request::Quit,
+            KeyCode::Char('?') => {
+                self.help = true;
+                return Request::None;
+            }
+            KeyCode::Char('r') => return Request::Reload,
+            KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
+                self.switch(self.pane.step(1));
+                return Request::None;
+            }
+            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
+                self.switch(self.pane.step(-1));
+                return Request::None;
+            }
+            KeyCode::Char(c @ '1'..='3') => {
+                self.switch(Pane::ALL[c as usize - '1' as usize]);
+                return Request::None;
+            }
+            KeyCode::Char('/') => {
+                self.switch(Pane::Attempts);
+                self.attempts.start_filter();
+                return Request::None;
+            }
+            KeyCode::Char('d') => {
+                let draining = self.snap.host.as_ref().is_some_and(|h| h.draining);
+                return self.effect(Effect::Act(Action::SetDraining(!draining)));
+            }
+            _ => {}
+        }
+        let handled = match self.pane {
+            Pane::Overview => self.overview.event(key, &self.snap),
+            Pane::Attempts => self.attempts.event(key, &self.snap),
+            Pane::Pictures => self.pictures.event(key, &self.snap),
+        };
+        match handled {
+            Handled::Then(e) => self.effect(e),
+            Handled::No | Handled::Yes => Request::None,
+        }
+    }
+
+    fn switch(&mut self, pane: Pane) {
+        self.pane = pane;
+        self.detail = None;
+    }
+
+    fn effect(&mut self, e: Effect) -> Request {
+        match e {
+            Effect::Act(a) if a.disruptive() => {
+                self.confirm = Some(a);
+                Request::None
+            }
+            Effect::Act(a) => Request::Run(a),
+            Effect::OpenDetail(id) => {
+                self.detail = Some(DetailView::new(id));
+                Request::LoadLog(id)
+            }
+            Effect::ShowProfile(name) => {
+                self.switch(Pane::Attempts);
+                self.attempts.set_filter(&name, &self.snap);
+                Request::None
+            }
+        }
+    }
+}
+
+/// Moves an index by `by` within `0..len`, clamped (no wrap: the ends stay put).
+pub fn step_index(i: usize, by: isize, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    (i as isize + by).clamp(0, len as isize - 1) as usize
+}
+
+/// The movement keys every list shares: how far a key moves the selection.
+pub fn movement(key: &KeyEvent, page: isize) -> Option<isize> {
+    Some(match key.code {
+        KeyCode::Down | KeyCode::Char('j') => 1,
+        KeyCode::Up | KeyCode::Char('k') => -1,
+        KeyCode::PageDown => page,
+        KeyCode::PageUp => -page,
+        KeyCode::Home | KeyCode::Char('g') => isize::MIN / 2,
+        KeyCode::End | KeyCode::Char('G') => isize::MAX / 2,
+        _ => return None,
+    })
+}

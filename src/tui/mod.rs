@@ -1,0 +1,26 @@
+//! `runner-manager top`: the live terminal UI over the store, gitui-shaped.
+//!
+//! [`model::Snapshot`] is one read of the store at a given `now`, with no terminal in
+//! sight; [`app::App`] holds what the operator is looking at and turns keys into state
+//! changes and [`app::Request`]s; the views (`overview`, `attempts`, `detail`,
+//! `pictures`, `overlay`) only draw an `App` they are handed; [`actions`] carries out
+//! the few edits through the CLI's validated path; [`terminal`] is the one place that
+//! touches the real terminal (raw mode, the alternate screen, the event loop, and
+//! restoring the terminal on every way out).
+
+pub mod actions;
+pub mod app;
+mod attempts;
+mod detail;
+pub mod fmt;
+pub mod model;
+mod overlay;
+mod overview;
+mod pictures;
+pub mod terminal;
+pub mod theme;
+pub mod ui;
+
+pub use app::{App, Pane, Request};
+pub use model::Snapshot;
+pub use terminal::{TuiError, run};

@@ -1,0 +1,180 @@
+//! The model the views draw: one read of the store at a given `now`, prepared for
+//! every view, so rendering and key handling are tested without a terminal. Loading
+//! is a handful of short read transactions; the store is never written here.
+
+use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
+use crate::store::{
+    AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, Store, StoreError,
+    TargetStatus,
+};
+use crate::timefmt::Millis;
+use std::collections::BTreeMap;
+
+/// A heartbeat older than this means the daemon is gone (it beats every pass, and a
+/// pass is seconds apart); the same figure `status` uses.
+pub const HEARTBEAT_STALE_MS: Millis = 60_000;
+
+/// How far back the pictures look.
+pub const PICTURE_WINDOW_MS: Millis = 10 * 60_000;
+
+/// Ended attempts shown besides the live ones: enough to see what just happened.
+pub const RECENT_ATTEMPTS: u32 = 200;
+
+/// Live attempts of one profile by what they are doing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `pending` and `starting`: not yet listening.
+    pub starting: u32,
+    pub idle: u32,
+    pub busy: u32,
+}
+
+impl Counts {
+    pub fn live(&self) -> u32 {
+        self.starting + self.idle + self.busy
+    }
+}
+
+/// One profile as the overview shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfileRow {
+    pub policy: ScalePolicy,
+    /// The labels the user gave (the default ones left out: every profile has them).
+    pub user_labels: Vec<String>,
+    /// Its target's mode as the daemon last reported it (`standalone`, `coordinated`,
+    /// `fallback`), `None` before the daemon's first pass.
+    pub mode: Option<String>,
+    pub status: Option<ProfileStatus>,
+    pub counts: Counts,
+}
+
+/// One target's name and what the daemon last said about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetRow {
+    pub name: String,
+    pub status: Option<TargetStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub now: Millis,
+    /// The store's `data_version` when read: unchanged means nothing to reload.
+    pub data_version: i64,
+    /// `None` until something created the host (the TUI never creates it).
+    pub host: Option<Host>,
+    pub heartbeat: Option<Heartbeat>,
+    pub targets: Vec<TargetRow>,
+    pub profiles: Vec<ProfileRow>,
+    /// Every live attempt and the most recent others, newest first.
+    pub attempts: Vec<Attempt>,
+    /// Within [`PICTURE_WINDOW_MS`] of `now`, oldest first.
+    pub queue: Vec<QueueSample>,
+    pub latency: Vec<LatencySample>,
+}
+
+impl Snapshot {
+    /// Reads everything the views need. `data_version` is read first, so a commit made
+    /// while loading shows as a change next time and is read then.
+    pub fn load(store: &dyn Store, now: Millis) -> Result<Snapshot, StoreError> {
+        let data_version = store.data_version()?;
+        let host = store.host()?;
+        let heartbeat = store.heartbeat()?;
+        let tstat = store.target_statuses()?;
+        let targets: Vec<TargetRow> = store
+            .targets()?
+            .into_iter()
+            .map(|t| TargetRow {
+                status: tstat.iter().find(|s| s.target == t.name).cloned(),
+                name: t.name,
+            })
+            .collect();
+        let recent = AttemptFilter {
+            limit: Some(RECENT_ATTEMPTS),
+            ..AttemptFilter::default()
+        };
+        let mut by_id: BTreeMap<i64, Attempt> = store
+            .attempts(&recent)?
+            .into_iter()
+            .map(|a| (a.id, a))
+            .collect();
+        // Usually every live attempt is among the newest; read the live ones apart
+        // only when some are older, rather than reading (and their histories) twice.
+        let live_total: u32 = store.live_counts()?.values().sum();
+        let live_seen = by_id.values().filter(|a| a.state.is_live()).count() as u32;
+        if live_seen < live_total {
+            let live = AttemptFilter {
+                active_only: true,
+                ..AttemptFilter::default()
+            };
+            by_id.extend(store.attempts(&live)?.into_iter().map(|a| (a.id, a)));
+        }
+        let attempts: Vec<Attempt> = by_id.into_values().rev().collect();
+        let pstat = store.profile_statuses()?;
+        let profiles = store
+            .profiles()?
+            .into_iter()
+            .map(|p| {
+                let mut counts = Counts::default();
+                for a in attempts.iter().filter(|a| a.profile == p.name) {
+                    match a.state {
+                        AttemptState::Pending | AttemptState::Starting => counts.starting += 1,
+                        AttemptState::Idle => counts.idle += 1,
+                        AttemptState::Busy => counts.busy += 1,
+                        _ => {}
+                    }
+                }
+                let (os, arch) = host
+                    .as_ref()
+                    .map(|h| (h.os.as_str(), h.arch.as_str()))
+                    .unwrap_or(("", ""));
+                ProfileRow {
+                    user_labels: p.user_labels(os, arch),
+                    mode: targets
+                        .iter()
+                        .find(|t| t.name == p.target)
+                        .and_then(|t| t.status.as_ref())
+                        .map(|s| s.mode.clone()),
+                    status: pstat.iter().find(|s| s.profile == p.name).cloned(),
+                    counts,
+                    policy: p,
+                }
+            })
+            .collect();
+        let since = now - PICTURE_WINDOW_MS;
+        Ok(Snapshot {
+            now,
+            data_version,
+            host,
+            heartbeat,
+            targets,
+            profiles,
+            attempts,
+            queue: store.queue_samples(None, since)?,
+            latency: store.latency_samples(None, since)?,
+        })
+    }
+
+    /// The daemon beat less than [`HEARTBEAT_STALE_MS`] ago.
+    pub fn daemon_alive(&self) -> bool {
+        self.heartbeat
+            .as_ref()
+            .is_some_and(|b| self.now - b.heartbeat_at < HEARTBEAT_STALE_MS)
+    }
+
+    /// Runners that may be alive, across all profiles: what counts against capacity.
+    pub fn live_total(&self) -> u32 {
+        self.attempts.iter().filter(|a| a.state.is_live()).count() as u32
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.host.as_ref().map_or(0, |h| h.capacity)
+    }
+
+    pub fn attempt(&self, id: i64) -> Option<&Attempt> {
+        self.attempts.iter().find(|a| a.id == id)
+    }
+
+    pub fn profile(&self, name: &str) -> Option<&ProfileRow> {
+        self.profiles.iter().find(|p| p.policy.name == name)
+    }
+}

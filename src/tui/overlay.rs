@@ -1,0 +1,87 @@
+//! What draws over the panes: the help overlay (every key, from the one table
+//! [`KEYS`]) and the confirmation a disruptive action waits on.
+
+use super::actions::Action;
+use super::app::Ctx;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+
+/// Every key `top` knows, as the help overlay lists them.
+pub const KEYS: &[(&str, &str)] = &[
+    ("Tab l →", "next pane"),
+    ("S-Tab h ←", "previous pane (in detail: back)"),
+    ("1 2 3", "Overview, Attempts, Pictures"),
+    ("j k ↓ ↑", "move the selection / scroll"),
+    ("PgDn PgUp", "move by a page"),
+    ("g G Home End", "first / last (log: top / follow)"),
+    ("Enter", "detail of an attempt; a profile's attempts"),
+    ("Esc", "back; clear the filter; close help"),
+    ("/", "filter attempts (Enter keeps, Esc clears)"),
+    ("s", "sort attempts: newest state profile rss cpu"),
+    ("p Space", "pause or resume the profile (asks)"),
+    ("+ -", "the profile's max up or down by one"),
+    ("d", "drain the host, or stop draining (asks)"),
+    ("y n", "confirm or cancel a question"),
+    ("r", "reload now"),
+    ("?", "this help"),
+    ("q Ctrl-C", "quit"),
+];
+
+/// A rectangle of at most `w`×`h` in the middle of `area`.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    area.centered(
+        Constraint::Length(w.min(area.width)),
+        Constraint::Length(h.min(area.height)),
+    )
+}
+
+pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let th = &cx.theme;
+    let w = KEYS
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(format!(" {k:<w$}  "), th.header()),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    let r = centered(area, 62, KEYS.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" Keys · Esc or ? to close ")),
+        r,
+    );
+}
+
+pub fn draw_confirm(f: &mut Frame, area: Rect, cx: &Ctx, action: &Action) {
+    let th = &cx.theme;
+    let r = centered(area, 56, 6);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::raw(action.question()),
+            Line::raw(""),
+            Line::from(vec![
+                Span::styled("y", th.header()),
+                Span::raw("/Enter yes   "),
+                Span::styled("n", th.header()),
+                Span::raw("/Esc no"),
+            ]),
+        ])
+        .wrap(Wrap { trim: true })
+        .block(
+            Block::bordered()
+                .title(" Confirm ")
+                .border_style(th.waiting()),
+        ),
+        r,
+    );
+}

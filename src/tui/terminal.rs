@@ -1,0 +1,247 @@
+//! The real terminal: raw mode and the alternate screen, the event loop, and putting
+//! the terminal back on every way out (quit, error, panic, SIGTERM/SIGHUP/SIGINT).
+//!
+//! The loop is synchronous and sleeps in `select!` over two channels: keys from an
+//! input thread, and a 1 s `tick` that reloads the store (only when its
+//! `data_version` moved) and redraws. Nothing spins.
+
+use super::actions;
+use super::app::{App, Request};
+use super::detail::LOG_LINES;
+use super::model::Snapshot;
+use super::theme::Theme;
+use super::ui;
+use crate::store::{Store, StoreError};
+use crate::timefmt::{Millis, now_millis};
+use crossbeam_channel::{Receiver, select, tick, unbounded};
+use crossterm::event::{self, Event, KeyEventKind};
+use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::{cursor, execute, terminal};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::{self, IsTerminal, Stdout};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How often the views refresh.
+pub const REFRESH: Duration = Duration::from_secs(1);
+
+/// How long the input thread waits for a key before looking at its stop flag: the
+/// longest quitting can take, and four wake-ups a second while idle.
+const INPUT_POLL: Duration = Duration::from_millis(250);
+
+#[derive(Debug)]
+pub enum TuiError {
+    NotATerminal,
+    Terminal(io::Error),
+    Store(StoreError),
+}
+
+impl std::fmt::Display for TuiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TuiError::NotATerminal => f.write_str(
+                "top needs a terminal on stdin and stdout; use 'status' or 'attempts' in scripts",
+            ),
+            TuiError::Terminal(e) => write!(f, "terminal: {e}"),
+            TuiError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for TuiError {}
+
+impl From<io::Error> for TuiError {
+    fn from(e: io::Error) -> TuiError {
+        TuiError::Terminal(e)
+    }
+}
+
+impl From<StoreError> for TuiError {
+    fn from(e: StoreError) -> TuiError {
+        TuiError::Store(e)
+    }
+}
+
+/// Puts the terminal back as it was. Safe to call more than once, and from the panic
+/// hook: each step is attempted even if one fails.
+fn restore() {
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(io::stdout(), LeaveAlternateScreen, cursor::Show);
+}
+
+/// Raw mode and the alternate screen for as long as it lives; dropping it (normal
+/// return, `?` error, unwinding) restores the terminal.
+struct Guard;
+
+impl Guard {
+    fn enter() -> io::Result<Guard> {
+        terminal::enable_raw_mode()?;
+        // From here on any failure must restore: the guard exists, so drop does it.
+        let g = Guard;
+        execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)?;
+        Ok(g)
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Restores the terminal before the previous hook prints the panic, so the message
+/// lands on the normal screen (with `panic = "abort"` nothing unwinds: this is the
+/// only chance).
+fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        previous(info);
+    }));
+}
+
+/// Reads terminal events into a channel until `stop` is set or the receiver is gone.
+fn spawn_input(
+    stop: Arc<AtomicBool>,
+) -> io::Result<(Receiver<io::Result<Event>>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = unbounded();
+    let handle = std::thread::Builder::new()
+        .name("tui-input".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let ev = match event::poll(INPUT_POLL) {
+                    Ok(false) => continue,
+                    Ok(true) => event::read(),
+                    Err(e) => Err(e),
+                };
+                let failed = ev.is_err();
+                if tx.send(ev).is_err() || failed {
+                    break;
+                }
+            }
+        })?;
+    Ok((rx, handle))
+}
+
+/// Runs `top` on an open store until the operator quits or a signal asks to stop.
+/// `state_dir` is where the runner logs are (`logs/<id>.log`).
+pub fn run(store: &dyn Store, state_dir: &Path) -> Result<(), TuiError> {
+    if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
+        return Err(TuiError::NotATerminal);
+    }
+    // Load before touching the terminal: a store error is then an ordinary message.
+    let snap = Snapshot::load(store, now_millis())?;
+    let mut app = App::new(snap, Theme::from_env());
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGINT,
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
+    }
+    install_panic_hook();
+    let guard = Guard::enter()?;
+    let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    let (keys, input) = spawn_input(Arc::clone(&stop))?;
+    let result = event_loop(&mut term, &mut app, store, state_dir, &keys, &stop);
+    stop.store(true, Ordering::Relaxed);
+    drop(keys);
+    let _ = input.join();
+    drop(guard);
+    result
+}
+
+fn event_loop(
+    term: &mut Terminal<CrosstermBackend<Stdout>>,
+    app: &mut App,
+    store: &dyn Store,
+    state_dir: &Path,
+    keys: &Receiver<io::Result<Event>>,
+    stop: &AtomicBool,
+) -> Result<(), TuiError> {
+    let ticker = tick(REFRESH);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        term.draw(|f| ui::draw(f, app))?;
+        let request = select! {
+            recv(keys) -> ev => match ev {
+                Ok(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
+                // A resize redraws at the new size on the next pass; so does anything else.
+                Ok(Ok(_)) => Request::None,
+                Ok(Err(e)) => return Err(e.into()),
+                // The input thread stopped: a signal set the flag (checked above).
+                Err(_) => Request::Quit,
+            },
+            recv(ticker) -> _ => {
+                refresh(app, store, state_dir, false, now_millis());
+                Request::None
+            }
+        };
+        if perform(app, store, state_dir, request, now_millis()) {
+            return Ok(());
+        }
+    }
+}
+
+/// Carries out what a key asked for; true means quit. Public so tests drive the same
+/// path as the terminal, keys in, store changes out.
+pub fn perform(
+    app: &mut App,
+    store: &dyn Store,
+    state_dir: &Path,
+    request: Request,
+    now: Millis,
+) -> bool {
+    match request {
+        Request::None => {}
+        Request::Quit => return true,
+        Request::Reload => refresh(app, store, state_dir, true, now),
+        Request::LoadLog(_) => load_log(app, state_dir),
+        Request::Run(action) => {
+            let done = actions::apply(store, &action);
+            app.done(done);
+            refresh(app, store, state_dir, true, now);
+        }
+    }
+    false
+}
+
+/// Reads the store again if another connection committed since the last read (or when
+/// forced), else only moves the clock; then the open detail's log. A failed read is
+/// shown, not fatal: the daemon may be migrating or the disk briefly full.
+pub fn refresh(app: &mut App, store: &dyn Store, state_dir: &Path, force: bool, now: Millis) {
+    let changed = force
+        || store
+            .data_version()
+            .map_or(true, |v| v != app.snap.data_version);
+    if changed {
+        match Snapshot::load(store, now) {
+            Ok(s) => app.set_snapshot(s),
+            Err(e) => {
+                app.set_now(now);
+                app.message = Some(super::app::Message {
+                    text: format!("reading the store failed: {e}"),
+                    error: true,
+                });
+            }
+        }
+    } else {
+        app.set_now(now);
+    }
+    load_log(app, state_dir);
+}
+
+fn load_log(app: &mut App, state_dir: &Path) {
+    if let Some(id) = app.detail_id() {
+        let path = crate::runner::attempt_log(state_dir, id);
+        let lines = crate::runner::log::tail_lines(&path, LOG_LINES)
+            .unwrap_or_else(|e| vec![format!("cannot read {}: {e}", path.display())]);
+        app.set_log(id, lines);
+    }
+}

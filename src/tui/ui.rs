@@ -1,0 +1,85 @@
+//! The frame: a header line (host, daemon, clock), the pane tabs, the pane or the
+//! detail view, the status line, and any overlay on top. Draws an [`App`]; reads
+//! nothing else.
+
+use super::app::{App, Component, Ctx, Pane};
+use super::overlay;
+use crate::timefmt::format_rfc3339;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Tabs};
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let cx = Ctx {
+        snap: &app.snap,
+        theme: app.theme,
+    };
+    let th = &cx.theme;
+    let [head, tabs, body, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let snap = &app.snap;
+    let daemon = if snap.daemon_alive() {
+        Span::styled("daemon up", th.good())
+    } else {
+        Span::styled("daemon down", th.bad())
+    };
+    let mut h = vec![
+        Span::styled("runner-manager top", th.title()),
+        Span::raw("  "),
+        daemon,
+        Span::raw(format!("  live {}/{}", snap.live_total(), snap.capacity())),
+    ];
+    if snap.host.as_ref().is_some_and(|h| h.draining) {
+        h.push(Span::raw("  "));
+        h.push(Span::styled("draining", th.waiting()));
+    }
+    let clock = format_rfc3339(snap.now).replace('T', " ");
+    let left = Line::from(h);
+    let [hl, hr] =
+        Layout::horizontal([Constraint::Fill(1), Constraint::Length(clock.len() as u16)])
+            .areas(head);
+    f.render_widget(Paragraph::new(left), hl);
+    f.render_widget(Paragraph::new(Span::styled(clock, th.quiet())), hr);
+    let titles: Vec<String> = Pane::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{} {}", i + 1, p.title()))
+        .collect();
+    let selected = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(selected)
+            .highlight_style(th.selected()),
+        tabs,
+    );
+    match (&app.detail, app.pane) {
+        (Some(d), _) => d.draw(f, body, &cx),
+        (None, Pane::Overview) => app.overview.draw(f, body, &cx),
+        (None, Pane::Attempts) => app.attempts.draw(f, body, &cx),
+        (None, Pane::Pictures) => app.pictures.draw(f, body, &cx),
+    }
+    let line = match &app.message {
+        Some(m) if m.error => Line::styled(m.text.clone(), th.bad()),
+        Some(m) => Line::styled(m.text.clone(), th.good()),
+        None if app.attempts.editing => Line::raw("filter: type words · Enter keep · Esc clear"),
+        None if app.detail.is_some() => {
+            Line::raw("j/k scroll · g top · G follow · Esc back · ? help · q quit")
+        }
+        None => {
+            Line::raw("Tab panes · Enter detail · / filter · s sort · d drain · ? help · q quit")
+        }
+    };
+    f.render_widget(Paragraph::new(line), status);
+    if let Some(a) = &app.confirm {
+        overlay::draw_confirm(f, body, &cx, a);
+    }
+    if app.help {
+        overlay::draw_help(f, f.area(), &cx);
+    }
+}

@@ -1,0 +1,351 @@
+//! Keys as state changes, and actions carried out on a real store through the same
+//! `perform` the terminal loop calls.
+
+use crate::support::{Dir, NOW, T0, app, attempt, load, seeded};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use runner_manager::domain::AttemptState;
+use runner_manager::store::Store;
+use runner_manager::tui::actions::Action;
+use runner_manager::tui::terminal::perform;
+use runner_manager::tui::{App, Pane, Request};
+use std::path::Path;
+
+fn key(app: &mut App, code: KeyCode) -> Request {
+    app.key(KeyEvent::from(code))
+}
+
+fn ch(app: &mut App, c: char) -> Request {
+    key(app, KeyCode::Char(c))
+}
+
+fn ids(app: &App) -> Vec<i64> {
+    app.attempts
+        .visible(&app.snap)
+        .iter()
+        .map(|a| a.id)
+        .collect()
+}
+
+#[test]
+fn tab_and_hl_cycle_the_panes_and_numbers_jump() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    assert_eq!(a.pane, Pane::Overview);
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.pane, Pane::Attempts);
+    ch(&mut a, 'l');
+    assert_eq!(a.pane, Pane::Pictures);
+    key(&mut a, KeyCode::Right);
+    assert_eq!(a.pane, Pane::Overview, "wraps around");
+    key(&mut a, KeyCode::BackTab);
+    assert_eq!(a.pane, Pane::Pictures);
+    ch(&mut a, 'h');
+    assert_eq!(a.pane, Pane::Attempts);
+    ch(&mut a, '1');
+    assert_eq!(a.pane, Pane::Overview);
+}
+
+#[test]
+fn help_opens_swallows_keys_and_closes() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    assert_eq!(ch(&mut a, '?'), Request::None);
+    assert!(a.help);
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.pane, Pane::Overview, "keys under the help do nothing");
+    assert_eq!(ch(&mut a, 'q'), Request::None, "q closes help first");
+    assert!(!a.help);
+    ch(&mut a, '?');
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.help);
+    assert_eq!(ch(&mut a, 'q'), Request::Quit);
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert_eq!(a.key(ctrl_c), Request::Quit);
+}
+
+#[test]
+fn filter_narrows_rows_and_typing_q_does_not_quit() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    let all = ids(&a).len();
+    assert_eq!(ch(&mut a, '/'), Request::None);
+    assert_eq!(a.pane, Pane::Attempts, "/ goes to the attempts");
+    for c in "mac q".chars() {
+        assert_eq!(ch(&mut a, c), Request::None, "typing {c:?} into the filter");
+    }
+    assert_eq!(a.attempts.filter, "mac q");
+    assert!(ids(&a).is_empty(), "no attempt has both words");
+    key(&mut a, KeyCode::Backspace);
+    key(&mut a, KeyCode::Backspace);
+    key(&mut a, KeyCode::Enter);
+    assert!(!a.attempts.editing);
+    assert_eq!(ids(&a).len(), 1, "only the mac attempt");
+    assert_eq!(a.attempts.selected, Some(ids(&a)[0]));
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.attempts.filter, "");
+    assert_eq!(ids(&a).len(), all);
+}
+
+#[test]
+fn sort_cycles_and_the_selection_follows_its_attempt() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    assert_eq!(ids(&a), vec![8, 7, 6, 5, 4, 3, 2, 1], "newest first");
+    ch(&mut a, 'j');
+    ch(&mut a, 'j');
+    assert_eq!(a.attempts.selected, Some(6));
+    ch(&mut a, 's');
+    assert_eq!(a.attempts.sort.as_str(), "state");
+    assert_eq!(
+        a.attempts.selected,
+        Some(6),
+        "sorting keeps the attempt selected"
+    );
+    let v = ids(&a);
+    assert_eq!(v[0], 7, "starting first: {v:?}");
+    for _ in 0..4 {
+        ch(&mut a, 's');
+    }
+    assert_eq!(a.attempts.sort.as_str(), "newest");
+    // A refresh with a newer attempt shifts the rows; the selection stays on 6.
+    attempt(&store, "linux", None, T0 + 590_000, &[], None, None);
+    a.set_snapshot(load(&store));
+    assert_eq!(ids(&a)[0], 9);
+    assert_eq!(a.attempts.selected, Some(6));
+    key(&mut a, KeyCode::End);
+    assert_eq!(a.attempts.selected, Some(1));
+    key(&mut a, KeyCode::Home);
+    assert_eq!(a.attempts.selected, Some(9));
+    key(&mut a, KeyCode::Up);
+    assert_eq!(a.attempts.selected, Some(9), "the top stays put");
+}
+
+#[test]
+fn enter_opens_detail_which_scrolls_and_esc_comes_back() {
+    let (store, snap) = seeded();
+    let dir = Dir::new("detail");
+    std::fs::create_dir_all(dir.0.join("logs")).unwrap();
+    let lines: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.0.join("logs/8.log"), lines).unwrap();
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    let r = key(&mut a, KeyCode::Enter);
+    assert_eq!(r, Request::LoadLog(8));
+    assert!(!perform(&mut a, &store, &dir.0, r, NOW));
+    let d = a.detail.as_ref().unwrap();
+    assert_eq!((d.log.len(), d.log[29].as_str()), (30, "line 30"));
+    ch(&mut a, 'k');
+    ch(&mut a, 'k');
+    assert_eq!(a.detail.as_ref().unwrap().scroll, 2);
+    ch(&mut a, 'G');
+    assert_eq!(a.detail.as_ref().unwrap().scroll, 0, "G follows the end");
+    ch(&mut a, 'g');
+    assert_eq!(a.detail.as_ref().unwrap().scroll, 30);
+    key(&mut a, KeyCode::Esc);
+    assert!(a.detail.is_none());
+    assert_eq!(a.pane, Pane::Attempts);
+}
+
+#[test]
+fn enter_on_a_profile_shows_its_attempts() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, 'j');
+    assert_eq!(
+        a.overview.selected.as_deref(),
+        Some("linux"),
+        "profiles by name: arm, linux, mac"
+    );
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.pane, Pane::Attempts);
+    assert_eq!(a.attempts.filter, "linux");
+    assert!(
+        a.attempts
+            .visible(&a.snap)
+            .iter()
+            .all(|x| x.profile == "linux")
+    );
+}
+
+fn run(a: &mut App, store: &dyn Store, r: Request) {
+    assert!(!perform(a, store, Path::new("/nonexistent"), r, NOW));
+}
+
+#[test]
+fn pause_asks_first_and_goes_through_the_revision_check() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, 'j');
+    let rev = store.profile("linux").unwrap().revision;
+    assert_eq!(ch(&mut a, 'p'), Request::None, "pausing asks first");
+    assert!(matches!(
+        a.confirm,
+        Some(Action::SetActive { active: false, .. })
+    ));
+    assert_eq!(
+        ch(&mut a, 'x'),
+        Request::None,
+        "other keys keep the question"
+    );
+    assert!(a.confirm.is_some());
+    assert_eq!(ch(&mut a, 'n'), Request::None);
+    assert!(a.confirm.is_none());
+    assert!(
+        store.profile("linux").unwrap().active,
+        "cancelled: nothing written"
+    );
+    ch(&mut a, 'p');
+    let r = ch(&mut a, 'y');
+    assert!(matches!(
+        r,
+        Request::Run(Action::SetActive { active: false, .. })
+    ));
+    run(&mut a, &store, r);
+    let p = store.profile("linux").unwrap();
+    assert!(!p.active);
+    assert_eq!(p.revision, rev + 1);
+    assert!(!a.message.as_ref().unwrap().error);
+    assert!(!a.snap.profile("linux").unwrap().policy.active, "reloaded");
+    // Resuming is not disruptive: no question.
+    let r = ch(&mut a, 'p');
+    assert!(matches!(
+        r,
+        Request::Run(Action::SetActive { active: true, .. })
+    ));
+    run(&mut a, &store, r);
+    assert!(store.profile("linux").unwrap().active);
+}
+
+#[test]
+fn max_steps_validate_like_profile_set() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, 'j');
+    ch(&mut a, 'j');
+    assert_eq!(a.overview.selected.as_deref(), Some("mac"));
+    let r = ch(&mut a, '+');
+    assert!(
+        matches!(r, Request::Run(Action::SetMax { to: 2, .. })),
+        "{r:?}"
+    );
+    run(&mut a, &store, r);
+    assert_eq!(store.profile("mac").unwrap().max_capacity, 2);
+    ch(&mut a, '-');
+    let r = ch(&mut a, 'y');
+    run(&mut a, &store, r);
+    assert_eq!(store.profile("mac").unwrap().max_capacity, 1);
+    // 0 is refused by validate() for an autoscale profile, as `profile set max=0` is.
+    let rev = store.profile("mac").unwrap().revision;
+    ch(&mut a, '-');
+    let r = ch(&mut a, 'y');
+    run(&mut a, &store, r);
+    let m = a.message.clone().unwrap();
+    assert!(
+        m.error && m.text.contains("max") && m.text.contains("monitor"),
+        "{m:?}"
+    );
+    assert_eq!(
+        store.profile("mac").unwrap().revision,
+        rev,
+        "refused: nothing written"
+    );
+    // Below min is refused by validate(), as `profile set max=` would be.
+    let mut p = store.profile("mac").unwrap();
+    p.max_capacity = 3;
+    p.min_capacity = 3;
+    store.update_profile(&p, p.revision).unwrap();
+    a.set_snapshot(load(&store));
+    ch(&mut a, '-');
+    let r = ch(&mut a, 'y');
+    run(&mut a, &store, r);
+    assert!(a.message.as_ref().unwrap().error, "{:?}", a.message);
+    assert_eq!(store.profile("mac").unwrap().max_capacity, 3);
+}
+
+#[test]
+fn a_stale_revision_is_refused_shown_and_reloaded() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, 'j');
+    // Someone else edits linux after the screen was read.
+    let mut p = store.profile("linux").unwrap();
+    p.max_capacity = 9;
+    store.update_profile(&p, p.revision).unwrap();
+    let r = ch(&mut a, '+');
+    run(&mut a, &store, r);
+    let m = a.message.clone().unwrap();
+    assert!(
+        m.error && m.text.contains("changed by another edit"),
+        "{m:?}"
+    );
+    assert_eq!(
+        store.profile("linux").unwrap().max_capacity,
+        9,
+        "not overwritten"
+    );
+    assert_eq!(
+        a.snap.profile("linux").unwrap().policy.max_capacity,
+        9,
+        "reloaded"
+    );
+    let r = ch(&mut a, '+');
+    run(&mut a, &store, r);
+    assert_eq!(
+        store.profile("linux").unwrap().max_capacity,
+        10,
+        "the retry works"
+    );
+}
+
+#[test]
+fn drain_asks_and_undrain_does_not() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    assert_eq!(ch(&mut a, 'd'), Request::None);
+    assert_eq!(a.confirm, Some(Action::SetDraining(true)));
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    assert!(store.host().unwrap().unwrap().draining);
+    assert_eq!(ch(&mut a, 'd'), Request::Run(Action::SetDraining(false)));
+}
+
+#[test]
+fn counts_come_from_open_attempts_and_the_daemon_is_judged_by_its_heartbeat() {
+    let (store, snap) = seeded();
+    let linux = snap.profile("linux").unwrap();
+    assert_eq!(
+        (linux.counts.starting, linux.counts.idle, linux.counts.busy),
+        (1, 1, 2)
+    );
+    assert_eq!(snap.live_total(), 5);
+    assert_eq!(
+        snap.profile("mac").unwrap().mode.as_deref(),
+        Some("fallback")
+    );
+    assert!(snap.daemon_alive());
+    let later = runner_manager::tui::Snapshot::load(&store, NOW + 60_000).unwrap();
+    assert!(
+        !later.daemon_alive(),
+        "a heartbeat a minute old is a dead daemon"
+    );
+    let _ = AttemptState::Busy;
+}
+
+#[test]
+fn a_short_screen_scrolls_the_attempts_to_keep_the_selection_in_view() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    let top = crate::support::screen(&a, 80, 10);
+    assert!(
+        top.contains("arm build") && !top.contains("build (ubuntu)"),
+        "{top}"
+    );
+    key(&mut a, KeyCode::End);
+    let bottom = crate::support::screen(&a, 80, 10);
+    assert!(
+        bottom.contains("build (ubuntu)") && !bottom.contains("arm build"),
+        "{bottom}"
+    );
+}

@@ -1,0 +1,322 @@
+//! A store prepared for `top`'s tests: fixed times, fixed host identity, a few
+//! profiles in different conditions, attempts in every state, samples for pictures.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use runner_manager::domain::{
+    AttemptState, CredentialRef, Outcome, ScalePolicy, Target, TargetScope,
+};
+use runner_manager::store::{
+    Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SqliteStore, Store,
+    TargetStatus,
+};
+use runner_manager::timefmt::Millis;
+use runner_manager::tui::theme::Theme;
+use runner_manager::tui::{App, Snapshot, ui};
+use std::path::PathBuf;
+
+/// 2026-11-30T10:00:00Z.
+pub const T0: Millis = 1_796_032_800_000;
+/// When the tests look: ten minutes later.
+pub const NOW: Millis = T0 + 600_000;
+pub const HOST_ID: &str = "0123abcd89ef4567";
+
+/// A fresh directory for one test, removed when dropped.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(tag: &str) -> Dir {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("rm-tui-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn target(name: &str, scope: TargetScope) -> Target {
+    Target {
+        name: name.into(),
+        scope,
+        api_url: "https://api.github.com".into(),
+        credential: CredentialRef::TokenEnv {
+            var: "GH_TOKEN".into(),
+        },
+        poll_interval_secs: 5,
+        repos: vec![],
+    }
+}
+
+pub fn profile(store: &dyn Store, name: &str, target: &str, labels: &[&str], max: u32) {
+    let h = store.host_or_create().unwrap();
+    let mut p = ScalePolicy::new(name, target, &h.id);
+    let labels: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    p.set_labels("labels", &labels, &h.os, &h.arch).unwrap();
+    p.max_capacity = max;
+    store.add_profile(&p).unwrap();
+}
+
+/// An attempt that went through `states` one minute-ish apart from `start`, ending
+/// with `end` if given.
+#[allow(clippy::too_many_arguments)]
+pub fn attempt(
+    store: &dyn Store,
+    profile: &str,
+    job: Option<&str>,
+    start: Millis,
+    states: &[AttemptState],
+    end: Option<(Outcome, &str)>,
+    usage: Option<(u64, u64)>,
+) -> i64 {
+    let new = NewAttempt {
+        profile: profile.into(),
+        target: store.profile(profile).unwrap().target,
+        host_id: HOST_ID.into(),
+        job_name: job.map(str::to_string),
+        ..NewAttempt::default()
+    };
+    let mut a = store.create_attempt(&new, start).unwrap();
+    let mut t = start;
+    for s in states {
+        t += 7_000;
+        a.step(*s, t).unwrap();
+    }
+    if let Some((o, r)) = end {
+        t += 30_000;
+        a.end(o, Some(r.into()), t).unwrap();
+    }
+    if let Some((rss, cpu)) = usage {
+        a.peak_rss_bytes = Some(rss);
+        a.cpu_millis = Some(cpu);
+    }
+    a.pid = Some(4000 + a.id as i32);
+    store.save_attempt(&a).unwrap();
+    a.id
+}
+
+/// Three profiles on two targets, attempts in every kind of state, the daemon's status
+/// rows, a heartbeat, and ten minutes of samples.
+pub fn seed(store: &dyn Store) {
+    use AttemptState::*;
+    let mut h = store.host_or_create().unwrap();
+    h.capacity = 8;
+    store.update_host(&h).unwrap();
+    store
+        .add_target(&target(
+            "octo",
+            TargetScope::Repo {
+                owner: "octo".into(),
+                repo: "app".into(),
+            },
+        ))
+        .unwrap();
+    store
+        .add_target(&target("acme", TargetScope::Org { org: "acme".into() }))
+        .unwrap();
+    profile(store, "linux", "octo", &["gpu"], 4);
+    profile(store, "arm", "octo", &["arm64", "big"], 2);
+    profile(store, "mac", "acme", &["xcode"], 1);
+    let mut arm = store.profile("arm").unwrap();
+    arm.active = false;
+    store.update_profile(&arm, arm.revision).unwrap();
+
+    attempt(
+        store,
+        "linux",
+        Some("build (ubuntu)"),
+        T0,
+        &[Starting, Idle, Busy],
+        Some((Outcome::CompletedJob, "job done")),
+        Some((180 << 20, 95_000)),
+    );
+    attempt(
+        store,
+        "linux",
+        None,
+        T0 + 60_000,
+        &[Starting],
+        Some((Outcome::Failed, "bootstrap_timeout")),
+        None,
+    );
+    attempt(
+        store,
+        "mac",
+        Some("ios tests"),
+        T0 + 120_000,
+        &[Starting, Idle, Busy],
+        Some((Outcome::Orphaned, "no process after restart")),
+        Some((900 << 20, 300_000)),
+    );
+    attempt(
+        store,
+        "linux",
+        Some("lint"),
+        T0 + 300_000,
+        &[Starting, Idle, Busy],
+        None,
+        Some((120 << 20, 41_000)),
+    );
+    attempt(
+        store,
+        "linux",
+        Some("test (matrix 1)"),
+        T0 + 420_000,
+        &[Starting, Idle, Busy],
+        None,
+        Some((256 << 20, 12_500)),
+    );
+    attempt(
+        store,
+        "linux",
+        None,
+        T0 + 480_000,
+        &[Starting, Idle],
+        None,
+        Some((60 << 20, 900)),
+    );
+    attempt(store, "linux", None, T0 + 570_000, &[Starting], None, None);
+    attempt(
+        store,
+        "arm",
+        Some("arm build"),
+        T0 + 500_000,
+        &[Starting, Idle, Busy],
+        None,
+        Some((2 << 30, 150_000)),
+    );
+
+    store
+        .put_target_status(&TargetStatus {
+            target: "octo".into(),
+            mode: "standalone".into(),
+            last_error: None,
+            rate_limit_remaining: Some(4800),
+            updated_at: NOW - 2_000,
+        })
+        .unwrap();
+    store
+        .put_target_status(&TargetStatus {
+            target: "acme".into(),
+            mode: "fallback".into(),
+            last_error: Some("coordinator unreachable".into()),
+            rate_limit_remaining: None,
+            updated_at: NOW - 2_000,
+        })
+        .unwrap();
+    for (p, demand, limiting, err) in [
+        ("linux", 5, "max_capacity", None),
+        ("arm", 1, "paused", None),
+        (
+            "mac",
+            0,
+            "demand",
+            Some(
+                "GitHub 403: resource not accessible by integration (check the App's permissions)",
+            ),
+        ),
+    ] {
+        store
+            .put_profile_status(&ProfileStatus {
+                profile: p.into(),
+                demand,
+                limiting: limiting.into(),
+                last_error: err.map(str::to_string),
+                updated_at: NOW - 2_000,
+            })
+            .unwrap();
+    }
+    store
+        .put_heartbeat(&Heartbeat {
+            pid: 4242,
+            started_at: T0 - 3_600_000,
+            heartbeat_at: NOW - 3_000,
+            version: "0.1.0".into(),
+        })
+        .unwrap();
+    // A queue that rises, is served, and falls; samples every 15 s.
+    let mut samples = Vec::new();
+    for i in 0..40i64 {
+        let at = T0 + i * 15_000;
+        let queued = [0, 1, 3, 5, 6, 4, 2, 1][(i / 5) as usize % 8];
+        let live = [0, 1, 2, 4, 4, 4, 3, 2][(i / 5) as usize % 8];
+        samples.push(QueueSample {
+            profile: "linux".into(),
+            at,
+            queued,
+            live,
+        });
+        samples.push(QueueSample {
+            profile: "arm".into(),
+            at,
+            queued: u32::from(i > 30),
+            live: u32::from(i > 33),
+        });
+    }
+    store.add_queue_samples(&samples).unwrap();
+    for (i, lat) in [4_000, 9_000, 31_000, 12_000, 6_000, 45_000, 8_000]
+        .iter()
+        .enumerate()
+    {
+        store
+            .add_latency_sample(&LatencySample {
+                profile: "linux".into(),
+                at: T0 + 60_000 + i as i64 * 70_000,
+                latency_ms: *lat,
+            })
+            .unwrap();
+    }
+}
+
+/// The seeded store, read at `NOW`, with the machine's host name and id replaced so
+/// the buffers are the same on every machine.
+pub fn seeded() -> (SqliteStore, Snapshot) {
+    let store = SqliteStore::open_in_memory().unwrap();
+    seed(&store);
+    let snap = load(&store);
+    (store, snap)
+}
+
+pub fn load(store: &dyn Store) -> Snapshot {
+    let mut snap = Snapshot::load(store, NOW).unwrap();
+    if let Some(h) = snap.host.as_mut() {
+        h.name = "ci-host".into();
+        h.id = HOST_ID.into();
+    }
+    snap
+}
+
+pub fn app(snap: Snapshot) -> App {
+    App::new(snap, Theme { color: true })
+}
+
+/// Draws the app on a `w`×`h` test terminal.
+pub fn render(app: &App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| ui::draw(f, app)).unwrap();
+    term.backend().buffer().clone()
+}
+
+/// The buffer's text, one line per row, trailing blanks trimmed.
+pub fn text(buf: &ratatui::buffer::Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut line = String::new();
+        for x in 0..buf.area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+pub fn screen(app: &App, w: u16, h: u16) -> String {
+    text(&render(app, w, h))
+}

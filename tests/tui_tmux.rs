@@ -1,0 +1,258 @@
+//! `top` in a real terminal: the binary inside tmux on a state directory prepared with
+//! the CLI (and attempts written through the store API), driven with `send-keys` and
+//! read with `capture-pane`. Checks that rows appear, keys work, and that `q` and
+//! SIGTERM both give the shell back a working terminal (alternate screen left, cooked
+//! mode restored: a typed command runs).
+
+use runner_manager::domain::AttemptState;
+use runner_manager::store::{Heartbeat, NewAttempt, SqliteStore, Store};
+use runner_manager::timefmt::now_millis;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_runner-manager");
+const PROMPT: &str = "rmtest$ ";
+
+/// A private tmux server (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(shell_env: &[(&str, &str)]) -> Tmux {
+        let t = Tmux {
+            socket: format!("rm-tui-test-{}", std::process::id()),
+        };
+        let mut cmd = String::from("env");
+        for (k, v) in shell_env {
+            cmd.push_str(&format!(" {k}='{v}'"));
+        }
+        cmd.push_str(&format!(" PS1='{PROMPT}' sh"));
+        let out = t.cmd(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "-s",
+            "t",
+            &cmd,
+        ]);
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+        t
+    }
+
+    fn cmd(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux (install it: apt-get install -y tmux)")
+    }
+
+    fn capture(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "t"]).stdout).into_owned()
+    }
+
+    fn display(&self, format: &str) -> String {
+        String::from_utf8_lossy(
+            &self
+                .cmd(&["display-message", "-p", "-t", "t", format])
+                .stdout,
+        )
+        .trim()
+        .to_string()
+    }
+
+    fn type_text(&self, text: &str) {
+        assert!(
+            self.cmd(&["send-keys", "-t", "t", "-l", text])
+                .status
+                .success()
+        );
+    }
+
+    fn key(&self, key: &str) {
+        assert!(self.cmd(&["send-keys", "-t", "t", key]).status.success());
+    }
+
+    /// Polls the screen until `ok` holds, or fails with the last screen.
+    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.capture();
+            if ok(&screen) {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_alternate(&self, on: bool) {
+        let want = if on { "1" } else { "0" };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.display("#{alternate_on}") != want {
+            assert!(
+                Instant::now() < deadline,
+                "alternate screen never became {want}; screen:\n{}",
+                self.capture()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types a command at the shell and waits for its output: proof that the terminal
+    /// is back in cooked mode with echo (in raw mode Enter sends a bare CR and the
+    /// shell never runs the line).
+    fn shell_works(&self, tag: &str) {
+        self.type_text(&format!("echo ok-{tag}-$((40+2))"));
+        self.key("Enter");
+        self.wait("the shell to run a command", |s| {
+            s.contains(&format!("ok-{tag}-42"))
+        });
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+fn cli(state: &Path, args: &[&str]) {
+    let out = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(state)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {out:?}");
+}
+
+/// The pid of `top`: the shell's child.
+fn child_of(parent: &str) -> Option<String> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let after = stat.rsplit_once(") ")?.1;
+        let ppid = after.split_whitespace().nth(1)?;
+        (ppid == parent).then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+#[test]
+fn top_in_a_real_terminal() {
+    let root = std::env::temp_dir().join(format!("rm-tui-tmux-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let state: PathBuf = root.join("state");
+    let token = root.join("token");
+    std::fs::write(&token, "secret-token-value").unwrap();
+    cli(
+        &state,
+        &[
+            "target",
+            "add",
+            "octo",
+            "--repo",
+            "octo/app",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    cli(
+        &state,
+        &[
+            "profile", "add", "linux", "--target", "octo", "--labels", "gpu", "--max", "4",
+        ],
+    );
+    cli(
+        &state,
+        &[
+            "profile", "add", "arm", "--target", "octo", "--labels", "arm64", "--paused",
+        ],
+    );
+    {
+        let store = SqliteStore::open(&state).unwrap();
+        let host = store.host().unwrap().unwrap();
+        let now = now_millis();
+        for (job, to) in [
+            ("e2e-job-busy", AttemptState::Busy),
+            ("e2e-job-idle", AttemptState::Idle),
+        ] {
+            let mut a = store
+                .create_attempt(
+                    &NewAttempt {
+                        profile: "linux".into(),
+                        target: "octo".into(),
+                        host_id: host.id.clone(),
+                        job_name: Some(job.into()),
+                        ..NewAttempt::default()
+                    },
+                    now - 30_000,
+                )
+                .unwrap();
+            a.recover(to, now - 20_000).unwrap();
+            store.save_attempt(&a).unwrap();
+        }
+        store
+            .put_heartbeat(&Heartbeat {
+                pid: 1,
+                started_at: now - 60_000,
+                heartbeat_at: now,
+                version: "test".into(),
+            })
+            .unwrap();
+    }
+    let tmux = Tmux::start(&[("TERM", "xterm-256color")]);
+    tmux.wait("the shell prompt", |s| s.contains(PROMPT.trim()));
+    let run_top = format!("{BIN} --state-dir {} top", state.display());
+    tmux.type_text(&run_top);
+    tmux.key("Enter");
+    let s = tmux.wait("the overview rows", |s| {
+        s.contains("Profiles (2)") && s.contains("linux")
+    });
+    assert!(s.contains("arm") && s.contains("daemon up"), "{s}");
+    tmux.wait_alternate(true);
+
+    tmux.key("?");
+    tmux.wait("the help overlay", |s| s.contains("Esc or ? to close"));
+    tmux.key("Escape");
+    tmux.wait("the help to close", |s| !s.contains("Esc or ? to close"));
+    tmux.key("Tab");
+    let s = tmux.wait("the attempts pane", |s| s.contains("Attempts: 2 shown"));
+    assert!(
+        s.contains("e2e-job-busy") && s.contains("e2e-job-idle"),
+        "{s}"
+    );
+    tmux.key("Enter");
+    tmux.wait("an attempt's detail", |s| {
+        s.contains("Timeline") && s.contains("Runner log")
+    });
+
+    tmux.key("q");
+    tmux.wait_alternate(false);
+    tmux.wait("the prompt again", |s| s.contains(PROMPT.trim()));
+    tmux.shell_works("quit");
+
+    // SIGTERM: the same restoration, from a signal instead of a key.
+    tmux.type_text(&run_top);
+    tmux.key("Enter");
+    tmux.wait_alternate(true);
+    tmux.wait("the overview again", |s| s.contains("Profiles (2)"));
+    let shell = tmux.display("#{pane_pid}");
+    let top = child_of(&shell).expect("top's pid");
+    let out = Command::new("kill").args(["-TERM", &top]).output().unwrap();
+    assert!(out.status.success());
+    tmux.wait_alternate(false);
+    tmux.shell_works("term");
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&root);
+}
