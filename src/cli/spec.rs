@@ -339,6 +339,8 @@ pub const COMMANDS: &[Command] = &[
                 "Accept the token in this file (repeatable)",
             ),
         ],
+    },
+    Command {
         path: &["top"],
         args: "",
         positionals: (0, Some(0)),
