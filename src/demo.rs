@@ -23,6 +23,8 @@ pub struct DemoOptions {
     pub job_ms: u64,
     /// Leave the state directory in place afterwards.
     pub keep: bool,
+    /// Print progress instead of opening `top` (also when there is no terminal).
+    pub headless: bool,
 }
 
 impl Default for DemoOptions {
@@ -33,6 +35,7 @@ impl Default for DemoOptions {
             every_ms: 400,
             job_ms: 1500,
             keep: false,
+            headless: false,
         }
     }
 }
@@ -172,7 +175,72 @@ pub fn stop_child(child: &mut Child, within: Duration) -> Option<std::process::E
     }
 }
 
-/// Runs the headless demo, printing progress; returns the exit code.
+/// Runs the demo: `top` on a terminal, printed progress otherwise.
+pub fn run(opts: &DemoOptions) -> Result<(), String> {
+    // SAFETY: isatty only inspects the descriptors.
+    let tty = unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 };
+    if opts.headless || !tty {
+        run_headless(opts)
+    } else {
+        run_with_top(opts)
+    }
+}
+
+/// The demo under `top`: jobs keep arriving (a mix of linux and gpu jobs) until the
+/// user quits, then the daemon is stopped and the summary printed.
+fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
+    let binary =
+        std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
+    let world = World::prepare(opts.state_dir.clone(), &binary, 1)?;
+    let log = world.state_dir.join("daemon.log");
+    let mut daemon = world.spawn_daemon(&log)?;
+    let started = Instant::now();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let feeder = s.spawn(|| {
+            let mut n = 0u64;
+            let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+            let _keep = tx;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                // A burst now and then, so the pictures have something to show.
+                let batch = if n % 10 == 0 { 5 } else { 1 };
+                for i in 0..batch {
+                    let gpu = (n + i) % 4 == 3;
+                    let labels: &[&str] = if gpu {
+                        &["self-hosted", "gpu"]
+                    } else {
+                        &["self-hosted", "linux"]
+                    };
+                    let ms = opts.job_ms + (n * 7919 + i * 104_729) % 4000;
+                    world.sim.enqueue_job(
+                        DEMO_REPO,
+                        &format!("job-{n}-{i}{}", if gpu { "-gpu" } else { "" }),
+                        labels,
+                        ms,
+                    );
+                }
+                let _ = rx.recv_timeout(Duration::from_millis(1500));
+            }
+        });
+        let r = SqliteStore::open(&world.state_dir)
+            .map_err(|e| e.to_string())
+            .and_then(|store| crate::tui::run(&store, &world.state_dir).map_err(|e| e.to_string()));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = feeder.join();
+        r
+    });
+    let _ = stop_child(&mut daemon, Duration::from_secs(20));
+    summary(&world, started.elapsed());
+    if world.owned_dir && !opts.keep {
+        let _ = std::fs::remove_dir_all(&world.state_dir);
+    } else {
+        println!("state directory kept: {}", world.state_dir.display());
+    }
+    result
+}
+
+/// Runs the headless demo, printing progress.
 pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;

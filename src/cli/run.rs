@@ -138,7 +138,7 @@ pub fn demo(inv: &Invocation) -> CliResult {
     if let Some(v) = inv.value("--jobs") {
         opts.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
     }
-    crate::demo::run_headless(&opts).map_err(CliError::Failed)
+    crate::demo::run(&opts).map_err(CliError::Failed)
 }
 
 pub fn sim_github(inv: &Invocation) -> CliResult {

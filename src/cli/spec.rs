@@ -302,12 +302,16 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["demo"],
-        args: "[--jobs N] [--keep]",
+        args: "[--jobs N] [--keep] [--headless]",
         positionals: (0, Some(0)),
         about: "Run the real daemon against the simulated GitHub and show what happens",
         options: &[
             opt("--jobs", "N", "How many jobs to queue (default 12)"),
             switch("--keep", "Keep the demo's state directory afterwards"),
+            switch(
+                "--headless",
+                "Print progress instead of opening top (also without a terminal)",
+            ),
         ],
     },
     Command {
