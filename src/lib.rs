@@ -8,6 +8,7 @@ pub mod github;
 pub mod meter;
 pub mod reconcile;
 pub mod runner;
+pub mod scaleset;
 pub mod secret;
 pub mod sim;
 pub mod store;
