@@ -407,7 +407,8 @@ impl ScaleSetClient {
         let r = self.service(
             "PATCH",
             &format!("{SCALE_SETS}/{scale_set_id}/sessions/{session_id}"),
-            None,
+            // An empty body, so the PATCH carries `Content-Length: 0`.
+            Some(Vec::new()),
         )?;
         Ok(Self::session_from(parse_json(&r.body)?))
     }
