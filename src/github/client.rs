@@ -434,7 +434,10 @@ impl GitHubClient {
             .header("accept", "application/vnd.github+json")
             .header("x-github-api-version", API_VERSION)
             .header("user-agent", USER_AGENT)
-            .header("authorization", sensitive(&format!("Bearer {}", auth.expose()))?);
+            .header(
+                "authorization",
+                sensitive(&format!("Bearer {}", auth.expose()))?,
+            );
         if let Some(tag) = etag {
             b = b.header("if-none-match", tag);
         }

@@ -88,7 +88,10 @@ pub fn config_url(api_url: &str, scope: &TargetScope) -> String {
 
 /// The `runner-registration` endpoint on the API base.
 pub fn registration_url(api_url: &str) -> String {
-    format!("{}/actions/runner-registration", api_url.trim_end_matches('/'))
+    format!(
+        "{}/actions/runner-registration",
+        api_url.trim_end_matches('/')
+    )
 }
 
 #[cfg(test)]

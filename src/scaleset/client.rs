@@ -290,7 +290,8 @@ impl ScaleSetClient {
     /// The runner group with this name (`None` when there is none).
     pub fn runner_group_by_name(&self, name: &str) -> Result<Option<RunnerGroup>, ScaleSetError> {
         let path = add_query("_apis/runtime/runnergroups/", "groupName", name);
-        let list: types::List<types::RunnerGroup> = parse_json(&self.service("GET", &path, None)?.body)?;
+        let list: types::List<types::RunnerGroup> =
+            parse_json(&self.service("GET", &path, None)?.body)?;
         Ok(list
             .value
             .into_iter()
@@ -312,8 +313,13 @@ impl ScaleSetClient {
             "name",
             name,
         );
-        let list: types::List<types::ScaleSet> = parse_json(&self.service("GET", &path, None)?.body)?;
-        Ok(list.value.into_iter().find(|s| s.name == name).map(ScaleSet::from))
+        let list: types::List<types::ScaleSet> =
+            parse_json(&self.service("GET", &path, None)?.body)?;
+        Ok(list
+            .value
+            .into_iter()
+            .find(|s| s.name == name)
+            .map(ScaleSet::from))
     }
 
     /// The scale set with this id; `None` on 404.
@@ -353,7 +359,11 @@ impl ScaleSetClient {
         Ok(parse_json::<types::ScaleSet>(&r.body)?.into())
     }
 
-    pub fn update_scale_set(&self, id: i64, spec: &ScaleSetSpec) -> Result<ScaleSet, ScaleSetError> {
+    pub fn update_scale_set(
+        &self,
+        id: i64,
+        spec: &ScaleSetSpec,
+    ) -> Result<ScaleSet, ScaleSetError> {
         let r = self.service(
             "PATCH",
             &format!("{SCALE_SETS}/{id}"),
@@ -403,7 +413,11 @@ impl ScaleSetClient {
     }
 
     /// Renews the session's queue token; 404 means the session is gone.
-    pub fn refresh_session(&self, scale_set_id: i64, session_id: &str) -> Result<Session, ScaleSetError> {
+    pub fn refresh_session(
+        &self,
+        scale_set_id: i64,
+        session_id: &str,
+    ) -> Result<Session, ScaleSetError> {
         let r = self.service(
             "PATCH",
             &format!("{SCALE_SETS}/{scale_set_id}/sessions/{session_id}"),
@@ -583,7 +597,10 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(append_path("http://h/q?sessionId=a", "5"), "http://h/q/5?sessionId=a");
+        assert_eq!(
+            append_path("http://h/q?sessionId=a", "5"),
+            "http://h/q/5?sessionId=a"
+        );
         assert_eq!(append_path("http://h/q/", "5"), "http://h/q/5");
         assert_eq!(add_query("p?x=1", "name", "a b/c"), "p?x=1&name=a%20b%2Fc");
         assert_eq!(add_query("p", "n", "ok"), "p?n=ok");

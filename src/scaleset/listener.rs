@@ -222,11 +222,13 @@ impl ScaleSetListener {
     }
 
     fn key(&self) -> Result<String, ScaleSetError> {
-        let id = self.scale_set.as_ref().map(|s| s.id).ok_or_else(|| {
-            ScaleSetError::Checkpoint {
-                detail: "no scale set yet".into(),
-            }
-        })?;
+        let id =
+            self.scale_set
+                .as_ref()
+                .map(|s| s.id)
+                .ok_or_else(|| ScaleSetError::Checkpoint {
+                    detail: "no scale set yet".into(),
+                })?;
         Ok(checkpoint_key(&self.cfg.target, id))
     }
 
@@ -263,7 +265,9 @@ impl ScaleSetListener {
         let id = self.ensure_scale_set()?;
         match self.client.create_session(id, &self.cfg.owner) {
             Ok(s) => self.take_session(s),
-            Err(e) if e.is_scale_set_not_found() || (e.is_not_found() && !e.is_session_conflict()) => {
+            Err(e)
+                if e.is_scale_set_not_found() || (e.is_not_found() && !e.is_session_conflict()) =>
+            {
                 self.lose_scale_set();
                 let id = self.ensure_scale_set()?;
                 let s = self.client.create_session(id, &self.cfg.owner)?;
@@ -313,7 +317,9 @@ impl ScaleSetListener {
     fn poll_inner(&mut self) -> Result<PollResult, ScaleSetError> {
         if self.session.is_some() {
             match self.commit() {
-                Err(e) if e.is_unauthorized() => self.refresh_session().and_then(|_| self.commit())?,
+                Err(e) if e.is_unauthorized() => {
+                    self.refresh_session().and_then(|_| self.commit())?
+                }
                 r => r?,
             }
         }

@@ -223,9 +223,14 @@ mod tests {
         };
         assert_eq!(job.runner_request_id, 7);
         assert_eq!(job.labels, vec!["x".to_string()]);
-        assert_eq!(job.queued_at, parse_rfc3339("2026-11-30T10:00:00Z").map(|t| t + 123));
-        assert!(matches!(&m.jobs[1], JobMessage::Completed { result, runner_id: 3, job, .. }
-            if result == "succeeded" && job.job_id == "12"));
+        assert_eq!(
+            job.queued_at,
+            parse_rfc3339("2026-11-30T10:00:00Z").map(|t| t + 123)
+        );
+        assert!(
+            matches!(&m.jobs[1], JobMessage::Completed { result, runner_id: 3, job, .. }
+            if result == "succeeded" && job.job_id == "12")
+        );
         assert_eq!(
             m.jobs[2],
             JobMessage::Unknown {
@@ -236,8 +241,10 @@ mod tests {
 
     #[test]
     fn malformed_bodies_are_errors_without_content() {
-        let e = parse_message(br#"{"messageId":1,"messageType":"RunnerScaleSetJobMessages","body":"[{secret"}"#)
-            .unwrap_err();
+        let e = parse_message(
+            br#"{"messageId":1,"messageType":"RunnerScaleSetJobMessages","body":"[{secret"}"#,
+        )
+        .unwrap_err();
         assert!(matches!(e, ScaleSetError::Malformed { .. }));
         assert!(!e.to_string().contains("secret"));
         assert!(parse_message(b"").is_err());

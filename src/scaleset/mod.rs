@@ -17,7 +17,9 @@ pub mod message;
 mod types;
 
 pub use admin::AdminConnection;
-pub use client::{RunnerGroup, Removed, ScaleSet, ScaleSetClient, ScaleSetRunner, ScaleSetSpec, Session};
+pub use client::{
+    Removed, RunnerGroup, ScaleSet, ScaleSetClient, ScaleSetRunner, ScaleSetSpec, Session,
+};
 pub use error::{Exception, ScaleSetError};
 pub use listener::{
     Checkpoint, ListenerConfig, MemoryCheckpoint, PollResult, ScaleSetListener, StoreCheckpoint,

@@ -24,6 +24,6 @@ pub mod state;
 
 pub use faults::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
 pub use handle::{SimGitHub, SimHandle};
-pub use serve::serve_main;
 pub use scaleset_state::ScaleSetSimConfig;
+pub use serve::serve_main;
 pub use state::{JobState, JobStatus, LogEntry, RunnerState, Scope, SimConfig};

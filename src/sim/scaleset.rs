@@ -29,19 +29,58 @@ pub const SCALESET_ROUTES: &[(&str, &str)] = &[
     ("GET", "/_services/pipelines/_apis/runtime/runnergroups"),
     ("GET", "/_services/pipelines/_apis/runtime/runnerscalesets"),
     ("POST", "/_services/pipelines/_apis/runtime/runnerscalesets"),
-    ("GET", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}"),
-    ("PATCH", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}"),
-    ("DELETE", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}"),
-    ("POST", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions"),
-    ("PATCH", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions/{session}"),
-    ("DELETE", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions/{session}"),
-    ("POST", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/generatejitconfig"),
-    ("POST", "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/acquirejobs"),
-    ("GET", "/_services/pipelines/_apis/distributedtask/pools/0/agents"),
-    ("GET", "/_services/pipelines/_apis/distributedtask/pools/0/agents/{id}"),
-    ("DELETE", "/_services/pipelines/_apis/distributedtask/pools/0/agents/{id}"),
-    ("GET", "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages"),
-    ("DELETE", "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages/{message}"),
+    (
+        "GET",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}",
+    ),
+    (
+        "PATCH",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}",
+    ),
+    (
+        "DELETE",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}",
+    ),
+    (
+        "POST",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions",
+    ),
+    (
+        "PATCH",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions/{session}",
+    ),
+    (
+        "DELETE",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions/{session}",
+    ),
+    (
+        "POST",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/generatejitconfig",
+    ),
+    (
+        "POST",
+        "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/acquirejobs",
+    ),
+    (
+        "GET",
+        "/_services/pipelines/_apis/distributedtask/pools/0/agents",
+    ),
+    (
+        "GET",
+        "/_services/pipelines/_apis/distributedtask/pools/0/agents/{id}",
+    ),
+    (
+        "DELETE",
+        "/_services/pipelines/_apis/distributedtask/pools/0/agents/{id}",
+    ),
+    (
+        "GET",
+        "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages",
+    ),
+    (
+        "DELETE",
+        "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages/{message}",
+    ),
 ];
 
 /// Whether a path belongs to the scale set API (the router's hook).
@@ -97,7 +136,10 @@ fn scale_set_not_found(id: &str) -> (u16, Value) {
 }
 
 fn unauthorized() -> (u16, Value) {
-    (401, json!({"message": "The access token is not valid or has expired."}))
+    (
+        401,
+        json!({"message": "The access token is not valid or has expired."}),
+    )
 }
 
 /// The exception a `status` fault stands for on this path.
@@ -146,7 +188,9 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
     let mut log = LogEntry {
         method: req.method.clone(),
         path: req.path.clone(),
-        endpoint: route.as_ref().map_or(req.path.clone(), |(t, _)| t.to_string()),
+        endpoint: route
+            .as_ref()
+            .map_or(req.path.clone(), |(t, _)| t.to_string()),
         status: 0,
         credential: None,
         at: now,
@@ -163,7 +207,14 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
         Some(FaultAction::Hang) => Some(Reply::Hang),
         Some(FaultAction::Status { status }) => {
             let (s, v) = fault_error(*status, &req.path);
-            Some(Reply::Send(respond(&sim.lock(), s, Some(v))))
+            let mut st = sim.lock();
+            if s == 404
+                && let Some((_, sid)) = req.path.split_once("/sessions/")
+            {
+                // "Session gone" is made true, so a client cannot find it again.
+                st.scalesets.sessions.remove(sid);
+            }
+            Some(Reply::Send(respond(&st, s, Some(v))))
         }
         Some(FaultAction::Unauthorized) => {
             let (s, v) = unauthorized();
@@ -267,7 +318,10 @@ fn route_request(
     };
     log.credential = Some("admin".into());
     let rest = template.trim_start_matches(PIPELINES);
-    let id = params.first().and_then(|p| p.parse::<u64>().ok()).unwrap_or(0);
+    let id = params
+        .first()
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0);
     // A scale set of another scope is as good as missing.
     let set = st
         .scalesets
@@ -277,12 +331,16 @@ fn route_request(
         .cloned();
     let needs_set = rest.starts_with("/_apis/runtime/runnerscalesets/");
     if needs_set && set.is_none() {
-        return err(scale_set_not_found(params.first().map_or("", String::as_str)));
+        return err(scale_set_not_found(
+            params.first().map_or("", String::as_str),
+        ));
     }
     match (req.method.as_str(), rest) {
         ("GET", "/_apis/runtime/runnergroups") => runner_groups(&st, &scope, req),
         ("GET", "/_apis/runtime/runnerscalesets") => {
-            let group: Option<u64> = req.query_param("runnerGroupId").and_then(|v| v.parse().ok());
+            let group: Option<u64> = req
+                .query_param("runnerGroupId")
+                .and_then(|v| v.parse().ok());
             let name = req.query_param("name");
             let value: Vec<Value> = st
                 .scalesets
@@ -302,26 +360,41 @@ fn route_request(
             };
             let group = b.runner_group_id.unwrap_or(1);
             if !st.group_exists(&scope, group) {
-                return (404, Some(json!({"message": format!("Runner group {group} not found")})));
+                return (
+                    404,
+                    Some(json!({"message": format!("Runner group {group} not found")})),
+                );
             }
-            if st.scalesets.scale_sets.values().any(|s| s.scope == scope && s.name == name) {
+            if st
+                .scalesets
+                .scale_sets
+                .values()
+                .any(|s| s.scope == scope && s.name == name)
+            {
                 return err(exception(
                     409,
                     "RunnerScaleSetExistsException",
                     &format!("A runner scale set named {name} already exists."),
                 ));
             }
-            let labels = b.labels.map_or_else(|| vec![name.clone()], |l| l.into_iter().map(|l| l.name).collect());
-            let disable = b.runner_setting.and_then(|r| r.disable_update).unwrap_or(false);
+            let labels = b.labels.map_or_else(
+                || vec![name.clone()],
+                |l| l.into_iter().map(|l| l.name).collect(),
+            );
+            let disable = b
+                .runner_setting
+                .and_then(|r| r.disable_update)
+                .unwrap_or(false);
             let id = st
                 .scalesets
                 .add_scale_set(&name, scope, group, labels, disable, now);
             let s = st.scalesets.scale_sets[&id].clone();
             (200, Some(scale_set_json(&st, &s)))
         }
-        ("GET", "/_apis/runtime/runnerscalesets/{id}") => {
-            (200, Some(scale_set_json(&st, set.as_ref().expect("checked"))))
-        }
+        ("GET", "/_apis/runtime/runnerscalesets/{id}") => (
+            200,
+            Some(scale_set_json(&st, set.as_ref().expect("checked"))),
+        ),
         ("PATCH", "/_apis/runtime/runnerscalesets/{id}") => {
             let b: ScaleSetBody = try_out!(body(req));
             let s = st.scalesets.scale_sets.get_mut(&id).expect("checked");
@@ -358,12 +431,7 @@ fn route_request(
                 ));
             }
             st.scalesets.sessions.retain(|_, s| s.scale_set_id != id);
-            let sid = format!(
-                "{}-{}-{}",
-                st.rng.hex(8),
-                st.rng.hex(4),
-                st.rng.hex(12)
-            );
+            let sid = format!("{}-{}-{}", st.rng.hex(8), st.rng.hex(4), st.rng.hex(12));
             let session = SimSession {
                 id: sid.clone(),
                 scale_set_id: id,
@@ -378,7 +446,9 @@ fn route_request(
         ("PATCH", "/_apis/runtime/runnerscalesets/{id}/sessions/{session}") => {
             let sid = &params[1];
             match st.scalesets.sessions.get(sid) {
-                Some(s) if s.scale_set_id == id => (200, Some(issue_queue_token(&mut st, sid, now))),
+                Some(s) if s.scale_set_id == id => {
+                    (200, Some(issue_queue_token(&mut st, sid, now)))
+                }
                 _ => err(fault_error(404, &req.path)),
             }
         }
@@ -404,12 +474,20 @@ fn route_request(
         ("GET", "/_apis/distributedtask/pools/0/agents/{id}") => {
             match st.runners.get(&id).filter(|r| r.scope == scope) {
                 Some(r) => (200, Some(agent_json(&st, r.id))),
-                None => err(exception(404, "AgentNotFoundException", "The runner was not found.")),
+                None => err(exception(
+                    404,
+                    "AgentNotFoundException",
+                    "The runner was not found.",
+                )),
             }
         }
         ("DELETE", "/_apis/distributedtask/pools/0/agents/{id}") => {
             match st.runners.get(&id).filter(|r| r.scope == scope) {
-                None => err(exception(404, "AgentNotFoundException", "The runner was not found.")),
+                None => err(exception(
+                    404,
+                    "AgentNotFoundException",
+                    "The runner was not found.",
+                )),
                 Some(r) if r.busy => err(exception(
                     400,
                     "AgentInUseException",
@@ -476,11 +554,17 @@ fn register(st: &mut State, req: &Request, now: Millis) -> Out {
         return (401, Some(json!({"message": "Bad credentials"})));
     };
     if exp <= now {
-        return (401, Some(json!({"message": "The registration token expired"})));
+        return (
+            401,
+            Some(json!({"message": "The registration token expired"})),
+        );
     }
     let b: RegistrationBody = try_out!(body(req));
     if b.runner_event.as_deref() != Some("register") {
-        return (400, Some(json!({"message": "runner_event must be register"})));
+        return (
+            400,
+            Some(json!({"message": "runner_event must be register"})),
+        );
     }
     // The config URL must name the token's repository or organization.
     let path = b.url.trim_end_matches('/');
@@ -493,10 +577,14 @@ fn register(st: &mut State, req: &Request, now: Millis) -> Out {
     }
     let ttl = st.scalesets.config.admin_token_ttl_secs as Millis * 1000;
     let admin = jwt_token(now + ttl, &st.rng.hex(16));
-    st.scalesets.admin_tokens.insert(admin.clone(), (scope, now + ttl));
+    st.scalesets
+        .admin_tokens
+        .insert(admin.clone(), (scope, now + ttl));
     (
         200,
-        Some(json!({"url": format!("{}{PIPELINES}/", st.base_url), "token": admin, "token_schema": "OAuthAccessToken"})),
+        Some(
+            json!({"url": format!("{}{PIPELINES}/", st.base_url), "token": admin, "token_schema": "OAuthAccessToken"}),
+        ),
     )
 }
 
@@ -554,7 +642,11 @@ fn runner_groups(st: &State, scope: &Scope, req: &Request) -> Out {
         }
     }
     if let Some(name) = req.query_param("groupName") {
-        groups.retain(|g| g["name"].as_str().is_some_and(|n| n.eq_ignore_ascii_case(name)));
+        groups.retain(|g| {
+            g["name"]
+                .as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        });
     }
     (200, Some(json!({"count": groups.len(), "value": groups})))
 }
@@ -606,7 +698,12 @@ fn generate_jit(st: &mut State, req: &Request, set: &SimScaleSet, now: Millis) -
 /// token is wrong or expired.
 fn queue_session(st: &State, req: &Request, set_id: u64, now: Millis) -> Result<String, Out> {
     let sid = req.query_param("sessionId").unwrap_or_default();
-    let Some(s) = st.scalesets.sessions.get(sid).filter(|s| s.scale_set_id == set_id) else {
+    let Some(s) = st
+        .scalesets
+        .sessions
+        .get(sid)
+        .filter(|s| s.scale_set_id == set_id)
+    else {
         return Err(err(fault_error(404, &req.path)));
     };
     if s.queue_token != bearer(req) || s.token_expires_at <= now {
@@ -643,7 +740,10 @@ fn queue(sim: &Sim, req: &Request, template: &str, params: &[String]) -> Out {
         .and_then(|v| v.trim().parse::<u32>().ok())
         .is_none()
     {
-        return (400, Some(json!({"message": "X-ScaleSetMaxCapacity is required"})));
+        return (
+            400,
+            Some(json!({"message": "X-ScaleSetMaxCapacity is required"})),
+        );
     }
     let last: i64 = req
         .query_param("lastMessageId")
@@ -686,11 +786,10 @@ fn acquire(st: &mut State, req: &Request, params: &[String], now: Millis) -> Out
         return err(scale_set_not_found(&params[0]));
     }
     let token = bearer(req);
-    let valid = st
-        .scalesets
-        .sessions
-        .values()
-        .any(|s| s.scale_set_id == set_id && s.queue_token == token && s.token_expires_at > now);
+    let valid =
+        st.scalesets.sessions.values().any(|s| {
+            s.scale_set_id == set_id && s.queue_token == token && s.token_expires_at > now
+        });
     if !valid {
         return err(unauthorized());
     }
@@ -711,7 +810,15 @@ impl SimHandle {
             s.scalesets
                 .scale_sets
                 .values()
-                .map(|x| (x.id, x.name.clone(), x.labels.clone(), x.runner_group_id, x.disable_update))
+                .map(|x| {
+                    (
+                        x.id,
+                        x.name.clone(),
+                        x.labels.clone(),
+                        x.runner_group_id,
+                        x.disable_update,
+                    )
+                })
                 .collect()
         })
     }
@@ -723,7 +830,11 @@ impl SimHandle {
 
     /// Ends every session of a scale set (the "session gone" case).
     pub fn drop_scaleset_sessions(&self, scale_set_id: u64) {
-        self.with_state(|s| s.scalesets.sessions.retain(|_, x| x.scale_set_id != scale_set_id));
+        self.with_state(|s| {
+            s.scalesets
+                .sessions
+                .retain(|_, x| x.scale_set_id != scale_set_id)
+        });
     }
 
     /// Expires every queue token now (the "401 on the queue" case).

@@ -198,7 +198,11 @@ impl State {
         let mut acquired = 0;
         let mut assigned = 0;
         let mut running = 0;
-        for (job_id, link) in w.jobs.iter().filter(|(_, l)| l.scale_set_id == scale_set_id) {
+        for (job_id, link) in w
+            .jobs
+            .iter()
+            .filter(|(_, l)| l.scale_set_id == scale_set_id)
+        {
             let Some(job) = self.jobs.get(job_id) else {
                 continue;
             };

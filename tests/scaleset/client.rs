@@ -50,7 +50,10 @@ fn scale_set_create_get_update_delete() {
     );
 
     assert_eq!(c.delete_scale_set(created.id).unwrap(), Removed::Removed);
-    assert_eq!(c.delete_scale_set(created.id).unwrap(), Removed::AlreadyGone);
+    assert_eq!(
+        c.delete_scale_set(created.id).unwrap(),
+        Removed::AlreadyGone
+    );
     assert_eq!(c.scale_set(created.id).unwrap(), None);
     // One admin connection served every call: its JWT is good for an hour.
     assert_eq!(e.sim.count("POST", REGISTER), 1);
@@ -65,7 +68,10 @@ fn admin_token_is_renewed_when_its_exp_is_under_a_minute_away() {
     assert_eq!(e.sim.count("POST", REGISTER), 2);
     let admin = e.client.admin().unwrap();
     assert!(admin.expires_at.is_some());
-    assert!(!admin.token.to_string().contains('.'), "Secret must not print");
+    assert!(
+        !admin.token.to_string().contains('.'),
+        "Secret must not print"
+    );
 }
 
 #[test]
@@ -92,7 +98,11 @@ fn bodies_with_a_byte_order_mark_are_read() {
     let m = e.client.get_message(&session, 0, 5).unwrap().unwrap();
     assert_eq!(m.jobs.len(), 1);
     // The inner, double-encoded body carried its own BOM too.
-    assert!(e.sim.scaleset_messages(s.id as u64)[0].2.starts_with('\u{feff}'));
+    assert!(
+        e.sim.scaleset_messages(s.id as u64)[0]
+            .2
+            .starts_with('\u{feff}')
+    );
     assert_eq!(m.statistics.unwrap().total_assigned_jobs, 1);
 }
 
@@ -121,19 +131,27 @@ fn jit_name_collision_removes_only_our_runner() {
     let (first, config) = e.client.generate_jit_config(s.id, &ours, "_work").unwrap();
     assert_eq!(first.scale_set_id, s.id);
     assert!(!config.expose().is_empty());
-    let err = e.client.generate_jit_config(s.id, &ours, "_work").unwrap_err();
+    let err = e
+        .client
+        .generate_jit_config(s.id, &ours, "_work")
+        .unwrap_err();
     assert_eq!(err.exception(), Some(&Exception::AgentExists));
     let (second, _) = e
         .client
         .generate_jit_config_replacing_ours(s.id, HOST_ID, &ours, "_work")
         .unwrap();
     assert_ne!(second.id, first.id);
-    assert_eq!(e.client.runner_by_name(&ours).unwrap().unwrap().id, second.id);
+    assert_eq!(
+        e.client.runner_by_name(&ours).unwrap().unwrap().id,
+        second.id
+    );
     assert_eq!(e.sim.runners().len(), 1);
 
     // Another host's runner keeps its name: the collision is reported, nothing removed.
     let foreign = runner_name("ffffffffffffffff", 7);
-    e.client.generate_jit_config(s.id, &foreign, "_work").unwrap();
+    e.client
+        .generate_jit_config(s.id, &foreign, "_work")
+        .unwrap();
     let err = e
         .client
         .generate_jit_config_replacing_ours(s.id, HOST_ID, &foreign, "_work")
@@ -141,6 +159,9 @@ fn jit_name_collision_removes_only_our_runner() {
     assert_eq!(err.exception(), Some(&Exception::AgentExists));
     assert_eq!(e.sim.runners().len(), 2);
     assert_eq!(e.client.remove_runner(second.id).unwrap(), Removed::Removed);
-    assert_eq!(e.client.remove_runner(second.id).unwrap(), Removed::AlreadyGone);
+    assert_eq!(
+        e.client.remove_runner(second.id).unwrap(),
+        Removed::AlreadyGone
+    );
     assert_eq!(e.client.runner_by_name(&ours).unwrap(), None);
 }
