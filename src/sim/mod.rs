@@ -18,6 +18,7 @@ pub mod model;
 pub mod rng;
 pub mod runner;
 pub mod scaleset;
+pub mod scaleset_handle;
 pub mod scaleset_state;
 pub mod serve;
 pub mod state;
