@@ -532,10 +532,9 @@ impl GitHubClient {
             let retryable = c.retry && self.config.retry.should_retry(tried);
             match self.exchange(b, c.body.as_deref(), &c.url, c.read_timeout) {
                 Ok(r) if r.status >= 500 && retryable => self.backoff(tried)?,
-                Ok(r) => {
-                    lock(&self.state).stats.requests += 1;
-                    return Ok(r);
-                }
+                // Not counted in `stats.requests`: that count means REST rate-limit
+                // units, and the Actions service does not charge them.
+                Ok(r) => return Ok(r),
                 Err(GhError::Transport { .. }) if retryable => self.backoff(tried)?,
                 Err(e) => return Err(e),
             }
