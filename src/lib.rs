@@ -11,6 +11,7 @@ pub mod logging;
 pub mod meter;
 pub mod reconcile;
 pub mod runner;
+pub mod scaleset;
 pub mod secret;
 pub mod sim;
 pub mod store;

@@ -127,6 +127,20 @@ pub(crate) struct Reply {
     pub body: Vec<u8>,
 }
 
+/// A request to a service other than the REST API; see [`GitHubClient::send_external`].
+pub(crate) struct ExternalCall<'a> {
+    pub method: &'static str,
+    pub url: String,
+    /// The whole `Authorization` value (`Bearer ...`, `RemoteAuth ...`).
+    pub authorization: &'a Secret,
+    pub accept: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Option<Vec<u8>>,
+    pub retry: bool,
+    /// Per-read timeout for a long poll; `None` keeps the client's.
+    pub read_timeout: Option<Duration>,
+}
+
 #[derive(Default)]
 struct State {
     rate: RateLimitSnapshot,
@@ -414,29 +428,63 @@ impl GitHubClient {
     }
 
     fn send_once(&self, c: &Call, auth: &Secret, etag: Option<&str>) -> Result<Reply, GhError> {
-        use ureq::http;
-        let mut bearer = http::HeaderValue::from_str(&format!("Bearer {}", auth.expose()))
-            .map_err(|_| GhError::Unauthorized { clock_hint: false })?;
-        bearer.set_sensitive(true);
-        let mut b = http::Request::builder()
+        let mut b = ureq::http::Request::builder()
             .method(c.method)
             .uri(&c.url)
             .header("accept", "application/vnd.github+json")
             .header("x-github-api-version", API_VERSION)
             .header("user-agent", USER_AGENT)
-            .header("authorization", bearer);
+            .header(
+                "authorization",
+                sensitive(&format!("Bearer {}", auth.expose()))?,
+            );
         if let Some(tag) = etag {
             b = b.header("if-none-match", tag);
         }
-        let result = match &c.body {
+        self.exchange(b, c.body.as_deref(), &c.url, None)
+    }
+
+    /// Runs one built request: sends the body, maps transport errors, and reads the
+    /// response under the body cap. `read_timeout` overrides the per-read timeout (a
+    /// long poll holds the socket silent longer than a REST call may).
+    fn exchange(
+        &self,
+        b: ureq::http::request::Builder,
+        body: Option<&[u8]>,
+        url: &str,
+        read_timeout: Option<Duration>,
+    ) -> Result<Reply, GhError> {
+        let per_call = read_timeout.map(|t| t + self.config.call_timeout);
+        let result = match body {
             Some(body) => {
                 let req = b
                     .header("content-type", "application/json")
-                    .body(body.as_slice())
-                    .map_err(|_| bad_url(&c.url))?;
-                self.agent.run(req)
+                    .body(body)
+                    .map_err(|_| bad_url(url))?;
+                match read_timeout {
+                    Some(t) => self.agent.run(
+                        self.agent
+                            .configure_request(req)
+                            .timeout_per_read(Some(t))
+                            .timeout_per_call(per_call)
+                            .build(),
+                    ),
+                    None => self.agent.run(req),
+                }
             }
-            None => self.agent.run(b.body(()).map_err(|_| bad_url(&c.url))?),
+            None => {
+                let req = b.body(()).map_err(|_| bad_url(url))?;
+                match read_timeout {
+                    Some(t) => self.agent.run(
+                        self.agent
+                            .configure_request(req)
+                            .timeout_per_read(Some(t))
+                            .timeout_per_call(per_call)
+                            .build(),
+                    ),
+                    None => self.agent.run(req),
+                }
+            }
         };
         let resp = result.map_err(transport)?;
         let status = resp.status().as_u16();
@@ -461,6 +509,47 @@ impl GitHubClient {
             headers,
             body,
         })
+    }
+
+    /// Sends a request to a service beside the REST API (the Actions service of the
+    /// runner scale set API) through this client's transport: its agent, timeouts,
+    /// body cap, and retries of transport errors and 5xx with the same interruptible
+    /// backoff. No rate-limit gate, ETag or status mapping: every status comes back
+    /// for the caller to read.
+    pub(crate) fn send_external(&self, c: &ExternalCall<'_>) -> Result<Reply, GhError> {
+        let mut tried = 0u32;
+        loop {
+            tried += 1;
+            let mut b = ureq::http::Request::builder()
+                .method(c.method)
+                .uri(&c.url)
+                .header("accept", c.accept)
+                .header("user-agent", USER_AGENT)
+                .header("authorization", sensitive(c.authorization.expose())?);
+            for (k, v) in &c.headers {
+                b = b.header(*k, v.as_str());
+            }
+            let retryable = c.retry && self.config.retry.should_retry(tried);
+            match self.exchange(b, c.body.as_deref(), &c.url, c.read_timeout) {
+                Ok(r) if r.status >= 500 && retryable => self.backoff(tried)?,
+                // Not counted in `stats.requests`: that count means REST rate-limit
+                // units, and the Actions service does not charge them.
+                Ok(r) => return Ok(r),
+                Err(GhError::Transport { .. }) if retryable => self.backoff(tried)?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits like a retry backoff: interruptible by the shutdown channel, never a bare
+    /// sleep. For callers with their own retry decisions (a scale set session conflict).
+    pub(crate) fn wait_interruptibly(&self, d: Duration) -> Result<(), GhError> {
+        self.wait(d)
+    }
+
+    /// A number in [0, 1) from the client's clock, for callers' own jittered waits.
+    pub(crate) fn jitter(&self) -> f64 {
+        self.clock.jitter()
     }
 
     /// The bearer secret for API calls: the PAT, or a fresh installation token.
@@ -589,6 +678,14 @@ fn error_message(status: u16, body: &[u8]) -> String {
         msg = "no message".into();
     }
     msg
+}
+
+/// A header value marked sensitive so that it never appears in ureq's logs.
+fn sensitive(value: &str) -> Result<ureq::http::HeaderValue, GhError> {
+    let mut v = ureq::http::HeaderValue::from_str(value)
+        .map_err(|_| GhError::Unauthorized { clock_hint: false })?;
+    v.set_sensitive(true);
+    Ok(v)
 }
 
 fn bad_url(url: &str) -> GhError {

@@ -207,6 +207,19 @@ impl GitHubClient {
         Ok(snap)
     }
 
+    /// A runner registration token (valid one hour), e.g. for the runner scale set
+    /// API's `runner-registration` exchange. Not retried: each POST mints a new one.
+    pub fn registration_token(&self, scope: &TargetScope) -> Result<Secret, GhError> {
+        let mut c = Call::post(
+            self.url(&format!("{}/registration-token", runners_path(scope))),
+            Vec::new(),
+        );
+        c.retry = false;
+        let reply = self.call(&c)?;
+        let parsed: types::TokenResponse = parse_json(&reply.body)?;
+        Ok(Secret::new(parsed.token))
+    }
+
     /// Mints a registration token and drops it: proves permission to manage runners
     /// without creating one. The token itself is never returned.
     pub fn can_register_runners(&self, scope: &TargetScope) -> Result<(), GhError> {

@@ -253,6 +253,10 @@ pub fn dispatch(
         }
         ("POST", "/actions/runners/registration-token" | "/actions/runners/remove-token") => {
             let token = format!("A{}", st.rng.hex(14).to_uppercase());
+            // The scale set API's runner-registration exchange accepts these.
+            st.scalesets
+                .registration_tokens
+                .insert(token.clone(), (scope_ref.clone(), now + 3_600_000));
             Out::json(
                 201,
                 &model::AuthenticationToken {

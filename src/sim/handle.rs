@@ -29,6 +29,8 @@ impl Handler for Sim {
     fn handle(&self, request: Request) -> Reply {
         if request.path == "/_sim" || request.path.starts_with("/_sim/") {
             super::control::serve(self, request)
+        } else if super::scaleset::serves(&request.path) {
+            super::scaleset::serve(self, request)
         } else {
             super::github::serve(self, request)
         }

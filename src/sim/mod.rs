@@ -17,10 +17,14 @@ pub mod jit;
 pub mod model;
 pub mod rng;
 pub mod runner;
+pub mod scaleset;
+pub mod scaleset_handle;
+pub mod scaleset_state;
 pub mod serve;
 pub mod state;
 
 pub use faults::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
 pub use handle::{SimGitHub, SimHandle};
+pub use scaleset_state::ScaleSetSimConfig;
 pub use serve::serve_main;
 pub use state::{JobState, JobStatus, LogEntry, RunnerState, Scope, SimConfig};

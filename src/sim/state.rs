@@ -211,6 +211,8 @@ pub struct State {
     pub rng: SplitMix64,
     /// Ids handed out by a JIT call that a `VanishRegistration` fault may delete.
     pub last_created_runner: Option<u64>,
+    /// The runner scale set API's world (`scaleset_state.rs`).
+    pub scalesets: super::scaleset_state::ScaleSetWorld,
 }
 
 /// Why a runner-side call failed.
@@ -245,6 +247,7 @@ impl State {
             runner_faults: Vec::new(),
             rng,
             last_created_runner: None,
+            scalesets: Default::default(),
         }
     }
 
@@ -344,6 +347,7 @@ impl State {
             );
             ids.push(id);
         }
+        self.scaleset_jobs_queued(&ids);
         (run_id, ids)
     }
 
@@ -478,6 +482,7 @@ impl State {
         let runner = self.runners.get_mut(&id).expect("runner checked above");
         runner.busy = true;
         runner.job_id = Some(job_id);
+        self.scaleset_job_started(job_id);
         Ok(Some(job))
     }
 
@@ -509,6 +514,7 @@ impl State {
                 }
                 .into(),
             );
+            self.scaleset_job_completed(job_id, result);
         }
         if ephemeral {
             self.runners.remove(&id);

@@ -1,0 +1,388 @@
+//! `ScaleSetListener`: holds one scale set's message session and turns the long poll
+//! into demand, one `poll_once` at a time, on the caller's thread. It keeps the scale
+//! set in existence (recreating it after a 404), the session alive (refresh after a
+//! 401, a new one after a 404, jittered backoff while another holder has it), and
+//! `lastMessageId` persisted through a [`Checkpoint`] so a restart neither loses nor
+//! repeats a message.
+//!
+//! Delivery contract: a message returned by `poll_once` is acknowledged, and its id
+//! persisted, at the start of the *next* `poll_once` (or by `commit`/`close`). So the
+//! caller records what the message means (its demand) before polling again; if the
+//! process dies first, the message comes back to the next listener.
+
+use super::client::{ScaleSet, ScaleSetClient, ScaleSetSpec, Session};
+use super::error::ScaleSetError;
+use super::message::{JobMessage, ScaleSetMessage, Statistics, desired_runners};
+use crate::github::RetryPolicy;
+use crate::store::Store;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where the last handled message id is kept.
+pub trait Checkpoint: Send {
+    fn load(&mut self, key: &str) -> Result<Option<i64>, String>;
+    fn save(&mut self, key: &str, last_message_id: i64) -> Result<(), String>;
+}
+
+/// The store's kv table as a checkpoint (give the listener thread its own store).
+pub struct StoreCheckpoint<S>(pub S);
+
+impl<S: Store + Send> Checkpoint for StoreCheckpoint<S> {
+    fn load(&mut self, key: &str) -> Result<Option<i64>, String> {
+        match self.0.kv_get(key).map_err(|e| e.to_string())? {
+            None => Ok(None),
+            Some(v) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("{key} holds {v:?}, not a message id")),
+        }
+    }
+
+    fn save(&mut self, key: &str, last_message_id: i64) -> Result<(), String> {
+        self.0
+            .kv_put(key, &last_message_id.to_string())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A shared in-memory checkpoint (tests, or a caller persisting elsewhere).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryCheckpoint(pub Arc<Mutex<BTreeMap<String, i64>>>);
+
+impl Checkpoint for MemoryCheckpoint {
+    fn load(&mut self, key: &str) -> Result<Option<i64>, String> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied())
+    }
+
+    fn save(&mut self, key: &str, id: i64) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), id);
+        Ok(())
+    }
+}
+
+/// The kv key of a scale set's last message id.
+pub fn checkpoint_key(target: &str, scale_set_id: i64) -> String {
+    format!("scaleset:{target}:{scale_set_id}:last_message_id")
+}
+
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    /// The target's name (for the checkpoint key).
+    pub target: String,
+    /// The session's `ownerName` (e.g. `runner-manager@<host>`).
+    pub owner: String,
+    pub spec: ScaleSetSpec,
+    /// Sent as `X-ScaleSetMaxCapacity`.
+    pub max_capacity: u32,
+    /// Waits after a failed poll, growing with consecutive failures (a session
+    /// conflict waits here instead of crash-looping).
+    pub backoff: RetryPolicy,
+}
+
+impl ListenerConfig {
+    pub fn new(target: &str, owner: &str, spec: ScaleSetSpec, max_capacity: u32) -> Self {
+        ListenerConfig {
+            target: target.to_string(),
+            owner: owner.to_string(),
+            spec,
+            max_capacity,
+            backoff: RetryPolicy {
+                tries: u32::MAX,
+                base: Duration::from_secs(2),
+                cap: Duration::from_secs(60),
+            },
+        }
+    }
+}
+
+/// What one poll saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollResult {
+    pub scale_set_id: i64,
+    /// The newest statistics known (from this message, or an earlier one or the session).
+    pub statistics: Option<Statistics>,
+    /// `None` when the long poll ended with 202 (nothing new).
+    pub message: Option<ScaleSetMessage>,
+    /// Runner request ids of `JobAvailable` offers this poll acquired.
+    pub acquired: Vec<i64>,
+}
+
+impl PollResult {
+    /// Runners wanted now: `min(max, min_capacity + totalAssignedJobs)`; `None`
+    /// before any statistics arrived.
+    pub fn desired(&self, min_capacity: u32, max_capacity: u32) -> Option<u32> {
+        self.statistics
+            .as_ref()
+            .map(|s| desired_runners(min_capacity, max_capacity, s))
+    }
+}
+
+pub struct ScaleSetListener {
+    client: Arc<ScaleSetClient>,
+    cfg: ListenerConfig,
+    checkpoint: Box<dyn Checkpoint>,
+    scale_set: Option<ScaleSet>,
+    session: Option<Session>,
+    last_message_id: i64,
+    /// Delivered to the caller, not yet persisted and acknowledged.
+    pending: Option<i64>,
+    failures: u32,
+    statistics: Option<Statistics>,
+}
+
+impl ScaleSetListener {
+    /// No I/O here: the first `poll_once` finds or creates the scale set and opens the
+    /// session. Waits are interrupted by the `GitHubClient`'s shutdown channel.
+    pub fn new(
+        client: Arc<ScaleSetClient>,
+        cfg: ListenerConfig,
+        checkpoint: Box<dyn Checkpoint>,
+    ) -> ScaleSetListener {
+        ScaleSetListener {
+            client,
+            cfg,
+            checkpoint,
+            scale_set: None,
+            session: None,
+            last_message_id: 0,
+            pending: None,
+            failures: 0,
+            statistics: None,
+        }
+    }
+
+    pub fn scale_set(&self) -> Option<&ScaleSet> {
+        self.scale_set.as_ref()
+    }
+
+    pub fn last_message_id(&self) -> i64 {
+        self.last_message_id
+    }
+
+    pub fn has_session(&self) -> bool {
+        self.session.is_some()
+    }
+
+    /// One long poll. On failure it first waits (jittered, growing with consecutive
+    /// failures, interruptible), then returns the error: the caller logs it and calls
+    /// again, and never spins. `Err(Interrupted)` means shut down.
+    pub fn poll_once(&mut self) -> Result<PollResult, ScaleSetError> {
+        let result = self.poll_inner();
+        match &result {
+            Ok(_) => self.failures = 0,
+            Err(ScaleSetError::Interrupted) => {}
+            Err(_) => {
+                let d = self
+                    .cfg
+                    .backoff
+                    .delay(self.failures, self.client.github().jitter());
+                self.failures = self.failures.saturating_add(1);
+                self.client.github().wait_interruptibly(d)?;
+            }
+        }
+        result
+    }
+
+    /// Persists and acknowledges the message the last poll delivered. Persist first:
+    /// a crash between the two leaves an unacked message whose id is already
+    /// recorded, and the next listener drops it as a repeat.
+    pub fn commit(&mut self) -> Result<(), ScaleSetError> {
+        let Some(id) = self.pending else {
+            return Ok(());
+        };
+        let key = self.key()?;
+        self.checkpoint
+            .save(&key, id)
+            .map_err(|detail| ScaleSetError::Checkpoint { detail })?;
+        self.last_message_id = id;
+        self.pending = None;
+        if let Some(s) = &self.session {
+            self.client.delete_message(s, id)?;
+        }
+        Ok(())
+    }
+
+    /// Commits, then ends the session so another holder (after a restart, another
+    /// process) can open one at once instead of waiting for it to expire.
+    pub fn close(mut self) -> Result<(), ScaleSetError> {
+        let committed = self.commit();
+        if let (Some(ss), Some(s)) = (&self.scale_set, self.session.take()) {
+            self.client.delete_session(ss.id, &s.id)?;
+        }
+        committed
+    }
+
+    fn key(&self) -> Result<String, ScaleSetError> {
+        let id =
+            self.scale_set
+                .as_ref()
+                .map(|s| s.id)
+                .ok_or_else(|| ScaleSetError::Checkpoint {
+                    detail: "no scale set yet".into(),
+                })?;
+        Ok(checkpoint_key(&self.cfg.target, id))
+    }
+
+    fn ensure_scale_set(&mut self) -> Result<i64, ScaleSetError> {
+        if let Some(s) = &self.scale_set {
+            return Ok(s.id);
+        }
+        let s = self.client.ensure_scale_set(&self.cfg.spec)?;
+        let key = checkpoint_key(&self.cfg.target, s.id);
+        self.last_message_id = self
+            .checkpoint
+            .load(&key)
+            .map_err(|detail| ScaleSetError::Checkpoint { detail })?
+            .unwrap_or(0);
+        if s.statistics.is_some() {
+            self.statistics = s.statistics;
+        }
+        let id = s.id;
+        self.scale_set = Some(s);
+        Ok(id)
+    }
+
+    /// The scale set is gone: forget it and the session so the next step recreates it.
+    fn lose_scale_set(&mut self) {
+        self.scale_set = None;
+        self.session = None;
+        self.pending = None;
+    }
+
+    fn ensure_session(&mut self) -> Result<(), ScaleSetError> {
+        if self.session.is_some() {
+            return Ok(());
+        }
+        let id = self.ensure_scale_set()?;
+        match self.client.create_session(id, &self.cfg.owner) {
+            Ok(s) => self.take_session(s),
+            Err(e)
+                if e.is_scale_set_not_found() || (e.is_not_found() && !e.is_session_conflict()) =>
+            {
+                self.lose_scale_set();
+                let id = self.ensure_scale_set()?;
+                let s = self.client.create_session(id, &self.cfg.owner)?;
+                self.take_session(s);
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    fn take_session(&mut self, s: Session) {
+        if s.statistics.is_some() {
+            self.statistics = s.statistics;
+        }
+        self.session = Some(s);
+    }
+
+    /// After a 401 on the queue: a fresh queue token, or a new session when the old
+    /// one is gone.
+    fn refresh_session(&mut self) -> Result<(), ScaleSetError> {
+        let (Some(ss), Some(s)) = (&self.scale_set, &self.session) else {
+            return self.ensure_session();
+        };
+        match self.client.refresh_session(ss.id, &s.id) {
+            Ok(s) => {
+                self.take_session(s);
+                Ok(())
+            }
+            Err(e) if e.is_scale_set_not_found() => {
+                self.lose_scale_set();
+                self.ensure_session()
+            }
+            Err(e) if e.is_not_found() => {
+                self.session = None;
+                self.ensure_session()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn get_message(&mut self) -> Result<Option<ScaleSetMessage>, ScaleSetError> {
+        let session = self.session.as_ref().expect("ensured by the caller");
+        self.client
+            .get_message(session, self.last_message_id, self.cfg.max_capacity)
+    }
+
+    fn poll_inner(&mut self) -> Result<PollResult, ScaleSetError> {
+        if self.session.is_some() {
+            match self.commit() {
+                Err(e) if e.is_unauthorized() => {
+                    self.refresh_session().and_then(|_| self.commit())?
+                }
+                r => r?,
+            }
+        }
+        self.ensure_session()?;
+        let message = match self.get_message() {
+            Err(e) if e.is_unauthorized() => {
+                // The queue token expired: refresh once and poll again.
+                self.refresh_session()?;
+                self.get_message()?
+            }
+            Err(e) if e.is_scale_set_not_found() => {
+                self.lose_scale_set();
+                return Err(e);
+            }
+            Err(e) if e.is_not_found() => {
+                self.session = None;
+                return Err(e);
+            }
+            r => r?,
+        };
+        let scale_set_id = self.scale_set.as_ref().map_or(0, |s| s.id);
+        let Some(message) = message else {
+            return Ok(self.result(scale_set_id, None, Vec::new()));
+        };
+        if message.statistics.is_some() {
+            self.statistics = message.statistics;
+        }
+        if message.id <= self.last_message_id {
+            // Handled before a crash that came between persisting and acknowledging:
+            // acknowledge it now and deliver nothing.
+            let session = self.session.as_ref().expect("ensured above");
+            self.client.delete_message(session, message.id)?;
+            return Ok(self.result(scale_set_id, None, Vec::new()));
+        }
+        let offers: Vec<i64> = message
+            .jobs
+            .iter()
+            .filter_map(|j| match j {
+                JobMessage::Available { job, .. } => Some(job.runner_request_id),
+                _ => None,
+            })
+            .collect();
+        let acquired = if offers.is_empty() {
+            Vec::new()
+        } else {
+            let session = self.session.as_ref().expect("ensured above");
+            self.client.acquire_jobs(scale_set_id, session, &offers)?
+        };
+        self.pending = Some(message.id);
+        Ok(self.result(scale_set_id, Some(message), acquired))
+    }
+
+    fn result(
+        &self,
+        scale_set_id: i64,
+        message: Option<ScaleSetMessage>,
+        acquired: Vec<i64>,
+    ) -> PollResult {
+        PollResult {
+            scale_set_id,
+            statistics: self.statistics,
+            message,
+            acquired,
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Driving the simulated scale set service in-process: `SimHandle` methods that tests
+//! and benchmarks call to configure it, inspect it, and script its failures.
+
+use serde_json::Value;
+
+use super::handle::SimHandle;
+use super::scaleset_state::ScaleSetSimConfig;
+
+impl SimHandle {
+    /// Changes how the simulated scale set service behaves (hold, BOM, TTLs...).
+    pub fn scaleset_config(&self, f: impl FnOnce(&mut ScaleSetSimConfig)) {
+        self.with_state(|s| f(&mut s.scalesets.config));
+    }
+
+    /// (id, name, labels, runner group id, disable_update) of every scale set.
+    pub fn scale_sets(&self) -> Vec<(u64, String, Vec<String>, u64, bool)> {
+        self.with_state(|s| {
+            s.scalesets
+                .scale_sets
+                .values()
+                .map(|x| {
+                    (
+                        x.id,
+                        x.name.clone(),
+                        x.labels.clone(),
+                        x.runner_group_id,
+                        x.disable_update,
+                    )
+                })
+                .collect()
+        })
+    }
+
+    /// Deletes a scale set under its listener (the "scale set deleted" case).
+    pub fn delete_scale_set(&self, id: u64) -> bool {
+        self.with_state(|s| s.scalesets.remove_scale_set(id))
+    }
+
+    /// Ends every session of a scale set (the "session gone" case).
+    pub fn drop_scaleset_sessions(&self, scale_set_id: u64) {
+        self.with_state(|s| {
+            s.scalesets
+                .sessions
+                .retain(|_, x| x.scale_set_id != scale_set_id)
+        });
+    }
+
+    /// Expires every queue token now (the "401 on the queue" case).
+    pub fn expire_queue_tokens(&self) {
+        self.with_state(|s| {
+            for x in s.scalesets.sessions.values_mut() {
+                x.token_expires_at = 0;
+            }
+        });
+    }
+
+    /// (message id, acknowledged, inner body) of a scale set's messages.
+    pub fn scaleset_messages(&self, scale_set_id: u64) -> Vec<(i64, bool, String)> {
+        self.with_state(|s| {
+            s.scalesets
+                .messages
+                .iter()
+                .filter(|m| m.scale_set_id == scale_set_id)
+                .map(|m| (m.id, m.acked, m.body.clone()))
+                .collect()
+        })
+    }
+
+    /// The number of sessions a scale set has.
+    pub fn scaleset_sessions(&self, scale_set_id: u64) -> usize {
+        self.with_state(|s| {
+            s.scalesets
+                .sessions
+                .values()
+                .filter(|x| x.scale_set_id == scale_set_id)
+                .count()
+        })
+    }
+
+    /// The statistics the service would report now.
+    pub fn scaleset_statistics(&self, scale_set_id: u64) -> Value {
+        self.with_state(|s| s.scaleset_statistics(scale_set_id))
+    }
+}
