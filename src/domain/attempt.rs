@@ -317,6 +317,16 @@ impl Attempt {
         self.history.push(StateChange { state: to, at: now });
     }
 
+    /// The word to show for where the attempt is: its state, or `cleaned` once
+    /// cleanup is done (cleaned is a flag, and the state stays `destroying`).
+    pub fn state_word(&self) -> &'static str {
+        if self.cleaned {
+            "cleaned"
+        } else {
+            self.state.as_str()
+        }
+    }
+
     /// Seconds since creation (or until the end, once ended).
     pub fn age_millis(&self, now: Millis) -> Millis {
         self.ended_at.unwrap_or(now).max(self.created_at) - self.created_at

@@ -194,7 +194,7 @@ impl Component for AttemptsView {
                 let mut cells = vec![
                     Cell::from(a.id.to_string()),
                     Cell::from(a.profile.clone()),
-                    Cell::from(Span::styled(a.state.as_str(), th.state(a.state))),
+                    Cell::from(Span::styled(a.state_word(), th.state(a.state))),
                     Cell::from(fmt::age(a.age_millis(snap.now))),
                     Cell::from(a.job_name.clone().unwrap_or_else(|| "-".into())),
                 ];
