@@ -305,6 +305,14 @@ impl TargetLoop {
             Vec::new()
         };
         let process = process_status(a);
+        // The exit code is known only to the parent that reaps it, once: keep it.
+        let mut exit_noted = false;
+        if let ProcessStatus::Exited { code } = process
+            && a.exit_code.is_none()
+        {
+            a.exit_code = Some(code);
+            exit_noted = true;
+        }
         let registration = match (&self.runners, list_fresh) {
             (Some(list), true) => match list.iter().find(|r| r.name == a.runner_name) {
                 Some(r) => Registration::Present { busy: r.busy },
@@ -333,6 +341,9 @@ impl TargetLoop {
             now,
         );
         if actions.is_empty() {
+            if exit_noted {
+                self.store.save_attempt(a)?;
+            }
             return Ok(());
         }
         let jitter = self.jitter();
