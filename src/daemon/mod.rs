@@ -91,6 +91,16 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
     sweep::sweep(&store, &host, &opts.state_dir);
 
+    // The heartbeat goes first, so `status` says the daemon runs as soon as it can
+    // start runners, not a tick later.
+    if !opts.once {
+        store.put_heartbeat(&Heartbeat {
+            pid: std::process::id(),
+            started_at,
+            heartbeat_at: started_at,
+            version: env!("CARGO_PKG_VERSION").into(),
+        })?;
+    }
     let mut loops: HashMap<String, LoopThread> = HashMap::new();
     sync_loops(&store, &shared, &mut loops, &shutdown_rx, opts.once)?;
     if opts.once {
@@ -113,7 +123,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let ticker = tick(Duration::from_secs(1));
     let mut fingerprint = config_fingerprint(&store)?;
     let mut data_version = store.data_version()?;
-    let mut next_heartbeat = 0;
+    let mut next_heartbeat = started_at + HEARTBEAT_EVERY;
     let mut next_sweep = now_millis() + SWEEP_EVERY;
     let mut next_prune = 0;
     let mut last_watchdog = std::time::Instant::now();
