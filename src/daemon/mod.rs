@@ -75,6 +75,16 @@ struct LoopThread {
 /// Runs the daemon until SIGTERM (or, with `once`, one pass per target).
 pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     crate::logging::init(opts.log_level);
+    // Signals are watched before anything else, so a SIGTERM during startup drains
+    // (it is read once the main loop runs) instead of killing the daemon outright.
+    let watched = if opts.once {
+        None
+    } else {
+        Some(
+            SignalWatch::start()
+                .map_err(|e| DaemonError::Io(format!("cannot watch signals: {e}")))?,
+        )
+    };
     let store = SqliteStore::open(&opts.state_dir)?;
     let _lock = DaemonLock::acquire(&opts.state_dir).map_err(DaemonError::Lock)?;
     let host = store.host_or_create()?;
@@ -110,8 +120,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         return Ok(());
     }
 
-    let (signal_watch, signal_rx) =
-        SignalWatch::start().map_err(|e| DaemonError::Io(format!("cannot watch signals: {e}")))?;
+    let Some((signal_watch, signal_rx)) = watched else {
+        return Ok(());
+    };
     let (live_tx, live_rx) = bounded::<Vec<LiveAttempt>>(1);
     let (report_tx, report_rx) = bounded::<Vec<MeterReport>>(4);
     let (meter_stop_tx, meter_stop_rx) = bounded::<()>(0);
