@@ -3,7 +3,7 @@
 //! error while a second target keeps serving its jobs.
 
 use super::support::*;
-use runner_manager::sim::{FaultAction, FaultRule, JobStatus, Trigger};
+use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
 
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
 
