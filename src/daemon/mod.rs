@@ -75,6 +75,16 @@ struct LoopThread {
 /// Runs the daemon until SIGTERM (or, with `once`, one pass per target).
 pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     crate::logging::init(opts.log_level);
+    // Signals are watched before anything else, so a SIGTERM during startup drains
+    // (it is read once the main loop runs) instead of killing the daemon outright.
+    let watched = if opts.once {
+        None
+    } else {
+        Some(
+            SignalWatch::start()
+                .map_err(|e| DaemonError::Io(format!("cannot watch signals: {e}")))?,
+        )
+    };
     let store = SqliteStore::open(&opts.state_dir)?;
     let _lock = DaemonLock::acquire(&opts.state_dir).map_err(DaemonError::Lock)?;
     let host = store.host_or_create()?;
@@ -91,6 +101,16 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
     sweep::sweep(&store, &host, &opts.state_dir);
 
+    // The heartbeat goes first, so `status` says the daemon runs as soon as it can
+    // start runners, not a tick later.
+    if !opts.once {
+        store.put_heartbeat(&Heartbeat {
+            pid: std::process::id(),
+            started_at,
+            heartbeat_at: started_at,
+            version: env!("CARGO_PKG_VERSION").into(),
+        })?;
+    }
     let mut loops: HashMap<String, LoopThread> = HashMap::new();
     sync_loops(&store, &shared, &mut loops, &shutdown_rx, opts.once)?;
     if opts.once {
@@ -100,8 +120,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         return Ok(());
     }
 
-    let (signal_watch, signal_rx) =
-        SignalWatch::start().map_err(|e| DaemonError::Io(format!("cannot watch signals: {e}")))?;
+    let Some((signal_watch, signal_rx)) = watched else {
+        return Ok(());
+    };
     let (live_tx, live_rx) = bounded::<Vec<LiveAttempt>>(1);
     let (report_tx, report_rx) = bounded::<Vec<MeterReport>>(4);
     let (meter_stop_tx, meter_stop_rx) = bounded::<()>(0);
@@ -113,7 +134,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let ticker = tick(Duration::from_secs(1));
     let mut fingerprint = config_fingerprint(&store)?;
     let mut data_version = store.data_version()?;
-    let mut next_heartbeat = 0;
+    let mut next_heartbeat = started_at + HEARTBEAT_EVERY;
     let mut next_sweep = now_millis() + SWEEP_EVERY;
     let mut next_prune = 0;
     let mut last_watchdog = std::time::Instant::now();

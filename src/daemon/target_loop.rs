@@ -54,6 +54,12 @@ pub struct TargetLoop {
     last_target_status: Option<(TargetStatus, Millis)>,
     next_sample: Millis,
     rng: u64,
+    /// When the queue in `jobs` was last read (the pass's time, before the request).
+    demand_read_at: Millis,
+    /// Attempts that took a job after `demand_read_at` and have ended (cleaned ones
+    /// included): `jobs` may still list their job as queued, so demand must not count
+    /// it again. Emptied as fresher queues are read.
+    ended_since_read: HashMap<i64, Attempt>,
 }
 
 impl TargetLoop {
@@ -86,6 +92,8 @@ impl TargetLoop {
             last_target_status: None,
             next_sample: 0,
             rng: seed | 1,
+            demand_read_at: 0,
+            ended_since_read: HashMap::new(),
         })
     }
 
@@ -163,6 +171,10 @@ impl TargetLoop {
                 Want::Needed
             };
             self.watch_one(&target.scope, &mut a, Some(policy), want, list_fresh, now)?;
+            if !a.state.is_live() && a.job_name.is_some() && took_job_at(&a) >= self.demand_read_at
+            {
+                self.ended_since_read.insert(a.id, a);
+            }
         }
 
         // Demand, when due.
@@ -187,7 +199,19 @@ impl TargetLoop {
                 .filter(|a| a.target == self.name)
                 .cloned()
                 .collect();
-            let demand = demand::assign(&profiles, &self.jobs, &mine);
+            // Ended attempts take their job out of the queue only while the queue is
+            // older than their job (see `ended_since_read`).
+            let mut for_demand: Vec<Attempt> = mine
+                .iter()
+                .filter(|a| a.state.is_live() || a.job_id.is_some())
+                .cloned()
+                .collect();
+            for e in self.ended_since_read.values() {
+                if !for_demand.iter().any(|a| a.id == e.id) {
+                    for_demand.push(e.clone());
+                }
+            }
+            let demand = demand::assign(&profiles, &self.jobs, &for_demand);
             let mut host_view = host.clone();
             host_view.draining = draining;
             allocation = HostAllocator {
@@ -281,6 +305,14 @@ impl TargetLoop {
             Vec::new()
         };
         let process = process_status(a);
+        // The exit code is known only to the parent that reaps it, once: keep it.
+        let mut exit_noted = false;
+        if let ProcessStatus::Exited { code } = process
+            && a.exit_code.is_none()
+        {
+            a.exit_code = Some(code);
+            exit_noted = true;
+        }
         let registration = match (&self.runners, list_fresh) {
             (Some(list), true) => match list.iter().find(|r| r.name == a.runner_name) {
                 Some(r) => Registration::Present { busy: r.busy },
@@ -309,6 +341,9 @@ impl TargetLoop {
             now,
         );
         if actions.is_empty() {
+            if exit_noted {
+                self.store.save_attempt(a)?;
+            }
             return Ok(());
         }
         let jitter = self.jitter();
@@ -396,6 +431,8 @@ impl TargetLoop {
         match result {
             Ok(jobs) => {
                 self.jobs = jobs;
+                self.demand_read_at = now;
+                self.ended_since_read.retain(|_, a| took_job_at(a) >= now);
                 self.failures_in_row = 0;
                 if self.last_error.take().is_some() {
                     log_info!("target_recovered", target = self.name);
@@ -580,6 +617,11 @@ impl TargetLoop {
         }
         Ok(())
     }
+}
+
+/// When the attempt took its job (entered `busy`; its last change if it never did).
+fn took_job_at(a: &Attempt) -> Millis {
+    watch::entered_at(a, crate::domain::AttemptState::Busy)
 }
 
 fn target_is_repo(t: &Target) -> bool {

@@ -18,7 +18,7 @@
 //! A job already `in_progress` on GitHub is not listed as queued, so it is no demand.
 
 use crate::domain::labels;
-use crate::domain::{Attempt, AttemptState, QueuedJob, ScalePolicy};
+use crate::domain::{Attempt, QueuedJob, ScalePolicy};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The queued jobs counted toward one profile.
@@ -126,10 +126,13 @@ pub fn assign(profiles: &[ScalePolicy], jobs: &[QueuedJob], attempts: &[Attempt]
         .filter(|a| !a.state.is_unassigned())
         .filter_map(|a| a.job_id)
         .collect();
-    // Busy attempts known only by the job's display name: each may take one job.
+    // Attempts known only by the job's display name: each may take one job. Ended
+    // ones count too: the queue the caller read may predate their job (a poll
+    // interval is longer than a short job); the caller passes ended attempts only
+    // while its queue is that stale.
     let mut by_name: Vec<(&str, &str)> = attempts
         .iter()
-        .filter(|a| a.state == AttemptState::Busy && a.job_id.is_none())
+        .filter(|a| !a.state.is_unassigned() && a.job_id.is_none())
         .filter_map(|a| Some((a.profile.as_str(), a.job_name.as_deref()?)))
         .collect();
 
@@ -170,6 +173,7 @@ pub fn assign(profiles: &[ScalePolicy], jobs: &[QueuedJob], attempts: &[Attempt]
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::AttemptState;
     use crate::domain::profile::Mode;
 
     const HOST: &str = "0123abcd89ef4567";
@@ -308,6 +312,21 @@ mod tests {
             d.profiles.iter().find(|p| p.profile == "gpu").unwrap().jobs,
             vec![2]
         );
+    }
+
+    #[test]
+    fn a_finished_runner_takes_its_job_out_of_a_stale_queue() {
+        // The queue was read before the runner took its job and finished it: the job
+        // still shows as queued and must not start a second runner.
+        let mut done = attempt(1, "gpu", AttemptState::Finished);
+        done.job_name = Some("build".into());
+        let d = assign(
+            &profiles(),
+            &[job(1, "build", &["gpu"]), job(2, "test", &["gpu"])],
+            &[done],
+        );
+        assert_eq!(d.taken, vec![1]);
+        assert_eq!(d.queued("gpu"), 1);
     }
 
     #[test]

@@ -1,0 +1,17 @@
+//! End-to-end tests of `runner-manager daemon`: the real binary on a temp state
+//! directory, the simulated GitHub in-process on loopback, simulated runners as real
+//! processes. Every wait polls a condition with a deadline; every test ends with the
+//! invariant checker (no leaked process, no leftover registration, every attempt ended
+//! with a reason and cleaned, every job served exactly once by one of our runners).
+
+mod daemon {
+    pub mod support;
+
+    mod api_faults;
+    mod capacity;
+    mod crash;
+    mod labels;
+    mod lifecycle;
+    mod runner_faults;
+    mod signals;
+}

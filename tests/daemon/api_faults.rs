@@ -1,0 +1,136 @@
+//! GitHub misbehaving: a 5xx burst on the runs list is retried; a 403 with
+//! `retry-after` is obeyed to the second; a 401 on one target is that target's visible
+//! error while a second target keeps serving its jobs.
+
+use super::support::*;
+use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
+
+const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
+
+fn target_error(w: &World, name: &str) -> serde_json::Value {
+    let st = w.status_json();
+    st["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap()["last_error"]
+        .clone()
+}
+
+#[test]
+fn a_5xx_burst_on_the_runs_list_is_retried() {
+    let mut w = World::new("5xx", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    // More than one call's retries: the first read fails, a later one succeeds.
+    w.sim.add_fault(FaultRule::times(
+        "GET",
+        RUNS,
+        5,
+        FaultAction::Status { status: 502 },
+    ));
+    w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let runs: Vec<_> = w
+        .log()
+        .into_iter()
+        .filter(|e| e.method == "GET" && e.endpoint == RUNS)
+        .collect();
+    let failed = runs.iter().filter(|e| e.status == 502).count();
+    assert_eq!(failed, 5, "{runs:?}");
+    assert!(runs.iter().any(|e| e.status == 200), "{runs:?}");
+    wait_until(SETTLE, "the target's error to clear", || {
+        target_error(&w, "t").is_null()
+    });
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn a_403_with_retry_after_is_obeyed() {
+    let mut w = World::new("403", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    w.sim.add_fault(FaultRule::times(
+        "GET",
+        RUNS,
+        1,
+        FaultAction::Forbidden {
+            retry_after: Some(3),
+        },
+    ));
+    w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let log = w.log();
+    let limited = log
+        .iter()
+        .find(|e| e.endpoint == RUNS && e.status == 403)
+        .expect("the 403 was served");
+    let cred = limited.credential.clone();
+    // Nothing at all with that credential until retry-after has passed.
+    let early: Vec<_> = log
+        .iter()
+        .filter(|e| e.credential == cred && e.at > limited.at && e.at < limited.at + 3000)
+        .collect();
+    assert!(early.is_empty(), "requests inside retry-after: {early:?}");
+    assert!(
+        log.iter()
+            .any(|e| e.endpoint == RUNS && e.status == 200 && e.at >= limited.at + 3000),
+        "the runs list was read again after retry-after"
+    );
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn a_401_on_one_target_is_reported_while_the_other_keeps_serving() {
+    let mut w = World::new("401", 4);
+    w.add_target("good", "acme/app", true);
+    w.add_target("bad", "acme/other", false);
+    w.add_profile(ProfileSpec::new("pg", "good", &["pg"]));
+    w.add_profile(ProfileSpec::new("pb", "bad", &["pb"]));
+    w.enqueue("acme/other", "stuck", &["pb"], 300);
+    for i in 0..3 {
+        w.enqueue("acme/app", &format!("g{i}"), &["pg"], 300);
+    }
+    w.start_daemon();
+    wait_until(SETTLE, "the bad target's 401 in status", || {
+        target_error(&w, "bad")
+            .as_str()
+            .is_some_and(|e| e.contains("401"))
+    });
+    w.wait_settled(&["acme/app"]);
+    // The good target served everything while the bad one is held back.
+    w.check_invariants(&["acme/app"]);
+    assert!(target_error(&w, "good").is_null());
+    // More jobs for the good target later are still served.
+    w.enqueue("acme/app", "g-late", &["pg"], 300);
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let stuck = w.jobs_of("acme/other").remove(0);
+    assert_eq!(stuck.status, JobStatus::Queued, "{stuck:?}");
+    assert!(w.attempts().iter().all(|a| a.profile == "pg"));
+    // The refused credential is not hammered: a deterministic error backs off.
+    let bad_requests = w
+        .log()
+        .iter()
+        .filter(|e| e.path.starts_with("/repos/acme/other"))
+        .count();
+    assert!(
+        bad_requests <= 4,
+        "{bad_requests} requests with a refused token"
+    );
+    let st = w.status_json();
+    let pb = st["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "pb")
+        .unwrap()
+        .clone();
+    assert_eq!(pb["live"], 0, "{st:#}");
+    assert!(w.stop_daemon().success());
+}

@@ -1,0 +1,73 @@
+//! Runner processes that misbehave: a crash at start, a hang before `Listening for
+//! Jobs` (bootstrap timeout), an exit non-zero after a job. Each is recorded with its
+//! reason and cleaned up, and the job is still served by a later runner.
+
+use super::support::*;
+use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::sim::{RunnerFault, RunnerFaultRule, Trigger};
+
+#[test]
+fn crash_hang_and_bad_exit_are_recorded_cleaned_and_the_job_still_served() {
+    let mut w = World::new("rfaults", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(
+        ProfileSpec::new("p", "t", &["p"])
+            .max(1)
+            .bootstrap_timeout(3),
+    );
+    // Attempt ids count from 1 in a fresh store, and with max 1 they come one at a
+    // time: runner 1 crashes, runner 2 hangs, runner 3 serves the job and exits 1.
+    let prefix = w.runner_prefix();
+    for (n, fault) in [
+        (1, RunnerFault::CrashAtStart),
+        (2, RunnerFault::HangBeforeListening),
+        (3, RunnerFault::ExitNonZeroAfterJob),
+    ] {
+        w.sim.add_runner_fault(RunnerFaultRule {
+            name_prefix: Some(format!("{prefix}{n}")),
+            trigger: Trigger::Times(1),
+            fault,
+        });
+    }
+    w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let mut attempts = w.attempts();
+    attempts.sort_by_key(|a| a.id);
+    assert_eq!(attempts.len(), 3, "{:#?}", w.outcomes());
+
+    let crashed = &attempts[0];
+    assert_eq!(crashed.outcome, Some(Outcome::Failed), "{crashed:?}");
+    assert!(
+        crashed
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("crashed_at_start")),
+        "{crashed:?}"
+    );
+    assert_eq!(crashed.exit_code, Some(1), "{crashed:?}");
+
+    let hung = &attempts[1];
+    assert_eq!(hung.outcome, Some(Outcome::Failed), "{hung:?}");
+    assert_eq!(
+        hung.reason.as_deref(),
+        Some("bootstrap_timeout"),
+        "{hung:?}"
+    );
+    assert!(
+        !hung.history.iter().any(|h| h.state == AttemptState::Idle),
+        "a hung runner never listened: {hung:?}"
+    );
+
+    let served = &attempts[2];
+    assert_eq!(served.outcome, Some(Outcome::CompletedJob), "{served:?}");
+    assert_eq!(served.job_name.as_deref(), Some("build"));
+    assert_eq!(
+        served.exit_code,
+        Some(1),
+        "the bad exit is on record: {served:?}"
+    );
+    assert_eq!(w.attempt_of_job("build").id, served.id);
+    assert!(w.stop_daemon().success());
+}

@@ -1,0 +1,100 @@
+//! SIGTERM drains: idle runners are deregistered and stopped, busy ones keep running
+//! (a restarted daemon re-adopts and finishes them), the daemon exits 0. `drain
+//! --wait` from the shell waits until no runner is alive.
+
+use super::support::*;
+use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::runner::{ProcessStatus, is_alive};
+use std::process::{Command, Stdio};
+
+#[test]
+fn sigterm_drains_idle_runners_and_leaves_busy_ones_running() {
+    let mut w = World::new("sigterm", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(
+        ProfileSpec::new("p", "t", &["p"])
+            .min(1)
+            .max(3)
+            .idle_timeout(60),
+    );
+    w.enqueue("acme/app", "long1", &["p"], 4000);
+    w.enqueue("acme/app", "long2", &["p"], 4000);
+    w.start_daemon();
+    wait_until(SETTLE, "two busy runners and one idle", || {
+        w.in_state(AttemptState::Busy).len() == 2 && w.in_state(AttemptState::Idle).len() == 1
+    });
+    let busy = w.in_state(AttemptState::Busy);
+    let idle = w.in_state(AttemptState::Idle).remove(0);
+    let status = w.stop_daemon();
+    assert!(status.success(), "the daemon exited with {status}");
+
+    // The idle one was deregistered (204) and stopped; the busy ones run on.
+    let idle = w.attempt(idle.id);
+    assert_eq!(
+        idle.outcome,
+        Some(Outcome::ExitedIdleWithoutWork),
+        "{idle:?}"
+    );
+    assert_eq!(idle.reason.as_deref(), Some("drain"), "{idle:?}");
+    let path = format!(
+        "/repos/acme/app/actions/runners/{}",
+        idle.runner_id.unwrap()
+    );
+    assert!(
+        w.log()
+            .iter()
+            .any(|e| e.method == "DELETE" && e.path == path && e.status == 204)
+    );
+    for b in &busy {
+        let now = w.attempt(b.id);
+        assert_eq!(now.state, AttemptState::Busy, "{now:?}");
+        assert_eq!(
+            is_alive(b.pid.unwrap(), b.pid_start.unwrap()),
+            ProcessStatus::Alive,
+            "busy runner {} was stopped",
+            b.id
+        );
+    }
+
+    // A new daemon re-adopts them and they finish their jobs.
+    w.start_daemon();
+    wait_until(SETTLE, "the busy runners to finish", || {
+        busy.iter()
+            .all(|b| w.attempt(b.id).outcome == Some(Outcome::CompletedJob))
+    });
+
+    // `drain --wait` from the shell: the warm idle runner goes, the command returns.
+    let mut drain = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(&w.dir)
+        .args(["drain", "--wait"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut st = None;
+    let done = poll_until(SETTLE, || {
+        st = drain.try_wait().unwrap();
+        st.is_some()
+    });
+    if !done {
+        let _ = drain.kill();
+        let _ = drain.wait();
+        panic!("drain --wait did not return");
+    }
+    assert!(st.unwrap().success());
+    assert!(
+        w.live_attempts().is_empty(),
+        "drain --wait returned with runners alive: {:?}",
+        w.live_attempts()
+    );
+    assert!(w.stop_daemon().success());
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    for a in w.attempts() {
+        if a.job_name.is_none() {
+            assert_eq!(a.reason.as_deref(), Some("drain"), "{a:?}");
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! Test support for the daemon's end-to-end tests: a `World` (the simulated GitHub on
+//! loopback, a temp state directory with targets and profiles, a simulated runner
+//! install), the real `runner-manager daemon` as a child process, polling with a
+//! deadline, and the end-of-test invariant checker.
+
+#![allow(dead_code)]
+
+use runner_manager::domain::{
+    Attempt, AttemptState, CredentialRef, Outcome, ScalePolicy, Target, TargetScope,
+};
+use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState, SimConfig, SimGitHub};
+use runner_manager::sim::{SimHandle, install};
+use runner_manager::store::{AttemptFilter, SqliteStore, Store};
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_runner-manager");
+
+/// Long enough for a loaded 2-core machine; every wait ends as soon as its condition holds.
+pub const SETTLE: Duration = Duration::from_secs(30);
+
+/// Polls `cond` every 20 ms until it holds; false when `within` passed first.
+pub fn poll_until(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `cond` until it holds; panics naming `what` when `within` passes first.
+pub fn wait_until(within: Duration, what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        poll_until(within, cond),
+        "timed out after {within:?} waiting for {what}"
+    );
+}
+
+/// A profile to add: labels are the user's (the defaults self-hosted/OS/arch are added).
+#[derive(Debug, Clone)]
+pub struct ProfileSpec {
+    pub name: String,
+    pub target: String,
+    pub labels: Vec<String>,
+    pub min: u32,
+    pub max: u32,
+    pub idle_timeout: u64,
+    pub bootstrap_timeout: u64,
+}
+
+impl ProfileSpec {
+    pub fn new(name: &str, target: &str, labels: &[&str]) -> ProfileSpec {
+        ProfileSpec {
+            name: name.into(),
+            target: target.into(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            min: 0,
+            max: 2,
+            idle_timeout: 2,
+            bootstrap_timeout: 15,
+        }
+    }
+    pub fn min(mut self, n: u32) -> Self {
+        self.min = n;
+        self
+    }
+    pub fn max(mut self, n: u32) -> Self {
+        self.max = n;
+        self
+    }
+    pub fn idle_timeout(mut self, s: u64) -> Self {
+        self.idle_timeout = s;
+        self
+    }
+    pub fn bootstrap_timeout(mut self, s: u64) -> Self {
+        self.bootstrap_timeout = s;
+        self
+    }
+}
+
+static WORLDS: AtomicU32 = AtomicU32::new(0);
+
+/// One test's world. Dropping it kills the daemon and any runner left (so a failing
+/// test leaks nothing), prints the daemon's log when the test panicked, and removes the
+/// state directory when it did not.
+pub struct World {
+    pub sim: SimHandle,
+    pub dir: PathBuf,
+    pub runner_dir: PathBuf,
+    pub host_id: String,
+    daemon: Option<Child>,
+    daemon_runs: u32,
+    tokens: u32,
+}
+
+impl World {
+    /// A sim and a state directory with a host of `capacity`; no targets yet.
+    pub fn new(tag: &str, capacity: u32) -> World {
+        let sim = SimGitHub::start(SimConfig::default()).expect("the sim starts");
+        let dir = std::env::temp_dir().join(format!(
+            "rm-e2e-{tag}-{}-{}",
+            std::process::id(),
+            WORLDS.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let runner_dir = dir.join("runner-install");
+        install::lay_out(&runner_dir, Path::new(BIN)).expect("the simulated runner lays out");
+        let store = SqliteStore::open(&dir).unwrap();
+        let mut host = store.host_or_create().unwrap();
+        host.capacity = capacity;
+        store.update_host(&host).unwrap();
+        World {
+            sim,
+            dir,
+            runner_dir,
+            host_id: host.id,
+            daemon: None,
+            daemon_runs: 0,
+            tokens: 0,
+        }
+    }
+
+    pub fn store(&self) -> SqliteStore {
+        SqliteStore::open(&self.dir).unwrap()
+    }
+
+    /// A private repository `repo` in the sim and a target `name` for it, polled every
+    /// second. `valid` false gives the target a token the sim does not know (401).
+    pub fn add_target(&mut self, name: &str, repo: &str, valid: bool) {
+        self.sim.add_repo(repo, true);
+        self.tokens += 1;
+        let token = format!("ghp_e2e{}{:08}", std::process::id(), self.tokens);
+        if valid {
+            self.sim.add_pat(&token);
+        }
+        let token_file = self.dir.join(format!("token-{name}"));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&token_file)
+            .unwrap();
+        f.write_all(token.as_bytes()).unwrap();
+        let (owner, r) = repo.split_once('/').unwrap();
+        self.store()
+            .add_target(&Target {
+                name: name.into(),
+                scope: TargetScope::Repo {
+                    owner: owner.into(),
+                    repo: r.into(),
+                },
+                api_url: self.sim.url().to_string(),
+                credential: CredentialRef::TokenFile { path: token_file },
+                poll_interval_secs: 1,
+                repos: vec![],
+            })
+            .unwrap();
+    }
+
+    pub fn add_profile(&self, spec: ProfileSpec) {
+        let store = self.store();
+        let host = store.host_or_create().unwrap();
+        let mut p = ScalePolicy::new(&spec.name, &spec.target, &host.id);
+        p.set_labels("--labels", &spec.labels, &host.os, &host.arch)
+            .unwrap();
+        p.min_capacity = spec.min;
+        p.max_capacity = spec.max;
+        p.idle_timeout_secs = spec.idle_timeout;
+        p.bootstrap_timeout_secs = spec.bootstrap_timeout;
+        p.runner_dir = Some(self.runner_dir.clone());
+        store.add_profile(&p).unwrap();
+    }
+
+    /// `self-hosted` plus `labels`: the `runs-on` of a job for a profile with `labels`.
+    pub fn enqueue(&self, repo: &str, name: &str, labels: &[&str], ms: u64) -> u64 {
+        let mut all = vec!["self-hosted"];
+        all.extend_from_slice(labels);
+        self.sim.enqueue_job(repo, name, &all, ms)
+    }
+
+    // ---- the daemon ----
+
+    pub fn daemon_log_path(&self, run: u32) -> PathBuf {
+        self.dir.join(format!("daemon-{run}.log"))
+    }
+
+    pub fn start_daemon(&mut self) {
+        assert!(self.daemon.is_none(), "a daemon already runs");
+        self.daemon_runs += 1;
+        let log = std::fs::File::create(self.daemon_log_path(self.daemon_runs)).unwrap();
+        let child = Command::new(BIN)
+            .arg("--state-dir")
+            .arg(&self.dir)
+            .args(["daemon", "--log-level", "debug", "--drain-timeout", "20"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("the daemon starts");
+        self.daemon = Some(child);
+    }
+
+    pub fn daemon_pid(&self) -> u32 {
+        self.daemon.as_ref().expect("a daemon runs").id()
+    }
+
+    /// SIGKILL: the daemon gets no chance to do anything.
+    pub fn kill_daemon(&mut self) {
+        let mut child = self.daemon.take().expect("a daemon runs");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM, then waits (bounded) for the daemon to exit.
+    pub fn stop_daemon(&mut self) -> ExitStatus {
+        let mut child = self.daemon.take().expect("a daemon runs");
+        // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut status = None;
+        let ok = poll_until(SETTLE, || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        if !ok {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the daemon did not exit within {SETTLE:?} of SIGTERM");
+        }
+        status.unwrap()
+    }
+
+    /// The daemon's exit status if it has exited (it is then forgotten).
+    pub fn daemon_exited(&mut self) -> Option<ExitStatus> {
+        let st = self.daemon.as_mut()?.try_wait().unwrap();
+        if st.is_some() {
+            self.daemon = None;
+        }
+        st
+    }
+
+    pub fn daemon_logs(&self) -> String {
+        (1..=self.daemon_runs)
+            .map(|n| {
+                format!(
+                    "--- daemon run {n} ---\n{}",
+                    std::fs::read_to_string(self.daemon_log_path(n)).unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// `runner-manager --state-dir DIR ARGS...`.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("--state-dir")
+            .arg(&self.dir)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// `cli` that must succeed; returns stdout.
+    pub fn cli_ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "runner-manager {args:?} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn status_json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.cli_ok(&["--json", "status"])).unwrap()
+    }
+
+    // ---- what is there ----
+
+    pub fn attempts(&self) -> Vec<Attempt> {
+        self.store().attempts(&AttemptFilter::default()).unwrap()
+    }
+
+    pub fn attempt(&self, id: i64) -> Attempt {
+        self.store().attempt(id).unwrap()
+    }
+
+    /// Attempts whose runner may be alive (the daemon's count toward capacity).
+    pub fn live_attempts(&self) -> Vec<Attempt> {
+        self.attempts()
+            .into_iter()
+            .filter(|a| a.state.is_live())
+            .collect()
+    }
+
+    pub fn live_by_profile(&self) -> BTreeMap<String, u32> {
+        let mut m = BTreeMap::new();
+        for a in self.live_attempts() {
+            *m.entry(a.profile).or_insert(0) += 1;
+        }
+        m
+    }
+
+    pub fn in_state(&self, state: AttemptState) -> Vec<Attempt> {
+        self.attempts()
+            .into_iter()
+            .filter(|a| a.state == state)
+            .collect()
+    }
+
+    /// `rm-<host short id>-`: every runner name of this world starts with it.
+    pub fn runner_prefix(&self) -> String {
+        format!("rm-{}-", &self.host_id[..self.host_id.len().min(8)])
+    }
+
+    pub fn our_registrations(&self) -> Vec<RunnerState> {
+        let p = self.runner_prefix();
+        self.sim
+            .runners()
+            .into_iter()
+            .filter(|r| r.name.starts_with(&p))
+            .collect()
+    }
+
+    /// Runner processes: anything whose cwd or executable is under STATE_DIR/attempts.
+    pub fn runner_pids(&self) -> Vec<i32> {
+        runner_manager::runner::processes_with_cwd_or_exe_under(&self.dir.join("attempts"))
+    }
+
+    pub fn jobs_of(&self, repo: &str) -> Vec<JobState> {
+        self.sim
+            .jobs()
+            .into_iter()
+            .filter(|j| j.repo == repo)
+            .collect()
+    }
+
+    pub fn log(&self) -> Vec<LogEntry> {
+        self.sim.request_log()
+    }
+
+    pub fn all_completed(&self, repos: &[&str]) -> bool {
+        self.sim
+            .jobs()
+            .iter()
+            .filter(|j| repos.contains(&j.repo.as_str()))
+            .all(|j| j.status == JobStatus::Completed)
+    }
+
+    /// Waits until nothing is alive or left behind: every attempt cleaned, no runner
+    /// process, no registration with our names, every job of `repos` completed.
+    pub fn wait_settled(&self, repos: &[&str]) {
+        wait_until(SETTLE, "every attempt cleaned, every job served", || {
+            self.all_completed(repos)
+                && self.attempts().iter().all(|a| a.cleaned)
+                && self.runner_pids().is_empty()
+                && self.our_registrations().is_empty()
+        });
+    }
+
+    /// The end-of-test invariants (call after `wait_settled`, or after the daemon
+    /// stopped): no leaked runner process, no registration with our names, every
+    /// attempt ended with an outcome and a reason and cleaned (its root gone), and
+    /// every job of `repos` served exactly once, by one of our runners.
+    pub fn check_invariants(&self, repos: &[&str]) {
+        let pids = self.runner_pids();
+        assert!(pids.is_empty(), "leaked runner processes: {pids:?}");
+        let regs: Vec<String> = self
+            .our_registrations()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert!(regs.is_empty(), "registrations left on GitHub: {regs:?}");
+        let attempts = self.attempts();
+        for a in &attempts {
+            assert!(
+                a.outcome.is_some() && a.reason.is_some() && a.cleaned,
+                "attempt {} not finished with an outcome and a reason, and cleaned: {a:?}",
+                a.id
+            );
+            assert!(
+                a.ended_at.is_some(),
+                "attempt {} has no end time: {a:?}",
+                a.id
+            );
+            let root = self.dir.join("attempts").join(a.id.to_string());
+            assert!(
+                !root.exists(),
+                "attempt {} root left: {}",
+                a.id,
+                root.display()
+            );
+        }
+        let names: HashSet<&str> = attempts.iter().map(|a| a.runner_name.as_str()).collect();
+        let mut served_by: BTreeMap<String, u64> = BTreeMap::new();
+        for j in self.sim.jobs() {
+            if !repos.contains(&j.repo.as_str()) {
+                continue;
+            }
+            assert_eq!(j.status, JobStatus::Completed, "job not served: {j:?}");
+            let runner = j.runner_name.as_deref().unwrap_or("");
+            assert!(
+                names.contains(runner),
+                "job {} was not served by one of our runners: {j:?}",
+                j.name
+            );
+            if let Some(other) = served_by.insert(runner.to_string(), j.id) {
+                panic!("runner {runner} served two jobs: {other} and {}", j.id);
+            }
+            let claimed: Vec<i64> = attempts
+                .iter()
+                .filter(|a| a.job_name.as_deref() == Some(j.name.as_str()))
+                .map(|a| a.id)
+                .collect();
+            assert!(
+                claimed.len() == 1,
+                "job {} should be recorded by exactly one attempt, is by {claimed:?}",
+                j.name
+            );
+        }
+    }
+
+    /// The attempt that ran job `name`.
+    pub fn attempt_of_job(&self, name: &str) -> Attempt {
+        let job = self
+            .sim
+            .jobs()
+            .into_iter()
+            .find(|j| j.name == name)
+            .expect("such a job");
+        let runner = job.runner_name.expect("the job has a runner");
+        self.attempts()
+            .into_iter()
+            .find(|a| a.runner_name == runner)
+            .unwrap_or_else(|| panic!("no attempt is runner {runner}"))
+    }
+
+    pub fn outcomes(&self) -> Vec<(i64, Option<Outcome>, Option<String>)> {
+        self.attempts()
+            .into_iter()
+            .map(|a| (a.id, a.outcome, a.reason))
+            .collect()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        for pid in self.runner_pids() {
+            // SAFETY: kill(2) on a runner process of this test's own state directory.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        if std::thread::panicking() {
+            eprintln!("state dir kept: {}", self.dir.display());
+            eprintln!("attempts: {:#?}", self.outcomes());
+            eprintln!("{}", self.daemon_logs());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        self.sim.shutdown();
+    }
+}
