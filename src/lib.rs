@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the codemap. `main.rs` only calls [`cli::main`].
 
 pub mod cli;
+pub mod coordinator;
 pub mod domain;
 pub mod github;
 pub mod meter;
