@@ -127,8 +127,15 @@ fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
                 .collect();
             table(
                 &[
-                    "NAME", "CONNECTED", "VERSION", "FREE", "LEASES", "STARTED", "FINISHED",
-                    "REFUSALS", "LAST SEEN",
+                    "NAME",
+                    "CONNECTED",
+                    "VERSION",
+                    "FREE",
+                    "LEASES",
+                    "STARTED",
+                    "FINISHED",
+                    "REFUSALS",
+                    "LAST SEEN",
                 ],
                 &rows,
             )
@@ -203,7 +210,14 @@ fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
             output::block(&[
                 ("coordinator", serve),
                 ("hosts", format!("{connected} connected of {}", hs.len())),
-                ("targets", targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>().join(", ")),
+                (
+                    "targets",
+                    targets
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
                 ("jobs", phase_line),
             ])
         },
@@ -227,7 +241,10 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
     let tls = match (inv.value("--tls-cert"), inv.value("--tls-key")) {
         (None, None) => None,
         (Some(c), Some(k)) => {
-            let (c, k) = (validate::path("--tls-cert", c)?, validate::path("--tls-key", k)?);
+            let (c, k) = (
+                validate::path("--tls-cert", c)?,
+                validate::path("--tls-key", k)?,
+            );
             readable_file("--tls-cert", &c)?;
             readable_file("--tls-key", &k)?;
             Some(tls::server_config(&c, &k).map_err(|e| CliError::usage("--tls-cert", &e))?)
@@ -266,7 +283,11 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
     let tokens = Arc::new(StoreTokens::new(dir.to_path_buf()));
     let mut server = start_server(opts, tokens, sources)
         .map_err(|e| CliError::Failed(format!("cannot listen on {addr}: {e}")))?;
-    let scheme = if inv.value("--tls-cert").is_some() { "wss" } else { "ws" };
+    let scheme = if inv.value("--tls-cert").is_some() {
+        "wss"
+    } else {
+        "ws"
+    };
     let url = format!("{scheme}://{}", server.addr());
     store.kv_put(
         SERVE_KEY,

@@ -267,10 +267,22 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Serve a pool: read its targets' queues once and place each job on one host",
         options: &[
-            opt("--listen", "ADDR", "Listen on IP:PORT (port 0 picks one; the URL is printed)"),
-            opt("--tls-cert", "PATH", "PEM certificate chain: serve wss:// (with --tls-key)"),
+            opt(
+                "--listen",
+                "ADDR",
+                "Listen on IP:PORT (port 0 picks one; the URL is printed)",
+            ),
+            opt(
+                "--tls-cert",
+                "PATH",
+                "PEM certificate chain: serve wss:// (with --tls-key)",
+            ),
             opt("--tls-key", "PATH", "PEM private key of --tls-cert"),
-            opt("--lease-ttl", "SECS", "A launch's time to live (default 120)"),
+            opt(
+                "--lease-ttl",
+                "SECS",
+                "A launch's time to live (default 120)",
+            ),
         ],
     },
     Command {

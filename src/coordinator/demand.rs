@@ -38,8 +38,7 @@ pub struct RestDemand {
 
 impl RestDemand {
     pub fn new(t: &Target, shutdown: Receiver<()>) -> Result<RestDemand, String> {
-        let cred = load_credential(&t.credential)
-            .map_err(|e| format!("target {}: {e}", t.name))?;
+        let cred = load_credential(&t.credential).map_err(|e| format!("target {}: {e}", t.name))?;
         Ok(RestDemand {
             target: coord_target(t),
             scope: t.scope.clone(),
@@ -62,9 +61,11 @@ impl DemandSource for RestDemand {
     fn queued(&mut self) -> Result<Vec<QueuedJob>, String> {
         let repos: Vec<(String, String)> = match &self.scope {
             TargetScope::Repo { owner, repo } => vec![(owner.clone(), repo.clone())],
-            TargetScope::Org { org } if !self.repos.is_empty() => {
-                self.repos.iter().map(|r| (org.clone(), r.clone())).collect()
-            }
+            TargetScope::Org { org } if !self.repos.is_empty() => self
+                .repos
+                .iter()
+                .map(|r| (org.clone(), r.clone()))
+                .collect(),
             TargetScope::Org { org } => self
                 .client
                 .org_repositories(org)

@@ -146,7 +146,10 @@ pub fn spawn_link(
     } else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("coordinator URL must start with ws:// or wss:// (got {:?})", cfg.url),
+            format!(
+                "coordinator URL must start with ws:// or wss:// (got {:?})",
+                cfg.url
+            ),
         ));
     };
     let shared = Arc::new(Shared {
@@ -225,7 +228,11 @@ fn backoff(cfg: &LinkConfig, n: u32) -> Duration {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos() as u64)
         .unwrap_or(0);
-    let jitter = if span == 0 { 0 } else { (nanos ^ (nanos >> 7)) % (span + 1) };
+    let jitter = if span == 0 {
+        0
+    } else {
+        (nanos ^ (nanos >> 7)) % (span + 1)
+    };
     cfg.backoff_min + Duration::from_millis(jitter)
 }
 
@@ -289,7 +296,10 @@ fn connect(
     auth.set_sensitive(true);
     req.headers_mut().insert("authorization", auth);
     let host = req.uri().host().ok_or("no host in the URL")?.to_string();
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     let port = req
         .uri()
         .port_u16()
@@ -327,7 +337,10 @@ fn connect(
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r)))
             if r.status() == 401 =>
         {
-            Err("the coordinator refused this host's token (401); check coordinator_token_file".into())
+            Err(
+                "the coordinator refused this host's token (401); check coordinator_token_file"
+                    .into(),
+            )
         }
         Err(e) => Err(format!("handshake: {e}")),
     }
@@ -405,7 +418,11 @@ impl Session<'_> {
                 let _ = socket.flush();
                 return "stopping".into();
             }
-            if let Err(e) = ws::wait(socket.get_ref().tcp(), wake, ping.saturating_sub(last_ping.elapsed())) {
+            if let Err(e) = ws::wait(
+                socket.get_ref().tcp(),
+                wake,
+                ping.saturating_sub(last_ping.elapsed()),
+            ) {
                 return format!("poll: {e}");
             }
             let mut frames = Vec::new();
@@ -421,7 +438,12 @@ impl Session<'_> {
             if let Err(e) = r {
                 return e.to_string();
             }
-            if self.shared.hello.lock().unwrap_or_else(|p| p.into_inner()).1
+            if self
+                .shared
+                .hello
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .1
                 && let Err(e) = self.hello(socket)
             {
                 return e;
@@ -453,7 +475,11 @@ impl Session<'_> {
         match CoordMsg::decode(text.as_str()) {
             Ok(CoordMsg::HelloAck(a)) => {
                 // An older coordinator directs nothing: run as if no target is covered.
-                let covered = if a.version >= VERSION { a.covered } else { Vec::new() };
+                let covered = if a.version >= VERSION {
+                    a.covered
+                } else {
+                    Vec::new()
+                };
                 self.handler.link_up(&covered);
                 self.was_up = true;
                 self.shared.up.store(true, Ordering::SeqCst);

@@ -148,7 +148,8 @@ pub fn job_key(job: &QueuedJob) -> String {
 }
 
 fn same_api(a: &str, b: &str) -> bool {
-    a.trim_end_matches('/').eq_ignore_ascii_case(b.trim_end_matches('/'))
+    a.trim_end_matches('/')
+        .eq_ignore_ascii_case(b.trim_end_matches('/'))
 }
 
 impl Placement {
@@ -214,7 +215,10 @@ impl Placement {
                 .filter_map(|t| {
                     self.targets
                         .iter()
-                        .find(|c| c.scope.eq_ignore_ascii_case(&t.scope) && same_api(&c.api_url, &t.api_url))
+                        .find(|c| {
+                            c.scope.eq_ignore_ascii_case(&t.scope)
+                                && same_api(&c.api_url, &t.api_url)
+                        })
                         .map(|c| (t.name.clone(), c.name.clone()))
                 })
                 .collect()
@@ -331,7 +335,12 @@ impl Placement {
         host.started += 1;
         let host = host.name.clone();
         let mut out = Vec::new();
-        let Some(key) = s.lease_id.as_ref().and_then(|l| self.lease_jobs.get(l)).cloned() else {
+        let Some(key) = s
+            .lease_id
+            .as_ref()
+            .and_then(|l| self.lease_jobs.get(l))
+            .cloned()
+        else {
             return out;
         };
         let Some(job) = self.jobs.get_mut(&key) else {
@@ -477,17 +486,20 @@ impl Placement {
             return out;
         }
         waiting.sort();
-        let mut free: BTreeMap<ConnId, u32> = self
-            .hosts
-            .iter()
-            .map(|(c, h)| (*c, h.free.saturating_sub(self.outstanding(*c))))
-            .collect();
+        // Counted once per call: placing is then linear in waiting jobs times hosts.
+        let mut open: BTreeMap<ConnId, u32> = BTreeMap::new();
         let mut per_profile: BTreeMap<(ConnId, String), u32> = BTreeMap::new();
         for j in self.jobs.values() {
             if let Phase::Leased { conn, profile, .. } = &j.phase {
+                *open.entry(*conn).or_default() += 1;
                 *per_profile.entry((*conn, profile.clone())).or_default() += 1;
             }
         }
+        let mut free: BTreeMap<ConnId, u32> = self
+            .hosts
+            .iter()
+            .map(|(c, h)| (*c, h.free.saturating_sub(open.get(c).copied().unwrap_or(0))))
+            .collect();
         for (_, _, key) in waiting {
             let job = &self.jobs[&key];
             let mut best: Option<(ConnId, String, String)> = None;
@@ -500,12 +512,17 @@ impl Placement {
                 if job.refused.get(&h.name).is_some_and(|until| *until > now) {
                     continue;
                 }
-                let Some((profile, host_target)) = self.fitting_profile(h, job, *conn, &per_profile)
+                let Some((profile, host_target)) =
+                    self.fitting_profile(h, job, *conn, &per_profile)
                 else {
                     continue;
                 };
                 // Most free first; then the host with fewer open leases; then name.
-                let rank = (std::cmp::Reverse(f), self.outstanding(*conn), h.name.clone());
+                let rank = (
+                    std::cmp::Reverse(f),
+                    open.get(conn).copied().unwrap_or(0),
+                    h.name.clone(),
+                );
                 if best_rank.as_ref().is_none_or(|b| rank < *b) {
                     best_rank = Some(rank);
                     best = Some((*conn, profile, host_target));
@@ -519,6 +536,7 @@ impl Placement {
             let ttl = self.cfg.ttl_secs.min(protocol::MAX_TTL_SECS);
             let expires_at = now + ttl as Millis * 1000;
             *free.get_mut(&conn).expect("host listed") -= 1;
+            *open.entry(conn).or_default() += 1;
             *per_profile.entry((conn, profile.clone())).or_default() += 1;
             self.remember_lease(&lease_id, &key);
             let host = self.hosts[&conn].name.clone();
@@ -576,7 +594,8 @@ impl Placement {
     }
 
     fn remember_lease(&mut self, lease_id: &str, key: &str) {
-        self.lease_jobs.insert(lease_id.to_string(), key.to_string());
+        self.lease_jobs
+            .insert(lease_id.to_string(), key.to_string());
         self.lease_order.push_back(lease_id.to_string());
         while self.lease_order.len() > LEASE_MEMORY {
             if let Some(old) = self.lease_order.pop_front() {

@@ -66,7 +66,9 @@ fn job(id: i64, labels: &[&str]) -> QueuedJob {
 fn launches(a: &[Action]) -> Vec<(ConnId, String, String)> {
     a.iter()
         .filter_map(|x| match x {
-            Action::Send(c, CoordMsg::Launch(l)) => Some((*c, l.job_key.clone(), l.lease_id.clone())),
+            Action::Send(c, CoordMsg::Launch(l)) => {
+                Some((*c, l.job_key.clone(), l.lease_id.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -97,12 +99,21 @@ fn hello_ack_covers_matching_targets_and_a_version_2_host_is_never_directed() {
         )
     );
     let a = p.hello(2, "old", hello("old", 2, 8, POOL), T0);
-    assert!(matches!(&a[0], Action::Send(2, CoordMsg::HelloAck(h)) if h.version == 2 && h.covered.is_empty()));
-    let a = p.queue("ct", (1..=5).map(|i| job(i, &["self-hosted", "linux"])).collect(), T0);
+    assert!(
+        matches!(&a[0], Action::Send(2, CoordMsg::HelloAck(h)) if h.version == 2 && h.covered.is_empty())
+    );
+    let a = p.queue(
+        "ct",
+        (1..=5).map(|i| job(i, &["self-hosted", "linux"])).collect(),
+        T0,
+    );
     let l = launches(&a);
     assert_eq!(l.len(), 2, "only h1's two free slots: {a:?}");
     assert!(l.iter().all(|(c, _, _)| *c == 1));
-    assert_eq!(p.hello(3, "ancient", hello("ancient", 1, 8, POOL), T0), vec![Action::Close(3)]);
+    assert_eq!(
+        p.hello(3, "ancient", hello("ancient", 1, 8, POOL), T0),
+        vec![Action::Close(3)]
+    );
 }
 
 #[test]
@@ -168,7 +179,15 @@ fn started_closes_the_lease_finished_waits_for_a_fresh_snapshot() {
     let mut p = placement();
     p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
     let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
-    p.ack(1, LaunchAck { lease_id: l[0].2.clone(), accepted: true, reason: None }, T0);
+    p.ack(
+        1,
+        LaunchAck {
+            lease_id: l[0].2.clone(),
+            accepted: true,
+            reason: None,
+        },
+        T0,
+    );
     p.started(
         1,
         AttemptStarted {
@@ -180,7 +199,10 @@ fn started_closes_the_lease_finished_waits_for_a_fresh_snapshot() {
         T0,
     );
     assert_eq!(p.outstanding(1), 0);
-    assert!(launches(&p.tick(T0 + 600_000)).is_empty(), "a started job never expires");
+    assert!(
+        launches(&p.tick(T0 + 600_000)).is_empty(),
+        "a started job never expires"
+    );
     let fin = AttemptFinished {
         lease_id: Some(l[0].2.clone()),
         runner_name: "rm-a-1".into(),
@@ -189,7 +211,10 @@ fn started_closes_the_lease_finished_waits_for_a_fresh_snapshot() {
         usage: None,
     };
     p.finished(1, fin, T0);
-    assert!(launches(&p.tick(T0 + 1)).is_empty(), "held until a fresh snapshot");
+    assert!(
+        launches(&p.tick(T0 + 1)).is_empty(),
+        "held until a fresh snapshot"
+    );
     let a = p.queue("ct", vec![job(1, &["linux"])], T0 + 2);
     assert_eq!(launches(&a).len(), 1, "still queued: placed again");
 }
@@ -224,15 +249,49 @@ fn a_reconnecting_host_replaces_its_stale_connection() {
     assert_eq!(l[0].0, 1);
     let a = p.hello(5, "h1", hello("h1", 3, 1, POOL), T0 + 1);
     assert!(a.contains(&Action::Close(1)));
-    assert_eq!(launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(), vec![5]);
+    assert_eq!(
+        launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![5]
+    );
 }
 
 #[test]
 fn draining_and_unfit_hosts_get_nothing() {
     let mut p = placement();
     p.hello(1, "h1", hello("h1", 3, 4, POOL), T0);
-    p.status(1, Status { free: 4, draining: true, unfit: vec![] }, T0);
+    p.status(
+        1,
+        Status {
+            free: 4,
+            draining: true,
+            unfit: vec![],
+        },
+        T0,
+    );
     assert!(launches(&p.queue("ct", vec![job(1, &["linux"])], T0)).is_empty());
-    assert!(launches(&p.status(1, Status { free: 4, draining: false, unfit: vec!["p".into()] }, T0)).is_empty());
-    assert_eq!(launches(&p.status(1, Status { free: 4, draining: false, unfit: vec![] }, T0)).len(), 1);
+    assert!(
+        launches(&p.status(
+            1,
+            Status {
+                free: 4,
+                draining: false,
+                unfit: vec!["p".into()]
+            },
+            T0
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        launches(&p.status(
+            1,
+            Status {
+                free: 4,
+                draining: false,
+                unfit: vec![]
+            },
+            T0
+        ))
+        .len(),
+        1
+    );
 }

@@ -302,7 +302,13 @@ impl CoordMsg {
                 strs(&c)
             }
             CoordMsg::Launch(l) => {
-                strs(&[&l.target, &l.profile, &l.job_key, &l.lease_id, &l.expires_at])?;
+                strs(&[
+                    &l.target,
+                    &l.profile,
+                    &l.job_key,
+                    &l.lease_id,
+                    &l.expires_at,
+                ])?;
                 if l.lease_id.is_empty() {
                     return Err(FrameError::OutOfBounds("empty lease_id".into()));
                 }
@@ -442,7 +448,10 @@ mod tests {
             reason: None,
         })
         .encode();
-        assert_eq!(ack, r#"{"type":"launch_ack","lease_id":"l","accepted":true}"#);
+        assert_eq!(
+            ack,
+            r#"{"type":"launch_ack","lease_id":"l","accepted":true}"#
+        );
         let coord = vec![
             CoordMsg::HelloAck(HelloAck {
                 version: 3,
@@ -506,17 +515,29 @@ mod tests {
 
     #[test]
     fn bounds_refuse_oversized_frames_counts_and_strings() {
-        let big = format!(r#"{{"type":"status","free":1,"draining":false,"pad":"{}"}}"#, "x".repeat(MAX_MESSAGE));
-        assert!(matches!(HostMsg::decode(&big), Err(FrameError::TooLarge(_))));
+        let big = format!(
+            r#"{{"type":"status","free":1,"draining":false,"pad":"{}"}}"#,
+            "x".repeat(MAX_MESSAGE)
+        );
+        assert!(matches!(
+            HostMsg::decode(&big),
+            Err(FrameError::TooLarge(_))
+        ));
         let HostMsg::Hello(mut h) = hello(3) else {
             unreachable!()
         };
         h.profiles[0].labels = (0..=MAX_LABELS).map(|i| format!("l{i}")).collect();
         let text = HostMsg::Hello(h.clone()).encode();
-        assert!(matches!(HostMsg::decode(&text), Err(FrameError::OutOfBounds(_))));
+        assert!(matches!(
+            HostMsg::decode(&text),
+            Err(FrameError::OutOfBounds(_))
+        ));
         h.profiles[0].labels = vec!["x".repeat(MAX_STR + 1)];
         let text = HostMsg::Hello(h.clone()).encode();
-        assert!(matches!(HostMsg::decode(&text), Err(FrameError::OutOfBounds(_))));
+        assert!(matches!(
+            HostMsg::decode(&text),
+            Err(FrameError::OutOfBounds(_))
+        ));
         h.profiles = (0..=MAX_PROFILES)
             .map(|i| ProfileInfo {
                 name: format!("p{i}"),
@@ -526,7 +547,10 @@ mod tests {
             })
             .collect();
         let text = HostMsg::Hello(h).encode();
-        assert!(matches!(HostMsg::decode(&text), Err(FrameError::OutOfBounds(_))));
+        assert!(matches!(
+            HostMsg::decode(&text),
+            Err(FrameError::OutOfBounds(_))
+        ));
         let launch = CoordMsg::Launch(LaunchFrame {
             target: "t".into(),
             profile: "p".into(),

@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tungstenite::Message;
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::http;
-use tungstenite::Message;
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -266,7 +266,9 @@ fn acceptor(listener: TcpListener, ctx: Arc<ConnCtx>, max: usize) {
 }
 
 fn unauthorized() -> ErrorResponse {
-    let mut r = http::Response::new(Some("unauthorized: give Authorization: Bearer <host token>".to_string()));
+    let mut r = http::Response::new(Some(
+        "unauthorized: give Authorization: Bearer <host token>".to_string(),
+    ));
     *r.status_mut() = http::StatusCode::UNAUTHORIZED;
     r
 }
@@ -308,13 +310,14 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
             None => Err(unauthorized()),
         }
     };
-    let mut socket = match tungstenite::accept_hdr_with_config(stream, callback, Some(ws::ws_config())) {
-        Ok(s) => s,
-        Err(e) => {
-            (ctx.log)(&format!("{peer}: handshake refused: {e}"));
-            return;
-        }
-    };
+    let mut socket =
+        match tungstenite::accept_hdr_with_config(stream, callback, Some(ws::ws_config())) {
+            Ok(s) => s,
+            Err(e) => {
+                (ctx.log)(&format!("{peer}: handshake refused: {e}"));
+                return;
+            }
+        };
     let Some(name) = who else { return };
     let (out_tx, out_rx) = unbounded::<Out>();
     let Ok((waker, wake_rx)) = ws::waker() else {
@@ -333,7 +336,12 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
     let mut last_rx = Instant::now();
     let mut last_ping = Instant::now();
     let why = 'pump: loop {
-        if ctx.stopping.load(Ordering::SeqCst) || matches!(ctx.stop.try_recv(), Err(crossbeam_channel::TryRecvError::Disconnected)) {
+        if ctx.stopping.load(Ordering::SeqCst)
+            || matches!(
+                ctx.stop.try_recv(),
+                Err(crossbeam_channel::TryRecvError::Disconnected)
+            )
+        {
             let _ = socket.close(None);
             let _ = socket.flush();
             break "coordinator stopping".to_string();

@@ -151,9 +151,9 @@ impl SqliteStore {
     }
 
     pub fn coord_hosts(&self) -> Result<Vec<CoordHostRow>> {
-        let mut st = self
-            .connection()
-            .prepare_cached(&format!("SELECT {HOST_COLUMNS} FROM coord_hosts ORDER BY name"))?;
+        let mut st = self.connection().prepare_cached(&format!(
+            "SELECT {HOST_COLUMNS} FROM coord_hosts ORDER BY name"
+        ))?;
         let rows = st.query_map([], host_row)?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -240,7 +240,6 @@ impl SqliteStore {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,7 +253,10 @@ mod tests {
             Err(StoreError::Exists { .. })
         ));
         s.coord_add_host("h2", &[9u8; 32], 6).unwrap();
-        assert_eq!(s.coord_token_hashes().unwrap()[0], ("h1".into(), vec![7u8; 32]));
+        assert_eq!(
+            s.coord_token_hashes().unwrap()[0],
+            ("h1".into(), vec![7u8; 32])
+        );
         let live = CoordHostRow {
             name: "h1".into(),
             connected: true,
@@ -283,7 +285,13 @@ mod tests {
         s.coord_put_view(std::slice::from_ref(&live), std::slice::from_ref(&job))
             .unwrap();
         let hosts = s.coord_hosts().unwrap();
-        assert_eq!(hosts[0], CoordHostRow { created_at: 5, ..live });
+        assert_eq!(
+            hosts[0],
+            CoordHostRow {
+                created_at: 5,
+                ..live
+            }
+        );
         assert!(!hosts[1].connected);
         assert_eq!(s.coord_jobs().unwrap(), vec![job]);
         s.coord_put_view(&[], &[]).unwrap();

@@ -130,12 +130,18 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
         }),
     );
     wait_until(5, "link up", || link.is_up());
-    assert_eq!(rec.ups.lock().unwrap().clone(), vec![vec!["ht".to_string()]]);
+    assert_eq!(
+        rec.ups.lock().unwrap().clone(),
+        vec![vec!["ht".to_string()]]
+    );
 
     send(&mut ws, &launch("L1", "p"));
     match next(&mut ws, 5) {
         Some(HostMsg::LaunchAck(a)) => {
-            assert_eq!((a.lease_id.as_str(), a.accepted, a.reason), ("L1", true, None))
+            assert_eq!(
+                (a.lease_id.as_str(), a.accepted, a.reason),
+                ("L1", true, None)
+            )
         }
         other => panic!("expected launch_ack, got {other:?}"),
     }
@@ -148,9 +154,17 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
         other => panic!("expected launch_ack, got {other:?}"),
     }
     // An unknown frame type is skipped; the link goes on.
-    ws.send(Message::text(r#"{"type":"weather","sunny":true}"#)).unwrap();
-    send(&mut ws, &CoordMsg::CancelLaunch { lease_id: "L1".into() });
-    wait_until(5, "cancel handed on", || rec.cancels.lock().unwrap().len() == 1);
+    ws.send(Message::text(r#"{"type":"weather","sunny":true}"#))
+        .unwrap();
+    send(
+        &mut ws,
+        &CoordMsg::CancelLaunch {
+            lease_id: "L1".into(),
+        },
+    );
+    wait_until(5, "cancel handed on", || {
+        rec.cancels.lock().unwrap().len() == 1
+    });
 
     // Reports: the same attempt's start twice goes out once.
     rep_tx.send(started("rm-h1-1")).unwrap();
@@ -174,7 +188,10 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
         .filter(|m| matches!(m, HostMsg::AttemptStarted(_)))
         .count();
     assert_eq!(starts, 1, "{got:?}");
-    assert!(got.iter().any(|m| matches!(m, HostMsg::Status(s) if s.free == 3)));
+    assert!(
+        got.iter()
+            .any(|m| matches!(m, HostMsg::Status(s) if s.free == 3))
+    );
 
     // The coordinator drops the connection: link_lost, then a new hello.
     drop(ws);

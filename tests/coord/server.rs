@@ -18,7 +18,10 @@ fn ack(lease: &str, accepted: bool, reason: Option<&str>) -> HostMsg {
 fn a_missing_or_wrong_token_is_refused_before_any_frame() {
     let (srv, _q) = coordinator(&["h1"], 60);
     assert!(matches!(dial(srv.addr(), None), Connect::Refused(401)));
-    assert!(matches!(dial(srv.addr(), Some("guess")), Connect::Refused(401)));
+    assert!(matches!(
+        dial(srv.addr(), Some("guess")),
+        Connect::Refused(401)
+    ));
     assert!(matches!(
         dial(srv.addr(), Some(&token_of("h2"))),
         Connect::Refused(401)
@@ -37,16 +40,25 @@ fn launches_refusals_go_to_the_next_host_and_acks_hold() {
     q.lock().unwrap().push(job(1, &["self-hosted", "linux"]));
     // h1 has the most free capacity.
     let l = h1.launch(5);
-    assert_eq!((l.target.as_str(), l.profile.as_str(), l.job_key.as_str()), ("ht", "p", "1"));
+    assert_eq!(
+        (l.target.as_str(), l.profile.as_str(), l.job_key.as_str()),
+        ("ht", "p", "1")
+    );
     h1.send(&ack(&l.lease_id, false, Some("host_capacity")));
     let l2 = h2.launch(5);
     assert_eq!(l2.job_key, "1");
     assert_ne!(l2.lease_id, l.lease_id);
     h2.send(&ack(&l2.lease_id, true, None));
     wait_until(5, "accepted", || {
-        matches!(srv.placement().jobs()["1"].phase, Phase::Leased { acked: true, .. })
+        matches!(
+            srv.placement().jobs()["1"].phase,
+            Phase::Leased { acked: true, .. }
+        )
     });
-    assert!(h1.quiet_for(150).is_empty(), "the refusing host is not asked again");
+    assert!(
+        h1.quiet_for(150).is_empty(),
+        "the refusing host is not asked again"
+    );
     h2.send(&HostMsg::AttemptStarted(AttemptStarted {
         lease_id: Some(l2.lease_id.clone()),
         runner_name: "rm-h2-1".into(),
@@ -114,7 +126,11 @@ fn a_version_2_host_stays_connected_but_is_never_directed() {
     let mut new = ScriptedHost::connect(srv.addr(), "new", 3, 1);
     assert_eq!(new.launch(5).job_key, "1");
     assert!(old.quiet_for(100).is_empty());
-    assert_eq!(srv.placement().hosts().len(), 2, "the old host stays connected");
+    assert_eq!(
+        srv.placement().hosts().len(),
+        2,
+        "the old host stays connected"
+    );
 }
 
 #[test]

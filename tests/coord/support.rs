@@ -39,7 +39,12 @@ pub fn tokens(hosts: &[&str]) -> Arc<Tokens> {
     Arc::new(Tokens(
         hosts
             .iter()
-            .map(|h| (h.to_string(), token_hash(&Secret::new(token_of(h))).to_vec()))
+            .map(|h| {
+                (
+                    h.to_string(),
+                    token_hash(&Secret::new(token_of(h))).to_vec(),
+                )
+            })
             .collect(),
     ))
 }
@@ -161,7 +166,12 @@ pub fn dial(addr: std::net::SocketAddr, token: Option<&str>) -> Connect {
 }
 
 impl ScriptedHost {
-    pub fn connect(addr: std::net::SocketAddr, name: &str, version: u32, capacity: u32) -> ScriptedHost {
+    pub fn connect(
+        addr: std::net::SocketAddr,
+        name: &str,
+        version: u32,
+        capacity: u32,
+    ) -> ScriptedHost {
         let Connect::Ok(mut h) = dial(addr, Some(&token_of(name))) else {
             panic!("{name} refused")
         };
@@ -188,7 +198,10 @@ impl ScriptedHost {
                 Ok(Message::Text(t)) => return Some(CoordMsg::decode(t.as_str()).unwrap()),
                 Ok(_) => {}
                 Err(tungstenite::Error::Io(e))
-                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => return None,
             }
         }
@@ -225,7 +238,10 @@ impl ScriptedHost {
                 Ok(Message::Close(_)) => return true,
                 Ok(_) => {}
                 Err(tungstenite::Error::Io(e))
-                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => return true,
             }
         }
