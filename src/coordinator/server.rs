@@ -273,6 +273,8 @@ fn unauthorized() -> ErrorResponse {
     r
 }
 
+// tungstenite's handshake callback returns its `ErrorResponse` by value.
+#[allow(clippy::result_large_err)]
 fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
     let peer = tcp
         .peer_addr()

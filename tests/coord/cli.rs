@@ -2,7 +2,7 @@
 
 use crate::support::wait_until;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_runner-manager");
@@ -14,7 +14,7 @@ fn dir(tag: &str) -> PathBuf {
     d
 }
 
-fn rm(d: &PathBuf, args: &[&str]) -> (i32, String, String) {
+fn rm(d: &Path, args: &[&str]) -> (i32, String, String) {
     let o = Command::new(BIN)
         .arg("--state-dir")
         .arg(d.join("state"))

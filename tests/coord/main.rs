@@ -4,6 +4,7 @@
 
 mod cli;
 mod link;
+mod link_server;
 mod placement_prop;
 mod server;
 mod support;

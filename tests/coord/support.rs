@@ -138,6 +138,8 @@ pub struct ScriptedHost {
     pub ws: WebSocket<TcpStream>,
 }
 
+// Short-lived test values: boxing the socket would only add noise.
+#[allow(clippy::large_enum_variant)]
 pub enum Connect {
     Ok(ScriptedHost),
     Refused(u16),
