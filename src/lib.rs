@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod daemon;
 pub mod demo;
+pub mod coordinator;
 pub mod domain;
 pub mod github;
 pub mod logging;

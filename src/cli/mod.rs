@@ -2,6 +2,7 @@
 //! exit codes (0 ok, 2 bad usage or invalid input with nothing written, 1 otherwise).
 
 mod attempts;
+mod coordinator;
 mod host;
 mod output;
 mod parse;
@@ -109,6 +110,10 @@ fn execute(inv: &Invocation) -> CliResult {
     }
     let dir = state_dir(inv)?;
     let store = SqliteStore::open(&dir)?;
+    // The coordinator's commands read its own books, which only `SqliteStore` has.
+    if let ["coordinator", ..] = inv.command.path {
+        return coordinator::run(inv, &store, &dir);
+    }
     dispatch(inv, &store, &dir)
 }
 

@@ -351,6 +351,65 @@ pub const COMMANDS: &[Command] = &[
         about: "Live terminal UI: host, profiles, attempts, logs, queue pictures (? for keys)",
         options: &[],
     },
+    Command {
+        path: &["coordinator", "serve"],
+        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl SECS]",
+        positionals: (0, Some(0)),
+        about: "Serve a pool: read its targets' queues once and place each job on one host",
+        options: &[
+            opt(
+                "--listen",
+                "ADDR",
+                "Listen on IP:PORT (port 0 picks one; the URL is printed)",
+            ),
+            opt(
+                "--tls-cert",
+                "PATH",
+                "PEM certificate chain: serve wss:// (with --tls-key)",
+            ),
+            opt("--tls-key", "PATH", "PEM private key of --tls-cert"),
+            opt(
+                "--lease-ttl",
+                "SECS",
+                "A launch's time to live (default 120)",
+            ),
+        ],
+    },
+    Command {
+        path: &["coordinator", "host", "add"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Allow a host to join the pool; prints its token once (only a hash is kept)",
+        options: &[],
+    },
+    Command {
+        path: &["coordinator", "host", "rm"],
+        args: "NAME",
+        positionals: (1, Some(1)),
+        about: "Remove a host from the pool: its token stops working",
+        options: &[],
+    },
+    Command {
+        path: &["coordinator", "status"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "The coordinator: where it serves, its hosts, targets and jobs by phase",
+        options: &[],
+    },
+    Command {
+        path: &["coordinator", "hosts"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "The pool's hosts and what each last reported",
+        options: &[],
+    },
+    Command {
+        path: &["coordinator", "leases"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "The jobs the coordinator tracks, with their lease, host and phase",
+        options: &[],
+    },
 ];
 
 /// The command these words name, if any.

@@ -5,6 +5,7 @@
 //! ([`SqliteStore::open_in_memory`]), from the same code. Only this module knows SQL.
 
 mod config;
+mod coordinator;
 mod error;
 mod ledger;
 mod live;
@@ -12,6 +13,7 @@ mod rows;
 pub mod schema;
 mod sqlite;
 
+pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 

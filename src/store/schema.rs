@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -142,6 +142,49 @@ CREATE INDEX latency_samples_by_profile ON latency_samples(profile, at);
 CREATE TABLE kv (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
+);
+"#;
+
+/// Version 3: the coordinator's books (in a coordinator's own state directory): the
+/// hosts allowed to connect with their token hashes and last reported state, and the
+/// jobs it placed with their current lease. A host's store leaves them empty.
+pub const V3: &str = r#"
+CREATE TABLE coord_hosts (
+    name TEXT PRIMARY KEY,
+    token_hash BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    connected INTEGER NOT NULL DEFAULT 0,
+    version INTEGER,
+    host_id TEXT,
+    os TEXT,
+    arch TEXT,
+    capacity INTEGER,
+    free INTEGER,
+    draining INTEGER NOT NULL DEFAULT 0,
+    unfit TEXT NOT NULL DEFAULT '[]',
+    covered TEXT NOT NULL DEFAULT '[]',
+    profiles TEXT NOT NULL DEFAULT '[]',
+    open_leases INTEGER NOT NULL DEFAULT 0,
+    started INTEGER NOT NULL DEFAULT 0,
+    finished INTEGER NOT NULL DEFAULT 0,
+    refusals INTEGER NOT NULL DEFAULT 0,
+    last_seen_at INTEGER
+);
+CREATE TABLE coord_jobs (
+    job_key TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    name TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    queued_at INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    lease_id TEXT,
+    host TEXT,
+    profile TEXT,
+    runner_name TEXT,
+    expires_at INTEGER,
+    placements INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
 );
 "#;
 

@@ -405,7 +405,7 @@ fn a_version_1_store_opens_and_migrates() {
         .unwrap();
     }
     let s = SqliteStore::open(&d.0).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 2);
+    assert_eq!(s.schema_version().unwrap(), schema::CURRENT_VERSION);
     let p = s.profile("linux").unwrap();
     assert_eq!(p.revision, 7);
     assert_eq!(p.demand, crate::domain::DemandSource::Poll);

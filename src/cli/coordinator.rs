@@ -1,0 +1,304 @@
+//! `coordinator serve|host add|host rm|status|hosts|leases`: the pool's coordinator on
+//! its own state directory (its targets are added with the ordinary `target add`).
+
+use super::output::{self, Out, or_dash, table, time, yes_no};
+use super::parse::Invocation;
+use super::{CliError, CliResult, readable_file};
+use crate::coordinator::auth::{StoreTokens, new_token, token_hash};
+use crate::coordinator::demand::{DemandSource, RestDemand};
+use crate::coordinator::server::{ServeOptions, serve as start_server};
+use crate::coordinator::tls;
+use crate::domain::validate::{self, Invalid};
+use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, Store};
+use crate::timefmt::now_millis;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The kv key under which a serving coordinator says where it listens.
+const SERVE_KEY: &str = "coordinator.serve";
+
+pub fn run(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
+    let mut out = Out::new(inv.json);
+    match inv.command.path {
+        ["coordinator", "serve"] => return serve(inv, store, dir),
+        ["coordinator", "host", "add"] => host_add(inv, store, &mut out)?,
+        ["coordinator", "host", "rm"] => host_rm(inv, store, &mut out)?,
+        ["coordinator", "status"] => status(store, &mut out)?,
+        ["coordinator", "hosts"] => hosts(store, &mut out)?,
+        ["coordinator", "leases"] => leases(store, &mut out)?,
+        other => {
+            return Err(CliError::Failed(format!(
+                "command '{}' is in the table but has no handler",
+                other.join(" ")
+            )));
+        }
+    }
+    out.flush()
+}
+
+fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
+    let name = validate::name("NAME", &inv.positionals[0])?;
+    let token = new_token().map_err(|e| CliError::Failed(format!("reading /dev/urandom: {e}")))?;
+    store.coord_add_host(&name, &token_hash(&token), now_millis())?;
+    // The one place the token is shown: stdout only, so `> FILE` captures it alone.
+    out.emit(
+        || format!("{}\n", token.expose()),
+        || json!({ "name": name, "token": token.expose() }),
+    );
+    eprintln!(
+        "runner-manager: host {name} added; its token was printed once: put it in the host's \
+         coordinator_token_file"
+    );
+    Ok(())
+}
+
+fn host_rm(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
+    let name = &inv.positionals[0];
+    store.coord_remove_host(name)?;
+    out.emit(
+        || format!("host {name} removed\n"),
+        || json!({ "removed": name }),
+    );
+    Ok(())
+}
+
+fn host_json(h: &CoordHostRow) -> Value {
+    json!({
+        "name": h.name,
+        "created_at": output::time(h.created_at),
+        "connected": h.connected,
+        "version": h.version,
+        "host_id": h.host_id,
+        "os": h.os,
+        "arch": h.arch,
+        "capacity": h.capacity,
+        "free": h.free,
+        "draining": h.draining,
+        "unfit": h.unfit,
+        "covered": h.covered,
+        "profiles": h.profiles,
+        "open_leases": h.open_leases,
+        "started": h.started,
+        "finished": h.finished,
+        "refusals": h.refusals,
+        "last_seen_at": h.last_seen_at.map(output::time),
+    })
+}
+
+fn job_json(j: &CoordJobRow) -> Value {
+    json!({
+        "job_key": j.job_key,
+        "target": j.target,
+        "repo": j.repo,
+        "name": j.name,
+        "labels": j.labels,
+        "queued_at": output::time(j.queued_at),
+        "phase": j.phase,
+        "lease_id": j.lease_id,
+        "host": j.host,
+        "profile": j.profile,
+        "runner_name": j.runner_name,
+        "expires_at": j.expires_at.map(output::time),
+        "placements": j.placements,
+    })
+}
+
+fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
+    let hs = store.coord_hosts()?;
+    out.emit(
+        || {
+            let rows: Vec<Vec<String>> = hs
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.name.clone(),
+                        yes_no(h.connected),
+                        or_dash(h.version),
+                        format!("{}/{}", or_dash(h.free), or_dash(h.capacity)),
+                        h.open_leases.to_string(),
+                        h.started.to_string(),
+                        h.finished.to_string(),
+                        h.refusals.to_string(),
+                        or_dash(h.last_seen_at.map(time)),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "NAME",
+                    "CONNECTED",
+                    "VERSION",
+                    "FREE",
+                    "LEASES",
+                    "STARTED",
+                    "FINISHED",
+                    "REFUSALS",
+                    "LAST SEEN",
+                ],
+                &rows,
+            )
+        },
+        || Value::Array(hs.iter().map(host_json).collect()),
+    );
+    Ok(())
+}
+
+fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
+    let js = store.coord_jobs()?;
+    out.emit(
+        || {
+            let rows: Vec<Vec<String>> = js
+                .iter()
+                .map(|j| {
+                    vec![
+                        j.job_key.clone(),
+                        j.target.clone(),
+                        j.phase.clone(),
+                        or_dash(j.host.as_ref()),
+                        or_dash(j.profile.as_ref()),
+                        or_dash(j.lease_id.as_ref()),
+                        or_dash(j.expires_at.map(time)),
+                        or_dash(j.runner_name.as_ref()),
+                    ]
+                })
+                .collect();
+            table(
+                &[
+                    "JOB", "TARGET", "PHASE", "HOST", "PROFILE", "LEASE", "EXPIRES", "RUNNER",
+                ],
+                &rows,
+            )
+        },
+        || Value::Array(js.iter().map(job_json).collect()),
+    );
+    Ok(())
+}
+
+fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
+    let serving: Option<Value> = store
+        .kv_get(SERVE_KEY)?
+        .and_then(|s| serde_json::from_str(&s).ok());
+    let hs = store.coord_hosts()?;
+    let js = store.coord_jobs()?;
+    let targets = store.targets()?;
+    let connected = hs.iter().filter(|h| h.connected).count();
+    let mut phases = std::collections::BTreeMap::<String, usize>::new();
+    for j in &js {
+        *phases.entry(j.phase.clone()).or_default() += 1;
+    }
+    out.emit(
+        || {
+            let serve = match &serving {
+                Some(v) => format!(
+                    "serving on {} (pid {})",
+                    v["listen"].as_str().unwrap_or("?"),
+                    v["pid"]
+                ),
+                None => "not serving".into(),
+            };
+            let phase_line = if phases.is_empty() {
+                "none".to_string()
+            } else {
+                phases
+                    .iter()
+                    .map(|(p, n)| format!("{p} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            output::block(&[
+                ("coordinator", serve),
+                ("hosts", format!("{connected} connected of {}", hs.len())),
+                (
+                    "targets",
+                    targets
+                        .iter()
+                        .map(|t| t.name.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
+                ("jobs", phase_line),
+            ])
+        },
+        || {
+            json!({
+                "serving": serving,
+                "hosts": hs.iter().map(host_json).collect::<Vec<_>>(),
+                "targets": targets.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                "jobs": phases,
+            })
+        },
+    );
+    Ok(())
+}
+
+fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
+    let listen = inv.value("--listen").unwrap_or_default();
+    let addr: std::net::SocketAddr = listen
+        .parse()
+        .map_err(|_| Invalid::new("--listen", format!("expected IP:PORT (got {listen:?})")))?;
+    let tls = match (inv.value("--tls-cert"), inv.value("--tls-key")) {
+        (None, None) => None,
+        (Some(c), Some(k)) => {
+            let (c, k) = (
+                validate::path("--tls-cert", c)?,
+                validate::path("--tls-key", k)?,
+            );
+            readable_file("--tls-cert", &c)?;
+            readable_file("--tls-key", &k)?;
+            Some(tls::server_config(&c, &k).map_err(|e| CliError::usage("--tls-cert", &e))?)
+        }
+        _ => {
+            return Err(CliError::usage(
+                "--tls-cert",
+                "give both --tls-cert and --tls-key, or neither",
+            ));
+        }
+    };
+    let mut opts = ServeOptions::new(addr);
+    opts.tls = tls;
+    opts.store_dir = Some(dir.to_path_buf());
+    if let Some(t) = inv.value("--lease-ttl") {
+        opts.placement.ttl_secs = validate::number_in("--lease-ttl", t, 1, 3600)?;
+    }
+    let signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ]);
+    let mut signals =
+        signals.map_err(|e| CliError::Failed(format!("cannot watch signals: {e}")))?;
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let mut sources: Vec<Box<dyn DemandSource>> = Vec::new();
+    for t in store.targets()? {
+        let src = RestDemand::new(&t, stop_rx.clone()).map_err(CliError::Failed)?;
+        sources.push(Box::new(src));
+    }
+    if sources.is_empty() {
+        eprintln!(
+            "runner-manager: the coordinator has no targets yet: add them with 'target add' \
+             on this state directory"
+        );
+    }
+    let tokens = Arc::new(StoreTokens::new(dir.to_path_buf()));
+    let mut server = start_server(opts, tokens, sources)
+        .map_err(|e| CliError::Failed(format!("cannot listen on {addr}: {e}")))?;
+    let scheme = if inv.value("--tls-cert").is_some() {
+        "wss"
+    } else {
+        "ws"
+    };
+    let url = format!("{scheme}://{}", server.addr());
+    store.kv_put(
+        SERVE_KEY,
+        &json!({ "listen": url, "pid": std::process::id(), "started_at": time(now_millis()) })
+            .to_string(),
+    )?;
+    println!("coordinator listening on {url}");
+    let _ = std::io::stdout().flush();
+    signals.forever().next();
+    drop(stop_tx);
+    server.shutdown();
+    store.kv_delete(SERVE_KEY)?;
+    Ok(())
+}

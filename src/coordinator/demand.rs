@@ -1,0 +1,88 @@
+//! Where the coordinator reads demand: a small trait per covered target, so that the
+//! runner scale set source can plug in beside REST polling, and the REST source on
+//! `github::GitHubClient::queued_jobs`.
+
+use super::placement::CoordTarget;
+use crate::domain::{QueuedJob, Target, TargetScope};
+use crate::github::{GitHubClient, load_credential};
+use crossbeam_channel::Receiver;
+use std::time::Duration;
+
+/// One target's queue, read once for the whole pool.
+pub trait DemandSource: Send {
+    fn target(&self) -> &CoordTarget;
+    /// How long to wait between reads.
+    fn interval(&self) -> Duration;
+    /// The jobs queued now (a full snapshot: a job absent here has left the queue).
+    /// An error keeps the previous snapshot; its message names what failed.
+    fn queued(&mut self) -> Result<Vec<QueuedJob>, String>;
+}
+
+pub fn coord_target(t: &Target) -> CoordTarget {
+    CoordTarget {
+        name: t.name.clone(),
+        scope: t.scope.display(),
+        api_url: t.api_url.clone(),
+    }
+}
+
+/// REST polling: the queued jobs of the target's repository, or of each repository of
+/// an organization target (its `repos`, else every repository the credentials see).
+pub struct RestDemand {
+    target: CoordTarget,
+    scope: TargetScope,
+    repos: Vec<String>,
+    client: GitHubClient,
+    interval: Duration,
+}
+
+impl RestDemand {
+    pub fn new(t: &Target, shutdown: Receiver<()>) -> Result<RestDemand, String> {
+        let cred = load_credential(&t.credential).map_err(|e| format!("target {}: {e}", t.name))?;
+        Ok(RestDemand {
+            target: coord_target(t),
+            scope: t.scope.clone(),
+            repos: t.repos.clone(),
+            client: GitHubClient::new(t, cred).with_shutdown(shutdown),
+            interval: Duration::from_secs(t.poll_interval_secs.max(1)),
+        })
+    }
+}
+
+impl DemandSource for RestDemand {
+    fn target(&self) -> &CoordTarget {
+        &self.target
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    fn queued(&mut self) -> Result<Vec<QueuedJob>, String> {
+        let repos: Vec<(String, String)> = match &self.scope {
+            TargetScope::Repo { owner, repo } => vec![(owner.clone(), repo.clone())],
+            TargetScope::Org { org } if !self.repos.is_empty() => self
+                .repos
+                .iter()
+                .map(|r| (org.clone(), r.clone()))
+                .collect(),
+            TargetScope::Org { org } => self
+                .client
+                .org_repositories(org)
+                .map_err(|e| format!("listing repositories of {org}: {e}"))?
+                .into_iter()
+                .filter(|r| !r.archived)
+                .map(|r| (r.owner, r.name))
+                .collect(),
+        };
+        let mut out = Vec::new();
+        for (owner, repo) in repos {
+            out.extend(
+                self.client
+                    .queued_jobs(&owner, &repo)
+                    .map_err(|e| format!("queued jobs of {owner}/{repo}: {e}"))?,
+            );
+        }
+        Ok(out)
+    }
+}

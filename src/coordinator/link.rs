@@ -1,0 +1,542 @@
+//! The host side of the coordinator link, for the daemon: one named thread holding a
+//! blocking WebSocket (`ws://` or `wss://`) to the coordinator. It says `hello`,
+//! hands each `launch` to a [`LaunchHandler`] (the daemon's launch book) and answers
+//! `launch_ack`, passes `cancel_launch` on, and sends the daemon's [`Report`]s, each
+//! attempt's start and finish at most once. A lost link calls `link_lost` and is
+//! redialled with jittered backoff that shutdown interrupts.
+
+use super::protocol::{
+    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostMsg, LaunchAck, Status, VERSION,
+};
+use super::ws::{self, LogFn, Stream, WakeRx, Waker};
+use crate::reconcile::launch_book::{Accepted, Launch, Refusal};
+use crate::secret::Secret;
+use crossbeam_channel::{Receiver, Sender, select};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConnection, StreamOwned};
+use std::collections::{HashSet, VecDeque};
+use std::io;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tungstenite::client::IntoClientRequest;
+use tungstenite::http::HeaderValue;
+use tungstenite::{Message, WebSocket};
+
+/// What the daemon does with the coordinator's instructions. Called from the link
+/// thread; the daemon implements it around its mutex-guarded launch book.
+pub trait LaunchHandler: Send + Sync {
+    /// Accept or refuse a launch (`LaunchBook::offer` with the pass's view and `now`).
+    fn offer(&self, launch: &Launch) -> Result<Accepted, Refusal>;
+    /// The coordinator cancelled a lease (`LaunchBook::cancel`).
+    fn cancel(&self, lease_id: &str);
+    /// `hello_ack` arrived: these of the host's targets are covered (empty for an
+    /// older coordinator: nothing is directed).
+    fn link_up(&self, covered: &[String]);
+    /// The link went down after it was up (`LaunchBook::link_lost`; the target
+    /// modes' link is `Down { since: now }`).
+    fn link_lost(&self);
+}
+
+/// What the daemon tells the coordinator.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    Started(AttemptStarted),
+    Finished(AttemptFinished),
+    /// Only the latest status waiting to be sent is kept.
+    Status(Status),
+}
+
+pub struct LinkConfig {
+    /// `ws://HOST:PORT[/PATH]` or `wss://...`.
+    pub url: String,
+    pub token: Secret,
+    pub hello: Hello,
+    /// Extra CA certificates (PEM) trusted for `wss://`, for a private pool.
+    pub ca_file: Option<PathBuf>,
+    pub connect_timeout: Duration,
+    pub ping_interval: Duration,
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    pub log: LogFn,
+}
+
+impl LinkConfig {
+    pub fn new(url: impl Into<String>, token: Secret, hello: Hello) -> LinkConfig {
+        LinkConfig {
+            url: url.into(),
+            token,
+            hello,
+            ca_file: None,
+            connect_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(15),
+            backoff_min: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+            log: ws::stderr_log("coordinator link"),
+        }
+    }
+}
+
+/// Reports waiting to go out; bounded (oldest dropped first) so a long outage cannot
+/// grow it without end.
+const MAX_QUEUED: usize = 4096;
+/// Attempts remembered as reported (per kind), oldest forgotten first.
+const LEDGER: usize = 8192;
+
+struct Shared {
+    up: AtomicBool,
+    connects: AtomicU64,
+    stopping: AtomicBool,
+    hello: Mutex<(Hello, bool)>,
+    queue: Mutex<VecDeque<Report>>,
+    sent: AtomicU64,
+}
+
+pub struct LinkHandle {
+    shared: Arc<Shared>,
+    waker: Waker,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl LinkHandle {
+    /// Whether `hello_ack` arrived on the current connection.
+    pub fn is_up(&self) -> bool {
+        self.shared.up.load(Ordering::SeqCst)
+    }
+
+    /// Connections made so far (for status and tests).
+    pub fn connects(&self) -> u64 {
+        self.shared.connects.load(Ordering::SeqCst)
+    }
+
+    /// Frames of reports sent so far.
+    pub fn reports_sent(&self) -> u64 {
+        self.shared.sent.load(Ordering::SeqCst)
+    }
+
+    /// The host's targets or pool profiles changed: say hello again with these.
+    pub fn update_hello(&self, hello: Hello) {
+        *self.shared.hello.lock().unwrap_or_else(|p| p.into_inner()) = (hello, true);
+        self.waker.wake();
+    }
+
+    /// Waits for the link's threads (after the shutdown channel fired).
+    pub fn join(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the link. It runs until `shutdown` receives or disconnects; `reports`
+/// carries the daemon's reports (disconnecting it is fine).
+pub fn spawn_link(
+    cfg: LinkConfig,
+    handler: Arc<dyn LaunchHandler>,
+    reports: Receiver<Report>,
+    shutdown: Receiver<()>,
+) -> io::Result<LinkHandle> {
+    let tls = if cfg.url.starts_with("wss://") {
+        Some(super::tls::client_config(cfg.ca_file.as_deref()).map_err(io::Error::other)?)
+    } else if cfg.url.starts_with("ws://") {
+        None
+    } else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "coordinator URL must start with ws:// or wss:// (got {:?})",
+                cfg.url
+            ),
+        ));
+    };
+    let shared = Arc::new(Shared {
+        up: AtomicBool::new(false),
+        connects: AtomicU64::new(0),
+        stopping: AtomicBool::new(false),
+        hello: Mutex::new((cfg.hello.clone(), false)),
+        queue: Mutex::new(VecDeque::new()),
+        sent: AtomicU64::new(0),
+    });
+    let (waker, wake_rx) = ws::waker()?;
+    // The forwarder owns the daemon's channels; dropping `stop_tx` tells the link
+    // thread to stop even while it waits out a backoff.
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let fwd = {
+        let (shared, waker) = (shared.clone(), waker.try_clone()?);
+        std::thread::Builder::new()
+            .name("coord-link-reports".into())
+            .spawn(move || forward(reports, shutdown, shared, waker, stop_tx))?
+    };
+    let link = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("coord-link".into())
+            .spawn(move || run(cfg, tls, handler, shared, wake_rx, stop_rx))?
+    };
+    Ok(LinkHandle {
+        shared,
+        waker,
+        threads: vec![fwd, link],
+    })
+}
+
+fn forward(
+    reports: Receiver<Report>,
+    shutdown: Receiver<()>,
+    shared: Arc<Shared>,
+    waker: Waker,
+    _stop: Sender<()>,
+) {
+    let mut reports_open = true;
+    loop {
+        let never = crossbeam_channel::never();
+        let r = if reports_open { &reports } else { &never };
+        select! {
+            recv(shutdown) -> _ => break,
+            recv(r) -> rep => match rep {
+                Ok(rep) => {
+                    let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+                    if matches!(rep, Report::Status(_)) {
+                        q.retain(|x| !matches!(x, Report::Status(_)));
+                    }
+                    q.push_back(rep);
+                    while q.len() > MAX_QUEUED {
+                        q.pop_front();
+                    }
+                    drop(q);
+                    waker.wake();
+                }
+                Err(_) => reports_open = false,
+            },
+        }
+    }
+    shared.stopping.store(true, Ordering::SeqCst);
+    waker.wake();
+}
+
+/// Full jitter on an exponential backoff: uniform in [min, min * 2^n], capped.
+fn backoff(cfg: &LinkConfig, n: u32) -> Duration {
+    let cap = cfg
+        .backoff_min
+        .saturating_mul(1u32 << n.min(16))
+        .min(cfg.backoff_max);
+    let span = cap.saturating_sub(cfg.backoff_min).as_millis() as u64;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    let jitter = if span == 0 {
+        0
+    } else {
+        (nanos ^ (nanos >> 7)) % (span + 1)
+    };
+    cfg.backoff_min + Duration::from_millis(jitter)
+}
+
+fn run(
+    cfg: LinkConfig,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    handler: Arc<dyn LaunchHandler>,
+    shared: Arc<Shared>,
+    wake_rx: WakeRx,
+    stop: Receiver<()>,
+) {
+    let mut ledger = Ledger::default();
+    let mut failures = 0u32;
+    while !shared.stopping.load(Ordering::SeqCst) {
+        match connect(&cfg, tls.as_ref()) {
+            Ok(mut socket) => {
+                shared.connects.fetch_add(1, Ordering::SeqCst);
+                let mut s = Session {
+                    cfg: &cfg,
+                    handler: handler.as_ref(),
+                    shared: &shared,
+                    ledger: &mut ledger,
+                    was_up: false,
+                };
+                let why = s.run(&mut socket, &wake_rx);
+                let was_up = s.was_up;
+                shared.up.store(false, Ordering::SeqCst);
+                if was_up {
+                    failures = 0;
+                    handler.link_lost();
+                }
+                if !shared.stopping.load(Ordering::SeqCst) {
+                    (cfg.log)(&format!("link to {} lost: {why}", cfg.url));
+                }
+            }
+            Err(e) => (cfg.log)(&format!("cannot connect to {}: {e}", cfg.url)),
+        }
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let wait = backoff(&cfg, failures);
+        failures = failures.saturating_add(1);
+        select! {
+            recv(stop) -> _ => break,
+            default(wait) => {}
+        }
+    }
+}
+
+fn connect(
+    cfg: &LinkConfig,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<WebSocket<Stream>, String> {
+    let mut req = cfg
+        .url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| format!("bad coordinator URL: {e}"))?;
+    let mut auth = HeaderValue::from_str(&format!("Bearer {}", cfg.token.expose().trim()))
+        .map_err(|_| "the coordinator token has characters a header cannot carry".to_string())?;
+    auth.set_sensitive(true);
+    req.headers_mut().insert("authorization", auth);
+    let host = req.uri().host().ok_or("no host in the URL")?.to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = req
+        .uri()
+        .port_u16()
+        .unwrap_or(if tls.is_some() { 443 } else { 80 });
+    let addrs: Vec<_> = (host.as_str(), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {host}: {e}"))?
+        .collect();
+    let mut last = String::from("no address");
+    let mut tcp = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, cfg.connect_timeout) {
+            Ok(s) => {
+                tcp = Some(s);
+                break;
+            }
+            Err(e) => last = format!("{a}: {e}"),
+        }
+    }
+    let tcp = tcp.ok_or(last)?;
+    tcp.set_read_timeout(Some(cfg.connect_timeout))
+        .and_then(|_| tcp.set_write_timeout(Some(cfg.connect_timeout)))
+        .and_then(|_| tcp.set_nodelay(true))
+        .map_err(|e| e.to_string())?;
+    let stream = match tls {
+        None => Stream::Plain(tcp),
+        Some(c) => {
+            let name = ServerName::try_from(host.clone()).map_err(|e| format!("{host}: {e}"))?;
+            let conn = ClientConnection::new(c.clone(), name).map_err(|e| e.to_string())?;
+            Stream::ClientTls(Box::new(StreamOwned::new(conn, tcp)))
+        }
+    };
+    match tungstenite::client::client_with_config(req, stream, Some(ws::ws_config())) {
+        Ok((s, _)) => Ok(s),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r)))
+            if r.status() == 401 =>
+        {
+            Err(
+                "the coordinator refused this host's token (401); check coordinator_token_file"
+                    .into(),
+            )
+        }
+        Err(e) => Err(format!("handshake: {e}")),
+    }
+}
+
+/// Attempts already reported, so a report is sent at most once per kind.
+#[derive(Default)]
+struct Ledger {
+    seen: HashSet<(bool, String)>,
+    order: VecDeque<(bool, String)>,
+}
+
+impl Ledger {
+    fn key(r: &Report) -> Option<(bool, String)> {
+        match r {
+            Report::Started(s) => Some((true, s.runner_name.clone())),
+            Report::Finished(f) => Some((false, f.runner_name.clone())),
+            Report::Status(_) => None,
+        }
+    }
+
+    fn contains(&self, r: &Report) -> bool {
+        Self::key(r).is_some_and(|k| self.seen.contains(&k))
+    }
+
+    fn record(&mut self, r: &Report) {
+        if let Some(k) = Self::key(r)
+            && self.seen.insert(k.clone())
+        {
+            self.order.push_back(k);
+            while self.order.len() > LEDGER {
+                if let Some(old) = self.order.pop_front() {
+                    self.seen.remove(&old);
+                }
+            }
+        }
+    }
+}
+
+struct Session<'a> {
+    cfg: &'a LinkConfig,
+    handler: &'a dyn LaunchHandler,
+    shared: &'a Shared,
+    ledger: &'a mut Ledger,
+    was_up: bool,
+}
+
+impl Session<'_> {
+    fn send(&self, socket: &mut WebSocket<Stream>, m: &HostMsg) -> Result<(), String> {
+        socket
+            .send(Message::text(m.encode()))
+            .map_err(|e| format!("send: {e}"))
+    }
+
+    fn hello(&self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
+        let mut h = {
+            let mut g = self.shared.hello.lock().unwrap_or_else(|p| p.into_inner());
+            g.1 = false;
+            g.0.clone()
+        };
+        h.version = VERSION;
+        self.send(socket, &HostMsg::Hello(h))
+    }
+
+    fn run(&mut self, socket: &mut WebSocket<Stream>, wake: &WakeRx) -> String {
+        if let Err(e) = self.hello(socket) {
+            return e;
+        }
+        let ping = self.cfg.ping_interval;
+        let mut last_rx = Instant::now();
+        let mut last_ping = Instant::now();
+        loop {
+            if self.shared.stopping.load(Ordering::SeqCst) {
+                let _ = socket.close(None);
+                let _ = socket.flush();
+                return "stopping".into();
+            }
+            if let Err(e) = ws::wait(
+                socket.get_ref().tcp(),
+                wake,
+                ping.saturating_sub(last_ping.elapsed()),
+            ) {
+                return format!("poll: {e}");
+            }
+            let mut frames = Vec::new();
+            let r = ws::read_available(socket, |m| {
+                last_rx = Instant::now();
+                frames.push(m);
+            });
+            for m in frames {
+                if let Err(e) = self.frame(socket, m) {
+                    return e;
+                }
+            }
+            if let Err(e) = r {
+                return e.to_string();
+            }
+            if self
+                .shared
+                .hello
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .1
+                && let Err(e) = self.hello(socket)
+            {
+                return e;
+            }
+            if self.was_up
+                && let Err(e) = self.drain_reports(socket)
+            {
+                return e;
+            }
+            if last_rx.elapsed() > ping * 3 {
+                return "no answer to pings".into();
+            }
+            if last_ping.elapsed() >= ping {
+                last_ping = Instant::now();
+                if let Err(e) = socket.send(Message::Ping(Default::default())) {
+                    return format!("ping: {e}");
+                }
+            }
+        }
+    }
+
+    fn frame(&mut self, socket: &mut WebSocket<Stream>, m: Message) -> Result<(), String> {
+        let text = match m {
+            Message::Text(t) => t,
+            Message::Binary(_) => return Err("the coordinator sent a binary frame".into()),
+            Message::Close(_) => return Err("closed by the coordinator".into()),
+            _ => return Ok(()),
+        };
+        match CoordMsg::decode(text.as_str()) {
+            Ok(CoordMsg::HelloAck(a)) => {
+                // An older coordinator directs nothing: run as if no target is covered.
+                let covered = if a.version >= VERSION {
+                    a.covered
+                } else {
+                    Vec::new()
+                };
+                self.handler.link_up(&covered);
+                self.was_up = true;
+                self.shared.up.store(true, Ordering::SeqCst);
+                Ok(())
+            }
+            Ok(CoordMsg::Launch(l)) => {
+                let ack = if self.was_up {
+                    self.handler.offer(&l.to_launch())
+                } else {
+                    Err(Refusal::NotCoordinated)
+                };
+                let ack = LaunchAck {
+                    lease_id: l.lease_id,
+                    accepted: ack.is_ok(),
+                    reason: ack.err().map(|r| r.as_str().to_string()),
+                };
+                self.send(socket, &HostMsg::LaunchAck(ack))
+            }
+            Ok(CoordMsg::CancelLaunch { lease_id }) => {
+                self.handler.cancel(&lease_id);
+                Ok(())
+            }
+            Err(e) if e.is_skippable() => {
+                (self.cfg.log)(&e.to_string());
+                Ok(())
+            }
+            Err(e) => {
+                let _ = socket.close(None);
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn drain_reports(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
+        loop {
+            let Some(r) = self
+                .shared
+                .queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .pop_front()
+            else {
+                return Ok(());
+            };
+            if self.ledger.contains(&r) {
+                continue;
+            }
+            let msg = match &r {
+                Report::Started(s) => HostMsg::AttemptStarted(s.clone()),
+                Report::Finished(f) => HostMsg::AttemptFinished(f.clone()),
+                Report::Status(s) => HostMsg::Status(s.clone()),
+            };
+            // Recorded before the write: a write that fails half way may still have
+            // reached the coordinator, and at most once is the promise.
+            self.ledger.record(&r);
+            self.send(socket, &msg)?;
+            self.shared.sent.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}

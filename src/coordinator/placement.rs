@@ -1,0 +1,610 @@
+//! Placement (pure): the coordinator's book of queued jobs and connected hosts, and
+//! the decision of which host gets a launch for which job. Every method takes `now`
+//! (the coordinator's clock) and returns the frames to send; the server does the I/O.
+//!
+//! One job is in exactly one phase, so it never has two open leases:
+//! `Waiting` (no lease) → `Leased` (a launch sent to one host) → `Started` (the host
+//! reported a runner for the lease: the lease is closed) → `Held` (that runner
+//! finished while the job still looked queued: wait for a fresh queue snapshot before
+//! placing it again, so a job the runner did take is not placed twice). A refusal or
+//! an expiry sends the job back to `Waiting` and keeps that host away from it for a
+//! while; a host's disconnect sends its leased jobs back at once; a job that leaves
+//! the queue is cancelled where it is leased and forgotten.
+
+use super::protocol::{
+    self, AttemptFinished, AttemptStarted, CoordMsg, Hello, HelloAck, LaunchAck, LaunchFrame,
+    Status,
+};
+use crate::domain::QueuedJob;
+use crate::domain::labels::{extra_labels, job_fits};
+use crate::timefmt::{Millis, format_rfc3339};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// One connection; a host that reconnects gets a new one.
+pub type ConnId = u64;
+
+/// Lease ids remembered after their lease closed, to match late `attempt_started`.
+const LEASE_MEMORY: usize = 65_536;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementConfig {
+    /// A launch's time to live.
+    pub ttl_secs: u64,
+    /// How long a host that refused (or let expire) a job is passed over for it.
+    pub refusal_memory_ms: Millis,
+    /// How long a disconnected host's started runners still count as serving their
+    /// jobs (the host may come back, its runners live on without the daemon).
+    pub orphan_grace_ms: Millis,
+    /// Sent in `hello_ack`.
+    pub reconcile_interval_secs: Option<u64>,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            ttl_secs: 120,
+            refusal_memory_ms: 60_000,
+            orphan_grace_ms: 300_000,
+            reconcile_interval_secs: None,
+        }
+    }
+}
+
+/// One of the coordinator's own targets, as hosts' targets are matched with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoordTarget {
+    pub name: String,
+    /// `owner/repo` or the organization.
+    pub scope: String,
+    pub api_url: String,
+}
+
+/// What the server must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Send(ConnId, CoordMsg),
+    /// Close this connection (its host connected again on another).
+    Close(ConnId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Waiting,
+    Leased {
+        lease_id: String,
+        conn: ConnId,
+        host: String,
+        profile: String,
+        expires_at: Millis,
+        acked: bool,
+    },
+    Started {
+        host: String,
+        runner_name: String,
+        /// Set while the host is disconnected: when the job goes back to waiting.
+        orphan_at: Option<Millis>,
+    },
+    Held,
+}
+
+impl Phase {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Phase::Waiting => "waiting",
+            Phase::Leased { acked: false, .. } => "offered",
+            Phase::Leased { acked: true, .. } => "accepted",
+            Phase::Started { .. } => "started",
+            Phase::Held => "held",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobEntry {
+    /// The coordinator's target name.
+    pub target: String,
+    pub job: QueuedJob,
+    pub phase: Phase,
+    /// Hosts passed over for this job, until when.
+    pub refused: BTreeMap<String, Millis>,
+    pub placements: u32,
+}
+
+/// A connected host as placement sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostView {
+    /// The name its token was added under (authoritative, unlike `hello.host.name`).
+    pub name: String,
+    pub hello: Hello,
+    /// The negotiated version.
+    pub version: u32,
+    /// Host target name → coordinator target name.
+    pub covered: BTreeMap<String, String>,
+    pub free: u32,
+    pub draining: bool,
+    pub unfit: BTreeSet<String>,
+    pub connected_at: Millis,
+    pub started: u64,
+    pub finished: u64,
+    pub refusals: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Placement {
+    cfg: PlacementConfig,
+    targets: Vec<CoordTarget>,
+    prefix: String,
+    next_lease: u64,
+    hosts: BTreeMap<ConnId, HostView>,
+    jobs: BTreeMap<String, JobEntry>,
+    /// Lease id → job key, for open leases and recently closed ones.
+    lease_jobs: BTreeMap<String, String>,
+    lease_order: VecDeque<String>,
+}
+
+/// The key a job is known by on the wire.
+pub fn job_key(job: &QueuedJob) -> String {
+    job.id.to_string()
+}
+
+fn same_api(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/')
+        .eq_ignore_ascii_case(b.trim_end_matches('/'))
+}
+
+impl Placement {
+    /// `prefix` makes this coordinator's lease ids unique across restarts (hosts refuse
+    /// a lease id they saw before): give it fresh random digits on every start.
+    pub fn new(cfg: PlacementConfig, targets: Vec<CoordTarget>, prefix: String) -> Placement {
+        Placement {
+            cfg,
+            targets,
+            prefix,
+            next_lease: 1,
+            hosts: BTreeMap::new(),
+            jobs: BTreeMap::new(),
+            lease_jobs: BTreeMap::new(),
+            lease_order: VecDeque::new(),
+        }
+    }
+
+    pub fn hosts(&self) -> &BTreeMap<ConnId, HostView> {
+        &self.hosts
+    }
+
+    pub fn jobs(&self) -> &BTreeMap<String, JobEntry> {
+        &self.jobs
+    }
+
+    pub fn targets(&self) -> &[CoordTarget] {
+        &self.targets
+    }
+
+    /// Open leases on a connection.
+    pub fn outstanding(&self, conn: ConnId) -> u32 {
+        self.jobs
+            .values()
+            .filter(|j| matches!(&j.phase, Phase::Leased { conn: c, .. } if *c == conn))
+            .count() as u32
+    }
+
+    /// A host said hello (first, or again with new profiles). Answers with
+    /// `hello_ack`; a host too old for the protocol is closed.
+    pub fn hello(&mut self, conn: ConnId, name: &str, hello: Hello, now: Millis) -> Vec<Action> {
+        let mut out = Vec::new();
+        let Some(version) = protocol::negotiate(hello.version) else {
+            out.push(Action::Close(conn));
+            return out;
+        };
+        // The same host on another connection: that one is stale (a half-open TCP
+        // connection the host already gave up on).
+        let stale: Vec<ConnId> = self
+            .hosts
+            .iter()
+            .filter(|(c, h)| **c != conn && h.name == name)
+            .map(|(c, _)| *c)
+            .collect();
+        for c in stale {
+            out.extend(self.disconnect(c, now));
+            out.push(Action::Close(c));
+        }
+        let covered: BTreeMap<String, String> = if protocol::is_directable(version) {
+            hello
+                .targets
+                .iter()
+                .filter_map(|t| {
+                    self.targets
+                        .iter()
+                        .find(|c| {
+                            c.scope.eq_ignore_ascii_case(&t.scope)
+                                && same_api(&c.api_url, &t.api_url)
+                        })
+                        .map(|c| (t.name.clone(), c.name.clone()))
+                })
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let prev = self.hosts.remove(&conn);
+        let view = HostView {
+            name: name.to_string(),
+            version,
+            covered: covered.clone(),
+            free: prev.as_ref().map_or(hello.host.capacity, |p| p.free),
+            draining: prev.as_ref().is_some_and(|p| p.draining),
+            unfit: prev.as_ref().map(|p| p.unfit.clone()).unwrap_or_default(),
+            connected_at: prev.as_ref().map_or(now, |p| p.connected_at),
+            started: prev.as_ref().map_or(0, |p| p.started),
+            finished: prev.as_ref().map_or(0, |p| p.finished),
+            refusals: prev.as_ref().map_or(0, |p| p.refusals),
+            hello,
+        };
+        self.hosts.insert(conn, view);
+        // The host is back: its started runners serve their jobs again.
+        for j in self.jobs.values_mut() {
+            if let Phase::Started {
+                host, orphan_at, ..
+            } = &mut j.phase
+                && host == name
+            {
+                *orphan_at = None;
+            }
+        }
+        out.push(Action::Send(
+            conn,
+            CoordMsg::HelloAck(HelloAck {
+                version,
+                reconcile_interval_secs: self.cfg.reconcile_interval_secs,
+                covered: covered.into_keys().collect(),
+            }),
+        ));
+        out.extend(self.place(now));
+        out
+    }
+
+    /// The connection is gone: its leases go back to waiting and are placed again.
+    pub fn disconnect(&mut self, conn: ConnId, now: Millis) -> Vec<Action> {
+        let Some(host) = self.hosts.remove(&conn) else {
+            return Vec::new();
+        };
+        for j in self.jobs.values_mut() {
+            match &mut j.phase {
+                Phase::Leased { conn: c, .. } if *c == conn => j.phase = Phase::Waiting,
+                Phase::Started {
+                    host: h, orphan_at, ..
+                } if *h == host.name => *orphan_at = Some(now + self.cfg.orphan_grace_ms),
+                _ => {}
+            }
+        }
+        self.place(now)
+    }
+
+    pub fn status(&mut self, conn: ConnId, s: Status, now: Millis) -> Vec<Action> {
+        let Some(h) = self.hosts.get_mut(&conn) else {
+            return Vec::new();
+        };
+        h.free = s.free;
+        h.draining = s.draining;
+        h.unfit = s.unfit.into_iter().collect();
+        self.place(now)
+    }
+
+    /// The job and phase of an open lease held by `conn`.
+    fn leased_by(&self, conn: ConnId, lease_id: &str) -> Option<String> {
+        let key = self.lease_jobs.get(lease_id)?;
+        match &self.jobs.get(key)?.phase {
+            Phase::Leased {
+                lease_id: l,
+                conn: c,
+                ..
+            } if l == lease_id && *c == conn => Some(key.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn ack(&mut self, conn: ConnId, a: LaunchAck, now: Millis) -> Vec<Action> {
+        let Some(key) = self.leased_by(conn, &a.lease_id) else {
+            return Vec::new();
+        };
+        let until = now + self.cfg.refusal_memory_ms;
+        let job = self.jobs.get_mut(&key).expect("leased job exists");
+        if a.accepted {
+            if let Phase::Leased { acked, .. } = &mut job.phase {
+                *acked = true;
+            }
+            return Vec::new();
+        }
+        if let Phase::Leased { host, .. } = &job.phase {
+            job.refused.insert(host.clone(), until);
+        }
+        job.phase = Phase::Waiting;
+        if let Some(h) = self.hosts.get_mut(&conn) {
+            h.refusals += 1;
+        }
+        self.place(now)
+    }
+
+    /// A runner started on a host: with a lease id, the lease closes and the job is
+    /// served by that runner. A lease that was already closed (expired and placed
+    /// elsewhere) still wins if its job's new lease has no runner yet: that lease is
+    /// cancelled rather than a second runner started.
+    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, _now: Millis) -> Vec<Action> {
+        let Some(host) = self.hosts.get_mut(&conn) else {
+            return Vec::new();
+        };
+        host.started += 1;
+        let host = host.name.clone();
+        let mut out = Vec::new();
+        let Some(key) = s
+            .lease_id
+            .as_ref()
+            .and_then(|l| self.lease_jobs.get(l))
+            .cloned()
+        else {
+            return out;
+        };
+        let Some(job) = self.jobs.get_mut(&key) else {
+            return out;
+        };
+        match &job.phase {
+            Phase::Started { .. } | Phase::Held => return out,
+            Phase::Leased {
+                lease_id, conn: c, ..
+            } if Some(lease_id) != s.lease_id.as_ref() => {
+                out.push(Action::Send(
+                    *c,
+                    CoordMsg::CancelLaunch {
+                        lease_id: lease_id.clone(),
+                    },
+                ));
+            }
+            _ => {}
+        }
+        job.phase = Phase::Started {
+            host,
+            runner_name: s.runner_name,
+            orphan_at: None,
+        };
+        out
+    }
+
+    /// A runner ended. If it was serving a job that still looks queued, the job waits
+    /// for a fresh snapshot of its target and is placed again if it is still there.
+    pub fn finished(&mut self, conn: ConnId, f: AttemptFinished, _now: Millis) -> Vec<Action> {
+        let Some(host) = self.hosts.get_mut(&conn) else {
+            return Vec::new();
+        };
+        host.finished += 1;
+        let host = host.name.clone();
+        for j in self.jobs.values_mut() {
+            let ours = match &j.phase {
+                Phase::Started {
+                    host: h,
+                    runner_name,
+                    ..
+                } => *h == host && *runner_name == f.runner_name,
+                Phase::Leased {
+                    lease_id, conn: c, ..
+                } => *c == conn && Some(lease_id) == f.lease_id.as_ref(),
+                _ => false,
+            };
+            if ours {
+                j.phase = Phase::Held;
+            }
+        }
+        Vec::new()
+    }
+
+    /// A fresh snapshot of one target's queue: new jobs wait, jobs gone are cancelled
+    /// where they are leased and forgotten, held jobs still queued wait again.
+    pub fn queue(&mut self, target: &str, queued: Vec<QueuedJob>, now: Millis) -> Vec<Action> {
+        let mut out = Vec::new();
+        let present: BTreeMap<String, QueuedJob> =
+            queued.into_iter().map(|j| (job_key(&j), j)).collect();
+        let gone: Vec<String> = self
+            .jobs
+            .iter()
+            .filter(|(k, j)| j.target == target && !present.contains_key(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            let j = self.jobs.remove(&k).expect("listed");
+            if let Phase::Leased { lease_id, conn, .. } = j.phase {
+                out.push(Action::Send(conn, CoordMsg::CancelLaunch { lease_id }));
+            }
+        }
+        for (k, job) in present {
+            match self.jobs.get_mut(&k) {
+                Some(j) if j.target == target => {
+                    if j.phase == Phase::Held {
+                        j.phase = Phase::Waiting;
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    self.jobs.insert(
+                        k,
+                        JobEntry {
+                            target: target.to_string(),
+                            job,
+                            phase: Phase::Waiting,
+                            refused: BTreeMap::new(),
+                            placements: 0,
+                        },
+                    );
+                }
+            }
+        }
+        out.extend(self.place(now));
+        out
+    }
+
+    /// Expires leases (cancelled on their host, placed again elsewhere first), ends
+    /// the grace of disconnected hosts' runners, forgets old refusals.
+    pub fn tick(&mut self, now: Millis) -> Vec<Action> {
+        let mut out = Vec::new();
+        for j in self.jobs.values_mut() {
+            j.refused.retain(|_, until| *until > now);
+            match &j.phase {
+                Phase::Leased {
+                    lease_id,
+                    conn,
+                    host,
+                    expires_at,
+                    ..
+                } if now >= *expires_at => {
+                    out.push(Action::Send(
+                        *conn,
+                        CoordMsg::CancelLaunch {
+                            lease_id: lease_id.clone(),
+                        },
+                    ));
+                    j.refused
+                        .insert(host.clone(), now + self.cfg.refusal_memory_ms);
+                    j.phase = Phase::Waiting;
+                }
+                Phase::Started {
+                    orphan_at: Some(t), ..
+                } if now >= *t => j.phase = Phase::Waiting,
+                _ => {}
+            }
+        }
+        out.extend(self.place(now));
+        out
+    }
+
+    /// Places every waiting job it can, oldest first.
+    pub fn place(&mut self, now: Millis) -> Vec<Action> {
+        let mut out = Vec::new();
+        let mut waiting: Vec<(Millis, i64, String)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.phase == Phase::Waiting)
+            .map(|(k, j)| (j.job.created_at, j.job.id, k.clone()))
+            .collect();
+        if waiting.is_empty() || self.hosts.is_empty() {
+            return out;
+        }
+        waiting.sort();
+        // Counted once per call: placing is then linear in waiting jobs times hosts.
+        let mut open: BTreeMap<ConnId, u32> = BTreeMap::new();
+        let mut per_profile: BTreeMap<(ConnId, String), u32> = BTreeMap::new();
+        for j in self.jobs.values() {
+            if let Phase::Leased { conn, profile, .. } = &j.phase {
+                *open.entry(*conn).or_default() += 1;
+                *per_profile.entry((*conn, profile.clone())).or_default() += 1;
+            }
+        }
+        let mut free: BTreeMap<ConnId, u32> = self
+            .hosts
+            .iter()
+            .map(|(c, h)| (*c, h.free.saturating_sub(open.get(c).copied().unwrap_or(0))))
+            .collect();
+        for (_, _, key) in waiting {
+            let job = &self.jobs[&key];
+            let mut best: Option<(ConnId, String, String)> = None;
+            let mut best_rank = None;
+            for (conn, h) in &self.hosts {
+                let f = free[conn];
+                if f == 0 || h.draining || !protocol::is_directable(h.version) {
+                    continue;
+                }
+                if job.refused.get(&h.name).is_some_and(|until| *until > now) {
+                    continue;
+                }
+                let Some((profile, host_target)) =
+                    self.fitting_profile(h, job, *conn, &per_profile)
+                else {
+                    continue;
+                };
+                // Most free first; then the host with fewer open leases; then name.
+                let rank = (
+                    std::cmp::Reverse(f),
+                    open.get(conn).copied().unwrap_or(0),
+                    h.name.clone(),
+                );
+                if best_rank.as_ref().is_none_or(|b| rank < *b) {
+                    best_rank = Some(rank);
+                    best = Some((*conn, profile, host_target));
+                }
+            }
+            let Some((conn, profile, host_target)) = best else {
+                continue;
+            };
+            let lease_id = format!("{}-{}", self.prefix, self.next_lease);
+            self.next_lease += 1;
+            let ttl = self.cfg.ttl_secs.min(protocol::MAX_TTL_SECS);
+            let expires_at = now + ttl as Millis * 1000;
+            *free.get_mut(&conn).expect("host listed") -= 1;
+            *open.entry(conn).or_default() += 1;
+            *per_profile.entry((conn, profile.clone())).or_default() += 1;
+            self.remember_lease(&lease_id, &key);
+            let host = self.hosts[&conn].name.clone();
+            let job = self.jobs.get_mut(&key).expect("waiting job");
+            job.placements += 1;
+            job.phase = Phase::Leased {
+                lease_id: lease_id.clone(),
+                conn,
+                host,
+                profile: profile.clone(),
+                expires_at,
+                acked: false,
+            };
+            out.push(Action::Send(
+                conn,
+                CoordMsg::Launch(LaunchFrame {
+                    target: host_target,
+                    profile,
+                    job_key: key.clone(),
+                    lease_id,
+                    expires_at: format_rfc3339(expires_at),
+                    ttl_secs: ttl,
+                }),
+            ));
+        }
+        out
+    }
+
+    /// The host's most specific pool profile (fewest extra labels, then name) for the
+    /// job's target whose labels the job fits, that is not unfit and below its max.
+    fn fitting_profile(
+        &self,
+        h: &HostView,
+        job: &JobEntry,
+        conn: ConnId,
+        per_profile: &BTreeMap<(ConnId, String), u32>,
+    ) -> Option<(String, String)> {
+        let pool = format!("rm-pool-{}", h.hello.host.os);
+        h.hello
+            .profiles
+            .iter()
+            .filter(|p| {
+                h.covered.get(&p.target) == Some(&job.target)
+                    && p.labels.iter().any(|l| l.eq_ignore_ascii_case(&pool))
+                    && !h.unfit.contains(&p.name)
+                    && job_fits(&job.job.labels, &p.labels)
+                    && per_profile
+                        .get(&(conn, p.name.clone()))
+                        .copied()
+                        .unwrap_or(0)
+                        < p.max
+            })
+            .min_by_key(|p| (extra_labels(&job.job.labels, &p.labels), p.name.clone()))
+            .map(|p| (p.name.clone(), p.target.clone()))
+    }
+
+    fn remember_lease(&mut self, lease_id: &str, key: &str) {
+        self.lease_jobs
+            .insert(lease_id.to_string(), key.to_string());
+        self.lease_order.push_back(lease_id.to_string());
+        while self.lease_order.len() > LEASE_MEMORY {
+            if let Some(old) = self.lease_order.pop_front() {
+                self.lease_jobs.remove(&old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "placement_tests.rs"]
+mod tests;

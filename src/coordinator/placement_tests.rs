@@ -1,0 +1,297 @@
+//! Placement scenarios, one decision each.
+
+use super::*;
+use crate::coordinator::protocol::{HostInfo, ProfileInfo, TargetInfo};
+
+const T0: Millis = 1_800_000_000_000;
+
+fn cfg() -> PlacementConfig {
+    PlacementConfig {
+        ttl_secs: 60,
+        refusal_memory_ms: 10_000,
+        orphan_grace_ms: 30_000,
+        reconcile_interval_secs: None,
+    }
+}
+
+fn placement() -> Placement {
+    Placement::new(
+        cfg(),
+        vec![CoordTarget {
+            name: "ct".into(),
+            scope: "octo/app".into(),
+            api_url: "https://api.github.com".into(),
+        }],
+        "c".into(),
+    )
+}
+
+fn hello(name: &str, version: u32, capacity: u32, labels: &[&str]) -> Hello {
+    Hello {
+        version,
+        host: HostInfo {
+            id: format!("{name}-id"),
+            name: name.into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            capacity,
+        },
+        targets: vec![TargetInfo {
+            name: "ht".into(),
+            scope: "octo/app".into(),
+            api_url: "https://api.github.com/".into(),
+        }],
+        profiles: vec![ProfileInfo {
+            name: "p".into(),
+            target: "ht".into(),
+            labels: labels.iter().map(|s| s.to_string()).collect(),
+            max: 10,
+        }],
+    }
+}
+
+const POOL: &[&str] = &["self-hosted", "linux", "rm-pool-linux"];
+
+fn job(id: i64, labels: &[&str]) -> QueuedJob {
+    QueuedJob {
+        id,
+        run_id: 1,
+        repo: "octo/app".into(),
+        name: format!("j{id}"),
+        labels: labels.iter().map(|s| s.to_string()).collect(),
+        created_at: T0 + id,
+    }
+}
+
+fn launches(a: &[Action]) -> Vec<(ConnId, String, String)> {
+    a.iter()
+        .filter_map(|x| match x {
+            Action::Send(c, CoordMsg::Launch(l)) => {
+                Some((*c, l.job_key.clone(), l.lease_id.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn cancels(a: &[Action]) -> Vec<(ConnId, String)> {
+    a.iter()
+        .filter_map(|x| match x {
+            Action::Send(c, CoordMsg::CancelLaunch { lease_id }) => Some((*c, lease_id.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn hello_ack_covers_matching_targets_and_a_version_2_host_is_never_directed() {
+    let mut p = placement();
+    let a = p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
+    assert_eq!(
+        a[0],
+        Action::Send(
+            1,
+            CoordMsg::HelloAck(HelloAck {
+                version: 3,
+                reconcile_interval_secs: None,
+                covered: vec!["ht".into()],
+            })
+        )
+    );
+    let a = p.hello(2, "old", hello("old", 2, 8, POOL), T0);
+    assert!(
+        matches!(&a[0], Action::Send(2, CoordMsg::HelloAck(h)) if h.version == 2 && h.covered.is_empty())
+    );
+    let a = p.queue(
+        "ct",
+        (1..=5).map(|i| job(i, &["self-hosted", "linux"])).collect(),
+        T0,
+    );
+    let l = launches(&a);
+    assert_eq!(l.len(), 2, "only h1's two free slots: {a:?}");
+    assert!(l.iter().all(|(c, _, _)| *c == 1));
+    assert_eq!(
+        p.hello(3, "ancient", hello("ancient", 1, 8, POOL), T0),
+        vec![Action::Close(3)]
+    );
+}
+
+#[test]
+fn spread_by_free_capacity_refusal_goes_to_the_next_host() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 3, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let a = p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0);
+    let l = launches(&a);
+    // h1 has 3 free: it gets the first; then h1 has 2 and h2 1: h1 again.
+    assert_eq!(l.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 1]);
+    let a = p.ack(
+        1,
+        LaunchAck {
+            lease_id: l[0].2.clone(),
+            accepted: false,
+            reason: Some("host_capacity".into()),
+        },
+        T0 + 1,
+    );
+    let again = launches(&a);
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].0, again[0].1.as_str()), (2, "1"));
+    assert_ne!(again[0].2, l[0].2, "a new lease id");
+}
+
+#[test]
+fn jobs_no_pool_profile_fits_are_not_placed() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 3, &["self-hosted", "linux"]), T0);
+    p.hello(2, "h2", hello("h2", 3, 3, POOL), T0);
+    let a = p.queue("ct", vec![job(1, &["gpu"]), job(2, &["linux"])], T0);
+    let l = launches(&a);
+    assert_eq!(l.len(), 1);
+    assert_eq!((l[0].0, l[0].1.as_str()), (2, "2"));
+}
+
+#[test]
+fn expiry_cancels_and_replaces_disconnect_replaces_queue_exit_cancels() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    let first = l[0].0;
+    let other = 3 - first;
+    let a = p.tick(T0 + 60_000);
+    assert_eq!(cancels(&a), vec![(first, l[0].2.clone())]);
+    let l2 = launches(&a);
+    assert_eq!(l2[0].0, other, "placed on the other host");
+    let a = p.disconnect(other, T0 + 61_000);
+    // The first host still is passed over (it let the lease expire), so nothing.
+    assert!(launches(&a).is_empty());
+    let a = p.tick(T0 + 71_000);
+    let l3 = launches(&a);
+    assert_eq!(l3[0].0, first);
+    let a = p.queue("ct", vec![], T0 + 72_000);
+    assert_eq!(cancels(&a), vec![(first, l3[0].2.clone())]);
+    assert!(p.jobs().is_empty());
+}
+
+#[test]
+fn started_closes_the_lease_finished_waits_for_a_fresh_snapshot() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    p.ack(
+        1,
+        LaunchAck {
+            lease_id: l[0].2.clone(),
+            accepted: true,
+            reason: None,
+        },
+        T0,
+    );
+    p.started(
+        1,
+        AttemptStarted {
+            lease_id: Some(l[0].2.clone()),
+            runner_name: "rm-a-1".into(),
+            target: "ht".into(),
+            profile: "p".into(),
+        },
+        T0,
+    );
+    assert_eq!(p.outstanding(1), 0);
+    assert!(
+        launches(&p.tick(T0 + 600_000)).is_empty(),
+        "a started job never expires"
+    );
+    let fin = AttemptFinished {
+        lease_id: Some(l[0].2.clone()),
+        runner_name: "rm-a-1".into(),
+        outcome: "exited_idle_without_work".into(),
+        duration_secs: None,
+        usage: None,
+    };
+    p.finished(1, fin, T0);
+    assert!(
+        launches(&p.tick(T0 + 1)).is_empty(),
+        "held until a fresh snapshot"
+    );
+    let a = p.queue("ct", vec![job(1, &["linux"])], T0 + 2);
+    assert_eq!(launches(&a).len(), 1, "still queued: placed again");
+}
+
+#[test]
+fn a_late_start_for_an_expired_lease_cancels_the_new_one() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    let a = p.tick(T0 + 60_000);
+    let l2 = launches(&a);
+    let a = p.started(
+        l[0].0,
+        AttemptStarted {
+            lease_id: Some(l[0].2.clone()),
+            runner_name: "rm-x-1".into(),
+            target: "ht".into(),
+            profile: "p".into(),
+        },
+        T0 + 60_001,
+    );
+    assert_eq!(cancels(&a), vec![(l2[0].0, l2[0].2.clone())]);
+    assert!(matches!(p.jobs()["1"].phase, Phase::Started { .. }));
+}
+
+#[test]
+fn a_reconnecting_host_replaces_its_stale_connection() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    assert_eq!(l[0].0, 1);
+    let a = p.hello(5, "h1", hello("h1", 3, 1, POOL), T0 + 1);
+    assert!(a.contains(&Action::Close(1)));
+    assert_eq!(
+        launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![5]
+    );
+}
+
+#[test]
+fn draining_and_unfit_hosts_get_nothing() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 4, POOL), T0);
+    p.status(
+        1,
+        Status {
+            free: 4,
+            draining: true,
+            unfit: vec![],
+        },
+        T0,
+    );
+    assert!(launches(&p.queue("ct", vec![job(1, &["linux"])], T0)).is_empty());
+    assert!(
+        launches(&p.status(
+            1,
+            Status {
+                free: 4,
+                draining: false,
+                unfit: vec!["p".into()]
+            },
+            T0
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        launches(&p.status(
+            1,
+            Status {
+                free: 4,
+                draining: false,
+                unfit: vec![]
+            },
+            T0
+        ))
+        .len(),
+        1
+    );
+}

@@ -1,0 +1,580 @@
+//! `coordinator serve`: the WebSocket server. An acceptor thread hands each
+//! connection (bounded in number) to its own thread, which authenticates the bearer
+//! token during the handshake (401 before any frame is read), then pumps frames: host
+//! frames go to the placer thread as events, its launches and cancels come back
+//! through the connection's outbox and waker. The placer owns the pure [`Placement`],
+//! one demand thread per target feeds it queue snapshots, and it writes the live view
+//! to the coordinator's store for `coordinator status|hosts|leases`.
+
+use super::auth::{TokenBook, bearer};
+use super::demand::DemandSource;
+use super::placement::{Action, ConnId, Phase, Placement, PlacementConfig};
+use super::protocol::{CoordMsg, FrameError, HostMsg};
+use super::ws::{self, LogFn, Stream, Waker};
+use crate::domain::QueuedJob;
+use crate::store::{CoordHostRow, CoordJobRow, SqliteStore};
+use crate::timefmt::{Millis, now_millis};
+use crossbeam_channel::{Receiver, Sender, select, tick, unbounded};
+use rustls::{ServerConnection, StreamOwned};
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tungstenite::Message;
+use tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tungstenite::http;
+
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// TLS when given (`wss://`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub placement: PlacementConfig,
+    /// Connections served at once; more are closed at once.
+    pub max_connections: usize,
+    pub ping_interval: Duration,
+    /// The HTTP upgrade (and TLS handshake) must finish within this.
+    pub handshake_timeout: Duration,
+    /// How often leases are checked for expiry and the view is written.
+    pub tick: Duration,
+    /// The coordinator's state directory, for the live view (`None`: keep no view).
+    pub store_dir: Option<PathBuf>,
+    pub log: LogFn,
+}
+
+impl ServeOptions {
+    pub fn new(listen: SocketAddr) -> ServeOptions {
+        ServeOptions {
+            listen,
+            tls: None,
+            placement: PlacementConfig::default(),
+            max_connections: 256,
+            ping_interval: Duration::from_secs(15),
+            handshake_timeout: Duration::from_secs(10),
+            tick: Duration::from_secs(1),
+            store_dir: None,
+            log: ws::stderr_log("coordinator"),
+        }
+    }
+}
+
+enum Event {
+    Open {
+        conn: ConnId,
+        name: String,
+        out: Sender<Out>,
+        waker: Waker,
+    },
+    Frame {
+        conn: ConnId,
+        msg: HostMsg,
+    },
+    Closed {
+        conn: ConnId,
+    },
+    Queue {
+        target: String,
+        jobs: Vec<QueuedJob>,
+    },
+}
+
+/// The placer's end of one connection.
+struct ConnOut {
+    out: Sender<Out>,
+    waker: Waker,
+    name: String,
+}
+
+enum Out {
+    Frame(CoordMsg),
+    Close,
+}
+
+/// A running coordinator. Dropping it stops and joins every thread.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    placement: Arc<Mutex<Placement>>,
+    stop: Option<Sender<()>>,
+    stopping: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A copy of the placement book as it is now (for status and tests).
+    pub fn placement(&self) -> Placement {
+        self.placement
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stops accepting, closes every connection, joins every thread.
+    pub fn shutdown(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.stop.take();
+        // Wake the acceptor out of accept(2).
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A random hex prefix for this run's lease ids (hosts refuse lease ids seen before).
+fn lease_prefix() -> String {
+    match super::auth::new_token() {
+        Ok(t) => t.expose()[..12].to_string(),
+        Err(_) => format!("{:x}", now_millis()),
+    }
+}
+
+/// Starts the coordinator: binds `opts.listen`, spawns the acceptor, the placer and
+/// one demand thread per source.
+pub fn serve(
+    opts: ServeOptions,
+    tokens: Arc<dyn TokenBook>,
+    sources: Vec<Box<dyn DemandSource>>,
+) -> io::Result<ServerHandle> {
+    let listener = TcpListener::bind(opts.listen)?;
+    let addr = listener.local_addr()?;
+    let targets = sources.iter().map(|s| s.target().clone()).collect();
+    let placement = Arc::new(Mutex::new(Placement::new(
+        opts.placement.clone(),
+        targets,
+        lease_prefix(),
+    )));
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let (ev_tx, ev_rx) = unbounded::<Event>();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let log = opts.log.clone();
+    {
+        let (p, stop, log) = (placement.clone(), stop_rx.clone(), log.clone());
+        let (tickd, dir) = (opts.tick, opts.store_dir.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name("coord-placer".into())
+                .spawn(move || placer(p, ev_rx, stop, tickd, dir, log))?,
+        );
+    }
+    for mut src in sources {
+        let (ev, stop, log) = (ev_tx.clone(), stop_rx.clone(), log.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("coord-demand-{}", src.target().name))
+                .spawn(move || {
+                    loop {
+                        match src.queued() {
+                            Ok(jobs) => {
+                                let target = src.target().name.clone();
+                                if ev.send(Event::Queue { target, jobs }).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => log(&format!("demand: {e}")),
+                        }
+                        select! {
+                            recv(stop) -> _ => return,
+                            default(src.interval()) => {}
+                        }
+                    }
+                })?,
+        );
+    }
+    let ctx = Arc::new(ConnCtx {
+        tokens,
+        tls: opts.tls.clone(),
+        events: ev_tx,
+        stop: stop_rx,
+        stopping: stopping.clone(),
+        ping: opts.ping_interval,
+        handshake: opts.handshake_timeout,
+        log,
+    });
+    let max = opts.max_connections;
+    threads.push(
+        std::thread::Builder::new()
+            .name("coord-accept".into())
+            .spawn(move || acceptor(listener, ctx, max))?,
+    );
+    Ok(ServerHandle {
+        addr,
+        placement,
+        stop: Some(stop_tx),
+        stopping,
+        threads,
+    })
+}
+
+struct ConnCtx {
+    tokens: Arc<dyn TokenBook>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    events: Sender<Event>,
+    stop: Receiver<()>,
+    stopping: Arc<AtomicBool>,
+    ping: Duration,
+    handshake: Duration,
+    log: LogFn,
+}
+
+fn acceptor(listener: TcpListener, ctx: Arc<ConnCtx>, max: usize) {
+    let live = Arc::new(AtomicUsize::new(0));
+    let next = AtomicU64::new(1);
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    for tcp in listener.incoming() {
+        if ctx.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(tcp) = tcp else { continue };
+        conns.retain(|h| !h.is_finished());
+        if live.load(Ordering::SeqCst) >= max {
+            (ctx.log)(&format!("refused a connection: {max} already open"));
+            continue;
+        }
+        let id = next.fetch_add(1, Ordering::SeqCst);
+        let (ctx2, live2) = (ctx.clone(), live.clone());
+        live.fetch_add(1, Ordering::SeqCst);
+        match std::thread::Builder::new()
+            .name(format!("coord-conn-{id}"))
+            .spawn(move || {
+                connection(tcp, id, &ctx2);
+                live2.fetch_sub(1, Ordering::SeqCst);
+            }) {
+            Ok(h) => conns.push(h),
+            Err(e) => {
+                live.fetch_sub(1, Ordering::SeqCst);
+                (ctx.log)(&format!("cannot start a connection thread: {e}"));
+            }
+        }
+    }
+    for h in conns {
+        let _ = h.join();
+    }
+}
+
+fn unauthorized() -> ErrorResponse {
+    let mut r = http::Response::new(Some(
+        "unauthorized: give Authorization: Bearer <host token>".to_string(),
+    ));
+    *r.status_mut() = http::StatusCode::UNAUTHORIZED;
+    r
+}
+
+// tungstenite's handshake callback returns its `ErrorResponse` by value.
+#[allow(clippy::result_large_err)]
+fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
+    let peer = tcp
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let setup = tcp
+        .set_read_timeout(Some(ctx.handshake))
+        .and_then(|_| tcp.set_write_timeout(Some(ctx.handshake)))
+        .and_then(|_| tcp.set_nodelay(true));
+    if setup.is_err() {
+        return;
+    }
+    let stream = match &ctx.tls {
+        None => Stream::Plain(tcp),
+        Some(cfg) => match ServerConnection::new(cfg.clone()) {
+            Ok(c) => Stream::ServerTls(Box::new(StreamOwned::new(c, tcp))),
+            Err(e) => {
+                (ctx.log)(&format!("{peer}: TLS: {e}"));
+                return;
+            }
+        },
+    };
+    let mut who: Option<String> = None;
+    let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        let token = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer);
+        match token.and_then(|t| ctx.tokens.find(&t)) {
+            Some(name) => {
+                who = Some(name);
+                Ok(resp)
+            }
+            None => Err(unauthorized()),
+        }
+    };
+    let mut socket =
+        match tungstenite::accept_hdr_with_config(stream, callback, Some(ws::ws_config())) {
+            Ok(s) => s,
+            Err(e) => {
+                (ctx.log)(&format!("{peer}: handshake refused: {e}"));
+                return;
+            }
+        };
+    let Some(name) = who else { return };
+    let (out_tx, out_rx) = unbounded::<Out>();
+    let Ok((waker, wake_rx)) = ws::waker() else {
+        return;
+    };
+    let open = Event::Open {
+        conn,
+        name: name.clone(),
+        out: out_tx,
+        waker,
+    };
+    if ctx.events.send(open).is_err() {
+        return;
+    }
+    (ctx.log)(&format!("host {name} connected from {peer}"));
+    let mut last_rx = Instant::now();
+    let mut last_ping = Instant::now();
+    let why = 'pump: loop {
+        if ctx.stopping.load(Ordering::SeqCst)
+            || matches!(
+                ctx.stop.try_recv(),
+                Err(crossbeam_channel::TryRecvError::Disconnected)
+            )
+        {
+            let _ = socket.close(None);
+            let _ = socket.flush();
+            break "coordinator stopping".to_string();
+        }
+        let wait = ctx.ping.saturating_sub(last_ping.elapsed());
+        if let Err(e) = ws::wait(socket.get_ref().tcp(), &wake_rx, wait) {
+            break format!("poll: {e}");
+        }
+        let mut fatal: Option<String> = None;
+        let r = ws::read_available(&mut socket, |m| {
+            last_rx = Instant::now();
+            if fatal.is_some() {
+                return;
+            }
+            match m {
+                Message::Text(t) => match HostMsg::decode(t.as_str()) {
+                    Ok(msg) => {
+                        let _ = ctx.events.send(Event::Frame { conn, msg });
+                    }
+                    Err(e) if e.is_skippable() => (ctx.log)(&format!("host {name}: {e}")),
+                    Err(e) => fatal = Some(e.to_string()),
+                },
+                Message::Binary(_) => {
+                    fatal = Some(FrameError::Malformed("binary frame".into()).to_string())
+                }
+                _ => {}
+            }
+        });
+        if let Some(f) = fatal {
+            let _ = socket.close(Some(tungstenite::protocol::CloseFrame {
+                code: tungstenite::protocol::frame::coding::CloseCode::Policy,
+                reason: "malformed frame".into(),
+            }));
+            let _ = socket.flush();
+            break f;
+        }
+        if let Err(e) = r {
+            break format!("{e}");
+        }
+        while let Ok(o) = out_rx.try_recv() {
+            match o {
+                Out::Frame(m) => {
+                    if let Err(e) = socket.send(Message::text(m.encode())) {
+                        break 'pump format!("send: {e}");
+                    }
+                }
+                Out::Close => {
+                    let _ = socket.close(None);
+                    let _ = socket.flush();
+                    break 'pump "replaced by a newer connection".to_string();
+                }
+            }
+        }
+        if last_rx.elapsed() > ctx.ping * 3 {
+            break "no answer to pings".to_string();
+        }
+        if last_ping.elapsed() >= ctx.ping {
+            last_ping = Instant::now();
+            if let Err(e) = socket.send(Message::Ping(Default::default())) {
+                break format!("ping: {e}");
+            }
+        }
+    };
+    (ctx.log)(&format!("host {name} disconnected: {why}"));
+    let _ = ctx.events.send(Event::Closed { conn });
+}
+
+fn placer(
+    placement: Arc<Mutex<Placement>>,
+    events: Receiver<Event>,
+    stop: Receiver<()>,
+    every: Duration,
+    dir: Option<PathBuf>,
+    log: LogFn,
+) {
+    let store = dir.and_then(|d| match SqliteStore::open(&d) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log(&format!("no live view: {e}"));
+            None
+        }
+    });
+    let mut outs: BTreeMap<ConnId, ConnOut> = BTreeMap::new();
+    let ticker = tick(every);
+    let mut dirty = true;
+    loop {
+        let now = now_millis();
+        let actions = select! {
+            recv(stop) -> _ => break,
+            recv(ticker) -> _ => {
+                if dirty {
+                    if let Some(s) = &store {
+                        let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Err(e) = write_view(s, &p, now) {
+                            log(&format!("writing the live view: {e}"));
+                        }
+                    }
+                    dirty = false;
+                }
+                placement.lock().unwrap_or_else(|p| p.into_inner()).tick(now)
+            }
+            recv(events) -> ev => {
+                let Ok(ev) = ev else { break };
+                dirty = true;
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                match ev {
+                    Event::Open { conn, name, out, waker } => {
+                        outs.insert(conn, ConnOut { out, waker, name });
+                        Vec::new()
+                    }
+                    Event::Closed { conn } => {
+                        outs.remove(&conn);
+                        p.disconnect(conn, now)
+                    }
+                    Event::Queue { target, jobs } => p.queue(&target, jobs, now),
+                    Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
+                }
+            }
+        };
+        if !actions.is_empty() {
+            dirty = true;
+        }
+        for a in actions {
+            let (conn, out) = match a {
+                Action::Send(c, m) => (c, Out::Frame(m)),
+                Action::Close(c) => (c, Out::Close),
+            };
+            if let Some(c) = outs.get(&conn) {
+                let _ = c.out.send(out);
+                c.waker.wake();
+            }
+        }
+    }
+    for c in outs.values() {
+        let _ = c.out.send(Out::Close);
+        c.waker.wake();
+    }
+    if let Some(s) = &store {
+        let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = s.coord_put_view(&[], &job_rows(&p, now_millis()));
+    }
+}
+
+fn frame(
+    p: &mut Placement,
+    outs: &BTreeMap<ConnId, ConnOut>,
+    conn: ConnId,
+    msg: HostMsg,
+    now: Millis,
+) -> Vec<Action> {
+    match msg {
+        HostMsg::Hello(h) => {
+            // The name its token was added under, not the one the host claims.
+            match outs.get(&conn) {
+                Some(c) => p.hello(conn, &c.name, h, now),
+                None => Vec::new(),
+            }
+        }
+        HostMsg::LaunchAck(a) => p.ack(conn, a, now),
+        HostMsg::AttemptStarted(s) => p.started(conn, s, now),
+        HostMsg::AttemptFinished(f) => p.finished(conn, f, now),
+        HostMsg::Status(s) => p.status(conn, s, now),
+    }
+}
+
+fn job_rows(p: &Placement, now: Millis) -> Vec<CoordJobRow> {
+    p.jobs()
+        .iter()
+        .map(|(k, j)| {
+            let mut row = CoordJobRow {
+                job_key: k.clone(),
+                target: j.target.clone(),
+                repo: j.job.repo.clone(),
+                name: j.job.name.clone(),
+                labels: j.job.labels.clone(),
+                queued_at: j.job.created_at,
+                phase: j.phase.as_str().to_string(),
+                placements: j.placements,
+                updated_at: now,
+                ..Default::default()
+            };
+            match &j.phase {
+                Phase::Leased {
+                    lease_id,
+                    host,
+                    profile,
+                    expires_at,
+                    ..
+                } => {
+                    row.lease_id = Some(lease_id.clone());
+                    row.host = Some(host.clone());
+                    row.profile = Some(profile.clone());
+                    row.expires_at = Some(*expires_at);
+                }
+                Phase::Started {
+                    host, runner_name, ..
+                } => {
+                    row.host = Some(host.clone());
+                    row.runner_name = Some(runner_name.clone());
+                }
+                Phase::Waiting | Phase::Held => {}
+            }
+            row
+        })
+        .collect()
+}
+
+fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::store::Result<()> {
+    let hosts: Vec<CoordHostRow> = p
+        .hosts()
+        .iter()
+        .map(|(c, h)| CoordHostRow {
+            name: h.name.clone(),
+            connected: true,
+            version: Some(h.version),
+            host_id: Some(h.hello.host.id.clone()),
+            os: Some(h.hello.host.os.clone()),
+            arch: Some(h.hello.host.arch.clone()),
+            capacity: Some(h.hello.host.capacity),
+            free: Some(h.free),
+            draining: h.draining,
+            unfit: h.unfit.iter().cloned().collect(),
+            covered: h.covered.keys().cloned().collect(),
+            profiles: h.hello.profiles.iter().map(|p| p.name.clone()).collect(),
+            open_leases: p.outstanding(*c),
+            started: h.started,
+            finished: h.finished,
+            refusals: h.refusals,
+            last_seen_at: Some(now),
+            ..Default::default()
+        })
+        .collect();
+    s.coord_put_view(&hosts, &job_rows(p, now))
+}

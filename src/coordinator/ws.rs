@@ -1,0 +1,169 @@
+//! The WebSocket transport both sides share: a TCP stream with or without rustls,
+//! bounded message and frame sizes, a waker that interrupts a wait for the socket, and
+//! a non-blocking drain of every message already received. One thread per connection
+//! waits in `poll(2)` on the socket and its waker, so a frame to send goes out at once
+//! and no thread spins.
+
+use super::protocol::MAX_MESSAGE;
+use rustls::{ClientConnection, ServerConnection, StreamOwned};
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::Duration;
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
+
+/// Where log lines go (the daemon routes them to its log; the CLI to stderr).
+pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
+
+pub fn stderr_log(prefix: &'static str) -> LogFn {
+    Arc::new(move |line| eprintln!("{prefix}: {line}"))
+}
+
+/// A connection's byte stream.
+pub enum Stream {
+    Plain(TcpStream),
+    ServerTls(Box<StreamOwned<ServerConnection, TcpStream>>),
+    ClientTls(Box<StreamOwned<ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::ServerTls(s) => &s.sock,
+            Stream::ClientTls(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::ServerTls(s) => s.read(buf),
+            Stream::ClientTls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::ServerTls(s) => s.write(buf),
+            Stream::ClientTls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::ServerTls(s) => s.flush(),
+            Stream::ClientTls(s) => s.flush(),
+        }
+    }
+}
+
+/// Message and frame sizes bounded to [`MAX_MESSAGE`]: a peer cannot make us buffer
+/// more than that.
+pub fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE))
+}
+
+/// Wakes a connection thread waiting in [`wait`]. Cloneable across threads.
+#[derive(Debug)]
+pub struct Waker(UnixStream);
+
+impl Waker {
+    pub fn wake(&self) {
+        // A full pipe already means "wake up": a failed write loses nothing.
+        let _ = (&self.0).write(&[1]);
+    }
+
+    pub fn try_clone(&self) -> io::Result<Waker> {
+        Ok(Waker(self.0.try_clone()?))
+    }
+}
+
+/// The waiting end of a [`Waker`].
+#[derive(Debug)]
+pub struct WakeRx(UnixStream);
+
+impl WakeRx {
+    fn drain(&self) {
+        let mut buf = [0u8; 64];
+        while matches!((&self.0).read(&mut buf), Ok(n) if n > 0) {}
+    }
+}
+
+pub fn waker() -> io::Result<(Waker, WakeRx)> {
+    let (a, b) = UnixStream::pair()?;
+    a.set_nonblocking(true)?;
+    b.set_nonblocking(true)?;
+    Ok((Waker(a), WakeRx(b)))
+}
+
+/// Waits until the socket is readable, the waker was woken, or `timeout` passed.
+/// Returns whether the socket is readable (or closed).
+pub fn wait(sock: &TcpStream, wake: &WakeRx, timeout: Duration) -> io::Result<bool> {
+    let mut fds = [
+        libc::pollfd {
+            fd: sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: `fds` is a valid array of two pollfd for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    if fds[1].revents != 0 {
+        wake.drain();
+    }
+    Ok(fds[0].revents != 0)
+}
+
+fn would_block(e: &tungstenite::Error) -> bool {
+    matches!(e, tungstenite::Error::Io(io) if io.kind() == io::ErrorKind::WouldBlock
+        || io.kind() == io::ErrorKind::TimedOut)
+}
+
+/// Reads every message already received (TLS and WebSocket buffers included)
+/// without blocking, handing each to `each`. `Err` means the connection is over.
+pub fn read_available(
+    ws: &mut WebSocket<Stream>,
+    mut each: impl FnMut(Message),
+) -> Result<(), tungstenite::Error> {
+    ws.get_ref().tcp().set_nonblocking(true)?;
+    let r = loop {
+        match ws.read() {
+            Ok(m) => each(m),
+            Err(e) if would_block(&e) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    ws.get_ref().tcp().set_nonblocking(false)?;
+    r?;
+    // A pong queued while reading may not have gone out on the non-blocking socket.
+    match ws.flush() {
+        Err(e) if !would_block(&e) => Err(e),
+        _ => Ok(()),
+    }
+}

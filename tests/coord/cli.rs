@@ -1,0 +1,93 @@
+//! The coordinator's commands through the real binary.
+
+use crate::support::wait_until;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_runner-manager");
+
+fn dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rm-coord-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rm(d: &Path, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.join("state"))
+        .args(args)
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+#[test]
+fn host_add_prints_the_token_once_and_serve_admits_only_it() {
+    let d = dir("cli");
+    let (code, token, _) = rm(&d, &["coordinator", "host", "add", "h1"]);
+    assert_eq!(code, 0);
+    let token = token.trim().to_string();
+    assert_eq!(token.len(), 64);
+    let (code, _, err) = rm(&d, &["coordinator", "host", "add", "h1"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) = rm(&d, &["coordinator", "host", "add", "bad name!"]);
+    assert_eq!(code, 2);
+    // Only the hash is stored.
+    let db = std::fs::read(d.join("state/state.db")).unwrap();
+    assert!(!db.windows(64).any(|w| w == token.as_bytes()));
+
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.join("state"))
+        .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let addr: std::net::SocketAddr = url.trim_start_matches("ws://").parse().unwrap();
+    assert!(matches!(
+        crate::support::dial(addr, Some("wrong")),
+        crate::support::Connect::Refused(401)
+    ));
+    let crate::support::Connect::Ok(mut h) = crate::support::dial(addr, Some(&token)) else {
+        panic!("the printed token is refused")
+    };
+    h.send(&runner_manager::coordinator::protocol::HostMsg::Hello(
+        crate::support::hello("h1", 3, 2),
+    ));
+    assert!(h.next(5).is_some(), "hello_ack");
+    wait_until(10, "the view shows h1 connected", || {
+        let (_, out, _) = rm(&d, &["--json", "coordinator", "hosts"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v[0]["name"] == "h1" && v[0]["connected"] == true && v[0]["version"] == 3
+    });
+    let (code, out, _) = rm(&d, &["coordinator", "status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("serving on ws://127.0.0.1:"), "{out}");
+    assert!(out.contains("1 connected of 1"), "{out}");
+    let (code, out, _) = rm(&d, &["--json", "coordinator", "leases"]);
+    assert_eq!((code, out.trim()), (0, "[]"));
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+    let (_, out, _) = rm(&d, &["coordinator", "status"]);
+    assert!(out.contains("not serving"), "{out}");
+    let (code, _, _) = rm(&d, &["coordinator", "host", "rm", "h1"]);
+    assert_eq!(code, 0);
+    let (code, _, _) = rm(&d, &["coordinator", "host", "rm", "h1"]);
+    assert_eq!(code, 2);
+    let _ = std::fs::remove_dir_all(&d);
+}

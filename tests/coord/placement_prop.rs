@@ -1,0 +1,259 @@
+//! Placement properties over random pools: hosts that accept, refuse, start runners,
+//! report status and disconnect, jobs that come and go. After every step: never two
+//! open leases for one job, never more open leases on a host than it reported free.
+
+use runner_manager::coordinator::placement::{
+    Action, ConnId, CoordTarget, Placement, PlacementConfig,
+};
+use runner_manager::coordinator::protocol::{
+    AttemptStarted, CoordMsg, Hello, HostInfo, LaunchAck, ProfileInfo, Status, TargetInfo,
+};
+use runner_manager::domain::QueuedJob;
+use std::collections::{BTreeMap, BTreeSet};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn hello(i: u64, cap: u32, version: u32) -> Hello {
+    Hello {
+        version,
+        host: HostInfo {
+            id: format!("{i:016}"),
+            name: format!("h{i}"),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            capacity: cap,
+        },
+        targets: vec![TargetInfo {
+            name: "ht".into(),
+            scope: "octo/app".into(),
+            api_url: "https://api.github.com".into(),
+        }],
+        profiles: vec![ProfileInfo {
+            name: "p".into(),
+            target: "ht".into(),
+            labels: vec!["linux".into(), "rm-pool-linux".into()],
+            max: 50,
+        }],
+    }
+}
+
+/// What the hosts hold: lease → (host conn, job key).
+#[derive(Default)]
+struct World {
+    open: BTreeMap<String, (ConnId, String)>,
+    free: BTreeMap<ConnId, u32>,
+    connected: BTreeSet<ConnId>,
+    old: BTreeSet<ConnId>,
+}
+
+impl World {
+    fn apply(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Send(c, CoordMsg::Launch(l)) => {
+                    assert!(self.connected.contains(&c), "launch to a gone host");
+                    assert!(!self.old.contains(&c), "launch to a version-2 host");
+                    self.open.insert(l.lease_id, (c, l.job_key));
+                }
+                Action::Send(_, CoordMsg::CancelLaunch { lease_id }) => {
+                    self.open.remove(&lease_id);
+                }
+                Action::Send(_, CoordMsg::HelloAck(_)) => {}
+                Action::Close(c) => self.drop_conn(c),
+            }
+        }
+        self.check();
+    }
+
+    fn drop_conn(&mut self, c: ConnId) {
+        self.connected.remove(&c);
+        self.open.retain(|_, (h, _)| *h != c);
+    }
+
+    fn check(&self) {
+        let mut per_job: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut per_host: BTreeMap<ConnId, u32> = BTreeMap::new();
+        for (c, j) in self.open.values() {
+            *per_job.entry(j).or_default() += 1;
+            *per_host.entry(*c).or_default() += 1;
+        }
+        for (j, n) in per_job {
+            assert!(n <= 1, "job {j} has {n} open leases");
+        }
+        for (c, n) in per_host {
+            assert!(
+                n <= self.free[&c],
+                "host {c}: {n} leases, {} free",
+                self.free[&c]
+            );
+        }
+    }
+}
+
+fn run(seed: u64) {
+    let mut rng = Rng(seed);
+    let mut p = Placement::new(
+        PlacementConfig {
+            ttl_secs: 30,
+            refusal_memory_ms: 5_000,
+            orphan_grace_ms: 20_000,
+            reconcile_interval_secs: None,
+        },
+        vec![CoordTarget {
+            name: "ct".into(),
+            scope: "octo/app".into(),
+            api_url: "https://api.github.com".into(),
+        }],
+        format!("s{seed}"),
+    );
+    let mut w = World::default();
+    let mut now = 1_800_000_000_000i64;
+    let mut queue: Vec<QueuedJob> = Vec::new();
+    let mut next_job = 1i64;
+    let mut next_conn: ConnId = 1;
+    let mut runner = 0u64;
+    for _ in 0..300 {
+        now += rng.below(3_000) as i64;
+        let step = rng.below(9);
+        let conns: Vec<ConnId> = w.connected.iter().copied().collect();
+        let pick = |rng: &mut Rng| {
+            conns
+                .get(rng.below(conns.len().max(1) as u64) as usize)
+                .copied()
+        };
+        let actions = match step {
+            0 => {
+                let c = next_conn;
+                next_conn += 1;
+                let cap = 1 + rng.below(4) as u32;
+                let version = if rng.below(5) == 0 { 2 } else { 3 };
+                w.connected.insert(c);
+                w.free.insert(c, cap);
+                if version == 2 {
+                    w.old.insert(c);
+                }
+                // Names repeat, so some hellos replace a connection of the same host.
+                let i = rng.below(6);
+                p.hello(c, &format!("h{i}"), hello(i, cap, version), now)
+            }
+            1 => match pick(&mut rng) {
+                Some(c) => {
+                    w.drop_conn(c);
+                    p.disconnect(c, now)
+                }
+                None => vec![],
+            },
+            2 | 3 => {
+                for _ in 0..=rng.below(3) {
+                    queue.push(QueuedJob {
+                        id: next_job,
+                        run_id: 1,
+                        repo: "octo/app".into(),
+                        name: "j".into(),
+                        labels: vec!["linux".into()],
+                        created_at: now,
+                    });
+                    next_job += 1;
+                }
+                if !queue.is_empty() && rng.below(3) == 0 {
+                    let i = rng.below(queue.len() as u64) as usize;
+                    queue.remove(i);
+                }
+                p.queue("ct", queue.clone(), now)
+            }
+            4 | 5 => {
+                // A host answers one of its leases: accept, refuse, or start a runner.
+                let held: Vec<(String, ConnId)> =
+                    w.open.iter().map(|(l, (c, _))| (l.clone(), *c)).collect();
+                if held.is_empty() {
+                    vec![]
+                } else {
+                    let (lease, c) = held[rng.below(held.len() as u64) as usize].clone();
+                    match rng.below(3) {
+                        0 => {
+                            w.open.remove(&lease);
+                            p.ack(
+                                c,
+                                LaunchAck {
+                                    lease_id: lease,
+                                    accepted: false,
+                                    reason: Some("host_capacity".into()),
+                                },
+                                now,
+                            )
+                        }
+                        1 => p.ack(
+                            c,
+                            LaunchAck {
+                                lease_id: lease,
+                                accepted: true,
+                                reason: None,
+                            },
+                            now,
+                        ),
+                        _ => {
+                            w.open.remove(&lease);
+                            runner += 1;
+                            p.started(
+                                c,
+                                AttemptStarted {
+                                    lease_id: Some(lease),
+                                    runner_name: format!("r{runner}"),
+                                    target: "ht".into(),
+                                    profile: "p".into(),
+                                },
+                                now,
+                            )
+                        }
+                    }
+                }
+            }
+            6 => match pick(&mut rng) {
+                Some(c) => {
+                    let f = rng.below(5) as u32;
+                    // A host reporting less free than it holds leases is told the truth
+                    // by its own book; the coordinator places nothing more there.
+                    let held = w.open.values().filter(|(h, _)| *h == c).count() as u32;
+                    w.free.insert(c, f.max(held));
+                    p.status(
+                        c,
+                        Status {
+                            free: f.max(held),
+                            draining: rng.below(6) == 0,
+                            unfit: vec![],
+                        },
+                        now,
+                    )
+                }
+                None => vec![],
+            },
+            _ => p.tick(now),
+        };
+        w.apply(actions);
+        // The coordinator's own view agrees: at most one lease per job by construction,
+        // and its open leases per connection are what the hosts hold.
+        for c in &w.connected {
+            let held = w.open.values().filter(|(h, _)| h == c).count() as u32;
+            assert_eq!(p.outstanding(*c), held, "seed {seed}: conn {c}");
+        }
+    }
+}
+
+#[test]
+fn never_two_open_leases_per_job_nor_more_than_a_host_reported_free() {
+    for seed in 0..60 {
+        run(seed);
+    }
+}
