@@ -2,7 +2,10 @@
 //! exit codes (0 ok, 2 bad usage or invalid input with nothing written, 1 otherwise).
 
 mod attempts;
+mod completions;
+mod doctor;
 mod host;
+mod install;
 mod output;
 mod parse;
 mod profiles;
@@ -97,6 +100,13 @@ pub fn run(args: Vec<OsString>) -> i32 {
 }
 
 fn execute(inv: &Invocation) -> CliResult {
+    // Commands that must not create or open a store first: completions need none, and
+    // doctor reports a store that does not open as a failed check instead of exiting.
+    match inv.command.path {
+        ["completions"] => return completions::run(inv),
+        ["doctor"] => return doctor::run(inv, &state_dir(inv)?),
+        _ => {}
+    }
     let dir = state_dir(inv)?;
     let store = SqliteStore::open(&dir)?;
     dispatch(inv, &store, &dir)
@@ -123,6 +133,7 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["status"] => host::status(store, &mut out, dir)?,
         ["attempts"] => attempts::list(inv, store, &mut out)?,
         ["attempt", "show"] => attempts::show(inv, store, &mut out)?,
+        ["runner", "install"] => install::run(inv, store, dir)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",

@@ -211,6 +211,10 @@ pub struct State {
     pub rng: SplitMix64,
     /// Ids handed out by a JIT call that a `VanishRegistration` fault may delete.
     pub last_created_runner: Option<u64>,
+    /// The runner-manager binary the served runner tarball's `bin/Runner.Listener`
+    /// execs (see `downloads`); `None` falls back to the sim's own executable when that
+    /// is runner-manager.
+    pub runner_binary: Option<std::path::PathBuf>,
 }
 
 /// Why a runner-side call failed.
@@ -245,6 +249,7 @@ impl State {
             runner_faults: Vec::new(),
             rng,
             last_created_runner: None,
+            runner_binary: None,
         }
     }
 

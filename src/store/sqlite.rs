@@ -130,6 +130,21 @@ impl SqliteStore {
         )
     }
 
+    /// `PRAGMA integrity_check`: `["ok"]` for a sound file, else SQLite's findings (at
+    /// most 20), for `doctor`.
+    pub fn integrity_check(&self) -> Result<Vec<String>> {
+        let run = || -> Result<Vec<String>> {
+            let mut stmt = self.conn.prepare("PRAGMA integrity_check(20)")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            let mut out = Vec::new();
+            for r in rows {
+                out.push(r?);
+            }
+            Ok(out)
+        };
+        self.wrap(run())
+    }
+
     /// The underlying connection, for the store's own tests and benchmarks (query
     /// plans, raw inserts); nothing outside `store` writes SQL through it.
     #[doc(hidden)]
