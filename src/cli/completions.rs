@@ -134,8 +134,16 @@ fn positional_choices(c: &Command) -> Vec<&'static str> {
     }
 }
 
+/// A command's options, then the global ones it does not shadow (`runner install
+/// --version V` is not the global `--version`).
 fn options_of(c: &Command) -> Vec<&'static Opt> {
-    c.options.iter().chain(GLOBAL).collect()
+    let mut out: Vec<&'static Opt> = c.options.iter().collect();
+    for g in GLOBAL {
+        if !out.iter().any(|o| o.name == g.name) {
+            out.push(g);
+        }
+    }
+    out
 }
 
 fn sq(s: &str) -> String {

@@ -195,7 +195,7 @@ impl Metrics {
 
     /// Adds `v` (>= 0) to a counter.
     pub fn counter_add(&self, name: &str, pairs: &[(&str, &str)], v: f64) {
-        if !(v >= 0.0) {
+        if v.is_nan() || v < 0.0 {
             return; // counters only go up; NaN and negatives are dropped
         }
         self.with_series(name, pairs, |fam, l| {
