@@ -3,13 +3,16 @@
 //! See ARCHITECTURE.md for the codemap. `main.rs` only calls [`cli::main`].
 
 pub mod cli;
+pub mod coordinator;
 pub mod daemon;
 pub mod demo;
-pub mod coordinator;
+pub mod doctor;
 pub mod domain;
 pub mod github;
+pub mod install;
 pub mod logging;
 pub mod meter;
+pub mod metrics;
 pub mod reconcile;
 pub mod runner;
 pub mod scaleset;

@@ -3,7 +3,10 @@
 
 mod attempts;
 mod coordinator;
+mod completions;
+mod doctor;
 mod host;
+mod install;
 mod output;
 mod parse;
 mod profiles;
@@ -102,10 +105,14 @@ pub fn run(args: Vec<OsString>) -> i32 {
 }
 
 fn execute(inv: &Invocation) -> CliResult {
-    // Commands that bring their own world and must not touch the user's store.
+    // Commands that must not create or open the user's store first: demo and the
+    // simulated GitHub bring their own world, completions need none, and doctor
+    // reports a store that does not open as a failed check instead of exiting.
     match inv.command.path {
         ["demo"] => return run::demo(inv),
         ["sim", "github"] => return run::sim_github(inv),
+        ["completions"] => return completions::run(inv),
+        ["doctor"] => return doctor::run(inv, &state_dir(inv)?),
         _ => {}
     }
     let dir = state_dir(inv)?;
@@ -142,6 +149,7 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["daemon"] => run::daemon(inv, dir)?,
         ["drain"] => run::drain(inv, store, &mut out)?,
         ["top"] => top::top(store, dir)?,
+        ["runner", "install"] => install::run(inv, store, dir)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",

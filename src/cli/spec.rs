@@ -410,6 +410,43 @@ pub const COMMANDS: &[Command] = &[
         about: "The jobs the coordinator tracks, with their lease, host and phase",
         options: &[],
     },
+    Command {
+        path: &["doctor"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "Check this host: store, runner installs, disk, clock, credentials, systemd unit",
+        options: &[],
+    },
+    Command {
+        path: &["runner", "install"],
+        args: "[--version V] [--dir DIR] [--target T]",
+        positionals: (0, Some(0)),
+        about: "Download, verify and unpack the actions-runner release for this OS and arch",
+        options: &[
+            opt(
+                "--version",
+                "V",
+                "Runner version (default: the newest the downloads API offers)",
+            ),
+            opt(
+                "--dir",
+                "DIR",
+                "Install here (default STATE_DIR/runner); another version there is replaced",
+            ),
+            opt(
+                "--target",
+                "T",
+                "Ask this target's downloads API (default: the only target)",
+            ),
+        ],
+    },
+    Command {
+        path: &["completions"],
+        args: "bash|zsh|fish",
+        positionals: (1, Some(1)),
+        about: "Print a shell completion script",
+        options: &[],
+    },
 ];
 
 /// The command these words name, if any.

@@ -19,6 +19,6 @@ pub use auth::{Credential, InstallationToken, load_credential, load_credential_w
 pub use check::{CheckLine, CheckOptions, check_target};
 pub use client::{ClientConfig, ClientStats, GitHubClient};
 pub use error::{AuthError, ErrorClass, GhError};
-pub use ops::{Deleted, RepoInfo};
+pub use ops::{Deleted, RepoInfo, RunnerDownload};
 pub use ratelimit::RateLimitSnapshot;
 pub use retry::{Clock, RetryPolicy, SystemClock};

@@ -24,6 +24,19 @@ pub enum Deleted {
     Busy { message: String },
 }
 
+/// A runner release GitHub offers for one platform (`GET .../actions/runners/downloads`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunnerDownload {
+    /// `linux`, `osx`, `win`.
+    pub os: String,
+    /// `x64`, `arm64`, `arm`.
+    pub arch: String,
+    pub url: String,
+    pub filename: String,
+    /// Lowercase hex; GitHub omits it on some servers (older GHES).
+    pub sha256: Option<String>,
+}
+
 /// A repository as listing it for an org target needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RepoInfo {
@@ -190,6 +203,26 @@ impl GitHubClient {
     pub fn repository_is_public(&self, owner: &str, repo: &str) -> Result<bool, GhError> {
         let r: types::Repository = self.get_json(&format!("/repos/{owner}/{repo}"))?;
         Ok(RepoInfo::from(r).public)
+    }
+
+    /// The runner releases this target's server offers, one per platform (the newest
+    /// version only: GitHub lists no history).
+    pub fn runner_downloads(&self, scope: &TargetScope) -> Result<Vec<RunnerDownload>, GhError> {
+        let apps: Vec<types::RunnerApplication> =
+            self.get_json(&format!("{}/downloads", runners_path(scope)))?;
+        Ok(apps
+            .into_iter()
+            .map(|a| RunnerDownload {
+                os: a.os,
+                arch: a.architecture,
+                url: a.download_url,
+                filename: a.filename,
+                sha256: a
+                    .sha256_checksum
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.to_ascii_lowercase()),
+            })
+            .collect())
     }
 
     /// `GET /rate_limit` (free; answered even while limited). Also refreshes the

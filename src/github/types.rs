@@ -153,3 +153,14 @@ pub(crate) struct RateBody {
     pub reset: i64,
     pub used: u64,
 }
+
+/// One entry of `GET .../actions/runners/downloads`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RunnerApplication {
+    pub os: String,
+    pub architecture: String,
+    pub download_url: String,
+    pub filename: String,
+    #[serde(default)]
+    pub sha256_checksum: Option<String>,
+}

@@ -108,6 +108,9 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
     if let Some(rest) = req.path.strip_prefix("/_sim/runner/") {
         return serve_runner(sim, rest, &req, now);
     }
+    if let Some(file) = req.path.strip_prefix("/_sim/downloads/") {
+        return super::downloads::serve_tarball(&sim.lock(), file);
+    }
     let path = req.path.trim_start_matches("/_sim").to_string();
     let reply = {
         let mut st = sim.lock();

@@ -133,6 +133,7 @@ pub fn dispatch(
                 None => Out::error(404, "Not Found"),
             }
         }
+        ("GET", "/actions/runners/downloads") => super::downloads::list(st),
         ("GET", "/actions/runs") => workflow_runs(st, &scope_ref, req),
         ("GET", "/actions/runs/{run_id}/jobs") => {
             let run_id: u64 = param(p, "run_id").parse().unwrap_or(0);

@@ -24,6 +24,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/orgs/{org}/installation"),
     ("GET", "/orgs/{org}/actions/runner-groups"),
     ("GET", "/orgs/{org}/actions/runners"),
+    ("GET", "/orgs/{org}/actions/runners/downloads"),
     ("POST", "/orgs/{org}/actions/runners/generate-jitconfig"),
     ("POST", "/orgs/{org}/actions/runners/registration-token"),
     ("POST", "/orgs/{org}/actions/runners/remove-token"),
@@ -35,6 +36,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs"),
     ("GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}"),
     ("GET", "/repos/{owner}/{repo}/actions/runners"),
+    ("GET", "/repos/{owner}/{repo}/actions/runners/downloads"),
     (
         "POST",
         "/repos/{owner}/{repo}/actions/runners/generate-jitconfig",

@@ -21,21 +21,7 @@ pub fn lay_out(dir: &Path, binary: &Path) -> io::Result<()> {
             std::os::unix::fs::symlink(binary, &target)?;
         }
     }
-    let scripts = [
-        (
-            "run.sh",
-            "#!/bin/bash\n# Simulated actions-runner: run.sh restarts on exit code 2 like the real one.\nDIR=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\nwhile true; do\n  \"$DIR/bin/Runner.Listener\" run \"$@\"\n  code=$?\n  if [ $code -ne 2 ]; then\n    if [ $code -eq 1 ]; then exit 1; fi\n    exit 0\n  fi\ndone\n",
-        ),
-        (
-            "config.sh",
-            "#!/bin/bash\necho \"The simulated runner is configured with a JIT config (ACTIONS_RUNNER_INPUT_JITCONFIG); config.sh does nothing\" >&2\nexit 1\n",
-        ),
-        (
-            "env.sh",
-            "#!/bin/bash\n# Writes .env and .path like the real env.sh.\nDIR=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\necho \"LANG=${LANG:-C.UTF-8}\" > \"$DIR/.env\"\necho \"$PATH\" > \"$DIR/.path\"\n",
-        ),
-    ];
-    for (name, text) in scripts {
+    for (name, text) in SCRIPTS {
         let path = dir.join(name);
         std::fs::write(&path, text)?;
         use std::os::unix::fs::PermissionsExt;
@@ -48,3 +34,19 @@ pub fn lay_out(dir: &Path, binary: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// The top-level scripts of a runner release, as the simulated install has them.
+pub const SCRIPTS: [(&str, &str); 3] = [
+    (
+        "run.sh",
+        "#!/bin/bash\n# Simulated actions-runner: run.sh restarts on exit code 2 like the real one.\nDIR=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\nwhile true; do\n  \"$DIR/bin/Runner.Listener\" run \"$@\"\n  code=$?\n  if [ $code -ne 2 ]; then\n    if [ $code -eq 1 ]; then exit 1; fi\n    exit 0\n  fi\ndone\n",
+    ),
+    (
+        "config.sh",
+        "#!/bin/bash\necho \"The simulated runner is configured with a JIT config (ACTIONS_RUNNER_INPUT_JITCONFIG); config.sh does nothing\" >&2\nexit 1\n",
+    ),
+    (
+        "env.sh",
+        "#!/bin/bash\n# Writes .env and .path like the real env.sh.\nDIR=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\necho \"LANG=${LANG:-C.UTF-8}\" > \"$DIR/.env\"\necho \"$PATH\" > \"$DIR/.path\"\n",
+    ),
+];

@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod client;
 pub mod control;
+pub mod downloads;
 pub mod endpoints;
 pub mod faults;
 pub mod github;

@@ -213,6 +213,10 @@ pub struct State {
     pub last_created_runner: Option<u64>,
     /// The runner scale set API's world (`scaleset_state.rs`).
     pub scalesets: super::scaleset_state::ScaleSetWorld,
+    /// The runner-manager binary the served runner tarball's `bin/Runner.Listener`
+    /// execs (see `downloads`); `None` falls back to the sim's own executable when that
+    /// is runner-manager.
+    pub runner_binary: Option<std::path::PathBuf>,
 }
 
 /// Why a runner-side call failed.
@@ -248,6 +252,7 @@ impl State {
             rng,
             last_created_runner: None,
             scalesets: Default::default(),
+            runner_binary: None,
         }
     }
 

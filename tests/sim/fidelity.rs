@@ -181,6 +181,20 @@ fn every_response_conforms_to_its_schema() {
     );
     check("GET", "/installation/repositories", &itok, None, 200);
     check("GET", "/rate_limit", PAT, None, 200);
+    check(
+        "GET",
+        "/repos/octo/app/actions/runners/downloads",
+        PAT,
+        None,
+        200,
+    );
+    check(
+        "GET",
+        "/orgs/octo/actions/runners/downloads",
+        &itok,
+        None,
+        200,
+    );
     let served: BTreeSet<(String, String)> = ROUTES
         .iter()
         .map(|(m, t)| (m.to_string(), t.to_string()))

@@ -1,0 +1,139 @@
+#!/bin/sh
+# Installs runner-manager on a host without a package manager, or into a staging root
+# for a package (DESTDIR). POSIX sh.
+#
+#   packaging/install.sh [--dry-run] [--destdir DIR] [--prefix PREFIX] [--bin PATH]
+#
+# DESTDIR and PREFIX may also come from the environment (--destdir/--prefix win).
+# PREFIX defaults to /usr, where the unit's ExecStart=/usr/bin/runner-manager points;
+# another prefix rewrites ExecStart to match. --bin defaults to the release build
+# (target/x86_64-unknown-linux-gnu/release, then target/release). With an empty DESTDIR
+# and root, it also creates the runner-manager user and state directory (through
+# systemd-sysusers/systemd-tmpfiles, or useradd when those are missing) and reloads
+# systemd. It never enables or starts the service: that is the operator's call.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+dry=0
+destdir=${DESTDIR:-}
+prefix=${PREFIX:-/usr}
+bin=
+
+usage() {
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    exit "$1"
+}
+
+while [ $# -gt 0 ]; do
+    case $1 in
+        --dry-run) dry=1 ;;
+        --destdir) [ $# -ge 2 ] || usage 2; destdir=$2; shift ;;
+        --destdir=*) destdir=${1#*=} ;;
+        --prefix) [ $# -ge 2 ] || usage 2; prefix=$2; shift ;;
+        --prefix=*) prefix=${1#*=} ;;
+        --bin) [ $# -ge 2 ] || usage 2; bin=$2; shift ;;
+        --bin=*) bin=${1#*=} ;;
+        -h|--help) usage 0 ;;
+        *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+case $prefix in
+    /*) ;;
+    *) echo "install.sh: --prefix must be absolute (got $prefix)" >&2; exit 2 ;;
+esac
+prefix=${prefix%/}
+[ -n "$prefix" ] || prefix=/usr
+
+if [ -z "$bin" ]; then
+    for c in "$top/target/x86_64-unknown-linux-gnu/release/runner-manager" \
+             "$top/target/release/runner-manager" "$here/runner-manager"; do
+        if [ -x "$c" ]; then bin=$c; break; fi
+    done
+fi
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+    echo "install.sh: no runner-manager binary found: build it (cargo build --release) or give --bin PATH" >&2
+    exit 1
+fi
+
+unit_src=$here/systemd/runner-manager.service
+sysusers_src=$here/sysusers.d/runner-manager.conf
+tmpfiles_src=$here/tmpfiles.d/runner-manager.conf
+for f in "$unit_src" "$sysusers_src" "$tmpfiles_src" "$top/man/runner-manager.1" "$top/man/runner-manager-daemon.8"; do
+    [ -f "$f" ] || { echo "install.sh: missing $f" >&2; exit 1; }
+done
+
+# Where each file goes. systemd looks for units, sysusers and tmpfiles under
+# PREFIX/lib for /usr and /usr/local alike.
+bindir=$prefix/bin
+mandir=$prefix/share/man
+unitdir=$prefix/lib/systemd/system
+sysusersdir=$prefix/lib/sysusers.d
+tmpfilesdir=$prefix/lib/tmpfiles.d
+bashdir=$prefix/share/bash-completion/completions
+zshdir=$prefix/share/zsh/site-functions
+fishdir=$prefix/share/fish/vendor_completions.d
+
+run() {
+    if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi
+}
+
+# put MODE SRC DEST: installs one file, creating its directory.
+put() {
+    if [ "$dry" = 1 ]; then echo "would install $2 -> $destdir$3 (mode $1)"; return; fi
+    mkdir -p "$destdir$(dirname "$3")"
+    cp "$2" "$destdir$3.tmp.$$"
+    chmod "$1" "$destdir$3.tmp.$$"
+    mv -f "$destdir$3.tmp.$$" "$destdir$3"
+    echo "installed $destdir$3"
+}
+
+# gen MODE DEST COMMAND...: installs a command's output (completions, the unit).
+gen() {
+    mode=$1; dest=$2; shift 2
+    tmp=$(mktemp)
+    "$@" >"$tmp"
+    put "$mode" "$tmp" "$dest"
+    rm -f "$tmp"
+}
+
+put 0755 "$bin" "$bindir/runner-manager"
+put 0644 "$top/man/runner-manager.1" "$mandir/man1/runner-manager.1"
+put 0644 "$top/man/runner-manager-daemon.8" "$mandir/man8/runner-manager-daemon.8"
+gen 0644 "$unitdir/runner-manager.service" \
+    sed "s|^ExecStart=/usr/bin/runner-manager|ExecStart=$bindir/runner-manager|" "$unit_src"
+put 0644 "$sysusers_src" "$sysusersdir/runner-manager.conf"
+put 0644 "$tmpfiles_src" "$tmpfilesdir/runner-manager.conf"
+# Completions come from the binary itself, so they match its --help.
+gen 0644 "$bashdir/runner-manager" "$bin" completions bash
+gen 0644 "$zshdir/_runner-manager" "$bin" completions zsh
+gen 0644 "$fishdir/runner-manager.fish" "$bin" completions fish
+
+if [ -n "$destdir" ]; then
+    echo "staged under $destdir; the user and state directory are created when installed for real"
+    exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "not root: skipped creating the runner-manager user and /var/lib/runner-manager"
+    exit 0
+fi
+
+if command -v systemd-sysusers >/dev/null 2>&1; then
+    run systemd-sysusers "$sysusersdir/runner-manager.conf"
+elif ! id runner-manager >/dev/null 2>&1; then
+    run useradd --system --user-group --home-dir /var/lib/runner-manager \
+        --shell /usr/sbin/nologin --comment "runner-manager daemon" runner-manager
+fi
+if command -v systemd-tmpfiles >/dev/null 2>&1; then
+    run systemd-tmpfiles --create "$tmpfilesdir/runner-manager.conf"
+else
+    for d in /var/lib/runner-manager /var/lib/runner-manager/attempts /var/lib/runner-manager/logs; do
+        run install -d -m 0700 -o runner-manager -g runner-manager "$d"
+    done
+fi
+if [ -d /run/systemd/system ]; then
+    run systemctl daemon-reload
+fi
+echo "done: start it with 'systemctl enable --now runner-manager' (see runner-manager-daemon(8))"

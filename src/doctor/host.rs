@@ -1,0 +1,345 @@
+//! The checks of this machine: the store, disk space, runner installs, systemd.
+
+use super::{CheckLine, Options};
+use crate::domain::ScalePolicy;
+use crate::install::{compare_versions, installed_version};
+use crate::store::{DB_FILE, SqliteStore};
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Mode and owner of one path against what it should be.
+fn mode_line(name: &str, path: &Path, want: u32) -> CheckLine {
+    let md = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            return CheckLine::fail(
+                name,
+                format!("cannot read {}: {e}", path.display()),
+                "check the path and the permissions of its parents",
+            );
+        }
+    };
+    let mode = md.permissions().mode() & 0o7777;
+    if md.uid() != euid() {
+        return CheckLine::fail(
+            name,
+            format!(
+                "{} is owned by uid {}, not by this user (uid {})",
+                path.display(),
+                md.uid(),
+                euid()
+            ),
+            format!(
+                "run doctor as the daemon's user, or chown it to that user: chown -R USER {}",
+                path.display()
+            ),
+        );
+    }
+    if mode & 0o077 != 0 {
+        return CheckLine::fail(
+            name,
+            format!(
+                "{} is mode {mode:04o}: others can read the books",
+                path.display()
+            ),
+            format!("chmod {want:o} {}", path.display()),
+        );
+    }
+    CheckLine::ok(name, format!("{} mode {mode:04o}, ours", path.display()))
+}
+
+/// The state directory and store file's modes and owner, then `integrity_check`.
+/// Returns the open store for the later checks.
+pub(super) fn check_store(opts: &Options, lines: &mut Vec<CheckLine>) -> Option<SqliteStore> {
+    let dir = &opts.state_dir;
+    if !dir.exists() {
+        lines.push(CheckLine::skip(
+            "store",
+            format!(
+                "no state directory {} yet: it is created on first use",
+                dir.display()
+            ),
+        ));
+        return None;
+    }
+    lines.push(mode_line("state-dir", dir, 0o700));
+    let db = dir.join(DB_FILE);
+    if !db.exists() {
+        lines.push(CheckLine::skip(
+            "store",
+            format!("no store {} yet: it is created on first use", db.display()),
+        ));
+        return None;
+    }
+    lines.push(mode_line("store-file", &db, 0o600));
+    let store = match SqliteStore::open(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            lines.push(CheckLine::fail(
+                "store-integrity",
+                e.to_string(),
+                "stop the daemon, move state.db aside and restore a backup (or start afresh with 'target add')",
+            ));
+            return None;
+        }
+    };
+    match store.integrity_check() {
+        Ok(found) if found == ["ok"] => {
+            lines.push(CheckLine::ok("store-integrity", "integrity_check: ok"));
+        }
+        Ok(found) => lines.push(CheckLine::fail(
+            "store-integrity",
+            format!("integrity_check: {}", found.join("; ")),
+            "stop the daemon, move state.db aside and restore a backup",
+        )),
+        Err(e) => lines.push(CheckLine::fail(
+            "store-integrity",
+            e.to_string(),
+            "stop the daemon, move state.db aside and restore a backup",
+        )),
+    }
+    Some(store)
+}
+
+/// Free bytes for an unprivileged writer on the filesystem holding `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("path has a NUL byte"))?;
+    // SAFETY: `c` is a valid NUL-terminated string; `st` is plain old data that
+    // statvfs fills in before we read it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+pub(super) fn check_disk(opts: &Options) -> CheckLine {
+    // Before the first run the directory does not exist: its parent's filesystem is
+    // where it will be.
+    let mut at: &Path = &opts.state_dir;
+    while !at.exists() {
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => break,
+        }
+    }
+    disk_line(at, free_bytes(at), opts)
+}
+
+pub(super) fn disk_line(at: &Path, free: std::io::Result<u64>, opts: &Options) -> CheckLine {
+    let hint =
+        "free space there (old logs, build caches) or move the state directory with --state-dir";
+    match free {
+        Err(e) => CheckLine::fail("disk", format!("statvfs {}: {e}", at.display()), hint),
+        Ok(b) if b < opts.fail_free_bytes => CheckLine::fail(
+            "disk",
+            format!("{} free in {}: runners cannot start", gib(b), at.display()),
+            hint,
+        ),
+        Ok(b) if b < opts.warn_free_bytes => CheckLine::warn(
+            "disk",
+            format!(
+                "{} free in {} (under {})",
+                gib(b),
+                at.display(),
+                gib(opts.warn_free_bytes)
+            ),
+            hint,
+        ),
+        Ok(b) => CheckLine::ok("disk", format!("{} free in {}", gib(b), at.display())),
+    }
+}
+
+/// Runs a program with a deadline; `None` when it could not run or took too long.
+pub(super) fn run_bounded(cmd: &mut Command, opts: &Options) -> Option<(i32, String)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + opts.command_timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                use std::io::Read;
+                let mut out = String::new();
+                if let Some(mut s) = child.stdout.take() {
+                    let _ = s.read_to_string(&mut out);
+                }
+                return Some((status.code().unwrap_or(-1), out));
+            }
+            Ok(None) if Instant::now() < deadline => {
+                // Polling a child's exit has no blocking-with-timeout call in std.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// The version an install reports: `bin/runnerversion`, else `Runner.Listener --version`.
+fn runner_version(dir: &Path, opts: &Options) -> Option<String> {
+    installed_version(dir).or_else(|| {
+        let (code, out) = run_bounded(
+            Command::new(dir.join("bin/Runner.Listener")).arg("--version"),
+            opts,
+        )?;
+        let v = out.trim();
+        (code == 0 && !v.is_empty() && v.len() < 40).then(|| v.to_string())
+    })
+}
+
+/// One line per runner directory (profiles sharing one are checked once). `newest`
+/// maps a target name to the newest version its downloads API offered, if reachable.
+pub(super) fn check_runners(
+    opts: &Options,
+    profiles: &[ScalePolicy],
+    newest: &BTreeMap<String, Option<String>>,
+    lines: &mut Vec<CheckLine>,
+) {
+    if profiles.is_empty() {
+        lines.push(CheckLine::skip(
+            "runner",
+            "no profiles, so no runner installs to check",
+        ));
+        return;
+    }
+    let mut dirs: BTreeMap<PathBuf, Vec<&ScalePolicy>> = BTreeMap::new();
+    for p in profiles {
+        let d = p
+            .runner_dir
+            .clone()
+            .unwrap_or_else(|| opts.state_dir.join("runner"));
+        dirs.entry(d).or_default().push(p);
+    }
+    for (dir, ps) in dirs {
+        let names: Vec<&str> = ps.iter().map(|p| p.name.as_str()).collect();
+        let name = format!("runner {}", names.join(","));
+        let newest_here = ps
+            .iter()
+            .filter_map(|p| newest.get(&p.target).cloned().flatten())
+            .max_by(|a, b| compare_versions(a, b));
+        lines.push(runner_line(&name, &dir, newest_here.as_deref(), opts));
+    }
+}
+
+pub(super) fn runner_line(
+    name: &str,
+    dir: &Path,
+    newest: Option<&str>,
+    opts: &Options,
+) -> CheckLine {
+    let install_hint = format!("runner-manager runner install --dir {}", dir.display());
+    if !dir.is_dir() {
+        return CheckLine::fail(
+            name,
+            format!("{} does not exist", dir.display()),
+            install_hint,
+        );
+    }
+    let listener = dir.join("bin/Runner.Listener");
+    let executable = std::fs::metadata(&listener)
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if !executable {
+        return CheckLine::fail(
+            name,
+            format!("{} is missing or not executable", listener.display()),
+            install_hint,
+        );
+    }
+    let Some(version) = runner_version(dir, opts) else {
+        return CheckLine::fail(
+            name,
+            format!(
+                "{}: neither bin/runnerversion nor Runner.Listener --version says which version it is",
+                dir.display()
+            ),
+            install_hint,
+        );
+    };
+    match newest {
+        None => CheckLine::ok(
+            name,
+            format!(
+                "{} version {version} (newest unknown: no target answered)",
+                dir.display()
+            ),
+        ),
+        Some(n) if compare_versions(&version, n).is_lt() => CheckLine::warn(
+            name,
+            format!(
+                "{} version {version} is older than the newest, {n}",
+                dir.display()
+            ),
+            format!(
+                "GitHub stops sending jobs to runners 30 days after a newer release: {install_hint}"
+            ),
+        ),
+        Some(_) => CheckLine::ok(
+            name,
+            format!("{} version {version} (the newest)", dir.display()),
+        ),
+    }
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(program))
+            .find(|c| c.is_file())
+    })
+}
+
+pub(super) fn check_systemd(opts: &Options) -> CheckLine {
+    let Some(systemctl) = opts.systemctl.clone().or_else(|| on_path("systemctl")) else {
+        return CheckLine::skip("systemd", "no systemctl on this host");
+    };
+    let unit = &opts.unit;
+    match run_bounded(Command::new(&systemctl).args(["is-enabled", unit]), opts) {
+        None => CheckLine::skip("systemd", format!("{} did not answer", systemctl.display())),
+        Some((_, out)) => {
+            let state = out.lines().next().unwrap_or("").trim().to_string();
+            match state.as_str() {
+                "enabled" | "enabled-runtime" | "static" | "alias" | "linked" => {
+                    CheckLine::ok("systemd", format!("{unit}.service is {state}"))
+                }
+                "disabled" => CheckLine::warn(
+                    "systemd",
+                    format!("{unit}.service is installed but disabled"),
+                    format!("systemctl enable --now {unit}"),
+                ),
+                "masked" | "masked-runtime" => CheckLine::fail(
+                    "systemd",
+                    format!("{unit}.service is {state}"),
+                    format!("systemctl unmask {unit} && systemctl enable --now {unit}"),
+                ),
+                "" | "not-found" => {
+                    CheckLine::skip("systemd", format!("{unit}.service is not installed"))
+                }
+                other => CheckLine::skip(
+                    "systemd",
+                    format!("{unit}.service: systemctl says {other:?}"),
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `runner-manager doctor`: checks what the daemon relies on and says what to fix. The
+//! store (integrity, modes, owner), disk space in the state directory, each target
+//! (`github::check_target`) and the clock against GitHub's `Date`, each runner install
+//! (present, executable, version against the newest the downloads API offers), and the
+//! systemd unit. One `CheckLine` per fact; a failure carries a hint.
+
+mod host;
+mod remote;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How a check came out. `Warn` and `Skip` do not fail `doctor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    Warn,
+    Fail,
+    /// Not applicable here (no systemctl, no store yet, target unreachable).
+    Skip,
+}
+
+/// One line of `doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckLine {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+    /// What to do; set on every `Fail` and `Warn`.
+    pub hint: Option<String>,
+}
+
+impl CheckLine {
+    pub fn ok(name: impl Into<String>, detail: impl Into<String>) -> CheckLine {
+        CheckLine {
+            name: name.into(),
+            status: Status::Ok,
+            detail: detail.into(),
+            hint: None,
+        }
+    }
+
+    pub fn skip(name: impl Into<String>, detail: impl Into<String>) -> CheckLine {
+        CheckLine {
+            status: Status::Skip,
+            ..CheckLine::ok(name, detail)
+        }
+    }
+
+    pub fn fail(
+        name: impl Into<String>,
+        detail: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> CheckLine {
+        CheckLine {
+            name: name.into(),
+            status: Status::Fail,
+            detail: detail.into(),
+            hint: Some(hint.into()),
+        }
+    }
+
+    pub fn warn(
+        name: impl Into<String>,
+        detail: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> CheckLine {
+        CheckLine {
+            status: Status::Warn,
+            ..CheckLine::fail(name, detail, hint)
+        }
+    }
+}
+
+impl fmt::Display for CheckLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = match self.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Skip => "skip",
+        };
+        write!(f, "{mark} {:<22} {}", self.name, self.detail)?;
+        if let Some(h) = &self.hint {
+            write!(f, "; hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What to check and the thresholds. `for_state_dir` gives the defaults.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub state_dir: PathBuf,
+    /// Free space under this is a warning...
+    pub warn_free_bytes: u64,
+    /// ...and under this a failure (attempt roots and logs need room).
+    pub fail_free_bytes: u64,
+    /// Clock skew beyond this is a warning (timestamps in the books drift)...
+    pub warn_skew: Duration,
+    /// ...and beyond this a failure (GitHub App JWTs are refused past about a minute).
+    pub fail_skew: Duration,
+    /// `systemctl` to ask about the unit; `None` looks it up on `PATH`.
+    pub systemctl: Option<PathBuf>,
+    pub unit: String,
+    /// Bound on each external program doctor runs.
+    pub command_timeout: Duration,
+}
+
+impl Options {
+    pub fn for_state_dir(dir: &Path) -> Options {
+        Options {
+            state_dir: dir.to_path_buf(),
+            warn_free_bytes: 2 << 30,
+            fail_free_bytes: 256 << 20,
+            warn_skew: Duration::from_secs(5),
+            fail_skew: Duration::from_secs(30),
+            systemctl: None,
+            unit: "runner-manager".into(),
+            command_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Runs every check in order: store, disk, targets and clock, runner installs, systemd.
+pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
+    let mut lines = Vec::new();
+    let store = host::check_store(opts, &mut lines);
+    lines.push(host::check_disk(opts));
+    let (targets, profiles) = match &store {
+        Some(s) => {
+            use crate::store::Store;
+            (
+                s.targets().unwrap_or_default(),
+                s.profiles().unwrap_or_default(),
+            )
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let newest = remote::check_targets(opts, &targets, &profiles, &mut lines);
+    host::check_runners(opts, &profiles, &newest, &mut lines);
+    lines.push(host::check_systemd(opts));
+    lines
+}
+
+/// The documented `--json` shape: `[{check, status, detail, hint}]`.
+pub fn to_json(lines: &[CheckLine]) -> serde_json::Value {
+    serde_json::Value::Array(
+        lines
+            .iter()
+            .map(|l| {
+                serde_json::json!({
+                    "check": l.name,
+                    "status": match l.status {
+                        Status::Ok => "ok",
+                        Status::Warn => "warn",
+                        Status::Fail => "fail",
+                        Status::Skip => "skip",
+                    },
+                    "detail": l.detail,
+                    "hint": l.hint,
+                })
+            })
+            .collect(),
+    )
+}

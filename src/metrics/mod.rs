@@ -1,0 +1,378 @@
+//! The daemon's metrics: a small registry of labelled counters, gauges and histograms
+//! (`Metrics`), its Prometheus text exposition (`exposition`), and the optional loopback
+//! listener serving `/metrics` and `/healthz` (`serve`).
+//!
+//! Our own rather than a crate: the whole need is a map of labelled numbers behind one
+//! mutex and a text format of a few lines; the registry crates bring global state and
+//! macros we would then have to work around.
+
+mod exposition;
+mod serve;
+
+pub use serve::{serve, serve_on};
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+/// A metric's kind, as its `# TYPE` line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Label pairs in a fixed (sorted) order, so `{a,b}` and `{b,a}` are one series.
+pub type Labels = Vec<(String, String)>;
+
+/// One histogram series: counts per upper bound (not cumulative; the exposition sums).
+#[derive(Debug, Clone, Default)]
+pub struct HistogramValue {
+    pub counts: Vec<u64>,
+    /// Observations above the largest bound (the `+Inf` bucket's own share).
+    pub over: u64,
+    pub sum: f64,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Series {
+    Scalar(f64),
+    Histogram(HistogramValue),
+}
+
+#[derive(Debug)]
+pub(crate) struct Family {
+    pub help: &'static str,
+    pub kind: Kind,
+    /// Histogram bucket upper bounds, increasing; empty for the others.
+    pub buckets: &'static [f64],
+    pub series: BTreeMap<Labels, Series>,
+}
+
+/// Metric names the daemon updates, so callers and tests share one spelling.
+pub mod names {
+    pub const BUILD_INFO: &str = "runner_manager_build_info";
+    pub const RUNNERS: &str = "runner_manager_runners";
+    pub const DEMAND: &str = "runner_manager_demand";
+    pub const STARTS: &str = "runner_manager_runner_starts_total";
+    pub const FAILURES: &str = "runner_manager_runner_failures_total";
+    pub const QUEUE_TO_START: &str = "runner_manager_queue_to_start_seconds";
+    pub const GITHUB_REQUESTS: &str = "runner_manager_github_requests_total";
+    pub const RATE_LIMIT_REMAINING: &str = "runner_manager_github_rate_limit_remaining";
+    pub const LINK_MODE: &str = "runner_manager_link_mode";
+}
+
+/// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
+/// one in tens of seconds; anything past ten minutes is a problem whatever its size.
+pub const LATENCY_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+/// The link modes of a target (`reconcile::target_mode`); one of them is 1 at a time.
+pub const LINK_MODES: &[&str] = &["standalone", "coordinated", "fallback"];
+
+type FreshnessHook = Box<dyn Fn() -> bool + Send + Sync>;
+
+/// The registry. `Send + Sync`; every method takes `&self`. Updates are a map lookup
+/// under one mutex, cheap next to a pass that makes HTTP calls.
+pub struct Metrics {
+    families: Mutex<BTreeMap<&'static str, Family>>,
+    fresh: Mutex<Option<FreshnessHook>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic in another thread must not take the metrics down with it.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    let mut l: Labels = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    l.sort();
+    l
+}
+
+impl Metrics {
+    /// A registry with the daemon's metrics registered (HELP and TYPE known, no series
+    /// yet except `runner_manager_build_info`).
+    pub fn new() -> Metrics {
+        use names::*;
+        let m = Metrics {
+            families: Mutex::new(BTreeMap::new()),
+            fresh: Mutex::new(None),
+        };
+        m.register(
+            BUILD_INFO,
+            Kind::Gauge,
+            "The running runner-manager's version; always 1",
+            &[],
+        );
+        m.register(
+            RUNNERS,
+            Kind::Gauge,
+            "Live runners (attempts not yet cleaned) by profile and attempt state",
+            &[],
+        );
+        m.register(
+            DEMAND,
+            Kind::Gauge,
+            "Runners a profile needs now: matching queued jobs plus min_capacity",
+            &[],
+        );
+        m.register(STARTS, Kind::Counter, "Runners started, by profile", &[]);
+        m.register(
+            FAILURES,
+            Kind::Counter,
+            "Attempts that ended failed or orphaned, by profile and reason",
+            &[],
+        );
+        m.register(
+            QUEUE_TO_START,
+            Kind::Histogram,
+            "Seconds from a job being queued to its runner being started",
+            LATENCY_BUCKETS,
+        );
+        m.register(
+            GITHUB_REQUESTS,
+            Kind::Counter,
+            "GitHub API responses by target, endpoint template and HTTP status",
+            &[],
+        );
+        m.register(
+            RATE_LIMIT_REMAINING,
+            Kind::Gauge,
+            "GitHub primary rate limit remaining, as last reported, by target",
+            &[],
+        );
+        m.register(
+            LINK_MODE,
+            Kind::Gauge,
+            "A target's link mode: 1 for the current one of standalone, coordinated, fallback",
+            &[],
+        );
+        m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        m
+    }
+
+    /// Declares a family. Registering a name twice keeps the first declaration.
+    pub fn register(
+        &self,
+        name: &'static str,
+        kind: Kind,
+        help: &'static str,
+        buckets: &'static [f64],
+    ) {
+        lock(&self.families).entry(name).or_insert(Family {
+            help,
+            kind,
+            buckets,
+            series: BTreeMap::new(),
+        });
+    }
+
+    fn with_series(&self, name: &str, pairs: &[(&str, &str)], f: impl FnOnce(&mut Family, Labels)) {
+        let mut fams = lock(&self.families);
+        // An unregistered name is a programming error; dropping the update keeps the
+        // exposition valid (no samples without HELP/TYPE) and a unit test catches it.
+        debug_assert!(fams.contains_key(name), "metric {name} is not registered");
+        if let Some(fam) = fams.get_mut(name) {
+            f(fam, labels(pairs));
+        }
+    }
+
+    /// Adds `v` (>= 0) to a counter.
+    pub fn counter_add(&self, name: &str, pairs: &[(&str, &str)], v: f64) {
+        if v.is_nan() || v < 0.0 {
+            return; // counters only go up; NaN and negatives are dropped
+        }
+        self.with_series(name, pairs, |fam, l| {
+            let e = fam.series.entry(l).or_insert(Series::Scalar(0.0));
+            if let Series::Scalar(x) = e {
+                *x += v;
+            }
+        });
+    }
+
+    pub fn gauge_set(&self, name: &str, pairs: &[(&str, &str)], v: f64) {
+        self.with_series(name, pairs, |fam, l| {
+            fam.series.insert(l, Series::Scalar(v));
+        });
+    }
+
+    /// Replaces every series of a gauge family at once, so a series that is no longer
+    /// reported (a profile with no runners in some state) disappears instead of
+    /// keeping its last value.
+    pub fn gauge_replace(&self, name: &str, rows: &[(Vec<(&str, &str)>, f64)]) {
+        let mut fams = lock(&self.families);
+        debug_assert!(fams.contains_key(name), "metric {name} is not registered");
+        if let Some(fam) = fams.get_mut(name) {
+            fam.series = rows
+                .iter()
+                .map(|(p, v)| (labels(p), Series::Scalar(*v)))
+                .collect();
+        }
+    }
+
+    pub fn observe(&self, name: &str, pairs: &[(&str, &str)], v: f64) {
+        if v.is_nan() {
+            return;
+        }
+        self.with_series(name, pairs, |fam, l| {
+            let n = fam.buckets.len();
+            let e = fam.series.entry(l).or_insert_with(|| {
+                Series::Histogram(HistogramValue {
+                    counts: vec![0; n],
+                    ..Default::default()
+                })
+            });
+            if let Series::Histogram(h) = e {
+                match fam.buckets.iter().position(|b| v <= *b) {
+                    Some(i) => h.counts[i] += 1,
+                    None => h.over += 1,
+                }
+                h.sum += v;
+                h.count += 1;
+            }
+        });
+    }
+
+    // The daemon's vocabulary, on top of the generic calls.
+
+    /// Runner counts per (profile, state); replaces the previous pass's figures.
+    pub fn set_runners(&self, counts: &[(&str, &str, u64)]) {
+        let rows: Vec<(Vec<(&str, &str)>, f64)> = counts
+            .iter()
+            .map(|(p, s, n)| (vec![("profile", *p), ("state", *s)], *n as f64))
+            .collect();
+        self.gauge_replace(names::RUNNERS, &rows);
+    }
+
+    pub fn set_demand(&self, profile: &str, demand: u64) {
+        self.gauge_set(names::DEMAND, &[("profile", profile)], demand as f64);
+    }
+
+    pub fn runner_started(&self, profile: &str) {
+        self.counter_add(names::STARTS, &[("profile", profile)], 1.0);
+    }
+
+    pub fn runner_failed(&self, profile: &str, reason: &str) {
+        self.counter_add(
+            names::FAILURES,
+            &[("profile", profile), ("reason", reason)],
+            1.0,
+        );
+    }
+
+    pub fn queue_to_start(&self, profile: &str, seconds: f64) {
+        self.observe(names::QUEUE_TO_START, &[("profile", profile)], seconds);
+    }
+
+    /// One GitHub response; `endpoint` is the path template (bounded cardinality), never
+    /// the concrete path.
+    pub fn github_request(&self, target: &str, endpoint: &str, status: u16) {
+        self.counter_add(
+            names::GITHUB_REQUESTS,
+            &[
+                ("target", target),
+                ("endpoint", endpoint),
+                ("status", &status.to_string()),
+            ],
+            1.0,
+        );
+    }
+
+    pub fn set_rate_limit_remaining(&self, target: &str, remaining: u64) {
+        self.gauge_set(
+            names::RATE_LIMIT_REMAINING,
+            &[("target", target)],
+            remaining as f64,
+        );
+    }
+
+    /// Sets `mode` (one of [`LINK_MODES`]) to 1 and the target's other modes to 0.
+    pub fn set_link_mode(&self, target: &str, mode: &str) {
+        for m in LINK_MODES {
+            let v = if *m == mode { 1.0 } else { 0.0 };
+            self.gauge_set(names::LINK_MODE, &[("target", target), ("mode", m)], v);
+        }
+    }
+
+    /// The `/healthz` freshness check: true while the daemon's last pass is recent.
+    /// Without one, `/healthz` answers ok whenever the listener is up.
+    pub fn set_freshness_check(&self, check: impl Fn() -> bool + Send + Sync + 'static) {
+        *lock(&self.fresh) = Some(Box::new(check));
+    }
+
+    pub fn is_fresh(&self) -> bool {
+        lock(&self.fresh).as_ref().is_none_or(|f| f())
+    }
+
+    /// The Prometheus text exposition of everything registered.
+    pub fn render(&self) -> String {
+        exposition::render(&lock(&self.families))
+    }
+
+    /// A scalar series' value, for tests and `status`.
+    pub fn value(&self, name: &str, pairs: &[(&str, &str)]) -> Option<f64> {
+        match lock(&self.families).get(name)?.series.get(&labels(pairs))? {
+            Series::Scalar(v) => Some(*v),
+            Series::Histogram(h) => Some(h.count as f64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_gauges_histograms() {
+        let m = Metrics::new();
+        m.runner_started("gpu");
+        m.runner_started("gpu");
+        m.counter_add(names::STARTS, &[("profile", "gpu")], -5.0);
+        assert_eq!(m.value(names::STARTS, &[("profile", "gpu")]), Some(2.0));
+        m.set_runners(&[("gpu", "idle", 2), ("gpu", "busy", 1)]);
+        m.set_runners(&[("gpu", "busy", 3)]);
+        assert_eq!(
+            m.value(names::RUNNERS, &[("profile", "gpu"), ("state", "idle")]),
+            None
+        );
+        assert_eq!(
+            m.value(names::RUNNERS, &[("state", "busy"), ("profile", "gpu")]),
+            Some(3.0)
+        );
+        m.queue_to_start("gpu", 0.5);
+        m.queue_to_start("gpu", 7000.0);
+        m.queue_to_start("gpu", f64::NAN);
+        assert_eq!(
+            m.value(names::QUEUE_TO_START, &[("profile", "gpu")]),
+            Some(2.0)
+        );
+        m.set_link_mode("t", "fallback");
+        assert_eq!(
+            m.value(names::LINK_MODE, &[("target", "t"), ("mode", "fallback")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            m.value(names::LINK_MODE, &[("target", "t"), ("mode", "standalone")]),
+            Some(0.0)
+        );
+        assert!(m.is_fresh());
+        m.set_freshness_check(|| false);
+        assert!(!m.is_fresh());
+    }
+}

@@ -1,0 +1,79 @@
+//! The metrics listener: `GET /metrics` (Prometheus text) and `GET /healthz` on a
+//! loopback address only, on the same small HTTP/1.1 server the simulated GitHub uses
+//! (`sim::http::Server`) rather than a second one.
+
+use super::Metrics;
+use crate::sim::http::{Handler, Reply, Request, Response, Server, Stopper};
+use crossbeam_channel::Receiver;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+struct MetricsHandler {
+    registry: Arc<Metrics>,
+}
+
+impl Handler for MetricsHandler {
+    fn handle(&self, req: Request) -> Reply {
+        let text = |status: u16, body: String| {
+            Response::new(status)
+                .with_header("content-type", "text/plain; version=0.0.4; charset=utf-8")
+                .with_body(body.into_bytes())
+        };
+        if req.method != "GET" {
+            return Reply::Send(
+                text(405, "only GET is served here\n".into()).with_header("allow", "GET"),
+            );
+        }
+        Reply::Send(match req.path.as_str() {
+            "/metrics" => text(200, self.registry.render()),
+            "/healthz" if self.registry.is_fresh() => text(200, "ok\n".into()),
+            "/healthz" => text(
+                503,
+                "stale: the daemon's last pass is not recent; see its log\n".into(),
+            ),
+            _ => text(404, "not found: try /metrics or /healthz\n".into()),
+        })
+    }
+}
+
+/// Serves until `shutdown` receives a message or is disconnected; the returned thread
+/// ends after the listener and every connection are closed.
+pub fn serve(
+    listen: SocketAddr,
+    registry: Arc<Metrics>,
+    shutdown: Receiver<()>,
+) -> io::Result<JoinHandle<()>> {
+    serve_on(listen, registry, shutdown).map(|(_, t)| t)
+}
+
+/// [`serve`], also returning the bound address (port 0 picks a free one).
+pub fn serve_on(
+    listen: SocketAddr,
+    registry: Arc<Metrics>,
+    shutdown: Receiver<()>,
+) -> io::Result<(SocketAddr, JoinHandle<()>)> {
+    if !listen.ip().is_loopback() {
+        // The metrics carry no secrets but have no authentication either, and nothing
+        // beyond this host needs them without a proxy the operator chooses.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--metrics-listen {listen} is not a loopback address: use 127.0.0.1:PORT or [::1]:PORT and put a proxy in front if others must scrape it"
+            ),
+        ));
+    }
+    let handler = Arc::new(MetricsHandler { registry });
+    let mut server = Server::start(listen, handler, Arc::new(Stopper::default()))
+        .map_err(|e| io::Error::new(e.kind(), format!("metrics listener on {listen}: {e}")))?;
+    let addr = server.addr();
+    let thread = std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            // Returns on a message or when every sender is gone: both mean stop.
+            let _ = shutdown.recv();
+            server.shutdown();
+        })?;
+    Ok((addr, thread))
+}
