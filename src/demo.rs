@@ -204,7 +204,7 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 n += 1;
                 // A burst now and then, so the pictures have something to show.
-                let batch = if n % 10 == 0 { 5 } else { 1 };
+                let batch = if n.is_multiple_of(10) { 5 } else { 1 };
                 for i in 0..batch {
                     let gpu = (n + i) % 4 == 3;
                     let labels: &[&str] = if gpu {

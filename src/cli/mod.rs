@@ -2,8 +2,8 @@
 //! exit codes (0 ok, 2 bad usage or invalid input with nothing written, 1 otherwise).
 
 mod attempts;
-mod coordinator;
 mod completions;
+mod coordinator;
 mod doctor;
 mod host;
 mod install;

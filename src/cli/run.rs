@@ -27,7 +27,12 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => 30,
         Some(v) => validate::number_in("--drain-timeout", v, 0, 86_400)?,
     };
+    let fallback_grace = match inv.value("--fallback-grace") {
+        None => 30,
+        Some(v) => validate::number_in("--fallback-grace", v, 1, 86_400)?,
+    };
     let opts = DaemonOptions {
+        fallback_grace: Duration::from_secs(fallback_grace),
         state_dir: dir.to_path_buf(),
         once: inv.flag("--once"),
         drain_timeout: Duration::from_secs(drain_timeout),

@@ -270,7 +270,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--log-level LEVEL] [--drain-timeout SECS]",
+        args: "[--once] [--log-level LEVEL] [--drain-timeout SECS] [--fallback-grace SECS]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -287,6 +287,11 @@ pub const COMMANDS: &[Command] = &[
                 "--drain-timeout",
                 "SECS",
                 "On SIGTERM, how long to wait for idle runners to be deregistered (default 30)",
+            ),
+            opt(
+                "--fallback-grace",
+                "SECS",
+                "How long the coordinator link may be down before this host reads its own demand again (default 30)",
             ),
         ],
     },

@@ -4,6 +4,7 @@
 mod actuator;
 pub mod lock;
 pub mod notify;
+mod pool;
 mod shared;
 pub mod signals;
 mod starter;
@@ -36,6 +37,8 @@ pub struct DaemonOptions {
     /// How long SIGTERM waits for idle and starting runners to be deregistered.
     pub drain_timeout: Duration,
     pub log_level: Level,
+    /// How long the coordinator link may be down before the host reads its own demand.
+    pub fallback_grace: Duration,
 }
 
 #[derive(Debug)]
@@ -96,6 +99,10 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         pid = std::process::id()
     );
     let shared = Arc::new(Shared::new(opts.state_dir.clone()));
+    shared
+        .pool
+        .set_grace(opts.fallback_grace.as_millis() as Millis);
+    let mut link = pool::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
 
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
@@ -187,6 +194,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     if fp != fingerprint {
                         fingerprint = fp;
                         sync_loops(&store, &shared, &mut loops, &shutdown_rx, false)?;
+                        link = refresh_link(&shared, &store, link)?;
                         shared.tell_all(LoopMsg::Wake);
                     }
                 }
@@ -198,6 +206,14 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     .filter_map(|a| Some(LiveAttempt { attempt: a.id, pid: a.pid?, start_time: a.pid_start? }))
                     .collect();
                 let _ = live_tx.try_send(live);
+                if link.is_some() {
+                    let live_n = open.iter().filter(|a| a.state.is_live()).count() as u32;
+                    shared.pool.report(crate::coordinator::link::Report::Status(crate::coordinator::protocol::Status {
+                        free: host.capacity.saturating_sub(live_n),
+                        draining: host.draining || shared.stopping(),
+                        unfit: shared.pool.unfit_profiles(),
+                    }));
+                }
                 if now >= next_sweep {
                     next_sweep = now + SWEEP_EVERY;
                     sweep::sweep(&store, &host, &opts.state_dir);
@@ -237,10 +253,39 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     }
     drop(meter_stop_tx);
     let _ = sampler.join();
+    if let Some(l) = link.take() {
+        l.stop();
+    }
     drop(signal_watch);
     let _ = store.clear_heartbeat();
     log_info!("daemon_stopped");
     Ok(())
+}
+
+/// Restarts the coordinator link when the host's coordinator settings changed, and
+/// otherwise sends a fresh `hello` (targets or pool profiles may have changed).
+fn refresh_link(
+    shared: &Arc<Shared>,
+    store: &SqliteStore,
+    link: Option<pool::LinkRun>,
+) -> Result<Option<pool::LinkRun>, DaemonError> {
+    let host = store.host_or_create()?;
+    let config = (
+        host.coordinator.clone(),
+        host.coordinator_token_file.clone(),
+    );
+    match link {
+        Some(l) if l.config == config => {
+            l.update_hello(pool::hello(store)?);
+            Ok(Some(l))
+        }
+        Some(l) => {
+            l.stop();
+            Ok(pool::start_link(shared, store)?)
+        }
+        None if config.0.is_some() => Ok(pool::start_link(shared, store)?),
+        None => Ok(None),
+    }
 }
 
 /// Starts a loop for every target that has none and stops loops of removed targets.

@@ -38,6 +38,8 @@ pub struct Shared {
     pub meters: Mutex<HashMap<i64, Peak>>,
     /// The target loops' inboxes, by target name.
     pub loops: Mutex<HashMap<String, Sender<LoopMsg>>>,
+    /// The coordinated pool's launch book and link state.
+    pub pool: super::pool::Pool,
 }
 
 impl Shared {
@@ -48,6 +50,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             meters: Mutex::new(HashMap::new()),
             loops: Mutex::new(HashMap::new()),
+            pool: super::pool::Pool::new(crate::timefmt::now_millis()),
         }
     }
 
@@ -58,6 +61,13 @@ impl Shared {
     /// Sends `msg` to every target loop (a full inbox already holds a wake-up).
     pub fn tell_all(&self, msg: LoopMsg) {
         for tx in lock(&self.loops).values() {
+            let _ = tx.try_send(msg);
+        }
+    }
+
+    /// Sends `msg` to one target's loop.
+    pub fn tell(&self, target: &str, msg: LoopMsg) {
+        if let Some(tx) = lock(&self.loops).get(target) {
             let _ = tx.try_send(msg);
         }
     }

@@ -146,6 +146,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, S
                     latency_ms: (cx.now - q).max(0),
                 })?;
             }
+            cx.shared.pool.started(a);
             log_info!(
                 "runner_started",
                 attempt = a.id,

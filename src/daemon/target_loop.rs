@@ -3,12 +3,14 @@
 //! read demand when due, allocate, start what the allocator grants, record.
 
 use super::actuator::{self, Ctx};
+use super::pool::TargetView;
 use super::shared::{LoopMsg, Shared, lock};
 use super::starter;
 use crate::domain::{Attempt, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope};
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
 use crate::reconcile::allocate::{Counts, HostAllocator, pick_surplus};
 use crate::reconcile::demand;
+use crate::reconcile::launch_book::{OfferCtx, TargetMode, is_directed};
 use crate::reconcile::lines::{RunnerEvent, parse_line};
 use crate::reconcile::watch::{self, Observation, ProcessStatus, Registration, Timeouts, Want};
 use crate::runner::{self, ExitInfo, LogTail, Reap};
@@ -177,15 +179,25 @@ impl TargetLoop {
             }
         }
 
-        // Demand, when due.
-        if now >= self.next_poll && now >= self.blocked_until {
+        // Demand, when due. A coordinated target whose profiles are all directed
+        // reads none: the coordinator reads the queue once for the pool.
+        let mode = self.shared.pool.mode(&self.name, now);
+        let all_directed = mode == TargetMode::Coordinated
+            && profiles
+                .iter()
+                .filter(|p| p.host_id == host.id)
+                .all(|p| is_directed(&host, p, mode));
+        if all_directed {
+            self.jobs.clear();
+        } else if now >= self.next_poll && now >= self.blocked_until {
             self.read_demand(&target, now);
             self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
         }
         let unfit = self.unfit_profiles(&target, &profiles, now);
 
         // Allocate and start, holding the host-wide allocation lock while pending
-        // attempts are recorded, so two loops never spend one slot of capacity.
+        // attempts are recorded, so two loops (or a loop and a coordinator launch)
+        // never spend one slot of capacity.
         let mut started = Vec::new();
         let allocation;
         {
@@ -194,33 +206,43 @@ impl TargetLoop {
             let host = self.store.host_or_create()?;
             let all_open = self.store.open_attempts(&host.id)?;
             let counts = Counts::of(&all_open);
-            let mine: Vec<Attempt> = all_open
+            let mut mine: Vec<Attempt> = all_open
                 .iter()
                 .filter(|a| a.target == self.name)
                 .cloned()
                 .collect();
-            // Ended attempts take their job out of the queue only while the queue is
-            // older than their job (see `ended_since_read`).
-            let mut for_demand: Vec<Attempt> = mine
-                .iter()
-                .filter(|a| a.state.is_live() || a.job_id.is_some())
-                .cloned()
-                .collect();
-            for e in self.ended_since_read.values() {
-                if !for_demand.iter().any(|a| a.id == e.id) {
-                    for_demand.push(e.clone());
-                }
-            }
-            let demand = demand::assign(&profiles, &self.jobs, &for_demand);
+            let demand = demand::assign(&profiles, &self.jobs, &mine);
             let mut host_view = host.clone();
             host_view.draining = draining;
-            allocation = HostAllocator {
+            let standalone = demand.counts();
+            let modes = BTreeMap::from([(self.name.clone(), mode)]);
+            let mut book = lock(&shared.pool.book);
+            for c in book.observe(&mine, now) {
+                log_info!(
+                    "launch_closed",
+                    lease = c.launch.launch.lease_id,
+                    why = format!("{:?}", c.why)
+                );
+            }
+            for (lease, id) in book.bind_free(&profiles, &mine) {
+                if let Some(a) = mine.iter_mut().find(|a| a.id == id) {
+                    a.lease_id = Some(lease);
+                    self.store.save_attempt(a)?;
+                }
+            }
+            let alloc = HostAllocator {
                 host: &host_view,
                 policies: &profiles,
                 counts: &counts,
                 unfit: &unfit,
-            }
-            .allocate(&demand.counts());
+            };
+            let ctx = OfferCtx {
+                alloc,
+                demand: &standalone,
+                modes: &modes,
+                attempts: &mine,
+            };
+            allocation = alloc.allocate(&book.demand(&ctx));
             let can_start = self.client.is_some() && now >= self.blocked_until;
             for pa in &allocation.profiles {
                 if !can_start {
@@ -238,7 +260,7 @@ impl TargetLoop {
                             .min()
                     });
                 for _ in 0..pa.to_start {
-                    let a = starter::record_intent(
+                    let mut a = starter::record_intent(
                         &self.store,
                         &host,
                         &pa.profile,
@@ -246,15 +268,29 @@ impl TargetLoop {
                         queued_at,
                         now,
                     )?;
+                    if let Some(lease) = book.bind_next(&self.name, &pa.profile, a.id) {
+                        a.lease_id = Some(lease);
+                        self.store.save_attempt(&a)?;
+                    }
                     started.push(a);
                 }
             }
             self.surplus = allocation
                 .profiles
                 .iter()
-                .flat_map(|pa| pick_surplus(&mine, &pa.profile, pa.surplus_idle, |_| false))
+                .flat_map(|pa| {
+                    pick_surplus(&mine, &pa.profile, pa.surplus_idle, |id| book.holds(id))
+                })
                 .collect();
-            self.record_status(&allocation, &demand, now)?;
+            drop(book);
+            shared.pool.set_view(
+                &self.name,
+                TargetView {
+                    unfit: unfit.clone(),
+                    demand: standalone,
+                },
+            );
+            self.record_status(&allocation, &demand, mode, now)?;
         }
         for mut a in started {
             let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
@@ -552,6 +588,7 @@ impl TargetLoop {
         &mut self,
         alloc: &crate::reconcile::allocate::Allocation,
         demand: &demand::Demand,
+        mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
         let unfit_jobs = demand.unfit_reasons();
@@ -583,7 +620,7 @@ impl TargetLoop {
         }
         let ts = TargetStatus {
             target: self.name.clone(),
-            mode: "standalone".into(),
+            mode: mode.as_str().into(),
             last_error: self.last_error.clone(),
             rate_limit_remaining: self
                 .client

@@ -1,0 +1,385 @@
+//! The host's side of a coordinated pool: the mutex-guarded launch book, what the
+//! link last said (up or down, which targets it covers), the `LaunchHandler` the
+//! coordinator link calls, the target modes, and the reports sent back.
+
+use super::shared::{Shared, lock};
+use crate::coordinator::link::{LaunchHandler, Report};
+use crate::coordinator::protocol::{
+    AttemptFinished, AttemptStarted, Hello, HostInfo, ProfileInfo, TargetInfo, UsageInfo,
+};
+use crate::domain::{Attempt, Host, ScalePolicy};
+use crate::reconcile::allocate::{Counts, HostAllocator};
+use crate::reconcile::launch_book::{
+    Accepted, Launch, LaunchBook, Link, OfferCtx, Refusal, TargetMode, target_mode,
+};
+use crate::store::{SqliteStore, Store, StoreError};
+use crate::timefmt::{Millis, now_millis};
+use crate::{log_info, log_warn};
+use crossbeam_channel::Sender;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How long the link may be down before the host reads its own demand again, unless
+/// `daemon --fallback-grace` says otherwise.
+pub const FALLBACK_GRACE: Millis = 30_000;
+
+/// What one target loop last concluded, for judging offers between its passes.
+#[derive(Debug, Clone, Default)]
+pub struct TargetView {
+    pub unfit: BTreeMap<String, String>,
+    /// Demand of the profiles that are not directed.
+    pub demand: BTreeMap<String, u32>,
+}
+
+pub struct Pool {
+    pub book: Mutex<LaunchBook>,
+    configured: AtomicBool,
+    grace: std::sync::atomic::AtomicI64,
+    /// The link, and the targets the last `hello_ack` covered (`None` before any).
+    link: Mutex<(Link, Option<Vec<String>>)>,
+    reports: Mutex<Option<Sender<Report>>>,
+    views: Mutex<HashMap<String, TargetView>>,
+}
+
+impl Pool {
+    pub fn new(now: Millis) -> Pool {
+        Pool {
+            book: Mutex::new(LaunchBook::new()),
+            configured: AtomicBool::new(false),
+            grace: std::sync::atomic::AtomicI64::new(FALLBACK_GRACE),
+            link: Mutex::new((Link::Down { since: now }, None)),
+            reports: Mutex::new(None),
+            views: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A link is configured (or no longer): modes follow.
+    pub fn configure(&self, configured: bool, reports: Option<Sender<Report>>, now: Millis) {
+        self.configured.store(configured, Ordering::SeqCst);
+        *lock(&self.link) = (Link::Down { since: now }, None);
+        *lock(&self.reports) = reports;
+        for c in lock(&self.book).link_lost() {
+            log_info!(
+                "launch_closed",
+                lease = c.launch.launch.lease_id,
+                why = format!("{:?}", c.why)
+            );
+        }
+    }
+
+    pub fn set_grace(&self, grace: Millis) {
+        self.grace.store(grace, Ordering::SeqCst);
+    }
+
+    pub fn mode(&self, target: &str, now: Millis) -> TargetMode {
+        let (link, covered) = lock(&self.link).clone();
+        let covered = covered.is_none_or(|c| c.iter().any(|t| t == target));
+        let grace = self.grace.load(Ordering::SeqCst);
+        target_mode(
+            self.configured.load(Ordering::SeqCst),
+            link,
+            covered,
+            now,
+            grace,
+        )
+    }
+
+    pub fn set_view(&self, target: &str, view: TargetView) {
+        lock(&self.views).insert(target.to_string(), view);
+    }
+
+    /// Unfit profiles of every target, for the `status` report.
+    pub fn unfit_profiles(&self) -> Vec<String> {
+        lock(&self.views)
+            .values()
+            .flat_map(|v| v.unfit.keys().cloned())
+            .collect()
+    }
+
+    pub fn report(&self, r: Report) {
+        if let Some(tx) = lock(&self.reports).as_ref() {
+            let _ = tx.try_send(r);
+        }
+    }
+
+    /// An attempt of a pool profile has its process.
+    pub fn started(&self, a: &Attempt) {
+        self.report(Report::Started(AttemptStarted {
+            lease_id: a.lease_id.clone(),
+            runner_name: a.runner_name.clone(),
+            target: a.target.clone(),
+            profile: a.profile.clone(),
+        }));
+    }
+
+    /// An attempt's runner life ended.
+    pub fn finished(&self, a: &Attempt) {
+        let Some(outcome) = a.outcome else { return };
+        self.report(Report::Finished(AttemptFinished {
+            lease_id: a.lease_id.clone(),
+            runner_name: a.runner_name.clone(),
+            outcome: outcome.as_str().to_string(),
+            duration_secs: a
+                .ended_at
+                .map(|e| ((e - a.created_at).max(0) / 1000) as u64),
+            usage: a.peak_rss_bytes.map(|rss| UsageInfo {
+                peak_rss_bytes: rss,
+                cpu_secs: a.cpu_millis.unwrap_or(0) as f64 / 1000.0,
+                samples: 0,
+            }),
+        }));
+    }
+
+    fn link_up(&self, covered: &[String]) {
+        *lock(&self.link) = (
+            Link::Up {
+                since: now_millis(),
+            },
+            Some(covered.to_vec()),
+        );
+    }
+
+    fn link_lost(&self) {
+        let closed = lock(&self.book).link_lost();
+        log_warn!(
+            "coordinator_link_lost",
+            open_launches_dropped = closed.len()
+        );
+        let mut link = lock(&self.link);
+        link.0 = Link::Down {
+            since: now_millis(),
+        };
+    }
+
+    /// The modes of all targets.
+    pub fn modes(&self, targets: &[String], now: Millis) -> BTreeMap<String, TargetMode> {
+        targets
+            .iter()
+            .map(|t| (t.clone(), self.mode(t, now)))
+            .collect()
+    }
+
+    fn views(&self) -> (BTreeMap<String, String>, BTreeMap<String, u32>) {
+        let mut unfit = BTreeMap::new();
+        let mut demand = BTreeMap::new();
+        for v in lock(&self.views).values() {
+            unfit.extend(v.unfit.clone());
+            demand.extend(v.demand.clone());
+        }
+        (unfit, demand)
+    }
+}
+
+/// Whether a profile is a pool profile of this host (carries its pool label).
+pub fn is_pool_profile(host: &Host, p: &ScalePolicy) -> bool {
+    let label = host.pool_label();
+    p.labels.iter().any(|l| l.eq_ignore_ascii_case(&label))
+}
+
+/// The `hello` this host sends: itself, its targets and its pool profiles.
+pub fn hello(store: &dyn Store) -> Result<Hello, StoreError> {
+    let host = store.host_or_create()?;
+    let targets = store
+        .targets()?
+        .into_iter()
+        .map(|t| TargetInfo {
+            name: t.name.clone(),
+            scope: t.scope.display(),
+            api_url: t.api_url.clone(),
+        })
+        .collect();
+    let profiles = store
+        .profiles()?
+        .into_iter()
+        .filter(|p| p.host_id == host.id && is_pool_profile(&host, p))
+        .map(|p| ProfileInfo {
+            name: p.name.clone(),
+            target: p.target.clone(),
+            labels: p.labels.clone(),
+            max: p.max_capacity,
+        })
+        .collect();
+    Ok(Hello {
+        version: 3,
+        host: HostInfo {
+            id: host.id.clone(),
+            name: host.name.clone(),
+            os: host.os.clone(),
+            arch: host.arch.clone(),
+            capacity: host.capacity,
+        },
+        targets,
+        profiles,
+    })
+}
+
+/// The daemon's `LaunchHandler`: judges each launch against a fresh view of the host
+/// under the allocation lock, so a launch and a target loop never both take the last
+/// slot of capacity.
+pub struct Handler {
+    pub shared: Arc<Shared>,
+    pub store: Mutex<SqliteStore>,
+}
+
+impl Handler {
+    fn judge(&self, launch: &Launch) -> Result<Result<Accepted, Refusal>, StoreError> {
+        let now = now_millis();
+        let _guard = lock(&self.shared.alloc_lock);
+        let store = lock(&self.store);
+        let mut host = store.host_or_create()?;
+        host.draining |= self.shared.stopping();
+        let policies: Vec<ScalePolicy> = store
+            .profiles()?
+            .into_iter()
+            .filter(|p| p.host_id == host.id)
+            .collect();
+        let attempts = store.open_attempts(&host.id)?;
+        let counts = Counts::of(&attempts);
+        let (unfit, demand) = self.shared.pool.views();
+        let targets: Vec<String> = store.targets()?.into_iter().map(|t| t.name).collect();
+        let modes = self.shared.pool.modes(&targets, now);
+        let ctx = OfferCtx {
+            alloc: HostAllocator {
+                host: &host,
+                policies: &policies,
+                counts: &counts,
+                unfit: &unfit,
+            },
+            demand: &demand,
+            modes: &modes,
+            attempts: &attempts,
+        };
+        let verdict = lock(&self.shared.pool.book).offer(launch.clone(), &ctx, now);
+        if let Ok(Accepted::ServedBy { attempt }) = &verdict
+            && let Ok(mut a) = store.attempt(*attempt)
+        {
+            a.lease_id = Some(launch.lease_id.clone());
+            store.save_attempt(&a)?;
+        }
+        Ok(verdict)
+    }
+}
+
+impl LaunchHandler for Handler {
+    fn offer(&self, launch: &Launch) -> Result<Accepted, Refusal> {
+        let verdict = match self.judge(launch) {
+            Ok(v) => v,
+            Err(e) => {
+                log_warn!("launch_judge_failed", lease = launch.lease_id, error = e);
+                Err(Refusal::Other)
+            }
+        };
+        match &verdict {
+            Ok(a) => log_info!(
+                "launch_accepted",
+                lease = launch.lease_id,
+                profile = launch.profile,
+                how = format!("{a:?}")
+            ),
+            Err(r) => log_info!(
+                "launch_refused",
+                lease = launch.lease_id,
+                profile = launch.profile,
+                reason = r.as_str()
+            ),
+        }
+        self.shared
+            .tell(&launch.target, super::shared::LoopMsg::Wake);
+        verdict
+    }
+
+    fn cancel(&self, lease_id: &str) {
+        if lock(&self.shared.pool.book).cancel(lease_id).is_some() {
+            log_info!("launch_cancelled", lease = lease_id);
+        }
+    }
+
+    fn link_up(&self, covered: &[String]) {
+        log_info!("coordinator_link_up", covered = covered.join(","));
+        self.shared.pool.link_up(covered);
+        self.shared.tell_all(super::shared::LoopMsg::Wake);
+    }
+
+    fn link_lost(&self) {
+        self.shared.pool.link_lost();
+        self.shared.tell_all(super::shared::LoopMsg::Wake);
+    }
+}
+
+/// A running coordinator link and what it was started from.
+pub struct LinkRun {
+    handle: crate::coordinator::link::LinkHandle,
+    shutdown: Sender<()>,
+    /// (url, token file) it was started with, to notice a change.
+    pub config: (Option<String>, Option<std::path::PathBuf>),
+}
+
+impl LinkRun {
+    pub fn stop(self) {
+        drop(self.shutdown);
+        self.handle.join();
+    }
+
+    pub fn update_hello(&self, hello: Hello) {
+        self.handle.update_hello(hello);
+    }
+}
+
+/// Starts the link when the host has a coordinator; `None` (standalone) otherwise.
+/// A token that cannot be read is logged and leaves the host in fallback after the
+/// grace period, never stopped.
+pub fn start_link(
+    shared: &Arc<Shared>,
+    store: &SqliteStore,
+) -> Result<Option<LinkRun>, StoreError> {
+    let host = store.host_or_create()?;
+    let config = (
+        host.coordinator.clone(),
+        host.coordinator_token_file.clone(),
+    );
+    let now = now_millis();
+    let Some(url) = host.coordinator.clone() else {
+        shared.pool.configure(false, None, now);
+        return Ok(None);
+    };
+    let token = match host
+        .coordinator_token_file
+        .as_ref()
+        .map(std::fs::read_to_string)
+    {
+        Some(Ok(t)) if !t.trim().is_empty() => crate::secret::Secret::new(t.trim()),
+        other => {
+            let why = match other {
+                Some(Err(e)) => e.to_string(),
+                _ => "no coordinator_token_file set, or it is empty".into(),
+            };
+            log_warn!("coordinator_token_unreadable", error = why);
+            shared.pool.configure(true, None, now);
+            return Ok(None);
+        }
+    };
+    let (report_tx, report_rx) = crossbeam_channel::bounded::<Report>(4096);
+    let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
+    shared.pool.configure(true, Some(report_tx), now);
+    let mut cfg = crate::coordinator::link::LinkConfig::new(url.clone(), token, hello(store)?);
+    cfg.log = std::sync::Arc::new(|line: &str| log_info!("coordinator_link", detail = line));
+    let handler = Arc::new(Handler {
+        shared: shared.clone(),
+        store: Mutex::new(SqliteStore::open(&shared.state_dir)?),
+    });
+    match crate::coordinator::link::spawn_link(cfg, handler, report_rx, shutdown_rx) {
+        Ok(handle) => {
+            log_info!("coordinator_link_started", url = url);
+            Ok(Some(LinkRun {
+                handle,
+                shutdown: shutdown_tx,
+                config,
+            }))
+        }
+        Err(e) => {
+            log_warn!("coordinator_link_failed", error = e);
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Coordinated pools end to end: the simulated GitHub in-process, a real
+//! `runner-manager coordinator serve` and several real `runner-manager daemon`
+//! processes, each with its own state directory, all on loopback.
+
+mod pool {
+    pub mod support;
+
+    mod coordinated;
+}

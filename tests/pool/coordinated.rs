@@ -1,0 +1,125 @@
+//! One queued job starts one runner on one host: coordinated against standalone, the
+//! coordinator dying (fallback) and coming back (rejoin).
+
+use super::support::*;
+use std::time::Duration;
+
+#[test]
+fn coordinated_hosts_start_one_runner_per_job_where_standalone_hosts_start_surplus() {
+    const JOBS: usize = 12;
+    // Coordinated: three hosts, one coordinator.
+    let mut pool = Pool::new("coord", 3, 8, true);
+    pool.start_coordinator();
+    for h in &mut pool.hosts {
+        h.start();
+    }
+    wait_until(Duration::from_secs(20), "every host is coordinated", || {
+        pool.hosts.iter().all(|h| h.mode() == "coordinated")
+    });
+    pool.enqueue(JOBS, "c", 600);
+    wait_until(Duration::from_secs(60), "every job is done", || {
+        pool.all_done()
+    });
+    let coordinated = pool.runners_started();
+    let served_by: std::collections::BTreeSet<String> = pool
+        .sim
+        .jobs()
+        .iter()
+        .filter_map(|j| j.runner_name.clone())
+        .collect();
+    assert_eq!(served_by.len(), JOBS, "each job by its own runner");
+    assert_eq!(
+        coordinated,
+        JOBS,
+        "zero surplus: one runner per job\n{}",
+        pool.dump()
+    );
+    let hosts_used = pool
+        .hosts
+        .iter()
+        .filter(|h| h.logs().contains("runner_started"))
+        .count();
+    assert!(
+        hosts_used >= 2,
+        "jobs spread over the hosts ({hosts_used} used)"
+    );
+    pool.wait_quiet();
+    drop(pool);
+
+    // Standalone: the same three hosts, each reading the queue on its own.
+    let mut solo = Pool::new("solo", 3, 8, false);
+    for h in &mut solo.hosts {
+        h.start();
+    }
+    wait_until(Duration::from_secs(20), "every host is standalone", || {
+        solo.hosts.iter().all(|h| h.mode() == "standalone")
+    });
+    solo.enqueue(JOBS, "s", 600);
+    wait_until(Duration::from_secs(60), "every job is done", || {
+        solo.all_done()
+    });
+    let standalone = solo.runners_started();
+    println!(
+        "runners started for {JOBS} jobs: coordinated {coordinated}, standalone {standalone} (surplus {})",
+        standalone - JOBS
+    );
+    assert!(
+        standalone > JOBS,
+        "standalone hosts each start runners for the same jobs ({standalone})"
+    );
+    solo.wait_quiet();
+}
+
+#[test]
+fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_returns() {
+    let mut pool = Pool::new("fallback", 2, 6, true);
+    pool.start_coordinator();
+    for h in &mut pool.hosts {
+        h.start();
+    }
+    wait_until(
+        Duration::from_secs(20),
+        "both hosts are coordinated",
+        || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
+    );
+    pool.enqueue(3, "before", 400);
+    wait_until(Duration::from_secs(40), "the first jobs are done", || {
+        pool.all_done()
+    });
+
+    // The coordinator dies: after the grace period (3 s) each host reads its own
+    // demand again, and jobs are still served.
+    pool.kill_coordinator();
+    wait_until(Duration::from_secs(20), "both hosts fall back", || {
+        pool.hosts.iter().all(|h| h.mode() == "fallback")
+    });
+    pool.enqueue(3, "during", 400);
+    wait_until(
+        Duration::from_secs(40),
+        "jobs queued without a coordinator are done",
+        || pool.all_done(),
+    );
+    pool.wait_quiet();
+
+    // It comes back on the same address: the hosts rejoin and are directed again,
+    // one runner per job.
+    pool.start_coordinator();
+    wait_until(
+        Duration::from_secs(40),
+        "both hosts are coordinated again",
+        || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
+    );
+    let before = pool.runners_started();
+    pool.enqueue(4, "after", 400);
+    wait_until(
+        Duration::from_secs(40),
+        "jobs after the return are done",
+        || pool.all_done(),
+    );
+    assert_eq!(
+        pool.runners_started() - before,
+        4,
+        "directed again: one runner per job\n{}",
+        pool.dump()
+    );
+}

@@ -1,0 +1,351 @@
+//! A pool world: one simulated GitHub, one coordinator process, N host daemons.
+
+use runner_manager::sim::{JobStatus, SimConfig, SimGitHub, SimHandle, install};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_runner-manager");
+pub const REPO: &str = "pool-org/app";
+static WORLDS: AtomicU32 = AtomicU32::new(0);
+
+pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {within:?} waiting until {what}");
+}
+
+fn write_secret(path: &Path, value: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .unwrap();
+    f.write_all(value.as_bytes()).unwrap();
+}
+
+pub fn run(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--state-dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+pub fn run_ok(dir: &Path, args: &[&str]) -> String {
+    let out = run(dir, args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn kill(child: &mut Child, sig: i32) {
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+pub struct Host {
+    pub dir: PathBuf,
+    daemon: Option<Child>,
+    runs: u32,
+}
+
+impl Host {
+    pub fn start(&mut self) {
+        self.runs += 1;
+        let log =
+            std::fs::File::create(self.dir.join(format!("daemon-{}.log", self.runs))).unwrap();
+        let child = Command::new(BIN)
+            .arg("--state-dir")
+            .arg(&self.dir)
+            .args([
+                "daemon",
+                "--log-level",
+                "debug",
+                "--fallback-grace",
+                "3",
+                "--drain-timeout",
+                "10",
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.daemon = Some(child);
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            kill(&mut c, libc::SIGTERM);
+        }
+    }
+
+    pub fn mode(&self) -> String {
+        let v: serde_json::Value =
+            serde_json::from_str(&run_ok(&self.dir, &["--json", "status"])).unwrap();
+        v["targets"][0]["mode"].as_str().unwrap_or("").to_string()
+    }
+
+    pub fn logs(&self) -> String {
+        (1..=self.runs)
+            .map(|r| {
+                std::fs::read_to_string(self.dir.join(format!("daemon-{r}.log")))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+pub struct Pool {
+    pub sim: SimHandle,
+    pub root: PathBuf,
+    pub coord_dir: PathBuf,
+    pub hosts: Vec<Host>,
+    coordinator: Option<Child>,
+    port: u16,
+}
+
+impl Pool {
+    /// A sim with one private repository, a coordinator state directory that knows
+    /// `n` hosts, and `n` host state directories, each with a target for the
+    /// repository and a pool profile (max `max`), joined to the coordinator when
+    /// `coordinated`.
+    pub fn new(tag: &str, n: usize, max: u32, coordinated: bool) -> Pool {
+        let sim = SimGitHub::start(SimConfig::default()).unwrap();
+        sim.add_repo(REPO, true);
+        let root = std::env::temp_dir().join(format!(
+            "rm-pool-{tag}-{}-{}",
+            std::process::id(),
+            WORLDS.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let token = format!("ghp_pool{}{}", std::process::id(), tag.len());
+        sim.add_pat(&token);
+        let token_file = root.join("gh-token");
+        write_secret(&token_file, &token);
+        let install_dir = root.join("runner-install");
+        install::lay_out(&install_dir, Path::new(BIN)).unwrap();
+        let coord_dir = root.join("coordinator");
+        let tf = token_file.to_str().unwrap();
+        run_ok(
+            &coord_dir,
+            &[
+                "target",
+                "add",
+                "pool",
+                "--repo",
+                REPO,
+                "--api-url",
+                sim.url(),
+                "--token-file",
+                tf,
+            ],
+        );
+        run_ok(&coord_dir, &["target", "set", "pool", "poll_interval=1"]);
+        // A free port, so the coordinator can come back on the same address.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("ws://127.0.0.1:{port}");
+        let mut hosts = Vec::new();
+        for i in 0..n {
+            let dir = root.join(format!("host{i}"));
+            run_ok(
+                &dir,
+                &[
+                    "target",
+                    "add",
+                    "app",
+                    "--repo",
+                    REPO,
+                    "--api-url",
+                    sim.url(),
+                    "--token-file",
+                    tf,
+                ],
+            );
+            run_ok(&dir, &["target", "set", "app", "poll_interval=1"]);
+            let max_s = max.to_string();
+            run_ok(
+                &dir,
+                &[
+                    "profile",
+                    "add",
+                    "pool",
+                    "--target",
+                    "app",
+                    "--labels",
+                    "rm-pool-linux",
+                    "--max",
+                    &max_s,
+                    "--runner-dir",
+                    install_dir.to_str().unwrap(),
+                    "--idle-timeout",
+                    "2",
+                ],
+            );
+            run_ok(&dir, &["host", "set", &format!("capacity={max}")]);
+            if coordinated {
+                let host_token = run_ok(
+                    &coord_dir,
+                    &["coordinator", "host", "add", &format!("host{i}")],
+                );
+                let htf = dir.join("coordinator-token");
+                write_secret(&htf, host_token.trim());
+                run_ok(
+                    &dir,
+                    &[
+                        "host",
+                        "set",
+                        &format!("coordinator={url}"),
+                        &format!("coordinator_token_file={}", htf.display()),
+                    ],
+                );
+            }
+            hosts.push(Host {
+                dir,
+                daemon: None,
+                runs: 0,
+            });
+        }
+        Pool {
+            sim,
+            root,
+            coord_dir,
+            hosts,
+            coordinator: None,
+            url: coordinated.then_some(url),
+            port,
+        }
+    }
+
+    pub fn start_coordinator(&mut self) {
+        let log = std::fs::File::create(self.root.join("coordinator.log")).unwrap();
+        let mut child = Command::new(BIN)
+            .arg("--state-dir")
+            .arg(&self.coord_dir)
+            .args([
+                "coordinator",
+                "serve",
+                "--listen",
+                &format!("127.0.0.1:{}", self.port),
+                "--lease-ttl",
+                "20",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("ws://"), "coordinator said {line:?}");
+        self.coordinator = Some(child);
+    }
+
+    pub fn kill_coordinator(&mut self) {
+        if let Some(mut c) = self.coordinator.take() {
+            kill(&mut c, libc::SIGKILL);
+        }
+    }
+
+    pub fn enqueue(&self, n: usize, prefix: &str, ms: u64) {
+        for i in 0..n {
+            self.sim.enqueue_job(
+                REPO,
+                &format!("{prefix}-{i}"),
+                &["self-hosted", "linux"],
+                ms,
+            );
+        }
+    }
+
+    pub fn all_done(&self) -> bool {
+        self.sim
+            .jobs()
+            .iter()
+            .all(|j| j.status == JobStatus::Completed)
+    }
+
+    /// JIT configs generated: one per runner started.
+    pub fn runners_started(&self) -> usize {
+        self.sim
+            .request_log()
+            .iter()
+            .filter(|e| {
+                e.method == "POST" && e.endpoint.ends_with("generate-jitconfig") && e.status == 201
+            })
+            .count()
+    }
+
+    /// Waits until every runner of every host is gone (idle surplus timed out).
+    pub fn wait_quiet(&self) {
+        wait_until(
+            Duration::from_secs(40),
+            "every registration is gone",
+            || self.sim.runners().is_empty(),
+        );
+    }
+
+    pub fn dump(&self) -> String {
+        let mut s = std::fs::read_to_string(self.root.join("coordinator.log")).unwrap_or_default();
+        for (i, h) in self.hosts.iter().enumerate() {
+            s.push_str(&format!("\n===== host{i}\n{}", h.logs()));
+        }
+        s
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for h in &mut self.hosts {
+            h.stop();
+        }
+        self.kill_coordinator();
+        // Whatever runners are left die with their roots.
+        for h in &self.hosts {
+            for pid in runner_manager::runner::processes_with_cwd_or_exe_under(&h.dir) {
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        } else {
+            eprintln!("{}", self.dump());
+        }
+    }
+}
