@@ -244,7 +244,6 @@ impl Pool {
             coord_dir,
             hosts,
             coordinator: None,
-            url: coordinated.then_some(url),
             port,
         }
     }
