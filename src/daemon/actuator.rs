@@ -52,6 +52,9 @@ pub fn apply(
                 }
                 copy_meter(cx.shared, a);
                 cx.store.save_attempt(a)?;
+                if outcome.is_some() {
+                    super::metrics_feed::ended(&cx.shared.metrics, a);
+                }
                 log_info!(
                     "attempt_state",
                     attempt = a.id,

@@ -3,6 +3,7 @@
 
 mod actuator;
 pub mod lock;
+mod metrics_feed;
 pub mod notify;
 mod shared;
 pub mod signals;
@@ -36,6 +37,8 @@ pub struct DaemonOptions {
     /// How long SIGTERM waits for idle and starting runners to be deregistered.
     pub drain_timeout: Duration,
     pub log_level: Level,
+    /// Serve `/metrics` and `/healthz` here (loopback only).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug)]
@@ -97,6 +100,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     );
     let shared = Arc::new(Shared::new(opts.state_dir.clone()));
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
+    let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
 
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
     sweep::sweep(&store, &host, &opts.state_dir);
@@ -169,6 +173,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             },
             recv(ticker) -> _ => {
                 let now = now_millis();
+                metrics_feed::ticked(&shared);
                 if let Some(w) = watchdog && last_watchdog.elapsed() >= w {
                     notify::notify("WATCHDOG=1");
                     last_watchdog = std::time::Instant::now();
@@ -198,6 +203,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     .filter_map(|a| Some(LiveAttempt { attempt: a.id, pid: a.pid?, start_time: a.pid_start? }))
                     .collect();
                 let _ = live_tx.try_send(live);
+                metrics_feed::runners(&shared.metrics, &store, &open);
                 if now >= next_sweep {
                     next_sweep = now + SWEEP_EVERY;
                     sweep::sweep(&store, &host, &opts.state_dir);
@@ -237,6 +243,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     }
     drop(meter_stop_tx);
     let _ = sampler.join();
+    if let Some(t) = metrics_thread {
+        let _ = t.join();
+    }
     drop(signal_watch);
     let _ = store.clear_heartbeat();
     log_info!("daemon_stopped");
