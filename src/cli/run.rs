@@ -27,7 +27,10 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => 30,
         Some(v) => validate::number_in("--drain-timeout", v, 0, 86_400)?,
     };
-    let metrics_listen = inv.value("--metrics-listen").map(metrics_listen).transpose()?;
+    let metrics_listen = inv
+        .value("--metrics-listen")
+        .map(metrics_listen)
+        .transpose()?;
     let opts = DaemonOptions {
         state_dir: dir.to_path_buf(),
         once: inv.flag("--once"),

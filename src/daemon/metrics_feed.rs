@@ -39,7 +39,9 @@ pub fn runners(m: &Metrics, store: &dyn Store, open: &[Attempt]) {
         }
     }
     for a in open.iter().filter(|a| !a.cleaned) {
-        *counts.entry((a.profile.clone(), a.state.as_str())).or_insert(0) += 1;
+        *counts
+            .entry((a.profile.clone(), a.state.as_str()))
+            .or_insert(0) += 1;
     }
     let rows: Vec<(&str, &str, u64)> = counts
         .iter()
@@ -173,7 +175,10 @@ mod tests {
         for (reason, want) in [
             (Some("jit_config: 422 Validation failed"), "jit_config"),
             (Some("exited_during_job (exit 3)"), "exited_during_job"),
-            (Some("orphaned: no runner process after restart"), "orphaned"),
+            (
+                Some("orphaned: no runner process after restart"),
+                "orphaned",
+            ),
             (Some("bootstrap_timeout"), "bootstrap_timeout"),
             (Some("  "), "unknown"),
             (None, "unknown"),

@@ -243,6 +243,9 @@ fn a_running_daemon_serves_metrics_that_parse_strictly_and_say_what_it_did() {
         seen_busy
     });
     let fams = scrape(&addr);
+    for (name, f) in &fams {
+        assert!(!f.help.is_empty(), "{name} has HELP text");
+    }
     for state in ["pending", "starting", "idle", "busy"] {
         assert!(
             value(
