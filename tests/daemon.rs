@@ -12,6 +12,8 @@ mod daemon {
     mod crash;
     mod labels;
     mod lifecycle;
+    mod metrics;
     mod runner_faults;
     mod signals;
+    mod systemd;
 }

@@ -31,17 +31,42 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => 30,
         Some(v) => validate::number_in("--fallback-grace", v, 1, 86_400)?,
     };
+    let metrics_listen = inv
+        .value("--metrics-listen")
+        .map(metrics_listen)
+        .transpose()?;
     let opts = DaemonOptions {
         fallback_grace: Duration::from_secs(fallback_grace),
         state_dir: dir.to_path_buf(),
         once: inv.flag("--once"),
         drain_timeout: Duration::from_secs(drain_timeout),
         log_level,
+        metrics_listen,
     };
     crate::daemon::run(opts).map_err(|e| match e {
         DaemonError::Store(s) => CliError::Store(s),
         other => CliError::Failed(other.to_string()),
     })
+}
+
+/// `--metrics-listen`: an IP address and port on loopback. The listener has no
+/// authentication, so anything else is refused here, before the daemon starts.
+fn metrics_listen(v: &str) -> Result<std::net::SocketAddr, CliError> {
+    let addr: std::net::SocketAddr = v.parse().map_err(|_| {
+        CliError::usage(
+            "--metrics-listen",
+            &format!("expected IP:PORT such as 127.0.0.1:9464 or [::1]:9464 (got {v:?})"),
+        )
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(CliError::usage(
+            "--metrics-listen",
+            &format!(
+                "{addr} is not a loopback address: the metrics listener has no authentication; use 127.0.0.1:PORT or [::1]:PORT and put a proxy in front for remote scrapes"
+            ),
+        ));
+    }
+    Ok(addr)
 }
 
 pub fn drain(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {

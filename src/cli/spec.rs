@@ -270,13 +270,18 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--log-level LEVEL] [--drain-timeout SECS] [--fallback-grace SECS]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout SECS] [--fallback-grace SECS]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
             switch(
                 "--once",
                 "One pass per target, then exit (runners started keep running)",
+            ),
+            opt(
+                "--metrics-listen",
+                "ADDR",
+                "Serve /metrics and /healthz on this loopback address (e.g. 127.0.0.1:9464)",
             ),
             opt(
                 "--log-level",

@@ -54,6 +54,7 @@ pub fn apply(
                 cx.store.save_attempt(a)?;
                 if outcome.is_some() {
                     cx.shared.pool.finished(a);
+                    super::metrics_feed::ended(&cx.shared.metrics, a);
                 }
                 log_info!(
                     "attempt_state",

@@ -3,6 +3,7 @@
 
 mod actuator;
 pub mod lock;
+mod metrics_feed;
 pub mod notify;
 mod pool;
 mod shared;
@@ -39,6 +40,8 @@ pub struct DaemonOptions {
     pub log_level: Level,
     /// How long the coordinator link may be down before the host reads its own demand.
     pub fallback_grace: Duration,
+    /// Serve `/metrics` and `/healthz` here (loopback only).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug)]
@@ -104,6 +107,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .set_grace(opts.fallback_grace.as_millis() as Millis);
     let mut link = pool::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
+    let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
 
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
     sweep::sweep(&store, &host, &opts.state_dir);
@@ -176,6 +180,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
             },
             recv(ticker) -> _ => {
                 let now = now_millis();
+                metrics_feed::ticked(&shared);
                 if let Some(w) = watchdog && last_watchdog.elapsed() >= w {
                     notify::notify("WATCHDOG=1");
                     last_watchdog = std::time::Instant::now();
@@ -214,6 +219,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                         unfit: shared.pool.unfit_profiles(),
                     }));
                 }
+                metrics_feed::runners(&shared.metrics, &store, &open);
                 if now >= next_sweep {
                     next_sweep = now + SWEEP_EVERY;
                     sweep::sweep(&store, &host, &opts.state_dir);
@@ -255,6 +261,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let _ = sampler.join();
     if let Some(l) = link.take() {
         l.stop();
+    }
+    if let Some(t) = metrics_thread {
+        let _ = t.join();
     }
     drop(signal_watch);
     let _ = store.clear_heartbeat();

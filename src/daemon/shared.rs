@@ -1,13 +1,16 @@
 //! What the daemon's threads share: the allocation lock (so two target loops never
 //! both spend the last slot of host capacity), the drain flag, meter readings, and
-//! the wake-up senders of the target loops.
+//! the wake-up senders of the target loops, and the metrics registry with the times
+//! `/healthz` judges freshness by.
 
 use crate::meter::Meter;
+use crate::metrics::Metrics;
+use crate::timefmt::Millis;
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A message to a target loop. Anything but `Stop` only makes the next pass sooner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +43,12 @@ pub struct Shared {
     pub loops: Mutex<HashMap<String, Sender<LoopMsg>>>,
     /// The coordinated pool's launch book and link state.
     pub pool: super::pool::Pool,
+    /// What `--metrics-listen` serves; fed whether or not anyone listens.
+    pub metrics: Arc<Metrics>,
+    /// When each target loop last finished a pass (or started), by target name.
+    pub passes: Mutex<HashMap<String, Millis>>,
+    /// When the main thread last ticked.
+    pub last_tick: AtomicI64,
 }
 
 impl Shared {
@@ -51,6 +60,9 @@ impl Shared {
             meters: Mutex::new(HashMap::new()),
             loops: Mutex::new(HashMap::new()),
             pool: super::pool::Pool::new(crate::timefmt::now_millis()),
+            metrics: Arc::new(Metrics::new()),
+            passes: Mutex::new(HashMap::new()),
+            last_tick: AtomicI64::new(crate::timefmt::now_millis()),
         }
     }
 

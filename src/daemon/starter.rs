@@ -55,6 +55,7 @@ pub struct StartCx<'a> {
 /// its reason (its cleanup follows in the next pass); a GitHub error is also returned
 /// so the loop can hold further starts as its class says.
 pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, StoreError> {
+    let metrics = cx.shared.metrics.clone();
     let fail =
         |a: &mut Attempt, reason: String, store: &dyn Store, now| -> Result<(), StoreError> {
             log_warn!(
@@ -64,6 +65,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, S
                 reason = reason
             );
             let _ = a.end(Outcome::Failed, Some(reason), now);
+            super::metrics_feed::ended(&metrics, a);
             store.save_attempt(a)
         };
     let group = match group_id(cx) {
@@ -139,6 +141,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, S
             a.pid = Some(sp.pid);
             a.pid_start = Some(sp.start_time);
             cx.store.save_attempt(a)?;
+            super::metrics_feed::started(&cx.shared.metrics, a, cx.now);
             if let Some(q) = a.job_queued_at {
                 cx.store.add_latency_sample(&LatencySample {
                     profile: a.profile.clone(),

@@ -3,6 +3,7 @@
 //! read demand when due, allocate, start what the allocator grants, record.
 
 use super::actuator::{self, Ctx};
+use super::metrics_feed;
 use super::pool::TargetView;
 use super::shared::{LoopMsg, Shared, lock};
 use super::starter;
@@ -103,10 +104,12 @@ impl TargetLoop {
     /// runs a single pass (demand read included) and returns.
     pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) {
         let ticker = tick(OBSERVE_EVERY);
+        metrics_feed::passed(&self.shared, &self.name);
         loop {
             if let Err(e) = self.pass(now_millis()) {
                 log_error!("pass_failed", target = self.name, error = e);
             }
+            metrics_feed::passed(&self.shared, &self.name);
             if once {
                 return;
             }
@@ -292,6 +295,8 @@ impl TargetLoop {
             );
             self.record_status(&allocation, &demand, mode, now)?;
         }
+        metrics_feed::demand(&self.shared.metrics, &allocation);
+        metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_ref());
         for mut a in started {
             let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
                 continue;
@@ -414,8 +419,12 @@ impl TargetLoop {
         }
         match load_credential(&target.credential) {
             Ok(cred) => {
-                self.client =
-                    Some(GitHubClient::new(target, cred).with_shutdown(self.shutdown_rx.clone()));
+                let observer = metrics_feed::github_observer(&self.shared.metrics, &self.name);
+                self.client = Some(
+                    GitHubClient::new(target, cred)
+                        .with_shutdown(self.shutdown_rx.clone())
+                        .with_observer(observer),
+                );
             }
             Err(e) => {
                 self.client = None;

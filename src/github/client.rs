@@ -73,6 +73,10 @@ pub(crate) enum Auth {
     AppJwt,
 }
 
+/// Told of every response the REST API sends: the path template (`endpoint::template_of`)
+/// and the status. Metrics count requests with it; it must be quick and never block.
+pub type Observer = Arc<dyn Fn(&str, u16) + Send + Sync>;
+
 /// One logical request, maybe sent several times.
 pub(crate) struct Call {
     pub method: &'static str,
@@ -164,6 +168,7 @@ pub struct GitHubClient {
     config: ClientConfig,
     clock: Arc<dyn Clock>,
     shutdown: Option<Receiver<()>>,
+    observer: Option<Observer>,
     state: Mutex<State>,
     token: Mutex<Option<InstallationToken>>,
 }
@@ -221,6 +226,7 @@ impl GitHubClient {
             config,
             clock,
             shutdown: None,
+            observer: None,
             state: Mutex::new(State::default()),
             token: Mutex::new(None),
         }
@@ -230,6 +236,13 @@ impl GitHubClient {
     /// receives or disconnects.
     pub fn with_shutdown(mut self, shutdown: Receiver<()>) -> GitHubClient {
         self.shutdown = Some(shutdown);
+        self
+    }
+
+    /// Every response of the REST API (not the scale set service) is reported to
+    /// `observer`, retried ones included, before it is interpreted.
+    pub fn with_observer(mut self, observer: Observer) -> GitHubClient {
+        self.observer = Some(observer);
         self
     }
 
@@ -306,6 +319,10 @@ impl GitHubClient {
                 }
                 Err(e) => return Err(e),
             };
+            if let Some(observe) = &self.observer {
+                let path = c.url.strip_prefix(&self.base).unwrap_or("");
+                observe(super::endpoint::template_of(path), reply.status);
+            }
             let message = error_message(reply.status, &reply.body);
             {
                 let mut st = lock(&self.state);

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod check;
 pub mod client;
+pub mod endpoint;
 pub mod error;
 pub mod etag;
 pub mod headers;
@@ -17,7 +18,7 @@ mod types;
 
 pub use auth::{Credential, InstallationToken, load_credential, load_credential_with};
 pub use check::{CheckLine, CheckOptions, check_target};
-pub use client::{ClientConfig, ClientStats, GitHubClient};
+pub use client::{ClientConfig, ClientStats, GitHubClient, Observer};
 pub use error::{AuthError, ErrorClass, GhError};
 pub use ops::{Deleted, RepoInfo, RunnerDownload};
 pub use ratelimit::RateLimitSnapshot;

@@ -1,0 +1,191 @@
+//! What the daemon tells its metrics registry (`Shared::metrics`): runner counts from
+//! the open attempts, demand, starts and failures, GitHub responses, rate limit and
+//! link mode per target, and the pass times `/healthz` judges freshness by. Kept apart
+//! so each loop carries one call per fact and the loops stay about reconciling.
+
+use super::shared::{Shared, lock};
+use crate::domain::{Attempt, AttemptState, Outcome};
+use crate::github::{GitHubClient, Observer};
+use crate::metrics::Metrics;
+use crate::reconcile::allocate::Allocation;
+use crate::store::Store;
+use crate::timefmt::{Millis, now_millis};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+/// `/healthz` answers 503 once a target loop has not finished a pass (or the main
+/// thread has not ticked) for this long. A healthy pass takes well under a second; a
+/// pass waiting on GitHub is bounded by the client's call timeout and retries (three
+/// tries of at most 60 s), so two minutes means something is wedged, not slow.
+pub const STALE_AFTER: Millis = 120_000;
+
+/// The live states every profile reports, as 0 when empty, so a dashboard sees a
+/// profile's zeroes instead of missing series.
+const ZERO_FILLED: [AttemptState; 4] = [
+    AttemptState::Pending,
+    AttemptState::Starting,
+    AttemptState::Idle,
+    AttemptState::Busy,
+];
+
+/// Replaces the runner counts: every open attempt by (profile, state), plus zeroes for
+/// the live states of every configured profile. Called on the main thread's tick.
+pub fn runners(m: &Metrics, store: &dyn Store, open: &[Attempt]) {
+    let mut counts: BTreeMap<(String, &'static str), u64> = BTreeMap::new();
+    for p in store.profiles().unwrap_or_default() {
+        for s in ZERO_FILLED {
+            counts.insert((p.name.clone(), s.as_str()), 0);
+        }
+    }
+    for a in open.iter().filter(|a| !a.cleaned) {
+        *counts
+            .entry((a.profile.clone(), a.state.as_str()))
+            .or_insert(0) += 1;
+    }
+    let rows: Vec<(&str, &str, u64)> = counts
+        .iter()
+        .map(|((p, s), n)| (p.as_str(), *s, *n))
+        .collect();
+    m.set_runners(&rows);
+}
+
+/// A pass's demand per profile (queued jobs plus `min_capacity`).
+pub fn demand(m: &Metrics, alloc: &Allocation) {
+    for pa in &alloc.profiles {
+        m.set_demand(&pa.profile, pa.demand as u64);
+    }
+}
+
+/// A runner process was spawned: count it and, when its job's queue time is known,
+/// observe the queue-to-start latency.
+pub fn started(m: &Metrics, a: &Attempt, now: Millis) {
+    m.runner_started(&a.profile);
+    if let Some(q) = a.job_queued_at {
+        m.queue_to_start(&a.profile, (now - q).max(0) as f64 / 1000.0);
+    }
+}
+
+/// An attempt ended: counted as a failure when its outcome is failed or orphaned.
+pub fn ended(m: &Metrics, a: &Attempt) {
+    if matches!(a.outcome, Some(Outcome::Failed | Outcome::Orphaned)) {
+        m.runner_failed(&a.profile, &reason_label(a.reason.as_deref()));
+    }
+}
+
+/// A bounded label for a free-text reason: its first word (`jit_config: 422 ...` is
+/// `jit_config`, `exited_during_job (exit 3)` is `exited_during_job`), so error
+/// messages and exit codes never multiply the series.
+pub fn reason_label(reason: Option<&str>) -> String {
+    let word: String = reason
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(40)
+        .collect();
+    if word.is_empty() {
+        "unknown".into()
+    } else {
+        word.to_ascii_lowercase()
+    }
+}
+
+/// The observer a target's GitHub client reports every response to.
+pub fn github_observer(m: &Arc<Metrics>, target: &str) -> Observer {
+    let m = m.clone();
+    let target = target.to_string();
+    Arc::new(move |endpoint: &str, status: u16| m.github_request(&target, endpoint, status))
+}
+
+/// A target's per-pass gauges: the rate limit remaining as GitHub last said, and the
+/// link mode (standalone until the coordinator link reports otherwise).
+pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>) {
+    if let Some(r) = client.and_then(|c| c.rate_limit_snapshot().remaining) {
+        m.set_rate_limit_remaining(name, r);
+    }
+    m.set_link_mode(name, "standalone");
+}
+
+/// A target loop finished a pass (or started): `/healthz` counts from here.
+pub fn passed(shared: &Shared, target: &str) {
+    lock(&shared.passes).insert(target.to_string(), now_millis());
+}
+
+/// The main thread ticked.
+pub fn ticked(shared: &Shared) {
+    shared.last_tick.store(now_millis(), Ordering::Relaxed);
+}
+
+/// Points `/healthz` at this daemon's pass times. Holds the shared state weakly: the
+/// registry lives inside it.
+pub fn install_freshness(shared: &Arc<Shared>) {
+    let weak: Weak<Shared> = Arc::downgrade(shared);
+    shared.metrics.set_freshness_check(move || {
+        let Some(s) = weak.upgrade() else {
+            return false;
+        };
+        let running: Vec<String> = lock(&s.loops).keys().cloned().collect();
+        let passes = lock(&s.passes);
+        // A loop that has a thread but no recorded pass yet is judged by its start,
+        // which `passed` records first; missing means it just appeared.
+        let times = running.iter().filter_map(|n| passes.get(n).copied());
+        is_fresh(now_millis(), s.last_tick.load(Ordering::Relaxed), times)
+    });
+}
+
+/// Starts the `--metrics-listen` listener (not with `--once`), stopped when every
+/// sender of `shutdown` is gone. A bind failure is the daemon's startup error.
+pub fn serve(
+    opts: &super::DaemonOptions,
+    shared: &Arc<Shared>,
+    shutdown: &crossbeam_channel::Receiver<()>,
+) -> Result<Option<std::thread::JoinHandle<()>>, super::DaemonError> {
+    let Some(listen) = opts.metrics_listen.filter(|_| !opts.once) else {
+        return Ok(None);
+    };
+    install_freshness(shared);
+    let (addr, thread) = crate::metrics::serve_on(listen, shared.metrics.clone(), shutdown.clone())
+        .map_err(|e| super::DaemonError::Io(format!("cannot serve metrics: {e}")))?;
+    crate::log_info!("metrics_listening", addr = addr);
+    Ok(Some(thread))
+}
+
+/// Fresh when the main thread ticked and every running loop passed within
+/// [`STALE_AFTER`] of `now`.
+pub fn is_fresh(now: Millis, last_tick: Millis, passes: impl IntoIterator<Item = Millis>) -> bool {
+    now - last_tick < STALE_AFTER && passes.into_iter().all(|p| now - p < STALE_AFTER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freshness_needs_the_tick_and_every_loop() {
+        let now = 1_000_000;
+        assert!(is_fresh(now, now - 1_000, [now - 500, now - 119_000]));
+        assert!(is_fresh(now, now, []));
+        assert!(!is_fresh(now, now - STALE_AFTER, []));
+        assert!(!is_fresh(now, now, [now - 10, now - STALE_AFTER - 1]));
+    }
+
+    #[test]
+    fn reasons_become_bounded_labels() {
+        for (reason, want) in [
+            (Some("jit_config: 422 Validation failed"), "jit_config"),
+            (Some("exited_during_job (exit 3)"), "exited_during_job"),
+            (
+                Some("orphaned: no runner process after restart"),
+                "orphaned",
+            ),
+            (Some("bootstrap_timeout"), "bootstrap_timeout"),
+            (Some("  "), "unknown"),
+            (None, "unknown"),
+            (Some("\"quoted\" text"), "unknown"),
+        ] {
+            assert_eq!(reason_label(reason), want, "{reason:?}");
+        }
+        assert_eq!(reason_label(Some(&"x".repeat(100))).len(), 40);
+    }
+}
