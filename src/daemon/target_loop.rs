@@ -214,7 +214,19 @@ impl TargetLoop {
                 .filter(|a| a.target == self.name)
                 .cloned()
                 .collect();
-            let demand = demand::assign(&profiles, &self.jobs, &mine);
+            // Ended attempts take their job out of the queue only while the queue is
+            // older than their job (see `ended_since_read`).
+            let mut for_demand: Vec<Attempt> = mine
+                .iter()
+                .filter(|a| a.state.is_live() || a.job_id.is_some())
+                .cloned()
+                .collect();
+            for e in self.ended_since_read.values() {
+                if !for_demand.iter().any(|a| a.id == e.id) {
+                    for_demand.push(e.clone());
+                }
+            }
+            let demand = demand::assign(&profiles, &self.jobs, &for_demand);
             let mut host_view = host.clone();
             host_view.draining = draining;
             let standalone = demand.counts();
