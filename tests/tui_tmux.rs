@@ -22,7 +22,7 @@ struct Tmux {
 impl Tmux {
     fn start(shell_env: &[(&str, &str)]) -> Tmux {
         let t = Tmux {
-            socket: format!("rm-tui-test-{}", std::process::id()),
+            socket: format!("rm-tui-test-{}-{}", std::process::id(), shell_env.len()),
         };
         let mut cmd = String::from("env");
         for (k, v) in shell_env {
@@ -253,6 +253,101 @@ fn top_in_a_real_terminal() {
     assert!(out.status.success());
     tmux.wait_alternate(false);
     tmux.shell_works("term");
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Figure, printed and never asserted: CPU `top` uses while idle on a store with 200
+/// live attempts, while a writer stands in for the daemon (a heartbeat every second,
+/// so every refresh reloads the store: the worst case of an idle screen).
+#[test]
+fn figure_top_idle_cpu_with_200_live_attempts() {
+    let root = std::env::temp_dir().join(format!("rm-tui-cpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let state: PathBuf = root.join("state");
+    let token = root.join("token");
+    std::fs::write(&token, "secret-token-value").unwrap();
+    cli(
+        &state,
+        &[
+            "target",
+            "add",
+            "octo",
+            "--repo",
+            "octo/app",
+            "--token-file",
+            token.to_str().unwrap(),
+        ],
+    );
+    cli(
+        &state,
+        &[
+            "profile", "add", "linux", "--target", "octo", "--labels", "gpu", "--max", "1000",
+        ],
+    );
+    cli(&state, &["host", "set", "capacity=1000"]);
+    let store = SqliteStore::open(&state).unwrap();
+    let host = store.host().unwrap().unwrap();
+    let now = now_millis();
+    for i in 0..200 {
+        let mut a = store
+            .create_attempt(
+                &NewAttempt {
+                    profile: "linux".into(),
+                    target: "octo".into(),
+                    host_id: host.id.clone(),
+                    job_name: Some(format!("job-{i}")),
+                    ..NewAttempt::default()
+                },
+                now - 60_000,
+            )
+            .unwrap();
+        let to = [
+            AttemptState::Starting,
+            AttemptState::Idle,
+            AttemptState::Busy,
+        ][i % 3];
+        a.recover(to, now - 30_000).unwrap();
+        store.save_attempt(&a).unwrap();
+    }
+    let tmux = Tmux::start(&[("TERM", "xterm-256color"), ("FIGURE", "1")]);
+    tmux.wait("the shell prompt", |s| s.contains(PROMPT.trim()));
+    tmux.type_text(&format!("{BIN} --state-dir {} top", state.display()));
+    tmux.key("Enter");
+    tmux.wait_alternate(true);
+    tmux.wait("the overview", |s| s.contains("Profiles (1)"));
+    let shell = tmux.display("#{pane_pid}");
+    let top = child_of(&shell).expect("top's pid");
+    let ticks = |pid: &str| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = stat.rsplit_once(')').unwrap().1;
+        let f: Vec<&str> = after.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let secs = 10u64;
+    let t0 = ticks(&top);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(secs) {
+        store
+            .put_heartbeat(&Heartbeat {
+                pid: 1,
+                started_at: now,
+                heartbeat_at: now_millis(),
+                version: "figure".into(),
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let used = (ticks(&top) - t0) as f64 / hz;
+    eprintln!(
+        "figure: top idle with 200 live attempts, store reloaded every second: {:.2}% of one core ({used:.2} s CPU over {:.1} s)",
+        100.0 * used / start.elapsed().as_secs_f64(),
+        start.elapsed().as_secs_f64()
+    );
+    tmux.key("q");
+    tmux.wait_alternate(false);
     drop(tmux);
     let _ = std::fs::remove_dir_all(&root);
 }
