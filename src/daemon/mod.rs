@@ -4,6 +4,7 @@
 mod actuator;
 pub mod lock;
 pub mod notify;
+mod scaleset_feed;
 mod shared;
 pub mod signals;
 mod starter;
