@@ -13,5 +13,6 @@ mod daemon {
     mod labels;
     mod lifecycle;
     mod runner_faults;
+    mod scaleset;
     mod signals;
 }
