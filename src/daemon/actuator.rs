@@ -189,6 +189,9 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
             && a.reason
                 .as_deref()
                 .is_some_and(|r| r == "idle_timeout" || r == "drain"));
+    // A scale set attempt that ended before its JIT answer was recorded (a crash during
+    // the call) may be registered all the same: only its name finds it.
+    let registered = registered || (cx.scaleset.is_some() && a.runner_id.is_none());
     if registered {
         match deregister(cx, a) {
             DeregisterResult::Deleted | DeregisterResult::NotFound => {}
