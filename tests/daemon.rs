@@ -14,6 +14,7 @@ mod daemon {
     mod lifecycle;
     mod metrics;
     mod runner_faults;
+    mod scaleset;
     mod signals;
     mod systemd;
 }

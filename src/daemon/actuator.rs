@@ -23,6 +23,8 @@ pub struct Ctx<'a> {
     pub timeouts: Timeouts,
     pub jitter: f64,
     pub now: Millis,
+    /// A `demand=scaleset` profile's client: its runners are removed from the scale set.
+    pub scaleset: Option<&'a crate::scaleset::ScaleSetClient>,
 }
 
 /// Applies `actions` to `a` in order, saving every state change first. Follow-up
@@ -128,6 +130,9 @@ fn copy_meter(shared: &Shared, a: &mut Attempt) {
 
 /// DELETEs the attempt's registration; only 204/404 let its process be stopped.
 fn deregister(cx: &Ctx, a: &Attempt) -> DeregisterResult {
+    if let Some(ss) = cx.scaleset {
+        return super::scaleset_feed::deregister(ss, a);
+    }
     let Some(client) = cx.client else {
         return DeregisterResult::Failed;
     };
@@ -188,6 +193,9 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
             && a.reason
                 .as_deref()
                 .is_some_and(|r| r == "idle_timeout" || r == "drain"));
+    // A scale set attempt that ended before its JIT answer was recorded (a crash during
+    // the call) may be registered all the same: only its name finds it.
+    let registered = registered || (cx.scaleset.is_some() && a.runner_id.is_none());
     if registered {
         match deregister(cx, a) {
             DeregisterResult::Deleted | DeregisterResult::NotFound => {}

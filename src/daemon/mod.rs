@@ -6,6 +6,7 @@ pub mod lock;
 mod metrics_feed;
 pub mod notify;
 mod pool;
+mod scaleset_feed;
 mod shared;
 pub mod signals;
 mod starter;

@@ -6,6 +6,7 @@ use super::shared::Shared;
 use crate::domain::{Attempt, AttemptState, Host, Outcome, ScalePolicy, Target, TargetScope};
 use crate::github::{GhError, GitHubClient};
 use crate::runner::{self, RootOptions, SpawnSpec};
+use crate::secret::Secret;
 use crate::store::{LatencySample, NewAttempt, Store, StoreError};
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -49,32 +50,53 @@ pub struct StartCx<'a> {
     pub policy: &'a ScalePolicy,
     pub group_ids: &'a mut HashMap<String, i64>,
     pub now: Millis,
+    /// A `demand=scaleset` profile's client and scale set: the JIT config comes from
+    /// the scale set instead of REST.
+    pub scaleset: Option<(&'a crate::scaleset::ScaleSetClient, i64)>,
 }
 
 /// Carries a `pending` attempt to a spawned runner. A failure ends the attempt with
 /// its reason (its cleanup follows in the next pass); a GitHub error is also returned
 /// so the loop can hold further starts as its class says.
 pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, StoreError> {
-    let metrics = cx.shared.metrics.clone();
-    let fail =
-        |a: &mut Attempt, reason: String, store: &dyn Store, now| -> Result<(), StoreError> {
-            log_warn!(
-                "start_failed",
-                attempt = a.id,
-                runner = a.runner_name,
-                reason = reason
-            );
-            let _ = a.end(Outcome::Failed, Some(reason), now);
-            super::metrics_feed::ended(&metrics, a);
-            store.save_attempt(a)
-        };
-    let group = match group_id(cx) {
-        Ok(g) => g,
-        Err(e) => {
-            fail(a, format!("runner_group: {e}"), cx.store, cx.now)?;
+    let (runner_id, jit) = match jit_config(cx, a) {
+        Ok(r) => r,
+        Err((what, e)) => {
+            fail(cx, a, format!("{what}: {e}"))?;
             return Ok(Err(e));
         }
     };
+    // Intent first: `starting`, with the registration's id, is on record before the
+    // process exists, so a crash here leaves a record cleanup can finish.
+    a.runner_id = Some(runner_id);
+    if a.step(AttemptState::Starting, cx.now).is_err() {
+        return Ok(Ok(()));
+    }
+    cx.store.save_attempt(a)?;
+    launch(cx, a, &jit)
+}
+
+/// Ends an attempt that could not be started, with its reason.
+fn fail(cx: &StartCx, a: &mut Attempt, reason: String) -> Result<(), StoreError> {
+    let (store, now) = (cx.store, cx.now);
+    log_warn!(
+        "start_failed",
+        attempt = a.id,
+        runner = a.runner_name,
+        reason = reason
+    );
+    let _ = a.end(Outcome::Failed, Some(reason), now);
+    super::metrics_feed::ended(&cx.shared.metrics, a);
+    store.save_attempt(a)
+}
+
+/// The runner's registration id and JIT config: from the profile's scale set, or from
+/// REST (in the profile's runner group). The error names the step that failed.
+fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (&'static str, GhError)> {
+    if let Some((ss, scale_set_id)) = cx.scaleset {
+        return super::scaleset_feed::jit(ss, scale_set_id, a).map_err(|e| ("jit_config", e));
+    }
+    let group = group_id(cx).map_err(|e| ("runner_group", e))?;
     let (registered, jit) = match cx.client.generate_jitconfig(
         &cx.target.scope,
         &a.runner_name,
@@ -97,42 +119,38 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, S
                 Some("_work"),
             ) {
                 Ok(r) => r,
-                Err(e) => {
-                    fail(a, format!("jit_config: {e}"), cx.store, cx.now)?;
-                    return Ok(Err(e));
-                }
+                Err(e) => return Err(("jit_config", e)),
             }
         }
-        Err(e) => {
-            fail(a, format!("jit_config: {e}"), cx.store, cx.now)?;
-            return Ok(Err(e));
-        }
+        Err(e) => return Err(("jit_config", e)),
     };
-    // Intent first: `starting`, with the registration's id, is on record before the
-    // process exists, so a crash here leaves a record cleanup can finish.
-    a.runner_id = Some(registered.id);
-    if a.step(AttemptState::Starting, cx.now).is_err() {
-        return Ok(Ok(()));
-    }
-    cx.store.save_attempt(a)?;
+    Ok((registered.id, jit))
+}
+
+/// Lays out the root of a `starting` attempt and spawns its runner with `jit`.
+fn launch(
+    cx: &mut StartCx,
+    a: &mut Attempt,
+    jit: &Secret,
+) -> Result<Result<(), GhError>, StoreError> {
     let install = runner_dir(&cx.shared.state_dir, cx.policy);
     let root = runner::attempt_root(&cx.shared.state_dir, a.id);
     if let Err(e) = runner::prepare_root(&install, &root, RootOptions::default()) {
-        fail(a, format!("root: {e}"), cx.store, cx.now)?;
+        fail(cx, a, format!("root: {e}"))?;
         return Ok(Ok(()));
     }
     let run_as = match cx.policy.run_as.as_deref().map(runner::lookup_user) {
         None => None,
         Some(Ok(u)) => Some(u),
         Some(Err(e)) => {
-            fail(a, format!("run_as: {e}"), cx.store, cx.now)?;
+            fail(cx, a, format!("run_as: {e}"))?;
             return Ok(Ok(()));
         }
     };
     let spec = SpawnSpec {
         root: &root,
         log_path: &runner::attempt_log(&cx.shared.state_dir, a.id),
-        jit_config: &jit,
+        jit_config: jit,
         run_as: run_as.as_ref(),
         extra_env: &[],
     };
@@ -158,7 +176,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, S
                 pid = sp.pid
             );
         }
-        Err(e) => fail(a, format!("spawn: {e}"), cx.store, cx.now)?,
+        Err(e) => fail(cx, a, format!("spawn: {e}"))?,
     }
     Ok(Ok(()))
 }

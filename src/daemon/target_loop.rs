@@ -5,6 +5,7 @@
 use super::actuator::{self, Ctx};
 use super::metrics_feed;
 use super::pool::TargetView;
+use super::scaleset_feed::{self, ScaleSetFeed};
 use super::shared::{LoopMsg, Shared, lock};
 use super::starter;
 use crate::domain::{Attempt, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope};
@@ -63,6 +64,8 @@ pub struct TargetLoop {
     /// included): `jobs` may still list their job as queued, so demand must not count
     /// it again. Emptied as fresher queues are read.
     ended_since_read: HashMap<i64, Attempt>,
+    /// The listeners of this target's `demand=scaleset` profiles and what they saw.
+    scaleset: ScaleSetFeed,
 }
 
 impl TargetLoop {
@@ -74,6 +77,7 @@ impl TargetLoop {
         let store = SqliteStore::open(&shared.state_dir)?;
         let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
         Ok(TargetLoop {
+            scaleset: ScaleSetFeed::new(&name),
             name,
             shared,
             store,
@@ -117,6 +121,7 @@ impl TargetLoop {
                 recv(inbox) -> msg => match msg {
                     Ok(LoopMsg::Wake) => {}
                     Ok(LoopMsg::Reload) => {
+                        self.scaleset.reset();
                         self.client = None;
                         self.next_poll = 0;
                         self.blocked_until = 0;
@@ -150,6 +155,7 @@ impl TargetLoop {
             .filter(|p| p.target == self.name)
             .collect();
         self.ensure_client(&target, now);
+        self.scaleset.sync(&target, &profiles, &host, &self.shared);
 
         // Observe: GitHub's runner list now and then (cross-check and orphans).
         let list_fresh = self.maybe_list_runners(&target, &host, now)?;
@@ -193,16 +199,22 @@ impl TargetLoop {
         if all_directed {
             self.jobs.clear();
         } else if now >= self.next_poll && now >= self.blocked_until {
-            self.read_demand(&target, now);
+            if scaleset_feed::needs_rest_demand(&profiles) {
+                self.read_demand(&target, now);
+            } else {
+                self.no_rest_demand(now);
+            }
             self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
         }
-        let unfit = self.unfit_profiles(&target, &profiles, now);
+        let mut unfit = self.unfit_profiles(&target, &profiles, now);
+        self.scaleset.add_unfit(&profiles, &mut unfit);
 
         // Allocate and start, holding the host-wide allocation lock while pending
         // attempts are recorded, so two loops (or a loop and a coordinator launch)
         // never spend one slot of capacity.
         let mut started = Vec::new();
         let allocation;
+        self.scaleset.take();
         {
             let shared = self.shared.clone();
             let _guard = lock(&shared.alloc_lock);
@@ -226,10 +238,15 @@ impl TargetLoop {
                     for_demand.push(e.clone());
                 }
             }
-            let demand = demand::assign(&profiles, &self.jobs, &for_demand);
+            let demand = demand::assign(
+                &scaleset_feed::poll_profiles(&profiles),
+                &scaleset_feed::rest_jobs(&self.jobs, &profiles),
+                &for_demand,
+            );
             let mut host_view = host.clone();
             host_view.draining = draining;
-            let standalone = demand.counts();
+            // Scale set profiles take their demand from the feed, the rest from the queue.
+            let standalone = self.scaleset.demand(demand.counts(), &mine);
             let modes = BTreeMap::from([(self.name.clone(), mode)]);
             let mut book = lock(&shared.pool.book);
             for c in book.observe(&mine, now) {
@@ -273,7 +290,8 @@ impl TargetLoop {
                             .filter_map(|id| self.jobs.iter().find(|j| j.id == *id))
                             .map(|j| j.created_at)
                             .min()
-                    });
+                    })
+                    .or_else(|| self.scaleset.oldest_queued_at(&pa.profile));
                 for _ in 0..pa.to_start {
                     let mut a = starter::record_intent(
                         &self.store,
@@ -309,6 +327,7 @@ impl TargetLoop {
         }
         metrics_feed::demand(&self.shared.metrics, &allocation);
         metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_ref());
+        self.scaleset.handed_over();
         for mut a in started {
             let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
                 continue;
@@ -325,6 +344,7 @@ impl TargetLoop {
                     policy,
                     group_ids: &mut self.group_ids,
                     now,
+                    scaleset: self.scaleset.launcher(&a.profile),
                 },
                 &mut a,
             )?;
@@ -408,6 +428,7 @@ impl TargetLoop {
             timeouts,
             jitter,
             now,
+            scaleset: policy.and_then(|p| self.scaleset.client(&p.name)),
         };
         actuator::apply(&cx, a, actions)?;
         if a.cleaned {
@@ -497,6 +518,14 @@ impl TargetLoop {
             }
             Err(e) => self.note_error(&e, now),
         }
+    }
+
+    /// A target whose profiles all take demand from scale sets reads no queued jobs:
+    /// its queue is empty and fresh every pass.
+    fn no_rest_demand(&mut self, now: Millis) {
+        self.jobs.clear();
+        self.demand_read_at = now;
+        self.ended_since_read.retain(|_, a| took_job_at(a) >= now);
     }
 
     fn note_error(&mut self, e: &GhError, now: Millis) {

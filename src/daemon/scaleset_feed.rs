@@ -1,0 +1,621 @@
+//! The scale set feed of one target: one listener thread per `demand=scaleset` profile
+//! (`scaleset:<profile>`), each holding its scale set's message session, and the
+//! channel that hands each poll's result to the target loop, which turns it into the
+//! profile's demand.
+//!
+//! Handover: a listener sends a result and waits until a pass has taken it and
+//! recorded the attempts it asked for ([`ScaleSetFeed::handed_over`]) before it polls
+//! again, because its next poll acknowledges the message. A crash before that leaves
+//! the message unacknowledged, so the next listener gets it again.
+//!
+//! Shutdown: a long poll cannot be interrupted (the service holds it ~50 s, the sim
+//! 2 s), so stopping a listener waits at most [`STOP_WAIT`] for it to close its session;
+//! one still polling then is left to the process exit, and the next listener retries
+//! the session conflict (409) with backoff until the stale session expires.
+
+use super::shared::{LoopMsg, Shared, lock};
+use crate::domain::{Attempt, AttemptState, DemandSource, Host, ScalePolicy, Target};
+use crate::github::{GhError, GitHubClient, load_credential};
+use crate::reconcile::watch::DeregisterResult;
+use crate::scaleset::{
+    JobMessage, ListenerConfig, Removed, ScaleSetClient, ScaleSetError, ScaleSetListener,
+    ScaleSetSpec, Statistics, StoreCheckpoint,
+};
+use crate::secret::Secret;
+use crate::store::SqliteStore;
+use crate::timefmt::Millis;
+use crate::{log_info, log_warn};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long stopping the feed waits for listeners to close their sessions.
+pub const STOP_WAIT: Duration = Duration::from_secs(10);
+/// Wait between tries to resolve a runner group by name.
+const GROUP_RETRY: Duration = Duration::from_secs(30);
+
+/// Whether the target's demand comes from REST polling: some profile polls, or there
+/// is no profile (nothing to feed). A target whose profiles all use scale sets reads
+/// no queued jobs at all.
+pub fn needs_rest_demand(profiles: &[ScalePolicy]) -> bool {
+    profiles.is_empty() || profiles.iter().any(|p| p.demand == DemandSource::Poll)
+}
+
+/// The profiles REST demand is assigned to (scale set profiles get theirs from the feed).
+pub fn poll_profiles(profiles: &[ScalePolicy]) -> Vec<ScalePolicy> {
+    profiles
+        .iter()
+        .filter(|p| p.demand == DemandSource::Poll)
+        .cloned()
+        .collect()
+}
+
+/// Queued jobs from REST minus those meant for a scale set (`runs-on: <profile>`), so
+/// a mixed target neither counts them twice nor reports them as fitting no profile.
+pub fn rest_jobs(
+    jobs: &[crate::domain::QueuedJob],
+    profiles: &[ScalePolicy],
+) -> Vec<crate::domain::QueuedJob> {
+    jobs.iter()
+        .filter(|j| {
+            !profiles.iter().any(|p| {
+                p.demand == DemandSource::Scaleset
+                    && j.labels.iter().all(|l| l.eq_ignore_ascii_case(&p.name))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// The scale set a profile registers its runners in: named after the profile, which
+/// is also its only label.
+pub fn spec_for(policy: &ScalePolicy, runner_group_id: i64) -> ScaleSetSpec {
+    ScaleSetSpec {
+        name: policy.name.clone(),
+        runner_group_id,
+        labels: vec![policy.name.clone()],
+        disable_update: true,
+    }
+}
+
+/// Demand from a scale set's statistics: jobs assigned and not yet taken by a runner.
+/// `totalAssignedJobs` counts running jobs too, and the allocator adds `min_capacity`
+/// and subtracts unassigned runners itself, so busy runners come off here. Which count
+/// of running jobs: the service's (`totalRunningJobs`, as of the last message) or our
+/// busy runners (as of this pass); each lags the other in one direction, and the larger
+/// one is never stale high, so a runner that just took or finished a job never makes
+/// the pass start a second one for it.
+pub fn queued_from(stats: &Statistics, our_busy: u32) -> u32 {
+    stats
+        .total_assigned_jobs
+        .saturating_sub(stats.total_running_jobs.max(our_busy))
+}
+
+/// A poll's result on its way to the target loop.
+struct Update {
+    profile: String,
+    scale_set_id: i64,
+    statistics: Option<Statistics>,
+    jobs: Vec<JobMessage>,
+    /// Sent to once the pass has acted on it; dropped unsent means it never was.
+    handed: Sender<()>,
+}
+
+/// What the loop knows of one profile's scale set.
+#[derive(Debug, Default)]
+struct Known {
+    scale_set_id: i64,
+    statistics: Option<Statistics>,
+    /// Assigned jobs not started yet, by the service's job id, with their queue time
+    /// (for the queue-to-start latency; after a restart only statistics are known).
+    waiting: BTreeMap<String, Option<Millis>>,
+}
+
+struct Listener {
+    /// What the listener was built from; another value means rebuild it.
+    fingerprint: String,
+    client: Arc<ScaleSetClient>,
+    /// Dropping it stops the listener and interrupts its client's waits.
+    stop: Sender<()>,
+    /// Disconnects when the thread ends.
+    done: Receiver<()>,
+    thread: JoinHandle<()>,
+}
+
+/// One target's listeners and what they reported.
+pub struct ScaleSetFeed {
+    target: String,
+    listeners: HashMap<String, Listener>,
+    tx: Sender<Update>,
+    rx: Receiver<Update>,
+    known: HashMap<String, Known>,
+    /// Results taken this pass, released by `handed_over`.
+    held: Vec<Sender<()>>,
+    /// Credential failures are retried no sooner than this.
+    next_try: Instant,
+}
+
+impl ScaleSetFeed {
+    pub fn new(target: &str) -> ScaleSetFeed {
+        let (tx, rx) = unbounded();
+        ScaleSetFeed {
+            target: target.to_string(),
+            listeners: HashMap::new(),
+            tx,
+            rx,
+            known: HashMap::new(),
+            held: Vec::new(),
+            next_try: Instant::now(),
+        }
+    }
+
+    /// Starts a listener for every scale set profile of this host that has none (or
+    /// whose target, runner group or ceiling changed) and stops the others. A host in
+    /// a coordinated pool runs none: the coordinator holds the sessions.
+    pub fn sync(
+        &mut self,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        host: &Host,
+        shared: &Arc<Shared>,
+    ) {
+        let wanted: BTreeMap<&str, (&ScalePolicy, String)> = if host.coordinator.is_some() {
+            BTreeMap::new()
+        } else {
+            profiles
+                .iter()
+                .filter(|p| p.demand == DemandSource::Scaleset && p.host_id == host.id)
+                .map(|p| (p.name.as_str(), (p, fingerprint(target, p))))
+                .collect()
+        };
+        let stale: Vec<String> = self
+            .listeners
+            .iter()
+            .filter(|(name, l)| {
+                wanted
+                    .get(name.as_str())
+                    .is_none_or(|(_, fp)| *fp != l.fingerprint)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in stale {
+            if let Some(l) = self.listeners.remove(&name) {
+                log_info!(
+                    "scaleset_listener_stopping",
+                    target = self.target,
+                    profile = name
+                );
+                // Not joined here: it may be in a long poll. It ends on its own.
+                drop(l.stop);
+            }
+            self.known.remove(&name);
+        }
+        for (name, (policy, fp)) in wanted {
+            if self.listeners.contains_key(name) || Instant::now() < self.next_try {
+                continue;
+            }
+            match self.start(target, policy, fp, &host.id, shared) {
+                Ok(l) => {
+                    self.listeners.insert(name.to_string(), l);
+                }
+                Err(e) => {
+                    log_warn!(
+                        "scaleset_listener_not_started",
+                        target = self.target,
+                        profile = name,
+                        error = e
+                    );
+                    self.next_try = Instant::now() + Duration::from_secs(30);
+                }
+            }
+        }
+    }
+
+    fn start(
+        &self,
+        target: &Target,
+        policy: &ScalePolicy,
+        fingerprint: String,
+        host_id: &str,
+        shared: &Arc<Shared>,
+    ) -> Result<Listener, String> {
+        let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
+        let (stop, stop_rx) = bounded::<()>(0);
+        let gh = GitHubClient::new(target, cred).with_shutdown(stop_rx.clone());
+        let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
+        let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
+        let (done_tx, done) = bounded::<()>(0);
+        let cx = ListenCx {
+            client: client.clone(),
+            policy: policy.clone(),
+            target: self.target.clone(),
+            owner: format!("runner-manager@{host_id}"),
+            store: Some(store),
+            stop: stop_rx,
+            tx: self.tx.clone(),
+            shared: shared.clone(),
+            _done: done_tx,
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("scaleset:{}", policy.name))
+            .spawn(move || cx.run())
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        log_info!(
+            "scaleset_listener_started",
+            target = self.target,
+            profile = policy.name
+        );
+        Ok(Listener {
+            fingerprint,
+            client,
+            stop,
+            done,
+            thread,
+        })
+    }
+
+    /// Takes every result the listeners handed in since the last pass. Call
+    /// `handed_over` once the pass recorded what they ask for.
+    pub fn take(&mut self) {
+        while let Ok(u) = self.rx.try_recv() {
+            if !self.listeners.contains_key(&u.profile) {
+                // From a listener stopped since: dropped unhandled, not acknowledged.
+                continue;
+            }
+            let k = self.known.entry(u.profile).or_default();
+            if k.scale_set_id != u.scale_set_id {
+                k.waiting.clear();
+            }
+            k.scale_set_id = u.scale_set_id;
+            if u.statistics.is_some() {
+                k.statistics = u.statistics;
+            }
+            for j in &u.jobs {
+                match j {
+                    JobMessage::Assigned { job } => {
+                        k.waiting.insert(job.job_id.clone(), job.queued_at);
+                    }
+                    JobMessage::Started { job, .. } | JobMessage::Completed { job, .. } => {
+                        k.waiting.remove(&job.job_id);
+                    }
+                    JobMessage::Available { .. } | JobMessage::Unknown { .. } => {}
+                }
+            }
+            self.held.push(u.handed);
+        }
+    }
+
+    /// The pass acted on what `take` took: the listeners may poll (and acknowledge).
+    pub fn handed_over(&mut self) {
+        for h in self.held.drain(..) {
+            let _ = h.send(());
+        }
+    }
+
+    /// Adds each scale set profile's demand to the REST demand, from its statistics and
+    /// the busy runners among `attempts` (this target's). A profile with no statistics
+    /// yet has none.
+    pub fn demand(
+        &self,
+        mut rest: BTreeMap<String, u32>,
+        attempts: &[Attempt],
+    ) -> BTreeMap<String, u32> {
+        for (profile, k) in &self.known {
+            let Some(stats) = &k.statistics else {
+                continue;
+            };
+            let busy = attempts
+                .iter()
+                .filter(|a| &a.profile == profile && a.state == AttemptState::Busy)
+                .count() as u32;
+            rest.insert(profile.clone(), queued_from(stats, busy));
+        }
+        rest
+    }
+
+    /// When the oldest job waiting for a runner of `profile` was queued, if known.
+    pub fn oldest_queued_at(&self, profile: &str) -> Option<Millis> {
+        self.known
+            .get(profile)?
+            .waiting
+            .values()
+            .flatten()
+            .min()
+            .copied()
+    }
+
+    /// The client and scale set id that start `profile`'s runners, once its scale set
+    /// is known.
+    pub fn launcher(&self, profile: &str) -> Option<(&ScaleSetClient, i64)> {
+        let id = self.known.get(profile)?.scale_set_id;
+        let l = self.listeners.get(profile)?;
+        (id > 0).then_some((l.client.as_ref(), id))
+    }
+
+    /// Scale set profiles whose scale set is not known yet cannot start runners: a
+    /// REST runner would not be in the scale set.
+    pub fn add_unfit(&self, profiles: &[ScalePolicy], unfit: &mut BTreeMap<String, String>) {
+        for p in profiles {
+            if p.demand == DemandSource::Scaleset && self.launcher(&p.name).is_none() {
+                unfit
+                    .entry(p.name.clone())
+                    .or_insert_with(|| "scale set session not open yet".into());
+            }
+        }
+    }
+
+    /// The client that looks up and removes `profile`'s runners.
+    pub fn client(&self, profile: &str) -> Option<&ScaleSetClient> {
+        self.listeners.get(profile).map(|l| l.client.as_ref())
+    }
+
+    /// Forgets every listener (SIGHUP: credentials are re-read when they restart).
+    pub fn reset(&mut self) {
+        for (_, l) in self.listeners.drain() {
+            drop(l.stop);
+        }
+        self.known.clear();
+    }
+}
+
+impl Drop for ScaleSetFeed {
+    /// Stops every listener and waits (at most [`STOP_WAIT`]) for them to close their
+    /// sessions, so a restart can open new ones at once.
+    fn drop(&mut self) {
+        self.handed_over();
+        let listeners: Vec<Listener> = self.listeners.drain().map(|(_, l)| l).collect();
+        let deadline = Instant::now() + STOP_WAIT;
+        let mut waiting = Vec::new();
+        for l in listeners {
+            drop(l.stop);
+            waiting.push((l.done, l.thread));
+        }
+        // Results sent from now on find no receiver and stay unacknowledged.
+        while self.rx.try_recv().is_ok() {}
+        for (done, thread) in waiting {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match done.recv_timeout(left) {
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    log_warn!("scaleset_listener_left_polling", target = self.target);
+                }
+                _ => {
+                    let _ = thread.join();
+                }
+            }
+        }
+    }
+}
+
+fn fingerprint(target: &Target, p: &ScalePolicy) -> String {
+    format!(
+        "{}|{:?}|{:?}|{:?}|{}",
+        target.api_url, target.scope, target.credential, p.runner_group, p.max_capacity
+    )
+}
+
+/// A listener thread's world.
+struct ListenCx {
+    client: Arc<ScaleSetClient>,
+    policy: ScalePolicy,
+    target: String,
+    owner: String,
+    /// The checkpoint's own connection (taken by the listener).
+    store: Option<SqliteStore>,
+    stop: Receiver<()>,
+    tx: Sender<Update>,
+    shared: Arc<Shared>,
+    /// Dropped when the thread ends, which is what `done` waits for.
+    _done: Sender<()>,
+}
+
+impl ListenCx {
+    fn stopped(&self) -> bool {
+        !matches!(self.stop.try_recv(), Err(TryRecvError::Empty))
+    }
+
+    fn run(mut self) {
+        let Some(group) = self.runner_group() else {
+            return;
+        };
+        let spec = spec_for(&self.policy, group);
+        let cfg = ListenerConfig::new(&self.target, &self.owner, spec, self.policy.max_capacity);
+        let Some(store) = self.store.take() else {
+            return;
+        };
+        let mut listener =
+            ScaleSetListener::new(self.client.clone(), cfg, Box::new(StoreCheckpoint(store)));
+        let mut last_error: Option<String> = None;
+        let mut sent_statistics: Option<Option<Statistics>> = None;
+        loop {
+            if self.stopped() {
+                break;
+            }
+            let r = match listener.poll_once() {
+                Ok(r) => r,
+                Err(ScaleSetError::Interrupted) => break,
+                Err(e) => {
+                    // `poll_once` already waited (jittered, growing): log and go on.
+                    let msg = e.to_string();
+                    if last_error.as_deref() != Some(msg.as_str()) {
+                        log_warn!(
+                            "scaleset_poll_failed",
+                            target = self.target,
+                            profile = self.policy.name,
+                            error = msg
+                        );
+                    }
+                    last_error = Some(msg);
+                    continue;
+                }
+            };
+            if last_error.take().is_some() {
+                log_info!(
+                    "scaleset_poll_recovered",
+                    target = self.target,
+                    profile = self.policy.name
+                );
+            }
+            // Nothing new (a 202 with the same statistics): nothing to hand over.
+            if r.message.is_none() && sent_statistics == Some(r.statistics) {
+                continue;
+            }
+            let (handed, handed_rx) = bounded::<()>(1);
+            let update = Update {
+                profile: self.policy.name.clone(),
+                scale_set_id: r.scale_set_id,
+                statistics: r.statistics,
+                jobs: r.message.map(|m| m.jobs).unwrap_or_default(),
+                handed,
+            };
+            if self.tx.send(update).is_err() {
+                // The loop is gone: the message stays unacknowledged for the next one.
+                return;
+            }
+            if let Some(tx) = lock(&self.shared.loops).get(&self.target) {
+                let _ = tx.try_send(LoopMsg::Wake);
+            }
+            select! {
+                recv(handed_rx) -> r => if r.is_err() {
+                    // Dropped without a pass acting on it: do not acknowledge it.
+                    return;
+                },
+                recv(self.stop) -> _ => return,
+            }
+            sent_statistics = Some(r.statistics);
+        }
+        if let Err(e) = listener.close() {
+            log_warn!(
+                "scaleset_session_not_closed",
+                profile = self.policy.name,
+                error = e
+            );
+        }
+    }
+
+    /// The profile's runner group: its id, its name looked up (retried while the
+    /// service fails), or the Default group (1). `None` when stopped meanwhile.
+    fn runner_group(&self) -> Option<i64> {
+        if let Some(id) = self.policy.runner_group_id() {
+            return Some(id as i64);
+        }
+        let Some(name) = self.policy.runner_group.as_deref() else {
+            return Some(1);
+        };
+        loop {
+            match self.client.runner_group_by_name(name) {
+                Ok(Some(g)) => return Some(g.id),
+                Ok(None) => log_warn!(
+                    "scaleset_runner_group_missing",
+                    profile = self.policy.name,
+                    group = name
+                ),
+                Err(ScaleSetError::Interrupted) => return None,
+                Err(e) => log_warn!(
+                    "scaleset_runner_group_failed",
+                    profile = self.policy.name,
+                    error = e
+                ),
+            }
+            if self
+                .client
+                .github()
+                .wait_interruptibly(GROUP_RETRY)
+                .is_err()
+            {
+                return None;
+            }
+        }
+    }
+}
+
+/// The scale set's JIT config for an attempt's runner, replacing a registration of
+/// ours with the same name (an earlier try of this very attempt). Returns the
+/// runner's id and the config.
+pub fn jit(ss: &ScaleSetClient, scale_set_id: i64, a: &Attempt) -> Result<(i64, Secret), GhError> {
+    ss.generate_jit_config_replacing_ours(scale_set_id, &a.host_id, &a.runner_name, "_work")
+        .map(|(r, jit)| (r.id, jit))
+        .map_err(to_gh)
+}
+
+/// Removes a scale set runner's registration; only a removal or a 404 lets its
+/// process be stopped, and a runner running a job (400 `AgentInUse`) is busy.
+pub fn deregister(ss: &ScaleSetClient, a: &Attempt) -> DeregisterResult {
+    let id = match a.runner_id {
+        Some(id) => id,
+        None => match ss.runner_by_name(&a.runner_name) {
+            Ok(Some(r)) => r.id,
+            Ok(None) => return DeregisterResult::NotFound,
+            Err(_) => return DeregisterResult::Failed,
+        },
+    };
+    match ss.remove_runner(id) {
+        Ok(Removed::Removed) => DeregisterResult::Deleted,
+        Ok(Removed::AlreadyGone) => DeregisterResult::NotFound,
+        Err(e) if matches!(e.status(), Some(400 | 409 | 422)) => DeregisterResult::Busy,
+        Err(e) => {
+            log_warn!("deregister_failed", attempt = a.id, error = e);
+            DeregisterResult::Failed
+        }
+    }
+}
+
+/// A scale set error in the REST client's terms, so the loop holds starts as it would
+/// for REST: transient ones retry next pass, others back off.
+fn to_gh(e: ScaleSetError) -> GhError {
+    match e {
+        ScaleSetError::GitHub(g) => g,
+        ScaleSetError::Interrupted => GhError::Interrupted,
+        e if e.is_transient() => GhError::Transport {
+            detail: e.to_string(),
+        },
+        e => GhError::Forbidden {
+            message: e.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(assigned: u32, running: u32) -> Statistics {
+        Statistics {
+            total_assigned_jobs: assigned,
+            total_running_jobs: running,
+            ..Statistics::default()
+        }
+    }
+
+    #[test]
+    fn queued_is_assigned_minus_the_larger_running_count() {
+        assert_eq!(queued_from(&stats(3, 0), 0), 3);
+        // A runner took a job and we saw it before the service's message came.
+        assert_eq!(queued_from(&stats(3, 0), 1), 2);
+        // Our runner finished before the JobCompleted message: the service's count holds.
+        assert_eq!(queued_from(&stats(3, 1), 0), 2);
+        assert_eq!(queued_from(&stats(1, 1), 2), 0);
+    }
+
+    #[test]
+    fn rest_demand_only_where_a_profile_polls() {
+        let mut a = ScalePolicy::new("a", "t", "h");
+        assert!(needs_rest_demand(&[]));
+        a.demand = DemandSource::Scaleset;
+        assert!(!needs_rest_demand(std::slice::from_ref(&a)));
+        let b = ScalePolicy::new("b", "t", "h");
+        assert!(needs_rest_demand(&[a.clone(), b.clone()]));
+        assert_eq!(poll_profiles(&[a.clone(), b]).len(), 1);
+        let job = |labels: &[&str]| crate::domain::QueuedJob {
+            id: 1,
+            run_id: 1,
+            repo: "o/r".into(),
+            name: "j".into(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            created_at: 0,
+        };
+        let jobs = [job(&["A"]), job(&["self-hosted", "a"])];
+        assert_eq!(rest_jobs(&jobs, &[a]).len(), 1);
+    }
+}

@@ -1,0 +1,245 @@
+//! The daemon on a `demand=scaleset` profile: the real binary, the sim's scale set
+//! service and long poll, simulated runners as real processes. Jobs reach the profile
+//! with `runs-on: <profile>` (the scale set's name and only label), are served each
+//! exactly once, a SIGKILL mid-stream loses none (`lastMessageId` persisted), a stale
+//! session (409) at startup is waited out, not crash-looped. One test prints the
+//! latency and rate-limit figures of the scale set path against REST polling.
+
+use super::support::*;
+use runner_manager::domain::{AttemptState, DemandSource, ScalePolicy};
+use runner_manager::scaleset::checkpoint_key;
+use runner_manager::sim::JobStatus;
+use runner_manager::store::Store;
+use std::time::Duration;
+
+const REPO: &str = "acme/ss";
+const PROFILE: &str = "ss-linux";
+
+/// A profile whose demand is the scale set named after it.
+fn add_scaleset_profile(w: &World, name: &str, max: u32) {
+    let store = w.store();
+    let host = store.host_or_create().unwrap();
+    let mut p = ScalePolicy::new(name, "t", &host.id);
+    p.set_labels("--labels", &[name.to_string()], &host.os, &host.arch)
+        .unwrap();
+    p.max_capacity = max;
+    p.idle_timeout_secs = 1;
+    p.bootstrap_timeout_secs = 15;
+    p.runner_dir = Some(w.runner_dir.clone());
+    p.demand = DemandSource::Scaleset;
+    store.add_profile(&p).unwrap();
+}
+
+fn world(tag: &str, capacity: u32, max: u32) -> World {
+    let mut w = World::new(tag, capacity);
+    w.add_target("t", REPO, true);
+    add_scaleset_profile(&w, PROFILE, max);
+    w
+}
+
+/// The scale set the daemon created, once it holds a session on it.
+fn wait_for_session(w: &World) -> u64 {
+    let mut id = 0;
+    wait_until(SETTLE, "the daemon's scale set session", || {
+        match w.sim.scale_sets().iter().find(|s| s.1 == PROFILE) {
+            Some(s) => {
+                id = s.0;
+                w.sim.scaleset_sessions(id) == 1
+            }
+            None => false,
+        }
+    });
+    id
+}
+
+fn enqueue(w: &World, name: &str, ms: u64) -> u64 {
+    w.sim.enqueue_job(REPO, name, &[PROFILE], ms)
+}
+
+fn last_message_id(w: &World, scale_set_id: u64) -> Option<i64> {
+    w.store()
+        .kv_get(&checkpoint_key("t", scale_set_id as i64))
+        .unwrap()
+        .map(|v| v.parse().unwrap())
+}
+
+fn rest_queue_reads(w: &World) -> usize {
+    w.log()
+        .iter()
+        .filter(|e| e.endpoint.contains("/actions/runs") || e.endpoint.contains("/jobs"))
+        .count()
+}
+
+#[test]
+fn a_standalone_host_serves_scale_set_jobs_each_once() {
+    let mut w = world("ss-serve", 4, 3);
+    w.start_daemon();
+    let set = wait_for_session(&w);
+    let (_, _, labels, group, no_update) =
+        w.sim.scale_sets().into_iter().find(|s| s.0 == set).unwrap();
+    assert_eq!(labels, vec![PROFILE.to_string()]);
+    assert_eq!(group, 1);
+    assert!(no_update, "the scale set must disable runner updates");
+    for i in 0..6 {
+        enqueue(&w, &format!("j{i}"), 300);
+    }
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+    // Every runner was the scale set's (its JIT came from the scale set endpoint) and
+    // no queued-jobs REST read was spent on a target whose profiles all use it.
+    assert!(
+        w.log()
+            .iter()
+            .any(|e| e.method == "POST" && e.endpoint.ends_with("/generatejitconfig")),
+        "no scale set JIT config was asked for"
+    );
+    assert_eq!(
+        w.log()
+            .iter()
+            .filter(|e| e.endpoint.ends_with("/generate-jitconfig"))
+            .count(),
+        0,
+        "a REST JIT config was asked for a scale set profile"
+    );
+    assert_eq!(rest_queue_reads(&w), 0, "REST queued jobs were polled");
+    assert!(last_message_id(&w, set).unwrap_or(0) > 0);
+    let stats = w.sim.scaleset_statistics(set);
+    assert_eq!(stats["totalAssignedJobs"], 0);
+    assert!(w.stop_daemon().success());
+    // SIGTERM closed the session, so the next holder need not wait for it to expire.
+    assert_eq!(w.sim.scaleset_sessions(set), 0, "the session was left open");
+}
+
+#[test]
+fn sigkill_in_a_message_stream_loses_no_job() {
+    let mut w = world("ss-kill", 4, 3);
+    // A stale session lasts this long after its holder died.
+    w.sim.scaleset_config(|c| c.session_ttl_ms = 2_500);
+    w.start_daemon();
+    let set = wait_for_session(&w);
+    for i in 0..4 {
+        enqueue(&w, &format!("a{i}"), 1_500);
+    }
+    wait_until(SETTLE, "messages handled and a runner spawned", || {
+        last_message_id(&w, set).is_some() && w.attempts().iter().any(|a| a.pid.is_some())
+    });
+    w.kill_daemon();
+    let persisted = last_message_id(&w, set).unwrap();
+    // Jobs assigned while no daemon runs: their messages wait in the queue.
+    for i in 0..3 {
+        enqueue(&w, &format!("b{i}"), 300);
+    }
+    w.start_daemon();
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+    assert!(last_message_id(&w, set).unwrap() > persisted);
+    assert!(w.daemon_exited().is_none(), "the daemon exited");
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn a_stale_session_at_startup_is_retried_not_crash_looped() {
+    let mut w = world("ss-409", 2, 2);
+    w.sim.scaleset_config(|c| c.session_ttl_ms = 3_000);
+    w.start_daemon();
+    let set = wait_for_session(&w);
+    // SIGKILL leaves the session open: the next daemon finds it taken (409).
+    w.kill_daemon();
+    w.start_daemon();
+    let job = enqueue(&w, "after-409", 200);
+    wait_until(
+        SETTLE,
+        "the job served after the stale session expired",
+        || w.sim.job(job).unwrap().status == JobStatus::Completed,
+    );
+    let conflicts = w
+        .log()
+        .iter()
+        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
+        .count();
+    assert!(
+        conflicts >= 1,
+        "the restarted daemon never met the stale session"
+    );
+    // Jittered backoff from 2 s over a ~3 s conflict: a handful of tries, not a loop.
+    assert!(conflicts <= 5, "{conflicts} session tries in a few seconds");
+    assert!(w.daemon_exited().is_none(), "the daemon exited on a 409");
+    assert_eq!(w.sim.scaleset_sessions(set), 1);
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+    assert!(w.stop_daemon().success());
+}
+
+/// When the runner that served each job was started (entered `starting`, just before
+/// its spawn) after the job was queued, in ms; p50 and p99 over the jobs.
+fn latencies(w: &World) -> (Vec<i64>, i64, i64) {
+    let mut out: Vec<i64> = w
+        .sim
+        .jobs()
+        .iter()
+        .filter(|j| j.repo == REPO)
+        .map(|j| {
+            let a = w.attempt_of_job(&j.name);
+            let started = a
+                .history
+                .iter()
+                .find(|c| c.state == AttemptState::Starting)
+                .map_or(a.created_at, |c| c.at);
+            (started - j.created_at).max(0)
+        })
+        .collect();
+    out.sort_unstable();
+    let pct = |p: f64| out[((out.len() as f64 * p).ceil() as usize).clamp(1, out.len()) - 1];
+    let (p50, p99) = (pct(0.50), pct(0.99));
+    (out, p50, p99)
+}
+
+/// The same stream of jobs through the scale set and through REST polling (1 s): job
+/// queued → runner spawned, and rate-limit units per served job. Printed (run with
+/// `--nocapture`), never asserted; the runs must still serve every job once.
+#[test]
+fn figures_scale_set_against_rest_polling() {
+    const JOBS: usize = 12;
+    let stream = |w: &World, labels: &[&str]| {
+        for i in 0..JOBS {
+            w.sim.enqueue_job(REPO, &format!("f{i}"), labels, 200);
+            std::thread::sleep(Duration::from_millis(150)); // the load's arrival rate
+        }
+    };
+
+    let mut ss = world("ss-fig", 4, 4);
+    ss.start_daemon();
+    wait_for_session(&ss);
+    let before = ss.log().iter().filter(|e| e.counted).count();
+    stream(&ss, &[PROFILE]);
+    ss.wait_settled(&[REPO]);
+    ss.check_invariants(&[REPO]);
+    let ss_total = ss.log().iter().filter(|e| e.counted).count();
+    let ss_units = ss_total - before;
+    let (_, ss50, ss99) = latencies(&ss);
+    assert!(ss.stop_daemon().success());
+
+    let mut rest = World::new("rest-fig", 4);
+    rest.add_target("t", REPO, true);
+    rest.add_profile(ProfileSpec::new("p", "t", &["p"]).max(4).idle_timeout(1));
+    rest.start_daemon();
+    wait_until(SETTLE, "the first queue read", || {
+        rest_queue_reads(&rest) > 0
+    });
+    let before = rest.log().iter().filter(|e| e.counted).count();
+    stream(&rest, &["self-hosted", "p"]);
+    rest.wait_settled(&[REPO]);
+    rest.check_invariants(&[REPO]);
+    let rest_total = rest.log().iter().filter(|e| e.counted).count();
+    let rest_units = rest_total - before;
+    let (_, r50, r99) = latencies(&rest);
+    assert!(rest.stop_daemon().success());
+
+    eprintln!(
+        "figures ({JOBS} jobs, one per 150 ms, 200 ms each, max 4):\n\
+         \x20 scale set:   queued→spawned p50 {ss50} ms  p99 {ss99} ms  rate-limit units/job {:.2} (whole run, startup included: {ss_total})\n\
+         \x20 REST (1 s):  queued→spawned p50 {r50} ms  p99 {r99} ms  rate-limit units/job {:.2} (whole run, startup included: {rest_total})",
+        ss_units as f64 / JOBS as f64,
+        rest_units as f64 / JOBS as f64,
+    );
+}
