@@ -78,10 +78,21 @@ pub struct Host {
 
 impl Host {
     pub fn start(&mut self) {
+        self.start_tapped(None);
+    }
+
+    /// Starts the daemon; with a `tap`, each stderr line is also handed to it as it
+    /// arrives (for timings finer than the log's one-second timestamps).
+    pub fn start_tapped(&mut self, tap: Option<Box<dyn FnMut(&str) + Send>>) {
         self.runs += 1;
         let log =
             std::fs::File::create(self.dir.join(format!("daemon-{}.log", self.runs))).unwrap();
-        let child = Command::new(BIN)
+        let stderr = if tap.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::from(log.try_clone().unwrap())
+        };
+        let mut child = Command::new(BIN)
             .arg("--state-dir")
             .arg(&self.dir)
             .args([
@@ -95,9 +106,19 @@ impl Host {
             ])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
+            .stderr(stderr)
             .spawn()
             .unwrap();
+        if let Some(mut tap) = tap {
+            let pipe = child.stderr.take().unwrap();
+            let mut log = log;
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    tap(&line);
+                    let _ = writeln!(log, "{line}");
+                }
+            });
+        }
         self.daemon = Some(child);
     }
 
