@@ -134,7 +134,7 @@ fn placement_run() -> PlacementFigures {
                     if open.insert(l.job_key.clone(), l.lease_id.clone()).is_some() {
                         f.double_leases += 1;
                     }
-                    if f.launches % REFUSE_EVERY == 0 {
+                    if f.launches.is_multiple_of(REFUSE_EVERY) {
                         f.refused += 1;
                         open.remove(&l.job_key);
                         let ack = LaunchAck {

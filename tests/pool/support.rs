@@ -70,6 +70,9 @@ fn kill(child: &mut Child, sig: i32) {
     let _ = child.wait();
 }
 
+/// Sees each line a daemon writes to stderr, as it arrives.
+pub type Tap = Box<dyn FnMut(&str) + Send>;
+
 pub struct Host {
     pub dir: PathBuf,
     daemon: Option<Child>,
@@ -83,7 +86,7 @@ impl Host {
 
     /// Starts the daemon; with a `tap`, each stderr line is also handed to it as it
     /// arrives (for timings finer than the log's one-second timestamps).
-    pub fn start_tapped(&mut self, tap: Option<Box<dyn FnMut(&str) + Send>>) {
+    pub fn start_tapped(&mut self, tap: Option<Tap>) {
         self.runs += 1;
         let log =
             std::fs::File::create(self.dir.join(format!("daemon-{}.log", self.runs))).unwrap();
@@ -420,6 +423,8 @@ impl ScriptedCoord {
 
     /// Accepts the host's next connection (within `secs`), refusing a wrong bearer
     /// token with 401, and reads its `hello`.
+    // tungstenite's callback type fixes the error type; this is the test's own.
+    #[allow(clippy::result_large_err)]
     pub fn accept(&mut self, secs: u64) -> Hello {
         use tungstenite::handshake::server::{ErrorResponse, Request, Response};
         self.listener.set_nonblocking(true).unwrap();
