@@ -6,4 +6,5 @@ mod pool {
     pub mod support;
 
     mod coordinated;
+    mod refusals;
 }

@@ -274,12 +274,14 @@ impl LaunchHandler for Handler {
             Ok(a) => log_info!(
                 "launch_accepted",
                 lease = launch.lease_id,
+                job = launch.job_key,
                 profile = launch.profile,
                 how = format!("{a:?}")
             ),
             Err(r) => log_info!(
                 "launch_refused",
                 lease = launch.lease_id,
+                job = launch.job_key,
                 profile = launch.profile,
                 reason = r.as_str()
             ),

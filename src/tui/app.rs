@@ -9,6 +9,7 @@ use super::detail::DetailView;
 use super::model::Snapshot;
 use super::overview::OverviewView;
 use super::pictures::PicturesView;
+use super::pool::PoolView;
 use super::theme::Theme;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
@@ -20,26 +21,34 @@ pub enum Pane {
     Overview,
     Attempts,
     Pictures,
+    /// A coordinator's hosts and leases: only while the store has coordinator hosts.
+    Pool,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 3] = [Pane::Overview, Pane::Attempts, Pane::Pictures];
+    pub const ALL: [Pane; 4] = [Pane::Overview, Pane::Attempts, Pane::Pictures, Pane::Pool];
 
     pub fn title(self) -> &'static str {
         match self {
             Pane::Overview => "Overview",
             Pane::Attempts => "Attempts",
             Pane::Pictures => "Pictures",
+            Pane::Pool => "Pool",
         }
     }
 
-    fn index(self) -> usize {
-        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    /// The panes shown for this snapshot: Pool only when it has a pool.
+    pub fn shown(snap: &Snapshot) -> &'static [Pane] {
+        if snap.pool.is_some() {
+            &Pane::ALL
+        } else {
+            &Pane::ALL[..3]
+        }
     }
 
-    fn step(self, by: isize) -> Pane {
-        let n = Pane::ALL.len() as isize;
-        Pane::ALL[(self.index() as isize + by).rem_euclid(n) as usize]
+    fn step(self, by: isize, shown: &[Pane]) -> Pane {
+        let i = shown.iter().position(|p| *p == self).unwrap_or(0) as isize;
+        shown[(i + by).rem_euclid(shown.len() as isize) as usize]
     }
 }
 
@@ -98,6 +107,7 @@ pub struct App {
     pub overview: OverviewView,
     pub attempts: AttemptsView,
     pub pictures: PicturesView,
+    pub pool: PoolView,
     pub detail: Option<DetailView>,
     pub help: bool,
     /// A disruptive action waiting for y or n.
@@ -114,6 +124,7 @@ impl App {
             overview: OverviewView::default(),
             attempts: AttemptsView::default(),
             pictures: PicturesView::default(),
+            pool: PoolView::default(),
             detail: None,
             help: false,
             confirm: None,
@@ -137,6 +148,10 @@ impl App {
     }
 
     fn follow(&mut self) {
+        // The pool went away (the coordinator's hosts were removed): back to Overview.
+        if !Pane::shown(&self.snap).contains(&self.pane) {
+            self.pane = Pane::Overview;
+        }
         self.overview.follow(&self.snap);
         self.attempts.follow(&self.snap);
     }
@@ -217,15 +232,17 @@ impl App {
             }
             KeyCode::Char('r') => return Request::Reload,
             KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
-                self.switch(self.pane.step(1));
+                self.switch(self.pane.step(1, Pane::shown(&self.snap)));
                 return Request::None;
             }
             KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
-                self.switch(self.pane.step(-1));
+                self.switch(self.pane.step(-1, Pane::shown(&self.snap)));
                 return Request::None;
             }
-            KeyCode::Char(c @ '1'..='3') => {
-                self.switch(Pane::ALL[c as usize - '1' as usize]);
+            KeyCode::Char(c @ '1'..='4') => {
+                if let Some(p) = Pane::shown(&self.snap).get(c as usize - '1' as usize) {
+                    self.switch(*p);
+                }
                 return Request::None;
             }
             KeyCode::Char('/') => {
@@ -243,6 +260,7 @@ impl App {
             Pane::Overview => self.overview.event(key, &self.snap),
             Pane::Attempts => self.attempts.event(key, &self.snap),
             Pane::Pictures => self.pictures.event(key, &self.snap),
+            Pane::Pool => self.pool.event(key, &self.snap),
         };
         match handled {
             Handled::Then(e) => self.effect(e),

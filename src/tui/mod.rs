@@ -3,7 +3,7 @@
 //! [`model::Snapshot`] is one read of the store at a given `now`, with no terminal in
 //! sight; [`app::App`] holds what the operator is looking at and turns keys into state
 //! changes and [`app::Request`]s; the views (`overview`, `attempts`, `detail`,
-//! `pictures`, `overlay`) only draw an `App` they are handed; [`actions`] carries out
+//! `pictures`, `pool`, `overlay`) only draw an `App` they are handed; [`actions`] carries out
 //! the few edits through the CLI's validated path; [`terminal`] is the one place that
 //! touches the real terminal (raw mode, the alternate screen, the event loop, and
 //! restoring the terminal on every way out).
@@ -17,6 +17,7 @@ pub mod model;
 mod overlay;
 mod overview;
 mod pictures;
+pub mod pool;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

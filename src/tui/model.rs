@@ -4,8 +4,8 @@
 
 use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
 use crate::store::{
-    AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, Store, StoreError,
-    TargetStatus,
+    AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, SqliteStore, Store,
+    StoreError, TargetStatus,
 };
 use crate::timefmt::Millis;
 use std::collections::BTreeMap;
@@ -70,6 +70,9 @@ pub struct Snapshot {
     /// Within [`PICTURE_WINDOW_MS`] of `now`, oldest first.
     pub queue: Vec<QueueSample>,
     pub latency: Vec<LatencySample>,
+    /// A coordinator's pool, when the store has coordinator hosts (the Pool pane is
+    /// shown only then). Filled by [`Snapshot::with_pool`].
+    pub pool: Option<super::pool::PoolSnapshot>,
 }
 
 impl Snapshot {
@@ -151,7 +154,18 @@ impl Snapshot {
             attempts,
             queue: store.queue_samples(None, since)?,
             latency: store.latency_samples(None, since)?,
+            pool: None,
         })
+    }
+
+    /// Adds the coordinator's pool from the same store file (its tables are not part
+    /// of the `Store` trait: only a coordinator writes them).
+    pub fn with_pool(mut self, coord: Option<&SqliteStore>) -> Result<Snapshot, StoreError> {
+        self.pool = match coord {
+            Some(s) => super::pool::PoolSnapshot::load(s)?,
+            None => None,
+        };
+        Ok(self)
     }
 
     /// The daemon beat less than [`HEARTBEAT_STALE_MS`] ago.

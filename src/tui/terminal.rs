@@ -132,8 +132,11 @@ pub fn run(store: &dyn Store, state_dir: &Path) -> Result<(), TuiError> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
+    // The coordinator's tables are not behind the `Store` trait: a second connection
+    // to the same file reads them (a plain host's store simply has none).
+    let coord = crate::store::SqliteStore::open(state_dir).ok();
     // Load before touching the terminal: a store error is then an ordinary message.
-    let snap = Snapshot::load(store, now_millis())?;
+    let snap = Snapshot::load(store, now_millis())?.with_pool(coord.as_ref())?;
     let mut app = App::new(snap, Theme::from_env());
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
@@ -147,7 +150,11 @@ pub fn run(store: &dyn Store, state_dir: &Path) -> Result<(), TuiError> {
     let guard = Guard::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
     let (keys, input) = spawn_input(Arc::clone(&stop))?;
-    let result = event_loop(&mut term, &mut app, store, state_dir, &keys, &stop);
+    let stores = Stores {
+        main: store,
+        coord: coord.as_ref(),
+    };
+    let result = event_loop(&mut term, &mut app, &stores, state_dir, &keys, &stop);
     stop.store(true, Ordering::Relaxed);
     drop(keys);
     let _ = input.join();
@@ -155,10 +162,17 @@ pub fn run(store: &dyn Store, state_dir: &Path) -> Result<(), TuiError> {
     result
 }
 
+/// The store `top` was given, and a connection to the same file for the
+/// coordinator's tables (the Pool pane).
+struct Stores<'a> {
+    main: &'a dyn Store,
+    coord: Option<&'a crate::store::SqliteStore>,
+}
+
 fn event_loop(
     term: &mut Terminal<CrosstermBackend<Stdout>>,
     app: &mut App,
-    store: &dyn Store,
+    stores: &Stores,
     state_dir: &Path,
     keys: &Receiver<io::Result<Event>>,
     stop: &AtomicBool,
@@ -179,11 +193,11 @@ fn event_loop(
                 Err(_) => Request::Quit,
             },
             recv(ticker) -> _ => {
-                refresh(app, store, state_dir, false, now_millis());
+                refresh_in(app, stores, state_dir, false, now_millis());
                 Request::None
             }
         };
-        if perform(app, store, state_dir, request, now_millis()) {
+        if perform_in(app, stores, state_dir, request, now_millis()) {
             return Ok(());
         }
     }
@@ -198,15 +212,29 @@ pub fn perform(
     request: Request,
     now: Millis,
 ) -> bool {
+    let stores = Stores {
+        main: store,
+        coord: None,
+    };
+    perform_in(app, &stores, state_dir, request, now)
+}
+
+fn perform_in(
+    app: &mut App,
+    stores: &Stores,
+    state_dir: &Path,
+    request: Request,
+    now: Millis,
+) -> bool {
     match request {
         Request::None => {}
         Request::Quit => return true,
-        Request::Reload => refresh(app, store, state_dir, true, now),
+        Request::Reload => refresh_in(app, stores, state_dir, true, now),
         Request::LoadLog(_) => load_log(app, state_dir),
         Request::Run(action) => {
-            let done = actions::apply(store, &action);
+            let done = actions::apply(stores.main, &action);
             app.done(done);
-            refresh(app, store, state_dir, true, now);
+            refresh_in(app, stores, state_dir, true, now);
         }
     }
     false
@@ -216,12 +244,21 @@ pub fn perform(
 /// forced), else only moves the clock; then the open detail's log. A failed read is
 /// shown, not fatal: the daemon may be migrating or the disk briefly full.
 pub fn refresh(app: &mut App, store: &dyn Store, state_dir: &Path, force: bool, now: Millis) {
+    let stores = Stores {
+        main: store,
+        coord: None,
+    };
+    refresh_in(app, &stores, state_dir, force, now);
+}
+
+fn refresh_in(app: &mut App, stores: &Stores, state_dir: &Path, force: bool, now: Millis) {
     let changed = force
-        || store
+        || stores
+            .main
             .data_version()
             .map_or(true, |v| v != app.snap.data_version);
     if changed {
-        match Snapshot::load(store, now) {
+        match Snapshot::load(stores.main, now).and_then(|s| s.with_pool(stores.coord)) {
             Ok(s) => app.set_snapshot(s),
             Err(e) => {
                 app.set_now(now);

@@ -46,12 +46,13 @@ pub fn draw(f: &mut Frame, app: &App) {
             .areas(head);
     f.render_widget(Paragraph::new(left), hl);
     f.render_widget(Paragraph::new(Span::styled(clock, th.quiet())), hr);
-    let titles: Vec<String> = Pane::ALL
+    let shown = Pane::shown(snap);
+    let titles: Vec<String> = shown
         .iter()
         .enumerate()
         .map(|(i, p)| format!("{} {}", i + 1, p.title()))
         .collect();
-    let selected = Pane::ALL.iter().position(|p| *p == app.pane).unwrap_or(0);
+    let selected = shown.iter().position(|p| *p == app.pane).unwrap_or(0);
     f.render_widget(
         Tabs::new(titles)
             .select(selected)
@@ -63,6 +64,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         (None, Pane::Overview) => app.overview.draw(f, body, &cx),
         (None, Pane::Attempts) => app.attempts.draw(f, body, &cx),
         (None, Pane::Pictures) => app.pictures.draw(f, body, &cx),
+        (None, Pane::Pool) => app.pool.draw(f, body, &cx),
     }
     let line = match &app.message {
         Some(m) if m.error => Line::styled(m.text.clone(), th.bad()),

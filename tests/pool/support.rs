@@ -1,5 +1,6 @@
 //! A pool world: one simulated GitHub, one coordinator process, N host daemons.
 
+use runner_manager::coordinator::protocol::{CoordMsg, Hello, HelloAck, HostMsg, LaunchFrame};
 use runner_manager::sim::{JobStatus, SimConfig, SimGitHub, SimHandle, install};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -23,7 +24,7 @@ pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) 
     panic!("timed out after {within:?} waiting until {what}");
 }
 
-fn write_secret(path: &Path, value: &str) {
+pub fn write_secret(path: &Path, value: &str) {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -69,6 +70,9 @@ fn kill(child: &mut Child, sig: i32) {
     let _ = child.wait();
 }
 
+/// Sees each line a daemon writes to stderr, as it arrives.
+pub type Tap = Box<dyn FnMut(&str) + Send>;
+
 pub struct Host {
     pub dir: PathBuf,
     daemon: Option<Child>,
@@ -77,10 +81,21 @@ pub struct Host {
 
 impl Host {
     pub fn start(&mut self) {
+        self.start_tapped(None);
+    }
+
+    /// Starts the daemon; with a `tap`, each stderr line is also handed to it as it
+    /// arrives (for timings finer than the log's one-second timestamps).
+    pub fn start_tapped(&mut self, tap: Option<Tap>) {
         self.runs += 1;
         let log =
             std::fs::File::create(self.dir.join(format!("daemon-{}.log", self.runs))).unwrap();
-        let child = Command::new(BIN)
+        let stderr = if tap.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::from(log.try_clone().unwrap())
+        };
+        let mut child = Command::new(BIN)
             .arg("--state-dir")
             .arg(&self.dir)
             .args([
@@ -94,10 +109,27 @@ impl Host {
             ])
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
+            .stderr(stderr)
             .spawn()
             .unwrap();
+        if let Some(mut tap) = tap {
+            let pipe = child.stderr.take().unwrap();
+            let mut log = log;
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    tap(&line);
+                    let _ = writeln!(log, "{line}");
+                }
+            });
+        }
         self.daemon = Some(child);
+    }
+
+    /// Whether the daemon process is still running (it did not crash).
+    pub fn alive(&mut self) -> bool {
+        self.daemon
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     pub fn stop(&mut self) {
@@ -346,5 +378,192 @@ impl Drop for Pool {
         } else {
             eprintln!("{}", self.dump());
         }
+    }
+}
+
+/// A coordinator played by the test: a plain tungstenite server on 127.0.0.1 that
+/// checks the host's bearer token in the handshake and speaks the protocol's frames
+/// one at a time, so each launch's `launch_ack` can be read back.
+pub struct ScriptedCoord {
+    listener: std::net::TcpListener,
+    token: String,
+    ws: Option<tungstenite::WebSocket<std::net::TcpStream>>,
+    /// Every report (started, finished) read so far, in order.
+    pub reports: Vec<HostMsg>,
+}
+
+impl ScriptedCoord {
+    pub fn bind(token: &str) -> ScriptedCoord {
+        ScriptedCoord {
+            listener: std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+            token: token.to_string(),
+            ws: None,
+            reports: Vec::new(),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("ws://{}", self.listener.local_addr().unwrap())
+    }
+
+    /// Points the host at this coordinator with a token file holding our token.
+    pub fn join(&self, host: &Host) {
+        let tf = host.dir.join("coordinator-token");
+        write_secret(&tf, &self.token);
+        run_ok(
+            &host.dir,
+            &[
+                "host",
+                "set",
+                &format!("coordinator={}", self.url()),
+                &format!("coordinator_token_file={}", tf.display()),
+            ],
+        );
+    }
+
+    /// Accepts the host's next connection (within `secs`), refusing a wrong bearer
+    /// token with 401, and reads its `hello`.
+    // tungstenite's callback type fixes the error type; this is the test's own.
+    #[allow(clippy::result_large_err)]
+    pub fn accept(&mut self, secs: u64) -> Hello {
+        use tungstenite::handshake::server::{ErrorResponse, Request, Response};
+        self.listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let tcp = loop {
+            match self.listener.accept() {
+                Ok((t, _)) => break t,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(Instant::now() < deadline, "the host did not connect");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("accept: {e}"),
+            }
+        };
+        tcp.set_nonblocking(false).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let want = format!("Bearer {}", self.token);
+        let cb = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+            let got = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok());
+            if got == Some(want.as_str()) {
+                Ok(resp)
+            } else {
+                let mut r = ErrorResponse::new(None);
+                *r.status_mut() = tungstenite::http::StatusCode::UNAUTHORIZED;
+                Err(r)
+            }
+        };
+        let ws = tungstenite::accept_hdr(tcp, cb).expect("the host's handshake and its token");
+        ws.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        self.ws = Some(ws);
+        match self.next(10, |m| matches!(m, HostMsg::Hello(_))) {
+            Some(HostMsg::Hello(h)) => h,
+            other => panic!("expected hello, got {other:?}"),
+        }
+    }
+
+    /// `hello_ack` version 3 covering these of the host's targets.
+    pub fn ack_hello(&mut self, covered: &[&str]) {
+        self.send(&CoordMsg::HelloAck(HelloAck {
+            version: 3,
+            reconcile_interval_secs: None,
+            covered: covered.iter().map(|s| s.to_string()).collect(),
+        }));
+    }
+
+    pub fn send(&mut self, m: &CoordMsg) {
+        self.send_raw(m.encode());
+    }
+
+    pub fn send_raw(&mut self, text: String) {
+        let ws = self.ws.as_mut().expect("a connection");
+        ws.send(tungstenite::Message::text(text)).unwrap();
+    }
+
+    /// The next host frame that `want` picks, within `secs`; reports are kept in
+    /// `reports` whether picked or not; `None` on timeout or a closed connection.
+    pub fn next(&mut self, secs: u64, want: impl Fn(&HostMsg) -> bool) -> Option<HostMsg> {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < end {
+            let ws = self.ws.as_mut()?;
+            match ws.read() {
+                Ok(tungstenite::Message::Text(t)) => {
+                    let m = HostMsg::decode(t.as_str()).expect("the host sends valid frames");
+                    if matches!(m, HostMsg::AttemptStarted(_) | HostMsg::AttemptFinished(_)) {
+                        self.reports.push(m.clone());
+                    }
+                    if want(&m) {
+                        return Some(m);
+                    }
+                }
+                Ok(_) => {}
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => {
+                    self.ws = None;
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    /// Reads (keeping reports) for about `secs`.
+    pub fn pump(&mut self, secs: u64) {
+        self.next(secs, |_| false);
+    }
+
+    /// Whether the host closed the connection within `secs`.
+    pub fn closed_within(&mut self, secs: u64) -> bool {
+        self.next(secs, |_| false);
+        self.ws.is_none()
+    }
+
+    /// Sends a launch and returns its `launch_ack` (accepted, reason).
+    pub fn launch(&mut self, l: LaunchFrame) -> (bool, Option<String>) {
+        let lease = l.lease_id.clone();
+        self.send(&CoordMsg::Launch(l));
+        match self.next(
+            10,
+            |m| matches!(m, HostMsg::LaunchAck(a) if a.lease_id == lease),
+        ) {
+            Some(HostMsg::LaunchAck(a)) => (a.accepted, a.reason),
+            other => panic!("no launch_ack for {lease}: {other:?}"),
+        }
+    }
+
+    /// Reports about a lease: (attempt_started, attempt_finished) counts.
+    pub fn reports_for(&self, lease: &str) -> (usize, usize) {
+        let is = |l: &Option<String>| l.as_deref() == Some(lease);
+        let started = self
+            .reports
+            .iter()
+            .filter(|m| matches!(m, HostMsg::AttemptStarted(s) if is(&s.lease_id)))
+            .count();
+        let finished = self
+            .reports
+            .iter()
+            .filter(|m| matches!(m, HostMsg::AttemptFinished(f) if is(&f.lease_id)))
+            .count();
+        (started, finished)
+    }
+}
+
+/// A launch frame for the host's target `app`.
+pub fn launch(lease: &str, profile: &str, ttl_secs: u64) -> LaunchFrame {
+    LaunchFrame {
+        target: "app".into(),
+        profile: profile.into(),
+        job_key: format!("job-of-{lease}"),
+        lease_id: lease.into(),
+        expires_at: "2030-01-01T00:00:00Z".into(),
+        ttl_secs,
     }
 }

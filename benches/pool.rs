@@ -1,0 +1,350 @@
+//! Coordinated pool figures. (a) Placement, pure: 20 simulated hosts and 1,000 jobs
+//! driven through `coordinator::placement::Placement` (hello, queue, acks with some
+//! refusals, started, finished, status), timing every call; zero surplus (never two
+//! open leases for one job) and every job placed are checked. (b) A real run: three
+//! `runner-manager daemon`s, a real coordinator and the simulated GitHub: job queued →
+//! launch accepted p50/p99, queued → job started, and runners started against jobs,
+//! coordinated and standalone for the same workload. Prints; asserts only the
+//! invariants, never a timing. `-- --small` runs the quick configuration.
+
+#[allow(dead_code)]
+#[path = "../tests/pool/support.rs"]
+mod support;
+
+use runner_manager::coordinator::placement::{Action, CoordTarget, Placement, PlacementConfig};
+use runner_manager::coordinator::protocol::{
+    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostInfo, LaunchAck, ProfileInfo, Status,
+    TargetInfo,
+};
+use runner_manager::domain::QueuedJob;
+use runner_manager::timefmt::{Millis, now_millis};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::{Pool, wait_until};
+
+const HOSTS: u64 = 20;
+const JOBS: i64 = 1_000;
+const CAPACITY: u32 = 10;
+/// Every this-many launch is refused (`host_capacity`), so re-placement is timed too.
+const REFUSE_EVERY: u64 = 37;
+
+fn pct(sorted: &[i64], p: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn hello(i: u64) -> Hello {
+    Hello {
+        version: 3,
+        host: HostInfo {
+            id: format!("{i:016}"),
+            name: format!("h{i}"),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            capacity: CAPACITY,
+        },
+        targets: vec![TargetInfo {
+            name: "app".into(),
+            scope: "octo/app".into(),
+            api_url: "https://api.github.com".into(),
+        }],
+        profiles: vec![ProfileInfo {
+            name: "pool".into(),
+            target: "app".into(),
+            labels: vec!["self-hosted".into(), "linux".into(), "rm-pool-linux".into()],
+            max: CAPACITY,
+        }],
+    }
+}
+
+struct PlacementFigures {
+    calls: u64,
+    total: Duration,
+    first_queue: Duration,
+    launches: u64,
+    refused: u64,
+    rounds: u32,
+    placed: usize,
+    double_leases: u64,
+}
+
+/// Drives one pool to the end: each round, every launch is acked (a few refused) and
+/// its runner started; then every running runner finishes its job, the queue shrinks
+/// and time moves on by a second.
+fn placement_run() -> PlacementFigures {
+    let mut now: Millis = 1_800_000_000_000;
+    let mut p = Placement::new(
+        PlacementConfig::default(),
+        vec![CoordTarget {
+            name: "ct".into(),
+            scope: "octo/app".into(),
+            api_url: "https://api.github.com".into(),
+        }],
+        "bench".into(),
+    );
+    let mut f = PlacementFigures {
+        calls: 0,
+        total: Duration::ZERO,
+        first_queue: Duration::ZERO,
+        launches: 0,
+        refused: 0,
+        rounds: 0,
+        placed: 0,
+        double_leases: 0,
+    };
+    let timed = |f: &mut PlacementFigures, call: &mut dyn FnMut() -> Vec<Action>| {
+        let t = Instant::now();
+        let out = std::hint::black_box(call());
+        f.total += t.elapsed();
+        f.calls += 1;
+        out
+    };
+    let mut pending: VecDeque<Action> = VecDeque::new();
+    for c in 1..=HOSTS {
+        pending.extend(timed(&mut f, &mut || {
+            p.hello(c, &format!("h{c}"), hello(c), now)
+        }));
+    }
+    let jobs: Vec<QueuedJob> = (1..=JOBS)
+        .map(|id| QueuedJob {
+            id,
+            run_id: id,
+            repo: "octo/app".into(),
+            name: format!("job {id}"),
+            labels: vec!["self-hosted".into(), "linux".into()],
+            created_at: now - 1_000 + id,
+        })
+        .collect();
+    let t = Instant::now();
+    pending.extend(timed(&mut f, &mut || p.queue("ct", jobs.clone(), now)));
+    f.first_queue = t.elapsed();
+
+    let mut open: HashMap<String, String> = HashMap::new(); // job → open lease
+    let mut running: BTreeMap<u64, Vec<(String, String)>> = BTreeMap::new(); // conn → (runner, job)
+    let mut served: BTreeSet<String> = BTreeSet::new();
+    while served.len() < JOBS as usize && f.rounds < 10_000 {
+        while let Some(a) = pending.pop_front() {
+            let Action::Send(conn, msg) = a else { continue };
+            match msg {
+                CoordMsg::Launch(l) => {
+                    f.launches += 1;
+                    if open.insert(l.job_key.clone(), l.lease_id.clone()).is_some() {
+                        f.double_leases += 1;
+                    }
+                    if f.launches.is_multiple_of(REFUSE_EVERY) {
+                        f.refused += 1;
+                        open.remove(&l.job_key);
+                        let ack = LaunchAck {
+                            lease_id: l.lease_id,
+                            accepted: false,
+                            reason: Some("host_capacity".into()),
+                        };
+                        pending.extend(timed(&mut f, &mut || p.ack(conn, ack.clone(), now)));
+                        continue;
+                    }
+                    let ack = LaunchAck {
+                        lease_id: l.lease_id.clone(),
+                        accepted: true,
+                        reason: None,
+                    };
+                    pending.extend(timed(&mut f, &mut || p.ack(conn, ack.clone(), now)));
+                    let runner = format!("r-{}", l.lease_id);
+                    let st = AttemptStarted {
+                        lease_id: Some(l.lease_id),
+                        runner_name: runner.clone(),
+                        target: l.target,
+                        profile: l.profile,
+                    };
+                    pending.extend(timed(&mut f, &mut || p.started(conn, st.clone(), now)));
+                    open.remove(&l.job_key);
+                    let r = running.entry(conn).or_default();
+                    r.push((runner, l.job_key));
+                    let status = Status {
+                        free: CAPACITY.saturating_sub(r.len() as u32),
+                        draining: false,
+                        unfit: Vec::new(),
+                    };
+                    pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
+                }
+                CoordMsg::CancelLaunch { lease_id } => open.retain(|_, l| *l != lease_id),
+                CoordMsg::HelloAck(_) => {}
+            }
+        }
+        f.rounds += 1;
+        now += 1_000;
+        for (conn, runners) in std::mem::take(&mut running) {
+            for (runner, job) in runners {
+                let fin = AttemptFinished {
+                    lease_id: None,
+                    runner_name: runner,
+                    outcome: "completed_job".into(),
+                    duration_secs: Some(1),
+                    usage: None,
+                };
+                pending.extend(timed(&mut f, &mut || p.finished(conn, fin.clone(), now)));
+                served.insert(job);
+            }
+            let status = Status {
+                free: CAPACITY,
+                draining: false,
+                unfit: Vec::new(),
+            };
+            pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
+        }
+        let left: Vec<QueuedJob> = jobs
+            .iter()
+            .filter(|j| !served.contains(&j.id.to_string()))
+            .cloned()
+            .collect();
+        pending.extend(timed(&mut f, &mut || p.queue("ct", left.clone(), now)));
+        pending.extend(timed(&mut f, &mut || p.tick(now)));
+    }
+    f.placed = served.len();
+    f
+}
+
+struct RunFigures {
+    jobs: usize,
+    runners: usize,
+    accepted_ms: Vec<i64>,
+    started_ms: Vec<i64>,
+    wall: Duration,
+}
+
+/// One real run: `hosts` daemons (max 8 each), coordinated or standalone, `jobs`
+/// jobs of 300 ms queued at once.
+fn real_run(coordinated: bool, hosts: usize, jobs: usize) -> RunFigures {
+    let tag = if coordinated { "bench-c" } else { "bench-s" };
+    let mut pool = Pool::new(tag, hosts, 8, coordinated);
+    if coordinated {
+        pool.start_coordinator();
+    }
+    // job key → when a host's launch_accepted line arrived (first one wins).
+    let accepted: Arc<Mutex<HashMap<String, Millis>>> = Arc::default();
+    for h in &mut pool.hosts {
+        let acc = accepted.clone();
+        h.start_tapped(Some(Box::new(move |line: &str| {
+            if !line.contains("msg=launch_accepted") {
+                return;
+            }
+            let at = now_millis();
+            if let Some(job) = line
+                .split(' ')
+                .find_map(|kv| kv.strip_prefix("job="))
+                .map(|j| j.trim_matches('"').to_string())
+            {
+                acc.lock().unwrap().entry(job).or_insert(at);
+            }
+        })));
+    }
+    let want = if coordinated {
+        "coordinated"
+    } else {
+        "standalone"
+    };
+    wait_until(Duration::from_secs(30), "every host is in its mode", || {
+        pool.hosts.iter().all(|h| h.mode() == want)
+    });
+    let t = Instant::now();
+    pool.enqueue(jobs, tag, 300);
+    wait_until(Duration::from_secs(180), "every job is done", || {
+        pool.all_done()
+    });
+    let wall = t.elapsed();
+    pool.wait_quiet();
+    let acc = accepted.lock().unwrap().clone();
+    let mut accepted_ms = Vec::new();
+    let mut started_ms = Vec::new();
+    for j in pool.sim.jobs() {
+        if let Some(at) = acc.get(&j.id.to_string()) {
+            accepted_ms.push(at - j.created_at);
+        }
+        if let Some(s) = j.started_at {
+            started_ms.push(s - j.created_at);
+        }
+    }
+    accepted_ms.sort();
+    started_ms.sort();
+    RunFigures {
+        jobs,
+        runners: pool.runners_started(),
+        accepted_ms,
+        started_ms,
+        wall,
+    }
+}
+
+fn main() {
+    let small = std::env::args().any(|a| a == "--small");
+
+    println!("== placement (pure): {HOSTS} hosts × capacity {CAPACITY}, {JOBS} jobs");
+    let f = placement_run();
+    assert_eq!(f.double_leases, 0, "a job had two open leases");
+    assert_eq!(f.placed, JOBS as usize, "every job placed and served");
+    println!(
+        "{:<34} {:>12}\n{:<34} {:>12.3?}\n{:<34} {:>12.3?}\n{:<34} {:>12.3?}\n{:<34} {:>12.3?}\n{:<34} {:>12}\n{:<34} {:>12}",
+        "placement calls",
+        f.calls,
+        "total time in placement",
+        f.total,
+        "per job placed",
+        f.total / JOBS as u32,
+        "per call",
+        f.total / f.calls.max(1) as u32,
+        "first queue() of 1,000 jobs",
+        f.first_queue,
+        "launches (refused)",
+        format!("{} ({})", f.launches, f.refused),
+        "rounds; jobs placed; double leases",
+        format!("{}; {}; {}", f.rounds, f.placed, f.double_leases),
+    );
+
+    let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
+    println!(
+        "\n== real run: {hosts} daemons (max 8 each), {jobs} jobs of 300 ms{}",
+        if small { " (--small)" } else { "" }
+    );
+    let c = real_run(true, hosts, jobs);
+    let s = real_run(false, hosts, jobs);
+    assert_eq!(
+        c.accepted_ms.len(),
+        c.jobs,
+        "every job's launch was accepted"
+    );
+    println!(
+        "{:<12} {:>5} {:>8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>9}",
+        "mode",
+        "jobs",
+        "runners",
+        "surplus",
+        "q→accept p50",
+        "q→accept p99",
+        "q→start p50",
+        "q→start p99",
+        "wall"
+    );
+    for (name, r) in [("coordinated", &c), ("standalone", &s)] {
+        let acc = |p| {
+            if r.accepted_ms.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{} ms", pct(&r.accepted_ms, p))
+            }
+        };
+        println!(
+            "{:<12} {:>5} {:>8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>9.1?}",
+            name,
+            r.jobs,
+            r.runners,
+            r.runners as i64 - r.jobs as i64,
+            acc(0.5),
+            acc(0.99),
+            format!("{} ms", pct(&r.started_ms, 0.5)),
+            format!("{} ms", pct(&r.started_ms, 0.99)),
+            r.wall
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! The Pool pane against its golden buffers (tests/golden/tui/pool-*.txt; rewrite
+//! them with `RUNNER_MANAGER_UPDATE_GOLDEN=1`), and its appearing only for a store
+//! with coordinator hosts.
+
+use super::*;
+use crate::store::{SqliteStore, Store};
+use crate::tui::app::{App, Pane};
+use crate::tui::theme::Theme;
+use crossterm::event::KeyCode;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+const NOW: i64 = 1_796_032_200_000; // 2026-11-30 09:50:00Z
+
+fn host(name: &str, connected: bool, free: u32, leases: u32) -> CoordHostRow {
+    CoordHostRow {
+        name: name.into(),
+        created_at: NOW - 86_400_000,
+        connected,
+        version: Some(3),
+        host_id: Some(format!("{name:0>16}")),
+        os: Some("linux".into()),
+        arch: Some("x86_64".into()),
+        capacity: Some(8),
+        free: Some(free),
+        profiles: vec!["pool".into()],
+        covered: vec!["app".into()],
+        open_leases: leases,
+        started: 40,
+        finished: 37,
+        refusals: 2,
+        last_seen_at: Some(NOW - 2_000),
+        ..CoordHostRow::default()
+    }
+}
+
+fn job(key: &str, phase: &str, host: Option<&str>, age_s: i64) -> CoordJobRow {
+    CoordJobRow {
+        job_key: key.into(),
+        target: "pool".into(),
+        repo: "acme/app".into(),
+        name: format!("build {key}"),
+        labels: vec!["self-hosted".into(), "linux".into()],
+        queued_at: NOW - age_s * 1000,
+        phase: phase.into(),
+        lease_id: host.map(|_| format!("c7f3-{key}")),
+        host: host.map(String::from),
+        profile: host.map(|_| "pool".into()),
+        runner_name: None,
+        expires_at: host.map(|_| NOW + 90_000),
+        placements: 1,
+        updated_at: NOW - 1_000,
+    }
+}
+
+/// A coordinator's store: three hosts (one gone), two open leases, a waiting job and
+/// a started one.
+fn coordinator_store() -> SqliteStore {
+    let s = SqliteStore::open_in_memory().unwrap();
+    for h in ["build-a", "build-b", "build-c"] {
+        s.coord_add_host(h, &[1u8; 32], NOW - 86_400_000).unwrap();
+    }
+    let mut draining = host("build-b", true, 0, 1);
+    draining.draining = true;
+    s.coord_put_view(
+        &[host("build-a", true, 6, 1), draining],
+        &[
+            job("1001", "accepted", Some("build-a"), 12),
+            job("1002", "offered", Some("build-b"), 3),
+            job("1003", "waiting", None, 2),
+            job("1000", "started", None, 65),
+        ],
+    )
+    .unwrap();
+    s
+}
+
+fn app_of(s: &SqliteStore) -> App {
+    let snap = Snapshot::load(s, NOW).unwrap().with_pool(Some(s)).unwrap();
+    App::new(snap, Theme { color: false })
+}
+
+fn screen(app: &App, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| crate::tui::ui::draw(f, app)).unwrap();
+    let buf = t.backend().buffer();
+    let mut out = String::new();
+    for y in 0..h {
+        let line: String = (0..w).map(|x| buf[(x, y)].symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn the_pool_pane_against_its_golden_buffers() {
+    let s = coordinator_store();
+    let mut app = app_of(&s);
+    app.key(KeyCode::Char('4').into());
+    assert_eq!(app.pane, Pane::Pool);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/tui");
+    let update = std::env::var_os("RUNNER_MANAGER_UPDATE_GOLDEN").is_some();
+    for (w, h) in [(80, 24), (160, 48)] {
+        let actual = screen(&app, w, h);
+        let path = dir.join(format!("pool-{w}x{h}.txt"));
+        if update {
+            std::fs::write(&path, &actual).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(actual, expected, "{} differs:\n{actual}", path.display());
+    }
+}
+
+#[test]
+fn the_pane_reads_hosts_and_open_leases_only() {
+    let s = coordinator_store();
+    let pool = PoolSnapshot::load(&s).unwrap().unwrap();
+    assert_eq!(pool.hosts.len(), 3);
+    assert_eq!(pool.connected(), 2);
+    let keys: Vec<&str> = pool.leases.iter().map(|j| j.job_key.as_str()).collect();
+    assert_eq!(keys, ["1001", "1002"], "offered and accepted leases only");
+    assert_eq!((pool.waiting, pool.started), (1, 1));
+}
+
+#[test]
+fn the_pane_is_shown_only_when_the_store_has_coordinator_hosts() {
+    let plain = SqliteStore::open_in_memory().unwrap();
+    plain.host_or_create().unwrap();
+    let mut app = app_of(&plain);
+    assert!(app.snap.pool.is_none());
+    assert_eq!(Pane::shown(&app.snap).len(), 3);
+    app.key(KeyCode::Char('4').into());
+    assert_eq!(app.pane, Pane::Overview, "4 does nothing without a pool");
+    app.key(KeyCode::BackTab.into());
+    assert_eq!(app.pane, Pane::Pictures, "Tab cycles past no Pool pane");
+    assert!(!screen(&app, 80, 24).contains("Pool"));
+
+    let s = coordinator_store();
+    let mut app = app_of(&s);
+    assert!(screen(&app, 80, 24).contains("4 Pool"));
+    app.key(KeyCode::BackTab.into());
+    assert_eq!(app.pane, Pane::Pool);
+    // Lease rows move with j/k, clamped at the ends.
+    app.key(KeyCode::Char('j').into());
+    app.key(KeyCode::Char('j').into());
+    assert_eq!(app.pool.index, 1);
+    // The hosts removed (a refresh with no pool): back to Overview.
+    let snap = Snapshot::load(&plain, NOW)
+        .unwrap()
+        .with_pool(Some(&plain))
+        .unwrap();
+    app.set_snapshot(snap);
+    assert_eq!(app.pane, Pane::Overview);
+}
