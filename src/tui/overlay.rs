@@ -12,10 +12,7 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 pub const KEYS: &[(&str, &str)] = &[
     ("Tab l →", "next pane"),
     ("S-Tab h ←", "previous pane (in detail: back)"),
-    (
-        "1 2 3 4",
-        "Overview, Attempts, Pictures, Pool (a coordinator)",
-    ),
+    ("1 2 3 4", "Overview, Attempts, Pictures, Pool"),
     ("j k ↓ ↑", "move the selection / scroll"),
     ("PgDn PgUp", "move by a page"),
     ("g G Home End", "first / last (log: top / follow)"),
