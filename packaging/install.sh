@@ -61,7 +61,7 @@ fi
 unit_src=$here/systemd/runner-manager.service
 sysusers_src=$here/sysusers.d/runner-manager.conf
 tmpfiles_src=$here/tmpfiles.d/runner-manager.conf
-for f in "$unit_src" "$sysusers_src" "$tmpfiles_src" "$top/man/runner-manager.1" "$top/man/runner-manager-daemon.8"; do
+for f in "$unit_src" "$sysusers_src" "$tmpfiles_src" "$top/man/runner-manager.1" "$top/man/runner-manager-daemon.8" "$top/man/runner-manager-coordinator.8"; do
     [ -f "$f" ] || { echo "install.sh: missing $f" >&2; exit 1; }
 done
 
@@ -102,6 +102,7 @@ gen() {
 put 0755 "$bin" "$bindir/runner-manager"
 put 0644 "$top/man/runner-manager.1" "$mandir/man1/runner-manager.1"
 put 0644 "$top/man/runner-manager-daemon.8" "$mandir/man8/runner-manager-daemon.8"
+put 0644 "$top/man/runner-manager-coordinator.8" "$mandir/man8/runner-manager-coordinator.8"
 gen 0644 "$unitdir/runner-manager.service" \
     sed "s|^ExecStart=/usr/bin/runner-manager|ExecStart=$bindir/runner-manager|" "$unit_src"
 put 0644 "$sysusers_src" "$sysusersdir/runner-manager.conf"

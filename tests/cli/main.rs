@@ -5,4 +5,5 @@ mod bad_input;
 mod concurrent;
 mod golden;
 mod man;
+mod man8;
 mod support;
