@@ -176,7 +176,7 @@ fn install_sh_puts_every_file_where_the_unit_and_man_pages_say() {
         }
         assets += 1;
     }
-    assert_eq!(assets, 6);
+    assert_eq!(assets, 7);
     // The RPM's %files are what install.sh staged (macros as Fedora defines them).
     let spec = read(format!("{TOP}/packaging/rpm/runner-manager.spec"));
     let files = spec
