@@ -12,7 +12,7 @@ use serde_json::Value;
 
 pub const PAT: &str = "ghp_simtesttoken";
 pub const APP_ID: u64 = 4242;
-pub const TEST_KEY: &str = include_str!("../fixtures/test-app-key.pem");
+pub const TEST_KEY: &str = include_str!("../fixtures/github/app-key.pem");
 
 pub fn fixture(path: &str) -> String {
     std::fs::read_to_string(format!(
