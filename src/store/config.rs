@@ -127,18 +127,23 @@ fn all<T>(c: &Connection, sql: &str, map: fn(&Row<'_>) -> Result<T>) -> Result<V
     Ok(out)
 }
 
+/// A target's values in `TARGET_COLUMNS` order, bound as `?1` to `?6`.
+fn target_params(t: &Target) -> (&str, String, &str, String, i64, String) {
+    (
+        &t.name,
+        to_json(&t.scope),
+        &t.api_url,
+        to_json(&t.credential),
+        sql_u64(t.poll_interval_secs),
+        to_json(&t.repos),
+    )
+}
+
 pub fn add_target(c: &Connection, t: &Target) -> Result<()> {
     let n = c.execute(
         "INSERT OR IGNORE INTO targets (name, scope, api_url, credential, poll_interval_secs, repos) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            t.name,
-            to_json(&t.scope),
-            t.api_url,
-            to_json(&t.credential),
-            sql_u64(t.poll_interval_secs),
-            to_json(&t.repos)
-        ],
+        target_params(t),
     )?;
     if n == 0 {
         return Err(StoreError::Exists {
@@ -171,14 +176,7 @@ pub fn update_target(c: &Connection, t: &Target) -> Result<()> {
     let n = c.execute(
         "UPDATE targets SET scope = ?2, api_url = ?3, credential = ?4, poll_interval_secs = ?5, \
          repos = ?6 WHERE name = ?1",
-        params![
-            t.name,
-            to_json(&t.scope),
-            t.api_url,
-            to_json(&t.credential),
-            sql_u64(t.poll_interval_secs),
-            to_json(&t.repos)
-        ],
+        target_params(t),
     )?;
     if n == 0 {
         return Err(not_found("target", &t.name));
