@@ -6,7 +6,7 @@
 
 use runner_manager::domain::AttemptState;
 use runner_manager::store::{Heartbeat, NewAttempt, SqliteStore, Store};
-use runner_manager::timefmt::now_millis;
+use runner_manager::timefmt::{Millis, now_millis};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -137,19 +137,10 @@ fn cli(state: &Path, args: &[&str]) {
     assert!(out.status.success(), "{args:?}: {out:?}");
 }
 
-/// The pid of `top`: the shell's child.
-fn child_of(parent: &str) -> Option<String> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-        let after = stat.rsplit_once(") ")?.1;
-        let ppid = after.split_whitespace().nth(1)?;
-        (ppid == parent).then(|| e.file_name().to_string_lossy().into_owned())
-    })
-}
-
-#[test]
-fn top_in_a_real_terminal() {
-    let root = std::env::temp_dir().join(format!("rm-tui-tmux-{}", std::process::id()));
+/// A fresh directory `rm-tui-<tag>-<pid>` whose state directory has target `octo`
+/// (repository `octo/app`, token in a file), added through the CLI.
+fn with_target(tag: &str) -> (PathBuf, PathBuf) {
+    let root = std::env::temp_dir().join(format!("rm-tui-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let state: PathBuf = root.join("state");
@@ -167,6 +158,48 @@ fn top_in_a_real_terminal() {
             token.to_str().unwrap(),
         ],
     );
+    (root, state)
+}
+
+/// Writes an attempt of profile `linux` for `job`, created at `created_at` and moved
+/// to `to` at `moved_at`, straight through the store API.
+fn seed_attempt(
+    store: &SqliteStore,
+    host_id: &str,
+    job: String,
+    to: AttemptState,
+    created_at: Millis,
+    moved_at: Millis,
+) {
+    let mut a = store
+        .create_attempt(
+            &NewAttempt {
+                profile: "linux".into(),
+                target: "octo".into(),
+                host_id: host_id.into(),
+                job_name: Some(job),
+                ..NewAttempt::default()
+            },
+            created_at,
+        )
+        .unwrap();
+    a.recover(to, moved_at).unwrap();
+    store.save_attempt(&a).unwrap();
+}
+
+/// The pid of `top`: the shell's child.
+fn child_of(parent: &str) -> Option<String> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let after = stat.rsplit_once(") ")?.1;
+        let ppid = after.split_whitespace().nth(1)?;
+        (ppid == parent).then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+#[test]
+fn top_in_a_real_terminal() {
+    let (root, state) = with_target("tmux");
     cli(
         &state,
         &[
@@ -187,20 +220,7 @@ fn top_in_a_real_terminal() {
             ("e2e-job-busy", AttemptState::Busy),
             ("e2e-job-idle", AttemptState::Idle),
         ] {
-            let mut a = store
-                .create_attempt(
-                    &NewAttempt {
-                        profile: "linux".into(),
-                        target: "octo".into(),
-                        host_id: host.id.clone(),
-                        job_name: Some(job.into()),
-                        ..NewAttempt::default()
-                    },
-                    now - 30_000,
-                )
-                .unwrap();
-            a.recover(to, now - 20_000).unwrap();
-            store.save_attempt(&a).unwrap();
+            seed_attempt(&store, &host.id, job.into(), to, now - 30_000, now - 20_000);
         }
         store
             .put_heartbeat(&Heartbeat {
@@ -262,24 +282,7 @@ fn top_in_a_real_terminal() {
 /// so every refresh reloads the store: the worst case of an idle screen).
 #[test]
 fn figure_top_idle_cpu_with_200_live_attempts() {
-    let root = std::env::temp_dir().join(format!("rm-tui-cpu-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let state: PathBuf = root.join("state");
-    let token = root.join("token");
-    std::fs::write(&token, "secret-token-value").unwrap();
-    cli(
-        &state,
-        &[
-            "target",
-            "add",
-            "octo",
-            "--repo",
-            "octo/app",
-            "--token-file",
-            token.to_str().unwrap(),
-        ],
-    );
+    let (root, state) = with_target("cpu");
     cli(
         &state,
         &[
@@ -291,25 +294,19 @@ fn figure_top_idle_cpu_with_200_live_attempts() {
     let host = store.host().unwrap().unwrap();
     let now = now_millis();
     for i in 0..200 {
-        let mut a = store
-            .create_attempt(
-                &NewAttempt {
-                    profile: "linux".into(),
-                    target: "octo".into(),
-                    host_id: host.id.clone(),
-                    job_name: Some(format!("job-{i}")),
-                    ..NewAttempt::default()
-                },
-                now - 60_000,
-            )
-            .unwrap();
         let to = [
             AttemptState::Starting,
             AttemptState::Idle,
             AttemptState::Busy,
         ][i % 3];
-        a.recover(to, now - 30_000).unwrap();
-        store.save_attempt(&a).unwrap();
+        seed_attempt(
+            &store,
+            &host.id,
+            format!("job-{i}"),
+            to,
+            now - 60_000,
+            now - 30_000,
+        );
     }
     let tmux = Tmux::start(&[("TERM", "xterm-256color"), ("FIGURE", "1")]);
     tmux.wait("the shell prompt", |s| s.contains(PROMPT.trim()));

@@ -97,13 +97,16 @@ fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (&'static 
         return super::scaleset_feed::jit(ss, scale_set_id, a).map_err(|e| ("jit_config", e));
     }
     let group = group_id(cx).map_err(|e| ("runner_group", e))?;
-    let (registered, jit) = match cx.client.generate_jitconfig(
-        &cx.target.scope,
-        &a.runner_name,
-        &cx.policy.labels,
-        group,
-        Some("_work"),
-    ) {
+    let generate = || {
+        cx.client.generate_jitconfig(
+            &cx.target.scope,
+            &a.runner_name,
+            &cx.policy.labels,
+            group,
+            Some("_work"),
+        )
+    };
+    let (registered, jit) = match generate() {
         Ok(r) => r,
         Err(GhError::Conflict { .. }) => {
             // The name is taken: an earlier try of this very attempt registered it.
@@ -111,13 +114,7 @@ fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (&'static 
             if let Ok(Some(old)) = cx.client.runner_by_name(&cx.target.scope, &a.runner_name) {
                 let _ = cx.client.delete_runner(&cx.target.scope, old.id);
             }
-            match cx.client.generate_jitconfig(
-                &cx.target.scope,
-                &a.runner_name,
-                &cx.policy.labels,
-                group,
-                Some("_work"),
-            ) {
+            match generate() {
                 Ok(r) => r,
                 Err(e) => return Err(("jit_config", e)),
             }

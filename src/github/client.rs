@@ -461,6 +461,26 @@ impl GitHubClient {
         self.exchange(b, c.body.as_deref(), &c.url, None)
     }
 
+    /// Sends `req` on the agent, with the per-read and per-call timeouts overridden
+    /// when `read_timeout` is given (a body or none: the request's type differs).
+    fn run<B: ureq::AsSendBody>(
+        &self,
+        req: ureq::http::Request<B>,
+        read_timeout: Option<Duration>,
+        per_call: Option<Duration>,
+    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
+        match read_timeout {
+            Some(t) => self.agent.run(
+                self.agent
+                    .configure_request(req)
+                    .timeout_per_read(Some(t))
+                    .timeout_per_call(per_call)
+                    .build(),
+            ),
+            None => self.agent.run(req),
+        }
+    }
+
     /// Runs one built request: sends the body, maps transport errors, and reads the
     /// response under the body cap. `read_timeout` overrides the per-read timeout (a
     /// long poll holds the socket silent longer than a REST call may).
@@ -478,29 +498,11 @@ impl GitHubClient {
                     .header("content-type", "application/json")
                     .body(body)
                     .map_err(|_| bad_url(url))?;
-                match read_timeout {
-                    Some(t) => self.agent.run(
-                        self.agent
-                            .configure_request(req)
-                            .timeout_per_read(Some(t))
-                            .timeout_per_call(per_call)
-                            .build(),
-                    ),
-                    None => self.agent.run(req),
-                }
+                self.run(req, read_timeout, per_call)
             }
             None => {
                 let req = b.body(()).map_err(|_| bad_url(url))?;
-                match read_timeout {
-                    Some(t) => self.agent.run(
-                        self.agent
-                            .configure_request(req)
-                            .timeout_per_read(Some(t))
-                            .timeout_per_call(per_call)
-                            .build(),
-                    ),
-                    None => self.agent.run(req),
-                }
+                self.run(req, read_timeout, per_call)
             }
         };
         let resp = result.map_err(transport)?;
@@ -665,20 +667,25 @@ impl GitHubClient {
 }
 
 pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, GhError> {
-    // Only the error's category and position: serde's message can quote a value.
     serde_json::from_slice(body).map_err(|e| GhError::Malformed {
-        detail: format!(
-            "{} JSON at line {} column {}",
-            match e.classify() {
-                serde_json::error::Category::Eof => "truncated",
-                serde_json::error::Category::Syntax => "invalid",
-                serde_json::error::Category::Data => "unexpected",
-                serde_json::error::Category::Io => "unreadable",
-            },
-            e.line(),
-            e.column()
-        ),
+        detail: json_error_detail(&e),
     })
+}
+
+/// What a JSON parse error says in our errors: only its category and position, since
+/// serde's own message can quote a value (and a value can be a secret).
+pub(crate) fn json_error_detail(e: &serde_json::Error) -> String {
+    format!(
+        "{} JSON at line {} column {}",
+        match e.classify() {
+            serde_json::error::Category::Eof => "truncated",
+            serde_json::error::Category::Syntax => "invalid",
+            serde_json::error::Category::Data => "unexpected",
+            serde_json::error::Category::Io => "unreadable",
+        },
+        e.line(),
+        e.column()
+    )
 }
 
 /// GitHub's `message` of an error body, shortened, for error text.

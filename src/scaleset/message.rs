@@ -116,17 +116,7 @@ pub fn strip_bom(body: &[u8]) -> &[u8] {
 /// Parses a response body, BOM or not. Errors name the position, never the content.
 pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ScaleSetError> {
     serde_json::from_slice(strip_bom(body)).map_err(|e| ScaleSetError::Malformed {
-        detail: format!(
-            "{} JSON at line {} column {}",
-            match e.classify() {
-                serde_json::error::Category::Eof => "truncated",
-                serde_json::error::Category::Syntax => "invalid",
-                serde_json::error::Category::Data => "unexpected",
-                serde_json::error::Category::Io => "unreadable",
-            },
-            e.line(),
-            e.column()
-        ),
+        detail: crate::github::client::json_error_detail(&e),
     })
 }
 

@@ -192,17 +192,18 @@ fn fault_name(a: &FaultAction) -> String {
         .unwrap_or_default()
 }
 
-/// Serves one REST request.
-pub fn serve(sim: &Sim, req: Request) -> Reply {
-    let now = now_millis();
-    let route = match_route(&req.method, &req.path);
-    let endpoint = route
-        .as_ref()
-        .map_or(req.path.clone(), |(t, _)| t.to_string());
-    let mut log = LogEntry {
+/// How every sim request begins: its request-log entry (the endpoint is the matched
+/// route's template, else the path) and the fault, if any, scripted for it.
+pub(super) fn begin(
+    sim: &Sim,
+    req: &Request,
+    template: Option<&str>,
+    now: Millis,
+) -> (LogEntry, Option<FaultAction>) {
+    let log = LogEntry {
         method: req.method.clone(),
         path: req.path.clone(),
-        endpoint,
+        endpoint: template.map_or(req.path.clone(), str::to_string),
         status: 0,
         credential: None,
         at: now,
@@ -214,6 +215,14 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
         let State { faults, rng, .. } = &mut *st;
         faults::pick(faults, rng, &req.method, &req.path)
     };
+    (log, fault)
+}
+
+/// Serves one REST request.
+pub fn serve(sim: &Sim, req: Request) -> Reply {
+    let now = now_millis();
+    let route = match_route(&req.method, &req.path);
+    let (mut log, fault) = begin(sim, &req, route.as_ref().map(|(t, _)| *t), now);
     if let Some(f) = &fault {
         log.fault = Some(fault_name(f));
         if let Some(reply) = early_fault(sim, f, &req, now, &mut log) {
@@ -253,6 +262,18 @@ fn early_fault(
     log: &mut LogEntry,
 ) -> Option<Reply> {
     let err = |status: u16, msg: &str| out_to_response(Out::error(status, msg), now);
+    // GitHub answers a secondary rate limit with 403 or 429, the same message, and
+    // sometimes a retry-after.
+    let secondary_limit = |status: u16, retry_after: &Option<u64>| {
+        let mut r = err(
+            status,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
+        );
+        if let Some(s) = retry_after {
+            r.set_header("retry-after", s.to_string());
+        }
+        r
+    };
     let resp = match f {
         FaultAction::Drop => return Some(Reply::Drop),
         FaultAction::Hang => return Some(Reply::Hang),
@@ -261,26 +282,8 @@ fn early_fault(
         | FaultAction::VanishRegistration => return None,
         FaultAction::Status { status } => err(*status, "Server Error"),
         FaultAction::Unauthorized => err(401, "Bad credentials"),
-        FaultAction::Forbidden { retry_after } => {
-            let mut r = err(
-                403,
-                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-            );
-            if let Some(s) = retry_after {
-                r.set_header("retry-after", s.to_string());
-            }
-            r
-        }
-        FaultAction::TooManyRequests { retry_after } => {
-            let mut r = err(
-                429,
-                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
-            );
-            if let Some(s) = retry_after {
-                r.set_header("retry-after", s.to_string());
-            }
-            r
-        }
+        FaultAction::Forbidden { retry_after } => secondary_limit(403, retry_after),
+        FaultAction::TooManyRequests { retry_after } => secondary_limit(429, retry_after),
         FaultAction::RateLimitExhausted { reset_in_secs } => {
             let mut r = err(
                 403,

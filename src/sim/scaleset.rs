@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::faults::{self, FaultAction};
+use super::faults::FaultAction;
 use super::handle::Sim;
 use super::http::{Reply, Request, Response};
 use super::jit::{self, JitConfig};
@@ -185,23 +185,7 @@ fn respond(st: &State, status: u16, body: Option<Value>) -> Response {
 pub fn serve(sim: &Sim, req: Request) -> Reply {
     let now = now_millis();
     let route = match_route(&req.method, &req.path);
-    let mut log = LogEntry {
-        method: req.method.clone(),
-        path: req.path.clone(),
-        endpoint: route
-            .as_ref()
-            .map_or(req.path.clone(), |(t, _)| t.to_string()),
-        status: 0,
-        credential: None,
-        at: now,
-        counted: false,
-        fault: None,
-    };
-    let fault = {
-        let mut st = sim.lock();
-        let State { faults, rng, .. } = &mut *st;
-        faults::pick(faults, rng, &req.method, &req.path)
-    };
+    let (mut log, fault) = super::github::begin(sim, &req, route.as_ref().map(|(t, _)| *t), now);
     let early = match &fault {
         Some(FaultAction::Drop) => Some(Reply::Drop),
         Some(FaultAction::Hang) => Some(Reply::Hang),

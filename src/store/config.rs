@@ -3,7 +3,7 @@
 use super::error::{Result, StoreError};
 use super::rows::{self, PROFILE_COLUMNS, TARGET_COLUMNS, sql_u64, to_json};
 use crate::domain::{Host, ScalePolicy, Target, host};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
@@ -99,18 +99,51 @@ fn not_found(what: &'static str, name: &str) -> StoreError {
     }
 }
 
+/// The one row `sql` (with its name parameter `?1`) selects, mapped by `map`; the
+/// `NotFound` error names `what` and `name` when there is none.
+fn one_by_name<T>(
+    c: &Connection,
+    sql: &str,
+    what: &'static str,
+    name: &str,
+    map: fn(&Row<'_>) -> Result<T>,
+) -> Result<T> {
+    let mut st = c.prepare_cached(sql)?;
+    let mut rs = st.query([name])?;
+    match rs.next()? {
+        Some(r) => map(r),
+        None => Err(not_found(what, name)),
+    }
+}
+
+/// Every row `sql` (without parameters) selects, mapped by `map`, in its order.
+fn all<T>(c: &Connection, sql: &str, map: fn(&Row<'_>) -> Result<T>) -> Result<Vec<T>> {
+    let mut st = c.prepare_cached(sql)?;
+    let mut rs = st.query([])?;
+    let mut out = Vec::new();
+    while let Some(r) = rs.next()? {
+        out.push(map(r)?);
+    }
+    Ok(out)
+}
+
+/// A target's values in `TARGET_COLUMNS` order, bound as `?1` to `?6`.
+fn target_params(t: &Target) -> (&str, String, &str, String, i64, String) {
+    (
+        &t.name,
+        to_json(&t.scope),
+        &t.api_url,
+        to_json(&t.credential),
+        sql_u64(t.poll_interval_secs),
+        to_json(&t.repos),
+    )
+}
+
 pub fn add_target(c: &Connection, t: &Target) -> Result<()> {
     let n = c.execute(
         "INSERT OR IGNORE INTO targets (name, scope, api_url, credential, poll_interval_secs, repos) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
-            t.name,
-            to_json(&t.scope),
-            t.api_url,
-            to_json(&t.credential),
-            sql_u64(t.poll_interval_secs),
-            to_json(&t.repos)
-        ],
+        target_params(t),
     )?;
     if n == 0 {
         return Err(StoreError::Exists {
@@ -122,40 +155,28 @@ pub fn add_target(c: &Connection, t: &Target) -> Result<()> {
 }
 
 pub fn target(c: &Connection, name: &str) -> Result<Target> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {TARGET_COLUMNS} FROM targets WHERE name = ?1"
-    ))?;
-    let mut rs = st.query([name])?;
-    match rs.next()? {
-        Some(r) => rows::target(r),
-        None => Err(not_found("target", name)),
-    }
+    one_by_name(
+        c,
+        &format!("SELECT {TARGET_COLUMNS} FROM targets WHERE name = ?1"),
+        "target",
+        name,
+        rows::target,
+    )
 }
 
 pub fn targets(c: &Connection) -> Result<Vec<Target>> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {TARGET_COLUMNS} FROM targets ORDER BY name"
-    ))?;
-    let mut rs = st.query([])?;
-    let mut out = Vec::new();
-    while let Some(r) = rs.next()? {
-        out.push(rows::target(r)?);
-    }
-    Ok(out)
+    all(
+        c,
+        &format!("SELECT {TARGET_COLUMNS} FROM targets ORDER BY name"),
+        rows::target,
+    )
 }
 
 pub fn update_target(c: &Connection, t: &Target) -> Result<()> {
     let n = c.execute(
         "UPDATE targets SET scope = ?2, api_url = ?3, credential = ?4, poll_interval_secs = ?5, \
          repos = ?6 WHERE name = ?1",
-        params![
-            t.name,
-            to_json(&t.scope),
-            t.api_url,
-            to_json(&t.credential),
-            sql_u64(t.poll_interval_secs),
-            to_json(&t.repos)
-        ],
+        target_params(t),
     )?;
     if n == 0 {
         return Err(not_found("target", &t.name));
@@ -243,26 +264,21 @@ pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
 }
 
 pub fn profile(c: &Connection, name: &str) -> Result<ScalePolicy> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {PROFILE_COLUMNS} FROM profiles WHERE name = ?1"
-    ))?;
-    let mut rs = st.query([name])?;
-    match rs.next()? {
-        Some(r) => rows::profile(r),
-        None => Err(not_found("profile", name)),
-    }
+    one_by_name(
+        c,
+        &format!("SELECT {PROFILE_COLUMNS} FROM profiles WHERE name = ?1"),
+        "profile",
+        name,
+        rows::profile,
+    )
 }
 
 pub fn profiles(c: &Connection) -> Result<Vec<ScalePolicy>> {
-    let mut st = c.prepare_cached(&format!(
-        "SELECT {PROFILE_COLUMNS} FROM profiles ORDER BY name"
-    ))?;
-    let mut rs = st.query([])?;
-    let mut out = Vec::new();
-    while let Some(r) = rs.next()? {
-        out.push(rows::profile(r)?);
-    }
-    Ok(out)
+    all(
+        c,
+        &format!("SELECT {PROFILE_COLUMNS} FROM profiles ORDER BY name"),
+        rows::profile,
+    )
 }
 
 pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<u64> {

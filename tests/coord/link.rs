@@ -79,6 +79,24 @@ fn send(ws: &mut WebSocket<TcpStream>, m: &CoordMsg) {
     ws.send(Message::text(m.encode())).unwrap();
 }
 
+/// The link's configuration for host `h1` (version 3, capacity 4) dialing `listener`
+/// with `token`, logging nowhere.
+fn config(listener: &TcpListener, token: &str) -> LinkConfig {
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let mut cfg = LinkConfig::new(url, Secret::new(token), hello("h1", 3, 4));
+    cfg.log = Arc::new(|_| {});
+    cfg
+}
+
+/// The coordinator's answer to hello at `version`, covering target `ht`.
+fn hello_ack(version: u32) -> CoordMsg {
+    CoordMsg::HelloAck(HelloAck {
+        version,
+        reconcile_interval_secs: None,
+        covered: vec!["ht".into()],
+    })
+}
+
 fn launch(lease: &str, profile: &str) -> CoordMsg {
     CoordMsg::Launch(LaunchFrame {
         target: "ht".into(),
@@ -102,12 +120,10 @@ fn started(runner: &str) -> Report {
 #[test]
 fn hello_launch_ack_cancel_reports_once_and_reconnect() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    let mut cfg = LinkConfig::new(url, Secret::new("tok-123"), hello("h1", 3, 4));
+    let mut cfg = config(&listener, "tok-123");
     cfg.backoff_min = Duration::from_millis(20);
     cfg.backoff_max = Duration::from_millis(100);
     cfg.ping_interval = Duration::from_millis(500);
-    cfg.log = Arc::new(|_| {});
     let rec = Arc::new(Recorder::default());
     let (rep_tx, rep_rx) = unbounded();
     let (stop_tx, stop_rx) = bounded::<()>(0);
@@ -122,14 +138,7 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
         }
         other => panic!("expected hello, got {other:?}"),
     }
-    send(
-        &mut ws,
-        &CoordMsg::HelloAck(HelloAck {
-            version: 3,
-            reconcile_interval_secs: None,
-            covered: vec!["ht".into()],
-        }),
-    );
+    send(&mut ws, &hello_ack(3));
     wait_until(5, "link up", || link.is_up());
     assert_eq!(
         rec.ups.lock().unwrap().clone(),
@@ -199,14 +208,7 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
     let mut ws = accept(&listener, "tok-123");
     wait_until(5, "link_lost", || *rec.lost.lock().unwrap() == 1);
     assert!(matches!(next(&mut ws, 5), Some(HostMsg::Hello(_))));
-    send(
-        &mut ws,
-        &CoordMsg::HelloAck(HelloAck {
-            version: 3,
-            reconcile_interval_secs: None,
-            covered: vec!["ht".into()],
-        }),
-    );
+    send(&mut ws, &hello_ack(3));
     wait_until(5, "up again", || link.is_up() && link.connects() == 2);
     // Already reported before the drop: never again; a finish is new.
     rep_tx.send(started("rm-h1-1")).unwrap();
@@ -237,25 +239,16 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
 #[test]
 fn an_older_coordinator_directs_nothing_and_shutdown_interrupts_backoff() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    let mut cfg = LinkConfig::new(url, Secret::new("t"), hello("h1", 3, 4));
+    let mut cfg = config(&listener, "t");
     cfg.backoff_min = Duration::from_secs(60);
     cfg.backoff_max = Duration::from_secs(60);
-    cfg.log = Arc::new(|_| {});
     let rec = Arc::new(Recorder::default());
     let (_rep_tx, rep_rx) = unbounded::<Report>();
     let (stop_tx, stop_rx) = bounded::<()>(0);
     let link = spawn_link(cfg, rec.clone(), rep_rx, stop_rx).unwrap();
     let mut ws = accept(&listener, "t");
     assert!(matches!(next(&mut ws, 5), Some(HostMsg::Hello(_))));
-    send(
-        &mut ws,
-        &CoordMsg::HelloAck(HelloAck {
-            version: 2,
-            reconcile_interval_secs: None,
-            covered: vec!["ht".into()],
-        }),
-    );
+    send(&mut ws, &hello_ack(2));
     wait_until(5, "link up", || link.is_up());
     assert_eq!(rec.ups.lock().unwrap()[0], Vec::<String>::new());
     drop(ws);

@@ -199,11 +199,7 @@ impl ScriptedHost {
             match self.ws.read() {
                 Ok(Message::Text(t)) => return Some(CoordMsg::decode(t.as_str()).unwrap()),
                 Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(_) => return None,
             }
         }
@@ -239,14 +235,22 @@ impl ScriptedHost {
             match self.ws.read() {
                 Ok(Message::Close(_)) => return true,
                 Ok(_) => {}
-                Err(tungstenite::Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(_) => return true,
             }
         }
         false
     }
+}
+
+/// Whether a read only ran into the socket's read timeout (nothing arrived yet).
+fn timed_out(e: &tungstenite::Error) -> bool {
+    matches!(
+        e,
+        tungstenite::Error::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            )
+    )
 }

@@ -4,7 +4,7 @@
 //! --json` while running.
 
 use super::support::*;
-use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::domain::{Attempt, AttemptState, Outcome};
 use runner_manager::runner::{ProcessStatus, is_alive};
 use runner_manager::sim::{FaultAction, FaultRule, JobStatus, Trigger};
 use std::process::{Command, Stdio};
@@ -17,9 +17,10 @@ fn delete_of(w: &World, runner_id: i64) -> Vec<runner_manager::sim::LogEntry> {
         .collect()
 }
 
-#[test]
-fn an_idle_runner_past_its_timeout_is_deregistered_before_it_is_stopped() {
-    let mut w = World::new("idle", 4);
+/// A running daemon on target `t` with profile `warm` (min 1, idle timeout 1 s), and
+/// the one idle runner it started for that minimum.
+fn one_idle_runner(tag: &str) -> (World, Attempt) {
+    let mut w = World::new(tag, 4);
     w.add_target("t", "acme/app", true);
     w.add_profile(
         ProfileSpec::new("warm", "t", &["warm"])
@@ -31,6 +32,12 @@ fn an_idle_runner_past_its_timeout_is_deregistered_before_it_is_stopped() {
         w.in_state(AttemptState::Idle).len() == 1
     });
     let a = w.in_state(AttemptState::Idle).remove(0);
+    (w, a)
+}
+
+#[test]
+fn an_idle_runner_past_its_timeout_is_deregistered_before_it_is_stopped() {
+    let (mut w, a) = one_idle_runner("idle");
     let (pid, start, rid) = (a.pid.unwrap(), a.pid_start.unwrap(), a.runner_id.unwrap());
     assert!(delete_of(&w, rid).is_empty());
     // No longer needed: it is surplus now and times out after a second.
@@ -57,18 +64,7 @@ fn an_idle_runner_past_its_timeout_is_deregistered_before_it_is_stopped() {
 
 #[test]
 fn a_runner_that_takes_a_job_during_scale_down_is_never_killed() {
-    let mut w = World::new("busy422", 4);
-    w.add_target("t", "acme/app", true);
-    w.add_profile(
-        ProfileSpec::new("warm", "t", &["warm"])
-            .min(1)
-            .idle_timeout(1),
-    );
-    w.start_daemon();
-    wait_until(SETTLE, "an idle runner", || {
-        w.in_state(AttemptState::Idle).len() == 1
-    });
-    let a = w.in_state(AttemptState::Idle).remove(0);
+    let (mut w, a) = one_idle_runner("busy422");
     let rid = a.runner_id.unwrap();
     // GitHub answers 422 "still running a job" to every DELETE until the job is on.
     w.sim.add_fault(FaultRule::new(

@@ -13,8 +13,6 @@ use runner_manager::timefmt::format_rfc3339;
 use std::sync::Arc;
 
 const INSTALL_TOKEN: &str = "ghs_INSTALLATIONSECRET0123";
-const RUNNERS: &str = r#"{"total_count":0,"runners":[]}"#;
-
 fn app_credential(installation_id: Option<u64>) -> Credential {
     load_credential(&CredentialRef::App {
         app_id: 4242,
@@ -33,13 +31,6 @@ fn token_reply(expires_at: i64) -> Action {
             format_rfc3339(expires_at)
         ),
     )
-}
-
-fn scope() -> TargetScope {
-    TargetScope::Repo {
-        owner: "octo".into(),
-        repo: "app".into(),
-    }
 }
 
 fn verify_jwt(header: &str) -> serde_json::Value {

@@ -6,7 +6,6 @@ use runner_manager::github::{CheckOptions, check_target};
 
 const RATE: &str =
     r#"{"resources":{},"rate":{"limit":5000,"remaining":4999,"reset":1800000600,"used":1}}"#;
-const RUNNERS: &str = r#"{"total_count":0,"runners":[]}"#;
 const REG_TOKEN: &str = r#"{"token":"AREGTOKENSECRET","expires_at":"2027-01-15T09:00:00Z"}"#;
 
 fn repo_json(visibility: &str) -> String {

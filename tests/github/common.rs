@@ -29,13 +29,21 @@ impl Clock for TestClock {
     }
 }
 
+/// An empty runner list, GitHub's shape.
+pub const RUNNERS: &str = r#"{"total_count":0,"runners":[]}"#;
+
+/// The repository `octo/app` every test's target covers.
+pub fn scope() -> TargetScope {
+    TargetScope::Repo {
+        owner: "octo".into(),
+        repo: "app".into(),
+    }
+}
+
 pub fn repo_target(api_url: &str) -> Target {
     Target {
         name: "t".into(),
-        scope: TargetScope::Repo {
-            owner: "octo".into(),
-            repo: "app".into(),
-        },
+        scope: scope(),
         api_url: api_url.into(),
         credential: CredentialRef::TokenEnv {
             var: "GH_TOKEN".into(),

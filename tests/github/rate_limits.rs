@@ -2,17 +2,7 @@
 
 use crate::common::*;
 use crate::responder::*;
-use runner_manager::domain::TargetScope;
 use runner_manager::github::{ErrorClass, GhError};
-
-fn scope() -> TargetScope {
-    TargetScope::Repo {
-        owner: "octo".into(),
-        repo: "app".into(),
-    }
-}
-
-const RUNNERS: &str = r#"{"total_count":0,"runners":[]}"#;
 
 #[test]
 fn retry_after_holds_every_request_until_it_passes() {

@@ -9,7 +9,7 @@ use runner_manager::secret::Secret;
 use runner_manager::sim::{SimConfig, SimGitHub, SimHandle};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const PAT: &str = "ghp_scalesetTESTtoken";
 pub const REPO: &str = "octo/app";
@@ -96,16 +96,9 @@ pub fn listener_config(name: &str) -> ListenerConfig {
     c
 }
 
-pub fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+#[path = "../common/poll.rs"]
+mod poll;
+pub use poll::wait_for;
 
 pub struct TempDir(pub PathBuf);
 

@@ -2,7 +2,7 @@
 //! OpenAPI description, and polling with a deadline.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 pub const PAT: &str = "ghp_simtesttoken";
 pub const APP_ID: u64 = 4242;
-pub const TEST_KEY: &str = include_str!("../fixtures/test-app-key.pem");
+pub const TEST_KEY: &str = include_str!("../fixtures/github/app-key.pem");
 
 pub fn fixture(path: &str) -> String {
     std::fs::read_to_string(format!(
@@ -132,17 +132,9 @@ pub fn installation_token(h: &SimHandle, inst: u64) -> String {
     r.json().unwrap()["token"].as_str().unwrap().to_string()
 }
 
-/// Polls `f` until it returns Some or the deadline passes.
-pub fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + deadline;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+#[path = "../common/poll.rs"]
+mod poll;
+pub use poll::wait_for;
 
 /// The response schema of an operation for a status code, from GitHub's description.
 pub fn response_schema(method: &str, template: &str, status: u16) -> Option<&'static Value> {
