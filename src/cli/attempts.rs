@@ -50,7 +50,7 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                         a.id.to_string(),
                         a.profile.clone(),
                         a.runner_name.clone(),
-                        a.state.as_str().into(),
+                        a.state_word().into(),
                         or_dash(a.outcome.map(|o| o.as_str())),
                         time(a.created_at),
                         or_dash(a.job_name.as_ref()),
