@@ -340,7 +340,8 @@ fn burst(size: Size) -> Result<Vec<Row>, String> {
             .naive(nv.spawn_span_ms as f64),
         Row::new(&scn, "runners started per second", "1/s")
             .ours(rate(&ours))
-            .naive(rate(&nv)),
+            .naive(rate(&nv))
+            .higher_better(),
     ];
     rows.extend(latency_rows(&scn, &ours, &nv, &pl));
     Ok(rows)
@@ -350,7 +351,7 @@ fn burst(size: Size) -> Result<Vec<Row>, String> {
 fn idle(size: Size) -> Result<Vec<Row>, String> {
     let (warm, window) = match size {
         Size::Small => (8, 20),
-        Size::Default => (10, 120),
+        Size::Default => (10, 60),
         Size::Long => (10, 600),
     };
     const TARGETS: usize = 10;

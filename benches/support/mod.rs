@@ -5,6 +5,7 @@
 
 pub mod baseline;
 pub mod proc;
+pub mod promises;
 
 use runner_manager::demo::World;
 use runner_manager::sim::{JobStatus, SimHandle};
@@ -231,8 +232,9 @@ pub struct Row {
     pub ours: Option<f64>,
     pub naive: Option<f64>,
     pub pool: Option<f64>,
-    /// Smaller is better (latencies, units, waste); the ratio is then baseline / ours.
     pub unit: &'static str,
+    /// Most figures are better smaller (latency, units, waste); a rate is better larger.
+    pub higher_better: bool,
 }
 
 impl Row {
@@ -244,7 +246,12 @@ impl Row {
             naive: None,
             pool: None,
             unit,
+            higher_better: false,
         }
+    }
+    pub fn higher_better(mut self) -> Row {
+        self.higher_better = true;
+        self
     }
     pub fn ours(mut self, v: f64) -> Row {
         self.ours = Some(v);
@@ -269,7 +276,13 @@ fn fmt_num(v: Option<f64>) -> String {
     }
 }
 
-fn ratio(base: Option<f64>, ours: Option<f64>) -> String {
+/// How many times better ours is than the baseline (>1: ours is better).
+fn ratio(base: Option<f64>, ours: Option<f64>, higher_better: bool) -> String {
+    let (base, ours) = if higher_better {
+        (ours, base)
+    } else {
+        (base, ours)
+    };
     match (base, ours) {
         (Some(b), Some(o)) if o > 0.0 => format!("{:.1}x", b / o),
         (Some(b), Some(_)) if b > 0.0 => "inf".into(),
@@ -280,7 +293,9 @@ fn ratio(base: Option<f64>, ours: Option<f64>) -> String {
 
 /// Prints the rows as a Markdown table (so BENCHMARKS.md can hold it verbatim).
 pub fn print_table(rows: &[Row]) {
-    println!("| scenario | figure | unit | ours | naive poller | ratio | fixed pool | ratio |");
+    println!(
+        "| scenario | figure | unit | ours | naive poller | ours better by | fixed pool | ours better by |"
+    );
     println!("|---|---|---|---:|---:|---:|---:|---:|");
     for r in rows {
         println!(
@@ -290,9 +305,9 @@ pub fn print_table(rows: &[Row]) {
             r.unit,
             fmt_num(r.ours),
             fmt_num(r.naive),
-            ratio(r.naive, r.ours),
+            ratio(r.naive, r.ours, r.higher_better),
             fmt_num(r.pool),
-            ratio(r.pool, r.ours)
+            ratio(r.pool, r.ours, r.higher_better)
         );
     }
 }
