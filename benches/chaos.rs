@@ -129,8 +129,10 @@ fn run(cfg: &Config) -> Result<usize, String> {
     }
 
     let mut daemon_n = 0;
-    let spawn = |n: &mut usize| -> Result<Child, String> {
+    let mut restarts: Vec<i64> = Vec::new();
+    let mut spawn = |n: &mut usize| -> Result<Child, String> {
         *n += 1;
+        restarts.push(runner_manager::timefmt::now_millis());
         w.spawn_daemon(&w.state_dir.join(format!("chaos-daemon-{n}.log")))
     };
     let mut daemon: Option<Child> = Some(spawn(&mut daemon_n)?);
@@ -278,7 +280,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
             what: "samples",
             violations: std::mem::take(&mut obs.capacity_violations),
         },
-        promises::retry_after(&log, &[("forbidden".into(), RETRY_AFTER)]),
+        promises::retry_after(&log, &[("forbidden".into(), RETRY_AFTER)], &restarts),
         promises::secrets_in_files(&files, &secrets),
         promises::secrets_in_store(&w.state_dir.join("state.db"), &secrets),
         Check {
