@@ -187,27 +187,28 @@ pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) 
         };
         c.checked += 1;
         let until = e.at + (*secs as i64) * 1000;
-        for later in &order[i + 1..] {
-            if later.at >= until {
-                break;
+        let early: Vec<&&LogEntry> = order[i + 1..]
+            .iter()
+            .take_while(|l| l.at < until)
+            .filter(|l| !l.endpoint.starts_with("/_sim"))
+            .collect();
+        let Some(first) = early.first() else {
+            continue;
+        };
+        let restarted = restarts.iter().any(|r| *r > e.at && *r <= first.at);
+        c.violations.push(format!(
+            "{} request(s) within a {}s retry-after, the first {} {} after {} ms{}",
+            early.len(),
+            secs,
+            first.method,
+            first.endpoint,
+            first.at - e.at,
+            if restarted {
+                " by a daemon started after the 403 (the wait did not survive the restart)"
+            } else {
+                " by the same daemon process"
             }
-            if later.endpoint.starts_with("/_sim") {
-                continue;
-            }
-            let restarted = restarts.iter().any(|r| *r > e.at && *r <= later.at);
-            c.violations.push(format!(
-                "{} {} {} ms after a {}s retry-after{}",
-                later.method,
-                later.endpoint,
-                later.at - e.at,
-                secs,
-                if restarted {
-                    " (by a daemon started after the 403: the wait did not survive the restart)"
-                } else {
-                    " (by the same daemon process)"
-                }
-            ));
-        }
+        ));
     }
     c
 }
