@@ -1,0 +1,479 @@
+//! The chaos suite: many jobs against the simulated GitHub with API and runner faults
+//! on, while the real daemon is SIGKILLed at random moments and restarted; at the end
+//! every applicable promise of reliability.md is checked and printed with its counts.
+//! `cargo bench --bench chaos [-- --small|--long] [--seed N]`; exit 1 on any violation.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use runner_manager::demo::stop_child;
+use runner_manager::sim::rng::SplitMix64;
+use runner_manager::sim::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
+use runner_manager::store::{AttemptFilter, SqliteStore, Store};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::process::Child;
+use std::time::{Duration, Instant};
+use support::proc;
+use support::promises::{self, Check};
+
+struct Config {
+    jobs: usize,
+    every_ms: u64,
+    kills: usize,
+    seed: u64,
+    name: &'static str,
+}
+
+const LINUX_MAX: u32 = 4;
+const GPU_MAX: u32 = 2;
+const CAPACITY: u32 = 5;
+/// The `retry-after` the injected 403s carry, in seconds.
+const RETRY_AFTER: u64 = 2;
+
+fn main() {
+    let mut cfg = Config {
+        jobs: 120,
+        every_ms: 400,
+        kills: 8,
+        seed: runner_manager::timefmt::now_millis() as u64,
+        name: "default",
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--small" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (40, 600, 4, "small"),
+            "--long" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (600, 300, 40, "long"),
+            "--seed" => {
+                cfg.seed = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--seed takes a number")
+            }
+            _ => {}
+        }
+    }
+    println!(
+        "chaos: {} config, seed {} ({} build); reproduce with --seed {}",
+        cfg.name,
+        cfg.seed,
+        support::profile(),
+        cfg.seed
+    );
+    let code = match run(&cfg) {
+        Ok(0) => 0,
+        Ok(n) => {
+            println!("VIOLATIONS: {n} (seed {})", cfg.seed);
+            1
+        }
+        Err(e) => {
+            println!("the chaos run could not complete: {e} (seed {})", cfg.seed);
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+/// What the run observed while it went, for the checks and the summary.
+#[derive(Default)]
+struct Observed {
+    max_live_host: usize,
+    max_live: BTreeMap<String, usize>,
+    capacity_samples: usize,
+    capacity_violations: Vec<String>,
+    jit_values: HashSet<Vec<u8>>,
+    cmdlines_scanned: usize,
+    cmdline_violations: Vec<String>,
+    environ_violations: Vec<String>,
+    runner_faults: HashMap<String, Vec<RunnerFault>>,
+}
+
+fn run(cfg: &Config) -> Result<usize, String> {
+    let w = support::world(1, LINUX_MAX, CAPACITY, 5);
+    let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
+    let host = store.host_or_create().map_err(|e| e.to_string())?;
+    for name in ["linux", "gpu"] {
+        let mut p = store.profile(name).map_err(|e| e.to_string())?;
+        p.bootstrap_timeout_secs = 8;
+        store
+            .update_profile(&p, p.revision)
+            .map_err(|e| e.to_string())?;
+    }
+    let pat = support::world_token(&w);
+    let mut rng = SplitMix64::new(cfg.seed);
+    w.sim
+        .with_state(|s| s.rng = SplitMix64::new(cfg.seed ^ 0x5eed));
+    // Background faults for the whole run: some 5xx and slow answers on every
+    // repository endpoint (JIT and DELETE included), and misbehaving runners.
+    w.sim.add_fault(FaultRule::new(
+        None,
+        "/repos/**",
+        Trigger::Probability(0.03),
+        FaultAction::Status { status: 500 },
+    ));
+    w.sim.add_fault(FaultRule::new(
+        None,
+        "/repos/**",
+        Trigger::Probability(0.04),
+        FaultAction::Delay { ms: 700 },
+    ));
+    for (p, fault) in [
+        (0.06, RunnerFault::CrashAtStart),
+        (0.04, RunnerFault::HangBeforeListening),
+        (0.06, RunnerFault::ExitNonZeroAfterJob),
+    ] {
+        w.sim.add_runner_fault(RunnerFaultRule {
+            name_prefix: None,
+            trigger: Trigger::Probability(p),
+            fault,
+        });
+    }
+
+    let mut daemon_n = 0;
+    let mut restarts: Vec<i64> = Vec::new();
+    let mut spawn = |n: &mut usize| -> Result<Child, String> {
+        *n += 1;
+        restarts.push(runner_manager::timefmt::now_millis());
+        w.spawn_daemon(&w.state_dir.join(format!("chaos-daemon-{n}.log")))
+    };
+    let mut daemon: Option<Child> = Some(spawn(&mut daemon_n)?);
+    let mut obs = Observed::default();
+    let mut profiles: HashMap<i64, String> = HashMap::new();
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(cfg.jobs as u64 * cfg.every_ms + 180_000);
+    let mut queued = 0usize;
+    let mut next_job = start;
+    let mut kills = 0usize;
+    let mut next_kill = start + Duration::from_millis(1500 + rng.next_u64() % 4500);
+    let mut restart_at: Option<Instant> = None;
+    let mut next_fault = start + Duration::from_millis(2000 + rng.next_u64() % 4000);
+    let (mut bursts, mut forbids) = (0usize, 0usize);
+    let mut tick = 0u64;
+    loop {
+        let now = Instant::now();
+        if queued < cfg.jobs && now >= next_job {
+            let gpu = rng.next_u64().is_multiple_of(4);
+            let labels: &[&str] = if gpu {
+                &["self-hosted", "gpu"]
+            } else {
+                support::JOB_LABELS
+            };
+            let dur = 300 + rng.next_u64() % 1200;
+            w.sim
+                .enqueue_job(support::REPO, &format!("chaos-{queued}"), labels, dur);
+            queued += 1;
+            next_job = now + Duration::from_millis(cfg.every_ms);
+        }
+        if kills < cfg.kills && now >= next_kill && restart_at.is_none() {
+            if let Some(mut d) = daemon.take() {
+                let _ = d.kill(); // SIGKILL
+                let _ = d.wait();
+            }
+            kills += 1;
+            restart_at = Some(now + Duration::from_millis(rng.next_u64() % 1500));
+        }
+        if let Some(at) = restart_at
+            && now >= at
+        {
+            daemon = Some(spawn(&mut daemon_n)?);
+            restart_at = None;
+            next_kill = now + Duration::from_millis(1500 + rng.next_u64() % 4500);
+        }
+        if queued < cfg.jobs && now >= next_fault {
+            if rng.next_u64().is_multiple_of(2) {
+                bursts += 1;
+                w.sim.add_fault(FaultRule::new(
+                    None,
+                    "/repos/**",
+                    Trigger::Times(4 + (rng.next_u64() % 5) as u32),
+                    FaultAction::Status { status: 503 },
+                ));
+            } else {
+                forbids += 1;
+                w.sim.add_fault(FaultRule::times(
+                    "GET",
+                    "/repos/*/*/actions/runs",
+                    1,
+                    FaultAction::Forbidden {
+                        retry_after: Some(RETRY_AFTER),
+                    },
+                ));
+            }
+            next_fault = now + Duration::from_millis(2000 + rng.next_u64() % 4000);
+        }
+        sample(
+            &w,
+            &store,
+            &mut profiles,
+            &mut obs,
+            &pat,
+            tick.is_multiple_of(10),
+        );
+        tick += 1;
+        let done = queued == cfg.jobs
+            && kills == cfg.kills
+            && daemon.is_some()
+            && support::all_completed(&w.sim, cfg.jobs);
+        if done || now >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if daemon.is_none() {
+        daemon = Some(spawn(&mut daemon_n)?);
+    }
+    // Settle: faults off, then wait (bounded) until every attempt is cleaned and no
+    // registration of ours is left, sampling all the while.
+    let faulted_log = w.sim.request_log();
+    w.sim.clear_faults();
+    let settle_end = Instant::now() + Duration::from_secs(90);
+    while Instant::now() < settle_end {
+        sample(
+            &w,
+            &store,
+            &mut profiles,
+            &mut obs,
+            &pat,
+            tick.is_multiple_of(10),
+        );
+        tick += 1;
+        let open = store.open_attempts(&host.id).map_err(|e| e.to_string())?;
+        let ours = w
+            .sim
+            .runners()
+            .iter()
+            .filter(|r| {
+                runner_manager::domain::host::parse_runner_name(&host.id, &r.name).is_some()
+            })
+            .count();
+        if open.is_empty() && ours == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if let Some(mut d) = daemon.take() {
+        stop_child(&mut d, Duration::from_secs(20));
+    }
+    let elapsed = start.elapsed();
+
+    // The checks.
+    let attempts = store
+        .attempts(&AttemptFilter::default())
+        .map_err(|e| e.to_string())?;
+    let jobs = w.sim.jobs();
+    let log = w.sim.request_log();
+    let mut secrets: Vec<String> = vec![pat.clone()];
+    for j in &obs.jit_values {
+        secrets.push(String::from_utf8_lossy(j).into_owned());
+        if let Some(c) = promises::jit_credential(j) {
+            secrets.push(c);
+        }
+    }
+    let files = promises::files_under(&w.state_dir, &[w.state_dir.join("demo-token")]);
+    let mut checks: Vec<Check> = vec![
+        promises::served_exactly_once(&jobs, &attempts),
+        promises::attempts_finished(&attempts),
+        promises::registrations_left(&w.sim.runners(), &host.id),
+        promises::leaked_processes(&w.state_dir, w.sim.url()),
+        Check {
+            promise: "capacity never exceeded (per profile and host, from /proc)",
+            checked: obs.capacity_samples,
+            what: "samples",
+            violations: std::mem::take(&mut obs.capacity_violations),
+        },
+        promises::retry_after(&log, &[("forbidden".into(), RETRY_AFTER)], &restarts),
+        promises::secrets_in_files(&files, &secrets),
+        promises::secrets_in_store(&w.state_dir.join("state.db"), &secrets),
+        Check {
+            promise: "no secret in any process command line",
+            checked: obs.cmdlines_scanned,
+            what: "command lines",
+            violations: std::mem::take(&mut obs.cmdline_violations),
+        },
+        Check {
+            promise: "a runner's environment holds its own JIT config and no PAT",
+            checked: obs.jit_values.len(),
+            what: "runner environments",
+            violations: std::mem::take(&mut obs.environ_violations),
+        },
+    ];
+
+    // The summary.
+    let mut faults: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &faulted_log {
+        if let Some(f) = &e.fault {
+            *faults.entry(format!("api {f}")).or_insert(0) += 1;
+        }
+    }
+    for fs in obs.runner_faults.values() {
+        for f in fs {
+            *faults.entry(format!("runner {f:?}")).or_insert(0) += 1;
+        }
+    }
+    let injected: usize = faults.values().sum();
+    println!();
+    println!(
+        "run: {:.1?}, {} jobs, {} attempts, {} daemon SIGKILLs ({} daemon starts), {} 5xx bursts and {} 403 retry-after scheduled, {} requests logged",
+        elapsed,
+        jobs.len(),
+        attempts.len(),
+        kills,
+        daemon_n,
+        bursts,
+        forbids,
+        log.len()
+    );
+    println!("faults injected: {injected}");
+    for (k, v) in &faults {
+        println!("  {k:<40} {v}");
+    }
+    println!("attempt outcomes:");
+    for (k, v) in promises::outcome_counts(&attempts) {
+        println!("  {k:<60} {v}");
+    }
+    println!(
+        "peak live runners: host {} of {CAPACITY}; {}",
+        obs.max_live_host,
+        obs.max_live
+            .iter()
+            .map(|(p, n)| format!("{p} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!("checks:");
+    let mut total = 0;
+    for c in &checks {
+        println!(
+            "  [{}] {} ({} {} checked, {} violations)",
+            if c.violations.is_empty() {
+                " ok "
+            } else {
+                "FAIL"
+            },
+            c.promise,
+            c.checked,
+            c.what,
+            c.violations.len()
+        );
+        for v in c.violations.iter().take(10) {
+            println!("         {v}");
+        }
+        total += c.violations.len();
+    }
+    println!(
+        "chaos summary: 1 run, {kills} kills, {} jobs, {injected} faults injected, violations: {total}",
+        jobs.len()
+    );
+    checks.clear();
+    if total == 0 && std::env::var_os("RM_BENCH_KEEP").is_none() {
+        support::discard(w);
+    } else {
+        println!("state kept in {}", w.state_dir.display());
+        support::kill_under(&w.state_dir);
+    }
+    Ok(total)
+}
+
+/// One look at the world: live runner processes per profile and host (from /proc, each
+/// mapped to its attempt by its root), JIT values and faults of runners, and now and
+/// then every process's command line.
+fn sample(
+    w: &runner_manager::demo::World,
+    store: &SqliteStore,
+    profiles: &mut HashMap<i64, String>,
+    obs: &mut Observed,
+    pat: &str,
+    scan_cmdlines: bool,
+) {
+    let attempts_dir = w.state_dir.join("attempts");
+    let mut live: HashSet<i64> = HashSet::new();
+    for pid in runner_manager::runner::processes_with_cwd_or_exe_under(&attempts_dir) {
+        for link in ["cwd", "exe"] {
+            let Ok(p) = std::fs::read_link(format!("/proc/{pid}/{link}")) else {
+                continue;
+            };
+            let id = p
+                .strip_prefix(std::fs::canonicalize(&attempts_dir).unwrap_or(attempts_dir.clone()))
+                .ok()
+                .and_then(|rest| rest.components().next())
+                .and_then(|c| {
+                    c.as_os_str()
+                        .to_str()?
+                        .split('.')
+                        .next()?
+                        .parse::<i64>()
+                        .ok()
+                });
+            if let Some(id) = id
+                && proc::alive(pid)
+            {
+                live.insert(id);
+            }
+        }
+    }
+    let mut per: BTreeMap<String, usize> = BTreeMap::new();
+    for id in &live {
+        let profile = match profiles.get(id) {
+            Some(p) => p.clone(),
+            None => match store.attempt(*id) {
+                Ok(a) => {
+                    profiles.insert(*id, a.profile.clone());
+                    a.profile
+                }
+                Err(_) => "?".into(),
+            },
+        };
+        *per.entry(profile).or_insert(0) += 1;
+    }
+    obs.capacity_samples += 1;
+    obs.max_live_host = obs.max_live_host.max(live.len());
+    if live.len() > CAPACITY as usize {
+        obs.capacity_violations.push(format!(
+            "{} live runners on a host of capacity {CAPACITY}: attempts {live:?}",
+            live.len()
+        ));
+    }
+    for (p, n) in &per {
+        let m = obs.max_live.entry(p.clone()).or_insert(0);
+        *m = (*m).max(*n);
+        let max = if p == "gpu" { GPU_MAX } else { LINUX_MAX };
+        if *n > max as usize {
+            obs.capacity_violations
+                .push(format!("{n} live runners of profile {p} (max {max})"));
+        }
+    }
+    for (pid, jit) in proc::jit_processes() {
+        if promises::jit_server(&jit).as_deref() != Some(w.sim.url()) {
+            continue;
+        }
+        if obs.jit_values.insert(jit.clone())
+            && let Some(env) = proc::nul_entries(pid, "environ")
+            && env.iter().any(|e| promises::contains(e, pat.as_bytes()))
+        {
+            obs.environ_violations
+                .push(format!("runner pid {pid} has the PAT in its environment"));
+        }
+    }
+    for r in w.sim.runners() {
+        if !r.faults.is_empty() {
+            obs.runner_faults.entry(r.name.clone()).or_insert(r.faults);
+        }
+    }
+    if scan_cmdlines {
+        let secrets: Vec<&[u8]> = std::iter::once(pat.as_bytes())
+            .chain(obs.jit_values.iter().map(Vec::as_slice))
+            .collect();
+        for pid in proc::pids() {
+            let Some(args) = proc::nul_entries(pid, "cmdline") else {
+                continue;
+            };
+            obs.cmdlines_scanned += 1;
+            if args
+                .iter()
+                .any(|a| secrets.iter().any(|s| promises::contains(a, s)))
+            {
+                obs.cmdline_violations
+                    .push(format!("pid {pid} has a secret on its command line"));
+            }
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! Scenario benchmarks: the real daemon (a child process) against the simulated GitHub,
+//! beside two baselines in the same run (a naive poller and a fixed pool), printing
+//! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [SCENARIO...]`
+//! with scenarios `steady`, `burst`, `idle`, `history`. Asserts no timing: it fails
+//! only when a scenario cannot complete.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use runner_manager::demo::{World, stop_child};
+use runner_manager::domain::{CredentialRef, ScalePolicy, Target, TargetScope};
+use runner_manager::sim::JobStatus;
+use runner_manager::store::{AttemptFilter, SqliteStore, Store};
+use runner_manager::timefmt::{Millis, now_millis};
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::baseline::{self, Running};
+use support::{Row, Sampler, pcts, proc, units, wait_until};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Size {
+    Small,
+    Default,
+    Long,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum System {
+    Ours,
+    Naive,
+    Pool(usize),
+}
+
+/// A job stream: (offset from the start in ms, job duration in ms) per job.
+struct Workload {
+    arrivals: Vec<(u64, u64)>,
+    poll_secs: u64,
+    /// The daemon's `max` for the profile and the host's capacity.
+    max: u32,
+    deadline: Duration,
+}
+
+/// What one system did with one workload.
+#[derive(Default)]
+struct Outcome {
+    jobs: usize,
+    served: usize,
+    /// Per served job: from queued to its runner's process start.
+    to_spawn: Vec<i64>,
+    /// The daemon's own latency samples (ours only).
+    store_samples: Vec<i64>,
+    /// Per served job: from queued to a runner taking it.
+    to_start: Vec<i64>,
+    /// From the first job queued to the last of its runners spawned.
+    spawn_span_ms: i64,
+    units: u64,
+    idle_runner_secs: f64,
+    peak_rss_kb: u64,
+    cpu_secs: f64,
+}
+
+fn main() {
+    let mut size = Size::Default;
+    let mut names: Vec<String> = Vec::new();
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--small" => size = Size::Small,
+            "--long" => size = Size::Long,
+            // `cargo bench` passes `--bench` to harness-less targets.
+            s if s.starts_with('-') => {}
+            s => names.push(s.to_string()),
+        }
+    }
+    if names.is_empty() {
+        names = ["steady", "burst", "idle", "history"]
+            .map(String::from)
+            .to_vec();
+    }
+    println!(
+        "scenarios: {} ({} build, {} config), daemon {}",
+        names.join(" "),
+        support::profile(),
+        match size {
+            Size::Small => "small",
+            Size::Default => "default",
+            Size::Long => "long",
+        },
+        support::daemon_binary().display()
+    );
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    let mut failed = Vec::new();
+    for name in &names {
+        let t = Instant::now();
+        let res = match name.as_str() {
+            "steady" => steady(size),
+            "burst" => burst(size),
+            "idle" => idle(size),
+            "history" => history(size),
+            other => Err(format!(
+                "unknown scenario {other}; use steady, burst, idle or history"
+            )),
+        };
+        match res {
+            Ok(r) => {
+                eprintln!("{name}: done in {:.1?}", t.elapsed());
+                rows.extend(r);
+            }
+            Err(e) => {
+                eprintln!("{name}: FAILED: {e}");
+                failed.push(name.clone());
+            }
+        }
+    }
+    println!();
+    support::print_table(&rows);
+    println!();
+    println!("total wall time {:.1?}", started.elapsed());
+    if !failed.is_empty() {
+        eprintln!("scenarios that could not complete: {}", failed.join(", "));
+        std::process::exit(1);
+    }
+}
+
+/// Runs `wl` against one system in a fresh world.
+fn run(system: System, wl: &Workload) -> Result<Outcome, String> {
+    let w = support::world(wl.poll_secs, wl.max, wl.max, 5);
+    let res = run_in(&w, system, wl).map_err(|e| {
+        let who = match system {
+            System::Ours => "the daemon".to_string(),
+            System::Naive => "the naive poller".to_string(),
+            System::Pool(n) => format!("the fixed pool of {n}"),
+        };
+        format!("{who}: {e} (state kept in {})", w.state_dir.display())
+    });
+    if res.is_ok() {
+        support::discard(w);
+    } else {
+        support::kill_under(&w.state_dir);
+    }
+    res
+}
+
+fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
+    let mut daemon = None;
+    let mut baseline: Option<Running> = None;
+    match system {
+        System::Ours => {
+            let d = w.spawn_daemon(&w.state_dir.join("daemon.log"))?;
+            daemon = Some(d);
+            // Ready once its first pass read the repository (demand, then visibility).
+            if !wait_until(Duration::from_secs(30), || {
+                w.sim.count("GET", "/repos/{owner}/{repo}") > 0
+            }) {
+                return Err("the daemon never made its first pass".into());
+            }
+        }
+        System::Naive => {
+            let env = baseline::env_for(w, "naive");
+            baseline = Some(baseline::naive(env, Duration::from_secs(wl.poll_secs)));
+        }
+        System::Pool(n) => {
+            let env = baseline::env_for(w, "pool");
+            baseline = Some(baseline::pool(env, n));
+            // The pool is always on: its runners are up before the first job.
+            wait_until(Duration::from_secs(30), || {
+                w.sim.runners().iter().filter(|r| r.online).count() >= n
+            });
+        }
+    }
+    let pid = daemon.as_ref().map(|d| d.id() as i32);
+    let cpu0 = pid.and_then(proc::usage).map_or(0, |u| u.cpu_ticks);
+    let units0 = units(&w.sim);
+    let sampler = Sampler::start(&w.sim, pid, Duration::from_millis(100));
+    let t0 = Instant::now();
+    for (i, (at, dur)) in wl.arrivals.iter().enumerate() {
+        let due = t0 + Duration::from_millis(*at);
+        if let Some(d) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        w.sim.enqueue_job(
+            support::REPO,
+            &format!("job-{i}"),
+            support::JOB_LABELS,
+            *dur,
+        );
+    }
+    let n = wl.arrivals.len();
+    let done = wait_until(wl.deadline, || support::all_completed(&w.sim, n));
+    let cpu1 = pid.and_then(proc::usage).map_or(0, |u| u.cpu_ticks);
+    let sampled = sampler.finish();
+    let mut out = Outcome {
+        units: units(&w.sim) - units0,
+        idle_runner_secs: sampled.idle_runner_secs,
+        peak_rss_kb: sampled.peak_rss_kb,
+        cpu_secs: proc::cpu_secs(cpu1.saturating_sub(cpu0)),
+        ..Outcome::default()
+    };
+    let spawned_at: HashMap<String, Millis> = match (daemon.as_mut(), baseline) {
+        (Some(d), _) => {
+            stop_child(d, Duration::from_secs(20));
+            let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
+            out.store_samples = store
+                .latency_samples(None, 0)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|s| s.latency_ms)
+                .collect();
+            store
+                .attempts(&AttemptFilter::default())
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter_map(|a| Some((a.runner_name, support::ticks_to_millis(a.pid_start?))))
+                .collect()
+        }
+        (None, Some(b)) => b.finish().spawned_at,
+        (None, None) => HashMap::new(),
+    };
+    let jobs = w.sim.jobs();
+    out.jobs = jobs.len();
+    let first_queued = jobs.iter().map(|j| j.created_at).min().unwrap_or(0);
+    let mut last_spawn = first_queued;
+    for j in jobs.iter().filter(|j| j.status == JobStatus::Completed) {
+        out.served += 1;
+        if let Some(s) = j.started_at {
+            out.to_start.push(s - j.created_at);
+        }
+        if let Some(at) = j.runner_name.as_ref().and_then(|n| spawned_at.get(n)) {
+            out.to_spawn.push((at - j.created_at).max(0));
+            last_spawn = last_spawn.max(*at);
+        }
+    }
+    out.spawn_span_ms = last_spawn - first_queued;
+    if !done {
+        return Err(format!(
+            "only {} of {n} jobs completed within {:?}",
+            out.served, wl.deadline
+        ));
+    }
+    Ok(out)
+}
+
+fn latency_rows(scn: &str, o: &Outcome, nv: &Outcome, pl: &Outcome) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let (a, b) = (pcts(&o.to_spawn), pcts(&nv.to_spawn));
+    for (label, x, y) in [("p50", a.0, b.0), ("p99", a.1, b.1), ("max", a.2, b.2)] {
+        rows.push(
+            Row::new(scn, &format!("queue-to-spawn {label}"), "ms")
+                .ours(x as f64)
+                .naive(y as f64),
+        );
+    }
+    let s = pcts(&o.store_samples);
+    rows.push(Row::new(scn, "queue-to-spawn p99, daemon's own samples", "ms").ours(s.1 as f64));
+    let (a, b, c) = (pcts(&o.to_start), pcts(&nv.to_start), pcts(&pl.to_start));
+    for (label, x, y, z) in [("p50", a.0, b.0, c.0), ("p99", a.1, b.1, c.1)] {
+        rows.push(
+            Row::new(scn, &format!("queue-to-job-start {label}"), "ms")
+                .ours(x as f64)
+                .naive(y as f64)
+                .pool(z as f64),
+        );
+    }
+    let per_job = |o: &Outcome| o.units as f64 / o.served.max(1) as f64;
+    rows.push(
+        Row::new(scn, "rate-limit units per served job", "units")
+            .ours(per_job(o))
+            .naive(per_job(nv))
+            .pool(per_job(pl)),
+    );
+    rows.push(
+        Row::new(scn, "idle runner time", "runner-s")
+            .ours(o.idle_runner_secs)
+            .naive(nv.idle_runner_secs)
+            .pool(pl.idle_runner_secs),
+    );
+    rows.push(Row::new(scn, "daemon peak RSS", "MB").ours(o.peak_rss_kb as f64 / 1024.0));
+    rows.push(Row::new(scn, "daemon CPU", "s").ours(o.cpu_secs));
+    rows
+}
+
+fn steady(size: Size) -> Result<Vec<Row>, String> {
+    let (n, every_ms, job_ms, pool) = match size {
+        Size::Small => (16, 500, 1500, 4),
+        Size::Default => (120, 500, 2000, 4),
+        Size::Long => (600, 500, 2000, 4),
+    };
+    let wl = Workload {
+        arrivals: (0..n).map(|i| (i * every_ms, job_ms)).collect(),
+        poll_secs: 2,
+        max: 16,
+        deadline: Duration::from_millis(n * every_ms + 60_000),
+    };
+    let ours = run(System::Ours, &wl)?;
+    let nv = run(System::Naive, &wl)?;
+    let pl = run(System::Pool(pool), &wl)?;
+    println!(
+        "steady: {n} jobs, one every {every_ms} ms, {job_ms} ms each; poll 2 s; fixed pool of {pool}"
+    );
+    let scn = "steady".to_string();
+    let mut rows = latency_rows(&scn, &ours, &nv, &pl);
+    rows.insert(
+        0,
+        Row::new(&scn, "jobs served", "jobs")
+            .ours(ours.served as f64)
+            .naive(nv.served as f64)
+            .pool(pl.served as f64),
+    );
+    Ok(rows)
+}
+
+fn burst(size: Size) -> Result<Vec<Row>, String> {
+    let (n, job_ms, pool) = match size {
+        Size::Small => (50, 1000, 10),
+        Size::Default | Size::Long => (200, 2000, 20),
+    };
+    let wl = Workload {
+        arrivals: (0..n).map(|_| (0, job_ms)).collect(),
+        poll_secs: 2,
+        max: n as u32 + 10,
+        deadline: Duration::from_secs(120 + n / 2),
+    };
+    let ours = run(System::Ours, &wl)?;
+    let nv = run(System::Naive, &wl)?;
+    let pl = run(System::Pool(pool), &wl)?;
+    println!(
+        "burst: {n} jobs queued at once, {job_ms} ms each; poll 2 s; max and host capacity {}; fixed pool of {pool}",
+        wl.max
+    );
+    let scn = "burst".to_string();
+    let rate = |o: &Outcome| o.served as f64 / (o.spawn_span_ms.max(1) as f64 / 1000.0);
+    let mut rows = vec![
+        Row::new(&scn, "jobs served", "jobs")
+            .ours(ours.served as f64)
+            .naive(nv.served as f64)
+            .pool(pl.served as f64),
+        Row::new(&scn, "time to spawn every runner", "ms")
+            .ours(ours.spawn_span_ms as f64)
+            .naive(nv.spawn_span_ms as f64),
+        Row::new(&scn, "runners started per second", "1/s")
+            .ours(rate(&ours))
+            .naive(rate(&nv))
+            .higher_better(),
+    ];
+    rows.extend(latency_rows(&scn, &ours, &nv, &pl));
+    Ok(rows)
+}
+
+/// Ten repository targets, nothing queued: what waiting costs.
+fn idle(size: Size) -> Result<Vec<Row>, String> {
+    let (warm, window) = match size {
+        Size::Small => (8, 20),
+        Size::Default => (10, 60),
+        Size::Long => (10, 600),
+    };
+    const TARGETS: usize = 10;
+    const POLL: u64 = 5;
+    println!(
+        "idle: {TARGETS} repository targets, nothing queued, poll {POLL} s; measured over {window} s after {warm} s, extrapolated to an hour; fixed pool of {TARGETS} (one per target)"
+    );
+    let scn = "idle".to_string();
+    let hour = 3600.0 / window as f64;
+
+    // Ours: the daemon with ten targets.
+    let w = support::world(POLL, 4, 8, 5);
+    add_idle_targets(&w, TARGETS - 1)?;
+    let mut d = w.spawn_daemon(&w.state_dir.join("daemon.log"))?;
+    let pid = d.id() as i32;
+    std::thread::sleep(Duration::from_secs(warm));
+    let (u0, c0) = (units(&w.sim), proc::usage(pid).map_or(0, |u| u.cpu_ticks));
+    std::thread::sleep(Duration::from_secs(window));
+    let usage = proc::usage(pid).unwrap_or_default();
+    let ours_units = (units(&w.sim) - u0) as f64 * hour;
+    let cpu_pct = proc::cpu_secs(usage.cpu_ticks - c0) / window as f64 * 100.0;
+    let polls = w.sim.count("GET", "/repos/{owner}/{repo}/actions/runs");
+    stop_child(&mut d, Duration::from_secs(20));
+    support::discard(w);
+    if polls == 0 {
+        return Err("the daemon never polled".into());
+    }
+
+    // The naive poller, one per target.
+    let w = support::world(POLL, 4, 8, 5);
+    let mut running = Vec::new();
+    for i in 0..TARGETS {
+        let mut env = baseline::env_for(&w, &format!("naive-{i}"));
+        env.repo = idle_repo(&w, i);
+        running.push(baseline::naive(env, Duration::from_secs(POLL)));
+    }
+    std::thread::sleep(Duration::from_secs(warm));
+    let u0 = units(&w.sim);
+    std::thread::sleep(Duration::from_secs(window));
+    let naive_units = (units(&w.sim) - u0) as f64 * hour;
+    running.into_iter().for_each(|r| {
+        r.finish();
+    });
+    support::discard(w);
+
+    // A fixed pool of one runner per target.
+    let w = support::world(POLL, 4, 8, 5);
+    let p = baseline::pool(baseline::env_for(&w, "pool"), TARGETS);
+    std::thread::sleep(Duration::from_secs(warm));
+    let u0 = units(&w.sim);
+    let sampler = Sampler::start(&w.sim, None, Duration::from_millis(200));
+    std::thread::sleep(Duration::from_secs(window));
+    let pool_idle = sampler.finish().idle_runner_secs * hour;
+    let pool_units = (units(&w.sim) - u0) as f64 * hour;
+    p.finish();
+    support::discard(w);
+
+    Ok(vec![
+        Row::new(&scn, "rate-limit units per idle hour", "units/h")
+            .ours(ours_units)
+            .naive(naive_units)
+            .pool(pool_units),
+        Row::new(&scn, "idle runner time per hour", "runner-s/h")
+            .ours(0.0)
+            .pool(pool_idle),
+        Row::new(&scn, "daemon RSS", "MB").ours(usage.rss_kb as f64 / 1024.0),
+        Row::new(&scn, "daemon CPU", "% of a core").ours(cpu_pct),
+    ])
+}
+
+fn idle_repo(w: &World, i: usize) -> String {
+    if i == 0 {
+        support::REPO.to_string()
+    } else {
+        let r = format!("demo-org/idle-{i}");
+        w.sim.add_repo(&r, true);
+        r
+    }
+}
+
+/// Adds `n` more repository targets, each with one profile, sharing the world's token.
+fn add_idle_targets(w: &World, n: usize) -> Result<(), String> {
+    let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
+    let host = store.host_or_create().map_err(|e| e.to_string())?;
+    let base = store.target("demo").map_err(|e| e.to_string())?;
+    for i in 1..=n {
+        let repo = format!("idle-{i}");
+        w.sim.add_repo(&format!("demo-org/{repo}"), true);
+        let t = Target {
+            name: repo.clone(),
+            scope: TargetScope::Repo {
+                owner: "demo-org".into(),
+                repo: repo.clone(),
+            },
+            credential: match &base.credential {
+                CredentialRef::TokenFile { path } => {
+                    CredentialRef::TokenFile { path: path.clone() }
+                }
+                other => other.clone(),
+            },
+            ..base.clone()
+        };
+        store.add_target(&t).map_err(|e| e.to_string())?;
+        let mut p = ScalePolicy::new(&format!("p-{repo}"), &repo, &host.id);
+        p.set_labels("--labels", &["linux".into()], &host.os, &host.arch)
+            .map_err(|e| e.to_string())?;
+        p.runner_dir = Some(w.state_dir.join("runner"));
+        store.add_profile(&p).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Pass time over a growing history: the wall time of `runner-manager daemon --once`
+/// (a whole process: open, sweep, one pass with its demand read), and in-process the
+/// every-pass store reads.
+fn history(size: Size) -> Result<Vec<Row>, String> {
+    let sizes: &[i64] = match size {
+        Size::Small => &[1_000, 10_000],
+        Size::Default => &[1_000, 10_000, 100_000],
+        Size::Long => &[1_000, 10_000, 100_000, 1_000_000],
+    };
+    println!(
+        "history N: N cleaned attempts in the store (seeded in one transaction); `daemon --once` is a whole process (exec, open, sweep, one pass with its demand read from the sim); the store reads are open attempts, live counts, profiles, host, in-process"
+    );
+    let mut rows = Vec::new();
+    for &n in sizes {
+        let w = support::world(5, 4, 8, 5);
+        let res = history_one(&w, n);
+        support::discard(w);
+        rows.extend(res?);
+    }
+    Ok(rows)
+}
+
+fn history_one(w: &World, n: i64) -> Result<Vec<Row>, String> {
+    let scn = format!("history {n}");
+    let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
+    let host = store.host_or_create().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    seed_history(&store, &host.id, n)?;
+    eprintln!("history: seeded {n} attempts in {:.1?}", t.elapsed());
+    let mut once = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let st = Command::new(&w.binary)
+            .arg("--state-dir")
+            .arg(&w.state_dir)
+            .args(["daemon", "--once", "--log-level", "warn"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run daemon --once: {e}"))?;
+        if !st.success() {
+            return Err(format!("daemon --once exited with {st}"));
+        }
+        once.push(t.elapsed().as_micros() as i64);
+    }
+    let mut reads = Vec::new();
+    for _ in 0..100 {
+        let t = Instant::now();
+        let open = store.open_attempts(&host.id).map_err(|e| e.to_string())?;
+        let _ = store.live_counts().map_err(|e| e.to_string())?;
+        let _ = store.profiles().map_err(|e| e.to_string())?;
+        let _ = store.host_or_create().map_err(|e| e.to_string())?;
+        std::hint::black_box(open);
+        reads.push(t.elapsed().as_micros() as i64);
+    }
+    let (o50, _, omax) = pcts(&once);
+    let (r50, r99, _) = pcts(&reads);
+    Ok(vec![
+        Row::new(&scn, "daemon --once wall time, median of 5", "ms").ours(o50 as f64 / 1000.0),
+        Row::new(&scn, "daemon --once wall time, max of 5", "ms").ours(omax as f64 / 1000.0),
+        Row::new(&scn, "every-pass store reads p50", "ms").ours(r50 as f64 / 1000.0),
+        Row::new(&scn, "every-pass store reads p99", "ms").ours(r99 as f64 / 1000.0),
+    ])
+}
+
+/// Inserts `n` cleaned attempts with two events each in one transaction, as the store
+/// benchmark does (ARCHITECTURE.md allows benchmarks this one use of the connection).
+fn seed_history(store: &SqliteStore, host_id: &str, n: i64) -> Result<(), String> {
+    let base = now_millis() - n * 1000 - 60_000;
+    store
+        .connection()
+        .execute_batch(&format!(
+            "BEGIN;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n})
+             INSERT INTO attempts (profile, target, host_id, runner_name, state, outcome,
+                 created_at, updated_at, ended_at, cleaned)
+             SELECT 'linux', 'demo', '{host_id}',
+                 'rm-' || substr('{host_id}', 1, 8) || '-h' || i,
+                 'finished', 'completed_job',
+                 {base} + i * 1000, {base} + i * 1000 + 500, {base} + i * 1000 + 400, 1
+             FROM n;
+             INSERT INTO attempt_events (attempt_id, seq, state, at)
+                 SELECT id, 0, 'pending', created_at FROM attempts;
+             INSERT INTO attempt_events (attempt_id, seq, state, at)
+                 SELECT id, 1, state, updated_at FROM attempts;
+             COMMIT;"
+        ))
+        .map_err(|e| format!("seeding the history: {e}"))
+}
