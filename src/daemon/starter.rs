@@ -158,10 +158,12 @@ fn launch(
             cx.store.save_attempt(a)?;
             super::metrics_feed::started(&cx.shared.metrics, a, cx.now);
             if let Some(q) = a.job_queued_at {
+                // The spawn happened now, not at the pass's start.
+                let spawned = crate::timefmt::now_millis();
                 cx.store.add_latency_sample(&LatencySample {
                     profile: a.profile.clone(),
-                    at: cx.now,
-                    latency_ms: (cx.now - q).max(0),
+                    at: spawned,
+                    latency_ms: (spawned - q).max(0),
                 })?;
             }
             cx.shared.pool.started(a);

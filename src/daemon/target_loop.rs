@@ -46,6 +46,8 @@ pub struct TargetLoop {
     next_poll: Millis,
     /// Deterministic failures and rate limits hold demand reads and starts until then.
     blocked_until: Millis,
+    /// The hold last written to the store (see `persist_hold`).
+    persisted_hold: Millis,
     failures_in_row: u32,
     last_error: Option<String>,
     runners: Option<Vec<RegisteredRunner>>,
@@ -87,6 +89,7 @@ impl TargetLoop {
             jobs: Vec::new(),
             next_poll: 0,
             blocked_until: 0,
+            persisted_hold: 0,
             failures_in_row: 0,
             last_error: None,
             runners: None,
@@ -280,19 +283,27 @@ impl TargetLoop {
                 if !can_start {
                     break;
                 }
-                let queued_at = demand
+                // The queued times of the profile's jobs, oldest first: runners already
+                // unassigned serve the oldest, so the i-th new one serves the next.
+                let mut queued: Vec<Millis> = demand
                     .profiles
                     .iter()
                     .find(|d| d.profile == pa.profile)
-                    .and_then(|d| {
+                    .map(|d| {
                         d.jobs
                             .iter()
                             .filter_map(|id| self.jobs.iter().find(|j| j.id == *id))
                             .map(|j| j.created_at)
-                            .min()
+                            .collect()
                     })
-                    .or_else(|| self.scaleset.oldest_queued_at(&pa.profile));
-                for _ in 0..pa.to_start {
+                    .unwrap_or_default();
+                queued.sort_unstable();
+                let oldest_scaleset = self.scaleset.oldest_queued_at(&pa.profile);
+                for i in 0..pa.to_start {
+                    let queued_at = queued
+                        .get(pa.unassigned as usize + i as usize)
+                        .copied()
+                        .or(oldest_scaleset);
                     let mut a = starter::record_intent(
                         &self.store,
                         &host,
@@ -328,12 +339,26 @@ impl TargetLoop {
         metrics_feed::demand(&self.shared.metrics, &allocation);
         metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_ref());
         self.scaleset.handed_over();
+        // After a start fails on a target error, the rest of this pass's intents end
+        // with that reason instead of being left without a process.
+        let mut stopped: Option<String> = None;
         for mut a in started {
+            if let Some(why) = &stopped {
+                let _ = a.end(
+                    crate::domain::Outcome::Failed,
+                    Some(format!("not_started: {why}")),
+                    now,
+                );
+                metrics_feed::ended(&self.shared.metrics, &a);
+                self.store.save_attempt(&a)?;
+                continue;
+            }
             let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
                 continue;
             };
             let Some(client) = self.client.as_ref() else {
-                break;
+                stopped = Some("no GitHub client".into());
+                continue;
             };
             let outcome = starter::start(
                 &mut starter::StartCx {
@@ -350,8 +375,26 @@ impl TargetLoop {
             )?;
             if let Err(e) = outcome {
                 self.note_error(&e, now);
-                break;
+                stopped = Some(e.to_string());
             }
+        }
+        self.persist_hold(now)?;
+        Ok(())
+    }
+
+    /// Records the client's rate-limit hold in the store, so a daemon restarted while
+    /// it lasts sends nothing before it ends either.
+    fn persist_hold(&mut self, now: Millis) -> Result<(), StoreError> {
+        let until = self
+            .client
+            .as_ref()
+            .and_then(|c| c.rate_limit_snapshot().limited_until)
+            .unwrap_or(0)
+            .max(self.blocked_until);
+        if until > now && until != self.persisted_hold {
+            self.store
+                .kv_put(&hold_key(&self.name), &until.to_string())?;
+            self.persisted_hold = until;
         }
         Ok(())
     }
@@ -453,11 +496,24 @@ impl TargetLoop {
         match load_credential(&target.credential) {
             Ok(cred) => {
                 let observer = metrics_feed::github_observer(&self.shared.metrics, &self.name);
-                self.client = Some(
-                    GitHubClient::new(target, cred)
-                        .with_shutdown(self.shutdown_rx.clone())
-                        .with_observer(observer),
-                );
+                let client = GitHubClient::new(target, cred)
+                    .with_shutdown(self.shutdown_rx.clone())
+                    .with_observer(observer);
+                // A retry-after or rate-limit reset recorded before a restart still holds.
+                let hold = self
+                    .store
+                    .kv_get(&hold_key(&self.name))
+                    .ok()
+                    .flatten()
+                    .and_then(|v| v.parse::<Millis>().ok())
+                    .filter(|t| *t > now);
+                if let Some(t) = hold {
+                    client.hold_until(t);
+                    self.blocked_until = self.blocked_until.max(t);
+                    self.next_poll = self.next_poll.max(t);
+                    self.persisted_hold = t;
+                }
+                self.client = Some(client);
             }
             Err(e) => {
                 self.client = None;
@@ -533,6 +589,15 @@ impl TargetLoop {
             ErrorClass::RateLimitedUntil(until) => {
                 self.blocked_until = until;
                 self.next_poll = until;
+                // Durable at once: a kill right now must not forget the wait.
+                if until != self.persisted_hold
+                    && self
+                        .store
+                        .kv_put(&hold_key(&self.name), &until.to_string())
+                        .is_ok()
+                {
+                    self.persisted_hold = until;
+                }
             }
             ErrorClass::Deterministic => {
                 self.failures_in_row += 1;
@@ -709,6 +774,11 @@ impl TargetLoop {
 /// When the attempt took its job (entered `busy`; its last change if it never did).
 fn took_job_at(a: &Attempt) -> Millis {
     watch::entered_at(a, crate::domain::AttemptState::Busy)
+}
+
+/// The store key of a target's rate-limit hold.
+fn hold_key(target: &str) -> String {
+    format!("target:{target}:rate_limit_hold_until")
 }
 
 fn target_is_repo(t: &Target) -> bool {

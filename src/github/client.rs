@@ -262,6 +262,15 @@ impl GitHubClient {
         &self.credential
     }
 
+    /// Sends nothing before `until`: a hold that outlived the previous client (a
+    /// `retry-after` or a rate-limit reset recorded before a daemon restart).
+    pub fn hold_until(&self, until: Millis) {
+        let mut st = lock(&self.state);
+        if st.rate.limited_until.is_none_or(|u| u < until) {
+            st.rate.limited_until = Some(until);
+        }
+    }
+
     /// The rate-limit headers of the last response, and any local hold.
     pub fn rate_limit_snapshot(&self) -> RateLimitSnapshot {
         lock(&self.state).rate.clone()

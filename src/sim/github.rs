@@ -225,6 +225,11 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
     let (mut log, fault) = begin(sim, &req, route.as_ref().map(|(t, _)| *t), now);
     if let Some(f) = &fault {
         log.fault = Some(fault_name(f));
+        // Whose request it was, even when a fault answers before it is served: tests
+        // hold retry-after and rate limits to a credential.
+        log.credential = auth::identify(&sim.lock(), req.header("authorization"), now)
+            .ok()
+            .map(|c| c.id());
         if let Some(reply) = early_fault(sim, f, &req, now, &mut log) {
             sim.lock().log.push(log);
             return reply;

@@ -72,7 +72,7 @@ fn coordinator_page_lists_the_coordinator_commands_and_options() {
             .collect();
         let name = words.join(" ");
         assert!(
-            commands.contains(&format!("{name}")),
+            commands.contains(name.as_str()),
             "coordinator {name} is not in runner-manager-coordinator(8)"
         );
         let mut args = vec!["coordinator"];

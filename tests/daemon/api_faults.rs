@@ -4,6 +4,7 @@
 
 use super::support::*;
 use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
+use runner_manager::store::Store;
 
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
 
@@ -81,6 +82,57 @@ fn a_403_with_retry_after_is_obeyed() {
         log.iter()
             .any(|e| e.endpoint == RUNS && e.status == 200 && e.at >= limited.at + 3000),
         "the runs list was read again after retry-after"
+    );
+    assert!(w.stop_daemon().success());
+}
+
+/// Regression (found by the chaos suite): a daemon killed while a `retry-after` holds
+/// forgot the hold, and the next one asked again at once.
+#[test]
+fn a_retry_after_outlives_a_daemon_restart() {
+    let mut w = World::new("403-restart", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    w.sim.add_fault(FaultRule::times(
+        "GET",
+        RUNS,
+        1,
+        FaultAction::Forbidden {
+            retry_after: Some(5),
+        },
+    ));
+    w.start_daemon();
+    wait_until(SETTLE, "the 403 is served", || {
+        w.log()
+            .iter()
+            .any(|e| e.endpoint == RUNS && e.status == 403)
+    });
+    // Give the daemon the moment it takes to record the hold, then kill it outright.
+    wait_until(SETTLE, "the hold is recorded", || {
+        w.store()
+            .kv_get("target:t:rate_limit_hold_until")
+            .unwrap()
+            .is_some()
+    });
+    w.kill_daemon();
+    w.start_daemon();
+    w.enqueue("acme/app", "build", &["p"], 300);
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let log = w.log();
+    let limited = log
+        .iter()
+        .find(|e| e.endpoint == RUNS && e.status == 403)
+        .unwrap();
+    let early: Vec<_> = log
+        .iter()
+        .filter(|e| {
+            e.credential == limited.credential && e.at > limited.at && e.at < limited.at + 5000
+        })
+        .collect();
+    assert!(
+        early.is_empty(),
+        "requests inside retry-after across the restart: {early:?}"
     );
     assert!(w.stop_daemon().success());
 }
