@@ -6,6 +6,7 @@ use super::parse::Invocation;
 use super::{CliError, CliResult, readable_file};
 use crate::coordinator::auth::{StoreTokens, new_token, token_hash};
 use crate::coordinator::demand::{DemandSource, RestDemand};
+use crate::coordinator::scaleset_demand::{self, ScaleSetDemand};
 use crate::coordinator::server::{ServeOptions, serve as start_server};
 use crate::coordinator::tls;
 use crate::domain::validate::{self, Invalid};
@@ -269,10 +270,29 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
     let mut signals =
         signals.map_err(|e| CliError::Failed(format!("cannot watch signals: {e}")))?;
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    // `--scaleset TARGET=NAME`: that target's demand is the scale set's (one session,
+    // held here), and its queue is not polled over REST.
+    let mut scalesets = std::collections::BTreeMap::new();
+    for (n, v) in &inv.options {
+        if *n == "--scaleset" {
+            let (t, s) = scaleset_demand::parse_option(v.as_deref().unwrap_or_default())
+                .map_err(|e| Invalid::new("--scaleset", e))?;
+            scalesets.insert(t, s);
+        }
+    }
+    let targets = store.targets()?;
+    if let Some(t) = scalesets.keys().find(|t| !targets.iter().any(|x| &x.name == *t)) {
+        return Err(Invalid::new("--scaleset", format!("no target named {t:?}")).into());
+    }
     let mut sources: Vec<Box<dyn DemandSource>> = Vec::new();
-    for t in store.targets()? {
-        let src = RestDemand::new(&t, stop_rx.clone()).map_err(CliError::Failed)?;
-        sources.push(Box::new(src));
+    for t in targets {
+        let src: Box<dyn DemandSource> = match scalesets.get(&t.name) {
+            Some(name) => Box::new(
+                ScaleSetDemand::new(&t, name, dir, stop_rx.clone()).map_err(CliError::Failed)?,
+            ),
+            None => Box::new(RestDemand::new(&t, stop_rx.clone()).map_err(CliError::Failed)?),
+        };
+        sources.push(src);
     }
     if sources.is_empty() {
         eprintln!(

@@ -363,7 +363,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["coordinator", "serve"],
-        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl SECS]",
+        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl SECS] [--scaleset TARGET=NAME]...",
         positionals: (0, Some(0)),
         about: "Serve a pool: read its targets' queues once and place each job on one host",
         options: &[
@@ -382,6 +382,11 @@ pub const COMMANDS: &[Command] = &[
                 "--lease-ttl",
                 "SECS",
                 "A launch's time to live (default 120)",
+            ),
+            opt(
+                "--scaleset",
+                "TARGET=NAME",
+                "Read TARGET's demand from scale set NAME (hold its session; repeatable)",
             ),
         ],
     },

@@ -7,6 +7,7 @@ pub mod demand;
 pub mod link;
 pub mod placement;
 pub mod protocol;
+pub mod scaleset_demand;
 pub mod server;
 pub mod tls;
 pub mod ws;

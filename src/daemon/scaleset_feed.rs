@@ -135,7 +135,21 @@ pub struct ScaleSetFeed {
     held: Vec<Sender<()>>,
     /// Credential failures are retried no sooner than this.
     next_try: Instant,
+    /// On a coordinated host: the scale sets the coordinator holds sessions on, found
+    /// by name (no session here), so directed launches take their JIT from them.
+    remote: HashMap<String, Remote>,
 }
+
+/// A scale set found by name, for starting and removing runners without a session.
+struct Remote {
+    fingerprint: String,
+    /// `None` until found; looked up again no sooner than `next_try`.
+    found: Option<(Arc<ScaleSetClient>, i64)>,
+    next_try: Instant,
+}
+
+/// Wait between lookups of a scale set the coordinator has not created yet.
+const REMOTE_RETRY: Duration = Duration::from_secs(2);
 
 impl ScaleSetFeed {
     pub fn new(target: &str) -> ScaleSetFeed {
@@ -148,6 +162,7 @@ impl ScaleSetFeed {
             known: HashMap::new(),
             held: Vec::new(),
             next_try: Instant::now(),
+            remote: HashMap::new(),
         }
     }
 
@@ -192,6 +207,7 @@ impl ScaleSetFeed {
             }
             self.known.remove(&name);
         }
+        self.sync_remote(target, profiles, host);
         for (name, (policy, fp)) in wanted {
             if self.listeners.contains_key(name) || Instant::now() < self.next_try {
                 continue;
@@ -209,6 +225,58 @@ impl ScaleSetFeed {
                     );
                     self.next_try = Instant::now() + Duration::from_secs(30);
                 }
+            }
+        }
+    }
+
+    /// On a coordinated host, finds each scale set profile's scale set by name (the
+    /// coordinator created it and holds its session), retrying while it is missing.
+    fn sync_remote(&mut self, target: &Target, profiles: &[ScalePolicy], host: &Host) {
+        let wanted: BTreeMap<&str, (&ScalePolicy, String)> = if host.coordinator.is_none() {
+            BTreeMap::new()
+        } else {
+            profiles
+                .iter()
+                .filter(|p| p.demand == DemandSource::Scaleset && p.host_id == host.id)
+                .map(|p| (p.name.as_str(), (p, fingerprint(target, p))))
+                .collect()
+        };
+        self.remote.retain(|name, r| {
+            wanted
+                .get(name.as_str())
+                .is_some_and(|(_, fp)| *fp == r.fingerprint)
+        });
+        for (name, (policy, fp)) in wanted {
+            let r = self.remote.entry(name.to_string()).or_insert_with(|| Remote {
+                fingerprint: fp,
+                found: None,
+                next_try: Instant::now(),
+            });
+            if r.found.is_some() || Instant::now() < r.next_try {
+                continue;
+            }
+            r.next_try = Instant::now() + REMOTE_RETRY;
+            match find_remote(target, policy) {
+                Ok(Some(found)) => {
+                    log_info!(
+                        "scaleset_found",
+                        target = self.target,
+                        profile = name,
+                        scale_set = found.1
+                    );
+                    r.found = Some(found);
+                }
+                Ok(None) => log_info!(
+                    "scaleset_not_created_yet",
+                    target = self.target,
+                    profile = name
+                ),
+                Err(e) => log_warn!(
+                    "scaleset_lookup_failed",
+                    target = self.target,
+                    profile = name,
+                    error = e
+                ),
             }
         }
     }
@@ -329,6 +397,9 @@ impl ScaleSetFeed {
     /// The client and scale set id that start `profile`'s runners, once its scale set
     /// is known.
     pub fn launcher(&self, profile: &str) -> Option<(&ScaleSetClient, i64)> {
+        if let Some((c, id)) = self.remote.get(profile).and_then(|r| r.found.as_ref()) {
+            return Some((c.as_ref(), *id));
+        }
         let id = self.known.get(profile)?.scale_set_id;
         let l = self.listeners.get(profile)?;
         (id > 0).then_some((l.client.as_ref(), id))
@@ -348,6 +419,9 @@ impl ScaleSetFeed {
 
     /// The client that looks up and removes `profile`'s runners.
     pub fn client(&self, profile: &str) -> Option<&ScaleSetClient> {
+        if let Some((c, _)) = self.remote.get(profile).and_then(|r| r.found.as_ref()) {
+            return Some(c.as_ref());
+        }
         self.listeners.get(profile).map(|l| l.client.as_ref())
     }
 
@@ -357,6 +431,31 @@ impl ScaleSetFeed {
             drop(l.stop);
         }
         self.known.clear();
+        self.remote.clear();
+    }
+}
+
+/// A scale set profile's scale set, by name in the profile's runner group (its id,
+/// else the Default group: the group a coordinator creates it in).
+fn find_remote(
+    target: &Target,
+    policy: &ScalePolicy,
+) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
+    let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
+    let client = Arc::new(ScaleSetClient::new(Arc::new(GitHubClient::new(target, cred))));
+    let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {
+        (Some(id), _) => id as i64,
+        (None, None) => 1,
+        (None, Some(name)) => match client.runner_group_by_name(name) {
+            Ok(Some(g)) => g.id,
+            Ok(None) => return Err(format!("no runner group named {name}")),
+            Err(e) => return Err(e.to_string()),
+        },
+    };
+    match client.scale_set_by_name(group, &policy.name) {
+        Ok(Some(s)) => Ok(Some((client, s.id))),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
 }
 

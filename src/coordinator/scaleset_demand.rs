@@ -1,0 +1,268 @@
+//! Scale set demand for the coordinator: `coordinator serve --scaleset TARGET=NAME`
+//! holds the one message session of scale set NAME (in the Default runner group of
+//! TARGET) and reports the jobs assigned to it and not yet started as the target's
+//! queue, so placement launches one runner per job on the pool's hosts.
+//!
+//! The waiting jobs are kept in the coordinator's store (kv
+//! `scaleset:<target>:<id>:waiting`) before the message that changed them is
+//! acknowledged (the listener acknowledges at the next poll), so a restarted
+//! coordinator neither loses an assigned job nor places a started one again: applying
+//! a repeated message is idempotent.
+
+use super::demand::{DemandSource, coord_target};
+use super::placement::CoordTarget;
+use crate::domain::{QueuedJob, Target};
+use crate::github::{GitHubClient, load_credential};
+use crate::scaleset::{
+    JobInfo, JobMessage, ListenerConfig, ScaleSetClient, ScaleSetListener, ScaleSetSpec,
+    StoreCheckpoint,
+};
+use crate::store::{SqliteStore, Store};
+use crate::timefmt::now_millis;
+use crossbeam_channel::Receiver;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The Default runner group: hosts look the scale set up there too.
+pub const RUNNER_GROUP_ID: i64 = 1;
+/// Sent as `X-ScaleSetMaxCapacity`: the coordinator does not know the pool's ceiling
+/// (each host's profiles bound their own starts), so it asks for every job.
+pub const MAX_CAPACITY: u32 = 10_000;
+
+/// The spec the coordinator keeps its scale set at: the hosts' `demand=scaleset`
+/// profile of the same name registers its runners there with the same spec.
+pub fn spec(name: &str) -> ScaleSetSpec {
+    ScaleSetSpec {
+        name: name.to_string(),
+        runner_group_id: RUNNER_GROUP_ID,
+        labels: vec![name.to_string()],
+        disable_update: true,
+    }
+}
+
+/// Parses one `--scaleset TARGET=NAME`.
+pub fn parse_option(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((t, n)) if !t.is_empty() && !n.is_empty() => Ok((t.to_string(), n.to_string())),
+        _ => Err(format!("expected TARGET=SCALESET_NAME (got {v:?})")),
+    }
+}
+
+fn waiting_key(target: &str, scale_set_id: i64) -> String {
+    format!("scaleset:{target}:{scale_set_id}:waiting")
+}
+
+pub struct ScaleSetDemand {
+    target: CoordTarget,
+    name: String,
+    /// `None` only once dropped.
+    listener: Option<ScaleSetListener>,
+    store: SqliteStore,
+    /// Assigned and not started, by the service's job id.
+    waiting: BTreeMap<String, QueuedJob>,
+    /// The scale set whose waiting jobs were loaded from the store.
+    loaded_for: i64,
+}
+
+impl ScaleSetDemand {
+    /// No I/O towards GitHub here: the first `queued` finds or creates the scale set
+    /// and opens the session. `dir` is the coordinator's state directory.
+    pub fn new(
+        t: &Target,
+        name: &str,
+        dir: &Path,
+        shutdown: Receiver<()>,
+    ) -> Result<ScaleSetDemand, String> {
+        let cred = load_credential(&t.credential).map_err(|e| format!("target {}: {e}", t.name))?;
+        let gh = GitHubClient::new(t, cred).with_shutdown(shutdown);
+        let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
+        let open = || SqliteStore::open(dir).map_err(|e| format!("store: {e}"));
+        let owner = format!("runner-manager-coordinator@{}", hostname());
+        let cfg = ListenerConfig::new(&t.name, &owner, spec(name), MAX_CAPACITY);
+        let listener = ScaleSetListener::new(client, cfg, Box::new(StoreCheckpoint(open()?)));
+        Ok(ScaleSetDemand {
+            target: coord_target(t),
+            name: name.to_string(),
+            listener: Some(listener),
+            store: open()?,
+            waiting: BTreeMap::new(),
+            loaded_for: 0,
+        })
+    }
+
+    fn load(&mut self, scale_set_id: i64) -> Result<(), String> {
+        let key = waiting_key(&self.target.name, scale_set_id);
+        self.waiting = match self.store.kv_get(&key).map_err(|e| e.to_string())? {
+            None => BTreeMap::new(),
+            Some(v) => serde_json::from_str(&v).map_err(|e| format!("{key}: {e}"))?,
+        };
+        self.loaded_for = scale_set_id;
+        Ok(())
+    }
+
+    fn save(&self) -> Result<(), String> {
+        let key = waiting_key(&self.target.name, self.loaded_for);
+        let v = serde_json::to_string(&self.waiting).map_err(|e| e.to_string())?;
+        self.store.kv_put(&key, &v).map_err(|e| e.to_string())
+    }
+
+    fn queued_job(&self, j: &JobInfo) -> QueuedJob {
+        let labels = if j.labels.is_empty() {
+            vec![self.name.clone()]
+        } else {
+            j.labels.clone()
+        };
+        QueuedJob {
+            // The runner request id is the service's number for this job.
+            id: j.runner_request_id,
+            run_id: j.workflow_run_id,
+            repo: format!("{}/{}", j.owner, j.repository),
+            name: j.display_name.clone(),
+            labels,
+            created_at: j.queued_at.unwrap_or_else(now_millis),
+        }
+    }
+}
+
+/// Applies one message's jobs to the waiting set; idempotent, so a message delivered
+/// again after a restart changes nothing.
+pub fn apply(waiting: &mut BTreeMap<String, QueuedJob>, jobs: &[JobMessage], to_job: impl Fn(&JobInfo) -> QueuedJob) {
+    for m in jobs {
+        match m {
+            JobMessage::Assigned { job } => {
+                waiting.insert(job.job_id.clone(), to_job(job));
+            }
+            JobMessage::Started { job, .. } | JobMessage::Completed { job, .. } => {
+                waiting.remove(&job.job_id);
+            }
+            JobMessage::Available { .. } | JobMessage::Unknown { .. } => {}
+        }
+    }
+}
+
+impl DemandSource for ScaleSetDemand {
+    fn target(&self) -> &CoordTarget {
+        &self.target
+    }
+
+    /// None between reads: `queued` is a long poll that waits for news itself.
+    fn interval(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    fn queued(&mut self) -> Result<Vec<QueuedJob>, String> {
+        let listener = self
+            .listener
+            .as_mut()
+            .ok_or_else(|| "the scale set listener is closed".to_string())?;
+        let r = listener
+            .poll_once()
+            .map_err(|e| format!("scale set {}: {e}", self.name))?;
+        if r.scale_set_id != self.loaded_for {
+            self.load(r.scale_set_id)?;
+        }
+        if let Some(m) = r.message {
+            let mut waiting = std::mem::take(&mut self.waiting);
+            apply(&mut waiting, &m.jobs, |j| self.queued_job(j));
+            self.waiting = waiting;
+            // Kept before the next poll acknowledges the message.
+            self.save()?;
+        }
+        Ok(self.waiting.values().cloned().collect())
+    }
+}
+
+impl Drop for ScaleSetDemand {
+    /// Ends the session so a restarted coordinator can open one at once.
+    fn drop(&mut self) {
+        if let Some(l) = self.listener.take()
+            && let Err(e) = l.close()
+        {
+            eprintln!(
+                "runner-manager: coordinator: closing the session of scale set {}: {e}",
+                self.name
+            );
+        }
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "coordinator".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: i64) -> JobInfo {
+        JobInfo {
+            runner_request_id: id,
+            repository: "r".into(),
+            owner: "o".into(),
+            job_id: id.to_string(),
+            display_name: "j".into(),
+            workflow_run_id: 7,
+            labels: vec!["ss".into()],
+            queued_at: Some(5),
+        }
+    }
+
+    fn to_job(j: &JobInfo) -> QueuedJob {
+        QueuedJob {
+            id: j.runner_request_id,
+            run_id: j.workflow_run_id,
+            repo: format!("{}/{}", j.owner, j.repository),
+            name: j.display_name.clone(),
+            labels: j.labels.clone(),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn assigned_jobs_wait_until_started_or_completed_and_repeats_change_nothing() {
+        let mut w = BTreeMap::new();
+        let msg = vec![
+            JobMessage::Assigned { job: info(1) },
+            JobMessage::Assigned { job: info(2) },
+        ];
+        apply(&mut w, &msg, to_job);
+        apply(&mut w, &msg, to_job);
+        assert_eq!(w.len(), 2);
+        let started = vec![JobMessage::Started {
+            job: info(1),
+            runner_id: 3,
+            runner_name: "x".into(),
+        }];
+        apply(&mut w, &started, to_job);
+        apply(&mut w, &started, to_job);
+        assert_eq!(w.keys().collect::<Vec<_>>(), vec!["2"]);
+        apply(
+            &mut w,
+            &[JobMessage::Completed {
+                job: info(2),
+                result: "succeeded".into(),
+                runner_id: 4,
+                runner_name: "y".into(),
+            }],
+            to_job,
+        );
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn the_option_names_a_target_and_a_scale_set() {
+        assert_eq!(
+            parse_option("pool=ss").unwrap(),
+            ("pool".to_string(), "ss".to_string())
+        );
+        assert!(parse_option("pool").is_err());
+        assert!(parse_option("=ss").is_err());
+        assert!(parse_option("pool=").is_err());
+    }
+}
