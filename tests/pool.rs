@@ -7,4 +7,5 @@ mod pool {
 
     mod coordinated;
     mod refusals;
+    mod scaleset;
 }

@@ -281,7 +281,10 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
         }
     }
     let targets = store.targets()?;
-    if let Some(t) = scalesets.keys().find(|t| !targets.iter().any(|x| &x.name == *t)) {
+    if let Some(t) = scalesets
+        .keys()
+        .find(|t| !targets.iter().any(|x| &x.name == *t))
+    {
         return Err(Invalid::new("--scaleset", format!("no target named {t:?}")).into());
     }
     let mut sources: Vec<Box<dyn DemandSource>> = Vec::new();

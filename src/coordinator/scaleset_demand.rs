@@ -128,7 +128,11 @@ impl ScaleSetDemand {
 
 /// Applies one message's jobs to the waiting set; idempotent, so a message delivered
 /// again after a restart changes nothing.
-pub fn apply(waiting: &mut BTreeMap<String, QueuedJob>, jobs: &[JobMessage], to_job: impl Fn(&JobInfo) -> QueuedJob) {
+pub fn apply(
+    waiting: &mut BTreeMap<String, QueuedJob>,
+    jobs: &[JobMessage],
+    to_job: impl Fn(&JobInfo) -> QueuedJob,
+) {
     for m in jobs {
         match m {
             JobMessage::Assigned { job } => {

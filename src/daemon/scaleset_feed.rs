@@ -247,11 +247,14 @@ impl ScaleSetFeed {
                 .is_some_and(|(_, fp)| *fp == r.fingerprint)
         });
         for (name, (policy, fp)) in wanted {
-            let r = self.remote.entry(name.to_string()).or_insert_with(|| Remote {
-                fingerprint: fp,
-                found: None,
-                next_try: Instant::now(),
-            });
+            let r = self
+                .remote
+                .entry(name.to_string())
+                .or_insert_with(|| Remote {
+                    fingerprint: fp,
+                    found: None,
+                    next_try: Instant::now(),
+                });
             if r.found.is_some() || Instant::now() < r.next_try {
                 continue;
             }
@@ -442,7 +445,9 @@ fn find_remote(
     policy: &ScalePolicy,
 ) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
     let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
-    let client = Arc::new(ScaleSetClient::new(Arc::new(GitHubClient::new(target, cred))));
+    let client = Arc::new(ScaleSetClient::new(Arc::new(GitHubClient::new(
+        target, cred,
+    ))));
     let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {
         (Some(id), _) => id as i64,
         (None, None) => 1,

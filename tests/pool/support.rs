@@ -281,6 +281,11 @@ impl Pool {
     }
 
     pub fn start_coordinator(&mut self) {
+        self.start_coordinator_with(&[]);
+    }
+
+    /// Starts the coordinator with more `coordinator serve` options.
+    pub fn start_coordinator_with(&mut self, extra: &[&str]) {
         let log = std::fs::File::create(self.root.join("coordinator.log")).unwrap();
         let mut child = Command::new(BIN)
             .arg("--state-dir")
@@ -293,6 +298,7 @@ impl Pool {
                 "--lease-ttl",
                 "20",
             ])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
