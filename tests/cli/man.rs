@@ -4,7 +4,7 @@ use crate::support::Dir;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Option names (`--x`) in a help section that starts at `title:`.
-fn help_options(help: &str, title: &str) -> BTreeSet<String> {
+pub fn help_options(help: &str, title: &str) -> BTreeSet<String> {
     help.split(&format!("\n{title}:\n"))
         .nth(1)
         .map(|s| s.split("\n\n").next().unwrap_or(""))

@@ -6,15 +6,7 @@ use std::collections::BTreeSet;
 
 /// `--name` options in a command's `--help` (its own, not the global ones).
 fn help_options(help: &str) -> BTreeSet<String> {
-    help.split("\nOptions:\n")
-        .nth(1)
-        .map(|s| s.split("\n\n").next().unwrap_or(""))
-        .unwrap_or("")
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| w.starts_with("--"))
-        .map(str::to_string)
-        .collect()
+    crate::man::help_options(help, "Options")
 }
 
 /// `--name` options a page lists under OPTIONS (`.TP` then `.B`/`.BI \-\-name`).

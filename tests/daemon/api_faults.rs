@@ -49,9 +49,9 @@ fn a_5xx_burst_on_the_runs_list_is_retried() {
     assert!(w.stop_daemon().success());
 }
 
-#[test]
-fn a_403_with_retry_after_is_obeyed() {
-    let mut w = World::new("403", 4);
+/// A target `t` with a profile `p`, and one 403 with `retry-after: secs` scripted for
+/// the first read of its runs list.
+fn one_target_with_a_403_on_the_runs_list(w: &mut World, secs: u64) {
     w.add_target("t", "acme/app", true);
     w.add_profile(ProfileSpec::new("p", "t", &["p"]));
     w.sim.add_fault(FaultRule::times(
@@ -59,9 +59,15 @@ fn a_403_with_retry_after_is_obeyed() {
         RUNS,
         1,
         FaultAction::Forbidden {
-            retry_after: Some(3),
+            retry_after: Some(secs),
         },
     ));
+}
+
+#[test]
+fn a_403_with_retry_after_is_obeyed() {
+    let mut w = World::new("403", 4);
+    one_target_with_a_403_on_the_runs_list(&mut w, 3);
     w.enqueue("acme/app", "build", &["p"], 300);
     w.start_daemon();
     w.wait_settled(&["acme/app"]);
@@ -91,16 +97,7 @@ fn a_403_with_retry_after_is_obeyed() {
 #[test]
 fn a_retry_after_outlives_a_daemon_restart() {
     let mut w = World::new("403-restart", 4);
-    w.add_target("t", "acme/app", true);
-    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
-    w.sim.add_fault(FaultRule::times(
-        "GET",
-        RUNS,
-        1,
-        FaultAction::Forbidden {
-            retry_after: Some(5),
-        },
-    ));
+    one_target_with_a_403_on_the_runs_list(&mut w, 5);
     w.start_daemon();
     wait_until(SETTLE, "the 403 is served", || {
         w.log()
