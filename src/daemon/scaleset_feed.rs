@@ -179,11 +179,7 @@ impl ScaleSetFeed {
         let wanted: BTreeMap<&str, (&ScalePolicy, String)> = if host.coordinator.is_some() {
             BTreeMap::new()
         } else {
-            profiles
-                .iter()
-                .filter(|p| p.demand == DemandSource::Scaleset && p.host_id == host.id)
-                .map(|p| (p.name.as_str(), (p, fingerprint(target, p))))
-                .collect()
+            scaleset_profiles(target, profiles, host)
         };
         let stale: Vec<String> = self
             .listeners
@@ -235,11 +231,7 @@ impl ScaleSetFeed {
         let wanted: BTreeMap<&str, (&ScalePolicy, String)> = if host.coordinator.is_none() {
             BTreeMap::new()
         } else {
-            profiles
-                .iter()
-                .filter(|p| p.demand == DemandSource::Scaleset && p.host_id == host.id)
-                .map(|p| (p.name.as_str(), (p, fingerprint(target, p))))
-                .collect()
+            scaleset_profiles(target, profiles, host)
         };
         self.remote.retain(|name, r| {
             wanted
@@ -490,6 +482,20 @@ impl Drop for ScaleSetFeed {
             }
         }
     }
+}
+
+/// This host's `demand=scaleset` profiles of the target, by name, with the
+/// fingerprint that says when their listener (or scale set lookup) must be redone.
+fn scaleset_profiles<'a>(
+    target: &Target,
+    profiles: &'a [ScalePolicy],
+    host: &Host,
+) -> BTreeMap<&'a str, (&'a ScalePolicy, String)> {
+    profiles
+        .iter()
+        .filter(|p| p.demand == DemandSource::Scaleset && p.host_id == host.id)
+        .map(|p| (p.name.as_str(), (p, fingerprint(target, p))))
+        .collect()
 }
 
 fn fingerprint(target: &Target, p: &ScalePolicy) -> String {
