@@ -1,14 +1,14 @@
 //! Scenario benchmarks: the real daemon (a child process) against the simulated GitHub,
 //! beside two baselines in the same run (a naive poller and a fixed pool), printing
 //! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [SCENARIO...]`
-//! with scenarios `steady`, `burst`, `idle`, `history`. Asserts no timing: it fails
-//! only when a scenario cannot complete.
+//! with scenarios `steady`, `burst`, `idle`, `history`, `scaleset`. Asserts no timing:
+//! it fails only when a scenario cannot complete.
 
 #[path = "support/mod.rs"]
 mod support;
 
 use runner_manager::demo::{World, stop_child};
-use runner_manager::domain::{CredentialRef, ScalePolicy, Target, TargetScope};
+use runner_manager::domain::{CredentialRef, DemandSource, ScalePolicy, Target, TargetScope};
 use runner_manager::sim::JobStatus;
 use runner_manager::store::{AttemptFilter, SqliteStore, Store};
 use runner_manager::timefmt::{Millis, now_millis};
@@ -28,6 +28,8 @@ enum Size {
 #[derive(Clone, Copy, PartialEq)]
 enum System {
     Ours,
+    /// Ours, with the profile's demand from its scale set's long poll.
+    OursScaleSet,
     Naive,
     Pool(usize),
 }
@@ -73,7 +75,7 @@ fn main() {
         }
     }
     if names.is_empty() {
-        names = ["steady", "burst", "idle", "history"]
+        names = ["steady", "burst", "idle", "history", "scaleset"]
             .map(String::from)
             .to_vec();
     }
@@ -98,8 +100,9 @@ fn main() {
             "burst" => burst(size),
             "idle" => idle(size),
             "history" => history(size),
+            "scaleset" => scaleset(size),
             other => Err(format!(
-                "unknown scenario {other}; use steady, burst, idle or history"
+                "unknown scenario {other}; use steady, burst, idle, history or scaleset"
             )),
         };
         match res {
@@ -126,9 +129,13 @@ fn main() {
 /// Runs `wl` against one system in a fresh world.
 fn run(system: System, wl: &Workload) -> Result<Outcome, String> {
     let w = support::world(wl.poll_secs, wl.max, wl.max, 5);
+    if system == System::OursScaleSet {
+        use_scale_set(&w)?;
+    }
     let res = run_in(&w, system, wl).map_err(|e| {
         let who = match system {
             System::Ours => "the daemon".to_string(),
+            System::OursScaleSet => "the daemon on a scale set".to_string(),
             System::Naive => "the naive poller".to_string(),
             System::Pool(n) => format!("the fixed pool of {n}"),
         };
@@ -156,6 +163,19 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
                 return Err("the daemon never made its first pass".into());
             }
         }
+        System::OursScaleSet => {
+            let d = w.spawn_daemon(&w.state_dir.join("daemon.log"))?;
+            daemon = Some(d);
+            // Ready once it holds its scale set's message session.
+            if !wait_until(Duration::from_secs(30), || {
+                w.sim
+                    .scale_sets()
+                    .iter()
+                    .any(|s| s.1 == SCALE_SET && w.sim.scaleset_sessions(s.0) == 1)
+            }) {
+                return Err("the daemon never opened its scale set session".into());
+            }
+        }
         System::Naive => {
             let env = baseline::env_for(w, "naive");
             baseline = Some(baseline::naive(env, Duration::from_secs(wl.poll_secs)));
@@ -173,18 +193,18 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
     let cpu0 = pid.and_then(proc::usage).map_or(0, |u| u.cpu_ticks);
     let units0 = units(&w.sim);
     let sampler = Sampler::start(&w.sim, pid, Duration::from_millis(100));
+    let labels = match system {
+        System::OursScaleSet => &[SCALE_SET][..],
+        _ => support::JOB_LABELS,
+    };
     let t0 = Instant::now();
     for (i, (at, dur)) in wl.arrivals.iter().enumerate() {
         let due = t0 + Duration::from_millis(*at);
         if let Some(d) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(d);
         }
-        w.sim.enqueue_job(
-            support::REPO,
-            &format!("job-{i}"),
-            support::JOB_LABELS,
-            *dur,
-        );
+        w.sim
+            .enqueue_job(support::REPO, &format!("job-{i}"), labels, *dur);
     }
     let n = wl.arrivals.len();
     let done = wait_until(wl.deadline, || support::all_completed(&w.sim, n));
@@ -345,6 +365,125 @@ fn burst(size: Size) -> Result<Vec<Row>, String> {
     ];
     rows.extend(latency_rows(&scn, &ours, &nv, &pl));
     Ok(rows)
+}
+
+/// The scale set (and label) the `scaleset` scenario's profile registers its runners in.
+const SCALE_SET: &str = "linux";
+
+/// Turns the world's `linux` profile to `demand=scaleset` (its scale set is named
+/// `linux`, which is also its only label, so jobs reach it with `runs-on: linux`) and
+/// removes the `gpu` profile, so no demand is read from REST at all.
+fn use_scale_set(w: &World) -> Result<(), String> {
+    let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
+    let host = store.host_or_create().map_err(|e| e.to_string())?;
+    let mut p = store.profile(SCALE_SET).map_err(|e| e.to_string())?;
+    p.set_labels("--labels", &[SCALE_SET.to_string()], &host.os, &host.arch)
+        .map_err(|e| e.to_string())?;
+    p.demand = DemandSource::Scaleset;
+    // The world's other profile polls REST; without it the target reads no queued jobs.
+    store.remove_profile("gpu").map_err(|e| e.to_string())?;
+    store
+        .update_profile(&p, p.revision)
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
+/// The steady stream again, served through the scale set's long poll, beside our own
+/// REST polling (2 s) and the naive poller on the same stream. `max` is well above the
+/// stream's concurrency so no job waits for a slot: the latency is the demand path's.
+fn scaleset(size: Size) -> Result<Vec<Row>, String> {
+    let (n, every_ms, job_ms) = match size {
+        Size::Small => (16, 500, 1500),
+        Size::Default => (120, 500, 2000),
+        Size::Long => (600, 500, 2000),
+    };
+    let wl = Workload {
+        arrivals: (0..n).map(|i| (i * every_ms, job_ms)).collect(),
+        poll_secs: 2,
+        max: 24,
+        deadline: Duration::from_millis(n * every_ms + 60_000),
+    };
+    let ss = run(System::OursScaleSet, &wl)?;
+    let rest = run(System::Ours, &wl)?;
+    let nv = run(System::Naive, &wl)?;
+    println!(
+        "scaleset: {n} jobs, one every {every_ms} ms, {job_ms} ms each; max and host capacity {}; \
+         ours through the scale set's long poll, ours polling REST every 2 s, naive poller every 2 s",
+        wl.max
+    );
+    let scn = "scaleset".to_string();
+    let per_job = |o: &Outcome| o.units as f64 / o.served.max(1) as f64;
+    let mut rows = vec![
+        Row::new(&scn, "jobs served", "jobs")
+            .ours(ss.served as f64)
+            .naive(nv.served as f64),
+    ];
+    let (a, b, c) = (pcts(&ss.to_spawn), pcts(&rest.to_spawn), pcts(&nv.to_spawn));
+    for (label, x, y, z) in [
+        ("p50", a.0, b.0, c.0),
+        ("p99", a.1, b.1, c.1),
+        ("max", a.2, b.2, c.2),
+    ] {
+        rows.push(
+            Row::new(&scn, &format!("assigned-to-spawn {label}, scale set"), "ms")
+                .ours(x as f64)
+                .naive(z as f64),
+        );
+        rows.push(
+            Row::new(
+                &scn,
+                &format!("queue-to-spawn {label}, ours polling REST"),
+                "ms",
+            )
+            .ours(y as f64)
+            .naive(z as f64),
+        );
+    }
+    let s = pcts(&ss.store_samples);
+    rows.push(Row::new(&scn, "assigned-to-spawn p99, daemon's own samples", "ms").ours(s.1 as f64));
+    let (a, b) = (pcts(&ss.to_start), pcts(&nv.to_start));
+    rows.push(
+        Row::new(&scn, "queue-to-job-start p50, scale set", "ms")
+            .ours(a.0 as f64)
+            .naive(b.0 as f64),
+    );
+    rows.push(
+        Row::new(&scn, "queue-to-job-start p99, scale set", "ms")
+            .ours(a.1 as f64)
+            .naive(b.1 as f64),
+    );
+    rows.push(
+        Row::new(&scn, "rate-limit units per served job, scale set", "units")
+            .ours(per_job(&ss))
+            .naive(per_job(&nv)),
+    );
+    rows.push(
+        Row::new(
+            &scn,
+            "rate-limit units per served job, ours polling REST",
+            "units",
+        )
+        .ours(per_job(&rest))
+        .naive(per_job(&nv)),
+    );
+    rows.push(
+        Row::new(&scn, "daemon peak RSS, scale set", "MB").ours(ss.peak_rss_kb as f64 / 1024.0),
+    );
+    rows.push(Row::new(&scn, "daemon CPU, scale set", "s").ours(ss.cpu_secs));
+    println!(
+        "scaleset: assigned-to-spawn p99 {} ms through the scale set against {} ms polling REST ({:.1}x); \
+         {:.2} against {:.2} rate-limit units per served job",
+        a_p99(&ss),
+        a_p99(&rest),
+        a_p99(&rest) as f64 / a_p99(&ss).max(1) as f64,
+        per_job(&ss),
+        per_job(&rest),
+    );
+    Ok(rows)
+}
+
+fn a_p99(o: &Outcome) -> i64 {
+    pcts(&o.to_spawn).1
 }
 
 /// Ten repository targets, nothing queued: what waiting costs.

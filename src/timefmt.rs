@@ -52,6 +52,17 @@ pub fn format_rfc3339(ms: Millis) -> String {
     )
 }
 
+/// `ms` as `YYYY-MM-DDTHH:MM:SS.fffffffZ`: the seven fractional digits the Actions
+/// service (.NET) writes, to the millisecond.
+pub fn format_rfc3339_fraction(ms: Millis) -> String {
+    let whole = format_rfc3339(ms);
+    format!(
+        "{}.{:03}0000Z",
+        &whole[..whole.len() - 1],
+        ms.rem_euclid(1000)
+    )
+}
+
 /// Parses `YYYY-MM-DD[T ]HH:MM:SS[.fff](Z|±HH:MM)`: GitHub's timestamps and the
 /// runner's `yyyy-MM-dd HH:mm:ssZ` log prefix. `None` for anything else.
 pub fn parse_rfc3339(s: &str) -> Option<Millis> {
@@ -123,6 +134,15 @@ mod tests {
         ] {
             assert_eq!(format_rfc3339(parse_rfc3339(s).unwrap()), s);
         }
+    }
+
+    #[test]
+    fn fractions_keep_the_millisecond() {
+        let ms = parse_rfc3339("2026-11-30T10:00:05Z").unwrap() + 42;
+        let s = format_rfc3339_fraction(ms);
+        assert_eq!(s, "2026-11-30T10:00:05.0420000Z");
+        assert_eq!(parse_rfc3339(&s), Some(ms));
+        assert_eq!(format_rfc3339_fraction(-1), "1969-12-31T23:59:59.9990000Z");
     }
 
     #[test]

@@ -378,15 +378,16 @@ impl ScaleSetFeed {
         rest
     }
 
-    /// When the oldest job waiting for a runner of `profile` was queued, if known.
-    pub fn oldest_queued_at(&self, profile: &str) -> Option<Millis> {
-        self.known
-            .get(profile)?
-            .waiting
-            .values()
-            .flatten()
-            .min()
-            .copied()
+    /// When each job assigned to `profile`'s scale set and not yet started was queued,
+    /// oldest first (jobs whose messages carried no queue time are left out).
+    pub fn queued_times(&self, profile: &str) -> Vec<Millis> {
+        let mut out: Vec<Millis> = self
+            .known
+            .get(profile)
+            .map(|k| k.waiting.values().flatten().copied().collect())
+            .unwrap_or_default();
+        out.sort_unstable();
+        out
     }
 
     /// The client and scale set id that start `profile`'s runners, once its scale set

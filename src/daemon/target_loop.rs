@@ -209,6 +209,9 @@ impl TargetLoop {
             }
             self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
         }
+        // What the scale set listeners handed over, before fitness is judged: the first
+        // message names the scale set that makes its profile fit to start.
+        self.scaleset.take();
         let mut unfit = self.unfit_profiles(&target, &profiles, now);
         self.scaleset.add_unfit(&profiles, &mut unfit);
 
@@ -217,7 +220,6 @@ impl TargetLoop {
         // never spend one slot of capacity.
         let mut started = Vec::new();
         let allocation;
-        self.scaleset.take();
         {
             let shared = self.shared.clone();
             let _guard = lock(&shared.alloc_lock);
@@ -297,13 +299,13 @@ impl TargetLoop {
                             .collect()
                     })
                     .unwrap_or_default();
+                if queued.is_empty() {
+                    // A scale set profile: its jobs are the ones assigned and not started.
+                    queued = self.scaleset.queued_times(&pa.profile);
+                }
                 queued.sort_unstable();
-                let oldest_scaleset = self.scaleset.oldest_queued_at(&pa.profile);
                 for i in 0..pa.to_start {
-                    let queued_at = queued
-                        .get(pa.unassigned as usize + i as usize)
-                        .copied()
-                        .or(oldest_scaleset);
+                    let queued_at = queued.get(pa.unassigned as usize + i as usize).copied();
                     let mut a = starter::record_intent(
                         &self.store,
                         &host,

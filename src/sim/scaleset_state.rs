@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use super::state::{JobState, JobStatus, Scope, State};
-use crate::timefmt::{Millis, format_rfc3339};
+use crate::timefmt::{Millis, format_rfc3339_fraction};
 
 /// How the simulated service behaves; change it with `SimHandle::scaleset_config`.
 #[derive(Debug, Clone)]
@@ -186,7 +186,7 @@ fn job_fields(job: &JobState, kind: &str) -> Value {
         "jobDisplayName": job.name,
         "workflowRunId": job.run_id,
         "requestLabels": job.labels,
-        "queueTime": format_rfc3339(job.created_at),
+        "queueTime": format_rfc3339_fraction(job.created_at),
     })
 }
 
