@@ -1,9 +1,14 @@
 //! A coordinated pool on a runner scale set: the coordinator holds the scale set's one
 //! message session (`--scaleset pool=NAME`) and places the jobs assigned to it; two
 //! host daemons with a `demand=scaleset` pool profile of that name start the runners,
-//! each with a JIT config from the scale set, one runner per job.
+//! each with a JIT config from the scale set, one runner per job. A coordinator
+//! SIGKILLed in the middle of the message stream and started again loses no job and
+//! places none twice.
 
 use super::support::*;
+use runner_manager::scaleset::checkpoint_key;
+use runner_manager::sim::JobStatus;
+use runner_manager::store::{SqliteStore, Store};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -31,10 +36,9 @@ fn scaleset_jits(pool: &Pool) -> usize {
         .count()
 }
 
-#[test]
-fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
-    let started = Instant::now();
-    let mut pool = Pool::new("scaleset", 2, 4, true);
+/// A pool of `n` hosts, each with a `demand=scaleset` profile named after the scale set.
+fn scale_set_pool(tag: &str, n: usize) -> Pool {
+    let pool = Pool::new(tag, n, 4, true);
     let install = pool.root.join("runner-install");
     for h in &pool.hosts {
         run_ok(
@@ -57,12 +61,18 @@ fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
         );
         run_ok(&h.dir, &["profile", "set", SCALESET, "demand=scaleset"]);
     }
+    pool
+}
+
+/// Starts the coordinator on the scale set; returns the scale set's id once the
+/// coordinator holds its one session.
+fn start_coordinator(pool: &mut Pool) -> u64 {
     pool.start_coordinator_with(&["--scaleset", &format!("pool={SCALESET}")]);
     let mut set = 0;
     wait_until(
-        Duration::from_secs(20),
+        Duration::from_secs(30),
         "the coordinator holds a session on the scale set",
-        || match scale_set_id(&pool) {
+        || match scale_set_id(pool) {
             Some(id) => {
                 set = id;
                 pool.sim.scaleset_sessions(id) == 1
@@ -70,14 +80,18 @@ fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
             None => false,
         },
     );
+    set
+}
+
+/// Starts every host and waits until each is coordinated and has found the scale set
+/// (no session of its own), so launches are not refused as unfit.
+fn start_hosts(pool: &mut Pool) {
     for h in &mut pool.hosts {
         h.start();
     }
     wait_until(Duration::from_secs(20), "every host is coordinated", || {
         pool.hosts.iter().all(|h| h.mode() == "coordinated")
     });
-    // The hosts found the scale set (no session of their own) before jobs arrive, so
-    // the launches are not refused as unfit.
     wait_until(
         Duration::from_secs(20),
         "every host found the scale set",
@@ -87,6 +101,39 @@ fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
                 .all(|h| h.logs().contains("scaleset_found"))
         },
     );
+}
+
+/// Every job was served by a runner of its own, each started from its own scale set
+/// JIT config: none lost, none placed twice, no REST runner.
+fn assert_each_job_served_once(pool: &Pool, jobs: usize) {
+    let all = pool.sim.jobs();
+    assert_eq!(all.len(), jobs);
+    assert!(
+        all.iter().all(|j| j.status == JobStatus::Completed),
+        "a job was not served\n{}",
+        pool.dump()
+    );
+    let runners: BTreeSet<String> = all.iter().filter_map(|j| j.runner_name.clone()).collect();
+    assert_eq!(runners.len(), jobs, "each job by its own runner");
+    assert_eq!(
+        scaleset_jits(pool),
+        jobs,
+        "one scale set runner per job\n{}",
+        pool.dump()
+    );
+    assert_eq!(
+        pool.runners_started(),
+        0,
+        "a REST JIT config was asked for a scale set profile"
+    );
+}
+
+#[test]
+fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
+    let started = Instant::now();
+    let mut pool = scale_set_pool("scaleset", 2);
+    let set = start_coordinator(&mut pool);
+    start_hosts(&mut pool);
     for i in 0..JOBS {
         pool.sim
             .enqueue_job(REPO, &format!("ss-{i}"), &[SCALESET], 400);
@@ -102,24 +149,7 @@ fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
         "exactly one session on the scale set while running\n{}",
         pool.dump()
     );
-    let runners: BTreeSet<String> = pool
-        .sim
-        .jobs()
-        .iter()
-        .filter_map(|j| j.runner_name.clone())
-        .collect();
-    assert_eq!(runners.len(), JOBS, "each job by its own runner");
-    assert_eq!(
-        scaleset_jits(&pool),
-        JOBS,
-        "one scale set runner per job\n{}",
-        pool.dump()
-    );
-    assert_eq!(
-        pool.runners_started(),
-        0,
-        "a REST JIT config was asked for a scale set profile"
-    );
+    assert_each_job_served_once(&pool, JOBS);
     let hosts_used = pool
         .hosts
         .iter()
@@ -131,5 +161,103 @@ fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
     );
     let stats = pool.sim.scaleset_statistics(set);
     assert_eq!(stats["totalAssignedJobs"], 0);
+    pool.wait_quiet();
+}
+
+/// What the coordinator's store says of the scale set: the message id it has
+/// handled, and how many assigned jobs it keeps as waiting.
+fn coordinator_books(pool: &Pool, set: u64) -> (Option<i64>, usize) {
+    let store = SqliteStore::open(&pool.coord_dir).unwrap();
+    let last = store
+        .kv_get(&checkpoint_key("pool", set as i64))
+        .unwrap()
+        .map(|v| v.parse().unwrap());
+    let waiting = store
+        .kv_get(&format!("scaleset:pool:{set}:waiting"))
+        .unwrap()
+        .map_or(0, |v| {
+            serde_json::from_str::<serde_json::Value>(&v)
+                .unwrap()
+                .as_object()
+                .map_or(0, |o| o.len())
+        });
+    (last, waiting)
+}
+
+#[test]
+fn a_coordinator_restarted_mid_stream_loses_no_job_and_places_none_twice() {
+    let mut pool = scale_set_pool("ss-restart", 2);
+    // A SIGKILLed holder's session lasts this long; the restart waits it out (409).
+    pool.sim.scaleset_config(|c| c.session_ttl_ms = 2_500);
+    let set = start_coordinator(&mut pool);
+
+    // 1. Jobs assigned while no host is up: the coordinator acknowledges their
+    //    message with the jobs kept only in its own books, then dies.
+    for i in 0..3 {
+        pool.sim
+            .enqueue_job(REPO, &format!("early-{i}"), &[SCALESET], 300);
+    }
+    wait_until(
+        Duration::from_secs(20),
+        "the assignments acknowledged and kept as waiting",
+        || {
+            let acked = pool.sim.scaleset_messages(set).iter().all(|m| m.1);
+            acked && coordinator_books(&pool, set).1 == 3
+        },
+    );
+    pool.kill_coordinator();
+    let start_again = |pool: &mut Pool| {
+        assert_eq!(start_coordinator(pool), set, "the scale set was replaced");
+    };
+    start_again(&mut pool);
+    start_hosts(&mut pool);
+    wait_until(
+        Duration::from_secs(60),
+        "the jobs known only from the coordinator's books are served",
+        || pool.all_done(),
+    );
+
+    // 2. Killed again while runners work and more jobs stream in: started and
+    //    completed messages, and new assignments, wait in the queue for the next one.
+    for i in 0..4 {
+        pool.sim
+            .enqueue_job(REPO, &format!("busy-{i}"), &[SCALESET], 2_500);
+    }
+    wait_until(Duration::from_secs(30), "a runner at work", || {
+        pool.sim
+            .jobs()
+            .iter()
+            .any(|j| j.status == JobStatus::InProgress)
+    });
+    let (before, _) = coordinator_books(&pool, set);
+    pool.kill_coordinator();
+    for i in 0..3 {
+        pool.sim
+            .enqueue_job(REPO, &format!("late-{i}"), &[SCALESET], 300);
+    }
+    start_again(&mut pool);
+    wait_until(Duration::from_secs(60), "every job is done", || {
+        pool.all_done()
+    });
+    let conflicts = pool
+        .sim
+        .request_log()
+        .iter()
+        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
+        .count();
+    assert!(conflicts >= 1, "the restarts never met the stale session");
+    assert!(
+        coordinator_books(&pool, set).0 > before,
+        "the restarted coordinator handled no message"
+    );
+    assert_each_job_served_once(&pool, 10);
+    assert_eq!(
+        coordinator_books(&pool, set).1,
+        0,
+        "served jobs still waiting"
+    );
+    for h in &mut pool.hosts {
+        assert!(h.alive(), "a host daemon died\n{}", pool.dump());
+    }
     pool.wait_quiet();
 }

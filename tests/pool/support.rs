@@ -286,7 +286,12 @@ impl Pool {
 
     /// Starts the coordinator with more `coordinator serve` options.
     pub fn start_coordinator_with(&mut self, extra: &[&str]) {
-        let log = std::fs::File::create(self.root.join("coordinator.log")).unwrap();
+        // Appended to, so a restarted coordinator's log follows the first one's.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.root.join("coordinator.log"))
+            .unwrap();
         let mut child = Command::new(BIN)
             .arg("--state-dir")
             .arg(&self.coord_dir)
