@@ -15,7 +15,7 @@ use crate::domain::{QueuedJob, Target};
 use crate::github::{GitHubClient, load_credential};
 use crate::scaleset::{
     JobInfo, JobMessage, ListenerConfig, ScaleSetClient, ScaleSetListener, ScaleSetSpec,
-    StoreCheckpoint,
+    SessionCloser, StoreCheckpoint,
 };
 use crate::store::{SqliteStore, Store};
 use crate::timefmt::now_millis;
@@ -76,12 +76,26 @@ impl ScaleSetDemand {
         shutdown: Receiver<()>,
     ) -> Result<ScaleSetDemand, String> {
         let cred = load_credential(&t.credential).map_err(|e| format!("target {}: {e}", t.name))?;
-        let gh = GitHubClient::new(t, cred).with_shutdown(shutdown);
+        let gh = GitHubClient::new(t, cred).with_shutdown(shutdown.clone());
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let open = || SqliteStore::open(dir).map_err(|e| format!("store: {e}"));
         let owner = format!("runner-manager-coordinator@{}", hostname());
         let cfg = ListenerConfig::new(&t.name, &owner, spec(name), MAX_CAPACITY);
-        let listener = ScaleSetListener::new(client, cfg, Box::new(StoreCheckpoint(open()?)));
+        // The demand thread may be in a long poll when the coordinator stops: the session
+        // is ended from here at once, so a restarted coordinator need not wait it out.
+        let closer = SessionCloser::new(client.clone());
+        let watcher = closer.clone();
+        std::thread::Builder::new()
+            .name(format!("coord-scaleset-close-{}", t.name))
+            .spawn(move || {
+                let _ = shutdown.recv();
+                if let Err(e) = watcher.close() {
+                    eprintln!("runner-manager: coordinator: closing a scale set session: {e}");
+                }
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        let listener = ScaleSetListener::new(client, cfg, Box::new(StoreCheckpoint(open()?)))
+            .closed_by(&closer);
         Ok(ScaleSetDemand {
             target: coord_target(t),
             name: name.to_string(),

@@ -9,9 +9,10 @@
 //! the message unacknowledged, so the next listener gets it again.
 //!
 //! Shutdown: a long poll cannot be interrupted (the service holds it ~50 s, the sim
-//! 2 s), so stopping a listener waits at most [`STOP_WAIT`] for it to close its session;
-//! one still polling then is left to the process exit, and the next listener retries
-//! the session conflict (409) with backoff until the stale session expires.
+//! 2 s), so stopping a listener deletes its session from the stopping thread (a
+//! [`SessionCloser`]) and waits at most [`STOP_WAIT`] for the thread to end; one still
+//! polling then is left to the process exit. The session is gone either way, so the
+//! next holder opens its own at once instead of meeting 409 until it expires.
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Attempt, AttemptState, DemandSource, Host, ScalePolicy, Target};
@@ -19,7 +20,7 @@ use crate::github::{GhError, GitHubClient, load_credential};
 use crate::reconcile::watch::DeregisterResult;
 use crate::scaleset::{
     JobMessage, ListenerConfig, Removed, ScaleSetClient, ScaleSetError, ScaleSetListener,
-    ScaleSetSpec, Statistics, StoreCheckpoint,
+    ScaleSetSpec, SessionCloser, Statistics, StoreCheckpoint,
 };
 use crate::secret::Secret;
 use crate::store::SqliteStore;
@@ -119,9 +120,28 @@ struct Listener {
     client: Arc<ScaleSetClient>,
     /// Dropping it stops the listener and interrupts its client's waits.
     stop: Sender<()>,
+    /// Ends the listener's session while its thread may still be in a long poll.
+    closer: SessionCloser,
     /// Disconnects when the thread ends.
     done: Receiver<()>,
     thread: JoinHandle<()>,
+}
+
+impl Listener {
+    /// Tells the thread to stop and ends its session now, so the next holder need not
+    /// wait for a long poll to end or the session to expire. Returns what to wait on.
+    fn stop(self, target: &str, profile: &str) -> (Receiver<()>, JoinHandle<()>) {
+        drop(self.stop);
+        if let Err(e) = self.closer.close() {
+            log_warn!(
+                "scaleset_session_not_closed",
+                target = target,
+                profile = profile,
+                error = e
+            );
+        }
+        (self.done, self.thread)
+    }
 }
 
 /// One target's listeners and what they reported.
@@ -199,7 +219,7 @@ impl ScaleSetFeed {
                     profile = name
                 );
                 // Not joined here: it may be in a long poll. It ends on its own.
-                drop(l.stop);
+                drop(l.stop(&self.target, &name));
             }
             self.known.remove(&name);
         }
@@ -290,6 +310,7 @@ impl ScaleSetFeed {
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
+        let closer = SessionCloser::new(client.clone());
         let cx = ListenCx {
             client: client.clone(),
             policy: policy.clone(),
@@ -297,6 +318,7 @@ impl ScaleSetFeed {
             owner: format!("runner-manager@{host_id}"),
             store: Some(store),
             stop: stop_rx,
+            closer: closer.clone(),
             tx: self.tx.clone(),
             shared: shared.clone(),
             _done: done_tx,
@@ -314,6 +336,7 @@ impl ScaleSetFeed {
             fingerprint,
             client,
             stop,
+            closer,
             done,
             thread,
         })
@@ -462,12 +485,11 @@ impl Drop for ScaleSetFeed {
     /// sessions, so a restart can open new ones at once.
     fn drop(&mut self) {
         self.handed_over();
-        let listeners: Vec<Listener> = self.listeners.drain().map(|(_, l)| l).collect();
+        let listeners: Vec<(String, Listener)> = self.listeners.drain().collect();
         let deadline = Instant::now() + STOP_WAIT;
         let mut waiting = Vec::new();
-        for l in listeners {
-            drop(l.stop);
-            waiting.push((l.done, l.thread));
+        for (profile, l) in listeners {
+            waiting.push(l.stop(&self.target, &profile));
         }
         // Results sent from now on find no receiver and stay unacknowledged.
         while self.rx.try_recv().is_ok() {}
@@ -515,6 +537,8 @@ struct ListenCx {
     /// The checkpoint's own connection (taken by the listener).
     store: Option<SqliteStore>,
     stop: Receiver<()>,
+    /// Shares the listener's session with the feed, which ends it when stopping.
+    closer: SessionCloser,
     tx: Sender<Update>,
     shared: Arc<Shared>,
     /// Dropped when the thread ends, which is what `done` waits for.
@@ -536,7 +560,8 @@ impl ListenCx {
             return;
         };
         let mut listener =
-            ScaleSetListener::new(self.client.clone(), cfg, Box::new(StoreCheckpoint(store)));
+            ScaleSetListener::new(self.client.clone(), cfg, Box::new(StoreCheckpoint(store)))
+                .closed_by(&self.closer);
         let mut last_error: Option<String> = None;
         let mut sent_statistics: Option<Option<Statistics>> = None;
         loop {

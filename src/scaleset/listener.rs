@@ -69,6 +69,40 @@ impl Checkpoint for MemoryCheckpoint {
     }
 }
 
+/// Ends a listener's session from another thread. The long poll cannot be
+/// interrupted (the service holds it ~50 s), so a stopping owner deletes the session
+/// instead of waiting for the poll to end: another holder (the restarted daemon, the
+/// coordinator taking over) can open one at once rather than meet 409 until the
+/// stale session expires. The blocked poll then ends with an error, or at its hold.
+#[derive(Clone)]
+pub struct SessionCloser {
+    client: Arc<ScaleSetClient>,
+    published: Arc<Mutex<Option<(i64, String)>>>,
+}
+
+impl SessionCloser {
+    /// A closer for the listener given it with [`ScaleSetListener::closed_by`].
+    pub fn new(client: Arc<ScaleSetClient>) -> SessionCloser {
+        SessionCloser {
+            client,
+            published: Arc::default(),
+        }
+    }
+
+    /// Deletes the listener's current session, if it has one; whether it had.
+    pub fn close(&self) -> Result<bool, ScaleSetError> {
+        let Some((scale_set_id, session_id)) = lock(&self.published).take() else {
+            return Ok(false);
+        };
+        self.client.delete_session(scale_set_id, &session_id)?;
+        Ok(true)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The kv key of a scale set's last message id.
 pub fn checkpoint_key(target: &str, scale_set_id: i64) -> String {
     format!("scaleset:{target}:{scale_set_id}:last_message_id")
@@ -132,6 +166,8 @@ pub struct ScaleSetListener {
     checkpoint: Box<dyn Checkpoint>,
     scale_set: Option<ScaleSet>,
     session: Option<Session>,
+    /// The session as [`SessionCloser`]s see it: (scale set id, session id).
+    published: Arc<Mutex<Option<(i64, String)>>>,
     last_message_id: i64,
     /// Delivered to the caller, not yet persisted and acknowledged.
     pending: Option<i64>,
@@ -153,6 +189,7 @@ impl ScaleSetListener {
             checkpoint,
             scale_set: None,
             session: None,
+            published: Arc::default(),
             last_message_id: 0,
             pending: None,
             failures: 0,
@@ -170,6 +207,21 @@ impl ScaleSetListener {
 
     pub fn has_session(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// Lets `closer` end this listener's sessions from another thread.
+    pub fn closed_by(mut self, closer: &SessionCloser) -> ScaleSetListener {
+        self.published = closer.published.clone();
+        self
+    }
+
+    /// Sets the session, or forgets it, and tells the closers.
+    fn set_session(&mut self, s: Option<Session>) {
+        *lock(&self.published) = match (&self.scale_set, &s) {
+            (Some(ss), Some(s)) => Some((ss.id, s.id.clone())),
+            _ => None,
+        };
+        self.session = s;
     }
 
     /// One long poll. On failure it first waits (jittered, growing with consecutive
@@ -215,7 +267,9 @@ impl ScaleSetListener {
     /// process) can open one at once instead of waiting for it to expire.
     pub fn close(mut self) -> Result<(), ScaleSetError> {
         let committed = self.commit();
-        if let (Some(ss), Some(s)) = (&self.scale_set, self.session.take()) {
+        let session = self.session.take();
+        self.set_session(None);
+        if let (Some(ss), Some(s)) = (&self.scale_set, session) {
             self.client.delete_session(ss.id, &s.id)?;
         }
         committed
@@ -253,8 +307,8 @@ impl ScaleSetListener {
 
     /// The scale set is gone: forget it and the session so the next step recreates it.
     fn lose_scale_set(&mut self) {
+        self.set_session(None);
         self.scale_set = None;
-        self.session = None;
         self.pending = None;
     }
 
@@ -282,7 +336,7 @@ impl ScaleSetListener {
         if s.statistics.is_some() {
             self.statistics = s.statistics;
         }
-        self.session = Some(s);
+        self.set_session(Some(s));
     }
 
     /// After a 401 on the queue: a fresh queue token, or a new session when the old
@@ -301,7 +355,7 @@ impl ScaleSetListener {
                 self.ensure_session()
             }
             Err(e) if e.is_not_found() => {
-                self.session = None;
+                self.set_session(None);
                 self.ensure_session()
             }
             Err(e) => Err(e),
@@ -335,7 +389,7 @@ impl ScaleSetListener {
                 return Err(e);
             }
             Err(e) if e.is_not_found() => {
-                self.session = None;
+                self.set_session(None);
                 return Err(e);
             }
             r => r?,

@@ -22,7 +22,7 @@ pub use client::{
 };
 pub use error::{Exception, ScaleSetError};
 pub use listener::{
-    Checkpoint, ListenerConfig, MemoryCheckpoint, PollResult, ScaleSetListener, StoreCheckpoint,
-    checkpoint_key,
+    Checkpoint, ListenerConfig, MemoryCheckpoint, PollResult, ScaleSetListener, SessionCloser,
+    StoreCheckpoint, checkpoint_key,
 };
 pub use message::{JobInfo, JobMessage, ScaleSetMessage, Statistics, desired_runners};

@@ -2,7 +2,9 @@
 //! service and long poll, simulated runners as real processes. Jobs reach the profile
 //! with `runs-on: <profile>` (the scale set's name and only label), are served each
 //! exactly once, a SIGKILL mid-stream loses none (`lastMessageId` persisted), a stale
-//! session (409) at startup is waited out, not crash-looped. One test prints the
+//! session (409) at startup is waited out, not crash-looped, and SIGTERM ends the
+//! session even in the middle of a long poll, so a restart opens its own at once. One
+//! test prints the
 //! latency and rate-limit figures of the scale set path against REST polling.
 
 use super::support::*;
@@ -165,6 +167,41 @@ fn a_stale_session_at_startup_is_retried_not_crash_looped() {
     assert!(conflicts <= 5, "{conflicts} session tries in a few seconds");
     assert!(w.daemon_exited().is_none(), "the daemon exited on a 409");
     assert_eq!(w.sim.scaleset_sessions(set), 1);
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn sigterm_mid_long_poll_ends_the_session_so_a_restart_needs_no_wait() {
+    let mut w = world("ss-term", 2, 2);
+    // GitHub holds a poll about 50 s; the daemon must not wait for it to end.
+    w.sim.scaleset_config(|c| c.hold_ms = 120_000);
+    w.start_daemon();
+    let set = wait_for_session(&w);
+    let job = enqueue(&w, "before", 200);
+    wait_until(SETTLE, "the first job served", || {
+        w.sim.job(job).unwrap().status == JobStatus::Completed
+    });
+    // The listener is back in a poll the sim holds for two minutes.
+    assert!(w.stop_daemon().success());
+    assert_eq!(
+        w.sim.scaleset_sessions(set),
+        0,
+        "the session outlived the daemon"
+    );
+    w.start_daemon();
+    wait_for_session(&w);
+    let job = enqueue(&w, "after", 200);
+    wait_until(SETTLE, "the job after the restart served", || {
+        w.sim.job(job).unwrap().status == JobStatus::Completed
+    });
+    let conflicts = w
+        .log()
+        .iter()
+        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
+        .count();
+    assert_eq!(conflicts, 0, "the restart met a stale session");
     w.wait_settled(&[REPO]);
     w.check_invariants(&[REPO]);
     assert!(w.stop_daemon().success());

@@ -261,3 +261,27 @@ fn a_coordinator_restarted_mid_stream_loses_no_job_and_places_none_twice() {
     }
     pool.wait_quiet();
 }
+
+#[test]
+fn a_coordinator_stopped_mid_long_poll_ends_its_session() {
+    let mut pool = scale_set_pool("ss-term", 1);
+    // GitHub holds a poll about 50 s; stopping must not wait for it, nor leave the
+    // session for the next coordinator to wait out.
+    pool.sim.scaleset_config(|c| c.hold_ms = 120_000);
+    let set = start_coordinator(&mut pool);
+    pool.stop_coordinator();
+    assert_eq!(
+        pool.sim.scaleset_sessions(set),
+        0,
+        "the session outlived the coordinator\n{}",
+        pool.dump()
+    );
+    start_coordinator(&mut pool);
+    let conflicts = pool
+        .sim
+        .request_log()
+        .iter()
+        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
+        .count();
+    assert_eq!(conflicts, 0, "the restart met a stale session");
+}

@@ -317,6 +317,13 @@ impl Pool {
         self.coordinator = Some(child);
     }
 
+    /// SIGTERM, then waits (bounded) for the coordinator to exit.
+    pub fn stop_coordinator(&mut self) {
+        if let Some(mut c) = self.coordinator.take() {
+            kill(&mut c, libc::SIGTERM);
+        }
+    }
+
     pub fn kill_coordinator(&mut self) {
         if let Some(mut c) = self.coordinator.take() {
             kill(&mut c, libc::SIGKILL);
