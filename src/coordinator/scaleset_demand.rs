@@ -15,7 +15,7 @@ use crate::domain::{QueuedJob, Target};
 use crate::github::{GitHubClient, load_credential};
 use crate::scaleset::{
     JobInfo, JobMessage, ListenerConfig, ScaleSetClient, ScaleSetListener, ScaleSetSpec,
-    SessionCloser, StoreCheckpoint,
+    SessionCloser, Statistics, StoreCheckpoint,
 };
 use crate::store::{SqliteStore, Store};
 use crate::timefmt::now_millis;
@@ -160,6 +160,30 @@ pub fn apply(
     }
 }
 
+/// Keeps no more waiting jobs than the statistics say are assigned and not running,
+/// dropping the oldest: a job whose start this coordinator never heard of (a host in
+/// fallback held the session meanwhile and acknowledged its messages) must not be
+/// placed again. The statistics must be at least as fresh as the newest message
+/// applied. Returns how many were dropped.
+pub fn prune(waiting: &mut BTreeMap<String, QueuedJob>, stats: &Statistics) -> usize {
+    let keep = stats
+        .total_assigned_jobs
+        .saturating_sub(stats.total_running_jobs) as usize;
+    let extra = waiting.len().saturating_sub(keep);
+    if extra == 0 {
+        return 0;
+    }
+    let mut by_age: Vec<(i64, String)> = waiting
+        .iter()
+        .map(|(k, j)| (j.created_at, k.clone()))
+        .collect();
+    by_age.sort();
+    for (_, k) in by_age.into_iter().take(extra) {
+        waiting.remove(&k);
+    }
+    extra
+}
+
 impl DemandSource for ScaleSetDemand {
     fn target(&self) -> &CoordTarget {
         &self.target
@@ -181,10 +205,20 @@ impl DemandSource for ScaleSetDemand {
         if r.scale_set_id != self.loaded_for {
             self.load(r.scale_set_id)?;
         }
+        // Statistics as fresh as the jobs: those of this message, or of the newest
+        // one (a poll without news).
+        let fresh = r.message.as_ref().is_none_or(|m| m.statistics.is_some());
+        let mut changed = false;
         if let Some(m) = r.message {
             let mut waiting = std::mem::take(&mut self.waiting);
             apply(&mut waiting, &m.jobs, |j| self.queued_job(j));
             self.waiting = waiting;
+            changed = true;
+        }
+        if let (true, Some(stats)) = (fresh, r.statistics.as_ref()) {
+            changed |= prune(&mut self.waiting, stats) > 0;
+        }
+        if changed {
             // Kept before the next poll acknowledges the message.
             self.save()?;
         }
@@ -240,6 +274,36 @@ mod tests {
             labels: j.labels.clone(),
             created_at: 0,
         }
+    }
+
+    fn stats(assigned: u32, running: u32) -> Statistics {
+        Statistics {
+            total_assigned_jobs: assigned,
+            total_running_jobs: running,
+            ..Statistics::default()
+        }
+    }
+
+    #[test]
+    fn prune_drops_the_oldest_beyond_what_the_statistics_count() {
+        let mut w = BTreeMap::new();
+        let msg: Vec<JobMessage> = (1..=4)
+            .map(|i| JobMessage::Assigned { job: info(i) })
+            .collect();
+        apply(&mut w, &msg, |j| QueuedJob {
+            created_at: j.runner_request_id * 10,
+            ..to_job(j)
+        });
+        // All four still assigned, one of them running: one too many waits.
+        assert_eq!(prune(&mut w, &stats(4, 1)), 1);
+        assert_eq!(w.keys().cloned().collect::<Vec<_>>(), ["2", "3", "4"]);
+        // As many as counted: nothing dropped; more counted than known: nothing added.
+        assert_eq!(prune(&mut w, &stats(3, 0)), 0);
+        assert_eq!(prune(&mut w, &stats(9, 0)), 0);
+        assert_eq!(w.len(), 3);
+        // Nothing assigned any more: nothing waits.
+        assert_eq!(prune(&mut w, &stats(2, 2)), 3);
+        assert!(w.is_empty());
     }
 
     #[test]

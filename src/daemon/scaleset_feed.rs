@@ -17,6 +17,7 @@
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Attempt, AttemptState, DemandSource, Host, ScalePolicy, Target};
 use crate::github::{GhError, GitHubClient, load_credential};
+use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::watch::DeregisterResult;
 use crate::scaleset::{
     JobMessage, ListenerConfig, Removed, ScaleSetClient, ScaleSetError, ScaleSetListener,
@@ -186,21 +187,23 @@ impl ScaleSetFeed {
         }
     }
 
-    /// Starts a listener for every scale set profile of this host that has none (or
-    /// whose target, runner group or ceiling changed) and stops the others. A host in
-    /// a coordinated pool runs none: the coordinator holds the sessions.
+    /// Starts a listener for every scale set profile of this host that is not directed
+    /// (or whose target, runner group or ceiling changed) and stops the others. A
+    /// directed profile runs none: the coordinator holds its session. In fallback
+    /// (the coordinator out of reach past the grace) the host holds it again, as it
+    /// reads its own REST demand again; on a pool of several hosts the first to open
+    /// the session serves, the others meet 409 and retry; back to coordinated, the
+    /// session is ended at once so the coordinator can take it.
     pub fn sync(
         &mut self,
         target: &Target,
         profiles: &[ScalePolicy],
         host: &Host,
+        mode: TargetMode,
         shared: &Arc<Shared>,
     ) {
-        let wanted: BTreeMap<&str, (&ScalePolicy, String)> = if host.coordinator.is_some() {
-            BTreeMap::new()
-        } else {
-            scaleset_profiles(target, profiles, host)
-        };
+        let mut wanted = scaleset_profiles(target, profiles, host);
+        wanted.retain(|_, (p, _)| !is_directed(host, p, mode));
         let stale: Vec<String> = self
             .listeners
             .iter()

@@ -158,7 +158,9 @@ impl TargetLoop {
             .filter(|p| p.target == self.name)
             .collect();
         self.ensure_client(&target, now);
-        self.scaleset.sync(&target, &profiles, &host, &self.shared);
+        let mode = self.shared.pool.mode(&self.name, now);
+        self.scaleset
+            .sync(&target, &profiles, &host, mode, &self.shared);
 
         // Observe: GitHub's runner list now and then (cross-check and orphans).
         let list_fresh = self.maybe_list_runners(&target, &host, now)?;
@@ -193,7 +195,6 @@ impl TargetLoop {
 
         // Demand, when due. A coordinated target whose profiles are all directed
         // reads none: the coordinator reads the queue once for the pool.
-        let mode = self.shared.pool.mode(&self.name, now);
         let all_directed = mode == TargetMode::Coordinated
             && profiles
                 .iter()

@@ -3,7 +3,8 @@
 //! host daemons with a `demand=scaleset` pool profile of that name start the runners,
 //! each with a JIT config from the scale set, one runner per job. A coordinator
 //! SIGKILLed in the middle of the message stream and started again loses no job and
-//! places none twice.
+//! places none twice; while it is away, the hosts fall back and one of them holds the
+//! session; stopped, it ends its session at once.
 
 use super::support::*;
 use runner_manager::scaleset::checkpoint_key;
@@ -187,6 +188,10 @@ fn coordinator_books(pool: &Pool, set: u64) -> (Option<i64>, usize) {
 #[test]
 fn a_coordinator_restarted_mid_stream_loses_no_job_and_places_none_twice() {
     let mut pool = scale_set_pool("ss-restart", 2);
+    // Restarts, not fallback: in fallback a host may start a surplus runner by design.
+    for h in &mut pool.hosts {
+        h.fallback_grace = 120;
+    }
     // A SIGKILLed holder's session lasts this long; the restart waits it out (409).
     pool.sim.scaleset_config(|c| c.session_ttl_ms = 2_500);
     let set = start_coordinator(&mut pool);
@@ -284,4 +289,103 @@ fn a_coordinator_stopped_mid_long_poll_ends_its_session() {
         .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
         .count();
     assert_eq!(conflicts, 0, "the restart met a stale session");
+}
+
+/// The hosts' own sessions on the scale set: lines of their logs where a listener
+/// started, per host.
+fn listeners_started(pool: &Pool) -> Vec<usize> {
+    pool.hosts
+        .iter()
+        .map(|h| h.logs().matches("scaleset_listener_started").count())
+        .collect()
+}
+
+fn launches_accepted(pool: &Pool) -> usize {
+    pool.hosts
+        .iter()
+        .map(|h| h.logs().matches("launch_accepted").count())
+        .sum()
+}
+
+#[test]
+fn hosts_fall_back_to_the_scale_set_while_the_coordinator_is_away() {
+    let mut pool = scale_set_pool("ss-fallback", 2);
+    pool.sim.scaleset_config(|c| c.session_ttl_ms = 2_500);
+    let set = start_coordinator(&mut pool);
+    start_hosts(&mut pool);
+    assert_eq!(
+        listeners_started(&pool),
+        [0, 0],
+        "a coordinated host listened"
+    );
+    pool.kill_coordinator();
+    wait_until(Duration::from_secs(30), "both hosts in fallback", || {
+        pool.hosts.iter().all(|h| h.mode() == "fallback")
+    });
+    // The dead coordinator's session expires; then exactly one host holds one.
+    wait_until(
+        Duration::from_secs(30),
+        "a host holds the scale set's session",
+        || {
+            pool.sim.scaleset_sessions(set) == 1
+                && pool
+                    .hosts
+                    .iter()
+                    .any(|h| h.logs().contains("scaleset_listener_started"))
+        },
+    );
+    for i in 0..4 {
+        pool.sim
+            .enqueue_job(REPO, &format!("away-{i}"), &[SCALESET], 300);
+    }
+    let mut sessions = BTreeSet::new();
+    wait_until(
+        Duration::from_secs(60),
+        "the jobs served while the coordinator is away",
+        || {
+            sessions.insert(pool.sim.scaleset_sessions(set));
+            pool.all_done()
+        },
+    );
+    assert_eq!(sessions, BTreeSet::from([1]), "one session at a time");
+
+    // Back: the hosts are directed again and end their sessions; the coordinator
+    // opens its own and places the next jobs.
+    start_coordinator(&mut pool);
+    wait_until(
+        Duration::from_secs(30),
+        "both hosts coordinated again",
+        || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
+    );
+    wait_until(
+        Duration::from_secs(30),
+        "the hosts' listeners stopped",
+        || {
+            pool.hosts.iter().all(|h| {
+                let l = h.logs();
+                l.matches("scaleset_listener_started").count()
+                    == l.matches("scaleset_listener_stopping").count()
+            })
+        },
+    );
+    let accepted_before = launches_accepted(&pool);
+    for i in 0..3 {
+        pool.sim
+            .enqueue_job(REPO, &format!("back-{i}"), &[SCALESET], 300);
+    }
+    wait_until(Duration::from_secs(60), "every job is done", || {
+        pool.all_done()
+    });
+    assert_eq!(
+        pool.sim.scaleset_sessions(set),
+        1,
+        "the coordinator's session"
+    );
+    assert!(
+        launches_accepted(&pool) >= accepted_before + 3,
+        "the jobs after the coordinator came back were not placed by it\n{}",
+        pool.dump()
+    );
+    assert_each_job_served_once(&pool, 7);
+    pool.wait_quiet();
 }

@@ -75,6 +75,8 @@ pub type Tap = Box<dyn FnMut(&str) + Send>;
 
 pub struct Host {
     pub dir: PathBuf,
+    /// `daemon --fallback-grace`, in seconds.
+    pub fallback_grace: u32,
     daemon: Option<Child>,
     runs: u32,
 }
@@ -103,7 +105,7 @@ impl Host {
                 "--log-level",
                 "debug",
                 "--fallback-grace",
-                "3",
+                &self.fallback_grace.to_string(),
                 "--drain-timeout",
                 "10",
             ])
@@ -266,6 +268,7 @@ impl Pool {
             }
             hosts.push(Host {
                 dir,
+                fallback_grace: 3,
                 daemon: None,
                 runs: 0,
             });
