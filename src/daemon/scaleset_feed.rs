@@ -29,7 +29,7 @@ use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -123,6 +123,8 @@ struct Listener {
     stop: Sender<()>,
     /// Ends the listener's session while its thread may still be in a long poll.
     closer: SessionCloser,
+    /// The error its polls fail with, while they do (for the profile's status).
+    error: Arc<Mutex<Option<String>>>,
     /// Disconnects when the thread ends.
     done: Receiver<()>,
     thread: JoinHandle<()>,
@@ -314,6 +316,7 @@ impl ScaleSetFeed {
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
         let closer = SessionCloser::new(client.clone());
+        let error = Arc::new(Mutex::new(None));
         let cx = ListenCx {
             client: client.clone(),
             policy: policy.clone(),
@@ -322,6 +325,7 @@ impl ScaleSetFeed {
             store: Some(store),
             stop: stop_rx,
             closer: closer.clone(),
+            error: error.clone(),
             tx: self.tx.clone(),
             shared: shared.clone(),
             _done: done_tx,
@@ -340,6 +344,7 @@ impl ScaleSetFeed {
             client,
             stop,
             closer,
+            error,
             done,
             thread,
         })
@@ -432,11 +437,18 @@ impl ScaleSetFeed {
     pub fn add_unfit(&self, profiles: &[ScalePolicy], unfit: &mut BTreeMap<String, String>) {
         for p in profiles {
             if p.demand == DemandSource::Scaleset && self.launcher(&p.name).is_none() {
-                unfit
-                    .entry(p.name.clone())
-                    .or_insert_with(|| "scale set session not open yet".into());
+                let why = match self.error(&p.name) {
+                    Some(e) => format!("scale set session not open: {e}"),
+                    None => "scale set session not open yet".into(),
+                };
+                unfit.entry(p.name.clone()).or_insert(why);
             }
         }
+    }
+
+    /// Why `profile`'s listener fails to poll, while it does.
+    pub fn error(&self, profile: &str) -> Option<String> {
+        lock(&self.listeners.get(profile)?.error).clone()
     }
 
     /// The client that looks up and removes `profile`'s runners.
@@ -542,6 +554,8 @@ struct ListenCx {
     stop: Receiver<()>,
     /// Shares the listener's session with the feed, which ends it when stopping.
     closer: SessionCloser,
+    /// Where the feed reads why polls fail, while they do.
+    error: Arc<Mutex<Option<String>>>,
     tx: Sender<Update>,
     shared: Arc<Shared>,
     /// Dropped when the thread ends, which is what `done` waits for.
@@ -577,6 +591,7 @@ impl ListenCx {
                 Err(e) => {
                     // `poll_once` already waited (jittered, growing): log and go on.
                     let msg = e.to_string();
+                    *lock(&self.error) = Some(msg.clone());
                     if last_error.as_deref() != Some(msg.as_str()) {
                         log_warn!(
                             "scaleset_poll_failed",
@@ -590,6 +605,7 @@ impl ListenCx {
                 }
             };
             if last_error.take().is_some() {
+                *lock(&self.error) = None;
                 log_info!(
                     "scaleset_poll_recovered",
                     target = self.target,

@@ -714,6 +714,7 @@ impl TargetLoop {
             let last_error = self
                 .last_error
                 .clone()
+                .or_else(|| self.scaleset.error(&pa.profile))
                 .or_else(|| unfit_jobs.first().cloned());
             let st = ProfileStatus {
                 profile: pa.profile.clone(),

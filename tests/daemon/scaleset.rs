@@ -148,6 +148,16 @@ fn a_stale_session_at_startup_is_retried_not_crash_looped() {
     // SIGKILL leaves the session open: the next daemon finds it taken (409).
     w.kill_daemon();
     w.start_daemon();
+    let profile_error = |w: &World| {
+        w.status_json()["profiles"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == PROFILE))
+            .and_then(|p| p["last_error"].as_str().map(String::from))
+    };
+    // Meanwhile `status` says why the profile starts nothing.
+    wait_until(SETTLE, "status naming the session conflict", || {
+        profile_error(&w).is_some_and(|e| e.contains("holds this scale set's message session"))
+    });
     let job = enqueue(&w, "after-409", 200);
     wait_until(
         SETTLE,
@@ -167,6 +177,9 @@ fn a_stale_session_at_startup_is_retried_not_crash_looped() {
     assert!(conflicts <= 5, "{conflicts} session tries in a few seconds");
     assert!(w.daemon_exited().is_none(), "the daemon exited on a 409");
     assert_eq!(w.sim.scaleset_sessions(set), 1);
+    wait_until(SETTLE, "the conflict gone from status", || {
+        profile_error(&w).is_none()
+    });
     w.wait_settled(&[REPO]);
     w.check_invariants(&[REPO]);
     assert!(w.stop_daemon().success());
