@@ -1,12 +1,17 @@
 //! The chaos suite: many jobs against the simulated GitHub with API and runner faults
 //! on, while the real daemon is SIGKILLed at random moments and restarted; at the end
 //! every applicable promise of reliability.md is checked and printed with its counts.
-//! `cargo bench --bench chaos [-- --small|--long] [--seed N]`; exit 1 on any violation.
+//! `cargo bench --bench chaos [-- --small|--long] [--scaleset] [--seed N]`; exit 1 on
+//! any violation. With `--scaleset` the `linux` profile takes its demand from its scale
+//! set's long poll (the `gpu` profile still polls REST), and the faults include the
+//! scale set's: 5xx and slow answers from the Actions service, expired queue tokens
+//! (401), sessions gone (404), and the stale sessions (409) every SIGKILL leaves.
 
 #[path = "support/mod.rs"]
 mod support;
 
 use runner_manager::demo::stop_child;
+use runner_manager::domain::DemandSource;
 use runner_manager::sim::rng::SplitMix64;
 use runner_manager::sim::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
 use runner_manager::store::{AttemptFilter, SqliteStore, Store};
@@ -22,6 +27,7 @@ struct Config {
     kills: usize,
     seed: u64,
     name: &'static str,
+    scaleset: bool,
 }
 
 const LINUX_MAX: u32 = 4;
@@ -29,6 +35,9 @@ const GPU_MAX: u32 = 2;
 const CAPACITY: u32 = 5;
 /// The `retry-after` the injected 403s carry, in seconds.
 const RETRY_AFTER: u64 = 2;
+/// How long a SIGKILLed daemon's scale set session outlives it (the next daemon meets
+/// 409 until then).
+const STALE_SESSION_MS: u64 = 3_000;
 
 fn main() {
     let mut cfg = Config {
@@ -37,12 +46,14 @@ fn main() {
         kills: 8,
         seed: runner_manager::timefmt::now_millis() as u64,
         name: "default",
+        scaleset: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--small" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (40, 600, 4, "small"),
             "--long" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (600, 300, 40, "long"),
+            "--scaleset" => cfg.scaleset = true,
             "--seed" => {
                 cfg.seed = args
                     .next()
@@ -52,11 +63,17 @@ fn main() {
             _ => {}
         }
     }
+    let demand = if cfg.scaleset {
+        "linux on its scale set, gpu on REST"
+    } else {
+        "REST"
+    };
     println!(
-        "chaos: {} config, seed {} ({} build); reproduce with --seed {}",
+        "chaos: {} config, demand {demand}, seed {} ({} build); reproduce with {}--seed {}",
         cfg.name,
         cfg.seed,
         support::profile(),
+        if cfg.scaleset { "--scaleset " } else { "" },
         cfg.seed
     );
     let code = match run(&cfg) {
@@ -94,6 +111,12 @@ fn run(cfg: &Config) -> Result<usize, String> {
     for name in ["linux", "gpu"] {
         let mut p = store.profile(name).map_err(|e| e.to_string())?;
         p.bootstrap_timeout_secs = 8;
+        if cfg.scaleset && name == "linux" {
+            // Its scale set is named `linux`, its only label: jobs say `runs-on: linux`.
+            p.set_labels("--labels", &[name.to_string()], &host.os, &host.arch)
+                .map_err(|e| e.to_string())?;
+            p.demand = DemandSource::Scaleset;
+        }
         store
             .update_profile(&p, p.revision)
             .map_err(|e| e.to_string())?;
@@ -116,6 +139,23 @@ fn run(cfg: &Config) -> Result<usize, String> {
         Trigger::Probability(0.04),
         FaultAction::Delay { ms: 700 },
     ));
+    if cfg.scaleset {
+        w.sim
+            .scaleset_config(|c| c.session_ttl_ms = STALE_SESSION_MS);
+        // The Actions service's calls (sessions, JIT, acks and the long poll itself).
+        w.sim.add_fault(FaultRule::new(
+            None,
+            "/_services/**",
+            Trigger::Probability(0.03),
+            FaultAction::Status { status: 500 },
+        ));
+        w.sim.add_fault(FaultRule::new(
+            None,
+            "/_services/**",
+            Trigger::Probability(0.04),
+            FaultAction::Delay { ms: 700 },
+        ));
+    }
     for (p, fault) in [
         (0.06, RunnerFault::CrashAtStart),
         (0.04, RunnerFault::HangBeforeListening),
@@ -147,15 +187,16 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let mut restart_at: Option<Instant> = None;
     let mut next_fault = start + Duration::from_millis(2000 + rng.next_u64() % 4000);
     let (mut bursts, mut forbids) = (0usize, 0usize);
+    let (mut tokens_expired, mut sessions_dropped) = (0usize, 0usize);
     let mut tick = 0u64;
     loop {
         let now = Instant::now();
         if queued < cfg.jobs && now >= next_job {
             let gpu = rng.next_u64().is_multiple_of(4);
-            let labels: &[&str] = if gpu {
-                &["self-hosted", "gpu"]
-            } else {
-                support::JOB_LABELS
+            let labels: &[&str] = match (gpu, cfg.scaleset) {
+                (true, _) => &["self-hosted", "gpu"],
+                (false, true) => &["linux"],
+                (false, false) => support::JOB_LABELS,
             };
             let dur = 300 + rng.next_u64() % 1200;
             w.sim
@@ -179,7 +220,22 @@ fn run(cfg: &Config) -> Result<usize, String> {
             next_kill = now + Duration::from_millis(1500 + rng.next_u64() % 4500);
         }
         if queued < cfg.jobs && now >= next_fault {
-            if rng.next_u64().is_multiple_of(2) {
+            let scale_set = w
+                .sim
+                .scale_sets()
+                .into_iter()
+                .find(|s| s.1 == "linux")
+                .map(|s| s.0);
+            let pick = rng.next_u64() % 4;
+            if let (Some(set), true, 2 | 3) = (scale_set, cfg.scaleset, pick) {
+                if pick == 2 {
+                    tokens_expired += 1;
+                    w.sim.expire_queue_tokens();
+                } else {
+                    sessions_dropped += 1;
+                    w.sim.drop_scaleset_sessions(set);
+                }
+            } else if rng.next_u64().is_multiple_of(2) {
                 bursts += 1;
                 w.sim.add_fault(FaultRule::new(
                     None,
@@ -322,6 +378,18 @@ fn run(cfg: &Config) -> Result<usize, String> {
         forbids,
         log.len()
     );
+    if cfg.scaleset {
+        let conflicts = log
+            .iter()
+            .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
+            .count();
+        println!(
+            "scale set: {tokens_expired} queue-token expiries and {sessions_dropped} sessions dropped scheduled, {conflicts} session conflicts (409) met, {} runners from scale set JIT configs",
+            log.iter()
+                .filter(|e| e.endpoint.ends_with("/generatejitconfig") && e.status == 200)
+                .count()
+        );
+    }
     println!("faults injected: {injected}");
     for (k, v) in &faults {
         println!("  {k:<40} {v}");

@@ -169,11 +169,11 @@ pub fn jit_credential(jit: &[u8]) -> Option<String> {
         .map(|(cfg, _)| cfg.credential.expose().to_string())
 }
 
-/// No request was sent to GitHub's API between a `retry-after` answer and the end of
-/// its wait. The run has one credential, and the sim logs a faulted request before it
-/// reads the credential, so every API request counts. `restarts` are the daemon's
-/// start times: a request after one of them was sent by a new daemon process, which
-/// only knows the wait if the daemon keeps it across restarts.
+/// No request was sent with the answered credential between a `retry-after` answer
+/// and the end of its wait (the limit is the credential's: the Actions service's calls,
+/// made with the scale set's own tokens, are not held by it). `restarts` are the
+/// daemon's start times: a request after one of them was sent by a new daemon process,
+/// which only knows the wait if the daemon keeps it across restarts.
 pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) -> Check {
     let mut c = Check::new("retry-after never violated", "retry-after answers");
     let mut order: Vec<&LogEntry> = log.iter().collect();
@@ -190,7 +190,10 @@ pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) 
         let early: Vec<&&LogEntry> = order[i + 1..]
             .iter()
             .take_while(|l| l.at < until)
-            .filter(|l| !l.endpoint.starts_with("/_sim"))
+            .filter(|l| {
+                !l.endpoint.starts_with("/_sim")
+                    && (e.credential.is_none() || l.credential == e.credential)
+            })
             .collect();
         let Some(first) = early.first() else {
             continue;

@@ -161,6 +161,9 @@ pub struct ScaleSetFeed {
     /// On a coordinated host: the scale sets the coordinator holds sessions on, found
     /// by name (no session here), so directed launches take their JIT from them.
     remote: HashMap<String, Remote>,
+    /// The target's rate-limit hold (a `retry-after`, a reset): the feed's clients
+    /// send no REST call (registration tokens, lookups) before it.
+    hold: Millis,
 }
 
 /// A scale set found by name, for starting and removing runners without a session.
@@ -186,7 +189,35 @@ impl ScaleSetFeed {
             held: Vec::new(),
             next_try: Instant::now(),
             remote: HashMap::new(),
+            hold: 0,
         }
+    }
+
+    /// One rate-limit hold for every client of the target: the loop's and the feed's
+    /// share the credential, so a `retry-after` any of them met (or one kept across a
+    /// restart) holds them all. Call before `sync`, so new listeners start held.
+    pub fn share_hold(&mut self, loop_client: Option<&GitHubClient>) {
+        let clients: Vec<&GitHubClient> = loop_client
+            .into_iter()
+            .chain(self.listeners.values().map(|l| l.client.github()))
+            .chain(
+                self.remote
+                    .values()
+                    .filter_map(|r| r.found.as_ref().map(|(c, _)| c.github())),
+            )
+            .collect();
+        let until = clients
+            .iter()
+            .filter_map(|c| c.rate_limit_snapshot().limited_until)
+            .max()
+            .unwrap_or(0)
+            .max(self.hold);
+        if until > 0 {
+            for c in clients {
+                c.hold_until(until);
+            }
+        }
+        self.hold = until;
     }
 
     /// Starts a listener for every scale set profile of this host that is not directed
@@ -276,7 +307,7 @@ impl ScaleSetFeed {
                 continue;
             }
             r.next_try = Instant::now() + REMOTE_RETRY;
-            match find_remote(target, policy) {
+            match find_remote(target, policy, self.hold) {
                 Ok(Some(found)) => {
                     log_info!(
                         "scaleset_found",
@@ -312,6 +343,7 @@ impl ScaleSetFeed {
         let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
         let (stop, stop_rx) = bounded::<()>(0);
         let gh = GitHubClient::new(target, cred).with_shutdown(stop_rx.clone());
+        gh.hold_until(self.hold);
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
@@ -474,11 +506,12 @@ impl ScaleSetFeed {
 fn find_remote(
     target: &Target,
     policy: &ScalePolicy,
+    hold: Millis,
 ) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
     let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
-    let client = Arc::new(ScaleSetClient::new(Arc::new(GitHubClient::new(
-        target, cred,
-    ))));
+    let gh = GitHubClient::new(target, cred);
+    gh.hold_until(hold);
+    let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
     let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {
         (Some(id), _) => id as i64,
         (None, None) => 1,

@@ -159,6 +159,7 @@ impl TargetLoop {
             .collect();
         self.ensure_client(&target, now);
         let mode = self.shared.pool.mode(&self.name, now);
+        self.scaleset.share_hold(self.client.as_ref());
         self.scaleset
             .sync(&target, &profiles, &host, mode, &self.shared);
 

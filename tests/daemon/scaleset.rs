@@ -10,7 +10,7 @@
 use super::support::*;
 use runner_manager::domain::{AttemptState, DemandSource, ScalePolicy};
 use runner_manager::scaleset::checkpoint_key;
-use runner_manager::sim::JobStatus;
+use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
 use runner_manager::store::Store;
 use std::time::Duration;
 
@@ -217,6 +217,50 @@ fn sigterm_mid_long_poll_ends_the_session_so_a_restart_needs_no_wait() {
     assert_eq!(conflicts, 0, "the restart met a stale session");
     w.wait_settled(&[REPO]);
     w.check_invariants(&[REPO]);
+    assert!(w.stop_daemon().success());
+}
+
+/// Regression (found by the chaos suite with `--scaleset`): the listener's client did
+/// not know the target's `retry-after`, so a restarted daemon asked for a registration
+/// token with the held credential at once.
+#[test]
+fn a_retry_after_holds_the_scale_set_listener_across_a_restart() {
+    let mut w = world("ss-403", 4, 2);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    w.sim.add_fault(FaultRule::times(
+        "GET",
+        "/repos/{owner}/{repo}/actions/runs",
+        1,
+        FaultAction::Forbidden {
+            retry_after: Some(5),
+        },
+    ));
+    w.start_daemon();
+    wait_until(SETTLE, "the hold is recorded", || {
+        w.store()
+            .kv_get("target:t:rate_limit_hold_until")
+            .unwrap()
+            .is_some()
+    });
+    w.kill_daemon();
+    w.start_daemon();
+    enqueue(&w, "ss-job", 300);
+    w.enqueue(REPO, "rest-job", &["p"], 300);
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+    let log = w.log();
+    let limited = log.iter().find(|e| e.status == 403).unwrap();
+    let early: Vec<_> = log
+        .iter()
+        .filter(|e| {
+            e.credential == limited.credential && e.at > limited.at && e.at < limited.at + 5000
+        })
+        .map(|e| format!("{} {}", e.method, e.endpoint))
+        .collect();
+    assert!(
+        early.is_empty(),
+        "requests inside retry-after across the restart: {early:?}"
+    );
     assert!(w.stop_daemon().success());
 }
 
