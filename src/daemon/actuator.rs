@@ -170,6 +170,15 @@ fn signal_runner(a: &Attempt, signal: i32) {
     }
 }
 
+/// Whether an attempt may have reached its JIT call: every start does, except those
+/// refused before it (`not_started`: the pass's target failed; `runner_group`: the
+/// profile's group could not be resolved).
+fn jit_was_asked(a: &Attempt) -> bool {
+    !a.reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("not_started") || r.starts_with("runner_group"))
+}
+
 /// Kills what is left of the session, deregisters if still registered, removes the
 /// root and bounds the log. True when all of it is done.
 fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
@@ -193,9 +202,11 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
             && a.reason
                 .as_deref()
                 .is_some_and(|r| r == "idle_timeout" || r == "drain"));
-    // A scale set attempt that ended before its JIT answer was recorded (a crash during
-    // the call) may be registered all the same: only its name finds it.
-    let registered = registered || (cx.scaleset.is_some() && a.runner_id.is_none());
+    // An attempt without a registration id may be registered all the same: its JIT
+    // answer was lost after GitHub registered the runner (a cut connection, a 5xx), or
+    // the daemon stopped during the call. Only its name finds it; a start refused
+    // before any JIT call spends no lookup.
+    let registered = registered || (a.runner_id.is_none() && jit_was_asked(a));
     if registered {
         match deregister(cx, a) {
             DeregisterResult::Deleted | DeregisterResult::NotFound => {}

@@ -183,3 +183,49 @@ fn a_401_on_one_target_is_reported_while_the_other_keeps_serving() {
     assert_eq!(pb["live"], 0, "{st:#}");
     assert!(w.stop_daemon().success());
 }
+
+/// A JIT answer lost after GitHub registered the runner (the body cut short): the
+/// attempt fails, and its registration is found by name and removed at its cleanup,
+/// not a minute later by the orphan sweep.
+#[test]
+fn a_registration_whose_jit_answer_was_lost_is_removed_by_name() {
+    let mut w = World::new("jit-lost", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    w.sim.add_fault(FaultRule::times(
+        "POST",
+        "/repos/*/*/actions/runners/generate-jitconfig",
+        1,
+        FaultAction::TruncatedBody,
+    ));
+    let job = w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    wait_until(SETTLE, "the job served and no registration left", || {
+        w.sim.job(job).unwrap().status == JobStatus::Completed && w.sim.runners().is_empty()
+    });
+    let attempts = w.attempts();
+    let lost = attempts
+        .iter()
+        .find(|a| a.runner_id.is_none())
+        .expect("an attempt without a registration id");
+    assert!(
+        lost.reason
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("jit_config"),
+        "{:?}",
+        lost.reason
+    );
+    // The served job's runner was ephemeral and is gone by itself: the one DELETE is
+    // the lost registration's, found by name.
+    let deletes = w
+        .log()
+        .iter()
+        .filter(|e| e.method == "DELETE" && e.endpoint.ends_with("/runners/{runner_id}"))
+        .filter(|e| e.status == 204)
+        .count();
+    assert_eq!(deletes, 1, "the lost registration was not removed");
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert!(w.stop_daemon().success());
+}
