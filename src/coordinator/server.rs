@@ -14,7 +14,7 @@ use super::ws::{self, LogFn, Stream, Waker};
 use crate::domain::QueuedJob;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore};
 use crate::timefmt::{Millis, now_millis};
-use crossbeam_channel::{Receiver, Sender, select, tick, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select, tick, unbounded};
 use rustls::{ServerConnection, StreamOwned};
 use std::collections::BTreeMap;
 use std::io;
@@ -100,7 +100,14 @@ pub struct ServerHandle {
     stop: Option<Sender<()>>,
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// Demand threads, each with a channel that disconnects when it ends: one may sit
+    /// in a long poll no signal interrupts, so stopping waits for them only so long.
+    demand: Vec<(JoinHandle<()>, Receiver<()>)>,
 }
+
+/// How long stopping waits for the demand threads (a scale set long poll is held up to
+/// ~50 s by GitHub; its session is ended on stop regardless).
+pub const DEMAND_STOP_WAIT: Duration = Duration::from_secs(10);
 
 impl ServerHandle {
     pub fn addr(&self) -> SocketAddr {
@@ -121,6 +128,17 @@ impl ServerHandle {
         self.stop.take();
         // Wake the acceptor out of accept(2).
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        let deadline = Instant::now() + DEMAND_STOP_WAIT;
+        for (t, done) in self.demand.drain(..) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match done.recv_timeout(left) {
+                // Still polling: left to the process exit.
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => {
+                    let _ = t.join();
+                }
+            }
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -170,29 +188,31 @@ pub fn serve(
                 .spawn(move || placer(p, ev_rx, stop, tickd, dir, log))?,
         );
     }
+    let mut demand = Vec::new();
     for mut src in sources {
         let (ev, stop, log) = (ev_tx.clone(), stop_rx.clone(), log.clone());
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("coord-demand-{}", src.target().name))
-                .spawn(move || {
-                    loop {
-                        match src.queued() {
-                            Ok(jobs) => {
-                                let target = src.target().name.clone();
-                                if ev.send(Event::Queue { target, jobs }).is_err() {
-                                    return;
-                                }
+        let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
+        let t = std::thread::Builder::new()
+            .name(format!("coord-demand-{}", src.target().name))
+            .spawn(move || {
+                let _done = done_tx;
+                loop {
+                    match src.queued() {
+                        Ok(jobs) => {
+                            let target = src.target().name.clone();
+                            if ev.send(Event::Queue { target, jobs }).is_err() {
+                                return;
                             }
-                            Err(e) => log(&format!("demand: {e}")),
                         }
-                        select! {
-                            recv(stop) -> _ => return,
-                            default(src.interval()) => {}
-                        }
+                        Err(e) => log(&format!("demand: {e}")),
                     }
-                })?,
-        );
+                    select! {
+                        recv(stop) -> _ => return,
+                        default(src.interval()) => {}
+                    }
+                }
+            })?;
+        demand.push((t, done));
     }
     let ctx = Arc::new(ConnCtx {
         tokens,
@@ -216,6 +236,7 @@ pub fn serve(
         stop: Some(stop_tx),
         stopping,
         threads,
+        demand,
     })
 }
 

@@ -8,7 +8,7 @@
 
 use super::support::*;
 use runner_manager::scaleset::checkpoint_key;
-use runner_manager::sim::JobStatus;
+use runner_manager::sim::{FaultAction, FaultRule, JobStatus, Trigger};
 use runner_manager::store::{SqliteStore, Store};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -274,7 +274,11 @@ fn a_coordinator_stopped_mid_long_poll_ends_its_session() {
     // session for the next coordinator to wait out.
     pool.sim.scaleset_config(|c| c.hold_ms = 120_000);
     let set = start_coordinator(&mut pool);
-    pool.stop_coordinator();
+    let stopped = pool.stop_coordinator();
+    assert!(
+        stopped.is_some_and(|s| s.success()),
+        "the coordinator did not stop cleanly: {stopped:?}"
+    );
     assert_eq!(
         pool.sim.scaleset_sessions(set),
         0,
@@ -388,4 +392,37 @@ fn hosts_fall_back_to_the_scale_set_while_the_coordinator_is_away() {
     );
     assert_each_job_served_once(&pool, 7);
     pool.wait_quiet();
+}
+
+/// A long poll that never answers (a connection hung mid-poll) does not keep the
+/// coordinator from stopping: its session is ended, and the stop waits for the demand
+/// thread only `DEMAND_STOP_WAIT` (the client itself would wait 70 s for the poll).
+#[test]
+fn a_coordinator_stops_while_its_long_poll_hangs() {
+    let mut pool = scale_set_pool("ss-hang", 1);
+    let set = start_coordinator(&mut pool);
+    pool.sim.add_fault(FaultRule::new(
+        Some("GET"),
+        "/_services/broker/**",
+        Trigger::Times(1_000),
+        FaultAction::Hang,
+    ));
+    // The poll under way ends at its hold (2 s); the next one hangs.
+    wait_until(Duration::from_secs(20), "a poll hangs", || {
+        pool.sim
+            .request_log()
+            .iter()
+            .any(|e| e.fault.as_deref() == Some("Hang"))
+    });
+    let stopped = pool.stop_coordinator();
+    assert!(
+        stopped.is_some_and(|s| s.success()),
+        "the coordinator did not stop cleanly within 30 s: {stopped:?}\n{}",
+        pool.dump()
+    );
+    assert_eq!(
+        pool.sim.scaleset_sessions(set),
+        0,
+        "the session outlived it"
+    );
 }

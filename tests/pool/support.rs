@@ -5,7 +5,7 @@ use runner_manager::sim::{JobStatus, SimConfig, SimGitHub, SimHandle, install};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -54,20 +54,23 @@ pub fn run_ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn kill(child: &mut Child, sig: i32) {
+/// Sends `sig` and waits (30 s at most) for the child to exit: its status, or `None`
+/// when it had to be SIGKILLed after all.
+fn kill(child: &mut Child, sig: i32) -> Option<ExitStatus> {
     // SAFETY: kill(2) on our own child.
     unsafe {
         libc::kill(child.id() as i32, sig);
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
     let _ = child.wait();
+    None
 }
 
 /// Sees each line a daemon writes to stderr, as it arrives.
@@ -320,11 +323,11 @@ impl Pool {
         self.coordinator = Some(child);
     }
 
-    /// SIGTERM, then waits (bounded) for the coordinator to exit.
-    pub fn stop_coordinator(&mut self) {
-        if let Some(mut c) = self.coordinator.take() {
-            kill(&mut c, libc::SIGTERM);
-        }
+    /// SIGTERM, then waits (30 s at most) for the coordinator to exit: its status, or
+    /// `None` when it had to be SIGKILLed.
+    pub fn stop_coordinator(&mut self) -> Option<ExitStatus> {
+        let mut c = self.coordinator.take()?;
+        kill(&mut c, libc::SIGTERM)
     }
 
     pub fn kill_coordinator(&mut self) {
