@@ -8,6 +8,7 @@ use crate::daemon::{DaemonError, DaemonOptions};
 use crate::domain::{AttemptState, validate};
 use crate::github::{CheckOptions, GitHubClient, check_target, load_credential};
 use crate::logging::Level;
+use crate::scaleset;
 use crate::store::{AttemptFilter, Store};
 use serde_json::json;
 use std::path::Path;
@@ -130,12 +131,15 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
         allow_public: profiles.iter().any(|p| p.allow_public),
         runner_group: profiles.iter().find_map(|p| p.runner_group.clone()),
     };
-    let lines = match load_credential(&target.credential) {
+    let mut lines = match load_credential(&target.credential) {
         Ok(cred) => check_target(&target, &GitHubClient::new(&target, cred), &opts),
         Err(e) => {
             return Err(CliError::Failed(format!("target {name}: credentials: {e}")));
         }
     };
+    if lines.iter().all(|l| l.name != "credentials" || l.ok) {
+        lines.extend(scaleset::check::check_target(&target, &profiles));
+    }
     let failed = lines.iter().filter(|l| !l.ok).count();
     if inv.json {
         let v: Vec<_> = lines

@@ -1,6 +1,7 @@
 //! The checks that ask GitHub: each target's credentials and permissions
-//! (`github::check_target`), the clock against GitHub's `Date`, and the newest runner
-//! version the target's downloads API offers.
+//! (`github::check_target`, and `scaleset::check` for its scale set profiles), the
+//! clock against GitHub's `Date`, and the newest runner version the target's
+//! downloads API offers.
 
 use super::{CheckLine, Options};
 use crate::domain::{ScalePolicy, Target};
@@ -45,7 +46,10 @@ pub(super) fn check_targets(
             allow_public: used.iter().any(|p| p.allow_public),
             runner_group: used.iter().find_map(|p| p.runner_group.clone()),
         };
-        let results = check_target(t, &client, &copts);
+        let mut results = check_target(t, &client, &copts);
+        if results.iter().all(|l| l.name != "credentials" || l.ok) {
+            results.extend(crate::scaleset::check::check_target(t, profiles));
+        }
         for c in &results {
             let n = format!("{name} {}", c.name);
             lines.push(if c.ok {

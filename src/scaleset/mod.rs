@@ -10,6 +10,7 @@
 //! `sim`, which plays it) knows the service's JSON.
 
 pub mod admin;
+pub mod check;
 pub mod client;
 pub mod error;
 pub mod listener;
@@ -17,6 +18,7 @@ pub mod message;
 mod types;
 
 pub use admin::AdminConnection;
+pub use check::check_profiles;
 pub use client::{
     Removed, RunnerGroup, ScaleSet, ScaleSetClient, ScaleSetRunner, ScaleSetSpec, Session,
 };

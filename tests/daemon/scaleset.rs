@@ -226,6 +226,8 @@ fn sigterm_mid_long_poll_ends_the_session_so_a_restart_needs_no_wait() {
 #[test]
 fn a_retry_after_holds_the_scale_set_listener_across_a_restart() {
     let mut w = world("ss-403", 4, 2);
+    // The killed daemon's session may be open: the next one waits it out (409).
+    w.sim.scaleset_config(|c| c.session_ttl_ms = 2_500);
     w.add_profile(ProfileSpec::new("p", "t", &["p"]));
     w.sim.add_fault(FaultRule::times(
         "GET",
@@ -260,6 +262,28 @@ fn a_retry_after_holds_the_scale_set_listener_across_a_restart() {
     assert!(
         early.is_empty(),
         "requests inside retry-after across the restart: {early:?}"
+    );
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn target_check_and_doctor_report_the_scale_set() {
+    let mut w = world("ss-check", 2, 2);
+    let before = w.cli_ok(&["target", "check", "t"]);
+    assert!(
+        before.contains("scale set") && before.contains("not created yet"),
+        "{before}"
+    );
+    w.start_daemon();
+    let set = wait_for_session(&w);
+    let after = w.cli_ok(&["target", "check", "t"]);
+    assert!(after.contains(&format!("exists (id {set}")), "{after}");
+    let doctor = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("target t scale set") && l.contains(&format!("id {set}"))),
+        "{text}"
     );
     assert!(w.stop_daemon().success());
 }
