@@ -4,8 +4,10 @@
 //! open leases for one job) and every job placed are checked. (b) A real run: three
 //! `runner-manager daemon`s, a real coordinator and the simulated GitHub: job queued →
 //! launch accepted p50/p99, queued → job started, and runners started against jobs,
-//! coordinated and standalone for the same workload. Prints; asserts only the
-//! invariants, never a timing. `-- --small` runs the quick configuration.
+//! coordinated and standalone for the same workload, and coordinated on a scale set
+//! (the coordinator holds its session, `--scaleset`; jobs are assigned to it).
+//! Prints; asserts only the invariants, never a timing. `-- --small` runs the quick
+//! configuration.
 
 #[allow(dead_code)]
 #[path = "../tests/pool/support.rs"]
@@ -214,12 +216,61 @@ struct RunFigures {
     wall: Duration,
 }
 
-/// One real run: `hosts` daemons (max 8 each), coordinated or standalone, `jobs`
-/// jobs of 300 ms queued at once.
-fn real_run(coordinated: bool, hosts: usize, jobs: usize) -> RunFigures {
-    let tag = if coordinated { "bench-c" } else { "bench-s" };
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Coordinated,
+    Standalone,
+    /// Coordinated, with the demand from a scale set whose session the coordinator holds.
+    ScaleSet,
+}
+
+/// The scale set (and the hosts' `demand=scaleset` pool profile) of `Mode::ScaleSet`.
+const SCALESET: &str = "bench-ss";
+
+/// One real run: `hosts` daemons (max 8 each) in `mode`, `jobs` jobs of 300 ms queued
+/// at once.
+fn real_run(mode: Mode, hosts: usize, jobs: usize) -> RunFigures {
+    let (tag, coordinated) = match mode {
+        Mode::Coordinated => ("bench-c", true),
+        Mode::Standalone => ("bench-s", false),
+        Mode::ScaleSet => ("bench-ss", true),
+    };
     let mut pool = Pool::new(tag, hosts, 8, coordinated);
-    if coordinated {
+    if mode == Mode::ScaleSet {
+        let install = pool.root.join("runner-install");
+        for h in &pool.hosts {
+            support::run_ok(
+                &h.dir,
+                &[
+                    "profile",
+                    "add",
+                    SCALESET,
+                    "--target",
+                    "app",
+                    "--labels",
+                    &format!("rm-pool-linux,{SCALESET}"),
+                    "--max",
+                    "8",
+                    "--runner-dir",
+                    install.to_str().unwrap(),
+                    "--idle-timeout",
+                    "2",
+                ],
+            );
+            support::run_ok(&h.dir, &["profile", "set", SCALESET, "demand=scaleset"]);
+        }
+        pool.start_coordinator_with(&["--scaleset", &format!("pool={SCALESET}")]);
+        wait_until(
+            Duration::from_secs(30),
+            "the coordinator holds the scale set's session",
+            || {
+                pool.sim
+                    .scale_sets()
+                    .iter()
+                    .any(|s| s.1 == SCALESET && pool.sim.scaleset_sessions(s.0) == 1)
+            },
+        );
+    } else if coordinated {
         pool.start_coordinator();
     }
     // job key → when a host's launch_accepted line arrived (first one wins).
@@ -248,8 +299,26 @@ fn real_run(coordinated: bool, hosts: usize, jobs: usize) -> RunFigures {
     wait_until(Duration::from_secs(30), "every host is in its mode", || {
         pool.hosts.iter().all(|h| h.mode() == want)
     });
+    if mode == Mode::ScaleSet {
+        wait_until(
+            Duration::from_secs(30),
+            "every host found the scale set",
+            || {
+                pool.hosts
+                    .iter()
+                    .all(|h| h.logs().contains("scaleset_found"))
+            },
+        );
+    }
     let t = Instant::now();
-    pool.enqueue(jobs, tag, 300);
+    if mode == Mode::ScaleSet {
+        for i in 0..jobs {
+            pool.sim
+                .enqueue_job(support::REPO, &format!("{tag}-{i}"), &[SCALESET], 300);
+        }
+    } else {
+        pool.enqueue(jobs, tag, 300);
+    }
     wait_until(Duration::from_secs(180), "every job is done", || {
         pool.all_done()
     });
@@ -268,9 +337,18 @@ fn real_run(coordinated: bool, hosts: usize, jobs: usize) -> RunFigures {
     }
     accepted_ms.sort();
     started_ms.sort();
+    let runners = match mode {
+        Mode::ScaleSet => pool
+            .sim
+            .request_log()
+            .iter()
+            .filter(|e| e.endpoint.ends_with("/generatejitconfig") && e.status == 200)
+            .count(),
+        _ => pool.runners_started(),
+    };
     RunFigures {
         jobs,
-        runners: pool.runners_started(),
+        runners,
         accepted_ms,
         started_ms,
         wall,
@@ -307,13 +385,16 @@ fn main() {
         "\n== real run: {hosts} daemons (max 8 each), {jobs} jobs of 300 ms{}",
         if small { " (--small)" } else { "" }
     );
-    let c = real_run(true, hosts, jobs);
-    let s = real_run(false, hosts, jobs);
-    assert_eq!(
-        c.accepted_ms.len(),
-        c.jobs,
-        "every job's launch was accepted"
-    );
+    let c = real_run(Mode::Coordinated, hosts, jobs);
+    let s = real_run(Mode::Standalone, hosts, jobs);
+    let ss = real_run(Mode::ScaleSet, hosts, jobs);
+    for r in [&c, &ss] {
+        assert_eq!(
+            r.accepted_ms.len(),
+            r.jobs,
+            "every job's launch was accepted"
+        );
+    }
     println!(
         "{:<12} {:>5} {:>8} {:>8} {:>14} {:>14} {:>14} {:>14} {:>9}",
         "mode",
@@ -326,7 +407,7 @@ fn main() {
         "q→start p99",
         "wall"
     );
-    for (name, r) in [("coordinated", &c), ("standalone", &s)] {
+    for (name, r) in [("coordinated", &c), ("standalone", &s), ("scale set", &ss)] {
         let acc = |p| {
             if r.accepted_ms.is_empty() {
                 "-".to_string()

@@ -348,7 +348,10 @@ impl GitHubClient {
                     st.rate.update(&reply.headers);
                 }
                 let strikes = st.strikes;
-                match limited_until(reply.status, &reply.headers, &message, now, strikes) {
+                // A `retry-after` counts from when the answer came, not from when the
+                // request left: a slow answer must not shorten the wait.
+                let answered = self.now();
+                match limited_until(reply.status, &reply.headers, &message, answered, strikes) {
                     Some(until) => {
                         st.rate.limited_until = Some(until);
                         if matches!(reply.status, 403 | 429) {

@@ -31,6 +31,31 @@ fn retry_after_holds_every_request_until_it_passes() {
     assert_eq!(r.count(), 2);
 }
 
+/// Regression (found by the chaos suite in CI): the wait was counted from when the
+/// request left, so a slow answer shortened it and the next request came early.
+#[test]
+fn retry_after_counts_from_the_answer_not_the_request() {
+    let r = Responder::start(vec![json(RUNNERS)]);
+    let (c, clock) = pat_client(&r.url());
+    let slow = clock.clone();
+    r.push(Action::RawAfter(
+        Box::new(move || slow.advance(700)),
+        reply(
+            403,
+            &[("retry-after", "2")],
+            r#"{"message":"You have exceeded a secondary rate limit"}"#,
+        ),
+    ));
+    assert_eq!(c.list_runners(&scope()).unwrap(), vec![]);
+    let answered = T0 + 700;
+    assert_eq!(
+        c.list_runners(&scope()).unwrap_err(),
+        GhError::RateLimited {
+            until: answered + 2_000
+        }
+    );
+}
+
 #[test]
 fn remaining_zero_waits_for_the_reset() {
     let reset = (T0 / 1000 + 600).to_string();

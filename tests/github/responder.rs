@@ -16,6 +16,9 @@ pub enum Action {
     Close,
     /// Keep the connection open and silent until the responder is dropped.
     Hang,
+    /// Run the hook (after the request is read), then write these bytes and close:
+    /// what happens "while the server thinks", such as a test clock moving on.
+    RawAfter(Box<dyn Fn() + Send>, Vec<u8>),
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +71,12 @@ impl Responder {
                     let action = s.lock().unwrap().pop_front();
                     match action {
                         Some(Action::Raw(bytes)) => {
+                            let _ = conn.write_all(&bytes);
+                            let _ = conn.flush();
+                            let _ = conn.shutdown(Shutdown::Both);
+                        }
+                        Some(Action::RawAfter(hook, bytes)) => {
+                            hook();
                             let _ = conn.write_all(&bytes);
                             let _ = conn.flush();
                             let _ = conn.shutdown(Shutdown::Both);
