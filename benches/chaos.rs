@@ -127,34 +127,12 @@ fn run(cfg: &Config) -> Result<usize, String> {
         .with_state(|s| s.rng = SplitMix64::new(cfg.seed ^ 0x5eed));
     // Background faults for the whole run: some 5xx and slow answers on every
     // repository endpoint (JIT and DELETE included), and misbehaving runners.
-    w.sim.add_fault(FaultRule::new(
-        None,
-        "/repos/**",
-        Trigger::Probability(0.03),
-        FaultAction::Status { status: 500 },
-    ));
-    w.sim.add_fault(FaultRule::new(
-        None,
-        "/repos/**",
-        Trigger::Probability(0.04),
-        FaultAction::Delay { ms: 700 },
-    ));
+    background_faults(&w.sim, "/repos/**");
     if cfg.scaleset {
         w.sim
             .scaleset_config(|c| c.session_ttl_ms = STALE_SESSION_MS);
         // The Actions service's calls (sessions, JIT, acks and the long poll itself).
-        w.sim.add_fault(FaultRule::new(
-            None,
-            "/_services/**",
-            Trigger::Probability(0.03),
-            FaultAction::Status { status: 500 },
-        ));
-        w.sim.add_fault(FaultRule::new(
-            None,
-            "/_services/**",
-            Trigger::Probability(0.04),
-            FaultAction::Delay { ms: 700 },
-        ));
+        background_faults(&w.sim, "/_services/**");
     }
     for (p, fault) in [
         (0.06, RunnerFault::CrashAtStart),
@@ -379,10 +357,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
         log.len()
     );
     if cfg.scaleset {
-        let conflicts = log
-            .iter()
-            .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
-            .count();
+        let conflicts = w.sim.session_conflicts();
         println!(
             "scale set: {tokens_expired} queue-token expiries and {sessions_dropped} sessions dropped scheduled, {conflicts} session conflicts (409) met, {} runners from scale set JIT configs",
             log.iter()
@@ -439,6 +414,23 @@ fn run(cfg: &Config) -> Result<usize, String> {
         support::kill_under(&w.state_dir);
     }
     Ok(total)
+}
+
+/// Faults for the whole run on every endpoint under `paths`: some 5xx, some slow
+/// answers.
+fn background_faults(sim: &runner_manager::sim::SimHandle, paths: &str) {
+    sim.add_fault(FaultRule::new(
+        None,
+        paths,
+        Trigger::Probability(0.03),
+        FaultAction::Status { status: 500 },
+    ));
+    sim.add_fault(FaultRule::new(
+        None,
+        paths,
+        Trigger::Probability(0.04),
+        FaultAction::Delay { ms: 700 },
+    ));
 }
 
 /// One look at the world: live runner processes per profile and host (from /proc, each

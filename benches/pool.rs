@@ -237,28 +237,7 @@ fn real_run(mode: Mode, hosts: usize, jobs: usize) -> RunFigures {
     };
     let mut pool = Pool::new(tag, hosts, 8, coordinated);
     if mode == Mode::ScaleSet {
-        let install = pool.root.join("runner-install");
-        for h in &pool.hosts {
-            support::run_ok(
-                &h.dir,
-                &[
-                    "profile",
-                    "add",
-                    SCALESET,
-                    "--target",
-                    "app",
-                    "--labels",
-                    &format!("rm-pool-linux,{SCALESET}"),
-                    "--max",
-                    "8",
-                    "--runner-dir",
-                    install.to_str().unwrap(),
-                    "--idle-timeout",
-                    "2",
-                ],
-            );
-            support::run_ok(&h.dir, &["profile", "set", SCALESET, "demand=scaleset"]);
-        }
+        pool.add_scaleset_profile(SCALESET, 8);
         pool.start_coordinator_with(&["--scaleset", &format!("pool={SCALESET}")]);
         wait_until(
             Duration::from_secs(30),

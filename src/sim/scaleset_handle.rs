@@ -66,6 +66,15 @@ impl SimHandle {
         })
     }
 
+    /// How many session creations the service refused because another holder had the
+    /// session (409), over the whole request log.
+    pub fn session_conflicts(&self) -> usize {
+        self.request_log()
+            .iter()
+            .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
+            .count()
+    }
+
     /// The number of sessions a scale set has.
     pub fn scaleset_sessions(&self, scale_set_id: u64) -> usize {
         self.with_state(|s| {

@@ -77,12 +77,8 @@ fn a_403_with_retry_after_is_obeyed() {
         .iter()
         .find(|e| e.endpoint == RUNS && e.status == 403)
         .expect("the 403 was served");
-    let cred = limited.credential.clone();
     // Nothing at all with that credential until retry-after has passed.
-    let early: Vec<_> = log
-        .iter()
-        .filter(|e| e.credential == cred && e.at > limited.at && e.at < limited.at + 3000)
-        .collect();
+    let early = requests_within(&log, limited, 3000);
     assert!(early.is_empty(), "requests inside retry-after: {early:?}");
     assert!(
         log.iter()
@@ -121,12 +117,7 @@ fn a_retry_after_outlives_a_daemon_restart() {
         .iter()
         .find(|e| e.endpoint == RUNS && e.status == 403)
         .unwrap();
-    let early: Vec<_> = log
-        .iter()
-        .filter(|e| {
-            e.credential == limited.credential && e.at > limited.at && e.at < limited.at + 5000
-        })
-        .collect();
+    let early = requests_within(&log, limited, 5000);
     assert!(
         early.is_empty(),
         "requests inside retry-after across the restart: {early:?}"

@@ -164,11 +164,7 @@ fn a_stale_session_at_startup_is_retried_not_crash_looped() {
         "the job served after the stale session expired",
         || w.sim.job(job).unwrap().status == JobStatus::Completed,
     );
-    let conflicts = w
-        .log()
-        .iter()
-        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
-        .count();
+    let conflicts = w.sim.session_conflicts();
     assert!(
         conflicts >= 1,
         "the restarted daemon never met the stale session"
@@ -209,11 +205,7 @@ fn sigterm_mid_long_poll_ends_the_session_so_a_restart_needs_no_wait() {
     wait_until(SETTLE, "the job after the restart served", || {
         w.sim.job(job).unwrap().status == JobStatus::Completed
     });
-    let conflicts = w
-        .log()
-        .iter()
-        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
-        .count();
+    let conflicts = w.sim.session_conflicts();
     assert_eq!(conflicts, 0, "the restart met a stale session");
     w.wait_settled(&[REPO]);
     w.check_invariants(&[REPO]);
@@ -252,13 +244,7 @@ fn a_retry_after_holds_the_scale_set_listener_across_a_restart() {
     w.check_invariants(&[REPO]);
     let log = w.log();
     let limited = log.iter().find(|e| e.status == 403).unwrap();
-    let early: Vec<_> = log
-        .iter()
-        .filter(|e| {
-            e.credential == limited.credential && e.at > limited.at && e.at < limited.at + 5000
-        })
-        .map(|e| format!("{} {}", e.method, e.endpoint))
-        .collect();
+    let early = requests_within(&log, limited, 5000);
     assert!(
         early.is_empty(),
         "requests inside retry-after across the restart: {early:?}"

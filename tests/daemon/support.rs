@@ -476,3 +476,15 @@ impl Drop for World {
         self.sim.shutdown();
     }
 }
+
+/// Requests sent with `limited`'s credential after it was answered and before `ms`
+/// had passed (a `retry-after` of that length must leave this empty), as
+/// "METHOD endpoint".
+pub fn requests_within(log: &[LogEntry], limited: &LogEntry, ms: i64) -> Vec<String> {
+    log.iter()
+        .filter(|e| {
+            e.credential == limited.credential && e.at > limited.at && e.at < limited.at + ms
+        })
+        .map(|e| format!("{} {}", e.method, e.endpoint))
+        .collect()
+}

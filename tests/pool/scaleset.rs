@@ -40,28 +40,7 @@ fn scaleset_jits(pool: &Pool) -> usize {
 /// A pool of `n` hosts, each with a `demand=scaleset` profile named after the scale set.
 fn scale_set_pool(tag: &str, n: usize) -> Pool {
     let pool = Pool::new(tag, n, 4, true);
-    let install = pool.root.join("runner-install");
-    for h in &pool.hosts {
-        run_ok(
-            &h.dir,
-            &[
-                "profile",
-                "add",
-                SCALESET,
-                "--target",
-                "app",
-                "--labels",
-                &format!("rm-pool-linux,{SCALESET}"),
-                "--max",
-                "4",
-                "--runner-dir",
-                install.to_str().unwrap(),
-                "--idle-timeout",
-                "2",
-            ],
-        );
-        run_ok(&h.dir, &["profile", "set", SCALESET, "demand=scaleset"]);
-    }
+    pool.add_scaleset_profile(SCALESET, 4);
     pool
 }
 
@@ -244,12 +223,7 @@ fn a_coordinator_restarted_mid_stream_loses_no_job_and_places_none_twice() {
     wait_until(Duration::from_secs(60), "every job is done", || {
         pool.all_done()
     });
-    let conflicts = pool
-        .sim
-        .request_log()
-        .iter()
-        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
-        .count();
+    let conflicts = pool.sim.session_conflicts();
     assert!(conflicts >= 1, "the restarts never met the stale session");
     assert!(
         coordinator_books(&pool, set).0 > before,
@@ -286,12 +260,7 @@ fn a_coordinator_stopped_mid_long_poll_ends_its_session() {
         pool.dump()
     );
     start_coordinator(&mut pool);
-    let conflicts = pool
-        .sim
-        .request_log()
-        .iter()
-        .filter(|e| e.endpoint.ends_with("/sessions") && e.status == 409)
-        .count();
+    let conflicts = pool.sim.session_conflicts();
     assert_eq!(conflicts, 0, "the restart met a stale session");
 }
 

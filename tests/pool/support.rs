@@ -286,6 +286,33 @@ impl Pool {
         }
     }
 
+    /// Gives every host a pool profile `name` (max `max`) whose demand is the scale set
+    /// of that name: labels the pool label and `name`, the pool's runner install.
+    pub fn add_scaleset_profile(&self, name: &str, max: u32) {
+        let install = self.root.join("runner-install");
+        for h in &self.hosts {
+            run_ok(
+                &h.dir,
+                &[
+                    "profile",
+                    "add",
+                    name,
+                    "--target",
+                    "app",
+                    "--labels",
+                    &format!("rm-pool-linux,{name}"),
+                    "--max",
+                    &max.to_string(),
+                    "--runner-dir",
+                    install.to_str().unwrap(),
+                    "--idle-timeout",
+                    "2",
+                ],
+            );
+            run_ok(&h.dir, &["profile", "set", name, "demand=scaleset"]);
+        }
+    }
+
     pub fn start_coordinator(&mut self) {
         self.start_coordinator_with(&[]);
     }
