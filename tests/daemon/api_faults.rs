@@ -4,7 +4,6 @@
 
 use super::support::*;
 use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
-use runner_manager::store::Store;
 
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
 
@@ -101,12 +100,7 @@ fn a_retry_after_outlives_a_daemon_restart() {
             .any(|e| e.endpoint == RUNS && e.status == 403)
     });
     // Give the daemon the moment it takes to record the hold, then kill it outright.
-    wait_until(SETTLE, "the hold is recorded", || {
-        w.store()
-            .kv_get("target:t:rate_limit_hold_until")
-            .unwrap()
-            .is_some()
-    });
+    wait_hold_recorded(&w, "t");
     w.kill_daemon();
     w.start_daemon();
     w.enqueue("acme/app", "build", &["p"], 300);

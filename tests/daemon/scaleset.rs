@@ -230,12 +230,7 @@ fn a_retry_after_holds_the_scale_set_listener_across_a_restart() {
         },
     ));
     w.start_daemon();
-    wait_until(SETTLE, "the hold is recorded", || {
-        w.store()
-            .kv_get("target:t:rate_limit_hold_until")
-            .unwrap()
-            .is_some()
-    });
+    wait_hold_recorded(&w, "t");
     w.kill_daemon();
     w.start_daemon();
     enqueue(&w, "ss-job", 300);

@@ -488,3 +488,14 @@ pub fn requests_within(log: &[LogEntry], limited: &LogEntry, ms: i64) -> Vec<Str
         .map(|e| format!("{} {}", e.method, e.endpoint))
         .collect()
 }
+
+/// Waits until the daemon has written target `t`'s rate-limit hold to the store (what
+/// a restarted daemon reads back).
+pub fn wait_hold_recorded(w: &World, t: &str) {
+    wait_until(SETTLE, "the hold is recorded", || {
+        w.store()
+            .kv_get(&format!("target:{t}:rate_limit_hold_until"))
+            .unwrap()
+            .is_some()
+    });
+}
