@@ -239,11 +239,7 @@ fn a_retry_after_holds_the_scale_set_listener_across_a_restart() {
     w.check_invariants(&[REPO]);
     let log = w.log();
     let limited = log.iter().find(|e| e.status == 403).unwrap();
-    let early = requests_within(&log, limited, 5000);
-    assert!(
-        early.is_empty(),
-        "requests inside retry-after across the restart: {early:?}"
-    );
+    assert_quiet_within(&log, limited, 5000);
     assert!(w.stop_daemon().success());
 }
 

@@ -477,16 +477,20 @@ impl Drop for World {
     }
 }
 
-/// Requests sent with `limited`'s credential after it was answered and before `ms`
-/// had passed (a `retry-after` of that length must leave this empty), as
-/// "METHOD endpoint".
-pub fn requests_within(log: &[LogEntry], limited: &LogEntry, ms: i64) -> Vec<String> {
-    log.iter()
+/// Asserts that nothing was sent with `limited`'s credential after it was answered and
+/// before its `retry-after` of `ms` had passed; the failure lists "METHOD endpoint".
+pub fn assert_quiet_within(log: &[LogEntry], limited: &LogEntry, ms: i64) {
+    let early: Vec<String> = log
+        .iter()
         .filter(|e| {
             e.credential == limited.credential && e.at > limited.at && e.at < limited.at + ms
         })
         .map(|e| format!("{} {}", e.method, e.endpoint))
-        .collect()
+        .collect();
+    assert!(
+        early.is_empty(),
+        "requests inside a {ms} ms retry-after: {early:?}"
+    );
 }
 
 /// Waits until the daemon has written target `t`'s rate-limit hold to the store (what
