@@ -88,13 +88,22 @@ fn no_descriptor_is_inherited_beyond_stdio() {
     assert!(leaked > 2);
     let r = FakeRunner::start("fds", "#!/bin/sh\necho ready\nexec sleep 1000\n", "jit");
     unsafe { libc::close(leaked) };
-    // After exec the shell's own (close-on-exec) descriptors are gone too.
+    // After exec the shell's own (close-on-exec) descriptors are gone too. The kernel
+    // shows the new command line a moment before it closes those, so the set is read
+    // until it settles: a descriptor that really leaked never goes, and the wait fails.
     assert!(wait_until(WAIT, || proc_file(r.pid(), "cmdline").starts_with(b"sleep")));
-    let fds: BTreeSet<i32> = fs::read_dir(format!("/proc/{}/fd", r.pid()))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
-        .collect();
-    assert_eq!(fds, BTreeSet::from([0, 1, 2]));
+    let mut fds = BTreeSet::new();
+    let settled = wait_until(WAIT, || {
+        fds = fs::read_dir(format!("/proc/{}/fd", r.pid()))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .collect();
+        fds == BTreeSet::from([0, 1, 2])
+    });
+    assert!(
+        settled,
+        "the runner holds descriptors {fds:?}, not only stdio"
+    );
     assert_eq!(
         fs::read_link(format!("/proc/{}/fd/0", r.pid())).unwrap(),
         std::path::Path::new("/dev/null")
