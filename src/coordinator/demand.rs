@@ -2,7 +2,7 @@
 //! runner scale set source can plug in beside REST polling, and the REST source on
 //! `github::GitHubClient::queued_jobs`.
 
-use super::placement::CoordTarget;
+use super::placement::{CoordTarget, Taken};
 use crate::domain::{QueuedJob, Target, TargetScope};
 use crate::github::{GitHubClient, load_credential};
 use crossbeam_channel::Receiver;
@@ -16,6 +16,11 @@ pub trait DemandSource: Send {
     /// The jobs queued now (a full snapshot: a job absent here has left the queue).
     /// An error keeps the previous snapshot; its message names what failed.
     fn queued(&mut self) -> Result<Vec<QueuedJob>, String>;
+    /// The runners seen taking jobs since the last call, where the source names them
+    /// (the scale set's messages do; REST polling does not).
+    fn taken(&mut self) -> Vec<Taken> {
+        Vec::new()
+    }
 }
 
 pub fn coord_target(t: &Target) -> CoordTarget {

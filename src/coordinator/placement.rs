@@ -10,6 +10,14 @@
 //! an expiry sends the job back to `Waiting` and keeps that host away from it for a
 //! while; a host's disconnect sends its leased jobs back at once; a job that leaves
 //! the queue is cancelled where it is leased and forgotten.
+//!
+//! Runners take any job their labels fit, so the runner started for job A may take job
+//! B. Where the demand source names the runner that took a job (the scale set's
+//! `JobStarted` does), A takes over B's phase: B's lease is moved to A rather than
+//! cancelled, and A does not wait for its supposed runner to finish. A runner reported
+//! for a lease after it was seen taking another job (its start was reported late, or
+//! its host bound a new lease to it before it knew) does not serve that lease's job:
+//! the job is placed again at once.
 
 use super::protocol::{
     self, AttemptFinished, AttemptStarted, CoordMsg, Hello, HelloAck, LaunchAck, LaunchFrame,
@@ -25,6 +33,16 @@ pub type ConnId = u64;
 
 /// Lease ids remembered after their lease closed, to match late `attempt_started`.
 const LEASE_MEMORY: usize = 65_536;
+/// Runners remembered with the job they took, to judge their later reports.
+const TAKEN_MEMORY: usize = 4_096;
+
+/// A runner seen taking a job, as the demand source reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The job's key (`job_key`).
+    pub job_key: String,
+    pub runner_name: String,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacementConfig {
@@ -140,11 +158,20 @@ pub struct Placement {
     /// Lease id → job key, for open leases and recently closed ones.
     lease_jobs: BTreeMap<String, String>,
     lease_order: VecDeque<String>,
+    /// Runner name → the job it took (recent runners, oldest forgotten first).
+    took: BTreeMap<String, String>,
+    took_order: VecDeque<String>,
 }
 
 /// The key a job is known by on the wire.
 pub fn job_key(job: &QueuedJob) -> String {
     job.id.to_string()
+}
+
+/// The same labels, in any order and case.
+fn same_labels(a: &[String], b: &[String]) -> bool {
+    let set = |l: &[String]| -> BTreeSet<String> { l.iter().map(|s| s.to_lowercase()).collect() };
+    set(a) == set(b)
 }
 
 fn same_api(a: &str, b: &str) -> bool {
@@ -165,6 +192,8 @@ impl Placement {
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
             lease_order: VecDeque::new(),
+            took: BTreeMap::new(),
+            took_order: VecDeque::new(),
         }
     }
 
@@ -328,7 +357,10 @@ impl Placement {
     /// served by that runner. A lease that was already closed (expired and placed
     /// elsewhere) still wins if its job's new lease has no runner yet: that lease is
     /// cancelled rather than a second runner started.
-    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, _now: Millis) -> Vec<Action> {
+    ///
+    /// A runner already seen taking another job does not serve its lease's job: that
+    /// job waits again and is placed at once.
+    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, now: Millis) -> Vec<Action> {
         let Some(host) = self.hosts.get_mut(&conn) else {
             return Vec::new();
         };
@@ -346,6 +378,19 @@ impl Placement {
         let Some(job) = self.jobs.get_mut(&key) else {
             return out;
         };
+        if self
+            .took
+            .get(&s.runner_name)
+            .is_some_and(|took| *took != key)
+        {
+            // The runner took another job: this lease's job still needs one.
+            if matches!(&job.phase, Phase::Leased { lease_id, .. } if Some(lease_id) == s.lease_id.as_ref())
+            {
+                job.phase = Phase::Waiting;
+                out.extend(self.place(now));
+            }
+            return out;
+        }
         match &job.phase {
             Phase::Started { .. } | Phase::Held => return out,
             Phase::Leased {
@@ -398,9 +443,23 @@ impl Placement {
     /// A fresh snapshot of one target's queue: new jobs wait, jobs gone are cancelled
     /// where they are leased and forgotten, held jobs still queued wait again.
     pub fn queue(&mut self, target: &str, queued: Vec<QueuedJob>, now: Millis) -> Vec<Action> {
+        self.snapshot(target, queued, &[], now)
+    }
+
+    /// [`Placement::queue`], with the runners seen taking the jobs that left it.
+    pub fn snapshot(
+        &mut self,
+        target: &str,
+        queued: Vec<QueuedJob>,
+        taken: &[Taken],
+        now: Millis,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         let present: BTreeMap<String, QueuedJob> =
             queued.into_iter().map(|j| (job_key(&j), j)).collect();
+        for t in taken.iter().filter(|t| !present.contains_key(&t.job_key)) {
+            out.extend(self.runner_took(target, &present, t));
+        }
         let gone: Vec<String> = self
             .jobs
             .iter()
@@ -436,6 +495,66 @@ impl Placement {
             }
         }
         out.extend(self.place(now));
+        out
+    }
+
+    /// Runner `t.runner_name` took job `t.job_key`, which has left the queue: it is
+    /// remembered for its later reports. If it was counted as serving another job still
+    /// queued, that job stands where the taken one stood: it inherits its lease (moved,
+    /// not cancelled), its runner, or its wait.
+    fn runner_took(
+        &mut self,
+        target: &str,
+        present: &BTreeMap<String, QueuedJob>,
+        t: &Taken,
+    ) -> Vec<Action> {
+        if self
+            .took
+            .insert(t.runner_name.clone(), t.job_key.clone())
+            .is_none()
+        {
+            self.took_order.push_back(t.runner_name.clone());
+            while self.took_order.len() > TAKEN_MEMORY {
+                if let Some(old) = self.took_order.pop_front() {
+                    self.took.remove(&old);
+                }
+            }
+        }
+        let runs_it = |j: &JobEntry| matches!(&j.phase, Phase::Started { runner_name, .. } if *runner_name == t.runner_name);
+        if self.jobs.get(&t.job_key).is_some_and(runs_it) {
+            return Vec::new();
+        }
+        let Some(other) = self
+            .jobs
+            .iter()
+            .find(|(k, j)| j.target == target && present.contains_key(*k) && runs_it(j))
+            .map(|(k, _)| k.clone())
+        else {
+            // Not reported yet (or not ours): the taken job's lease, if any, is
+            // cancelled as it leaves, and the report is judged when it comes.
+            return Vec::new();
+        };
+        let (labels, phase) = match self.jobs.get_mut(&t.job_key) {
+            Some(x) if x.target == target => (
+                x.job.labels.clone(),
+                std::mem::replace(&mut x.phase, Phase::Waiting),
+            ),
+            _ => (Vec::new(), Phase::Waiting),
+        };
+        let job = self.jobs.get_mut(&other).expect("found above");
+        let mut out = Vec::new();
+        job.phase = match phase {
+            // A lease is only moved to a job with the same labels: its profile fits.
+            Phase::Leased { lease_id, conn, .. } if !same_labels(&labels, &job.job.labels) => {
+                out.push(Action::Send(conn, CoordMsg::CancelLaunch { lease_id }));
+                Phase::Waiting
+            }
+            Phase::Leased { .. } | Phase::Started { .. } => phase,
+            Phase::Waiting | Phase::Held => Phase::Waiting,
+        };
+        if let Phase::Leased { lease_id, .. } = &job.phase {
+            self.lease_jobs.insert(lease_id.clone(), other);
+        }
         out
     }
 

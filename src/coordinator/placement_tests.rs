@@ -295,3 +295,98 @@ fn draining_and_unfit_hosts_get_nothing() {
         1
     );
 }
+
+fn started(lease: &str, runner: &str) -> AttemptStarted {
+    AttemptStarted {
+        lease_id: Some(lease.into()),
+        runner_name: runner.into(),
+        target: "ht".into(),
+        profile: "p".into(),
+    }
+}
+
+fn took(job: i64, runner: &str) -> Taken {
+    Taken {
+        job_key: job.to_string(),
+        runner_name: runner.into(),
+    }
+}
+
+/// Two jobs, two hosts (h2's profile also has `big`), one launch each: returns the
+/// (conn, job, lease) of each.
+fn two_leased(p: &mut Placement, second_labels: &[&str]) -> Vec<(ConnId, String, String)> {
+    let big: Vec<&str> = POOL.iter().copied().chain(["big"]).collect();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, &big), T0);
+    let mut l = launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, second_labels)], T0));
+    l.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(l.len(), 2);
+    l
+}
+
+#[test]
+fn a_runner_that_took_another_job_moves_that_jobs_lease_to_its_own() {
+    let mut p = placement();
+    let l = two_leased(&mut p, &["linux"]);
+    // Job 1's runner starts and takes job 2, whose own launch has not started yet.
+    assert!(p.started(l[0].0, started(&l[0].2, "r1"), T0 + 1).is_empty());
+    let a = p.snapshot("ct", vec![job(1, &["linux"])], &[took(2, "r1")], T0 + 2);
+    assert!(a.is_empty(), "no cancel, no new launch: {a:?}");
+    assert!(
+        matches!(&p.jobs()["1"].phase, Phase::Leased { lease_id, .. } if *lease_id == l[1].2),
+        "job 1 now waits on job 2's launch: {:?}",
+        p.jobs()["1"].phase
+    );
+    // That launch's runner serves job 1.
+    assert!(p.started(l[1].0, started(&l[1].2, "r2"), T0 + 3).is_empty());
+    assert!(
+        matches!(&p.jobs()["1"].phase, Phase::Started { runner_name, .. } if runner_name == "r2")
+    );
+    // A runner that took its own job changes nothing.
+    let a = p.snapshot("ct", vec![], &[took(1, "r2")], T0 + 4);
+    assert!(a.is_empty() && p.jobs().is_empty(), "{a:?}");
+}
+
+#[test]
+fn a_start_reported_after_its_runner_took_another_job_places_its_own_again() {
+    let mut p = placement();
+    let l = two_leased(&mut p, &["linux"]);
+    // Job 1's runner took job 2 before its start was reported: job 2's launch is
+    // cancelled (the taker may be no runner of ours at all).
+    let a = p.snapshot("ct", vec![job(1, &["linux"])], &[took(2, "r1")], T0 + 1);
+    assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
+    // The report comes: job 1 still needs a runner, and gets one at once.
+    let a = p.started(l[0].0, started(&l[0].2, "r1"), T0 + 2);
+    let again = launches(&a);
+    assert_eq!(again.len(), 1, "{a:?}");
+    assert_eq!(again[0].1, "1");
+}
+
+#[test]
+fn a_busy_runner_reported_for_a_new_lease_does_not_serve_it() {
+    let mut p = placement();
+    let l = two_leased(&mut p, &["linux"]);
+    assert!(p.started(l[0].0, started(&l[0].2, "r1"), T0 + 1).is_empty());
+    assert!(
+        p.snapshot("ct", vec![job(2, &["linux"])], &[took(1, "r1")], T0 + 2)
+            .is_empty()
+    );
+    // Its host, not yet knowing r1 is busy, reports it for job 2's lease: job 2 is
+    // placed again rather than waiting for r1 to finish.
+    let a = p.started(l[1].0, started(&l[1].2, "r1"), T0 + 3);
+    let again = launches(&a);
+    assert_eq!(again.len(), 1, "{a:?}");
+    assert_eq!(again[0].1, "2");
+}
+
+#[test]
+fn a_lease_is_not_moved_to_a_job_with_other_labels() {
+    let mut p = placement();
+    let l = two_leased(&mut p, &["linux", "big"]);
+    assert!(p.started(l[0].0, started(&l[0].2, "r1"), T0 + 1).is_empty());
+    let a = p.snapshot("ct", vec![job(1, &["linux"])], &[took(2, "r1")], T0 + 2);
+    // Job 2's launch may be for a profile job 1 does not fit: cancelled, and job 1
+    // is placed again instead of waiting for r1 to finish.
+    assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
+    assert_eq!(p.jobs()["1"].phase.as_str(), "offered");
+}

@@ -10,7 +10,7 @@
 //! a repeated message is idempotent.
 
 use super::demand::{DemandSource, coord_target};
-use super::placement::CoordTarget;
+use super::placement::{CoordTarget, Taken, job_key};
 use crate::domain::{QueuedJob, Target};
 use crate::github::{GitHubClient, load_credential};
 use crate::scaleset::{
@@ -20,7 +20,7 @@ use crate::scaleset::{
 use crate::store::{SqliteStore, Store};
 use crate::timefmt::now_millis;
 use crossbeam_channel::Receiver;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,10 +60,11 @@ pub struct ScaleSetDemand {
     /// `None` only once dropped.
     listener: Option<ScaleSetListener>,
     store: SqliteStore,
-    /// Assigned and not started, by the service's job id.
-    waiting: BTreeMap<String, QueuedJob>,
+    waiting: Waiting,
     /// The scale set whose waiting jobs were loaded from the store.
     loaded_for: i64,
+    /// Runners seen taking jobs since placement last asked.
+    taken: Vec<Taken>,
 }
 
 impl ScaleSetDemand {
@@ -101,71 +102,150 @@ impl ScaleSetDemand {
             name: name.to_string(),
             listener: Some(listener),
             store: open()?,
-            waiting: BTreeMap::new(),
+            waiting: Waiting::default(),
             loaded_for: 0,
+            taken: Vec::new(),
         })
     }
 
     fn load(&mut self, scale_set_id: i64) -> Result<(), String> {
         let key = waiting_key(&self.target.name, scale_set_id);
-        self.waiting = match self.store.kv_get(&key).map_err(|e| e.to_string())? {
-            None => BTreeMap::new(),
-            Some(v) => serde_json::from_str(&v).map_err(|e| format!("{key}: {e}"))?,
-        };
+        self.waiting =
+            Waiting::loaded(match self.store.kv_get(&key).map_err(|e| e.to_string())? {
+                None => BTreeMap::new(),
+                Some(v) => serde_json::from_str(&v).map_err(|e| format!("{key}: {e}"))?,
+            });
         self.loaded_for = scale_set_id;
         Ok(())
     }
 
     fn save(&self) -> Result<(), String> {
         let key = waiting_key(&self.target.name, self.loaded_for);
-        let v = serde_json::to_string(&self.waiting).map_err(|e| e.to_string())?;
+        let v = serde_json::to_string(&self.waiting.jobs).map_err(|e| e.to_string())?;
         self.store.kv_put(&key, &v).map_err(|e| e.to_string())
     }
+}
 
-    fn queued_job(&self, j: &JobInfo) -> QueuedJob {
-        let labels = if j.labels.is_empty() {
-            vec![self.name.clone()]
-        } else {
-            j.labels.clone()
-        };
-        QueuedJob {
-            // The runner request id is the service's number for this job.
-            id: j.runner_request_id,
-            run_id: j.workflow_run_id,
-            repo: format!("{}/{}", j.owner, j.repository),
-            name: j.display_name.clone(),
-            labels,
-            created_at: j.queued_at.unwrap_or_else(now_millis),
+/// A job of the scale set as placement sees it; a job without labels carries the scale
+/// set's name, its one label.
+fn queued_job(scale_set: &str, j: &JobInfo) -> QueuedJob {
+    let labels = if j.labels.is_empty() {
+        vec![scale_set.to_string()]
+    } else {
+        j.labels.clone()
+    };
+    QueuedJob {
+        // The runner request id is the service's number for this job.
+        id: j.runner_request_id,
+        run_id: j.workflow_run_id,
+        repo: format!("{}/{}", j.owner, j.repository),
+        name: j.display_name.clone(),
+        labels,
+        created_at: j.queued_at.unwrap_or_else(now_millis),
+    }
+}
+
+/// The jobs assigned to the scale set and not started, by the service's job id, and
+/// which of them the statistics may prune: the "suspects", known from before the
+/// current session (loaded from the store, or carried over a new session), whose start
+/// may have gone to another holder's messages. A job assigned within the session is
+/// never pruned: its start arrives as a message, and the statistics may count a start
+/// whose message is still on its way, so pruning by them would drop a job still waiting
+/// instead of the one started.
+#[derive(Debug, Default)]
+pub struct Waiting {
+    pub jobs: BTreeMap<String, QueuedJob>,
+    suspects: BTreeSet<String>,
+    /// The listener's session count when last seen.
+    sessions: u64,
+}
+
+impl Waiting {
+    /// A list read back from the store: every job in it is a suspect.
+    pub fn loaded(jobs: BTreeMap<String, QueuedJob>) -> Waiting {
+        Waiting {
+            suspects: jobs.keys().cloned().collect(),
+            jobs,
+            sessions: 0,
         }
+    }
+
+    /// One poll: the listener's session count, the message's jobs (if a message came)
+    /// and statistics at least as fresh as them (if known). Returns whether the list
+    /// changed, and the runners the message saw taking jobs.
+    pub fn update(
+        &mut self,
+        sessions_opened: u64,
+        message: Option<&[JobMessage]>,
+        fresh: Option<&Statistics>,
+        to_job: impl Fn(&JobInfo) -> QueuedJob,
+    ) -> (bool, Vec<Taken>) {
+        if sessions_opened != self.sessions {
+            self.sessions = sessions_opened;
+            self.suspects = self.jobs.keys().cloned().collect();
+        }
+        let mut changed = false;
+        let mut taken = Vec::new();
+        if let Some(jobs) = message {
+            taken = apply(&mut self.jobs, jobs, to_job);
+            changed = true;
+        }
+        if !self.suspects.is_empty()
+            && let Some(stats) = fresh
+        {
+            let suspects = &self.suspects;
+            changed |= prune(&mut self.jobs, stats, |k| suspects.contains(k)) > 0;
+        }
+        let jobs = &self.jobs;
+        self.suspects.retain(|k| jobs.contains_key(k));
+        (changed, taken)
     }
 }
 
 /// Applies one message's jobs to the waiting set; idempotent, so a message delivered
-/// again after a restart changes nothing.
+/// again after a restart changes nothing. Returns the runners the message saw taking
+/// jobs (placement moves a lease when a runner took another job than its own).
 pub fn apply(
     waiting: &mut BTreeMap<String, QueuedJob>,
     jobs: &[JobMessage],
     to_job: impl Fn(&JobInfo) -> QueuedJob,
-) {
+) -> Vec<Taken> {
+    let mut taken = Vec::new();
     for m in jobs {
         match m {
             JobMessage::Assigned { job } => {
                 waiting.insert(job.job_id.clone(), to_job(job));
             }
-            JobMessage::Started { job, .. } | JobMessage::Completed { job, .. } => {
+            JobMessage::Started {
+                job, runner_name, ..
+            } => {
+                waiting.remove(&job.job_id);
+                if !runner_name.is_empty() {
+                    taken.push(Taken {
+                        job_key: job_key(&to_job(job)),
+                        runner_name: runner_name.clone(),
+                    });
+                }
+            }
+            JobMessage::Completed { job, .. } => {
                 waiting.remove(&job.job_id);
             }
             JobMessage::Available { .. } | JobMessage::Unknown { .. } => {}
         }
     }
+    taken
 }
 
 /// Keeps no more waiting jobs than the statistics say are assigned and not running,
-/// dropping the oldest: a job whose start this coordinator never heard of (a host in
-/// fallback held the session meanwhile and acknowledged its messages) must not be
-/// placed again. The statistics must be at least as fresh as the newest message
-/// applied. Returns how many were dropped.
-pub fn prune(waiting: &mut BTreeMap<String, QueuedJob>, stats: &Statistics) -> usize {
+/// dropping the oldest of those `may_drop` allows: a job whose start this coordinator
+/// never heard of (a host in fallback held the session meanwhile and acknowledged its
+/// messages) must not be placed again. The statistics must be at least as fresh as the
+/// newest message applied. Returns how many were dropped.
+pub fn prune(
+    waiting: &mut BTreeMap<String, QueuedJob>,
+    stats: &Statistics,
+    may_drop: impl Fn(&str) -> bool,
+) -> usize {
     let keep = stats
         .total_assigned_jobs
         .saturating_sub(stats.total_running_jobs) as usize;
@@ -175,13 +255,15 @@ pub fn prune(waiting: &mut BTreeMap<String, QueuedJob>, stats: &Statistics) -> u
     }
     let mut by_age: Vec<(i64, String)> = waiting
         .iter()
+        .filter(|(k, _)| may_drop(k))
         .map(|(k, j)| (j.created_at, k.clone()))
         .collect();
     by_age.sort();
-    for (_, k) in by_age.into_iter().take(extra) {
-        waiting.remove(&k);
+    by_age.truncate(extra);
+    for (_, k) in &by_age {
+        waiting.remove(k);
     }
-    extra
+    by_age.len()
 }
 
 impl DemandSource for ScaleSetDemand {
@@ -202,27 +284,30 @@ impl DemandSource for ScaleSetDemand {
         let r = listener
             .poll_once()
             .map_err(|e| format!("scale set {}: {e}", self.name))?;
+        let sessions = listener.sessions_opened();
         if r.scale_set_id != self.loaded_for {
             self.load(r.scale_set_id)?;
         }
         // Statistics as fresh as the jobs: those of this message, or of the newest
         // one (a poll without news).
         let fresh = r.message.as_ref().is_none_or(|m| m.statistics.is_some());
-        let mut changed = false;
-        if let Some(m) = r.message {
-            let mut waiting = std::mem::take(&mut self.waiting);
-            apply(&mut waiting, &m.jobs, |j| self.queued_job(j));
-            self.waiting = waiting;
-            changed = true;
-        }
-        if let (true, Some(stats)) = (fresh, r.statistics.as_ref()) {
-            changed |= prune(&mut self.waiting, stats) > 0;
-        }
+        let name = &self.name;
+        let (changed, taken) = self.waiting.update(
+            sessions,
+            r.message.as_ref().map(|m| m.jobs.as_slice()),
+            r.statistics.as_ref().filter(|_| fresh),
+            |j| queued_job(name, j),
+        );
+        self.taken.extend(taken);
         if changed {
             // Kept before the next poll acknowledges the message.
             self.save()?;
         }
-        Ok(self.waiting.values().cloned().collect())
+        Ok(self.waiting.jobs.values().cloned().collect())
+    }
+
+    fn taken(&mut self) -> Vec<Taken> {
+        std::mem::take(&mut self.taken)
     }
 }
 
@@ -295,15 +380,66 @@ mod tests {
             ..to_job(j)
         });
         // All four still assigned, one of them running: one too many waits.
-        assert_eq!(prune(&mut w, &stats(4, 1)), 1);
+        let any = |_: &str| true;
+        assert_eq!(prune(&mut w, &stats(4, 1), any), 1);
         assert_eq!(w.keys().cloned().collect::<Vec<_>>(), ["2", "3", "4"]);
         // As many as counted: nothing dropped; more counted than known: nothing added.
-        assert_eq!(prune(&mut w, &stats(3, 0)), 0);
-        assert_eq!(prune(&mut w, &stats(9, 0)), 0);
+        assert_eq!(prune(&mut w, &stats(3, 0), any), 0);
+        assert_eq!(prune(&mut w, &stats(9, 0), any), 0);
         assert_eq!(w.len(), 3);
+        // Only those it may drop, oldest first.
+        assert_eq!(prune(&mut w, &stats(2, 1), |k| k != "2"), 2);
+        assert_eq!(w.keys().cloned().collect::<Vec<_>>(), ["2"]);
         // Nothing assigned any more: nothing waits.
-        assert_eq!(prune(&mut w, &stats(2, 2)), 3);
+        assert_eq!(prune(&mut w, &stats(2, 2), any), 1);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn statistics_prune_only_jobs_known_from_before_the_session() {
+        let assigned = |ids: std::ops::RangeInclusive<i64>| -> Vec<JobMessage> {
+            ids.map(|i| JobMessage::Assigned { job: info(i) }).collect()
+        };
+        let oldest_first = |j: &JobInfo| QueuedJob {
+            created_at: j.runner_request_id,
+            ..to_job(j)
+        };
+        let keys = |w: &Waiting| w.jobs.keys().cloned().collect::<Vec<_>>();
+        let mut w = Waiting::default();
+        let (changed, _) = w.update(1, Some(&assigned(1..=4)), Some(&stats(4, 0)), oldest_first);
+        assert!(changed);
+        // Same session, statistics ahead of the messages (a start still on its way):
+        // every job keeps waiting until its own start arrives.
+        let (_, taken) = w.update(1, Some(&assigned(5..=5)), Some(&stats(5, 2)), oldest_first);
+        assert!(taken.is_empty());
+        assert_eq!(w.jobs.len(), 5);
+        let started = [JobMessage::Started {
+            job: info(3),
+            runner_id: 9,
+            runner_name: "rm-h-9".into(),
+        }];
+        let (_, taken) = w.update(1, Some(&started), Some(&stats(5, 2)), oldest_first);
+        assert_eq!(
+            taken,
+            vec![Taken {
+                job_key: "3".into(),
+                runner_name: "rm-h-9".into()
+            }]
+        );
+        assert_eq!(keys(&w), ["1", "2", "4", "5"]);
+        // A new session: another holder may have had the messages of the jobs known
+        // so far. Pruned by fresh statistics only, oldest first, and only those.
+        let (changed, _) = w.update(2, Some(&[]), None, oldest_first);
+        assert!(changed);
+        assert_eq!(w.jobs.len(), 4);
+        w.update(2, Some(&assigned(6..=6)), Some(&stats(6, 3)), oldest_first);
+        assert_eq!(keys(&w), ["4", "5", "6"]);
+        w.update(2, None, Some(&stats(6, 5)), oldest_first);
+        assert_eq!(keys(&w), ["6"], "job 6 was assigned in this session");
+        // A list read back from the store is suspect as a whole.
+        let mut w = Waiting::loaded(w.jobs.clone());
+        w.update(1, None, Some(&stats(6, 6)), oldest_first);
+        assert!(w.jobs.is_empty());
     }
 
     #[test]

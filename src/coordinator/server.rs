@@ -8,7 +8,7 @@
 
 use super::auth::{TokenBook, bearer};
 use super::demand::DemandSource;
-use super::placement::{Action, ConnId, Phase, Placement, PlacementConfig};
+use super::placement::{Action, ConnId, Phase, Placement, PlacementConfig, Taken};
 use super::protocol::{CoordMsg, FrameError, HostMsg};
 use super::ws::{self, LogFn, Stream, Waker};
 use crate::domain::QueuedJob;
@@ -78,6 +78,7 @@ enum Event {
     Queue {
         target: String,
         jobs: Vec<QueuedJob>,
+        taken: Vec<Taken>,
     },
 }
 
@@ -200,7 +201,15 @@ pub fn serve(
                     match src.queued() {
                         Ok(jobs) => {
                             let target = src.target().name.clone();
-                            if ev.send(Event::Queue { target, jobs }).is_err() {
+                            let taken = src.taken();
+                            if ev
+                                .send(Event::Queue {
+                                    target,
+                                    jobs,
+                                    taken,
+                                })
+                                .is_err()
+                            {
                                 return;
                             }
                         }
@@ -479,7 +488,11 @@ fn placer(
                         outs.remove(&conn);
                         p.disconnect(conn, now)
                     }
-                    Event::Queue { target, jobs } => p.queue(&target, jobs, now),
+                    Event::Queue {
+                        target,
+                        jobs,
+                        taken,
+                    } => p.snapshot(&target, jobs, &taken, now),
                     Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
                 }
             }

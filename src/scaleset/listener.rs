@@ -173,6 +173,9 @@ pub struct ScaleSetListener {
     pending: Option<i64>,
     failures: u32,
     statistics: Option<Statistics>,
+    /// Sessions this listener opened: messages may have gone to another holder
+    /// between two of them.
+    opened: u64,
 }
 
 impl ScaleSetListener {
@@ -194,6 +197,7 @@ impl ScaleSetListener {
             pending: None,
             failures: 0,
             statistics: None,
+            opened: 0,
         }
     }
 
@@ -207,6 +211,12 @@ impl ScaleSetListener {
 
     pub fn has_session(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// How many sessions this listener has opened. Between two, another holder may
+    /// have received (and acknowledged) messages this one never sees.
+    pub fn sessions_opened(&self) -> u64 {
+        self.opened
     }
 
     /// Lets `closer` end this listener's sessions from another thread.
@@ -333,6 +343,9 @@ impl ScaleSetListener {
     }
 
     fn take_session(&mut self, s: Session) {
+        if self.session.as_ref().is_none_or(|old| old.id != s.id) {
+            self.opened += 1;
+        }
         if s.statistics.is_some() {
             self.statistics = s.statistics;
         }

@@ -216,6 +216,8 @@ fn an_expired_queue_token_refreshes_the_session_once() {
     assert_eq!(names, vec!["after-expiry".to_string()]);
     assert_eq!(e.sim.count("PATCH", SESSION), 1);
     assert_eq!(e.sim.count("POST", SESSIONS), 1);
+    // A refreshed token is the same session: no message can have gone elsewhere.
+    assert_eq!(l.sessions_opened(), 1);
     // Scripted the other way: a 401 fault on the queue.
     e.sim.add_fault(FaultRule::times(
         "GET",
@@ -249,6 +251,7 @@ fn a_session_gone_on_refresh_is_created_again() {
     let (_, names) = assigned_names(&mut l);
     assert_eq!(names, vec!["x".to_string()]);
     assert_eq!(e.sim.count("POST", SESSIONS), 2);
+    assert_eq!(l.sessions_opened(), 2);
 }
 
 #[test]
