@@ -14,10 +14,7 @@
 //! Runners take any job their labels fit, so the runner started for job A may take job
 //! B. Where the demand source names the runner that took a job (the scale set's
 //! `JobStarted` does), A takes over B's phase: B's lease is moved to A rather than
-//! cancelled, and A does not wait for its supposed runner to finish. A runner reported
-//! for a lease after it was seen taking another job (its start was reported late, or
-//! its host bound a new lease to it before it knew) does not serve that lease's job:
-//! the job is placed again at once.
+//! cancelled, and A does not wait for its supposed runner to finish.
 
 use super::protocol::{
     self, AttemptFinished, AttemptStarted, CoordMsg, Hello, HelloAck, LaunchAck, LaunchFrame,
@@ -33,8 +30,6 @@ pub type ConnId = u64;
 
 /// Lease ids remembered after their lease closed, to match late `attempt_started`.
 const LEASE_MEMORY: usize = 65_536;
-/// Runners remembered with the job they took, to judge their later reports.
-const TAKEN_MEMORY: usize = 4_096;
 
 /// A runner seen taking a job, as the demand source reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,9 +153,6 @@ pub struct Placement {
     /// Lease id → job key, for open leases and recently closed ones.
     lease_jobs: BTreeMap<String, String>,
     lease_order: VecDeque<String>,
-    /// Runner name → the job it took (recent runners, oldest forgotten first).
-    took: BTreeMap<String, String>,
-    took_order: VecDeque<String>,
 }
 
 /// The key a job is known by on the wire.
@@ -192,8 +184,6 @@ impl Placement {
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
             lease_order: VecDeque::new(),
-            took: BTreeMap::new(),
-            took_order: VecDeque::new(),
         }
     }
 
@@ -357,10 +347,7 @@ impl Placement {
     /// served by that runner. A lease that was already closed (expired and placed
     /// elsewhere) still wins if its job's new lease has no runner yet: that lease is
     /// cancelled rather than a second runner started.
-    ///
-    /// A runner already seen taking another job does not serve its lease's job: that
-    /// job waits again and is placed at once.
-    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, now: Millis) -> Vec<Action> {
+    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, _now: Millis) -> Vec<Action> {
         let Some(host) = self.hosts.get_mut(&conn) else {
             return Vec::new();
         };
@@ -378,19 +365,6 @@ impl Placement {
         let Some(job) = self.jobs.get_mut(&key) else {
             return out;
         };
-        if self
-            .took
-            .get(&s.runner_name)
-            .is_some_and(|took| *took != key)
-        {
-            // The runner took another job: this lease's job still needs one.
-            if matches!(&job.phase, Phase::Leased { lease_id, .. } if Some(lease_id) == s.lease_id.as_ref())
-            {
-                job.phase = Phase::Waiting;
-                out.extend(self.place(now));
-            }
-            return out;
-        }
         match &job.phase {
             Phase::Started { .. } | Phase::Held => return out,
             Phase::Leased {
@@ -498,28 +472,16 @@ impl Placement {
         out
     }
 
-    /// Runner `t.runner_name` took job `t.job_key`, which has left the queue: it is
-    /// remembered for its later reports. If it was counted as serving another job still
-    /// queued, that job stands where the taken one stood: it inherits its lease (moved,
-    /// not cancelled), its runner, or its wait.
+    /// Runner `t.runner_name` took job `t.job_key`, which has left the queue. If the
+    /// runner was counted as serving another job still queued, that job stands where
+    /// the taken one stood: it inherits its lease (moved, not cancelled), its runner, or
+    /// its wait.
     fn runner_took(
         &mut self,
         target: &str,
         present: &BTreeMap<String, QueuedJob>,
         t: &Taken,
     ) -> Vec<Action> {
-        if self
-            .took
-            .insert(t.runner_name.clone(), t.job_key.clone())
-            .is_none()
-        {
-            self.took_order.push_back(t.runner_name.clone());
-            while self.took_order.len() > TAKEN_MEMORY {
-                if let Some(old) = self.took_order.pop_front() {
-                    self.took.remove(&old);
-                }
-            }
-        }
         let runs_it = |j: &JobEntry| matches!(&j.phase, Phase::Started { runner_name, .. } if *runner_name == t.runner_name);
         if self.jobs.get(&t.job_key).is_some_and(runs_it) {
             return Vec::new();
@@ -530,8 +492,12 @@ impl Placement {
             .find(|(k, j)| j.target == target && present.contains_key(*k) && runs_it(j))
             .map(|(k, _)| k.clone())
         else {
-            // Not reported yet (or not ours): the taken job's lease, if any, is
-            // cancelled as it leaves, and the report is judged when it comes.
+            // A runner not reported yet, or not ours (one a host started before this
+            // coordinator did, or in fallback): the taken job's lease is cancelled as
+            // it leaves. Keeping it for a runner of ours whose report is late would
+            // start a surplus runner whenever the taker is not ours, and placing the
+            // late reporter's job again at its report would too when the cancel came
+            // after its host had started the runner.
             return Vec::new();
         };
         let (labels, phase) = match self.jobs.get_mut(&t.job_key) {

@@ -362,11 +362,7 @@ mod tests {
     }
 
     fn stats(assigned: u32, running: u32) -> Statistics {
-        Statistics {
-            total_assigned_jobs: assigned,
-            total_running_jobs: running,
-            ..Statistics::default()
-        }
+        Statistics::assigned_running(assigned, running)
     }
 
     #[test]

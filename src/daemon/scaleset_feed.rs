@@ -769,11 +769,7 @@ mod tests {
     use super::*;
 
     fn stats(assigned: u32, running: u32) -> Statistics {
-        Statistics {
-            total_assigned_jobs: assigned,
-            total_running_jobs: running,
-            ..Statistics::default()
-        }
+        Statistics::assigned_running(assigned, running)
     }
 
     #[test]

@@ -23,6 +23,18 @@ pub struct Statistics {
     pub total_idle_runners: u32,
 }
 
+#[cfg(test)]
+impl Statistics {
+    /// Only the two counters demand is read from, for tests.
+    pub(crate) fn assigned_running(assigned: u32, running: u32) -> Statistics {
+        Statistics {
+            total_assigned_jobs: assigned,
+            total_running_jobs: running,
+            ..Statistics::default()
+        }
+    }
+}
+
 impl From<types::Statistics> for Statistics {
     fn from(s: types::Statistics) -> Statistics {
         Statistics {
