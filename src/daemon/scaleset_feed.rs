@@ -16,7 +16,7 @@
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Attempt, AttemptState, DemandSource, Host, ScalePolicy, Target};
-use crate::github::{GhError, GitHubClient, load_credential};
+use crate::github::{GhError, GitHubClient, SharedHold, load_credential};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::watch::DeregisterResult;
 use crate::scaleset::{
@@ -164,6 +164,8 @@ pub struct ScaleSetFeed {
     /// The target's rate-limit hold (a `retry-after`, a reset): the feed's clients
     /// send no REST call (registration tokens, lookups) before it.
     hold: Millis,
+    /// The same hold, live: every client of the target (the loop's included) shares it.
+    shared_hold: SharedHold,
 }
 
 /// A scale set found by name, for starting and removing runners without a session.
@@ -190,7 +192,13 @@ impl ScaleSetFeed {
             next_try: Instant::now(),
             remote: HashMap::new(),
             hold: 0,
+            shared_hold: SharedHold::default(),
         }
+    }
+
+    /// The hold every client of the target shares; give it to the loop's client.
+    pub fn shared_hold(&self) -> SharedHold {
+        self.shared_hold.clone()
     }
 
     /// One rate-limit hold for every client of the target: the loop's and the feed's
@@ -307,7 +315,7 @@ impl ScaleSetFeed {
                 continue;
             }
             r.next_try = Instant::now() + REMOTE_RETRY;
-            match find_remote(target, policy, self.hold) {
+            match find_remote(target, policy, self.hold, &self.shared_hold) {
                 Ok(Some(found)) => {
                     log_info!(
                         "scaleset_found",
@@ -342,7 +350,9 @@ impl ScaleSetFeed {
     ) -> Result<Listener, String> {
         let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
         let (stop, stop_rx) = bounded::<()>(0);
-        let gh = GitHubClient::new(target, cred).with_shutdown(stop_rx.clone());
+        let gh = GitHubClient::new(target, cred)
+            .with_shutdown(stop_rx.clone())
+            .with_shared_hold(self.shared_hold.clone());
         gh.hold_until(self.hold);
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
@@ -507,9 +517,10 @@ fn find_remote(
     target: &Target,
     policy: &ScalePolicy,
     hold: Millis,
+    shared_hold: &SharedHold,
 ) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
     let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
-    let gh = GitHubClient::new(target, cred);
+    let gh = GitHubClient::new(target, cred).with_shared_hold(shared_hold.clone());
     gh.hold_until(hold);
     let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
     let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {

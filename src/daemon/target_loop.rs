@@ -502,7 +502,8 @@ impl TargetLoop {
                 let observer = metrics_feed::github_observer(&self.shared.metrics, &self.name);
                 let client = GitHubClient::new(target, cred)
                     .with_shutdown(self.shutdown_rx.clone())
-                    .with_observer(observer);
+                    .with_observer(observer)
+                    .with_shared_hold(self.scaleset.shared_hold());
                 // A retry-after or rate-limit reset recorded before a restart still holds.
                 let hold = self
                     .store

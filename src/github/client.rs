@@ -7,7 +7,7 @@ use super::etag::{Cached, EtagCache};
 use super::headers::{Headers, parse_http_date};
 use super::jwt::app_jwt;
 use super::pagination::{MAX_PAGES, next_link, origin};
-use super::ratelimit::{RateLimitSnapshot, limited_until};
+use super::ratelimit::{RateLimitSnapshot, SharedHold, limited_until};
 use super::retry::{Clock, RetryPolicy, SystemClock};
 use super::types;
 use crate::domain::{Target, TargetScope};
@@ -169,6 +169,8 @@ pub struct GitHubClient {
     clock: Arc<dyn Clock>,
     shutdown: Option<Receiver<()>>,
     observer: Option<Observer>,
+    /// The credential's hold, shared with its other clients.
+    shared_hold: Option<SharedHold>,
     state: Mutex<State>,
     token: Mutex<Option<InstallationToken>>,
 }
@@ -227,9 +229,17 @@ impl GitHubClient {
             clock,
             shutdown: None,
             observer: None,
+            shared_hold: None,
             state: Mutex::new(State::default()),
             token: Mutex::new(None),
         }
+    }
+
+    /// Shares the rate-limit hold with the other clients of the same credential: each
+    /// refuses to send while any of them is held.
+    pub fn with_shared_hold(mut self, hold: SharedHold) -> GitHubClient {
+        self.shared_hold = Some(hold);
+        self
     }
 
     /// Backoff waits end early (with [`GhError::Interrupted`]) when this channel
@@ -269,6 +279,9 @@ impl GitHubClient {
         if st.rate.limited_until.is_none_or(|u| u < until) {
             st.rate.limited_until = Some(until);
         }
+        if let Some(h) = &self.shared_hold {
+            h.raise(until);
+        }
     }
 
     /// The rate-limit headers of the last response, and any local hold.
@@ -298,7 +311,8 @@ impl GitHubClient {
             let now = self.now();
             if !c.ignore_limit {
                 let mut st = lock(&self.state);
-                if let Some(until) = st.rate.limited_until.filter(|u| *u > now) {
+                let shared = self.shared_hold.as_ref().map(SharedHold::until);
+                if let Some(until) = st.rate.limited_until.max(shared).filter(|u| *u > now) {
                     st.stats.refused_while_limited += 1;
                     return Err(GhError::RateLimited { until });
                 }
@@ -354,6 +368,9 @@ impl GitHubClient {
                 match limited_until(reply.status, &reply.headers, &message, answered, strikes) {
                     Some(until) => {
                         st.rate.limited_until = Some(until);
+                        if let Some(h) = &self.shared_hold {
+                            h.raise(until);
+                        }
                         if matches!(reply.status, 403 | 429) {
                             st.strikes = strikes.saturating_add(1);
                             return Err(GhError::RateLimited { until });

@@ -21,5 +21,5 @@ pub use check::{CheckLine, CheckOptions, check_target};
 pub use client::{ClientConfig, ClientStats, GitHubClient, Observer};
 pub use error::{AuthError, ErrorClass, GhError};
 pub use ops::{Deleted, RepoInfo, RunnerDownload};
-pub use ratelimit::RateLimitSnapshot;
+pub use ratelimit::{RateLimitSnapshot, SharedHold};
 pub use retry::{Clock, RetryPolicy, SystemClock};

@@ -3,6 +3,26 @@
 
 use super::headers::{Headers, parse_http_date};
 use crate::timefmt::Millis;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// One "send nothing until T" shared by every client of a credential (a target's
+/// loop and its scale set listeners): a `retry-after` one of them meets holds the
+/// others from that moment, not from when someone next copies it over.
+#[derive(Debug, Clone, Default)]
+pub struct SharedHold(Arc<AtomicI64>);
+
+impl SharedHold {
+    /// Holds until `until`, unless already held longer.
+    pub fn raise(&self, until: Millis) {
+        self.0.fetch_max(until, Ordering::SeqCst);
+    }
+
+    /// Until when it holds (0 or a past time: not held).
+    pub fn until(&self) -> Millis {
+        self.0.load(Ordering::SeqCst)
+    }
+}
 
 /// What the last response said about this credential's primary rate limit.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

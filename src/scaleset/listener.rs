@@ -77,7 +77,17 @@ impl Checkpoint for MemoryCheckpoint {
 #[derive(Clone)]
 pub struct SessionCloser {
     client: Arc<ScaleSetClient>,
-    published: Arc<Mutex<Option<(i64, String)>>>,
+    published: Arc<Mutex<Published>>,
+}
+
+/// The listener's session as its closers see it.
+#[derive(Debug, Default)]
+struct Published {
+    /// (scale set id, session id).
+    session: Option<(i64, String)>,
+    /// Closed: a session the listener opens from now on is deleted at once (its
+    /// create call may have been under way when the closer ran).
+    closed: bool,
 }
 
 impl SessionCloser {
@@ -91,7 +101,12 @@ impl SessionCloser {
 
     /// Deletes the listener's current session, if it has one; whether it had.
     pub fn close(&self) -> Result<bool, ScaleSetError> {
-        let Some((scale_set_id, session_id)) = lock(&self.published).take() else {
+        let taken = {
+            let mut p = lock(&self.published);
+            p.closed = true;
+            p.session.take()
+        };
+        let Some((scale_set_id, session_id)) = taken else {
             return Ok(false);
         };
         self.client.delete_session(scale_set_id, &session_id)?;
@@ -166,8 +181,8 @@ pub struct ScaleSetListener {
     checkpoint: Box<dyn Checkpoint>,
     scale_set: Option<ScaleSet>,
     session: Option<Session>,
-    /// The session as [`SessionCloser`]s see it: (scale set id, session id).
-    published: Arc<Mutex<Option<(i64, String)>>>,
+    /// The session as [`SessionCloser`]s see it.
+    published: Arc<Mutex<Published>>,
     last_message_id: i64,
     /// Delivered to the caller, not yet persisted and acknowledged.
     pending: Option<i64>,
@@ -227,7 +242,7 @@ impl ScaleSetListener {
 
     /// Sets the session, or forgets it, and tells the closers.
     fn set_session(&mut self, s: Option<Session>) {
-        *lock(&self.published) = match (&self.scale_set, &s) {
+        lock(&self.published).session = match (&self.scale_set, &s) {
             (Some(ss), Some(s)) => Some((ss.id, s.id.clone())),
             _ => None,
         };
@@ -335,14 +350,22 @@ impl ScaleSetListener {
                 self.lose_scale_set();
                 let id = self.ensure_scale_set()?;
                 let s = self.client.create_session(id, &self.cfg.owner)?;
-                self.take_session(s);
+                self.take_session(s)
             }
-            Err(e) => return Err(e),
+            Err(e) => Err(e),
         }
-        Ok(())
     }
 
-    fn take_session(&mut self, s: Session) {
+    /// Takes a session the service gave, unless a closer ran meanwhile: then it is
+    /// deleted at once and the listener is interrupted.
+    fn take_session(&mut self, s: Session) -> Result<(), ScaleSetError> {
+        if lock(&self.published).closed {
+            self.set_session(None);
+            if let Some(ss) = &self.scale_set {
+                self.client.delete_session(ss.id, &s.id)?;
+            }
+            return Err(ScaleSetError::Interrupted);
+        }
         if self.session.as_ref().is_none_or(|old| old.id != s.id) {
             self.opened += 1;
         }
@@ -350,6 +373,7 @@ impl ScaleSetListener {
             self.statistics = s.statistics;
         }
         self.set_session(Some(s));
+        Ok(())
     }
 
     /// After a 401 on the queue: a fresh queue token, or a new session when the old
@@ -359,10 +383,7 @@ impl ScaleSetListener {
             return self.ensure_session();
         };
         match self.client.refresh_session(ss.id, &s.id) {
-            Ok(s) => {
-                self.take_session(s);
-                Ok(())
-            }
+            Ok(s) => self.take_session(s),
             Err(e) if e.is_scale_set_not_found() => {
                 self.lose_scale_set();
                 self.ensure_session()

@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use crate::responder::*;
-use runner_manager::github::{ErrorClass, GhError};
+use runner_manager::github::{ErrorClass, GhError, SharedHold};
 
 #[test]
 fn retry_after_holds_every_request_until_it_passes() {
@@ -28,6 +28,39 @@ fn retry_after_holds_every_request_until_it_passes() {
     assert_eq!(c.stats().refused_while_limited, 1);
     clock.advance(1);
     assert_eq!(c.list_runners(&scope()).unwrap(), vec![]);
+    assert_eq!(r.count(), 2);
+}
+
+/// Regression (found by a daemon test under load): a target's loop and its scale set
+/// listener use the same credential, and a retry-after one of them met reached the
+/// other only at the loop's next pass; a registration-token POST went out inside it.
+#[test]
+fn a_shared_hold_holds_every_client_of_the_credential_at_once() {
+    let r = Responder::start(vec![
+        ok(
+            403,
+            &[("retry-after", "30")],
+            r#"{"message":"You have exceeded a secondary rate limit"}"#,
+        ),
+        json(RUNNERS),
+    ]);
+    let hold = SharedHold::default();
+    let (a, _) = pat_client(&r.url());
+    let a = a.with_shared_hold(hold.clone());
+    let (b, b_clock) = pat_client(&r.url());
+    let b = b.with_shared_hold(hold);
+    let until = T0 + 30_000;
+    assert_eq!(
+        a.list_runners(&scope()).unwrap_err(),
+        GhError::RateLimited { until }
+    );
+    assert_eq!(
+        b.list_runners(&scope()).unwrap_err(),
+        GhError::RateLimited { until }
+    );
+    assert_eq!(r.count(), 1, "the other client sent nothing");
+    b_clock.advance(30_000);
+    assert_eq!(b.list_runners(&scope()).unwrap(), vec![]);
     assert_eq!(r.count(), 2);
 }
 

@@ -3,7 +3,8 @@
 
 use crate::support::*;
 use runner_manager::scaleset::{
-    JobMessage, MemoryCheckpoint, ScaleSetListener, StoreCheckpoint, checkpoint_key,
+    JobMessage, MemoryCheckpoint, ScaleSetError, ScaleSetListener, SessionCloser, StoreCheckpoint,
+    checkpoint_key,
 };
 use runner_manager::sim::{FaultAction, FaultRule};
 use runner_manager::store::{SqliteStore, Store};
@@ -203,6 +204,31 @@ fn a_held_session_is_retried_with_backoff_until_free() {
     l.poll_once().unwrap();
     assert!(l.has_session());
     assert_eq!(e.sim.count("POST", SESSIONS), 5);
+}
+
+#[test]
+fn a_closer_ends_the_session_and_one_opened_after_it_ran() {
+    let e = env(200);
+    let closer = SessionCloser::new(e.client.clone());
+    let mut l = listener(&e, "rm-close", MemoryCheckpoint::default()).closed_by(&closer);
+    l.poll_once().unwrap();
+    let set = l.scale_set().unwrap().id as u64;
+    assert_eq!(e.sim.scaleset_sessions(set), 1);
+    assert!(closer.close().unwrap(), "it had a session to end");
+    assert_eq!(e.sim.scaleset_sessions(set), 0);
+    // A closer that ran before its listener had a session (the owner stopped while the
+    // create call was under way): the session is ended as soon as it is taken.
+    let closer = SessionCloser::new(e.client.clone());
+    let mut late = listener(&e, "rm-close", MemoryCheckpoint::default()).closed_by(&closer);
+    assert!(!closer.close().unwrap(), "nothing open yet");
+    let err = late.poll_once().unwrap_err();
+    assert!(matches!(err, ScaleSetError::Interrupted), "{err:?}");
+    assert_eq!(
+        e.sim.scaleset_sessions(set),
+        0,
+        "the late session was left open"
+    );
+    assert!(!late.has_session());
 }
 
 #[test]
