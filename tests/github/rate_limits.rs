@@ -4,16 +4,21 @@ use crate::common::*;
 use crate::responder::*;
 use runner_manager::github::{ErrorClass, GhError, SharedHold};
 
-#[test]
-fn retry_after_holds_every_request_until_it_passes() {
-    let r = Responder::start(vec![
+/// A secondary rate limit with `retry-after: 30`, then an empty runner list.
+fn limited_for_30_s_then_runners() -> Responder {
+    Responder::start(vec![
         ok(
             403,
             &[("retry-after", "30")],
             r#"{"message":"You have exceeded a secondary rate limit"}"#,
         ),
         json(RUNNERS),
-    ]);
+    ])
+}
+
+#[test]
+fn retry_after_holds_every_request_until_it_passes() {
+    let r = limited_for_30_s_then_runners();
     let (c, clock) = pat_client(&r.url());
     let until = T0 + 30_000;
     let e = c.list_runners(&scope()).unwrap_err();
@@ -36,14 +41,7 @@ fn retry_after_holds_every_request_until_it_passes() {
 /// other only at the loop's next pass; a registration-token POST went out inside it.
 #[test]
 fn a_shared_hold_holds_every_client_of_the_credential_at_once() {
-    let r = Responder::start(vec![
-        ok(
-            403,
-            &[("retry-after", "30")],
-            r#"{"message":"You have exceeded a secondary rate limit"}"#,
-        ),
-        json(RUNNERS),
-    ]);
+    let r = limited_for_30_s_then_runners();
     let hold = SharedHold::default();
     let (a, _) = pat_client(&r.url());
     let a = a.with_shared_hold(hold.clone());
