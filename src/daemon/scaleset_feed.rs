@@ -161,10 +161,9 @@ pub struct ScaleSetFeed {
     /// On a coordinated host: the scale sets the coordinator holds sessions on, found
     /// by name (no session here), so directed launches take their JIT from them.
     remote: HashMap<String, Remote>,
-    /// The target's rate-limit hold (a `retry-after`, a reset): the feed's clients
-    /// send no REST call (registration tokens, lookups) before it.
-    hold: Millis,
-    /// The same hold, live: every client of the target (the loop's included) shares it.
+    /// The target's rate-limit hold (a `retry-after`, a reset), shared live by every
+    /// client of the target, the loop's included: the feed's send no REST call
+    /// (registration tokens, lookups) before it.
     shared_hold: SharedHold,
 }
 
@@ -191,7 +190,6 @@ impl ScaleSetFeed {
             held: Vec::new(),
             next_try: Instant::now(),
             remote: HashMap::new(),
-            hold: 0,
             shared_hold: SharedHold::default(),
         }
     }
@@ -199,33 +197,6 @@ impl ScaleSetFeed {
     /// The hold every client of the target shares; give it to the loop's client.
     pub fn shared_hold(&self) -> SharedHold {
         self.shared_hold.clone()
-    }
-
-    /// One rate-limit hold for every client of the target: the loop's and the feed's
-    /// share the credential, so a `retry-after` any of them met (or one kept across a
-    /// restart) holds them all. Call before `sync`, so new listeners start held.
-    pub fn share_hold(&mut self, loop_client: Option<&GitHubClient>) {
-        let clients: Vec<&GitHubClient> = loop_client
-            .into_iter()
-            .chain(self.listeners.values().map(|l| l.client.github()))
-            .chain(
-                self.remote
-                    .values()
-                    .filter_map(|r| r.found.as_ref().map(|(c, _)| c.github())),
-            )
-            .collect();
-        let until = clients
-            .iter()
-            .filter_map(|c| c.rate_limit_snapshot().limited_until)
-            .max()
-            .unwrap_or(0)
-            .max(self.hold);
-        if until > 0 {
-            for c in clients {
-                c.hold_until(until);
-            }
-        }
-        self.hold = until;
     }
 
     /// Starts a listener for every scale set profile of this host that is not directed
@@ -315,7 +286,7 @@ impl ScaleSetFeed {
                 continue;
             }
             r.next_try = Instant::now() + REMOTE_RETRY;
-            match find_remote(target, policy, self.hold, &self.shared_hold) {
+            match find_remote(target, policy, &self.shared_hold) {
                 Ok(Some(found)) => {
                     log_info!(
                         "scaleset_found",
@@ -353,7 +324,6 @@ impl ScaleSetFeed {
         let gh = GitHubClient::new(target, cred)
             .with_shutdown(stop_rx.clone())
             .with_shared_hold(self.shared_hold.clone());
-        gh.hold_until(self.hold);
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
@@ -516,12 +486,10 @@ impl ScaleSetFeed {
 fn find_remote(
     target: &Target,
     policy: &ScalePolicy,
-    hold: Millis,
     shared_hold: &SharedHold,
 ) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
     let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
     let gh = GitHubClient::new(target, cred).with_shared_hold(shared_hold.clone());
-    gh.hold_until(hold);
     let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
     let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {
         (Some(id), _) => id as i64,

@@ -159,7 +159,6 @@ impl TargetLoop {
             .collect();
         self.ensure_client(&target, now);
         let mode = self.shared.pool.mode(&self.name, now);
-        self.scaleset.share_hold(self.client.as_ref());
         self.scaleset
             .sync(&target, &profiles, &host, mode, &self.shared);
 
@@ -389,11 +388,13 @@ impl TargetLoop {
     /// Records the client's rate-limit hold in the store, so a daemon restarted while
     /// it lasts sends nothing before it ends either.
     fn persist_hold(&mut self, now: Millis) -> Result<(), StoreError> {
+        // The shared hold: a scale set listener's client may have met it.
         let until = self
             .client
             .as_ref()
             .and_then(|c| c.rate_limit_snapshot().limited_until)
             .unwrap_or(0)
+            .max(self.scaleset.shared_hold().until())
             .max(self.blocked_until);
         if until > now && until != self.persisted_hold {
             self.store
