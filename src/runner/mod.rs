@@ -7,6 +7,7 @@ pub mod log;
 pub mod proc;
 pub mod root;
 pub mod spawn;
+pub mod uid;
 pub mod user;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ pub use root::{
 pub use spawn::{
     ExitInfo, Reap, SpawnError, SpawnSpec, Spawned, reap_child, reap_children, spawn_runner,
 };
+pub use uid::{UidRange, busy_uids, kill_uid, lookup_uid, pick_uid, processes_of_uid};
 pub use user::{RunAsUser, UserError, lookup_user};
 
 /// `STATE_DIR/attempts/<id>`: the attempt's root (removed at cleanup).

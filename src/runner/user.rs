@@ -1,4 +1,4 @@
-//! Looking up the optional `run_as` user: uid, gid, home and supplementary groups.
+//! Looking up a runner's user (by name for `run_as`, by uid for a per-attempt uid): uid, gid, home and supplementary groups.
 //!
 //! Done in the daemon before forking, because `getpwnam_r` and `getgrouplist` may
 //! allocate and read files, which is not allowed between fork and exec.
@@ -55,6 +55,29 @@ pub fn lookup_user(name: &str) -> Result<RunAsUser, UserError> {
     if name.is_empty() {
         return Err(UserError::BadName(name.to_string()));
     }
+    match lookup_passwd(PwKey::Name(&cname)) {
+        Ok(Some(mut u)) => {
+            // The name asked for, as before (NSS may spell it differently).
+            u.name = name.to_string();
+            Ok(u)
+        }
+        Ok(None) => Err(UserError::Unknown(name.to_string())),
+        Err(source) => Err(UserError::Lookup {
+            name: name.to_string(),
+            source,
+        }),
+    }
+}
+
+/// What to look a passwd entry up by.
+pub(crate) enum PwKey<'a> {
+    Name(&'a CStr),
+    Uid(u32),
+}
+
+/// One passwd lookup (`getpwnam_r` or `getpwuid_r`) plus the user's groups: shared by
+/// `lookup_user` and `uid::lookup_uid`. `Ok(None)` when there is no such entry.
+pub(crate) fn lookup_passwd(key: PwKey<'_>) -> Result<Option<RunAsUser>, std::io::Error> {
     // SAFETY: sysconf has no preconditions.
     let hint = unsafe { libc::sysconf(libc::_SC_GETPW_R_SIZE_MAX) };
     let mut buf: Vec<libc::c_char> = vec![0; if hint > 0 { hint as usize } else { 4096 }];
@@ -64,38 +87,40 @@ pub fn lookup_user(name: &str) -> Result<RunAsUser, UserError> {
         let mut result: *mut libc::passwd = std::ptr::null_mut();
         // SAFETY: every pointer is valid for the lengths given.
         let rc = unsafe {
-            libc::getpwnam_r(
-                cname.as_ptr(),
-                &mut pwd,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut result,
-            )
+            match key {
+                PwKey::Name(cname) => libc::getpwnam_r(
+                    cname.as_ptr(),
+                    &mut pwd,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut result,
+                ),
+                PwKey::Uid(uid) => {
+                    libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result)
+                }
+            }
         };
         if rc == libc::ERANGE && buf.len() < 1 << 20 {
             buf.resize(buf.len() * 2, 0);
             continue;
         }
         if rc != 0 {
-            return Err(UserError::Lookup {
-                name: name.to_string(),
-                source: std::io::Error::from_raw_os_error(rc),
-            });
+            return Err(std::io::Error::from_raw_os_error(rc));
         }
         if result.is_null() {
-            return Err(UserError::Unknown(name.to_string()));
+            return Ok(None);
         }
-        // SAFETY: on success pw_dir points into `buf`, NUL-terminated.
-        let home = unsafe { CStr::from_ptr(pwd.pw_dir) };
+        // SAFETY: on success pw_name and pw_dir point into `buf`, NUL-terminated.
+        let (pw_name, home) = unsafe { (CStr::from_ptr(pwd.pw_name), CStr::from_ptr(pwd.pw_dir)) };
         let home = PathBuf::from(std::ffi::OsStr::from_bytes(home.to_bytes()));
-        let groups = group_list(&cname, pwd.pw_gid);
-        return Ok(RunAsUser {
-            name: name.to_string(),
+        let groups = group_list(pw_name, pwd.pw_gid);
+        return Ok(Some(RunAsUser {
+            name: String::from_utf8_lossy(pw_name.to_bytes()).into_owned(),
             uid: pwd.pw_uid,
             gid: pwd.pw_gid,
             home,
             groups,
-        });
+        }));
     }
 }
 

@@ -1,0 +1,425 @@
+//! Per-attempt runner identities: the host's uid range, picking a free uid, finding and killing every process of a uid.
+//!
+//! A uid used by one attempt at a time is an exact handle on everything that attempt
+//! started, even where there is no cgroup to kill: `kill_uid` signals as that uid, which
+//! reaches its processes and nothing else.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::io;
+use std::str::FromStr;
+
+use super::user::{PwKey, RunAsUser, lookup_passwd};
+
+/// The most ids a range may hold: a sub-uid-sized block, far more than runners per host.
+const MAX_RANGE_LEN: u32 = 65536;
+
+/// An inclusive range of uids the host sets aside for runners (`runner_uids=START-END`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UidRange {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl UidRange {
+    /// Parses `START-END`; refuses 0 (root) in the range, `START > END`, ranges of more
+    /// than 65536 ids, and anything that is not two decimal numbers.
+    pub fn parse(s: &str) -> Result<UidRange, String> {
+        let Some((a, b)) = s.split_once('-') else {
+            return Err(format!(
+                "{s:?} is not a uid range: write START-END, e.g. 61000-61999"
+            ));
+        };
+        let num = |part: &str| -> Result<u32, String> {
+            if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(format!(
+                    "{s:?}: {part:?} is not a uid (a decimal number; write START-END)"
+                ));
+            }
+            part.parse()
+                .map_err(|_| format!("{s:?}: {part} is too large for a uid"))
+        };
+        let (start, end) = (num(a)?, num(b)?);
+        if start == 0 {
+            return Err(format!(
+                "{s:?}: uid 0 is root and cannot run a job; start the range above the system users"
+            ));
+        }
+        if start > end {
+            return Err(format!("{s:?}: the range starts after it ends"));
+        }
+        let r = UidRange { start, end };
+        if r.len() > MAX_RANGE_LEN {
+            return Err(format!(
+                "{s:?}: {} ids is more than the {MAX_RANGE_LEN} a range may hold",
+                u64::from(end) - u64::from(start) + 1
+            ));
+        }
+        Ok(r)
+    }
+
+    /// How many uids the range holds (0 if built with `start > end`).
+    pub fn len(&self) -> u32 {
+        if self.start > self.end {
+            0
+        } else {
+            (self.end - self.start).saturating_add(1)
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, uid: u32) -> bool {
+        self.start <= uid && uid <= self.end
+    }
+
+    pub fn iter(&self) -> std::ops::RangeInclusive<u32> {
+        self.start..=self.end
+    }
+}
+
+impl fmt::Display for UidRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.start, self.end)
+    }
+}
+
+impl FromStr for UidRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<UidRange, String> {
+        UidRange::parse(s)
+    }
+}
+
+/// The passwd entry of `uid` with its groups (`getpwuid_r` + `getgrouplist`); `Ok(None)`
+/// when the uid has no entry.
+pub fn lookup_uid(uid: u32) -> Result<Option<RunAsUser>, io::Error> {
+    lookup_passwd(PwKey::Uid(uid))
+}
+
+/// Pure: the lowest uid of `range` that is not `held` and is `usable` (the caller's
+/// test: it has a passwd entry and nothing runs as it).
+pub fn pick_uid(
+    range: UidRange,
+    held: &BTreeSet<u32>,
+    mut usable: impl FnMut(u32) -> bool,
+) -> Option<u32> {
+    range.iter().find(|u| !held.contains(u) && usable(*u))
+}
+
+/// The real, effective, saved and filesystem uids of a /proc/PID/status text, and
+/// whether the process is a zombie (or dead), which runs nothing and cannot be killed.
+fn status_uids(status: &str) -> Option<([u32; 4], bool)> {
+    let mut uids = None;
+    let mut gone = false;
+    for line in status.lines() {
+        if let Some(rest) = line.strip_prefix("State:") {
+            gone = matches!(rest.trim_start().chars().next(), Some('Z' | 'X'));
+        } else if let Some(rest) = line.strip_prefix("Uid:") {
+            let v: Vec<u32> = rest
+                .split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            uids = <[u32; 4]>::try_from(v).ok();
+        }
+    }
+    uids.map(|u| (u, gone))
+}
+
+/// Live processes any of whose uids (real, effective, saved, fs) is `uid`, ascending.
+/// Zombies are left out: they run nothing, and only their parent can remove them.
+pub fn processes_of_uid(uid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    scan_proc(|pid, uids| {
+        if uids.contains(&uid) {
+            out.push(pid);
+        }
+    });
+    out.sort_unstable();
+    out
+}
+
+/// The uids of `range` some live process runs as: one /proc scan for a whole range.
+pub fn busy_uids(range: UidRange) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    scan_proc(|_, uids| out.extend(uids.iter().copied().filter(|u| range.contains(*u))));
+    out
+}
+
+fn scan_proc(mut f: impl FnMut(i32, &[u32; 4])) {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        // A process that exits meanwhile has no status: skipped.
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        if let Some((uids, false)) = status_uids(&status) {
+            f(pid, &uids);
+        }
+    }
+}
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct`; version 3 takes two.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+// Exit codes of the killing child, one per step, so the parent can say what failed.
+const STEP_SETGROUPS: i32 = 10;
+const STEP_SETRESGID: i32 = 11;
+const STEP_SETRESUID: i32 = 12;
+const STEP_CHECK_IDS: i32 = 13;
+const STEP_CAPS: i32 = 14;
+const STEP_KILL: i32 = 15;
+
+/// Kills every process of `uid`, exactly: a forked child becomes `uid` (groups `gid`
+/// only, no capabilities) and calls `kill(-1, SIGKILL)`, which on Linux signals every
+/// process the caller may signal except itself, under the task list lock, so a process
+/// forking meanwhile cannot escape. Refuses uid 0 and this process's own uids. Needs
+/// CAP_SETUID and CAP_SETGID (root).
+pub fn kill_uid(uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: getuid/geteuid have no preconditions.
+    let (ruid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+    if uid == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to kill every process of uid 0 (root)",
+        ));
+    }
+    if uid == ruid || uid == euid {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to kill every process of uid {uid}: it is this process's own uid"),
+        ));
+    }
+    // SAFETY: the child runs only raw, async-signal-safe syscalls and _exit: nothing that
+    // takes a lock another thread of ours may have held at the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: see above; never returns.
+        unsafe { kill_as(uid, gid) }
+    }
+    let status = loop {
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            break status;
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // Another thread's waitpid(-1) reaped it: it has run to its end.
+            Some(libc::ECHILD) => return Ok(()),
+            _ => return Err(e),
+        }
+    };
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok(());
+    }
+    let step = if libc::WIFEXITED(status) {
+        match libc::WEXITSTATUS(status) {
+            STEP_SETGROUPS => "setgroups",
+            STEP_SETRESGID => "setresgid",
+            STEP_SETRESUID => "setresuid",
+            STEP_CHECK_IDS => "checking its ids after setresuid",
+            STEP_CAPS => "dropping its capabilities",
+            STEP_KILL => "kill(-1)",
+            _ => "an unknown step",
+        }
+    } else {
+        "running (it was killed by a signal)"
+    };
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "killing the processes of uid {uid}: the helper failed at {step} (it needs CAP_SETUID and CAP_SETGID: run the daemon as root)"
+        ),
+    ))
+}
+
+/// The killing child: become `uid`, drop every capability, `kill(-1, SIGKILL)`, exit.
+/// Raw syscalls only (glibc's set*id wrappers synchronise threads, which a forked child
+/// of a threaded process must not rely on); no allocation.
+unsafe fn kill_as(uid: u32, gid: u32) -> ! {
+    let errno = || unsafe { *libc::__errno_location() };
+    unsafe {
+        if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0 {
+            libc::_exit(STEP_SETGROUPS);
+        }
+        if libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0 {
+            libc::_exit(STEP_SETRESGID);
+        }
+        if libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0 {
+            libc::_exit(STEP_SETRESUID);
+        }
+        let (mut r, mut e, mut s): (libc::uid_t, libc::uid_t, libc::uid_t) = (0, 0, 0);
+        let rc = libc::syscall(
+            libc::SYS_getresuid,
+            &mut r as *mut libc::uid_t,
+            &mut e as *mut libc::uid_t,
+            &mut s as *mut libc::uid_t,
+        );
+        if rc != 0 || r != uid || e != uid || s != uid {
+            libc::_exit(STEP_CHECK_IDS);
+        }
+        // Leaving root clears capabilities, but a non-root daemon holding CAP_KILL (ambient)
+        // would keep it across setresuid, and kill(-1) would then reach every process on
+        // the host. Clear them all and check.
+        let mut hdr = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let none = [CapData::default(); 2];
+        if libc::syscall(libc::SYS_capset, &mut hdr as *mut CapHeader, none.as_ptr()) != 0 {
+            libc::_exit(STEP_CAPS);
+        }
+        let mut got = [CapData {
+            effective: u32::MAX,
+            permitted: u32::MAX,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(
+            libc::SYS_capget,
+            &mut hdr as *mut CapHeader,
+            got.as_mut_ptr(),
+        ) != 0
+            || got.iter().any(|d| d.effective != 0 || d.permitted != 0)
+        {
+            libc::_exit(STEP_CAPS);
+        }
+        // ESRCH: nothing of this uid is running, which is what we want.
+        if libc::syscall(libc::SYS_kill, -1 as libc::pid_t, libc::SIGKILL) != 0
+            && errno() != libc::ESRCH
+        {
+            libc::_exit(STEP_KILL);
+        }
+        libc::_exit(0)
+    }
+}
+
+/// The name of a uid's user, for messages (`None` without a passwd entry).
+pub fn uid_name(uid: u32) -> Option<String> {
+    lookup_uid(uid).ok().flatten().map(|u| u.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ranges_and_refuses_bad_ones() {
+        let r = UidRange::parse("61000-61999").unwrap();
+        assert_eq!(
+            r,
+            UidRange {
+                start: 61000,
+                end: 61999
+            }
+        );
+        assert_eq!(r.len(), 1000);
+        assert!(r.contains(61000) && r.contains(61999));
+        assert!(!r.contains(60999) && !r.contains(62000));
+        assert_eq!(r.to_string(), "61000-61999");
+        assert_eq!("5-5".parse::<UidRange>().unwrap().len(), 1);
+        assert_eq!(UidRange::parse("1-65536").unwrap().len(), 65536);
+
+        for (bad, says) in [
+            ("0-10", "root"),
+            ("10-5", "starts after"),
+            ("1-65537", "more than"),
+            ("100000-200000", "more than"),
+            ("abc", "START-END"),
+            ("10", "START-END"),
+            ("a-10", "not a uid"),
+            ("10-", "not a uid"),
+            ("-10", "not a uid"),
+            ("+1-10", "not a uid"),
+            (" 1-10", "not a uid"),
+            ("1-10-20", "not a uid"),
+            ("1-99999999999", "too large"),
+        ] {
+            let err = UidRange::parse(bad).unwrap_err();
+            assert!(err.contains(says), "{bad:?}: {err}");
+            assert!(err.contains(&format!("{bad:?}")), "{bad:?} is named: {err}");
+        }
+        let hand = UidRange { start: 9, end: 3 };
+        assert_eq!(hand.len(), 0);
+        assert!(hand.is_empty());
+    }
+
+    #[test]
+    fn picks_the_lowest_free_usable_uid() {
+        let r = UidRange::parse("100-104").unwrap();
+        let held: BTreeSet<u32> = [100, 102].into();
+        assert_eq!(pick_uid(r, &held, |_| true), Some(101));
+        assert_eq!(pick_uid(r, &held, |u| u != 101), Some(103));
+        assert_eq!(pick_uid(r, &held, |u| u > 200), None);
+        let all: BTreeSet<u32> = r.iter().collect();
+        assert_eq!(pick_uid(r, &all, |_| true), None);
+        // `usable` is asked only about uids not held, in order, until one fits.
+        let mut asked = Vec::new();
+        pick_uid(r, &held, |u| {
+            asked.push(u);
+            u == 103
+        });
+        assert_eq!(asked, vec![101, 103]);
+        assert_eq!(
+            pick_uid(UidRange { start: 5, end: 1 }, &held, |_| true),
+            None
+        );
+    }
+
+    #[test]
+    fn reads_uids_from_status() {
+        let s = "Name:\tsleep\nState:\tS (sleeping)\nTgid:\t7\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\t5\t5\t5\n";
+        assert_eq!(status_uids(s), Some(([1000, 1001, 1002, 1003], false)));
+        let z = "Name:\tsh\nState:\tZ (zombie)\nUid:\t7\t7\t7\t7\n";
+        assert_eq!(status_uids(z), Some(([7, 7, 7, 7], true)));
+        assert_eq!(status_uids("Name:\tx\n"), None);
+        assert_eq!(status_uids("Uid:\t1 2 3\n"), None);
+    }
+
+    #[test]
+    fn finds_this_process_and_refuses_root_and_self() {
+        // SAFETY: getuid has no preconditions.
+        let me = unsafe { libc::getuid() };
+        let mine = processes_of_uid(me);
+        assert!(mine.contains(&(std::process::id() as i32)), "{mine:?}");
+        let err = kill_uid(0, 0).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        if me != 0 {
+            assert_eq!(
+                kill_uid(me, 0).unwrap_err().kind(),
+                io::ErrorKind::InvalidInput
+            );
+        }
+        let root = lookup_uid(0).unwrap().unwrap();
+        assert_eq!((root.name.as_str(), root.gid), ("root", 0));
+        assert!(root.groups.contains(&0));
+        assert_eq!(uid_name(0).as_deref(), Some("root"));
+    }
+}
