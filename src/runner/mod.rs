@@ -3,6 +3,7 @@
 //! These are the mechanisms the daemon loop calls; what to do when (parsing log lines
 //! into events, timeouts, transitions) is decided in `reconcile`. Linux only.
 
+pub mod cgroup;
 pub mod log;
 pub mod proc;
 pub mod root;
@@ -12,6 +13,9 @@ pub mod user;
 
 use std::path::{Path, PathBuf};
 
+pub use cgroup::{
+    AttemptCgroup, CgroupError, CgroupMode, CgroupUsage, Cgroups, Enforced, JoinFds, Limits,
+};
 pub use log::{BoundOutcome, LogTail, bound_log, tail_lines};
 pub use proc::{
     Pid, ProcessStatus, SignalOutcome, StopOutcome, is_alive, kill_session, process_start_time,
