@@ -6,6 +6,7 @@
 mod runner {
     pub mod util;
 
+    mod contain;
     mod log;
     mod meter;
     mod proc;
