@@ -3,14 +3,17 @@
 # for a package (DESTDIR). POSIX sh.
 #
 #   packaging/install.sh [--dry-run] [--destdir DIR] [--prefix PREFIX] [--bin PATH]
+#                        [--runner-users START-END] [--users-only]
 #
 # DESTDIR and PREFIX may also come from the environment (--destdir/--prefix win).
 # PREFIX defaults to /usr, where the unit's ExecStart=/usr/bin/runner-manager points;
 # another prefix rewrites ExecStart to match. --bin defaults to the release build
 # (target/x86_64-unknown-linux-gnu/release, then target/release). With an empty DESTDIR
-# and root, it also creates the runner-manager user and state directory (through
-# systemd-sysusers/systemd-tmpfiles, or useradd when those are missing) and reloads
-# systemd. It never enables or starts the service: that is the operator's call.
+# and root, it also creates the runner users (one per uid of --runner-users, default
+# 61000-61063, named rm-runner-UID) and the state directory, sets the host's
+# runner_uids to that range unless one is set, and reloads systemd. --users-only
+# creates the runner users and nothing else. It never enables or starts the service:
+# that is the operator's call.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,9 +22,12 @@ dry=0
 destdir=${DESTDIR:-}
 prefix=${PREFIX:-/usr}
 bin=
+runner_users=61000-61063
+users_only=0
+state_dir=/var/lib/runner-manager
 
 usage() {
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit "$1"
 }
 
@@ -34,11 +40,63 @@ while [ $# -gt 0 ]; do
         --prefix=*) prefix=${1#*=} ;;
         --bin) [ $# -ge 2 ] || usage 2; bin=$2; shift ;;
         --bin=*) bin=${1#*=} ;;
+        --runner-users) [ $# -ge 2 ] || usage 2; runner_users=$2; shift ;;
+        --runner-users=*) runner_users=${1#*=} ;;
+        --users-only) users_only=1 ;;
         -h|--help) usage 0 ;;
         *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
+
+first=${runner_users%-*}
+last=${runner_users#*-}
+case $first$last in
+    *[!0-9]*|'') echo "install.sh: --runner-users must be START-END, two uids (got $runner_users)" >&2; exit 2 ;;
+esac
+if [ "$first" -lt 1 ] || [ "$first" -gt "$last" ] || [ $((last - first)) -ge 65536 ]; then
+    echo "install.sh: --runner-users must be 1 <= START <= END, at most 65536 uids (got $runner_users)" >&2
+    exit 2
+fi
+
+run() {
+    if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi
+}
+
+# The runner users: rm-runner-UID with its own group (gid = uid), home
+# STATE_DIR/homes/NAME (the daemon points it at each attempt's own), no login shell.
+# Idempotent; a uid already taken by another name is an error, never reused.
+make_runner_users() {
+    u=$first
+    while [ "$u" -le "$last" ]; do
+        name=rm-runner-$u
+        have=$(getent passwd "$u" | cut -d: -f1 || true)
+        if [ "$have" = "$name" ]; then
+            :
+        elif [ -n "$have" ]; then
+            echo "install.sh: uid $u belongs to $have, not $name; choose another --runner-users range" >&2
+            exit 1
+        else
+            if ! getent group "$u" >/dev/null; then
+                run groupadd --system --gid "$u" "$name"
+            fi
+            run useradd --system --uid "$u" --gid "$u" --no-create-home \
+                --home-dir "$state_dir/homes/$name" --shell /usr/sbin/nologin \
+                --comment "runner-manager runner $u" "$name"
+        fi
+        u=$((u + 1))
+    done
+}
+
+if [ "$users_only" = 1 ]; then
+    if [ "$(id -u)" != 0 ] && [ "$dry" != 1 ]; then
+        echo "install.sh: --users-only creates users and needs root" >&2
+        exit 1
+    fi
+    make_runner_users
+    echo "runner users rm-runner-$first .. rm-runner-$last ready; set them with: runner-manager host set runner_uids=$runner_users"
+    exit 0
+fi
 
 case $prefix in
     /*) ;;
@@ -75,10 +133,6 @@ tmpfilesdir=$prefix/lib/tmpfiles.d
 bashdir=$prefix/share/bash-completion/completions
 zshdir=$prefix/share/zsh/site-functions
 fishdir=$prefix/share/fish/vendor_completions.d
-
-run() {
-    if [ "$dry" = 1 ]; then echo "would run: $*"; else "$@"; fi
-}
 
 # put MODE SRC DEST: installs one file, creating its directory.
 put() {
@@ -117,22 +171,26 @@ if [ -n "$destdir" ]; then
     exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-    echo "not root: skipped creating the runner-manager user and /var/lib/runner-manager"
+    echo "not root: skipped creating the runner users and $state_dir"
     exit 0
 fi
 
-if command -v systemd-sysusers >/dev/null 2>&1; then
+if [ "$runner_users" = 61000-61063 ] && command -v systemd-sysusers >/dev/null 2>&1; then
     run systemd-sysusers "$sysusersdir/runner-manager.conf"
-elif ! id runner-manager >/dev/null 2>&1; then
-    run useradd --system --user-group --home-dir /var/lib/runner-manager \
-        --shell /usr/sbin/nologin --comment "runner-manager daemon" runner-manager
+else
+    make_runner_users
 fi
 if command -v systemd-tmpfiles >/dev/null 2>&1; then
     run systemd-tmpfiles --create "$tmpfilesdir/runner-manager.conf"
 else
-    for d in /var/lib/runner-manager /var/lib/runner-manager/attempts /var/lib/runner-manager/logs; do
-        run install -d -m 0700 -o runner-manager -g runner-manager "$d"
-    done
+    run install -d -m 0711 "$state_dir" "$state_dir/attempts" "$state_dir/homes"
+    run install -d -m 0700 "$state_dir/logs"
+fi
+# Each job under its own uid from the range, unless the operator chose otherwise.
+if ! "$bindir/runner-manager" --state-dir "$state_dir" --json host show 2>/dev/null \
+        | grep -q '"runner_uids": "'; then
+    run "$bindir/runner-manager" --state-dir "$state_dir" host set \
+        "runner_uids=$runner_users" isolation=uids
 fi
 if [ -d /run/systemd/system ]; then
     run systemctl daemon-reload

@@ -240,6 +240,26 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
     result
 }
 
+/// The demo's containment in one line: it sets no runner uids, so its jobs run as
+/// whoever runs the demo, and it says so.
+fn isolation_banner(state_dir: &std::path::Path) -> String {
+    use crate::domain::isolation::{Powers, effective};
+    let host = SqliteStore::open(state_dir).and_then(|s| s.host_or_create());
+    let Ok(host) = host else {
+        return "isolation: unknown (the store did not open)".into();
+    };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let powers = Powers {
+        can_switch_users: crate::runner::caps::can_switch_users(),
+        uid,
+    };
+    format!(
+        "isolation {}",
+        effective(host.isolation, host.runner_uids, powers).describe()
+    )
+}
+
 /// Runs the headless demo, printing progress.
 pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     let binary =
@@ -254,6 +274,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     println!(
         "profiles: linux (max 4, labels self-hosted,linux) and gpu (max 2, labels self-hosted,gpu)"
     );
+    println!("{}", isolation_banner(&world.state_dir));
     let mut daemon = world.spawn_daemon(&log)?;
     let started = Instant::now();
     let mut queued = 0u32;

@@ -168,6 +168,8 @@ fn run(seed: u64, capacity: u32) {
             coordinator: Some("ws://127.0.0.1:1".into()),
             coordinator_token_file: None,
             draining: false,
+            isolation: Default::default(),
+            runner_uids: None,
         },
         policies: vec![
             policy("a", "octo", true, 0, 3),

@@ -146,6 +146,10 @@ fn with_target(tag: &str) -> (PathBuf, PathBuf) {
     let state: PathBuf = root.join("state");
     let token = root.join("token");
     std::fs::write(&token, "secret-token-value").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     cli(
         &state,
         &[

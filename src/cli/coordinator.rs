@@ -3,7 +3,7 @@
 
 use super::output::{self, Out, or_dash, table, time, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_file};
+use super::{CliError, CliResult, readable_file, secret_file};
 use crate::coordinator::auth::{StoreTokens, new_token, token_hash};
 use crate::coordinator::demand::{DemandSource, RestDemand};
 use crate::coordinator::scaleset_demand::{self, ScaleSetDemand};
@@ -247,7 +247,7 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
                 validate::path("--tls-key", k)?,
             );
             readable_file("--tls-cert", &c)?;
-            readable_file("--tls-key", &k)?;
+            secret_file("--tls-key", &k)?;
             Some(tls::server_config(&c, &k).map_err(|e| CliError::usage("--tls-cert", &e))?)
         }
         _ => {

@@ -2,9 +2,9 @@
 
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_file};
-use crate::domain::Host;
+use super::{CliError, CliResult, secret_file};
 use crate::domain::validate::{self, Invalid};
+use crate::domain::{Host, Isolation, UidRange};
 use crate::store::Store;
 use crate::timefmt::{Millis, now_millis};
 use serde_json::json;
@@ -26,6 +26,8 @@ fn host_block(h: &Host) -> String {
             "coordinator_token_file",
             or_dash(h.coordinator_token_file.as_ref().map(|p| p.display())),
         ),
+        ("isolation", h.isolation.as_str().to_string()),
+        ("runner_uids", or_dash(h.runner_uids.as_ref())),
     ])
 }
 
@@ -65,17 +67,45 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 None
             } else {
                 let p = validate::path(key, value)?;
-                readable_file(key, &p)?;
+                secret_file(key, &p)?;
                 Some(p)
+            }
+        }
+        "isolation" => h.isolation = Isolation::parse(key, value)?,
+        "runner_uids" => {
+            h.runner_uids = if value.is_empty() {
+                None
+            } else {
+                let r = UidRange::parse_arg(key, value)?;
+                runner_users_exist(key, r)?;
+                Some(r)
             }
         }
         _ => {
             return Err(Invalid::new(
                 key,
-                "unknown host setting; known: capacity, coordinator, coordinator_token_file",
+                "unknown host setting; known: capacity, coordinator, coordinator_token_file, \
+                 isolation, runner_uids",
             )
             .into());
         }
+    }
+    Ok(())
+}
+
+/// A range is only of use if its uids are users: jobs run ssh, git and package
+/// managers, which look the user up. Refuses a range none of whose uids has a passwd
+/// entry (the users were not created yet), naming how to create them.
+fn runner_users_exist(key: &str, r: UidRange) -> Result<(), CliError> {
+    let found = crate::runner::uid::count_users(r, 1);
+    if found == 0 {
+        return Err(CliError::usage(
+            key,
+            &format!(
+                "no uid of {r} has a passwd entry; create the runner users first \
+                 (packaging/install.sh --runner-users {r}, or useradd one per uid)"
+            ),
+        ));
     }
     Ok(())
 }
@@ -86,6 +116,12 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         let (k, v) = validate::key_value(kv)?;
         apply(&mut h, k, v)?;
     }
+    if h.isolation == Isolation::Uids && h.runner_uids.is_none() {
+        return Err(CliError::usage(
+            "isolation",
+            "isolation=uids needs runner_uids=START-END (uids with passwd entries the host owns)",
+        ));
+    }
     if h.coordinator.is_some() && h.coordinator_token_file.is_none() {
         return Err(CliError::usage(
             "coordinator_token_file",
@@ -95,6 +131,30 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     store.update_host(&h)?;
     out.emit(|| host_block(&h), || host_json(&h));
     Ok(())
+}
+
+/// What containment runners start with: the daemon's own word for it (`uids`, `none`,
+/// `refused`) and line, as it last recorded them; or, with no daemon running, what the
+/// settings ask for.
+fn isolation_line(
+    store: &dyn Store,
+    h: &Host,
+    alive: bool,
+) -> Result<(Option<String>, String), CliError> {
+    let word = store.kv_get(crate::daemon::contain::KV_ISOLATION)?;
+    let line = store.kv_get(crate::daemon::contain::KV_CONTAINMENT)?;
+    Ok(match (alive, word, line) {
+        (true, Some(w), Some(l)) => (Some(w), l),
+        _ => {
+            let asked = match (h.isolation, h.runner_uids) {
+                (Isolation::None, _) => "none".to_string(),
+                (_, Some(r)) => format!("uids {r}"),
+                (Isolation::Uids, None) => "uids, but runner_uids is not set".into(),
+                (Isolation::Auto, None) => "none (runner_uids is not set)".into(),
+            };
+            (None, format!("{asked} (the daemon decides when it starts)"))
+        }
+    })
 }
 
 pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliResult {
@@ -110,6 +170,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
         .as_ref()
         .is_some_and(|b| now - b.heartbeat_at < HEARTBEAT_STALE_MS);
     let live_total: u32 = live.values().sum();
+    let isolation = isolation_line(store, &h, alive)?;
     out.emit(
         || {
             let daemon = match (&hb, alive) {
@@ -131,6 +192,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("draining", yes_no(h.draining)),
                 ("coordinator", or_dash(h.coordinator.as_ref())),
                 ("daemon", daemon),
+                ("isolation", isolation.1.clone()),
             ]);
             s.push('\n');
             let trows: Vec<Vec<String>> = targets
@@ -191,6 +253,12 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "state_dir": dir.display().to_string(),
                 "host": host_json(&h),
                 "live": live_total,
+                "isolation": {
+                    "setting": h.isolation.as_str(),
+                    "runner_uids": h.runner_uids.map(|r| r.to_string()),
+                    "in_effect": isolation.0,
+                    "detail": isolation.1,
+                },
                 "daemon": {
                     "running": alive,
                     "pid": hb.as_ref().map(|b| b.pid),

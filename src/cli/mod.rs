@@ -78,7 +78,23 @@ pub type CliResult = Result<(), CliError>;
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
+    harden_process();
     run(std::env::args_os().skip(1).collect())
+}
+
+/// What every command of the binary does first (not `run`, which tests call in their
+/// own process). Not dumpable: no core file and no same-user ptrace or
+/// `/proc/PID/environ|mem` of a process that holds tokens, even when the operator's
+/// `ulimit -c` or a crash handler would write one. Umask 077: everything the manager
+/// writes (the store and its journal, logs, roots, the lock) is private unless it
+/// opens access on purpose (a runner install, an attempt's root for its runner).
+fn harden_process() {
+    // SAFETY: prctl(PR_SET_DUMPABLE) and umask take plain integers and cannot fail in a
+    // way that matters here.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::umask(0o077);
+    }
 }
 
 /// Runs one command line (without the program name) and returns its exit code.
@@ -197,6 +213,14 @@ fn readable_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
             &format!("cannot read {}: {e}", path.display()),
         )),
     }
+}
+
+/// Checks that a token or key file the daemon will read later is one it will accept:
+/// readable now, a regular file, private to its owner (see `secret::read_secret_file`).
+fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
+    crate::secret::read_secret_file(path)
+        .map(drop)
+        .map_err(|e| CliError::usage(arg, &e.to_string()))
 }
 
 /// Checks that a directory exists and can be listed.

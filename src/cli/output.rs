@@ -135,6 +135,9 @@ pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
         "allow_public": p.allow_public,
         "run_as": p.run_as,
         "demand": p.demand.as_str(),
+        "memory_max": p.memory_max,
+        "cpu_max": p.cpu_max.map(|m| m as f64 / 1000.0),
+        "pids_max": p.pids_max,
         "revision": p.revision,
     })
 }
@@ -149,6 +152,8 @@ pub fn host_json(h: &Host) -> Value {
         "draining": h.draining,
         "coordinator": h.coordinator,
         "coordinator_token_file": h.coordinator_token_file.as_ref().map(|p| p.display().to_string()),
+        "isolation": h.isolation.as_str(),
+        "runner_uids": h.runner_uids.map(|r| r.to_string()),
     })
 }
 

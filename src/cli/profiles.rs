@@ -249,6 +249,15 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
         ("run_as", or_dash(p.run_as.as_ref())),
         ("demand", p.demand.as_str().into()),
         (
+            "memory_max",
+            or_dash(p.memory_max.map(crate::domain::isolation::human_bytes)),
+        ),
+        (
+            "cpu_max",
+            or_dash(p.cpu_max.map(crate::domain::isolation::human_cpus)),
+        ),
+        ("pids_max", or_dash(p.pids_max)),
+        (
             "host",
             if p.host_id == host.id {
                 format!("{} (this host)", p.host_id)

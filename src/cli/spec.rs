@@ -187,7 +187,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout, mode, active, allow_public, run_as, demand",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max",
         options: &[opt(
             "--revision",
             "N",
@@ -240,7 +240,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["host", "set"],
         args: "KEY=VALUE...",
         positionals: (1, None),
-        about: "Change this host: capacity, coordinator, coordinator_token_file",
+        about: "Change this host: capacity, coordinator, coordinator_token_file, isolation, runner_uids",
         options: &[],
     },
     Command {

@@ -2,7 +2,7 @@
 
 use super::output::{self, Out, table, target_json};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_file};
+use super::{CliError, CliResult, secret_file};
 use crate::domain::target::{DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
 use crate::domain::validate;
 use crate::domain::{CredentialRef, Target, TargetScope};
@@ -57,7 +57,7 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
     }
     let credential = if let Some(f) = inv.value("--token-file") {
         let path = validate::path("--token-file", f)?;
-        readable_file("--token-file", &path)?;
+        secret_file("--token-file", &path)?;
         CredentialRef::TokenFile { path }
     } else if let Some(v) = inv.value("--token-env") {
         CredentialRef::TokenEnv {
@@ -76,7 +76,7 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
             inv.value("--app-key")
                 .ok_or_else(|| CliError::usage("--app-key", "a GitHub App needs --app-key too"))?,
         )?;
-        readable_file("--app-key", &key_path)?;
+        secret_file("--app-key", &key_path)?;
         let installation_id = inv
             .value("--installation-id")
             .map(|v| validate::number_in("--installation-id", v, 1, u64::MAX))
@@ -114,8 +114,8 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         t.apply_setting(k, v)?;
         // The daemon reads these files later; a path that is wrong now is a typo.
         match (k, &t.credential) {
-            ("token_file", CredentialRef::TokenFile { path }) => readable_file(k, path)?,
-            ("app_key", CredentialRef::App { key_path, .. }) => readable_file(k, key_path)?,
+            ("token_file", CredentialRef::TokenFile { path }) => secret_file(k, path)?,
+            ("app_key", CredentialRef::App { key_path, .. }) => secret_file(k, key_path)?,
             _ => {}
         }
     }

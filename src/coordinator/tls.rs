@@ -28,7 +28,8 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 /// The server side: `cert` is the PEM chain (leaf first), `key` its PEM private key.
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
     let chain = certs(cert)?;
-    let key = PrivateKeyDer::from_pem_file(key)
+    let pem = crate::secret::read_secret_file(key).map_err(|e| format!("TLS key: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(pem.expose().as_bytes())
         .map_err(|e| format!("reading the private key from {}: {e}", key.display()))?;
     let cfg = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()

@@ -172,16 +172,20 @@ fn signal_runner(a: &Attempt, signal: i32) {
 
 /// Whether an attempt may have reached its JIT call: every start does, except those
 /// refused before it (`not_started`: the pass's target failed; `runner_group`: the
-/// profile's group could not be resolved).
+/// profile's group could not be resolved; `host`: readying it on the host failed).
 fn jit_was_asked(a: &Attempt) -> bool {
-    !a.reason
-        .as_deref()
-        .is_some_and(|r| r.starts_with("not_started") || r.starts_with("runner_group"))
+    !a.reason.as_deref().is_some_and(|r| {
+        r.starts_with("not_started") || r.starts_with("runner_group") || r.starts_with("host:")
+    })
 }
 
-/// Kills what is left of the session, deregisters if still registered, removes the
-/// root and bounds the log. True when all of it is done.
+/// Kills what is left of the attempt (its cgroup and its own uid first: nothing a job
+/// forked or detached survives them; then its session), deregisters if still
+/// registered, removes the root and the cgroup, and bounds the log. True when all of
+/// it is done; anything still running defers cleanup.
 fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
+    let contain = cx.shared.containment();
+    let all_gone = super::contain::kill_all(&contain, a);
     signal_runner(a, libc::SIGKILL);
     if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
         // Stragglers that left the process group but not the session.
@@ -220,9 +224,16 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
             }
         }
     }
+    if !all_gone {
+        log_warn!("cleanup_survivors", attempt = a.id);
+        return false;
+    }
     let root = runner::attempt_root(&cx.shared.state_dir, a.id);
     if let Err(e) = runner::remove_root(&root) {
         log_warn!("cleanup_root", attempt = a.id, error = e);
+        return false;
+    }
+    if !super::contain::remove_cgroup(&contain, a.id) {
         return false;
     }
     let _ = runner::bound_log(

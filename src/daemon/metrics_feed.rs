@@ -107,6 +107,11 @@ pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>) {
     m.set_link_mode(name, "standalone");
 }
 
+/// A profile's starts were held after a host failure, or are no longer.
+pub fn start_held(m: &Metrics, profile: &str, held: bool) {
+    m.set_starts_held(profile, held);
+}
+
 /// A target loop finished a pass (or started): `/healthz` counts from here.
 pub fn passed(shared: &Shared, target: &str) {
     lock(&shared.passes).insert(target.to_string(), now_millis());

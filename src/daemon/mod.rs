@@ -2,6 +2,7 @@
 //! meter sampler and the coordinator link, watches signals and joins them all.
 
 mod actuator;
+pub mod contain;
 pub mod lock;
 mod metrics_feed;
 pub mod notify;
@@ -96,22 +97,26 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let _lock = DaemonLock::acquire(&opts.state_dir).map_err(DaemonError::Lock)?;
     let host = store.host_or_create()?;
     let started_at = now_millis();
-    log_info!(
-        "daemon_started",
-        host = host.id,
-        state_dir = opts.state_dir.display(),
-        pid = std::process::id()
-    );
     let shared = Arc::new(Shared::new(opts.state_dir.clone()));
     shared
         .pool
         .set_grace(opts.fallback_grace.as_millis() as Millis);
+    let mut contained = containment_key(&host);
+    apply_containment(&shared, &store, &host, None)?;
+    log_info!(
+        "daemon_started",
+        host = host.id,
+        state_dir = opts.state_dir.display(),
+        pid = std::process::id(),
+        isolation = shared.containment().isolation.describe(),
+        cgroups = shared.containment().cgroups.summary()
+    );
     let mut link = pool::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
     let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
 
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
-    sweep::sweep(&store, &host, &opts.state_dir);
+    sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());
 
     // The heartbeat goes first, so `status` says the daemon runs as soon as it can
     // start runners, not a tick later.
@@ -199,6 +204,13 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     let fp = config_fingerprint(&store)?;
                     if fp != fingerprint {
                         fingerprint = fp;
+                        let host = store.host_or_create()?;
+                        if containment_key(&host) != contained {
+                            contained = containment_key(&host);
+                            let cgroups = shared.containment().cgroups.clone();
+                            apply_containment(&shared, &store, &host, Some(cgroups))?;
+                            log_info!("containment_changed", isolation = shared.containment().isolation.describe());
+                        }
                         sync_loops(&store, &shared, &mut loops, &shutdown_rx, false)?;
                         link = refresh_link(&shared, &store, link)?;
                         shared.tell_all(LoopMsg::Wake);
@@ -223,7 +235,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 metrics_feed::runners(&shared.metrics, &store, &open);
                 if now >= next_sweep {
                     next_sweep = now + SWEEP_EVERY;
-                    sweep::sweep(&store, &host, &opts.state_dir);
+                    sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());
                 }
                 if now >= next_prune {
                     next_prune = now + PRUNE_EVERY;
@@ -269,6 +281,30 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     drop(signal_watch);
     let _ = store.clear_heartbeat();
     log_info!("daemon_stopped");
+    Ok(())
+}
+
+/// The host settings containment depends on.
+fn containment_key(host: &crate::domain::Host) -> String {
+    format!("{:?} {:?}", host.isolation, host.runner_uids)
+}
+
+/// Decides the containment (see `contain::establish`), says it once in the log and
+/// keeps it in the store for `status`, `top` and `doctor`.
+fn apply_containment(
+    shared: &Shared,
+    store: &SqliteStore,
+    host: &crate::domain::Host,
+    cgroups: Option<crate::runner::cgroup::Cgroups>,
+) -> Result<(), StoreError> {
+    let c = contain::establish(host, &shared.state_dir, cgroups);
+    if let crate::domain::InEffect::None { .. } = c.isolation {
+        log_warn!("not_isolated", detail = c.isolation.describe());
+    }
+    shared.metrics.set_isolation(c.isolation.word());
+    store.kv_put(contain::KV_ISOLATION, c.isolation.word())?;
+    store.kv_put(contain::KV_CONTAINMENT, &c.describe())?;
+    *lock_mutex(&shared.contain) = Arc::new(c);
     Ok(())
 }
 

@@ -348,9 +348,11 @@ pub fn start_link(
     let token = match host
         .coordinator_token_file
         .as_ref()
-        .map(std::fs::read_to_string)
+        .map(|p| crate::secret::read_secret_file(p))
     {
-        Some(Ok(t)) if !t.trim().is_empty() => crate::secret::Secret::new(t.trim()),
+        Some(Ok(t)) if !t.expose().trim().is_empty() => {
+            crate::secret::Secret::new(t.expose().trim())
+        }
         other => {
             let why = match other {
                 Some(Err(e)) => e.to_string(),

@@ -49,6 +49,9 @@ pub struct Shared {
     pub passes: Mutex<HashMap<String, Millis>>,
     /// When the main thread last ticked.
     pub last_tick: AtomicI64,
+    /// The containment runners start with; replaced whole when the host's settings
+    /// change, read by each start.
+    pub contain: Mutex<Arc<super::contain::Containment>>,
 }
 
 impl Shared {
@@ -63,7 +66,13 @@ impl Shared {
             metrics: Arc::new(Metrics::new()),
             passes: Mutex::new(HashMap::new()),
             last_tick: AtomicI64::new(crate::timefmt::now_millis()),
+            contain: Mutex::new(Arc::new(super::contain::Containment::none())),
         }
+    }
+
+    /// The containment in effect now.
+    pub fn containment(&self) -> Arc<super::contain::Containment> {
+        lock(&self.contain).clone()
     }
 
     pub fn stopping(&self) -> bool {

@@ -1,11 +1,15 @@
-//! Starting one runner: the intent is recorded first (`pending`), then the JIT config
-//! (named for the attempt), then `starting` is recorded, the root is laid out and the
-//! process spawned, and its pid and start time are recorded.
+//! Starting one runner: the intent is recorded first (`pending`, with the runner's own
+//! uid when the host gives each attempt one), then the attempt is readied on the host
+//! (identity, cgroup, root: `contain::ready`), then the JIT config (named for the
+//! attempt) is asked for, `starting` is recorded, and the process spawned, and its pid
+//! and start time are recorded. Readying comes before the JIT call, so a start that
+//! fails for a host reason costs GitHub nothing.
 
+use super::contain;
 use super::shared::Shared;
 use crate::domain::{Attempt, AttemptState, Host, Outcome, ScalePolicy, Target, TargetScope};
 use crate::github::{GhError, GitHubClient};
-use crate::runner::{self, RootOptions, SpawnSpec};
+use crate::runner::{self, SpawnSpec};
 use crate::secret::Secret;
 use crate::store::{LatencySample, NewAttempt, Store, StoreError};
 use crate::timefmt::Millis;
@@ -28,6 +32,7 @@ pub fn record_intent(
     profile: &str,
     target: &str,
     job_queued_at: Option<Millis>,
+    runner_ids: Option<(u32, u32)>,
     now: Millis,
 ) -> Result<Attempt, StoreError> {
     store.create_attempt(
@@ -36,10 +41,23 @@ pub fn record_intent(
             target: target.into(),
             host_id: host.id.clone(),
             job_queued_at,
+            runner_uid: runner_ids.map(|(u, _)| u),
+            runner_gid: runner_ids.map(|(_, g)| g),
             ..NewAttempt::default()
         },
         now,
     )
+}
+
+/// How a start ended, for the loop: spawned, ended by a GitHub error (held as its
+/// class says), or ended by a host failure (holds the profile's starts).
+#[derive(Debug)]
+pub enum Started {
+    Spawned,
+    GitHub(GhError),
+    Host(String),
+    /// The attempt could not move on (a stale view); the next pass decides again.
+    Skipped,
 }
 
 pub struct StartCx<'a> {
@@ -56,24 +74,34 @@ pub struct StartCx<'a> {
 }
 
 /// Carries a `pending` attempt to a spawned runner. A failure ends the attempt with
-/// its reason (its cleanup follows in the next pass); a GitHub error is also returned
-/// so the loop can hold further starts as its class says.
-pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Result<(), GhError>, StoreError> {
+/// its reason (its cleanup follows in the next pass) and says what kind it was, so the
+/// loop can hold further starts.
+pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
+    let contain = cx.shared.containment();
+    let install = runner_dir(&cx.shared.state_dir, cx.policy);
+    let ready = match contain::ready(&contain, &cx.shared.state_dir, &install, cx.policy, a) {
+        Ok(r) => r,
+        Err(e) => {
+            // `host:` marks a start refused before any JIT call (see the actuator).
+            fail(cx, a, format!("host: {e}"))?;
+            return Ok(Started::Host(e.0));
+        }
+    };
     let (runner_id, jit) = match jit_config(cx, a) {
         Ok(r) => r,
         Err((what, e)) => {
             fail(cx, a, format!("{what}: {e}"))?;
-            return Ok(Err(e));
+            return Ok(Started::GitHub(e));
         }
     };
     // Intent first: `starting`, with the registration's id, is on record before the
     // process exists, so a crash here leaves a record cleanup can finish.
     a.runner_id = Some(runner_id);
     if a.step(AttemptState::Starting, cx.now).is_err() {
-        return Ok(Ok(()));
+        return Ok(Started::Skipped);
     }
     cx.store.save_attempt(a)?;
-    launch(cx, a, &jit)
+    launch(cx, a, &jit, &ready)
 }
 
 /// Ends an attempt that could not be started, with its reason.
@@ -124,32 +152,23 @@ fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (&'static 
     Ok((registered.id, jit))
 }
 
-/// Lays out the root of a `starting` attempt and spawns its runner with `jit`.
+/// Spawns the runner of a `starting`, readied attempt with `jit`.
 fn launch(
     cx: &mut StartCx,
     a: &mut Attempt,
     jit: &Secret,
-) -> Result<Result<(), GhError>, StoreError> {
-    let install = runner_dir(&cx.shared.state_dir, cx.policy);
-    let root = runner::attempt_root(&cx.shared.state_dir, a.id);
-    if let Err(e) = runner::prepare_root(&install, &root, RootOptions::default()) {
-        fail(cx, a, format!("root: {e}"))?;
-        return Ok(Ok(()));
-    }
-    let run_as = match cx.policy.run_as.as_deref().map(runner::lookup_user) {
-        None => None,
-        Some(Ok(u)) => Some(u),
-        Some(Err(e)) => {
-            fail(cx, a, format!("run_as: {e}"))?;
-            return Ok(Ok(()));
-        }
-    };
+    ready: &contain::Ready,
+) -> Result<Started, StoreError> {
     let spec = SpawnSpec {
-        root: &root,
+        root: &ready.root.root,
         log_path: &runner::attempt_log(&cx.shared.state_dir, a.id),
         jit_config: jit,
-        run_as: run_as.as_ref(),
+        run_as: ready.user.as_ref(),
         extra_env: &[],
+        home: ready.user.as_ref().map(|_| ready.root.home_dir.as_path()),
+        tmp: ready.user.as_ref().map(|_| ready.root.tmp_dir.as_path()),
+        cgroup: ready.join.clone(),
+        contain: ready.contain,
     };
     match runner::spawn_runner(&spec) {
         Ok(sp) => {
@@ -172,12 +191,17 @@ fn launch(
                 attempt = a.id,
                 runner = a.runner_name,
                 profile = a.profile,
-                pid = sp.pid
+                pid = sp.pid,
+                uid = crate::logging::Opt(&a.runner_uid)
             );
+            Ok(Started::Spawned)
         }
-        Err(e) => fail(cx, a, format!("spawn: {e}"))?,
+        Err(e) => {
+            let why = format!("spawn: {e}");
+            fail(cx, a, why.clone())?;
+            Ok(Started::Host(why))
+        }
     }
-    Ok(Ok(()))
 }
 
 /// The runner group to register in: the profile's id, its name resolved (org targets),

@@ -8,10 +8,13 @@ use super::pool::TargetView;
 use super::scaleset_feed::{self, ScaleSetFeed};
 use super::shared::{LoopMsg, Shared, lock};
 use super::starter;
-use crate::domain::{Attempt, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope};
+use crate::domain::{
+    Attempt, DemandSource, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope,
+};
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
 use crate::reconcile::allocate::{Counts, HostAllocator, pick_surplus};
 use crate::reconcile::demand;
+use crate::reconcile::hold::StartHold;
 use crate::reconcile::launch_book::{OfferCtx, TargetMode, is_directed};
 use crate::reconcile::lines::{RunnerEvent, parse_line};
 use crate::reconcile::watch::{self, Observation, ProcessStatus, Registration, Timeouts, Want};
@@ -68,6 +71,19 @@ pub struct TargetLoop {
     ended_since_read: HashMap<i64, Attempt>,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
+    /// Profiles whose starts are held after a host failure, by name.
+    holds: HashMap<String, StartHold>,
+    /// Set in a pass whose allocation found every runner uid held.
+    uids_used_up: Option<String>,
+    /// An organization target's repositories by `owner/name`: public or not, and when
+    /// that was read. A repository not listed is treated as public (not served).
+    repo_public: HashMap<String, (bool, Millis)>,
+    /// What the last demand read left out for visibility, for `status`.
+    visibility_note: Option<String>,
+    /// Whether each scale set profile's runner group (organization targets) lets
+    /// public repositories' jobs reach it, and when that is read next.
+    group_public: HashMap<String, bool>,
+    next_group_check: Millis,
 }
 
 impl TargetLoop {
@@ -104,6 +120,12 @@ impl TargetLoop {
             rng: seed | 1,
             demand_read_at: 0,
             ended_since_read: HashMap::new(),
+            holds: HashMap::new(),
+            uids_used_up: None,
+            repo_public: HashMap::new(),
+            visibility_note: None,
+            group_public: HashMap::new(),
+            next_group_check: 0,
         })
     }
 
@@ -204,7 +226,7 @@ impl TargetLoop {
             self.jobs.clear();
         } else if now >= self.next_poll && now >= self.blocked_until {
             if scaleset_feed::needs_rest_demand(&profiles) {
-                self.read_demand(&target, now);
+                self.read_demand(&target, &profiles, now);
             } else {
                 self.no_rest_demand(now);
             }
@@ -221,6 +243,7 @@ impl TargetLoop {
         // never spend one slot of capacity.
         let mut started = Vec::new();
         let allocation;
+        self.uids_used_up = None;
         {
             let shared = self.shared.clone();
             let _guard = lock(&shared.alloc_lock);
@@ -282,6 +305,9 @@ impl TargetLoop {
             };
             allocation = alloc.allocate(&book.demand(&ctx));
             let can_start = self.client.is_some() && now >= self.blocked_until;
+            let contain = shared.containment();
+            let per_attempt = matches!(contain.isolation, crate::domain::InEffect::Uids(_));
+            let mut held_now = all_open.clone();
             for pa in &allocation.profiles {
                 if !can_start {
                     break;
@@ -307,14 +333,34 @@ impl TargetLoop {
                 queued.sort_unstable();
                 for i in 0..pa.to_start {
                     let queued_at = queued.get(pa.unassigned as usize + i as usize).copied();
+                    // The runner's own uid is chosen with the intent, under this lock,
+                    // among those no open attempt holds.
+                    let ids = if per_attempt {
+                        match super::contain::pick_uid(&contain, &held_now) {
+                            Some(ids) => Some(ids),
+                            None => {
+                                self.uids_used_up = Some(format!(
+                                    "every uid of runner_uids is held by an attempt not yet \
+                                     cleaned ({} open); more start as they are cleaned, or \
+                                     widen runner_uids",
+                                    held_now.iter().filter(|a| a.runner_uid.is_some()).count()
+                                ));
+                                break;
+                            }
+                        }
+                    } else {
+                        None
+                    };
                     let mut a = starter::record_intent(
                         &self.store,
                         &host,
                         &pa.profile,
                         &self.name,
                         queued_at,
+                        ids,
                         now,
                     )?;
+                    held_now.push(a.clone());
                     if let Some(lease) = book.bind_next(&self.name, &pa.profile, a.id) {
                         a.lease_id = Some(lease);
                         self.store.save_attempt(&a)?;
@@ -343,10 +389,16 @@ impl TargetLoop {
         metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_ref());
         self.scaleset.handed_over();
         // After a start fails on a target error, the rest of this pass's intents end
-        // with that reason instead of being left without a process.
+        // with that reason instead of being left without a process; after a host
+        // failure, the rest of that profile's.
         let mut stopped: Option<String> = None;
         for mut a in started {
-            if let Some(why) = &stopped {
+            let held = self
+                .holds
+                .get(&a.profile)
+                .filter(|h| h.holds(now))
+                .map(|h| format!("held after a host failure: {}", h.reason));
+            if let Some(why) = stopped.as_ref().or(held.as_ref()) {
                 let _ = a.end(
                     crate::domain::Outcome::Failed,
                     Some(format!("not_started: {why}")),
@@ -363,7 +415,7 @@ impl TargetLoop {
                 stopped = Some("no GitHub client".into());
                 continue;
             };
-            let outcome = starter::start(
+            let started = starter::start(
                 &mut starter::StartCx {
                     shared: &self.shared,
                     store: &self.store,
@@ -376,9 +428,28 @@ impl TargetLoop {
                 },
                 &mut a,
             )?;
-            if let Err(e) = outcome {
-                self.note_error(&e, now);
-                stopped = Some(e.to_string());
+            match started {
+                starter::Started::Spawned => {
+                    self.holds.remove(&a.profile);
+                }
+                starter::Started::GitHub(e) => {
+                    self.note_error(&e, now);
+                    stopped = Some(e.to_string());
+                }
+                starter::Started::Host(why) => {
+                    let hold = StartHold::after_failure(self.holds.get(&a.profile), why, now);
+                    log_warn!(
+                        "starts_held",
+                        target = self.name,
+                        profile = a.profile,
+                        failures = hold.failures,
+                        until = crate::timefmt::format_rfc3339(hold.until),
+                        reason = hold.reason
+                    );
+                    metrics_feed::start_held(&self.shared.metrics, &a.profile, true);
+                    self.holds.insert(a.profile.clone(), hold);
+                }
+                starter::Started::Skipped => {}
             }
         }
         self.persist_hold(now)?;
@@ -450,12 +521,22 @@ impl TargetLoop {
                 stop_grace: STOP_GRACE,
             },
         };
+        // The memory limit's kills matter only once the life ends (an exit, or the job
+        // reported done): read the cgroup's counter then, not every pass.
+        let ending = !matches!(process, ProcessStatus::Alive | ProcessStatus::NotSpawned)
+            || events
+                .iter()
+                .any(|e| matches!(e, RunnerEvent::JobCompleted { .. }));
+        let oom_killed = ending
+            && a.state.is_live()
+            && super::contain::oom_killed(&self.shared.containment(), a.id);
         let actions = watch::watch(
             a,
             &Observation {
                 events: &events,
                 process,
                 registration,
+                oom_killed,
             },
             &timeouts,
             want,
@@ -538,10 +619,11 @@ impl TargetLoop {
 
     /// Reads queued jobs. Failures keep the last demand and hold starts as the error's
     /// class says: a rate limit until its reset, a deterministic error with backoff.
-    fn read_demand(&mut self, target: &Target, now: Millis) {
+    fn read_demand(&mut self, target: &Target, profiles: &[ScalePolicy], now: Millis) {
         let Some(client) = self.client.as_ref() else {
             return;
         };
+        let repo_public = &mut self.repo_public;
         let result: Result<Vec<QueuedJob>, GhError> = match &target.scope {
             TargetScope::Repo { owner, repo } => client.queued_jobs(owner, repo),
             TargetScope::Org { org } => {
@@ -549,10 +631,24 @@ impl TargetLoop {
                     client.org_repositories(org).map(|rs| {
                         rs.into_iter()
                             .filter(|r| !r.archived)
-                            .map(|r| (r.owner, r.name))
+                            .map(|r| {
+                                let full = format!("{}/{}", r.owner, r.name);
+                                repo_public.insert(full, (r.public, now));
+                                (r.owner, r.name)
+                            })
                             .collect()
                     })
                 } else {
+                    // Named repositories: their visibility is read hourly, each.
+                    for r in &target.repos {
+                        let full = format!("{org}/{r}");
+                        let stale = repo_public
+                            .get(&full)
+                            .is_none_or(|(_, at)| now - at >= VISIBILITY_EVERY);
+                        if stale && let Ok(public) = client.repository_is_public(org, r) {
+                            repo_public.insert(full, (public, now));
+                        }
+                    }
                     Ok(target
                         .repos
                         .iter()
@@ -570,6 +666,17 @@ impl TargetLoop {
         };
         match result {
             Ok(jobs) => {
+                // A repository target's visibility makes its profiles unfit instead
+                // (see `unfit_profiles`); an organization's is judged job by job.
+                let jobs = if target_is_repo(target) {
+                    jobs
+                } else {
+                    let v = demand::serveable(&jobs, profiles, |r| {
+                        self.repo_public.get(r).map(|(p, _)| *p)
+                    });
+                    self.visibility_note = v.reason();
+                    v.jobs
+                };
                 self.jobs = jobs;
                 self.demand_read_at = now;
                 self.ended_since_read.retain(|_, a| took_job_at(a) >= now);
@@ -675,7 +782,20 @@ impl TargetLoop {
                 Err(e) => self.note_error(&e, now),
             }
         }
+        self.check_scaleset_groups(target, profiles, now);
+        let contain = self.shared.containment();
         for p in profiles {
+            if let crate::domain::InEffect::Refused { why } = &contain.isolation {
+                unfit.insert(p.name.clone(), format!("isolation: {why}"));
+                continue;
+            }
+            if let Some(h) = self.holds.get(&p.name) {
+                if h.holds(now) {
+                    unfit.insert(p.name.clone(), h.describe(now));
+                    continue;
+                }
+                metrics_feed::start_held(&self.shared.metrics, &p.name, false);
+            }
             if self.client.is_none() {
                 unfit.insert(
                     p.name.clone(),
@@ -684,6 +804,22 @@ impl TargetLoop {
                         .unwrap_or_else(|| "no credentials".into()),
                 );
                 continue;
+            }
+            if target_is_org(target) && p.demand == DemandSource::Scaleset && !p.allow_public {
+                match self.group_public.get(&p.name) {
+                    Some(false) => {}
+                    Some(true) => {
+                        unfit.insert(p.name.clone(), "the scale set's runner group allows public repositories: a fork's pull request would run on this host; turn that off in the group's settings, or set allow_public=true only if you mean it".into());
+                        continue;
+                    }
+                    None => {
+                        unfit.insert(
+                            p.name.clone(),
+                            "runner group visibility not yet known".into(),
+                        );
+                        continue;
+                    }
+                }
             }
             if self.public_repo == Some(true) && !p.allow_public {
                 unfit.insert(p.name.clone(), "repository is public: a fork's pull request would run on this host; set allow_public=true only if you mean it".into());
@@ -703,6 +839,46 @@ impl TargetLoop {
         unfit
     }
 
+    /// Reads, hourly, whether the runner group of each scale set profile of an
+    /// organization target admits public repositories' jobs: a scale set takes every
+    /// job its group lets through, so the group's setting is the guard.
+    fn check_scaleset_groups(&mut self, target: &Target, profiles: &[ScalePolicy], now: Millis) {
+        let (TargetScope::Org { org }, Some(client)) = (&target.scope, self.client.as_ref()) else {
+            return;
+        };
+        if now < self.next_group_check || now < self.blocked_until {
+            return;
+        }
+        self.next_group_check = now + VISIBILITY_EVERY;
+        for p in profiles
+            .iter()
+            .filter(|p| p.demand == DemandSource::Scaleset)
+        {
+            let id = match p.runner_group.as_deref() {
+                None => Ok(Some(crate::github::ops::DEFAULT_RUNNER_GROUP_ID)),
+                Some(g) => match g.parse::<i64>() {
+                    Ok(id) => Ok(Some(id)),
+                    Err(_) => client.runner_group_id_by_name(org, g),
+                },
+            };
+            match id.and_then(|id| match id {
+                Some(id) => client.runner_group_allows_public(org, id),
+                None => Ok(None),
+            }) {
+                Ok(Some(public)) => {
+                    self.group_public.insert(p.name.clone(), public);
+                }
+                Ok(None) => {
+                    self.group_public.remove(&p.name);
+                }
+                Err(e) => {
+                    self.note_error(&e, now);
+                    return;
+                }
+            }
+        }
+    }
+
     /// Writes what `status` and `top` show, when it changed (or every few seconds),
     /// so the daemon's own writes do not churn the store.
     fn record_status(
@@ -717,6 +893,8 @@ impl TargetLoop {
             let last_error = self
                 .last_error
                 .clone()
+                .or_else(|| self.uids_used_up.clone())
+                .or_else(|| self.visibility_note.clone())
                 .or_else(|| self.scaleset.error(&pa.profile))
                 .or_else(|| unfit_jobs.first().cloned());
             let st = ProfileStatus {
@@ -790,6 +968,10 @@ fn hold_key(target: &str) -> String {
 
 fn target_is_repo(t: &Target) -> bool {
     matches!(t.scope, TargetScope::Repo { .. })
+}
+
+fn target_is_org(t: &Target) -> bool {
+    matches!(t.scope, TargetScope::Org { .. })
 }
 
 /// The runner process of an attempt as this pass finds it. Starting is synchronous

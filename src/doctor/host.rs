@@ -43,7 +43,10 @@ fn mode_line(name: &str, path: &Path, want: u32) -> CheckLine {
             ),
         );
     }
-    if mode & 0o077 != 0 {
+    // A directory may let others through (0711: runners under their own uids reach
+    // their roots by name), never read or write it.
+    let closed = if md.is_dir() { 0o066 } else { 0o077 };
+    if mode & closed != 0 {
         return CheckLine::fail(
             name,
             format!(

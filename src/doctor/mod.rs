@@ -4,6 +4,7 @@
 //! (present, executable, version against the newest the downloads API offers), and the
 //! systemd unit. One `CheckLine` per fact; a failure carries a hint.
 
+mod contain;
 mod host;
 mod remote;
 
@@ -128,6 +129,9 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     let mut lines = Vec::new();
     let store = host::check_store(opts, &mut lines);
     lines.push(host::check_disk(opts));
+    if let Some(s) = &store {
+        contain::check(&opts.state_dir, s, &mut lines);
+    }
     let (targets, profiles) = match &store {
         Some(s) => {
             use crate::store::Store;

@@ -230,6 +230,10 @@ pub struct Attempt {
     pub cleaned: bool,
     pub cleanup_tries: u32,
     pub next_cleanup_at: Option<Millis>,
+    /// The uid and gid the runner runs under when the host gives each attempt its own
+    /// (see `domain::isolation`); the handle that kills everything it left behind.
+    pub runner_uid: Option<u32>,
+    pub runner_gid: Option<u32>,
     pub history: Vec<StateChange>,
 }
 
@@ -261,6 +265,8 @@ impl Attempt {
             cleaned: false,
             cleanup_tries: 0,
             next_cleanup_at: None,
+            runner_uid: None,
+            runner_gid: None,
             history: vec![StateChange {
                 state: AttemptState::Pending,
                 at: now,

@@ -19,6 +19,10 @@ pub struct Host {
     pub coordinator_token_file: Option<std::path::PathBuf>,
     /// Set by `drain`: start nothing new, let busy runners finish.
     pub draining: bool,
+    /// How runners are contained (see `isolation::effective`).
+    pub isolation: super::Isolation,
+    /// The uids this host owns for its runners, one per live attempt.
+    pub runner_uids: Option<super::UidRange>,
 }
 
 impl Host {
@@ -103,6 +107,8 @@ mod tests {
             coordinator: None,
             coordinator_token_file: None,
             draining: false,
+            isolation: Default::default(),
+            runner_uids: None,
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

@@ -3,6 +3,7 @@
 
 pub mod attempt;
 pub mod host;
+pub mod isolation;
 pub mod job;
 pub mod labels;
 pub mod profile;
@@ -11,6 +12,7 @@ pub mod validate;
 
 pub use attempt::{Attempt, AttemptState, IllegalTransition, Outcome};
 pub use host::{Host, parse_runner_name, runner_name};
+pub use isolation::{InEffect, Isolation, UidRange};
 pub use job::{QueuedJob, RegisteredRunner};
 pub use profile::{DemandSource, Mode, ScalePolicy};
 pub use target::{CredentialRef, Target, TargetScope};

@@ -73,6 +73,11 @@ pub struct ScalePolicy {
     /// Run the runner as this unprivileged user (daemon must be root).
     pub run_as: Option<String>,
     pub demand: DemandSource,
+    /// Containment limits of each runner's cgroup: bytes, thousandths of a CPU, and
+    /// processes. `None` = no limit.
+    pub memory_max: Option<u64>,
+    pub cpu_max: Option<u32>,
+    pub pids_max: Option<u32>,
     /// Incremented by every edit; an edit names the revision it read.
     pub revision: u64,
 }
@@ -94,6 +99,9 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "allow_public",
     "run_as",
     "demand",
+    "memory_max",
+    "cpu_max",
+    "pids_max",
 ];
 
 impl ScalePolicy {
@@ -117,6 +125,9 @@ impl ScalePolicy {
             allow_public: false,
             run_as: None,
             demand: DemandSource::Poll,
+            memory_max: None,
+            cpu_max: None,
+            pids_max: None,
             revision: 0,
         }
     }
@@ -255,6 +266,9 @@ impl ScalePolicy {
                     }
                 }
             }
+            "memory_max" => self.memory_max = super::isolation::memory_max(key, value)?,
+            "cpu_max" => self.cpu_max = super::isolation::cpu_max(key, value)?,
+            "pids_max" => self.pids_max = super::isolation::pids_max(key, value)?,
             _ => {
                 return Err(Invalid::new(
                     key,
@@ -375,6 +389,9 @@ mod tests {
             ("allow_public", "true"),
             ("run_as", "runner"),
             ("demand", "scaleset"),
+            ("memory_max", "2G"),
+            ("cpu_max", "1.5"),
+            ("pids_max", "512"),
         ];
         assert_eq!(samples.len(), SETTABLE_KEYS.len());
         let mut x = p();

@@ -54,13 +54,8 @@ pub fn load_credential_with(
 ) -> Result<Credential, AuthError> {
     match r {
         CredentialRef::TokenFile { path } => {
-            let text = std::fs::read_to_string(path).map_err(|e| AuthError::TokenFile {
-                path: path.display().to_string(),
-                detail: e.kind().to_string(),
-            })?;
-            token(Secret::new(text), || {
-                format!("token file {}", path.display())
-            })
+            let text = crate::secret::read_secret_file(path).map_err(AuthError::TokenFile)?;
+            token(text, || format!("token file {}", path.display()))
         }
         CredentialRef::TokenEnv { var } => {
             let value = env(var).ok_or_else(|| AuthError::TokenEnv { var: var.clone() })?;
@@ -74,13 +69,7 @@ pub fn load_credential_with(
             installation_id,
         } => {
             let path = || key_path.display().to_string();
-            let pem =
-                Secret::new(
-                    std::fs::read_to_string(key_path).map_err(|e| AuthError::AppKey {
-                        path: path(),
-                        detail: e.kind().to_string(),
-                    })?,
-                );
+            let pem = crate::secret::read_secret_file(key_path).map_err(AuthError::KeyFile)?;
             let key = AppKey::from_pem(pem.expose()).map_err(|detail| AuthError::AppKey {
                 path: path(),
                 detail,
@@ -127,6 +116,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("f");
         std::fs::write(&p, body).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         p
     }
 
@@ -163,13 +154,13 @@ mod tests {
 
     #[test]
     fn app_key_loads_and_bad_key_is_refused() {
-        let key = concat!(
+        let pem = include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/github/app-key.pem"
-        );
+        ));
         let c = load_credential(&CredentialRef::App {
             app_id: 7,
-            key_path: key.into(),
+            key_path: tmp("goodkey", pem),
             installation_id: None,
         })
         .unwrap();

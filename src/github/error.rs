@@ -137,25 +137,24 @@ impl std::error::Error for GhError {}
 /// Loading a credential failed. Names where the secret should be, never what it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthError {
-    /// The token file could not be read.
-    TokenFile { path: String, detail: String },
+    /// The token file could not be read, or was refused (not a regular file, or
+    /// readable by group or others).
+    TokenFile(crate::secret::SecretFileError),
     /// The environment variable is unset or empty.
     TokenEnv { var: String },
     /// The token file or variable is empty.
     EmptyToken { source: String },
-    /// The App key could not be read or parsed.
+    /// The App key file could not be read, or was refused.
+    KeyFile(crate::secret::SecretFileError),
+    /// The App key could not be parsed.
     AppKey { path: String, detail: String },
 }
 
 impl fmt::Display for AuthError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AuthError::TokenFile { path, detail } => {
-                write!(
-                    f,
-                    "cannot read token file {path} ({detail}); check the path and its permissions"
-                )
-            }
+            AuthError::TokenFile(e) => write!(f, "token file: {e}"),
+            AuthError::KeyFile(e) => write!(f, "GitHub App key: {e}"),
             AuthError::TokenEnv { var } => {
                 write!(
                     f,

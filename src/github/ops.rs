@@ -186,14 +186,28 @@ impl GitHubClient {
         }
     }
 
+    fn runner_groups(&self, org: &str) -> Result<Vec<types::RunnerGroup>, GhError> {
+        self.get_pages(
+            &format!("/orgs/{org}/actions/runner-groups?per_page={PER_PAGE}"),
+            |g: types::RunnerGroups| g.runner_groups,
+        )
+    }
+
+    /// Whether an organization's runner group lets public repositories' jobs reach its
+    /// runners (`allows_public_repositories`); `None` when no group has that id.
+    pub fn runner_group_allows_public(&self, org: &str, id: i64) -> Result<Option<bool>, GhError> {
+        Ok(self
+            .runner_groups(org)?
+            .into_iter()
+            .find(|g| g.id == id)
+            .map(|g| g.allows_public_repositories))
+    }
+
     /// The id of an organization's runner group, by name (case-insensitive, as GitHub
     /// treats group names). `None` when no group has that name.
     pub fn runner_group_id_by_name(&self, org: &str, name: &str) -> Result<Option<i64>, GhError> {
-        let groups = self.get_pages(
-            &format!("/orgs/{org}/actions/runner-groups?per_page={PER_PAGE}"),
-            |g: types::RunnerGroups| g.runner_groups,
-        )?;
-        Ok(groups
+        Ok(self
+            .runner_groups(org)?
             .into_iter()
             .find(|g| g.name.eq_ignore_ascii_case(name))
             .map(|g| g.id))

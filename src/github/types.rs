@@ -139,6 +139,8 @@ pub(crate) struct RunnerGroups {
 pub(crate) struct RunnerGroup {
     pub id: i64,
     pub name: String,
+    #[serde(default)]
+    pub allows_public_repositories: bool,
 }
 
 #[derive(Debug, Deserialize)]

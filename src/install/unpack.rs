@@ -201,7 +201,7 @@ pub fn install_tarball(tarball: &Path, dir: &Path) -> Result<(), InstallError> {
         .and_then(|()| {
             let listener = partial.join("bin/Runner.Listener");
             if listener.is_file() {
-                Ok(())
+                share_read_only(&partial).map_err(|e| io("setting modes in", &partial, e))
             } else {
                 Err(UnpackError::NotARunner("it has no bin/Runner.Listener".into()).into())
             }
@@ -223,6 +223,36 @@ pub fn install_tarball(tarball: &Path, dir: &Path) -> Result<(), InstallError> {
         return Err(io("renaming into", dir, e));
     }
     let _ = std::fs::remove_dir_all(&previous);
+    Ok(())
+}
+
+/// Makes an unpacked install readable by every runner and writable by none of them:
+/// directories 0755, files 0644 or 0755 (by their owner's execute bit). Runners run
+/// under their own uids and reach the install through their roots' links, while the
+/// daemon's umask (077) would have left implied directories private; a file that
+/// others could write would let one job change every later runner.
+pub fn share_read_only(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755))?;
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let meta = std::fs::symlink_metadata(entry.path())?;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else if meta.is_file() {
+                let mode = if meta.permissions().mode() & 0o100 != 0 {
+                    0o755
+                } else {
+                    0o644
+                };
+                if meta.permissions().mode() & 0o7777 != mode {
+                    std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(mode))?;
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -61,6 +61,8 @@ pub mod names {
     pub const GITHUB_REQUESTS: &str = "runner_manager_github_requests_total";
     pub const RATE_LIMIT_REMAINING: &str = "runner_manager_github_rate_limit_remaining";
     pub const LINK_MODE: &str = "runner_manager_link_mode";
+    pub const STARTS_HELD: &str = "runner_manager_starts_held";
+    pub const ISOLATION: &str = "runner_manager_isolation";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
@@ -69,6 +71,9 @@ pub const LATENCY_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120
 
 /// The link modes of a target (`reconcile::target_mode`); one of them is 1 at a time.
 pub const LINK_MODES: &[&str] = &["standalone", "coordinated", "fallback"];
+
+/// The containment words (`domain::InEffect::word`); one of them is 1 at a time.
+pub const ISOLATION_MODES: &[&str] = &["uids", "none", "refused"];
 
 type FreshnessHook = Box<dyn Fn() -> bool + Send + Sync>;
 
@@ -161,6 +166,18 @@ impl Metrics {
             LINK_MODE,
             Kind::Gauge,
             "A target's link mode: 1 for the current one of standalone, coordinated, fallback",
+            &[],
+        );
+        m.register(
+            STARTS_HELD,
+            Kind::Gauge,
+            "1 while a profile's starts are held after a start failed for a host reason",
+            &[],
+        );
+        m.register(
+            ISOLATION,
+            Kind::Gauge,
+            "The containment runners start with: 1 for the current one of uids, none, refused",
             &[],
         );
         m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
@@ -307,6 +324,19 @@ impl Metrics {
         for m in LINK_MODES {
             let v = if *m == mode { 1.0 } else { 0.0 };
             self.gauge_set(names::LINK_MODE, &[("target", target), ("mode", m)], v);
+        }
+    }
+
+    pub fn set_starts_held(&self, profile: &str, held: bool) {
+        let v = if held { 1.0 } else { 0.0 };
+        self.gauge_set(names::STARTS_HELD, &[("profile", profile)], v);
+    }
+
+    /// Sets `mode` (one of [`ISOLATION_MODES`]) to 1 and the others to 0.
+    pub fn set_isolation(&self, mode: &str) {
+        for m in ISOLATION_MODES {
+            let v = if *m == mode { 1.0 } else { 0.0 };
+            self.gauge_set(names::ISOLATION, &[("mode", m)], v);
         }
     }
 

@@ -309,6 +309,8 @@ mod tests {
             coordinator: None,
             coordinator_token_file: None,
             draining: false,
+            isolation: Default::default(),
+            runner_uids: None,
         }
     }
 

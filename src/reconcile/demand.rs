@@ -101,6 +101,57 @@ pub fn best_profile<'a>(job: &QueuedJob, profiles: &'a [ScalePolicy]) -> Option<
         })
 }
 
+/// What [`serveable`] kept and why it left the rest out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Visible {
+    pub jobs: Vec<QueuedJob>,
+    /// Jobs of public repositories whose profile does not say `allow_public=true`.
+    pub public_skipped: u32,
+    /// Jobs of repositories whose visibility is not known yet (treated as public).
+    pub unknown_skipped: u32,
+}
+
+/// The jobs this host may serve: a job of a public repository (or one whose
+/// visibility is not known yet) is left out unless the profile it would count toward
+/// says `allow_public=true`. A fork's pull request runs on whatever serves the
+/// repository's jobs, so a public repository is never served by accident.
+/// `public(repo)` is `Some(true)` for a public repository, `None` when unknown.
+pub fn serveable(
+    jobs: &[QueuedJob],
+    profiles: &[ScalePolicy],
+    public: impl Fn(&str) -> Option<bool>,
+) -> Visible {
+    let mut out = Visible::default();
+    for j in jobs {
+        let allowed = best_profile(j, profiles).is_some_and(|p| p.allow_public);
+        match public(&j.repo) {
+            Some(false) => out.jobs.push(j.clone()),
+            _ if allowed => out.jobs.push(j.clone()),
+            Some(true) => out.public_skipped += 1,
+            None => out.unknown_skipped += 1,
+        }
+    }
+    out
+}
+
+impl Visible {
+    /// The line `status` shows for what was left out, if anything was.
+    pub fn reason(&self) -> Option<String> {
+        match (self.public_skipped, self.unknown_skipped) {
+            (0, 0) => None,
+            (p, 0) => Some(format!(
+                "{p} queued job(s) of public repositories not served: a fork's pull request \
+                 would run on this host; set allow_public=true on the profile only if you mean it"
+            )),
+            (p, u) => Some(format!(
+                "{} queued job(s) not served: {p} of public repositories, {u} of repositories \
+                 whose visibility is not known yet",
+                p + u
+            )),
+        }
+    }
+}
+
 /// Assigns queued jobs to profiles. `profiles` are the profiles the jobs may go to
 /// (this host's or the whole pool's: the caller decides); paused ones are skipped, so
 /// a job the paused profile would have taken goes to the next best fit, or waits as
@@ -168,6 +219,56 @@ pub fn assign(profiles: &[ScalePolicy], jobs: &[QueuedJob], attempts: &[Attempt]
         }
     }
     out
+}
+
+#[cfg(test)]
+mod visibility_tests {
+    use super::*;
+
+    fn job(id: i64, repo: &str, labels: &[&str]) -> QueuedJob {
+        QueuedJob {
+            id,
+            run_id: id,
+            repo: repo.into(),
+            name: format!("j{id}"),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            created_at: 0,
+        }
+    }
+
+    fn profile(name: &str, labels: &[&str], allow_public: bool) -> ScalePolicy {
+        let mut p = ScalePolicy::new(name, "t", "h");
+        p.labels = labels.iter().map(|l| l.to_string()).collect();
+        p.allow_public = allow_public;
+        p
+    }
+
+    #[test]
+    fn public_repositories_are_served_only_where_a_profile_allows_it() {
+        let profiles = [
+            profile("linux", &["self-hosted", "linux"], false),
+            profile("oss", &["self-hosted", "oss"], true),
+        ];
+        let jobs = [
+            job(1, "o/private", &["self-hosted", "linux"]),
+            job(2, "o/public", &["self-hosted", "linux"]),
+            job(3, "o/public", &["self-hosted", "oss"]),
+            job(4, "o/unknown", &["self-hosted", "linux"]),
+            job(5, "o/unknown", &["self-hosted", "oss"]),
+        ];
+        let public = |r: &str| match r {
+            "o/private" => Some(false),
+            "o/public" => Some(true),
+            _ => None,
+        };
+        let v = serveable(&jobs, &profiles, public);
+        let ids: Vec<i64> = v.jobs.iter().map(|j| j.id).collect();
+        assert_eq!(ids, vec![1, 3, 5]);
+        assert_eq!((v.public_skipped, v.unknown_skipped), (1, 1));
+        assert!(v.reason().unwrap().contains("1 of public repositories"));
+        let none = serveable(&jobs[..1], &profiles, public);
+        assert_eq!(none.reason(), None);
+    }
 }
 
 #[cfg(test)]

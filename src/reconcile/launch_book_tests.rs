@@ -20,6 +20,8 @@ fn host(capacity: u32) -> Host {
         coordinator: Some("ws://127.0.0.1:1".into()),
         coordinator_token_file: None,
         draining: false,
+        isolation: Default::default(),
+        runner_uids: None,
     }
 }
 

@@ -81,6 +81,10 @@ pub struct Observation<'a> {
     pub events: &'a [RunnerEvent],
     pub process: ProcessStatus,
     pub registration: Registration,
+    /// The attempt's memory limit killed something in it (its cgroup's `oom_kill`
+    /// count is above zero). Whenever the life ends, it ends `failed` with reason
+    /// `oom`, whatever the job's result said.
+    pub oom_killed: bool,
 }
 
 /// What the loop does, in the order given.
@@ -181,7 +185,12 @@ struct Plan<'a> {
     ended_at: Option<Millis>,
     now: Millis,
     actions: Vec<Action>,
+    /// See [`Observation::oom_killed`].
+    oom: bool,
 }
+
+/// The reason of an attempt whose memory limit killed something in it.
+pub const OOM: &str = "oom";
 
 impl<'a> Plan<'a> {
     fn new(attempt: &'a Attempt, now: Millis) -> Plan<'a> {
@@ -191,6 +200,7 @@ impl<'a> Plan<'a> {
             ended_at: attempt.ended_at,
             now,
             actions: Vec::new(),
+            oom: false,
         }
     }
 
@@ -212,6 +222,13 @@ impl<'a> Plan<'a> {
     }
 
     fn end(&mut self, outcome: Outcome, reason: impl Into<String>) -> bool {
+        if self.oom {
+            return self.go(
+                AttemptState::Failed,
+                Some(Outcome::Failed),
+                Some(OOM.into()),
+            );
+        }
         self.go(outcome.final_state(), Some(outcome), Some(reason.into()))
     }
 
@@ -246,6 +263,7 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
         return Vec::new();
     }
     let mut p = Plan::new(a, now);
+    p.oom = obs.oom_killed;
     let alive = obs.process == ProcessStatus::Alive;
 
     for ev in obs.events {

@@ -80,6 +80,7 @@ fn check_with(
         events: &events,
         process,
         registration: reg,
+        oom_killed: false,
     };
     let got = watch(a, &obs, t, want, now);
     applies(a, &got, now);
@@ -391,6 +392,7 @@ fn never_kill_a_busy_runner_to_scale_down() {
                         events: &[],
                         process: Alive,
                         registration: reg,
+                        oom_killed: false,
                     },
                     &NO_JOB_CEILING,
                     want,
@@ -580,4 +582,45 @@ fn only_our_unexplained_registrations_are_deleted() {
         .map(|r| r.id)
         .collect();
     assert_eq!(got, vec![2, 3]);
+}
+
+#[test]
+fn an_oom_kill_ends_the_attempt_failed_with_reason_oom() {
+    use super::lines::RunnerEvent;
+    let obs = |process, events: &'static [RunnerEvent]| Observation {
+        events,
+        process,
+        registration: Registration::Unknown,
+        oom_killed: true,
+    };
+    // The listener itself killed by its memory limit (SIGKILL: 128 + 9).
+    let a = at(Busy, 0);
+    let got = watch(
+        &a,
+        &obs(Exited { code: 137 }, &[]),
+        &NO_JOB_CEILING,
+        Want::Needed,
+        1_000,
+    );
+    assert!(
+        show(&got).starts_with("-> failed failed (oom)"),
+        "{}",
+        show(&got)
+    );
+    // A job step killed, the runner reporting the job and exiting 0: still oom.
+    static DONE: [RunnerEvent; 1] = [RunnerEvent::JobCompleted {
+        name: String::new(),
+        result: String::new(),
+    }];
+    let got = watch(
+        &a,
+        &obs(Exited { code: 0 }, &DONE),
+        &NO_JOB_CEILING,
+        Want::Needed,
+        1_000,
+    );
+    assert!(show(&got).contains("failed failed (oom)"), "{}", show(&got));
+    // While it runs, nothing is decided yet.
+    let got = watch(&a, &obs(Alive, &[]), &NO_JOB_CEILING, Want::Needed, 1_000);
+    assert!(got.is_empty(), "{}", show(&got));
 }

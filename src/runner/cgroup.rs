@@ -738,7 +738,18 @@ struct V2Layout {
     leaf: Option<Vec<String>>,
     base: Vec<String>,
     delegated: bool,
+    /// Whether controllers may be enabled for our children. Not in a delegated cgroup
+    /// this process was not started in the `daemon` leaf of: enabling them would turn
+    /// the cgroup the service manager restarts us into one that may hold no process
+    /// (systemd before 254, which ignores `DelegateSubgroup=`, then fails to restart
+    /// the daemon with EBUSY). Kill and CPU time need no controller.
+    controllers: bool,
 }
+
+/// Why a delegated daemon outside its `daemon` leaf enables no controller.
+const NOT_IN_LEAF: &str = "the daemon was not started in the daemon/ leaf of its delegated \
+     cgroup (the unit's DelegateSubgroup=daemon needs systemd 254 or newer), and enabling \
+     controllers there would keep systemd from restarting it";
 
 /// Pure: where our v2 base goes, given this process's cgroup `own` (below the mount),
 /// whether `own` (or, when `own` is a `daemon` leaf, its parent) is delegated to us, and
@@ -751,19 +762,19 @@ fn v2_layout(
     top_is_real_root: bool,
     tag: &str,
 ) -> V2Layout {
-    let (managed, leaf, delegated): (Vec<String>, Option<Vec<String>>, bool) =
+    let (managed, leaf, delegated, controllers): (Vec<String>, Option<Vec<String>>, bool, bool) =
         if own.last().map(String::as_str) == Some(LEAF) && parent_delegated {
-            // Already in the leaf (a second detect, or DelegateSubgroup=daemon).
-            (own[..own.len() - 1].to_vec(), Some(own.to_vec()), true)
+            // Already in the leaf (DelegateSubgroup=daemon, or a second detect).
+            (own[..own.len() - 1].to_vec(), Some(own.to_vec()), true, true)
         } else if own_delegated && !own.is_empty() {
-            let mut leaf = own.to_vec();
-            leaf.push(LEAF.to_string());
-            (own.to_vec(), Some(leaf), true)
+            // Started in the delegated cgroup itself: attempts go beside us, with
+            // kill and CPU time but no controllers (see `V2Layout::controllers`).
+            (own.to_vec(), None, true, false)
         } else if !top_is_real_root && (own.is_empty() || own == [LEAF.to_string()]) {
             // A cgroup namespace's root (a container): it is ours, but not exempt.
-            (Vec::new(), Some(vec![LEAF.to_string()]), true)
+            (Vec::new(), Some(vec![LEAF.to_string()]), true, true)
         } else {
-            (Vec::new(), None, false)
+            (Vec::new(), None, false, true)
         };
     let mut base = managed.clone();
     base.push(format!("{BASE_PREFIX}{tag}"));
@@ -772,6 +783,7 @@ fn v2_layout(
         leaf,
         base,
         delegated,
+        controllers,
     }
 }
 
@@ -926,7 +938,12 @@ fn plan(
                 } else if let Some(why) = unwritable(&managed) {
                     v2_where = why;
                 } else {
-                    v2_ctl = read_controllers(&managed);
+                    v2_ctl = if layout.controllers {
+                        read_controllers(&managed)
+                    } else {
+                        v2_where = NOT_IN_LEAF.to_string();
+                        Vec::new()
+                    };
                     let has = |c: &str| v2_ctl.iter().any(|x| x == c);
                     let roles = Roles {
                         memory: has("memory"),
@@ -943,7 +960,9 @@ fn plan(
                     if layout.delegated {
                         delegated = Some(managed.clone());
                     }
-                    v2_where = format!("cgroup v2 at {}", managed.display());
+                    if layout.controllers {
+                        v2_where = format!("cgroup v2 at {}", managed.display());
+                    }
                     hiers.push(Hier {
                         kind: Kind::V2,
                         name: "v2".into(),
@@ -1065,7 +1084,9 @@ fn plan(
             .unwrap_or_default()
     };
     let v2_lacks = |ctl: &str| {
-        if v2_member.is_some() && hiers.iter().any(|h| h.kind == Kind::V2) {
+        if v2_where == NOT_IN_LEAF {
+            v2_where.clone()
+        } else if v2_member.is_some() && hiers.iter().any(|h| h.kind == Kind::V2) {
             format!("{v2_where} has no {ctl} controller (cgroup.controllers: {v2_ctl:?})")
         } else {
             v2_where.clone()

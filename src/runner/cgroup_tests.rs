@@ -221,24 +221,31 @@ fn comps(p: &str) -> Vec<String> {
 }
 
 #[test]
-fn v2_layout_under_systemd_delegation_moves_the_daemon_into_a_leaf() {
+fn v2_layout_under_systemd_delegation_uses_controllers_only_from_the_leaf() {
     let own = comps("/system.slice/runner-manager.service");
-    let l = v2_layout(&own, true, false, true, "a1b2c3d4");
-    assert!(l.delegated);
+    // Started by systemd in the `daemon` leaf (DelegateSubgroup=daemon, systemd 254+):
+    // the unit's cgroup is ours to hand controllers to our children.
+    let in_leaf = comps("/system.slice/runner-manager.service/daemon");
+    let l = v2_layout(&in_leaf, false, true, true, "a1b2c3d4");
+    assert!(l.delegated && l.controllers);
     assert_eq!(l.managed, own);
-    assert_eq!(
-        l.leaf,
-        Some(comps("/system.slice/runner-manager.service/daemon"))
-    );
+    assert_eq!(l.leaf, Some(in_leaf));
     assert_eq!(
         l.base,
         comps("/system.slice/runner-manager.service/runner-manager-a1b2c3d4")
     );
 
-    // After prepare (or with DelegateSubgroup=daemon) we are in the leaf already: the
-    // same layout, found from the leaf.
-    let in_leaf = comps("/system.slice/runner-manager.service/daemon");
-    assert_eq!(v2_layout(&in_leaf, false, true, true, "a1b2c3d4"), l);
+    // Started in the unit's cgroup itself (systemd before 254 ignores the key): the
+    // base goes beside us, nothing moves, and no controller is enabled, or systemd
+    // could not put a restarted daemon back into that cgroup.
+    let l = v2_layout(&own, true, false, true, "a1b2c3d4");
+    assert!(l.delegated && !l.controllers);
+    assert_eq!(l.managed, own);
+    assert_eq!(l.leaf, None);
+    assert_eq!(
+        l.base,
+        comps("/system.slice/runner-manager.service/runner-manager-a1b2c3d4")
+    );
 
     // Not delegated (a root daemon run by hand in a login session): the v2 root, where
     // no leaf is needed.
@@ -280,7 +287,25 @@ fn detects_pure_v2_not_delegated() {
 #[test]
 fn detects_pure_v2_delegated_by_systemd() {
     let own = "/system.slice/runner-manager.service";
+    // systemd before 254 starts the daemon in the unit's own cgroup: kill and CPU time,
+    // and why no limit applies.
     let f = pure_v2_fixture(own);
+    f.file(
+        &format!("fs/cgroup{own}/cgroup.controllers"),
+        "cpu memory pids\n",
+    );
+    let unit = f.p(&format!("fs/cgroup{own}"));
+    let probe = |p: &Path| p == unit.as_path();
+    let cg = f.detect_delegated("a1b2c3d4", &probe);
+    assert_eq!(cg.summary(), "cgroup v2 (no limits; kill, delegated)");
+    assert_eq!(cg.hiers[0].leaf, None);
+    assert!(cg.hiers[0].enable.is_empty());
+    let e = cg.enforced();
+    assert!(e.kill && !e.memory && !e.cpu && !e.pids, "{e:?}");
+    assert!(e.why[0].contains("DelegateSubgroup=daemon"), "{:?}", e.why);
+
+    // systemd 254 and newer start it in the `daemon` leaf (DelegateSubgroup=daemon).
+    let f = pure_v2_fixture(&format!("{own}/daemon"));
     f.file(
         &format!("fs/cgroup{own}/cgroup.controllers"),
         "cpu memory pids\n",

@@ -3,6 +3,7 @@
 //! These are the mechanisms the daemon loop calls; what to do when (parsing log lines
 //! into events, timeouts, transitions) is decided in `reconcile`. Linux only.
 
+pub mod caps;
 pub mod cgroup;
 pub mod log;
 pub mod proc;
@@ -22,7 +23,7 @@ pub use proc::{
     processes_with_cwd_or_exe_under, session_members, signal_session, stop_and_wait,
 };
 pub use root::{
-    PreparedRoot, RemoveError, RootEntry, RootError, RootOptions, check_install,
+    PreparedRoot, RemoveError, RootEntry, RootError, RootKind, RootOptions, check_install,
     list_attempt_roots, prepare_root, remove_root,
 };
 pub use spawn::{

@@ -244,9 +244,11 @@ pub fn wait_session_empty(sid: Pid, timeout: Duration) -> bool {
     }
 }
 
-/// The processes whose working directory or executable lies under `dir` (for reaping
-/// processes left behind by a root that no live attempt owns). The daemon itself is
-/// never listed. `dir` is canonicalized first because /proc shows resolved paths.
+/// The processes whose working directory or executable lies under `dir`: what tests
+/// and benchmarks use to look for leaked runners. The daemon never decides what to
+/// kill by this (a job can make a path lead anywhere; see `daemon::sweep`). The daemon
+/// itself is never listed. `dir` is canonicalized first because /proc shows resolved
+/// paths.
 pub fn processes_with_cwd_or_exe_under(dir: &Path) -> Vec<Pid> {
     let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let me = std::process::id() as Pid;

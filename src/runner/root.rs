@@ -1,22 +1,36 @@
-//! Per-attempt roots: a hard-linked copy of the runner install under `STATE_DIR/attempts/<id>/`.
+//! Per-attempt roots under `STATE_DIR/attempts/<id>/`: the runner install, shared
+//! read-only, around folders that are the runner's own.
 //!
 //! A root is built in `<id>.partial` and renamed to `<id>` when complete, so a root
 //! that exists is whole, and a crash mid-copy leaves only a `.partial` that the next
 //! try (or the orphan reaper) removes and starts over.
 //!
-//! Hard links share inodes with the install. The runner writes its per-registration
-//! files (`.runner`, `.credentials`, `_diag/`, `_work/`) as new files, which is safe;
-//! but anything that modified a linked file *in place* (a chmod, an editor, a runner
-//! self-update rewriting `bin/`) would change the install and every other root. JIT
-//! runners we start do not self-update (the daemon never enables it), and the
-//! registration files of a configured install are never linked. Set
-//! `RootOptions::always_copy` where that risk is not acceptable.
+//! The layout keeps the cost of a root independent of the install's size (a real
+//! release holds thousands of files, most of them node runtimes under `externals/`):
+//! - `bin/` is a directory of hard links, file by file: the runner finds its root as
+//!   the parent of its own executable's directory, so `bin/` must really sit here;
+//! - every other directory of the install (`externals/`, ...) is a symbolic link to
+//!   the install's own, shared by every root;
+//! - top-level files are hard links;
+//! - `_work/`, `_home/` and `_tmp/` are new, and with [`RootOptions::owner`] the root
+//!   and those three belong to the runner's uid (mode 0700).
+//!
+//! What keeps the install safe is ownership, not copying: linked files and shared
+//! directories stay the manager's, and a runner under its own uid can replace a link
+//! in its own root (which dies with the attempt) but never write through one. That
+//! holds only if nothing in the install is writable by group or others, so with an
+//! owner set, [`prepare_root`] refuses an install where something is (see
+//! [`audit_install`]). With no owner (isolation `none`) the runner is the manager's
+//! user and nothing here protects the install from it.
+//! Set [`RootOptions::always_copy`] to copy every file instead.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Files and folders of an install that belong to one registration, never shared.
 const NOT_LINKED: &[&str] = &[
@@ -25,7 +39,18 @@ const NOT_LINKED: &[&str] = &[
     ".credentials_rsaparams",
     "_work",
     "_diag",
+    HOME_DIR,
+    TMP_DIR,
 ];
+
+/// The one directory linked file by file (see the module's comment).
+const BIN_DIR: &str = "bin";
+
+/// The attempt's `HOME` inside a root.
+pub const HOME_DIR: &str = "_home";
+
+/// The attempt's `TMPDIR` inside a root.
+pub const TMP_DIR: &str = "_tmp";
 
 /// The runner's work folder inside a root.
 pub const WORK_DIR: &str = "_work";
@@ -77,10 +102,11 @@ pub fn check_install(dir: &Path) -> Result<PathBuf, InstallError> {
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RootOptions {
-    /// Give the root's directories (not the linked files) to this uid/gid, so a
-    /// `run_as` runner can write its registration files and work folder.
+    /// The runner's uid and gid: the root and its `_work`, `_home` and `_tmp` become
+    /// theirs (0700), so the runner can write its registration files and work there
+    /// and nobody else can look in. The install's files stay the manager's.
     pub owner: Option<(u32, u32)>,
-    /// Copy every file instead of hard-linking.
+    /// Copy every file (and every directory) instead of linking and sharing.
     pub always_copy: bool,
 }
 
@@ -89,9 +115,14 @@ pub struct RootOptions {
 pub struct PreparedRoot {
     pub root: PathBuf,
     pub work_dir: PathBuf,
-    /// Files hard-linked and files copied (both zero when it already existed).
+    /// The attempt's `HOME` and `TMPDIR`.
+    pub home_dir: PathBuf,
+    pub tmp_dir: PathBuf,
+    /// Files hard-linked, files copied, and install directories shared by a symbolic
+    /// link (all zero when it already existed).
     pub linked: u64,
     pub copied: u64,
+    pub shared: u64,
     /// The root was complete from an earlier try; nothing was done.
     pub already_existed: bool,
 }
@@ -106,6 +137,12 @@ pub enum RootError {
     },
     /// The `.partial` left by an earlier try could not be removed.
     Stale(RemoveError),
+    /// Something in the install is writable by group or others, or belongs to someone
+    /// other than the manager: a runner could change it for every later runner.
+    Unsafe {
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for RootError {
@@ -118,6 +155,11 @@ impl fmt::Display for RootError {
                 path.display()
             ),
             RootError::Stale(e) => write!(f, "cannot clear an unfinished root: {e}"),
+            RootError::Unsafe { path, why } => write!(
+                f,
+                "the runner install is not safe to share with jobs: {} {why}",
+                path.display()
+            ),
         }
     }
 }
@@ -139,9 +181,9 @@ pub fn partial_path(root: &Path) -> PathBuf {
     root.with_file_name(name)
 }
 
-/// Makes `root` a copy of `install` (hard links where possible) with an empty
-/// `_work`. Idempotent: an existing root is complete and is left as it is; a
-/// `.partial` from an interrupted try is removed and the copy starts over.
+/// Lays out `root` from `install` (see the module's comment). Idempotent: an existing
+/// root is complete and is left as it is; a `.partial` from an interrupted try is
+/// removed and the work starts over.
 pub fn prepare_root(
     install: &Path,
     root: &Path,
@@ -149,41 +191,79 @@ pub fn prepare_root(
 ) -> Result<PreparedRoot, RootError> {
     check_install(install).map_err(RootError::Install)?;
     let work_dir = root.join(WORK_DIR);
+    let home_dir = root.join(HOME_DIR);
+    let tmp_dir = root.join(TMP_DIR);
     if fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
         return Ok(PreparedRoot {
             root: root.to_path_buf(),
             work_dir,
+            home_dir,
+            tmp_dir,
             linked: 0,
             copied: 0,
+            shared: 0,
             already_existed: true,
         });
+    }
+    // Shared directories are reached through links from every root: they must be
+    // the manager's, whoever the runner is. Checked once per install, not per root.
+    let share = !opts.always_copy;
+    if opts.owner.is_some() {
+        audit_install_cached(install)?;
     }
     let partial = partial_path(root);
     remove_root(&partial).map_err(RootError::Stale)?;
     if let Some(parent) = root.parent() {
         fs::create_dir_all(parent).map_err(io_err("create", parent))?;
     }
+    let install_abs = fs::canonicalize(install).map_err(io_err("resolve", install))?;
     let mut copier = Copier {
         copy_only: opts.always_copy,
         linked: 0,
         copied: 0,
-        dirs: Vec::new(),
+        shared: 0,
     };
-    copier.copy_dir(install, &partial, true)?;
-    let work = partial.join(WORK_DIR);
-    fs::create_dir(&work).map_err(io_err("create", &work))?;
-    copier.dirs.push(work);
-    if let Some((uid, gid)) = opts.owner {
-        for d in &copier.dirs {
-            std::os::unix::fs::lchown(d, Some(uid), Some(gid)).map_err(io_err("chown", d))?;
+    fs::create_dir(&partial).map_err(io_err("create", &partial))?;
+    for entry in fs::read_dir(&install_abs).map_err(io_err("read", &install_abs))? {
+        let entry = entry.map_err(io_err("read", &install_abs))?;
+        let name = entry.file_name();
+        if NOT_LINKED.iter().any(|n| name == *n) {
+            continue;
+        }
+        let from = entry.path();
+        let to = partial.join(&name);
+        let meta = fs::symlink_metadata(&from).map_err(io_err("stat", &from))?;
+        if meta.is_dir() && share && name != BIN_DIR {
+            std::os::unix::fs::symlink(&from, &to).map_err(io_err("symlink", &to))?;
+            copier.shared += 1;
+        } else {
+            copier.copy_entry(&from, &to, &meta, opts.owner.is_some())?;
         }
     }
+    // The root's own directories: the runner's, private to it.
+    for d in [&work_dir, &home_dir, &tmp_dir] {
+        let d = partial.join(d.file_name().unwrap_or_default());
+        fs::create_dir(&d).map_err(io_err("create", &d))?;
+    }
+    let own = |p: &Path| -> Result<(), RootError> {
+        if let Some((uid, gid)) = opts.owner {
+            std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(io_err("chown", p))?;
+        }
+        fs::set_permissions(p, fs::Permissions::from_mode(0o700)).map_err(io_err("chmod", p))
+    };
+    for name in [WORK_DIR, HOME_DIR, TMP_DIR] {
+        own(&partial.join(name))?;
+    }
+    own(&partial)?;
     fs::rename(&partial, root).map_err(io_err("rename into place", root))?;
     Ok(PreparedRoot {
         root: root.to_path_buf(),
         work_dir,
+        home_dir,
+        tmp_dir,
         linked: copier.linked,
         copied: copier.copied,
+        shared: copier.shared,
         already_existed: false,
     })
 }
@@ -193,38 +273,45 @@ struct Copier {
     copy_only: bool,
     linked: u64,
     copied: u64,
-    /// Every directory created, for chown.
-    dirs: Vec<PathBuf>,
+    shared: u64,
 }
 
 impl Copier {
-    fn copy_dir(&mut self, src: &Path, dst: &Path, top: bool) -> Result<(), RootError> {
-        fs::create_dir(dst).map_err(io_err("create", dst))?;
-        self.dirs.push(dst.to_path_buf());
-        for entry in fs::read_dir(src).map_err(io_err("read", src))? {
-            let entry = entry.map_err(io_err("read", src))?;
-            let name = entry.file_name();
-            if top && NOT_LINKED.iter().any(|n| name == *n) {
-                continue;
+    /// One entry of the install: a directory is recreated and filled, a file linked
+    /// (or copied), a symbolic link recreated as it is. With `strict`, a file others
+    /// could write through its link is refused.
+    fn copy_entry(
+        &mut self,
+        from: &Path,
+        to: &Path,
+        meta: &fs::Metadata,
+        strict: bool,
+    ) -> Result<(), RootError> {
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            fs::create_dir(to).map_err(io_err("create", to))?;
+            for entry in fs::read_dir(from).map_err(io_err("read", from))? {
+                let entry = entry.map_err(io_err("read", from))?;
+                let f = entry.path();
+                let m = fs::symlink_metadata(&f).map_err(io_err("stat", &f))?;
+                self.copy_entry(&f, &to.join(entry.file_name()), &m, strict)?;
             }
-            let from = entry.path();
-            let to = dst.join(&name);
-            let meta = fs::symlink_metadata(&from).map_err(io_err("stat", &from))?;
-            let ft = meta.file_type();
-            if ft.is_dir() {
-                self.copy_dir(&from, &to, false)?;
-            } else if ft.is_symlink() {
-                let target = fs::read_link(&from).map_err(io_err("read link", &from))?;
-                std::os::unix::fs::symlink(&target, &to).map_err(io_err("symlink", &to))?;
-            } else if ft.is_file() {
-                self.link_or_copy(&from, &to)?;
+            // The install's mode (0755 after `runner install`); the manager's, so the
+            // runner cannot add files to the shared layout of its own bin/.
+            let mode = meta.mode() & 0o7777 | 0o700;
+            fs::set_permissions(to, fs::Permissions::from_mode(mode)).map_err(io_err("chmod", to))
+        } else if ft.is_symlink() {
+            let target = fs::read_link(from).map_err(io_err("read link", from))?;
+            std::os::unix::fs::symlink(&target, to).map_err(io_err("symlink", to))
+        } else if ft.is_file() {
+            if strict {
+                unsafe_mode(from, meta)?;
             }
+            self.link_or_copy(from, to)
+        } else {
             // Sockets, fifos and devices have no place in a runner release: skipped.
+            Ok(())
         }
-        // The source's mode, but always owner-writable: a read-only directory in a
-        // root would only make removing it harder.
-        let mode = fs::metadata(src).map_err(io_err("stat", src))?.mode() & 0o7777 | 0o700;
-        fs::set_permissions(dst, fs::Permissions::from_mode(mode)).map_err(io_err("chmod", dst))
     }
 
     fn link_or_copy(&mut self, from: &Path, to: &Path) -> Result<(), RootError> {
@@ -246,6 +333,84 @@ impl Copier {
         self.copied += 1;
         Ok(())
     }
+}
+
+/// Refuses an install entry a runner under another uid could change: writable by group
+/// or others, or owned by anyone but root or the manager itself.
+fn unsafe_mode(path: &Path, meta: &fs::Metadata) -> Result<(), RootError> {
+    if meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    let why = if meta.mode() & 0o022 != 0 {
+        format!(
+            "is mode {:04o}, writable by group or others; run chmod -R go-w on the install",
+            meta.mode() & 0o7777
+        )
+    } else {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() == 0 || meta.uid() == me {
+            return Ok(());
+        }
+        format!(
+            "belongs to uid {}, not to the manager; run chown -R root: on the install",
+            meta.uid()
+        )
+    };
+    Err(RootError::Unsafe {
+        path: path.to_path_buf(),
+        why,
+    })
+}
+
+/// Walks the whole install (never following links) and refuses it if any entry is
+/// writable by group or others or owned by someone other than root or the manager.
+/// `doctor` runs it in full; roots run it once per install (see below).
+pub fn audit_install(install: &Path) -> Result<u64, RootError> {
+    let mut stack = vec![install.to_path_buf()];
+    let mut seen = 0u64;
+    while let Some(d) = stack.pop() {
+        let meta = fs::symlink_metadata(&d).map_err(io_err("stat", &d))?;
+        unsafe_mode(&d, &meta)?;
+        seen += 1;
+        for entry in fs::read_dir(&d).map_err(io_err("read", &d))? {
+            let entry = entry.map_err(io_err("read", &d))?;
+            let name = entry.file_name();
+            if d == install && NOT_LINKED.iter().any(|n| name == *n) {
+                continue;
+            }
+            let p = entry.path();
+            let m = fs::symlink_metadata(&p).map_err(io_err("stat", &p))?;
+            if m.is_dir() {
+                stack.push(p);
+            } else {
+                unsafe_mode(&p, &m)?;
+                seen += 1;
+            }
+        }
+    }
+    Ok(seen)
+}
+
+/// The installs this process audited, by path, with the identity of the install's
+/// directory when it passed (device, inode, change time). `runner install` replaces
+/// the directory (a new inode), which makes the next root audit again.
+static AUDITED: Mutex<Option<HashMap<PathBuf, InstallId>>> = Mutex::new(None);
+
+/// An install directory's device, inode and change time.
+type InstallId = (u64, u64, i64);
+
+fn audit_install_cached(install: &Path) -> Result<(), RootError> {
+    let meta = fs::metadata(install).map_err(io_err("stat", install))?;
+    let id = (meta.dev(), meta.ino(), meta.ctime());
+    let mut guard = AUDITED.lock().unwrap_or_else(|e| e.into_inner());
+    let map = guard.get_or_insert_with(HashMap::new);
+    if map.get(install) == Some(&id) {
+        return Ok(());
+    }
+    audit_install(install)?;
+    map.insert(install.to_path_buf(), id);
+    Ok(())
 }
 
 /// Why a root could not be removed; the caller defers cleanup and retries later.
@@ -363,6 +528,18 @@ pub struct RootEntry {
     pub path: PathBuf,
     /// An unfinished copy (`<id>.partial`): never in use by a runner.
     pub partial: bool,
+    /// What the entry itself is (never what it points at).
+    pub kind: RootKind,
+}
+
+/// What an entry under `attempts/` is, read without following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootKind {
+    /// A directory: what the daemon makes.
+    Dir,
+    /// A symbolic link, a file or anything else: never made by the daemon. With
+    /// isolation `none` a job can plant one, so it is never followed.
+    Other,
 }
 
 /// Every attempt root under `STATE_DIR/attempts/`, sorted by attempt id, so the
@@ -385,10 +562,16 @@ pub fn list_attempt_roots(state_dir: &Path) -> io::Result<Vec<RootEntry>> {
             None => (name, false),
         };
         if let Ok(attempt) = id.parse::<i64>() {
+            // DirEntry::file_type does not follow links.
+            let kind = match e.file_type() {
+                Ok(t) if t.is_dir() => RootKind::Dir,
+                _ => RootKind::Other,
+            };
             out.push(RootEntry {
                 attempt,
                 path: e.path(),
                 partial,
+                kind,
             });
         }
     }

@@ -44,6 +44,17 @@ pub struct SpawnSpec<'a> {
     /// Extra variables the profile asks for, added after the defaults (may override
     /// PATH, HOME, LANG...). Never the JIT variable.
     pub extra_env: &'a [(String, String)],
+    /// The runner's own `HOME` and `TMPDIR` (its root's `_home` and `_tmp`), in place
+    /// of the user's home and the shared `/tmp`.
+    pub home: Option<&'a Path>,
+    pub tmp: Option<&'a Path>,
+    /// The attempt's cgroups, joined between fork and exec, before the identity
+    /// changes: from its first instruction the runner is counted, limited and killable
+    /// as one.
+    pub cgroup: Option<std::sync::Arc<super::cgroup::JoinFds>>,
+    /// Contain the runner: `no_new_privs` (a setuid binary such as sudo gains it
+    /// nothing) and no ambient capabilities, whatever the daemon holds.
+    pub contain: bool,
 }
 
 /// A started runner: its identity for `proc::is_alive` and the store.
@@ -191,12 +202,18 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         Some(u) => u.uid == 0,
         None => euid == 0,
     };
-    let env = runner_env(
+    let mut env = runner_env(
         |k| std::env::var_os(k),
         spec.run_as,
         child_is_root,
         spec.extra_env,
     )?;
+    for (k, v) in [("HOME", spec.home), ("TMPDIR", spec.tmp)] {
+        if let Some(v) = v {
+            env.retain(|(n, _)| n != k);
+            env.push((k.into(), v.as_os_str().to_owned()));
+        }
+    }
     let log = open_log(spec.log_path)?;
     let log_err = log.try_clone().map_err(|source| SpawnError::LogFile {
         path: spec.log_path.to_path_buf(),
@@ -215,16 +232,36 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
 
     // Computed before the fork: nothing below may allocate in the child.
     let ids = spec.run_as.map(|u| (u.uid, u.gid, u.groups.clone()));
-    // SAFETY: the closure only makes async-signal-safe syscalls (setsid, setgroups,
-    // setgid, setuid, close_range/fcntl) and does not allocate. Identity is changed
-    // here rather than with CommandExt::uid/gid because std runs pre_exec after its
-    // own setuid, when setgroups/setsid may no longer be permitted, and std would
+    let cgroup = spec.cgroup.clone();
+    let contain = spec.contain;
+    // SAFETY: the closure only makes async-signal-safe syscalls (setsid, write to the
+    // cgroup files opened before the fork, prctl, umask, setgroups, setgid, setuid,
+    // close_range/fcntl) and does not allocate. Identity is changed here rather than
+    // with CommandExt::uid/gid because std runs pre_exec after its own setuid, when
+    // setgroups/setsid/joining a cgroup may no longer be permitted, and std would
     // otherwise drop every supplementary group instead of the user's own (initgroups).
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
             }
+            if let Some(fds) = &cgroup {
+                fds.join_self()?;
+            }
+            if contain
+                && (libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || libc::prctl(
+                        libc::PR_CAP_AMBIENT,
+                        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                        0,
+                        0,
+                        0,
+                    ) != 0)
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // The daemon writes with umask 077; a job's own files want the usual 022.
+            libc::umask(0o022);
             if let Some((uid, gid, groups)) = &ids
                 && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     || libc::setgid(*gid) != 0

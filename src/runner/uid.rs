@@ -5,93 +5,11 @@
 //! reaches its processes and nothing else.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::io;
-use std::str::FromStr;
 
 use super::user::{PwKey, RunAsUser, lookup_passwd};
 
-/// The most ids a range may hold: a sub-uid-sized block, far more than runners per host.
-const MAX_RANGE_LEN: u32 = 65536;
-
-/// An inclusive range of uids the host sets aside for runners (`runner_uids=START-END`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UidRange {
-    pub start: u32,
-    pub end: u32,
-}
-
-impl UidRange {
-    /// Parses `START-END`; refuses 0 (root) in the range, `START > END`, ranges of more
-    /// than 65536 ids, and anything that is not two decimal numbers.
-    pub fn parse(s: &str) -> Result<UidRange, String> {
-        let Some((a, b)) = s.split_once('-') else {
-            return Err(format!(
-                "{s:?} is not a uid range: write START-END, e.g. 61000-61999"
-            ));
-        };
-        let num = |part: &str| -> Result<u32, String> {
-            if part.is_empty() || !part.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(format!(
-                    "{s:?}: {part:?} is not a uid (a decimal number; write START-END)"
-                ));
-            }
-            part.parse()
-                .map_err(|_| format!("{s:?}: {part} is too large for a uid"))
-        };
-        let (start, end) = (num(a)?, num(b)?);
-        if start == 0 {
-            return Err(format!(
-                "{s:?}: uid 0 is root and cannot run a job; start the range above the system users"
-            ));
-        }
-        if start > end {
-            return Err(format!("{s:?}: the range starts after it ends"));
-        }
-        let r = UidRange { start, end };
-        if r.len() > MAX_RANGE_LEN {
-            return Err(format!(
-                "{s:?}: {} ids is more than the {MAX_RANGE_LEN} a range may hold",
-                u64::from(end) - u64::from(start) + 1
-            ));
-        }
-        Ok(r)
-    }
-
-    /// How many uids the range holds (0 if built with `start > end`).
-    pub fn len(&self) -> u32 {
-        if self.start > self.end {
-            0
-        } else {
-            (self.end - self.start).saturating_add(1)
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    pub fn contains(&self, uid: u32) -> bool {
-        self.start <= uid && uid <= self.end
-    }
-
-    pub fn iter(&self) -> std::ops::RangeInclusive<u32> {
-        self.start..=self.end
-    }
-}
-
-impl fmt::Display for UidRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.start, self.end)
-    }
-}
-
-impl FromStr for UidRange {
-    type Err = String;
-    fn from_str(s: &str) -> Result<UidRange, String> {
-        UidRange::parse(s)
-    }
-}
+pub use crate::domain::UidRange;
 
 /// The passwd entry of `uid` with its groups (`getpwuid_r` + `getgrouplist`); `Ok(None)`
 /// when the uid has no entry.
@@ -322,6 +240,20 @@ unsafe fn kill_as(uid: u32, gid: u32) -> ! {
 }
 
 /// The name of a uid's user, for messages (`None` without a passwd entry).
+/// How many uids of `range` have a passwd entry, counting no further than `enough`.
+pub fn count_users(range: UidRange, enough: u32) -> u32 {
+    let mut n = 0;
+    for u in range.iter() {
+        if matches!(lookup_uid(u), Ok(Some(_))) {
+            n += 1;
+            if n >= enough {
+                break;
+            }
+        }
+    }
+    n
+}
+
 pub fn uid_name(uid: u32) -> Option<String> {
     lookup_uid(uid).ok().flatten().map(|u| u.name)
 }
@@ -329,47 +261,6 @@ pub fn uid_name(uid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_ranges_and_refuses_bad_ones() {
-        let r = UidRange::parse("61000-61999").unwrap();
-        assert_eq!(
-            r,
-            UidRange {
-                start: 61000,
-                end: 61999
-            }
-        );
-        assert_eq!(r.len(), 1000);
-        assert!(r.contains(61000) && r.contains(61999));
-        assert!(!r.contains(60999) && !r.contains(62000));
-        assert_eq!(r.to_string(), "61000-61999");
-        assert_eq!("5-5".parse::<UidRange>().unwrap().len(), 1);
-        assert_eq!(UidRange::parse("1-65536").unwrap().len(), 65536);
-
-        for (bad, says) in [
-            ("0-10", "root"),
-            ("10-5", "starts after"),
-            ("1-65537", "more than"),
-            ("100000-200000", "more than"),
-            ("abc", "START-END"),
-            ("10", "START-END"),
-            ("a-10", "not a uid"),
-            ("10-", "not a uid"),
-            ("-10", "not a uid"),
-            ("+1-10", "not a uid"),
-            (" 1-10", "not a uid"),
-            ("1-10-20", "not a uid"),
-            ("1-99999999999", "too large"),
-        ] {
-            let err = UidRange::parse(bad).unwrap_err();
-            assert!(err.contains(says), "{bad:?}: {err}");
-            assert!(err.contains(&format!("{bad:?}")), "{bad:?} is named: {err}");
-        }
-        let hand = UidRange { start: 9, end: 3 };
-        assert_eq!(hand.len(), 0);
-        assert!(hand.is_empty());
-    }
 
     #[test]
     fn picks_the_lowest_free_usable_uid() {

@@ -101,6 +101,8 @@ struct RunnerCall {
     result: String,
     #[serde(default)]
     version: String,
+    #[serde(default)]
+    output: Option<String>,
 }
 
 pub fn serve(sim: &Sim, req: Request) -> Reply {
@@ -196,7 +198,11 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
                 ) else {
                     return fail(400, "give {\"org\": LOGIN, \"name\": GROUP}");
                 };
-                ok(serde_json::json!({ "id": st.add_runner_group(org, name) }))
+                let public = v
+                    .get("allows_public_repositories")
+                    .and_then(|a| a.as_bool())
+                    .unwrap_or(false);
+                ok(serde_json::json!({ "id": st.add_runner_group(org, name, public) }))
             }
             ("POST", "/jobs") => {
                 let j: NewJob = parse_or_reply!(&req);
@@ -284,7 +290,7 @@ fn serve_runner(sim: &Sim, rest: &str, req: &Request, now: Millis) -> Reply {
                         drop(st);
                         sim.changed.notify_all();
                         return ok(serde_json::json!({
-                            "job": { "id": job.id, "name": job.name, "duration_ms": job.duration_ms, "repo": job.repo }
+                            "job": { "id": job.id, "name": job.name, "duration_ms": job.duration_ms, "repo": job.repo, "script": job.script }
                         }));
                     }
                     Ok(None) => {}
@@ -302,9 +308,14 @@ fn serve_runner(sim: &Sim, rest: &str, req: &Request, now: Millis) -> Reply {
         }
         ("POST", "complete") => {
             let c: RunnerCall = parse_or_reply!(req);
-            let r = sim
-                .lock()
-                .runner_complete(c.runner_id, &cred, c.job_id, &c.result, now);
+            let r = sim.lock().runner_complete(
+                c.runner_id,
+                &cred,
+                c.job_id,
+                &c.result,
+                c.output.as_deref(),
+                now,
+            );
             sim.changed.notify_all();
             match r {
                 Ok(()) => ok(serde_json::json!({ "completed": c.job_id })),

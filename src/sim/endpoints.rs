@@ -174,17 +174,17 @@ pub fn dispatch(
             let Scope::Org(org) = &scope_ref else {
                 return Out::error(404, "Not Found");
             };
-            let mut groups = vec![(1u64, "Default".to_string())];
+            let mut groups = vec![(1u64, "Default".to_string(), false)];
             groups.extend(
                 st.groups
                     .iter()
                     .filter(|g| &g.org == org)
-                    .map(|g| (g.id, g.name.clone())),
+                    .map(|g| (g.id, g.name.clone(), g.allows_public)),
             );
             let (page, link) = paginate(&groups, req, &st.base_url);
             let rendered: Vec<model::RunnerGroup> = page
                 .iter()
-                .map(|(id, name)| model::RunnerGroup {
+                .map(|(id, name, public)| model::RunnerGroup {
                     id: *id,
                     name: name.clone(),
                     visibility: "all".into(),
@@ -194,7 +194,7 @@ pub fn dispatch(
                         st.base_url
                     ),
                     inherited: false,
-                    allows_public_repositories: false,
+                    allows_public_repositories: *public,
                     restricted_to_workflows: false,
                     selected_workflows: Vec::new(),
                     workflow_restrictions_read_only: false,

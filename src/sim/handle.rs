@@ -92,7 +92,12 @@ impl SimHandle {
     }
 
     pub fn add_runner_group(&self, org: &str, name: &str) -> u64 {
-        self.with_state(|s| s.add_runner_group(org, name))
+        self.with_state(|s| s.add_runner_group(org, name, false))
+    }
+
+    /// A runner group whose settings let public repositories' jobs reach it.
+    pub fn add_public_runner_group(&self, org: &str, name: &str) -> u64 {
+        self.with_state(|s| s.add_runner_group(org, name, true))
     }
 
     /// Makes `token` a valid PAT; returns its log id (`pat:N`).
@@ -157,6 +162,23 @@ impl SimHandle {
     }
 
     /// A run with several jobs (name, labels, duration ms); returns (run id, job ids).
+    /// Queues a job whose steps are `script` (run by the simulated runner's worker with
+    /// `/bin/sh -c` in the runner's work folder); its output comes back in the job's
+    /// `output` once it completes.
+    pub fn enqueue_script_job(&self, repo: &str, name: &str, labels: &[&str], script: &str) -> u64 {
+        let labels = labels.iter().map(|l| l.to_string()).collect();
+        // One lock: a runner must never take the job before it has its script.
+        self.with_state(|s| {
+            let id = s
+                .enqueue_run(repo, "CI", &[(name.to_string(), labels, 0)], now_millis())
+                .1[0];
+            if let Some(j) = s.jobs.get_mut(&id) {
+                j.script = Some(script.to_string());
+            }
+            id
+        })
+    }
+
     pub fn enqueue_run(
         &self,
         repo: &str,

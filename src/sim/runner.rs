@@ -185,12 +185,13 @@ fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
             Ok(r) if r.status == 200 => {
                 let v = r.json().unwrap_or_default();
                 let job = &v["job"];
-                let (id, name, ms) = (
-                    job["id"].as_u64().unwrap_or(0),
-                    job["name"].as_str().unwrap_or("job").to_string(),
-                    job["duration_ms"].as_u64().unwrap_or(0),
-                );
-                return run_job(cfg, root, term, &call, id, &name, ms);
+                let j = Job {
+                    id: job["id"].as_u64().unwrap_or(0),
+                    name: job["name"].as_str().unwrap_or("job").to_string(),
+                    ms: job["duration_ms"].as_u64().unwrap_or(0),
+                    script: job["script"].as_str().map(str::to_string),
+                };
+                return run_job(cfg, root, term, &call, &j);
             }
             Ok(r) if r.status == 204 => failing_since = None,
             Ok(r) if r.status == 404 || r.status == 401 => return gone(),
@@ -226,21 +227,34 @@ fn gone() -> i32 {
 type Call<'a> = dyn Fn(&str, &str, Option<serde_json::Value>, Duration) -> std::io::Result<client::ClientResponse>
     + 'a;
 
-fn run_job(
-    cfg: &JitConfig,
-    root: &Path,
-    term: &AtomicBool,
-    call: &Call<'_>,
+/// A job as the simulation hands it out.
+struct Job {
     id: u64,
-    name: &str,
+    name: String,
     ms: u64,
-) -> i32 {
+    /// Steps to run with `/bin/sh -c` (see `SCRIPT_ENV`).
+    script: Option<String>,
+}
+
+/// The variable the listener hands a job's script to its worker in.
+const SCRIPT_ENV: &str = "RUNNER_MANAGER_SIM_JOB_SCRIPT";
+/// Where the worker writes the script's output, for the listener to report.
+const OUTPUT_FILE: &str = "_work/_job_output.txt";
+
+fn run_job(cfg: &JitConfig, root: &Path, term: &AtomicBool, call: &Call<'_>, job: &Job) -> i32 {
+    let (id, name, ms) = (job.id, job.name.as_str(), job.ms);
     println!("{}: Running job: {name}", stamp());
     let worker = root.join("bin").join("Runner.Worker");
-    let mut child: Option<Child> = Command::new(&worker)
-        .args(["spawnclient", &ms.to_string()])
-        .spawn()
-        .ok();
+    let output_file = root.join(OUTPUT_FILE);
+    let mut cmd = Command::new(&worker);
+    cmd.args(["spawnclient", &ms.to_string()]);
+    if let Some(script) = &job.script {
+        cmd.env(SCRIPT_ENV, script)
+            .env("RUNNER_MANAGER_SIM_JOB_OUTPUT", &output_file)
+            .env("GITHUB_WORKSPACE", root.join("_work"))
+            .env("RUNNER_TEMP", root.join("_work/_temp"));
+    }
+    let mut child: Option<Child> = cmd.spawn().ok();
     let started = Instant::now();
     let mut result = "Succeeded";
     loop {
@@ -271,7 +285,14 @@ fn run_job(
         // Deliberately not waited for: the leak the daemon's cleanup must find.
         let _ = Command::new(&worker).args(["linger", "30000"]).spawn();
     }
-    let body = serde_json::json!({"runner_id": cfg.runner_id, "job_id": id, "result": result});
+    // The script's output, bounded: what a workflow's log would show.
+    let output = job.script.as_ref().map(|_| {
+        let bytes = std::fs::read(&output_file).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(64 * 1024)]).into_owned();
+        print!("{text}");
+        text
+    });
+    let body = serde_json::json!({"runner_id": cfg.runner_id, "job_id": id, "result": result, "output": output});
     if let Err(e) = call(
         "POST",
         "/_sim/runner/complete",
@@ -291,11 +312,18 @@ fn run_job(
     }
 }
 
-/// `Runner.Worker` entry point: `spawnclient MS` runs a job for MS milliseconds,
-/// `linger MS` is a left-behind process that lives MS milliseconds.
+/// `Runner.Worker` entry point: `spawnclient MS` runs a job for MS milliseconds (or,
+/// given a script in its environment, runs the script as the job's steps and exits
+/// with its code), `linger MS` is a left-behind process that lives MS milliseconds.
 pub fn worker_main() -> i32 {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ms: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(0);
+    if let (Some("spawnclient"), Some(script)) = (
+        args.first().map(String::as_str),
+        std::env::var_os(SCRIPT_ENV),
+    ) {
+        return run_script(&script);
+    }
     match args.first().map(String::as_str) {
         Some("spawnclient") | Some("linger") => {
             std::thread::sleep(Duration::from_millis(ms));
@@ -303,6 +331,48 @@ pub fn worker_main() -> i32 {
         }
         _ => {
             eprintln!("Runner.Worker: expected spawnclient or linger");
+            1
+        }
+    }
+}
+
+/// Runs a job's script like a `run:` step: `/bin/sh -c`, in the work folder, its
+/// output to the file the listener reports from (a file, not a pipe: a process the
+/// script leaves behind must not keep the job from ending).
+fn run_script(script: &std::ffi::OsStr) -> i32 {
+    let Some(out_path) = std::env::var_os("RUNNER_MANAGER_SIM_JOB_OUTPUT") else {
+        eprintln!("Runner.Worker: a script job needs RUNNER_MANAGER_SIM_JOB_OUTPUT");
+        return 1;
+    };
+    let workspace = std::env::var_os("GITHUB_WORKSPACE").unwrap_or_else(|| ".".into());
+    if let Some(t) = std::env::var_os("RUNNER_TEMP") {
+        let _ = std::fs::create_dir_all(t);
+    }
+    let out = match std::fs::File::create(&out_path) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("Runner.Worker: cannot write the job's output: {e}");
+            return 1;
+        }
+    };
+    let err = match out.try_clone() {
+        Ok(f) => f,
+        Err(_) => return 1,
+    };
+    let status = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .env_remove(SCRIPT_ENV)
+        .env_remove("RUNNER_MANAGER_SIM_JOB_OUTPUT")
+        .current_dir(&workspace)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status();
+    match status {
+        Ok(s) => s.code().unwrap_or(1),
+        Err(e) => {
+            eprintln!("Runner.Worker: cannot run the job's script: {e}");
             1
         }
     }

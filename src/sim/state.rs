@@ -105,7 +105,18 @@ pub struct JobState {
     pub created_at: Millis,
     pub started_at: Option<Millis>,
     pub completed_at: Option<Millis>,
+    /// A shell script the simulated runner's worker runs as the job's steps (what a
+    /// workflow's `run:` would be), e.g. the hostile-job suite's attacks.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// What the script printed (stdout and stderr, at most [`MAX_JOB_OUTPUT`] bytes),
+    /// as the runner reported it with the job's result.
+    #[serde(default)]
+    pub output: Option<String>,
 }
+
+/// The most of a job's output the simulation keeps.
+pub const MAX_JOB_OUTPUT: usize = 64 * 1024;
 
 /// Where a runner is registered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,6 +151,9 @@ pub struct GroupState {
     pub id: u64,
     pub org: String,
     pub name: String,
+    /// GitHub's `allows_public_repositories`: public repositories' jobs may reach it.
+    #[serde(default)]
+    pub allows_public: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -293,12 +307,13 @@ impl State {
     }
 
     /// Adds a named runner group to an org (the Default group, id 1, always exists).
-    pub fn add_runner_group(&mut self, org: &str, name: &str) -> u64 {
+    pub fn add_runner_group(&mut self, org: &str, name: &str, allows_public: bool) -> u64 {
         let id = self.groups.len() as u64 + 2;
         self.groups.push(GroupState {
             id,
             org: org.to_string(),
             name: name.to_string(),
+            allows_public,
         });
         id
     }
@@ -348,6 +363,8 @@ impl State {
                     created_at: now,
                     started_at: None,
                     completed_at: None,
+                    script: None,
+                    output: None,
                 },
             );
             ids.push(id);
@@ -498,6 +515,7 @@ impl State {
         credential: &str,
         job_id: u64,
         result: &str,
+        output: Option<&str>,
         now: Millis,
     ) -> Result<(), RunnerCallError> {
         let r = self.runner_checked(id, credential)?;
@@ -510,6 +528,13 @@ impl State {
         if let Some(job) = self.jobs.get_mut(&job_id) {
             job.status = JobStatus::Completed;
             job.completed_at = Some(now);
+            job.output = output.map(|o| {
+                let mut end = o.len().min(MAX_JOB_OUTPUT);
+                while !o.is_char_boundary(end) {
+                    end -= 1;
+                }
+                o[..end].to_string()
+            });
             job.conclusion = Some(
                 match result {
                     "Succeeded" | "SucceededWithIssues" => "success",

@@ -2,13 +2,13 @@
 
 use super::error::{Result, StoreError};
 use super::rows::{self, PROFILE_COLUMNS, TARGET_COLUMNS, sql_u64, to_json};
-use crate::domain::{Host, ScalePolicy, Target, host};
+use crate::domain::{Host, Isolation, ScalePolicy, Target, UidRange, host};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
-        "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining \
-         FROM host WHERE one = 1",
+        "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
+         isolation, runner_uids FROM host WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -20,6 +20,10 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 coordinator: r.get(5)?,
                 coordinator_token_file: r.get::<_, Option<String>>(6)?.map(Into::into),
                 draining: r.get(7)?,
+                isolation: rows::isolation(&r.get::<_, String>(8)?),
+                runner_uids: r
+                    .get::<_, Option<String>>(9)?
+                    .and_then(|s| UidRange::parse(&s).ok()),
             })
         },
     )
@@ -39,6 +43,8 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         coordinator: None,
         coordinator_token_file: None,
         draining: false,
+        isolation: Isolation::Auto,
+        runner_uids: None,
     };
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
@@ -53,14 +59,16 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
 pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
     let n = c.execute(
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
-         draining = ?4 WHERE one = 1",
+         draining = ?4, isolation = ?5, runner_uids = ?6 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
             h.coordinator_token_file
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
-            h.draining
+            h.draining,
+            h.isolation.as_str(),
+            h.runner_uids.map(|r| r.to_string())
         ],
     )?;
     if n == 0 {
@@ -205,7 +213,7 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 17] {
+fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 20] {
     [
         Box::new(&p.name),
         Box::new(&p.target),
@@ -228,6 +236,9 @@ fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 17] {
         Box::new(p.allow_public),
         Box::new(&p.run_as),
         Box::new(p.demand.as_str()),
+        Box::new(p.memory_max.map(sql_u64)),
+        Box::new(p.cpu_max),
+        Box::new(p.pids_max),
     ]
 }
 
@@ -254,7 +265,8 @@ pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
     tx.execute(
         &format!(
             "INSERT INTO profiles ({PROFILE_COLUMNS}) VALUES \
-             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+             (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
+             ?19, ?20, ?21)"
         ),
         args.as_slice(),
     )?;
@@ -297,7 +309,8 @@ pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<
          min_capacity = ?6, max_capacity = ?7, runner_dir = ?8, runner_group = ?9, \
          idle_timeout_secs = ?10, bootstrap_timeout_secs = ?11, job_timeout_secs = ?12, \
          mode = ?13, active = ?14, allow_public = ?15, run_as = ?16, demand = ?17, \
-         revision = revision + 1 WHERE name = ?1 AND revision = ?18",
+         memory_max = ?18, cpu_max = ?19, pids_max = ?20, \
+         revision = revision + 1 WHERE name = ?1 AND revision = ?21",
         args.as_slice(),
     )?;
     if n == 0 {

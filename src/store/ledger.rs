@@ -19,8 +19,8 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
     // empty name and set it in the same transaction, so nobody ever sees it empty.
     tx.execute(
         "INSERT INTO attempts (profile, target, host_id, runner_name, state, created_at, \
-         updated_at, job_id, job_name, job_queued_at, lease_id) \
-         VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8)",
+         updated_at, job_id, job_name, job_queued_at, lease_id, runner_uid, runner_gid) \
+         VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             new.profile,
             new.target,
@@ -29,7 +29,9 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
             new.job_id,
             new.job_name,
             new.job_queued_at,
-            new.lease_id
+            new.lease_id,
+            new.runner_uid,
+            new.runner_gid
         ],
     )?;
     let id = tx.last_insert_rowid();
@@ -38,6 +40,8 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
     a.job_name = new.job_name.clone();
     a.job_queued_at = new.job_queued_at;
     a.lease_id = new.lease_id.clone();
+    a.runner_uid = new.runner_uid;
+    a.runner_gid = new.runner_gid;
     debug_assert_eq!(a.runner_name, runner_name(&new.host_id, id));
     tx.execute(
         "UPDATE attempts SET runner_name = ?2 WHERE id = ?1",
@@ -65,7 +69,7 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
          ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
          job_name = ?11, job_id = ?12, job_queued_at = ?13, lease_id = ?14, \
          peak_rss_bytes = ?15, cpu_millis = ?16, cleaned = ?17, cleanup_tries = ?18, \
-         next_cleanup_at = ?19 WHERE id = ?1",
+         next_cleanup_at = ?19, runner_uid = ?20, runner_gid = ?21 WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),
@@ -85,7 +89,9 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.cpu_millis.map(sql_u64),
             a.cleaned,
             a.cleanup_tries,
-            a.next_cleanup_at
+            a.next_cleanup_at,
+            a.runner_uid,
+            a.runner_gid
         ],
     )?;
     if n == 0 {

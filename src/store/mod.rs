@@ -31,6 +31,10 @@ pub struct NewAttempt {
     pub job_name: Option<String>,
     pub job_queued_at: Option<Millis>,
     pub lease_id: Option<String>,
+    /// The runner's own uid and gid (per-attempt isolation), chosen with the intent
+    /// so that no two open attempts ever hold one.
+    pub runner_uid: Option<u32>,
+    pub runner_gid: Option<u32>,
 }
 
 /// Which attempts [`Store::attempts`] lists, newest first.

@@ -57,7 +57,8 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
 
 pub const PROFILE_COLUMNS: &str = "name, target, host_id, labels, default_labels, min_capacity, \
      max_capacity, runner_dir, runner_group, idle_timeout_secs, bootstrap_timeout_secs, \
-     job_timeout_secs, mode, active, allow_public, run_as, demand, revision";
+     job_timeout_secs, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, \
+     revision";
 
 pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
     let mode: String = r.get(12)?;
@@ -88,14 +89,22 @@ pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
             "scaleset" => DemandSource::Scaleset,
             d => return Err(bad("profile", format!("demand {d:?}"))),
         },
-        revision: get_u64(r, 17)?,
+        memory_max: get_opt_u64(r, 17)?,
+        cpu_max: r.get(18)?,
+        pids_max: r.get(19)?,
+        revision: get_u64(r, 20)?,
     })
+}
+
+/// The host's `isolation`, read leniently: an unknown word (a newer build's) is `auto`.
+pub fn isolation(s: &str) -> crate::domain::Isolation {
+    crate::domain::Isolation::parse("isolation", s).unwrap_or_default()
 }
 
 pub const ATTEMPT_COLUMNS: &str = "id, profile, target, host_id, runner_name, state, outcome, \
      reason, created_at, updated_at, ended_at, pid, pid_start, exit_code, runner_id, job_name, \
      job_id, job_queued_at, lease_id, peak_rss_bytes, cpu_millis, cleaned, cleanup_tries, \
-     next_cleanup_at";
+     next_cleanup_at, runner_uid, runner_gid";
 
 /// An attempt without its history (the caller loads the events).
 pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
@@ -129,6 +138,8 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
         cleaned: r.get(21)?,
         cleanup_tries: r.get(22)?,
         next_cleanup_at: r.get(23)?,
+        runner_uid: r.get(24)?,
+        runner_gid: r.get(25)?,
         history: Vec::new(),
     })
 }

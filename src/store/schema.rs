@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -186,6 +186,19 @@ CREATE TABLE coord_jobs (
     placements INTEGER NOT NULL,
     updated_at INTEGER NOT NULL
 );
+"#;
+
+/// Version 4: containment. The host's `isolation` and `runner_uids`, each profile's
+/// cgroup limits, and the uid and gid each attempt's runner runs under (chosen with
+/// the intent, so a crash never leaves a runner whose uid the books do not know).
+pub const V4: &str = r#"
+ALTER TABLE host ADD COLUMN isolation TEXT NOT NULL DEFAULT 'auto';
+ALTER TABLE host ADD COLUMN runner_uids TEXT;
+ALTER TABLE profiles ADD COLUMN memory_max INTEGER;
+ALTER TABLE profiles ADD COLUMN cpu_max INTEGER;
+ALTER TABLE profiles ADD COLUMN pids_max INTEGER;
+ALTER TABLE attempts ADD COLUMN runner_uid INTEGER;
+ALTER TABLE attempts ADD COLUMN runner_gid INTEGER;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -63,6 +63,8 @@ pub struct Snapshot {
     /// `None` until something created the host (the TUI never creates it).
     pub host: Option<Host>,
     pub heartbeat: Option<Heartbeat>,
+    /// The daemon's containment word (`uids`, `none`, `refused`) as it last recorded it.
+    pub isolation: Option<String>,
     pub targets: Vec<TargetRow>,
     pub profiles: Vec<ProfileRow>,
     /// Every live attempt and the most recent others, newest first.
@@ -82,6 +84,7 @@ impl Snapshot {
         let data_version = store.data_version()?;
         let host = store.host()?;
         let heartbeat = store.heartbeat()?;
+        let isolation = store.kv_get(crate::daemon::contain::KV_ISOLATION)?;
         let tstat = store.target_statuses()?;
         let targets: Vec<TargetRow> = store
             .targets()?
@@ -149,6 +152,7 @@ impl Snapshot {
             data_version,
             host,
             heartbeat,
+            isolation,
             targets,
             profiles,
             attempts,

@@ -131,10 +131,22 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
         ),
         None => Span::styled("not running", th.bad()),
     };
-    lines.push(Line::from(vec![
-        Span::styled("daemon   ", th.title()),
-        daemon,
-    ]));
+    let mut daemon_line = vec![Span::styled("daemon   ", th.title()), daemon];
+    if snap.daemon_alive() {
+        match snap.isolation.as_deref() {
+            Some("uids") => daemon_line.push(Span::styled("  jobs isolated", th.good())),
+            Some("none") => daemon_line.push(Span::styled(
+                "  isolation NONE: jobs run as the daemon's user",
+                th.waiting(),
+            )),
+            Some("refused") => daemon_line.push(Span::styled(
+                "  isolation REFUSED: no runner starts (see status)",
+                th.bad(),
+            )),
+            _ => {}
+        }
+    }
+    lines.push(Line::from(daemon_line));
     let mut targets = vec![Span::styled("targets  ", th.title())];
     if snap.targets.is_empty() {
         targets.push(Span::raw("none"));

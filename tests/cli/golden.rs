@@ -208,6 +208,7 @@ fn every_command_human_and_json() {
             job_name: Some("build (ubuntu)".into()),
             job_queued_at: Some(T0 - 5_000),
             lease_id: None,
+            ..NewAttempt::default()
         };
         let mut a = s.create_attempt(&new, T0).unwrap();
         a.step(AttemptState::Starting, T0 + 1_000).unwrap();

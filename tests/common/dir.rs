@@ -34,9 +34,13 @@ impl Dir {
     }
 
     /// Writes a file under the root and returns its path as a string.
+    /// A file private to its owner (0600): the daemon refuses token and key files that
+    /// group or others can read, and most files tests write are those.
     pub fn file(&self, name: &str, contents: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
         let p = self.root.join(name);
         std::fs::write(&p, contents).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         p.display().to_string()
     }
 

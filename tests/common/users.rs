@@ -1,5 +1,5 @@
 //! Test users for per-attempt uids: system users `rmtest<uid>` (own group, gid = uid
-//! where free, home /nonexistent, no login shell) in the reserved range 61000-61999,
+//! where free, home /nonexistent, no login shell) in the reserved range 61200-61999,
 //! handed out in blocks that no other thread or test process holds. Included with
 //! `#[path]` by the test binaries that run jobs under runner uids.
 //!
@@ -23,7 +23,7 @@ use runner_manager::runner::{RunAsUser, UidRange, kill_uid, lookup_uid, processe
 
 /// The uids tests may make users for; the package's own range must not overlap it.
 pub const TEST_UIDS: UidRange = UidRange {
-    start: 61000,
+    start: 61200,
     end: 61999,
 };
 

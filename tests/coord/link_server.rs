@@ -12,10 +12,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A fixture's path; the private key comes as a private copy (0600), since a checkout
+/// leaves it 0644 and the coordinator refuses a key others can read.
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/coord_tls")
-        .join(name)
+        .join(name);
+    if !name.ends_with(".key") {
+        return path;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rm-coord-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join(name);
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    copy
 }
 
 fn round_trip(secure: bool) {

@@ -94,11 +94,23 @@ pub fn pat_client(url: &str) -> (GitHubClient, Arc<TestClock>) {
     client_for(&repo_target(url), Credential::Token(Secret::new(TOKEN)))
 }
 
+/// A fixture's path. Key files (`*.pem`) come as a private copy (0600): a checkout
+/// leaves them 0644, and the daemon refuses a key others can read.
 pub fn fixture(name: &str) -> String {
-    format!(
+    let path = format!(
         "{}/tests/fixtures/github/{name}",
         env!("CARGO_MANIFEST_DIR")
-    )
+    );
+    if !name.ends_with(".pem") {
+        return path;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("rm-fixtures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join(name);
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    copy.display().to_string()
 }
 
 pub fn runner_json(id: i64, name: &str) -> String {

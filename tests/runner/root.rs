@@ -5,8 +5,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use runner_manager::runner::{
-    self, RootEntry, RootError, RootOptions, check_install, list_attempt_roots, prepare_root,
-    remove_root,
+    self, RootEntry, RootError, RootKind, RootOptions, check_install, list_attempt_roots,
+    prepare_root, remove_root,
 };
 
 use super::util::{TempDir, fake_install};
@@ -166,18 +166,24 @@ fn lists_roots_on_disk() {
     for name in ["12", "3", "4.partial", "not-an-attempt"] {
         fs::create_dir_all(attempts.join(name)).unwrap();
     }
+    // A link or a file under an attempt's name is listed as what it is, never followed.
+    std::os::unix::fs::symlink("/", attempts.join("5")).unwrap();
+    fs::write(attempts.join("6"), "x").unwrap();
     let got = list_attempt_roots(dir.path()).unwrap();
-    let entry = |attempt, name: &str, partial| RootEntry {
+    let entry = |attempt, name: &str, partial, kind| RootEntry {
         attempt,
         path: attempts.join(name),
         partial,
+        kind,
     };
     assert_eq!(
         got,
         vec![
-            entry(3, "3", false),
-            entry(4, "4.partial", true),
-            entry(12, "12", false)
+            entry(3, "3", false, RootKind::Dir),
+            entry(4, "4.partial", true, RootKind::Dir),
+            entry(5, "5", false, RootKind::Other),
+            entry(6, "6", false, RootKind::Other),
+            entry(12, "12", false, RootKind::Dir)
         ]
     );
 }

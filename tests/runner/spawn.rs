@@ -164,6 +164,10 @@ fn refuses_a_root_without_a_listener() {
         jit_config: &secret,
         run_as: None,
         extra_env: &[],
+        home: None,
+        tmp: None,
+        cgroup: None,
+        contain: false,
     })
     .unwrap_err();
     assert!(matches!(err, SpawnError::Install(_)), "{err}");

@@ -108,6 +108,10 @@ impl FakeRunner {
             jit_config: &secret,
             run_as,
             extra_env: &[("RM_EXTRA".into(), "yes".into())],
+            home: None,
+            tmp: None,
+            cgroup: None,
+            contain: false,
         })
         .unwrap();
         FakeRunner {

@@ -107,6 +107,10 @@ fn each_broken_thing_fails_with_a_hint() {
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::set_permissions(d.state(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(d.path("token"), "ghp_wrong").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.path("token"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     std::fs::remove_file(d.path("runner/bin/Runner.Listener")).unwrap();
     let lines = run_checks(&Options {
         warn_free_bytes: u64::MAX,

@@ -23,6 +23,10 @@ pub fn sim_and_target(dir: &Dir) -> SimHandle {
     h.with_state(|st| st.runner_binary = Some(PathBuf::from(BIN)));
     let token = dir.path("token");
     std::fs::write(&token, PAT).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     dir.ok(&[
         "target",
         "add",

@@ -1,0 +1,324 @@
+//! The daemon's containment: which isolation is in effect and which cgroups the host
+//! has (decided at start and again when the host's settings change), choosing each
+//! attempt's uid with its intent, readying its identity, cgroup and root before any
+//! GitHub call (so a host failure costs no API request), and killing everything an
+//! attempt left by its cgroup and its uid.
+
+use crate::domain::isolation::{self, Powers};
+use crate::domain::{Attempt, Host, InEffect, ScalePolicy};
+use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
+use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, caps, uid};
+use crate::{log_info, log_warn};
+use std::collections::BTreeSet;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The store keys the daemon keeps its containment under, for `status` and `top`:
+/// the one word (`uids`, `none`, `refused`) and the whole line.
+pub const KV_ISOLATION: &str = "daemon:isolation";
+pub const KV_CONTAINMENT: &str = "daemon:containment";
+
+/// What the daemon runs runners with.
+#[derive(Debug, Clone)]
+pub struct Containment {
+    pub isolation: InEffect,
+    pub cgroups: Cgroups,
+}
+
+impl Containment {
+    /// Nothing contained: for a daemon that has not looked yet.
+    pub fn none() -> Containment {
+        Containment {
+            isolation: InEffect::None {
+                why: "not yet decided".into(),
+            },
+            cgroups: Cgroups::none("not yet detected"),
+        }
+    }
+
+    /// The line the daemon logs at start and `status` shows.
+    pub fn describe(&self) -> String {
+        format!(
+            "isolation {}; cgroups {}",
+            self.isolation.describe(),
+            self.cgroups.summary()
+        )
+    }
+}
+
+/// Decides the containment for `host` and gets the host ready for it: the cgroup
+/// base made (and, under systemd delegation, the daemon moved into its leaf), the
+/// state directory opened just enough for runners to reach their own roots, and with
+/// per-attempt uids in effect, every capability but the needed ones dropped.
+pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Containment {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let powers = Powers {
+        can_switch_users: caps::can_switch_users(),
+        uid: euid,
+    };
+    let mut in_effect = isolation::effective(host.isolation, host.runner_uids, powers);
+    let cgroups = cgroups.unwrap_or_else(|| {
+        let cg = Cgroups::detect(host.short_id());
+        match cg.prepare() {
+            Ok(()) => cg,
+            Err(e) => Cgroups::none(&e.to_string()),
+        }
+    });
+    if let InEffect::Uids(_) = in_effect {
+        if let Err(why) = open_for_runners(state_dir) {
+            in_effect = InEffect::Refused { why };
+        } else if euid == 0
+            && let Err(e) = caps::keep_only_needed()
+        {
+            log_warn!("capabilities_kept", error = e);
+        }
+    }
+    Containment {
+        isolation: in_effect,
+        cgroups,
+    }
+}
+
+/// The state directory's modes for runners under other uids: the directory and
+/// `attempts/` (and `homes/`) traversable but not listable (0711), so a runner reaches
+/// its own root by name and nothing else; the store, the logs and the lock stay 0600
+/// and 0700. Every directory above the state directory must let others through too,
+/// or no runner can reach its root: that is refused, naming the directory.
+pub fn open_for_runners(state_dir: &Path) -> Result<(), String> {
+    for d in ["attempts", "homes"] {
+        let p = state_dir.join(d);
+        std::fs::create_dir_all(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+    }
+    for p in [
+        state_dir.to_path_buf(),
+        state_dir.join("attempts"),
+        state_dir.join("homes"),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))
+            .map_err(|e| format!("cannot set the mode of {}: {e}", p.display()))?;
+    }
+    let abs = std::fs::canonicalize(state_dir)
+        .map_err(|e| format!("cannot resolve {}: {e}", state_dir.display()))?;
+    if let Some(blocked) = first_closed_ancestor(&abs) {
+        return Err(format!(
+            "runners under their own uids cannot reach their roots: {} lets others through \
+             only with chmod o+x {}; or put the state directory elsewhere",
+            blocked.display(),
+            blocked.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The first directory above `path` (the path itself excluded) that others cannot
+/// pass through.
+fn first_closed_ancestor(path: &Path) -> Option<PathBuf> {
+    path.ancestors().skip(1).find_map(|a| {
+        let m = std::fs::metadata(a).ok()?;
+        (m.mode() & 0o001 == 0).then(|| a.to_path_buf())
+    })
+}
+
+/// The uid (and its primary gid) a new attempt runs under with per-attempt uids: the
+/// lowest of the range that no open attempt holds and that has a passwd entry. Called
+/// under the allocation lock, with the intent, so two attempts never share one.
+/// `None` when every usable uid is held: the range is used up.
+pub fn pick_uid(c: &Containment, open: &[Attempt]) -> Option<(u32, u32)> {
+    let InEffect::Uids(range) = c.isolation else {
+        return None;
+    };
+    let held: BTreeSet<u32> = open.iter().filter_map(|a| a.runner_uid).collect();
+    let mut gid = 0;
+    let uid = uid::pick_uid(range, &held, |u| match uid::lookup_uid(u) {
+        Ok(Some(user)) => {
+            gid = user.gid;
+            true
+        }
+        _ => false,
+    })?;
+    Some((uid, gid))
+}
+
+/// An attempt ready to be spawned: who it runs as, its cgroup and root.
+pub struct Ready {
+    pub user: Option<RunAsUser>,
+    pub cgroup: Option<AttemptCgroup>,
+    pub join: Option<std::sync::Arc<JoinFds>>,
+    pub root: PreparedRoot,
+    /// Per-attempt isolation: no new privileges, no ambient capabilities.
+    pub contain: bool,
+}
+
+/// Why an attempt could not be readied: a host reason, deterministic for the profile
+/// (it holds the profile's starts; see `reconcile::hold`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFailure(pub String);
+
+impl std::fmt::Display for HostFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Readies a `pending` attempt: its identity (a uid with a passwd entry and nothing
+/// left running under it), its cgroup with the profile's limits, and its root owned by
+/// its uid. Touches nothing on GitHub.
+pub fn ready(
+    c: &Containment,
+    state_dir: &Path,
+    install: &Path,
+    policy: &ScalePolicy,
+    a: &Attempt,
+) -> Result<Ready, HostFailure> {
+    if let InEffect::Refused { why } = &c.isolation {
+        return Err(HostFailure(format!("isolation: {why}")));
+    }
+    let per_attempt = matches!(c.isolation, InEffect::Uids(_));
+    let user = if per_attempt {
+        let Some(u) = a.runner_uid else {
+            return Err(HostFailure(
+                "identity: no runner uid was chosen for the attempt".into(),
+            ));
+        };
+        let user = match uid::lookup_uid(u) {
+            Ok(Some(user)) => user,
+            Ok(None) => {
+                return Err(HostFailure(format!(
+                    "identity: runner uid {u} has no passwd entry; create the runner users"
+                )));
+            }
+            Err(e) => return Err(HostFailure(format!("identity: looking up uid {u}: {e}"))),
+        };
+        clear_leftovers(&user)?;
+        Some(user)
+    } else {
+        match policy.run_as.as_deref().map(runner::lookup_user) {
+            None => None,
+            Some(Ok(u)) => Some(u),
+            Some(Err(e)) => return Err(HostFailure(format!("run_as: {e}"))),
+        }
+    };
+    let (cgroup, join) = if c.cgroups.is_none() {
+        (None, None)
+    } else {
+        let limits = Limits {
+            memory_max: policy.memory_max,
+            cpu_max_millis: policy.cpu_max,
+            pids_max: policy.pids_max,
+        };
+        let cg = c
+            .cgroups
+            .create(a.id, &limits)
+            .map_err(|e| HostFailure(format!("cgroup: {e}")))?;
+        let join = cg
+            .join_fds()
+            .map_err(|e| HostFailure(format!("cgroup: {e}")))?;
+        (Some(cg), Some(std::sync::Arc::new(join)))
+    };
+    let owner = user.as_ref().map(|u| (u.uid, u.gid));
+    let root = runner::prepare_root(
+        install,
+        &runner::attempt_root(state_dir, a.id),
+        RootOptions {
+            owner,
+            always_copy: false,
+        },
+    )
+    .map_err(|e| HostFailure(format!("root: {e}")))?;
+    if let Some(u) = &user {
+        link_home(state_dir, u, &root.home_dir);
+    }
+    Ok(Ready {
+        user,
+        cgroup,
+        join,
+        root,
+        contain: per_attempt,
+    })
+}
+
+/// Kills what still runs under a uid the books say is free: a crash between a
+/// runner's spawn and its record, or a process that escaped a previous attempt. The
+/// range is the host's, so whatever runs under it is ours to stop.
+fn clear_leftovers(user: &RunAsUser) -> Result<(), HostFailure> {
+    if uid::processes_of_uid(user.uid).is_empty() {
+        return Ok(());
+    }
+    log_warn!("runner_uid_leftovers_killed", uid = user.uid);
+    uid::kill_uid(user.uid, user.gid).map_err(|e| {
+        HostFailure(format!(
+            "identity: stopping what uid {} left: {e}",
+            user.uid
+        ))
+    })?;
+    if !uid::processes_of_uid(user.uid).is_empty() {
+        return Err(HostFailure(format!(
+            "identity: processes of uid {} survive SIGKILL",
+            user.uid
+        )));
+    }
+    Ok(())
+}
+
+/// Points `STATE_DIR/homes/<user>` at the attempt's home, when the user's passwd home
+/// is that path (the users the package makes are): ssh and other tools read the home
+/// from passwd, not `$HOME`, and each attempt must start from an empty one. Replaced
+/// atomically (a new link renamed over the old); anything else is left alone.
+fn link_home(state_dir: &Path, user: &RunAsUser, home: &Path) {
+    let managed = state_dir.join("homes").join(&user.name);
+    if user.home != managed {
+        return;
+    }
+    let tmp = state_dir.join("homes").join(format!(".{}.new", user.name));
+    let _ = std::fs::remove_file(&tmp);
+    let res = std::os::unix::fs::symlink(home, &tmp).and_then(|()| std::fs::rename(&tmp, &managed));
+    if let Err(e) = res {
+        log_warn!("home_link_failed", user = user.name, error = e);
+    }
+}
+
+/// Kills everything the attempt left: its cgroup (all of it at once, however it
+/// forked or whichever session it made), then every process of its own uid. True when
+/// nothing of it runs any more.
+pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
+    let mut gone = true;
+    if !c.cgroups.is_none() {
+        let cg = c.cgroups.attempt(a.id);
+        if cg.exists() {
+            if let Err(e) = cg.kill() {
+                log_warn!("cgroup_kill_failed", attempt = a.id, error = e);
+            }
+            gone &= cg.is_empty();
+        }
+    }
+    if let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) {
+        if !uid::processes_of_uid(u).is_empty() {
+            if let Err(e) = uid::kill_uid(u, g) {
+                log_warn!("uid_kill_failed", attempt = a.id, uid = u, error = e);
+            }
+            log_info!("runner_uid_killed", attempt = a.id, uid = u);
+        }
+        gone &= uid::processes_of_uid(u).is_empty();
+    }
+    gone
+}
+
+/// Removes the attempt's cgroup once it is empty. True when it is gone.
+pub fn remove_cgroup(c: &Containment, attempt: i64) -> bool {
+    if c.cgroups.is_none() {
+        return true;
+    }
+    match c.cgroups.attempt(attempt).remove() {
+        Ok(()) => true,
+        Err(e) => {
+            log_warn!("cgroup_remove_failed", attempt = attempt, error = e);
+            false
+        }
+    }
+}
+
+/// Whether the attempt's memory limit killed something in it.
+pub fn oom_killed(c: &Containment, attempt: i64) -> bool {
+    !c.cgroups.is_none() && c.cgroups.attempt(attempt).oom_kills() > 0
+}

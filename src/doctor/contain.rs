@@ -1,0 +1,202 @@
+//! The containment checks: which isolation runners start with, the runner users of
+//! the host's uid range, the daemon's capabilities, the cgroups the host has and which
+//! limits they enforce, and whether each runner install is safe to share with jobs.
+
+use super::CheckLine;
+use crate::domain::isolation::{self, Powers};
+use crate::domain::{Host, InEffect, ScalePolicy};
+use crate::runner::{self, caps, cgroup::Cgroups};
+use crate::store::{SqliteStore, Store};
+use std::path::Path;
+
+/// Every containment line, in order.
+pub(super) fn check(state_dir: &Path, store: &SqliteStore, lines: &mut Vec<CheckLine>) {
+    let Ok(host) = store.host_or_create() else {
+        return;
+    };
+    let profiles = store.profiles().unwrap_or_default();
+    let daemon_pid = store
+        .heartbeat()
+        .ok()
+        .flatten()
+        .filter(|b| crate::timefmt::now_millis() - b.heartbeat_at < 60_000)
+        .map(|b| b.pid);
+    let in_effect = isolation_in_effect(store, &host, daemon_pid);
+    lines.push(isolation_line(&in_effect));
+    if let Some(r) = host.runner_uids {
+        lines.push(users_line(r, host.capacity));
+    }
+    lines.push(capabilities_line(daemon_pid, &in_effect));
+    lines.push(cgroups_line(&host, &profiles));
+    if let InEffect::Uids(_) = in_effect {
+        for p in &profiles {
+            lines.push(install_line(state_dir, p));
+        }
+    }
+}
+
+/// The daemon's own word when it runs (it knows what it can do); otherwise what the
+/// settings would give a daemon with this process's powers.
+fn isolation_in_effect(store: &SqliteStore, host: &Host, daemon_pid: Option<u32>) -> InEffect {
+    if daemon_pid.is_some()
+        && let Ok(Some(word)) = store.kv_get(crate::daemon::contain::KV_ISOLATION)
+    {
+        let line = store
+            .kv_get(crate::daemon::contain::KV_CONTAINMENT)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        return match (word.as_str(), host.runner_uids) {
+            ("uids", Some(r)) => InEffect::Uids(r),
+            ("refused", _) => InEffect::Refused { why: line },
+            _ => InEffect::None { why: line },
+        };
+    }
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let powers = Powers {
+        can_switch_users: caps::can_switch_users(),
+        uid,
+    };
+    isolation::effective(host.isolation, host.runner_uids, powers)
+}
+
+fn isolation_line(e: &InEffect) -> CheckLine {
+    match e {
+        InEffect::Uids(_) => CheckLine::ok("isolation", e.describe()),
+        InEffect::None { .. } => CheckLine::warn(
+            "isolation",
+            e.describe(),
+            "a job can read what the daemon's user can: create runner users \
+             (packaging/install.sh --runner-users START-END) and set host runner_uids=START-END",
+        ),
+        InEffect::Refused { .. } => CheckLine::fail(
+            "isolation",
+            e.describe(),
+            "fix what it names, or set host isolation=none to run jobs uncontained",
+        ),
+    }
+}
+
+/// How many uids of the range are users: fewer than the host's capacity caps how many
+/// runners can live at once.
+fn users_line(r: crate::domain::UidRange, capacity: u32) -> CheckLine {
+    let n = runner::uid::count_users(r, r.len());
+    let detail = format!("{n} of the {} uids of {r} have a passwd entry", r.len());
+    if n == 0 {
+        CheckLine::fail(
+            "runner-users",
+            detail,
+            format!("create them: packaging/install.sh --runner-users {r} --users-only"),
+        )
+    } else if n < capacity {
+        CheckLine::warn(
+            "runner-users",
+            format!("{detail}: at most {n} runners can live at once, below capacity {capacity}"),
+            format!("widen runner_uids, or create the missing users for {r}"),
+        )
+    } else {
+        CheckLine::ok("runner-users", detail)
+    }
+}
+
+/// The running daemon's effective capabilities against what it needs.
+fn capabilities_line(daemon_pid: Option<u32>, e: &InEffect) -> CheckLine {
+    let Some(pid) = daemon_pid else {
+        return CheckLine::skip("capabilities", "the daemon is not running");
+    };
+    let Some(mask) = caps::effective_of(&pid.to_string()) else {
+        return CheckLine::skip(
+            "capabilities",
+            format!("cannot read /proc/{pid}/status (run doctor as root)"),
+        );
+    };
+    let needed = matches!(e, InEffect::Uids(_));
+    let extra = caps::extra_names(mask);
+    if needed && !caps::has_needed(mask) {
+        return CheckLine::fail(
+            "capabilities",
+            format!("the daemon (pid {pid}) lacks some of what per-attempt uids take"),
+            "run it as root, as the packaged unit does",
+        );
+    }
+    if needed && !extra.is_empty() {
+        return CheckLine::warn(
+            "capabilities",
+            format!(
+                "the daemon (pid {pid}) also holds {}: a flaw in it would reach further",
+                extra.join(", ")
+            ),
+            "use the packaged unit's CapabilityBoundingSet",
+        );
+    }
+    if needed {
+        let names: Vec<&str> = caps::NEEDED.iter().map(|c| c.name).collect();
+        CheckLine::ok(
+            "capabilities",
+            format!("the daemon (pid {pid}) holds only {}", names.join(", ")),
+        )
+    } else {
+        CheckLine::ok(
+            "capabilities",
+            format!("the daemon (pid {pid}) runs jobs as itself; its capabilities are its own"),
+        )
+    }
+}
+
+/// Which cgroups the host has, and whether the limits profiles ask for are enforced.
+fn cgroups_line(host: &Host, profiles: &[ScalePolicy]) -> CheckLine {
+    let cg = Cgroups::detect(host.short_id());
+    let enforced = cg.enforced();
+    let mut missing = Vec::new();
+    for p in profiles {
+        if p.memory_max.is_some() && !enforced.memory {
+            missing.push(format!("{}: memory_max", p.name));
+        }
+        if p.cpu_max.is_some() && !enforced.cpu {
+            missing.push(format!("{}: cpu_max", p.name));
+        }
+        if p.pids_max.is_some() && !enforced.pids {
+            missing.push(format!("{}: pids_max", p.name));
+        }
+    }
+    let summary = cg.summary();
+    if !missing.is_empty() {
+        return CheckLine::warn(
+            "cgroups",
+            format!("{summary}; not enforced here: {}", missing.join(", ")),
+            "a host with cgroup v2 and the packaged unit (Delegate=yes) enforces all three",
+        );
+    }
+    if cg.is_none() {
+        return CheckLine::warn(
+            "cgroups",
+            summary,
+            "cleanup kills by the runner's own uid instead; limits need cgroups",
+        );
+    }
+    CheckLine::ok("cgroups", summary)
+}
+
+/// A runner install every runner's root links to must be the manager's and read-only
+/// to everyone else, or one job could change it for every later one.
+fn install_line(state_dir: &Path, p: &ScalePolicy) -> CheckLine {
+    let dir = p
+        .runner_dir
+        .clone()
+        .unwrap_or_else(|| state_dir.join("runner"));
+    let name = format!("install-safety:{}", p.name);
+    if runner::check_install(&dir).is_err() {
+        return CheckLine::skip(name, format!("no runner install at {}", dir.display()));
+    }
+    match runner::root::audit_install(&dir) {
+        Ok(n) => CheckLine::ok(
+            name,
+            format!(
+                "{}: {n} entries, none writable by group or others",
+                dir.display()
+            ),
+        ),
+        Err(e) => CheckLine::fail(name, e.to_string(), "chmod -R go-w and chown -R root: it"),
+    }
+}
