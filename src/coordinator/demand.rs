@@ -4,6 +4,7 @@
 
 use super::placement::{CoordTarget, Taken};
 use crate::domain::{QueuedJob, Target, TargetScope};
+use crate::github::visibility::OrgRepos;
 use crate::github::{GitHubClient, load_credential};
 use crossbeam_channel::Receiver;
 use std::time::Duration;
@@ -35,8 +36,9 @@ pub fn coord_target(t: &Target) -> CoordTarget {
 /// an organization target (its `repos`, else every repository the credentials see).
 pub struct RestDemand {
     target: CoordTarget,
-    scope: TargetScope,
-    repos: Vec<String>,
+    /// The target as configured: its scope and named repositories.
+    target_def: Target,
+    repos: OrgRepos,
     client: GitHubClient,
     interval: Duration,
 }
@@ -46,8 +48,8 @@ impl RestDemand {
         let cred = load_credential(&t.credential).map_err(|e| format!("target {}: {e}", t.name))?;
         Ok(RestDemand {
             target: coord_target(t),
-            scope: t.scope.clone(),
-            repos: t.repos.clone(),
+            target_def: t.clone(),
+            repos: OrgRepos::new(),
             client: GitHubClient::new(t, cred).with_shutdown(shutdown),
             interval: Duration::from_secs(t.poll_interval_secs.max(1)),
         })
@@ -64,24 +66,23 @@ impl DemandSource for RestDemand {
     }
 
     fn queued(&mut self) -> Result<Vec<QueuedJob>, String> {
-        let repos: Vec<(String, String)> = match &self.scope {
-            TargetScope::Repo { owner, repo } => vec![(owner.clone(), repo.clone())],
-            TargetScope::Org { org } if !self.repos.is_empty() => self
-                .repos
-                .iter()
-                .map(|r| (org.clone(), r.clone()))
-                .collect(),
-            TargetScope::Org { org } => self
-                .client
-                .org_repositories(org)
-                .map_err(|e| format!("listing repositories of {org}: {e}"))?
-                .into_iter()
-                .filter(|r| !r.archived)
-                .map(|r| (r.owner, r.name))
-                .collect(),
+        let now = crate::timefmt::now_millis();
+        let repos = self
+            .repos
+            .repos(&self.client, &self.target_def, now)
+            .map_err(|e| format!("listing repositories of {}: {e}", self.target_def.name))?;
+        // A coordinated pool serves no public repository of an organization target
+        // (hosts accept launches without seeing the repository): a repository target's
+        // visibility is the hosts' own guard, as standalone.
+        let public = |full: &str| match self.target_def.scope {
+            TargetScope::Repo { .. } => Some(false),
+            TargetScope::Org { .. } => self.repos.public(full),
         };
         let mut out = Vec::new();
         for (owner, repo) in repos {
+            if public(&format!("{owner}/{repo}")) != Some(false) {
+                continue;
+            }
             out.extend(
                 self.client
                     .queued_jobs(&owner, &repo)

@@ -218,10 +218,16 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 }
                 let host = store.host_or_create()?;
                 let open = store.open_attempts(&host.id)?;
+                let contain = shared.containment();
                 let live: Vec<LiveAttempt> = open
                     .iter()
                     .filter(|a| a.state.is_live())
-                    .filter_map(|a| Some(LiveAttempt { attempt: a.id, pid: a.pid?, start_time: a.pid_start? }))
+                    .filter_map(|a| Some(LiveAttempt {
+                        attempt: a.id,
+                        pid: a.pid?,
+                        start_time: a.pid_start?,
+                        cgroup: (!contain.cgroups.is_none()).then(|| contain.cgroups.attempt(a.id)),
+                    }))
                     .collect();
                 let _ = live_tx.try_send(live);
                 if link.is_some() {

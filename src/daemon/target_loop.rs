@@ -11,6 +11,7 @@ use super::starter;
 use crate::domain::{
     Attempt, DemandSource, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope,
 };
+use crate::github::visibility::{OrgRepos, VISIBILITY_EVERY};
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
 use crate::reconcile::allocate::{Counts, HostAllocator, pick_surplus};
 use crate::reconcile::demand;
@@ -31,8 +32,6 @@ use std::time::Duration;
 pub const OBSERVE_EVERY: Duration = Duration::from_millis(250);
 /// How often GitHub's runner list is read to cross-check and to find orphans.
 const RUNNER_LIST_EVERY: Millis = 60_000;
-/// How often the repository's visibility is checked.
-const VISIBILITY_EVERY: Millis = 3_600_000;
 /// A stopped runner's grace before what is left of it is killed.
 const STOP_GRACE: Millis = 10_000;
 const SAMPLE_EVERY: Millis = 5_000;
@@ -75,9 +74,9 @@ pub struct TargetLoop {
     holds: HashMap<String, StartHold>,
     /// Set in a pass whose allocation found every runner uid held.
     uids_used_up: Option<String>,
-    /// An organization target's repositories by `owner/name`: public or not, and when
-    /// that was read. A repository not listed is treated as public (not served).
-    repo_public: HashMap<String, (bool, Millis)>,
+    /// An organization target's repositories and whether each is public; a repository
+    /// whose visibility is not known is treated as public (not served).
+    org_repos: OrgRepos,
     /// What the last demand read left out for visibility, for `status`.
     visibility_note: Option<String>,
     /// Whether each scale set profile's runner group (organization targets) lets
@@ -122,7 +121,7 @@ impl TargetLoop {
             ended_since_read: HashMap::new(),
             holds: HashMap::new(),
             uids_used_up: None,
-            repo_public: HashMap::new(),
+            org_repos: OrgRepos::new(),
             visibility_note: None,
             group_public: HashMap::new(),
             next_group_check: 0,
@@ -623,47 +622,25 @@ impl TargetLoop {
         let Some(client) = self.client.as_ref() else {
             return;
         };
-        let repo_public = &mut self.repo_public;
-        let result: Result<Vec<QueuedJob>, GhError> = match &target.scope {
-            TargetScope::Repo { owner, repo } => client.queued_jobs(owner, repo),
-            TargetScope::Org { org } => {
-                let repos: Result<Vec<(String, String)>, GhError> = if target.repos.is_empty() {
-                    client.org_repositories(org).map(|rs| {
-                        rs.into_iter()
-                            .filter(|r| !r.archived)
-                            .map(|r| {
-                                let full = format!("{}/{}", r.owner, r.name);
-                                repo_public.insert(full, (r.public, now));
-                                (r.owner, r.name)
-                            })
-                            .collect()
-                    })
-                } else {
-                    // Named repositories: their visibility is read hourly, each.
-                    for r in &target.repos {
-                        let full = format!("{org}/{r}");
-                        let stale = repo_public
-                            .get(&full)
-                            .is_none_or(|(_, at)| now - at >= VISIBILITY_EVERY);
-                        if stale && let Ok(public) = client.repository_is_public(org, r) {
-                            repo_public.insert(full, (public, now));
-                        }
+        // The repositories to poll (an organization's come with their visibility).
+        // Public ones (or not yet known) are not even read unless a profile may serve
+        // them: their jobs would only be left out.
+        let any_public = profiles.iter().any(|p| p.allow_public);
+        let org_repos = &mut self.org_repos;
+        let mut not_polled = 0u32;
+        let result: Result<Vec<QueuedJob>, GhError> =
+            org_repos.repos(client, target, now).and_then(|rs| {
+                let mut all = Vec::new();
+                for (o, r) in rs {
+                    let private = org_repos.public(&format!("{o}/{r}")) == Some(false);
+                    if !target_is_repo(target) && !any_public && !private {
+                        not_polled += 1;
+                        continue;
                     }
-                    Ok(target
-                        .repos
-                        .iter()
-                        .map(|r| (org.clone(), r.clone()))
-                        .collect())
-                };
-                repos.and_then(|rs| {
-                    let mut all = Vec::new();
-                    for (o, r) in rs {
-                        all.extend(client.queued_jobs(&o, &r)?);
-                    }
-                    Ok(all)
-                })
-            }
-        };
+                    all.extend(client.queued_jobs(&o, &r)?);
+                }
+                Ok(all)
+            });
         match result {
             Ok(jobs) => {
                 // A repository target's visibility makes its profiles unfit instead
@@ -671,10 +648,16 @@ impl TargetLoop {
                 let jobs = if target_is_repo(target) {
                     jobs
                 } else {
-                    let v = demand::serveable(&jobs, profiles, |r| {
-                        self.repo_public.get(r).map(|(p, _)| *p)
+                    let v = demand::serveable(&jobs, profiles, |r| self.org_repos.public(r));
+                    self.visibility_note = v.reason().or_else(|| {
+                        (not_polled > 0).then(|| {
+                            format!(
+                                "{not_polled} public repositories of the organization not polled: \
+                                 a fork's pull request would run on this host; set \
+                                 allow_public=true on a profile only if you mean it"
+                            )
+                        })
                     });
-                    self.visibility_note = v.reason();
                     v.jobs
                 };
                 self.jobs = jobs;

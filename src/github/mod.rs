@@ -15,6 +15,7 @@ pub mod pagination;
 pub mod ratelimit;
 pub mod retry;
 mod types;
+pub mod visibility;
 
 pub use auth::{Credential, InstallationToken, load_credential, load_credential_with};
 pub use check::{CheckLine, CheckOptions, check_target};

@@ -12,17 +12,19 @@ use std::time::Duration;
 use crossbeam_channel::{Receiver, Sender, TrySendError, select, tick};
 
 use super::sample::sample_tree;
-use super::usage::{Meter, Usage};
+use super::usage::{Meter, Usage, usage_from_cgroup};
 use crate::runner::proc::{Pid, read_stat};
 
 pub const SAMPLER_THREAD: &str = "meter-sampler";
 
-/// A runner to sample: the attempt and its process identity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A runner to sample: the attempt and its process identity, and its cgroup where
+/// the host has one (then the cgroup's counters are the meter).
+#[derive(Debug, Clone, PartialEq)]
 pub struct LiveAttempt {
     pub attempt: i64,
     pub pid: Pid,
     pub start_time: u64,
+    pub cgroup: Option<crate::runner::AttemptCgroup>,
 }
 
 /// One attempt's latest sample and its meter so far (peaks are cumulative, so a lost
@@ -82,6 +84,14 @@ pub fn run_sampler(
 /// The attempt's session usage, or `None` when nothing of it is left or its pid now
 /// leads someone else's session.
 fn sample_attempt(a: &LiveAttempt) -> Option<Usage> {
+    if let Some(u) = a
+        .cgroup
+        .as_ref()
+        .and_then(|c| c.usage())
+        .and_then(|c| usage_from_cgroup(&c))
+    {
+        return Some(u);
+    }
     if let Some(s) = read_stat(a.pid)
         && s.starttime != a.start_time
         && s.session == a.pid

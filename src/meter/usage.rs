@@ -30,6 +30,20 @@ pub fn usage_from_stats(stats: &[ProcStat], page_size: u64, ticks_per_sec: u64) 
     usage
 }
 
+/// Usage from an attempt's cgroup counters: exact where a /proc walk is an estimate
+/// (memory counted once, CPU time of every process that ever ran in it, processes
+/// that left the session included). `None` when the cgroup gives no memory figure.
+/// The cgroup's own peak, when it keeps one, raises the sample to it, so a spike
+/// between samples is not lost.
+pub fn usage_from_cgroup(c: &crate::runner::CgroupUsage) -> Option<Usage> {
+    let rss = c.memory_current?;
+    Some(Usage {
+        rss_bytes: c.memory_peak.map_or(rss, |p| p.max(rss)),
+        cpu_millis: c.cpu_usec.map_or(0, |u| u / 1000),
+        processes: c.pids_current.map_or(0, |p| p.min(u32::MAX as u64) as u32),
+    })
+}
+
 /// One attempt's meter: peak RSS and CPU time over its samples.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Meter {
@@ -111,5 +125,26 @@ mod tests {
         assert_eq!(m.samples, 3);
         assert_eq!(m.last, Some(s(200, 40, 2)));
         assert_eq!(m.cpu_secs(), 0.05);
+    }
+
+    #[test]
+    fn cgroup_counters_make_a_sample() {
+        use crate::runner::CgroupUsage;
+        let c = CgroupUsage {
+            memory_current: Some(50 << 20),
+            memory_peak: Some(80 << 20),
+            cpu_usec: Some(2_500_000),
+            pids_current: Some(7),
+        };
+        let u = usage_from_cgroup(&c).unwrap();
+        assert_eq!(
+            u,
+            Usage {
+                rss_bytes: 80 << 20,
+                cpu_millis: 2_500,
+                processes: 7
+            }
+        );
+        assert_eq!(usage_from_cgroup(&CgroupUsage::default()), None);
     }
 }

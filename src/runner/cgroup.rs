@@ -765,7 +765,12 @@ fn v2_layout(
     let (managed, leaf, delegated, controllers): (Vec<String>, Option<Vec<String>>, bool, bool) =
         if own.last().map(String::as_str) == Some(LEAF) && parent_delegated {
             // Already in the leaf (DelegateSubgroup=daemon, or a second detect).
-            (own[..own.len() - 1].to_vec(), Some(own.to_vec()), true, true)
+            (
+                own[..own.len() - 1].to_vec(),
+                Some(own.to_vec()),
+                true,
+                true,
+            )
         } else if own_delegated && !own.is_empty() {
             // Started in the delegated cgroup itself: attempts go beside us, with
             // kill and CPU time but no controllers (see `V2Layout::controllers`).

@@ -169,6 +169,37 @@ impl World {
             .unwrap();
     }
 
+    /// An organization target `name` for `org`, polling every repository the sim has in
+    /// it, with the given repositories (`(name, public)`) added first.
+    pub fn add_org_target(&mut self, name: &str, org: &str, repos: &[(&str, bool)]) {
+        self.sim.add_org(org);
+        for (r, public) in repos {
+            self.sim.add_repo(&format!("{org}/{r}"), !public);
+        }
+        self.tokens += 1;
+        let token = format!("ghp_e2e{}{:08}", std::process::id(), self.tokens);
+        self.sim.add_pat(&token);
+        let token_file = self.dir.join(format!("token-{name}"));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&token_file)
+            .unwrap();
+        f.write_all(token.as_bytes()).unwrap();
+        self.store()
+            .add_target(&Target {
+                name: name.into(),
+                scope: TargetScope::Org { org: org.into() },
+                api_url: self.sim.url().to_string(),
+                credential: CredentialRef::TokenFile { path: token_file },
+                poll_interval_secs: 1,
+                repos: vec![],
+            })
+            .unwrap();
+    }
+
     pub fn add_profile(&self, spec: ProfileSpec) {
         let store = self.store();
         let host = store.host_or_create().unwrap();

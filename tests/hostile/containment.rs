@@ -4,6 +4,7 @@
 //! `none` said plainly.
 
 use crate::support::*;
+use runner_manager::domain::{DemandSource, ScalePolicy};
 use runner_manager::store::Store;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -182,4 +183,83 @@ fn what_the_daemon_writes_is_private_and_isolation_none_is_said_plainly() {
     for a in w.attempts() {
         assert!(a.runner_uid.is_none());
     }
+}
+
+#[test]
+fn an_organizations_public_repositories_are_not_served_unless_a_profile_allows_it() {
+    let mut w = World::new("hostile-org-public", 2);
+    w.add_org_target(
+        "corp",
+        "corp",
+        &[("private-app", false), ("public-app", true)],
+    );
+    w.add_profile(ProfileSpec::new("linux", "corp", &["linux"]));
+    w.start_daemon();
+    let private = w.enqueue("corp/private-app", "private-build", &["linux"], 100);
+    let public = w.enqueue("corp/public-app", "public-build", &["linux"], 100);
+    wait_until(SETTLE, "the private repository's job is served", || {
+        w.sim
+            .jobs()
+            .iter()
+            .any(|j| j.id == private && j.conclusion.is_some())
+    });
+    let mut status = serde_json::Value::Null;
+    wait_until(SETTLE, "status says why the public job waits", || {
+        status = w.status_json();
+        status["profiles"][0]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("public repositories"))
+    });
+    // Several passes later the public job still waits, and nothing ran for it.
+    assert!(!poll_until(Duration::from_secs(3), || {
+        w.sim
+            .jobs()
+            .iter()
+            .any(|j| j.id == public && j.runner_name.is_some())
+    }));
+    assert_eq!(w.attempts().len(), 1, "{:?}", w.outcomes());
+    // A profile that says allow_public=true serves it.
+    w.cli_ok(&["profile", "set", "linux", "allow_public=true"]);
+    wait_until(SETTLE, "the public job is served once allowed", || {
+        w.sim
+            .jobs()
+            .iter()
+            .any(|j| j.id == public && j.conclusion.is_some())
+    });
+    w.wait_settled(&["corp/private-app", "corp/public-app"]);
+    w.check_invariants(&["corp/private-app", "corp/public-app"]);
+}
+
+#[test]
+fn a_scale_set_whose_runner_group_admits_public_repositories_starts_nothing() {
+    let mut w = World::new("hostile-group-public", 2);
+    w.add_org_target("corp", "corp", &[("app", false)]);
+    w.sim.add_public_runner_group("corp", "open-to-forks");
+    let store = w.store();
+    let host = store.host_or_create().unwrap();
+    let mut p = ScalePolicy::new("ss-open", "corp", &host.id);
+    p.set_labels("--labels", &["ss-open".to_string()], &host.os, &host.arch)
+        .unwrap();
+    p.max_capacity = 2;
+    p.runner_dir = Some(w.runner_dir.clone());
+    p.demand = DemandSource::Scaleset;
+    p.runner_group = Some("open-to-forks".into());
+    store.add_profile(&p).unwrap();
+    w.start_daemon();
+    let mut status = serde_json::Value::Null;
+    wait_until(
+        SETTLE,
+        "the profile is unfit for its group's setting",
+        || {
+            status = w.status_json();
+            status["profiles"][0]["limiting"]
+                .as_str()
+                .is_some_and(|l| l.contains("allows public repositories"))
+        },
+    );
+    w.enqueue("corp/app", "build", &["ss-open"], 100);
+    assert!(!poll_until(Duration::from_secs(2), || !w
+        .attempts()
+        .is_empty()));
+    w.stop_daemon();
 }

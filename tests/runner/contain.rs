@@ -624,8 +624,8 @@ fn fake_proc_self(dir: &Path, keep: impl Fn(&str) -> bool, v2_path: Option<&str>
 /// a process: `prepare` moves it into the leaf `daemon/`, creates the base there, and
 /// the attempt cgroups go below it. Detected again from the leaf, the layout is the same.
 #[test]
-fn delegated_v2_prepare_moves_processes_into_the_leaf() {
-    let test = "delegated_v2_prepare_moves_processes_into_the_leaf";
+fn delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf() {
+    let test = "delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf";
     if !is_root() {
         return skip(test, "needs root to create cgroups");
     }
@@ -702,25 +702,42 @@ fn delegated_v2_prepare_moves_processes_into_the_leaf() {
         vec![unit.join(format!("runner-manager-{tag}"))]
     );
 
+    // Started in the delegated cgroup itself (systemd before 254): nothing moves, and
+    // attempts go beside the daemon, with kill but no controllers.
     cg.prepare().unwrap();
     let listed = |d: &Path| fs::read_to_string(d.join("cgroup.procs")).unwrap();
-    assert_eq!(
-        listed(&unit).trim(),
-        "",
-        "the delegated cgroup must be left empty"
+    assert_eq!(listed(&unit).trim(), squatter.id().to_string());
+    assert!(!unit.join("daemon").exists());
+    assert!(
+        cg.summary().starts_with("cgroup v2 (no limits"),
+        "{}",
+        cg.summary()
     );
-    assert_eq!(
-        listed(&unit.join("daemon")).trim(),
-        squatter.id().to_string()
+    assert!(
+        cg.enforced()
+            .why
+            .iter()
+            .any(|w| w.contains("DelegateSubgroup=daemon")),
+        "{:?}",
+        cg.enforced().why
     );
     cg.prepare().unwrap();
 
-    // From the leaf (after a restart with DelegateSubgroup=daemon): the same layout.
+    // Started in the `daemon` leaf (DelegateSubgroup=daemon): the same base, from the
+    // leaf, and prepare keeps the delegated cgroup free of processes.
+    fs::create_dir(unit.join("daemon")).unwrap();
+    fs::write(unit.join("daemon/cgroup.procs"), squatter.id().to_string()).unwrap();
     let dir2 = TempDir::new("contain-deleg-leaf");
     let proc_leaf = fake_proc_self(dir2.path(), only_v2, Some(&format!("/{name}/daemon")));
     let again = Cgroups::detect_in(&proc_leaf, Path::new("/"), &tag);
     assert_eq!(again.delegated(), cg.delegated());
     assert_eq!(again.base_dirs(), cg.base_dirs());
+    again.prepare().unwrap();
+    assert_eq!(listed(&unit).trim(), "");
+    assert_eq!(
+        listed(&unit.join("daemon")).trim(),
+        squatter.id().to_string()
+    );
 
     let cg = Contained { cg };
     let a = cg.create(9, &Limits::default()).unwrap();

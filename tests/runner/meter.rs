@@ -40,12 +40,14 @@ fn sampler_publishes_meters_and_stops_on_shutdown() {
         attempt: 42,
         pid: r.pid(),
         start_time: r.spawned.start_time,
+        cgroup: None,
     };
     // A stale identity (pid reuse) must not be sampled.
     let stranger = LiveAttempt {
         attempt: 43,
         pid: r.pid(),
         start_time: r.spawned.start_time + 1,
+        cgroup: None,
     };
     attempts_tx.send(vec![live, stranger]).unwrap();
 

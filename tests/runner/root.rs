@@ -30,7 +30,13 @@ fn root_is_hard_linked_with_its_own_work_folder() {
     let got = prepare_root(&install, &root, RootOptions::default()).unwrap();
     assert!(!got.already_existed);
     assert_eq!(got.copied, 0);
-    assert_eq!(got.linked, 4);
+    // bin/ file by file and config.sh; externals/ shared whole, by one link.
+    assert_eq!((got.linked, got.shared), (3, 1));
+    assert_eq!(
+        fs::read_link(root.join("externals")).unwrap(),
+        fs::canonicalize(install.join("externals")).unwrap()
+    );
+    assert!(fs::symlink_metadata(root.join("bin")).unwrap().is_dir());
     for f in [
         "bin/Runner.Listener",
         "bin/Runner.Worker.dll",
@@ -47,6 +53,7 @@ fn root_is_hard_linked_with_its_own_work_folder() {
         Path::new("Runner.Listener")
     );
     assert!(got.work_dir.is_dir() && got.work_dir == root.join("_work"));
+    assert!(got.home_dir.is_dir() && got.tmp_dir.is_dir());
     assert!(!root.join(".runner").exists() && !root.join("_diag").exists());
     check_install(&root).unwrap();
 
@@ -94,7 +101,8 @@ fn falls_back_to_copying_across_filesystems() {
     };
 
     let got = prepare_root(&install, &root, opts).unwrap();
-    assert_eq!((got.linked, got.copied), (0, 4));
+    // Copying copies the shared directories too.
+    assert_eq!((got.linked, got.copied, got.shared), (0, 4, 0));
     let listener = root.join("bin/Runner.Listener");
     assert_ne!(ino(&install.join("bin/Runner.Listener")), ino(&listener));
     assert_eq!(fs::read_to_string(&listener).unwrap(), SCRIPT);
@@ -186,4 +194,49 @@ fn lists_roots_on_disk() {
             entry(12, "12", false, RootKind::Dir)
         ]
     );
+}
+
+#[test]
+fn a_root_for_another_uid_is_its_own_and_the_install_stays_the_managers() {
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED a_root_for_another_uid_is_its_own: needs root to chown");
+        return;
+    }
+    let dir = TempDir::new("owned");
+    let install = dir.path().join("install");
+    fake_install(&install, SCRIPT);
+    let root = runner::attempt_root(dir.path(), 8);
+    let nobody = runner::lookup_user("nobody").unwrap();
+    let opts = RootOptions {
+        owner: Some((nobody.uid, nobody.gid)),
+        always_copy: false,
+    };
+    prepare_root(&install, &root, opts).unwrap();
+    for d in ["", "_work", "_home", "_tmp"] {
+        let m = fs::metadata(root.join(d)).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (nobody.uid, 0o700), "{d:?}");
+    }
+    // The linked files and the bin/ directory stay the manager's.
+    let me = unsafe { libc::geteuid() };
+    assert_eq!(fs::metadata(root.join("bin")).unwrap().uid(), me);
+    assert_eq!(
+        fs::metadata(root.join("bin/Runner.Listener"))
+            .unwrap()
+            .uid(),
+        me
+    );
+
+    // An install others could write is refused before anything is made.
+    let open = dir.path().join("open-install");
+    fake_install(&open, SCRIPT);
+    fs::set_permissions(
+        open.join("externals/node/bin/node"),
+        fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let root9 = runner::attempt_root(dir.path(), 9);
+    let err = prepare_root(&open, &root9, opts).unwrap_err();
+    assert!(matches!(err, RootError::Unsafe { .. }), "{err}");
+    assert!(err.to_string().contains("chmod -R go-w"), "{err}");
+    assert!(!root9.exists());
 }
