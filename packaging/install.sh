@@ -78,9 +78,9 @@ make_runner_users() {
             exit 1
         else
             if ! getent group "$u" >/dev/null; then
-                run groupadd --system --gid "$u" "$name"
+                run groupadd -K GID_MAX=4294967293 --gid "$u" "$name"
             fi
-            run useradd --system --uid "$u" --gid "$u" --no-create-home \
+            run useradd -K UID_MAX=4294967293 --uid "$u" --gid "$u" --no-create-home \
                 --home-dir "$state_dir/homes/$name" --shell /usr/sbin/nologin \
                 --comment "runner-manager runner $u" "$name"
         fi
