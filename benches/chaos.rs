@@ -1,11 +1,15 @@
 //! The chaos suite: many jobs against the simulated GitHub with API and runner faults
 //! on, while the real daemon is SIGKILLed at random moments and restarted; at the end
 //! every applicable promise of reliability.md is checked and printed with its counts.
-//! `cargo bench --bench chaos [-- --small|--long] [--scaleset] [--seed N]`; exit 1 on
-//! any violation. With `--scaleset` the `linux` profile takes its demand from its scale
-//! set's long poll (the `gpu` profile still polls REST), and the faults include the
-//! scale set's: 5xx and slow answers from the Actions service, expired queue tokens
-//! (401), sessions gone (404), and the stale sessions (409) every SIGKILL leaves.
+//! `cargo bench --bench chaos [-- --small|--long] [--scaleset] [--far] [--seed N]`;
+//! exit 1 on any violation. With `--scaleset` the `linux` profile takes its demand from
+//! its scale set's long poll (the `gpu` profile still polls REST), and the faults
+//! include the scale set's: 5xx and slow answers from the Actions service, expired
+//! queue tokens (401), sessions gone (404), and the stale sessions (409) every SIGKILL
+//! leaves. With `--far` GitHub is 120 ms away (500 ms more per JIT config, ±20%, drawn
+//! from the seed) and the runner install has a real release's file count; the
+//! retry-after promise then counts each wait from when its answer was sent (see
+//! `promises::retry_after`).
 
 #[path = "support/mod.rs"]
 mod support;
@@ -28,6 +32,7 @@ struct Config {
     seed: u64,
     name: &'static str,
     scaleset: bool,
+    distance: support::Distance,
 }
 
 const LINUX_MAX: u32 = 4;
@@ -47,6 +52,7 @@ fn main() {
         seed: runner_manager::timefmt::now_millis() as u64,
         name: "default",
         scaleset: false,
+        distance: support::Distance::Loopback,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -54,6 +60,7 @@ fn main() {
             "--small" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (40, 600, 4, "small"),
             "--long" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (600, 300, 40, "long"),
             "--scaleset" => cfg.scaleset = true,
+            "--far" => cfg.distance = support::Distance::Far,
             "--seed" => {
                 cfg.seed = args
                     .next()
@@ -68,12 +75,15 @@ fn main() {
     } else {
         "REST"
     };
+    let far = cfg.distance == support::Distance::Far;
     println!(
-        "chaos: {} config, demand {demand}, seed {} ({} build); reproduce with {}--seed {}",
+        "chaos: {} config, demand {demand}, {}, seed {} ({} build); reproduce with {}{}--seed {}",
         cfg.name,
+        cfg.distance.describe(),
         cfg.seed,
         support::profile(),
         if cfg.scaleset { "--scaleset " } else { "" },
+        if far { "--far " } else { "" },
         cfg.seed
     );
     let code = match run(&cfg) {
@@ -105,7 +115,7 @@ struct Observed {
 }
 
 fn run(cfg: &Config) -> Result<usize, String> {
-    let w = support::world(1, LINUX_MAX, CAPACITY, 5);
+    let w = support::world_at(cfg.distance, 1, LINUX_MAX, CAPACITY, 5);
     let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
     let host = store.host_or_create().map_err(|e| e.to_string())?;
     for name in ["linux", "gpu"] {
@@ -123,8 +133,10 @@ fn run(cfg: &Config) -> Result<usize, String> {
     }
     let pat = support::world_token(&w);
     let mut rng = SplitMix64::new(cfg.seed);
-    w.sim
-        .with_state(|s| s.rng = SplitMix64::new(cfg.seed ^ 0x5eed));
+    w.sim.with_state(|s| {
+        s.rng = SplitMix64::new(cfg.seed ^ 0x5eed);
+        s.latency_rng = SplitMix64::new(cfg.seed ^ 0x1a7e);
+    });
     // Background faults for the whole run: some 5xx and slow answers on every
     // repository endpoint (JIT and DELETE included), and misbehaving runners.
     background_faults(&w.sim, "/repos/**");
@@ -381,6 +393,10 @@ fn run(cfg: &Config) -> Result<usize, String> {
             .map(|(p, n)| format!("{p} {n}"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    println!(
+        "peak requests in flight per credential: {:?}",
+        w.sim.peak_in_flight()
     );
     println!("checks:");
     let mut total = 0;

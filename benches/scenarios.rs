@@ -1,28 +1,70 @@
 //! Scenario benchmarks: the real daemon (a child process) against the simulated GitHub,
 //! beside two baselines in the same run (a naive poller and a fixed pool), printing
-//! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [SCENARIO...]`
-//! with scenarios `steady`, `burst`, `idle`, `history`, `scaleset`. Asserts no timing:
-//! it fails only when a scenario cannot complete.
+//! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [--far]
+//! [SCENARIO...]` with scenarios `steady`, `burst` (200 jobs), `burst60` (60 jobs, also
+//! on a scale set), `idle`, `history`, `scaleset`. `--far` puts GitHub 120 ms away
+//! (500 ms more per JIT config, ±20%) and gives the runner install a real release's
+//! file count, for every system alike; it runs steady, burst60, burst and scaleset
+//! unless scenarios are named. Asserts no timing: it fails only when a scenario cannot
+//! complete.
 
 #[path = "support/mod.rs"]
 mod support;
 
 use runner_manager::demo::{World, stop_child};
-use runner_manager::domain::{CredentialRef, DemandSource, ScalePolicy, Target, TargetScope};
+use runner_manager::domain::{
+    AttemptState, CredentialRef, DemandSource, Outcome as AttemptOutcome, ScalePolicy, Target,
+    TargetScope,
+};
 use runner_manager::sim::JobStatus;
 use runner_manager::store::{AttemptFilter, SqliteStore, Store};
 use runner_manager::timefmt::{Millis, now_millis};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::baseline::{self, Running};
-use support::{Row, Sampler, pcts, proc, units, wait_until};
+use support::{Distance, Row, Sampler, pcts, proc, units, wait_until};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Size {
     Small,
     Default,
     Long,
+}
+
+/// A run's configuration: its size and where GitHub is.
+#[derive(Clone, Copy)]
+struct Cfg {
+    size: Size,
+    distance: Distance,
+}
+
+impl Cfg {
+    fn far(&self) -> bool {
+        self.distance == Distance::Far
+    }
+
+    /// How long past its last arrival a workload of `n` jobs may take: a minute on
+    /// loopback; far away, 4 s more per job, since the daemon as it is starts one
+    /// runner at a time (a JIT config, 620 ms, then a root of a realistic install,
+    /// about a second on a slow disk, and each exited runner's root to remove).
+    fn slack_ms(&self, n: u64) -> u64 {
+        if self.far() {
+            60_000 + 4_000 * n
+        } else {
+            60_000
+        }
+    }
+
+    /// Scenario names carry `, far` in the table when GitHub is far away, so one
+    /// BENCHMARKS.md table never mixes the two.
+    fn scenario(&self, name: &str) -> String {
+        if self.far() {
+            format!("{name}, far")
+        } else {
+            name.to_string()
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -54,33 +96,89 @@ struct Outcome {
     store_samples: Vec<i64>,
     /// Per served job: from queued to a runner taking it.
     to_start: Vec<i64>,
+    /// From the first job queued to the first of its runners spawned (0 when a runner
+    /// that was up before, the fixed pool's, served the first).
+    first_spawn_ms: i64,
     /// From the first job queued to the last of its runners spawned.
     spawn_span_ms: i64,
+    /// Ours only, per runner that exited after its job: from its exit to its cleanup
+    /// beginning (see `exit_to_cleanup`), all of them, and those whose runner exited
+    /// before the last runner of the workload was spawned ("while a burst starts").
+    exit_to_cleanup: Vec<i64>,
+    exit_to_cleanup_while_starting: Vec<i64>,
+    /// Exited runners whose cleanup had not begun when the daemon was stopped.
+    not_cleaned: usize,
+    /// The sim's peak of requests in flight, per credential, over the run.
+    peak_in_flight: BTreeMap<String, u32>,
     units: u64,
     idle_runner_secs: f64,
     peak_rss_kb: u64,
     cpu_secs: f64,
 }
 
+impl Outcome {
+    /// The highest peak over the credentials this system used.
+    fn peak(&self) -> f64 {
+        self.peak_in_flight.values().copied().max().unwrap_or(0) as f64
+    }
+
+    /// Runners started per second: served / (last spawn - first queued).
+    fn rate(&self) -> f64 {
+        self.served as f64 / (self.spawn_span_ms.max(1) as f64 / 1000.0)
+    }
+
+    /// The per-system line the brief asks for (and the table repeats).
+    fn summary(&self, scn: &str, who: &str) -> String {
+        let (p50, p99, _) = pcts(&self.to_spawn);
+        let exits = if self.exit_to_cleanup.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; exit to cleanup p99 {} ms over {} exits ({} while starting: p99 {} ms; {} not begun at stop)",
+                pcts(&self.exit_to_cleanup).1,
+                self.exit_to_cleanup.len(),
+                self.exit_to_cleanup_while_starting.len(),
+                pcts(&self.exit_to_cleanup_while_starting).1,
+                self.not_cleaned
+            )
+        };
+        format!(
+            "{scn}: {who}: first runner {} ms after the first job, all {} spawned by {} ms ({:.2}/s); queue-to-spawn p50 {p50} ms, p99 {p99} ms{exits}; peak in flight {:?}",
+            self.first_spawn_ms,
+            self.served,
+            self.spawn_span_ms,
+            self.rate(),
+            self.peak_in_flight
+        )
+    }
+}
+
 fn main() {
     let mut size = Size::Default;
+    let mut distance = Distance::Loopback;
     let mut names: Vec<String> = Vec::new();
     for a in std::env::args().skip(1) {
         match a.as_str() {
             "--small" => size = Size::Small,
             "--long" => size = Size::Long,
+            "--far" => distance = Distance::Far,
             // `cargo bench` passes `--bench` to harness-less targets.
             s if s.starts_with('-') => {}
             s => names.push(s.to_string()),
         }
     }
+    let cfg = Cfg { size, distance };
     if names.is_empty() {
-        names = ["steady", "burst", "idle", "history", "scaleset"]
-            .map(String::from)
-            .to_vec();
+        let all: &[&str] = match distance {
+            Distance::Loopback => &["steady", "burst", "burst60", "idle", "history", "scaleset"],
+            // Idle and history do not depend on distance: waiting costs no request, and
+            // `daemon --once` is one pass.
+            Distance::Far => &["steady", "burst60", "burst", "scaleset"],
+        };
+        names = all.iter().map(|s| s.to_string()).collect();
     }
     println!(
-        "scenarios: {} ({} build, {} config), daemon {}",
+        "scenarios: {} ({} build, {} config, {}), daemon {}",
         names.join(" "),
         support::profile(),
         match size {
@@ -88,6 +186,7 @@ fn main() {
             Size::Default => "default",
             Size::Long => "long",
         },
+        distance.describe(),
         support::daemon_binary().display()
     );
     let started = Instant::now();
@@ -96,13 +195,14 @@ fn main() {
     for name in &names {
         let t = Instant::now();
         let res = match name.as_str() {
-            "steady" => steady(size),
-            "burst" => burst(size),
-            "idle" => idle(size),
-            "history" => history(size),
-            "scaleset" => scaleset(size),
+            "steady" => steady(cfg),
+            "burst" => burst(cfg, BurstKind::Large),
+            "burst60" => burst(cfg, BurstKind::Sixty),
+            "idle" => idle(cfg),
+            "history" => history(cfg),
+            "scaleset" => scaleset(cfg),
             other => Err(format!(
-                "unknown scenario {other}; use steady, burst, idle, history or scaleset"
+                "unknown scenario {other}; use steady, burst, burst60, idle, history or scaleset"
             )),
         };
         match res {
@@ -127,8 +227,8 @@ fn main() {
 }
 
 /// Runs `wl` against one system in a fresh world.
-fn run(system: System, wl: &Workload) -> Result<Outcome, String> {
-    let w = support::world(wl.poll_secs, wl.max, wl.max, 5);
+fn run(system: System, wl: &Workload, cfg: Cfg) -> Result<Outcome, String> {
+    let w = support::world_at(cfg.distance, wl.poll_secs, wl.max, wl.max, 5);
     if system == System::OursScaleSet {
         use_scale_set(&w)?;
     }
@@ -183,8 +283,9 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         System::Pool(n) => {
             let env = baseline::env_for(w, "pool");
             baseline = Some(baseline::pool(env, n));
-            // The pool is always on: its runners are up before the first job.
-            wait_until(Duration::from_secs(30), || {
+            // The pool is always on: its runners are up before the first job (each
+            // slot's directory laid out first: seconds each with a realistic install).
+            wait_until(Duration::from_secs(60 + 10 * n as u64), || {
                 w.sim.runners().iter().filter(|r| r.online).count() >= n
             });
         }
@@ -217,6 +318,8 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         cpu_secs: proc::cpu_secs(cpu1.saturating_sub(cpu0)),
         ..Outcome::default()
     };
+    // (exit, cleanup begun) of each runner that exited after its job (ours only).
+    let mut exits: Vec<(Millis, Option<Millis>)> = Vec::new();
     let spawned_at: HashMap<String, Millis> = match (daemon.as_mut(), baseline) {
         (Some(d), _) => {
             stop_child(d, Duration::from_secs(20));
@@ -227,9 +330,11 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
                 .into_iter()
                 .map(|s| s.latency_ms)
                 .collect();
-            store
+            let attempts = store
                 .attempts(&AttemptFilter::default())
-                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            exits = exit_to_cleanup(w, &attempts);
+            attempts
                 .into_iter()
                 .filter_map(|a| Some((a.runner_name, support::ticks_to_millis(a.pid_start?))))
                 .collect()
@@ -237,10 +342,12 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         (None, Some(b)) => b.finish().spawned_at,
         (None, None) => HashMap::new(),
     };
+    out.peak_in_flight = w.sim.peak_in_flight();
     let jobs = w.sim.jobs();
     out.jobs = jobs.len();
     let first_queued = jobs.iter().map(|j| j.created_at).min().unwrap_or(0);
     let mut last_spawn = first_queued;
+    let mut first_spawn: Option<Millis> = None;
     for j in jobs.iter().filter(|j| j.status == JobStatus::Completed) {
         out.served += 1;
         if let Some(s) = j.started_at {
@@ -249,9 +356,24 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         if let Some(at) = j.runner_name.as_ref().and_then(|n| spawned_at.get(n)) {
             out.to_spawn.push((at - j.created_at).max(0));
             last_spawn = last_spawn.max(*at);
+            first_spawn = Some(first_spawn.map_or(*at, |f| f.min(*at)));
         }
     }
     out.spawn_span_ms = last_spawn - first_queued;
+    out.first_spawn_ms = first_spawn.map_or(0, |f| (f - first_queued).max(0));
+    for (exit, cleanup) in exits {
+        let Some(c) = cleanup else {
+            out.not_cleaned += 1;
+            continue;
+        };
+        // The pass stamps its changes with the time it started; a runner that exited
+        // while that pass was reading the store shows as a few ms "early".
+        let d = (c - exit).max(0);
+        out.exit_to_cleanup.push(d);
+        if exit < last_spawn {
+            out.exit_to_cleanup_while_starting.push(d);
+        }
+    }
     if !done {
         return Err(format!(
             "only {} of {n} jobs completed within {:?}",
@@ -259,6 +381,38 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         ));
     }
     Ok(out)
+}
+
+/// Per attempt whose runner exited after its job: when it exited, and when its cleanup
+/// began. The exit is the last write to the runner's log (its mtime): the simulated
+/// runner prints `... completed with result: ...` after reporting the job and returns,
+/// and nothing else writes that file until cleanup (which bounds it only when it is
+/// larger than a runner of these benchmarks ever writes). The cleanup's beginning is
+/// the `destroying` entry of the attempt's history in the store: the daemon records
+/// it before it kills, deregisters and removes the root (intent first). Neither comes
+/// from the daemon's own account of when it noticed the exit.
+fn exit_to_cleanup(
+    w: &World,
+    attempts: &[runner_manager::domain::Attempt],
+) -> Vec<(Millis, Option<Millis>)> {
+    attempts
+        .iter()
+        .filter(|a| a.outcome == Some(AttemptOutcome::CompletedJob))
+        .filter_map(|a| {
+            let log = runner_manager::runner::attempt_log(&w.state_dir, a.id);
+            let mtime = std::fs::metadata(log).ok()?.modified().ok()?;
+            let exit = mtime
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?
+                .as_millis() as Millis;
+            let cleanup = a
+                .history
+                .iter()
+                .find(|c| c.state == AttemptState::Destroying)
+                .map(|c| c.at);
+            Some((exit, cleanup))
+        })
+        .collect()
 }
 
 fn latency_rows(scn: &str, o: &Outcome, nv: &Outcome, pl: &Outcome) -> Vec<Row> {
@@ -295,13 +449,55 @@ fn latency_rows(scn: &str, o: &Outcome, nv: &Outcome, pl: &Outcome) -> Vec<Row> 
             .naive(nv.idle_runner_secs)
             .pool(pl.idle_runner_secs),
     );
+    rows.extend(cleanup_rows(scn, o, false));
+    rows.push(
+        Row::new(scn, "peak requests in flight, one credential", "requests")
+            .ours(o.peak())
+            .naive(nv.peak())
+            .pool(pl.peak()),
+    );
     rows.push(Row::new(scn, "daemon peak RSS", "MB").ours(o.peak_rss_kb as f64 / 1024.0));
     rows.push(Row::new(scn, "daemon CPU", "s").ours(o.cpu_secs));
     rows
 }
 
-fn steady(size: Size) -> Result<Vec<Row>, String> {
-    let (n, every_ms, job_ms, pool) = match size {
+/// Runner exit to cleanup begins (ours): p50/p99 over every exit, or over the exits
+/// while the workload's runners were still being started (a burst).
+fn cleanup_rows(scn: &str, o: &Outcome, while_starting: bool) -> Vec<Row> {
+    let (v, what) = if while_starting {
+        (
+            &o.exit_to_cleanup_while_starting,
+            ", while the burst starts",
+        )
+    } else {
+        (&o.exit_to_cleanup, "")
+    };
+    let mut rows =
+        vec![Row::new(scn, &format!("runner exits{what}"), "runners").ours(v.len() as f64)];
+    if !v.is_empty() {
+        let (p50, p99, _) = pcts(v);
+        rows.push(
+            Row::new(
+                scn,
+                &format!("runner exit to cleanup begins p50{what}"),
+                "ms",
+            )
+            .ours(p50 as f64),
+        );
+        rows.push(
+            Row::new(
+                scn,
+                &format!("runner exit to cleanup begins p99{what}"),
+                "ms",
+            )
+            .ours(p99 as f64),
+        );
+    }
+    rows
+}
+
+fn steady(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (n, every_ms, job_ms, pool) = match cfg.size {
         Size::Small => (16, 500, 1500, 4),
         Size::Default => (120, 500, 2000, 4),
         Size::Long => (600, 500, 2000, 4),
@@ -310,15 +506,19 @@ fn steady(size: Size) -> Result<Vec<Row>, String> {
         arrivals: (0..n).map(|i| (i * every_ms, job_ms)).collect(),
         poll_secs: 2,
         max: 16,
-        deadline: Duration::from_millis(n * every_ms + 60_000),
+        deadline: Duration::from_millis(n * every_ms + cfg.slack_ms(n)),
     };
-    let ours = run(System::Ours, &wl)?;
-    let nv = run(System::Naive, &wl)?;
-    let pl = run(System::Pool(pool), &wl)?;
+    let scn = cfg.scenario("steady");
+    let ours = run(System::Ours, &wl, cfg)?;
+    let nv = run(System::Naive, &wl, cfg)?;
+    let pl = run(System::Pool(pool), &wl, cfg)?;
     println!(
-        "steady: {n} jobs, one every {every_ms} ms, {job_ms} ms each; poll 2 s; fixed pool of {pool}"
+        "steady: {n} jobs, one every {every_ms} ms, {job_ms} ms each; poll 2 s; fixed pool of {pool}; {}",
+        cfg.distance.describe()
     );
-    let scn = "steady".to_string();
+    for (who, o) in [("ours", &ours), ("naive poller", &nv), ("fixed pool", &pl)] {
+        println!("{}", o.summary(&scn, who));
+    }
     let mut rows = latency_rows(&scn, &ours, &nv, &pl);
     rows.insert(
         0,
@@ -330,41 +530,116 @@ fn steady(size: Size) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-fn burst(size: Size) -> Result<Vec<Row>, String> {
-    let (n, job_ms, pool) = match size {
-        Size::Small => (50, 1000, 10),
-        Size::Default | Size::Long => (200, 2000, 20),
+#[derive(Clone, Copy, PartialEq)]
+enum BurstKind {
+    /// `burst`: 200 jobs (50 small), ours on REST against both baselines.
+    Large,
+    /// `burst60`: the issue's goal table's 60 jobs (20 small), ours on REST and on a
+    /// scale set against both baselines.
+    Sixty,
+}
+
+fn burst(cfg: Cfg, kind: BurstKind) -> Result<Vec<Row>, String> {
+    let (n, job_ms, pool) = match (kind, cfg.size) {
+        (BurstKind::Large, Size::Small) => (50, 1000, 10),
+        (BurstKind::Large, _) => (200, 2000, 20),
+        (BurstKind::Sixty, Size::Small) => (20, 1000, 4),
+        (BurstKind::Sixty, _) => (60, 2000, 10),
     };
     let wl = Workload {
         arrivals: (0..n).map(|_| (0, job_ms)).collect(),
         poll_secs: 2,
         max: n as u32 + 10,
-        deadline: Duration::from_secs(120 + n / 2),
+        deadline: Duration::from_millis(120_000 + n * 500 + cfg.slack_ms(n)),
     };
-    let ours = run(System::Ours, &wl)?;
-    let nv = run(System::Naive, &wl)?;
-    let pl = run(System::Pool(pool), &wl)?;
+    let name = match kind {
+        BurstKind::Large => "burst",
+        BurstKind::Sixty => "burst60",
+    };
+    let scn = cfg.scenario(name);
+    let ours = run(System::Ours, &wl, cfg)?;
+    let ss = match kind {
+        BurstKind::Sixty => Some(run(System::OursScaleSet, &wl, cfg)?),
+        BurstKind::Large => None,
+    };
+    let nv = run(System::Naive, &wl, cfg)?;
+    let pl = run(System::Pool(pool), &wl, cfg)?;
     println!(
-        "burst: {n} jobs queued at once, {job_ms} ms each; poll 2 s; max and host capacity {}; fixed pool of {pool}",
-        wl.max
+        "{name}: {n} jobs queued at once, {job_ms} ms each; poll 2 s; max and host capacity {}; fixed pool of {pool}; {}",
+        wl.max,
+        cfg.distance.describe()
     );
-    let scn = "burst".to_string();
-    let rate = |o: &Outcome| o.served as f64 / (o.spawn_span_ms.max(1) as f64 / 1000.0);
+    let mut systems = vec![("ours", &ours)];
+    if let Some(ss) = &ss {
+        systems.push(("ours on a scale set", ss));
+    }
+    systems.extend([("naive poller", &nv), ("fixed pool", &pl)]);
+    for (who, o) in systems {
+        println!("{}", o.summary(&scn, who));
+    }
     let mut rows = vec![
         Row::new(&scn, "jobs served", "jobs")
             .ours(ours.served as f64)
             .naive(nv.served as f64)
             .pool(pl.served as f64),
-        Row::new(&scn, "time to spawn every runner", "ms")
-            .ours(ours.spawn_span_ms as f64)
-            .naive(nv.spawn_span_ms as f64),
-        Row::new(&scn, "runners started per second", "1/s")
-            .ours(rate(&ours))
-            .naive(rate(&nv))
-            .higher_better(),
     ];
+    rows.extend(spawn_rows(&scn, "", &ours, &nv, &pl));
+    rows.extend(cleanup_rows(&scn, &ours, true));
+    if let Some(ss) = &ss {
+        rows.extend(spawn_rows(&scn, ", scale set", ss, &nv, &pl));
+        rows.extend(cleanup_rows(&scn, ss, true).into_iter().map(|mut r| {
+            r.figure.push_str(", scale set");
+            r
+        }));
+    }
     rows.extend(latency_rows(&scn, &ours, &nv, &pl));
     Ok(rows)
+}
+
+/// A burst's start: first runner, all runners, the rate, and the requests in flight;
+/// for a system other than ours on REST (`what` names it) its queue-to-spawn too, which
+/// `latency_rows` gives for ours on REST.
+fn spawn_rows(scn: &str, what: &str, o: &Outcome, nv: &Outcome, pl: &Outcome) -> Vec<Row> {
+    let (p50, p99, _) = pcts(&o.to_spawn);
+    let (np50, np99, _) = pcts(&nv.to_spawn);
+    let mut rows = vec![
+        Row::new(scn, &format!("first runner spawned{what}"), "ms")
+            .ours(o.first_spawn_ms as f64)
+            .naive(nv.first_spawn_ms as f64)
+            .pool(pl.first_spawn_ms as f64),
+        Row::new(scn, &format!("time to spawn every runner{what}"), "ms")
+            .ours(o.spawn_span_ms as f64)
+            .naive(nv.spawn_span_ms as f64)
+            .pool(pl.spawn_span_ms as f64),
+        Row::new(scn, &format!("runners started per second{what}"), "1/s")
+            .ours(o.rate())
+            .naive(nv.rate())
+            .pool(pl.rate())
+            .higher_better(),
+    ];
+    if !what.is_empty() {
+        rows.push(
+            Row::new(scn, &format!("queue-to-spawn p50{what}"), "ms")
+                .ours(p50 as f64)
+                .naive(np50 as f64),
+        );
+        rows.push(
+            Row::new(scn, &format!("queue-to-spawn p99{what}"), "ms")
+                .ours(p99 as f64)
+                .naive(np99 as f64),
+        );
+        rows.push(
+            Row::new(
+                scn,
+                &format!("peak requests in flight, one credential{what}"),
+                "requests",
+            )
+            .ours(o.peak())
+            .naive(nv.peak())
+            .pool(pl.peak()),
+        );
+    }
+    rows
 }
 
 /// The scale set (and label) the `scaleset` scenario's profile registers its runners in.
@@ -391,8 +666,8 @@ fn use_scale_set(w: &World) -> Result<(), String> {
 /// The steady stream again, served through the scale set's long poll, beside our own
 /// REST polling (2 s) and the naive poller on the same stream. `max` is well above the
 /// stream's concurrency so no job waits for a slot: the latency is the demand path's.
-fn scaleset(size: Size) -> Result<Vec<Row>, String> {
-    let (n, every_ms, job_ms) = match size {
+fn scaleset(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (n, every_ms, job_ms) = match cfg.size {
         Size::Small => (16, 500, 1500),
         Size::Default => (120, 500, 2000),
         Size::Long => (600, 500, 2000),
@@ -401,17 +676,25 @@ fn scaleset(size: Size) -> Result<Vec<Row>, String> {
         arrivals: (0..n).map(|i| (i * every_ms, job_ms)).collect(),
         poll_secs: 2,
         max: 24,
-        deadline: Duration::from_millis(n * every_ms + 60_000),
+        deadline: Duration::from_millis(n * every_ms + cfg.slack_ms(n)),
     };
-    let ss = run(System::OursScaleSet, &wl)?;
-    let rest = run(System::Ours, &wl)?;
-    let nv = run(System::Naive, &wl)?;
+    let ss = run(System::OursScaleSet, &wl, cfg)?;
+    let rest = run(System::Ours, &wl, cfg)?;
+    let nv = run(System::Naive, &wl, cfg)?;
     println!(
         "scaleset: {n} jobs, one every {every_ms} ms, {job_ms} ms each; max and host capacity {}; \
-         ours through the scale set's long poll, ours polling REST every 2 s, naive poller every 2 s",
-        wl.max
+         ours through the scale set's long poll, ours polling REST every 2 s, naive poller every 2 s; {}",
+        wl.max,
+        cfg.distance.describe()
     );
-    let scn = "scaleset".to_string();
+    let scn = cfg.scenario("scaleset");
+    for (who, o) in [
+        ("ours on a scale set", &ss),
+        ("ours polling REST", &rest),
+        ("naive poller", &nv),
+    ] {
+        println!("{}", o.summary(&scn, who));
+    }
     let per_job = |o: &Outcome| o.units as f64 / o.served.max(1) as f64;
     let mut rows = vec![
         Row::new(&scn, "jobs served", "jobs")
@@ -466,6 +749,28 @@ fn scaleset(size: Size) -> Result<Vec<Row>, String> {
         .ours(per_job(&rest))
         .naive(per_job(&nv)),
     );
+    rows.extend(cleanup_rows(&scn, &ss, false).into_iter().map(|mut r| {
+        r.figure.push_str(", scale set");
+        r
+    }));
+    rows.push(
+        Row::new(
+            &scn,
+            "peak requests in flight, one credential, scale set",
+            "requests",
+        )
+        .ours(ss.peak())
+        .naive(nv.peak()),
+    );
+    rows.push(
+        Row::new(
+            &scn,
+            "peak requests in flight, one credential, ours polling REST",
+            "requests",
+        )
+        .ours(rest.peak())
+        .naive(nv.peak()),
+    );
     rows.push(
         Row::new(&scn, "daemon peak RSS, scale set", "MB").ours(ss.peak_rss_kb as f64 / 1024.0),
     );
@@ -487,8 +792,8 @@ fn a_p99(o: &Outcome) -> i64 {
 }
 
 /// Ten repository targets, nothing queued: what waiting costs.
-fn idle(size: Size) -> Result<Vec<Row>, String> {
-    let (warm, window) = match size {
+fn idle(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (warm, window) = match cfg.size {
         Size::Small => (8, 20),
         Size::Default => (10, 60),
         Size::Long => (10, 600),
@@ -498,11 +803,11 @@ fn idle(size: Size) -> Result<Vec<Row>, String> {
     println!(
         "idle: {TARGETS} repository targets, nothing queued, poll {POLL} s; measured over {window} s after {warm} s, extrapolated to an hour; fixed pool of {TARGETS} (one per target)"
     );
-    let scn = "idle".to_string();
+    let scn = cfg.scenario("idle");
     let hour = 3600.0 / window as f64;
 
     // Ours: the daemon with ten targets.
-    let w = support::world(POLL, 4, 8, 5);
+    let w = support::world_at(cfg.distance, POLL, 4, 8, 5);
     add_idle_targets(&w, TARGETS - 1)?;
     let mut d = w.spawn_daemon(&w.state_dir.join("daemon.log"))?;
     let pid = d.id() as i32;
@@ -520,7 +825,7 @@ fn idle(size: Size) -> Result<Vec<Row>, String> {
     }
 
     // The naive poller, one per target.
-    let w = support::world(POLL, 4, 8, 5);
+    let w = support::world_at(cfg.distance, POLL, 4, 8, 5);
     let mut running = Vec::new();
     for i in 0..TARGETS {
         let mut env = baseline::env_for(&w, &format!("naive-{i}"));
@@ -537,7 +842,7 @@ fn idle(size: Size) -> Result<Vec<Row>, String> {
     support::discard(w);
 
     // A fixed pool of one runner per target.
-    let w = support::world(POLL, 4, 8, 5);
+    let w = support::world_at(cfg.distance, POLL, 4, 8, 5);
     let p = baseline::pool(baseline::env_for(&w, "pool"), TARGETS);
     std::thread::sleep(Duration::from_secs(warm));
     let u0 = units(&w.sim);
@@ -606,8 +911,8 @@ fn add_idle_targets(w: &World, n: usize) -> Result<(), String> {
 /// Pass time over a growing history: the wall time of `runner-manager daemon --once`
 /// (a whole process: open, sweep, one pass with its demand read), and in-process the
 /// every-pass store reads.
-fn history(size: Size) -> Result<Vec<Row>, String> {
-    let sizes: &[i64] = match size {
+fn history(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let sizes: &[i64] = match cfg.size {
         Size::Small => &[1_000, 10_000],
         Size::Default => &[1_000, 10_000, 100_000],
         Size::Long => &[1_000, 10_000, 100_000, 1_000_000],
@@ -617,16 +922,16 @@ fn history(size: Size) -> Result<Vec<Row>, String> {
     );
     let mut rows = Vec::new();
     for &n in sizes {
-        let w = support::world(5, 4, 8, 5);
-        let res = history_one(&w, n);
+        let w = support::world_at(cfg.distance, 5, 4, 8, 5);
+        let res = history_one(&w, n, cfg);
         support::discard(w);
         rows.extend(res?);
     }
     Ok(rows)
 }
 
-fn history_one(w: &World, n: i64) -> Result<Vec<Row>, String> {
-    let scn = format!("history {n}");
+fn history_one(w: &World, n: i64, cfg: Cfg) -> Result<Vec<Row>, String> {
+    let scn = cfg.scenario(&format!("history {n}"));
     let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
     let host = store.host_or_create().map_err(|e| e.to_string())?;
     let t = Instant::now();

@@ -3,7 +3,8 @@
 //! No GitHub account, no setup; it prints what happens and a summary.
 
 use crate::domain::{CredentialRef, ScalePolicy, Target, TargetScope};
-use crate::sim::{SimConfig, SimGitHub, SimHandle};
+use crate::sim::install::InstallShape;
+use crate::sim::{Latency, SimConfig, SimGitHub, SimHandle};
 use crate::store::{SqliteStore, Store};
 use crate::timefmt::now_millis;
 use std::io::Write;
@@ -25,6 +26,8 @@ pub struct DemoOptions {
     pub keep: bool,
     /// Print progress instead of opening `top` (also when there is no terminal).
     pub headless: bool,
+    /// GitHub far away and a runner install of a real release's size (`--far`).
+    pub far: bool,
 }
 
 impl Default for DemoOptions {
@@ -36,7 +39,36 @@ impl Default for DemoOptions {
             job_ms: 1500,
             keep: false,
             headless: false,
+            far: false,
         }
+    }
+}
+
+/// How a world is made: its target's poll interval, how far its GitHub is, and the
+/// shape of its runner install.
+#[derive(Debug, Clone, Copy)]
+pub struct WorldOptions {
+    pub poll_interval_secs: u64,
+    /// The simulated GitHub's distance (zero: loopback).
+    pub latency: Latency,
+    /// `Realistic` lays out a real release's file count (a few seconds, once).
+    pub install: InstallShape,
+}
+
+impl WorldOptions {
+    pub fn new(poll_interval_secs: u64) -> WorldOptions {
+        WorldOptions {
+            poll_interval_secs,
+            latency: Latency::default(),
+            install: InstallShape::Small,
+        }
+    }
+
+    /// GitHub 120 ms away, 500 ms more per JIT config (±20%), and a realistic install.
+    pub fn far(mut self) -> WorldOptions {
+        self.latency = Latency::FAR;
+        self.install = InstallShape::Realistic;
+        self
     }
 }
 
@@ -47,6 +79,9 @@ pub struct World {
     pub sim: SimHandle,
     pub state_dir: PathBuf,
     pub binary: PathBuf,
+    /// The shape of the runner install at `state_dir/runner` (what a benchmark's
+    /// baselines lay out too).
+    pub install: InstallShape,
     owned_dir: bool,
 }
 
@@ -58,8 +93,21 @@ impl World {
         binary: &Path,
         poll_interval_secs: u64,
     ) -> Result<World, String> {
-        let sim = SimGitHub::start(SimConfig::default())
-            .map_err(|e| format!("cannot start the simulated GitHub: {e}"))?;
+        World::prepare_with(state_dir, binary, WorldOptions::new(poll_interval_secs))
+    }
+
+    /// [`World::prepare`] with the distance and install shape of `opts`.
+    pub fn prepare_with(
+        state_dir: Option<PathBuf>,
+        binary: &Path,
+        opts: WorldOptions,
+    ) -> Result<World, String> {
+        let poll_interval_secs = opts.poll_interval_secs;
+        let sim = SimGitHub::start(SimConfig {
+            latency: opts.latency,
+            ..SimConfig::default()
+        })
+        .map_err(|e| format!("cannot start the simulated GitHub: {e}"))?;
         let owned_dir = state_dir.is_none();
         let state_dir = match state_dir {
             Some(d) => d,
@@ -86,8 +134,10 @@ impl World {
             .map_err(|e| format!("{}: {e}", token_file.display()))?;
         f.write_all(token.as_bytes()).map_err(|e| e.to_string())?;
         let runner_dir = state_dir.join("runner");
-        if !runner_dir.join("bin/Runner.Listener").exists() {
-            crate::sim::install::lay_out(&runner_dir, binary)
+        // A realistic install over a small one adds its files; laying out again is cheap
+        // next to checking which shape is there.
+        if !runner_dir.join("bin/Runner.Listener").exists() || opts.install != InstallShape::Small {
+            crate::sim::install::lay_out_shaped(&runner_dir, binary, opts.install)
                 .map_err(|e| format!("cannot lay out the simulated runner: {e}"))?;
         }
         let store = SqliteStore::open(&state_dir).map_err(|e| e.to_string())?;
@@ -129,6 +179,7 @@ impl World {
             sim,
             state_dir,
             binary: binary.to_path_buf(),
+            install: opts.install,
             owned_dir,
         })
     }
@@ -175,6 +226,12 @@ pub fn stop_child(child: &mut Child, within: Duration) -> Option<std::process::E
     }
 }
 
+/// The demo's world: a one-second poll, far away with `--far`.
+fn world_options(opts: &DemoOptions) -> WorldOptions {
+    let w = WorldOptions::new(1);
+    if opts.far { w.far() } else { w }
+}
+
 /// Runs the demo: `top` on a terminal, printed progress otherwise.
 pub fn run(opts: &DemoOptions) -> Result<(), String> {
     // SAFETY: isatty only inspects the descriptors.
@@ -191,7 +248,7 @@ pub fn run(opts: &DemoOptions) -> Result<(), String> {
 fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let world = World::prepare(opts.state_dir.clone(), &binary, 1)?;
+    let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
     let log = world.state_dir.join("daemon.log");
     let mut daemon = world.spawn_daemon(&log)?;
     let started = Instant::now();
@@ -264,13 +321,20 @@ fn isolation_banner(state_dir: &std::path::Path) -> String {
 pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let world = World::prepare(opts.state_dir.clone(), &binary, 1)?;
+    let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
     let log = world.state_dir.join("daemon.log");
     println!(
         "runner-manager demo: simulated GitHub at {}, state in {}",
         world.sim.url(),
         world.state_dir.display()
     );
+    if opts.far {
+        println!(
+            "GitHub is far away: {}; the runner install has a real release's {} files",
+            Latency::FAR.describe(),
+            InstallShape::Realistic.counts().files
+        );
+    }
     println!(
         "profiles: linux (max 4, labels self-hosted,linux) and gpu (max 2, labels self-hosted,gpu)"
     );

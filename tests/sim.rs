@@ -1,5 +1,6 @@
 //! Integration tests of the simulated GitHub and the simulated runner: fidelity against
-//! GitHub's OpenAPI description, REST behaviour, faults, and the runner as a process.
+//! GitHub's OpenAPI description, REST behaviour, faults, distance (latency and requests
+//! in flight), the runner as a process, and the shapes of its install.
 
 mod sim {
     pub mod schema;
@@ -7,6 +8,8 @@ mod sim {
 
     mod faults;
     mod fidelity;
+    mod install;
+    mod latency;
     mod rest;
     mod runner;
 }

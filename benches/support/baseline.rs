@@ -2,7 +2,15 @@
 //! common script: every interval, list queued runs and their jobs without ETags over
 //! plain HTTP, and start a JIT runner for each queued job not seen lately) and a fixed
 //! pool of always-on runners (N runners; when one finishes its job, the next starts).
+//!
+//! Each lays out its runners' directories in the world's install shape (with the
+//! realistic shape, thousands of files each: seconds on a slow disk) and reuses them,
+//! as the scripts they stand for would: the pool one directory per slot, the naive
+//! poller a directory of a runner that has exited for its next runner, unpacking a new
+//! one only when none is free. Neither pays that unpacking per runner, while the daemon
+//! builds a fresh root per attempt: the comparison shows what fresh roots cost.
 
+use runner_manager::sim::install::InstallShape;
 use runner_manager::timefmt::{Millis, now_millis};
 use std::collections::HashMap;
 use std::os::unix::process::CommandExt;
@@ -24,6 +32,8 @@ pub struct Env {
     pub dir: PathBuf,
     /// The runner-manager binary (the simulated runner under the runner's names).
     pub binary: PathBuf,
+    /// The shape each runner directory is laid out in (the world's).
+    pub install: InstallShape,
 }
 
 /// What a baseline did: when it spawned each runner (by name), and requests it sent.
@@ -87,11 +97,20 @@ pub fn generate_jit(env: &Env, name: &str) -> Option<String> {
         .map(String::from)
 }
 
-/// Lays out an install for `name` and starts `bin/Runner.Listener run` with the JIT
-/// config in its environment, in its own process group.
-pub fn spawn_runner(env: &Env, name: &str, jit: &str) -> Option<Child> {
-    let root = env.dir.join(name);
-    runner_manager::sim::install::lay_out(&root, &env.binary).ok()?;
+/// Starts `bin/Runner.Listener run` for runner `name` in directory `dir` (under the
+/// baseline's own) with the JIT config in its environment, in its own process group.
+/// The directory is laid out first when it is not there yet; one left by an earlier
+/// runner loses that runner's registration files, like a slot's directory between two
+/// ephemeral runners.
+pub fn spawn_runner(env: &Env, name: &str, dir: &str, jit: &str) -> Option<Child> {
+    let root = env.dir.join(dir);
+    if root.join("bin/Runner.Listener").exists() {
+        for stale in [".runner", ".credentials", ".credentials_rsaparams"] {
+            let _ = std::fs::remove_file(root.join(stale));
+        }
+    } else {
+        runner_manager::sim::install::lay_out_shaped(&root, &env.binary, env.install).ok()?;
+    }
     let log = std::fs::File::create(env.dir.join(format!("{name}.log"))).ok()?;
     Command::new(root.join("bin/Runner.Listener"))
         .arg("run")
@@ -107,14 +126,14 @@ pub fn spawn_runner(env: &Env, name: &str, jit: &str) -> Option<Child> {
         .ok()
 }
 
-fn stop_children(children: &mut Vec<Child>) {
-    for c in children.iter_mut() {
+fn stop_children<'a>(children: impl IntoIterator<Item = &'a mut Child>) {
+    let mut all: Vec<&mut Child> = children.into_iter().collect();
+    for c in all.iter_mut() {
         let _ = c.kill();
     }
-    for c in children.iter_mut() {
+    for c in all.iter_mut() {
         let _ = c.wait();
     }
-    children.clear();
 }
 
 /// Sleeps until `until`, waking early when `stop` is set.
@@ -153,7 +172,11 @@ pub fn naive(env: Env, interval: Duration) -> Running {
         .spawn(move || {
             let mut rep = Report::default();
             let mut seen: HashMap<u64, Instant> = HashMap::new();
-            let mut children: Vec<Child> = Vec::new();
+            // Each runner with the directory it runs in; directories of exited runners,
+            // free for the next.
+            let mut children: Vec<(Child, String)> = Vec::new();
+            let mut free: Vec<String> = Vec::new();
+            let mut dirs = 0u64;
             let mut n = 0u64;
             while !s.load(Ordering::SeqCst) {
                 let next = Instant::now() + interval;
@@ -203,24 +226,35 @@ pub fn naive(env: Env, interval: Duration) -> Running {
                         n += 1;
                         let name = format!("naive-{n}");
                         rep.requests += 1;
+                        let dir = free.pop().unwrap_or_else(|| {
+                            dirs += 1;
+                            format!("dir-{dirs}")
+                        });
                         match generate_jit(&env, &name)
-                            .and_then(|jit| spawn_runner(&env, &name, &jit))
+                            .and_then(|jit| spawn_runner(&env, &name, &dir, &jit))
                         {
                             Some(c) => {
                                 rep.spawned_at.insert(name, now_millis());
-                                children.push(c);
+                                children.push((c, dir));
                             }
                             None => {
                                 rep.errors += 1;
                                 seen.remove(&id);
+                                free.push(dir);
                             }
                         }
                     }
                 }
-                children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+                children.retain_mut(|(c, dir)| {
+                    let exited = matches!(c.try_wait(), Ok(Some(_)));
+                    if exited {
+                        free.push(std::mem::take(dir));
+                    }
+                    !exited
+                });
                 nap(&s, next);
             }
-            stop_children(&mut children);
+            stop_children(children.iter_mut().map(|(c, _)| c));
             rep
         })
         .expect("start the naive poller");
@@ -241,7 +275,7 @@ pub fn pool(env: Env, size: usize) -> Running {
             let mut slots: Vec<Option<Child>> = (0..size).map(|_| None).collect();
             let mut n = 0u64;
             while !s.load(Ordering::SeqCst) {
-                for slot in slots.iter_mut() {
+                for (i, slot) in slots.iter_mut().enumerate() {
                     let free = match slot {
                         None => true,
                         Some(c) => matches!(c.try_wait(), Ok(Some(_))),
@@ -251,9 +285,10 @@ pub fn pool(env: Env, size: usize) -> Running {
                     }
                     n += 1;
                     let name = format!("pool-{n}");
+                    let dir = format!("slot-{i}");
                     rep.requests += 1;
-                    *slot =
-                        generate_jit(&env, &name).and_then(|jit| spawn_runner(&env, &name, &jit));
+                    *slot = generate_jit(&env, &name)
+                        .and_then(|jit| spawn_runner(&env, &name, &dir, &jit));
                     match slot {
                         Some(_) => {
                             rep.spawned_at.insert(name, now_millis());
@@ -263,8 +298,7 @@ pub fn pool(env: Env, size: usize) -> Running {
                 }
                 nap(&s, Instant::now() + Duration::from_millis(50));
             }
-            let mut children: Vec<Child> = slots.into_iter().flatten().collect();
-            stop_children(&mut children);
+            stop_children(slots.iter_mut().flatten());
             rep
         })
         .expect("start the fixed pool");
@@ -286,6 +320,7 @@ pub fn env_for(w: &runner_manager::demo::World, name: &str) -> Env {
         labels: super::JOB_LABELS.iter().map(|s| s.to_string()).collect(),
         dir,
         binary: w.binary.clone(),
+        install: w.install,
     }
 }
 

@@ -7,7 +7,7 @@ pub mod baseline;
 pub mod proc;
 pub mod promises;
 
-use runner_manager::demo::World;
+use runner_manager::demo::{World, WorldOptions};
 use runner_manager::sim::{JobStatus, SimHandle};
 use runner_manager::store::{SqliteStore, Store};
 use runner_manager::timefmt::{Millis, now_millis};
@@ -49,12 +49,62 @@ pub fn profile() -> &'static str {
     }
 }
 
+/// Where the simulated GitHub is: on loopback, or far away (`--far`: 120 ms per
+/// request, 500 ms more per JIT config, ±20%, and a runner install with a real
+/// release's file count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distance {
+    Loopback,
+    Far,
+}
+
+impl Distance {
+    pub fn options(self, poll_secs: u64) -> WorldOptions {
+        match self {
+            Distance::Loopback => WorldOptions::new(poll_secs),
+            Distance::Far => WorldOptions::new(poll_secs).far(),
+        }
+    }
+
+    /// For banners: "loopback" or the latency.
+    pub fn describe(self) -> String {
+        match self {
+            Distance::Loopback => "GitHub on loopback".into(),
+            Distance::Far => format!(
+                "GitHub far away ({}), runner install of {} files",
+                runner_manager::sim::Latency::FAR.describe(),
+                runner_manager::sim::install::InstallShape::Realistic
+                    .counts()
+                    .files
+            ),
+        }
+    }
+}
+
 /// A fresh world (simulated GitHub, state dir, target `demo`, runner install) whose
 /// `linux` profile may hold `max` runners on a host of `capacity`.
 pub fn world(poll_secs: u64, max: u32, capacity: u32, idle_timeout_secs: u64) -> World {
+    world_at(
+        Distance::Loopback,
+        poll_secs,
+        max,
+        capacity,
+        idle_timeout_secs,
+    )
+}
+
+/// [`world`] with its GitHub at `distance`.
+pub fn world_at(
+    distance: Distance,
+    poll_secs: u64,
+    max: u32,
+    capacity: u32,
+    idle_timeout_secs: u64,
+) -> World {
     let dir =
         std::env::temp_dir().join(format!("rm-bench-{}-{}", std::process::id(), now_millis()));
-    let w = World::prepare(Some(dir), &daemon_binary(), poll_secs).expect("prepare the world");
+    let w = World::prepare_with(Some(dir), &daemon_binary(), distance.options(poll_secs))
+        .expect("prepare the world");
     let store = SqliteStore::open(&w.state_dir).expect("open the world's store");
     let mut host = store.host_or_create().expect("host");
     host.capacity = capacity;

@@ -174,11 +174,25 @@ pub fn jit_credential(jit: &[u8]) -> Option<String> {
 /// made with the scale set's own tokens, are not held by it). `restarts` are the
 /// daemon's start times: a request after one of them was sent by a new daemon process,
 /// which only knows the wait if the daemon keeps it across restarts.
+///
+/// The wait runs from when the answer was sent: its entry's `done_at`, when the sim
+/// wrote it, which on loopback is when the client read it. The window is [sent, sent +
+/// retry-after) and holds the requests that *arrived* in it (`at`, when the sim read
+/// them: when the client sent them). With GitHub far away (`--far`) this is the check
+/// that means something: a request that arrived after the 403 did but before its answer
+/// was sent left the client before the client could know, so it is no violation, while
+/// measuring from the 403's arrival would both flag those and let a client that counts
+/// the wait from its own sending of the request (a round trip early) pass. Measured from
+/// the answer, it holds GitHub's own rule exactly when the latency is split evenly
+/// between the two ways, as the sim splits it: the next request reaches GitHub half a
+/// round trip after it left, the answer reached the client half a round trip after
+/// GitHub sent it. A log from before distance existed has no `done_at`: its arrival
+/// stands in (on loopback they are the same millisecond).
 pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) -> Check {
     let mut c = Check::new("retry-after never violated", "retry-after answers");
     let mut order: Vec<&LogEntry> = log.iter().collect();
     order.sort_by_key(|e| e.at);
-    for (i, e) in order.iter().enumerate() {
+    for e in &order {
         let Some(fault) = e.fault.as_deref() else {
             continue;
         };
@@ -186,12 +200,15 @@ pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) 
             continue;
         };
         c.checked += 1;
-        let until = e.at + (*secs as i64) * 1000;
-        let early: Vec<&&LogEntry> = order[i + 1..]
+        let sent = e.done_at.unwrap_or(e.at);
+        let until = sent + (*secs as i64) * 1000;
+        let early: Vec<&&LogEntry> = order
             .iter()
+            .skip_while(|l| l.at < sent)
             .take_while(|l| l.at < until)
             .filter(|l| {
-                !l.endpoint.starts_with("/_sim")
+                !std::ptr::eq(**l, *e)
+                    && !l.endpoint.starts_with("/_sim")
                     && (e.credential.is_none() || l.credential == e.credential)
             })
             .collect();
@@ -200,12 +217,12 @@ pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) 
         };
         let restarted = restarts.iter().any(|r| *r > e.at && *r <= first.at);
         c.violations.push(format!(
-            "{} request(s) within a {}s retry-after, the first {} {} after {} ms{}",
+            "{} request(s) within a {}s retry-after, the first {} {} {} ms after the answer was sent{}",
             early.len(),
             secs,
             first.method,
             first.endpoint,
-            first.at - e.at,
+            first.at - sent,
             if restarted {
                 " by a daemon started after the 403 (the wait did not survive the restart)"
             } else {

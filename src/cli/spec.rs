@@ -312,7 +312,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["demo"],
-        args: "[--jobs N] [--keep] [--headless]",
+        args: "[--jobs N] [--keep] [--headless] [--far]",
         positionals: (0, Some(0)),
         about: "Run the real daemon against the simulated GitHub and show what happens",
         options: &[
@@ -322,11 +322,15 @@ pub const COMMANDS: &[Command] = &[
                 "--headless",
                 "Print progress instead of opening top (also without a terminal)",
             ),
+            switch(
+                "--far",
+                "GitHub 120 ms away (500 ms more per JIT config) and a runner install of a real release's size",
+            ),
         ],
     },
     Command {
         path: &["sim", "github"],
-        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]...",
+        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]...",
         positionals: (0, Some(0)),
         about: "Serve the simulated GitHub (for tests, benchmarks and trying things out)",
         options: &[
@@ -335,11 +339,30 @@ pub const COMMANDS: &[Command] = &[
                 "ADDR",
                 "Address to listen on (default 127.0.0.1:0; the URL is printed)",
             ),
-            opt("--seed", "N", "Seed of the fault injector's random numbers"),
+            opt(
+                "--seed",
+                "N",
+                "Seed of the fault injector's and the jitter's random numbers",
+            ),
             opt(
                 "--rate-limit",
                 "N",
                 "Primary rate limit per credential per hour",
+            ),
+            opt(
+                "--latency",
+                "DURATION",
+                "Round trip every request spends, e.g. 120ms (default 0: loopback)",
+            ),
+            opt(
+                "--jit-latency",
+                "DURATION",
+                "What making a JIT config adds to its round trip, e.g. 500ms",
+            ),
+            opt(
+                "--jitter",
+                "PERCENT",
+                "Each delay drawn within this much either side, e.g. 20% (seeded by --seed)",
             ),
             opt("--org", "LOGIN", "Create this organization (repeatable)"),
             opt(

@@ -129,6 +129,7 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
             ("GET", "/runners") => ok(serde_json::json!(st.runners.values().collect::<Vec<_>>())),
             ("GET", "/log") => ok(serde_json::json!(st.log)),
             ("GET", "/units") => ok(serde_json::json!(st.units_used())),
+            ("GET", "/in-flight") => ok(serde_json::json!(st.in_flight)),
             ("POST", "/orgs") => {
                 let v: serde_json::Value = parse_or_reply!(&req);
                 let login = v.get("login").and_then(|l| l.as_str()).unwrap_or_default();

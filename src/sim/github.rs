@@ -8,6 +8,7 @@ use super::auth::{self, Caller};
 use super::faults::{self, FaultAction};
 use super::handle::Sim;
 use super::http::{Reply, Request, Response, http_date};
+use super::latency::Stamp;
 use super::model::{BasicError, DOCS, ValidationError};
 use super::state::{LogEntry, State};
 use crate::timefmt::{Millis, now_millis};
@@ -193,12 +194,13 @@ fn fault_name(a: &FaultAction) -> String {
 }
 
 /// How every sim request begins: its request-log entry (the endpoint is the matched
-/// route's template, else the path) and the fault, if any, scripted for it.
+/// route's template, else the path; `arrived` is when its bytes came in) and the fault,
+/// if any, scripted for it.
 pub(super) fn begin(
     sim: &Sim,
     req: &Request,
     template: Option<&str>,
-    now: Millis,
+    arrived: Millis,
 ) -> (LogEntry, Option<FaultAction>) {
     let log = LogEntry {
         method: req.method.clone(),
@@ -206,7 +208,8 @@ pub(super) fn begin(
         endpoint: template.map_or(req.path.clone(), str::to_string),
         status: 0,
         credential: None,
-        at: now,
+        at: arrived,
+        done_at: None,
         counted: false,
         fault: None,
     };
@@ -218,11 +221,19 @@ pub(super) fn begin(
     (log, fault)
 }
 
-/// Serves one REST request.
-pub fn serve(sim: &Sim, req: Request) -> Reply {
+/// The credential a REST request counts in flight under: its caller's log id, or None
+/// when it names none that is valid.
+pub fn credential_of(st: &State, req: &Request, now: Millis) -> Option<String> {
+    auth::identify(st, req.header("authorization"), now)
+        .ok()
+        .map(|c| c.id())
+}
+
+/// Serves one REST request (after its way up: `now` is when GitHub decides).
+pub fn serve(sim: &Sim, req: Request, stamp: &mut Stamp) -> Reply {
     let now = now_millis();
     let route = match_route(&req.method, &req.path);
-    let (mut log, fault) = begin(sim, &req, route.as_ref().map(|(t, _)| *t), now);
+    let (mut log, fault) = begin(sim, &req, route.as_ref().map(|(t, _)| *t), stamp.arrived);
     if let Some(f) = &fault {
         log.fault = Some(fault_name(f));
         // Whose request it was, even when a fault answers before it is served: tests
@@ -231,7 +242,7 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
             .ok()
             .map(|c| c.id());
         if let Some(reply) = early_fault(sim, f, &req, now, &mut log) {
-            sim.lock().log.push(log);
+            stamp.log(&mut sim.lock(), log);
             return reply;
         }
         if let FaultAction::Delay { ms } = f {
@@ -241,7 +252,7 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
     let (response, runner_id) = serve_normally(sim, &req, route, now, &mut log);
     let mut st = sim.lock();
     log.status = response.status;
-    st.log.push(log);
+    stamp.log(&mut st, log);
     match fault {
         Some(FaultAction::TruncatedBody) => {
             let keep = response.body.len() / 2;

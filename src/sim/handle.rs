@@ -27,12 +27,33 @@ impl Sim {
 
 impl Handler for Sim {
     fn handle(&self, request: Request) -> Reply {
-        if request.path == "/_sim" || request.path.starts_with("/_sim/") {
+        use super::latency::carry;
+        // The runner's calls go to GitHub too, so they travel as far; the sim's own
+        // controls do not (they are the test's hands, not GitHub). Runner calls are not
+        // counted in flight: their credentials are the runners', not a client's.
+        if request.path.starts_with("/_sim/runner/") {
+            carry(
+                self,
+                request,
+                |_, _, _| None,
+                |sim, req, _| super::control::serve(sim, req),
+            )
+        } else if request.path == "/_sim" || request.path.starts_with("/_sim/") {
             super::control::serve(self, request)
         } else if super::scaleset::serves(&request.path) {
-            super::scaleset::serve(self, request)
+            carry(
+                self,
+                request,
+                |_, req, _| Some(super::scaleset::credential_of(&req.path).to_string()),
+                super::scaleset::serve,
+            )
         } else {
-            super::github::serve(self, request)
+            carry(
+                self,
+                request,
+                super::github::credential_of,
+                super::github::serve,
+            )
         }
     }
 }
@@ -241,6 +262,23 @@ impl SimHandle {
     /// Primary rate-limit units spent, per credential id.
     pub fn units_used(&self) -> BTreeMap<String, u64> {
         self.sim.lock().units_used()
+    }
+
+    /// Requests in flight per credential now, and the most there were at once since the
+    /// sim started (credentials as the request log names them; runner calls are not
+    /// counted).
+    pub fn in_flight(&self) -> super::latency::InFlight {
+        self.sim.lock().in_flight.clone()
+    }
+
+    /// The peak of [`SimHandle::in_flight`] per credential.
+    pub fn peak_in_flight(&self) -> BTreeMap<String, u32> {
+        self.sim.lock().in_flight.peak.clone()
+    }
+
+    /// Moves GitHub (further) away from now on; requests already in flight keep theirs.
+    pub fn set_latency(&self, latency: super::latency::Latency) {
+        self.with_state(|s| s.cfg.latency = latency);
     }
 
     pub fn add_fault(&self, rule: FaultRule) {

@@ -15,6 +15,7 @@ pub mod handle;
 pub mod http;
 pub mod install;
 pub mod jit;
+pub mod latency;
 pub mod model;
 pub mod rng;
 pub mod runner;
@@ -26,6 +27,7 @@ pub mod state;
 
 pub use faults::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
 pub use handle::{SimGitHub, SimHandle};
+pub use latency::{InFlight, Latency};
 pub use scaleset_state::ScaleSetSimConfig;
 pub use serve::serve_main;
 pub use state::{JobState, JobStatus, LogEntry, RunnerState, Scope, SimConfig};

@@ -14,6 +14,7 @@ use super::faults::FaultAction;
 use super::handle::Sim;
 use super::http::{Reply, Request, Response};
 use super::jit::{self, JitConfig};
+use super::latency::Stamp;
 use super::scaleset_state::{SimScaleSet, SimSession, jwt_token};
 use super::state::{LogEntry, Scope, State};
 use crate::secret::Secret;
@@ -181,11 +182,25 @@ fn respond(st: &State, status: u16, body: Option<Value>) -> Response {
     r.with_header("date", super::http::http_date(now_millis()))
 }
 
-/// Serves one scale set API request.
-pub fn serve(sim: &Sim, req: Request) -> Reply {
+/// The credential a request of this API counts in flight under (the log's names): the
+/// registration's `RemoteAuth` token, the message queue's token (the long poll, acks,
+/// job acquisition), or the admin token of everything else.
+pub fn credential_of(path: &str) -> &'static str {
+    if path == REGISTRATION {
+        "remote-auth"
+    } else if path.starts_with(BROKER) || path.ends_with("/acquirejobs") {
+        "queue"
+    } else {
+        "admin"
+    }
+}
+
+/// Serves one scale set API request (after its way up).
+pub fn serve(sim: &Sim, req: Request, stamp: &mut Stamp) -> Reply {
     let now = now_millis();
     let route = match_route(&req.method, &req.path);
-    let (mut log, fault) = super::github::begin(sim, &req, route.as_ref().map(|(t, _)| *t), now);
+    let (mut log, fault) =
+        super::github::begin(sim, &req, route.as_ref().map(|(t, _)| *t), stamp.arrived);
     let early = match &fault {
         Some(FaultAction::Drop) => Some(Reply::Drop),
         Some(FaultAction::Hang) => Some(Reply::Hang),
@@ -221,7 +236,7 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
             Reply::Send(r) => r.status,
             _ => 0,
         };
-        sim.lock().log.push(log);
+        stamp.log(&mut sim.lock(), log);
         return reply;
     }
     let (status, body) = match route {
@@ -231,7 +246,7 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
     let mut st = sim.lock();
     let response = respond(&st, status, body);
     log.status = status;
-    st.log.push(log);
+    stamp.log(&mut st, log);
     drop(st);
     sim.changed.notify_all();
     match fault {
@@ -283,16 +298,16 @@ fn route_request(
     log: &mut LogEntry,
 ) -> Out {
     if template == REGISTRATION {
-        log.credential = Some("remote-auth".into());
+        log.credential = Some(credential_of(template).into());
         return register(&mut sim.lock(), req, now);
     }
     if template.starts_with(BROKER) {
-        log.credential = Some("queue".into());
+        log.credential = Some(credential_of(template).into());
         return queue(sim, req, template, params);
     }
     let mut st = sim.lock();
     if template.ends_with("/acquirejobs") {
-        log.credential = Some("queue".into());
+        log.credential = Some(credential_of(template).into());
         return acquire(&mut st, req, params, now);
     }
     let token = bearer(req).to_string();
@@ -300,7 +315,7 @@ fn route_request(
         Some((scope, exp)) if *exp > now => scope.clone(),
         _ => return err(unauthorized()),
     };
-    log.credential = Some("admin".into());
+    log.credential = Some(credential_of(template).into());
     let rest = template.trim_start_matches(PIPELINES);
     let id = params
         .first()

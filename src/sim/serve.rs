@@ -7,6 +7,7 @@ use super::handle::SimGitHub;
 use super::state::SimConfig;
 
 const USAGE: &str = "usage: runner-manager sim github [--listen ADDR] [--seed N] [--rate-limit N] \
+[--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] \
 [--org LOGIN]... [--repo OWNER/NAME[:public]]... [--pat-file PATH]...";
 
 /// Runs the sim until SIGTERM or SIGINT. Prints its URL on stdout (one line) once it
@@ -46,6 +47,18 @@ fn serve(args: &[String]) -> Result<(), String> {
                 cfg.rate_limit = value("--rate-limit")?
                     .parse()
                     .map_err(|e| format!("--rate-limit: {e}"))?
+            }
+            "--latency" => {
+                cfg.latency.request = super::latency::parse_duration(&value("--latency")?)
+                    .map_err(|e| format!("--latency: {e}"))?
+            }
+            "--jit-latency" => {
+                cfg.latency.jit = super::latency::parse_duration(&value("--jit-latency")?)
+                    .map_err(|e| format!("--jit-latency: {e}"))?
+            }
+            "--jitter" => {
+                cfg.latency.jitter = super::latency::parse_jitter(&value("--jitter")?)
+                    .map_err(|e| format!("--jitter: {e}"))?
             }
             "--org" => orgs.push(value("--org")?),
             "--repo" => repos.push(value("--repo")?),

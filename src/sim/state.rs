@@ -26,6 +26,8 @@ pub struct SimConfig {
     pub installation_token_ttl_secs: u64,
     /// How long a simulated runner's poll waits for a job before answering "nothing".
     pub runner_poll_ms: u64,
+    /// How far away GitHub is (`latency.rs`); zero is loopback.
+    pub latency: super::latency::Latency,
 }
 
 impl Default for SimConfig {
@@ -37,6 +39,7 @@ impl Default for SimConfig {
             exhausted_status: 403,
             installation_token_ttl_secs: 3600,
             runner_poll_ms: 1000,
+            latency: Default::default(),
         }
     }
 }
@@ -188,7 +191,12 @@ pub struct LogEntry {
     pub status: u16,
     /// `pat:N`, `installation:ID`, `app:ID`, or None when unauthenticated.
     pub credential: Option<String>,
+    /// When it arrived (its bytes were read; on loopback, when the client sent it).
     pub at: Millis,
+    /// When its answer was written (after the way back; on loopback, when the client
+    /// read it). None while in flight, for a hung request, and before distance existed.
+    #[serde(default)]
+    pub done_at: Option<Millis>,
     /// Whether it spent a primary rate-limit unit.
     pub counted: bool,
     /// The fault applied to it, if any (`drop`, `status`...).
@@ -223,6 +231,11 @@ pub struct State {
     pub faults: Vec<FaultRule>,
     pub runner_faults: Vec<RunnerFaultRule>,
     pub rng: SplitMix64,
+    /// Draws the latency's jitter; apart from `rng` so that turning distance on does not
+    /// change which requests a seeded fault hits.
+    pub latency_rng: SplitMix64,
+    /// Requests in flight per credential, and the peak (`latency.rs`).
+    pub in_flight: super::latency::InFlight,
     /// Ids handed out by a JIT call that a `VanishRegistration` fault may delete.
     pub last_created_runner: Option<u64>,
     /// The runner scale set API's world (`scaleset_state.rs`).
@@ -245,6 +258,7 @@ pub enum RunnerCallError {
 impl State {
     pub fn new(cfg: SimConfig, base_url: String) -> State {
         let rng = SplitMix64::new(cfg.seed);
+        let latency_rng = SplitMix64::new(cfg.seed ^ 0x1a7e_0c1e_d157_a4ce);
         State {
             cfg,
             base_url,
@@ -264,6 +278,8 @@ impl State {
             faults: Vec::new(),
             runner_faults: Vec::new(),
             rng,
+            latency_rng,
+            in_flight: Default::default(),
             last_created_runner: None,
             scalesets: Default::default(),
             runner_binary: None,
