@@ -5,11 +5,12 @@
 //! attempt left by its cgroup and its uid.
 
 use crate::domain::isolation::{self, Powers};
-use crate::domain::{Attempt, Host, InEffect, ScalePolicy};
+use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
 use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, caps, uid};
+use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -120,24 +121,53 @@ fn first_closed_ancestor(path: &Path) -> Option<PathBuf> {
     })
 }
 
-/// The uid (and its primary gid) a new attempt runs under with per-attempt uids: the
-/// lowest of the range that no open attempt holds and that has a passwd entry. Called
-/// under the allocation lock, with the intent, so two attempts never share one.
-/// `None` when every usable uid is held: the range is used up.
-pub fn pick_uid(c: &Containment, open: &[Attempt]) -> Option<(u32, u32)> {
-    let InEffect::Uids(range) = c.isolation else {
-        return None;
-    };
-    let held: BTreeSet<u32> = open.iter().filter_map(|a| a.runner_uid).collect();
-    let mut gid = 0;
-    let uid = uid::pick_uid(range, &held, |u| match uid::lookup_uid(u) {
-        Ok(Some(user)) => {
-            gid = user.gid;
-            true
+/// Which uids of the host's range are users (and their primary gids), from passwd,
+/// asked again a minute later: the plan hands out the usable uids no open attempt
+/// holds, lowest first, and passwd is not read for every uid every pass.
+#[derive(Debug, Default)]
+pub struct UidBook {
+    known: BTreeMap<u32, (Option<u32>, Millis)>,
+}
+
+/// How long a uid's passwd entry (or its absence) is trusted.
+const PASSWD_FOR: Millis = 60_000;
+
+impl UidBook {
+    /// Up to `want` uids of `range` that have a passwd entry and that no attempt of
+    /// `open` holds, lowest first, with their gids.
+    pub fn free(
+        &mut self,
+        range: UidRange,
+        open: &[Attempt],
+        want: usize,
+        now: Millis,
+    ) -> Vec<(u32, u32)> {
+        let held: BTreeSet<u32> = open.iter().filter_map(|a| a.runner_uid).collect();
+        let mut out = Vec::new();
+        for u in range.iter() {
+            if out.len() >= want {
+                break;
+            }
+            if held.contains(&u) {
+                continue;
+            }
+            if let Some(gid) = self.gid_of(u, now) {
+                out.push((u, gid));
+            }
         }
-        _ => false,
-    })?;
-    Some((uid, gid))
+        out
+    }
+
+    fn gid_of(&mut self, uid: u32, now: Millis) -> Option<u32> {
+        if let Some((gid, at)) = self.known.get(&uid)
+            && now - at < PASSWD_FOR
+        {
+            return *gid;
+        }
+        let gid = uid::lookup_uid(uid).ok().flatten().map(|u| u.gid);
+        self.known.insert(uid, (gid, now));
+        gid
+    }
 }
 
 /// An attempt ready to be spawned: who it runs as, its cgroup and root.

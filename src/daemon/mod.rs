@@ -3,14 +3,18 @@
 
 mod actuator;
 pub mod contain;
+mod io;
 pub mod lock;
 mod metrics_feed;
 pub mod notify;
+mod observe;
 mod pool;
+mod public_guard;
 mod scaleset_feed;
 mod shared;
 pub mod signals;
 mod starter;
+mod status_writer;
 mod sweep;
 mod target_loop;
 

@@ -15,9 +15,10 @@
 //! next holder opens its own at once instead of meeting 409 until it expires.
 
 use super::shared::{LoopMsg, Shared, lock};
-use crate::domain::{Attempt, AttemptState, DemandSource, Host, ScalePolicy, Target};
+use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, Target};
 use crate::github::{GhError, GitHubClient, SharedHold, load_credential};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
+use crate::reconcile::plan::ScaleSetSeen;
 use crate::reconcile::watch::DeregisterResult;
 use crate::scaleset::{
     JobMessage, ListenerConfig, Removed, ScaleSetClient, ScaleSetError, ScaleSetListener,
@@ -38,39 +39,6 @@ pub const STOP_WAIT: Duration = Duration::from_secs(10);
 /// Wait between tries to resolve a runner group by name.
 const GROUP_RETRY: Duration = Duration::from_secs(30);
 
-/// Whether the target's demand comes from REST polling: some profile polls, or there
-/// is no profile (nothing to feed). A target whose profiles all use scale sets reads
-/// no queued jobs at all.
-pub fn needs_rest_demand(profiles: &[ScalePolicy]) -> bool {
-    profiles.is_empty() || profiles.iter().any(|p| p.demand == DemandSource::Poll)
-}
-
-/// The profiles REST demand is assigned to (scale set profiles get theirs from the feed).
-pub fn poll_profiles(profiles: &[ScalePolicy]) -> Vec<ScalePolicy> {
-    profiles
-        .iter()
-        .filter(|p| p.demand == DemandSource::Poll)
-        .cloned()
-        .collect()
-}
-
-/// Queued jobs from REST minus those meant for a scale set (`runs-on: <profile>`), so
-/// a mixed target neither counts them twice nor reports them as fitting no profile.
-pub fn rest_jobs(
-    jobs: &[crate::domain::QueuedJob],
-    profiles: &[ScalePolicy],
-) -> Vec<crate::domain::QueuedJob> {
-    jobs.iter()
-        .filter(|j| {
-            !profiles.iter().any(|p| {
-                p.demand == DemandSource::Scaleset
-                    && j.labels.iter().all(|l| l.eq_ignore_ascii_case(&p.name))
-            })
-        })
-        .cloned()
-        .collect()
-}
-
 /// The scale set a profile registers its runners in: named after the profile, which
 /// is also its only label.
 pub fn spec_for(policy: &ScalePolicy, runner_group_id: i64) -> ScaleSetSpec {
@@ -80,19 +48,6 @@ pub fn spec_for(policy: &ScalePolicy, runner_group_id: i64) -> ScaleSetSpec {
         labels: vec![policy.name.clone()],
         disable_update: true,
     }
-}
-
-/// Demand from a scale set's statistics: jobs assigned and not yet taken by a runner.
-/// `totalAssignedJobs` counts running jobs too, and the allocator adds `min_capacity`
-/// and subtracts unassigned runners itself, so busy runners come off here. Which count
-/// of running jobs: the service's (`totalRunningJobs`, as of the last message) or our
-/// busy runners (as of this pass); each lags the other in one direction, and the larger
-/// one is never stale high, so a runner that just took or finished a job never makes
-/// the pass start a second one for it.
-pub fn queued_from(stats: &Statistics, our_busy: u32) -> u32 {
-    stats
-        .total_assigned_jobs
-        .saturating_sub(stats.total_running_jobs.max(our_busy))
 }
 
 /// A poll's result on its way to the target loop.
@@ -400,48 +355,46 @@ impl ScaleSetFeed {
         }
     }
 
-    /// Adds each scale set profile's demand to the REST demand, from its statistics and
-    /// the busy runners among `attempts` (this target's). A profile with no statistics
-    /// yet has none.
-    pub fn demand(
-        &self,
-        mut rest: BTreeMap<String, u32>,
-        attempts: &[Attempt],
-    ) -> BTreeMap<String, u32> {
-        for (profile, k) in &self.known {
-            let Some(stats) = &k.statistics else {
-                continue;
-            };
-            let busy = attempts
-                .iter()
-                .filter(|a| &a.profile == profile && a.state == AttemptState::Busy)
-                .count() as u32;
-            rest.insert(profile.clone(), queued_from(stats, busy));
-        }
-        rest
+    /// What the plan needs of each scale set profile with statistics: assigned and
+    /// running jobs (see `reconcile::plan::scaleset_demand`).
+    pub fn seen(&self) -> BTreeMap<String, ScaleSetSeen> {
+        self.known
+            .iter()
+            .filter_map(|(profile, k)| {
+                let st = k.statistics.as_ref()?;
+                Some((
+                    profile.clone(),
+                    ScaleSetSeen {
+                        assigned: st.total_assigned_jobs,
+                        running: st.total_running_jobs,
+                    },
+                ))
+            })
+            .collect()
     }
 
-    /// When each job assigned to `profile`'s scale set and not yet started was queued,
-    /// oldest first (jobs whose messages carried no queue time are left out).
-    pub fn queued_times(&self, profile: &str) -> Vec<Millis> {
-        let mut out: Vec<Millis> = self
-            .known
-            .get(profile)
-            .map(|k| k.waiting.values().flatten().copied().collect())
-            .unwrap_or_default();
-        out.sort_unstable();
-        out
+    /// When each job assigned to a profile's scale set and not yet started was queued,
+    /// oldest first, by profile (jobs whose messages carried no queue time left out).
+    pub fn queued(&self) -> BTreeMap<String, Vec<Millis>> {
+        self.known
+            .iter()
+            .map(|(profile, k)| {
+                let mut out: Vec<Millis> = k.waiting.values().flatten().copied().collect();
+                out.sort_unstable();
+                (profile.clone(), out)
+            })
+            .collect()
     }
 
     /// The client and scale set id that start `profile`'s runners, once its scale set
     /// is known.
-    pub fn launcher(&self, profile: &str) -> Option<(&ScaleSetClient, i64)> {
+    pub fn launcher(&self, profile: &str) -> Option<(Arc<ScaleSetClient>, i64)> {
         if let Some((c, id)) = self.remote.get(profile).and_then(|r| r.found.as_ref()) {
-            return Some((c.as_ref(), *id));
+            return Some((c.clone(), *id));
         }
         let id = self.known.get(profile)?.scale_set_id;
         let l = self.listeners.get(profile)?;
-        (id > 0).then_some((l.client.as_ref(), id))
+        (id > 0).then(|| (l.client.clone(), id))
     }
 
     /// Scale set profiles whose scale set is not known yet cannot start runners: a
@@ -464,11 +417,11 @@ impl ScaleSetFeed {
     }
 
     /// The client that looks up and removes `profile`'s runners.
-    pub fn client(&self, profile: &str) -> Option<&ScaleSetClient> {
+    pub fn client(&self, profile: &str) -> Option<Arc<ScaleSetClient>> {
         if let Some((c, _)) = self.remote.get(profile).and_then(|r| r.found.as_ref()) {
-            return Some(c.as_ref());
+            return Some(c.clone());
         }
-        self.listeners.get(profile).map(|l| l.client.as_ref())
+        self.listeners.get(profile).map(|l| l.client.clone())
     }
 
     /// Forgets every listener (SIGHUP: credentials are re-read when they restart).
@@ -740,45 +693,5 @@ fn to_gh(e: ScaleSetError) -> GhError {
         e => GhError::Forbidden {
             message: e.to_string(),
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stats(assigned: u32, running: u32) -> Statistics {
-        Statistics::assigned_running(assigned, running)
-    }
-
-    #[test]
-    fn queued_is_assigned_minus_the_larger_running_count() {
-        assert_eq!(queued_from(&stats(3, 0), 0), 3);
-        // A runner took a job and we saw it before the service's message came.
-        assert_eq!(queued_from(&stats(3, 0), 1), 2);
-        // Our runner finished before the JobCompleted message: the service's count holds.
-        assert_eq!(queued_from(&stats(3, 1), 0), 2);
-        assert_eq!(queued_from(&stats(1, 1), 2), 0);
-    }
-
-    #[test]
-    fn rest_demand_only_where_a_profile_polls() {
-        let mut a = ScalePolicy::new("a", "t", "h");
-        assert!(needs_rest_demand(&[]));
-        a.demand = DemandSource::Scaleset;
-        assert!(!needs_rest_demand(std::slice::from_ref(&a)));
-        let b = ScalePolicy::new("b", "t", "h");
-        assert!(needs_rest_demand(&[a.clone(), b.clone()]));
-        assert_eq!(poll_profiles(&[a.clone(), b]).len(), 1);
-        let job = |labels: &[&str]| crate::domain::QueuedJob {
-            id: 1,
-            run_id: 1,
-            repo: "o/r".into(),
-            name: "j".into(),
-            labels: labels.iter().map(|l| l.to_string()).collect(),
-            created_at: 0,
-        };
-        let jobs = [job(&["A"]), job(&["self-hosted", "a"])];
-        assert_eq!(rest_jobs(&jobs, &[a]).len(), 1);
     }
 }

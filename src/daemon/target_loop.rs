@@ -1,88 +1,99 @@
-//! One target's loop, on its own thread with its own GitHub client and pace. A pass is
-//! level-triggered: observe the attempts (log lines, processes, GitHub's runner list),
-//! read demand when due, allocate, start what the allocator grants, record.
+//! One target's loop, on its own thread with its own GitHub client and pace. A pass
+//! gathers one `reconcile::plan::Observed` snapshot, asks `reconcile::plan` what to
+//! do, records the intents under the allocation lock, and acts: store writes and
+//! signals inline, GitHub and disk work (starts, deregistrations, cleanups, demand
+//! reads, the runner list) on the target's I/O workers (`io`), whose results come
+//! back as messages. So watching runners never waits behind a start, a cleanup or a
+//! demand read, however far GitHub is.
 
 use super::actuator::{self, Ctx};
+use super::contain::{self, UidBook};
+use super::io::{Done, IoPool, Task};
 use super::metrics_feed;
+use super::observe::Observer;
 use super::pool::TargetView;
-use super::scaleset_feed::{self, ScaleSetFeed};
+use super::public_guard::PublicGuard;
+use super::scaleset_feed::ScaleSetFeed;
 use super::shared::{LoopMsg, Shared, lock};
-use super::starter;
-use crate::domain::{
-    Attempt, DemandSource, Host, QueuedJob, RegisteredRunner, ScalePolicy, Target, TargetScope,
-};
-use crate::github::visibility::{OrgRepos, VISIBILITY_EVERY};
+use super::starter::{self, Started};
+use super::status_writer::StatusWriter;
+use crate::domain::{Attempt, Host, InEffect, QueuedJob, RegisteredRunner, ScalePolicy, Target};
+use crate::domain::{AttemptState, TargetScope};
+use crate::github::visibility::OrgRepos;
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
-use crate::reconcile::allocate::{Counts, HostAllocator, pick_surplus};
 use crate::reconcile::demand;
-use crate::reconcile::hold::StartHold;
-use crate::reconcile::launch_book::{OfferCtx, TargetMode, is_directed};
-use crate::reconcile::lines::{RunnerEvent, parse_line};
-use crate::reconcile::watch::{self, Observation, ProcessStatus, Registration, Timeouts, Want};
-use crate::runner::{self, ExitInfo, LogTail, Reap};
-use crate::store::{ProfileStatus, QueueSample, SqliteStore, Store, StoreError, TargetStatus};
+use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
+use crate::reconcile::launch_book::{TargetMode, is_directed};
+use crate::reconcile::plan::{self, Fitness, Observed, Plan, Seen};
+use crate::reconcile::watch;
+use crate::runner;
+use crate::store::{SqliteStore, Store, StoreError, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, select, tick};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often a loop looks at its runners (log lines, processes) between demand reads.
-pub const OBSERVE_EVERY: Duration = Duration::from_millis(250);
+/// How often a loop looks at its runners between other reasons to.
+pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as u64);
 /// How often GitHub's runner list is read to cross-check and to find orphans.
 const RUNNER_LIST_EVERY: Millis = 60_000;
-/// A stopped runner's grace before what is left of it is killed.
-const STOP_GRACE: Millis = 10_000;
-const SAMPLE_EVERY: Millis = 5_000;
-const STATUS_REFRESH: Millis = 10_000;
+/// Workers per target until a target says otherwise (`max_in_flight`).
+pub const DEFAULT_WORKERS: usize = 8;
+
+/// The REST queue as last read, and what reading it involves.
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<QueuedJob>,
+    /// When the queue in `jobs` was read (when the read began).
+    read_at: Millis,
+    next_poll: Millis,
+    /// A read is on a worker (it holds `repos` meanwhile).
+    reading: bool,
+    repos: Option<OrgRepos>,
+    /// Attempts that took a job after `read_at` and have ended (cleaned ones
+    /// included): `jobs` may still list their job as queued, so demand must not count
+    /// it again. Emptied as fresher queues are read.
+    ended_since_read: BTreeMap<i64, Attempt>,
+    /// What the last read left out for visibility, for `status`.
+    visibility_note: Option<String>,
+}
+
+/// GitHub's runner list: read every minute on a worker, judged once when it comes.
+#[derive(Default)]
+struct RunnerList {
+    next: Millis,
+    reading: bool,
+    fresh: Option<Vec<RegisteredRunner>>,
+}
 
 pub struct TargetLoop {
     name: String,
     shared: Arc<Shared>,
     store: SqliteStore,
-    client: Option<GitHubClient>,
+    client: Option<Arc<GitHubClient>>,
     shutdown_rx: Receiver<()>,
-    tails: HashMap<i64, LogTail>,
-    jobs: Vec<QueuedJob>,
-    next_poll: Millis,
-    /// Deterministic failures and rate limits hold demand reads and starts until then.
-    blocked_until: Millis,
+    io: IoPool,
+    /// Attempts a worker holds: the loop does not watch them until it reports.
+    in_flight: BTreeSet<i64>,
+    observer: Observer,
+    queue: Queue,
+    runners: RunnerList,
+    hold: TargetHold,
     /// The hold last written to the store (see `persist_hold`).
     persisted_hold: Millis,
-    failures_in_row: u32,
     last_error: Option<String>,
-    runners: Option<Vec<RegisteredRunner>>,
-    next_runner_list: Millis,
-    public_repo: Option<bool>,
-    next_visibility: Millis,
+    guard: PublicGuard,
+    /// Profiles whose starts are held after a host failure, by name.
+    holds: BTreeMap<String, StartHold>,
     surplus: HashSet<i64>,
-    group_ids: HashMap<String, i64>,
-    last_status: HashMap<String, (ProfileStatus, Millis)>,
-    last_target_status: Option<(TargetStatus, Millis)>,
-    next_sample: Millis,
-    rng: u64,
-    /// When the queue in `jobs` was last read (the pass's time, before the request).
-    demand_read_at: Millis,
-    /// Attempts that took a job after `demand_read_at` and have ended (cleaned ones
-    /// included): `jobs` may still list their job as queued, so demand must not count
-    /// it again. Emptied as fresher queues are read.
-    ended_since_read: HashMap<i64, Attempt>,
+    uids: UidBook,
+    uids_used_up: Option<String>,
+    status: StatusWriter,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
-    /// Profiles whose starts are held after a host failure, by name.
-    holds: HashMap<String, StartHold>,
-    /// Set in a pass whose allocation found every runner uid held.
-    uids_used_up: Option<String>,
-    /// An organization target's repositories and whether each is public; a repository
-    /// whose visibility is not known is treated as public (not served).
-    org_repos: OrgRepos,
-    /// What the last demand read left out for visibility, for `status`.
-    visibility_note: Option<String>,
-    /// Whether each scale set profile's runner group (organization targets) lets
-    /// public repositories' jobs reach it, and when that is read next.
-    group_public: HashMap<String, bool>,
-    next_group_check: Millis,
+    rng: u64,
 }
 
 impl TargetLoop {
@@ -92,69 +103,86 @@ impl TargetLoop {
         shutdown_rx: Receiver<()>,
     ) -> Result<TargetLoop, StoreError> {
         let store = SqliteStore::open(&shared.state_dir)?;
+        let workers = DEFAULT_WORKERS;
         let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
         Ok(TargetLoop {
             scaleset: ScaleSetFeed::new(&name),
+            io: IoPool::start(&shared, &name, workers),
             name,
             shared,
             store,
             client: None,
             shutdown_rx,
-            tails: HashMap::new(),
-            jobs: Vec::new(),
-            next_poll: 0,
-            blocked_until: 0,
+            in_flight: BTreeSet::new(),
+            observer: Observer::default(),
+            queue: Queue::default(),
+            runners: RunnerList::default(),
+            hold: TargetHold::default(),
             persisted_hold: 0,
-            failures_in_row: 0,
             last_error: None,
-            runners: None,
-            next_runner_list: 0,
-            public_repo: None,
-            next_visibility: 0,
+            guard: PublicGuard::default(),
+            holds: BTreeMap::new(),
             surplus: HashSet::new(),
-            group_ids: HashMap::new(),
-            last_status: HashMap::new(),
-            last_target_status: None,
-            next_sample: 0,
-            rng: seed | 1,
-            demand_read_at: 0,
-            ended_since_read: HashMap::new(),
-            holds: HashMap::new(),
+            uids: UidBook::default(),
             uids_used_up: None,
-            org_repos: OrgRepos::new(),
-            visibility_note: None,
-            group_public: HashMap::new(),
-            next_group_check: 0,
+            status: StatusWriter::default(),
+            rng: seed | 1,
         })
     }
 
-    /// The thread body: a pass on every tick or message until told to stop. `once`
-    /// runs a single pass (demand read included) and returns.
+    /// The thread body: a pass on every tick, message or worker result until told to
+    /// stop. `once` runs passes until the demand read and the starts it led to are
+    /// done, then returns. Either way the workers finish what they hold first.
     pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) {
         let ticker = tick(OBSERVE_EVERY);
+        let done = self.io.done().clone();
         metrics_feed::passed(&self.shared, &self.name);
+        if once {
+            // A pass sends the demand read; the next allocates from it and sends the
+            // starts; the last records how they went.
+            for _ in 0..3 {
+                self.pass_logged();
+                while self.io.outstanding() > 0 {
+                    match done.recv() {
+                        Ok(d) => self.on_done(d),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.io.stop();
+            return;
+        }
         loop {
-            if let Err(e) = self.pass(now_millis()) {
-                log_error!("pass_failed", target = self.name, error = e);
-            }
-            metrics_feed::passed(&self.shared, &self.name);
-            if once {
-                return;
-            }
+            self.pass_logged();
             select! {
                 recv(inbox) -> msg => match msg {
                     Ok(LoopMsg::Wake) => {}
                     Ok(LoopMsg::Reload) => {
                         self.scaleset.reset();
                         self.client = None;
-                        self.next_poll = 0;
-                        self.blocked_until = 0;
+                        self.queue.next_poll = 0;
+                        self.hold = TargetHold::default();
                     }
-                    Ok(LoopMsg::Stop) | Err(_) => return,
+                    Ok(LoopMsg::Stop) | Err(_) => break,
+                },
+                recv(done) -> d => if let Ok(d) = d {
+                    self.on_done(d);
                 },
                 recv(ticker) -> _ => {}
             }
+            // Whatever else the workers finished meanwhile, before the next pass.
+            while let Ok(d) = done.try_recv() {
+                self.on_done(d);
+            }
         }
+        self.io.stop();
+    }
+
+    fn pass_logged(&mut self) {
+        if let Err(e) = self.pass(now_millis()) {
+            log_error!("pass_failed", target = self.name, error = e);
+        }
+        metrics_feed::passed(&self.shared, &self.name);
     }
 
     fn jitter(&mut self) -> f64 {
@@ -165,6 +193,7 @@ impl TargetLoop {
         (self.rng >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// Gather, plan, record, act.
     fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
         let host = self.store.host_or_create()?;
         let target = match self.store.target(&self.name) {
@@ -182,387 +211,487 @@ impl TargetLoop {
         let mode = self.shared.pool.mode(&self.name, now);
         self.scaleset
             .sync(&target, &profiles, &host, mode, &self.shared);
+        let contain = self.shared.containment();
 
-        // Observe: GitHub's runner list now and then (cross-check and orphans).
-        let list_fresh = self.maybe_list_runners(&target, &host, now)?;
-
-        // Observe and act on each attempt of this target.
-        let open: Vec<Attempt> = self
-            .store
-            .open_attempts(&host.id)?
-            .into_iter()
-            .filter(|a| a.target == self.name)
-            .collect();
-        let draining = host.draining || self.shared.stopping();
-        for mut a in open {
-            let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
-                // A profile removed under live runners: treat as draining.
-                self.watch_one(&target.scope, &mut a, None, Want::Draining, list_fresh, now)?;
-                continue;
-            };
-            let want = if draining || !policy.active {
-                Want::Draining
-            } else if self.surplus.contains(&a.id) {
-                Want::Surplus
-            } else {
-                Want::Needed
-            };
-            self.watch_one(&target.scope, &mut a, Some(policy), want, list_fresh, now)?;
-            if !a.state.is_live() && a.job_name.is_some() && took_job_at(&a) >= self.demand_read_at
-            {
-                self.ended_since_read.insert(a.id, a);
-            }
-        }
-
-        // Demand, when due. A coordinated target whose profiles are all directed
-        // reads none: the coordinator reads the queue once for the pool.
-        let all_directed = mode == TargetMode::Coordinated
-            && profiles
-                .iter()
-                .filter(|p| p.host_id == host.id)
-                .all(|p| is_directed(&host, p, mode));
-        if all_directed {
-            self.jobs.clear();
-        } else if now >= self.next_poll && now >= self.blocked_until {
-            if scaleset_feed::needs_rest_demand(&profiles) {
-                self.read_demand(&target, &profiles, now);
-            } else {
-                self.no_rest_demand(now);
-            }
-            self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
-        }
-        // What the scale set listeners handed over, before fitness is judged: the first
-        // message names the scale set that makes its profile fit to start.
-        self.scaleset.take();
-        let mut unfit = self.unfit_profiles(&target, &profiles, now);
-        self.scaleset.add_unfit(&profiles, &mut unfit);
-
-        // Allocate and start, holding the host-wide allocation lock while pending
-        // attempts are recorded, so two loops (or a loop and a coordinator launch)
-        // never spend one slot of capacity.
-        let mut started = Vec::new();
-        let allocation;
-        self.uids_used_up = None;
+        // Gather: send the reads that are due, refresh the guard's facts, look at each
+        // attempt no worker holds, take what the scale set listeners handed over.
+        self.send_reads(&target, &host, &profiles, mode, now);
+        self.refresh_guard(&target, &profiles, now);
+        let open = self.store.open_attempts(&host.id)?;
+        let fresh_list = self.runners.fresh.take();
+        let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
+        for a in open
+            .iter()
+            .filter(|a| a.target == self.name && a.state.is_live())
+            .filter(|a| !self.in_flight.contains(&a.id))
         {
-            let shared = self.shared.clone();
+            let s = self
+                .observer
+                .see(&self.shared.state_dir, a, fresh_list.as_deref(), &contain);
+            seen.insert(a.id, s);
+        }
+        self.scaleset.take();
+        let unfit = self.unfit(&target, &profiles, &contain, now);
+        let draining = host.draining || self.shared.stopping();
+        let can_start = self.client.is_some() && !self.hold.holds(now);
+
+        // Plan and record under the allocation lock, so two loops (or a loop and a
+        // coordinator launch) never spend one slot of capacity or one uid.
+        let shared = self.shared.clone();
+        let (plan, intents) = {
             let _guard = lock(&shared.alloc_lock);
             let host = self.store.host_or_create()?;
-            let all_open = self.store.open_attempts(&host.id)?;
-            let counts = Counts::of(&all_open);
-            let mut mine: Vec<Attempt> = all_open
-                .iter()
-                .filter(|a| a.target == self.name)
-                .cloned()
-                .collect();
-            // Ended attempts take their job out of the queue only while the queue is
-            // older than their job (see `ended_since_read`).
-            let mut for_demand: Vec<Attempt> = mine
-                .iter()
-                .filter(|a| a.state.is_live() || a.job_id.is_some())
-                .cloned()
-                .collect();
-            for e in self.ended_since_read.values() {
-                if !for_demand.iter().any(|a| a.id == e.id) {
-                    for_demand.push(e.clone());
+            let open = self.store.open_attempts(&host.id)?;
+            let free_uids = match &contain.isolation {
+                InEffect::Uids(range) if can_start => {
+                    Some(self.uids.free(*range, &open, host.capacity as usize, now))
                 }
-            }
-            let demand = demand::assign(
-                &scaleset_feed::poll_profiles(&profiles),
-                &scaleset_feed::rest_jobs(&self.jobs, &profiles),
-                &for_demand,
-            );
-            let mut host_view = host.clone();
-            host_view.draining = draining;
-            // Scale set profiles take their demand from the feed, the rest from the queue.
-            let standalone = self.scaleset.demand(demand.counts(), &mine);
-            let modes = BTreeMap::from([(self.name.clone(), mode)]);
-            let mut book = lock(&shared.pool.book);
-            for c in book.observe(&mine, now) {
-                log_info!(
-                    "launch_closed",
-                    lease = c.launch.launch.lease_id,
-                    why = format!("{:?}", c.why)
-                );
-            }
-            for (lease, id) in book.bind_free(&profiles, &mine) {
-                if let Some(a) = mine.iter_mut().find(|a| a.id == id) {
-                    a.lease_id = Some(lease);
-                    self.store.save_attempt(a)?;
-                }
-            }
-            let alloc = HostAllocator {
-                host: &host_view,
-                policies: &profiles,
-                counts: &counts,
+                _ => None,
+            };
+            let ended: Vec<Attempt> = self.queue.ended_since_read.values().cloned().collect();
+            let jobs = if all_directed(&host, &profiles, mode) {
+                Vec::new()
+            } else {
+                self.queue.jobs.clone()
+            };
+            let scaleset_seen = self.scaleset.seen();
+            let scaleset_queued = self.scaleset.queued();
+            let observed = Observed {
+                target: &self.name,
+                host: &host,
+                profiles: &profiles,
+                open: &open,
+                seen: &seen,
+                in_flight: &self.in_flight,
+                mode,
+                draining,
+                jobs: &jobs,
+                queue_read_at: self.queue.read_at,
+                ended_since_read: &ended,
+                scaleset: &scaleset_seen,
+                scaleset_queued: &scaleset_queued,
                 unfit: &unfit,
+                can_start,
+                free_uids: free_uids.as_deref(),
+                surplus: &self.surplus,
             };
-            let ctx = OfferCtx {
-                alloc,
-                demand: &standalone,
-                modes: &modes,
-                attempts: &mine,
-            };
-            allocation = alloc.allocate(&book.demand(&ctx));
-            let can_start = self.client.is_some() && now >= self.blocked_until;
-            let contain = shared.containment();
-            let per_attempt = matches!(contain.isolation, crate::domain::InEffect::Uids(_));
-            let mut held_now = all_open.clone();
-            for pa in &allocation.profiles {
-                if !can_start {
-                    break;
-                }
-                // The queued times of the profile's jobs, oldest first: runners already
-                // unassigned serve the oldest, so the i-th new one serves the next.
-                let mut queued: Vec<Millis> = demand
-                    .profiles
-                    .iter()
-                    .find(|d| d.profile == pa.profile)
-                    .map(|d| {
-                        d.jobs
-                            .iter()
-                            .filter_map(|id| self.jobs.iter().find(|j| j.id == *id))
-                            .map(|j| j.created_at)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if queued.is_empty() {
-                    // A scale set profile: its jobs are the ones assigned and not started.
-                    queued = self.scaleset.queued_times(&pa.profile);
-                }
-                queued.sort_unstable();
-                for i in 0..pa.to_start {
-                    let queued_at = queued.get(pa.unassigned as usize + i as usize).copied();
-                    // The runner's own uid is chosen with the intent, under this lock,
-                    // among those no open attempt holds.
-                    let ids = if per_attempt {
-                        match super::contain::pick_uid(&contain, &held_now) {
-                            Some(ids) => Some(ids),
-                            None => {
-                                self.uids_used_up = Some(format!(
-                                    "every uid of runner_uids is held by an attempt not yet \
-                                     cleaned ({} open); more start as they are cleaned, or \
-                                     widen runner_uids",
-                                    held_now.iter().filter(|a| a.runner_uid.is_some()).count()
-                                ));
-                                break;
-                            }
-                        }
-                    } else {
-                        None
-                    };
-                    let mut a = starter::record_intent(
-                        &self.store,
-                        &host,
-                        &pa.profile,
-                        &self.name,
-                        queued_at,
-                        ids,
-                        now,
-                    )?;
-                    held_now.push(a.clone());
-                    if let Some(lease) = book.bind_next(&self.name, &pa.profile, a.id) {
-                        a.lease_id = Some(lease);
-                        self.store.save_attempt(&a)?;
-                    }
-                    started.push(a);
-                }
-            }
-            self.surplus = allocation
-                .profiles
-                .iter()
-                .flat_map(|pa| {
-                    pick_surplus(&mine, &pa.profile, pa.surplus_idle, |id| book.holds(id))
-                })
-                .collect();
+            let mut book = lock(&shared.pool.book);
+            let plan = plan::plan(&observed, &mut book, now);
+            let intents = self.record(&host, &plan, &mut book, now)?;
             drop(book);
             shared.pool.set_view(
                 &self.name,
                 TargetView {
                     unfit: unfit.clone(),
-                    demand: standalone,
+                    demand: plan.standalone.clone(),
                 },
             );
-            self.record_status(&allocation, &demand, mode, now)?;
-        }
-        metrics_feed::demand(&self.shared.metrics, &allocation);
-        metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_ref());
+            (plan, intents)
+        };
+        self.surplus = plan.surplus.clone();
+        self.uids_used_up = plan.uids_used_up.clone();
+        self.record_status(&plan, mode, now)?;
+        metrics_feed::demand(&self.shared.metrics, &plan.allocation);
+        metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_deref());
         self.scaleset.handed_over();
-        // After a start fails on a target error, the rest of this pass's intents end
-        // with that reason instead of being left without a process; after a host
-        // failure, the rest of that profile's.
-        let mut stopped: Option<String> = None;
-        for mut a in started {
-            let held = self
-                .holds
-                .get(&a.profile)
-                .filter(|h| h.holds(now))
-                .map(|h| format!("held after a host failure: {}", h.reason));
-            if let Some(why) = stopped.as_ref().or(held.as_ref()) {
-                let _ = a.end(
-                    crate::domain::Outcome::Failed,
-                    Some(format!("not_started: {why}")),
-                    now,
-                );
-                metrics_feed::ended(&self.shared.metrics, &a);
-                self.store.save_attempt(&a)?;
-                continue;
-            }
-            let Some(policy) = profiles.iter().find(|p| p.name == a.profile) else {
-                continue;
-            };
-            let Some(client) = self.client.as_ref() else {
-                stopped = Some("no GitHub client".into());
-                continue;
-            };
-            let started = starter::start(
-                &mut starter::StartCx {
-                    shared: &self.shared,
-                    store: &self.store,
-                    client,
-                    target: &target,
-                    policy,
-                    group_ids: &mut self.group_ids,
-                    now,
-                    scaleset: self.scaleset.launcher(&a.profile),
-                },
-                &mut a,
-            )?;
-            match started {
-                starter::Started::Spawned => {
-                    self.holds.remove(&a.profile);
-                }
-                starter::Started::GitHub(e) => {
-                    self.note_error(&e, now);
-                    stopped = Some(e.to_string());
-                }
-                starter::Started::Host(why) => {
-                    let hold = StartHold::after_failure(self.holds.get(&a.profile), why, now);
-                    log_warn!(
-                        "starts_held",
-                        target = self.name,
-                        profile = a.profile,
-                        failures = hold.failures,
-                        until = crate::timefmt::format_rfc3339(hold.until),
-                        reason = hold.reason
-                    );
-                    metrics_feed::start_held(&self.shared.metrics, &a.profile, true);
-                    self.holds.insert(a.profile.clone(), hold);
-                }
-                starter::Started::Skipped => {}
-            }
+
+        // Act: each attempt's actions (the GitHub and disk part on a worker), then
+        // the starts.
+        self.act(&target, &profiles, &open, &seen, plan.actions, now)?;
+        for a in intents {
+            self.send_start(&target, &profiles, a, now)?;
         }
         self.persist_hold(now)?;
         Ok(())
     }
 
-    /// Records the client's rate-limit hold in the store, so a daemon restarted while
-    /// it lasts sends nothing before it ends either.
-    fn persist_hold(&mut self, now: Millis) -> Result<(), StoreError> {
-        // The shared hold: a scale set listener's client may have met it.
-        let until = self
-            .client
-            .as_ref()
-            .and_then(|c| c.rate_limit_snapshot().limited_until)
-            .unwrap_or(0)
-            .max(self.scaleset.shared_hold().until())
-            .max(self.blocked_until);
-        if until > now && until != self.persisted_hold {
-            self.store
-                .kv_put(&hold_key(&self.name), &until.to_string())?;
-            self.persisted_hold = until;
+    /// Records what the plan decided before anything external happens: launches
+    /// bound to free runners, and a `pending` row per intent (with its uid and lease).
+    fn record(
+        &self,
+        host: &Host,
+        plan: &Plan,
+        book: &mut crate::reconcile::LaunchBook,
+        now: Millis,
+    ) -> Result<Vec<Attempt>, StoreError> {
+        for c in &plan.closed {
+            log_info!(
+                "launch_closed",
+                lease = c.launch.launch.lease_id,
+                why = format!("{:?}", c.why)
+            );
+        }
+        for (lease, id) in &plan.bindings {
+            if let Ok(mut a) = self.store.attempt(*id) {
+                a.lease_id = Some(lease.clone());
+                self.store.save_attempt(&a)?;
+            }
+        }
+        let mut out = Vec::with_capacity(plan.intents.len());
+        for i in &plan.intents {
+            let mut a = starter::record_intent(
+                &self.store,
+                host,
+                &i.profile,
+                &self.name,
+                i.queued_at,
+                i.runner_ids,
+                now,
+            )?;
+            if let Some(lease) = book.bind_next(&self.name, &i.profile, a.id) {
+                a.lease_id = Some(lease);
+                self.store.save_attempt(&a)?;
+            }
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    /// Carries out the plan's actions: up to the first that needs GitHub or the disk
+    /// inline (state changes, signals), the rest on a worker.
+    fn act(
+        &mut self,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        open: &[Attempt],
+        seen: &BTreeMap<i64, Seen>,
+        actions: Vec<(i64, Vec<crate::reconcile::Action>)>,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let mut acted: BTreeSet<i64> = BTreeSet::new();
+        for (id, actions) in actions {
+            let Some(mut a) = open.iter().find(|a| a.id == id).cloned() else {
+                continue;
+            };
+            acted.insert(id);
+            note_exit(&mut a, seen.get(&id));
+            let (inline, rest) = plan::split_at_io(actions);
+            let timeouts = plan::timeouts_of(profiles, &a.profile);
+            let scaleset = self.scaleset.client(&a.profile);
+            let jitter = self.jitter();
+            let cx = Ctx {
+                shared: &self.shared,
+                store: &self.store,
+                client: self.client.as_deref(),
+                scope: &target.scope,
+                timeouts,
+                jitter,
+                now,
+                scaleset: scaleset.as_deref(),
+            };
+            actuator::apply(&cx, &mut a, inline)?;
+            // Before any worker reports: an attempt that just ended with a job must
+            // keep that job out of a queue read before it took it, from the next pass.
+            self.after_attempt(&a);
+            if rest.is_empty() {
+                continue;
+            }
+            let Some(client) = self.client.clone() else {
+                // No client: nothing on GitHub can be done; the next pass decides again.
+                continue;
+            };
+            self.in_flight.insert(a.id);
+            self.io.send(
+                Task::Apply {
+                    attempt: a,
+                    actions: rest,
+                    timeouts,
+                    scaleset,
+                    jitter,
+                },
+                client,
+                target,
+            );
+        }
+        // An exit code is known only to the parent that reaps it, once: keep it even
+        // when nothing else was decided this pass.
+        for (id, s) in seen {
+            if acted.contains(id) {
+                continue;
+            }
+            if let Some(mut a) = open.iter().find(|a| a.id == *id).cloned()
+                && note_exit(&mut a, Some(s))
+            {
+                self.store.save_attempt(&a)?;
+            }
         }
         Ok(())
     }
 
-    /// One attempt: read its new log lines, look at its process, decide, act.
-    fn watch_one(
+    /// What the loop remembers of an attempt after acting on it.
+    fn after_attempt(&mut self, a: &Attempt) {
+        if a.cleaned {
+            self.observer.forget(a.id);
+        }
+        if !a.state.is_live() && a.job_name.is_some() && took_job_at(a) >= self.queue.read_at {
+            self.queue.ended_since_read.insert(a.id, a.clone());
+        }
+    }
+
+    /// Hands a recorded intent to a worker, or ends it when nothing can start it now.
+    fn send_start(
         &mut self,
-        scope: &TargetScope,
-        a: &mut Attempt,
-        policy: Option<&ScalePolicy>,
-        want: Want,
-        list_fresh: bool,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        mut a: Attempt,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let events: Vec<RunnerEvent> = if a.state.is_live() {
-            let path = runner::attempt_log(&self.shared.state_dir, a.id);
-            let tail = self.tails.entry(a.id).or_insert_with(|| LogTail::new(path));
-            tail.read_new_lines()
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|l| parse_line(l))
-                .collect()
-        } else {
-            Vec::new()
+        let policy = profiles.iter().find(|p| p.name == a.profile);
+        let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
+            let _ = a.end(
+                crate::domain::Outcome::Failed,
+                Some("not_started: no GitHub client".into()),
+                now,
+            );
+            metrics_feed::ended(&self.shared.metrics, &a);
+            return self.store.save_attempt(&a);
         };
-        let process = process_status(a);
-        // The exit code is known only to the parent that reaps it, once: keep it.
-        let mut exit_noted = false;
-        if let ProcessStatus::Exited { code } = process
-            && a.exit_code.is_none()
-        {
-            a.exit_code = Some(code);
-            exit_noted = true;
-        }
-        let registration = match (&self.runners, list_fresh) {
-            (Some(list), true) => match list.iter().find(|r| r.name == a.runner_name) {
-                Some(r) => Registration::Present { busy: r.busy },
-                None => Registration::Absent,
+        let scaleset = self
+            .scaleset
+            .launcher(&a.profile)
+            .map(|(c, id)| (c.clone(), id));
+        self.in_flight.insert(a.id);
+        self.io.send(
+            Task::Start {
+                attempt: a,
+                policy: policy.clone(),
+                scaleset,
             },
-            _ => Registration::Unknown,
-        };
-        let timeouts = match policy {
-            Some(p) => Timeouts::of(p, STOP_GRACE),
-            None => Timeouts {
-                bootstrap: 300_000,
-                idle: 0,
-                job: None,
-                stop_grace: STOP_GRACE,
-            },
-        };
-        // The memory limit's kills matter only once the life ends (an exit, or the job
-        // reported done): read the cgroup's counter then, not every pass.
-        let ending = !matches!(process, ProcessStatus::Alive | ProcessStatus::NotSpawned)
-            || events
-                .iter()
-                .any(|e| matches!(e, RunnerEvent::JobCompleted { .. }));
-        let oom_killed = ending
-            && a.state.is_live()
-            && super::contain::oom_killed(&self.shared.containment(), a.id);
-        let actions = watch::watch(
-            a,
-            &Observation {
-                events: &events,
-                process,
-                registration,
-                oom_killed,
-            },
-            &timeouts,
-            want,
-            now,
+            client,
+            target,
         );
-        if actions.is_empty() {
-            if exit_noted {
-                self.store.save_attempt(a)?;
-            }
-            return Ok(());
-        }
-        let jitter = self.jitter();
-        let cx = Ctx {
-            shared: &self.shared,
-            store: &self.store,
-            client: self.client.as_ref(),
-            scope,
-            timeouts,
-            jitter,
-            now,
-            scaleset: policy.and_then(|p| self.scaleset.client(&p.name)),
-        };
-        actuator::apply(&cx, a, actions)?;
-        if a.cleaned {
-            self.tails.remove(&a.id);
-        }
         Ok(())
+    }
+
+    /// A worker's result.
+    fn on_done(&mut self, d: Done) {
+        self.io.received();
+        let now = now_millis();
+        match d {
+            Done::Started { attempt, outcome } => {
+                self.in_flight.remove(&attempt.id);
+                match outcome {
+                    Started::Spawned => {
+                        if self.holds.remove(&attempt.profile).is_some() {
+                            metrics_feed::start_held(&self.shared.metrics, &attempt.profile, false);
+                        }
+                    }
+                    Started::GitHub(e) => self.note_error(&e, now),
+                    Started::Host(why) => self.hold_profile(&attempt.profile, why, now),
+                    Started::Skipped => {}
+                }
+                self.after_attempt(&attempt);
+            }
+            Done::Applied { attempt } => {
+                self.in_flight.remove(&attempt.id);
+                self.after_attempt(&attempt);
+            }
+            Done::Demand {
+                repos,
+                read_at,
+                result,
+            } => {
+                self.queue.reading = false;
+                self.queue.repos = Some(repos);
+                match result {
+                    Ok(read) => self.take_queue(read, read_at),
+                    Err(e) => self.note_error(&e, now),
+                }
+            }
+            Done::Runners { result } => {
+                self.runners.reading = false;
+                match result {
+                    Ok(list) => self.runners.fresh = Some(list),
+                    Err(e) => self.note_error(&e, now),
+                }
+            }
+            Done::Failed { attempt, error } => {
+                if let Some(id) = attempt {
+                    self.in_flight.remove(&id);
+                }
+                log_error!("io_failed", target = self.name, error = error);
+            }
+        }
+    }
+
+    /// A profile's start failed for a host reason: hold its starts. Starts that fail
+    /// together while a hold already stands (sent before it) do not lengthen it.
+    fn hold_profile(&mut self, profile: &str, why: String, now: Millis) {
+        let prev = self.holds.get(profile);
+        if prev.is_some_and(|h| h.holds(now)) {
+            return;
+        }
+        let hold = StartHold::after_failure(prev, why, now);
+        log_warn!(
+            "starts_held",
+            target = self.name,
+            profile = profile,
+            failures = hold.failures,
+            until = crate::timefmt::format_rfc3339(hold.until),
+            reason = hold.reason
+        );
+        metrics_feed::start_held(&self.shared.metrics, profile, true);
+        self.io.hold_profile(profile, hold.until);
+        self.holds.insert(profile.to_string(), hold);
+    }
+
+    /// A demand read came back: its jobs become the queue (an organization's judged
+    /// job by job for visibility).
+    fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
+        let profiles: Vec<ScalePolicy> = self
+            .store
+            .profiles()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.target == self.name)
+            .collect();
+        let org = self
+            .store
+            .target(&self.name)
+            .is_ok_and(|t| matches!(t.scope, TargetScope::Org { .. }));
+        let jobs = if org {
+            let repos = self.queue.repos.as_ref();
+            let v = demand::serveable(&read.jobs, &profiles, |r| repos.and_then(|o| o.public(r)));
+            let not_polled = read.not_polled;
+            self.queue.visibility_note = v.reason().or_else(|| {
+                (not_polled > 0).then(|| {
+                    format!(
+                        "{not_polled} public repositories of the organization not polled: a \
+                         fork's pull request would run on this host; set allow_public=true \
+                         on a profile only if you mean it"
+                    )
+                })
+            });
+            v.jobs
+        } else {
+            read.jobs
+        };
+        self.queue.jobs = jobs;
+        self.queue.read_at = read_at;
+        self.queue
+            .ended_since_read
+            .retain(|_, a| took_job_at(a) >= read_at);
+        self.hold = self.hold.recovered();
+        if self.last_error.take().is_some() {
+            log_info!("target_recovered", target = self.name);
+        }
+    }
+
+    /// Sends the demand read and the runner list read when they are due and none is
+    /// on a worker already.
+    fn send_reads(
+        &mut self,
+        target: &Target,
+        host: &Host,
+        profiles: &[ScalePolicy],
+        mode: TargetMode,
+        now: Millis,
+    ) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        // One read at a time (the queue, the runner list, the guard's facts): when
+        // GitHub answers one with a rate limit, no other is already on its way.
+        if self.hold.holds(now) || self.queue.reading || self.runners.reading {
+            return;
+        }
+        if now >= self.runners.next {
+            self.runners.next = now + RUNNER_LIST_EVERY;
+            self.runners.reading = true;
+            self.io.send(
+                Task::ListRunners {
+                    host_id: host.id.clone(),
+                },
+                client.clone(),
+                target,
+            );
+        }
+        if self.runners.reading || now < self.queue.next_poll {
+            return;
+        }
+        self.queue.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
+        // A coordinated target whose profiles are all directed reads no demand of
+        // its own (the coordinator reads the queue once for the pool); one whose
+        // profiles all use scale sets reads no REST queue.
+        if all_directed(host, profiles, mode) || !plan::needs_rest_demand(profiles) {
+            self.queue.jobs.clear();
+            self.queue.read_at = now;
+            self.queue
+                .ended_since_read
+                .retain(|_, a| took_job_at(a) >= now);
+            return;
+        }
+        let repos = self.queue.repos.take().unwrap_or_default();
+        self.queue.reading = true;
+        self.io.send(
+            Task::ReadDemand {
+                repos,
+                any_public: profiles.iter().any(|p| p.allow_public),
+            },
+            client,
+            target,
+        );
+    }
+
+    /// Refreshes the public-repository guard's facts when due (at most hourly).
+    fn refresh_guard(&mut self, target: &Target, profiles: &[ScalePolicy], now: Millis) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        if self.hold.holds(now) || self.queue.reading || self.runners.reading {
+            return;
+        }
+        if let Err(e) = self.guard.refresh(&client, target, profiles, now) {
+            self.note_error(&e, now);
+        }
+    }
+
+    /// Profiles that cannot start runners now, with the reason `status` shows.
+    fn unfit(
+        &mut self,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        contain: &contain::Containment,
+        now: Millis,
+    ) -> BTreeMap<String, String> {
+        let install_errors: BTreeMap<String, String> = profiles
+            .iter()
+            .filter_map(|p| {
+                runner::check_install(&starter::runner_dir(&self.shared.state_dir, p))
+                    .err()
+                    .map(|e| (p.name.clone(), e.to_string()))
+            })
+            .collect();
+        let mut scaleset_unready = BTreeMap::new();
+        self.scaleset.add_unfit(profiles, &mut scaleset_unready);
+        let refused = match &contain.isolation {
+            InEffect::Refused { why } => Some(why.as_str()),
+            _ => None,
+        };
+        let no_client = self.client.is_none().then(|| {
+            self.last_error
+                .clone()
+                .unwrap_or_else(|| "no credentials".into())
+        });
+        for (p, h) in &self.holds {
+            if !h.holds(now) {
+                metrics_feed::start_held(&self.shared.metrics, p, false);
+            }
+        }
+        plan::unfit(
+            &Fitness {
+                profiles,
+                org: matches!(target.scope, TargetScope::Org { .. }),
+                isolation_refused: refused,
+                holds: &self.holds,
+                no_client: no_client.as_deref(),
+                public_repo: self.guard.public_repo,
+                group_public: &self.guard.group_public,
+                install_errors: &install_errors,
+                scaleset_unready: &scaleset_unready,
+            },
+            now,
+        )
     }
 
     /// Builds the GitHub client from the target's credentials; a failure is the
@@ -575,7 +704,7 @@ impl TargetLoop {
         {
             return;
         }
-        if now < self.next_poll && self.client.is_none() && self.last_error.is_some() {
+        if now < self.queue.next_poll && self.client.is_none() && self.last_error.is_some() {
             return;
         }
         match load_credential(&target.credential) {
@@ -595,16 +724,16 @@ impl TargetLoop {
                     .filter(|t| *t > now);
                 if let Some(t) = hold {
                     client.hold_until(t);
-                    self.blocked_until = self.blocked_until.max(t);
-                    self.next_poll = self.next_poll.max(t);
+                    self.hold = self.hold.at_least(t);
+                    self.queue.next_poll = self.queue.next_poll.max(t);
                     self.persisted_hold = t;
                 }
-                self.client = Some(client);
+                self.client = Some(Arc::new(client));
             }
             Err(e) => {
                 self.client = None;
                 self.set_error(format!("credentials: {e}"));
-                self.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
+                self.queue.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
             }
         }
     }
@@ -616,292 +745,58 @@ impl TargetLoop {
         self.last_error = Some(msg);
     }
 
-    /// Reads queued jobs. Failures keep the last demand and hold starts as the error's
-    /// class says: a rate limit until its reset, a deterministic error with backoff.
-    fn read_demand(&mut self, target: &Target, profiles: &[ScalePolicy], now: Millis) {
-        let Some(client) = self.client.as_ref() else {
-            return;
-        };
-        // The repositories to poll (an organization's come with their visibility).
-        // Public ones (or not yet known) are not even read unless a profile may serve
-        // them: their jobs would only be left out.
-        let any_public = profiles.iter().any(|p| p.allow_public);
-        let org_repos = &mut self.org_repos;
-        let mut not_polled = 0u32;
-        let result: Result<Vec<QueuedJob>, GhError> =
-            org_repos.repos(client, target, now).and_then(|rs| {
-                let mut all = Vec::new();
-                for (o, r) in rs {
-                    let private = org_repos.public(&format!("{o}/{r}")) == Some(false);
-                    if !target_is_repo(target) && !any_public && !private {
-                        not_polled += 1;
-                        continue;
-                    }
-                    all.extend(client.queued_jobs(&o, &r)?);
-                }
-                Ok(all)
-            });
-        match result {
-            Ok(jobs) => {
-                // A repository target's visibility makes its profiles unfit instead
-                // (see `unfit_profiles`); an organization's is judged job by job.
-                let jobs = if target_is_repo(target) {
-                    jobs
-                } else {
-                    let v = demand::serveable(&jobs, profiles, |r| self.org_repos.public(r));
-                    self.visibility_note = v.reason().or_else(|| {
-                        (not_polled > 0).then(|| {
-                            format!(
-                                "{not_polled} public repositories of the organization not polled: \
-                                 a fork's pull request would run on this host; set \
-                                 allow_public=true on a profile only if you mean it"
-                            )
-                        })
-                    });
-                    v.jobs
-                };
-                self.jobs = jobs;
-                self.demand_read_at = now;
-                self.ended_since_read.retain(|_, a| took_job_at(a) >= now);
-                self.failures_in_row = 0;
-                if self.last_error.take().is_some() {
-                    log_info!("target_recovered", target = self.name);
-                }
-            }
-            Err(e) => self.note_error(&e, now),
-        }
-    }
-
-    /// A target whose profiles all take demand from scale sets reads no queued jobs:
-    /// its queue is empty and fresh every pass.
-    fn no_rest_demand(&mut self, now: Millis) {
-        self.jobs.clear();
-        self.demand_read_at = now;
-        self.ended_since_read.retain(|_, a| took_job_at(a) >= now);
-    }
-
+    /// A GitHub error holds the target as its class says: a rate limit until its
+    /// reset (durable at once: a kill right now must not forget the wait), a
+    /// deterministic error with backoff.
     fn note_error(&mut self, e: &GhError, now: Millis) {
-        match e.class() {
-            ErrorClass::RateLimitedUntil(until) => {
-                self.blocked_until = until;
-                self.next_poll = until;
-                // Durable at once: a kill right now must not forget the wait.
-                if until != self.persisted_hold
-                    && self
-                        .store
-                        .kv_put(&hold_key(&self.name), &until.to_string())
-                        .is_ok()
-                {
-                    self.persisted_hold = until;
-                }
+        let why = match e.class() {
+            ErrorClass::RateLimitedUntil(until) => Refusal::RateLimitedUntil(until),
+            ErrorClass::Deterministic => Refusal::Deterministic,
+            ErrorClass::Transient => Refusal::Transient,
+        };
+        self.hold = self.hold.after(why, now);
+        if let Refusal::RateLimitedUntil(until) = why {
+            self.queue.next_poll = self.queue.next_poll.max(until);
+            if until != self.persisted_hold
+                && self
+                    .store
+                    .kv_put(&hold_key(&self.name), &until.to_string())
+                    .is_ok()
+            {
+                self.persisted_hold = until;
             }
-            ErrorClass::Deterministic => {
-                self.failures_in_row += 1;
-                let backoff =
-                    (60_000i64 << self.failures_in_row.min(4).saturating_sub(1)).min(900_000);
-                self.blocked_until = now + backoff;
-            }
-            ErrorClass::Transient => {}
         }
         self.set_error(e.to_string());
     }
 
-    /// Reads GitHub's runner list every minute (and at the first pass): it
-    /// cross-checks registrations and deletes ones with our names that no attempt
-    /// explains. Returns whether the list is fresh this pass.
-    fn maybe_list_runners(
-        &mut self,
-        target: &Target,
-        host: &Host,
-        now: Millis,
-    ) -> Result<bool, StoreError> {
-        if now < self.next_runner_list || now < self.blocked_until {
-            return Ok(false);
+    /// Records the client's rate-limit hold in the store, so a daemon restarted while
+    /// it lasts sends nothing before it ends either.
+    fn persist_hold(&mut self, now: Millis) -> Result<(), StoreError> {
+        // The shared hold: a scale set listener's client may have met it.
+        let until = self
+            .client
+            .as_ref()
+            .and_then(|c| c.rate_limit_snapshot().limited_until)
+            .unwrap_or(0)
+            .max(self.scaleset.shared_hold().until())
+            .max(self.hold.until);
+        if until > now && until != self.persisted_hold {
+            self.store
+                .kv_put(&hold_key(&self.name), &until.to_string())?;
+            self.persisted_hold = until;
         }
-        let Some(client) = self.client.as_ref() else {
-            return Ok(false);
-        };
-        self.next_runner_list = now + RUNNER_LIST_EVERY;
-        let list = match client.list_runners(&target.scope) {
-            Ok(l) => l,
-            Err(e) => {
-                self.note_error(&e, now);
-                return Ok(false);
-            }
-        };
-        let attempts = self.store.open_attempts(&host.id)?;
-        for r in watch::unexplained_registrations(&host.id, &list, &attempts) {
-            // Only runners named for this host reach here; foreign ones never do.
-            let res = client.delete_runner(&target.scope, r.id);
-            log_info!(
-                "orphan_registration_deleted",
-                target = self.name,
-                runner = r.name,
-                result = format!("{res:?}")
-            );
-        }
-        self.runners = Some(list);
-        Ok(true)
+        Ok(())
     }
 
-    /// Profiles that cannot start runners now, with the reason `status` shows.
-    fn unfit_profiles(
-        &mut self,
-        target: &Target,
-        profiles: &[ScalePolicy],
-        now: Millis,
-    ) -> BTreeMap<String, String> {
-        let mut unfit = BTreeMap::new();
-        if let (TargetScope::Repo { owner, repo }, Some(client)) =
-            (&target.scope, self.client.as_ref())
-            && now >= self.next_visibility
-            && now >= self.blocked_until
-        {
-            match client.repository_is_public(owner, repo) {
-                Ok(p) => {
-                    self.public_repo = Some(p);
-                    self.next_visibility = now + VISIBILITY_EVERY;
-                }
-                Err(e) => self.note_error(&e, now),
-            }
-        }
-        self.check_scaleset_groups(target, profiles, now);
-        let contain = self.shared.containment();
-        for p in profiles {
-            if let crate::domain::InEffect::Refused { why } = &contain.isolation {
-                unfit.insert(p.name.clone(), format!("isolation: {why}"));
-                continue;
-            }
-            if let Some(h) = self.holds.get(&p.name) {
-                if h.holds(now) {
-                    unfit.insert(p.name.clone(), h.describe(now));
-                    continue;
-                }
-                metrics_feed::start_held(&self.shared.metrics, &p.name, false);
-            }
-            if self.client.is_none() {
-                unfit.insert(
-                    p.name.clone(),
-                    self.last_error
-                        .clone()
-                        .unwrap_or_else(|| "no credentials".into()),
-                );
-                continue;
-            }
-            if target_is_org(target) && p.demand == DemandSource::Scaleset && !p.allow_public {
-                match self.group_public.get(&p.name) {
-                    Some(false) => {}
-                    Some(true) => {
-                        unfit.insert(p.name.clone(), "the scale set's runner group allows public repositories: a fork's pull request would run on this host; turn that off in the group's settings, or set allow_public=true only if you mean it".into());
-                        continue;
-                    }
-                    None => {
-                        unfit.insert(
-                            p.name.clone(),
-                            "runner group visibility not yet known".into(),
-                        );
-                        continue;
-                    }
-                }
-            }
-            if self.public_repo == Some(true) && !p.allow_public {
-                unfit.insert(p.name.clone(), "repository is public: a fork's pull request would run on this host; set allow_public=true only if you mean it".into());
-                continue;
-            }
-            if let Err(e) = runner::check_install(&starter::runner_dir(&self.shared.state_dir, p)) {
-                unfit.insert(p.name.clone(), format!("runner install: {e}"));
-            }
-        }
-        if self.public_repo.is_none() && target_is_repo(target) {
-            for p in profiles {
-                unfit
-                    .entry(p.name.clone())
-                    .or_insert_with(|| "repository visibility not yet known".into());
-            }
-        }
-        unfit
-    }
-
-    /// Reads, hourly, whether the runner group of each scale set profile of an
-    /// organization target admits public repositories' jobs: a scale set takes every
-    /// job its group lets through, so the group's setting is the guard.
-    fn check_scaleset_groups(&mut self, target: &Target, profiles: &[ScalePolicy], now: Millis) {
-        let (TargetScope::Org { org }, Some(client)) = (&target.scope, self.client.as_ref()) else {
-            return;
-        };
-        if now < self.next_group_check || now < self.blocked_until {
-            return;
-        }
-        self.next_group_check = now + VISIBILITY_EVERY;
-        for p in profiles
-            .iter()
-            .filter(|p| p.demand == DemandSource::Scaleset)
-        {
-            let id = match p.runner_group.as_deref() {
-                None => Ok(Some(crate::github::ops::DEFAULT_RUNNER_GROUP_ID)),
-                Some(g) => match g.parse::<i64>() {
-                    Ok(id) => Ok(Some(id)),
-                    Err(_) => client.runner_group_id_by_name(org, g),
-                },
-            };
-            match id.and_then(|id| match id {
-                Some(id) => client.runner_group_allows_public(org, id),
-                None => Ok(None),
-            }) {
-                Ok(Some(public)) => {
-                    self.group_public.insert(p.name.clone(), public);
-                }
-                Ok(None) => {
-                    self.group_public.remove(&p.name);
-                }
-                Err(e) => {
-                    self.note_error(&e, now);
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Writes what `status` and `top` show, when it changed (or every few seconds),
-    /// so the daemon's own writes do not churn the store.
+    /// Writes what `status` and `top` show, when it changed.
     fn record_status(
         &mut self,
-        alloc: &crate::reconcile::allocate::Allocation,
-        demand: &demand::Demand,
+        plan: &Plan,
         mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let unfit_jobs = demand.unfit_reasons();
-        for pa in &alloc.profiles {
-            let last_error = self
-                .last_error
-                .clone()
-                .or_else(|| self.uids_used_up.clone())
-                .or_else(|| self.visibility_note.clone())
-                .or_else(|| self.scaleset.error(&pa.profile))
-                .or_else(|| unfit_jobs.first().cloned());
-            let st = ProfileStatus {
-                profile: pa.profile.clone(),
-                demand: pa.demand,
-                limiting: pa.limit.to_string(),
-                last_error,
-                updated_at: now,
-            };
-            let changed = match self.last_status.get(&pa.profile) {
-                Some((old, at)) => {
-                    old.demand != st.demand
-                        || old.limiting != st.limiting
-                        || old.last_error != st.last_error
-                        || now - at >= STATUS_REFRESH
-                }
-                None => true,
-            };
-            if changed {
-                self.store.put_profile_status(&st)?;
-                self.last_status.insert(pa.profile.clone(), (st, now));
-            }
-        }
-        let ts = TargetStatus {
+        let unfit_jobs = plan.demand.unfit_reasons();
+        let target = TargetStatus {
             target: self.name.clone(),
             mode: mode.as_str().into(),
             last_error: self.last_error.clone(),
@@ -911,65 +806,49 @@ impl TargetLoop {
                 .and_then(|c| c.rate_limit_snapshot().remaining.map(|r| r as i64)),
             updated_at: now,
         };
-        let changed = match &self.last_target_status {
-            Some((old, at)) => {
-                old.last_error != ts.last_error || old.mode != ts.mode || now - at >= STATUS_REFRESH
-            }
-            None => true,
+        let last_error = |profile: &str| {
+            self.last_error
+                .clone()
+                .or_else(|| self.uids_used_up.clone())
+                .or_else(|| self.queue.visibility_note.clone())
+                .or_else(|| self.scaleset.error(profile))
+                .or_else(|| unfit_jobs.first().cloned())
         };
-        if changed {
-            self.store.put_target_status(&ts)?;
-            self.last_target_status = Some((ts, now));
-        }
-        if now >= self.next_sample {
-            self.next_sample = now + SAMPLE_EVERY;
-            let samples: Vec<QueueSample> = alloc
-                .profiles
-                .iter()
-                .map(|pa| QueueSample {
-                    profile: pa.profile.clone(),
-                    at: now,
-                    queued: pa.queued,
-                    live: pa.live,
-                })
-                .collect();
-            self.store.add_queue_samples(&samples)?;
-        }
-        Ok(())
+        self.status
+            .record(&self.store, &plan.allocation, target, last_error, now)
     }
+}
+
+/// A coordinated target whose profiles are all directed reads no demand of its own.
+fn all_directed(host: &Host, profiles: &[ScalePolicy], mode: TargetMode) -> bool {
+    mode == TargetMode::Coordinated
+        && profiles
+            .iter()
+            .filter(|p| p.host_id == host.id)
+            .all(|p| is_directed(host, p, mode))
+}
+
+/// Keeps a reaped runner's exit code on its attempt (only the parent that reaps it
+/// ever knows it). True when it was new.
+fn note_exit(a: &mut Attempt, seen: Option<&Seen>) -> bool {
+    if let Some(Seen {
+        process: watch::ProcessStatus::Exited { code },
+        ..
+    }) = seen
+        && a.exit_code.is_none()
+    {
+        a.exit_code = Some(*code);
+        return true;
+    }
+    false
 }
 
 /// When the attempt took its job (entered `busy`; its last change if it never did).
 fn took_job_at(a: &Attempt) -> Millis {
-    watch::entered_at(a, crate::domain::AttemptState::Busy)
+    watch::entered_at(a, AttemptState::Busy)
 }
 
 /// The store key of a target's rate-limit hold.
 fn hold_key(target: &str) -> String {
     format!("target:{target}:rate_limit_hold_until")
-}
-
-fn target_is_repo(t: &Target) -> bool {
-    matches!(t.scope, TargetScope::Repo { .. })
-}
-
-fn target_is_org(t: &Target) -> bool {
-    matches!(t.scope, TargetScope::Org { .. })
-}
-
-/// The runner process of an attempt as this pass finds it. Starting is synchronous
-/// within a pass, so an attempt found without a pid never got (or lost) its process.
-fn process_status(a: &Attempt) -> ProcessStatus {
-    let (Some(pid), Some(start)) = (a.pid, a.pid_start) else {
-        return ProcessStatus::Gone;
-    };
-    match runner::reap_child(pid) {
-        Reap::Exited(ExitInfo::Code(c)) => ProcessStatus::Exited { code: c },
-        Reap::Exited(ExitInfo::Signal(s)) => ProcessStatus::Exited { code: 128 + s },
-        Reap::Exited(ExitInfo::Unknown) => ProcessStatus::Gone,
-        Reap::Running | Reap::NotOurChild => match runner::is_alive(pid, start) {
-            runner::ProcessStatus::Alive => ProcessStatus::Alive,
-            runner::ProcessStatus::Gone => ProcessStatus::Gone,
-        },
-    }
 }

@@ -1,8 +1,13 @@
-//! Holding a profile's starts after a start failed for a host reason: permission, exec,
-//! a missing install, a used-up uid range, a cgroup that cannot be made. These are
-//! deterministic for the profile, so retrying at once only repeats them (and, for a
-//! failure after the JIT call, spends GitHub's rate limit on registrations that are
-//! deleted again). A pure value: the loop records a failure or a success, and asks.
+//! Holds, as pure values the loop records into and asks: a profile's starts after a
+//! start failed for a host reason ([`StartHold`]), and a whole target's GitHub calls
+//! after GitHub refused them ([`TargetHold`]).
+//!
+//! A host failure (permission, exec, a missing install or user, a cgroup that cannot
+//! be made) is deterministic for the profile, so retrying at once only repeats it (and,
+//! for a failure after the JIT call, spends GitHub's rate limit on registrations that
+//! are deleted again). A rate limit holds the target to the second GitHub named; a
+//! deterministic GitHub error (401, 403, 404) backs off from a minute to a quarter of
+//! an hour; a transient one (5xx, a reset) is the client's to retry and holds nothing.
 
 use crate::timefmt::Millis;
 
@@ -52,9 +57,108 @@ pub fn wait_after(failures: u32) -> Millis {
     FIRST_WAIT.saturating_mul(1 << doublings).min(MAX_WAIT)
 }
 
+/// Why GitHub refused a target's call, as far as holding it goes (the loop maps
+/// `github::ErrorClass` to this at its edge).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Rate limited (`retry-after`, `x-ratelimit-reset`): nothing before this time.
+    RateLimitedUntil(Millis),
+    /// It will fail the same way until someone fixes something.
+    Deterministic,
+    /// A 5xx, a timeout, a reset: retried by the client, holds nothing here.
+    Transient,
+}
+
+/// The first wait after a deterministic GitHub error, and the longest.
+pub const TARGET_FIRST_WAIT: Millis = 60_000;
+pub const TARGET_MAX_WAIT: Millis = 900_000;
+
+/// A target's hold: demand reads, starts and the runner list wait until `until`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TargetHold {
+    pub until: Millis,
+    /// Deterministic errors in a row (reset by a read that succeeds).
+    pub failures: u32,
+}
+
+impl TargetHold {
+    /// The hold after GitHub refused a call at `now`. A rate limit never shortens a
+    /// longer hold already in place.
+    pub fn after(self, why: Refusal, now: Millis) -> TargetHold {
+        match why {
+            Refusal::RateLimitedUntil(t) => TargetHold {
+                until: self.until.max(t),
+                ..self
+            },
+            Refusal::Deterministic => {
+                let failures = self.failures.saturating_add(1);
+                TargetHold {
+                    failures,
+                    until: self.until.max(now + target_wait_after(failures)),
+                }
+            }
+            Refusal::Transient => self,
+        }
+    }
+
+    /// A call succeeded: the next deterministic error starts the backoff over. A hold
+    /// already in place (a rate limit) stands.
+    pub fn recovered(self) -> TargetHold {
+        TargetHold {
+            failures: 0,
+            ..self
+        }
+    }
+
+    /// Raises the hold to at least `until` (one recorded before a restart).
+    pub fn at_least(self, until: Millis) -> TargetHold {
+        TargetHold {
+            until: self.until.max(until),
+            ..self
+        }
+    }
+
+    pub fn holds(&self, now: Millis) -> bool {
+        now < self.until
+    }
+}
+
+/// The wait after `failures` deterministic errors in a row: 1, 2, 4, 8 min, then 15.
+pub fn target_wait_after(failures: u32) -> Millis {
+    let doublings = failures.saturating_sub(1).min(4);
+    (TARGET_FIRST_WAIT << doublings).min(TARGET_MAX_WAIT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_backs_off_on_deterministic_errors_and_waits_out_rate_limits() {
+        let h = TargetHold::default();
+        let waits: Vec<Millis> = (1..=6).map(target_wait_after).collect();
+        assert_eq!(
+            waits,
+            vec![60_000, 120_000, 240_000, 480_000, 900_000, 900_000]
+        );
+        let h = h.after(Refusal::Deterministic, 1_000);
+        assert_eq!((h.failures, h.until), (1, 61_000));
+        let h = h.after(Refusal::Deterministic, 61_000);
+        assert_eq!((h.failures, h.until), (2, 181_000));
+        // Transient errors change nothing; a success resets the count, not the hold.
+        assert_eq!(h.after(Refusal::Transient, 200_000), h);
+        let r = h.recovered();
+        assert_eq!((r.failures, r.until), (0, 181_000));
+        // A rate limit holds to its time, and never shortens a longer hold.
+        let h = TargetHold::default().after(Refusal::RateLimitedUntil(50_000), 1_000);
+        assert!(h.holds(49_999) && !h.holds(50_000));
+        assert_eq!(
+            h.after(Refusal::RateLimitedUntil(10_000), 2_000).until,
+            50_000
+        );
+        assert_eq!(h.at_least(70_000).until, 70_000);
+        assert_eq!(h.at_least(1).until, 50_000);
+    }
 
     #[test]
     fn waits_double_from_thirty_seconds_to_ten_minutes() {

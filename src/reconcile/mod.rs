@@ -7,6 +7,7 @@ pub mod demand;
 pub mod hold;
 pub mod launch_book;
 pub mod lines;
+pub mod plan;
 pub mod watch;
 
 #[cfg(test)]

@@ -90,13 +90,26 @@ fn the_realistic_shape_has_a_releases_file_count_and_still_runs_as_a_runner() {
     install::lay_out_shaped(&install_dir, &binary(), InstallShape::Realistic).unwrap();
     assert_eq!(walk(&install_dir).0, want);
 
-    // The daemon's root of it holds every file, and its listener runs as the runner.
+    // The daemon's root of it reaches every file: bin/ and the top-level files each
+    // linked, the rest (externals/, most of the count) shared whole by one link, so
+    // its cost does not grow with the release; and its listener runs as the runner.
     let root = d.0.join("attempts").join("1");
     let prepared = prepare_root(&install_dir, &root, RootOptions::default()).unwrap();
+    let top_files = std::fs::read_dir(&install_dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_file())
+        .count();
+    let bin_files = walk(&install_dir.join("bin")).0.files;
     assert_eq!(
         (prepared.linked + prepared.copied) as usize,
-        want.files,
+        top_files + bin_files,
         "{prepared:?}"
+    );
+    assert!(prepared.shared >= 1, "{prepared:?}");
+    assert_eq!(
+        walk(&root.join("externals").join(".")).0.files,
+        externals,
+        "externals/ reached through the root"
     );
     let out = Command::new(root.join("bin/Runner.Listener"))
         .arg("--version")
