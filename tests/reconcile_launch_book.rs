@@ -1,12 +1,16 @@
-//! Property-style test of the launch book driven like the daemon drives it: many
-//! random offers, cancels, expiries, lost links and runner lives from a tiny seeded
-//! PRNG, checking that a coordinator can never push a host past the ceilings its
-//! owner set, and that every accepted launch gets its runner at the next pass.
+//! Property-style test of the launch book driven by the daemon's own pass
+//! (`reconcile::plan`, one target after the other, as the target loops take the
+//! allocation lock in turn): many random offers, cancels, expiries, lost links and
+//! runner lives from a tiny seeded PRNG, checking that a coordinator can never push a
+//! host past the ceilings its owner set, and that every accepted launch gets its
+//! runner at the next pass.
 
-use runner_manager::domain::{Attempt, AttemptState, Host, ScalePolicy};
+use runner_manager::domain::{Attempt, AttemptState, Host, QueuedJob, ScalePolicy};
 use runner_manager::reconcile::allocate::{Counts, HostAllocator};
 use runner_manager::reconcile::launch_book::{Launch, LaunchBook, OfferCtx, TargetMode};
-use std::collections::BTreeMap;
+use runner_manager::reconcile::plan::{self, Observed, Seen};
+use runner_manager::reconcile::watch::{ProcessStatus, Registration};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 const HOST: &str = "0123abcd89ef4567";
 
@@ -71,30 +75,71 @@ impl Sim {
         self.book.offer(launch, &ctx, self.now).is_ok()
     }
 
-    /// One pass of the daemon: close launches, bind free runners, allocate, start.
+    /// One pass of each target's loop: the real plan (close launches, bind free
+    /// runners, allocate), then its intents recorded with their leases.
     fn pass(&mut self) {
-        self.book.observe(&self.attempts, self.now);
-        self.book.bind_free(&self.policies, &self.attempts);
-        let live: Vec<Attempt> = self.live().into_iter().cloned().collect();
-        let counts = Counts::of(&live);
-        let alloc = HostAllocator {
-            host: &self.host,
-            policies: &self.policies,
-            counts: &counts,
-            unfit: &self.unfit,
-        };
-        let ctx = OfferCtx {
-            alloc,
-            demand: &self.demand,
-            modes: &self.modes,
-            attempts: &live,
-        };
-        let allocation = alloc.allocate(&self.book.demand(&ctx));
-        for pa in &allocation.profiles {
-            for _ in 0..pa.to_start {
+        for target in ["octo", "mine"] {
+            let profiles: Vec<ScalePolicy> = self
+                .policies
+                .iter()
+                .filter(|p| p.target == target)
+                .cloned()
+                .collect();
+            // The standalone demand as queued jobs: one per job, labelled so the
+            // profile it is for is their best fit.
+            let jobs: Vec<QueuedJob> = profiles
+                .iter()
+                .flat_map(|p| {
+                    let n = self.demand.get(&p.name).copied().unwrap_or(0);
+                    (0..n).map(|i| QueuedJob {
+                        id: i as i64,
+                        run_id: 1,
+                        repo: "o/r".into(),
+                        name: format!("{}-{i}", p.name),
+                        labels: p.labels.clone(),
+                        created_at: 0,
+                    })
+                })
+                .collect();
+            // Every runner is alive as far as the pass can see; the test moves them on.
+            let seen: BTreeMap<i64, Seen> = self
+                .live()
+                .iter()
+                .map(|a| {
+                    let s = Seen {
+                        events: Vec::new(),
+                        process: ProcessStatus::Alive,
+                        registration: Registration::Unknown,
+                        oom_killed: false,
+                    };
+                    (a.id, s)
+                })
+                .collect();
+            let none = BTreeMap::new();
+            let observed = Observed {
+                target,
+                host: &self.host,
+                profiles: &profiles,
+                open: &self.attempts,
+                seen: &seen,
+                in_flight: &BTreeSet::new(),
+                mode: self.modes[target],
+                draining: false,
+                jobs: &jobs,
+                queue_read_at: 0,
+                ended_since_read: &[],
+                scaleset: &none,
+                scaleset_queued: &BTreeMap::new(),
+                unfit: &self.unfit,
+                can_start: true,
+                free_uids: None,
+                surplus: &HashSet::new(),
+            };
+            let plan = plan::plan(&observed, &mut self.book, self.now);
+            for i in plan.intents {
                 let id = self.attempts.len() as i64 + 1;
-                let mut a = Attempt::new(id, &pa.profile, &pa.target, HOST, self.now);
-                a.lease_id = self.book.bind_next(&pa.target, &pa.profile, id);
+                let mut a = Attempt::new(id, &i.profile, target, HOST, self.now);
+                a.lease_id = self.book.bind_next(target, &i.profile, id);
                 self.attempts.push(a);
             }
         }
