@@ -48,6 +48,7 @@ fn main() {
         },
         poll_interval_secs: 5,
         repos: vec![],
+        max_in_flight: 8,
     })
     .unwrap();
     for name in ["linux", "other"] {

@@ -156,6 +156,7 @@ impl World {
             credential: CredentialRef::TokenFile { path: token_file },
             poll_interval_secs,
             repos: vec![],
+            max_in_flight: crate::domain::target::DEFAULT_MAX_IN_FLIGHT,
         };
         if store.target("demo").is_err() {
             store.add_target(&target).map_err(|e| e.to_string())?;

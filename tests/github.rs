@@ -1,5 +1,6 @@
 //! Integration tests of the GitHub client against a scripted loopback responder: every
-//! fault class GitHub can produce, pagination, ETags, App auth and `target check`.
+//! fault class GitHub can produce, pagination, ETags, App auth, the bound on requests
+//! in flight and `target check`.
 
 #[path = "github/common.rs"]
 mod common;
@@ -12,6 +13,8 @@ mod app_auth;
 mod check;
 #[path = "github/faults.rs"]
 mod faults;
+#[path = "github/in_flight.rs"]
+mod in_flight;
 #[path = "github/ops.rs"]
 mod ops;
 #[path = "github/rate_limits.rs"]

@@ -8,6 +8,7 @@ mod sim {
 
     mod faults;
     mod fidelity;
+    mod inflight;
     mod install;
     mod latency;
     mod rest;

@@ -111,6 +111,7 @@ pub fn target_json(t: &Target) -> Value {
         // The reference only (a path, a variable name, an app id): never a secret.
         "credential": serde_json::to_value(&t.credential).expect("JSON values print"),
         "poll_interval_secs": t.poll_interval_secs,
+        "max_in_flight": t.max_in_flight,
         "repos": t.repos,
     })
 }

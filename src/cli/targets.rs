@@ -3,7 +3,7 @@
 use super::output::{self, Out, table, target_json};
 use super::parse::Invocation;
 use super::{CliError, CliResult, secret_file};
-use crate::domain::target::{DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
+use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
 use crate::domain::validate;
 use crate::domain::{CredentialRef, Target, TargetScope};
 use crate::store::Store;
@@ -94,6 +94,7 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
         credential,
         poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
         repos: Vec::new(),
+        max_in_flight: DEFAULT_MAX_IN_FLIGHT,
     };
     t.validate()?;
     Ok(t)
@@ -172,6 +173,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                 ("api_url", t.api_url.clone()),
                 ("credentials", t.credential.describe()),
                 ("poll_interval", format!("{}s", t.poll_interval_secs)),
+                ("max_in_flight", t.max_in_flight.to_string()),
                 (
                     "repos",
                     if t.repos.is_empty() {

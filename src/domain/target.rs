@@ -7,6 +7,10 @@ use std::path::PathBuf;
 
 pub const GITHUB_API_URL: &str = "https://api.github.com";
 pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 5;
+/// Requests a target's credential may have in flight at once, unless set otherwise.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8;
+/// GitHub's own ceiling: 100 concurrent requests per credential.
+pub const MAX_IN_FLIGHT: u32 = 100;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -72,6 +76,14 @@ pub struct Target {
     /// For an org target: the repositories to poll for queued jobs. Empty means all
     /// repositories the credentials can see.
     pub repos: Vec<String>,
+    /// Requests its credential may have in flight at once (1..=`MAX_IN_FLIGHT`),
+    /// across the target's loop, its I/O workers and its scale set clients.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: u32,
+}
+
+fn default_max_in_flight() -> u32 {
+    DEFAULT_MAX_IN_FLIGHT
 }
 
 impl Target {
@@ -136,6 +148,10 @@ impl Target {
                     }
                 }
             }
+            "max_in_flight" => {
+                self.max_in_flight =
+                    validate::number_in(key, value, 1, u64::from(MAX_IN_FLIGHT))? as u32
+            }
             "repos" => {
                 if matches!(self.scope, TargetScope::Repo { .. }) {
                     return Err(Invalid::new(
@@ -155,7 +171,7 @@ impl Target {
             _ => {
                 return Err(Invalid::new(
                     key,
-                    "unknown target setting; known: api_url, poll_interval, token_file, token_env, app_id, app_key, installation_id, repos",
+                    "unknown target setting; known: api_url, poll_interval, max_in_flight, token_file, token_env, app_id, app_key, installation_id, repos",
                 ));
             }
         }
@@ -180,6 +196,12 @@ impl Target {
         {
             return Err(Invalid::new("poll_interval", "out of range"));
         }
+        if !(1..=MAX_IN_FLIGHT).contains(&self.max_in_flight) {
+            return Err(Invalid::new(
+                "max_in_flight",
+                format!("give 1 to {MAX_IN_FLIGHT}"),
+            ));
+        }
         Ok(())
     }
 }
@@ -201,6 +223,7 @@ mod tests {
             },
             poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
             repos: vec![],
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 
@@ -215,7 +238,13 @@ mod tests {
         assert_eq!(x.api_url, GITHUB_API_URL);
         x.apply_setting("token_file", "/etc/rm/token").unwrap();
         assert_eq!(x.credential.describe(), "token file /etc/rm/token");
+        x.apply_setting("max_in_flight", "100").unwrap();
+        assert_eq!(x.max_in_flight, 100);
+        x.apply_setting("max_in_flight", "1").unwrap();
+        assert_eq!(x.max_in_flight, 1);
         assert!(x.validate().is_ok());
+        x.max_in_flight = 0;
+        assert_eq!(x.validate().unwrap_err().arg, "max_in_flight");
     }
 
     #[test]
@@ -248,6 +277,10 @@ mod tests {
             ("token_file", "rel"),
             ("token_env", "A B"),
             ("repos", "a"),
+            ("max_in_flight", "0"),
+            ("max_in_flight", "101"),
+            ("max_in_flight", "-1"),
+            ("max_in_flight", "many"),
             ("color", "red"),
         ] {
             let before = x.clone();

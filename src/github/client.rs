@@ -1,10 +1,12 @@
 //! The transport: one `GitHubClient` per target and credential. Headers, timeouts, the
-//! body cap, retries with backoff, rate-limit gating, the ETag cache, App tokens.
+//! body cap, retries with backoff, rate-limit gating, the bound on requests in flight,
+//! the ETag cache, App tokens.
 
 use super::auth::{Credential, InstallationToken};
 use super::error::GhError;
 use super::etag::{Cached, EtagCache};
 use super::headers::{Headers, parse_http_date};
+use super::inflight::{AcquireError, InFlight, Permit};
 use super::jwt::app_jwt;
 use super::pagination::{MAX_PAGES, next_link, origin};
 use super::ratelimit::{RateLimitSnapshot, SharedHold, limited_until};
@@ -16,7 +18,7 @@ use crate::timefmt::{Millis, parse_rfc3339};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const API_VERSION: &str = "2022-11-28";
 pub const USER_AGENT: &str = concat!("runner-manager/", env!("CARGO_PKG_VERSION"));
@@ -34,6 +36,10 @@ pub struct ClientConfig {
     pub retry: RetryPolicy,
     /// Pages followed by one listing before it is cut short.
     pub max_pages: usize,
+    /// Longest wait for a turn among the credential's requests in flight before the
+    /// call fails (transient). A permit is held for one exchange, which `call_timeout`
+    /// bounds, so only a credential whose every slot hangs waits this long.
+    pub permit_timeout: Duration,
 }
 
 impl Default for ClientConfig {
@@ -45,6 +51,7 @@ impl Default for ClientConfig {
             body_limit: 8 * 1024 * 1024,
             retry: RetryPolicy::default(),
             max_pages: MAX_PAGES,
+            permit_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -143,6 +150,12 @@ pub(crate) struct ExternalCall<'a> {
     pub retry: bool,
     /// Per-read timeout for a long poll; `None` keeps the client's.
     pub read_timeout: Option<Duration>,
+    /// A held-open wait (the scale set's message long poll) rather than work: it takes
+    /// no permit of the credential's `InFlight`. The service holds it silent for up to
+    /// ~50 s until a message comes; counted, each listener would keep a slot for good,
+    /// and a target with as many scale set profiles as `max_in_flight` could send
+    /// nothing else. It costs GitHub no work while it waits.
+    pub long_poll: bool,
 }
 
 #[derive(Default)]
@@ -171,6 +184,9 @@ pub struct GitHubClient {
     observer: Option<Observer>,
     /// The credential's hold, shared with its other clients.
     shared_hold: Option<SharedHold>,
+    /// The credential's bound on requests in flight, shared with its other clients
+    /// (a client of its own until `with_in_flight`).
+    in_flight: InFlight,
     state: Mutex<State>,
     token: Mutex<Option<InstallationToken>>,
 }
@@ -230,6 +246,7 @@ impl GitHubClient {
             shutdown: None,
             observer: None,
             shared_hold: None,
+            in_flight: InFlight::default(),
             state: Mutex::new(State::default()),
             token: Mutex::new(None),
         }
@@ -242,8 +259,23 @@ impl GitHubClient {
         self
     }
 
-    /// Backoff waits end early (with [`GhError::Interrupted`]) when this channel
-    /// receives or disconnects.
+    /// Shares the bound on requests in flight with the other clients of the same
+    /// credential (the loop's, its workers', the scale set clients'): each HTTP
+    /// exchange of any of them takes one of `limiter`'s permits. Without it, a client
+    /// has a limiter of its own with the default limit.
+    pub fn with_in_flight(mut self, limiter: InFlight) -> GitHubClient {
+        self.in_flight = limiter;
+        self
+    }
+
+    /// The limiter this client's requests take their permits from (its `usage()` for
+    /// metrics and benchmarks).
+    pub fn in_flight(&self) -> &InFlight {
+        &self.in_flight
+    }
+
+    /// Backoff waits, and waits for a permit, end early (with
+    /// [`GhError::Interrupted`]) when this channel receives or disconnects.
     pub fn with_shutdown(mut self, shutdown: Receiver<()>) -> GitHubClient {
         self.shutdown = Some(shutdown);
         self
@@ -310,13 +342,10 @@ impl GitHubClient {
             tried += 1;
             let now = self.now();
             if !c.ignore_limit {
-                let mut st = lock(&self.state);
-                let shared = self.shared_hold.as_ref().map(SharedHold::until);
-                if let Some(until) = st.rate.limited_until.max(shared).filter(|u| *u > now) {
-                    st.stats.refused_while_limited += 1;
-                    return Err(GhError::RateLimited { until });
-                }
+                self.gate(now)?;
             }
+            // Before the permit: minting a token is a request of its own, which takes
+            // its own permit (holding one here could wait on itself at a limit of 1).
             let auth = match c.auth {
                 Auth::Bearer => self.bearer()?,
                 Auth::AppJwt => match &self.credential {
@@ -326,6 +355,13 @@ impl GitHubClient {
                     }
                 },
             };
+            let permit = self.permit()?;
+            // A hold raised while this call waited for its turn (another request met a
+            // `retry-after`) stops it here: nothing is sent after a hold, even by a
+            // request that was already queued when it came.
+            if !c.ignore_limit {
+                self.gate(self.now())?;
+            }
             let etag = if c.conditional {
                 lock(&self.state).etags.etag(&c.url).map(str::to_string)
             } else {
@@ -334,6 +370,8 @@ impl GitHubClient {
             let reply = match self.send_once(c, &auth, etag.as_deref()) {
                 Ok(r) => r,
                 Err(e @ GhError::Transport { .. }) => {
+                    // The permit is for the exchange, not for the backoff's sleep.
+                    drop(permit);
                     if c.retry && self.config.retry.should_retry(tried) {
                         self.backoff(tried)?;
                         continue;
@@ -383,6 +421,10 @@ impl GitHubClient {
                     None => {}
                 }
             }
+            // Given back only now, after a rate limit this answer carries was raised:
+            // the next in line checks the hold after taking this permit, so it must
+            // already be there.
+            drop(permit);
             match reply.status {
                 200..=299 => {
                     if c.conditional {
@@ -453,6 +495,37 @@ impl GitHubClient {
                 s => return Err(GhError::Unexpected { status: s }),
             }
         }
+    }
+
+    /// Refuses to send while the credential is held (this client's hold or the one
+    /// its credential's clients share).
+    fn gate(&self, now: Millis) -> Result<(), GhError> {
+        let mut st = lock(&self.state);
+        let shared = self.shared_hold.as_ref().map(SharedHold::until);
+        if let Some(until) = st.rate.limited_until.max(shared).filter(|u| *u > now) {
+            st.stats.refused_while_limited += 1;
+            return Err(GhError::RateLimited { until });
+        }
+        Ok(())
+    }
+
+    /// This request's turn among the credential's requests in flight: waits in line,
+    /// ends early on shutdown, and gives up after `permit_timeout`.
+    fn permit(&self) -> Result<Permit, GhError> {
+        let deadline = Instant::now() + self.config.permit_timeout;
+        self.in_flight
+            .acquire(self.shutdown.as_ref(), deadline)
+            .map_err(|e| match e {
+                AcquireError::Interrupted => GhError::Interrupted,
+                AcquireError::TimedOut => GhError::Transport {
+                    detail: format!(
+                        "no request slot came free within {} s; all {} of this credential's \
+                         requests in flight are still waiting for answers",
+                        self.config.permit_timeout.as_secs(),
+                        self.in_flight.limit()
+                    ),
+                },
+            })
     }
 
     fn backoff(&self, tried: u32) -> Result<(), GhError> {
@@ -562,8 +635,9 @@ impl GitHubClient {
     /// Sends a request to a service beside the REST API (the Actions service of the
     /// runner scale set API) through this client's transport: its agent, timeouts,
     /// body cap, and retries of transport errors and 5xx with the same interruptible
-    /// backoff. No rate-limit gate, ETag or status mapping: every status comes back
-    /// for the caller to read.
+    /// backoff, and the credential's bound on requests in flight (except for a long
+    /// poll). No rate-limit gate, ETag or status mapping: every status comes back for
+    /// the caller to read.
     pub(crate) fn send_external(&self, c: &ExternalCall<'_>) -> Result<Reply, GhError> {
         let mut tried = 0u32;
         loop {
@@ -578,7 +652,15 @@ impl GitHubClient {
                 b = b.header(*k, v.as_str());
             }
             let retryable = c.retry && self.config.retry.should_retry(tried);
-            match self.exchange(b, c.body.as_deref(), &c.url, c.read_timeout) {
+            // One permit per try, given back before any backoff (see `long_poll`).
+            let permit = if c.long_poll {
+                None
+            } else {
+                Some(self.permit()?)
+            };
+            let result = self.exchange(b, c.body.as_deref(), &c.url, c.read_timeout);
+            drop(permit);
+            match result {
                 Ok(r) if r.status >= 500 && retryable => self.backoff(tried)?,
                 // Not counted in `stats.requests`: that count means REST rate-limit
                 // units, and the Actions service does not charge them.

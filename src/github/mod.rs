@@ -8,7 +8,9 @@ pub mod client;
 pub mod endpoint;
 pub mod error;
 pub mod etag;
+pub mod fanout;
 pub mod headers;
+pub mod inflight;
 pub mod jwt;
 pub mod ops;
 pub mod pagination;
@@ -21,6 +23,7 @@ pub use auth::{Credential, InstallationToken, load_credential, load_credential_w
 pub use check::{CheckLine, CheckOptions, check_target};
 pub use client::{ClientConfig, ClientStats, GitHubClient, Observer};
 pub use error::{AuthError, ErrorClass, GhError};
+pub use inflight::{InFlight, InFlightUsage};
 pub use ops::{Deleted, RepoInfo, RunnerDownload};
 pub use ratelimit::{RateLimitSnapshot, SharedHold};
 pub use retry::{Clock, RetryPolicy, SystemClock};

@@ -2,6 +2,7 @@
 
 use super::client::{Call, GitHubClient, parse_json};
 use super::error::GhError;
+use super::fanout::fan_out;
 use super::pagination::{PER_PAGE, with_query};
 use super::ratelimit::RateLimitSnapshot;
 use super::types;
@@ -71,10 +72,51 @@ fn runners_path(scope: &TargetScope) -> String {
 
 impl GitHubClient {
     /// Jobs waiting for a runner in one repository: the runs queued and in progress (a
-    /// run in progress can still have queued jobs), then their jobs still `queued`.
-    /// Every GET is conditional, so an idle repository costs only 304s.
+    /// run in progress can still have queued jobs), then their jobs still `queued`, in
+    /// run order. Every GET is conditional, so an idle repository costs only 304s.
+    /// The runs' jobs are read concurrently (see [`queued_jobs_of`](Self::queued_jobs_of)).
     pub fn queued_jobs(&self, owner: &str, repo: &str) -> Result<Vec<QueuedJob>, GhError> {
-        let full = format!("{owner}/{repo}");
+        self.queued_jobs_of(&[(owner, repo)])
+    }
+
+    /// [`queued_jobs`](Self::queued_jobs) of several repositories (an organization
+    /// target's), in the order given, each repository's jobs in run order.
+    ///
+    /// At a distance each request costs a round trip, and a burst of queued runs means
+    /// one jobs list per run: read one after another, 60 runs at 120 ms are 7 s. So
+    /// the reads fan out, first each repository's run lists, then every run's jobs
+    /// list, on up to `max_in_flight` threads; the credential's `InFlight` bounds what
+    /// is really in flight, shared with whatever else the target sends. Each jobs URL
+    /// keeps its own ETag, so an unchanged run still costs a 304. The first error
+    /// fails the read and nothing more is sent for it.
+    pub fn queued_jobs_of<S>(&self, repos: &[(S, S)]) -> Result<Vec<QueuedJob>, GhError>
+    where
+        S: AsRef<str> + Sync,
+    {
+        let width = self.in_flight().limit() as usize;
+        let runs = fan_out(width, repos, |(owner, repo)| {
+            self.active_run_ids(owner.as_ref(), repo.as_ref())
+        })?;
+        let reads: Vec<(usize, i64)> = runs
+            .iter()
+            .enumerate()
+            .flat_map(|(i, ids)| ids.iter().map(move |id| (i, *id)))
+            .collect();
+        let per_run = fan_out(width, &reads, |(i, run)| {
+            let (owner, repo) = &repos[*i];
+            self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run)
+        })?;
+        Ok(per_run.into_iter().flatten().collect())
+    }
+
+    /// The ids of a repository's runs queued or in progress, queued first, each once.
+    ///
+    /// The two lists are read one after the other, queued first, never together: a run
+    /// only moves forward (queued, then in progress), so a run that moves between the
+    /// two reads is still in the second. Read at once, the in-progress list could be
+    /// answered before the move and the queued list after it, and the run would be
+    /// missed for a whole poll interval.
+    fn active_run_ids(&self, owner: &str, repo: &str) -> Result<Vec<i64>, GhError> {
         let mut run_ids: Vec<i64> = Vec::new();
         for status in ["queued", "in_progress"] {
             let path =
@@ -87,17 +129,27 @@ impl GitHubClient {
                 }
             }
         }
-        let mut jobs = Vec::new();
-        for run in run_ids {
-            let path = format!("/repos/{owner}/{repo}/actions/runs/{run}/jobs?per_page={PER_PAGE}");
-            let page_jobs = self.get_pages(&path, |j: types::Jobs| j.jobs)?;
-            for j in page_jobs.into_iter().filter(|j| j.status == "queued") {
-                jobs.push(j.into_domain(&full).ok_or_else(|| GhError::Malformed {
+        Ok(run_ids)
+    }
+
+    /// One run's jobs still `queued` (all pages of its jobs list).
+    fn run_queued_jobs(
+        &self,
+        owner: &str,
+        repo: &str,
+        run: i64,
+    ) -> Result<Vec<QueuedJob>, GhError> {
+        let full = format!("{owner}/{repo}");
+        let path = format!("/repos/{owner}/{repo}/actions/runs/{run}/jobs?per_page={PER_PAGE}");
+        self.get_pages(&path, |j: types::Jobs| j.jobs)?
+            .into_iter()
+            .filter(|j| j.status == "queued")
+            .map(|j| {
+                j.into_domain(&full).ok_or_else(|| GhError::Malformed {
                     detail: "a job's created_at is not a timestamp".into(),
-                })?);
-            }
-        }
-        Ok(jobs)
+                })
+            })
+            .collect()
     }
 
     /// Repositories of an organization (`GET /orgs/{org}/repos`, all pages).

@@ -2,7 +2,10 @@
 //! through the REST client's transport (`GitHubClient::send_external`). Registration
 //! token → admin connection (renewed before its JWT expires, and once after a 401);
 //! runner groups, scale sets, message sessions, the long poll, acks, job acquisition,
-//! JIT configs for scale set runners, runner lookup and removal.
+//! JIT configs for scale set runners, runner lookup and removal. Each exchange but the
+//! long poll takes a permit of the REST client's `InFlight`, which the daemon shares
+//! among every client of the credential, so job acquisition and JIT configs count
+//! toward the target's `max_in_flight` like its REST calls.
 
 use super::admin::{AdminConnection, config_url, registration_url, with_api_version};
 use super::error::{Exception, ScaleSetError};
@@ -237,6 +240,7 @@ impl ScaleSetClient {
             body: Some(body),
             retry: true,
             read_timeout: None,
+            long_poll: false,
         })?;
         if !(200..300).contains(&reply.status) {
             let ScaleSetError::Service {
@@ -273,6 +277,7 @@ impl ScaleSetClient {
                 // idempotent methods are retried.
                 retry: method != "POST",
                 read_timeout: None,
+                long_poll: false,
             })?;
             if reply.status == 401 && !renewed {
                 renewed = true;
@@ -463,6 +468,9 @@ impl ScaleSetClient {
             body: None,
             retry: true,
             read_timeout: Some(self.long_poll_read_timeout),
+            // Held open by the service until a message comes: a wait, not work, so it
+            // takes no slot of the credential's requests in flight (see `long_poll`).
+            long_poll: true,
         })?;
         match reply.status {
             202 => Ok(None),
@@ -483,6 +491,7 @@ impl ScaleSetClient {
             body: None,
             retry: true,
             read_timeout: None,
+            long_poll: false,
         })?;
         match reply.status {
             200..=299 | 404 => Ok(()),
@@ -510,6 +519,7 @@ impl ScaleSetClient {
             // Acquiring twice is harmless: the service grants each id once.
             retry: true,
             read_timeout: None,
+            long_poll: false,
         })?;
         let reply = ok_or_error(reply)?;
         let list: types::List<i64> = parse_json(&reply.body)?;

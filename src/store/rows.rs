@@ -42,7 +42,8 @@ pub fn sql_u64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-pub const TARGET_COLUMNS: &str = "name, scope, api_url, credential, poll_interval_secs, repos";
+pub const TARGET_COLUMNS: &str =
+    "name, scope, api_url, credential, poll_interval_secs, repos, max_in_flight";
 
 pub fn target(r: &Row<'_>) -> Result<Target> {
     Ok(Target {
@@ -52,6 +53,8 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
         credential: from_json("target", &r.get::<_, String>(3)?)?,
         poll_interval_secs: get_u64(r, 4)?,
         repos: from_json("target", &r.get::<_, String>(5)?)?,
+        max_in_flight: u32::try_from(get_u64(r, 6)?)
+            .map_err(|_| bad("target", "max_in_flight out of range"))?,
     })
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -199,6 +199,12 @@ ALTER TABLE profiles ADD COLUMN cpu_max INTEGER;
 ALTER TABLE profiles ADD COLUMN pids_max INTEGER;
 ALTER TABLE attempts ADD COLUMN runner_uid INTEGER;
 ALTER TABLE attempts ADD COLUMN runner_gid INTEGER;
+"#;
+
+/// Version 5: each target's bound on requests in flight per credential (`target set
+/// NAME max_in_flight=N`); targets from before get the default, 8.
+pub const V5: &str = r#"
+ALTER TABLE targets ADD COLUMN max_in_flight INTEGER NOT NULL DEFAULT 8;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -2,7 +2,7 @@
 //! and the query plans of the every-pass reads.
 
 use super::*;
-use crate::domain::target::{DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
+use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
 use crate::domain::{AttemptState, CredentialRef, Outcome, TargetScope};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -39,6 +39,7 @@ fn target(name: &str) -> Target {
         },
         poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
         repos: vec![],
+        max_in_flight: DEFAULT_MAX_IN_FLIGHT,
     }
 }
 
@@ -99,6 +100,7 @@ fn targets_round_trip_and_refuse_duplicates_and_removal_in_use() {
     ));
     let mut t = target("octo");
     t.poll_interval_secs = 30;
+    t.max_in_flight = 40;
     t.credential = CredentialRef::App {
         app_id: 5,
         key_path: "/k.pem".into(),
@@ -410,6 +412,8 @@ fn a_version_1_store_opens_and_migrates() {
     assert_eq!(p.revision, 7);
     assert_eq!(p.demand, crate::domain::DemandSource::Poll);
     assert_eq!(s.host().unwrap().unwrap().capacity, 2);
+    // V5: a target from before has the default bound on requests in flight.
+    assert_eq!(s.target("octo").unwrap().max_in_flight, 8);
     s.kv_put("after", "migration").unwrap();
 }
 

@@ -188,6 +188,18 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
             "poll_interval",
         ),
         (
+            vec!["target", "set", "octo", "max_in_flight=0"],
+            "max_in_flight",
+        ),
+        (
+            vec!["target", "set", "octo", "max_in_flight=101"],
+            "max_in_flight",
+        ),
+        (
+            vec!["target", "set", "octo", "max_in_flight=lots"],
+            "max_in_flight",
+        ),
+        (
             vec!["target", "set", "octo", "token_file=/nonexistent/tok"],
             "token_file",
         ),

@@ -110,7 +110,14 @@ fn every_command_human_and_json() {
         ),
         (
             "target-set",
-            vec!["target", "set", "corp", "repos=api,web", "poll_interval=10"],
+            vec![
+                "target",
+                "set",
+                "corp",
+                "repos=api,web",
+                "poll_interval=10",
+                "max_in_flight=20",
+            ],
         ),
         (
             "target-set-json",

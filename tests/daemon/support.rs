@@ -165,6 +165,7 @@ impl World {
                 credential: CredentialRef::TokenFile { path: token_file },
                 poll_interval_secs: 1,
                 repos: vec![],
+                max_in_flight: 8,
             })
             .unwrap();
     }
@@ -196,6 +197,7 @@ impl World {
                 credential: CredentialRef::TokenFile { path: token_file },
                 poll_interval_secs: 1,
                 repos: vec![],
+                max_in_flight: 8,
             })
             .unwrap();
     }

@@ -50,6 +50,7 @@ pub fn repo_target(api_url: &str) -> Target {
         },
         poll_interval_secs: 5,
         repos: vec![],
+        max_in_flight: 8,
     }
 }
 
@@ -73,6 +74,7 @@ pub fn test_config() -> ClientConfig {
             cap: Duration::from_millis(10),
         },
         max_pages: 100,
+        permit_timeout: Duration::from_secs(5),
     }
 }
 
@@ -90,8 +92,12 @@ pub fn client_with(
     (c, clock)
 }
 
+pub fn pat_cred() -> Credential {
+    Credential::Token(Secret::new(TOKEN))
+}
+
 pub fn pat_client(url: &str) -> (GitHubClient, Arc<TestClock>) {
-    client_for(&repo_target(url), Credential::Token(Secret::new(TOKEN)))
+    client_for(&repo_target(url), pat_cred())
 }
 
 /// A fixture's path. Key files (`*.pem`) come as a private copy (0600): a checkout
@@ -108,8 +114,15 @@ pub fn fixture(name: &str) -> String {
     let dir = std::env::temp_dir().join(format!("rm-fixtures-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let copy = dir.join(name);
-    std::fs::copy(&path, &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Tests run in parallel and share the copy: each writes its own, then renames it
+    // into place, so a reader never sees one half-written (a copy in place truncates
+    // the file another test is loading).
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let fresh = dir.join(format!("{name}.{n}.tmp"));
+    std::fs::copy(&path, &fresh).unwrap();
+    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(&fresh, &copy).unwrap();
     copy.display().to_string()
 }
 

@@ -165,3 +165,33 @@ fn jit_name_collision_removes_only_our_runner() {
     );
     assert_eq!(e.client.runner_by_name(&ours).unwrap(), None);
 }
+
+#[test]
+fn service_calls_take_a_permit_and_the_long_poll_does_not() {
+    let e = env(3000);
+    let limiter = runner_manager::github::InFlight::new(1);
+    let (client, _stop) = new_client_in(&e.sim, limiter.clone());
+    let s = client.ensure_scale_set(&spec("rm-p")).unwrap();
+    assert_eq!(
+        limiter.peak(),
+        1,
+        "service calls count toward the credential's bound"
+    );
+    let session = client.create_session(s.id, "me").unwrap();
+    std::thread::scope(|scope| {
+        let poll = scope.spawn(|| client.get_message(&session, 0, 5));
+        wait_for("the long poll held open", DEADLINE, || {
+            (e.sim.in_flight().now.get("queue") == Some(&1)).then_some(())
+        });
+        // Held open for seconds, yet it holds no slot: at a limit of 1 another call
+        // still goes out and comes back while it waits.
+        assert_eq!(limiter.in_use(), 0);
+        assert!(client.runner_group_by_name("Default").unwrap().is_some());
+        assert!(
+            !poll.is_finished(),
+            "the call did not wait for the long poll"
+        );
+        assert_eq!(poll.join().unwrap().unwrap(), None, "nothing came: 202");
+    });
+    assert_eq!(limiter.usage().in_use, 0);
+}

@@ -3,7 +3,9 @@
 
 use crossbeam_channel::Sender;
 use runner_manager::domain::{CredentialRef, Target, TargetScope};
-use runner_manager::github::{ClientConfig, Credential, GitHubClient, RetryPolicy, SystemClock};
+use runner_manager::github::{
+    ClientConfig, Credential, GitHubClient, InFlight, RetryPolicy, SystemClock,
+};
 use runner_manager::scaleset::{ListenerConfig, ScaleSetClient, ScaleSetSpec};
 use runner_manager::secret::Secret;
 use runner_manager::sim::{SimConfig, SimGitHub, SimHandle};
@@ -36,6 +38,7 @@ pub fn target(url: &str) -> Target {
         },
         poll_interval_secs: 5,
         repos: vec![],
+        max_in_flight: 8,
     }
 }
 
@@ -54,6 +57,11 @@ pub fn env(hold_ms: u64) -> Env {
 }
 
 pub fn new_client(sim: &SimHandle) -> (Arc<ScaleSetClient>, Sender<()>) {
+    new_client_in(sim, InFlight::default())
+}
+
+/// A scale set client whose requests take their permits from `limiter`.
+pub fn new_client_in(sim: &SimHandle, limiter: InFlight) -> (Arc<ScaleSetClient>, Sender<()>) {
     let (tx, rx) = crossbeam_channel::bounded(1);
     let config = ClientConfig {
         connect_timeout: Duration::from_secs(2),
@@ -72,7 +80,8 @@ pub fn new_client(sim: &SimHandle) -> (Arc<ScaleSetClient>, Sender<()>) {
         config,
         Arc::new(SystemClock::default()),
     )
-    .with_shutdown(rx);
+    .with_shutdown(rx)
+    .with_in_flight(limiter);
     (Arc::new(ScaleSetClient::new(Arc::new(gh))), tx)
 }
 

@@ -51,6 +51,7 @@ fn target(name: &str, scope: TargetScope) -> Target {
         },
         poll_interval_secs: 5,
         repos: vec![],
+        max_in_flight: 8,
     }
 }
 
