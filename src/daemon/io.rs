@@ -107,8 +107,12 @@ struct Work {
 
 /// The workers of one target.
 pub struct IoPool {
+    target: String,
     urgent: Sender<Work>,
     normal: Sender<Work>,
+    urgent_rx: Receiver<Work>,
+    normal_rx: Receiver<Work>,
+    done_tx: Sender<Done>,
     done: Receiver<Done>,
     threads: Vec<JoinHandle<()>>,
     common: Arc<Common>,
@@ -142,29 +146,43 @@ impl IoPool {
             stopping: AtomicBool::new(false),
             held: Mutex::new(HashMap::new()),
         });
-        let mut threads = Vec::new();
-        for n in 0..workers.max(1) {
-            let (u, w, d, c) = (
-                urgent_rx.clone(),
-                normal_rx.clone(),
-                done_tx.clone(),
-                common.clone(),
-            );
-            match std::thread::Builder::new()
-                .name(format!("io:{target}:{n}"))
-                .spawn(move || worker(&c, &u, &w, &d))
-            {
-                Ok(t) => threads.push(t),
-                Err(e) => log_error!("io_worker_not_started", target = target, error = e),
-            }
-        }
-        IoPool {
+        let mut pool = IoPool {
+            target: target.to_string(),
             urgent,
             normal,
+            urgent_rx,
+            normal_rx,
+            done_tx,
             done,
-            threads,
+            threads: Vec::new(),
             common,
             outstanding: 0,
+        };
+        pool.ensure_workers(workers);
+        pool
+    }
+
+    /// Starts workers until there are `n` (the target's `max_in_flight`; at least
+    /// one). Never fewer: a lowered limit leaves extra workers waiting on the bound.
+    pub fn ensure_workers(&mut self, n: usize) {
+        while self.threads.len() < n.max(1) {
+            let (u, w, d, c) = (
+                self.urgent_rx.clone(),
+                self.normal_rx.clone(),
+                self.done_tx.clone(),
+                self.common.clone(),
+            );
+            let name = format!("io:{}:{}", self.target, self.threads.len());
+            match std::thread::Builder::new()
+                .name(name)
+                .spawn(move || worker(&c, &u, &w, &d))
+            {
+                Ok(t) => self.threads.push(t),
+                Err(e) => {
+                    log_error!("io_worker_not_started", target = self.target, error = e);
+                    return;
+                }
+            }
         }
     }
 
@@ -217,6 +235,7 @@ impl IoPool {
         self.common.stopping.store(true, Ordering::SeqCst);
         drop(self.urgent);
         drop(self.normal);
+        drop(self.done_tx);
         for t in self.threads {
             let _ = t.join();
         }
@@ -404,10 +423,9 @@ fn read_demand(
         }
         read.push((owner, repo));
     }
-    let mut jobs = Vec::new();
-    for (owner, repo) in read {
-        jobs.extend(client.queued_jobs(&owner, &repo)?);
-    }
+    // Every repository's runs, and each run's jobs, read with the target's bound on
+    // requests in flight.
+    let jobs = client.queued_jobs_of(&read)?;
     Ok(DemandRead { jobs, not_polled })
 }
 

@@ -16,7 +16,7 @@
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, Target};
-use crate::github::{GhError, GitHubClient, SharedHold, load_credential};
+use crate::github::{GhError, GitHubClient, InFlight, SharedHold, load_credential};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::plan::ScaleSetSeen;
 use crate::reconcile::watch::DeregisterResult;
@@ -120,6 +120,9 @@ pub struct ScaleSetFeed {
     /// client of the target, the loop's included: the feed's send no REST call
     /// (registration tokens, lookups) before it.
     shared_hold: SharedHold,
+    /// The target's bound on requests in flight, shared by every client of its
+    /// credential (the loop's, the workers', each listener's) the same way.
+    in_flight: InFlight,
 }
 
 /// A scale set found by name, for starting and removing runners without a session.
@@ -146,12 +149,18 @@ impl ScaleSetFeed {
             next_try: Instant::now(),
             remote: HashMap::new(),
             shared_hold: SharedHold::default(),
+            in_flight: InFlight::default(),
         }
     }
 
     /// The hold every client of the target shares; give it to the loop's client.
     pub fn shared_hold(&self) -> SharedHold {
         self.shared_hold.clone()
+    }
+
+    /// The bound every client of the target shares; give it to the loop's client.
+    pub fn in_flight(&self) -> InFlight {
+        self.in_flight.clone()
     }
 
     /// Starts a listener for every scale set profile of this host that is not directed
@@ -241,7 +250,7 @@ impl ScaleSetFeed {
                 continue;
             }
             r.next_try = Instant::now() + REMOTE_RETRY;
-            match find_remote(target, policy, &self.shared_hold) {
+            match find_remote(target, policy, &self.shared_hold, &self.in_flight) {
                 Ok(Some(found)) => {
                     log_info!(
                         "scaleset_found",
@@ -278,7 +287,8 @@ impl ScaleSetFeed {
         let (stop, stop_rx) = bounded::<()>(0);
         let gh = GitHubClient::new(target, cred)
             .with_shutdown(stop_rx.clone())
-            .with_shared_hold(self.shared_hold.clone());
+            .with_shared_hold(self.shared_hold.clone())
+            .with_in_flight(self.in_flight.clone());
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
@@ -440,9 +450,12 @@ fn find_remote(
     target: &Target,
     policy: &ScalePolicy,
     shared_hold: &SharedHold,
+    in_flight: &InFlight,
 ) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
     let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
-    let gh = GitHubClient::new(target, cred).with_shared_hold(shared_hold.clone());
+    let gh = GitHubClient::new(target, cred)
+        .with_shared_hold(shared_hold.clone())
+        .with_in_flight(in_flight.clone());
     let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
     let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {
         (Some(id), _) => id as i64,

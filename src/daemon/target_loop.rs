@@ -103,7 +103,10 @@ impl TargetLoop {
         shutdown_rx: Receiver<()>,
     ) -> Result<TargetLoop, StoreError> {
         let store = SqliteStore::open(&shared.state_dir)?;
-        let workers = DEFAULT_WORKERS;
+        let workers = store
+            .target(&name)
+            .map(|t| t.max_in_flight as usize)
+            .unwrap_or(DEFAULT_WORKERS);
         let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
         Ok(TargetLoop {
             scaleset: ScaleSetFeed::new(&name),
@@ -207,6 +210,10 @@ impl TargetLoop {
             .into_iter()
             .filter(|p| p.target == self.name)
             .collect();
+        // The bound on requests in flight follows the target's setting at once; the
+        // workers grow to it (extra ones only wait).
+        self.scaleset.in_flight().set_limit(target.max_in_flight);
+        self.io.ensure_workers(target.max_in_flight as usize);
         self.ensure_client(&target, now);
         let mode = self.shared.pool.mode(&self.name, now);
         self.scaleset
@@ -713,7 +720,8 @@ impl TargetLoop {
                 let client = GitHubClient::new(target, cred)
                     .with_shutdown(self.shutdown_rx.clone())
                     .with_observer(observer)
-                    .with_shared_hold(self.scaleset.shared_hold());
+                    .with_shared_hold(self.scaleset.shared_hold())
+                    .with_in_flight(self.scaleset.in_flight());
                 // A retry-after or rate-limit reset recorded before a restart still holds.
                 let hold = self
                     .store
