@@ -140,11 +140,15 @@ fn isolation_line(
     store: &dyn Store,
     h: &Host,
     alive: bool,
-) -> Result<(Option<String>, String), CliError> {
+) -> Result<(Option<String>, String, String), CliError> {
     let word = store.kv_get(crate::daemon::contain::KV_ISOLATION)?;
     let line = store.kv_get(crate::daemon::contain::KV_CONTAINMENT)?;
+    let cgroups = store
+        .kv_get(crate::daemon::contain::KV_CGROUPS)?
+        .filter(|_| alive)
+        .unwrap_or_else(|| "- (the daemon detects them when it starts)".into());
     Ok(match (alive, word, line) {
-        (true, Some(w), Some(l)) => (Some(w), l),
+        (true, Some(w), Some(l)) => (Some(w), l, cgroups),
         _ => {
             let asked = match (h.isolation, h.runner_uids) {
                 (Isolation::None, _) => "none".to_string(),
@@ -152,7 +156,11 @@ fn isolation_line(
                 (Isolation::Uids, None) => "uids, but runner_uids is not set".into(),
                 (Isolation::Auto, None) => "none (runner_uids is not set)".into(),
             };
-            (None, format!("{asked} (the daemon decides when it starts)"))
+            (
+                None,
+                format!("{asked} (the daemon decides when it starts)"),
+                cgroups,
+            )
         }
     })
 }
@@ -193,6 +201,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("coordinator", or_dash(h.coordinator.as_ref())),
                 ("daemon", daemon),
                 ("isolation", isolation.1.clone()),
+                ("cgroups", isolation.2.clone()),
             ]);
             s.push('\n');
             let trows: Vec<Vec<String>> = targets
@@ -258,6 +267,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     "runner_uids": h.runner_uids.map(|r| r.to_string()),
                     "in_effect": isolation.0,
                     "detail": isolation.1,
+                    "cgroups": isolation.2,
                 },
                 "daemon": {
                     "running": alive,

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 /// the one word (`uids`, `none`, `refused`) and the whole line.
 pub const KV_ISOLATION: &str = "daemon:isolation";
 pub const KV_CONTAINMENT: &str = "daemon:containment";
+pub const KV_CGROUPS: &str = "daemon:cgroups";
 
 /// What the daemon runs runners with.
 #[derive(Debug, Clone)]
@@ -37,14 +38,6 @@ impl Containment {
         }
     }
 
-    /// The line the daemon logs at start and `status` shows.
-    pub fn describe(&self) -> String {
-        format!(
-            "isolation {}; cgroups {}",
-            self.isolation.describe(),
-            self.cgroups.summary()
-        )
-    }
 }
 
 /// Decides the containment for `host` and gets the host ready for it: the cgroup

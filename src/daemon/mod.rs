@@ -313,7 +313,8 @@ fn apply_containment(
     }
     shared.metrics.set_isolation(c.isolation.word());
     store.kv_put(contain::KV_ISOLATION, c.isolation.word())?;
-    store.kv_put(contain::KV_CONTAINMENT, &c.describe())?;
+    store.kv_put(contain::KV_CONTAINMENT, &c.isolation.describe())?;
+    store.kv_put(contain::KV_CGROUPS, &c.cgroups.summary())?;
     *lock_mutex(&shared.contain) = Arc::new(c);
     Ok(())
 }

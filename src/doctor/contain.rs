@@ -46,10 +46,14 @@ fn isolation_in_effect(store: &SqliteStore, host: &Host, daemon_pid: Option<u32>
             .ok()
             .flatten()
             .unwrap_or_default();
+        // The line is `InEffect::describe`'s: its reason follows the word.
+        let why = |prefix: &str| line.strip_prefix(prefix).unwrap_or(&line).to_string();
         return match (word.as_str(), host.runner_uids) {
             ("uids", Some(r)) => InEffect::Uids(r),
-            ("refused", _) => InEffect::Refused { why: line },
-            _ => InEffect::None { why: line },
+            ("refused", _) => InEffect::Refused {
+                why: why("refused, no runner starts: "),
+            },
+            _ => InEffect::None { why: why("none: ") },
         };
     }
     // SAFETY: geteuid has no preconditions.

@@ -82,6 +82,10 @@ struct NewJob {
     labels: Vec<String>,
     #[serde(default)]
     duration_ms: u64,
+    /// Steps for the simulated runner's worker to run (`/bin/sh -c`), in place of
+    /// sleeping for `duration_ms`.
+    #[serde(default)]
+    script: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -215,6 +219,9 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
                 }
                 let (run_id, ids) =
                     st.enqueue_run(&j.repo, "CI", &[(j.name, j.labels, j.duration_ms)], now);
+                if let Some(job) = st.jobs.get_mut(&ids[0]) {
+                    job.script = j.script;
+                }
                 ok(serde_json::json!({ "id": ids[0], "run_id": run_id }))
             }
             ("POST", "/faults") => {
