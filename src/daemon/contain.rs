@@ -37,7 +37,6 @@ impl Containment {
             cgroups: Cgroups::none("not yet detected"),
         }
     }
-
 }
 
 /// Decides the containment for `host` and gets the host ready for it: the cgroup
@@ -59,14 +58,24 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
             Err(e) => Cgroups::none(&e.to_string()),
         }
     });
-    if let InEffect::Uids(_) = in_effect {
-        if let Err(why) = open_for_runners(state_dir) {
-            in_effect = InEffect::Refused { why };
-        } else if euid == 0
-            && let Err(e) = caps::keep_only_needed()
-        {
-            log_warn!("capabilities_kept", error = e);
+    match in_effect {
+        InEffect::Uids(_) => {
+            if let Err(why) = open_for_runners(state_dir) {
+                in_effect = InEffect::Refused { why };
+            } else if euid == 0
+                && let Err(e) = caps::keep_only_needed()
+            {
+                log_warn!("capabilities_kept", error = e);
+            }
         }
+        // A profile's `run_as` user must reach its root too, with or without
+        // per-attempt uids; a daemon that cannot switch users runs none.
+        InEffect::None { .. } if powers.can_switch_users => {
+            if let Err(why) = open_for_runners(state_dir) {
+                log_warn!("run_as_roots_unreachable", error = why);
+            }
+        }
+        _ => {}
     }
     Containment {
         isolation: in_effect,

@@ -263,3 +263,45 @@ fn a_scale_set_whose_runner_group_admits_public_repositories_starts_nothing() {
         .is_empty()));
     w.stop_daemon();
 }
+
+/// Regression: `run_as` could not work. Roots were never given to the user and sat
+/// under the daemon's 0700 state directory, so every spawn failed with EACCES (and
+/// looped). With isolation none and a named user, the job runs as that user in a root
+/// that is its own.
+#[test]
+fn a_profiles_run_as_user_runs_its_jobs() {
+    let test = "a_profiles_run_as_user_runs_its_jobs";
+    let block = match crate::users::try_runner_uids(1) {
+        Ok(b) => b,
+        Err(why) => {
+            crate::users::skip(test, &why);
+            return;
+        }
+    };
+    let user = block.user(0);
+    let mut w = World::new("hostile-run-as", 2);
+    w.add_target("octo", "octo/app", true);
+    w.add_profile(ProfileSpec::new("linux", "octo", &["linux"]));
+    w.cli_ok(&["profile", "set", "linux", &format!("run_as={}", user.name)]);
+    w.start_daemon();
+    let id = w.sim.enqueue_script_job(
+        "octo/app",
+        "as-user",
+        &["self-hosted", "linux"],
+        "id -un; touch ../_work/mine && echo root-writable",
+    );
+    let mut job = None;
+    wait_until(SETTLE, "the job completes", || {
+        job = w
+            .sim
+            .jobs()
+            .into_iter()
+            .find(|j| j.id == id && j.conclusion.is_some());
+        job.is_some()
+    });
+    let out = job.unwrap().output.unwrap_or_default();
+    assert!(out.lines().any(|l| l == user.name), "{out}");
+    assert!(out.contains("root-writable"), "{out}");
+    w.wait_settled(&["octo/app"]);
+    w.check_invariants(&["octo/app"]);
+}

@@ -14,7 +14,7 @@ pub fn contained_world(test: &str, uids: u32, max: u32) -> Option<(World, UidBlo
     let block = match users::try_runner_uids(uids) {
         Ok(b) => b,
         Err(why) => {
-            eprintln!("SKIPPED {test}: {why}");
+            crate::users::skip(test, &why);
             return None;
         }
     };

@@ -205,7 +205,11 @@ fn lists_roots_on_disk() {
 #[test]
 fn a_root_for_another_uid_is_its_own_and_the_install_stays_the_managers() {
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED a_root_for_another_uid_is_its_own: needs root to chown");
+        // The real stderr: libtest would swallow eprintln! of a passing test.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED a_root_for_another_uid_is_its_own: needs root to chown\n",
+        );
         return;
     }
     let dir = TempDir::new("owned");

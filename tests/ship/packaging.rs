@@ -282,7 +282,11 @@ fn another_prefix_moves_exec_start_and_dry_run_writes_nothing() {
 #[test]
 fn install_sh_makes_the_runner_users_of_a_range() {
     if unsafe { libc::geteuid() } != 0 || Command::new("useradd").arg("--help").output().is_err() {
-        eprintln!("SKIPPED install_sh_makes_the_runner_users_of_a_range: needs root and useradd");
+        // The real stderr: libtest would swallow eprintln! of a passing test.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED install_sh_makes_the_runner_users_of_a_range: needs root and useradd\n",
+        );
         return;
     }
     let users = |extra: &[&str]| {
@@ -330,4 +334,41 @@ fn install_sh_makes_the_runner_users_of_a_range() {
             .arg(format!("rm-runner-{uid}"))
             .output();
     }
+}
+
+/// The unit as systemd reads it: `systemd-analyze verify` where this host has it, with
+/// ExecStart pointed at the binary under test. The one complaint allowed is systemd
+/// before 254 not knowing `DelegateSubgroup=` (which it then ignores, as the unit's
+/// comment says the daemon expects).
+#[test]
+fn systemd_analyze_verifies_the_unit() {
+    let Ok(out) = Command::new("systemd-analyze").arg("--version").output() else {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED systemd_analyze_verifies_the_unit: no systemd-analyze here\n",
+        );
+        return;
+    };
+    assert!(out.status.success());
+    let d = Dir::new("pkg-verify");
+    let unit = read(format!("{TOP}/packaging/systemd/runner-manager.service")).replace(
+        "ExecStart=/usr/bin/runner-manager",
+        &format!("ExecStart={BIN}"),
+    );
+    let path = d.path("runner-manager.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    let complaints: Vec<&str> = said
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter(|l| !l.contains("Unknown key 'DelegateSubgroup'"))
+        .filter(|l| !l.contains("/bin/kill is not executable"))
+        .collect();
+    assert!(out.status.success() && complaints.is_empty(), "{said}");
 }
