@@ -447,7 +447,10 @@ impl TargetLoop {
         let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
             let _ = a.end(
                 crate::domain::Outcome::Failed,
-                Some("not_started: no GitHub client".into()),
+                Some(crate::domain::Reason::message(
+                    crate::domain::ReasonKind::NotStarted,
+                    "no GitHub client",
+                )),
                 now,
             );
             metrics_feed::ended(&self.shared.metrics, &a);

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
-use crate::domain::{AttemptState, CredentialRef, Outcome, TargetScope};
+use crate::domain::{AttemptState, CredentialRef, Outcome, Reason, ReasonKind, TargetScope};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -180,7 +180,7 @@ fn attempts_keep_their_history_and_the_profile_stays_while_live() {
 
     a.end(
         Outcome::ExitedIdleWithoutWork,
-        Some("idle_timeout".into()),
+        Some(Reason::new(ReasonKind::IdleTimeout)),
         4_000,
     )
     .unwrap();
@@ -250,8 +250,12 @@ fn prune_removes_old_cleaned_attempts_with_their_events_and_never_reuses_ids() {
         let mut a = s
             .create_attempt(&new_attempt(&h, "linux"), i * 100)
             .unwrap();
-        a.end(Outcome::Failed, Some("boom".into()), i * 100 + 1)
-            .unwrap();
+        a.end(
+            Outcome::Failed,
+            Some(Reason::message(ReasonKind::Spawn, "boom")),
+            i * 100 + 1,
+        )
+        .unwrap();
         a.cleaned = i != 1;
         s.save_attempt(&a).unwrap();
         last = a.id;
@@ -293,6 +297,41 @@ fn every_pass_reads_use_the_partial_indexes() {
             "{sql}: plan {plan:?} does not use {index}"
         );
     }
+}
+
+#[test]
+fn reasons_are_kept_as_their_text_and_read_back_leniently() {
+    let (s, h, _) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, "linux"), 0).unwrap();
+    let why = Reason::exit(ReasonKind::ExitedDuringJob, 137);
+    a.end(Outcome::Failed, Some(why.clone()), 5).unwrap();
+    s.save_attempt(&a).unwrap();
+    let text: String = s
+        .connection()
+        .query_row("SELECT reason FROM attempts WHERE id = ?1", [a.id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(
+        text, "exited_during_job (exit 137)",
+        "the text older builds wrote"
+    );
+    assert_eq!(s.attempt(a.id).unwrap().reason, Some(why));
+
+    // Another build's words: read as `Other`, shown and saved back unchanged.
+    s.connection()
+        .execute(
+            "UPDATE attempts SET reason = 'evicted by the scheduler' WHERE id = ?1",
+            [a.id],
+        )
+        .unwrap();
+    let mut back = s.attempt(a.id).unwrap();
+    let odd = back.reason.clone().unwrap();
+    assert_eq!(odd.kind(), ReasonKind::Other);
+    assert_eq!(odd.to_string(), "evicted by the scheduler");
+    back.cleaned = true;
+    s.save_attempt(&back).unwrap();
+    assert_eq!(s.attempt(a.id).unwrap().reason, Some(odd));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use runner_manager::domain::{
-    AttemptState, CredentialRef, Outcome, ScalePolicy, Target, TargetScope,
+    AttemptState, CredentialRef, Outcome, Reason, ScalePolicy, Target, TargetScope,
 };
 use runner_manager::store::{
     Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SqliteStore, Store,
@@ -65,7 +65,7 @@ pub fn profile(store: &dyn Store, name: &str, target: &str, labels: &[&str], max
 }
 
 /// An attempt that went through `states` one minute-ish apart from `start`, ending
-/// with `end` if given.
+/// with `end` if given (its reason as the store keeps it).
 #[allow(clippy::too_many_arguments)]
 pub fn attempt(
     store: &dyn Store,
@@ -91,7 +91,7 @@ pub fn attempt(
     }
     if let Some((o, r)) = end {
         t += 30_000;
-        a.end(o, Some(r.into()), t).unwrap();
+        a.end(o, Some(Reason::parse(r)), t).unwrap();
     }
     if let Some((rss, cpu)) = usage {
         a.peak_rss_bytes = Some(rss);
