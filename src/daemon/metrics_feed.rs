@@ -94,7 +94,7 @@ pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>) {
     if let Some(r) = client.and_then(|c| c.rate_limit_snapshot().remaining) {
         m.set_rate_limit_remaining(name, r);
     }
-    m.set_link_mode(name, "standalone");
+    m.set_link_mode(name, crate::domain::TargetMode::Standalone.as_str());
 }
 
 /// A profile's starts were held after a host failure, or are no longer.

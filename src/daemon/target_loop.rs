@@ -809,7 +809,7 @@ impl TargetLoop {
         let unfit_jobs = plan.demand.unfit_reasons();
         let target = TargetStatus {
             target: self.name.clone(),
-            mode: mode.as_str().into(),
+            mode: mode.into(),
             last_error: self.last_error.clone(),
             rate_limit_remaining: self
                 .client

@@ -8,6 +8,7 @@ pub mod job;
 pub mod labels;
 pub mod profile;
 pub mod reason;
+pub mod status;
 pub mod target;
 pub mod validate;
 
@@ -17,5 +18,6 @@ pub use isolation::{InEffect, Isolation, UidRange};
 pub use job::{QueuedJob, RegisteredRunner};
 pub use profile::{DemandSource, Mode, ScalePolicy};
 pub use reason::{Reason, ReasonKind};
+pub use status::{Limit, NotReconciling, Reported, TargetMode};
 pub use target::{CredentialRef, Target, TargetScope};
 pub use validate::Invalid;

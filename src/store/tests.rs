@@ -3,7 +3,10 @@
 
 use super::*;
 use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
-use crate::domain::{AttemptState, CredentialRef, Outcome, Reason, ReasonKind, TargetScope};
+use crate::domain::{
+    AttemptState, CredentialRef, Limit, NotReconciling, Outcome, Reason, ReasonKind, Reported,
+    TargetMode, TargetScope,
+};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -335,12 +338,56 @@ fn reasons_are_kept_as_their_text_and_read_back_leniently() {
 }
 
 #[test]
+fn status_words_are_typed_and_unknown_ones_kept() {
+    let (s, _, _) = seeded();
+    let unfit = Limit::NotReconciling(NotReconciling::Unfit("no runner install".into()));
+    s.put_profile_status(&ProfileStatus {
+        profile: "linux".into(),
+        demand: 1,
+        limiting: unfit.clone().into(),
+        last_error: None,
+        updated_at: 5,
+    })
+    .unwrap();
+    assert_eq!(
+        s.profile_statuses().unwrap()[0].limiting,
+        Reported::Known(unfit)
+    );
+    s.put_target_status(&TargetStatus {
+        target: "octo".into(),
+        mode: TargetMode::Fallback.into(),
+        last_error: None,
+        rate_limit_remaining: None,
+        updated_at: 6,
+    })
+    .unwrap();
+    assert_eq!(
+        s.target_statuses().unwrap()[0].mode,
+        Reported::Known(TargetMode::Fallback)
+    );
+    s.connection()
+        .execute_batch(
+            "UPDATE profile_status SET limiting = 'queue_depth'; \
+             UPDATE target_status SET mode = 'federated';",
+        )
+        .unwrap();
+    assert_eq!(
+        s.profile_statuses().unwrap()[0].limiting,
+        Reported::Unrecognized("queue_depth".into())
+    );
+    assert_eq!(
+        s.target_statuses().unwrap()[0].mode.to_string(),
+        "federated"
+    );
+}
+
+#[test]
 fn live_rows_samples_and_kv() {
     let (s, _, _) = seeded();
     let ps = ProfileStatus {
         profile: "linux".into(),
         demand: 3,
-        limiting: "max_capacity".into(),
+        limiting: Limit::MaxCapacity.into(),
         last_error: None,
         updated_at: 5,
     };
@@ -353,7 +400,7 @@ fn live_rows_samples_and_kv() {
     assert_eq!(s.profile_statuses().unwrap()[0].demand, 4);
     let ts = TargetStatus {
         target: "octo".into(),
-        mode: "standalone".into(),
+        mode: TargetMode::Standalone.into(),
         last_error: Some("401 bad credentials".into()),
         rate_limit_remaining: Some(4999),
         updated_at: 6,
