@@ -3,7 +3,8 @@
 //! and request log, the store, the state directory and /proc.
 
 use super::proc;
-use runner_manager::domain::{Attempt, AttemptState, Outcome};
+use runner_manager::domain::reason::Form;
+use runner_manager::domain::{Attempt, AttemptState, Outcome, Reason};
 use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -110,10 +111,13 @@ pub fn outcome_counts(attempts: &[Attempt]) -> BTreeMap<String, usize> {
     m
 }
 
-/// The reason's first words, without ids or numbers, so counts group.
-fn short_reason(r: &str) -> String {
-    let head: String = r.split(':').next().unwrap_or(r).chars().take(40).collect();
-    head.trim().to_string()
+/// The reason without its message (error texts carry ids), so counts group; exit
+/// codes and job results are few and stay.
+fn short_reason(r: &Reason) -> String {
+    match r.kind().form() {
+        Form::Message => r.as_str().to_string(),
+        _ => r.to_string().chars().take(40).collect(),
+    }
 }
 
 /// No registration named for this host is left on GitHub.

@@ -281,7 +281,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     json!({
                         "name": t.name,
                         "scope": output::scope_json(&t.scope),
-                        "mode": st.map(|s| s.mode.clone()),
+                        "mode": st.map(|s| s.mode.to_string()),
                         "rate_limit_remaining": st.and_then(|s| s.rate_limit_remaining),
                         "last_error": st.and_then(|s| s.last_error.clone()),
                         "updated_at": st.map(|s| time(s.updated_at)),
@@ -298,7 +298,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                         "min": p.min_capacity,
                         "max": p.max_capacity,
                         "demand": st.map(|s| s.demand),
-                        "limiting": st.map(|s| s.limiting.clone()),
+                        "limiting": st.map(|s| s.limiting.to_string()),
                         "last_error": st.and_then(|s| s.last_error.clone()),
                         "updated_at": st.map(|s| time(s.updated_at)),
                     })

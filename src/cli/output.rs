@@ -167,7 +167,7 @@ pub fn attempt_json(a: &Attempt) -> Value {
         "runner_name": a.runner_name,
         "state": a.state.as_str(),
         "outcome": a.outcome.map(|o| o.as_str()),
-        "reason": a.reason,
+        "reason": a.reason.as_ref().map(ToString::to_string),
         "created_at": time(a.created_at),
         "updated_at": time(a.updated_at),
         "ended_at": a.ended_at.map(time),

@@ -3,7 +3,7 @@
 //! signalling and cleanup are the only I/O, and each is safe to repeat.
 
 use super::shared::Shared;
-use crate::domain::{Attempt, AttemptState, Outcome, TargetScope};
+use crate::domain::{Attempt, AttemptState, Outcome, ReasonKind, TargetScope};
 use crate::github::{Deleted, GitHubClient};
 use crate::reconcile::watch::{self, Action, DeregisterResult, Timeouts};
 use crate::runner::{self, SignalOutcome};
@@ -174,8 +174,11 @@ fn signal_runner(a: &Attempt, signal: i32) {
 /// refused before it (`not_started`: the pass's target failed; `runner_group`: the
 /// profile's group could not be resolved; `host`: readying it on the host failed).
 fn jit_was_asked(a: &Attempt) -> bool {
-    !a.reason.as_deref().is_some_and(|r| {
-        r.starts_with("not_started") || r.starts_with("runner_group") || r.starts_with("host:")
+    !a.reason.as_ref().is_some_and(|r| {
+        matches!(
+            r.kind(),
+            ReasonKind::NotStarted | ReasonKind::RunnerGroup | ReasonKind::Host
+        )
     })
 }
 
@@ -204,8 +207,8 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
         && !matches!(a.outcome, Some(Outcome::CompletedJob))
         && !(a.outcome == Some(Outcome::ExitedIdleWithoutWork)
             && a.reason
-                .as_deref()
-                .is_some_and(|r| r == "idle_timeout" || r == "drain"));
+                .as_ref()
+                .is_some_and(|r| matches!(r.kind(), ReasonKind::IdleTimeout | ReasonKind::Drain)));
     // An attempt without a registration id may be registered all the same: its JIT
     // answer was lost after GitHub registered the runner (a cut connection, a 5xx), or
     // the daemon stopped during the call. Only its name finds it; a start refused

@@ -297,7 +297,10 @@ fn wind_down(c: &Common, store: &SqliteStore, work: Work, why: &str) -> Option<A
     if attempt
         .end(
             crate::domain::Outcome::Failed,
-            Some(format!("not_started: {why}")),
+            Some(crate::domain::Reason::message(
+                crate::domain::ReasonKind::NotStarted,
+                why,
+            )),
             now_millis(),
         )
         .is_ok()

@@ -4,7 +4,7 @@
 //! so each loop carries one call per fact and the loops stay about reconciling.
 
 use super::shared::{Shared, lock};
-use crate::domain::{Attempt, AttemptState, Outcome};
+use crate::domain::{Attempt, AttemptState, Outcome, Reason};
 use crate::github::{GitHubClient, Observer};
 use crate::metrics::Metrics;
 use crate::reconcile::allocate::Allocation;
@@ -69,26 +69,16 @@ pub fn started(m: &Metrics, a: &Attempt, now: Millis) {
 /// An attempt ended: counted as a failure when its outcome is failed or orphaned.
 pub fn ended(m: &Metrics, a: &Attempt) {
     if matches!(a.outcome, Some(Outcome::Failed | Outcome::Orphaned)) {
-        m.runner_failed(&a.profile, &reason_label(a.reason.as_deref()));
+        m.runner_failed(&a.profile, reason_label(a.reason.as_ref()));
     }
 }
 
-/// A bounded label for a free-text reason: its first word (`jit_config: 422 ...` is
+/// A bounded label for a reason: its kind's word (`jit_config: 422 ...` is
 /// `jit_config`, `exited_during_job (exit 3)` is `exited_during_job`), so error
-/// messages and exit codes never multiply the series.
-pub fn reason_label(reason: Option<&str>) -> String {
-    let word: String = reason
-        .unwrap_or("")
-        .trim()
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .take(40)
-        .collect();
-    if word.is_empty() {
-        "unknown".into()
-    } else {
-        word.to_ascii_lowercase()
-    }
+/// messages and exit codes never multiply the series; text from another build is
+/// `other`, and no reason at all `unknown`.
+pub fn reason_label(reason: Option<&Reason>) -> &'static str {
+    reason.map_or("unknown", Reason::as_str)
 }
 
 /// The observer a target's GitHub client reports every response to.
@@ -104,7 +94,7 @@ pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>) {
     if let Some(r) = client.and_then(|c| c.rate_limit_snapshot().remaining) {
         m.set_rate_limit_remaining(name, r);
     }
-    m.set_link_mode(name, "standalone");
+    m.set_link_mode(name, crate::domain::TargetMode::Standalone.as_str());
 }
 
 /// A profile's starts were held after a host failure, or are no longer.
@@ -177,20 +167,25 @@ mod tests {
 
     #[test]
     fn reasons_become_bounded_labels() {
+        use crate::domain::ReasonKind::*;
         for (reason, want) in [
-            (Some("jit_config: 422 Validation failed"), "jit_config"),
-            (Some("exited_during_job (exit 3)"), "exited_during_job"),
             (
-                Some("orphaned: no runner process after restart"),
+                Some(Reason::message(JitConfig, "422 Validation failed")),
+                "jit_config",
+            ),
+            (Some(Reason::exit(ExitedDuringJob, 3)), "exited_during_job"),
+            (
+                Some(Reason::message(Orphaned, "no runner process after restart")),
                 "orphaned",
             ),
-            (Some("bootstrap_timeout"), "bootstrap_timeout"),
-            (Some("  "), "unknown"),
+            (Some(Reason::new(BootstrapTimeout)), "bootstrap_timeout"),
+            (Some(Reason::job("Failed")), "job"),
             (None, "unknown"),
-            (Some("\"quoted\" text"), "unknown"),
+            // Another build's text never becomes a label of its own.
+            (Some(Reason::parse("\"quoted\" text")), "other"),
+            (Some(Reason::parse(&"x".repeat(100))), "other"),
         ] {
-            assert_eq!(reason_label(reason), want, "{reason:?}");
+            assert_eq!(reason_label(reason.as_ref()), want, "{reason:?}");
         }
-        assert_eq!(reason_label(Some(&"x".repeat(100))).len(), 40);
     }
 }

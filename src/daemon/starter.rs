@@ -7,7 +7,9 @@
 
 use super::contain;
 use super::shared::Shared;
-use crate::domain::{Attempt, AttemptState, Host, Outcome, ScalePolicy, Target, TargetScope};
+use crate::domain::{
+    Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
+};
 use crate::github::{GhError, GitHubClient};
 use crate::runner::{self, SpawnSpec};
 use crate::secret::Secret;
@@ -82,15 +84,15 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     let ready = match contain::ready(&contain, &cx.shared.state_dir, &install, cx.policy, a) {
         Ok(r) => r,
         Err(e) => {
-            // `host:` marks a start refused before any JIT call (see the actuator).
-            fail(cx, a, format!("host: {e}"))?;
+            // `Host` marks a start refused before any JIT call (see the actuator).
+            fail(cx, a, Reason::message(ReasonKind::Host, e.to_string()))?;
             return Ok(Started::Host(e.0));
         }
     };
     let (runner_id, jit) = match jit_config(cx, a) {
         Ok(r) => r,
         Err((what, e)) => {
-            fail(cx, a, format!("{what}: {e}"))?;
+            fail(cx, a, Reason::message(what, e.to_string()))?;
             return Ok(Started::GitHub(e));
         }
     };
@@ -105,7 +107,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
 }
 
 /// Ends an attempt that could not be started, with its reason.
-fn fail(cx: &StartCx, a: &mut Attempt, reason: String) -> Result<(), StoreError> {
+fn fail(cx: &StartCx, a: &mut Attempt, reason: Reason) -> Result<(), StoreError> {
     let (store, now) = (cx.store, cx.now);
     log_warn!(
         "start_failed",
@@ -119,12 +121,14 @@ fn fail(cx: &StartCx, a: &mut Attempt, reason: String) -> Result<(), StoreError>
 }
 
 /// The runner's registration id and JIT config: from the profile's scale set, or from
-/// REST (in the profile's runner group). The error names the step that failed.
-fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (&'static str, GhError)> {
+/// REST (in the profile's runner group). The error names the step that failed
+/// (`JitConfig` or `RunnerGroup`).
+fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (ReasonKind, GhError)> {
     if let Some((ss, scale_set_id)) = cx.scaleset {
-        return super::scaleset_feed::jit(ss, scale_set_id, a).map_err(|e| ("jit_config", e));
+        return super::scaleset_feed::jit(ss, scale_set_id, a)
+            .map_err(|e| (ReasonKind::JitConfig, e));
     }
-    let group = group_id(cx).map_err(|e| ("runner_group", e))?;
+    let group = group_id(cx).map_err(|e| (ReasonKind::RunnerGroup, e))?;
     let generate = || {
         cx.client.generate_jitconfig(
             &cx.target.scope,
@@ -144,10 +148,10 @@ fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (&'static 
             }
             match generate() {
                 Ok(r) => r,
-                Err(e) => return Err(("jit_config", e)),
+                Err(e) => return Err((ReasonKind::JitConfig, e)),
             }
         }
-        Err(e) => return Err(("jit_config", e)),
+        Err(e) => return Err((ReasonKind::JitConfig, e)),
     };
     Ok((registered.id, jit))
 }
@@ -197,9 +201,11 @@ fn launch(
             Ok(Started::Spawned)
         }
         Err(e) => {
-            let why = format!("spawn: {e}");
-            fail(cx, a, why.clone())?;
-            Ok(Started::Host(why))
+            let why = Reason::message(ReasonKind::Spawn, e.to_string());
+            // The profile's hold shows the same text as the attempt.
+            let held = why.to_string();
+            fail(cx, a, why)?;
+            Ok(Started::Host(held))
         }
     }
 }

@@ -32,7 +32,7 @@ impl StatusWriter {
             let st = ProfileStatus {
                 profile: pa.profile.clone(),
                 demand: pa.demand,
-                limiting: pa.limit.to_string(),
+                limiting: pa.limit.clone().into(),
                 last_error: last_error(&pa.profile),
                 updated_at: now,
             };

@@ -447,7 +447,10 @@ impl TargetLoop {
         let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
             let _ = a.end(
                 crate::domain::Outcome::Failed,
-                Some("not_started: no GitHub client".into()),
+                Some(crate::domain::Reason::message(
+                    crate::domain::ReasonKind::NotStarted,
+                    "no GitHub client",
+                )),
                 now,
             );
             metrics_feed::ended(&self.shared.metrics, &a);
@@ -806,7 +809,7 @@ impl TargetLoop {
         let unfit_jobs = plan.demand.unfit_reasons();
         let target = TargetStatus {
             target: self.name.clone(),
-            mode: mode.as_str().into(),
+            mode: mode.into(),
             last_error: self.last_error.clone(),
             rate_limit_remaining: self
                 .client

@@ -2,6 +2,7 @@
 //! cleanup. The state machine is the one table in [`AttemptState::can_step`]; recovery
 //! may skip forward past missed states ([`AttemptState::can_recover`]), never back.
 
+use super::reason::Reason;
 use crate::timefmt::Millis;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -130,7 +131,7 @@ impl fmt::Display for AttemptState {
     }
 }
 
-/// How an attempt ended, once known. The reason text lives in `Attempt::reason`.
+/// How an attempt ended, once known. Why lives in `Attempt::reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -207,8 +208,9 @@ pub struct Attempt {
     pub runner_name: String,
     pub state: AttemptState,
     pub outcome: Option<Outcome>,
-    /// Why it failed (or, for a clean end, what ended it: `idle_timeout`, `drain`...).
-    pub reason: Option<String>,
+    /// Why it failed (or, for a clean end, what ended it: `idle_timeout`, `drain`...);
+    /// before the end, what our deregistration intends.
+    pub reason: Option<Reason>,
     pub created_at: Millis,
     pub updated_at: Millis,
     /// When the runner's life ended (entered `Finished` or `Failed`).
@@ -297,7 +299,7 @@ impl Attempt {
     pub fn end(
         &mut self,
         outcome: Outcome,
-        reason: Option<String>,
+        reason: Option<Reason>,
         now: Millis,
     ) -> Result<(), IllegalTransition> {
         self.recover(outcome.final_state(), now)?;
@@ -343,6 +345,7 @@ impl Attempt {
 mod tests {
     use super::AttemptState::*;
     use super::*;
+    use crate::domain::ReasonKind;
 
     /// The whole table, written out: every pair not listed is illegal.
     const LEGAL: &[(AttemptState, AttemptState)] = &[
@@ -425,7 +428,7 @@ mod tests {
         let mut a = Attempt::new(1, "p", "t", "ffffffffffffffff", 0);
         a.end(
             Outcome::Orphaned,
-            Some("no process after restart".into()),
+            Some(Reason::new(ReasonKind::ProcessGone)),
             5,
         )
         .unwrap();
@@ -434,11 +437,15 @@ mod tests {
         b.step(Starting, 1).unwrap();
         b.end(
             Outcome::ExitedIdleWithoutWork,
-            Some("idle_timeout".into()),
+            Some(Reason::new(ReasonKind::IdleTimeout)),
             2,
         )
         .unwrap();
         assert_eq!(b.state, Finished);
+        assert_eq!(
+            b.reason.as_ref().map(Reason::kind),
+            Some(ReasonKind::IdleTimeout)
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@ pub mod isolation;
 pub mod job;
 pub mod labels;
 pub mod profile;
+pub mod reason;
+pub mod status;
 pub mod target;
 pub mod validate;
 
@@ -15,5 +17,7 @@ pub use host::{Host, parse_runner_name, runner_name};
 pub use isolation::{InEffect, Isolation, UidRange};
 pub use job::{QueuedJob, RegisteredRunner};
 pub use profile::{DemandSource, Mode, ScalePolicy};
+pub use reason::{Reason, ReasonKind};
+pub use status::{Limit, NotReconciling, Reported, TargetMode};
 pub use target::{CredentialRef, Target, TargetScope};
 pub use validate::Invalid;

@@ -11,7 +11,9 @@ use super::watch::entered_at;
 use crate::domain::profile::Mode;
 use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
 use std::collections::BTreeMap;
-use std::fmt;
+
+// The store keeps the limiting factor, so its type is the domain's.
+pub use crate::domain::status::{Limit, NotReconciling};
 
 /// Our attempts of one profile by state: the allocator's view of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,75 +49,6 @@ impl Counts {
             }
         }
         out
-    }
-}
-
-/// Why a profile is not reconciled at all.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotReconciling {
-    /// The profile is paused (`active = false`).
-    Paused,
-    /// The host is draining: start nothing, let busy runners finish.
-    Draining,
-    /// Something the profile needs is broken (credentials, runner directory...).
-    Unfit(String),
-}
-
-/// What decided a profile's `to_start`: shown by `status`, `top` and in refusals.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Limit {
-    /// Everything queued is covered (or there is nothing queued).
-    Demand,
-    /// Covered, and the `min_capacity` floor outweighs the queued jobs.
-    MinCapacity,
-    /// The profile's own ceiling stops it.
-    MaxCapacity,
-    /// The host's capacity, shared across profiles, stops it.
-    HostCapacity,
-    /// Mode `monitor`: reads demand, starts nothing.
-    MonitorOnly,
-    NotReconciling(NotReconciling),
-    /// The profile belongs to another host.
-    ForeignHost,
-}
-
-impl Limit {
-    /// The design's word for it.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Limit::Demand => "demand",
-            Limit::MinCapacity => "min_capacity",
-            Limit::MaxCapacity => "max_capacity",
-            Limit::HostCapacity => "host_capacity",
-            Limit::MonitorOnly => "monitor_only",
-            Limit::NotReconciling(_) => "not_reconciling",
-            Limit::ForeignHost => "foreign_host",
-        }
-    }
-
-    /// Whether the allocator may start runners for this profile at all.
-    pub fn reconciles(&self) -> bool {
-        matches!(
-            self,
-            Limit::Demand | Limit::MinCapacity | Limit::MaxCapacity | Limit::HostCapacity
-        )
-    }
-}
-
-impl fmt::Display for Limit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Limit::NotReconciling(NotReconciling::Paused) => {
-                f.write_str("not_reconciling (paused)")
-            }
-            Limit::NotReconciling(NotReconciling::Draining) => {
-                f.write_str("not_reconciling (draining)")
-            }
-            Limit::NotReconciling(NotReconciling::Unfit(why)) => {
-                write!(f, "not_reconciling (unfit: {why})")
-            }
-            other => f.write_str(other.as_str()),
-        }
     }
 }
 

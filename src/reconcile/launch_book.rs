@@ -28,6 +28,9 @@ use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
+// The store keeps the mode, so its type is the domain's.
+pub use crate::domain::status::TargetMode;
+
 /// Lease ids remembered to refuse duplicates; the oldest is forgotten first. A lease
 /// lives at most [`MAX_TTL_SECS`], so this covers far more than any live lease.
 pub const SEEN_LEASES: usize = 4096;
@@ -114,29 +117,6 @@ pub enum CloseReason {
 pub struct Closed {
     pub launch: OpenLaunch,
     pub why: CloseReason,
-}
-
-/// How a target runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetMode {
-    /// No coordinator configured: the host reads its own demand.
-    Standalone,
-    /// Link up (or down less than the grace), target covered: directed profiles'
-    /// demand is the open launches.
-    Coordinated,
-    /// Configured, but the link has been down longer than the grace period: the host
-    /// reads its own demand again.
-    Fallback,
-}
-
-impl TargetMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TargetMode::Standalone => "standalone",
-            TargetMode::Coordinated => "coordinated",
-            TargetMode::Fallback => "fallback",
-        }
-    }
 }
 
 /// The coordinator link as the host last saw it.

@@ -11,7 +11,8 @@
 
 use super::lines::RunnerEvent;
 use crate::domain::{
-    Attempt, AttemptState, Outcome, RegisteredRunner, ScalePolicy, parse_runner_name,
+    Attempt, AttemptState, Outcome, Reason, ReasonKind, RegisteredRunner, ScalePolicy,
+    parse_runner_name,
 };
 use crate::timefmt::Millis;
 use std::fmt;
@@ -94,13 +95,13 @@ pub enum Action {
     Transition {
         to: AttemptState,
         outcome: Option<Outcome>,
-        reason: Option<String>,
+        reason: Option<Reason>,
     },
     /// Record the job the runner took (its display name).
     RecordJob { name: String },
     /// Record `reason` as the attempt's reason (intent), then DELETE the registration
     /// and hand the answer to [`after_deregister`].
-    Deregister { reason: String },
+    Deregister { reason: Reason },
     /// Signal the runner's process group; what is left after `grace` is killed.
     StopProcess { signal: i32, grace: Millis },
     /// SIGKILL what is left of the runner's session.
@@ -168,11 +169,11 @@ pub fn entered_at(a: &Attempt, state: AttemptState) -> Millis {
 }
 
 /// The runner's exit codes that name a cause (`Constants.cs` in actions/runner).
-fn exit_cause(code: i32) -> Option<&'static str> {
+fn exit_cause(code: i32) -> Option<ReasonKind> {
     match code {
-        3 | 4 => Some("runner_updating"),
-        5 => Some("session_conflict"),
-        7 => Some("version_deprecated"),
+        3 | 4 => Some(ReasonKind::RunnerUpdating),
+        5 => Some(ReasonKind::SessionConflict),
+        7 => Some(ReasonKind::VersionDeprecated),
         _ => None,
     }
 }
@@ -189,9 +190,6 @@ struct Plan<'a> {
     oom: bool,
 }
 
-/// The reason of an attempt whose memory limit killed something in it.
-pub const OOM: &str = "oom";
-
 impl<'a> Plan<'a> {
     fn new(attempt: &'a Attempt, now: Millis) -> Plan<'a> {
         Plan {
@@ -205,7 +203,7 @@ impl<'a> Plan<'a> {
     }
 
     /// Emits the transition when the table allows it; says whether it did.
-    fn go(&mut self, to: AttemptState, outcome: Option<Outcome>, reason: Option<String>) -> bool {
+    fn go(&mut self, to: AttemptState, outcome: Option<Outcome>, reason: Option<Reason>) -> bool {
         if !(self.state.can_step(to) || self.state.can_recover(to)) {
             return false;
         }
@@ -221,23 +219,20 @@ impl<'a> Plan<'a> {
         true
     }
 
-    fn end(&mut self, outcome: Outcome, reason: impl Into<String>) -> bool {
+    fn end(&mut self, outcome: Outcome, reason: Reason) -> bool {
         if self.oom {
             return self.go(
                 AttemptState::Failed,
                 Some(Outcome::Failed),
-                Some(OOM.into()),
+                Some(Reason::new(ReasonKind::Oom)),
             );
         }
-        self.go(outcome.final_state(), Some(outcome), Some(reason.into()))
+        self.go(outcome.final_state(), Some(outcome), Some(reason))
     }
 
     /// The reason our own deregistration recorded as intent, or `fallback`.
-    fn intent_or(&self, fallback: &str) -> String {
-        self.attempt
-            .reason
-            .clone()
-            .unwrap_or_else(|| fallback.to_string())
+    fn intent_or(&self, fallback: Reason) -> Reason {
+        self.attempt.reason.clone().unwrap_or(fallback)
     }
 
     /// When the attempt entered its current state (now, if this plan moved it).
@@ -287,11 +282,11 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
                 if p.state != AttemptState::Busy {
                     p.actions.push(Action::RecordJob { name: name.clone() });
                 }
-                p.end(Outcome::CompletedJob, format!("job {result}"));
+                p.end(Outcome::CompletedJob, Reason::job(result.as_str()));
             }
             RunnerEvent::NoLongerExists => {
                 if p.state.is_unassigned() {
-                    let why = p.intent_or("no_longer_exists");
+                    let why = p.intent_or(Reason::new(ReasonKind::NoLongerExists));
                     p.end(Outcome::ExitedIdleWithoutWork, why);
                 }
             }
@@ -300,11 +295,11 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
                 // exit code will say the rest.
                 if p.state.is_unassigned() {
                     let why = if *ev == RunnerEvent::SessionConflict {
-                        "session_conflict"
+                        ReasonKind::SessionConflict
                     } else {
-                        "version_deprecated"
+                        ReasonKind::VersionDeprecated
                     };
-                    if p.end(Outcome::Failed, why) && alive {
+                    if p.end(Outcome::Failed, Reason::new(why)) && alive {
                         p.stop(t);
                     }
                 }
@@ -320,7 +315,7 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
             }
             Registration::Absent if p.state == AttemptState::Idle && alive => {
                 // A ghost: listening with no registration, so it can never get a job.
-                let why = p.intent_or("registration_vanished");
+                let why = p.intent_or(Reason::new(ReasonKind::RegistrationVanished));
                 if p.end(Outcome::ExitedIdleWithoutWork, why) {
                     p.stop(t);
                 }
@@ -334,10 +329,10 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
         match obs.process {
             ProcessStatus::Exited { code } => exited(&mut p, code),
             ProcessStatus::Gone => {
-                p.end(Outcome::Orphaned, "process_gone");
+                p.end(Outcome::Orphaned, Reason::new(ReasonKind::ProcessGone));
             }
             ProcessStatus::NotSpawned if p.state != AttemptState::Pending => {
-                p.end(Outcome::Orphaned, "process_gone");
+                p.end(Outcome::Orphaned, Reason::new(ReasonKind::ProcessGone));
             }
             ProcessStatus::NotSpawned | ProcessStatus::Alive => timeouts(&mut p, t, want, alive),
         }
@@ -371,36 +366,42 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
 
 /// A live attempt's process exited with `code`.
 fn exited(p: &mut Plan, code: i32) {
-    let cause = exit_cause(code).map(|c| format!("{c} (exit {code})"));
+    let cause = exit_cause(code).map(|c| Reason::exit(c, code));
     match p.state {
         AttemptState::Pending | AttemptState::Starting => {
             p.end(
                 Outcome::Failed,
-                cause.unwrap_or_else(|| format!("crashed_at_start (exit {code})")),
+                cause.unwrap_or_else(|| Reason::exit(ReasonKind::CrashedAtStart, code)),
             );
         }
         AttemptState::Idle => match (code, cause) {
             (0, _) => {
-                let why = p.intent_or("exited_idle (exit 0)");
+                let why = p.intent_or(Reason::exit(ReasonKind::ExitedIdle, 0));
                 p.end(Outcome::ExitedIdleWithoutWork, why);
             }
             (_, Some(c)) => {
                 p.end(Outcome::Failed, c);
             }
             (_, None) => {
-                p.end(Outcome::Failed, format!("exited_while_idle (exit {code})"));
+                p.end(
+                    Outcome::Failed,
+                    Reason::exit(ReasonKind::ExitedWhileIdle, code),
+                );
             }
         },
         AttemptState::Busy => match (code, cause) {
             // The completion line was missed; an ephemeral runner exits 0 after its job.
             (0, _) => {
-                p.end(Outcome::CompletedJob, "job ended (exit 0)");
+                p.end(Outcome::CompletedJob, Reason::job("ended (exit 0)"));
             }
             (_, Some(c)) => {
                 p.end(Outcome::Failed, c);
             }
             (_, None) => {
-                p.end(Outcome::Failed, format!("exited_during_job (exit {code})"));
+                p.end(
+                    Outcome::Failed,
+                    Reason::exit(ReasonKind::ExitedDuringJob, code),
+                );
             }
         },
         _ => {}
@@ -416,7 +417,7 @@ fn timeouts(p: &mut Plan, t: &Timeouts, want: Want, alive: bool) {
         AttemptState::Pending | AttemptState::Starting
             if now - p.attempt.created_at >= t.bootstrap =>
         {
-            let ended = p.end(Outcome::Failed, "bootstrap_timeout");
+            let ended = p.end(Outcome::Failed, Reason::new(ReasonKind::BootstrapTimeout));
             if ended && alive {
                 p.stop(t);
             }
@@ -424,18 +425,20 @@ fn timeouts(p: &mut Plan, t: &Timeouts, want: Want, alive: bool) {
         AttemptState::Idle => {
             let reason = match want {
                 Want::Needed => None,
-                Want::Draining => Some("drain"),
-                Want::Surplus => (now - p.since() >= t.idle).then_some("idle_timeout"),
+                Want::Draining => Some(ReasonKind::Drain),
+                Want::Surplus => (now - p.since() >= t.idle).then_some(ReasonKind::IdleTimeout),
             };
             if let Some(r) = reason {
-                p.actions.push(Action::Deregister { reason: r.into() });
+                p.actions.push(Action::Deregister {
+                    reason: Reason::new(r),
+                });
             }
         }
         AttemptState::Busy => {
             // Never stopped to scale down; only the job's own ceiling ends it.
             if let Some(job) = t.job
                 && now - p.since() >= job
-                && p.end(Outcome::Failed, "job_timeout")
+                && p.end(Outcome::Failed, Reason::new(ReasonKind::JobTimeout))
             {
                 p.stop(t);
             }
@@ -455,7 +458,7 @@ pub fn after_deregister(
     match result {
         DeregisterResult::Deleted | DeregisterResult::NotFound => {
             if p.state.is_unassigned() {
-                let why = p.intent_or("deregistered");
+                let why = p.intent_or(Reason::new(ReasonKind::Deregistered));
                 if p.end(Outcome::ExitedIdleWithoutWork, why) {
                     p.stop(t);
                 }
@@ -501,15 +504,16 @@ pub fn recover(a: &Attempt, process: ProcessStatus, now: Millis) -> Vec<Action> 
     let why = match process {
         ProcessStatus::Alive => return vec![Action::Adopt],
         ProcessStatus::NotSpawned if a.state == AttemptState::Pending => {
-            "orphaned: the daemon stopped before the runner was spawned".to_string()
+            "the daemon stopped before the runner was spawned".to_string()
         }
         ProcessStatus::NotSpawned | ProcessStatus::Gone => {
-            "orphaned: no runner process after restart".to_string()
+            "no runner process after restart".to_string()
         }
         ProcessStatus::Exited { code } => {
-            format!("orphaned: the runner exited (exit {code}) while the daemon was down")
+            format!("the runner exited (exit {code}) while the daemon was down")
         }
     };
+    let why = Reason::message(ReasonKind::Orphaned, why);
     let mut p = Plan::new(a, now);
     if p.end(Outcome::Orphaned, why) && p.go(AttemptState::Destroying, None, None) {
         p.actions.push(Action::Cleanup);

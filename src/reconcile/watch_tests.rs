@@ -3,7 +3,7 @@
 
 use super::lines::parse_line;
 use super::watch::*;
-use crate::domain::{Attempt, AttemptState, Outcome};
+use crate::domain::{Attempt, AttemptState, Outcome, Reason, ReasonKind};
 use crate::timefmt::Millis;
 use AttemptState::*;
 use ProcessStatus::*;
@@ -431,7 +431,8 @@ fn never_kill_a_busy_runner_to_scale_down() {
 #[test]
 fn scale_down_deregisters_first_then_stops() {
     let mut idle = at(Idle, 0);
-    idle.reason = Some("idle_timeout".into()); // recorded as intent before the DELETE
+    // Recorded as intent before the DELETE.
+    idle.reason = Some(Reason::new(ReasonKind::IdleTimeout));
     for r in [DeregisterResult::Deleted, DeregisterResult::NotFound] {
         let got = after_deregister(&idle, r, &T, 70);
         applies(&idle, &got, 70);

@@ -74,7 +74,7 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.id,
             a.state.as_str(),
             a.outcome.map(|o| o.as_str()),
-            a.reason,
+            a.reason.as_ref().map(ToString::to_string),
             a.updated_at,
             a.ended_at,
             a.pid,

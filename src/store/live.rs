@@ -1,9 +1,11 @@
 //! What a running daemon reports: status rows per profile and target, its heartbeat,
-//! time series for the TUI, and a small key/value table for modules' own state.
+//! time series for the TUI, and a small key/value table for modules' own state. The
+//! status rows' limiting factor and mode are text here and typed everywhere else.
 
 use super::error::Result;
 use super::rows;
 use super::{Heartbeat, LatencySample, ProfileStatus, QueueSample, TargetStatus};
+use crate::domain::{Limit, Reported, TargetMode};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -15,7 +17,7 @@ pub fn put_profile_status(c: &Connection, s: &ProfileStatus) -> Result<()> {
     .execute(params![
         s.profile,
         s.demand,
-        s.limiting,
+        s.limiting.to_string(),
         s.last_error,
         s.updated_at
     ])?;
@@ -31,7 +33,7 @@ pub fn profile_statuses(c: &Connection) -> Result<Vec<ProfileStatus>> {
         Ok(ProfileStatus {
             profile: r.get(0)?,
             demand: r.get(1)?,
-            limiting: r.get(2)?,
+            limiting: Reported::read(r.get(2)?, Limit::parse),
             last_error: r.get(3)?,
             updated_at: r.get(4)?,
         })
@@ -46,7 +48,7 @@ pub fn put_target_status(c: &Connection, s: &TargetStatus) -> Result<()> {
     )?
     .execute(params![
         s.target,
-        s.mode,
+        s.mode.to_string(),
         s.last_error,
         s.rate_limit_remaining,
         s.updated_at
@@ -62,7 +64,7 @@ pub fn target_statuses(c: &Connection) -> Result<Vec<TargetStatus>> {
     let rows = st.query_map([], |r| {
         Ok(TargetStatus {
             target: r.get(0)?,
-            mode: r.get(1)?,
+            mode: Reported::read(r.get(1)?, TargetMode::parse),
             last_error: r.get(2)?,
             rate_limit_remaining: r.get(3)?,
             updated_at: r.get(4)?,

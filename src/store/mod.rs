@@ -17,7 +17,7 @@ pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 
-use crate::domain::{Attempt, Host, ScalePolicy, Target};
+use crate::domain::{Attempt, Host, Limit, Reported, ScalePolicy, Target, TargetMode};
 use crate::timefmt::Millis;
 use std::collections::BTreeMap;
 
@@ -52,8 +52,9 @@ pub struct AttemptFilter {
 pub struct ProfileStatus {
     pub profile: String,
     pub demand: u32,
-    /// The allocator's limiting factor (`demand`, `max_capacity`, `host_capacity`, ...).
-    pub limiting: String,
+    /// The allocator's limiting factor (`demand`, `max_capacity`, `host_capacity`, ...);
+    /// stored as its text, read back leniently.
+    pub limiting: Reported<Limit>,
     pub last_error: Option<String>,
     pub updated_at: Millis,
 }
@@ -62,8 +63,9 @@ pub struct ProfileStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetStatus {
     pub target: String,
-    /// `standalone`, `coordinated` or `fallback`.
-    pub mode: String,
+    /// `standalone`, `coordinated` or `fallback`; stored as its word, read back
+    /// leniently.
+    pub mode: Reported<TargetMode>,
     pub last_error: Option<String>,
     pub rate_limit_remaining: Option<i64>,
     pub updated_at: Millis,

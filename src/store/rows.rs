@@ -1,9 +1,10 @@
 //! Conversions between SQL rows and domain types: enums as their snake_case names,
+//! an attempt's reason as the text people read (`Reason`'s `Display`, parsed back),
 //! nested values (scope, credential, labels) as JSON text.
 
 use super::error::{Result, StoreError};
 use crate::domain::profile::{DemandSource, Mode};
-use crate::domain::{Attempt, AttemptState, Outcome, ScalePolicy, Target};
+use crate::domain::{Attempt, AttemptState, Outcome, Reason, ScalePolicy, Target};
 use rusqlite::Row;
 
 pub fn bad(what: &'static str, detail: impl std::fmt::Display) -> StoreError {
@@ -124,7 +125,10 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
             None => None,
             Some(o) => Some(Outcome::parse(&o).ok_or_else(|| bad("attempt", &o))?),
         },
-        reason: r.get(7)?,
+        // Lenient: a reason another build wrote is kept as `Other`, never a bad row.
+        reason: r
+            .get::<_, Option<String>>(7)?
+            .map(|text| Reason::parse(&text)),
         created_at: r.get(8)?,
         updated_at: r.get(9)?,
         ended_at: r.get(10)?,

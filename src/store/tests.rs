@@ -3,7 +3,10 @@
 
 use super::*;
 use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
-use crate::domain::{AttemptState, CredentialRef, Outcome, TargetScope};
+use crate::domain::{
+    AttemptState, CredentialRef, Limit, NotReconciling, Outcome, Reason, ReasonKind, Reported,
+    TargetMode, TargetScope,
+};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -180,7 +183,7 @@ fn attempts_keep_their_history_and_the_profile_stays_while_live() {
 
     a.end(
         Outcome::ExitedIdleWithoutWork,
-        Some("idle_timeout".into()),
+        Some(Reason::new(ReasonKind::IdleTimeout)),
         4_000,
     )
     .unwrap();
@@ -250,8 +253,12 @@ fn prune_removes_old_cleaned_attempts_with_their_events_and_never_reuses_ids() {
         let mut a = s
             .create_attempt(&new_attempt(&h, "linux"), i * 100)
             .unwrap();
-        a.end(Outcome::Failed, Some("boom".into()), i * 100 + 1)
-            .unwrap();
+        a.end(
+            Outcome::Failed,
+            Some(Reason::message(ReasonKind::Spawn, "boom")),
+            i * 100 + 1,
+        )
+        .unwrap();
         a.cleaned = i != 1;
         s.save_attempt(&a).unwrap();
         last = a.id;
@@ -296,12 +303,91 @@ fn every_pass_reads_use_the_partial_indexes() {
 }
 
 #[test]
+fn reasons_are_kept_as_their_text_and_read_back_leniently() {
+    let (s, h, _) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, "linux"), 0).unwrap();
+    let why = Reason::exit(ReasonKind::ExitedDuringJob, 137);
+    a.end(Outcome::Failed, Some(why.clone()), 5).unwrap();
+    s.save_attempt(&a).unwrap();
+    let text: String = s
+        .connection()
+        .query_row("SELECT reason FROM attempts WHERE id = ?1", [a.id], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(
+        text, "exited_during_job (exit 137)",
+        "the text older builds wrote"
+    );
+    assert_eq!(s.attempt(a.id).unwrap().reason, Some(why));
+
+    // Another build's words: read as `Other`, shown and saved back unchanged.
+    s.connection()
+        .execute(
+            "UPDATE attempts SET reason = 'evicted by the scheduler' WHERE id = ?1",
+            [a.id],
+        )
+        .unwrap();
+    let mut back = s.attempt(a.id).unwrap();
+    let odd = back.reason.clone().unwrap();
+    assert_eq!(odd.kind(), ReasonKind::Other);
+    assert_eq!(odd.to_string(), "evicted by the scheduler");
+    back.cleaned = true;
+    s.save_attempt(&back).unwrap();
+    assert_eq!(s.attempt(a.id).unwrap().reason, Some(odd));
+}
+
+#[test]
+fn status_words_are_typed_and_unknown_ones_kept() {
+    let (s, _, _) = seeded();
+    let unfit = Limit::NotReconciling(NotReconciling::Unfit("no runner install".into()));
+    s.put_profile_status(&ProfileStatus {
+        profile: "linux".into(),
+        demand: 1,
+        limiting: unfit.clone().into(),
+        last_error: None,
+        updated_at: 5,
+    })
+    .unwrap();
+    assert_eq!(
+        s.profile_statuses().unwrap()[0].limiting,
+        Reported::Known(unfit)
+    );
+    s.put_target_status(&TargetStatus {
+        target: "octo".into(),
+        mode: TargetMode::Fallback.into(),
+        last_error: None,
+        rate_limit_remaining: None,
+        updated_at: 6,
+    })
+    .unwrap();
+    assert_eq!(
+        s.target_statuses().unwrap()[0].mode,
+        Reported::Known(TargetMode::Fallback)
+    );
+    s.connection()
+        .execute_batch(
+            "UPDATE profile_status SET limiting = 'queue_depth'; \
+             UPDATE target_status SET mode = 'federated';",
+        )
+        .unwrap();
+    assert_eq!(
+        s.profile_statuses().unwrap()[0].limiting,
+        Reported::Unrecognized("queue_depth".into())
+    );
+    assert_eq!(
+        s.target_statuses().unwrap()[0].mode.to_string(),
+        "federated"
+    );
+}
+
+#[test]
 fn live_rows_samples_and_kv() {
     let (s, _, _) = seeded();
     let ps = ProfileStatus {
         profile: "linux".into(),
         demand: 3,
-        limiting: "max_capacity".into(),
+        limiting: Limit::MaxCapacity.into(),
         last_error: None,
         updated_at: 5,
     };
@@ -314,7 +400,7 @@ fn live_rows_samples_and_kv() {
     assert_eq!(s.profile_statuses().unwrap()[0].demand, 4);
     let ts = TargetStatus {
         target: "octo".into(),
-        mode: "standalone".into(),
+        mode: TargetMode::Standalone.into(),
         last_error: Some("401 bad credentials".into()),
         rate_limit_remaining: Some(4999),
         updated_at: 6,

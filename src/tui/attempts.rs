@@ -66,7 +66,10 @@ pub fn matches(a: &Attempt, filter: &str) -> bool {
         a.job_name.as_deref().unwrap_or(""),
         a.runner_name,
         a.outcome.map_or("", |o| o.as_str()),
-        a.reason.as_deref().unwrap_or("")
+        a.reason
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
     )
     .to_lowercase();
     filter
@@ -206,7 +209,7 @@ impl Component for AttemptsView {
                 let outcome = match (a.outcome, &a.reason) {
                     (Some(o), Some(r)) => format!("{}: {r}", o.as_str()),
                     (Some(o), None) => o.as_str().to_string(),
-                    (None, Some(r)) => r.clone(),
+                    (None, Some(r)) => r.to_string(),
                     (None, None) => "-".into(),
                 };
                 let style = match a.outcome {

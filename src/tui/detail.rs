@@ -69,7 +69,7 @@ impl Component for DetailView {
         let outcome = match (a.outcome, &a.reason) {
             (Some(o), Some(r)) => format!("{}: {r}", o.as_str()),
             (Some(o), None) => o.as_str().to_string(),
-            (None, Some(r)) => r.clone(),
+            (None, Some(r)) => r.to_string(),
             (None, None) => "-".into(),
         };
         let info = vec![

@@ -2,7 +2,7 @@
 //! every view, so rendering and key handling are tested without a terminal. Loading
 //! is a handful of short read transactions; the store is never written here.
 
-use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
+use crate::domain::{Attempt, AttemptState, Host, Reported, ScalePolicy, TargetMode};
 use crate::store::{
     AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, SqliteStore, Store,
     StoreError, TargetStatus,
@@ -43,7 +43,7 @@ pub struct ProfileRow {
     pub user_labels: Vec<String>,
     /// Its target's mode as the daemon last reported it (`standalone`, `coordinated`,
     /// `fallback`), `None` before the daemon's first pass.
-    pub mode: Option<String>,
+    pub mode: Option<Reported<TargetMode>>,
     pub status: Option<ProfileStatus>,
     pub counts: Counts,
 }

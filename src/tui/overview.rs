@@ -5,6 +5,7 @@ use super::actions::Action;
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::fmt;
 use super::model::{ProfileRow, Snapshot};
+use crate::domain::{Reported, TargetMode};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -156,8 +157,11 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
             targets.push(Span::raw(", "));
         }
         targets.push(Span::raw(format!("{} ", t.name)));
-        let mode = t.status.as_ref().map_or("-", |s| s.mode.as_str());
-        targets.push(Span::styled(mode.to_string(), mode_style(mode, cx)));
+        let mode = t.status.as_ref().map(|s| &s.mode);
+        targets.push(Span::styled(
+            fmt::or_dash(mode, |m| m.to_string()),
+            mode_style(mode, cx),
+        ));
         if t.status.as_ref().is_some_and(|s| s.last_error.is_some()) {
             targets.push(Span::styled(" (error)", th.bad()));
         }
@@ -173,11 +177,11 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
     );
 }
 
-fn mode_style(mode: &str, cx: &Ctx) -> ratatui::style::Style {
-    match mode {
-        "standalone" | "coordinated" => cx.theme.good(),
-        "fallback" => cx.theme.waiting(),
-        _ => cx.theme.quiet(),
+fn mode_style(mode: Option<&Reported<TargetMode>>, cx: &Ctx) -> ratatui::style::Style {
+    match mode.and_then(Reported::known) {
+        Some(TargetMode::Standalone | TargetMode::Coordinated) => cx.theme.good(),
+        Some(TargetMode::Fallback) => cx.theme.waiting(),
+        None => cx.theme.quiet(),
     }
 }
 
@@ -212,9 +216,9 @@ impl OverviewView {
                 if wide {
                     cells.push(Cell::from(r.user_labels.join(",")));
                 }
-                let mode = r.mode.as_deref().unwrap_or("-");
+                let mode = r.mode.as_ref();
                 cells.push(Cell::from(Span::styled(
-                    mode.to_string(),
+                    fmt::or_dash(mode, |m| m.to_string()),
                     mode_style(mode, cx),
                 )));
                 cells.push(if p.active {
@@ -238,7 +242,7 @@ impl OverviewView {
                     th.working(),
                 )));
                 cells.push(Cell::from(p.max_capacity.to_string()));
-                cells.push(Cell::from(fmt::or_dash(st, |s| s.limiting.clone())));
+                cells.push(Cell::from(fmt::or_dash(st, |s| s.limiting.to_string())));
                 if wide {
                     let err = st.and_then(|s| s.last_error.clone());
                     cells.push(Cell::from(Span::styled(

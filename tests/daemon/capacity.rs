@@ -2,7 +2,7 @@
 //! sampled throughout a burst; `min_capacity` keeps idle runners warm with no jobs.
 
 use super::support::*;
-use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::domain::{AttemptState, Limit, Outcome, Reason, ReasonKind};
 use runner_manager::store::Store;
 use std::time::{Duration, Instant};
 
@@ -77,7 +77,7 @@ fn host_capacity_holds_across_two_profiles() {
                 .profile_statuses()
                 .unwrap()
                 .iter()
-                .any(|p| p.limiting == "host_capacity");
+                .any(|p| p.limiting == Limit::HostCapacity.into());
         }
         w.all_completed(&["acme/app"])
     });
@@ -127,7 +127,11 @@ fn min_capacity_keeps_idle_runners_warm_without_jobs() {
     for a in w.attempts() {
         if a.job_name.is_none() {
             assert_eq!(a.outcome, Some(Outcome::ExitedIdleWithoutWork), "{a:?}");
-            assert_eq!(a.reason.as_deref(), Some("idle_timeout"), "{a:?}");
+            assert_eq!(
+                a.reason,
+                Some(Reason::new(ReasonKind::IdleTimeout)),
+                "{a:?}"
+            );
         }
     }
     assert!(w.stop_daemon().success());

@@ -4,7 +4,7 @@
 //! --json` while running.
 
 use super::support::*;
-use runner_manager::domain::{Attempt, AttemptState, Outcome};
+use runner_manager::domain::{Attempt, AttemptState, Outcome, Reason, ReasonKind};
 use runner_manager::runner::{ProcessStatus, is_alive};
 use runner_manager::sim::{FaultAction, FaultRule, JobStatus, Trigger};
 use std::process::{Command, Stdio};
@@ -57,7 +57,7 @@ fn an_idle_runner_past_its_timeout_is_deregistered_before_it_is_stopped() {
     w.check_invariants(&[]);
     let a = w.attempt(a.id);
     assert_eq!(a.outcome, Some(Outcome::ExitedIdleWithoutWork), "{a:?}");
-    assert_eq!(a.reason.as_deref(), Some("idle_timeout"));
+    assert_eq!(a.reason, Some(Reason::new(ReasonKind::IdleTimeout)));
     assert_eq!(w.attempts().len(), 1);
     assert!(w.stop_daemon().success());
 }

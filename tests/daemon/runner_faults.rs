@@ -3,7 +3,7 @@
 //! reason and cleaned up, and the job is still served by a later runner.
 
 use super::support::*;
-use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::domain::{AttemptState, Outcome, Reason, ReasonKind};
 use runner_manager::sim::{RunnerFault, RunnerFaultRule, Trigger};
 
 #[test]
@@ -39,11 +39,9 @@ fn crash_hang_and_bad_exit_are_recorded_cleaned_and_the_job_still_served() {
 
     let crashed = &attempts[0];
     assert_eq!(crashed.outcome, Some(Outcome::Failed), "{crashed:?}");
-    assert!(
-        crashed
-            .reason
-            .as_deref()
-            .is_some_and(|r| r.starts_with("crashed_at_start")),
+    assert_eq!(
+        crashed.reason.as_ref().map(Reason::kind),
+        Some(ReasonKind::CrashedAtStart),
         "{crashed:?}"
     );
     assert_eq!(crashed.exit_code, Some(1), "{crashed:?}");
@@ -51,8 +49,8 @@ fn crash_hang_and_bad_exit_are_recorded_cleaned_and_the_job_still_served() {
     let hung = &attempts[1];
     assert_eq!(hung.outcome, Some(Outcome::Failed), "{hung:?}");
     assert_eq!(
-        hung.reason.as_deref(),
-        Some("bootstrap_timeout"),
+        hung.reason,
+        Some(Reason::new(ReasonKind::BootstrapTimeout)),
         "{hung:?}"
     );
     assert!(

@@ -3,7 +3,7 @@
 //! --wait` from the shell waits until no runner is alive.
 
 use super::support::*;
-use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::domain::{AttemptState, Outcome, Reason, ReasonKind};
 use runner_manager::runner::{ProcessStatus, is_alive};
 use std::process::{Command, Stdio};
 
@@ -35,7 +35,11 @@ fn sigterm_drains_idle_runners_and_leaves_busy_ones_running() {
         Some(Outcome::ExitedIdleWithoutWork),
         "{idle:?}"
     );
-    assert_eq!(idle.reason.as_deref(), Some("drain"), "{idle:?}");
+    assert_eq!(
+        idle.reason,
+        Some(Reason::new(ReasonKind::Drain)),
+        "{idle:?}"
+    );
     let path = format!(
         "/repos/acme/app/actions/runners/{}",
         idle.runner_id.unwrap()
@@ -94,7 +98,7 @@ fn sigterm_drains_idle_runners_and_leaves_busy_ones_running() {
     w.check_invariants(&["acme/app"]);
     for a in w.attempts() {
         if a.job_name.is_none() {
-            assert_eq!(a.reason.as_deref(), Some("drain"), "{a:?}");
+            assert_eq!(a.reason, Some(Reason::new(ReasonKind::Drain)), "{a:?}");
         }
     }
 }

@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use runner_manager::domain::{
-    Attempt, AttemptState, CredentialRef, Outcome, ScalePolicy, Target, TargetScope,
+    Attempt, AttemptState, CredentialRef, Outcome, Reason, ScalePolicy, Target, TargetScope,
 };
 use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState, SimConfig, SimGitHub};
 use runner_manager::sim::{SimHandle, install};
@@ -481,7 +481,7 @@ impl World {
             .unwrap_or_else(|| panic!("no attempt is runner {runner}"))
     }
 
-    pub fn outcomes(&self) -> Vec<(i64, Option<Outcome>, Option<String>)> {
+    pub fn outcomes(&self) -> Vec<(i64, Option<Outcome>, Option<Reason>)> {
         self.attempts()
             .into_iter()
             .map(|a| (a.id, a.outcome, a.reason))

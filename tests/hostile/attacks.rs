@@ -5,7 +5,7 @@
 
 use super::setup::*;
 use crate::support::*;
-use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::domain::{AttemptState, Outcome, Reason, ReasonKind};
 use runner_manager::runner::uid::processes_of_uid;
 use std::time::Duration;
 
@@ -269,8 +269,8 @@ fn a_job_past_memory_max_ends_oom_and_the_others_carry_on() {
     });
     let a = w.attempt(a.id);
     assert_eq!(
-        (a.outcome, a.reason.as_deref()),
-        (Some(Outcome::Failed), Some("oom")),
+        (a.outcome, a.reason.as_ref().map(Reason::kind)),
+        (Some(Outcome::Failed), Some(ReasonKind::Oom)),
         "{a:?}"
     );
     std::fs::write(&release, "").unwrap();

@@ -4,7 +4,7 @@
 //! `none` said plainly.
 
 use crate::support::*;
-use runner_manager::domain::{DemandSource, ScalePolicy};
+use runner_manager::domain::{DemandSource, ReasonKind, ScalePolicy};
 use runner_manager::store::Store;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -78,10 +78,9 @@ fn a_start_that_fails_for_a_host_reason_holds_the_profile_and_costs_github_nothi
     assert!(!poll_until(Duration::from_secs(2), || w.attempts().len() > seen));
     assert_eq!(seen, 1, "{:?}", w.outcomes());
     let a = &w.attempts()[0];
-    assert!(
-        a.reason.as_deref().unwrap().starts_with("host: run_as"),
-        "{a:?}"
-    );
+    let why = a.reason.as_ref().unwrap();
+    assert_eq!(why.kind(), ReasonKind::Host, "{a:?}");
+    assert!(why.detail().unwrap().starts_with("run_as"), "{a:?}");
     let jit = w
         .log()
         .iter()

@@ -3,7 +3,7 @@
 
 use crate::support::{Dir, NOW, T0, app, attempt, load, seeded};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use runner_manager::domain::AttemptState;
+use runner_manager::domain::{AttemptState, Reported, TargetMode};
 use runner_manager::store::Store;
 use runner_manager::tui::actions::Action;
 use runner_manager::tui::terminal::perform;
@@ -320,8 +320,8 @@ fn counts_come_from_open_attempts_and_the_daemon_is_judged_by_its_heartbeat() {
     );
     assert_eq!(snap.live_total(), 5);
     assert_eq!(
-        snap.profile("mac").unwrap().mode.as_deref(),
-        Some("fallback")
+        snap.profile("mac").unwrap().mode,
+        Some(Reported::Known(TargetMode::Fallback))
     );
     assert!(snap.daemon_alive());
     let later = runner_manager::tui::Snapshot::load(&store, NOW + 60_000).unwrap();

@@ -4,7 +4,8 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use runner_manager::domain::{
-    AttemptState, CredentialRef, Outcome, ScalePolicy, Target, TargetScope,
+    AttemptState, CredentialRef, Limit, Outcome, Reason, Reported, ScalePolicy, Target, TargetMode,
+    TargetScope,
 };
 use runner_manager::store::{
     Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SqliteStore, Store,
@@ -65,7 +66,7 @@ pub fn profile(store: &dyn Store, name: &str, target: &str, labels: &[&str], max
 }
 
 /// An attempt that went through `states` one minute-ish apart from `start`, ending
-/// with `end` if given.
+/// with `end` if given (its reason as the store keeps it).
 #[allow(clippy::too_many_arguments)]
 pub fn attempt(
     store: &dyn Store,
@@ -91,7 +92,7 @@ pub fn attempt(
     }
     if let Some((o, r)) = end {
         t += 30_000;
-        a.end(o, Some(r.into()), t).unwrap();
+        a.end(o, Some(Reason::parse(r)), t).unwrap();
     }
     if let Some((rss, cpu)) = usage {
         a.peak_rss_bytes = Some(rss);
@@ -196,7 +197,7 @@ pub fn seed(store: &dyn Store) {
     store
         .put_target_status(&TargetStatus {
             target: "octo".into(),
-            mode: "standalone".into(),
+            mode: TargetMode::Standalone.into(),
             last_error: None,
             rate_limit_remaining: Some(4800),
             updated_at: NOW - 2_000,
@@ -205,12 +206,14 @@ pub fn seed(store: &dyn Store) {
     store
         .put_target_status(&TargetStatus {
             target: "acme".into(),
-            mode: "fallback".into(),
+            mode: TargetMode::Fallback.into(),
             last_error: Some("coordinator unreachable".into()),
             rate_limit_remaining: None,
             updated_at: NOW - 2_000,
         })
         .unwrap();
+    // Written as the store keeps them: `paused` is no word the daemon writes, so it
+    // stands for one another build wrote, shown as it is.
     for (p, demand, limiting, err) in [
         ("linux", 5, "max_capacity", None),
         ("arm", 1, "paused", None),
@@ -227,7 +230,7 @@ pub fn seed(store: &dyn Store) {
             .put_profile_status(&ProfileStatus {
                 profile: p.into(),
                 demand,
-                limiting: limiting.into(),
+                limiting: Reported::read(limiting.into(), Limit::parse),
                 last_error: err.map(str::to_string),
                 updated_at: NOW - 2_000,
             })

@@ -1,0 +1,255 @@
+//! The words a pass reports for `status` and `top`: what limits a profile's starts
+//! ([`Limit`]) and how a target runs ([`TargetMode`]). The allocator and the launch
+//! book decide them (`reconcile` re-exports both); they live here because the store
+//! keeps them, and `store` depends on `domain` only.
+//!
+//! They stay typed until the store writes their text (`Display`, the words `status
+//! --json` has always shown). Read back, text this build does not know (an older or
+//! newer build's) is [`Reported::Unrecognized`], shown as written, never an error.
+
+use std::fmt;
+
+/// Why a profile is not reconciled at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotReconciling {
+    /// The profile is paused (`active = false`).
+    Paused,
+    /// The host is draining: start nothing, let busy runners finish.
+    Draining,
+    /// Something the profile needs is broken (credentials, runner directory...).
+    Unfit(String),
+}
+
+/// What decided a profile's `to_start`: shown by `status`, `top` and in refusals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Limit {
+    /// Everything queued is covered (or there is nothing queued).
+    Demand,
+    /// Covered, and the `min_capacity` floor outweighs the queued jobs.
+    MinCapacity,
+    /// The profile's own ceiling stops it.
+    MaxCapacity,
+    /// The host's capacity, shared across profiles, stops it.
+    HostCapacity,
+    /// Mode `monitor`: reads demand, starts nothing.
+    MonitorOnly,
+    NotReconciling(NotReconciling),
+    /// The profile belongs to another host.
+    ForeignHost,
+}
+
+/// The variants without data, for lookups by word.
+const PLAIN_LIMITS: [Limit; 6] = [
+    Limit::Demand,
+    Limit::MinCapacity,
+    Limit::MaxCapacity,
+    Limit::HostCapacity,
+    Limit::MonitorOnly,
+    Limit::ForeignHost,
+];
+
+impl Limit {
+    /// The design's word for it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Limit::Demand => "demand",
+            Limit::MinCapacity => "min_capacity",
+            Limit::MaxCapacity => "max_capacity",
+            Limit::HostCapacity => "host_capacity",
+            Limit::MonitorOnly => "monitor_only",
+            Limit::NotReconciling(_) => "not_reconciling",
+            Limit::ForeignHost => "foreign_host",
+        }
+    }
+
+    /// Whether the allocator may start runners for this profile at all.
+    pub fn reconciles(&self) -> bool {
+        matches!(
+            self,
+            Limit::Demand | Limit::MinCapacity | Limit::MaxCapacity | Limit::HostCapacity
+        )
+    }
+
+    /// Reads what `Display` wrote; `None` for text in no form this build writes.
+    pub fn parse(text: &str) -> Option<Limit> {
+        if let Some(plain) = PLAIN_LIMITS.into_iter().find(|l| l.as_str() == text) {
+            return Some(plain);
+        }
+        let inner = text.strip_prefix("not_reconciling (")?.strip_suffix(')')?;
+        Some(Limit::NotReconciling(match inner {
+            "paused" => NotReconciling::Paused,
+            "draining" => NotReconciling::Draining,
+            _ => NotReconciling::Unfit(inner.strip_prefix("unfit: ")?.to_string()),
+        }))
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Limit::NotReconciling(NotReconciling::Paused) => {
+                f.write_str("not_reconciling (paused)")
+            }
+            Limit::NotReconciling(NotReconciling::Draining) => {
+                f.write_str("not_reconciling (draining)")
+            }
+            Limit::NotReconciling(NotReconciling::Unfit(why)) => {
+                write!(f, "not_reconciling (unfit: {why})")
+            }
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+/// How a target runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetMode {
+    /// No coordinator configured: the host reads its own demand.
+    Standalone,
+    /// Link up (or down less than the grace), target covered: directed profiles'
+    /// demand is the open launches.
+    Coordinated,
+    /// Configured, but the link has been down longer than the grace period: the host
+    /// reads its own demand again.
+    Fallback,
+}
+
+impl TargetMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetMode::Standalone => "standalone",
+            TargetMode::Coordinated => "coordinated",
+            TargetMode::Fallback => "fallback",
+        }
+    }
+
+    /// Reads [`TargetMode::as_str`]; `None` for any other word.
+    pub fn parse(text: &str) -> Option<TargetMode> {
+        [
+            TargetMode::Standalone,
+            TargetMode::Coordinated,
+            TargetMode::Fallback,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == text)
+    }
+}
+
+impl fmt::Display for TargetMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reported word as a reader gets it back from the store: one this build knows, or
+/// the text another build wrote, kept so it can be shown as it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported<T> {
+    Known(T),
+    Unrecognized(String),
+}
+
+impl<T> Reported<T> {
+    /// `parse` the stored `text`, keeping text it does not know.
+    pub fn read(text: String, parse: impl FnOnce(&str) -> Option<T>) -> Reported<T> {
+        match parse(&text) {
+            Some(v) => Reported::Known(v),
+            None => Reported::Unrecognized(text),
+        }
+    }
+
+    /// The value, when this build knows it.
+    pub fn known(&self) -> Option<&T> {
+        match self {
+            Reported::Known(v) => Some(v),
+            Reported::Unrecognized(_) => None,
+        }
+    }
+}
+
+impl<T> From<T> for Reported<T> {
+    fn from(v: T) -> Reported<T> {
+        Reported::Known(v)
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Reported<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reported::Known(v) => v.fmt(f),
+            Reported::Unrecognized(text) => f.write_str(text),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_limit_writes_its_words_and_reads_back() {
+        let all = [
+            (Limit::Demand, "demand"),
+            (Limit::MinCapacity, "min_capacity"),
+            (Limit::MaxCapacity, "max_capacity"),
+            (Limit::HostCapacity, "host_capacity"),
+            (Limit::MonitorOnly, "monitor_only"),
+            (Limit::ForeignHost, "foreign_host"),
+            (
+                Limit::NotReconciling(NotReconciling::Paused),
+                "not_reconciling (paused)",
+            ),
+            (
+                Limit::NotReconciling(NotReconciling::Draining),
+                "not_reconciling (draining)",
+            ),
+            (
+                Limit::NotReconciling(NotReconciling::Unfit(
+                    "starts held: host: run_as (retry at 10:00)".into(),
+                )),
+                "not_reconciling (unfit: starts held: host: run_as (retry at 10:00))",
+            ),
+        ];
+        for (limit, text) in all {
+            assert_eq!(limit.to_string(), text);
+            assert_eq!(Limit::parse(text), Some(limit.clone()), "{text}");
+            assert_eq!(
+                Reported::read(text.to_string(), Limit::parse),
+                Reported::Known(limit)
+            );
+        }
+    }
+
+    #[test]
+    fn every_mode_writes_its_word_and_reads_back() {
+        for m in [
+            TargetMode::Standalone,
+            TargetMode::Coordinated,
+            TargetMode::Fallback,
+        ] {
+            assert_eq!(TargetMode::parse(&m.to_string()), Some(m));
+        }
+    }
+
+    #[test]
+    fn unknown_words_are_kept_and_shown_as_written() {
+        for text in [
+            "",
+            "queue_depth",
+            "not_reconciling",
+            "not_reconciling (asleep)",
+            "not_reconciling (unfit: x",
+            "Demand",
+        ] {
+            let r = Reported::read(text.to_string(), Limit::parse);
+            assert_eq!(r, Reported::Unrecognized(text.to_string()));
+            assert_eq!(r.to_string(), text);
+            assert_eq!(r.known(), None);
+        }
+        let m = Reported::read("federated".to_string(), TargetMode::parse);
+        assert_eq!(m.to_string(), "federated");
+        assert_eq!(m.known(), None);
+        let known: Reported<TargetMode> = TargetMode::Fallback.into();
+        assert_eq!(known.known(), Some(&TargetMode::Fallback));
+    }
+}
