@@ -123,6 +123,7 @@ fn spawns(
             tmp: ready.user.as_ref().map(|_| ready.root.tmp_dir.as_path()),
             cgroup: ready.join.clone(),
             contain: ready.contain,
+            pid_file: None,
         })
         .expect("spawn");
         if i > 0 {

@@ -243,5 +243,6 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
         &runner::attempt_log(&cx.shared.state_dir, a.id),
         MAX_LOG_BYTES,
     );
+    let _ = std::fs::remove_file(runner::attempt_pid_file(&cx.shared.state_dir, a.id));
     true
 }

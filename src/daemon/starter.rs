@@ -173,6 +173,7 @@ fn launch(
         tmp: ready.user.as_ref().map(|_| ready.root.tmp_dir.as_path()),
         cgroup: ready.join.clone(),
         contain: ready.contain,
+        pid_file: Some(&runner::attempt_pid_file(&cx.shared.state_dir, a.id)),
     };
     match runner::spawn_runner(&spec) {
         Ok(sp) => {

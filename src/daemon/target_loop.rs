@@ -224,7 +224,8 @@ impl TargetLoop {
         // attempt no worker holds, take what the scale set listeners handed over.
         self.send_reads(&target, &host, &profiles, mode, now);
         self.refresh_guard(&target, &profiles, now);
-        let open = self.store.open_attempts(&host.id)?;
+        let mut open = self.store.open_attempts(&host.id)?;
+        self.recover_pids(&mut open)?;
         let fresh_list = self.runners.fresh.take();
         let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
         for a in open
@@ -309,6 +310,28 @@ impl TargetLoop {
             self.send_start(&target, &profiles, a, now)?;
         }
         self.persist_hold(now)?;
+        Ok(())
+    }
+
+    /// A runner spawned by a daemon killed before it recorded the pid: found through
+    /// the pid its own process wrote (`runner::attempt_pid_file`), and recorded now,
+    /// so it is watched like any other instead of taken for gone while it runs a job.
+    fn recover_pids(&self, open: &mut [Attempt]) -> Result<(), StoreError> {
+        for a in open.iter_mut().filter(|a| {
+            a.target == self.name
+                && a.state == AttemptState::Starting
+                && a.pid.is_none()
+                && !self.in_flight.contains(&a.id)
+        }) {
+            let file = runner::attempt_pid_file(&self.shared.state_dir, a.id);
+            let since = watch::entered_at(a, AttemptState::Starting);
+            if let Some((pid, start)) = runner::proc::recover_runner(&file, since) {
+                log_info!("runner_recovered", attempt = a.id, pid = pid);
+                a.pid = Some(pid);
+                a.pid_start = Some(start);
+                self.store.save_attempt(a)?;
+            }
+        }
         Ok(())
     }
 

@@ -41,3 +41,10 @@ pub fn attempt_root(state_dir: &Path, attempt: i64) -> PathBuf {
 pub fn attempt_log(state_dir: &Path, attempt: i64) -> PathBuf {
     state_dir.join("logs").join(format!("{attempt}.log"))
 }
+
+/// `STATE_DIR/logs/<id>.pid`: the runner's pid, written by the runner's own process
+/// between fork and exec (see `SpawnSpec::pid_file`), so a daemon killed between a
+/// spawn and recording it leaves the next one a way to find the runner.
+pub fn attempt_pid_file(state_dir: &Path, attempt: i64) -> PathBuf {
+    state_dir.join("logs").join(format!("{attempt}.pid"))
+}

@@ -244,6 +244,39 @@ pub fn wait_session_empty(sid: Pid, timeout: Duration) -> bool {
     }
 }
 
+/// The runner a spawn left when its pid was never recorded (the daemon was killed
+/// between the spawn and the write): the pid its own process wrote to `pid_file`,
+/// taken only if that process still runs, leads its own session (runners call
+/// `setsid`) and started no earlier than `not_before` (wall-clock ms: when the attempt
+/// entered `starting`, less a second for clock granularity). Returns its identity.
+pub fn recover_runner(pid_file: &Path, not_before: crate::timefmt::Millis) -> Option<(Pid, u64)> {
+    let pid: Pid = fs::read_to_string(pid_file).ok()?.trim().parse().ok()?;
+    let st = read_stat(pid)?;
+    if st.has_exited() || st.session != pid {
+        return None;
+    }
+    let started = boot_time_ms()? + (st.starttime * 1000 / clock_ticks().max(1)) as i64;
+    (started + 1_000 >= not_before).then_some((pid, st.starttime))
+}
+
+/// When the machine booted, in wall-clock ms (`btime` of /proc/stat).
+fn boot_time_ms() -> Option<i64> {
+    let stat = fs::read_to_string("/proc/stat").ok()?;
+    let secs: i64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(secs * 1000)
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if v > 0 { v as u64 } else { 100 }
+}
+
 /// The processes whose working directory or executable lies under `dir`: what tests
 /// and benchmarks use to look for leaked runners. The daemon never decides what to
 /// kill by this (a job can make a path lead anywhere; see `daemon::sweep`). The daemon

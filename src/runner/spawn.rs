@@ -55,6 +55,10 @@ pub struct SpawnSpec<'a> {
     /// Contain the runner: `no_new_privs` (a setuid binary such as sudo gains it
     /// nothing) and no ambient capabilities, whatever the daemon holds.
     pub contain: bool,
+    /// Where the runner's process writes its own pid before it execs (created 0600 by
+    /// the daemon): the record of a spawn that does not depend on the daemon living
+    /// long enough to save it (see `proc::recover_runner`).
+    pub pid_file: Option<&'a Path>,
 }
 
 /// A started runner: its identity for `proc::is_alive` and the store.
@@ -215,6 +219,22 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         }
     }
     let log = open_log(spec.log_path)?;
+    let pid_file = match spec.pid_file {
+        None => None,
+        Some(p) => Some(
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(p)
+                .map_err(|source| SpawnError::LogFile {
+                    path: p.to_path_buf(),
+                    source,
+                })?,
+        ),
+    };
+    let pid_fd = pid_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     let log_err = log.try_clone().map_err(|source| SpawnError::LogFile {
         path: spec.log_path.to_path_buf(),
         source,
@@ -244,6 +264,9 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
+            }
+            if let Some(fd) = pid_fd {
+                write_pid(fd);
             }
             if let Some(fds) = &cgroup {
                 fds.join_self()?;
@@ -286,6 +309,25 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
     // zombie) and its start time is readable.
     let start_time = process_start_time(pid).ok_or(SpawnError::Vanished { pid })?;
     Ok(Spawned { pid, start_time })
+}
+
+/// Writes this process's pid in decimal to `fd`. Between fork and exec: a stack buffer
+/// and one `write`, nothing that allocates.
+fn write_pid(fd: i32) {
+    // SAFETY: getpid has no preconditions.
+    let mut pid = unsafe { libc::getpid() } as u32;
+    let mut buf = [0u8; 11];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    // SAFETY: writing bytes of a live stack buffer to a descriptor the parent opened.
+    unsafe { libc::write(fd, buf[at..].as_ptr().cast(), buf.len() - at) };
 }
 
 /// Sets FD_CLOEXEC on every descriptor from `first` up, so exec closes them all.

@@ -6,6 +6,7 @@
 use super::support::*;
 use runner_manager::domain::{AttemptState, Outcome};
 use runner_manager::sim::JobStatus;
+use runner_manager::store::Store;
 use std::collections::BTreeSet;
 
 #[test]
@@ -75,5 +76,40 @@ fn sigkill_at_several_points_then_restart_loses_nothing() {
         );
     }
     assert!(!busy_at_kill.is_empty(), "no runner was busy at a kill");
+    assert!(w.stop_daemon().success());
+}
+
+/// Regression: a daemon killed between spawning a runner and recording its pid (more
+/// likely once starts run on several workers at once) left the next daemon an attempt
+/// in `starting` with no pid, which it took for gone: it ended the attempt `orphaned`
+/// while the runner ran a job, and every cleanup after was refused (422, busy). The
+/// runner's own process writes its pid before it execs; the next daemon finds it there.
+#[test]
+fn a_runner_whose_pid_was_never_recorded_is_found_again() {
+    let mut w = World::new("crash-nopid", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    w.enqueue("acme/app", "long", &["p"], 3_000);
+    w.start_daemon();
+    let mut busy = None;
+    wait_until(SETTLE, "a busy runner", || {
+        busy = w.in_state(AttemptState::Busy).pop();
+        busy.is_some()
+    });
+    w.kill_daemon();
+    // What a kill between the spawn and its record leaves: `starting`, no pid.
+    let mut a = busy.unwrap();
+    let pid = a.pid.unwrap();
+    a.state = AttemptState::Starting;
+    a.pid = None;
+    a.pid_start = None;
+    w.store().save_attempt(&a).unwrap();
+    w.start_daemon();
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let a = w.attempt(a.id);
+    assert_eq!(a.outcome, Some(Outcome::CompletedJob), "{a:?}");
+    assert_eq!(a.pid, Some(pid));
+    assert!(w.daemon_logs().contains("msg=runner_recovered"));
     assert!(w.stop_daemon().success());
 }

@@ -168,6 +168,7 @@ fn refuses_a_root_without_a_listener() {
         tmp: None,
         cgroup: None,
         contain: false,
+        pid_file: None,
     })
     .unwrap_err();
     assert!(matches!(err, SpawnError::Install(_)), "{err}");

@@ -112,6 +112,7 @@ impl FakeRunner {
             tmp: None,
             cgroup: None,
             contain: false,
+            pid_file: None,
         })
         .unwrap();
         FakeRunner {
