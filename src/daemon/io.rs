@@ -76,6 +76,11 @@ pub enum Done {
     Applied {
         attempt: Attempt,
     },
+    /// One run's queued jobs, while a demand read goes on (not the end of a task).
+    DemandRun {
+        run: i64,
+        jobs: Vec<QueuedJob>,
+    },
     Demand {
         repos: OrgRepos,
         /// When the read began: jobs that started after this may still be listed.
@@ -278,7 +283,7 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
                 outcome: Started::Skipped,
             })
         } else {
-            run(c, &store, work)
+            run(c, &store, work, done)
         };
         if let Some(result) = result
             && done.send(result).is_err()
@@ -324,7 +329,7 @@ fn held_until(c: &Common, task: &Task) -> Option<Millis> {
         .filter(|until| *until > now_millis())
 }
 
-fn run(c: &Common, store: &SqliteStore, work: Work) -> Option<Done> {
+fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Option<Done> {
     let Work {
         task,
         client,
@@ -393,7 +398,13 @@ fn run(c: &Common, store: &SqliteStore, work: Work) -> Option<Done> {
             any_public,
         } => {
             let read_at = now_millis();
-            let result = read_demand(&client, &target, &mut repos, any_public, read_at);
+            let each_run = |run: i64, jobs: &[QueuedJob]| {
+                let _ = done.send(Done::DemandRun {
+                    run,
+                    jobs: jobs.to_vec(),
+                });
+            };
+            let result = read_demand(&client, &target, &mut repos, any_public, read_at, &each_run);
             Done::Demand {
                 repos,
                 read_at,
@@ -414,6 +425,7 @@ fn read_demand(
     repos: &mut OrgRepos,
     any_public: bool,
     now: Millis,
+    each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
 ) -> Result<DemandRead, GhError> {
     let is_repo = matches!(target.scope, crate::domain::TargetScope::Repo { .. });
     let mut not_polled = 0;
@@ -428,7 +440,7 @@ fn read_demand(
     }
     // Every repository's runs, and each run's jobs, read with the target's bound on
     // requests in flight.
-    let jobs = client.queued_jobs_of(&read)?;
+    let jobs = client.queued_jobs_each(&read, each_run)?;
     Ok(DemandRead { jobs, not_polled })
 }
 

@@ -45,6 +45,10 @@ pub const DEFAULT_WORKERS: usize = 8;
 /// The REST queue as last read, and what reading it involves.
 #[derive(Default)]
 struct Queue {
+    /// The queued jobs, run by run: a read in progress replaces each run's as it comes
+    /// (so the first jobs of a burst are served while the rest are read), and its end
+    /// replaces them all.
+    runs: BTreeMap<i64, Vec<QueuedJob>>,
     jobs: Vec<QueuedJob>,
     /// When the queue in `jobs` was read (when the read began).
     read_at: Millis,
@@ -58,6 +62,8 @@ struct Queue {
     ended_since_read: BTreeMap<i64, Attempt>,
     /// What the last read left out for visibility, for `status`.
     visibility_note: Option<String>,
+    /// An organization's public repositories the last read did not poll.
+    not_polled: u32,
 }
 
 /// GitHub's runner list: read every minute on a worker, judged once when it comes.
@@ -498,9 +504,16 @@ impl TargetLoop {
 
     /// A worker's result.
     fn on_done(&mut self, d: Done) {
+        if let Done::DemandRun { run, jobs } = d {
+            // Part of a read still going on: not the end of a task.
+            self.queue.runs.insert(run, jobs);
+            self.rebuild_queue();
+            return;
+        }
         self.io.received();
         let now = now_millis();
         match d {
+            Done::DemandRun { .. } => {}
             Done::Started { attempt, outcome } => {
                 self.in_flight.remove(&attempt.id);
                 match outcome {
@@ -568,38 +581,15 @@ impl TargetLoop {
         self.holds.insert(profile.to_string(), hold);
     }
 
-    /// A demand read came back: its jobs become the queue (an organization's judged
-    /// job by job for visibility).
+    /// A demand read came back whole: its jobs become the queue, and its time the
+    /// queue's.
     fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
-        let profiles: Vec<ScalePolicy> = self
-            .store
-            .profiles()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| p.target == self.name)
-            .collect();
-        let org = self
-            .store
-            .target(&self.name)
-            .is_ok_and(|t| matches!(t.scope, TargetScope::Org { .. }));
-        let jobs = if org {
-            let repos = self.queue.repos.as_ref();
-            let v = demand::serveable(&read.jobs, &profiles, |r| repos.and_then(|o| o.public(r)));
-            let not_polled = read.not_polled;
-            self.queue.visibility_note = v.reason().or_else(|| {
-                (not_polled > 0).then(|| {
-                    format!(
-                        "{not_polled} public repositories of the organization not polled: a \
-                         fork's pull request would run on this host; set allow_public=true \
-                         on a profile only if you mean it"
-                    )
-                })
-            });
-            v.jobs
-        } else {
-            read.jobs
-        };
-        self.queue.jobs = jobs;
+        self.queue.runs.clear();
+        for j in read.jobs {
+            self.queue.runs.entry(j.run_id).or_default().push(j);
+        }
+        self.queue.not_polled = read.not_polled;
+        self.rebuild_queue();
         self.queue.read_at = read_at;
         self.queue
             .ended_since_read
@@ -608,6 +598,40 @@ impl TargetLoop {
         if self.last_error.take().is_some() {
             log_info!("target_recovered", target = self.name);
         }
+    }
+
+    /// The queue from its runs (an organization's jobs judged one by one for
+    /// visibility).
+    fn rebuild_queue(&mut self) {
+        let jobs: Vec<QueuedJob> = self.queue.runs.values().flatten().cloned().collect();
+        let org = self
+            .store
+            .target(&self.name)
+            .is_ok_and(|t| matches!(t.scope, TargetScope::Org { .. }));
+        if !org {
+            self.queue.jobs = jobs;
+            return;
+        }
+        let profiles: Vec<ScalePolicy> = self
+            .store
+            .profiles()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.target == self.name)
+            .collect();
+        let repos = self.queue.repos.as_ref();
+        let v = demand::serveable(&jobs, &profiles, |r| repos.and_then(|o| o.public(r)));
+        let not_polled = self.queue.not_polled;
+        self.queue.visibility_note = v.reason().or_else(|| {
+            (not_polled > 0).then(|| {
+                format!(
+                    "{not_polled} public repositories of the organization not polled: a \
+                     fork's pull request would run on this host; set allow_public=true \
+                     on a profile only if you mean it"
+                )
+            })
+        });
+        self.queue.jobs = v.jobs;
     }
 
     /// Sends the demand read and the runner list read when they are due and none is
@@ -648,6 +672,7 @@ impl TargetLoop {
         // profiles all use scale sets reads no REST queue.
         if all_directed(host, profiles, mode) || !plan::needs_rest_demand(profiles) {
             self.queue.jobs.clear();
+            self.queue.runs.clear();
             self.queue.read_at = now;
             self.queue
                 .ended_since_read

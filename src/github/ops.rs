@@ -93,6 +93,20 @@ impl GitHubClient {
     where
         S: AsRef<str> + Sync,
     {
+        self.queued_jobs_each(repos, &|_, _| {})
+    }
+
+    /// [`GitHubClient::queued_jobs_of`], telling `each_run` every run's queued jobs as
+    /// soon as they are read (its id and its jobs, in whatever order the reads end), so
+    /// a caller can start serving the first jobs of a burst while the rest are read.
+    pub fn queued_jobs_each<S>(
+        &self,
+        repos: &[(S, S)],
+        each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
+    ) -> Result<Vec<QueuedJob>, GhError>
+    where
+        S: AsRef<str> + Sync,
+    {
         let width = self.in_flight().limit() as usize;
         let runs = fan_out(width, repos, |(owner, repo)| {
             self.active_run_ids(owner.as_ref(), repo.as_ref())
@@ -104,7 +118,9 @@ impl GitHubClient {
             .collect();
         let per_run = fan_out(width, &reads, |(i, run)| {
             let (owner, repo) = &repos[*i];
-            self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run)
+            let jobs = self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run)?;
+            each_run(*run, &jobs);
+            Ok(jobs)
         })?;
         Ok(per_run.into_iter().flatten().collect())
     }
