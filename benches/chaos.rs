@@ -169,7 +169,15 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let mut obs = Observed::default();
     let mut profiles: HashMap<i64, String> = HashMap::new();
     let start = Instant::now();
-    let deadline = start + Duration::from_millis(cfg.jobs as u64 * cfg.every_ms + 180_000);
+    // Far away the daemon as it is starts one runner at a time, each a JIT config's
+    // 620 ms and a realistic root's seconds on a slow disk: give each job 4 s more.
+    let far_ms = if cfg.distance == support::Distance::Far {
+        4_000
+    } else {
+        0
+    };
+    let deadline =
+        start + Duration::from_millis(cfg.jobs as u64 * (cfg.every_ms + far_ms) + 180_000);
     let mut queued = 0usize;
     let mut next_job = start;
     let mut kills = 0usize;

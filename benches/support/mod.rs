@@ -129,8 +129,16 @@ pub fn world_token(w: &World) -> String {
 pub fn discard(w: World) {
     let dir = w.state_dir.clone();
     drop(w);
-    kill_under(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    // A SIGKILLed process is not gone at once, and a runner's worker may still write
+    // in its directory: removal is tried again (bounded) until nothing runs there and
+    // the tree is gone, or realistic installs (thousands of files each) pile up in /tmp.
+    for _ in 0..50 {
+        let killed = kill_under(&dir);
+        if std::fs::remove_dir_all(&dir).is_ok() && killed == 0 || !dir.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// SIGKILLs every process whose cwd or executable lies under `dir`.

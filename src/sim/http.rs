@@ -121,7 +121,8 @@ pub enum Reply {
     Garbage(Vec<u8>),
 }
 
-/// Serves requests. Called on the connection's own thread; it may block (long polls).
+/// Serves requests. Called on the connection's own thread; it may block (long polls, the
+/// sim's latency) without holding up any other connection.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Reply;
 }

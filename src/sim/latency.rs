@@ -68,7 +68,7 @@ impl Latency {
         }
     }
 
-    /// `120ms/500ms ±20%`, for banners.
+    /// "120 ms per request, 500 ms more per JIT config, ±20%", for banners.
     pub fn describe(&self) -> String {
         format!(
             "{} ms per request, {} ms more per JIT config, ±{}%",
