@@ -113,6 +113,16 @@ pub fn world_at(
     p.max_capacity = max;
     p.idle_timeout_secs = idle_timeout_secs;
     store.update_profile(&p, p.revision).expect("set max");
+    // `RM_BENCH_MAX_IN_FLIGHT=N` measures the daemon with another bound on requests in
+    // flight than the default 8 (its target's `max_in_flight`).
+    if let Some(n) = std::env::var("RM_BENCH_MAX_IN_FLIGHT")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        let mut t = store.target("demo").expect("the demo target");
+        t.max_in_flight = n;
+        store.update_target(&t).expect("set max_in_flight");
+    }
     w
 }
 
