@@ -167,6 +167,7 @@ pub fn demo(inv: &Invocation) -> CliResult {
     let mut opts = crate::demo::DemoOptions {
         state_dir: inv.state_dir.clone(),
         keep: inv.flag("--keep"),
+        headless: inv.flag("--headless"),
         far: inv.flag("--far"),
         ..Default::default()
     };
