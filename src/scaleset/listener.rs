@@ -1,9 +1,10 @@
 //! `ScaleSetListener`: holds one scale set's message session and turns the long poll
 //! into demand, one `poll_once` at a time, on the caller's thread. It keeps the scale
 //! set in existence (recreating it after a 404), the session alive (refresh after a
-//! 401, a new one after a 404, jittered backoff while another holder has it), and
-//! `lastMessageId` persisted through a [`Checkpoint`] so a restart neither loses nor
-//! repeats a message.
+//! 401 and the refused call sent again, a new one after a 404, jittered backoff while
+//! another holder has it), and `lastMessageId` and the session's id persisted through
+//! a [`Checkpoint`], so a restart neither loses nor repeats a message, and deletes the
+//! session a killed predecessor left instead of waiting for it to expire.
 //!
 //! Delivery contract: a message returned by `poll_once` is acknowledged, and its id
 //! persisted, at the start of the *next* `poll_once` (or by `commit`/`close`). So the
