@@ -5,8 +5,10 @@
 //! exit 1 on any violation. With `--scaleset` the `linux` profile takes its demand from
 //! its scale set's long poll (the `gpu` profile still polls REST), and the faults
 //! include the scale set's: 5xx and slow answers from the Actions service, expired
-//! queue tokens (401), sessions gone (404), and the stale sessions (409) every SIGKILL
-//! leaves. With `--far` GitHub is 120 ms away (500 ms more per JIT config, ±20%, drawn
+//! queue tokens (401), sessions gone (404), and the session every SIGKILL leaves (the
+//! restarted daemon deletes it, as it recorded it); the summary then gives the time
+//! from each SIGKILL to the next session opened and the p99 from a scale set job's
+//! queueing to its runner's spawn. With `--far` GitHub is 120 ms away (500 ms more per JIT config, ±20%, drawn
 //! from the seed) and the runner install has a real release's file count; the
 //! retry-after promise then counts each wait from when its answer was sent (see
 //! `promises::retry_after`).
@@ -40,8 +42,8 @@ const GPU_MAX: u32 = 2;
 const CAPACITY: u32 = 5;
 /// The `retry-after` the injected 403s carry, in seconds.
 const RETRY_AFTER: u64 = 2;
-/// How long a SIGKILLed daemon's scale set session outlives it (the next daemon meets
-/// 409 until then).
+/// How long a SIGKILLed daemon's scale set session would outlive it if the next daemon
+/// did not delete it (it would meet 409 until then).
 const STALE_SESSION_MS: u64 = 3_000;
 
 fn main() {
@@ -181,6 +183,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let mut queued = 0usize;
     let mut next_job = start;
     let mut kills = 0usize;
+    let mut killed_at: Vec<i64> = Vec::new();
     let mut next_kill = start + Duration::from_millis(1500 + rng.next_u64() % 4500);
     let mut restart_at: Option<Instant> = None;
     let mut next_fault = start + Duration::from_millis(2000 + rng.next_u64() % 4000);
@@ -207,6 +210,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
                 let _ = d.kill(); // SIGKILL
                 let _ = d.wait();
             }
+            killed_at.push(runner_manager::timefmt::now_millis());
             kills += 1;
             restart_at = Some(now + Duration::from_millis(rng.next_u64() % 1500));
         }
@@ -377,6 +381,10 @@ fn run(cfg: &Config) -> Result<usize, String> {
         log.len()
     );
     if cfg.scaleset {
+        println!(
+            "scale set across SIGKILLs: {}",
+            scaleset_figures(&log, &killed_at, &restarts, &jobs, &attempts)
+        );
         let conflicts = w.sim.session_conflicts();
         println!(
             "scale set: {tokens_expired} queue-token expiries and {sessions_dropped} sessions dropped scheduled, {conflicts} session conflicts (409) met, {} runners from scale set JIT configs",
@@ -560,4 +568,68 @@ fn sample(
             }
         }
     }
+}
+
+/// Issue 15's two figures: from each restart after a SIGKILL (the run waits up to
+/// 1.5 s before it) to the next scale set session opened, and from each scale set
+/// job's queueing to the spawn of the runner that served it (its `starting` entry),
+/// over the run. Injected faults (the service's 5xx and slow answers, runners that
+/// crash at start) add their retries to both.
+fn scaleset_figures(
+    log: &[runner_manager::sim::LogEntry],
+    killed_at: &[i64],
+    restarts: &[i64],
+    jobs: &[runner_manager::sim::JobState],
+    attempts: &[runner_manager::domain::Attempt],
+) -> String {
+    fn pct(v: &[i64], p: f64) -> i64 {
+        v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
+    }
+    let mut opened: Vec<i64> = log
+        .iter()
+        .filter(|e| e.method == "POST" && e.endpoint.ends_with("/sessions") && e.status == 200)
+        .map(|e| e.at)
+        .collect();
+    opened.sort_unstable();
+    let mut to_session: Vec<i64> = killed_at
+        .iter()
+        .filter_map(|k| restarts.iter().find(|r| *r >= k))
+        .filter_map(|r| opened.iter().find(|at| *at >= r).map(|at| at - r))
+        .collect();
+    to_session.sort_unstable();
+    let mut spawn: Vec<i64> = jobs
+        .iter()
+        .filter(|j| j.labels == ["linux"])
+        .filter_map(|j| {
+            let runner = j.runner_name.as_deref()?;
+            let a = attempts.iter().find(|a| a.runner_name == runner)?;
+            let at = a
+                .history
+                .iter()
+                .find(|c| c.state == runner_manager::domain::AttemptState::Starting)?
+                .at;
+            Some((at - j.created_at).max(0))
+        })
+        .collect();
+    spawn.sort_unstable();
+    let mut out = String::new();
+    if to_session.is_empty() {
+        out.push_str("no session opened after a kill");
+    } else {
+        out.push_str(&format!(
+            "restart after a kill -> new session p50 {} ms, max {} ms over {} kills",
+            pct(&to_session, 0.5),
+            to_session[to_session.len() - 1],
+            to_session.len()
+        ));
+    }
+    if !spawn.is_empty() {
+        out.push_str(&format!(
+            "; queued -> spawned p50 {} ms, p99 {} ms over {} jobs",
+            pct(&spawn, 0.5),
+            pct(&spawn, 0.99),
+            spawn.len()
+        ));
+    }
+    out
 }

@@ -132,10 +132,10 @@ impl fmt::Display for ScaleSetError {
             ScaleSetError::Service {
                 status: 409,
                 exception: Exception::SessionConflict,
-                ..
+                message,
             } => write!(
                 f,
-                "another listener holds this scale set's message session (409); only one holder per scale set is possible, it will be retried"
+                "another listener holds this scale set's message session (409: {message}); only one holder per scale set is possible, it will be retried until that session ends or expires"
             ),
             ScaleSetError::Service {
                 exception: Exception::ScaleSetNotFound,
@@ -197,6 +197,8 @@ mod tests {
         };
         assert!(conflict.is_session_conflict() && conflict.is_transient());
         assert!(conflict.to_string().contains("another listener"));
+        // The service names the holder (its owner name): the reason shown says whose.
+        assert!(conflict.to_string().contains("(409: held)"), "{conflict}");
         let denied = ScaleSetError::Registration {
             status: 403,
             message: "no".into(),

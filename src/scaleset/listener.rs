@@ -1,9 +1,10 @@
 //! `ScaleSetListener`: holds one scale set's message session and turns the long poll
 //! into demand, one `poll_once` at a time, on the caller's thread. It keeps the scale
 //! set in existence (recreating it after a 404), the session alive (refresh after a
-//! 401, a new one after a 404, jittered backoff while another holder has it), and
-//! `lastMessageId` persisted through a [`Checkpoint`] so a restart neither loses nor
-//! repeats a message.
+//! 401 and the refused call sent again, a new one after a 404, jittered backoff while
+//! another holder has it), and `lastMessageId` and the session's id persisted through
+//! a [`Checkpoint`], so a restart neither loses nor repeats a message, and deletes the
+//! session a killed predecessor left instead of waiting for it to expire.
 //!
 //! Delivery contract: a message returned by `poll_once` is acknowledged, and its id
 //! persisted, at the start of the *next* `poll_once` (or by `commit`/`close`). So the
@@ -19,52 +20,45 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Where the last handled message id is kept.
+/// Where the listener keeps what must outlive it: the last handled message id and the
+/// session it holds, each under its own key, as text (`None` removes the key).
 pub trait Checkpoint: Send {
-    fn load(&mut self, key: &str) -> Result<Option<i64>, String>;
-    fn save(&mut self, key: &str, last_message_id: i64) -> Result<(), String>;
+    fn get(&mut self, key: &str) -> Result<Option<String>, String>;
+    fn put(&mut self, key: &str, value: Option<&str>) -> Result<(), String>;
 }
 
 /// The store's kv table as a checkpoint (give the listener thread its own store).
 pub struct StoreCheckpoint<S>(pub S);
 
 impl<S: Store + Send> Checkpoint for StoreCheckpoint<S> {
-    fn load(&mut self, key: &str) -> Result<Option<i64>, String> {
-        match self.0.kv_get(key).map_err(|e| e.to_string())? {
-            None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("{key} holds {v:?}, not a message id")),
-        }
+    fn get(&mut self, key: &str) -> Result<Option<String>, String> {
+        self.0.kv_get(key).map_err(|e| e.to_string())
     }
 
-    fn save(&mut self, key: &str, last_message_id: i64) -> Result<(), String> {
-        self.0
-            .kv_put(key, &last_message_id.to_string())
-            .map_err(|e| e.to_string())
+    fn put(&mut self, key: &str, value: Option<&str>) -> Result<(), String> {
+        match value {
+            Some(v) => self.0.kv_put(key, v),
+            None => self.0.kv_delete(key),
+        }
+        .map_err(|e| e.to_string())
     }
 }
 
 /// A shared in-memory checkpoint (tests, or a caller persisting elsewhere).
 #[derive(Debug, Clone, Default)]
-pub struct MemoryCheckpoint(pub Arc<Mutex<BTreeMap<String, i64>>>);
+pub struct MemoryCheckpoint(pub Arc<Mutex<BTreeMap<String, String>>>);
 
 impl Checkpoint for MemoryCheckpoint {
-    fn load(&mut self, key: &str) -> Result<Option<i64>, String> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .copied())
+    fn get(&mut self, key: &str) -> Result<Option<String>, String> {
+        Ok(lock(&self.0).get(key).cloned())
     }
 
-    fn save(&mut self, key: &str, id: i64) -> Result<(), String> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_string(), id);
+    fn put(&mut self, key: &str, value: Option<&str>) -> Result<(), String> {
+        let mut m = lock(&self.0);
+        match value {
+            Some(v) => m.insert(key.to_string(), v.to_string()),
+            None => m.remove(key),
+        };
         Ok(())
     }
 }
@@ -121,6 +115,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The kv key of a scale set's last message id.
 pub fn checkpoint_key(target: &str, scale_set_id: i64) -> String {
     format!("scaleset:{target}:{scale_set_id}:last_message_id")
+}
+
+/// The kv key of the session this host holds on a scale set: its id (not a secret; the
+/// queue token is), written when the session is created and before its first poll,
+/// removed when the listener ends it. A restart after a crash finds it and deletes that
+/// session instead of meeting 409 until it expires.
+pub fn session_key(target: &str, scale_set_id: i64) -> String {
+    format!("scaleset:{target}:{scale_set_id}:session")
 }
 
 #[derive(Debug, Clone)]
@@ -186,6 +188,9 @@ pub struct ScaleSetListener {
     last_message_id: i64,
     /// Delivered to the caller, not yet persisted and acknowledged.
     pending: Option<i64>,
+    /// Persisted, not yet acknowledged: its ack is sent (again) before the next poll,
+    /// after refreshing the session if the service refused it with 401.
+    unacked: Option<i64>,
     failures: u32,
     statistics: Option<Statistics>,
     /// Sessions this listener opened: messages may have gone to another holder
@@ -210,6 +215,7 @@ impl ScaleSetListener {
             published: Arc::default(),
             last_message_id: 0,
             pending: None,
+            unacked: None,
             failures: 0,
             statistics: None,
             opened: 0,
@@ -249,6 +255,24 @@ impl ScaleSetListener {
         self.session = s;
     }
 
+    /// Forgets a session that is gone (deleted by us, or by the service), and its
+    /// record, so a restart does not try to delete it again.
+    fn forget_session(&mut self) -> Result<(), ScaleSetError> {
+        self.set_session(None);
+        self.record_session(None)
+    }
+
+    /// Writes (or removes) the record of the session this host holds on the scale set.
+    fn record_session(&mut self, id: Option<&str>) -> Result<(), ScaleSetError> {
+        let Some(ss) = &self.scale_set else {
+            return Ok(());
+        };
+        let key = session_key(&self.cfg.target, ss.id);
+        self.checkpoint
+            .put(&key, id)
+            .map_err(|detail| ScaleSetError::Checkpoint { detail })
+    }
+
     /// One long poll. On failure it first waits (jittered, growing with consecutive
     /// failures, interruptible), then returns the error: the caller logs it and calls
     /// again, and never spins. `Err(Interrupted)` means shut down.
@@ -271,20 +295,48 @@ impl ScaleSetListener {
 
     /// Persists and acknowledges the message the last poll delivered. Persist first:
     /// a crash between the two leaves an unacked message whose id is already
-    /// recorded, and the next listener drops it as a repeat.
+    /// recorded, and the next listener drops it as a repeat. An ack the service
+    /// refuses with 401 is sent again after a session refresh, as GitHub's own
+    /// clients do; one that still fails is tried again before the next poll.
     pub fn commit(&mut self) -> Result<(), ScaleSetError> {
+        self.persist()?;
+        if self.session.is_some() {
+            self.acknowledge()?;
+        }
+        Ok(())
+    }
+
+    /// Saves the delivered message's id: from now on it is handled.
+    fn persist(&mut self) -> Result<(), ScaleSetError> {
         let Some(id) = self.pending else {
             return Ok(());
         };
         let key = self.key()?;
         self.checkpoint
-            .save(&key, id)
+            .put(&key, Some(&id.to_string()))
             .map_err(|detail| ScaleSetError::Checkpoint { detail })?;
         self.last_message_id = id;
         self.pending = None;
-        if let Some(s) = &self.session {
-            self.client.delete_message(s, id)?;
+        self.unacked = Some(id);
+        Ok(())
+    }
+
+    /// Sends the ack of the persisted message; after a 401, refreshes the session
+    /// (a new one when it is gone) and sends it once more.
+    fn acknowledge(&mut self) -> Result<(), ScaleSetError> {
+        let Some(id) = self.unacked else {
+            return Ok(());
+        };
+        let session = self.session.as_ref().expect("the caller holds a session");
+        match self.client.delete_message(session, id) {
+            Err(e) if e.is_unauthorized() => {
+                self.refresh_session()?;
+                let session = self.session.as_ref().expect("refreshed above");
+                self.client.delete_message(session, id)?;
+            }
+            r => r?,
         }
+        self.unacked = None;
         Ok(())
     }
 
@@ -296,6 +348,7 @@ impl ScaleSetListener {
         self.set_session(None);
         if let (Some(ss), Some(s)) = (&self.scale_set, session) {
             self.client.delete_session(ss.id, &s.id)?;
+            self.record_session(None)?;
         }
         committed
     }
@@ -317,11 +370,16 @@ impl ScaleSetListener {
         }
         let s = self.client.ensure_scale_set(&self.cfg.spec)?;
         let key = checkpoint_key(&self.cfg.target, s.id);
-        self.last_message_id = self
+        let text = self
             .checkpoint
-            .load(&key)
-            .map_err(|detail| ScaleSetError::Checkpoint { detail })?
-            .unwrap_or(0);
+            .get(&key)
+            .map_err(|detail| ScaleSetError::Checkpoint { detail })?;
+        self.last_message_id = match text {
+            None => 0,
+            Some(v) => v.parse().map_err(|_| ScaleSetError::Checkpoint {
+                detail: format!("{key} holds {v:?}, not a message id"),
+            })?,
+        };
         if s.statistics.is_some() {
             self.statistics = s.statistics;
         }
@@ -331,10 +389,13 @@ impl ScaleSetListener {
     }
 
     /// The scale set is gone: forget it and the session so the next step recreates it.
-    fn lose_scale_set(&mut self) {
-        self.set_session(None);
+    fn lose_scale_set(&mut self) -> Result<(), ScaleSetError> {
+        // Its sessions went with it.
+        let forgotten = self.forget_session();
         self.scale_set = None;
         self.pending = None;
+        self.unacked = None;
+        forgotten
     }
 
     fn ensure_session(&mut self) -> Result<(), ScaleSetError> {
@@ -342,22 +403,45 @@ impl ScaleSetListener {
             return Ok(());
         }
         let id = self.ensure_scale_set()?;
+        self.end_recorded_session(id)?;
         match self.client.create_session(id, &self.cfg.owner) {
             Ok(s) => self.take_session(s),
             Err(e)
                 if e.is_scale_set_not_found() || (e.is_not_found() && !e.is_session_conflict()) =>
             {
-                self.lose_scale_set();
+                self.lose_scale_set()?;
                 let id = self.ensure_scale_set()?;
                 let s = self.client.create_session(id, &self.cfg.owner)?;
                 self.take_session(s)
             }
+            // Ours was ended just above: the holder is someone else, and is waited out
+            // (the error names it; `poll_once` backs off).
             Err(e) => Err(e),
         }
     }
 
+    /// A session this host opened on the scale set and never ended (the process was
+    /// killed) would hold it until the service expires it: it is ours, so it is
+    /// deleted (with the admin token) before a new one is opened.
+    fn end_recorded_session(&mut self, scale_set_id: i64) -> Result<(), ScaleSetError> {
+        let key = session_key(&self.cfg.target, scale_set_id);
+        let recorded = self
+            .checkpoint
+            .get(&key)
+            .map_err(|detail| ScaleSetError::Checkpoint { detail })?;
+        if let Some(old) = recorded {
+            // 404 (expired meanwhile) counts as done.
+            self.client.delete_session(scale_set_id, &old)?;
+            self.checkpoint
+                .put(&key, None)
+                .map_err(|detail| ScaleSetError::Checkpoint { detail })?;
+        }
+        Ok(())
+    }
+
     /// Takes a session the service gave, unless a closer ran meanwhile: then it is
-    /// deleted at once and the listener is interrupted.
+    /// deleted at once and the listener is interrupted. A new session is recorded
+    /// before it is first polled, so a crash from here on leaves its id behind.
     fn take_session(&mut self, s: Session) -> Result<(), ScaleSetError> {
         if lock(&self.published).closed {
             self.set_session(None);
@@ -366,7 +450,16 @@ impl ScaleSetListener {
             }
             return Err(ScaleSetError::Interrupted);
         }
-        if self.session.as_ref().is_none_or(|old| old.id != s.id) {
+        let new = self.session.as_ref().is_none_or(|old| old.id != s.id);
+        if new {
+            if let Err(e) = self.record_session(Some(&s.id)) {
+                // Unrecorded, a crash would leave it to expire: do not hold it.
+                if let Some(ss) = &self.scale_set {
+                    let _ = self.client.delete_session(ss.id, &s.id);
+                }
+                self.set_session(None);
+                return Err(e);
+            }
             self.opened += 1;
         }
         if s.statistics.is_some() {
@@ -376,8 +469,8 @@ impl ScaleSetListener {
         Ok(())
     }
 
-    /// After a 401 on the queue: a fresh queue token, or a new session when the old
-    /// one is gone.
+    /// After a 401 with the queue token: a fresh queue token, or a new session when
+    /// the old one is gone.
     fn refresh_session(&mut self) -> Result<(), ScaleSetError> {
         let (Some(ss), Some(s)) = (&self.scale_set, &self.session) else {
             return self.ensure_session();
@@ -385,11 +478,11 @@ impl ScaleSetListener {
         match self.client.refresh_session(ss.id, &s.id) {
             Ok(s) => self.take_session(s),
             Err(e) if e.is_scale_set_not_found() => {
-                self.lose_scale_set();
+                self.lose_scale_set()?;
                 self.ensure_session()
             }
             Err(e) if e.is_not_found() => {
-                self.set_session(None);
+                self.forget_session()?;
                 self.ensure_session()
             }
             Err(e) => Err(e),
@@ -402,16 +495,25 @@ impl ScaleSetListener {
             .get_message(session, self.last_message_id, self.cfg.max_capacity)
     }
 
-    fn poll_inner(&mut self) -> Result<PollResult, ScaleSetError> {
-        if self.session.is_some() {
-            match self.commit() {
-                Err(e) if e.is_unauthorized() => {
-                    self.refresh_session().and_then(|_| self.commit())?
-                }
-                r => r?,
+    /// Acquires offered jobs; after a 401 refreshes the session and tries once more at
+    /// once (waiting for the next poll would start the job seconds late).
+    fn acquire(&mut self, scale_set_id: i64, offers: &[i64]) -> Result<Vec<i64>, ScaleSetError> {
+        let session = self.session.as_ref().expect("ensured by the caller");
+        match self.client.acquire_jobs(scale_set_id, session, offers) {
+            Err(e) if e.is_unauthorized() => {
+                self.refresh_session()?;
+                let session = self.session.as_ref().expect("refreshed above");
+                self.client.acquire_jobs(scale_set_id, session, offers)
             }
+            r => r,
         }
+    }
+
+    fn poll_inner(&mut self) -> Result<PollResult, ScaleSetError> {
+        self.persist()?;
         self.ensure_session()?;
+        // Wire order after a refused ack: DELETE (401), PATCH, DELETE, then the poll.
+        self.acknowledge()?;
         let message = match self.get_message() {
             Err(e) if e.is_unauthorized() => {
                 // The queue token expired: refresh once and poll again.
@@ -419,11 +521,11 @@ impl ScaleSetListener {
                 self.get_message()?
             }
             Err(e) if e.is_scale_set_not_found() => {
-                self.lose_scale_set();
+                self.lose_scale_set()?;
                 return Err(e);
             }
             Err(e) if e.is_not_found() => {
-                self.set_session(None);
+                self.forget_session()?;
                 return Err(e);
             }
             r => r?,
@@ -436,10 +538,11 @@ impl ScaleSetListener {
             self.statistics = message.statistics;
         }
         if message.id <= self.last_message_id {
-            // Handled before a crash that came between persisting and acknowledging:
-            // acknowledge it now and deliver nothing.
-            let session = self.session.as_ref().expect("ensured above");
-            self.client.delete_message(session, message.id)?;
+            // Handled before: a crash came between persisting and acknowledging, or
+            // the service redelivers to a new session what an old one left unacked.
+            // Acknowledge it now and deliver nothing.
+            self.unacked = Some(message.id);
+            self.acknowledge()?;
             return Ok(self.result(scale_set_id, None, Vec::new()));
         }
         let offers: Vec<i64> = message
@@ -453,8 +556,7 @@ impl ScaleSetListener {
         let acquired = if offers.is_empty() {
             Vec::new()
         } else {
-            let session = self.session.as_ref().expect("ensured above");
-            self.client.acquire_jobs(scale_set_id, session, &offers)?
+            self.acquire(scale_set_id, &offers)?
         };
         self.pending = Some(message.id);
         Ok(self.result(scale_set_id, Some(message), acquired))

@@ -167,6 +167,21 @@ fn fault_error(status: u16, path: &str) -> (u16, Value) {
     }
 }
 
+/// A 401 on a call made with a queue token (the long poll, an ack, job acquisition)
+/// means that token expired, as on the real service: the same call sent again without
+/// refreshing the session is refused again.
+fn expire_queue_token_of(st: &mut State, req: &Request) {
+    if credential_of(&req.path) != "queue" {
+        return;
+    }
+    let token = bearer(req).to_string();
+    for s in st.scalesets.sessions.values_mut() {
+        if s.queue_token == token {
+            s.token_expires_at = 0;
+        }
+    }
+}
+
 fn respond(st: &State, status: u16, body: Option<Value>) -> Response {
     let mut r = Response::new(status);
     if let Some(v) = body {
@@ -207,6 +222,9 @@ pub fn serve(sim: &Sim, req: Request, stamp: &mut Stamp) -> Reply {
         Some(FaultAction::Status { status }) => {
             let (s, v) = fault_error(*status, &req.path);
             let mut st = sim.lock();
+            if s == 401 {
+                expire_queue_token_of(&mut st, &req);
+            }
             if s == 404
                 && let Some((_, sid)) = req.path.split_once("/sessions/")
             {
@@ -217,7 +235,9 @@ pub fn serve(sim: &Sim, req: Request, stamp: &mut Stamp) -> Reply {
         }
         Some(FaultAction::Unauthorized) => {
             let (s, v) = unauthorized();
-            Some(Reply::Send(respond(&sim.lock(), s, Some(v))))
+            let mut st = sim.lock();
+            expire_queue_token_of(&mut st, &req);
+            Some(Reply::Send(respond(&st, s, Some(v))))
         }
         Some(FaultAction::MalformedJson) => Some(Reply::Send(
             Response::new(200)
@@ -239,6 +259,7 @@ pub fn serve(sim: &Sim, req: Request, stamp: &mut Stamp) -> Reply {
         stamp.log(&mut sim.lock(), log);
         return reply;
     }
+    sim.lock().scalesets.expire_sessions(now);
     let (status, body) = match route {
         None => (404, Some(json!({"message": "Not Found"}))),
         Some((template, params)) => route_request(sim, &req, template, &params, now, &mut log),
@@ -438,6 +459,7 @@ fn route_request(
                 queue_token: String::new(),
                 token_expires_at: 0,
                 last_seen: now,
+                polls: 0,
             };
             st.scalesets.sessions.insert(sid.clone(), session);
             (200, Some(issue_queue_token(&mut st, &sid, now)))
@@ -750,33 +772,52 @@ fn queue(sim: &Sim, req: &Request, template: &str, params: &[String]) -> Out {
         .unwrap_or(0);
     let hold = Duration::from_millis(st.scalesets.config.hold_ms);
     let deadline = Instant::now() + hold;
-    loop {
+    if let Some(s) = st.scalesets.sessions.get_mut(&sid) {
+        s.polls += 1;
+    }
+    let out = loop {
         // The session may have been deleted or replaced while this poll waited.
         let Some(s) = st.scalesets.sessions.get_mut(&sid) else {
-            return err(fault_error(404, &req.path));
+            break err(fault_error(404, &req.path));
         };
         s.last_seen = now_millis();
-        if let Some(m) = st.scalesets.next_message(set_id, last) {
-            let mut body = json!({
-                "messageId": m.id,
-                "messageType": "RunnerScaleSetJobMessages",
-                "body": m.body,
-                "statistics": m.statistics,
-            });
+        let found = st
+            .scalesets
+            .next_message(set_id, last, &sid)
+            .map(|m| (m.id, m.body.clone()));
+        if let Some((id, inner)) = found {
+            if let Some(m) = st
+                .scalesets
+                .messages
+                .iter_mut()
+                .find(|m| m.scale_set_id == set_id && m.id == id)
+            {
+                m.delivered_to = Some(sid.clone());
+            }
             // Statistics as of now, not as of when the message was queued.
-            body["statistics"] = st.scaleset_statistics(set_id);
-            return (200, Some(body));
+            let body = json!({
+                "messageId": id,
+                "messageType": "RunnerScaleSetJobMessages",
+                "body": inner,
+                "statistics": st.scaleset_statistics(set_id),
+            });
+            break (200, Some(body));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || sim.stopper.is_stopped() {
-            return (202, None);
+            break (202, None);
         }
         st = sim
             .changed
             .wait_timeout(st, left)
             .unwrap_or_else(|e| e.into_inner())
             .0;
+    };
+    if let Some(s) = st.scalesets.sessions.get_mut(&sid) {
+        s.polls = s.polls.saturating_sub(1);
+        s.last_seen = now_millis();
     }
+    out
 }
 
 fn acquire(st: &mut State, req: &Request, params: &[String], now: Millis) -> Out {

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use super::handle::SimHandle;
-use super::scaleset_state::ScaleSetSimConfig;
+use super::scaleset_state::{ScaleSetSimConfig, SimSession};
+use crate::timefmt::now_millis;
 
 impl SimHandle {
     /// Changes how the simulated scale set service behaves (hold, BOM, TTLs...).
@@ -89,5 +90,46 @@ impl SimHandle {
     /// The statistics the service would report now.
     pub fn scaleset_statistics(&self, scale_set_id: u64) -> Value {
         self.with_state(|s| s.scaleset_statistics(scale_set_id))
+    }
+
+    /// Requeues a scale set job's assignment as GitHub does when no runner took it in
+    /// time (`JobCompleted` canceled, then offered again); false unless still queued.
+    pub fn scaleset_reassign(&self, job_id: u64) -> bool {
+        // `with_state` wakes the long polls waiting for a message.
+        self.with_state(|s| s.scaleset_reassign(job_id))
+    }
+
+    /// The session ids of a scale set.
+    pub fn scaleset_session_ids(&self, scale_set_id: u64) -> Vec<String> {
+        self.with_state(|s| {
+            s.scalesets
+                .sessions
+                .values()
+                .filter(|x| x.scale_set_id == scale_set_id)
+                .map(|x| x.id.clone())
+                .collect()
+        })
+    }
+
+    /// Opens a session on a scale set for another holder (another host or manager),
+    /// as if it polled just now; returns its id. It expires like any other.
+    pub fn scaleset_foreign_session(&self, scale_set_id: u64, owner: &str) -> String {
+        self.with_state(|s| {
+            let now = now_millis();
+            let id = format!("foreign-{}", s.rng.hex(8));
+            s.scalesets.sessions.insert(
+                id.clone(),
+                SimSession {
+                    id: id.clone(),
+                    scale_set_id,
+                    owner: owner.to_string(),
+                    queue_token: s.rng.hex(16),
+                    token_expires_at: now + 3_600_000,
+                    last_seen: now,
+                    polls: 0,
+                },
+            );
+            id
+        })
     }
 }

@@ -60,7 +60,18 @@ pub struct SimSession {
     pub owner: String,
     pub queue_token: String,
     pub token_expires_at: Millis,
+    /// When it was last polled (or a poll of it ended).
     pub last_seen: Millis,
+    /// Long polls of it the service is holding now: a session being polled is live
+    /// however long the hold.
+    pub polls: u32,
+}
+
+impl SimSession {
+    /// Whether the session is still alive: polled within `ttl_ms`, or in a poll now.
+    pub fn live(&self, now: Millis, ttl_ms: u64) -> bool {
+        self.polls > 0 || now - self.last_seen < ttl_ms as Millis
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -71,6 +82,9 @@ pub struct SimMessage {
     pub body: String,
     pub statistics: Value,
     pub acked: bool,
+    /// The session it was last delivered to: the service delivers an unacknowledged
+    /// message again to any other session, whatever `lastMessageId` that one sends.
+    pub delivered_to: Option<String>,
 }
 
 /// A job's place in a scale set.
@@ -137,19 +151,30 @@ impl ScaleSetWorld {
         self.scale_sets.remove(&id).is_some()
     }
 
-    /// The live session of a scale set (polled within `session_ttl_ms`).
+    /// The live session of a scale set (polled within `session_ttl_ms`, or in a poll).
     pub fn live_session(&self, scale_set_id: u64, now: Millis) -> Option<&SimSession> {
-        let ttl = self.config.session_ttl_ms as Millis;
+        let ttl = self.config.session_ttl_ms;
         self.sessions
             .values()
-            .find(|s| s.scale_set_id == scale_set_id && now - s.last_seen < ttl)
+            .find(|s| s.scale_set_id == scale_set_id && s.live(now, ttl))
     }
 
-    /// The oldest unacknowledged message after `last`.
-    pub fn next_message(&self, scale_set_id: u64, last: i64) -> Option<&SimMessage> {
-        self.messages
-            .iter()
-            .find(|m| m.scale_set_id == scale_set_id && !m.acked && m.id > last)
+    /// Ends every session not polled for `session_ttl_ms`: the service expires an
+    /// abandoned session, and from then on its queue, refresh and delete answer 404.
+    pub fn expire_sessions(&mut self, now: Millis) {
+        let ttl = self.config.session_ttl_ms;
+        self.sessions.retain(|_, s| s.live(now, ttl));
+    }
+
+    /// The message a poll of session `sid` gets: the oldest unacknowledged one after
+    /// `last`, or one delivered to another session and never acknowledged (the service
+    /// redelivers those to a new session, so a client must ack what it handled).
+    pub fn next_message(&self, scale_set_id: u64, last: i64, sid: &str) -> Option<&SimMessage> {
+        self.messages.iter().find(|m| {
+            m.scale_set_id == scale_set_id
+                && !m.acked
+                && (m.id > last || m.delivered_to.as_deref().is_some_and(|d| d != sid))
+        })
     }
 }
 
@@ -255,6 +280,7 @@ impl State {
             body,
             statistics,
             acked: false,
+            delivered_to: None,
         });
     }
 
@@ -315,6 +341,40 @@ impl State {
             self.scaleset_push(scale_set_id, vec![job_fields(&job, "JobAssigned")]);
         }
         granted
+    }
+
+    /// GitHub requeues an assignment no runner took in time: `JobCompleted` with
+    /// result `canceled`, then the same job offered (or assigned) again, each its own
+    /// message. Only a job still queued in a scale set can be; returns whether it was.
+    pub fn scaleset_reassign(&mut self, job_id: u64) -> bool {
+        let Some(link) = self.scalesets.jobs.get(&job_id).copied() else {
+            return false;
+        };
+        let Some(job) = self
+            .jobs
+            .get(&job_id)
+            .filter(|j| j.status == JobStatus::Queued)
+            .cloned()
+        else {
+            return false;
+        };
+        let set = link.scale_set_id;
+        let mut canceled = job_fields(&job, "JobCompleted");
+        canceled["result"] = json!("canceled");
+        self.scaleset_push(set, vec![canceled]);
+        let offer = self.scalesets.config.offer_first;
+        if let Some(l) = self.scalesets.jobs.get_mut(&job_id) {
+            l.offered_only = offer;
+        }
+        let mut again = job_fields(&job, if offer { "JobAvailable" } else { "JobAssigned" });
+        if offer {
+            again["acquireJobUrl"] = json!(format!(
+                "{}/_services/pipelines/_apis/runtime/runnerscalesets/{set}/acquirejobs",
+                self.base_url
+            ));
+        }
+        self.scaleset_push(set, vec![again]);
+        true
     }
 
     /// Hook: a runner took a job. A scale set's job gets `JobStarted`.

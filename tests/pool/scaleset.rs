@@ -171,7 +171,8 @@ fn a_coordinator_restarted_mid_stream_loses_no_job_and_places_none_twice() {
     for h in &mut pool.hosts {
         h.fallback_grace = 120;
     }
-    // A SIGKILLed holder's session lasts this long; the restart waits it out (409).
+    // A SIGKILLed holder's session would last this long; the restart, which recorded
+    // it, deletes it instead of waiting it out (409).
     pool.sim.scaleset_config(|c| c.session_ttl_ms = 2_500);
     let set = start_coordinator(&mut pool);
 
@@ -223,8 +224,24 @@ fn a_coordinator_restarted_mid_stream_loses_no_job_and_places_none_twice() {
     wait_until(Duration::from_secs(60), "every job is done", || {
         pool.all_done()
     });
-    let conflicts = pool.sim.session_conflicts();
-    assert!(conflicts >= 1, "the restarts never met the stale session");
+    // Issue 15: each restart deleted the session the killed coordinator recorded and
+    // opened its own at once.
+    assert_eq!(
+        pool.sim.session_conflicts(),
+        0,
+        "a restart met its own stale session"
+    );
+    let ended = pool
+        .sim
+        .request_log()
+        .iter()
+        .filter(|e| e.method == "DELETE" && e.endpoint.ends_with("/sessions/{session}"))
+        .filter(|e| e.status == 204)
+        .count();
+    assert!(
+        ended >= 2,
+        "{ended} killed sessions deleted over two restarts"
+    );
     assert!(
         coordinator_books(&pool, set).0 > before,
         "the restarted coordinator handled no message"

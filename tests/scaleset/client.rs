@@ -4,7 +4,7 @@
 use crate::support::*;
 use runner_manager::domain::runner_name;
 use runner_manager::scaleset::{Exception, Removed};
-use runner_manager::sim::FaultRule;
+use runner_manager::sim::{FaultAction, FaultRule};
 
 const REGISTER: &str = "/actions/runner-registration";
 
@@ -121,6 +121,71 @@ fn sessions_one_per_scale_set() {
     let again = e.client.refresh_session(s.id, &first.id).unwrap_err();
     assert!(again.is_not_found());
     e.client.create_session(s.id, "b").unwrap();
+}
+
+/// The sim plays the service's session rules that issue 15 names: a 409 naming its
+/// exception and holder, an abandoned session that expires (then 404 everywhere), an
+/// unacked message delivered again to a new session whatever `lastMessageId` it sends,
+/// and a 401 on an ack that holds until the session is refreshed.
+#[test]
+fn sessions_expire_and_unacked_messages_go_again_to_a_new_session() {
+    let e = env(100);
+    e.sim.scaleset_config(|c| c.session_ttl_ms = 400);
+    let s = e.client.ensure_scale_set(&spec("rm-again")).unwrap();
+    let a = e.client.create_session(s.id, "owner-a").unwrap();
+    e.sim.enqueue_job(REPO, "one", &["rm-again"], 0);
+    let m = e.client.get_message(&a, 0, 5).unwrap().unwrap();
+    // Within its session, lastMessageId passes over an unacked message.
+    assert!(e.client.get_message(&a, m.id, 5).unwrap().is_none());
+    let held = e.client.create_session(s.id, "owner-b").unwrap_err();
+    assert_eq!(held.exception(), Some(&Exception::SessionConflict));
+    assert!(held.to_string().contains("owner-a"), "{held}");
+    // Nobody polls `a` now: it expires, and is gone for good.
+    let b = wait_for("the abandoned session to expire", DEADLINE, || {
+        e.client.create_session(s.id, "owner-b").ok()
+    });
+    assert!(
+        e.client
+            .refresh_session(s.id, &a.id)
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(
+        e.client
+            .get_message(&a, m.id, 5)
+            .unwrap_err()
+            .is_not_found()
+    );
+    // The new session gets the unacked message again, past its lastMessageId.
+    let again = e.client.get_message(&b, m.id, 5).unwrap().unwrap();
+    assert_eq!(again.id, m.id);
+    // A 401 on the ack: the queue token is spent, the same ack is refused again until
+    // the session is refreshed.
+    e.sim.add_fault(FaultRule::times(
+        "DELETE",
+        "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages/{message}",
+        1,
+        FaultAction::Unauthorized,
+    ));
+    assert!(
+        e.client
+            .delete_message(&b, m.id)
+            .unwrap_err()
+            .is_unauthorized()
+    );
+    assert!(
+        e.client
+            .delete_message(&b, m.id)
+            .unwrap_err()
+            .is_unauthorized()
+    );
+    let b = e.client.refresh_session(s.id, &b.id).unwrap();
+    e.client.delete_message(&b, m.id).unwrap();
+    assert!(e.sim.scaleset_messages(s.id as u64)[0].1, "acknowledged");
+    // Acknowledged, it goes to no session again.
+    e.client.delete_session(s.id, &b.id).unwrap();
+    let c = e.client.create_session(s.id, "owner-c").unwrap();
+    assert!(e.client.get_message(&c, 0, 5).unwrap().is_none());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use crate::support::*;
 use runner_manager::scaleset::{
     JobMessage, MemoryCheckpoint, ScaleSetError, ScaleSetListener, SessionCloser, StoreCheckpoint,
-    checkpoint_key,
+    checkpoint_key, session_key,
 };
 use runner_manager::sim::{FaultAction, FaultRule};
 use runner_manager::store::{SqliteStore, Store};
@@ -13,6 +13,27 @@ use std::time::Instant;
 const MESSAGES: &str = "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages";
 const SESSIONS: &str = "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions";
 const SESSION: &str = "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/sessions/{session}";
+const MESSAGE: &str = "/_services/broker/_apis/runtime/runnerscalesets/{id}/messages/{message}";
+const ACQUIRE: &str = "/_services/pipelines/_apis/runtime/runnerscalesets/{id}/acquirejobs";
+
+/// The session and queue calls in the order they arrived, as `METHOD template status`,
+/// from the `from`th call of the log on.
+fn wire(e: &Env, from: usize) -> Vec<String> {
+    let mut log: Vec<_> = e.sim.request_log().into_iter().skip(from).collect();
+    // The log is in order of completion; a long poll completes late.
+    log.sort_by_key(|x| x.at);
+    log.iter()
+        .filter(|x| [MESSAGES, MESSAGE, SESSIONS, SESSION, ACQUIRE].contains(&x.endpoint.as_str()))
+        .map(|x| {
+            let short = x
+                .endpoint
+                .rsplit("runnerscalesets/{id}")
+                .next()
+                .unwrap_or("");
+            format!("{} {} {}", x.method, short, x.status)
+        })
+        .collect()
+}
 
 fn listener(e: &Env, name: &str, cp: MemoryCheckpoint) -> ScaleSetListener {
     ScaleSetListener::new(e.client.clone(), listener_config(name), Box::new(cp))
@@ -204,6 +225,150 @@ fn a_held_session_is_retried_with_backoff_until_free() {
     l.poll_once().unwrap();
     assert!(l.has_session());
     assert_eq!(e.sim.count("POST", SESSIONS), 5);
+}
+
+/// Issue 15, item 1: an ack refused with 401 is sent again after the session is
+/// refreshed, before the next poll (GitHub's own clients do; the service redelivers an
+/// unacked message to every new session).
+#[test]
+fn an_ack_refused_with_401_is_sent_again_after_a_refresh() {
+    let e = env(200);
+    let mut l = listener(&e, "rm-ack401", MemoryCheckpoint::default());
+    l.poll_once().unwrap();
+    e.sim.enqueue_job(REPO, "one", &["rm-ack401"], 0);
+    let (id, _) = assigned_names(&mut l);
+    let set = l.scale_set().unwrap().id as u64;
+    e.sim.add_fault(FaultRule::times(
+        "DELETE",
+        MESSAGE,
+        1,
+        FaultAction::Unauthorized,
+    ));
+    let from = e.sim.request_log().len();
+    assert!(l.poll_once().unwrap().message.is_none());
+    assert_eq!(
+        wire(&e, from),
+        [
+            "DELETE /messages/{message} 401",
+            "PATCH /sessions/{session} 200",
+            "DELETE /messages/{message} 204",
+            "GET /messages 202",
+        ]
+    );
+    let acked = e.sim.scaleset_messages(set);
+    assert!(acked.iter().all(|m| m.1), "left unacked: {acked:?}");
+    assert_eq!(l.last_message_id(), id);
+    assert_eq!(l.sessions_opened(), 1);
+}
+
+/// Issue 15, item 2: a 401 on `acquirejobs` refreshes the session and acquires again
+/// at once, inside the same poll: no backoff, no second long poll first.
+#[test]
+fn a_401_on_acquire_refreshes_and_acquires_at_once() {
+    let e = env(200);
+    e.sim.scaleset_config(|c| c.offer_first = true);
+    let mut l = listener(&e, "rm-acq401", MemoryCheckpoint::default());
+    l.poll_once().unwrap();
+    let job = e.sim.enqueue_job(REPO, "offered", &["rm-acq401"], 0);
+    e.sim.add_fault(FaultRule::times(
+        "POST",
+        ACQUIRE,
+        1,
+        FaultAction::Unauthorized,
+    ));
+    let from = e.sim.request_log().len();
+    let t = Instant::now();
+    let r = l.poll_once().unwrap();
+    assert_eq!(r.acquired, vec![job as i64]);
+    assert_eq!(
+        wire(&e, from),
+        [
+            "GET /messages 200",
+            "POST /acquirejobs 401",
+            "PATCH /sessions/{session} 200",
+            "POST /acquirejobs 200",
+        ]
+    );
+    // The listener's backoff starts at 20 ms here and the sim answers at once: the
+    // poll is not held back by a wait for the next poll.
+    assert!(t.elapsed().as_secs() < 2, "took {:?}", t.elapsed());
+    assert_eq!(assigned_names(&mut l).1, vec!["offered".to_string()]);
+}
+
+/// Issue 15, item 3: the session a killed listener held is recorded, so the next one
+/// deletes it with the admin token and opens its own at once: no 409, no wait.
+#[test]
+fn a_crashed_listeners_recorded_session_is_deleted_and_replaced_at_once() {
+    let e = env(200);
+    let cp = MemoryCheckpoint::default();
+    let mut a = listener(&e, "rm-crash", cp.clone());
+    a.poll_once().unwrap();
+    let set = a.scale_set().unwrap().id;
+    let old = e.sim.scaleset_session_ids(set as u64);
+    assert_eq!(old.len(), 1);
+    // Recorded when created, before the first poll.
+    assert_eq!(
+        cp.0.lock().unwrap().get(&session_key("t", set)),
+        Some(&old[0])
+    );
+    e.sim.enqueue_job(REPO, "one", &["rm-crash"], 0);
+    let (id1, _) = assigned_names(&mut a);
+    // SIGKILL: no ack, no session delete.
+    std::mem::forget(a);
+    let from = e.sim.request_log().len();
+    let mut b = listener(&e, "rm-crash", cp.clone());
+    let t = Instant::now();
+    let r = b.poll_once().unwrap();
+    assert!(t.elapsed().as_secs() < 2, "took {:?}", t.elapsed());
+    // The unacked message comes back to the new session.
+    assert_eq!(r.message.map(|m| m.id), Some(id1));
+    let w = wire(&e, from);
+    assert_eq!(
+        &w[..3],
+        [
+            "DELETE /sessions/{session} 204",
+            "POST /sessions 200",
+            "GET /messages 200"
+        ],
+        "{w:?}"
+    );
+    assert_eq!(e.sim.session_conflicts(), 0);
+    let now = e.sim.scaleset_session_ids(set as u64);
+    assert_eq!(now.len(), 1);
+    assert_ne!(now, old);
+    assert_eq!(
+        cp.0.lock().unwrap().get(&session_key("t", set)),
+        Some(&now[0])
+    );
+    // Ending the session cleanly removes the record: the next start deletes nothing.
+    b.close().unwrap();
+    assert_eq!(cp.0.lock().unwrap().get(&session_key("t", set)), None);
+    let from = e.sim.request_log().len();
+    let mut c = listener(&e, "rm-crash", cp);
+    c.poll_once().unwrap();
+    assert_eq!(e.sim.count("DELETE", SESSION), 2);
+    assert_eq!(wire(&e, from)[0], "POST /sessions 200");
+}
+
+/// A session that is not ours (no record names it) is waited out, and the error
+/// shown names its holder as the service does.
+#[test]
+fn a_session_not_ours_is_waited_out_and_its_holder_named() {
+    let e = env(200);
+    let s = e.client.ensure_scale_set(&spec("rm-foreign")).unwrap();
+    let holder = e.client.create_session(s.id, "someone-else").unwrap();
+    let cp = MemoryCheckpoint::default();
+    let mut l = listener(&e, "rm-foreign", cp.clone());
+    let err = l.poll_once().unwrap_err();
+    assert!(err.is_session_conflict(), "{err:?}");
+    assert!(err.to_string().contains("someone-else"), "{err}");
+    assert_eq!(
+        e.sim.count("DELETE", SESSION),
+        0,
+        "deleted a session not ours"
+    );
+    assert_eq!(e.sim.scaleset_session_ids(s.id as u64), vec![holder.id]);
+    assert!(cp.0.lock().unwrap().is_empty());
 }
 
 #[test]
