@@ -44,6 +44,60 @@ impl Default for DemoOptions {
     }
 }
 
+/// Why a demo did not end well, and so its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DemoError {
+    /// Something failed, or jobs were left unserved: exit 1.
+    Failed(String),
+    /// Ctrl-C, SIGINT or SIGTERM (or SIGHUP under `top`): exit 130, as a shell reports
+    /// a program interrupted.
+    Interrupted(String),
+}
+
+impl std::fmt::Display for DemoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoError::Failed(m) | DemoError::Interrupted(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<String> for DemoError {
+    fn from(m: String) -> DemoError {
+        DemoError::Failed(m)
+    }
+}
+
+/// What the demo's jobs came to: how many the simulated GitHub saw completed, of how
+/// many queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub served: usize,
+    pub queued: usize,
+}
+
+impl Served {
+    /// The verdict on a demo that ran to its end or was quit: every queued job served,
+    /// or exit 1 saying how many were not.
+    fn verdict(self) -> Result<(), DemoError> {
+        if self.served >= self.queued {
+            return Ok(());
+        }
+        Err(DemoError::Failed(format!(
+            "{} of {} jobs left unserved",
+            self.queued - self.served,
+            self.queued
+        )))
+    }
+
+    fn interrupted(self) -> DemoError {
+        DemoError::Interrupted(format!(
+            "interrupted with {} of {} jobs served",
+            self.served, self.queued
+        ))
+    }
+}
+
 /// How a world is made: its target's poll interval, how far its GitHub is, and the
 /// shape of its runner install.
 #[derive(Debug, Clone, Copy)]
@@ -234,7 +288,7 @@ fn world_options(opts: &DemoOptions) -> WorldOptions {
 }
 
 /// Runs the demo: `top` on a terminal, printed progress otherwise.
-pub fn run(opts: &DemoOptions) -> Result<(), String> {
+pub fn run(opts: &DemoOptions) -> Result<(), DemoError> {
     // SAFETY: isatty only inspects the descriptors.
     let tty = unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 };
     if opts.headless || !tty {
@@ -245,8 +299,9 @@ pub fn run(opts: &DemoOptions) -> Result<(), String> {
 }
 
 /// The demo under `top`: jobs keep arriving (a mix of linux and gpu jobs) until the
-/// user quits, then the daemon is stopped and the summary printed.
-fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
+/// user quits, then the daemon is stopped and the summary printed. Quitting with jobs
+/// unserved is exit 1, Ctrl-C or a signal exit 130.
+fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
@@ -289,13 +344,16 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
         r
     });
     let _ = stop_child(&mut daemon, Duration::from_secs(20));
-    summary(&world, started.elapsed());
+    let served = summary(&world, started.elapsed());
     if world.owned_dir && !opts.keep {
         let _ = std::fs::remove_dir_all(&world.state_dir);
     } else {
         println!("state directory kept: {}", world.state_dir.display());
     }
-    result
+    match result? {
+        crate::tui::Ending::Interrupted => Err(served.interrupted()),
+        crate::tui::Ending::Quit => served.verdict(),
+    }
 }
 
 /// The demo's containment in one line: it sets no runner uids, so its jobs run as
@@ -318,8 +376,16 @@ fn isolation_banner(state_dir: &std::path::Path) -> String {
     )
 }
 
-/// Runs the headless demo, printing progress.
-pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
+/// Runs the headless demo, printing progress. SIGINT or SIGTERM stops it early (the
+/// daemon is stopped and the summary printed, exit 130); a second one ends it at once.
+pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag before the second handler sets it.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())
+            .and_then(|_| signal_hook::flag::register(sig, interrupted.clone()))
+            .map_err(|e| format!("cannot watch signals: {e}"))?;
+    }
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
@@ -348,6 +414,9 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     let deadline = started
         + Duration::from_secs(30 + (opts.jobs as u64 * (opts.every_ms + opts.job_ms)) / 1000);
     let result = loop {
+        if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            break Err(None);
+        }
         if queued < opts.jobs && Instant::now() >= next_job {
             let gpu = queued % 4 == 3;
             let labels: &[&str] = if gpu {
@@ -392,21 +461,26 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
             break Ok(());
         }
         if Instant::now() >= deadline {
-            break Err(format!(
+            break Err(Some(format!(
                 "not every job finished in time; see {}",
                 log.display()
-            ));
+            )));
         }
         if let Ok(Some(st)) = daemon.try_wait() {
-            break Err(format!(
+            break Err(Some(format!(
                 "the daemon exited early ({st}); see {}",
                 log.display()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let status = stop_child(&mut daemon, Duration::from_secs(20));
-    summary(&world, started.elapsed());
+    let served = summary(&world, started.elapsed());
+    let result = match result {
+        Ok(()) => served.verdict(),
+        Err(None) => Err(served.interrupted()),
+        Err(Some(why)) => Err(DemoError::Failed(why)),
+    };
     if let Some(st) = status
         && !st.success()
     {
@@ -420,7 +494,8 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     result
 }
 
-fn summary(world: &World, elapsed: Duration) {
+/// Prints the summary and returns how many jobs were served, of how many queued.
+fn summary(world: &World, elapsed: Duration) -> Served {
     let jobs = world.sim.jobs();
     let store = SqliteStore::open(&world.state_dir).ok();
     let attempts = store
@@ -478,4 +553,34 @@ fn summary(world: &World, elapsed: Duration) {
         "  rate-limit units   {units} ({:.1} per served job)",
         units as f64 / served.max(1) as f64
     );
+    Served {
+        served,
+        queued: jobs.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_served_is_success_and_fewer_is_a_failure_naming_them() {
+        let all = Served {
+            served: 5,
+            queued: 5,
+        };
+        assert_eq!(all.verdict(), Ok(()));
+        let some = Served {
+            served: 2,
+            queued: 5,
+        };
+        assert_eq!(
+            some.verdict(),
+            Err(DemoError::Failed("3 of 5 jobs left unserved".into()))
+        );
+        assert_eq!(
+            some.interrupted(),
+            DemoError::Interrupted("interrupted with 2 of 5 jobs served".into())
+        );
+    }
 }

@@ -36,6 +36,8 @@ pub enum CliError {
     Store(StoreError),
     /// Any other failure: exit 1.
     Failed(String),
+    /// Stopped by the user (Ctrl-C, SIGINT, SIGTERM): exit 130, as a shell reports it.
+    Interrupted(String),
 }
 
 impl CliError {
@@ -48,6 +50,7 @@ impl CliError {
             CliError::Usage(_) | CliError::Invalid(_) => 2,
             CliError::Store(StoreError::NotFound { .. } | StoreError::Exists { .. }) => 2,
             CliError::Store(_) | CliError::Failed(_) => 1,
+            CliError::Interrupted(_) => 130,
         }
     }
 }
@@ -55,7 +58,7 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+            CliError::Usage(m) | CliError::Failed(m) | CliError::Interrupted(m) => f.write_str(m),
             CliError::Invalid(i) => write!(f, "{i}"),
             CliError::Store(e) => write!(f, "{e}"),
         }

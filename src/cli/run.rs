@@ -174,7 +174,10 @@ pub fn demo(inv: &Invocation) -> CliResult {
     if let Some(v) = inv.value("--jobs") {
         opts.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
     }
-    crate::demo::run(&opts).map_err(CliError::Failed)
+    crate::demo::run(&opts).map_err(|e| match e {
+        crate::demo::DemoError::Failed(m) => CliError::Failed(m),
+        crate::demo::DemoError::Interrupted(m) => CliError::Interrupted(m),
+    })
 }
 
 pub fn sim_github(inv: &Invocation) -> CliResult {

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod concurrent;
+mod demo;
 mod golden;
 mod man;
 mod man8;

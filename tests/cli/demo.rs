@@ -1,0 +1,78 @@
+//! `demo`'s exit codes: interrupted is 130, with the daemon stopped and the summary
+//! printed first.
+
+use super::support::{BIN, Dir};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn an_interrupted_demo_prints_its_summary_and_exits_130() {
+    let d = Dir::new("demo-int");
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.state())
+        .args(["demo", "--headless", "--jobs", "500"])
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the demo");
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    // Wait for its first progress line: the world is laid out and the daemon started.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no progress line from the demo:\n{seen}"));
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("t=") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the demo did not stop within 60 s of SIGINT:\n{seen}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The process has exited, so its end of the pipes is closed.
+    seen.extend(lines.iter().map(|l| l + "\n"));
+    let stderr = err.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "stdout:\n{seen}\nstderr:\n{stderr}"
+    );
+    assert!(seen.contains("summary after"), "no summary:\n{seen}");
+    assert!(
+        stderr.contains("interrupted with") && stderr.contains("jobs served"),
+        "stderr does not say what was served:\n{stderr}"
+    );
+}
