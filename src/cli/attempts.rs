@@ -79,7 +79,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                 ("profile", a.profile.clone()),
                 ("target", a.target.clone()),
                 ("runner", a.runner_name.clone()),
-                ("state", a.state.as_str().into()),
+                ("state", a.state_word().into()),
                 ("outcome", or_dash(a.outcome.map(|o| o.as_str()))),
                 ("reason", or_dash(a.reason.as_ref())),
                 ("created", time(a.created_at)),

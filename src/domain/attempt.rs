@@ -326,7 +326,9 @@ impl Attempt {
     }
 
     /// The word to show for where the attempt is: its state, or `cleaned` once
-    /// cleanup is done (cleaned is a flag, and the state stays `destroying`).
+    /// cleanup is done (cleaned is a flag, and the state stays `destroying`). Every
+    /// view (`attempts`, `attempt show`, their JSON, `top`) says this word, so the end
+    /// state has one name.
     pub fn state_word(&self) -> &'static str {
         if self.cleaned {
             "cleaned"

@@ -76,7 +76,7 @@ impl Component for DetailView {
             field(
                 "state",
                 Span::styled(
-                    format!("{} for {}", a.state, fmt::age(a.age_millis(snap.now))),
+                    format!("{} for {}", a.state_word(), fmt::age(a.age_millis(snap.now))),
                     th.state(a.state),
                 ),
             ),
