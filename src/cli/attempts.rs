@@ -114,6 +114,9 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             for h in &a.history {
                 s.push_str(&format!("  {}  {}\n", time(h.at), h.state));
             }
+            if a.cleaned {
+                s.push_str(&format!("  {}  cleaned\n", time(a.state_since())));
+            }
             s
         },
         || attempt_json(&a),
