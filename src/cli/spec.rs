@@ -276,7 +276,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[
             switch(
                 "--once",
-                "One pass per target, then exit (runners started keep running)",
+                "One pass per target, then exit (runners started keep running; exit 1 if a target's pass failed)",
             ),
             opt(
                 "--metrics-listen",

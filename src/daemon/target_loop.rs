@@ -141,8 +141,10 @@ impl TargetLoop {
 
     /// The thread body: a pass on every tick, message or worker result until told to
     /// stop. `once` runs passes until the demand read and the starts it led to are
-    /// done, then returns. Either way the workers finish what they hold first.
-    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) {
+    /// done, then returns the target's error if its last pass ended with one
+    /// (credentials, GitHub's refusal), so `daemon --once` can fail. Either way the
+    /// workers finish what they hold first.
+    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) -> Option<String> {
         let ticker = tick(OBSERVE_EVERY);
         let done = self.io.done().clone();
         metrics_feed::passed(&self.shared, &self.name);
@@ -159,7 +161,7 @@ impl TargetLoop {
                 }
             }
             self.io.stop();
-            return;
+            return self.last_error.take();
         }
         loop {
             self.pass_logged();
@@ -185,6 +187,7 @@ impl TargetLoop {
             }
         }
         self.io.stop();
+        None
     }
 
     fn pass_logged(&mut self) {

@@ -7,4 +7,5 @@ mod demo;
 mod golden;
 mod man;
 mod man8;
+mod once;
 mod support;
