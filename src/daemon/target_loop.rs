@@ -857,7 +857,6 @@ impl TargetLoop {
         mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let unfit_jobs = plan.demand.unfit_reasons();
         let target = TargetStatus {
             target: self.name.clone(),
             mode: mode.into(),
@@ -874,7 +873,7 @@ impl TargetLoop {
                 .or_else(|| self.uids_used_up.clone())
                 .or_else(|| self.queue.visibility_note.clone())
                 .or_else(|| self.scaleset.error(profile))
-                .or_else(|| unfit_jobs.first().cloned())
+                .or_else(|| plan.demand.unfit_reason_for(profile))
         };
         self.status
             .record(&self.store, &plan.allocation, target, last_error, now)
