@@ -26,11 +26,11 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
     };
     let drain_timeout = match inv.value("--drain-timeout") {
         None => 30,
-        Some(v) => validate::number_in("--drain-timeout", v, 0, 86_400)?,
+        Some(v) => validate::seconds_in("--drain-timeout", v, 0, 86_400)?,
     };
     let fallback_grace = match inv.value("--fallback-grace") {
         None => 30,
-        Some(v) => validate::number_in("--fallback-grace", v, 1, 86_400)?,
+        Some(v) => validate::seconds_in("--fallback-grace", v, 1, 86_400)?,
     };
     let metrics_listen = inv
         .value("--metrics-listen")

@@ -139,7 +139,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["profile", "add"],
-        args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout SECS] [--bootstrap-timeout SECS] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
+        args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout DURATION] [--bootstrap-timeout DURATION] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
         positionals: (1, Some(1)),
         about: "Add a pool profile: one kind of runner for one target",
         options: &[
@@ -163,13 +163,13 @@ pub const COMMANDS: &[Command] = &[
             ),
             opt(
                 "--idle-timeout",
-                "SECS",
-                "Stop an idle runner not needed for this long (default 300)",
+                "DURATION",
+                "Stop an idle runner not needed for this long: seconds, or with a unit s, m, h or d (default 5m)",
             ),
             opt(
                 "--bootstrap-timeout",
-                "SECS",
-                "Give up on a runner not listening after this long (default 300)",
+                "DURATION",
+                "Give up on a runner not listening after this long: seconds, or with a unit s, m, h or d (default 5m)",
             ),
             switch("--paused", "Add it paused: start nothing until resumed"),
             switch("--monitor", "Monitor mode: read demand, start nothing"),
@@ -187,7 +187,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max",
         options: &[opt(
             "--revision",
             "N",
@@ -270,7 +270,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout SECS] [--fallback-grace SECS]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -290,13 +290,13 @@ pub const COMMANDS: &[Command] = &[
             ),
             opt(
                 "--drain-timeout",
-                "SECS",
-                "On SIGTERM, how long to wait for idle runners to be deregistered (default 30)",
+                "DURATION",
+                "On SIGTERM, how long to wait for idle runners to be deregistered (default 30s)",
             ),
             opt(
                 "--fallback-grace",
-                "SECS",
-                "How long the coordinator link may be down before this host reads its own demand again (default 30)",
+                "DURATION",
+                "How long the coordinator link may be down before this host reads its own demand again (default 30s)",
             ),
         ],
     },
@@ -386,7 +386,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["coordinator", "serve"],
-        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl SECS] [--scaleset TARGET=NAME]...",
+        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl DURATION] [--scaleset TARGET=NAME]...",
         positionals: (0, Some(0)),
         about: "Serve a pool: read its targets' queues once and place each job on one host",
         options: &[
@@ -403,8 +403,8 @@ pub const COMMANDS: &[Command] = &[
             opt("--tls-key", "PATH", "PEM private key of --tls-cert"),
             opt(
                 "--lease-ttl",
-                "SECS",
-                "A launch's time to live (default 120)",
+                "DURATION",
+                "A launch's time to live (default 2m)",
             ),
             opt(
                 "--scaleset",

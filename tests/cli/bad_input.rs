@@ -188,6 +188,18 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
             "poll_interval",
         ),
         (
+            vec!["target", "set", "octo", "poll_interval=5x"],
+            "poll_interval",
+        ),
+        (
+            vec!["profile", "set", "linux", "idle_timeout=1.5h"],
+            "idle_timeout",
+        ),
+        (
+            vec!["profile", "set", "linux", "bootstrap_timeout=2h"],
+            "bootstrap_timeout",
+        ),
+        (
             vec!["target", "set", "octo", "max_in_flight=0"],
             "max_in_flight",
         ),

@@ -8,4 +8,5 @@ mod golden;
 mod man;
 mod man8;
 mod once;
+mod settings;
 mod support;

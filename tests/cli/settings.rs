@@ -1,0 +1,46 @@
+//! Settings as a user types them: what `profile show` prints is accepted back.
+
+use crate::support::seeded;
+
+#[test]
+fn durations_take_what_profile_show_prints_and_units() {
+    let d = seeded("durations");
+    let shown = d.ok(&["profile", "show", "linux"]).stdout;
+    let idle = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("idle_timeout"))
+        .map(str::trim)
+        .expect("profile show prints idle_timeout")
+        .to_string();
+    assert_eq!(idle, "300s");
+    d.ok(&["profile", "set", "linux", &format!("idle_timeout={idle}")]);
+    for (value, shown) in [
+        ("30s", "30s"),
+        ("5m", "300s"),
+        ("1h30m", "5400s"),
+        ("2d", "172800s"),
+        ("45", "45s"),
+    ] {
+        d.ok(&["profile", "set", "linux", &format!("idle_timeout={value}")]);
+        let out = d.ok(&["profile", "show", "linux"]).stdout;
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("idle_timeout") && l.trim_end().ends_with(shown)),
+            "{value} must be stored as {shown}:\n{out}"
+        );
+    }
+    d.ok(&["target", "set", "octo", "poll_interval=1m"]);
+    assert!(
+        d.ok(&["target", "show", "octo"])
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("poll_interval") && l.trim_end().ends_with("60s"))
+    );
+    let r = d.run(&["profile", "set", "linux", "idle_timeout=soon"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("idle_timeout") && r.stderr.contains("unit s, m, h or d"),
+        "the error gives the units: {}",
+        r.stderr
+    );
+}
