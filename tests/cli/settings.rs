@@ -44,3 +44,39 @@ fn durations_take_what_profile_show_prints_and_units() {
         r.stderr
     );
 }
+
+#[test]
+fn a_typed_label_that_is_a_default_is_explained_when_given() {
+    let d = seeded("default-label");
+    let r = d.ok(&[
+        "profile", "add", "plain", "--target", "octo", "--labels", "linux",
+    ]);
+    assert!(
+        r.stderr
+            .contains("note: --labels: linux is a default label (Linux)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("self-hosted, Linux,"), "{}", r.stderr);
+    let r = d.ok(&["profile", "set", "plain", "labels=gpu,Self-Hosted"]);
+    assert!(
+        r.stderr
+            .contains("note: labels: Self-Hosted is a default label (self-hosted)"),
+        "{}",
+        r.stderr
+    );
+    // A label no default covers says nothing.
+    let r = d.ok(&["profile", "set", "plain", "labels=gpu"]);
+    assert_eq!(r.stderr, "");
+    let r = d.ok(&[
+        "profile",
+        "add",
+        "own",
+        "--target",
+        "octo",
+        "--labels",
+        "linux",
+        "--no-default-labels",
+    ]);
+    assert_eq!(r.stderr, "");
+}
