@@ -172,6 +172,7 @@ impl World {
             )),
         };
         std::fs::create_dir_all(&state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+        close_to_others(&state_dir)?;
         let token = format!(
             "ghp_demo{:016x}",
             now_millis() as u64 ^ 0x9e37_79b9_7f4a_7c15
@@ -254,6 +255,24 @@ impl World {
             .spawn()
             .map_err(|e| format!("cannot start the daemon: {e}"))
     }
+}
+
+/// Takes read and write away from group and others on the state directory (a
+/// directory given with `--state-dir` may have been made 0755 by mkdir): the demo's
+/// books are as private as a real host's, and its own `doctor` passes. Search (x) is
+/// left as it is, since runners under their own uids pass through to their roots.
+fn close_to_others(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    if mode & 0o066 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & !0o066))
+            .map_err(|e| format!("cannot make {} private: {e}", dir.display()))?;
+    }
+    Ok(())
 }
 
 impl Drop for World {

@@ -76,3 +76,25 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
         "stderr does not say what was served:\n{stderr}"
     );
 }
+
+#[test]
+fn the_demo_makes_a_given_state_directory_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dir::new("demo-mode");
+    let state = d.state();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let world =
+        runner_manager::demo::World::prepare(Some(state.clone()), std::path::Path::new(BIN), 1)
+            .expect("the demo's world");
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o711, "others may pass through, never read or write");
+    drop(world);
+    let r = d.run(&["doctor"]);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("state-dir"))
+        .unwrap_or_default();
+    assert!(line.starts_with("ok"), "doctor: {}", r.stdout);
+}
