@@ -225,14 +225,3 @@ fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
         .map(drop)
         .map_err(|e| CliError::usage(arg, &e.to_string()))
 }
-
-/// Checks that a directory exists and can be listed.
-fn readable_dir(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    match std::fs::read_dir(path) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(CliError::usage(
-            arg,
-            &format!("cannot read directory {}: {e}", path.display()),
-        )),
-    }
-}

@@ -3,7 +3,7 @@
 
 use super::output::{self, Out, or_dash, profile_json, table, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_dir};
+use super::{CliError, CliResult};
 use crate::domain::profile::Mode;
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, ScalePolicy, labels};
@@ -42,9 +42,14 @@ fn note_default_labels(arg: &str, p: &ScalePolicy, user: &[String], host: &Host)
     }
 }
 
+/// A runner directory named must be an unpacked actions-runner release now
+/// (`bin/Runner.Listener`, executable), not found broken at the first job: the error
+/// names the path and what is missing.
 fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), CliError> {
     match &p.runner_dir {
-        Some(d) => readable_dir(arg, d),
+        Some(d) => crate::runner::check_install(d)
+            .map(drop)
+            .map_err(|e| CliError::usage(arg, &e.to_string())),
         None => Ok(()),
     }
 }

@@ -96,6 +96,9 @@ pub struct TargetLoop {
     surplus: HashSet<i64>,
     uids: UidBook,
     uids_used_up: Option<String>,
+    /// Each profile's broken runner install as last logged, so it is logged once when
+    /// it breaks (and once when it is whole again), not every pass.
+    install_logged: BTreeMap<String, String>,
     status: StatusWriter,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
@@ -134,6 +137,7 @@ impl TargetLoop {
             surplus: HashSet::new(),
             uids: UidBook::default(),
             uids_used_up: None,
+            install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
             rng: seed | 1,
         })
@@ -723,6 +727,7 @@ impl TargetLoop {
                     .map(|e| (p.name.clone(), e.to_string()))
             })
             .collect();
+        self.log_install_changes(&install_errors, profiles);
         let mut scaleset_unready = BTreeMap::new();
         self.scaleset.add_unfit(profiles, &mut scaleset_unready);
         let refused = match &contain.isolation {
@@ -753,6 +758,31 @@ impl TargetLoop {
             },
             now,
         )
+    }
+
+    /// Logs a profile's runner install breaking (a warning naming what is missing) and
+    /// being whole again, once each, however many passes see it.
+    fn log_install_changes(&mut self, errors: &BTreeMap<String, String>, profiles: &[ScalePolicy]) {
+        for (profile, why) in errors {
+            if self.install_logged.get(profile) != Some(why) {
+                log_warn!(
+                    "runner_install_unusable",
+                    target = self.name,
+                    profile = profile,
+                    error = why
+                );
+            }
+        }
+        for profile in self.install_logged.keys() {
+            if !errors.contains_key(profile) && profiles.iter().any(|p| &p.name == profile) {
+                log_info!(
+                    "runner_install_usable",
+                    target = self.name,
+                    profile = profile
+                );
+            }
+        }
+        self.install_logged = errors.clone();
     }
 
     /// Builds the GitHub client from the target's credentials; a failure is the

@@ -55,6 +55,10 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
             [&p[..], &["x", "--runner-dir", "/nonexistent/runner"]].concat(),
             "--runner-dir",
         ),
+        (
+            [&p[..], &["x", "--runner-dir", "/tmp"]].concat(),
+            "--runner-dir",
+        ),
         ([&p[..], &["x", "--group", "0"]].concat(), "--group"),
         ([&p[..], &["x", "--bogus"]].concat(), "--bogus"),
         ([&p[..], &["x", "--paused=yes"]].concat(), "--paused"),

@@ -48,7 +48,10 @@ fn every_command_human_and_json() {
     let d = Dir::new("golden");
     let tok = d.file("token", "ghp_not_for_printing");
     let key = d.file("key.pem", "-----BEGIN RSA PRIVATE KEY-----\n");
-    let runner = d.subdir("actions-runner");
+    let runner = d.path("actions-runner");
+    runner_manager::sim::install::lay_out(&runner, std::path::Path::new(crate::support::BIN))
+        .unwrap();
+    let runner = runner.display().to_string();
     // Fix the capacity first: its default is the machine's CPU count.
     d.ok(&["host", "set", "capacity=4"]);
     let host = SqliteStore::open(&d.state())

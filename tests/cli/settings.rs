@@ -80,3 +80,46 @@ fn a_typed_label_that_is_a_default_is_explained_when_given() {
     ]);
     assert_eq!(r.stderr, "");
 }
+
+#[test]
+fn a_runner_dir_that_is_not_an_install_is_refused_naming_what_is_missing() {
+    let d = seeded("runner-dir");
+    let empty = d.subdir("empty");
+    let r = d.run(&[
+        "profile",
+        "add",
+        "x",
+        "--target",
+        "octo",
+        "--labels",
+        "x",
+        "--runner-dir",
+        &empty,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--runner-dir")
+            && r.stderr.contains(&empty)
+            && r.stderr.contains("bin/Runner.Listener is missing"),
+        "{}",
+        r.stderr
+    );
+    assert!(d.run(&["profile", "show", "x"]).code != 0, "nothing added");
+    let r = d.run(&["profile", "set", "linux", &format!("runner_dir={empty}")]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("runner_dir") && r.stderr.contains("bin/Runner.Listener is missing"),
+        "{}",
+        r.stderr
+    );
+    // A simulated install, as the tests and the demo lay out, is an install.
+    let install = d.path("install");
+    runner_manager::sim::install::lay_out(&install, std::path::Path::new(crate::support::BIN))
+        .unwrap();
+    d.ok(&[
+        "profile",
+        "set",
+        "linux",
+        &format!("runner_dir={}", install.display()),
+    ]);
+}
