@@ -518,8 +518,13 @@ fn options_block(out: &mut String, title: &str, opts: &[Opt]) {
 
 const USAGE_PREFIX: &str = "runner-manager [--state-dir DIR] [--json]";
 
-/// Help for the whole program, or for the commands under a prefix (`profile`).
+/// Help for the whole program, or for the commands under a prefix (`profile`): a
+/// group's help lists only that group's commands, without the program's banner and
+/// global options.
 pub fn help_overview(prefix: &[String]) -> String {
+    if !prefix.is_empty() && is_prefix(prefix) {
+        return help_group(prefix);
+    }
     let mut out = format!(
         "runner-manager {}: autoscaler for ephemeral GitHub Actions self-hosted runners\n\n\
          Usage: {USAGE_PREFIX} COMMAND\n\nCommands:\n",
@@ -535,6 +540,25 @@ pub fn help_overview(prefix: &[String]) -> String {
     }
     options_block(&mut out, "Global options", GLOBAL);
     out.push_str("\nRun 'runner-manager COMMAND --help' for a command's options.\n");
+    out
+}
+
+/// The commands under a prefix (`profile`), one line each.
+fn help_group(prefix: &[String]) -> String {
+    let group = prefix.join(" ");
+    let cmds: Vec<&Command> = COMMANDS
+        .iter()
+        .filter(|c| c.path.len() > prefix.len() && c.path.iter().zip(prefix).all(|(a, b)| a == b))
+        .collect();
+    let w = cmds.iter().map(|c| c.name().len()).max().unwrap_or(0);
+    let mut out = format!("Usage: {USAGE_PREFIX} {group} COMMAND\n\nCommands:\n");
+    for c in cmds {
+        out.push_str(&format!("  {:w$}  {}\n", c.name(), c.about));
+    }
+    out.push_str(&format!(
+        "\nRun 'runner-manager {group} COMMAND --help' for a command's options, \
+         'runner-manager --help' for every command.\n"
+    ));
     out
 }
 

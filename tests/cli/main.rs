@@ -5,6 +5,7 @@ mod bad_input;
 mod concurrent;
 mod demo;
 mod golden;
+mod help;
 mod man;
 mod man8;
 mod once;
