@@ -501,6 +501,48 @@ pub fn is_prefix(words: &[String]) -> bool {
         .any(|c| c.path.len() > words.len() && c.path.iter().zip(words).all(|(a, b)| a == b))
 }
 
+/// The command the user most likely meant by `words`, whose last word is not one we
+/// know there: the known word at that place nearest in spelling (`stats` → `status`,
+/// `profile lst` → `profile list`), or one it begins (`prof` → `profile`).
+pub fn suggest(words: &[String]) -> Option<String> {
+    let (last, head) = words.split_last()?;
+    let mut candidates: Vec<&str> = COMMANDS
+        .iter()
+        .filter(|c| c.path.len() > head.len() && c.path.iter().zip(head).all(|(a, b)| a == b))
+        .map(|c| c.path[head.len()])
+        .collect();
+    candidates.dedup();
+    let limit = (last.chars().count() / 3).max(1);
+    let best = candidates
+        .iter()
+        .map(|c| (edit_distance(last, c), *c))
+        .filter(|(d, c)| *d <= limit || (last.len() >= 3 && c.starts_with(last.as_str())))
+        .min()?;
+    let mut out: Vec<&str> = head.iter().map(String::as_str).collect();
+    out.push(best.1);
+    Some(out.join(" "))
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(cur)
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 fn options_block(out: &mut String, title: &str, opts: &[Opt]) {
     if opts.is_empty() {
         return;
@@ -569,4 +611,31 @@ pub fn help_command(c: &Command) -> String {
     options_block(&mut out, "Options", c.options);
     options_block(&mut out, "Global options", GLOBAL);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn a_typo_gets_the_nearest_command() {
+        for (typed, meant) in [
+            ("stats", Some("status")),
+            ("statsu", Some("status")),
+            ("prof", Some("profile")),
+            ("profile lst", Some("profile list")),
+            ("profile resum", Some("profile resume")),
+            ("targte", Some("target")),
+            ("frobnicate", None),
+            ("x", None),
+        ] {
+            assert_eq!(suggest(&words(typed)).as_deref(), meant, "{typed}");
+        }
+        assert_eq!(edit_distance("stats", "status"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
 }

@@ -33,3 +33,24 @@ fn a_group_without_a_subcommand_lists_that_groups_commands_only() {
     assert!(h.stdout.starts_with("Usage: "), "{}", h.stdout);
     assert!(h.stdout.contains("\n  profile add ") && !h.stdout.contains("target add"));
 }
+
+#[test]
+fn an_unknown_command_gets_a_did_you_mean() {
+    let d = Dir::new("did-you-mean");
+    let r = d.run(&["stats"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(
+        r.stderr,
+        "runner-manager: unknown command 'stats'; did you mean 'status'? (see runner-manager --help)\n"
+    );
+    let r = d.run(&["profile", "lst"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("did you mean 'profile list'?"),
+        "{}",
+        r.stderr
+    );
+    let r = d.run(&["frobnicate"]);
+    assert_eq!(r.code, 2);
+    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+}
