@@ -77,6 +77,10 @@ fn every_command_human_and_json() {
             format!("\"name\": \"{}\"", host.name),
             "\"name\": \"<HOST_NAME>\"",
         ),
+        (
+            format!("host {} updated", host.name),
+            "host <HOST_NAME> updated",
+        ),
     ]);
 
     let steps: Vec<(&str, Vec<&str>)> = vec![

@@ -123,3 +123,23 @@ fn a_runner_dir_that_is_not_an_install_is_refused_naming_what_is_missing() {
         &format!("runner_dir={}", install.display()),
     ]);
 }
+
+#[test]
+fn host_set_prints_only_what_changed() {
+    let d = seeded("host-set");
+    d.ok(&["host", "set", "capacity=4"]);
+    let name = d.ok(&["--json", "host", "show"]).stdout;
+    let name: serde_json::Value = serde_json::from_str(&name).unwrap();
+    let name = name["name"].as_str().unwrap().to_string();
+    let r = d.ok(&["host", "set", "capacity=5", "isolation=none"]);
+    assert_eq!(
+        r.stdout,
+        format!("host {name} updated: capacity 5, isolation none\n")
+    );
+    let r = d.ok(&["host", "set", "capacity=5"]);
+    assert_eq!(r.stdout, format!("host {name} unchanged\n"));
+    // JSON still gives the whole host.
+    let r = d.ok(&["--json", "host", "set", "capacity=6"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["capacity"], 6);
+}
