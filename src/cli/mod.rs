@@ -135,12 +135,37 @@ fn execute(inv: &Invocation) -> CliResult {
         _ => {}
     }
     let dir = state_dir(inv)?;
+    let db = dir.join(crate::store::DB_FILE);
+    let missing =
+        matches!(std::fs::metadata(&db), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    if missing && !creates_store(inv.command.path) {
+        return Err(CliError::Failed(format!(
+            "no store at {}: nothing has been set up in this state directory; check --state-dir \
+             (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
+            dir.display()
+        )));
+    }
     let store = SqliteStore::open(&dir)?;
     // The coordinator's commands read its own books, which only `SqliteStore` has.
     if let ["coordinator", ..] = inv.command.path {
         return coordinator::run(inv, &store, &dir);
     }
     dispatch(inv, &store, &dir)
+}
+
+/// The commands that may create the store: those that can write the books on a
+/// fresh machine, and the daemon. Every other command needs a store to be there
+/// already, so a mistyped `--state-dir` is an error naming it, not a new empty store.
+fn creates_store(path: &[&str]) -> bool {
+    matches!(
+        path,
+        ["target", "add"]
+            | ["host", "set"]
+            | ["drain"]
+            | ["daemon"]
+            | ["coordinator", "host", "add"]
+            | ["coordinator", "serve"]
+    )
 }
 
 /// One arm per command; a new command is one arm here and one entry in `spec::COMMANDS`.

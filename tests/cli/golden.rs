@@ -325,6 +325,18 @@ fn help_and_version() {
 fn a_fresh_machine_gets_a_private_store_on_first_use() {
     use std::os::unix::fs::PermissionsExt;
     let d = Dir::new("fresh");
+    // A command that only reads makes no store: it says there is none.
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("no store at {}", d.state().display())),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.state().exists(), "a read made the state directory");
+    // One that writes the books makes it, private.
+    d.ok(&["host", "set", "capacity=2"]);
     let r = d.ok(&["status"]);
     assert!(
         r.stdout.contains("daemon       not running"),

@@ -10,4 +10,5 @@ mod man;
 mod man8;
 mod once;
 mod settings;
+mod store;
 mod support;
