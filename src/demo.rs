@@ -15,6 +15,15 @@ use std::time::{Duration, Instant};
 
 pub const DEMO_REPO: &str = "demo-org/app";
 
+/// `println!` that ignores a closed stdout: with `demo | cat`, Ctrl-C takes `cat` down
+/// first, and the demo must still stop its daemon and exit 130, not die on the write.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     pub state_dir: Option<PathBuf>,
@@ -367,7 +376,7 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
     if world.owned_dir && !opts.keep {
         let _ = std::fs::remove_dir_all(&world.state_dir);
     } else {
-        println!("state directory kept: {}", world.state_dir.display());
+        say!("state directory kept: {}", world.state_dir.display());
     }
     match result? {
         crate::tui::Ending::Interrupted => Err(served.interrupted()),
@@ -409,22 +418,22 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
     let log = world.state_dir.join("daemon.log");
-    println!(
+    say!(
         "runner-manager demo: simulated GitHub at {}, state in {}",
         world.sim.url(),
         world.state_dir.display()
     );
     if opts.far {
-        println!(
+        say!(
             "GitHub is far away: {}; the runner install has a real release's {} files",
             Latency::FAR.describe(),
             InstallShape::Realistic.counts().files
         );
     }
-    println!(
+    say!(
         "profiles: linux (max 4, labels self-hosted,linux) and gpu (max 2, labels self-hosted,gpu)"
     );
-    println!("{}", isolation_banner(&world.state_dir));
+    say!("{}", isolation_banner(&world.state_dir));
     let mut daemon = world.spawn_daemon(&log)?;
     let started = Instant::now();
     let mut queued = 0u32;
@@ -469,7 +478,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
                 .count();
             let runners = world.sim.runners();
             let busy = runners.iter().filter(|r| r.busy).count();
-            println!(
+            say!(
                 "t={:>4.1}s  jobs: queued {waiting:>2}  running {running:>2}  done {done:>2}/{}   runners registered {:>2} (busy {busy})",
                 started.elapsed().as_secs_f64(),
                 opts.jobs,
@@ -508,7 +517,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
     if world.owned_dir && !opts.keep && result.is_ok() {
         let _ = std::fs::remove_dir_all(&world.state_dir);
     } else {
-        println!("state directory kept: {}", world.state_dir.display());
+        say!("state directory kept: {}", world.state_dir.display());
     }
     result
 }
@@ -551,24 +560,24 @@ fn summary(world: &World, elapsed: Duration) -> Served {
             .unwrap_or(0)
     };
     let units: u64 = world.sim.units_used().values().sum();
-    println!();
-    println!("summary after {:.1}s:", elapsed.as_secs_f64());
-    println!(
+    say!("");
+    say!("summary after {:.1}s:", elapsed.as_secs_f64());
+    say!(
         "  jobs served        {served}/{} (by our runners: {ours})",
         jobs.len()
     );
-    println!(
+    say!(
         "  runners started    {} ({} completed a job)",
         attempts.len(),
         completed
     );
-    println!(
+    say!(
         "  queue-to-spawn     p50 {} ms, p99 {} ms ({} samples)",
         pct(0.5),
         pct(0.99),
         lat.len()
     );
-    println!(
+    say!(
         "  rate-limit units   {units} ({:.1} per served job)",
         units as f64 / served.max(1) as f64
     );

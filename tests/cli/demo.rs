@@ -78,6 +78,55 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
 }
 
 #[test]
+fn an_interrupted_demo_whose_reader_is_gone_still_exits_130() {
+    // `demo | cat` and Ctrl-C: the terminal's SIGINT takes `cat` down too, so the
+    // demo's summary meets a closed pipe.
+    let d = Dir::new("demo-pipe");
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.state())
+        .args(["demo", "--headless", "--jobs", "500"])
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the demo");
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    {
+        // The first line is printed once the simulated GitHub runs; a read that never
+        // comes is bounded by the demo's own failure (it exits, closing the pipe).
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.starts_with("runner-manager demo:"), "{line}");
+    } // The reader is gone: the pipe is closed.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the demo did not stop within 60 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    assert!(stderr.contains("interrupted with"), "{stderr}");
+}
+
+#[test]
 fn the_demo_makes_a_given_state_directory_private() {
     use std::os::unix::fs::PermissionsExt;
     let d = Dir::new("demo-mode");
