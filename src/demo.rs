@@ -15,6 +15,15 @@ use std::time::{Duration, Instant};
 
 pub const DEMO_REPO: &str = "demo-org/app";
 
+/// `println!` that ignores a closed stdout: with `demo | cat`, Ctrl-C takes `cat` down
+/// first, and the demo must still stop its daemon and exit 130, not die on the write.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     pub state_dir: Option<PathBuf>,
@@ -41,6 +50,60 @@ impl Default for DemoOptions {
             headless: false,
             far: false,
         }
+    }
+}
+
+/// Why a demo did not end well, and so its exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DemoError {
+    /// Something failed, or jobs were left unserved: exit 1.
+    Failed(String),
+    /// Ctrl-C, SIGINT or SIGTERM (or SIGHUP under `top`): exit 130, as a shell reports
+    /// a program interrupted.
+    Interrupted(String),
+}
+
+impl std::fmt::Display for DemoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoError::Failed(m) | DemoError::Interrupted(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<String> for DemoError {
+    fn from(m: String) -> DemoError {
+        DemoError::Failed(m)
+    }
+}
+
+/// What the demo's jobs came to: how many the simulated GitHub saw completed, of how
+/// many queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub served: usize,
+    pub queued: usize,
+}
+
+impl Served {
+    /// The verdict on a demo that ran to its end or was quit: every queued job served,
+    /// or exit 1 saying how many were not.
+    fn verdict(self) -> Result<(), DemoError> {
+        if self.served >= self.queued {
+            return Ok(());
+        }
+        Err(DemoError::Failed(format!(
+            "{} of {} jobs left unserved",
+            self.queued - self.served,
+            self.queued
+        )))
+    }
+
+    fn interrupted(self) -> DemoError {
+        DemoError::Interrupted(format!(
+            "interrupted with {} of {} jobs served",
+            self.served, self.queued
+        ))
     }
 }
 
@@ -118,6 +181,7 @@ impl World {
             )),
         };
         std::fs::create_dir_all(&state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
+        close_to_others(&state_dir)?;
         let token = format!(
             "ghp_demo{:016x}",
             now_millis() as u64 ^ 0x9e37_79b9_7f4a_7c15
@@ -202,6 +266,24 @@ impl World {
     }
 }
 
+/// Takes read and write away from group and others on the state directory (a
+/// directory given with `--state-dir` may have been made 0755 by mkdir): the demo's
+/// books are as private as a real host's, and its own `doctor` passes. Search (x) is
+/// left as it is, since runners under their own uids pass through to their roots.
+fn close_to_others(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .permissions()
+        .mode()
+        & 0o7777;
+    if mode & 0o066 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & !0o066))
+            .map_err(|e| format!("cannot make {} private: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         self.sim.shutdown();
@@ -234,7 +316,7 @@ fn world_options(opts: &DemoOptions) -> WorldOptions {
 }
 
 /// Runs the demo: `top` on a terminal, printed progress otherwise.
-pub fn run(opts: &DemoOptions) -> Result<(), String> {
+pub fn run(opts: &DemoOptions) -> Result<(), DemoError> {
     // SAFETY: isatty only inspects the descriptors.
     let tty = unsafe { libc::isatty(0) == 1 && libc::isatty(1) == 1 };
     if opts.headless || !tty {
@@ -245,8 +327,9 @@ pub fn run(opts: &DemoOptions) -> Result<(), String> {
 }
 
 /// The demo under `top`: jobs keep arriving (a mix of linux and gpu jobs) until the
-/// user quits, then the daemon is stopped and the summary printed.
-fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
+/// user quits, then the daemon is stopped and the summary printed. Quitting with jobs
+/// unserved is exit 1, Ctrl-C or a signal exit 130.
+fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
@@ -289,13 +372,16 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), String> {
         r
     });
     let _ = stop_child(&mut daemon, Duration::from_secs(20));
-    summary(&world, started.elapsed());
+    let served = summary(&world, started.elapsed());
     if world.owned_dir && !opts.keep {
         let _ = std::fs::remove_dir_all(&world.state_dir);
     } else {
-        println!("state directory kept: {}", world.state_dir.display());
+        say!("state directory kept: {}", world.state_dir.display());
     }
-    result
+    match result? {
+        crate::tui::Ending::Interrupted => Err(served.interrupted()),
+        crate::tui::Ending::Quit => served.verdict(),
+    }
 }
 
 /// The demo's containment in one line: it sets no runner uids, so its jobs run as
@@ -318,28 +404,36 @@ fn isolation_banner(state_dir: &std::path::Path) -> String {
     )
 }
 
-/// Runs the headless demo, printing progress.
-pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
+/// Runs the headless demo, printing progress. SIGINT or SIGTERM stops it early (the
+/// daemon is stopped and the summary printed, exit 130); a second one ends it at once.
+pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag before the second handler sets it.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, interrupted.clone())
+            .and_then(|_| signal_hook::flag::register(sig, interrupted.clone()))
+            .map_err(|e| format!("cannot watch signals: {e}"))?;
+    }
     let binary =
         std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
     let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
     let log = world.state_dir.join("daemon.log");
-    println!(
+    say!(
         "runner-manager demo: simulated GitHub at {}, state in {}",
         world.sim.url(),
         world.state_dir.display()
     );
     if opts.far {
-        println!(
+        say!(
             "GitHub is far away: {}; the runner install has a real release's {} files",
             Latency::FAR.describe(),
             InstallShape::Realistic.counts().files
         );
     }
-    println!(
+    say!(
         "profiles: linux (max 4, labels self-hosted,linux) and gpu (max 2, labels self-hosted,gpu)"
     );
-    println!("{}", isolation_banner(&world.state_dir));
+    say!("{}", isolation_banner(&world.state_dir));
     let mut daemon = world.spawn_daemon(&log)?;
     let started = Instant::now();
     let mut queued = 0u32;
@@ -348,6 +442,9 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     let deadline = started
         + Duration::from_secs(30 + (opts.jobs as u64 * (opts.every_ms + opts.job_ms)) / 1000);
     let result = loop {
+        if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            break Err(None);
+        }
         if queued < opts.jobs && Instant::now() >= next_job {
             let gpu = queued % 4 == 3;
             let labels: &[&str] = if gpu {
@@ -381,7 +478,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
                 .count();
             let runners = world.sim.runners();
             let busy = runners.iter().filter(|r| r.busy).count();
-            println!(
+            say!(
                 "t={:>4.1}s  jobs: queued {waiting:>2}  running {running:>2}  done {done:>2}/{}   runners registered {:>2} (busy {busy})",
                 started.elapsed().as_secs_f64(),
                 opts.jobs,
@@ -392,21 +489,26 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
             break Ok(());
         }
         if Instant::now() >= deadline {
-            break Err(format!(
+            break Err(Some(format!(
                 "not every job finished in time; see {}",
                 log.display()
-            ));
+            )));
         }
         if let Ok(Some(st)) = daemon.try_wait() {
-            break Err(format!(
+            break Err(Some(format!(
                 "the daemon exited early ({st}); see {}",
                 log.display()
-            ));
+            )));
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let status = stop_child(&mut daemon, Duration::from_secs(20));
-    summary(&world, started.elapsed());
+    let served = summary(&world, started.elapsed());
+    let result = match result {
+        Ok(()) => served.verdict(),
+        Err(None) => Err(served.interrupted()),
+        Err(Some(why)) => Err(DemoError::Failed(why)),
+    };
     if let Some(st) = status
         && !st.success()
     {
@@ -415,12 +517,13 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), String> {
     if world.owned_dir && !opts.keep && result.is_ok() {
         let _ = std::fs::remove_dir_all(&world.state_dir);
     } else {
-        println!("state directory kept: {}", world.state_dir.display());
+        say!("state directory kept: {}", world.state_dir.display());
     }
     result
 }
 
-fn summary(world: &World, elapsed: Duration) {
+/// Prints the summary and returns how many jobs were served, of how many queued.
+fn summary(world: &World, elapsed: Duration) -> Served {
     let jobs = world.sim.jobs();
     let store = SqliteStore::open(&world.state_dir).ok();
     let attempts = store
@@ -457,25 +560,55 @@ fn summary(world: &World, elapsed: Duration) {
             .unwrap_or(0)
     };
     let units: u64 = world.sim.units_used().values().sum();
-    println!();
-    println!("summary after {:.1}s:", elapsed.as_secs_f64());
-    println!(
+    say!("");
+    say!("summary after {:.1}s:", elapsed.as_secs_f64());
+    say!(
         "  jobs served        {served}/{} (by our runners: {ours})",
         jobs.len()
     );
-    println!(
+    say!(
         "  runners started    {} ({} completed a job)",
         attempts.len(),
         completed
     );
-    println!(
+    say!(
         "  queue-to-spawn     p50 {} ms, p99 {} ms ({} samples)",
         pct(0.5),
         pct(0.99),
         lat.len()
     );
-    println!(
+    say!(
         "  rate-limit units   {units} ({:.1} per served job)",
         units as f64 / served.max(1) as f64
     );
+    Served {
+        served,
+        queued: jobs.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_job_served_is_success_and_fewer_is_a_failure_naming_them() {
+        let all = Served {
+            served: 5,
+            queued: 5,
+        };
+        assert_eq!(all.verdict(), Ok(()));
+        let some = Served {
+            served: 2,
+            queued: 5,
+        };
+        assert_eq!(
+            some.verdict(),
+            Err(DemoError::Failed("3 of 5 jobs left unserved".into()))
+        );
+        assert_eq!(
+            some.interrupted(),
+            DemoError::Interrupted("interrupted with 2 of 5 jobs served".into())
+        );
+    }
 }

@@ -79,7 +79,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                 ("profile", a.profile.clone()),
                 ("target", a.target.clone()),
                 ("runner", a.runner_name.clone()),
-                ("state", a.state.as_str().into()),
+                ("state", a.state_word().into()),
                 ("outcome", or_dash(a.outcome.map(|o| o.as_str()))),
                 ("reason", or_dash(a.reason.as_ref())),
                 ("created", time(a.created_at)),
@@ -113,6 +113,9 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             s.push_str("\nTIMELINE\n");
             for h in &a.history {
                 s.push_str(&format!("  {}  {}\n", time(h.at), h.state));
+            }
+            if a.cleaned {
+                s.push_str(&format!("  {}  cleaned\n", time(a.state_since())));
             }
             s
         },

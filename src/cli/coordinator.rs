@@ -261,7 +261,7 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
     opts.tls = tls;
     opts.store_dir = Some(dir.to_path_buf());
     if let Some(t) = inv.value("--lease-ttl") {
-        opts.placement.ttl_secs = validate::number_in("--lease-ttl", t, 1, 3600)?;
+        opts.placement.ttl_secs = validate::seconds_in("--lease-ttl", t, 1, 3600)?;
     }
     let signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,

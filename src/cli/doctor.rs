@@ -14,9 +14,7 @@ pub fn run(inv: &Invocation, state_dir: &Path) -> CliResult {
             serde_json::to_string_pretty(&doctor::to_json(&lines)).expect("JSON values print")
         );
     } else {
-        for l in &lines {
-            println!("{l}");
-        }
+        print!("{}", doctor::render(&lines));
     }
     let failed = lines.iter().filter(|l| l.status == Status::Fail).count();
     if failed > 0 {

@@ -14,7 +14,12 @@ use serde_json::json;
 const HEARTBEAT_STALE_MS: Millis = 60_000;
 
 fn host_block(h: &Host) -> String {
-    output::block(&[
+    output::block(&host_fields(h))
+}
+
+/// The host as `host show` prints it, field by field.
+fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
+    vec![
         ("id", h.id.clone()),
         ("name", h.name.clone()),
         ("os", h.os.clone()),
@@ -28,7 +33,22 @@ fn host_block(h: &Host) -> String {
         ),
         ("isolation", h.isolation.as_str().to_string()),
         ("runner_uids", or_dash(h.runner_uids.as_ref())),
-    ])
+    ]
+}
+
+/// `host set`'s one line: the fields that changed, as `host show` prints them.
+fn host_changes(before: &Host, after: &Host) -> String {
+    let changed: Vec<String> = host_fields(before)
+        .into_iter()
+        .zip(host_fields(after))
+        .filter(|(b, a)| b.1 != a.1)
+        .map(|(_, (k, v))| format!("{k} {v}"))
+        .collect();
+    if changed.is_empty() {
+        format!("host {} unchanged\n", after.name)
+    } else {
+        format!("host {} updated: {}\n", after.name, changed.join(", "))
+    }
 }
 
 pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
@@ -111,7 +131,8 @@ fn runner_users_exist(key: &str, r: UidRange) -> Result<(), CliError> {
 }
 
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
-    let mut h = store.host_or_create()?;
+    let before = store.host_or_create()?;
+    let mut h = before.clone();
     for kv in &inv.positionals {
         let (k, v) = validate::key_value(kv)?;
         apply(&mut h, k, v)?;
@@ -129,7 +150,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ));
     }
     store.update_host(&h)?;
-    out.emit(|| host_block(&h), || host_json(&h));
+    out.emit(|| host_changes(&before, &h), || host_json(&h));
     Ok(())
 }
 

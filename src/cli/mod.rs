@@ -36,6 +36,8 @@ pub enum CliError {
     Store(StoreError),
     /// Any other failure: exit 1.
     Failed(String),
+    /// Stopped by the user (Ctrl-C, SIGINT, SIGTERM): exit 130, as a shell reports it.
+    Interrupted(String),
 }
 
 impl CliError {
@@ -48,6 +50,7 @@ impl CliError {
             CliError::Usage(_) | CliError::Invalid(_) => 2,
             CliError::Store(StoreError::NotFound { .. } | StoreError::Exists { .. }) => 2,
             CliError::Store(_) | CliError::Failed(_) => 1,
+            CliError::Interrupted(_) => 130,
         }
     }
 }
@@ -55,7 +58,7 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Usage(m) | CliError::Failed(m) => f.write_str(m),
+            CliError::Usage(m) | CliError::Failed(m) | CliError::Interrupted(m) => f.write_str(m),
             CliError::Invalid(i) => write!(f, "{i}"),
             CliError::Store(e) => write!(f, "{e}"),
         }
@@ -132,12 +135,37 @@ fn execute(inv: &Invocation) -> CliResult {
         _ => {}
     }
     let dir = state_dir(inv)?;
+    let db = dir.join(crate::store::DB_FILE);
+    let missing =
+        matches!(std::fs::metadata(&db), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    if missing && !creates_store(inv.command.path) {
+        return Err(CliError::Failed(format!(
+            "no store at {}: nothing has been set up in this state directory; check --state-dir \
+             (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
+            dir.display()
+        )));
+    }
     let store = SqliteStore::open(&dir)?;
     // The coordinator's commands read its own books, which only `SqliteStore` has.
     if let ["coordinator", ..] = inv.command.path {
         return coordinator::run(inv, &store, &dir);
     }
     dispatch(inv, &store, &dir)
+}
+
+/// The commands that may create the store: those that can write the books on a
+/// fresh machine, and the daemon. Every other command needs a store to be there
+/// already, so a mistyped `--state-dir` is an error naming it, not a new empty store.
+fn creates_store(path: &[&str]) -> bool {
+    matches!(
+        path,
+        ["target", "add"]
+            | ["host", "set"]
+            | ["drain"]
+            | ["daemon"]
+            | ["coordinator", "host", "add"]
+            | ["coordinator", "serve"]
+    )
 }
 
 /// One arm per command; a new command is one arm here and one entry in `spec::COMMANDS`.
@@ -221,15 +249,4 @@ fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
     crate::secret::read_secret_file(path)
         .map(drop)
         .map_err(|e| CliError::usage(arg, &e.to_string()))
-}
-
-/// Checks that a directory exists and can be listed.
-fn readable_dir(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    match std::fs::read_dir(path) {
-        Ok(_) => Ok(()),
-        Err(e) => Err(CliError::usage(
-            arg,
-            &format!("cannot read directory {}: {e}", path.display()),
-        )),
-    }
 }

@@ -165,7 +165,7 @@ pub fn attempt_json(a: &Attempt) -> Value {
         "target": a.target,
         "host_id": a.host_id,
         "runner_name": a.runner_name,
-        "state": a.state.as_str(),
+        "state": a.state_word(),
         "outcome": a.outcome.map(|o| o.as_str()),
         "reason": a.reason.as_ref().map(ToString::to_string),
         "created_at": time(a.created_at),

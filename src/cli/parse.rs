@@ -122,8 +122,11 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, CliError> {
                     if help {
                         break;
                     }
+                    let guess = spec::suggest(&words)
+                        .map(|g| format!("; did you mean '{g}'?"))
+                        .unwrap_or_default();
                     return Err(CliError::Usage(format!(
-                        "unknown command '{}' (see runner-manager --help)",
+                        "unknown command '{}'{guess} (see runner-manager --help)",
                         words.join(" ")
                     )));
                 }

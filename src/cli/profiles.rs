@@ -3,7 +3,7 @@
 
 use super::output::{self, Out, or_dash, profile_json, table, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_dir};
+use super::{CliError, CliResult};
 use crate::domain::profile::Mode;
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, ScalePolicy, labels};
@@ -26,9 +26,30 @@ fn as_option(opt: &str) -> impl Fn(Invalid) -> Invalid + '_ {
     move |e| Invalid::new(opt, e.reason)
 }
 
+/// Says on stderr which of the labels the user typed are default labels already, so
+/// a label that seems to vanish from `user_labels` (and `top`'s LABELS) is explained
+/// when it is given, not found missing later.
+fn note_default_labels(arg: &str, p: &ScalePolicy, user: &[String], host: &Host) {
+    if !p.default_labels {
+        return;
+    }
+    for (typed, default) in labels::already_defaults(user, &host.os, &host.arch) {
+        eprintln!(
+            "note: {arg}: {typed} is a default label ({default}) that every runner carries; \
+             the profile's labels are {} ('--no-default-labels' to give them all yourself)",
+            p.labels.join(", ")
+        );
+    }
+}
+
+/// A runner directory named must be an unpacked actions-runner release now
+/// (`bin/Runner.Listener`, executable), not found broken at the first job: the error
+/// names the path and what is missing.
 fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), CliError> {
     match &p.runner_dir {
-        Some(d) => readable_dir(arg, d),
+        Some(d) => crate::runner::check_install(d)
+            .map(drop)
+            .map_err(|e| CliError::usage(arg, &e.to_string())),
         None => Ok(()),
     }
 }
@@ -48,12 +69,8 @@ pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let host = store.host_or_create()?;
     let mut p = ScalePolicy::new(&name, &target, &host.id);
     p.default_labels = !inv.flag("--no-default-labels");
-    p.set_labels(
-        "--labels",
-        &labels::parse_list(labels),
-        &host.os,
-        &host.arch,
-    )?;
+    let user_labels = labels::parse_list(labels);
+    p.set_labels("--labels", &user_labels, &host.os, &host.arch)?;
     for (opt, key) in ADD_SETTINGS {
         if let Some(v) = inv.value(opt) {
             p.apply_setting(key, v, &host.os, &host.arch)
@@ -79,6 +96,7 @@ pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ));
     }
     let stored = store.add_profile(&p)?;
+    note_default_labels("--labels", &stored, &user_labels, &host);
     out.emit(
         || {
             format!(
@@ -106,6 +124,11 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         &inv.positionals[1..],
         expected,
     )?;
+    for kv in &inv.positionals[1..] {
+        if let Ok(("labels", v)) = validate::key_value(kv) {
+            note_default_labels("labels", &p, &labels::parse_list(v), &host);
+        }
+    }
     out.emit(
         || format!("profile {} updated (revision {})\n", p.name, p.revision),
         || profile_json(&p, &host),

@@ -26,11 +26,11 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
     };
     let drain_timeout = match inv.value("--drain-timeout") {
         None => 30,
-        Some(v) => validate::number_in("--drain-timeout", v, 0, 86_400)?,
+        Some(v) => validate::seconds_in("--drain-timeout", v, 0, 86_400)?,
     };
     let fallback_grace = match inv.value("--fallback-grace") {
         None => 30,
-        Some(v) => validate::number_in("--fallback-grace", v, 1, 86_400)?,
+        Some(v) => validate::seconds_in("--fallback-grace", v, 1, 86_400)?,
     };
     let metrics_listen = inv
         .value("--metrics-listen")
@@ -174,7 +174,10 @@ pub fn demo(inv: &Invocation) -> CliResult {
     if let Some(v) = inv.value("--jobs") {
         opts.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
     }
-    crate::demo::run(&opts).map_err(CliError::Failed)
+    crate::demo::run(&opts).map_err(|e| match e {
+        crate::demo::DemoError::Failed(m) => CliError::Failed(m),
+        crate::demo::DemoError::Interrupted(m) => CliError::Interrupted(m),
+    })
 }
 
 pub fn sim_github(inv: &Invocation) -> CliResult {

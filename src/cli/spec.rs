@@ -139,7 +139,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["profile", "add"],
-        args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout SECS] [--bootstrap-timeout SECS] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
+        args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout DURATION] [--bootstrap-timeout DURATION] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
         positionals: (1, Some(1)),
         about: "Add a pool profile: one kind of runner for one target",
         options: &[
@@ -163,13 +163,13 @@ pub const COMMANDS: &[Command] = &[
             ),
             opt(
                 "--idle-timeout",
-                "SECS",
-                "Stop an idle runner not needed for this long (default 300)",
+                "DURATION",
+                "Stop an idle runner not needed for this long: seconds, or with a unit s, m, h or d (default 5m)",
             ),
             opt(
                 "--bootstrap-timeout",
-                "SECS",
-                "Give up on a runner not listening after this long (default 300)",
+                "DURATION",
+                "Give up on a runner not listening after this long: seconds, or with a unit s, m, h or d (default 5m)",
             ),
             switch("--paused", "Add it paused: start nothing until resumed"),
             switch("--monitor", "Monitor mode: read demand, start nothing"),
@@ -187,7 +187,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max",
         options: &[opt(
             "--revision",
             "N",
@@ -270,13 +270,13 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout SECS] [--fallback-grace SECS]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
             switch(
                 "--once",
-                "One pass per target, then exit (runners started keep running)",
+                "One pass per target, then exit (runners started keep running; exit 1 if a target's pass failed)",
             ),
             opt(
                 "--metrics-listen",
@@ -290,13 +290,13 @@ pub const COMMANDS: &[Command] = &[
             ),
             opt(
                 "--drain-timeout",
-                "SECS",
-                "On SIGTERM, how long to wait for idle runners to be deregistered (default 30)",
+                "DURATION",
+                "On SIGTERM, how long to wait for idle runners to be deregistered (default 30s)",
             ),
             opt(
                 "--fallback-grace",
-                "SECS",
-                "How long the coordinator link may be down before this host reads its own demand again (default 30)",
+                "DURATION",
+                "How long the coordinator link may be down before this host reads its own demand again (default 30s)",
             ),
         ],
     },
@@ -386,7 +386,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["coordinator", "serve"],
-        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl SECS] [--scaleset TARGET=NAME]...",
+        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl DURATION] [--scaleset TARGET=NAME]...",
         positionals: (0, Some(0)),
         about: "Serve a pool: read its targets' queues once and place each job on one host",
         options: &[
@@ -403,8 +403,8 @@ pub const COMMANDS: &[Command] = &[
             opt("--tls-key", "PATH", "PEM private key of --tls-cert"),
             opt(
                 "--lease-ttl",
-                "SECS",
-                "A launch's time to live (default 120)",
+                "DURATION",
+                "A launch's time to live (default 2m)",
             ),
             opt(
                 "--scaleset",
@@ -501,6 +501,48 @@ pub fn is_prefix(words: &[String]) -> bool {
         .any(|c| c.path.len() > words.len() && c.path.iter().zip(words).all(|(a, b)| a == b))
 }
 
+/// The command the user most likely meant by `words`, whose last word is not one we
+/// know there: the known word at that place nearest in spelling (`stats` → `status`,
+/// `profile lst` → `profile list`), or one it begins (`prof` → `profile`).
+pub fn suggest(words: &[String]) -> Option<String> {
+    let (last, head) = words.split_last()?;
+    let mut candidates: Vec<&str> = COMMANDS
+        .iter()
+        .filter(|c| c.path.len() > head.len() && c.path.iter().zip(head).all(|(a, b)| a == b))
+        .map(|c| c.path[head.len()])
+        .collect();
+    candidates.dedup();
+    let limit = (last.chars().count() / 3).max(1);
+    let best = candidates
+        .iter()
+        .map(|c| (edit_distance(last, c), *c))
+        .filter(|(d, c)| *d <= limit || (last.len() >= 3 && c.starts_with(last.as_str())))
+        .min()?;
+    let mut out: Vec<&str> = head.iter().map(String::as_str).collect();
+    out.push(best.1);
+    Some(out.join(" "))
+}
+
+/// Levenshtein distance, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(cur)
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 fn options_block(out: &mut String, title: &str, opts: &[Opt]) {
     if opts.is_empty() {
         return;
@@ -518,8 +560,13 @@ fn options_block(out: &mut String, title: &str, opts: &[Opt]) {
 
 const USAGE_PREFIX: &str = "runner-manager [--state-dir DIR] [--json]";
 
-/// Help for the whole program, or for the commands under a prefix (`profile`).
+/// Help for the whole program, or for the commands under a prefix (`profile`): a
+/// group's help lists only that group's commands, without the program's banner and
+/// global options.
 pub fn help_overview(prefix: &[String]) -> String {
+    if !prefix.is_empty() && is_prefix(prefix) {
+        return help_group(prefix);
+    }
     let mut out = format!(
         "runner-manager {}: autoscaler for ephemeral GitHub Actions self-hosted runners\n\n\
          Usage: {USAGE_PREFIX} COMMAND\n\nCommands:\n",
@@ -538,6 +585,25 @@ pub fn help_overview(prefix: &[String]) -> String {
     out
 }
 
+/// The commands under a prefix (`profile`), one line each.
+fn help_group(prefix: &[String]) -> String {
+    let group = prefix.join(" ");
+    let cmds: Vec<&Command> = COMMANDS
+        .iter()
+        .filter(|c| c.path.len() > prefix.len() && c.path.iter().zip(prefix).all(|(a, b)| a == b))
+        .collect();
+    let w = cmds.iter().map(|c| c.name().len()).max().unwrap_or(0);
+    let mut out = format!("Usage: {USAGE_PREFIX} {group} COMMAND\n\nCommands:\n");
+    for c in cmds {
+        out.push_str(&format!("  {:w$}  {}\n", c.name(), c.about));
+    }
+    out.push_str(&format!(
+        "\nRun 'runner-manager {group} COMMAND --help' for a command's options, \
+         'runner-manager --help' for every command.\n"
+    ));
+    out
+}
+
 /// Help for one command.
 pub fn help_command(c: &Command) -> String {
     let usage = format!("{USAGE_PREFIX} {} {}", c.name(), c.args);
@@ -545,4 +611,31 @@ pub fn help_command(c: &Command) -> String {
     options_block(&mut out, "Options", c.options);
     options_block(&mut out, "Global options", GLOBAL);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn a_typo_gets_the_nearest_command() {
+        for (typed, meant) in [
+            ("stats", Some("status")),
+            ("statsu", Some("status")),
+            ("prof", Some("profile")),
+            ("profile lst", Some("profile list")),
+            ("profile resum", Some("profile resume")),
+            ("targte", Some("target")),
+            ("frobnicate", None),
+            ("x", None),
+        ] {
+            assert_eq!(suggest(&words(typed)).as_deref(), meant, "{typed}");
+        }
+        assert_eq!(edit_distance("stats", "status"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
 }

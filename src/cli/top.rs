@@ -6,7 +6,7 @@ use crate::tui::{self, TuiError};
 use std::path::Path;
 
 pub fn top(store: &dyn Store, dir: &Path) -> CliResult {
-    tui::run(store, dir).map_err(|e| match e {
+    tui::run(store, dir).map(drop).map_err(|e| match e {
         TuiError::Store(e) => CliError::Store(e),
         TuiError::NotATerminal => CliError::Usage(e.to_string()),
         e => CliError::Failed(e.to_string()),

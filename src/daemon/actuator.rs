@@ -91,8 +91,7 @@ pub fn apply(
                 queue.extend(watch::after_cleanup(a, ok, cx.jitter, cx.now));
             }
             Action::MarkCleaned => {
-                a.cleaned = true;
-                a.next_cleanup_at = None;
+                a.mark_cleaned(cx.now);
                 cx.store.save_attempt(a)?;
                 cx.shared.forget_meter(a.id);
                 log_info!("attempt_cleaned", attempt = a.id, runner = a.runner_name);

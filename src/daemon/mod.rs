@@ -55,6 +55,8 @@ pub enum DaemonError {
     Store(StoreError),
     Lock(LockError),
     Io(String),
+    /// `--once`: these targets' passes ended with an error.
+    Failed(String),
 }
 
 impl std::fmt::Display for DaemonError {
@@ -62,7 +64,7 @@ impl std::fmt::Display for DaemonError {
         match self {
             DaemonError::Store(e) => write!(f, "{e}"),
             DaemonError::Lock(e) => write!(f, "{e}"),
-            DaemonError::Io(e) => f.write_str(e),
+            DaemonError::Io(e) | DaemonError::Failed(e) => f.write_str(e),
         }
     }
 }
@@ -81,7 +83,8 @@ const RETENTION: Millis = 14 * 86_400_000;
 
 struct LoopThread {
     tx: Sender<LoopMsg>,
-    thread: JoinHandle<()>,
+    /// The loop's error at the end, with `--once` (see `TargetLoop::run`).
+    thread: JoinHandle<Option<String>>,
 }
 
 /// Runs the daemon until SIGTERM (or, with `once`, one pass per target).
@@ -135,8 +138,19 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let mut loops: HashMap<String, LoopThread> = HashMap::new();
     sync_loops(&store, &shared, &mut loops, &shutdown_rx, opts.once)?;
     if opts.once {
-        for (_, l) in loops.drain() {
-            let _ = l.thread.join();
+        // A pass that could not reach its target (credentials, GitHub's refusal) is a
+        // failed `--once`: exit 1 naming each such target, not 0.
+        let mut failed: Vec<String> = Vec::new();
+        for (name, l) in loops.drain() {
+            match l.thread.join() {
+                Ok(None) => {}
+                Ok(Some(e)) => failed.push(format!("target {name}: {e}")),
+                Err(_) => failed.push(format!("target {name}: its loop panicked")),
+            }
+        }
+        failed.sort();
+        if !failed.is_empty() {
+            return Err(DaemonError::Failed(failed.join("; ")));
         }
         return Ok(());
     }

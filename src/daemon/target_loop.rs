@@ -96,6 +96,9 @@ pub struct TargetLoop {
     surplus: HashSet<i64>,
     uids: UidBook,
     uids_used_up: Option<String>,
+    /// Each profile's broken runner install as last logged, so it is logged once when
+    /// it breaks (and once when it is whole again), not every pass.
+    install_logged: BTreeMap<String, String>,
     status: StatusWriter,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
@@ -134,6 +137,7 @@ impl TargetLoop {
             surplus: HashSet::new(),
             uids: UidBook::default(),
             uids_used_up: None,
+            install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
             rng: seed | 1,
         })
@@ -141,8 +145,10 @@ impl TargetLoop {
 
     /// The thread body: a pass on every tick, message or worker result until told to
     /// stop. `once` runs passes until the demand read and the starts it led to are
-    /// done, then returns. Either way the workers finish what they hold first.
-    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) {
+    /// done, then returns the target's error if its last pass ended with one
+    /// (credentials, GitHub's refusal), so `daemon --once` can fail. Either way the
+    /// workers finish what they hold first.
+    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) -> Option<String> {
         let ticker = tick(OBSERVE_EVERY);
         let done = self.io.done().clone();
         metrics_feed::passed(&self.shared, &self.name);
@@ -159,7 +165,7 @@ impl TargetLoop {
                 }
             }
             self.io.stop();
-            return;
+            return self.last_error.take();
         }
         loop {
             self.pass_logged();
@@ -185,6 +191,7 @@ impl TargetLoop {
             }
         }
         self.io.stop();
+        None
     }
 
     fn pass_logged(&mut self) {
@@ -720,6 +727,7 @@ impl TargetLoop {
                     .map(|e| (p.name.clone(), e.to_string()))
             })
             .collect();
+        self.log_install_changes(&install_errors, profiles);
         let mut scaleset_unready = BTreeMap::new();
         self.scaleset.add_unfit(profiles, &mut scaleset_unready);
         let refused = match &contain.isolation {
@@ -750,6 +758,31 @@ impl TargetLoop {
             },
             now,
         )
+    }
+
+    /// Logs a profile's runner install breaking (a warning naming what is missing) and
+    /// being whole again, once each, however many passes see it.
+    fn log_install_changes(&mut self, errors: &BTreeMap<String, String>, profiles: &[ScalePolicy]) {
+        for (profile, why) in errors {
+            if self.install_logged.get(profile) != Some(why) {
+                log_warn!(
+                    "runner_install_unusable",
+                    target = self.name,
+                    profile = profile,
+                    error = why
+                );
+            }
+        }
+        for profile in self.install_logged.keys() {
+            if !errors.contains_key(profile) && profiles.iter().any(|p| &p.name == profile) {
+                log_info!(
+                    "runner_install_usable",
+                    target = self.name,
+                    profile = profile
+                );
+            }
+        }
+        self.install_logged = errors.clone();
     }
 
     /// Builds the GitHub client from the target's credentials; a failure is the
@@ -854,7 +887,6 @@ impl TargetLoop {
         mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let unfit_jobs = plan.demand.unfit_reasons();
         let target = TargetStatus {
             target: self.name.clone(),
             mode: mode.into(),
@@ -871,7 +903,7 @@ impl TargetLoop {
                 .or_else(|| self.uids_used_up.clone())
                 .or_else(|| self.queue.visibility_note.clone())
                 .or_else(|| self.scaleset.error(profile))
-                .or_else(|| unfit_jobs.first().cloned())
+                .or_else(|| plan.demand.unfit_reason_for(profile))
         };
         self.status
             .record(&self.store, &plan.allocation, target, last_error, now)

@@ -74,20 +74,43 @@ impl CheckLine {
     }
 }
 
-impl fmt::Display for CheckLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// The name column's least width.
+const NAME_WIDTH: usize = 22;
+
+impl CheckLine {
+    /// The line with its name padded to `width` and two spaces before the detail:
+    /// names have spaces of their own (`target octo rate limit`), so one space would
+    /// run the name into its detail.
+    pub fn render(&self, width: usize) -> String {
         let mark = match self.status {
             Status::Ok => "ok  ",
             Status::Warn => "WARN",
             Status::Fail => "FAIL",
             Status::Skip => "skip",
         };
-        write!(f, "{mark} {:<22} {}", self.name, self.detail)?;
+        let mut out = format!("{mark} {:<width$}  {}", self.name, self.detail);
         if let Some(h) = &self.hint {
-            write!(f, "; hint: {h}")?;
+            out.push_str(&format!("; hint: {h}"));
         }
-        Ok(())
+        out
     }
+}
+
+impl fmt::Display for CheckLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render(NAME_WIDTH))
+    }
+}
+
+/// Every line, one per row, the details aligned after the widest name.
+pub fn render(lines: &[CheckLine]) -> String {
+    let width = lines
+        .iter()
+        .map(|l| l.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(NAME_WIDTH);
+    lines.iter().map(|l| l.render(width) + "\n").collect()
 }
 
 /// What to check and the thresholds. `for_state_dir` gives the defaults.
@@ -168,4 +191,25 @@ pub fn to_json(lines: &[CheckLine]) -> serde_json::Value {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_start_in_one_column_after_the_widest_name() {
+        let lines = vec![
+            CheckLine::ok("disk", "63 GiB free"),
+            CheckLine::ok("target octo rate limit", "4882 of 5000"),
+            CheckLine::fail("target octo-long-name credentials", "401", "fix it"),
+        ];
+        let text = render(&lines);
+        let rows: Vec<&str> = text.lines().collect();
+        let col = |row: &str, detail: &str| row.find(detail).unwrap();
+        assert_eq!(col(rows[0], "63 GiB"), col(rows[1], "4882"));
+        assert_eq!(col(rows[1], "4882"), col(rows[2], "401"));
+        assert!(rows[2].contains("credentials  401; hint: fix it"), "{text}");
+        assert!(rows[1].contains("rate limit  "), "{text}");
+    }
 }

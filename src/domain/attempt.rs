@@ -326,13 +326,31 @@ impl Attempt {
     }
 
     /// The word to show for where the attempt is: its state, or `cleaned` once
-    /// cleanup is done (cleaned is a flag, and the state stays `destroying`).
+    /// cleanup is done (cleaned is a flag, and the state stays `destroying`). Every
+    /// view (`attempts`, `attempt show`, their JSON, `top`) says this word, so the end
+    /// state has one name.
     pub fn state_word(&self) -> &'static str {
         if self.cleaned {
             "cleaned"
         } else {
             self.state.as_str()
         }
+    }
+
+    /// Since when the attempt has been where [`Attempt::state_word`] says: its last
+    /// state change, or its cleaning once cleaned (`updated_at` moves only then).
+    pub fn state_since(&self) -> Millis {
+        if self.cleaned {
+            return self.updated_at;
+        }
+        self.history.last().map_or(self.updated_at, |h| h.at)
+    }
+
+    /// Marks the cleanup done at `now` (the record stays, for history).
+    pub fn mark_cleaned(&mut self, now: Millis) {
+        self.cleaned = true;
+        self.next_cleanup_at = None;
+        self.updated_at = now;
     }
 
     /// Seconds since creation (or until the end, once ended).
@@ -411,10 +429,13 @@ mod tests {
         assert_eq!(a.ended_at, Some(9_000));
         assert_eq!(a.age_millis(100_000), 8_000);
         a.step(Destroying, 9_500).unwrap();
+        assert_eq!(a.state_since(), 9_500, "counted from entering the state");
         assert_eq!(
             a.history.iter().map(|h| h.state).collect::<Vec<_>>(),
             vec![Pending, Starting, Idle, Busy, Finished, Destroying]
         );
+        a.mark_cleaned(9_800);
+        assert_eq!((a.state_word(), a.state_since()), ("cleaned", 9_800));
         let err = a.step(Busy, 10_000).unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -97,6 +97,21 @@ pub fn with_defaults(user: &[String], os: &str, arch: &str) -> Vec<String> {
     out
 }
 
+/// The user's labels that a default label already covers (compared ignoring case),
+/// each with the default's spelling: `linux` → `Linux`. They add nothing to the
+/// profile, and the profile's user labels (defaults removed) will not list them.
+pub fn already_defaults(user: &[String], os: &str, arch: &str) -> Vec<(String, String)> {
+    let defaults = with_defaults(&[], os, arch);
+    user.iter()
+        .filter_map(|u| {
+            defaults
+                .iter()
+                .find(|d| d.eq_ignore_ascii_case(u))
+                .map(|d| (u.clone(), d.clone()))
+        })
+        .collect()
+}
+
 /// A job fits a runner when every one of the job's labels is one of the runner's,
 /// compared ignoring case. A job with no labels fits nothing (GitHub needs `runs-on`).
 pub fn job_fits(job: &[String], runner: &[String]) -> bool {
@@ -117,6 +132,18 @@ mod tests {
 
     fn v(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn labels_a_default_covers_are_named_with_the_default_spelling() {
+        assert_eq!(
+            already_defaults(&v(&["linux", "gpu", "SELF-HOSTED"]), "linux", "x86_64"),
+            vec![
+                ("linux".to_string(), "Linux".to_string()),
+                ("SELF-HOSTED".to_string(), "self-hosted".to_string())
+            ]
+        );
+        assert!(already_defaults(&v(&["gpu"]), "linux", "x86_64").is_empty());
     }
 
     #[test]

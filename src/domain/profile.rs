@@ -216,16 +216,16 @@ impl ScalePolicy {
             "runner_group" => self.runner_group = runner_group(key, value)?,
             "idle_timeout" => {
                 self.idle_timeout_secs =
-                    validate::number_in(key, value, 1, validate::MAX_IDLE_TIMEOUT_SECS)?
+                    validate::seconds_in(key, value, 1, validate::MAX_IDLE_TIMEOUT_SECS)?
             }
             "bootstrap_timeout" => {
                 self.bootstrap_timeout_secs =
-                    validate::number_in(key, value, 1, validate::MAX_BOOTSTRAP_TIMEOUT_SECS)?
+                    validate::seconds_in(key, value, 1, validate::MAX_BOOTSTRAP_TIMEOUT_SECS)?
             }
             "job_timeout" => {
                 self.job_timeout_secs = match value {
-                    "" | "none" | "0" => None,
-                    v => Some(validate::number_in(
+                    "" | "none" | "0" | "0s" => None,
+                    v => Some(validate::seconds_in(
                         key,
                         v,
                         1,

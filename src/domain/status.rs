@@ -16,6 +16,9 @@ pub enum NotReconciling {
     Paused,
     /// The host is draining: start nothing, let busy runners finish.
     Draining,
+    /// The daemon itself is stopping (SIGTERM): the same as draining for this run,
+    /// but the host is not set to drain, so the next daemon starts runners again.
+    Stopping,
     /// Something the profile needs is broken (credentials, runner directory...).
     Unfit(String),
 }
@@ -79,6 +82,7 @@ impl Limit {
         Some(Limit::NotReconciling(match inner {
             "paused" => NotReconciling::Paused,
             "draining" => NotReconciling::Draining,
+            "daemon stopping" => NotReconciling::Stopping,
             _ => NotReconciling::Unfit(inner.strip_prefix("unfit: ")?.to_string()),
         }))
     }
@@ -92,6 +96,9 @@ impl fmt::Display for Limit {
             }
             Limit::NotReconciling(NotReconciling::Draining) => {
                 f.write_str("not_reconciling (draining)")
+            }
+            Limit::NotReconciling(NotReconciling::Stopping) => {
+                f.write_str("not_reconciling (daemon stopping)")
             }
             Limit::NotReconciling(NotReconciling::Unfit(why)) => {
                 write!(f, "not_reconciling (unfit: {why})")
@@ -202,6 +209,10 @@ mod tests {
             (
                 Limit::NotReconciling(NotReconciling::Draining),
                 "not_reconciling (draining)",
+            ),
+            (
+                Limit::NotReconciling(NotReconciling::Stopping),
+                "not_reconciling (daemon stopping)",
             ),
             (
                 Limit::NotReconciling(NotReconciling::Unfit(

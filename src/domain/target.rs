@@ -100,7 +100,7 @@ impl Target {
             }
             "poll_interval" => {
                 self.poll_interval_secs =
-                    validate::number_in(key, value, 1, validate::MAX_POLL_INTERVAL_SECS)?
+                    validate::seconds_in(key, value, 1, validate::MAX_POLL_INTERVAL_SECS)?
             }
             "token_file" => {
                 self.credential = CredentialRef::TokenFile {

@@ -196,6 +196,75 @@ pub fn number_in(arg: &str, value: &str, lo: u64, hi: u64) -> Result<u64, Invali
     Ok(n)
 }
 
+/// A duration in whole seconds from `lo` to `hi`: bare seconds (`300`), or numbers
+/// each followed by a unit `s`, `m`, `h` or `d` (`30s`, `5m`, `1h30m`, `2d`), so what
+/// `profile show` prints (`300s`) is accepted back.
+pub fn seconds_in(arg: &str, value: &str, lo: u64, hi: u64) -> Result<u64, Invalid> {
+    let bad = || {
+        Invalid::new(
+            arg,
+            format!(
+                "expected a duration from {} to {}: seconds, or a number with a unit s, m, h or d such as 30s, 5m, 1h (got {value:?})",
+                human_secs(lo),
+                human_secs(hi)
+            ),
+        )
+    };
+    let v = value.trim();
+    let n = if let Ok(n) = v.parse::<u64>() {
+        n
+    } else {
+        let mut total: u64 = 0;
+        let mut digits = String::new();
+        for c in v.chars() {
+            if c.is_ascii_digit() {
+                digits.push(c);
+                continue;
+            }
+            let unit: u64 = match c {
+                's' => 1,
+                'm' => 60,
+                'h' => 3_600,
+                'd' => 86_400,
+                _ => return Err(bad()),
+            };
+            let n: u64 = digits.parse().map_err(|_| bad())?;
+            digits.clear();
+            total = n
+                .checked_mul(unit)
+                .and_then(|x| total.checked_add(x))
+                .ok_or_else(bad)?;
+        }
+        if !digits.is_empty() || v.is_empty() {
+            return Err(bad());
+        }
+        total
+    };
+    if n < lo || n > hi {
+        return Err(Invalid::new(
+            arg,
+            format!(
+                "must be from {} to {} (got {})",
+                human_secs(lo),
+                human_secs(hi),
+                human_secs(n)
+            ),
+        ));
+    }
+    Ok(n)
+}
+
+/// Seconds in the largest unit that divides them: `7d`, `1h`, `90s`, `0s`.
+pub fn human_secs(n: u64) -> String {
+    match n {
+        0 => "0s".into(),
+        n if n % 86_400 == 0 => format!("{}d", n / 86_400),
+        n if n % 3_600 == 0 => format!("{}h", n / 3_600),
+        n if n % 60 == 0 => format!("{}m", n / 60),
+        n => format!("{n}s"),
+    }
+}
+
 /// `true`/`false` (also `yes`/`no`, `1`/`0`, `on`/`off`).
 pub fn boolean(arg: &str, value: &str) -> Result<bool, Invalid> {
     match value.to_ascii_lowercase().as_str() {
@@ -257,6 +326,39 @@ pub fn key_value(arg: &str) -> Result<(&str, &str), Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_take_bare_seconds_and_units() {
+        for (v, n) in [
+            ("300", 300),
+            ("300s", 300),
+            ("5m", 300),
+            ("1h", 3_600),
+            ("1h30m", 5_400),
+            ("2d", 172_800),
+            (" 30s ", 30),
+        ] {
+            assert_eq!(seconds_in("idle_timeout", v, 1, 7 * 86_400), Ok(n), "{v}");
+        }
+        for bad in [
+            "",
+            "s",
+            "5x",
+            "5 m",
+            "-5",
+            "1.5h",
+            "h5",
+            "99999999999999999999d",
+        ] {
+            let e = seconds_in("idle_timeout", bad, 1, 3_600).unwrap_err();
+            assert_eq!(e.arg, "idle_timeout");
+            assert!(e.reason.contains("unit s, m, h or d"), "{bad}: {e}");
+        }
+        let e = seconds_in("idle_timeout", "2h", 1, 3_600).unwrap_err();
+        assert_eq!(e.reason, "must be from 1s to 1h (got 2h)");
+        assert_eq!(human_secs(90), "90s");
+        assert_eq!(human_secs(7 * 86_400), "7d");
+    }
 
     #[test]
     fn names() {

@@ -41,6 +41,9 @@ pub struct UnfitJob {
     pub id: i64,
     pub name: String,
     pub labels: Vec<String>,
+    /// A paused profile that would take it (the same rule as [`best_profile`]): the
+    /// job waits because that profile is paused, not because nothing fits.
+    pub paused: Option<String>,
 }
 
 /// Every queued job of a pass, assigned.
@@ -72,17 +75,50 @@ impl Demand {
     }
 
     /// One line per distinct label set nobody fits, e.g.
-    /// `no profile fits labels [self-hosted, gpu] (2 jobs)`.
+    /// `no profile fits labels [self-hosted, gpu] (2 jobs)`, or, when a paused
+    /// profile would take them, `paused: 2 jobs wait (profile resume gpu)`.
     pub fn unfit_reasons(&self) -> Vec<String> {
-        let mut by_labels: BTreeMap<Vec<String>, u32> = BTreeMap::new();
+        self.grouped_unfit()
+            .into_iter()
+            .map(|(_, reason)| reason)
+            .collect()
+    }
+
+    /// What to show as the last error of `profile`: why its jobs wait if it is a
+    /// paused profile they would go to, else the first label set nobody fits (jobs
+    /// that wait for another paused profile are that profile's to explain).
+    pub fn unfit_reason_for(&self, profile: &str) -> Option<String> {
+        let grouped = self.grouped_unfit();
+        grouped
+            .iter()
+            .find(|(paused, _)| paused.as_deref() == Some(profile))
+            .or_else(|| grouped.iter().find(|(paused, _)| paused.is_none()))
+            .map(|(_, reason)| reason.clone())
+    }
+
+    fn grouped_unfit(&self) -> Vec<(Option<String>, String)> {
+        let mut by_labels: BTreeMap<(&Option<String>, &Vec<String>), u32> = BTreeMap::new();
         for j in &self.unfit {
-            *by_labels.entry(j.labels.clone()).or_default() += 1;
+            *by_labels.entry((&j.paused, &j.labels)).or_default() += 1;
         }
         by_labels
             .into_iter()
-            .map(|(l, n)| {
-                let jobs = if n == 1 { "job" } else { "jobs" };
-                format!("no profile fits labels [{}] ({n} {jobs})", l.join(", "))
+            .map(|((paused, l), n)| {
+                let reason = match paused {
+                    Some(p) => {
+                        let wait = if n == 1 {
+                            "1 job waits".to_string()
+                        } else {
+                            format!("{n} jobs wait")
+                        };
+                        format!("paused: {wait} (profile resume {p})")
+                    }
+                    None => {
+                        let jobs = if n == 1 { "job" } else { "jobs" };
+                        format!("no profile fits labels [{}] ({n} {jobs})", l.join(", "))
+                    }
+                };
+                (paused.clone(), reason)
             })
             .collect()
     }
@@ -91,9 +127,17 @@ impl Demand {
 /// The profile a job counts toward: among the active profiles whose labels carry
 /// every job label, the one with the fewest extra labels, then the smallest name.
 pub fn best_profile<'a>(job: &QueuedJob, profiles: &'a [ScalePolicy]) -> Option<&'a ScalePolicy> {
+    best_fit(job, profiles.iter().filter(|p| p.active))
+}
+
+/// Among `profiles`, the one whose labels carry every job label with the fewest
+/// extra labels, then the smallest name.
+fn best_fit<'a>(
+    job: &QueuedJob,
+    profiles: impl Iterator<Item = &'a ScalePolicy>,
+) -> Option<&'a ScalePolicy> {
     profiles
-        .iter()
-        .filter(|p| p.active && labels::job_fits(&job.labels, &p.labels))
+        .filter(|p| labels::job_fits(&job.labels, &p.labels))
         .min_by(|a, b| {
             let ka = (labels::extra_labels(&job.labels, &a.labels), &a.name);
             let kb = (labels::extra_labels(&job.labels, &b.labels), &b.name);
@@ -197,6 +241,8 @@ pub fn assign(profiles: &[ScalePolicy], jobs: &[QueuedJob], attempts: &[Attempt]
                 id: job.id,
                 name: job.name.clone(),
                 labels: job.labels.clone(),
+                paused: best_fit(job, profiles.iter().filter(|p| !p.active))
+                    .map(|p| p.name.clone()),
             });
             continue;
         };
@@ -351,6 +397,43 @@ mod tests {
         ps[2].active = false;
         let d = assign(&ps, &[job(1, "j", &["gpu"])], &[]);
         assert_eq!(d.queued("big"), 1, "the least specific remaining fit");
+    }
+
+    #[test]
+    fn jobs_a_paused_profile_would_take_say_it_is_paused() {
+        let mut ps = vec![
+            prof("linux", &["self-hosted", "Linux", "X64"]),
+            prof("mac", &["self-hosted", "macOS", "ARM64"]),
+        ];
+        ps[0].active = false;
+        let jobs = vec![
+            job(1, "a", &["self-hosted", "linux"]),
+            job(2, "b", &["self-hosted", "linux"]),
+            job(3, "c", &["riscv"]),
+        ];
+        let d = assign(&ps, &jobs, &[]);
+        assert_eq!(
+            d.unfit_reasons(),
+            vec![
+                "no profile fits labels [riscv] (1 job)",
+                "paused: 2 jobs wait (profile resume linux)",
+            ]
+        );
+        assert_eq!(
+            d.unfit_reason_for("linux").as_deref(),
+            Some("paused: 2 jobs wait (profile resume linux)")
+        );
+        assert_eq!(
+            d.unfit_reason_for("mac").as_deref(),
+            Some("no profile fits labels [riscv] (1 job)"),
+            "another profile's pause is not this one's error"
+        );
+        let d = assign(&ps, &jobs[..1], &[]);
+        assert_eq!(d.unfit_reason_for("mac"), None);
+        assert_eq!(
+            d.unfit_reason_for("linux").as_deref(),
+            Some("paused: 1 job waits (profile resume linux)")
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@ use super::hold::StartHold;
 use super::launch_book::{Closed, LaunchBook, OfferCtx, TargetMode};
 use super::lines::RunnerEvent;
 use super::watch::{self, Action, Observation, ProcessStatus, Registration, Timeouts, Want};
-use crate::domain::{Attempt, AttemptState, DemandSource, Host, QueuedJob, ScalePolicy};
+use crate::domain::{
+    Attempt, AttemptState, DemandSource, Host, Limit, NotReconciling, QueuedJob, ScalePolicy,
+};
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -256,7 +258,16 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         modes: &modes,
         attempts: mine,
     };
-    let allocation = alloc.allocate(&book.demand(&ctx));
+    let mut allocation = alloc.allocate(&book.demand(&ctx));
+    if o.draining && !o.host.draining {
+        // The daemon stops, the host does not drain: say so, or `status` after the
+        // daemon is gone shows `draining no` above profiles limited by draining.
+        for pa in &mut allocation.profiles {
+            if pa.limit == Limit::NotReconciling(NotReconciling::Draining) {
+                pa.limit = Limit::NotReconciling(NotReconciling::Stopping);
+            }
+        }
+    }
     let mut intents = Vec::new();
     let mut uids = o.free_uids.map(|u| u.iter().copied());
     let mut uids_used_up = None;
@@ -494,6 +505,8 @@ mod tests {
         surplus: HashSet<i64>,
         scaleset: BTreeMap<String, ScaleSetSeen>,
         scaleset_queued: BTreeMap<String, Vec<Millis>>,
+        /// The host drains or the daemon stops (`Observed::draining`).
+        draining: bool,
     }
 
     impl Fixture {
@@ -510,6 +523,7 @@ mod tests {
                 surplus: HashSet::new(),
                 scaleset: BTreeMap::new(),
                 scaleset_queued: BTreeMap::new(),
+                draining: false,
             }
         }
 
@@ -522,7 +536,7 @@ mod tests {
                 seen: &self.seen,
                 in_flight: &self.in_flight,
                 mode: TargetMode::Standalone,
-                draining: false,
+                draining: self.draining,
                 jobs: &self.jobs,
                 queue_read_at: 0,
                 ended_since_read: &[],
@@ -543,6 +557,17 @@ mod tests {
             a.recover(state, 0).unwrap();
         }
         a
+    }
+
+    #[test]
+    fn a_stopping_daemon_says_so_and_a_draining_host_says_draining() {
+        let mut f = Fixture::new(8, vec![profile("linux", 3)]);
+        f.jobs = vec![job(1, "linux", 0)];
+        f.draining = true;
+        let limit = |f: &Fixture| f.plan(1_000).allocation.profiles[0].limit.to_string();
+        assert_eq!(limit(&f), "not_reconciling (daemon stopping)");
+        f.host.draining = true;
+        assert_eq!(limit(&f), "not_reconciling (draining)");
     }
 
     #[test]

@@ -57,6 +57,8 @@ impl Pane {
 pub enum Request {
     None,
     Quit,
+    /// Ctrl-C: quit, and tell the caller the user interrupted (the demo exits 130).
+    Interrupt,
     /// Carry out this action (already confirmed if it needed to be), then reload.
     Run(Action),
     /// Read the store again now.
@@ -178,7 +180,7 @@ impl App {
         // A message answers the last key; the next one clears it.
         self.message = None;
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
-            return Request::Quit;
+            return Request::Interrupt;
         }
         if self.help {
             // The overlay keeps every other key, so nothing happens unseen under it.

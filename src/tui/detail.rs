@@ -76,7 +76,11 @@ impl Component for DetailView {
             field(
                 "state",
                 Span::styled(
-                    format!("{} for {}", a.state, fmt::age(a.age_millis(snap.now))),
+                    format!(
+                        "{} for {}",
+                        a.state_word(),
+                        fmt::age(snap.now - a.state_since())
+                    ),
                     th.state(a.state),
                 ),
             ),
@@ -108,17 +112,20 @@ impl Component for DetailView {
             field("outcome", Span::raw(outcome)),
             field("created", Span::raw(format_rfc3339(a.created_at))),
         ];
+        let cleaned = a.cleaned.then(|| (a.state_since(), "cleaned", a.state));
         let timeline: Vec<Line> = a
             .history
             .iter()
-            .map(|h| {
+            .map(|h| (h.at, h.state.as_str(), h.state))
+            .chain(cleaned)
+            .map(|(at, word, state)| {
                 Line::from(vec![
-                    Span::raw(clock(h.at)),
+                    Span::raw(clock(at)),
                     Span::styled(
-                        format!(" {:>7} ", format!("+{}", fmt::age(h.at - a.created_at))),
+                        format!(" {:>7} ", format!("+{}", fmt::age(at - a.created_at))),
                         th.quiet(),
                     ),
-                    Span::styled(h.state.as_str(), th.state(h.state)),
+                    Span::styled(word, th.state(state)),
                 ])
             })
             .collect();

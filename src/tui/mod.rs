@@ -24,4 +24,4 @@ pub mod ui;
 
 pub use app::{App, Pane, Request};
 pub use model::Snapshot;
-pub use terminal::{TuiError, run};
+pub use terminal::{Ending, TuiError, run};

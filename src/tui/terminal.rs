@@ -25,6 +25,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// How `top` ended: the user quit (q), or was interrupted (Ctrl-C, or SIGINT, SIGTERM
+/// or SIGHUP). The demo exits 130 after an interruption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Quit,
+    Interrupted,
+}
+
 /// How often the views refresh.
 pub const REFRESH: Duration = Duration::from_secs(1);
 
@@ -128,7 +136,7 @@ fn spawn_input(
 
 /// Runs `top` on an open store until the operator quits or a signal asks to stop.
 /// `state_dir` is where the runner logs are (`logs/<id>.log`).
-pub fn run(store: &dyn Store, state_dir: &Path) -> Result<(), TuiError> {
+pub fn run(store: &dyn Store, state_dir: &Path) -> Result<Ending, TuiError> {
     if !io::stdout().is_terminal() || !io::stdin().is_terminal() {
         return Err(TuiError::NotATerminal);
     }
@@ -176,11 +184,11 @@ fn event_loop(
     state_dir: &Path,
     keys: &Receiver<io::Result<Event>>,
     stop: &AtomicBool,
-) -> Result<(), TuiError> {
+) -> Result<Ending, TuiError> {
     let ticker = tick(REFRESH);
     loop {
         if stop.load(Ordering::Relaxed) {
-            return Ok(());
+            return Ok(Ending::Interrupted);
         }
         term.draw(|f| ui::draw(f, app))?;
         let request = select! {
@@ -190,15 +198,19 @@ fn event_loop(
                 Ok(Ok(_)) => Request::None,
                 Ok(Err(e)) => return Err(e.into()),
                 // The input thread stopped: a signal set the flag (checked above).
-                Err(_) => Request::Quit,
+                Err(_) => Request::Interrupt,
             },
             recv(ticker) -> _ => {
                 refresh_in(app, stores, state_dir, false, now_millis());
                 Request::None
             }
         };
+        let ending = match request {
+            Request::Interrupt => Ending::Interrupted,
+            _ => Ending::Quit,
+        };
         if perform_in(app, stores, state_dir, request, now_millis()) {
-            return Ok(());
+            return Ok(ending);
         }
     }
 }
@@ -228,7 +240,7 @@ fn perform_in(
 ) -> bool {
     match request {
         Request::None => {}
-        Request::Quit => return true,
+        Request::Quit | Request::Interrupt => return true,
         Request::Reload => refresh_in(app, stores, state_dir, true, now),
         Request::LoadLog(_) => load_log(app, state_dir),
         Request::Run(action) => {

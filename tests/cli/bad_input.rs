@@ -55,6 +55,10 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
             [&p[..], &["x", "--runner-dir", "/nonexistent/runner"]].concat(),
             "--runner-dir",
         ),
+        (
+            [&p[..], &["x", "--runner-dir", "/tmp"]].concat(),
+            "--runner-dir",
+        ),
         ([&p[..], &["x", "--group", "0"]].concat(), "--group"),
         ([&p[..], &["x", "--bogus"]].concat(), "--bogus"),
         ([&p[..], &["x", "--paused=yes"]].concat(), "--paused"),
@@ -186,6 +190,18 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
         (
             vec!["target", "set", "octo", "poll_interval=0"],
             "poll_interval",
+        ),
+        (
+            vec!["target", "set", "octo", "poll_interval=5x"],
+            "poll_interval",
+        ),
+        (
+            vec!["profile", "set", "linux", "idle_timeout=1.5h"],
+            "idle_timeout",
+        ),
+        (
+            vec!["profile", "set", "linux", "bootstrap_timeout=2h"],
+            "bootstrap_timeout",
         ),
         (
             vec!["target", "set", "octo", "max_in_flight=0"],

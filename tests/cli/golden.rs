@@ -48,7 +48,10 @@ fn every_command_human_and_json() {
     let d = Dir::new("golden");
     let tok = d.file("token", "ghp_not_for_printing");
     let key = d.file("key.pem", "-----BEGIN RSA PRIVATE KEY-----\n");
-    let runner = d.subdir("actions-runner");
+    let runner = d.path("actions-runner");
+    runner_manager::sim::install::lay_out(&runner, std::path::Path::new(crate::support::BIN))
+        .unwrap();
+    let runner = runner.display().to_string();
     // Fix the capacity first: its default is the machine's CPU count.
     d.ok(&["host", "set", "capacity=4"]);
     let host = SqliteStore::open(&d.state())
@@ -73,6 +76,10 @@ fn every_command_human_and_json() {
         (
             format!("\"name\": \"{}\"", host.name),
             "\"name\": \"<HOST_NAME>\"",
+        ),
+        (
+            format!("host {} updated", host.name),
+            "host <HOST_NAME> updated",
         ),
     ]);
 
@@ -318,6 +325,18 @@ fn help_and_version() {
 fn a_fresh_machine_gets_a_private_store_on_first_use() {
     use std::os::unix::fs::PermissionsExt;
     let d = Dir::new("fresh");
+    // A command that only reads makes no store: it says there is none.
+    let r = d.run(&["status"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("no store at {}", d.state().display())),
+        "{}",
+        r.stderr
+    );
+    assert!(!d.state().exists(), "a read made the state directory");
+    // One that writes the books makes it, private.
+    d.ok(&["host", "set", "capacity=2"]);
     let r = d.ok(&["status"]);
     assert!(
         r.stdout.contains("daemon       not running"),

@@ -3,7 +3,12 @@
 
 mod bad_input;
 mod concurrent;
+mod demo;
 mod golden;
+mod help;
 mod man;
 mod man8;
+mod once;
+mod settings;
+mod store;
 mod support;

@@ -188,3 +188,51 @@ fn status_json_shows_demand_limit_and_counts_while_running() {
     w.check_invariants(&["acme/app"]);
     assert!(w.stop_daemon().success());
 }
+
+#[test]
+fn daemon_once_exits_1_naming_a_target_github_refused_and_0_when_all_answered() {
+    let mut w = World::new("once", 4);
+    w.add_target("good", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "good", &["linux"]));
+    let out = w.cli(&["daemon", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+
+    // A token the sim does not know: GitHub answers 401.
+    w.add_target("bad", "acme/other", false);
+    w.add_profile(ProfileSpec::new("gpu", "bad", &["gpu"]));
+    let out = w.cli(&["daemon", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("runner-manager: target bad: ") && !last.contains("target good"),
+        "names the failed target only: {stderr}"
+    );
+}
+
+#[test]
+fn a_runner_install_gone_after_profile_add_is_logged_once() {
+    let mut w = World::new("install-gone", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "t", &["linux"]));
+    use runner_manager::store::Store;
+    let store = w.store();
+    let mut p = store.profile("linux").unwrap();
+    let gone = w.dir.join("no-such-install");
+    p.runner_dir = Some(gone.clone());
+    store.update_profile(&p, p.revision).unwrap();
+    // --once runs three passes; each sees the install missing.
+    let out = w.cli(&["daemon", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("runner_install_unusable"))
+        .collect();
+    assert_eq!(lines.len(), 1, "logged once, not per pass:\n{stderr}");
+    assert!(
+        lines[0].contains("profile=linux") && lines[0].contains("the directory cannot be read"),
+        "{}",
+        lines[0]
+    );
+}

@@ -185,7 +185,7 @@ fn a_damaged_store_fails_and_a_fresh_machine_passes() {
     assert_eq!(line(&lines, "store").status, Status::Skip);
     assert_eq!(line(&lines, "systemd").status, Status::Skip);
     assert!(!d.state().exists(), "doctor creates no state");
-    d.ok(&["status"]);
+    d.ok(&["host", "set", "capacity=2"]);
     let db = d.state().join("state.db");
     let mut bytes = std::fs::read(&db).unwrap();
     // Keep SQLite's header, wreck the pages after it.

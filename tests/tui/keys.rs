@@ -60,7 +60,7 @@ fn help_opens_swallows_keys_and_closes() {
     assert!(!a.help);
     assert_eq!(ch(&mut a, 'q'), Request::Quit);
     let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
-    assert_eq!(a.key(ctrl_c), Request::Quit);
+    assert_eq!(a.key(ctrl_c), Request::Interrupt);
 }
 
 #[test]

@@ -1,0 +1,149 @@
+//! `demo`'s exit codes: interrupted is 130, with the daemon stopped and the summary
+//! printed first.
+
+use super::support::{BIN, Dir};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn an_interrupted_demo_prints_its_summary_and_exits_130() {
+    let d = Dir::new("demo-int");
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.state())
+        .args(["demo", "--headless", "--jobs", "500"])
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the demo");
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    // Wait for its first progress line: the world is laid out and the daemon started.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = String::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no progress line from the demo:\n{seen}"));
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.starts_with("t=") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the demo did not stop within 60 s of SIGINT:\n{seen}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The process has exited, so its end of the pipes is closed.
+    seen.extend(lines.iter().map(|l| l + "\n"));
+    let stderr = err.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "stdout:\n{seen}\nstderr:\n{stderr}"
+    );
+    assert!(seen.contains("summary after"), "no summary:\n{seen}");
+    assert!(
+        stderr.contains("interrupted with") && stderr.contains("jobs served"),
+        "stderr does not say what was served:\n{stderr}"
+    );
+}
+
+#[test]
+fn an_interrupted_demo_whose_reader_is_gone_still_exits_130() {
+    // `demo | cat` and Ctrl-C: the terminal's SIGINT takes `cat` down too, so the
+    // demo's summary meets a closed pipe.
+    let d = Dir::new("demo-pipe");
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.state())
+        .args(["demo", "--headless", "--jobs", "500"])
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the demo");
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    {
+        // The first line is printed once the simulated GitHub runs; a read that never
+        // comes is bounded by the demo's own failure (it exits, closing the pipe).
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.starts_with("runner-manager demo:"), "{line}");
+    } // The reader is gone: the pipe is closed.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the demo did not stop within 60 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = err.join().unwrap();
+    assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
+    assert!(stderr.contains("interrupted with"), "{stderr}");
+}
+
+#[test]
+fn the_demo_makes_a_given_state_directory_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Dir::new("demo-mode");
+    let state = d.state();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let world =
+        runner_manager::demo::World::prepare(Some(state.clone()), std::path::Path::new(BIN), 1)
+            .expect("the demo's world");
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o711, "others may pass through, never read or write");
+    drop(world);
+    let r = d.run(&["doctor"]);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("state-dir"))
+        .unwrap_or_default();
+    assert!(line.starts_with("ok"), "doctor: {}", r.stdout);
+}

@@ -1,0 +1,56 @@
+//! Help where the user is: a group's commands for a group, a guess for a typo.
+
+use crate::support::Dir;
+
+#[test]
+fn a_group_without_a_subcommand_lists_that_groups_commands_only() {
+    let d = Dir::new("group-help");
+    let r = d.run(&["profile"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stdout.is_empty());
+    assert!(
+        r.stderr
+            .starts_with("runner-manager: 'profile' needs a subcommand:\n\nUsage: "),
+        "{}",
+        r.stderr
+    );
+    for sub in ["add", "set", "list", "show", "rm", "pause", "resume"] {
+        assert!(
+            r.stderr.contains(&format!("\n  profile {sub} ")),
+            "{sub}: {}",
+            r.stderr
+        );
+    }
+    for other in [
+        "target add",
+        "host set",
+        "Global options",
+        "--state-dir DIR  ",
+    ] {
+        assert!(!r.stderr.contains(other), "{other}: {}", r.stderr);
+    }
+    let h = d.ok(&["profile", "--help"]);
+    assert!(h.stdout.starts_with("Usage: "), "{}", h.stdout);
+    assert!(h.stdout.contains("\n  profile add ") && !h.stdout.contains("target add"));
+}
+
+#[test]
+fn an_unknown_command_gets_a_did_you_mean() {
+    let d = Dir::new("did-you-mean");
+    let r = d.run(&["stats"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(
+        r.stderr,
+        "runner-manager: unknown command 'stats'; did you mean 'status'? (see runner-manager --help)\n"
+    );
+    let r = d.run(&["profile", "lst"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("did you mean 'profile list'?"),
+        "{}",
+        r.stderr
+    );
+    let r = d.run(&["frobnicate"]);
+    assert_eq!(r.code, 2);
+    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+}

@@ -1,0 +1,145 @@
+//! Settings as a user types them: what `profile show` prints is accepted back.
+
+use crate::support::seeded;
+
+#[test]
+fn durations_take_what_profile_show_prints_and_units() {
+    let d = seeded("durations");
+    let shown = d.ok(&["profile", "show", "linux"]).stdout;
+    let idle = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("idle_timeout"))
+        .map(str::trim)
+        .expect("profile show prints idle_timeout")
+        .to_string();
+    assert_eq!(idle, "300s");
+    d.ok(&["profile", "set", "linux", &format!("idle_timeout={idle}")]);
+    for (value, shown) in [
+        ("30s", "30s"),
+        ("5m", "300s"),
+        ("1h30m", "5400s"),
+        ("2d", "172800s"),
+        ("45", "45s"),
+    ] {
+        d.ok(&["profile", "set", "linux", &format!("idle_timeout={value}")]);
+        let out = d.ok(&["profile", "show", "linux"]).stdout;
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("idle_timeout") && l.trim_end().ends_with(shown)),
+            "{value} must be stored as {shown}:\n{out}"
+        );
+    }
+    d.ok(&["target", "set", "octo", "poll_interval=1m"]);
+    assert!(
+        d.ok(&["target", "show", "octo"])
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("poll_interval") && l.trim_end().ends_with("60s"))
+    );
+    let r = d.run(&["profile", "set", "linux", "idle_timeout=soon"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("idle_timeout") && r.stderr.contains("unit s, m, h or d"),
+        "the error gives the units: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_typed_label_that_is_a_default_is_explained_when_given() {
+    let d = seeded("default-label");
+    let r = d.ok(&[
+        "profile", "add", "plain", "--target", "octo", "--labels", "linux",
+    ]);
+    assert!(
+        r.stderr
+            .contains("note: --labels: linux is a default label (Linux)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("self-hosted, Linux,"), "{}", r.stderr);
+    let r = d.ok(&["profile", "set", "plain", "labels=gpu,Self-Hosted"]);
+    assert!(
+        r.stderr
+            .contains("note: labels: Self-Hosted is a default label (self-hosted)"),
+        "{}",
+        r.stderr
+    );
+    // A label no default covers says nothing.
+    let r = d.ok(&["profile", "set", "plain", "labels=gpu"]);
+    assert_eq!(r.stderr, "");
+    let r = d.ok(&[
+        "profile",
+        "add",
+        "own",
+        "--target",
+        "octo",
+        "--labels",
+        "linux",
+        "--no-default-labels",
+    ]);
+    assert_eq!(r.stderr, "");
+}
+
+#[test]
+fn a_runner_dir_that_is_not_an_install_is_refused_naming_what_is_missing() {
+    let d = seeded("runner-dir");
+    let empty = d.subdir("empty");
+    let r = d.run(&[
+        "profile",
+        "add",
+        "x",
+        "--target",
+        "octo",
+        "--labels",
+        "x",
+        "--runner-dir",
+        &empty,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--runner-dir")
+            && r.stderr.contains(&empty)
+            && r.stderr.contains("bin/Runner.Listener is missing"),
+        "{}",
+        r.stderr
+    );
+    assert!(d.run(&["profile", "show", "x"]).code != 0, "nothing added");
+    let r = d.run(&["profile", "set", "linux", &format!("runner_dir={empty}")]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("runner_dir") && r.stderr.contains("bin/Runner.Listener is missing"),
+        "{}",
+        r.stderr
+    );
+    // A simulated install, as the tests and the demo lay out, is an install.
+    let install = d.path("install");
+    runner_manager::sim::install::lay_out(&install, std::path::Path::new(crate::support::BIN))
+        .unwrap();
+    d.ok(&[
+        "profile",
+        "set",
+        "linux",
+        &format!("runner_dir={}", install.display()),
+    ]);
+}
+
+#[test]
+fn host_set_prints_only_what_changed() {
+    let d = seeded("host-set");
+    d.ok(&["host", "set", "capacity=4"]);
+    let name = d.ok(&["--json", "host", "show"]).stdout;
+    let name: serde_json::Value = serde_json::from_str(&name).unwrap();
+    let name = name["name"].as_str().unwrap().to_string();
+    let r = d.ok(&["host", "set", "capacity=5", "isolation=none"]);
+    assert_eq!(
+        r.stdout,
+        format!("host {name} updated: capacity 5, isolation none\n")
+    );
+    let r = d.ok(&["host", "set", "capacity=5"]);
+    assert_eq!(r.stdout, format!("host {name} unchanged\n"));
+    // JSON still gives the whole host.
+    let r = d.ok(&["--json", "host", "set", "capacity=6"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["capacity"], 6);
+}
