@@ -145,12 +145,57 @@ fn execute(inv: &Invocation) -> CliResult {
             dir.display()
         )));
     }
+    let created = missing.then(|| Created::before(&dir));
     let store = SqliteStore::open(&dir)?;
     // The coordinator's commands read its own books, which only `SqliteStore` has.
-    if let ["coordinator", ..] = inv.command.path {
-        return coordinator::run(inv, &store, &dir);
+    let result = if let ["coordinator", ..] = inv.command.path {
+        coordinator::run(inv, &store, &dir)
+    } else {
+        dispatch(inv, &store, &dir)
+    };
+    drop(store);
+    if let (Some(created), Err(e)) = (created, &result)
+        && e.exit_code() == 2
+    {
+        created.undo(&dir);
     }
-    dispatch(inv, &store, &dir)
+    result
+}
+
+/// What opening a new store made: the store's files, and the state directory with
+/// any of its parents that did not exist. Bad input changes nothing, so a command that
+/// refuses its arguments on a fresh machine takes them away again.
+struct Created {
+    /// The highest directory that did not exist before, if any.
+    top_dir: Option<std::path::PathBuf>,
+}
+
+impl Created {
+    fn before(dir: &std::path::Path) -> Created {
+        let top_dir = dir
+            .ancestors()
+            .take_while(|p| !p.as_os_str().is_empty() && !p.exists())
+            .last()
+            .map(std::path::Path::to_path_buf);
+        Created { top_dir }
+    }
+
+    /// Removes the store's files, then each directory made for it, from the state
+    /// directory up, as long as it is empty (nothing else is ever removed).
+    fn undo(self, dir: &std::path::Path) {
+        let db = dir.join(crate::store::DB_FILE);
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = db.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+        let Some(top) = self.top_dir else { return };
+        for d in dir.ancestors() {
+            if std::fs::remove_dir(d).is_err() || d == top {
+                break;
+            }
+        }
+    }
 }
 
 /// The commands that may create the store: those that can write the books on a

@@ -45,3 +45,55 @@ fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
     d.ok(&["host", "set", "capacity=3"]);
     d.ok(&["status"]);
 }
+
+/// Bad input changes nothing: a command that may make the store, refusing its
+/// arguments on a fresh machine, leaves no store and no directory behind; on an
+/// existing empty state directory, the directory stays and stays empty.
+#[test]
+fn a_refused_first_command_leaves_no_store_behind() {
+    let d = Dir::new("refused-first");
+    let deep = d.path("fresh/state");
+    let refused: &[&[&str]] = &[
+        &[
+            "target",
+            "add",
+            "t",
+            "--repo",
+            "notarepo",
+            "--token-file",
+            "/nope",
+        ],
+        &["host", "set", "capacity=abc"],
+        &["coordinator", "host", "add", "Bad Name"],
+    ];
+    for args in refused {
+        let out = std::process::Command::new(crate::support::BIN)
+            .arg("--state-dir")
+            .arg(&deep)
+            .args(*args)
+            .env_remove("RUNNER_MANAGER_STATE_DIR")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            !d.path("fresh").exists(),
+            "{args:?} left {}",
+            deep.display()
+        );
+    }
+    std::fs::create_dir_all(d.state()).unwrap();
+    assert_eq!(d.run(&["host", "set", "capacity=abc"]).code, 2);
+    assert!(d.state().exists());
+    assert_eq!(std::fs::read_dir(d.state()).unwrap().count(), 0);
+    // Once the store exists, a refusal leaves it as it was.
+    d.ok(&["host", "set", "capacity=3"]);
+    assert_eq!(d.run(&["host", "set", "capacity=abc"]).code, 2);
+    assert!(d.state().join("state.db").exists());
+    let host = d.ok(&["host", "show"]).stdout;
+    assert!(
+        host.lines()
+            .any(|l| l.split_whitespace().eq(["capacity", "3"])),
+        "the store kept its capacity: {host}"
+    );
+}
