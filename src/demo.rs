@@ -309,6 +309,58 @@ pub fn stop_child(child: &mut Child, within: Duration) -> Option<std::process::E
     }
 }
 
+/// Stops the demo's daemon with its books finished: the host drains (no new runner,
+/// idle ones deregistered, busy ones finish their jobs and are cleaned), then SIGTERM.
+/// A plain SIGTERM would leave busy runners running for a next daemon to adopt, which
+/// a demo never has: its books would say `busy` for processes about to lose their
+/// GitHub, and its temporary directory would go while they still ran. The wait is
+/// bounded by the longest demo job; what outlives it is said, and the drain flag is
+/// taken back so a kept store starts runners again.
+fn wind_down(
+    world: &World,
+    daemon: &mut Child,
+    longest_job: Duration,
+) -> Option<std::process::ExitStatus> {
+    let store = SqliteStore::open(&world.state_dir).ok();
+    if let Some(store) = &store {
+        let _ = store.set_draining(true);
+        let deadline = Instant::now() + longest_job + Duration::from_secs(10);
+        let mut said = false;
+        loop {
+            let live = store
+                .attempts(&crate::store::AttemptFilter {
+                    active_only: true,
+                    ..Default::default()
+                })
+                .map(|a| a.len())
+                .unwrap_or(0);
+            let exited = matches!(daemon.try_wait(), Ok(Some(_)));
+            if live == 0 || exited {
+                break;
+            }
+            if Instant::now() >= deadline {
+                eprintln!(
+                    "{live} runners still alive after {}s; their attempts stay open until the \
+                     next daemon on {}",
+                    (longest_job + Duration::from_secs(10)).as_secs(),
+                    world.state_dir.display()
+                );
+                break;
+            }
+            if !said {
+                say!("stopping: {live} runners finish their jobs first (Ctrl-C again to stop now)");
+                said = true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let status = stop_child(daemon, Duration::from_secs(20));
+    if let Some(store) = &store {
+        let _ = store.set_draining(false);
+    }
+    status
+}
+
 /// The demo's world: a one-second poll, far away with `--far`.
 fn world_options(opts: &DemoOptions) -> WorldOptions {
     let w = WorldOptions::new(1);
@@ -371,7 +423,11 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
         let _ = feeder.join();
         r
     });
-    let _ = stop_child(&mut daemon, Duration::from_secs(20));
+    let _ = wind_down(
+        &world,
+        &mut daemon,
+        Duration::from_millis(opts.job_ms + 4000),
+    );
     let served = summary(&world, started.elapsed());
     if world.owned_dir && !opts.keep {
         let _ = std::fs::remove_dir_all(&world.state_dir);
@@ -502,7 +558,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let status = stop_child(&mut daemon, Duration::from_secs(20));
+    let status = wind_down(&world, &mut daemon, Duration::from_millis(opts.job_ms));
     let served = summary(&world, started.elapsed());
     let result = match result {
         Ok(()) => served.verdict(),

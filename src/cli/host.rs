@@ -186,6 +186,17 @@ fn isolation_line(
     })
 }
 
+/// A profile's limiting factor as `status` shows it: what the daemon last wrote while
+/// it runs; with no daemon running nothing reconciles, whatever it wrote last (a
+/// drain it was in, its own stop), so that is what is said.
+fn limit_shown(limit: &impl std::fmt::Display, daemon_alive: bool) -> String {
+    if daemon_alive {
+        limit.to_string()
+    } else {
+        "not_reconciling (daemon not running)".into()
+    }
+}
+
 pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliResult {
     let now = now_millis();
     let h = store.host_or_create()?;
@@ -258,7 +269,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                         ),
                         p.min_capacity.to_string(),
                         or_dash(st.map(|s| s.demand)),
-                        or_dash(st.map(|s| &s.limiting)),
+                        or_dash(st.map(|s| limit_shown(&s.limiting, alive))),
                         or_dash(st.and_then(|s| s.last_error.as_ref())),
                     ]
                 })
@@ -319,7 +330,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                         "min": p.min_capacity,
                         "max": p.max_capacity,
                         "demand": st.map(|s| s.demand),
-                        "limiting": st.map(|s| s.limiting.to_string()),
+                        "limiting": st.map(|s| limit_shown(&s.limiting, alive)),
                         "last_error": st.and_then(|s| s.last_error.clone()),
                         "updated_at": st.map(|s| time(s.updated_at)),
                     })

@@ -1,5 +1,5 @@
-//! `demo`'s exit codes: interrupted is 130, with the daemon stopped and the summary
-//! printed first.
+//! `demo`'s exit codes: interrupted is 130, with the daemon drained and stopped, its
+//! books finished and the summary printed first.
 
 use super::support::{BIN, Dir};
 use std::io::{BufRead, BufReader, Read};
@@ -43,7 +43,13 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
             .unwrap_or_else(|_| panic!("no progress line from the demo:\n{seen}"));
         seen.push_str(&line);
         seen.push('\n');
-        if line.starts_with("t=") {
+        // Several runners are busy: the interruption meets jobs in flight, more than
+        // a plain SIGTERM's drain of the idle ones would outwait.
+        let running = line
+            .split("running")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok());
+        if line.starts_with("t=") && running.is_some_and(|n| n >= 3) {
             break;
         }
     }
@@ -75,6 +81,29 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
         stderr.contains("interrupted with") && stderr.contains("jobs served"),
         "stderr does not say what was served:\n{stderr}"
     );
+    // Its books are finished: the busy runners finished their jobs and were cleaned
+    // before the daemon stopped, no attempt is left open, no runner process is left.
+    let attempts: serde_json::Value =
+        serde_json::from_str(&d.ok(&["attempts", "--json"]).stdout).unwrap();
+    let open: Vec<_> = attempts
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["cleaned"] != true)
+        .map(|a| (a["id"].clone(), a["state"].clone()))
+        .collect();
+    assert!(open.is_empty(), "attempts left open: {open:?}\n{seen}");
+    let root = d.state().join("attempts");
+    let left: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root))
+        })
+        .collect();
+    assert!(left.is_empty(), "runner processes left: {left:?}");
+    let status = d.ok(&["status"]).stdout;
+    assert!(status.contains("draining     no"), "{status}");
 }
 
 #[test]
