@@ -85,7 +85,6 @@ fn placement_run() -> PlacementFigures {
             scope: "octo/app".into(),
             api_url: "https://api.github.com".into(),
         }],
-        "bench".into(),
     );
     let mut f = PlacementFigures {
         calls: 0,

@@ -41,17 +41,69 @@ pub fn run(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
 
 fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
     let name = validate::name("NAME", &inv.positionals[0])?;
+    let token_out = inv
+        .value("--token-out")
+        .map(|p| validate::path("--token-out", p))
+        .transpose()?;
+    if store.coord_host(&name)?.is_some() {
+        return Err(CliError::usage(
+            "NAME",
+            &format!("host {name} is already in the pool: 'coordinator host rm {name}' first"),
+        ));
+    }
     let token = new_token().map_err(|e| CliError::Failed(format!("reading /dev/urandom: {e}")))?;
-    store.coord_add_host(&name, &token_hash(&token), now_millis())?;
-    // The one place the token is shown: stdout only, so `> FILE` captures it alone.
+    let Some(path) = token_out else {
+        store.coord_add_host(&name, &token_hash(&token), now_millis())?;
+        // The one place the token is shown: stdout only, so it can be piped to the host.
+        out.emit(
+            || format!("{}\n", token.expose()),
+            || json!({ "name": name, "token": token.expose() }),
+        );
+        eprintln!(
+            "runner-manager: host {name} added; its token was printed once: put it in the host's \
+             coordinator_token_file (mode 0600), or use --token-out FILE"
+        );
+        return Ok(());
+    };
+    write_token_file(&path, &token)?;
+    if let Err(e) = store.coord_add_host(&name, &token_hash(&token), now_millis()) {
+        let _ = std::fs::remove_file(&path);
+        return Err(e.into());
+    }
+    let shown = path.display().to_string();
     out.emit(
-        || format!("{}\n", token.expose()),
-        || json!({ "name": name, "token": token.expose() }),
+        || format!("host {name} added; its token is in {shown} (mode 0600)\n"),
+        || json!({ "name": name, "token_file": shown }),
     );
-    eprintln!(
-        "runner-manager: host {name} added; its token was printed once: put it in the host's \
-         coordinator_token_file"
-    );
+    Ok(())
+}
+
+/// Creates `path` (never an existing file, never through a final symlink) with mode
+/// 0600 from the start, and writes the token to it.
+fn write_token_file(path: &std::path::Path, token: &crate::secret::Secret) -> CliResult {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            let why = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!("{} already exists: give a new file", path.display())
+            } else {
+                format!("cannot create {}: {e}", path.display())
+            };
+            CliError::usage("--token-out", &why)
+        })?;
+    let written = f
+        .write_all(format!("{}\n", token.expose()).as_bytes())
+        .and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(path);
+        return Err(CliError::Failed(format!("writing {}: {e}", path.display())));
+    }
     Ok(())
 }
 

@@ -79,10 +79,15 @@ fn sibling(dir: &Path, suffix: &str) -> PathBuf {
 }
 
 pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
-    let dir = inv
-        .value("--dir")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| state_dir.join("runner"));
+    let dir = match inv.value("--dir") {
+        Some(d) => crate::domain::validate::path("--dir", d)?,
+        None => state_dir.join("runner"),
+    };
+    // Before anything is fetched: only an install of ours is ever replaced.
+    install::check_replaceable(&dir).map_err(|e| match e {
+        install::InstallError::NotOurs(_) => CliError::usage("--dir", &e.to_string()),
+        other => CliError::Failed(other.to_string()),
+    })?;
     let target = pick_target(inv, store)?;
     let (os, arch) = install::platform().ok_or_else(|| {
         CliError::Failed(format!(
@@ -136,7 +141,10 @@ pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
         .map_err(|e| CliError::Failed(e.to_string()))?;
     let result = install::install_tarball(&tarball, &dir);
     let _ = std::fs::remove_file(&tarball);
-    result.map_err(|e| CliError::Failed(e.to_string()))?;
+    result.map_err(|e| match e {
+        install::InstallError::NotOurs(_) => CliError::usage("--dir", &e.to_string()),
+        other => CliError::Failed(other.to_string()),
+    })?;
     report(&mut out, "installed", Some(&sha));
     out.flush()
 }

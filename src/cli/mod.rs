@@ -295,3 +295,21 @@ fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
         .map(drop)
         .map_err(|e| CliError::usage(arg, &e.to_string()))
 }
+
+/// A GitHub App key file: readable as a secret and a PEM RSA private key, so a wrong
+/// file is refused when it is named rather than at the daemon's first token.
+fn app_key_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
+    let pem =
+        crate::secret::read_secret_file(path).map_err(|e| CliError::usage(arg, &e.to_string()))?;
+    crate::github::jwt::AppKey::from_pem(pem.expose())
+        .map(drop)
+        .map_err(|detail| {
+            CliError::usage(
+                arg,
+                &format!(
+                    "{} is not a GitHub App private key (a PEM RSA key): {detail}",
+                    path.display()
+                ),
+            )
+        })
+}

@@ -415,16 +415,20 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["coordinator", "host", "add"],
-        args: "NAME",
+        args: "NAME [--token-out FILE]",
         positionals: (1, Some(1)),
         about: "Allow a host to join the pool; prints its token once (only a hash is kept)",
-        options: &[],
+        options: &[opt(
+            "--token-out",
+            "FILE",
+            "Write the token to FILE (created, mode 0600; must not exist) instead of stdout",
+        )],
     },
     Command {
         path: &["coordinator", "host", "rm"],
         args: "NAME",
         positionals: (1, Some(1)),
-        about: "Remove a host from the pool: its token stops working",
+        about: "Remove a host from the pool: its token stops working and its connection is closed",
         options: &[],
     },
     Command {

@@ -2,7 +2,7 @@
 
 use super::output::{self, Out, table, target_json};
 use super::parse::Invocation;
-use super::{CliError, CliResult, secret_file};
+use super::{CliError, CliResult, app_key_file, secret_file};
 use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
 use crate::domain::validate;
 use crate::domain::{CredentialRef, Target, TargetScope};
@@ -76,7 +76,7 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
             inv.value("--app-key")
                 .ok_or_else(|| CliError::usage("--app-key", "a GitHub App needs --app-key too"))?,
         )?;
-        secret_file("--app-key", &key_path)?;
+        app_key_file("--app-key", &key_path)?;
         let installation_id = inv
             .value("--installation-id")
             .map(|v| validate::number_in("--installation-id", v, 1, u64::MAX))
@@ -116,7 +116,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         // The daemon reads these files later; a path that is wrong now is a typo.
         match (k, &t.credential) {
             ("token_file", CredentialRef::TokenFile { path }) => secret_file(k, path)?,
-            ("app_key", CredentialRef::App { key_path, .. }) => secret_file(k, key_path)?,
+            ("app_key", CredentialRef::App { key_path, .. }) => app_key_file(k, key_path)?,
             _ => {}
         }
     }

@@ -35,8 +35,13 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Finds which host a token belongs to.
 pub trait TokenBook: Send + Sync {
+    /// Every host's name and token hash now, or `None` if they cannot be read.
+    fn hashes(&self) -> Option<Vec<(String, Vec<u8>)>>;
+
     /// The host's name, or `None` for a token nobody holds (or a failed lookup).
-    fn find(&self, token: &Secret) -> Option<String>;
+    fn find(&self, token: &Secret) -> Option<String> {
+        find_in(&self.hashes()?, token)
+    }
 }
 
 /// Every stored hash is compared (no early exit), so timing tells nothing about which
@@ -52,8 +57,9 @@ pub fn find_in(hashes: &[(String, Vec<u8>)], token: &Secret) -> Option<String> {
     found
 }
 
-/// The tokens of a coordinator's store, read at every handshake so that `coordinator
-/// host add|rm` takes effect without a restart.
+/// The tokens of a coordinator's store, read at every handshake (and by the placer
+/// every tick, to cut off removed hosts) so that `coordinator host add|rm` takes
+/// effect without a restart.
 pub struct StoreTokens {
     dir: PathBuf,
     store: Mutex<Option<SqliteStore>>,
@@ -69,13 +75,12 @@ impl StoreTokens {
 }
 
 impl TokenBook for StoreTokens {
-    fn find(&self, token: &Secret) -> Option<String> {
+    fn hashes(&self) -> Option<Vec<(String, Vec<u8>)>> {
         let mut guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             *guard = SqliteStore::open(&self.dir).ok();
         }
-        let hashes = guard.as_ref()?.coord_token_hashes().ok()?;
-        find_in(&hashes, token)
+        guard.as_ref()?.coord_token_hashes().ok()
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod demand;
+pub mod gate;
 pub mod link;
 pub mod placement;
 pub mod protocol;

@@ -31,6 +31,25 @@ pub type ConnId = u64;
 /// Lease ids remembered after their lease closed, to match late `attempt_started`.
 const LEASE_MEMORY: usize = 65_536;
 
+/// A new lease id: 128 random bits from the kernel (getrandom(2) through ring), as 32
+/// hex digits. A host cannot guess another host's lease, and hosts refuse a lease id
+/// seen before, so ids never repeat across coordinator restarts either. `None` only
+/// if the kernel gives no randomness: the job then waits for the next pass.
+pub fn new_lease_id() -> Option<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A lease as remembered: its job and the host it was issued to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LeaseOf {
+    job: String,
+    /// The name the host's token was added under.
+    host: String,
+}
+
 /// A runner seen taking a job, as the demand source reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taken {
@@ -146,12 +165,10 @@ pub struct HostView {
 pub struct Placement {
     cfg: PlacementConfig,
     targets: Vec<CoordTarget>,
-    prefix: String,
-    next_lease: u64,
     hosts: BTreeMap<ConnId, HostView>,
     jobs: BTreeMap<String, JobEntry>,
-    /// Lease id → job key, for open leases and recently closed ones.
-    lease_jobs: BTreeMap<String, String>,
+    /// Lease id → its job and host, for open leases and recently closed ones.
+    lease_jobs: BTreeMap<String, LeaseOf>,
     lease_order: VecDeque<String>,
 }
 
@@ -172,14 +189,12 @@ fn same_api(a: &str, b: &str) -> bool {
 }
 
 impl Placement {
-    /// `prefix` makes this coordinator's lease ids unique across restarts (hosts refuse
-    /// a lease id they saw before): give it fresh random digits on every start.
-    pub fn new(cfg: PlacementConfig, targets: Vec<CoordTarget>, prefix: String) -> Placement {
+    /// Lease ids are random ([`new_lease_id`]), so they are unique across restarts
+    /// (hosts refuse a lease id they saw before) and cannot be guessed.
+    pub fn new(cfg: PlacementConfig, targets: Vec<CoordTarget>) -> Placement {
         Placement {
             cfg,
             targets,
-            prefix,
-            next_lease: 1,
             hosts: BTreeMap::new(),
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
@@ -310,7 +325,7 @@ impl Placement {
 
     /// The job and phase of an open lease held by `conn`.
     fn leased_by(&self, conn: ConnId, lease_id: &str) -> Option<String> {
-        let key = self.lease_jobs.get(lease_id)?;
+        let key = &self.lease_jobs.get(lease_id)?.job;
         match &self.jobs.get(key)?.phase {
             Phase::Leased {
                 lease_id: l,
@@ -346,20 +361,23 @@ impl Placement {
     /// A runner started on a host: with a lease id, the lease closes and the job is
     /// served by that runner. A lease that was already closed (expired and placed
     /// elsewhere) still wins if its job's new lease has no runner yet: that lease is
-    /// cancelled rather than a second runner started.
+    /// cancelled rather than a second runner started. A lease issued to another host
+    /// (forged, or replayed from another host's traffic) is ignored: every frame that
+    /// names a lease must come from that lease's host.
     pub fn started(&mut self, conn: ConnId, s: AttemptStarted, _now: Millis) -> Vec<Action> {
-        let Some(host) = self.hosts.get_mut(&conn) else {
+        let Some(host) = self.hosts.get(&conn).map(|h| h.name.clone()) else {
             return Vec::new();
         };
-        host.started += 1;
-        let host = host.name.clone();
+        let lease = s.lease_id.as_ref().and_then(|l| self.lease_jobs.get(l));
+        if lease.is_some_and(|l| l.host != host) {
+            return Vec::new();
+        }
+        let key = lease.map(|l| l.job.clone());
+        if let Some(h) = self.hosts.get_mut(&conn) {
+            h.started += 1;
+        }
         let mut out = Vec::new();
-        let Some(key) = s
-            .lease_id
-            .as_ref()
-            .and_then(|l| self.lease_jobs.get(l))
-            .cloned()
-        else {
+        let Some(key) = key else {
             return out;
         };
         let Some(job) = self.jobs.get_mut(&key) else {
@@ -518,8 +536,14 @@ impl Placement {
             Phase::Leased { .. } | Phase::Started { .. } => phase,
             Phase::Waiting | Phase::Held => Phase::Waiting,
         };
-        if let Phase::Leased { lease_id, .. } = &job.phase {
-            self.lease_jobs.insert(lease_id.clone(), other);
+        if let Phase::Leased { lease_id, host, .. } = &job.phase {
+            self.lease_jobs.insert(
+                lease_id.clone(),
+                LeaseOf {
+                    job: other,
+                    host: host.clone(),
+                },
+            );
         }
         out
     }
@@ -616,15 +640,16 @@ impl Placement {
             let Some((conn, profile, host_target)) = best else {
                 continue;
             };
-            let lease_id = format!("{}-{}", self.prefix, self.next_lease);
-            self.next_lease += 1;
+            let Some(lease_id) = new_lease_id() else {
+                break;
+            };
             let ttl = self.cfg.ttl_secs.min(protocol::MAX_TTL_SECS);
             let expires_at = now + ttl as Millis * 1000;
             *free.get_mut(&conn).expect("host listed") -= 1;
             *open.entry(conn).or_default() += 1;
             *per_profile.entry((conn, profile.clone())).or_default() += 1;
-            self.remember_lease(&lease_id, &key);
             let host = self.hosts[&conn].name.clone();
+            self.remember_lease(&lease_id, &key, &host);
             let job = self.jobs.get_mut(&key).expect("waiting job");
             job.placements += 1;
             job.phase = Phase::Leased {
@@ -678,9 +703,14 @@ impl Placement {
             .map(|p| (p.name.clone(), p.target.clone()))
     }
 
-    fn remember_lease(&mut self, lease_id: &str, key: &str) {
-        self.lease_jobs
-            .insert(lease_id.to_string(), key.to_string());
+    fn remember_lease(&mut self, lease_id: &str, key: &str, host: &str) {
+        self.lease_jobs.insert(
+            lease_id.to_string(),
+            LeaseOf {
+                job: key.to_string(),
+                host: host.to_string(),
+            },
+        );
         self.lease_order.push_back(lease_id.to_string());
         while self.lease_order.len() > LEASE_MEMORY {
             if let Some(old) = self.lease_order.pop_front() {

@@ -22,7 +22,6 @@ fn placement() -> Placement {
             scope: "octo/app".into(),
             api_url: "https://api.github.com".into(),
         }],
-        "c".into(),
     )
 }
 
@@ -374,4 +373,53 @@ fn a_lease_is_not_moved_to_a_job_with_other_labels() {
     // is placed again instead of waiting for r1 to finish.
     assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
     assert_eq!(p.jobs()["1"].phase.as_str(), "offered");
+}
+
+#[test]
+fn lease_ids_are_128_random_bits() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 4, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0));
+    assert_eq!(l.len(), 2);
+    for (_, _, id) in &l {
+        assert_eq!(id.len(), 32, "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    }
+    assert_ne!(l[0].2, l[1].2);
+}
+
+#[test]
+fn a_lease_named_by_another_host_changes_nothing() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 4, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    assert_eq!(l[0].0, 1, "h1 has the most free");
+    let before = p.jobs()["1"].phase.clone();
+    // h2 names h1's lease in every frame that carries one.
+    let a = p.started(2, started(&l[0].2, "rm-h2-1"), T0 + 1);
+    assert!(a.is_empty(), "{a:?}");
+    let fin = AttemptFinished {
+        lease_id: Some(l[0].2.clone()),
+        runner_name: "rm-h2-1".into(),
+        outcome: "completed_job".into(),
+        duration_secs: None,
+        usage: None,
+    };
+    assert!(p.finished(2, fin, T0 + 2).is_empty());
+    let refuse = LaunchAck {
+        lease_id: l[0].2.clone(),
+        accepted: false,
+        reason: Some("other".into()),
+    };
+    assert!(p.ack(2, refuse, T0 + 3).is_empty());
+    assert_eq!(p.jobs()["1"].phase, before);
+    assert_eq!(p.hosts()[&2].started, 0);
+    // h1's own report still closes it.
+    p.started(1, started(&l[0].2, "rm-h1-1"), T0 + 4);
+    assert!(
+        matches!(&p.jobs()["1"].phase, Phase::Started { host, .. } if host == "h1"),
+        "{:?}",
+        p.jobs()["1"].phase
+    );
 }

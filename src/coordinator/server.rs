@@ -1,16 +1,20 @@
 //! `coordinator serve`: the WebSocket server. An acceptor thread hands each
-//! connection (bounded in number) to its own thread, which authenticates the bearer
-//! token during the handshake (401 before any frame is read), then pumps frames: host
+//! connection to its own thread, which authenticates the bearer token during the
+//! handshake (401 before any frame is read). Until then the connection is in the
+//! [`Gate`]: one deadline for the whole handshake, and caps on unauthenticated
+//! connections per source and in total that never cost an authenticated host its
+//! place (hosts are capped apart). An authenticated connection then pumps frames: host
 //! frames go to the placer thread as events, its launches and cancels come back
 //! through the connection's outbox and waker. The placer owns the pure [`Placement`],
 //! one demand thread per target feeds it queue snapshots, and it writes the live view
 //! to the coordinator's store for `coordinator status|hosts|leases`.
 
-use super::auth::{TokenBook, bearer};
+use super::auth::{self, TokenBook, bearer};
 use super::demand::DemandSource;
+use super::gate::{Gate, GateLimits};
 use super::placement::{Action, ConnId, Phase, Placement, PlacementConfig, Taken};
 use super::protocol::{CoordMsg, FrameError, HostMsg};
-use super::ws::{self, LogFn, Stream, Waker};
+use super::ws::{self, LogFn, Stream, Throttle, Waker};
 use crate::domain::QueuedJob;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore};
 use crate::timefmt::{Millis, now_millis};
@@ -33,10 +37,15 @@ pub struct ServeOptions {
     /// TLS when given (`wss://`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub placement: PlacementConfig,
-    /// Connections served at once; more are closed at once.
+    /// Authenticated host connections at once; a host beyond them gets 503.
     pub max_connections: usize,
+    /// Connections still in their handshake, at once, from every source.
+    pub max_unauthenticated: usize,
+    /// Connections still in their handshake, at once, from one source address.
+    pub max_unauthenticated_per_source: usize,
     pub ping_interval: Duration,
-    /// The HTTP upgrade (and TLS handshake) must finish within this.
+    /// The whole handshake (TLS, the HTTP upgrade, the token) must finish within this,
+    /// however the bytes trickle in.
     pub handshake_timeout: Duration,
     /// How often leases are checked for expiry and the view is written.
     pub tick: Duration,
@@ -52,6 +61,8 @@ impl ServeOptions {
             tls: None,
             placement: PlacementConfig::default(),
             max_connections: 256,
+            max_unauthenticated: 64,
+            max_unauthenticated_per_source: 8,
             ping_interval: Duration::from_secs(15),
             handshake_timeout: Duration::from_secs(10),
             tick: Duration::from_secs(1),
@@ -65,6 +76,8 @@ enum Event {
     Open {
         conn: ConnId,
         name: String,
+        /// The hash of the token it authenticated with, to cut it off once removed.
+        token: [u8; 32],
         out: Sender<Out>,
         waker: Waker,
     },
@@ -87,11 +100,39 @@ struct ConnOut {
     out: Sender<Out>,
     waker: Waker,
     name: String,
+    token: [u8; 32],
 }
 
 enum Out {
     Frame(CoordMsg),
-    Close,
+    Close(Closing),
+}
+
+/// Why the coordinator closes a host's connection: the close frame's code and reason,
+/// and the log's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// The same host connected again on another connection.
+    Replaced,
+    /// Its token was removed (`coordinator host rm`).
+    Removed,
+    /// The coordinator is stopping.
+    Stopping,
+}
+
+impl Closing {
+    fn frame(self) -> tungstenite::protocol::CloseFrame {
+        use tungstenite::protocol::frame::coding::CloseCode;
+        let (code, reason) = match self {
+            Closing::Replaced => (CloseCode::Policy, "replaced by a newer connection"),
+            Closing::Removed => (CloseCode::Policy, "host removed"),
+            Closing::Stopping => (CloseCode::Away, "coordinator stopping"),
+        };
+        tungstenite::protocol::CloseFrame {
+            code,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// A running coordinator. Dropping it stops and joins every thread.
@@ -101,6 +142,7 @@ pub struct ServerHandle {
     stop: Option<Sender<()>>,
     stopping: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    gate: Arc<Gate>,
     /// Demand threads, each with a channel that disconnects when it ends: one may sit
     /// in a long poll no signal interrupts, so stopping waits for them only so long.
     demand: Vec<(JoinHandle<()>, Receiver<()>)>,
@@ -121,6 +163,11 @@ impl ServerHandle {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Connections still in their handshake.
+    pub fn unauthenticated(&self) -> usize {
+        self.gate.pending()
     }
 
     /// Stops accepting, closes every connection, joins every thread.
@@ -152,14 +199,6 @@ impl Drop for ServerHandle {
     }
 }
 
-/// A random hex prefix for this run's lease ids (hosts refuse lease ids seen before).
-fn lease_prefix() -> String {
-    match super::auth::new_token() {
-        Ok(t) => t.expose()[..12].to_string(),
-        Err(_) => format!("{:x}", now_millis()),
-    }
-}
-
 /// Starts the coordinator: binds `opts.listen`, spawns the acceptor, the placer and
 /// one demand thread per source.
 pub fn serve(
@@ -170,11 +209,7 @@ pub fn serve(
     let listener = TcpListener::bind(opts.listen)?;
     let addr = listener.local_addr()?;
     let targets = sources.iter().map(|s| s.target().clone()).collect();
-    let placement = Arc::new(Mutex::new(Placement::new(
-        opts.placement.clone(),
-        targets,
-        lease_prefix(),
-    )));
+    let placement = Arc::new(Mutex::new(Placement::new(opts.placement.clone(), targets)));
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let (ev_tx, ev_rx) = unbounded::<Event>();
     let stopping = Arc::new(AtomicBool::new(false));
@@ -182,11 +217,11 @@ pub fn serve(
     let log = opts.log.clone();
     {
         let (p, stop, log) = (placement.clone(), stop_rx.clone(), log.clone());
-        let (tickd, dir) = (opts.tick, opts.store_dir.clone());
+        let (tickd, dir, book) = (opts.tick, opts.store_dir.clone(), tokens.clone());
         threads.push(
             std::thread::Builder::new()
                 .name("coord-placer".into())
-                .spawn(move || placer(p, ev_rx, stop, tickd, dir, log))?,
+                .spawn(move || placer(p, ev_rx, stop, tickd, dir, book, log))?,
         );
     }
     let mut demand = Vec::new();
@@ -223,7 +258,34 @@ pub fn serve(
             })?;
         demand.push((t, done));
     }
+    let gate = Arc::new(Gate::new(GateLimits {
+        max_unauthenticated: opts.max_unauthenticated,
+        max_per_source: opts.max_unauthenticated_per_source,
+        handshake: opts.handshake_timeout,
+    }));
+    {
+        let (g, stop) = (gate.clone(), stop_rx.clone());
+        let every = (opts.handshake_timeout / 10)
+            .clamp(Duration::from_millis(10), Duration::from_millis(500));
+        threads.push(
+            std::thread::Builder::new()
+                .name("coord-gate".into())
+                .spawn(move || {
+                    let t = tick(every);
+                    loop {
+                        select! {
+                            recv(stop) -> _ => return,
+                            recv(t) -> _ => { g.expire(Instant::now()); }
+                        }
+                    }
+                })?,
+        );
+    }
     let ctx = Arc::new(ConnCtx {
+        gate: gate.clone(),
+        hosts: AtomicUsize::new(0),
+        max_hosts: opts.max_connections,
+        refusals: Throttle::new(20, Duration::from_secs(60)),
         tokens,
         tls: opts.tls.clone(),
         events: ev_tx,
@@ -233,15 +295,15 @@ pub fn serve(
         handshake: opts.handshake_timeout,
         log,
     });
-    let max = opts.max_connections;
     threads.push(
         std::thread::Builder::new()
             .name("coord-accept".into())
-            .spawn(move || acceptor(listener, ctx, max))?,
+            .spawn(move || acceptor(listener, ctx))?,
     );
     Ok(ServerHandle {
         addr,
         placement,
+        gate,
         stop: Some(stop_tx),
         stopping,
         threads,
@@ -250,6 +312,12 @@ pub fn serve(
 }
 
 struct ConnCtx {
+    gate: Arc<Gate>,
+    /// Authenticated connections now, and at most.
+    hosts: AtomicUsize,
+    max_hosts: usize,
+    /// Log lines unauthenticated peers cause (refused handshakes, closed for room).
+    refusals: Throttle,
     tokens: Arc<dyn TokenBook>,
     tls: Option<Arc<rustls::ServerConfig>>,
     events: Sender<Event>,
@@ -260,8 +328,7 @@ struct ConnCtx {
     log: LogFn,
 }
 
-fn acceptor(listener: TcpListener, ctx: Arc<ConnCtx>, max: usize) {
-    let live = Arc::new(AtomicUsize::new(0));
+fn acceptor(listener: TcpListener, ctx: Arc<ConnCtx>) {
     let next = AtomicU64::new(1);
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     for tcp in listener.incoming() {
@@ -270,22 +337,30 @@ fn acceptor(listener: TcpListener, ctx: Arc<ConnCtx>, max: usize) {
         }
         let Ok(tcp) = tcp else { continue };
         conns.retain(|h| !h.is_finished());
-        if live.load(Ordering::SeqCst) >= max {
-            (ctx.log)(&format!("refused a connection: {max} already open"));
+        let (Ok(peer), Ok(handle)) = (tcp.peer_addr(), tcp.try_clone()) else {
             continue;
-        }
+        };
         let id = next.fetch_add(1, Ordering::SeqCst);
-        let (ctx2, live2) = (ctx.clone(), live.clone());
-        live.fetch_add(1, Ordering::SeqCst);
+        let closed = ctx.gate.admit(id, peer.ip(), handle, Instant::now());
+        if closed > 0 {
+            ctx.refusals.log(
+                &ctx.log,
+                &format!(
+                    "{peer}: closed {closed} unauthenticated connection(s) to make room \
+                     (at most {} per source, {} in all)",
+                    ctx.gate.limits().max_per_source,
+                    ctx.gate.limits().max_unauthenticated
+                ),
+            );
+        }
+        let ctx2 = ctx.clone();
         match std::thread::Builder::new()
             .name(format!("coord-conn-{id}"))
-            .spawn(move || {
-                connection(tcp, id, &ctx2);
-                live2.fetch_sub(1, Ordering::SeqCst);
-            }) {
+            .spawn(move || connection(tcp, id, &ctx2))
+        {
             Ok(h) => conns.push(h),
             Err(e) => {
-                live.fetch_sub(1, Ordering::SeqCst);
+                ctx.gate.left(id);
                 (ctx.log)(&format!("cannot start a connection thread: {e}"));
             }
         }
@@ -303,9 +378,32 @@ fn unauthorized() -> ErrorResponse {
     r
 }
 
+fn too_many_hosts(max: usize) -> ErrorResponse {
+    let mut r = http::Response::new(Some(format!("too many hosts: {max} already connected")));
+    *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    r
+}
+
+/// Counts an authenticated connection while it lives.
+struct HostSlot<'a>(&'a AtomicUsize);
+
+impl Drop for HostSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 // tungstenite's handshake callback returns its `ErrorResponse` by value.
 #[allow(clippy::result_large_err)]
 fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
+    // However the handshake ends, the connection leaves the gate's book.
+    struct Leave<'a>(&'a Gate, ConnId);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            self.0.left(self.1);
+        }
+    }
+    let _leave = Leave(&ctx.gate, conn);
     let peer = tcp
         .peer_addr()
         .map(|a| a.to_string())
@@ -327,16 +425,23 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
             }
         },
     };
-    let mut who: Option<String> = None;
+    let mut who: Option<(String, [u8; 32])> = None;
+    let mut slot: Option<HostSlot> = None;
     let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         let token = req
             .headers()
             .get(http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(bearer);
-        match token.and_then(|t| ctx.tokens.find(&t)) {
-            Some(name) => {
-                who = Some(name);
+        let found = token.and_then(|t| Some((ctx.tokens.find(&t)?, auth::token_hash(&t))));
+        match found {
+            Some((name, hash)) => {
+                let held = HostSlot(&ctx.hosts);
+                if ctx.hosts.fetch_add(1, Ordering::SeqCst) >= ctx.max_hosts {
+                    return Err(too_many_hosts(ctx.max_hosts));
+                }
+                slot = Some(held);
+                who = Some((name, hash));
                 Ok(resp)
             }
             None => Err(unauthorized()),
@@ -346,11 +451,20 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
         match tungstenite::accept_hdr_with_config(stream, callback, Some(ws::ws_config())) {
             Ok(s) => s,
             Err(e) => {
-                (ctx.log)(&format!("{peer}: handshake refused: {e}"));
+                ctx.refusals
+                    .log(&ctx.log, &format!("{peer}: handshake refused: {e}"));
                 return;
             }
         };
-    let Some(name) = who else { return };
+    let (Some((name, token)), Some(_slot)) = (who, slot) else {
+        return;
+    };
+    // Out of the gate; unless the deadline (or a newer connection) closed it first.
+    if !ctx.gate.passed(conn) {
+        ctx.refusals
+            .log(&ctx.log, &format!("{peer}: handshake ran out of time"));
+        return;
+    }
     let (out_tx, out_rx) = unbounded::<Out>();
     let Ok((waker, wake_rx)) = ws::waker() else {
         return;
@@ -358,6 +472,7 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
     let open = Event::Open {
         conn,
         name: name.clone(),
+        token,
         out: out_tx,
         waker,
     };
@@ -374,7 +489,7 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
                 Err(crossbeam_channel::TryRecvError::Disconnected)
             )
         {
-            let _ = socket.close(None);
+            let _ = socket.close(Some(Closing::Stopping.frame()));
             let _ = socket.flush();
             break "coordinator stopping".to_string();
         }
@@ -420,10 +535,12 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
                         break 'pump format!("send: {e}");
                     }
                 }
-                Out::Close => {
-                    let _ = socket.close(None);
+                Out::Close(why) => {
+                    let frame = why.frame();
+                    let said = frame.reason.to_string();
+                    let _ = socket.close(Some(frame));
                     let _ = socket.flush();
-                    break 'pump "replaced by a newer connection".to_string();
+                    break 'pump said;
                 }
             }
         }
@@ -447,6 +564,7 @@ fn placer(
     stop: Receiver<()>,
     every: Duration,
     dir: Option<PathBuf>,
+    tokens: Arc<dyn TokenBook>,
     log: LogFn,
 ) {
     let store = dir.and_then(|d| match SqliteStore::open(&d) {
@@ -473,15 +591,18 @@ fn placer(
                     }
                     dirty = false;
                 }
-                placement.lock().unwrap_or_else(|p| p.into_inner()).tick(now)
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                let mut actions = cut_off_removed(&mut p, &mut outs, tokens.as_ref(), now, &log);
+                actions.extend(p.tick(now));
+                actions
             }
             recv(events) -> ev => {
                 let Ok(ev) = ev else { break };
                 dirty = true;
                 let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
                 match ev {
-                    Event::Open { conn, name, out, waker } => {
-                        outs.insert(conn, ConnOut { out, waker, name });
+                    Event::Open { conn, name, token, out, waker } => {
+                        outs.insert(conn, ConnOut { out, waker, name, token });
                         Vec::new()
                     }
                     Event::Closed { conn } => {
@@ -503,7 +624,7 @@ fn placer(
         for a in actions {
             let (conn, out) = match a {
                 Action::Send(c, m) => (c, Out::Frame(m)),
-                Action::Close(c) => (c, Out::Close),
+                Action::Close(c) => (c, Out::Close(Closing::Replaced)),
             };
             if let Some(c) = outs.get(&conn) {
                 let _ = c.out.send(out);
@@ -512,13 +633,46 @@ fn placer(
         }
     }
     for c in outs.values() {
-        let _ = c.out.send(Out::Close);
+        let _ = c.out.send(Out::Close(Closing::Stopping));
         c.waker.wake();
     }
     if let Some(s) = &store {
         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
         let _ = s.coord_put_view(&[], &job_rows(&p, now_millis()));
     }
+}
+
+/// Closes the connections whose token is no longer in the book (`coordinator host
+/// rm`, or the host added again with a new token): their leases go back to waiting
+/// and are placed elsewhere. A book that cannot be read cuts nobody off.
+fn cut_off_removed(
+    p: &mut Placement,
+    outs: &mut BTreeMap<ConnId, ConnOut>,
+    tokens: &dyn TokenBook,
+    now: Millis,
+    log: &LogFn,
+) -> Vec<Action> {
+    let Some(book) = tokens.hashes() else {
+        return Vec::new();
+    };
+    let gone: Vec<ConnId> = outs
+        .iter()
+        .filter(|(_, c)| {
+            !book
+                .iter()
+                .any(|(n, h)| *n == c.name && auth::constant_time_eq(h, &c.token))
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    let mut actions = Vec::new();
+    for id in gone {
+        let Some(c) = outs.remove(&id) else { continue };
+        log(&format!("host {} removed: closing its connection", c.name));
+        let _ = c.out.send(Out::Close(Closing::Removed));
+        c.waker.wake();
+        actions.extend(p.disconnect(id, now));
+    }
+    actions
 }
 
 fn frame(

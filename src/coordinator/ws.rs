@@ -167,3 +167,52 @@ pub fn read_available(
         _ => Ok(()),
     }
 }
+
+/// Log lines a peer can cause, bounded: at most `burst` lines per `window`; the rest
+/// are counted and reported in one line when a later window lets a line through. A
+/// misbehaving client (or host) cannot fill the log.
+pub struct Throttle {
+    burst: u32,
+    window: std::time::Duration,
+    state: std::sync::Mutex<ThrottleState>,
+}
+
+struct ThrottleState {
+    since: std::time::Instant,
+    shown: u32,
+    dropped: u64,
+}
+
+impl Throttle {
+    pub fn new(burst: u32, window: Duration) -> Throttle {
+        Throttle {
+            burst,
+            window,
+            state: std::sync::Mutex::new(ThrottleState {
+                since: std::time::Instant::now(),
+                shown: 0,
+                dropped: 0,
+            }),
+        }
+    }
+
+    /// Logs `line` unless this window's lines are spent. Returns whether it did.
+    pub fn log(&self, log: &LogFn, line: &str) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.since.elapsed() >= self.window {
+            s.since = std::time::Instant::now();
+            s.shown = 0;
+        }
+        if s.shown >= self.burst {
+            s.dropped += 1;
+            return false;
+        }
+        s.shown += 1;
+        if s.dropped > 0 {
+            log(&format!("({} similar lines not logged)", s.dropped));
+            s.dropped = 0;
+        }
+        log(line);
+        true
+    }
+}

@@ -7,7 +7,9 @@ mod download;
 mod unpack;
 
 pub use download::{Progress, download};
-pub use unpack::{UnpackError, install_tarball, unpack_safely};
+pub use unpack::{
+    MARKER, Occupant, UnpackError, check_replaceable, install_tarball, occupant, unpack_safely,
+};
 
 use crate::github::RunnerDownload;
 use std::cmp::Ordering;
@@ -37,6 +39,9 @@ pub enum InstallError {
     Unpack(UnpackError),
     /// A filesystem step failed.
     Io(String),
+    /// The directory (or its `.partial`, `.previous`) holds something `runner install`
+    /// did not put there: refused, nothing written or removed.
+    NotOurs(std::path::PathBuf),
 }
 
 impl fmt::Display for InstallError {
@@ -50,6 +55,11 @@ impl fmt::Display for InstallError {
                 "the download's SHA-256 is {actual}, not the published {expected}: refused, nothing installed; try again, and if it persists report it"
             ),
             InstallError::Unpack(e) => write!(f, "{e}; nothing installed"),
+            InstallError::NotOurs(p) => write!(
+                f,
+                "{} is not empty and was not installed by 'runner install' (it has no {MARKER}): refused, nothing written or removed; give an empty or new directory (an install by an older runner-manager: remove it, or create that file in it)",
+                p.display()
+            ),
         }
     }
 }

@@ -2,11 +2,25 @@
 //! absolute paths, no `..`, links only to places inside the install, no device files
 //! or FIFOs), into `DIR.partial`, renamed into place only when whole, so a runner
 //! directory that exists is always complete.
+//!
+//! Links are checked against the whole archive, not one at a time: no entry may be
+//! placed, and no link may point, through another symlink of the archive (`a -> .`
+//! then `a/b -> ..` would otherwise plant a link to the parent), so resolving each
+//! link lexically from its own directory is what the kernel will resolve.
+//!
+//! Only an install of ours is ever replaced: `install_tarball` marks what it installs
+//! ([`MARKER`]), and refuses a directory (or a `DIR.partial`, `DIR.previous`) that is
+//! neither absent, empty, nor marked, deleting nothing.
 
 use super::InstallError;
 use flate2::read::GzDecoder;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
+
+/// The file `runner install` leaves at the top of every install it makes: a directory
+/// without it is not ours to replace.
+pub const MARKER: &str = ".runner-manager-install";
 
 /// Entries in one archive at most (a release has a few thousand).
 const MAX_ENTRIES: usize = 200_000;
@@ -56,20 +70,38 @@ fn is_plain_relative(p: &Path) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// A path's plain names (`./a//b` is `a/b`).
+fn names(p: &Path) -> PathBuf {
+    p.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .collect()
+}
+
 /// Whether a symlink at `entry` pointing at `target` stays inside the install,
-/// resolving `..` lexically from the link's own directory.
-fn link_stays_inside(entry: &Path, target: &Path) -> bool {
+/// resolving `..` lexically from the link's own directory, and never passing through
+/// one of `symlinks` (the archive's own links, whose `..` the kernel would resolve
+/// from where they lead, not from where they sit).
+fn link_stays_inside(entry: &Path, target: &Path, symlinks: &BTreeSet<PathBuf>) -> bool {
     if target.is_absolute() {
         return false;
     }
-    let mut depth: Vec<&std::ffi::OsStr> = Vec::new();
     let parent = entry.parent().unwrap_or(Path::new(""));
-    for c in parent.components().chain(target.components()) {
+    let steps: Vec<Component> = parent.components().chain(target.components()).collect();
+    let mut depth = PathBuf::new();
+    for (i, c) in steps.iter().enumerate() {
         match c {
-            Component::Normal(n) => depth.push(n),
+            Component::Normal(n) => {
+                depth.push(n);
+                let last = steps[i + 1..]
+                    .iter()
+                    .all(|c| matches!(c, Component::CurDir));
+                if !last && symlinks.contains(&depth) {
+                    return false;
+                }
+            }
             Component::CurDir => {}
             Component::ParentDir => {
-                if depth.pop().is_none() {
+                if !depth.pop() {
                     return false;
                 }
             }
@@ -79,28 +111,56 @@ fn link_stays_inside(entry: &Path, target: &Path) -> bool {
     true
 }
 
-fn check_entry<R: std::io::Read>(e: &tar::Entry<'_, R>) -> Result<(), UnpackError> {
+/// Whether a proper ancestor of `path` is one of the archive's symlinks.
+fn under_a_symlink(path: &Path, symlinks: &BTreeSet<PathBuf>) -> bool {
+    path.ancestors()
+        .skip(1)
+        .any(|a| !a.as_os_str().is_empty() && symlinks.contains(a))
+}
+
+/// One entry as the checks see it.
+struct Seen {
+    path: PathBuf,
+    name: String,
+    kind: tar::EntryType,
+    link: Option<PathBuf>,
+}
+
+fn read_entry<R: std::io::Read>(e: &tar::Entry<'_, R>) -> Result<Seen, UnpackError> {
     let path = e
         .path()
         .map_err(|err| UnpackError::Damaged(format!("an entry's name does not read: {err}")))?;
-    let name = path.display().to_string();
+    Ok(Seen {
+        name: path.display().to_string(),
+        path: path.into_owned(),
+        kind: e.header().entry_type(),
+        link: e.link_name().ok().flatten().map(|l| l.into_owned()),
+    })
+}
+
+/// Checks one entry against the archive's symlinks (all of them, wherever they come
+/// in the archive).
+fn check_entry(e: &Seen, symlinks: &BTreeSet<PathBuf>) -> Result<(), UnpackError> {
     let unsafe_ = |why| UnpackError::Unsafe {
-        entry: name.clone(),
+        entry: e.name.clone(),
         why,
     };
-    is_plain_relative(&path).map_err(unsafe_)?;
+    is_plain_relative(&e.path).map_err(unsafe_)?;
+    let path = names(&e.path);
+    if under_a_symlink(&path, symlinks) {
+        return Err(unsafe_("is placed through a symlink of the archive"));
+    }
     use tar::EntryType::*;
-    match e.header().entry_type() {
+    match e.kind {
         Regular | Continuous | Directory | GNULongName | GNULongLink | XHeader | XGlobalHeader => {
             Ok(())
         }
         Symlink => {
             let target = e
-                .link_name()
-                .ok()
-                .flatten()
+                .link
+                .as_ref()
                 .ok_or_else(|| unsafe_("is a link without a target"))?;
-            if link_stays_inside(&path, &target) {
+            if link_stays_inside(&path, target, symlinks) {
                 Ok(())
             } else {
                 Err(unsafe_("is a symlink pointing outside the install"))
@@ -108,11 +168,15 @@ fn check_entry<R: std::io::Read>(e: &tar::Entry<'_, R>) -> Result<(), UnpackErro
         }
         Link => {
             let target = e
-                .link_name()
-                .ok()
-                .flatten()
+                .link
+                .as_ref()
                 .ok_or_else(|| unsafe_("is a link without a target"))?;
-            is_plain_relative(&target).map_err(|_| unsafe_("is a hard link to outside the install"))
+            is_plain_relative(target)
+                .map_err(|_| unsafe_("is a hard link to outside the install"))?;
+            if under_a_symlink(&names(target), symlinks) {
+                return Err(unsafe_("is a hard link through a symlink of the archive"));
+            }
+            Ok(())
         }
         Char | Block => Err(unsafe_("is a device file")),
         Fifo => Err(unsafe_("is a FIFO")),
@@ -137,10 +201,11 @@ fn open(tarball: &Path) -> Result<tar::Archive<GzDecoder<std::fs::File>>, Unpack
 pub fn unpack_safely(tarball: &Path, into: &Path) -> Result<(), UnpackError> {
     let damaged = |e: std::io::Error| UnpackError::Damaged(e.to_string());
     let (mut count, mut bytes) = (0usize, 0u64);
+    let mut seen = Vec::new();
     let mut a = open(tarball)?;
     for e in a.entries().map_err(damaged)? {
         let e = e.map_err(damaged)?;
-        check_entry(&e)?;
+        seen.push(read_entry(&e)?);
         count += 1;
         bytes += e.header().size().unwrap_or(0);
         if count > MAX_ENTRIES || bytes > MAX_UNPACKED_BYTES {
@@ -149,25 +214,35 @@ pub fn unpack_safely(tarball: &Path, into: &Path) -> Result<(), UnpackError> {
             )));
         }
     }
+    let symlinks: BTreeSet<PathBuf> = seen
+        .iter()
+        .filter(|e| e.kind == tar::EntryType::Symlink)
+        .map(|e| names(&e.path))
+        .collect();
+    for e in &seen {
+        check_entry(e, &symlinks)?;
+    }
     let mut a = open(tarball)?;
     for e in a.entries().map_err(damaged)? {
         let mut e = e.map_err(damaged)?;
         // Checked again: the second read is of the same file, but cheap insurance.
-        check_entry(&e)?;
-        let name = e
-            .path()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let s = read_entry(&e)?;
+        if s.kind == tar::EntryType::Symlink && !symlinks.contains(&names(&s.path)) {
+            return Err(UnpackError::Damaged(
+                "the archive changed while read".into(),
+            ));
+        }
+        check_entry(&s, &symlinks)?;
         // unpack_in also refuses to write through a symlink that leaves `into`.
         match e.unpack_in(into) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(UnpackError::Unsafe {
-                    entry: name,
+                    entry: s.name,
                     why: "would be written outside the install",
                 });
             }
-            Err(err) => return Err(UnpackError::Io(format!("unpacking {name}: {err}"))),
+            Err(err) => return Err(UnpackError::Io(format!("unpacking {}: {err}", s.name))),
         }
     }
     Ok(())
@@ -179,25 +254,79 @@ fn sibling(dir: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Unpacks into `DIR.partial`, checks the layout (`bin/Runner.Listener`), then puts it
-/// in place: a previous install at `DIR` is moved to `DIR.previous` first and removed
-/// after. Attempt roots are hard-linked copies, so running runners keep their files.
+/// What stands at a path `runner install` would write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Occupant {
+    Absent,
+    /// An empty directory: nothing to lose.
+    Empty,
+    /// A directory with [`MARKER`]: an install (or a partial one) of ours.
+    Ours,
+    /// Anything else: never replaced or removed.
+    Foreign,
+}
+
+/// Looks at `path` without following a link there (a link is foreign).
+pub fn occupant(path: &Path) -> std::io::Result<Occupant> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Occupant::Absent),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_dir() {
+        return Ok(Occupant::Foreign);
+    }
+    let marked = std::fs::symlink_metadata(path.join(MARKER)).is_ok_and(|m| m.is_file());
+    if marked {
+        return Ok(Occupant::Ours);
+    }
+    Ok(if std::fs::read_dir(path)?.next().is_none() {
+        Occupant::Empty
+    } else {
+        Occupant::Foreign
+    })
+}
+
+/// Checks that `dir`, and the `DIR.partial` and `DIR.previous` an install uses, hold
+/// nothing but an install of ours: `InstallError::NotOurs` names the first that does.
+pub fn check_replaceable(dir: &Path) -> Result<(), InstallError> {
+    for p in [
+        dir.to_path_buf(),
+        sibling(dir, ".partial"),
+        sibling(dir, ".previous"),
+    ] {
+        match occupant(&p) {
+            Ok(Occupant::Foreign) => return Err(InstallError::NotOurs(p)),
+            Ok(_) => {}
+            Err(e) => return Err(InstallError::Io(format!("looking at {}: {e}", p.display()))),
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks into `DIR.partial`, checks the layout (`bin/Runner.Listener`), marks it
+/// ([`MARKER`]), then puts it in place: a previous install at `DIR` is moved to
+/// `DIR.previous` first and removed after. Attempt roots are hard-linked copies, so
+/// running runners keep their files. A `DIR` (or `DIR.partial`, `DIR.previous`) that
+/// is not empty and not marked is refused before anything is written or removed.
 pub fn install_tarball(tarball: &Path, dir: &Path) -> Result<(), InstallError> {
     let io = |what: &str, p: &Path, e: std::io::Error| {
         InstallError::Io(format!("{what} {}: {e}", p.display()))
     };
+    check_replaceable(dir)?;
     let partial = sibling(dir, ".partial");
     let previous = sibling(dir, ".previous");
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| io("creating", parent, e))?;
     }
-    // A partial tree is what a crash mid-install leaves: never complete, safe to drop.
+    // A partial tree of ours is what a crash mid-install leaves: never complete.
     if partial.exists() {
         std::fs::remove_dir_all(&partial).map_err(|e| io("removing", &partial, e))?;
     }
     std::fs::create_dir(&partial).map_err(|e| io("creating", &partial, e))?;
-    let result = unpack_safely(tarball, &partial)
-        .map_err(InstallError::from)
+    let result = std::fs::write(partial.join(MARKER), b"installed by runner-manager\n")
+        .map_err(|e| io("marking", &partial, e))
+        .and_then(|()| unpack_safely(tarball, &partial).map_err(InstallError::from))
         .and_then(|()| {
             let listener = partial.join("bin/Runner.Listener");
             if listener.is_file() {
@@ -210,6 +339,10 @@ pub fn install_tarball(tarball: &Path, dir: &Path) -> Result<(), InstallError> {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(e);
     }
+    // Checked again right before anything is moved: still ours, or nothing.
+    check_replaceable(dir).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(&partial);
+    })?;
     if dir.exists() {
         if previous.exists() {
             std::fs::remove_dir_all(&previous).map_err(|e| io("removing", &previous, e))?;
@@ -262,15 +395,29 @@ mod tests {
 
     #[test]
     fn link_targets() {
-        assert!(link_stays_inside(Path::new("a/b/link"), Path::new("../c")));
+        let none = BTreeSet::new();
+        assert!(link_stays_inside(
+            Path::new("a/b/link"),
+            Path::new("../c"),
+            &none
+        ));
         assert!(!link_stays_inside(
             Path::new("a/link"),
-            Path::new("../../etc")
+            Path::new("../../etc"),
+            &none
         ));
         assert!(!link_stays_inside(
             Path::new("link"),
-            Path::new("/etc/passwd")
+            Path::new("/etc/passwd"),
+            &none
         ));
+        // Through the archive's own link `x -> .`: `x/..` is the parent.
+        let x: BTreeSet<PathBuf> = [PathBuf::from("x")].into();
+        assert!(!link_stays_inside(Path::new("c"), Path::new("x/.."), &x));
+        assert!(link_stays_inside(Path::new("c"), Path::new("x"), &x));
+        assert!(link_stays_inside(Path::new("c"), Path::new("./x/."), &x));
+        assert!(under_a_symlink(Path::new("x/b"), &x));
+        assert!(!under_a_symlink(Path::new("x"), &x));
         assert!(is_plain_relative(Path::new("./bin/x")).is_ok());
         assert!(is_plain_relative(Path::new("bin/../../x")).is_err());
     }

@@ -127,7 +127,8 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Removes a host: its token stops working at its next connection.
+    /// Removes a host: its token stops working, and a serving coordinator closes its
+    /// connection at its next tick.
     pub fn coord_remove_host(&self, name: &str) -> Result<()> {
         let n = self
             .connection()

@@ -299,3 +299,56 @@ fn a_foreign_file_is_refused_untouched() {
     assert!(r.stderr.contains(&db.display().to_string()), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&db).unwrap(), "my shopping list\n");
 }
+
+#[test]
+fn an_app_key_that_is_not_a_pem_key_is_refused_naming_the_file() {
+    let d = seeded("badkey");
+    let state = d.state();
+    let not_pem = d.file("notes.txt", "ghp_this_is_a_token_not_a_key\n");
+    let half = d.file("half.pem", "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n");
+    for key in [&not_pem, &half] {
+        let before = snapshot(&state);
+        let r = d.run(&[
+            "target",
+            "add",
+            "app",
+            "--repo",
+            "a/b",
+            "--app-id",
+            "1",
+            "--app-key",
+            key,
+        ]);
+        assert_eq!(r.code, 2, "{key}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("--app-key") && r.stderr.contains(key.as_str()),
+            "names the argument and the file: {}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("PEM"), "{}", r.stderr);
+        assert!(
+            !r.stderr.contains("ghp_this"),
+            "echoed the file: {}",
+            r.stderr
+        );
+        assert!(snapshot(&state) == before, "{key} changed the store");
+    }
+    // A real key is taken, and `target set app_key=` is held to the same rule.
+    let good = d.file("key.pem", include_str!("../fixtures/github/app-key.pem"));
+    d.ok(&[
+        "target",
+        "add",
+        "app",
+        "--repo",
+        "a/b",
+        "--app-id",
+        "1",
+        "--app-key",
+        &good,
+    ]);
+    let before = snapshot(&state);
+    let r = d.run(&["target", "set", "app", &format!("app_key={not_pem}")]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("app_key") && r.stderr.contains(not_pem.as_str()));
+    assert!(snapshot(&state) == before);
+}

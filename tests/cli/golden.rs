@@ -47,7 +47,7 @@ fn check(name: &str, actual: &str, failures: &mut Vec<String>) {
 fn every_command_human_and_json() {
     let d = Dir::new("golden");
     let tok = d.file("token", "ghp_not_for_printing");
-    let key = d.file("key.pem", "-----BEGIN RSA PRIVATE KEY-----\n");
+    let key = d.file("key.pem", include_str!("../fixtures/github/app-key.pem"));
     let runner = d.path("actions-runner");
     runner_manager::sim::install::lay_out(&runner, std::path::Path::new(crate::support::BIN))
         .unwrap();

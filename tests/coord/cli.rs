@@ -91,3 +91,47 @@ fn host_add_prints_the_token_once_and_serve_admits_only_it() {
     assert_eq!(code, 2);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn host_add_token_out_writes_the_token_0600_and_never_over_a_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dir("tokout");
+    let file = d.join("h1.token");
+    let f = file.to_str().unwrap();
+    let (code, out, err) = rm(&d, &["coordinator", "host", "add", "h1", "--token-out", f]);
+    assert_eq!(code, 0, "{err}");
+    let token = std::fs::read_to_string(&file).unwrap();
+    let token = token.trim();
+    assert_eq!(token.len(), 64);
+    assert!(
+        !out.contains(token) && !err.contains(token),
+        "the token was printed"
+    );
+    assert!(out.contains(f), "says where: {out}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    // The file holds the token the store knows.
+    let store = runner_manager::store::SqliteStore::open(&d.join("state")).unwrap();
+    let hashes = store.coord_token_hashes().unwrap();
+    let secret = runner_manager::secret::Secret::new(token);
+    assert_eq!(
+        runner_manager::coordinator::auth::find_in(&hashes, &secret).as_deref(),
+        Some("h1")
+    );
+    // An existing file is never overwritten, and then no host is added.
+    let (code, _, err) = rm(&d, &["coordinator", "host", "add", "h2", "--token-out", f]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--token-out") && err.contains("already exists"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    assert!(store.coord_host("h2").unwrap().is_none());
+    // A relative path is bad input too.
+    let (code, _, err) = rm(
+        &d,
+        &["coordinator", "host", "add", "h3", "--token-out", "x"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(store.coord_host("h3").unwrap().is_none());
+}

@@ -116,7 +116,6 @@ fn run(seed: u64) {
             scope: "octo/app".into(),
             api_url: "https://api.github.com".into(),
         }],
-        format!("s{seed}"),
     );
     let mut w = World::default();
     let mut now = 1_800_000_000_000i64;

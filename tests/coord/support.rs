@@ -1,7 +1,7 @@
 //! Shared pieces: a scripted demand source, a token book, a scripted host (a plain
 //! tungstenite client) and polling with a deadline.
 
-use runner_manager::coordinator::auth::{TokenBook, find_in, token_hash};
+use runner_manager::coordinator::auth::{TokenBook, token_hash};
 use runner_manager::coordinator::demand::DemandSource;
 use runner_manager::coordinator::placement::{CoordTarget, PlacementConfig};
 use runner_manager::coordinator::protocol::{
@@ -27,16 +27,23 @@ pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-pub struct Tokens(pub Vec<(String, Vec<u8>)>);
+/// The hosts' token hashes; `remove` is `coordinator host rm`.
+pub struct Tokens(pub Mutex<Vec<(String, Vec<u8>)>>);
 
 impl TokenBook for Tokens {
-    fn find(&self, token: &Secret) -> Option<String> {
-        find_in(&self.0, token)
+    fn hashes(&self) -> Option<Vec<(String, Vec<u8>)>> {
+        Some(self.0.lock().unwrap().clone())
+    }
+}
+
+impl Tokens {
+    pub fn remove(&self, host: &str) {
+        self.0.lock().unwrap().retain(|(h, _)| h != host);
     }
 }
 
 pub fn tokens(hosts: &[&str]) -> Arc<Tokens> {
-    Arc::new(Tokens(
+    Arc::new(Tokens(Mutex::new(
         hosts
             .iter()
             .map(|h| {
@@ -46,7 +53,7 @@ pub fn tokens(hosts: &[&str]) -> Arc<Tokens> {
                 )
             })
             .collect(),
-    ))
+    )))
 }
 
 pub fn token_of(host: &str) -> String {
@@ -86,6 +93,16 @@ pub fn job(id: i64, labels: &[&str]) -> QueuedJob {
 /// A coordinator on 127.0.0.1 with the given hosts' tokens and one scripted target
 /// `ct` (`octo/app` on the default API).
 pub fn coordinator(hosts: &[&str], ttl_secs: u64) -> (ServerHandle, Queue) {
+    let (h, q, _) = coordinator_with(hosts, ttl_secs, |_| {});
+    (h, q)
+}
+
+/// [`coordinator`], with its options changed by `tune` first, and its token book.
+pub fn coordinator_with(
+    hosts: &[&str],
+    ttl_secs: u64,
+    tune: impl FnOnce(&mut ServeOptions),
+) -> (ServerHandle, Queue, Arc<Tokens>) {
     let jobs: Queue = Arc::new(Mutex::new(Vec::new()));
     let src = Scripted {
         target: CoordTarget {
@@ -105,8 +122,10 @@ pub fn coordinator(hosts: &[&str], ttl_secs: u64) -> (ServerHandle, Queue) {
     opts.tick = Duration::from_millis(20);
     opts.ping_interval = Duration::from_millis(500);
     opts.log = Arc::new(|_| {});
-    let h = serve(opts, tokens(hosts), vec![Box::new(src)]).unwrap();
-    (h, jobs)
+    tune(&mut opts);
+    let book = tokens(hosts);
+    let h = serve(opts, book.clone(), vec![Box::new(src)]).unwrap();
+    (h, jobs, book)
 }
 
 pub fn hello(name: &str, version: u32, capacity: u32) -> Hello {

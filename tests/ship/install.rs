@@ -135,9 +135,12 @@ fn a_wrong_checksum_refuses_and_leaves_nothing() {
     assert!(e.to_string().contains("only https://"), "{e}");
 }
 
-/// Writes a .tar.gz whose one evil entry is built from raw header bytes (the tar
-/// crate's own setters refuse such paths, which is the point).
-fn evil_tarball(path: &Path, name: &[u8], kind: tar::EntryType, link: Option<&[u8]>) {
+/// One entry built from raw header bytes: (name, kind, link target).
+type Raw<'a> = (&'a [u8], tar::EntryType, Option<&'a [u8]>);
+
+/// Writes a .tar.gz of a `bin/Runner.Listener` and then `evil`, entries built from raw
+/// header bytes (the tar crate's own setters refuse such paths, which is the point).
+fn hostile_tarball(path: &Path, evil: &[Raw]) {
     let f = std::fs::File::create(path).unwrap();
     let gz = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
     let mut b = tar::Builder::new(gz);
@@ -147,29 +150,36 @@ fn evil_tarball(path: &Path, name: &[u8], kind: tar::EntryType, link: Option<&[u
     ok.set_mode(0o755);
     ok.set_cksum();
     b.append(&ok, &b"#!\n"[..]).unwrap();
-    let mut h = tar::Header::new_gnu();
-    h.set_entry_type(kind);
-    h.set_mode(0o644);
-    h.set_size(if kind == tar::EntryType::Regular {
-        4
-    } else {
-        0
-    });
-    {
-        let g = h.as_gnu_mut().unwrap();
-        g.name[..name.len()].copy_from_slice(name);
-        if let Some(l) = link {
-            g.linkname[..l.len()].copy_from_slice(l);
+    for (name, kind, link) in evil {
+        let kind = *kind;
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(0o644);
+        h.set_size(if kind == tar::EntryType::Regular {
+            4
+        } else {
+            0
+        });
+        {
+            let g = h.as_gnu_mut().unwrap();
+            g.name[..name.len()].copy_from_slice(name);
+            if let Some(l) = link {
+                g.linkname[..l.len()].copy_from_slice(l);
+            }
         }
+        h.set_cksum();
+        let data: &[u8] = if kind == tar::EntryType::Regular {
+            b"evil"
+        } else {
+            b""
+        };
+        b.append(&h, data).unwrap();
     }
-    h.set_cksum();
-    let data: &[u8] = if kind == tar::EntryType::Regular {
-        b"evil"
-    } else {
-        b""
-    };
-    b.append(&h, data).unwrap();
     b.into_inner().unwrap().finish().unwrap();
+}
+
+fn evil_tarball(path: &Path, name: &[u8], kind: tar::EntryType, link: Option<&[u8]>) {
+    hostile_tarball(path, &[(name, kind, link)]);
 }
 
 #[test]
@@ -223,6 +233,7 @@ fn a_failed_install_keeps_the_previous_one() {
     let dir = d.path("runner");
     std::fs::create_dir_all(dir.join("bin")).unwrap();
     std::fs::write(dir.join("bin/runnerversion"), "2.300.0").unwrap();
+    std::fs::write(dir.join(install::MARKER), "").unwrap();
     // An archive without bin/Runner.Listener is not a runner.
     let tgz = d.path("empty.tar.gz");
     let gz = flate2::write::GzEncoder::new(
@@ -251,4 +262,137 @@ fn a_failed_install_keeps_the_previous_one() {
         "{e}"
     );
     assert_eq!(install::installed_version(&dir).as_deref(), Some("2.300.0"));
+}
+
+#[test]
+fn links_through_the_archives_own_links_are_refused() {
+    use tar::EntryType::*;
+    let d = Dir::new("install-linkchain");
+    type Case<'a> = (&'a [Raw<'a>], &'a str);
+    let cases: &[Case] = &[
+        // `a -> .` then `a/b -> ..`: b would sit at the top and lead to the parent.
+        (
+            &[(b"a", Symlink, Some(b".")), (b"a/b", Symlink, Some(b".."))],
+            "through a symlink",
+        ),
+        // The same, the other way round in the archive.
+        (
+            &[(b"a/b", Symlink, Some(b"..")), (b"a", Symlink, Some(b"."))],
+            "through a symlink",
+        ),
+        // `x -> .` then `c -> x/..`: lexically the top, really the parent.
+        (
+            &[(b"x", Symlink, Some(b".")), (b"c", Symlink, Some(b"x/.."))],
+            "symlink pointing outside",
+        ),
+        // A file written through the archive's link.
+        (
+            &[(b"up", Symlink, Some(b"bin")), (b"up/evil", Regular, None)],
+            "through a symlink",
+        ),
+        // A hard link through it.
+        (
+            &[
+                (b"l", Symlink, Some(b".")),
+                (b"h", Link, Some(b"l/bin/Runner.Listener")),
+            ],
+            "hard link through a symlink",
+        ),
+    ];
+    for (i, (entries, why)) in cases.iter().enumerate() {
+        let tgz = d.path(&format!("chain{i}.tar.gz"));
+        hostile_tarball(&tgz, entries);
+        let dir = d.path(&format!("sub{i}/runner"));
+        let e = install::install_tarball(&tgz, &dir).unwrap_err();
+        match &e {
+            InstallError::Unpack(UnpackError::Unsafe { why: w, .. }) => {
+                assert!(w.contains(why), "case {i}: {w}")
+            }
+            other => panic!("case {i}: {other}"),
+        }
+        assert!(!dir.exists() && leftovers(&dir).is_empty(), "case {i}");
+    }
+    // A link to a link inside is still fine.
+    let tgz = d.path("fine.tar.gz");
+    hostile_tarball(
+        &tgz,
+        &[(b"x", Symlink, Some(b"bin")), (b"c", Symlink, Some(b"x"))],
+    );
+    install::install_tarball(&tgz, &d.path("fine")).unwrap();
+    assert!(d.path("fine/c/Runner.Listener").is_file());
+}
+
+#[test]
+fn only_an_install_of_ours_is_replaced_and_nothing_else_is_deleted() {
+    let d = Dir::new("install-ours");
+    let tgz = d.path("ok.tar.gz");
+    hostile_tarball(&tgz, &[]);
+    // Somebody's directory.
+    let dir = d.path("data");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("precious"), "keep me").unwrap();
+    let e = install::install_tarball(&tgz, &dir).unwrap_err();
+    assert!(matches!(&e, InstallError::NotOurs(p) if *p == dir), "{e}");
+    assert!(
+        e.to_string().contains("not installed by 'runner install'"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("precious")).unwrap(),
+        "keep me"
+    );
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+    // A link is never ours either.
+    let link = d.path("link");
+    std::os::unix::fs::symlink(&dir, &link).unwrap();
+    assert!(matches!(
+        install::install_tarball(&tgz, &link).unwrap_err(),
+        InstallError::NotOurs(_)
+    ));
+    // An empty directory, and then our own install, are replaced.
+    let ours = d.path("runner");
+    std::fs::create_dir_all(&ours).unwrap();
+    install::install_tarball(&tgz, &ours).unwrap();
+    assert!(ours.join(install::MARKER).is_file());
+    install::install_tarball(&tgz, &ours).unwrap();
+    // But not over somebody's DIR.previous, which stays as it was.
+    let prev = d.path("runner.previous");
+    std::fs::create_dir_all(&prev).unwrap();
+    std::fs::write(prev.join("notes"), "mine").unwrap();
+    let e = install::install_tarball(&tgz, &ours).unwrap_err();
+    assert!(matches!(&e, InstallError::NotOurs(p) if *p == prev), "{e}");
+    assert_eq!(std::fs::read_to_string(prev.join("notes")).unwrap(), "mine");
+    assert!(
+        ours.join("bin/Runner.Listener").is_file(),
+        "the install is kept"
+    );
+}
+
+#[test]
+fn runner_install_into_a_foreign_or_relative_dir_exits_2_and_keeps_it() {
+    let d = Dir::new("install-foreign");
+    let _sim = sim_and_target(&d);
+    let dir = d.path("mine");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("precious"), "keep me").unwrap();
+    let r = d.run(&["runner", "install", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--dir"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("not installed by 'runner install'"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("precious")).unwrap(),
+        "keep me"
+    );
+    assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+    let r = d.run(&["runner", "install", "--dir", "relative/runner"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--dir") && r.stderr.contains("absolute"),
+        "{}",
+        r.stderr
+    );
 }
