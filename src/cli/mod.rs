@@ -130,6 +130,11 @@ fn execute(inv: &Invocation) -> CliResult {
     match inv.command.path {
         ["demo"] => return run::demo(inv),
         ["sim", "github"] => return run::sim_github(inv),
+        ["sim", "job", "add"] => {
+            let mut out = output::Out::new(inv.json);
+            run::sim_job_add(inv, &mut out)?;
+            return out.flush();
+        }
         ["completions"] => return completions::run(inv),
         ["doctor"] => return doctor::run(inv, &state_dir(inv)?),
         _ => {}

@@ -180,6 +180,92 @@ pub fn demo(inv: &Invocation) -> CliResult {
     })
 }
 
+/// `sim job add`: queues jobs on a running `sim github` through its control endpoint
+/// (`POST /_sim/jobs`), as the tests and the demo do in process.
+pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
+    let required = |name: &str, what: &str| {
+        inv.value(name)
+            .ok_or_else(|| CliError::usage(name, &format!("is required: {what}")))
+    };
+    let url = required("--url", "the URL `sim github` printed")?;
+    if !url.starts_with("http://") {
+        return Err(CliError::usage(
+            "--url",
+            &format!("expected the simulated GitHub's http://HOST:PORT (got {url:?})"),
+        ));
+    }
+    let base = url.trim_end_matches('/').trim_end_matches("/api/v3");
+    let (owner, repo) = validate::repo_full_name("--repo", required("--repo", "OWNER/REPO")?)?;
+    let labels: Vec<String> = required("--labels", "the labels jobs ask for (L1,L2)")?
+        .split(',')
+        .map(|l| l.trim().to_string())
+        .collect();
+    if labels.iter().any(String::is_empty) {
+        return Err(CliError::usage(
+            "--labels",
+            "expected labels separated by commas, none empty (e.g. self-hosted,linux)",
+        ));
+    }
+    let count = match inv.value("--count") {
+        Some(v) => validate::number_in("--count", v, 1, 1000)?,
+        None => 1,
+    };
+    let secs = match inv.value("--duration") {
+        Some(v) => validate::seconds_in("--duration", v, 0, 86_400)?,
+        None => 5,
+    };
+    let prefix = match inv.value("--name") {
+        Some(v) => validate::name("--name", v)?,
+        None => "job".into(),
+    };
+    let timeout = std::time::Duration::from_secs(10);
+    let mut added = Vec::new();
+    for i in 1..=count {
+        let name = format!("{prefix}-{i}");
+        let body = json!({
+            "repo": format!("{owner}/{repo}"),
+            "name": name,
+            "labels": labels,
+            "duration_ms": secs * 1000,
+        })
+        .to_string();
+        let resp = crate::sim::client::request(
+            base,
+            "POST",
+            "/_sim/jobs",
+            &[("content-type", "application/json")],
+            Some(body.as_bytes()),
+            timeout,
+        )
+        .map_err(|e| {
+            CliError::Failed(format!(
+                "cannot reach the simulated GitHub at {base}: {e} (is `sim github` running?)"
+            ))
+        })?;
+        if resp.status != 200 && resp.status != 201 {
+            return Err(CliError::Failed(format!(
+                "the simulated GitHub refused job {name}: {} {}",
+                resp.status,
+                String::from_utf8_lossy(&resp.body).trim()
+            )));
+        }
+        added.push(name);
+    }
+    out.emit(
+        || {
+            format!(
+                "queued {} job(s) in {owner}/{repo} asking for [{}], {}s each: {}\n",
+                added.len(),
+                labels.join(", "),
+                secs,
+                added.join(" ")
+            )
+        },
+        || json!({"repo": format!("{owner}/{repo}"), "labels": labels, "duration_secs": secs, "jobs": added}),
+    );
+    Ok(())
+}
+
 pub fn sim_github(inv: &Invocation) -> CliResult {
     let mut args = Vec::new();
     for (name, value) in &inv.options {

@@ -378,6 +378,40 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        path: &["sim", "job", "add"],
+        args: "--url URL --repo OWNER/REPO --labels L1,L2 [--count N] [--duration DURATION] [--name PREFIX]",
+        positionals: (0, Some(0)),
+        about: "Queue jobs on a running simulated GitHub (`sim github` prints its URL)",
+        options: &[
+            opt(
+                "--url",
+                "URL",
+                "The simulated GitHub, as `sim github` printed it (http://127.0.0.1:PORT)",
+            ),
+            opt(
+                "--repo",
+                "OWNER/REPO",
+                "The repository the jobs run in (one `sim github --repo` made)",
+            ),
+            opt(
+                "--labels",
+                "L1,L2",
+                "The labels each job's runs-on asks for, e.g. self-hosted,linux",
+            ),
+            opt("--count", "N", "How many jobs (default 1, at most 1000)"),
+            opt(
+                "--duration",
+                "DURATION",
+                "How long each job runs on the runner that takes it: 30s, 2m (default 5s)",
+            ),
+            opt(
+                "--name",
+                "PREFIX",
+                "Job names: PREFIX-1, PREFIX-2, ... (default job)",
+            ),
+        ],
+    },
+    Command {
         path: &["top"],
         args: "",
         positionals: (0, Some(0)),

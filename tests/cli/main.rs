@@ -10,5 +10,6 @@ mod man;
 mod man8;
 mod once;
 mod settings;
+mod sim_job;
 mod store;
 mod support;

@@ -1,0 +1,104 @@
+//! `sim job add`: queues jobs on a running simulated GitHub, and says why when it
+//! cannot.
+
+use super::support::Dir;
+use runner_manager::sim::{SimConfig, SimGitHub};
+
+#[test]
+fn sim_job_add_queues_jobs_with_their_labels_and_duration() {
+    let d = Dir::new("sim-job");
+    let mut sim = SimGitHub::start(SimConfig::default()).expect("sim starts");
+    sim.add_repo("acme/app", true);
+    let url = sim.url().to_string();
+    let r = d.ok(&[
+        "sim",
+        "job",
+        "add",
+        "--url",
+        &url,
+        "--repo",
+        "acme/app",
+        "--labels",
+        "self-hosted,linux",
+        "--count",
+        "3",
+        "--duration",
+        "2m",
+        "--name",
+        "build",
+    ]);
+    assert!(r.stdout.contains("queued 3 job(s)"), "{}", r.stdout);
+    let mut jobs = sim.jobs();
+    jobs.sort_by_key(|j| j.name.clone());
+    let names: Vec<_> = jobs.iter().map(|j| j.name.as_str()).collect();
+    assert_eq!(names, ["build-1", "build-2", "build-3"]);
+    for j in &jobs {
+        assert_eq!(j.repo, "acme/app");
+        assert_eq!(j.labels, ["self-hosted", "linux"]);
+        assert_eq!(j.duration_ms, 120_000);
+    }
+    // It needs no store: nothing was made in the state directory.
+    assert!(!d.state().exists());
+    sim.shutdown();
+}
+
+#[test]
+fn sim_job_add_refuses_bad_input_and_says_what_went_wrong() {
+    let d = Dir::new("sim-job-bad");
+    let mut sim = SimGitHub::start(SimConfig::default()).expect("sim starts");
+    sim.add_repo("acme/app", true);
+    let url = sim.url().to_string();
+    let base = ["sim", "job", "add", "--url"];
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["--repo", "acme/app", "--labels", "x"], 2, "--url"),
+        (&[&url, "--repo", "acme", "--labels", "x"], 2, "--repo"),
+        (
+            &[&url, "--repo", "acme/app", "--labels", "a,,b"],
+            2,
+            "--labels",
+        ),
+        (
+            &[&url, "--repo", "acme/app", "--labels", "x", "--count", "0"],
+            2,
+            "--count",
+        ),
+        (
+            &[
+                &url,
+                "--repo",
+                "acme/app",
+                "--labels",
+                "x",
+                "--duration",
+                "5 parsecs",
+            ],
+            2,
+            "--duration",
+        ),
+        (
+            &[&url, "--repo", "other/app", "--labels", "x"],
+            1,
+            "no such repository",
+        ),
+    ];
+    for (args, code, says) in cases {
+        // The first case leaves out --url altogether.
+        let full: Vec<&str> = if args[0] == "--repo" {
+            base[..3].iter().chain(args.iter()).copied().collect()
+        } else {
+            base.iter().chain(args.iter()).copied().collect()
+        };
+        let r = d.run(&full);
+        assert_eq!(r.code, *code, "{full:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{full:?}: {}", r.stderr);
+    }
+    assert!(sim.jobs().is_empty(), "a refused command queued a job");
+    // Nothing listening: exit 1 naming the URL.
+    let gone = "http://127.0.0.1:9";
+    let r = d.run(&[
+        "sim", "job", "add", "--url", gone, "--repo", "acme/app", "--labels", "x",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains(gone), "{}", r.stderr);
+    sim.shutdown();
+}
