@@ -12,6 +12,7 @@ mod daemon {
     mod crash;
     mod labels;
     mod lifecycle;
+    mod meters;
     mod metrics;
     mod runner_faults;
     mod scaleset;

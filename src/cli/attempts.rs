@@ -1,9 +1,10 @@
 //! `attempts` and `attempt show`: the ledger, newest first, and one attempt's timeline.
 
-use super::output::{self, Out, attempt_json, or_dash, table, time};
+use super::output::{self, Out, attempt_figures, attempt_json, live_meter, or_dash, table, time};
 use super::parse::Invocation;
 use super::{CliError, CliResult};
 use crate::domain::validate;
+use crate::meter::units;
 use crate::store::{AttemptFilter, Store};
 use serde_json::json;
 
@@ -41,11 +42,14 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         limit: (limit > 0).then_some(limit as u32),
     };
     let list = store.attempts(&filter)?;
+    let meters = store.live_meters()?;
     out.emit(
         || {
             let rows: Vec<Vec<String>> = list
                 .iter()
                 .map(|a| {
+                    let m = live_meter(a, &meters);
+                    let (peak, cpu) = attempt_figures(a, meters.get(&a.id));
                     vec![
                         a.id.to_string(),
                         a.profile.clone(),
@@ -53,18 +57,27 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                         a.state_word().into(),
                         or_dash(a.outcome.map(|o| o.as_str())),
                         time(a.created_at),
+                        // A live runner's RSS now; an ended one's peak.
+                        or_dash(m.map(|m| m.rss_bytes).or(peak).map(units::bytes)),
+                        or_dash(cpu.map(units::cpu)),
                         or_dash(a.job_name.as_ref()),
                     ]
                 })
                 .collect();
             table(
                 &[
-                    "ID", "PROFILE", "RUNNER", "STATE", "OUTCOME", "CREATED", "JOB",
+                    "ID", "PROFILE", "RUNNER", "STATE", "OUTCOME", "CREATED", "RSS", "CPU", "JOB",
                 ],
                 &rows,
             )
         },
-        || json!(list.iter().map(attempt_json).collect::<Vec<_>>()),
+        || {
+            json!(
+                list.iter()
+                    .map(|a| attempt_json(a, &meters))
+                    .collect::<Vec<_>>()
+            )
+        },
     );
     Ok(())
 }
@@ -72,6 +85,9 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
 pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let id = validate::number_in("ID", &inv.positionals[0], 1, i64::MAX as u64)? as i64;
     let a = store.attempt(id)?;
+    let meters = store.live_meters()?;
+    let m = live_meter(&a, &meters);
+    let (peak, cpu) = attempt_figures(&a, meters.get(&a.id));
     out.emit(
         || {
             let mut s = output::block(&[
@@ -97,17 +113,11 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                     },
                 ),
                 ("lease", or_dash(a.lease_id.as_ref())),
-                (
-                    "peak_rss",
-                    or_dash(a.peak_rss_bytes.map(|b| format!("{b} bytes"))),
-                ),
-                (
-                    "cpu",
-                    or_dash(
-                        a.cpu_millis
-                            .map(|m| format!("{}.{:03}s", m / 1000, m % 1000)),
-                    ),
-                ),
+                ("rss", or_dash(m.map(|m| units::bytes(m.rss_bytes)))),
+                ("peak_rss", or_dash(peak.map(units::bytes))),
+                ("cpu", or_dash(cpu.map(units::cpu))),
+                ("cpu_now", or_dash(m.map(|m| units::percent(m.cpu_percent)))),
+                ("processes", or_dash(m.map(|m| m.processes))),
                 ("cleaned", output::yes_no(a.cleaned)),
             ]);
             s.push_str("\nTIMELINE\n");
@@ -119,7 +129,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             }
             s
         },
-        || attempt_json(&a),
+        || attempt_json(&a, &meters),
     );
     Ok(())
 }

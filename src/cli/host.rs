@@ -5,6 +5,7 @@ use super::parse::Invocation;
 use super::{CliError, CliResult, secret_file};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, Isolation, UidRange};
+use crate::meter::units;
 use crate::store::Store;
 use crate::timefmt::{Millis, now_millis};
 use serde_json::json;
@@ -210,6 +211,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
         .as_ref()
         .is_some_and(|b| now - b.heartbeat_at < HEARTBEAT_STALE_MS);
     let live_total: u32 = live.values().sum();
+    let meters = output::profile_meters(store)?;
     let isolation = isolation_line(store, &h, alive)?;
     out.emit(
         || {
@@ -268,6 +270,8 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                             p.max_capacity
                         ),
                         p.min_capacity.to_string(),
+                        or_dash(meters.get(&p.name).map(|t| units::bytes(t.rss_bytes))),
+                        or_dash(meters.get(&p.name).map(|t| units::percent(t.cpu_percent))),
                         or_dash(st.map(|s| s.demand)),
                         or_dash(st.map(|s| limit_shown(&s.limiting, alive))),
                         or_dash(st.and_then(|s| s.last_error.as_ref())),
@@ -281,6 +285,8 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     "STATE",
                     "LIVE/MAX",
                     "MIN",
+                    "RSS",
+                    "CPU",
                     "DEMAND",
                     "LIMITED BY",
                     "LAST ERROR",
@@ -329,6 +335,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                         "live": live.get(&p.name).copied().unwrap_or(0),
                         "min": p.min_capacity,
                         "max": p.max_capacity,
+                        "meters": output::totals_json(meters.get(&p.name)),
                         "demand": st.map(|s| s.demand),
                         "limiting": st.map(|s| limit_shown(&s.limiting, alive)),
                         "last_error": st.and_then(|s| s.last_error.clone()),

@@ -3,8 +3,11 @@
 
 use super::{CliError, CliResult};
 use crate::domain::{Attempt, Host, ScalePolicy, Target, TargetScope};
+use crate::meter::{LiveMeter, Totals, totals};
+use crate::store::{Store, StoreError};
 use crate::timefmt::{Millis, format_rfc3339};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 /// Collects what a command prints, so a failing command prints nothing on stdout.
@@ -158,7 +161,69 @@ pub fn host_json(h: &Host) -> Value {
     })
 }
 
-pub fn attempt_json(a: &Attempt) -> Value {
+/// The attempt's peak RSS and CPU time: the larger of what its row keeps (written
+/// when its life ends) and its live meter.
+pub fn attempt_figures(a: &Attempt, m: Option<&LiveMeter>) -> (Option<u64>, Option<u64>) {
+    let max = |row: Option<u64>, live: Option<u64>| match (row, live) {
+        (Some(r), Some(l)) => Some(r.max(l)),
+        (r, l) => r.or(l),
+    };
+    (
+        max(a.peak_rss_bytes, m.map(|m| m.peak_rss_bytes)),
+        max(a.cpu_millis, m.map(|m| m.cpu_millis)),
+    )
+}
+
+/// The meter of an attempt whose runner may still run; an ended attempt's figures of
+/// "now" are not shown.
+pub fn live_meter<'a>(a: &Attempt, meters: &'a BTreeMap<i64, LiveMeter>) -> Option<&'a LiveMeter> {
+    meters
+        .get(&a.id)
+        .filter(|_| a.state.is_live() && !a.cleaned)
+}
+
+/// Per-profile totals of this host's live attempts' meters.
+pub fn profile_meters(store: &dyn Store) -> Result<BTreeMap<String, Totals>, StoreError> {
+    let Some(h) = store.host()? else {
+        return Ok(BTreeMap::new());
+    };
+    let meters = store.live_meters()?;
+    let open = store.open_attempts(&h.id)?;
+    Ok(totals(open.iter().filter_map(|a| {
+        live_meter(a, &meters).map(|m| (a.profile.as_str(), m))
+    })))
+}
+
+pub fn meter_json(m: Option<&LiveMeter>) -> Value {
+    match m {
+        None => Value::Null,
+        Some(m) => json!({
+            "at": time(m.at),
+            "rss_bytes": m.rss_bytes,
+            "peak_rss_bytes": m.peak_rss_bytes,
+            "cpu_millis": m.cpu_millis,
+            "cpu_percent": m.cpu_percent,
+            "processes": m.processes,
+        }),
+    }
+}
+
+pub fn totals_json(t: Option<&Totals>) -> Value {
+    let t = t.copied().unwrap_or_default();
+    json!({
+        "metered": t.metered,
+        "rss_bytes": t.rss_bytes,
+        "cpu_millis": t.cpu_millis,
+        "cpu_percent": t.cpu_percent,
+        "processes": t.processes,
+    })
+}
+
+/// An attempt as `attempts --json` and `attempt show --json` print it; `meters` is
+/// [`Store::live_meters`].
+pub fn attempt_json(a: &Attempt, meters: &BTreeMap<i64, LiveMeter>) -> Value {
+    let (peak_rss, cpu) = attempt_figures(a, meters.get(&a.id));
+    let m = live_meter(a, meters);
     json!({
         "id": a.id,
         "profile": a.profile,
@@ -177,8 +242,9 @@ pub fn attempt_json(a: &Attempt) -> Value {
         "job_id": a.job_id,
         "job_name": a.job_name,
         "lease_id": a.lease_id,
-        "peak_rss_bytes": a.peak_rss_bytes,
-        "cpu_millis": a.cpu_millis,
+        "peak_rss_bytes": peak_rss,
+        "cpu_millis": cpu,
+        "meter": meter_json(m),
         "cleaned": a.cleaned,
         "cleanup_tries": a.cleanup_tries,
         "history": a.history.iter().map(|h| json!({"state": h.state.as_str(), "at": time(h.at)})).collect::<Vec<_>>(),

@@ -50,6 +50,30 @@ pub fn runners(m: &Metrics, store: &dyn Store, open: &[Attempt]) {
     m.set_runners(&rows);
 }
 
+/// The live meters' totals per profile: every profile gets a series (0 with no
+/// live runner), so label cardinality is the number of profiles.
+pub fn meters(m: &Metrics, store: &dyn Store, open: &[Attempt], book: &crate::meter::LiveBook) {
+    let live: BTreeMap<i64, &str> = open
+        .iter()
+        .filter(|a| a.state.is_live())
+        .map(|a| (a.id, a.profile.as_str()))
+        .collect();
+    let by_profile = crate::meter::totals(
+        book.latest()
+            .filter_map(|lm| live.get(&lm.attempt).map(|p| (*p, lm))),
+    );
+    let mut rows: BTreeMap<String, crate::meter::Totals> = store
+        .profiles()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.name, crate::meter::Totals::default()))
+        .collect();
+    rows.extend(by_profile);
+    let rows: Vec<(&str, crate::meter::Totals)> =
+        rows.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+    m.set_meters(&rows);
+}
+
 /// A pass's demand per profile (queued jobs plus `min_capacity`).
 pub fn demand(m: &Metrics, alloc: &Allocation) {
     for pa in &alloc.profiles {

@@ -174,6 +174,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let mut next_prune = 0;
     let mut last_watchdog = std::time::Instant::now();
     let mut drain_deadline: Option<std::time::Instant> = None;
+    let mut live_book = crate::meter::LiveBook::new();
 
     loop {
         select! {
@@ -198,8 +199,16 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 Err(_) => break,
             },
             recv(report_rx) -> batch => if let Ok(batch) = batch {
-                for r in batch {
+                for r in &batch {
                     shared.record_meter(r.attempt, &r.meter);
+                }
+                // The live figures reach the store while the runner lives: what to
+                // write and when is `LiveBook`'s (pure) decision.
+                let now = now_millis();
+                live_book.observe(&batch, now);
+                let rows = live_book.due(now);
+                if let Err(e) = store.put_live_meters(&rows) {
+                    log_warn!("meters_not_written", attempts = rows.len(), error = e);
                 }
             },
             recv(ticker) -> _ => {
@@ -247,6 +256,8 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                         cgroup: (!contain.cgroups.is_none()).then(|| contain.cgroups.attempt(a.id)),
                     }))
                     .collect();
+                live_book.retain(|id| live.iter().any(|l| l.attempt == id));
+                metrics_feed::meters(&shared.metrics, &store, &open, &live_book);
                 let _ = live_tx.try_send(live);
                 if link.is_some() {
                     let live_n = open.iter().filter(|a| a.state.is_live()).count() as u32;

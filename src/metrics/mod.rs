@@ -63,6 +63,10 @@ pub mod names {
     pub const LINK_MODE: &str = "runner_manager_link_mode";
     pub const STARTS_HELD: &str = "runner_manager_starts_held";
     pub const ISOLATION: &str = "runner_manager_isolation";
+    pub const RSS_BYTES: &str = "runner_manager_runner_rss_bytes";
+    pub const CPU_SECONDS: &str = "runner_manager_runner_cpu_seconds";
+    pub const CPU_PERCENT: &str = "runner_manager_runner_cpu_percent";
+    pub const PROCESSES: &str = "runner_manager_runner_processes";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
@@ -180,6 +184,32 @@ impl Metrics {
             "The containment runners start with: 1 for the current one of uids, none, refused",
             &[],
         );
+        m.register(
+            RSS_BYTES,
+            Kind::Gauge,
+            "Resident memory of a profile's live runners now, summed, by profile",
+            &[],
+        );
+        m.register(
+            CPU_SECONDS,
+            Kind::Gauge,
+            "CPU time used so far by a profile's live runners, summed, by profile \
+             (falls when a runner ends)",
+            &[],
+        );
+        m.register(
+            CPU_PERCENT,
+            Kind::Gauge,
+            "CPU use of a profile's live runners over the last sampling interval, \
+             summed (100 is one core), by profile",
+            &[],
+        );
+        m.register(
+            PROCESSES,
+            Kind::Gauge,
+            "Processes of a profile's live runners, summed, by profile",
+            &[],
+        );
         m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         m
     }
@@ -275,6 +305,21 @@ impl Metrics {
             .map(|(p, s, n)| (vec![("profile", *p), ("state", *s)], *n as f64))
             .collect();
         self.gauge_replace(names::RUNNERS, &rows);
+    }
+
+    /// The live meters' per-profile totals; replaces the previous figures, so a
+    /// profile with no live runner left shows 0 (one series per profile and family).
+    pub fn set_meters(&self, totals: &[(&str, crate::meter::Totals)]) {
+        let rows = |f: &dyn Fn(&crate::meter::Totals) -> f64| -> Vec<(Vec<(&str, &str)>, f64)> {
+            totals
+                .iter()
+                .map(|(p, t)| (vec![("profile", *p)], f(t)))
+                .collect()
+        };
+        self.gauge_replace(names::RSS_BYTES, &rows(&|t| t.rss_bytes as f64));
+        self.gauge_replace(names::CPU_SECONDS, &rows(&|t| t.cpu_millis as f64 / 1000.0));
+        self.gauge_replace(names::CPU_PERCENT, &rows(&|t| t.cpu_percent));
+        self.gauge_replace(names::PROCESSES, &rows(&|t| t.processes as f64));
     }
 
     pub fn set_demand(&self, profile: &str, demand: u64) {

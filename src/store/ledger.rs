@@ -106,6 +106,9 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
         |r| r.get(0),
     )?;
     append_events(&tx, a.id, stored as usize, &a.history)?;
+    if a.cleaned {
+        super::meters::forget(&tx, a.id)?;
+    }
     tx.commit()?;
     Ok(())
 }

@@ -9,6 +9,7 @@ mod coordinator;
 mod error;
 mod ledger;
 mod live;
+mod meters;
 mod rows;
 pub mod schema;
 mod sqlite;
@@ -18,6 +19,7 @@ pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 
 use crate::domain::{Attempt, Host, Limit, Reported, ScalePolicy, Target, TargetMode};
+use crate::meter::{LiveMeter, MeterPoint};
 use crate::timefmt::Millis;
 use std::collections::BTreeMap;
 
@@ -169,6 +171,14 @@ pub trait Store {
     fn latency_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<LatencySample>>;
     /// Deletes queue and latency samples taken before `before`; returns how many.
     fn prune_samples(&self, before: Millis) -> Result<usize>;
+
+    /// Writes live meter rows (and one sparkline point each) in one transaction;
+    /// rows of attempts already cleaned are skipped.
+    fn put_live_meters(&self, meters: &[LiveMeter]) -> Result<()>;
+    /// The live meter of every attempt not yet cleaned that has one, by attempt id.
+    fn live_meters(&self) -> Result<BTreeMap<i64, LiveMeter>>;
+    /// An attempt's recent meter points, oldest first (empty once it is cleaned).
+    fn meter_points(&self, attempt: i64) -> Result<Vec<MeterPoint>>;
 
     /// A small key/value table for modules' own state (e.g. a scale set's lastMessageId).
     fn kv_get(&self, key: &str) -> Result<Option<String>>;

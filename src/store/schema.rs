@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -205,6 +205,30 @@ ALTER TABLE attempts ADD COLUMN runner_gid INTEGER;
 /// NAME max_in_flight=N`); targets from before get the default, 8.
 pub const V5: &str = r#"
 ALTER TABLE targets ADD COLUMN max_in_flight INTEGER NOT NULL DEFAULT 8;
+"#;
+
+/// Version 6: live meters. One row per attempt not yet cleaned, upserted while its
+/// runner lives (so the attempt row is not rewritten every few seconds), and a ring of
+/// at most `meter::live::RING_SLOTS` recent points per attempt for the sparkline. Both
+/// go when the attempt is cleaned (and with it, through the cascade).
+pub const V6: &str = r#"
+CREATE TABLE attempt_meters (
+    attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id) ON DELETE CASCADE,
+    at INTEGER NOT NULL,
+    rss_bytes INTEGER NOT NULL,
+    peak_rss_bytes INTEGER NOT NULL,
+    cpu_millis INTEGER NOT NULL,
+    cpu_percent REAL NOT NULL,
+    processes INTEGER NOT NULL
+);
+CREATE TABLE attempt_meter_ring (
+    attempt_id INTEGER NOT NULL REFERENCES attempts(id) ON DELETE CASCADE,
+    slot INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    rss_bytes INTEGER NOT NULL,
+    cpu_percent REAL NOT NULL,
+    PRIMARY KEY (attempt_id, slot)
+) WITHOUT ROWID;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -5,7 +5,7 @@ use super::error::{Result, StoreError};
 use super::schema::{self, Found};
 use super::{
     AttemptFilter, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, Store,
-    TargetStatus, config, ledger, live,
+    TargetStatus, config, ledger, live, meters,
 };
 use crate::domain::{Attempt, Host, ScalePolicy, Target};
 use crate::timefmt::Millis;
@@ -286,6 +286,15 @@ impl Store for SqliteStore {
     }
     fn prune_samples(&self, before: Millis) -> Result<usize> {
         self.wrap(live::prune_samples(&self.conn, before))
+    }
+    fn put_live_meters(&self, meters: &[crate::meter::LiveMeter]) -> Result<()> {
+        self.wrap(meters::put(&self.conn, meters))
+    }
+    fn live_meters(&self) -> Result<BTreeMap<i64, crate::meter::LiveMeter>> {
+        self.wrap(meters::all(&self.conn))
+    }
+    fn meter_points(&self, attempt: i64) -> Result<Vec<crate::meter::MeterPoint>> {
+        self.wrap(meters::ring(&self.conn, attempt))
     }
     fn kv_get(&self, key: &str) -> Result<Option<String>> {
         self.wrap(live::kv_get(&self.conn, key))

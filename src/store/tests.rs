@@ -555,3 +555,68 @@ fn foreign_and_corrupt_files_are_refused_untouched() {
     });
     assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
 }
+
+fn live_meter(attempt: i64, at: Millis, rss: u64, peak: u64, cpu: u64, seq: u64) -> LiveMeter {
+    LiveMeter {
+        attempt,
+        at,
+        rss_bytes: rss,
+        peak_rss_bytes: peak,
+        cpu_millis: cpu,
+        cpu_percent: 12.5,
+        processes: 3,
+        seq,
+    }
+}
+
+#[test]
+fn live_meters_are_upserted_with_a_bounded_ring_and_go_when_cleaned() {
+    use crate::meter::live::RING_SLOTS;
+    let (s, h, _) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, "linux"), 1).unwrap();
+    let other = s.create_attempt(&new_attempt(&h, "linux"), 1).unwrap();
+    assert!(s.live_meters().unwrap().is_empty());
+    s.put_live_meters(&[live_meter(a.id, 10, 100, 100, 5, 0)])
+        .unwrap();
+    s.put_live_meters(&[live_meter(other.id, 10, 7, 7, 1, 0)])
+        .unwrap();
+    let m = s.live_meters().unwrap()[&a.id];
+    assert_eq!((m.rss_bytes, m.peak_rss_bytes, m.cpu_millis), (100, 100, 5));
+    assert_eq!((m.cpu_percent, m.processes, m.at), (12.5, 3, 10));
+
+    // A restarted daemon's sampler starts from nothing: the stored peak and CPU
+    // time stay, the figures of now follow the new sample.
+    s.put_live_meters(&[live_meter(a.id, 20, 50, 60, 2, 1)])
+        .unwrap();
+    let m = s.live_meters().unwrap()[&a.id];
+    assert_eq!((m.rss_bytes, m.peak_rss_bytes, m.cpu_millis), (50, 100, 5));
+
+    // The ring keeps at most RING_SLOTS points, the newest, oldest first.
+    for seq in 2..(RING_SLOTS + 10) {
+        let at = 10 * (seq as i64 + 1);
+        s.put_live_meters(&[live_meter(a.id, at, seq, seq, 5, seq)])
+            .unwrap();
+    }
+    let points = s.meter_points(a.id).unwrap();
+    assert_eq!(points.len() as u64, RING_SLOTS);
+    assert_eq!(points.last().unwrap().rss_bytes, RING_SLOTS + 9);
+    assert_eq!(points[0].rss_bytes, 10);
+    assert!(points.windows(2).all(|w| w[0].at < w[1].at));
+    assert_eq!(s.meter_points(other.id).unwrap().len(), 1);
+
+    // The attempt row is not what the meters rewrite.
+    assert_eq!(s.attempt(a.id).unwrap().peak_rss_bytes, None);
+
+    // Cleaned: its meter and points go; a late batch does not bring them back.
+    a.cleaned = true;
+    s.save_attempt(&a).unwrap();
+    s.put_live_meters(&[live_meter(a.id, 5_000, 1, 1, 1, 99)])
+        .unwrap();
+    let left = s.live_meters().unwrap();
+    assert_eq!(left.keys().copied().collect::<Vec<_>>(), [other.id]);
+    assert!(s.meter_points(a.id).unwrap().is_empty());
+    // Nor for an attempt that never existed.
+    s.put_live_meters(&[live_meter(9_999, 1, 1, 1, 1, 0)])
+        .unwrap();
+    assert_eq!(s.live_meters().unwrap().len(), 1);
+}

@@ -204,7 +204,13 @@ impl Component for AttemptsView {
                 if wide {
                     cells.push(Cell::from(a.runner_name.clone()));
                 }
-                cells.push(Cell::from(fmt::or_dash(a.peak_rss_bytes, fmt::bytes)));
+                // A live runner's RSS now; an ended one's peak.
+                let rss = snap
+                    .meters
+                    .get(&a.id)
+                    .map(|m| m.rss_bytes)
+                    .or(a.peak_rss_bytes);
+                cells.push(Cell::from(fmt::or_dash(rss, fmt::bytes)));
                 cells.push(Cell::from(fmt::or_dash(a.cpu_millis, fmt::cpu)));
                 let outcome = match (a.outcome, &a.reason) {
                     (Some(o), Some(r)) => format!("{}: {r}", o.as_str()),

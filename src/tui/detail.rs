@@ -103,11 +103,21 @@ impl Component for DetailView {
             ),
             field(
                 "usage",
-                Span::raw(format!(
-                    "rss {} cpu {}",
-                    fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
-                    fmt::or_dash(a.cpu_millis, fmt::cpu)
-                )),
+                Span::raw(match snap.meters.get(&a.id) {
+                    Some(m) => format!(
+                        "rss {} (peak {}) cpu {} {} procs {}",
+                        fmt::bytes(m.rss_bytes),
+                        fmt::bytes(m.peak_rss_bytes),
+                        fmt::cpu(m.cpu_millis),
+                        crate::meter::units::percent(m.cpu_percent),
+                        m.processes
+                    ),
+                    None => format!(
+                        "peak rss {} cpu {}",
+                        fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
+                        fmt::or_dash(a.cpu_millis, fmt::cpu)
+                    ),
+                }),
             ),
             field("outcome", Span::raw(outcome)),
             field("created", Span::raw(format_rfc3339(a.created_at))),

@@ -3,6 +3,7 @@
 //! is a handful of short read transactions; the store is never written here.
 
 use crate::domain::{Attempt, AttemptState, Host, Reported, ScalePolicy, TargetMode};
+use crate::meter::LiveMeter;
 use crate::store::{
     AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, SqliteStore, Store,
     StoreError, TargetStatus,
@@ -72,6 +73,9 @@ pub struct Snapshot {
     /// Within [`PICTURE_WINDOW_MS`] of `now`, oldest first.
     pub queue: Vec<QueueSample>,
     pub latency: Vec<LatencySample>,
+    /// The live meter of each attempt whose runner may still run, by attempt id; the
+    /// peak RSS and CPU time of `attempts` already include it.
+    pub meters: BTreeMap<i64, LiveMeter>,
     /// A coordinator's pool, when the store has coordinator hosts (the Pool pane is
     /// shown only then). Filled by [`Snapshot::with_pool`].
     pub pool: Option<super::pool::PoolSnapshot>,
@@ -114,7 +118,22 @@ impl Snapshot {
             };
             by_id.extend(store.attempts(&live)?.into_iter().map(|a| (a.id, a)));
         }
-        let attempts: Vec<Attempt> = by_id.into_values().rev().collect();
+        let mut meters = store.live_meters()?;
+        let mut attempts: Vec<Attempt> = by_id.into_values().rev().collect();
+        // A live runner's figures come from its meter row until its end writes them
+        // into the attempt's own.
+        for a in attempts.iter_mut() {
+            if let Some(m) = meters.get(&a.id) {
+                a.peak_rss_bytes = Some(a.peak_rss_bytes.unwrap_or(0).max(m.peak_rss_bytes));
+                a.cpu_millis = Some(a.cpu_millis.unwrap_or(0).max(m.cpu_millis));
+            }
+        }
+        let live_ids: std::collections::BTreeSet<i64> = attempts
+            .iter()
+            .filter(|a| a.state.is_live() && !a.cleaned)
+            .map(|a| a.id)
+            .collect();
+        meters.retain(|id, _| live_ids.contains(id));
         let pstat = store.profile_statuses()?;
         let profiles = store
             .profiles()?
@@ -158,6 +177,7 @@ impl Snapshot {
             attempts,
             queue: store.queue_samples(None, since)?,
             latency: store.latency_samples(None, since)?,
+            meters,
             pool: None,
         })
     }

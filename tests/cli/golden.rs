@@ -248,6 +248,18 @@ fn every_command_human_and_json() {
         b.step(AttemptState::Starting, T0 + 71_000).unwrap();
         b.pid = Some(4343);
         s.save_attempt(&b).unwrap();
+        // The live meter the daemon keeps while b's runner lives.
+        s.put_live_meters(&[runner_manager::meter::LiveMeter {
+            attempt: b.id,
+            at: T0 + 72_000,
+            rss_bytes: 612 << 20,
+            peak_rss_bytes: 700 << 20,
+            cpu_millis: 1_234,
+            cpu_percent: 35.0,
+            processes: 4,
+            seq: 0,
+        }])
+        .unwrap();
     }
 
     let reads: Vec<(&str, Vec<&str>)> = vec![
@@ -263,6 +275,7 @@ fn every_command_human_and_json() {
             vec!["attempts", "--active", "--profile", "linux"],
         ),
         ("attempt-show", vec!["attempt", "show", "1"]),
+        ("attempt-show-live", vec!["attempt", "show", "2"]),
     ];
     for (name, args) in &reads {
         let r = d.ok(args);

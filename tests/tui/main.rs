@@ -5,4 +5,5 @@
 mod figures;
 mod golden;
 mod keys;
+mod meters;
 mod support;
