@@ -3,13 +3,13 @@
 
 use super::support::{BIN, Dir};
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-#[test]
-fn an_interrupted_demo_prints_its_summary_and_exits_130() {
-    let d = Dir::new("demo-int");
+/// A headless demo of 500 jobs on `d`'s state directory, its stdout piped, and a
+/// thread that reads its stderr to the end.
+fn start_demo(d: &Dir) -> (Child, std::thread::JoinHandle<String>) {
     let mut child = Command::new(BIN)
         .arg("--state-dir")
         .arg(d.state())
@@ -20,18 +20,44 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the demo");
-    let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    (child, err)
+}
+
+/// SIGINT, then waits (bounded) for the demo to exit; `seen` goes in the failure.
+fn interrupt(child: &mut Child, seen: &str) -> ExitStatus {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the demo did not stop within 60 s of SIGINT:\n{seen}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_interrupted_demo_prints_its_summary_and_exits_130() {
+    let d = Dir::new("demo-int");
+    let (mut child, err) = start_demo(&d);
+    let stdout = BufReader::new(child.stdout.take().unwrap());
     let (tx, lines) = mpsc::channel();
     std::thread::spawn(move || {
         for line in stdout.lines().map_while(Result::ok) {
             let _ = tx.send(line);
         }
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
     });
     // Wait for its first progress line: the world is laid out and the daemon started.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -53,21 +79,7 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
             break;
         }
     }
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("the demo did not stop within 60 s of SIGINT:\n{seen}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = interrupt(&mut child, &seen);
     // The process has exited, so its end of the pipes is closed.
     seen.extend(lines.iter().map(|l| l + "\n"));
     let stderr = err.join().unwrap();
@@ -111,22 +123,7 @@ fn an_interrupted_demo_whose_reader_is_gone_still_exits_130() {
     // `demo | cat` and Ctrl-C: the terminal's SIGINT takes `cat` down too, so the
     // demo's summary meets a closed pipe.
     let d = Dir::new("demo-pipe");
-    let mut child = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(d.state())
-        .args(["demo", "--headless", "--jobs", "500"])
-        .env_remove("RUNNER_MANAGER_STATE_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the demo");
-    let mut stderr = child.stderr.take().unwrap();
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
+    let (mut child, err) = start_demo(&d);
     {
         // The first line is printed once the simulated GitHub runs; a read that never
         // comes is bounded by the demo's own failure (it exits, closing the pipe).
@@ -135,21 +132,7 @@ fn an_interrupted_demo_whose_reader_is_gone_still_exits_130() {
         stdout.read_line(&mut line).unwrap();
         assert!(line.starts_with("runner-manager demo:"), "{line}");
     } // The reader is gone: the pipe is closed.
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("the demo did not stop within 60 s of SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = interrupt(&mut child, "");
     let stderr = err.join().unwrap();
     assert_eq!(status.code(), Some(130), "stderr:\n{stderr}");
     assert!(stderr.contains("interrupted with"), "{stderr}");

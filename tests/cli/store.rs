@@ -2,6 +2,21 @@
 
 use crate::support::Dir;
 
+/// Runs the binary on the state directory `dir`; its exit code and stderr.
+fn run_at(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(crate::support::BIN)
+        .arg("--state-dir")
+        .arg(dir)
+        .args(args)
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
     let d = Dir::new("no-store");
@@ -22,15 +37,8 @@ fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
         &["coordinator", "hosts"],
     ];
     for args in reads {
-        let out = std::process::Command::new(crate::support::BIN)
-            .arg("--state-dir")
-            .arg(&deep)
-            .args(*args)
-            .env_remove("RUNNER_MANAGER_STATE_DIR")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let (code, stderr) = run_at(&deep, args);
+        assert_eq!(code, Some(1), "{args:?}: {stderr}");
         assert!(
             stderr.contains(&format!("no store at {}", deep.display())),
             "{args:?}: {stderr}"
@@ -67,15 +75,8 @@ fn a_refused_first_command_leaves_no_store_behind() {
         &["coordinator", "host", "add", "Bad Name"],
     ];
     for args in refused {
-        let out = std::process::Command::new(crate::support::BIN)
-            .arg("--state-dir")
-            .arg(&deep)
-            .args(*args)
-            .env_remove("RUNNER_MANAGER_STATE_DIR")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let (code, stderr) = run_at(&deep, args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
         assert!(
             !d.path("fresh").exists(),
             "{args:?} left {}",
