@@ -217,12 +217,20 @@ fn forward(
     waker.wake();
 }
 
-/// Full jitter on an exponential backoff: uniform in [min, min * 2^n], capped.
-fn backoff(cfg: &LinkConfig, n: u32) -> Duration {
-    let cap = cfg
-        .backoff_min
-        .saturating_mul(1u32 << n.min(16))
-        .min(cfg.backoff_max);
+/// The longest wait before dialling a coordinator that refused or reset the
+/// connection: nothing listens there (it is restarting), so asking again is cheap, and
+/// a host that waited longer would stay standalone after it came back.
+const ABSENT_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Full jitter on an exponential backoff: uniform in [min, min * 2^n], capped by
+/// `backoff_max`, and by [`ABSENT_RETRY_MAX`] when the coordinator was `absent`.
+fn backoff(cfg: &LinkConfig, n: u32, absent: bool) -> Duration {
+    let max = if absent {
+        cfg.backoff_max.min(ABSENT_RETRY_MAX)
+    } else {
+        cfg.backoff_max
+    };
+    let cap = cfg.backoff_min.saturating_mul(1u32 << n.min(16)).min(max);
     let span = cap.saturating_sub(cfg.backoff_min).as_millis() as u64;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -247,6 +255,7 @@ fn run(
     let mut ledger = Ledger::default();
     let mut failures = 0u32;
     while !shared.stopping.load(Ordering::SeqCst) {
+        let mut absent = false;
         match connect(&cfg, tls.as_ref()) {
             Ok(mut socket) => {
                 shared.connects.fetch_add(1, Ordering::SeqCst);
@@ -268,12 +277,19 @@ fn run(
                     (cfg.log)(&format!("link to {} lost: {why}", cfg.url));
                 }
             }
-            Err(e) => (cfg.log)(&format!("cannot connect to {}: {e}", cfg.url)),
+            Err(Dial { why, absent: gone }) => {
+                absent = gone;
+                // An absent coordinator is dialled every few seconds: say so at
+                // first, then about once a minute.
+                if !gone || failures < 3 || failures.is_multiple_of(12) {
+                    (cfg.log)(&format!("cannot connect to {}: {why}", cfg.url));
+                }
+            }
         }
         if shared.stopping.load(Ordering::SeqCst) {
             break;
         }
-        let wait = backoff(&cfg, failures);
+        let wait = backoff(&cfg, failures, absent);
         failures = failures.saturating_add(1);
         select! {
             recv(stop) -> _ => break,
@@ -282,10 +298,29 @@ fn run(
     }
 }
 
+/// Why a dial failed, and whether nothing was there to answer (the connection was
+/// refused, reset or aborted before the handshake): the coordinator is away.
+struct Dial {
+    why: String,
+    absent: bool,
+}
+
+impl From<String> for Dial {
+    fn from(why: String) -> Dial {
+        Dial { why, absent: false }
+    }
+}
+
+impl From<&str> for Dial {
+    fn from(why: &str) -> Dial {
+        Dial::from(why.to_string())
+    }
+}
+
 fn connect(
     cfg: &LinkConfig,
     tls: Option<&Arc<rustls::ClientConfig>>,
-) -> Result<WebSocket<Stream>, String> {
+) -> Result<WebSocket<Stream>, Dial> {
     let mut req = cfg
         .url
         .as_str()
@@ -308,7 +343,7 @@ fn connect(
         .to_socket_addrs()
         .map_err(|e| format!("resolving {host}: {e}"))?
         .collect();
-    let mut last = String::from("no address");
+    let mut last = Dial::from("no address");
     let mut tcp = None;
     for a in addrs {
         match TcpStream::connect_timeout(&a, cfg.connect_timeout) {
@@ -316,7 +351,17 @@ fn connect(
                 tcp = Some(s);
                 break;
             }
-            Err(e) => last = format!("{a}: {e}"),
+            Err(e) => {
+                last = Dial {
+                    why: format!("{a}: {e}"),
+                    absent: matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionRefused
+                            | std::io::ErrorKind::ConnectionReset
+                            | std::io::ErrorKind::ConnectionAborted
+                    ),
+                }
+            }
         }
     }
     let tcp = tcp.ok_or(last)?;
@@ -342,7 +387,7 @@ fn connect(
                     .into(),
             )
         }
-        Err(e) => Err(format!("handshake: {e}")),
+        Err(e) => Err(format!("handshake: {e}").into()),
     }
 }
 
@@ -538,5 +583,56 @@ impl Session<'_> {
             self.send(socket, &msg)?;
             self.shared.sent.fetch_add(1, Ordering::SeqCst);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::protocol::HostInfo;
+
+    fn cfg() -> LinkConfig {
+        let hello = Hello {
+            version: 2,
+            host: HostInfo {
+                id: "h-id".into(),
+                name: "h".into(),
+                os: "linux".into(),
+                arch: "x86_64".into(),
+                capacity: 1,
+            },
+            targets: Vec::new(),
+            profiles: Vec::new(),
+        };
+        LinkConfig::new("ws://127.0.0.1:1/", Secret::new("t"), hello)
+    }
+
+    /// A coordinator that is away (restarting) is dialled again within about 5 s
+    /// however long it has been away; other failures back off up to `backoff_max`.
+    #[test]
+    fn an_absent_coordinator_is_dialled_again_within_five_seconds() {
+        let c = cfg();
+        for n in 0..40 {
+            let w = backoff(&c, n, true);
+            assert!(w >= c.backoff_min && w <= ABSENT_RETRY_MAX, "{n}: {w:?}");
+        }
+        // Full jitter reaches past 5 s for other failures once the exponent allows.
+        let longest = (0..200).map(|_| backoff(&c, 10, false)).max().unwrap();
+        assert!(longest <= c.backoff_max);
+        assert!(longest > ABSENT_RETRY_MAX, "{longest:?}");
+    }
+
+    #[test]
+    fn a_refused_dial_says_the_coordinator_is_absent() {
+        // A port nothing listens on, on loopback: refused at once.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let mut c = cfg();
+        c.url = format!("ws://127.0.0.1:{port}/");
+        let Err(dial) = connect(&c, None) else {
+            panic!("a dial to a closed port connected");
+        };
+        assert!(dial.absent, "{}", dial.why);
     }
 }
