@@ -104,10 +104,17 @@ fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_retu
     // It comes back on the same address: the hosts rejoin and are directed again,
     // one runner per job.
     pool.start_coordinator();
+    let back = std::time::Instant::now();
     wait_until(
         Duration::from_secs(40),
         "both hosts are coordinated again",
         || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
+    );
+    // Issue 17's figure (printed, not asserted): a host dials an absent coordinator
+    // at most about 5 s apart, so both are directed again within about 5 s.
+    eprintln!(
+        "figures: both hosts directed again {} ms after the coordinator returned",
+        back.elapsed().as_millis()
     );
     let before = pool.runners_started();
     pool.enqueue(4, "after", 400);
