@@ -58,6 +58,10 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
     Ok(())
 }
 
+/// The longest coordinator URL `host set` takes: far past any real one (a host name
+/// is at most 253 characters), short enough that the books never hold a page of it.
+const MAX_URL_LEN: usize = 2048;
+
 /// Applies one `host set` key. Coordinator URLs are `ws://` (loopback or private
 /// network) or `wss://`; an empty value leaves the pool.
 fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
@@ -69,9 +73,22 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
             h.coordinator = if value.is_empty() {
                 None
             } else {
+                if value.len() > MAX_URL_LEN {
+                    return Err(Invalid::new(
+                        key,
+                        format!(
+                            "is {} characters long; a coordinator URL has at most {MAX_URL_LEN}",
+                            value.len()
+                        ),
+                    )
+                    .into());
+                }
                 let ok = (value.starts_with("ws://") || value.starts_with("wss://"))
                     && value.split("://").nth(1).is_some_and(|r| {
-                        !r.is_empty() && !r.contains(char::is_whitespace) && !r.contains('@')
+                        !r.is_empty()
+                            && !r.contains(char::is_whitespace)
+                            && !r.contains(char::is_control)
+                            && !r.contains('@')
                     });
                 if !ok {
                     return Err(Invalid::new(

@@ -12,6 +12,7 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
         .join(",");
     let long_name = "a".repeat(41);
     let p = ["profile", "add", "new", "--target", "octo", "--labels"];
+    let long_url = format!("coordinator=wss://{}.example:7700", "a".repeat(2100));
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["profile", "add", "Bad", "--target", "octo", "--labels", "x"],
@@ -223,6 +224,15 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
         (vec!["host", "set", "capacity=0"], "capacity"),
         (vec!["host", "set", "capacity=lots"], "capacity"),
         (vec!["host", "set", "coordinator=http://x"], "coordinator"),
+        (
+            vec![
+                "host",
+                "set",
+                "coordinator=ws://coord.example:7700/\u{1b}[2J",
+            ],
+            "coordinator",
+        ),
+        (vec!["host", "set", &long_url], "at most 2048"),
         (
             vec!["host", "set", "coordinator_token_file=/nonexistent/tok"],
             "coordinator_token_file",
