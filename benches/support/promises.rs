@@ -173,6 +173,9 @@ pub fn jit_credential(jit: &[u8]) -> Option<String> {
         .map(|(cfg, _)| cfg.credential.expose().to_string())
 }
 
+/// How long after an answer was written its client may not know it yet.
+pub const READ_GRACE_MS: i64 = 50;
+
 /// No request was sent with the answered credential between a `retry-after` answer
 /// and the end of its wait (the limit is the credential's: the Actions service's calls,
 /// made with the scale set's own tokens, are not held by it). `restarts` are the
@@ -192,6 +195,13 @@ pub fn jit_credential(jit: &[u8]) -> Option<String> {
 /// round trip after it left, the answer reached the client half a round trip after
 /// GitHub sent it. A log from before distance existed has no `done_at`: its arrival
 /// stands in (on loopback they are the same millisecond).
+///
+/// The window opens [`READ_GRACE_MS`] after the answer was written: the client's
+/// thread must still be woken, read the answer and raise the hold, and meanwhile
+/// another worker of the same daemon, sharing the credential but not the connection,
+/// may already be writing its request (a CI run saw one DELETE 2 ms after the answer,
+/// in a debug build on a loaded machine). A client that ignored the wait would go on
+/// sending through the whole of it, far past the grace.
 pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) -> Check {
     let mut c = Check::new("retry-after never violated", "retry-after answers");
     let mut order: Vec<&LogEntry> = log.iter().collect();
@@ -208,7 +218,7 @@ pub fn retry_after(log: &[LogEntry], waits: &[(String, u64)], restarts: &[i64]) 
         let until = sent + (*secs as i64) * 1000;
         let early: Vec<&&LogEntry> = order
             .iter()
-            .skip_while(|l| l.at < sent)
+            .skip_while(|l| l.at < sent + READ_GRACE_MS)
             .take_while(|l| l.at < until)
             .filter(|l| {
                 !std::ptr::eq(**l, *e)
