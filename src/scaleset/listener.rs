@@ -14,7 +14,7 @@
 use super::client::{ScaleSet, ScaleSetClient, ScaleSetSpec, Session};
 use super::error::ScaleSetError;
 use super::message::{JobMessage, ScaleSetMessage, Statistics, desired_runners};
-use crate::github::RetryPolicy;
+use crate::github::{GhError, RetryPolicy};
 use crate::store::Store;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -281,6 +281,18 @@ impl ScaleSetListener {
         match &result {
             Ok(_) => self.failures = 0,
             Err(ScaleSetError::Interrupted) => {}
+            // A rate-limit hold (the credential's, shared with the target loop) says
+            // when it ends: wait until then and no longer. An exponential backoff here
+            // grew while the hold was refusing each call at once, and kept the
+            // listener away long after the hold had ended.
+            Err(ScaleSetError::GitHub(GhError::RateLimited { until })) => {
+                let now = self.client.github().now();
+                let left = (*until - now).max(0) as u64;
+                let jitter = (self.client.github().jitter() * 250.0) as u64;
+                self.client
+                    .github()
+                    .wait_interruptibly(Duration::from_millis(left + jitter))?;
+            }
             Err(_) => {
                 let d = self
                     .cfg
