@@ -15,8 +15,8 @@ mod users;
 use runner_manager::daemon::contain::{self, Containment};
 use runner_manager::domain::{Attempt, InEffect, ScalePolicy};
 use runner_manager::meter::sample::sample_tree;
+use runner_manager::runner;
 use runner_manager::runner::cgroup::Cgroups;
-use runner_manager::runner::{self, SpawnSpec};
 use runner_manager::secret::Secret;
 use runner_manager::sim::install::{self, InstallShape};
 use std::path::Path;
@@ -113,19 +113,7 @@ fn spawns(
         let ready = contain::ready(c, state_dir, install_dir, &policy, &a).expect("ready");
         let jit = Secret::new("not-a-jit-config");
         let log = runner::attempt_log(state_dir, a.id);
-        let spawned = runner::spawn_runner(&SpawnSpec {
-            root: &ready.root.root,
-            log_path: &log,
-            jit_config: &jit,
-            run_as: ready.user.as_ref(),
-            extra_env: &[],
-            home: ready.user.as_ref().map(|_| ready.root.home_dir.as_path()),
-            tmp: ready.user.as_ref().map(|_| ready.root.tmp_dir.as_path()),
-            cgroup: ready.join.clone(),
-            contain: ready.contain,
-            pid_file: None,
-        })
-        .expect("spawn");
+        let spawned = runner::spawn_runner(&ready.spawn_spec(&log, &jit, None)).expect("spawn");
         if i > 0 {
             times.push(t.elapsed());
         }

@@ -7,7 +7,8 @@
 use crate::domain::isolation::{self, Powers};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
-use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, caps, uid};
+use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, uid};
+use crate::secret::Secret;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
@@ -180,6 +181,31 @@ pub struct Ready {
     pub root: PreparedRoot,
     /// Per-attempt isolation: no new privileges, no ambient capabilities.
     pub contain: bool,
+}
+
+impl Ready {
+    /// How the readied attempt's runner is spawned: as its user, with its own `HOME`
+    /// and `TMPDIR` when it has one, joined to its cgroup, contained. The one place a
+    /// `Ready` becomes a [`SpawnSpec`] (the daemon's starts and the contain bench).
+    pub fn spawn_spec<'a>(
+        &'a self,
+        log_path: &'a Path,
+        jit_config: &'a Secret,
+        pid_file: Option<&'a Path>,
+    ) -> SpawnSpec<'a> {
+        SpawnSpec {
+            root: &self.root.root,
+            log_path,
+            jit_config,
+            run_as: self.user.as_ref(),
+            extra_env: &[],
+            home: self.user.as_ref().map(|_| self.root.home_dir.as_path()),
+            tmp: self.user.as_ref().map(|_| self.root.tmp_dir.as_path()),
+            cgroup: self.join.clone(),
+            contain: self.contain,
+            pid_file,
+        }
+    }
 }
 
 /// Why an attempt could not be readied: a host reason, deterministic for the profile

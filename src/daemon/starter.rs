@@ -11,7 +11,7 @@ use crate::domain::{
     Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
 };
 use crate::github::{GhError, GitHubClient};
-use crate::runner::{self, SpawnSpec};
+use crate::runner;
 use crate::secret::Secret;
 use crate::store::{LatencySample, NewAttempt, Store, StoreError};
 use crate::timefmt::Millis;
@@ -163,18 +163,9 @@ fn launch(
     jit: &Secret,
     ready: &contain::Ready,
 ) -> Result<Started, StoreError> {
-    let spec = SpawnSpec {
-        root: &ready.root.root,
-        log_path: &runner::attempt_log(&cx.shared.state_dir, a.id),
-        jit_config: jit,
-        run_as: ready.user.as_ref(),
-        extra_env: &[],
-        home: ready.user.as_ref().map(|_| ready.root.home_dir.as_path()),
-        tmp: ready.user.as_ref().map(|_| ready.root.tmp_dir.as_path()),
-        cgroup: ready.join.clone(),
-        contain: ready.contain,
-        pid_file: Some(&runner::attempt_pid_file(&cx.shared.state_dir, a.id)),
-    };
+    let log = runner::attempt_log(&cx.shared.state_dir, a.id);
+    let pid_file = runner::attempt_pid_file(&cx.shared.state_dir, a.id);
+    let spec = ready.spawn_spec(&log, jit, Some(&pid_file));
     match runner::spawn_runner(&spec) {
         Ok(sp) => {
             a.pid = Some(sp.pid);
