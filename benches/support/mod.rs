@@ -114,7 +114,7 @@ pub fn world_at(
     p.idle_timeout_secs = idle_timeout_secs;
     store.update_profile(&p, p.revision).expect("set max");
     // `RM_BENCH_MAX_IN_FLIGHT=N` measures the daemon with another bound on requests in
-    // flight than the default 8 (its target's `max_in_flight`).
+    // flight than the default (`DEFAULT_MAX_IN_FLIGHT`, its target's `max_in_flight`).
     if let Some(n) = std::env::var("RM_BENCH_MAX_IN_FLIGHT")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())

@@ -5,6 +5,11 @@
 //! second. Deregistrations and cleanups go first: a worker takes from the urgent queue
 //! before the other, so a runner's exit is cleaned up while a burst is still starting.
 //!
+//! The workers are elastic: one waits while the target is quiet, more are started as
+//! tasks outnumber them (up to the target's `max_in_flight`), and a worker with nothing
+//! to do for [`IDLE_RETIRE`] ends. A quiet host with many targets keeps one thread and
+//! one store connection per target, and a burst still gets every request in flight.
+//!
 //! Each worker has its own store connection; what it does to an attempt it writes
 //! itself, intent first as the starter and the actuator always have, and tells the loop
 //! with a [`Done`]. The loop never watches an attempt a worker holds.
@@ -22,9 +27,13 @@ use crate::timefmt::{Millis, now_millis};
 use crate::{log_error, log_info};
 use crossbeam_channel::{Receiver, Sender, select_biased, unbounded};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a worker waits for a task before it ends (the last one never does).
+pub const IDLE_RETIRE: Duration = Duration::from_secs(30);
 
 /// What a worker does.
 pub enum Task {
@@ -123,6 +132,10 @@ pub struct IoPool {
     common: Arc<Common>,
     /// Tasks sent and not yet reported done.
     outstanding: usize,
+    /// Workers the target may have (its `max_in_flight`; at least one).
+    limit: usize,
+    /// Threads started so far, for their names.
+    started: usize,
 }
 
 /// What every worker shares.
@@ -133,15 +146,29 @@ struct Common {
     /// Set by [`IoPool::stop`]: starts still queued end `not_started`, cleanups still
     /// queued are left to the next pass of the next daemon.
     stopping: AtomicBool,
+    /// Workers running (a worker that retires takes itself off before it ends).
+    live: AtomicUsize,
+    /// How long a worker waits for a task before it ends ([`IDLE_RETIRE`]).
+    idle_retire: Duration,
     /// Profiles whose starts the loop holds (after a host failure), until when: a
     /// start already queued for one ends `not_started` instead of failing the same way.
     held: Mutex<HashMap<String, Millis>>,
 }
 
 impl IoPool {
-    /// Starts `workers` threads for `target`. A worker that cannot open the store
-    /// reports nothing and ends; the others carry on.
-    pub fn start(shared: &Arc<Shared>, target: &str, workers: usize) -> IoPool {
+    /// The workers of `target`, which may grow to `limit` (its `max_in_flight`). One
+    /// starts now; a worker that cannot open the store reports nothing and ends, and
+    /// the next task starts another.
+    pub fn start(shared: &Arc<Shared>, target: &str, limit: usize) -> IoPool {
+        IoPool::start_with(shared, target, limit, IDLE_RETIRE)
+    }
+
+    fn start_with(
+        shared: &Arc<Shared>,
+        target: &str,
+        limit: usize,
+        idle_retire: Duration,
+    ) -> IoPool {
         let (urgent, urgent_rx) = unbounded::<Work>();
         let (normal, normal_rx) = unbounded::<Work>();
         let (done_tx, done) = unbounded::<Done>();
@@ -149,6 +176,8 @@ impl IoPool {
             shared: shared.clone(),
             group_ids: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            live: AtomicUsize::new(0),
+            idle_retire,
             held: Mutex::new(HashMap::new()),
         });
         let mut pool = IoPool {
@@ -162,28 +191,50 @@ impl IoPool {
             threads: Vec::new(),
             common,
             outstanding: 0,
+            limit: limit.max(1),
+            started: 0,
         };
-        pool.ensure_workers(workers);
+        pool.grow();
         pool
     }
 
-    /// Starts workers until there are `n` (the target's `max_in_flight`; at least
-    /// one). Never fewer: a lowered limit leaves extra workers waiting on the bound.
-    pub fn ensure_workers(&mut self, n: usize) {
-        while self.threads.len() < n.max(1) {
+    /// Changes how many workers there may be (a `target set NAME max_in_flight=N` the
+    /// daemon noticed). A lowered limit leaves extra workers to retire when idle; the
+    /// credential's `InFlight` already holds requests to the new bound.
+    pub fn set_limit(&mut self, limit: usize) {
+        self.limit = limit.max(1);
+    }
+
+    /// Workers running now.
+    #[cfg(test)]
+    fn workers(&self) -> usize {
+        self.common.live.load(Ordering::SeqCst)
+    }
+
+    /// Starts workers until every outstanding task has one (at least one worker, at
+    /// most the limit), and joins the threads of workers that retired.
+    fn grow(&mut self) {
+        self.threads.retain(|t| !t.is_finished());
+        let want = wanted_workers(self.outstanding, self.limit);
+        while self.common.live.load(Ordering::SeqCst) < want {
             let (u, w, d, c) = (
                 self.urgent_rx.clone(),
                 self.normal_rx.clone(),
                 self.done_tx.clone(),
                 self.common.clone(),
             );
-            let name = format!("io:{}:{}", self.target, self.threads.len());
+            let name = format!("io:{}:{}", self.target, self.started);
+            self.common.live.fetch_add(1, Ordering::SeqCst);
             match std::thread::Builder::new()
                 .name(name)
                 .spawn(move || worker(&c, &u, &w, &d))
             {
-                Ok(t) => self.threads.push(t),
+                Ok(t) => {
+                    self.started += 1;
+                    self.threads.push(t);
+                }
                 Err(e) => {
+                    self.common.live.fetch_sub(1, Ordering::SeqCst);
                     log_error!("io_worker_not_started", target = self.target, error = e);
                     return;
                 }
@@ -205,6 +256,7 @@ impl IoPool {
         };
         if q.send(work).is_ok() {
             self.outstanding += 1;
+            self.grow();
         }
     }
 
@@ -247,7 +299,26 @@ impl IoPool {
     }
 }
 
+/// Takes a worker off the live count when it ends, however it ends (a panic too),
+/// unless [`retire`] already did.
+struct Live<'a> {
+    count: &'a AtomicUsize,
+    counted: bool,
+}
+
+impl Drop for Live<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.count.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
 fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &Sender<Done>) {
+    let mut live = Live {
+        count: &c.live,
+        counted: true,
+    };
     let store = match SqliteStore::open(&c.shared.state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -261,6 +332,13 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
         let work = select_biased! {
             recv(urgent) -> w => w.ok(),
             recv(normal) -> w => w.ok(),
+            default(c.idle_retire) => {
+                if retire(c, urgent, normal) {
+                    live.counted = false;
+                    return;
+                }
+                continue;
+            }
         };
         let Some(work) = work.or_else(|| urgent.try_recv().or_else(|_| normal.try_recv()).ok())
         else {
@@ -291,6 +369,29 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
             return;
         }
     }
+}
+
+/// Workers wanted for `outstanding` tasks: one each, at least one, at most `limit`.
+fn wanted_workers(outstanding: usize, limit: usize) -> usize {
+    outstanding.clamp(1, limit.max(1))
+}
+
+/// Whether an idle worker ends: never the last one, and never while tasks wait (one
+/// sent as it timed out would otherwise wait for a busy worker).
+fn retire(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>) -> bool {
+    let left = c
+        .live
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n > 1).then(|| n - 1)
+        });
+    if left.is_err() {
+        return false;
+    }
+    if urgent.is_empty() && normal.is_empty() {
+        return true;
+    }
+    c.live.fetch_add(1, Ordering::SeqCst);
+    false
 }
 
 /// A start that will not be tried: it ends `not_started` (its row says why; nothing
@@ -464,4 +565,140 @@ fn list_runners(
         );
     }
     Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::target::{CredentialRef, TargetScope};
+    use crate::github::auth::Credential;
+    use crate::secret::Secret;
+    use crate::store::tests::TempDir;
+    use std::time::Instant;
+
+    fn target() -> Target {
+        Target {
+            name: "t".into(),
+            scope: TargetScope::Repo {
+                owner: "octo".into(),
+                repo: "app".into(),
+            },
+            // Nothing here is ever asked: the tasks below need no GitHub.
+            api_url: "http://127.0.0.1:9".into(),
+            credential: CredentialRef::TokenEnv { var: "NONE".into() },
+            poll_interval_secs: 5,
+            repos: vec![],
+            max_in_flight: 4,
+        }
+    }
+
+    /// A task that needs neither GitHub nor the disk: an attempt with nothing to do.
+    fn nothing(pool: &mut IoPool, client: &Arc<GitHubClient>, id: i64) {
+        let task = Task::Apply {
+            attempt: Attempt::new(id, "p", "t", "h", 0),
+            actions: vec![],
+            timeouts: Timeouts {
+                bootstrap: 1,
+                idle: 1,
+                job: None,
+                stop_grace: 1,
+            },
+            scaleset: None,
+            jitter: 0.0,
+        };
+        pool.send(task, client.clone(), &target());
+    }
+
+    fn until(what: &str, mut ok: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ok() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
+        let dir = TempDir::new("io-elastic");
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let shared = Arc::new(Shared::new(dir.0.clone()));
+        let client = Arc::new(GitHubClient::new(
+            &target(),
+            Credential::Token(Secret::new("x")),
+        ));
+        let mut pool = IoPool::start_with(&shared, "t", 4, Duration::from_millis(20));
+        assert_eq!(pool.workers(), 1, "a quiet target keeps one worker");
+
+        for id in 1..=3 {
+            nothing(&mut pool, &client, id);
+        }
+        assert!(pool.workers() >= 3, "a worker for each outstanding task");
+        for id in 4..=9 {
+            nothing(&mut pool, &client, id);
+        }
+        assert!(pool.workers() <= 4, "never more than the limit");
+        for _ in 1..=9 {
+            let d = pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
+            assert!(matches!(d, Done::Applied { .. }));
+            pool.received();
+        }
+        assert_eq!(pool.outstanding(), 0);
+        until("idle workers to retire", || pool.workers() == 1);
+
+        // A lowered limit holds what grows next; a raised one lets it grow again.
+        pool.set_limit(2);
+        for id in 10..=15 {
+            nothing(&mut pool, &client, id);
+        }
+        assert!(pool.workers() <= 2);
+        for _ in 10..=15 {
+            pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
+            pool.received();
+        }
+        pool.stop();
+    }
+
+    #[test]
+    fn the_last_worker_never_retires_and_none_retires_while_tasks_wait() {
+        let (tx, rx) = unbounded::<Work>();
+        let (_utx, urx) = unbounded::<Work>();
+        let common = Common {
+            shared: Arc::new(Shared::new(std::env::temp_dir())),
+            group_ids: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            live: AtomicUsize::new(1),
+            idle_retire: IDLE_RETIRE,
+            held: Mutex::new(HashMap::new()),
+        };
+        assert!(!retire(&common, &urx, &rx), "the last worker stays");
+        assert_eq!(common.live.load(Ordering::SeqCst), 1);
+
+        common.live.store(2, Ordering::SeqCst);
+        let client = Arc::new(GitHubClient::new(
+            &target(),
+            Credential::Token(Secret::new("x")),
+        ));
+        tx.send(Work {
+            task: Task::ListRunners {
+                host_id: "h".into(),
+            },
+            client,
+            target: target(),
+        })
+        .unwrap();
+        assert!(!retire(&common, &urx, &rx), "a task waits: stay for it");
+        assert_eq!(common.live.load(Ordering::SeqCst), 2);
+
+        rx.try_recv().unwrap();
+        assert!(retire(&common, &urx, &rx));
+        assert_eq!(common.live.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn one_worker_per_outstanding_task_within_the_limit() {
+        assert_eq!(wanted_workers(0, 8), 1);
+        assert_eq!(wanted_workers(3, 8), 3);
+        assert_eq!(wanted_workers(30, 8), 8);
+        assert_eq!(wanted_workers(5, 0), 1);
+    }
 }

@@ -39,8 +39,6 @@ use std::time::Duration;
 pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as u64);
 /// How often GitHub's runner list is read to cross-check and to find orphans.
 const RUNNER_LIST_EVERY: Millis = 60_000;
-/// Workers per target until a target says otherwise (`max_in_flight`).
-pub const DEFAULT_WORKERS: usize = 8;
 
 /// The REST queue as last read, and what reading it involves.
 #[derive(Default)]
@@ -115,7 +113,7 @@ impl TargetLoop {
         let workers = store
             .target(&name)
             .map(|t| t.max_in_flight as usize)
-            .unwrap_or(DEFAULT_WORKERS);
+            .unwrap_or(crate::domain::target::DEFAULT_MAX_IN_FLIGHT as usize);
         let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
         Ok(TargetLoop {
             scaleset: ScaleSetFeed::new(&name),
@@ -224,9 +222,9 @@ impl TargetLoop {
             .filter(|p| p.target == self.name)
             .collect();
         // The bound on requests in flight follows the target's setting at once; the
-        // workers grow to it (extra ones only wait).
+        // workers may grow to it as tasks come.
         self.scaleset.in_flight().set_limit(target.max_in_flight);
-        self.io.ensure_workers(target.max_in_flight as usize);
+        self.io.set_limit(target.max_in_flight as usize);
         self.ensure_client(&target, now);
         let mode = self.shared.pool.mode(&self.name, now);
         self.scaleset

@@ -8,7 +8,12 @@ use std::path::PathBuf;
 pub const GITHUB_API_URL: &str = "https://api.github.com";
 pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 5;
 /// Requests a target's credential may have in flight at once, unless set otherwise.
-pub const DEFAULT_MAX_IN_FLIGHT: u32 = 8;
+/// A JIT config takes about 600 ms when GitHub is 120 ms away, so this bounds a burst
+/// to about 40 runners a second: 24 start 60 queued jobs within 5 s (8 took 8 s).
+/// It is a quarter of GitHub's 100 concurrent requests, so four targets may share a
+/// credential. It does not bound requests per minute: a long burst meets GitHub's
+/// secondary limits whatever this is, and their `retry-after` holds every worker.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 24;
 /// GitHub's own ceiling: 100 concurrent requests per credential.
 pub const MAX_IN_FLIGHT: u32 = 100;
 

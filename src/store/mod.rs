@@ -191,4 +191,4 @@ pub trait Store {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

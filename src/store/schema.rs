@@ -202,7 +202,8 @@ ALTER TABLE attempts ADD COLUMN runner_gid INTEGER;
 "#;
 
 /// Version 5: each target's bound on requests in flight per credential (`target set
-/// NAME max_in_flight=N`); targets from before get the default, 8.
+/// NAME max_in_flight=N`); targets from before get 8, the default of that day (new
+/// targets get `DEFAULT_MAX_IN_FLIGHT`; a stored bound is never raised under the user).
 pub const V5: &str = r#"
 ALTER TABLE targets ADD COLUMN max_in_flight INTEGER NOT NULL DEFAULT 8;
 "#;

@@ -498,7 +498,8 @@ fn a_version_1_store_opens_and_migrates() {
     assert_eq!(p.revision, 7);
     assert_eq!(p.demand, crate::domain::DemandSource::Poll);
     assert_eq!(s.host().unwrap().unwrap().capacity, 2);
-    // V5: a target from before has the default bound on requests in flight.
+    // V5: a target from before has the bound of its day on requests in flight (8);
+    // a stored bound is never changed under the user.
     assert_eq!(s.target("octo").unwrap().max_in_flight, 8);
     s.kv_put("after", "migration").unwrap();
 }
