@@ -5,7 +5,8 @@
 //! Each script walks the words typed so far, skipping options and the values of
 //! options that take one, to find the command path (`profile set`), then offers the
 //! next command word or that command's options. Values named `DIR` complete
-//! directories, `PATH` files; other values complete nothing.
+//! directories, `PATH` files. Names in the books and setting keys come from the
+//! binary itself (`runner-manager __complete WORDS...`, see `complete`).
 
 use super::parse::Invocation;
 use super::spec::{COMMANDS, Command, GLOBAL, Opt};
@@ -165,8 +166,13 @@ fn bash() -> String {
         options_with(ValueKind::Dir).join("|")
     ));
     s.push_str(&format!(
-        "        {}) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n",
+        "        {}) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n    esac\n",
         options_with(ValueKind::File).join("|")
+    ));
+    // Names and keys come from the binary (`__complete`), which reads the books.
+    s.push_str(&format!(
+        "    if [[ \"$cur\" != -* ]]; then\n        local dyn\n        dyn=\"$(\"${{COMP_WORDS[0]}}\" {} \"${{COMP_WORDS[@]:1:COMP_CWORD-1}}\" 2>/dev/null)\"\n        if [[ -n \"$dyn\" ]]; then\n            COMPREPLY=($(compgen -W \"$dyn\" -- \"$cur\"))\n            if [[ ${{#COMPREPLY[@]}} -eq 1 && \"${{COMPREPLY[0]}}\" == *= ]]; then compopt -o nospace 2>/dev/null; fi\n            return\n        fi\n    fi\n    case \"$prev\" in\n",
+        super::complete::COMMAND
     ));
     s.push_str(&format!(
         "        {}) COMPREPLY=(); return ;;\n    esac\n    case \"$path\" in\n",
@@ -216,8 +222,12 @@ fn zsh() -> String {
         options_with(ValueKind::Dir).join("|")
     ));
     s.push_str(&format!(
-        "    ({}) _files; return ;;\n",
+        "    ({}) _files; return ;;\n  esac\n",
         options_with(ValueKind::File).join("|")
+    ));
+    s.push_str(&format!(
+        "  if [[ $PREFIX != -* ]]; then\n    local -a dyn keys names\n    dyn=(${{(f)\"$(${{words[1]}} {} ${{words[2,CURRENT-1]}} 2>/dev/null)\"}})\n    if (( ${{#dyn}} )); then\n      keys=(${{(M)dyn:#*=}})\n      names=(${{dyn:#*=}})\n      (( ${{#keys}} )) && compadd -S '' -- $keys\n      (( ${{#names}} )) && compadd -- $names\n      return\n    fi\n  fi\n  case ${{words[CURRENT-1]}} in\n",
+        super::complete::COMMAND
     ));
     s.push_str(&format!(
         "    ({}) return ;;\n  esac\n  case $p in\n",
@@ -262,7 +272,12 @@ fn fish() -> String {
     s.push_str("            case '-*'\n            case '*'\n                set out $out $t\n        end\n    end\n    string join ' ' -- $out\nend\n\n");
     s.push_str("function __runner_manager_at\n    set -l p (__runner_manager_path)\n    test \"$p\" = \"$argv[1]\"\nend\n\n");
     s.push_str("function __runner_manager_in\n    set -l p (__runner_manager_path)\n    test \"$p\" = \"$argv[1]\"; or string match -q -- \"$argv[1] *\" \"$p\"\nend\n\n");
+    s.push_str(&format!(
+        "function __runner_manager_dynamic\n    set -l toks (commandline -opc)\n    $toks[1] {} $toks[2..-1] 2>/dev/null\nend\n\n",
+        super::complete::COMMAND
+    ));
     s.push_str("complete -c runner-manager -f\n");
+    s.push_str("complete -c runner-manager -n 'not string match -q -- \"-*\" (commandline -ct)' -a '(__runner_manager_dynamic)'\n");
     let opt_line = |cond: Option<String>, o: &Opt| {
         let mut l = String::from("complete -c runner-manager");
         if let Some(c) = cond {

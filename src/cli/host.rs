@@ -62,6 +62,15 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
 /// is at most 253 characters), short enough that the books never hold a page of it.
 const MAX_URL_LEN: usize = 2048;
 
+/// The keys `host set` accepts.
+pub const SETTABLE_KEYS: &[&str] = &[
+    "capacity",
+    "coordinator",
+    "coordinator_token_file",
+    "isolation",
+    "runner_uids",
+];
+
 /// Applies one `host set` key. Coordinator URLs are `ws://` (loopback or private
 /// network) or `wss://`; an empty value leaves the pool.
 fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
@@ -122,8 +131,7 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
         _ => {
             return Err(Invalid::new(
                 key,
-                "unknown host setting; known: capacity, coordinator, coordinator_token_file, \
-                 isolation, runner_uids",
+                format!("unknown host setting; known: {}", SETTABLE_KEYS.join(", ")),
             )
             .into());
         }

@@ -2,6 +2,7 @@
 //! exit codes (0 ok, 2 bad usage or invalid input with nothing written, 1 otherwise).
 
 mod attempts;
+mod complete;
 mod completions;
 mod coordinator;
 mod doctor;
@@ -102,6 +103,13 @@ fn harden_process() {
 
 /// Runs one command line (without the program name) and returns its exit code.
 pub fn run(args: Vec<OsString>) -> i32 {
+    if args.first().is_some_and(|a| a == complete::COMMAND) {
+        let words: Vec<String> = args[1..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return complete::run(&words);
+    }
     let result = match parse::parse(args) {
         Ok(Parsed::Help(text)) => {
             print!("{text}");
@@ -256,9 +264,15 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
 
 /// `--state-dir`, else `RUNNER_MANAGER_STATE_DIR`, else the default for this user.
 fn state_dir(inv: &Invocation) -> Result<PathBuf, CliError> {
-    if let Some(d) = &inv.state_dir {
-        return Ok(d.clone());
+    match &inv.state_dir {
+        Some(d) => Ok(d.clone()),
+        None => default_state_dir(),
     }
+}
+
+/// The state directory when `--state-dir` is not given: the environment's, root's, or
+/// the user's.
+fn default_state_dir() -> Result<PathBuf, CliError> {
     if let Some(d) = std::env::var_os("RUNNER_MANAGER_STATE_DIR").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
     }

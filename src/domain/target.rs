@@ -16,6 +16,18 @@ pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 5;
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 24;
 /// GitHub's own ceiling: 100 concurrent requests per credential.
 pub const MAX_IN_FLIGHT: u32 = 100;
+/// The keys `target set` accepts.
+pub const SETTABLE_KEYS: &[&str] = &[
+    "api_url",
+    "poll_interval",
+    "max_in_flight",
+    "token_file",
+    "token_env",
+    "app_id",
+    "app_key",
+    "installation_id",
+    "repos",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -176,7 +188,10 @@ impl Target {
             _ => {
                 return Err(Invalid::new(
                     key,
-                    "unknown target setting; known: api_url, poll_interval, max_in_flight, token_file, token_env, app_id, app_key, installation_id, repos",
+                    format!(
+                        "unknown target setting; known: {}",
+                        SETTABLE_KEYS.join(", ")
+                    ),
                 ));
             }
         }

@@ -154,3 +154,122 @@ fn an_unknown_shell_is_bad_usage() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bash, zsh or fish"));
     assert!(out.stdout.is_empty());
 }
+
+/// Completes `words` with the real binary behind the script (as `COMP_WORDS[0]`),
+/// on the books in `d`.
+fn bash_complete_with_books(d: &Dir, words: &[&str]) -> Vec<String> {
+    let state = d.state();
+    let mut all = vec![BIN, "--state-dir", state.to_str().unwrap()];
+    all.extend_from_slice(words);
+    // No candidate prints one empty line.
+    let mut out = bash_complete(&all);
+    out.retain(|w| !w.is_empty());
+    out
+}
+
+#[test]
+fn bash_completes_names_from_the_books_and_setting_keys() {
+    let d = Dir::new("compl-names");
+    let tok = d.file("token", "secret-token-value");
+    d.ok(&[
+        "target",
+        "add",
+        "octo",
+        "--repo",
+        "octo/app",
+        "--token-file",
+        &tok,
+    ]);
+    for name in ["linux", "gpu"] {
+        d.ok(&["profile", "add", name, "--target", "octo", "--labels", "x"]);
+    }
+    let mut names = bash_complete_with_books(&d, &["profile", "set", ""]);
+    names.sort();
+    assert_eq!(names, vec!["gpu", "linux"]);
+    assert_eq!(
+        bash_complete_with_books(&d, &["profile", "show", "l"]),
+        vec!["linux"]
+    );
+    assert_eq!(
+        bash_complete_with_books(&d, &["target", "check", ""]),
+        vec!["octo"]
+    );
+    assert_eq!(
+        bash_complete_with_books(&d, &["profile", "add", "arm", "--target", ""]),
+        vec!["octo"]
+    );
+    // After the name, the keys `profile set` takes, less those given.
+    assert_eq!(
+        bash_complete_with_books(&d, &["profile", "set", "linux", "ma"]),
+        vec!["max="]
+    );
+    assert_eq!(
+        bash_complete_with_books(&d, &["profile", "set", "linux", "max=8", "ma"]),
+        Vec::<String>::new()
+    );
+    assert!(
+        bash_complete_with_books(&d, &["host", "set", ""]).contains(&"runner_uids=".to_string())
+    );
+    // Options are still offered where an option is typed.
+    assert_eq!(
+        bash_complete_with_books(&d, &["profile", "set", "linux", "--rev"]),
+        vec!["--revision"]
+    );
+
+    // Completing against a state directory that is not there creates nothing.
+    let missing = d.path("typo");
+    let words = [
+        BIN,
+        "--state-dir",
+        missing.to_str().unwrap(),
+        "profile",
+        "set",
+        "",
+    ];
+    // No names there: only the options are offered.
+    let offered = bash_complete(&words);
+    assert!(offered.iter().all(|w| w.starts_with("--")), "{offered:?}");
+    assert!(
+        !missing.exists(),
+        "completion created {}",
+        missing.display()
+    );
+}
+
+#[test]
+fn fish_completes_names_and_keys_from_the_books() {
+    if !on_path("fish") {
+        // `.ci/run` installs fish; without it the bash test above covers `__complete`.
+        eprintln!("fish is not installed: skipped");
+        return;
+    }
+    let d = Dir::new("compl-fish");
+    d.ok(&[
+        "target",
+        "add",
+        "octo",
+        "--repo",
+        "octo/app",
+        "--token-env",
+        "GH",
+    ]);
+    d.ok(&[
+        "profile", "add", "linux", "--target", "octo", "--labels", "x",
+    ]);
+    let f = d.path("c.fish");
+    std::fs::write(&f, script("fish")).unwrap();
+    let state = d.state();
+    let complete = |line: &str| {
+        let prog = format!(
+            "source '{}'; complete -C '{BIN} --state-dir {} {line}'",
+            f.display(),
+            state.display()
+        );
+        let out = Command::new("fish").args(["-c", &prog]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let names = complete("profile set ");
+    assert!(names.lines().any(|l| l.starts_with("linux")), "{names}");
+    let keys = complete("profile set linux ma");
+    assert!(keys.lines().any(|l| l.starts_with("max=")), "{keys}");
+}
