@@ -10,6 +10,7 @@ pub mod notify;
 mod observe;
 mod pool;
 mod public_guard;
+mod rest_queue;
 mod scaleset_feed;
 mod shared;
 pub mod signals;

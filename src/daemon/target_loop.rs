@@ -13,15 +13,14 @@ use super::metrics_feed;
 use super::observe::Observer;
 use super::pool::TargetView;
 use super::public_guard::PublicGuard;
+use super::rest_queue::{RestQueue, Scope};
 use super::scaleset_feed::ScaleSetFeed;
 use super::shared::{LoopMsg, Shared, lock};
 use super::starter::{self, Started};
 use super::status_writer::StatusWriter;
-use crate::domain::{Attempt, Host, InEffect, QueuedJob, RegisteredRunner, ScalePolicy, Target};
+use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
-use crate::github::visibility::OrgRepos;
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
-use crate::reconcile::demand;
 use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::plan::{self, Fitness, Observed, Plan, Seen};
@@ -39,30 +38,6 @@ use std::time::Duration;
 pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as u64);
 /// How often GitHub's runner list is read to cross-check and to find orphans.
 const RUNNER_LIST_EVERY: Millis = 60_000;
-
-/// The REST queue as last read, and what reading it involves.
-#[derive(Default)]
-struct Queue {
-    /// The queued jobs, run by run: a read in progress replaces each run's as it comes
-    /// (so the first jobs of a burst are served while the rest are read), and its end
-    /// replaces them all.
-    runs: BTreeMap<i64, Vec<QueuedJob>>,
-    jobs: Vec<QueuedJob>,
-    /// When the queue in `jobs` was read (when the read began).
-    read_at: Millis,
-    next_poll: Millis,
-    /// A read is on a worker (it holds `repos` meanwhile).
-    reading: bool,
-    repos: Option<OrgRepos>,
-    /// Attempts that took a job after `read_at` and have ended (cleaned ones
-    /// included): `jobs` may still list their job as queued, so demand must not count
-    /// it again. Emptied as fresher queues are read.
-    ended_since_read: BTreeMap<i64, Attempt>,
-    /// What the last read left out for visibility, for `status`.
-    visibility_note: Option<String>,
-    /// An organization's public repositories the last read did not poll.
-    not_polled: u32,
-}
 
 /// GitHub's runner list: read every minute on a worker, judged once when it comes.
 #[derive(Default)]
@@ -82,7 +57,7 @@ pub struct TargetLoop {
     /// Attempts a worker holds: the loop does not watch them until it reports.
     in_flight: BTreeSet<i64>,
     observer: Observer,
-    queue: Queue,
+    queue: RestQueue,
     runners: RunnerList,
     hold: TargetHold,
     /// The hold last written to the store (see `persist_hold`).
@@ -125,7 +100,7 @@ impl TargetLoop {
             shutdown_rx,
             in_flight: BTreeSet::new(),
             observer: Observer::default(),
-            queue: Queue::default(),
+            queue: RestQueue::default(),
             runners: RunnerList::default(),
             hold: TargetHold::default(),
             persisted_hold: 0,
@@ -267,7 +242,7 @@ impl TargetLoop {
                 }
                 _ => None,
             };
-            let ended: Vec<Attempt> = self.queue.ended_since_read.values().cloned().collect();
+            let ended = self.queue.ended_since_read();
             let jobs = if all_directed(&host, &profiles, mode) {
                 Vec::new()
             } else {
@@ -464,9 +439,7 @@ impl TargetLoop {
         if a.cleaned {
             self.observer.forget(a.id);
         }
-        if !a.state.is_live() && a.job_name.is_some() && took_job_at(a) >= self.queue.read_at {
-            self.queue.ended_since_read.insert(a.id, a.clone());
-        }
+        self.queue.note(a);
     }
 
     /// Hands a recorded intent to a worker, or ends it when nothing can start it now.
@@ -511,8 +484,8 @@ impl TargetLoop {
     fn on_done(&mut self, d: Done) {
         if let Done::DemandRun { run, jobs } = d {
             // Part of a read still going on: not the end of a task.
-            self.queue.runs.insert(run, jobs);
-            self.rebuild_queue();
+            let profiles = self.org_profiles();
+            self.queue.take_run(run, jobs, scope(&profiles));
             return;
         }
         self.io.received();
@@ -542,8 +515,7 @@ impl TargetLoop {
                 read_at,
                 result,
             } => {
-                self.queue.reading = false;
-                self.queue.repos = Some(repos);
+                self.queue.end_read(repos);
                 match result {
                     Ok(read) => self.take_queue(read, read_at),
                     Err(e) => self.note_error(&e, now),
@@ -589,54 +561,30 @@ impl TargetLoop {
     /// A demand read came back whole: its jobs become the queue, and its time the
     /// queue's.
     fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
-        self.queue.runs.clear();
-        for j in read.jobs {
-            self.queue.runs.entry(j.run_id).or_default().push(j);
-        }
-        self.queue.not_polled = read.not_polled;
-        self.rebuild_queue();
-        self.queue.read_at = read_at;
+        let profiles = self.org_profiles();
         self.queue
-            .ended_since_read
-            .retain(|_, a| took_job_at(a) >= read_at);
+            .take_whole(read.jobs, read.not_polled, read_at, scope(&profiles));
         self.hold = self.hold.recovered();
         if self.last_error.take().is_some() {
             log_info!("target_recovered", target = self.name);
         }
     }
 
-    /// The queue from its runs (an organization's jobs judged one by one for
-    /// visibility).
-    fn rebuild_queue(&mut self) {
-        let jobs: Vec<QueuedJob> = self.queue.runs.values().flatten().cloned().collect();
+    /// The target's profiles if it is an organization (whose jobs are judged for
+    /// visibility), `None` for a repository.
+    fn org_profiles(&self) -> Option<Vec<ScalePolicy>> {
         let org = self
             .store
             .target(&self.name)
             .is_ok_and(|t| matches!(t.scope, TargetScope::Org { .. }));
-        if !org {
-            self.queue.jobs = jobs;
-            return;
-        }
-        let profiles: Vec<ScalePolicy> = self
-            .store
-            .profiles()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| p.target == self.name)
-            .collect();
-        let repos = self.queue.repos.as_ref();
-        let v = demand::serveable(&jobs, &profiles, |r| repos.and_then(|o| o.public(r)));
-        let not_polled = self.queue.not_polled;
-        self.queue.visibility_note = v.reason().or_else(|| {
-            (not_polled > 0).then(|| {
-                format!(
-                    "{not_polled} public repositories of the organization not polled: a \
-                     fork's pull request would run on this host; set allow_public=true \
-                     on a profile only if you mean it"
-                )
-            })
-        });
-        self.queue.jobs = v.jobs;
+        org.then(|| {
+            self.store
+                .profiles()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|p| p.target == self.name)
+                .collect()
+        })
     }
 
     /// Sends the demand read and the runner list read when they are due and none is
@@ -676,16 +624,10 @@ impl TargetLoop {
         // its own (the coordinator reads the queue once for the pool); one whose
         // profiles all use scale sets reads no REST queue.
         if all_directed(host, profiles, mode) || !plan::needs_rest_demand(profiles) {
-            self.queue.jobs.clear();
-            self.queue.runs.clear();
-            self.queue.read_at = now;
-            self.queue
-                .ended_since_read
-                .retain(|_, a| took_job_at(a) >= now);
+            self.queue.empty_at(now);
             return;
         }
-        let repos = self.queue.repos.take().unwrap_or_default();
-        self.queue.reading = true;
+        let repos = self.queue.begin_read();
         self.io.send(
             Task::ReadDemand {
                 repos,
@@ -932,9 +874,12 @@ fn note_exit(a: &mut Attempt, seen: Option<&Seen>) -> bool {
     false
 }
 
-/// When the attempt took its job (entered `busy`; its last change if it never did).
-fn took_job_at(a: &Attempt) -> Millis {
-    watch::entered_at(a, AttemptState::Busy)
+/// How the queue judges its jobs: by the organization's profiles, or not at all.
+fn scope(org_profiles: &Option<Vec<ScalePolicy>>) -> Scope<'_> {
+    match org_profiles {
+        Some(p) => Scope::Org(p),
+        None => Scope::Repo,
+    }
 }
 
 /// The store key of a target's rate-limit hold.

@@ -1,0 +1,197 @@
+//! A target's REST queue as the loop knows it: the queued jobs run by run as a demand
+//! read brings them (so a burst's first jobs are served while the rest is read), when
+//! it was read, what an organization's visibility rules left out, and the attempts that
+//! took a job since the read (whose job the queue may still list). No I/O: the loop
+//! sends the reads and hands their results here.
+
+use crate::domain::{Attempt, QueuedJob, ScalePolicy};
+use crate::github::visibility::OrgRepos;
+use crate::reconcile::demand;
+use crate::timefmt::Millis;
+use std::collections::BTreeMap;
+
+#[derive(Default)]
+pub struct RestQueue {
+    /// The queued jobs, run by run: a read in progress replaces each run's as it comes,
+    /// and its end replaces them all.
+    runs: BTreeMap<i64, Vec<QueuedJob>>,
+    /// The jobs a profile may serve, from `runs`.
+    pub jobs: Vec<QueuedJob>,
+    /// When the queue in `jobs` was read (when the read began).
+    pub read_at: Millis,
+    pub next_poll: Millis,
+    /// A read is on a worker (it holds `repos` meanwhile).
+    pub reading: bool,
+    repos: Option<OrgRepos>,
+    /// Attempts that took a job after `read_at` and have ended (cleaned ones
+    /// included): `jobs` may still list their job as queued, so demand must not count
+    /// it again. Emptied as fresher queues are read.
+    ended_since_read: BTreeMap<i64, Attempt>,
+    /// What the last read left out for visibility, for `status`.
+    pub visibility_note: Option<String>,
+    /// An organization's public repositories the last read did not poll.
+    not_polled: u32,
+}
+
+/// When the attempt took its job (entered `busy`; its last change if it never did).
+pub fn took_job_at(a: &Attempt) -> Millis {
+    crate::reconcile::watch::entered_at(a, crate::domain::AttemptState::Busy)
+}
+
+/// What the queue is judged against: an organization's profiles (a repository's jobs
+/// are all its own), whose `allow_public` decides what of a public repository counts.
+pub enum Scope<'a> {
+    Repo,
+    Org(&'a [ScalePolicy]),
+}
+
+impl RestQueue {
+    /// Starts a read: the organization's repositories as last known go with it.
+    pub fn begin_read(&mut self) -> OrgRepos {
+        self.reading = true;
+        self.repos.take().unwrap_or_default()
+    }
+
+    /// A read ended (whole or not): its repositories come back.
+    pub fn end_read(&mut self, repos: OrgRepos) {
+        self.reading = false;
+        self.repos = Some(repos);
+    }
+
+    /// One run's jobs, while a read goes on.
+    pub fn take_run(&mut self, run: i64, jobs: Vec<QueuedJob>, scope: Scope) {
+        self.runs.insert(run, jobs);
+        self.rebuild(scope);
+    }
+
+    /// A read came back whole: its jobs become the queue, and its time the queue's.
+    pub fn take_whole(
+        &mut self,
+        jobs: Vec<QueuedJob>,
+        not_polled: u32,
+        read_at: Millis,
+        scope: Scope,
+    ) {
+        self.runs.clear();
+        for j in jobs {
+            self.runs.entry(j.run_id).or_default().push(j);
+        }
+        self.not_polled = not_polled;
+        self.rebuild(scope);
+        self.forget_ended_before(read_at);
+    }
+
+    /// Nothing to read (the coordinator reads for the pool, or only scale sets serve
+    /// the target): the queue is empty as of `now`.
+    pub fn empty_at(&mut self, now: Millis) {
+        self.jobs.clear();
+        self.runs.clear();
+        self.forget_ended_before(now);
+    }
+
+    /// An attempt the loop acted on: if it ended after taking a job since the read,
+    /// its job must not count again while the queue still lists it.
+    pub fn note(&mut self, a: &Attempt) {
+        if !a.state.is_live() && a.job_name.is_some() && took_job_at(a) >= self.read_at {
+            self.ended_since_read.insert(a.id, a.clone());
+        }
+    }
+
+    /// The attempts that took a job since the read and have ended.
+    pub fn ended_since_read(&self) -> Vec<Attempt> {
+        self.ended_since_read.values().cloned().collect()
+    }
+
+    fn forget_ended_before(&mut self, at: Millis) {
+        self.read_at = at;
+        self.ended_since_read.retain(|_, a| took_job_at(a) >= at);
+    }
+
+    /// The queue from its runs (an organization's jobs judged one by one for
+    /// visibility).
+    fn rebuild(&mut self, scope: Scope) {
+        let jobs: Vec<QueuedJob> = self.runs.values().flatten().cloned().collect();
+        let Scope::Org(profiles) = scope else {
+            self.jobs = jobs;
+            return;
+        };
+        let repos = self.repos.as_ref();
+        let v = demand::serveable(&jobs, profiles, |r| repos.and_then(|o| o.public(r)));
+        let not_polled = self.not_polled;
+        self.visibility_note = v.reason().or_else(|| {
+            (not_polled > 0).then(|| {
+                format!(
+                    "{not_polled} public repositories of the organization not polled: a \
+                     fork's pull request would run on this host; set allow_public=true \
+                     on a profile only if you mean it"
+                )
+            })
+        });
+        self.jobs = v.jobs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::AttemptState;
+
+    fn job(id: i64, run: i64) -> QueuedJob {
+        QueuedJob {
+            id,
+            run_id: run,
+            repo: "octo/app".into(),
+            name: "build".into(),
+            labels: vec![],
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn runs_join_the_queue_as_they_come_and_the_whole_read_replaces_them() {
+        let mut q = RestQueue::default();
+        let repos = q.begin_read();
+        assert!(q.reading);
+        q.take_run(10, vec![job(1, 10), job(2, 10)], Scope::Repo);
+        assert_eq!(
+            q.jobs.len(),
+            2,
+            "the first run is served before the read ends"
+        );
+        q.take_run(11, vec![job(3, 11)], Scope::Repo);
+        assert_eq!(q.jobs.len(), 3);
+        // The whole read says run 10 is gone.
+        q.take_whole(vec![job(3, 11)], 0, 500, Scope::Repo);
+        q.end_read(repos);
+        assert!(!q.reading);
+        assert_eq!(q.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(q.read_at, 500);
+    }
+
+    #[test]
+    fn an_ended_attempt_counts_until_a_read_after_its_job_began() {
+        let mut q = RestQueue::default();
+        q.take_whole(vec![job(1, 10)], 0, 100, Scope::Repo);
+        let mut a = Attempt::new(7, "linux", "t", "h", 50);
+        a.job_name = Some("build".into());
+        a.updated_at = 200;
+        a.state = AttemptState::Destroying;
+        q.note(&a);
+        assert_eq!(q.ended_since_read().len(), 1);
+        // A read begun before the job started may still list it.
+        q.take_whole(vec![job(1, 10)], 0, 150, Scope::Repo);
+        assert_eq!(q.ended_since_read().len(), 1);
+        // One begun after it does not: the attempt no longer needs counting.
+        q.take_whole(vec![], 0, 250, Scope::Repo);
+        assert!(q.ended_since_read().is_empty());
+        // A live attempt, or one that took no job, is never noted.
+        let mut live = Attempt::new(8, "linux", "t", "h", 300);
+        live.job_name = Some("x".into());
+        live.updated_at = 300;
+        live.state = AttemptState::Busy;
+        q.note(&live);
+        assert!(q.ended_since_read().is_empty());
+        q.empty_at(400);
+        assert!(q.jobs.is_empty() && q.read_at == 400);
+    }
+}
