@@ -27,6 +27,19 @@ pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// A coordinator log that keeps its lines, for tests that read what it said.
+pub fn captured_log() -> (
+    runner_manager::coordinator::ws::LogFn,
+    Arc<Mutex<Vec<String>>>,
+) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = lines.clone();
+    (
+        Arc::new(move |l: &str| l2.lock().unwrap().push(l.to_string())),
+        lines,
+    )
+}
+
 /// The hosts' token hashes; `remove` is `coordinator host rm`.
 pub struct Tokens(pub Mutex<Vec<(String, Vec<u8>)>>);
 
@@ -245,6 +258,21 @@ impl ScriptedHost {
             Some(CoordMsg::Launch(l)) => l,
             other => panic!("expected a launch, got {other:?}"),
         }
+    }
+
+    /// The close frame the coordinator sends within `secs` (frames before it are
+    /// skipped); `None` when it closed without one, or did not close.
+    pub fn close_frame(&mut self, secs: u64) -> Option<tungstenite::protocol::CloseFrame> {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < end {
+            match self.ws.read() {
+                Ok(Message::Close(f)) => return f,
+                Ok(_) => {}
+                Err(e) if timed_out(&e) => {}
+                Err(_) => return None,
+            }
+        }
+        None
     }
 
     /// Whether the coordinator closed the connection within `secs`.
