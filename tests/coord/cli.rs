@@ -29,6 +29,26 @@ fn rm(d: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Starts `coordinator serve ARGS` on `d`'s state and returns it with the first line it
+/// prints (where it listens), read once it listens.
+fn serve(d: &Path, args: &[&str], stderr: Stdio) -> (std::process::Child, String) {
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.join("state"))
+        .args(["coordinator", "serve"])
+        .args(args)
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
 #[test]
 fn host_add_prints_the_token_once_and_serve_admits_only_it() {
     let d = dir("cli");
@@ -44,18 +64,7 @@ fn host_add_prints_the_token_once_and_serve_admits_only_it() {
     let db = std::fs::read(d.join("state/state.db")).unwrap();
     assert!(!db.windows(64).any(|w| w == token.as_bytes()));
 
-    let mut child = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(d.join("state"))
-        .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, line) = serve(&d, &["--listen", "127.0.0.1:0"], Stdio::null());
     let url = line.trim().rsplit(' ').next().unwrap().to_string();
     let addr: std::net::SocketAddr = url.trim_start_matches("ws://").parse().unwrap();
     assert!(matches!(
@@ -210,25 +219,7 @@ fn plain_ws_off_loopback_needs_an_explicit_opt_in_on_both_ends() {
         "{err}"
     );
     // ... and with --insecure it serves and warns.
-    let mut child = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(d.join("state"))
-        .args([
-            "coordinator",
-            "serve",
-            "--listen",
-            "0.0.0.0:0",
-            "--insecure",
-        ])
-        .env_remove("RUNNER_MANAGER_STATE_DIR")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (child, line) = serve(&d, &["--listen", "0.0.0.0:0", "--insecure"], Stdio::piped());
     assert!(line.contains("listening on ws://0.0.0.0:"), "{line}");
     // SAFETY: kill with a pid we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

@@ -263,30 +263,27 @@ impl ScriptedHost {
     /// The close frame the coordinator sends within `secs` (frames before it are
     /// skipped); `None` when it closed without one, or did not close.
     pub fn close_frame(&mut self, secs: u64) -> Option<tungstenite::protocol::CloseFrame> {
-        let end = Instant::now() + Duration::from_secs(secs);
-        while Instant::now() < end {
-            match self.ws.read() {
-                Ok(Message::Close(f)) => return f,
-                Ok(_) => {}
-                Err(e) if timed_out(&e) => {}
-                Err(_) => return None,
-            }
-        }
-        None
+        self.closing(secs).flatten()
     }
 
     /// Whether the coordinator closed the connection within `secs`.
     pub fn closed_within(&mut self, secs: u64) -> bool {
+        self.closing(secs).is_some()
+    }
+
+    /// How the connection ended within `secs`: `Some` with the close frame, if one
+    /// came (any other end of the connection counts too); `None` if it did not end.
+    fn closing(&mut self, secs: u64) -> Option<Option<tungstenite::protocol::CloseFrame>> {
         let end = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < end {
             match self.ws.read() {
-                Ok(Message::Close(_)) => return true,
+                Ok(Message::Close(f)) => return Some(f),
                 Ok(_) => {}
                 Err(e) if timed_out(&e) => {}
-                Err(_) => return true,
+                Err(_) => return Some(None),
             }
         }
-        false
+        None
     }
 }
 
