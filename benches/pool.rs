@@ -5,9 +5,13 @@
 //! `runner-manager daemon`s, a real coordinator and the simulated GitHub: job queued →
 //! launch accepted p50/p99, queued → job started, and runners started against jobs,
 //! coordinated and standalone for the same workload, and coordinated on a scale set
-//! (the coordinator holds its session, `--scaleset`; jobs are assigned to it).
-//! Prints; asserts only the invariants, never a timing. `-- --small` runs the quick
-//! configuration.
+//! (the coordinator holds its session, `--scaleset`; jobs are assigned to it). (c) A
+//! coordinator that returns (issue 17, item 6): three coordinated daemons with a 5 s
+//! fallback grace, the coordinator SIGKILLed and restarted on the same address after
+//! 10 s (25 s without `--small`, as the issue saw it): how long until each host's link
+//! is up and every host is directed again, and runners per job for jobs queued after
+//! that. Prints; asserts only the invariants, never a timing. `-- --small` runs the
+//! quick configuration; `-- return` only (c).
 
 #[allow(dead_code)]
 #[path = "../tests/pool/support.rs"]
@@ -333,9 +337,89 @@ fn real_run(mode: Mode, hosts: usize, jobs: usize) -> RunFigures {
     }
 }
 
+struct ReturnFigures {
+    /// Per host: coordinator back → its link up again (`coordinator_link_up`).
+    link_up_ms: Vec<i64>,
+    /// Coordinator back → every host's status says `coordinated`.
+    all_directed: Duration,
+    jobs: usize,
+    runners: usize,
+}
+
+/// (c): the coordinator SIGKILLed once every host is directed, away for `away` (the
+/// hosts fall back after their 5 s grace), restarted on the same address; then `jobs`
+/// jobs of 300 ms queued once every host is directed again.
+fn return_run(hosts: usize, away: Duration, jobs: usize) -> ReturnFigures {
+    let mut pool = Pool::new("bench-r", hosts, 8, true);
+    pool.start_coordinator();
+    // Per host: when each `coordinator_link_up` line arrived.
+    let ups: Vec<Arc<Mutex<Vec<Millis>>>> = (0..hosts).map(|_| Arc::default()).collect();
+    for (h, up) in pool.hosts.iter_mut().zip(&ups) {
+        h.fallback_grace = 5;
+        let up = up.clone();
+        h.start_tapped(Some(Box::new(move |line: &str| {
+            if line.contains("msg=coordinator_link_up") {
+                up.lock().unwrap().push(now_millis());
+            }
+        })));
+    }
+    wait_until(Duration::from_secs(30), "every host is coordinated", || {
+        pool.hosts.iter().all(|h| h.mode() == "coordinated")
+    });
+    pool.kill_coordinator();
+    let gone = Instant::now();
+    wait_until(Duration::from_secs(30), "every host fell back", || {
+        pool.hosts.iter().all(|h| h.mode() == "fallback")
+    });
+    // The rest of the time away; nothing here waits for a condition to be true.
+    std::thread::sleep(away.saturating_sub(gone.elapsed()));
+    let back_ms = now_millis();
+    let back = Instant::now();
+    pool.start_coordinator();
+    wait_until(
+        Duration::from_secs(120),
+        "every host is directed again",
+        || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
+    );
+    let all_directed = back.elapsed();
+    wait_until(Duration::from_secs(30), "every host's link is up", || {
+        ups.iter()
+            .all(|u| u.lock().unwrap().iter().any(|&t| t >= back_ms))
+    });
+    let mut link_up_ms: Vec<i64> = ups
+        .iter()
+        .map(|u| {
+            let first = u.lock().unwrap().iter().copied().find(|&t| t >= back_ms);
+            first.expect("waited for above") - back_ms
+        })
+        .collect();
+    link_up_ms.sort();
+    let before = pool.runners_started();
+    pool.enqueue(jobs, "bench-r", 300);
+    wait_until(Duration::from_secs(180), "every job is done", || {
+        pool.all_done()
+    });
+    let runners = pool.runners_started() - before;
+    pool.wait_quiet();
+    ReturnFigures {
+        link_up_ms,
+        all_directed,
+        jobs,
+        runners,
+    }
+}
+
 fn main() {
     let small = std::env::args().any(|a| a == "--small");
+    let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
+    if !std::env::args().any(|a| a == "return") {
+        placement_and_real_runs(small, hosts, jobs);
+    }
+    coordinator_return(small, hosts, jobs);
+}
 
+/// (a) and (b).
+fn placement_and_real_runs(small: bool, hosts: usize, jobs: usize) {
     println!("== placement (pure): {HOSTS} hosts × capacity {CAPACITY}, {JOBS} jobs");
     let f = placement_run();
     assert_eq!(f.double_leases, 0, "a job had two open leases");
@@ -358,7 +442,6 @@ fn main() {
         format!("{}; {}; {}", f.rounds, f.placed, f.double_leases),
     );
 
-    let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
     println!(
         "\n== real run: {hosts} daemons (max 8 each), {jobs} jobs of 300 ms{}",
         if small { " (--small)" } else { "" }
@@ -406,4 +489,27 @@ fn main() {
             r.wall
         );
     }
+}
+
+/// (c).
+fn coordinator_return(small: bool, hosts: usize, jobs: usize) {
+    let away = Duration::from_secs(if small { 10 } else { 25 });
+    println!(
+        "\n== coordinator return: {hosts} daemons (fallback grace 5 s), coordinator \
+         SIGKILLed, back after {away:?}, then {jobs} jobs of 300 ms"
+    );
+    let r = return_run(hosts, away, jobs);
+    let ups: Vec<String> = r.link_up_ms.iter().map(|ms| format!("{ms} ms")).collect();
+    println!(
+        "{:<40} {}\n{:<40} {:.1?}\n{:<40} {} for {} jobs ({:.2} per job, surplus {})",
+        "back → each host's link up",
+        ups.join(", "),
+        "back → every host directed (status)",
+        r.all_directed,
+        "runners for jobs queued after that",
+        r.runners,
+        r.jobs,
+        r.runners as f64 / r.jobs as f64,
+        r.runners as i64 - r.jobs as i64,
+    );
 }

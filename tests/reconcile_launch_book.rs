@@ -212,6 +212,8 @@ fn run(seed: u64, capacity: u32) {
             capacity,
             coordinator: Some("ws://127.0.0.1:1".into()),
             coordinator_token_file: None,
+            coordinator_ca_file: None,
+            coordinator_insecure: false,
             draining: false,
             isolation: Default::default(),
             runner_uids: None,

@@ -10,6 +10,7 @@ use crate::coordinator::scaleset_demand::{self, ScaleSetDemand};
 use crate::coordinator::server::{ServeOptions, serve as start_server};
 use crate::coordinator::tls;
 use crate::domain::validate::{self, Invalid};
+use crate::log_warn;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, Store};
 use crate::timefmt::now_millis;
 use serde_json::{Value, json};
@@ -309,6 +310,18 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
             ));
         }
     };
+    // Plain text off loopback carries the hosts' tokens in the clear: only when asked.
+    let plain_exposed = tls.is_none() && !addr.ip().is_loopback();
+    if plain_exposed && !inv.flag("--insecure") {
+        return Err(CliError::usage(
+            "--listen",
+            &format!(
+                "{addr} is not loopback and no --tls-cert is given: {}; serve wss:// with \
+                 --tls-cert PATH --tls-key PATH, or accept the risk with --insecure",
+                tls::PLAIN_TEXT_RISK
+            ),
+        ));
+    }
     let mut opts = ServeOptions::new(addr);
     opts.tls = tls;
     opts.store_dir = Some(dir.to_path_buf());
@@ -369,6 +382,13 @@ fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
         &json!({ "listen": url, "pid": std::process::id(), "started_at": time(now_millis()) })
             .to_string(),
     )?;
+    if plain_exposed {
+        log_warn!(
+            "coordinator_plain_text",
+            listen = url,
+            detail = format!("--insecure: {}", tls::PLAIN_TEXT_RISK)
+        );
+    }
     println!("coordinator listening on {url}");
     let _ = std::io::stdout().flush();
     signals.forever().next();

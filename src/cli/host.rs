@@ -2,7 +2,7 @@
 
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, secret_file};
+use super::{CliError, CliResult, readable_file, secret_file};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, Isolation, UidRange};
 use crate::meter::units;
@@ -32,6 +32,11 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
             "coordinator_token_file",
             or_dash(h.coordinator_token_file.as_ref().map(|p| p.display())),
         ),
+        (
+            "coordinator_ca_file",
+            or_dash(h.coordinator_ca_file.as_ref().map(|p| p.display())),
+        ),
+        ("coordinator_insecure", yes_no(h.coordinator_insecure)),
         ("isolation", h.isolation.as_str().to_string()),
         ("runner_uids", or_dash(h.runner_uids.as_ref())),
     ]
@@ -67,12 +72,15 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "capacity",
     "coordinator",
     "coordinator_token_file",
+    "coordinator_ca_file",
+    "coordinator_insecure",
     "isolation",
     "runner_uids",
 ];
 
-/// Applies one `host set` key. Coordinator URLs are `ws://` (loopback or private
-/// network) or `wss://`; an empty value leaves the pool.
+/// Applies one `host set` key. Coordinator URLs are `ws://` or `wss://` (plain `ws://`
+/// off loopback only with `coordinator_insecure=true`, checked by `set` once every key
+/// is applied); an empty value leaves the pool.
 fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
     match key {
         "capacity" => {
@@ -118,6 +126,17 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 Some(p)
             }
         }
+        "coordinator_ca_file" => {
+            h.coordinator_ca_file = if value.is_empty() {
+                None
+            } else {
+                let p = validate::path(key, value)?;
+                readable_file(key, &p)?;
+                crate::coordinator::tls::check_ca_file(&p).map_err(|e| Invalid::new(key, e))?;
+                Some(p)
+            }
+        }
+        "coordinator_insecure" => h.coordinator_insecure = validate::boolean(key, value)?,
         "isolation" => h.isolation = Isolation::parse(key, value)?,
         "runner_uids" => {
             h.runner_uids = if value.is_empty() {
@@ -167,6 +186,20 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         return Err(CliError::usage(
             "isolation",
             "isolation=uids needs runner_uids=START-END (uids with passwd entries the host owns)",
+        ));
+    }
+    if let Some(url) = &h.coordinator
+        && !h.coordinator_insecure
+        && crate::coordinator::tls::is_plain_off_loopback(url)
+    {
+        return Err(CliError::usage(
+            "coordinator",
+            &format!(
+                "plain ws:// to {url} is off loopback: {}; use wss:// (with \
+                 coordinator_ca_file=PATH for a private CA), or accept the risk with \
+                 coordinator_insecure=true",
+                crate::coordinator::tls::PLAIN_TEXT_RISK
+            ),
         ));
     }
     if h.coordinator.is_some() && h.coordinator_token_file.is_none() {

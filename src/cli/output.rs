@@ -156,6 +156,8 @@ pub fn host_json(h: &Host) -> Value {
         "draining": h.draining,
         "coordinator": h.coordinator,
         "coordinator_token_file": h.coordinator_token_file.as_ref().map(|p| p.display().to_string()),
+        "coordinator_ca_file": h.coordinator_ca_file.as_ref().map(|p| p.display().to_string()),
+        "coordinator_insecure": h.coordinator_insecure,
         "isolation": h.isolation.as_str(),
         "runner_uids": h.runner_uids.map(|r| r.to_string()),
     })

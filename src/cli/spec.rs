@@ -240,7 +240,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["host", "set"],
         args: "KEY=VALUE...",
         positionals: (1, None),
-        about: "Change this host: capacity, coordinator, coordinator_token_file, isolation, runner_uids",
+        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids",
         options: &[],
     },
     Command {
@@ -420,7 +420,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["coordinator", "serve"],
-        args: "--listen ADDR [--tls-cert PATH --tls-key PATH] [--lease-ttl DURATION] [--scaleset TARGET=NAME]...",
+        args: "--listen ADDR [--tls-cert PATH --tls-key PATH | --insecure] [--lease-ttl DURATION] [--scaleset TARGET=NAME]...",
         positionals: (0, Some(0)),
         about: "Serve a pool: read its targets' queues once and place each job on one host",
         options: &[
@@ -435,6 +435,10 @@ pub const COMMANDS: &[Command] = &[
                 "PEM certificate chain: serve wss:// (with --tls-key)",
             ),
             opt("--tls-key", "PATH", "PEM private key of --tls-cert"),
+            switch(
+                "--insecure",
+                "Serve plain ws:// on an address other than loopback (warned at every start)",
+            ),
             opt(
                 "--lease-ttl",
                 "DURATION",

@@ -265,6 +265,10 @@ fn run(
                     shared: &shared,
                     ledger: &mut ledger,
                     was_up: false,
+                    unknown: ws::Throttle::new(
+                        super::server::UNKNOWN_FRAME_LINES,
+                        Duration::from_secs(60),
+                    ),
                 };
                 let why = s.run(&mut socket, &wake_rx);
                 let was_up = s.was_up;
@@ -431,6 +435,8 @@ struct Session<'a> {
     shared: &'a Shared,
     ledger: &'a mut Ledger,
     was_up: bool,
+    /// Lines about skipped frames, so many a minute (as the coordinator does).
+    unknown: ws::Throttle,
 }
 
 impl Session<'_> {
@@ -514,7 +520,21 @@ impl Session<'_> {
         let text = match m {
             Message::Text(t) => t,
             Message::Binary(_) => return Err("the coordinator sent a binary frame".into()),
-            Message::Close(_) => return Err("closed by the coordinator".into()),
+            Message::Close(f) => {
+                // Its code and reason say why (stopping, host removed, a version it
+                // does not speak); the reason is the peer's text, so it is escaped.
+                return Err(match f {
+                    Some(f) => {
+                        let mut reason = f.reason.as_str().chars().take(123).collect();
+                        super::protocol::escape_controls(&mut reason);
+                        format!(
+                            "closed by the coordinator ({}): {reason}",
+                            u16::from(f.code)
+                        )
+                    }
+                    None => "closed by the coordinator".into(),
+                });
+            }
             _ => return Ok(()),
         };
         match CoordMsg::decode(text.as_str()) {
@@ -548,7 +568,7 @@ impl Session<'_> {
                 Ok(())
             }
             Err(e) if e.is_skippable() => {
-                (self.cfg.log)(&e.to_string());
+                self.unknown.log(&self.cfg.log, &e.to_string());
                 Ok(())
             }
             Err(e) => {

@@ -95,8 +95,18 @@ pub struct CoordTarget {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     Send(ConnId, CoordMsg),
-    /// Close this connection (its host connected again on another).
-    Close(ConnId),
+    /// Close this connection, for this reason.
+    Close(ConnId, CloseWhy),
+}
+
+/// Why placement closes a connection; the server turns it into the close frame's code
+/// and reason and the log's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseWhy {
+    /// The same host connected again on another connection.
+    Replaced,
+    /// Its `hello` named a protocol version older than `protocol::MIN_VERSION`.
+    UnsupportedVersion(u32),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,7 +237,10 @@ impl Placement {
     pub fn hello(&mut self, conn: ConnId, name: &str, hello: Hello, now: Millis) -> Vec<Action> {
         let mut out = Vec::new();
         let Some(version) = protocol::negotiate(hello.version) else {
-            out.push(Action::Close(conn));
+            out.push(Action::Close(
+                conn,
+                CloseWhy::UnsupportedVersion(hello.version),
+            ));
             return out;
         };
         // The same host on another connection: that one is stale (a half-open TCP
@@ -240,7 +253,7 @@ impl Placement {
             .collect();
         for c in stale {
             out.extend(self.disconnect(c, now));
-            out.push(Action::Close(c));
+            out.push(Action::Close(c, CloseWhy::Replaced));
         }
         let covered: BTreeMap<String, String> = if protocol::is_directable(version) {
             hello

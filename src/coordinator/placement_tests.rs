@@ -111,7 +111,7 @@ fn hello_ack_covers_matching_targets_and_a_version_2_host_is_never_directed() {
     assert!(l.iter().all(|(c, _, _)| *c == 1));
     assert_eq!(
         p.hello(3, "ancient", hello("ancient", 1, 8, POOL), T0),
-        vec![Action::Close(3)]
+        vec![Action::Close(3, CloseWhy::UnsupportedVersion(1))]
     );
 }
 
@@ -247,7 +247,7 @@ fn a_reconnecting_host_replaces_its_stale_connection() {
     let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
     assert_eq!(l[0].0, 1);
     let a = p.hello(5, "h1", hello("h1", 3, 1, POOL), T0 + 1);
-    assert!(a.contains(&Action::Close(1)));
+    assert!(a.contains(&Action::Close(1, CloseWhy::Replaced)));
     assert_eq!(
         launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(),
         vec![5]

@@ -1,6 +1,8 @@
 //! The coordinator protocol, version 3: the JSON text frames hosts and the coordinator
 //! exchange (`{"type": ..., ...}`), their bounds, and the version rules. Only this file
-//! knows the wire format; both sides convert to and from these types at the edge.
+//! knows the wire format; both sides convert to and from these types at the edge. Every
+//! string a host sends has its control characters escaped here, before the bounds are
+//! checked, so nothing a host names reaches the store, a log or a terminal raw.
 
 use crate::reconcile::launch_book::{self, Refusal};
 use serde::{Deserialize, Serialize};
@@ -237,11 +239,52 @@ fn encode<T: Serialize>(msg: &T) -> String {
 }
 
 impl HostMsg {
-    /// Parses and checks a frame a host sent.
+    /// Parses and checks a frame a host sent; its strings come back with their
+    /// control characters escaped ([`escape_controls`]) and then bounded.
     pub fn decode(text: &str) -> Result<HostMsg, FrameError> {
-        let m: HostMsg = decode(text, HOST_TYPES)?;
+        let mut m: HostMsg = decode(text, HOST_TYPES)?;
+        m.escape_controls();
         m.check()?;
         Ok(m)
+    }
+
+    /// Escapes the control characters of every string field (see [`escape_controls`]).
+    fn escape_controls(&mut self) {
+        let each = |v: &mut Vec<String>| v.iter_mut().for_each(escape_controls);
+        match self {
+            HostMsg::Hello(h) => {
+                let hh = &mut h.host;
+                for s in [&mut hh.id, &mut hh.name, &mut hh.os, &mut hh.arch] {
+                    escape_controls(s);
+                }
+                for t in &mut h.targets {
+                    for s in [&mut t.name, &mut t.scope, &mut t.api_url] {
+                        escape_controls(s);
+                    }
+                }
+                for p in &mut h.profiles {
+                    escape_controls(&mut p.name);
+                    escape_controls(&mut p.target);
+                    each(&mut p.labels);
+                }
+            }
+            HostMsg::LaunchAck(a) => {
+                escape_controls(&mut a.lease_id);
+                a.reason.iter_mut().for_each(escape_controls);
+            }
+            HostMsg::AttemptStarted(s) => {
+                s.lease_id.iter_mut().for_each(escape_controls);
+                for f in [&mut s.runner_name, &mut s.target, &mut s.profile] {
+                    escape_controls(f);
+                }
+            }
+            HostMsg::AttemptFinished(f) => {
+                f.lease_id.iter_mut().for_each(escape_controls);
+                escape_controls(&mut f.runner_name);
+                escape_controls(&mut f.outcome);
+            }
+            HostMsg::Status(s) => each(&mut s.unfit),
+        }
     }
 
     pub fn encode(&self) -> String {
@@ -317,6 +360,25 @@ impl CoordMsg {
             CoordMsg::CancelLaunch { lease_id } => strs(&[lease_id]),
         }
     }
+}
+
+/// Rewrites each control character (C0, DEL, C1: what moves a terminal's cursor,
+/// clears its screen or sets its title) as `\u{HEX}`, as the log writes them. Real
+/// names, labels and reasons have none, so they pass unchanged; an escaped string may
+/// then be past [`MAX_STR`], which refuses the frame.
+pub fn escape_controls(s: &mut String) {
+    if !s.chars().any(char::is_control) {
+        return;
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    *s = out;
 }
 
 fn strs(fields: &[&String]) -> Result<(), FrameError> {
@@ -563,6 +625,41 @@ mod tests {
             CoordMsg::decode(&launch.encode()),
             Err(FrameError::OutOfBounds(_))
         ));
+    }
+
+    /// Issue 17, item 5: what a host names reaches no store or terminal raw.
+    #[test]
+    fn control_characters_a_host_sends_are_escaped_then_bounded() {
+        let frame = r#"{"type":"hello","version":3,"host":{"id":"i","name":"h\u001b[2J",
+            "os":"linux\u0007","arch":"x86_64\u009b31m","capacity":1},
+            "targets":[{"name":"t\r","scope":"o/r","api_url":"https://x"}],
+            "profiles":[{"name":"p\u001b]0;pwned\u0007","target":"t","labels":["a\n"],"max":1}]}"#;
+        let Ok(HostMsg::Hello(h)) = HostMsg::decode(frame) else {
+            panic!("decodes")
+        };
+        assert_eq!(h.host.name, "h\\u{1b}[2J");
+        assert_eq!(h.host.os, "linux\\u{7}");
+        assert_eq!(h.host.arch, "x86_64\\u{9b}31m");
+        assert_eq!(h.targets[0].name, "t\\u{d}");
+        assert_eq!(h.profiles[0].name, "p\\u{1b}]0;pwned\\u{7}");
+        assert_eq!(h.profiles[0].labels, vec!["a\\u{a}".to_string()]);
+        let text = format!("{h:?}");
+        assert!(!text.chars().any(char::is_control), "{text}");
+        // Escaping may take a string past its bound: the frame is refused, not cut.
+        let many = "\\u001b".repeat(MAX_STR / 2);
+        let frame = format!(r#"{{"type":"status","free":1,"draining":false,"unfit":["{many}"]}}"#);
+        assert!(matches!(
+            HostMsg::decode(&frame),
+            Err(FrameError::OutOfBounds(_))
+        ));
+        let r = r#"{"type":"launch_ack","lease_id":"l\u001b","accepted":false,"reason":"x\u0000"}"#;
+        let Ok(HostMsg::LaunchAck(a)) = HostMsg::decode(r) else {
+            panic!()
+        };
+        assert_eq!(
+            (a.lease_id.as_str(), a.reason.as_deref()),
+            ("l\\u{1b}", Some("x\\u{0}"))
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@
 use super::auth::{self, TokenBook, bearer};
 use super::demand::DemandSource;
 use super::gate::{Gate, GateLimits};
-use super::placement::{Action, ConnId, Phase, Placement, PlacementConfig, Taken};
+use super::placement::{Action, CloseWhy, ConnId, Phase, Placement, PlacementConfig, Taken};
 use super::protocol::{CoordMsg, FrameError, HostMsg};
 use super::ws::{self, LogFn, Stream, Throttle, Waker};
 use crate::domain::QueuedJob;
@@ -118,15 +118,26 @@ enum Closing {
     Removed,
     /// The coordinator is stopping.
     Stopping,
+    /// Its `hello` named a protocol version this coordinator does not speak.
+    Unsupported(u32),
 }
 
 impl Closing {
     fn frame(self) -> tungstenite::protocol::CloseFrame {
         use tungstenite::protocol::frame::coding::CloseCode;
         let (code, reason) = match self {
-            Closing::Replaced => (CloseCode::Policy, "replaced by a newer connection"),
-            Closing::Removed => (CloseCode::Policy, "host removed"),
-            Closing::Stopping => (CloseCode::Away, "coordinator stopping"),
+            Closing::Replaced => (CloseCode::Policy, "replaced by a newer connection".into()),
+            Closing::Removed => (CloseCode::Policy, "host removed".into()),
+            Closing::Stopping => (CloseCode::Away, "coordinator stopping".into()),
+            // 1002: the peer broke the protocol, as RFC 6455 words it.
+            Closing::Unsupported(v) => (
+                CloseCode::Protocol,
+                format!(
+                    "protocol version {v} is not supported (this coordinator speaks {}-{})",
+                    super::protocol::MIN_VERSION,
+                    super::protocol::VERSION
+                ),
+            ),
         };
         tungstenite::protocol::CloseFrame {
             code,
@@ -134,6 +145,9 @@ impl Closing {
         }
     }
 }
+
+/// Lines about skipped (unknown-type) frames logged per connection and minute.
+pub const UNKNOWN_FRAME_LINES: u32 = 5;
 
 /// A running coordinator. Dropping it stops and joins every thread.
 pub struct ServerHandle {
@@ -480,6 +494,9 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
         return;
     }
     (ctx.log)(&format!("host {name} connected from {peer}"));
+    // A host may send frames a newer build knows and this one skips; each is logged,
+    // but only so many a minute, so a host cannot fill the coordinator's log.
+    let unknown = Throttle::new(UNKNOWN_FRAME_LINES, Duration::from_secs(60));
     let mut last_rx = Instant::now();
     let mut last_ping = Instant::now();
     let why = 'pump: loop {
@@ -508,7 +525,9 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
                     Ok(msg) => {
                         let _ = ctx.events.send(Event::Frame { conn, msg });
                     }
-                    Err(e) if e.is_skippable() => (ctx.log)(&format!("host {name}: {e}")),
+                    Err(e) if e.is_skippable() => {
+                        unknown.log(&ctx.log, &format!("host {name}: {e}"));
+                    }
                     Err(e) => fatal = Some(e.to_string()),
                 },
                 Message::Binary(_) => {
@@ -624,7 +643,10 @@ fn placer(
         for a in actions {
             let (conn, out) = match a {
                 Action::Send(c, m) => (c, Out::Frame(m)),
-                Action::Close(c) => (c, Out::Close(Closing::Replaced)),
+                Action::Close(c, CloseWhy::Replaced) => (c, Out::Close(Closing::Replaced)),
+                Action::Close(c, CloseWhy::UnsupportedVersion(v)) => {
+                    (c, Out::Close(Closing::Unsupported(v)))
+                }
             };
             if let Some(c) = outs.get(&conn) {
                 let _ = c.out.send(out);

@@ -1,12 +1,33 @@
 //! TLS for the coordinator link: the server's configuration from a PEM certificate
 //! chain and key, and the host's client configuration (the public web PKI roots, plus
-//! an optional CA file for a private pool). rustls with ring, as ureq already links it.
+//! an optional CA file for a private pool), and the one judgement of when plain text is
+//! exposed (`ws://` off loopback). rustls with ring, as ureq already links it.
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::path::Path;
 use std::sync::Arc;
+
+/// Why plain text needs an opt-in: said by `host set`, `coordinator serve` and the
+/// warnings both log at every start.
+pub const PLAIN_TEXT_RISK: &str = "the host's token and every launch cross the network \
+     unencrypted, so anyone on the path can read the token and direct the host";
+
+/// Whether `url` is plain `ws://` to somewhere other than loopback (`localhost`,
+/// 127.0.0.0/8, `[::1]`; a private network is off loopback): allowed only with an
+/// explicit opt-in (`coordinator_insecure=true`), and warned about at every start.
+pub fn is_plain_off_loopback(url: &str) -> bool {
+    let Some(rest) = url
+        .get(..5)
+        .filter(|s| s.eq_ignore_ascii_case("ws://"))
+        .map(|_| &url[5..])
+    else {
+        return false;
+    };
+    let host_port = rest.split(['/', '?', '#']).next().unwrap_or("");
+    !crate::domain::validate::is_loopback_host(host_port)
+}
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -40,6 +61,12 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, Strin
     Ok(Arc::new(cfg))
 }
 
+/// Reads a CA file as the host side will (PEM certificates that make trust anchors),
+/// so a wrong file is refused when it is named, not at the daemon's first dial.
+pub fn check_ca_file(path: &Path) -> Result<(), String> {
+    client_config(Some(path)).map(drop)
+}
+
 /// The host side: web PKI roots, plus the certificates in `extra_ca` when given.
 pub fn client_config(extra_ca: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
@@ -57,4 +84,53 @@ pub fn client_config(extra_ca: Option<&Path>) -> Result<Arc<ClientConfig>, Strin
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_exposed_off_loopback_only() {
+        for url in [
+            "ws://127.0.0.1:7700",
+            "ws://127.9.0.1:7700/pool",
+            "ws://localhost:7700",
+            "ws://[::1]:7700/",
+            "wss://8.8.8.8:7700",
+            "wss://coord.example",
+        ] {
+            assert!(!is_plain_off_loopback(url), "{url}");
+        }
+        for url in [
+            "ws://8.8.8.8:7700",
+            "ws://10.0.0.5:7700",
+            "ws://0.0.0.0:7700",
+            "ws://coord.example:7700",
+            "ws://localhost.evil.example",
+            "ws://127.0.0.1.nip.io",
+            "ws://[2001:db8::1]:7700",
+            "WS://8.8.8.8",
+            "ws://",
+        ] {
+            assert!(is_plain_off_loopback(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn a_ca_file_must_hold_pem_certificates() {
+        let dir = std::env::temp_dir().join(format!("rm-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a certificate\n").unwrap();
+        assert!(
+            check_ca_file(&junk)
+                .unwrap_err()
+                .contains("no PEM certificate")
+        );
+        assert!(check_ca_file(&dir.join("missing.pem")).is_err());
+        let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/coord_tls/ca.pem");
+        check_ca_file(&ca).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

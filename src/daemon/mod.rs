@@ -353,10 +353,7 @@ fn refresh_link(
     link: Option<pool::LinkRun>,
 ) -> Result<Option<pool::LinkRun>, DaemonError> {
     let host = store.host_or_create()?;
-    let config = (
-        host.coordinator.clone(),
-        host.coordinator_token_file.clone(),
-    );
+    let config = pool::LinkSettings::of(&host);
     match link {
         Some(l) if l.config == config => {
             l.update_hello(pool::hello(store)?);
@@ -366,7 +363,7 @@ fn refresh_link(
             l.stop();
             Ok(pool::start_link(shared, store)?)
         }
-        None if config.0.is_some() => Ok(pool::start_link(shared, store)?),
+        None if config.url.is_some() => Ok(pool::start_link(shared, store)?),
         None => Ok(None),
     }
 }

@@ -7,6 +7,7 @@ use crate::coordinator::link::{LaunchHandler, Report};
 use crate::coordinator::protocol::{
     AttemptFinished, AttemptStarted, Hello, HostInfo, ProfileInfo, TargetInfo, UsageInfo,
 };
+use crate::coordinator::tls;
 use crate::domain::{Attempt, Host, ScalePolicy};
 use crate::reconcile::allocate::{Counts, HostAllocator};
 use crate::reconcile::launch_book::{
@@ -17,6 +18,7 @@ use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -309,12 +311,32 @@ impl LaunchHandler for Handler {
     }
 }
 
+/// The host's settings a link is started from; when they change it is restarted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSettings {
+    pub url: Option<String>,
+    pub token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    pub insecure: bool,
+}
+
+impl LinkSettings {
+    pub fn of(host: &Host) -> LinkSettings {
+        LinkSettings {
+            url: host.coordinator.clone(),
+            token_file: host.coordinator_token_file.clone(),
+            ca_file: host.coordinator_ca_file.clone(),
+            insecure: host.coordinator_insecure,
+        }
+    }
+}
+
 /// A running coordinator link and what it was started from.
 pub struct LinkRun {
     handle: crate::coordinator::link::LinkHandle,
     shutdown: Sender<()>,
-    /// (url, token file) it was started with, to notice a change.
-    pub config: (Option<String>, Option<std::path::PathBuf>),
+    /// The settings it was started with, to notice a change.
+    pub config: LinkSettings,
 }
 
 impl LinkRun {
@@ -329,22 +351,40 @@ impl LinkRun {
 }
 
 /// Starts the link when the host has a coordinator; `None` (standalone) otherwise.
-/// A token that cannot be read is logged and leaves the host in fallback after the
-/// grace period, never stopped.
+/// A token that cannot be read, or plain `ws://` off loopback without the owner's
+/// `coordinator_insecure=true` (a store written before it was asked for), is logged
+/// and leaves the host in fallback after the grace period, never stopped. With the
+/// opt-in, plain text off loopback is warned about at every start.
 pub fn start_link(
     shared: &Arc<Shared>,
     store: &SqliteStore,
 ) -> Result<Option<LinkRun>, StoreError> {
     let host = store.host_or_create()?;
-    let config = (
-        host.coordinator.clone(),
-        host.coordinator_token_file.clone(),
-    );
+    let config = LinkSettings::of(&host);
     let now = now_millis();
     let Some(url) = host.coordinator.clone() else {
         shared.pool.configure(false, None, now);
         return Ok(None);
     };
+    if tls::is_plain_off_loopback(&url) {
+        if !host.coordinator_insecure {
+            log_warn!(
+                "coordinator_plain_text_refused",
+                url = url,
+                error = format!(
+                    "{}; use wss://, or 'host set coordinator_insecure=true'",
+                    tls::PLAIN_TEXT_RISK
+                )
+            );
+            shared.pool.configure(true, None, now);
+            return Ok(None);
+        }
+        log_warn!(
+            "coordinator_plain_text",
+            url = url,
+            detail = format!("coordinator_insecure=true: {}", tls::PLAIN_TEXT_RISK)
+        );
+    }
     let token = match host
         .coordinator_token_file
         .as_ref()
@@ -368,6 +408,7 @@ pub fn start_link(
     shared.pool.configure(true, Some(report_tx), now);
     let mut cfg = crate::coordinator::link::LinkConfig::new(url.clone(), token, hello(store)?);
     cfg.log = std::sync::Arc::new(|line: &str| log_info!("coordinator_link", detail = line));
+    cfg.ca_file = host.coordinator_ca_file.clone();
     let handler = Arc::new(Handler {
         shared: shared.clone(),
         store: Mutex::new(SqliteStore::open(&shared.state_dir)?),

@@ -17,6 +17,11 @@ pub struct Host {
     pub coordinator: Option<String>,
     /// File holding this host's coordinator token (never the token itself).
     pub coordinator_token_file: Option<std::path::PathBuf>,
+    /// PEM CA certificates trusted for a `wss://` coordinator, besides the web PKI
+    /// roots (a private pool's own CA).
+    pub coordinator_ca_file: Option<std::path::PathBuf>,
+    /// The owner's opt-in to plain `ws://` off loopback (`coordinator_insecure=true`).
+    pub coordinator_insecure: bool,
     /// Set by `drain`: start nothing new, let busy runners finish.
     pub draining: bool,
     /// How runners are contained (see `isolation::effective`).
@@ -106,6 +111,8 @@ mod tests {
             capacity: 4,
             coordinator: None,
             coordinator_token_file: None,
+            coordinator_ca_file: None,
+            coordinator_insecure: false,
             draining: false,
             isolation: Default::default(),
             runner_uids: None,

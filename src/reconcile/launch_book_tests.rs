@@ -19,6 +19,8 @@ fn host(capacity: u32) -> Host {
         capacity,
         coordinator: Some("ws://127.0.0.1:1".into()),
         coordinator_token_file: None,
+        coordinator_ca_file: None,
+        coordinator_insecure: false,
         draining: false,
         isolation: Default::default(),
         runner_uids: None,

@@ -469,6 +469,8 @@ mod tests {
             capacity,
             coordinator: None,
             coordinator_token_file: None,
+            coordinator_ca_file: None,
+            coordinator_insecure: false,
             draining: false,
             isolation: Default::default(),
             runner_uids: None,

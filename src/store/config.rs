@@ -8,7 +8,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
         "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
-         isolation, runner_uids FROM host WHERE one = 1",
+         isolation, runner_uids, coordinator_ca_file, coordinator_insecure FROM host \
+         WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -19,6 +20,8 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 capacity: r.get(4)?,
                 coordinator: r.get(5)?,
                 coordinator_token_file: r.get::<_, Option<String>>(6)?.map(Into::into),
+                coordinator_ca_file: r.get::<_, Option<String>>(10)?.map(Into::into),
+                coordinator_insecure: r.get(11)?,
                 draining: r.get(7)?,
                 isolation: rows::isolation(&r.get::<_, String>(8)?),
                 runner_uids: r
@@ -42,6 +45,8 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         capacity: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
         coordinator: None,
         coordinator_token_file: None,
+        coordinator_ca_file: None,
+        coordinator_insecure: false,
         draining: false,
         isolation: Isolation::Auto,
         runner_uids: None,
@@ -59,7 +64,8 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
 pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
     let n = c.execute(
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
-         draining = ?4, isolation = ?5, runner_uids = ?6 WHERE one = 1",
+         draining = ?4, isolation = ?5, runner_uids = ?6, coordinator_ca_file = ?7, \
+         coordinator_insecure = ?8 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
@@ -68,7 +74,11 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
                 .map(|p| p.to_string_lossy().into_owned()),
             h.draining,
             h.isolation.as_str(),
-            h.runner_uids.map(|r| r.to_string())
+            h.runner_uids.map(|r| r.to_string()),
+            h.coordinator_ca_file
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+            h.coordinator_insecure
         ],
     )?;
     if n == 0 {

@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -230,6 +230,14 @@ CREATE TABLE attempt_meter_ring (
     cpu_percent REAL NOT NULL,
     PRIMARY KEY (attempt_id, slot)
 ) WITHOUT ROWID;
+"#;
+
+/// Version 7: how a host reaches its coordinator safely: a private CA for `wss://`
+/// (`coordinator_ca_file`) and the owner's opt-in to plain `ws://` off loopback
+/// (`coordinator_insecure`; hosts from before have not opted in).
+pub const V7: &str = r#"
+ALTER TABLE host ADD COLUMN coordinator_ca_file TEXT;
+ALTER TABLE host ADD COLUMN coordinator_insecure INTEGER NOT NULL DEFAULT 0;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

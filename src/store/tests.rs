@@ -82,6 +82,8 @@ fn host_is_created_once_with_a_random_id() {
     let mut h2 = h.clone();
     h2.capacity = 7;
     h2.coordinator = Some("ws://127.0.0.1:9000".into());
+    h2.coordinator_ca_file = Some("/etc/rm/ca.pem".into());
+    h2.coordinator_insecure = true;
     h2.name = "ignored".into();
     s.update_host(&h2).unwrap();
     s.set_draining(true).unwrap();
@@ -91,6 +93,10 @@ fn host_is_created_once_with_a_random_id() {
         (7, true, h.name.clone())
     );
     assert_eq!(back.coordinator.as_deref(), Some("ws://127.0.0.1:9000"));
+    assert_eq!(
+        (back.coordinator_ca_file, back.coordinator_insecure),
+        (Some("/etc/rm/ca.pem".into()), true)
+    );
 }
 
 #[test]

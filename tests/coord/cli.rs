@@ -29,6 +29,26 @@ fn rm(d: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Starts `coordinator serve ARGS` on `d`'s state and returns it with the first line it
+/// prints (where it listens), read once it listens.
+fn serve(d: &Path, args: &[&str], stderr: Stdio) -> (std::process::Child, String) {
+    let mut child = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(d.join("state"))
+        .args(["coordinator", "serve"])
+        .args(args)
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line)
+}
+
 #[test]
 fn host_add_prints_the_token_once_and_serve_admits_only_it() {
     let d = dir("cli");
@@ -44,18 +64,7 @@ fn host_add_prints_the_token_once_and_serve_admits_only_it() {
     let db = std::fs::read(d.join("state/state.db")).unwrap();
     assert!(!db.windows(64).any(|w| w == token.as_bytes()));
 
-    let mut child = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(d.join("state"))
-        .args(["coordinator", "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (mut child, line) = serve(&d, &["--listen", "127.0.0.1:0"], Stdio::null());
     let url = line.trim().rsplit(' ').next().unwrap().to_string();
     let addr: std::net::SocketAddr = url.trim_start_matches("ws://").parse().unwrap();
     assert!(matches!(
@@ -134,4 +143,136 @@ fn host_add_token_out_writes_the_token_0600_and_never_over_a_file() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(store.coord_host("h3").unwrap().is_none());
+}
+
+/// A 0600 token file in `d`, as `host set coordinator_token_file=` wants it.
+fn token_file(d: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let f = d.join("coord.token");
+    std::fs::write(&f, "a".repeat(64)).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+fn host_json(d: &Path) -> serde_json::Value {
+    let (code, out, err) = rm(d, &["--json", "host", "show"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Issue 17, item 4: plain ws:// off loopback carries the host's token in the clear,
+/// so both ends refuse it (exit 2, nothing written) unless the owner opts in, and an
+/// opted-in coordinator warns when it starts.
+#[test]
+fn plain_ws_off_loopback_needs_an_explicit_opt_in_on_both_ends() {
+    let d = dir("insecure");
+    let tf = token_file(&d);
+    let tok = format!("coordinator_token_file={tf}");
+    let (code, _, _) = rm(&d, &["host", "set", "capacity=2"]);
+    assert_eq!(code, 0);
+    let before = host_json(&d);
+    for url in [
+        "ws://8.8.8.8:7700",
+        "ws://10.0.0.5:7700",
+        "ws://coord.example",
+    ] {
+        let c = format!("coordinator={url}");
+        let (code, _, err) = rm(&d, &["host", "set", &c, &tok]);
+        assert_eq!(code, 2, "{url}: {err}");
+        assert!(
+            err.contains("coordinator") && err.contains("coordinator_insecure=true"),
+            "{url}: names the argument and the opt-in: {err}"
+        );
+        assert_eq!(host_json(&d), before, "{url}: nothing written");
+    }
+    // Loopback needs no opt-in; wss:// never does.
+    for url in [
+        "ws://127.0.0.1:7700",
+        "ws://[::1]:7700",
+        "wss://8.8.8.8:7700",
+    ] {
+        let (code, _, err) = rm(&d, &["host", "set", &format!("coordinator={url}"), &tok]);
+        assert_eq!(code, 0, "{url}: {err}");
+    }
+    // The opt-in, in the same command.
+    let (code, _, err) = rm(
+        &d,
+        &[
+            "host",
+            "set",
+            "coordinator=ws://8.8.8.8:7700",
+            "coordinator_insecure=true",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(host_json(&d)["coordinator_insecure"], true);
+    // Taking the opt-in back while the URL needs it is refused too.
+    let (code, _, err) = rm(&d, &["host", "set", "coordinator_insecure=false"]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(host_json(&d)["coordinator_insecure"], true);
+
+    // The coordinator: a non-loopback --listen without TLS is refused ...
+    let (code, _, err) = rm(&d, &["coordinator", "serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--listen") && err.contains("--insecure"),
+        "{err}"
+    );
+    // ... and with --insecure it serves and warns.
+    let (child, line) = serve(&d, &["--listen", "0.0.0.0:0", "--insecure"], Stdio::piped());
+    assert!(line.contains("listening on ws://0.0.0.0:"), "{line}");
+    // SAFETY: kill with a pid we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("coordinator_plain_text") && err.contains("unencrypted"),
+        "warns at start: {err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Issue 17, item 4: `coordinator_ca_file` must hold PEM certificates; anything else
+/// is refused when it is named (exit 2, the argument named, the store untouched).
+#[test]
+fn a_coordinator_ca_file_is_refused_unless_it_holds_pem_certificates() {
+    let d = dir("cafile");
+    let (code, _, _) = rm(&d, &["host", "set", "capacity=2"]);
+    assert_eq!(code, 0);
+    let db = d.join("state/state.db");
+    let junk = d.join("junk.pem");
+    std::fs::write(&junk, "-----BEGIN NOTHING-----\nnot a certificate\n").unwrap();
+    let empty = d.join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    for bad in [
+        d.join("missing.pem"),
+        junk,
+        empty,
+        d.clone(),
+        PathBuf::from("relative/ca.pem"),
+    ] {
+        let before = std::fs::read(&db).unwrap();
+        let arg = format!("coordinator_ca_file={}", bad.display());
+        let (code, _, err) = rm(&d, &["host", "set", &arg]);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(err.contains("coordinator_ca_file"), "{bad:?}: {err}");
+        assert_eq!(
+            std::fs::read(&db).unwrap(),
+            before,
+            "{bad:?}: store untouched"
+        );
+    }
+    let ca = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/coord_tls/ca.pem");
+    let arg = format!("coordinator_ca_file={}", ca.display());
+    let (code, out, err) = rm(&d, &["host", "set", &arg]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("coordinator_ca_file"), "{out}");
+    assert_eq!(
+        host_json(&d)["coordinator_ca_file"],
+        ca.display().to_string()
+    );
+    let (code, _, _) = rm(&d, &["host", "set", "coordinator_ca_file="]);
+    assert_eq!(code, 0);
+    assert!(host_json(&d)["coordinator_ca_file"].is_null());
+    let _ = std::fs::remove_dir_all(&d);
 }

@@ -3,6 +3,7 @@
 //! properties, and the CLI.
 
 mod cli;
+mod edges;
 mod link;
 mod link_server;
 mod placement_prop;

@@ -71,7 +71,7 @@ impl World {
                     self.open.remove(&lease_id);
                 }
                 Action::Send(_, CoordMsg::HelloAck(_)) => {}
-                Action::Close(c) => self.drop_conn(c),
+                Action::Close(c, _) => self.drop_conn(c),
             }
         }
         self.check();

@@ -27,6 +27,19 @@ pub fn wait_until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// A coordinator log that keeps its lines, for tests that read what it said.
+pub fn captured_log() -> (
+    runner_manager::coordinator::ws::LogFn,
+    Arc<Mutex<Vec<String>>>,
+) {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let l2 = lines.clone();
+    (
+        Arc::new(move |l: &str| l2.lock().unwrap().push(l.to_string())),
+        lines,
+    )
+}
+
 /// The hosts' token hashes; `remove` is `coordinator host rm`.
 pub struct Tokens(pub Mutex<Vec<(String, Vec<u8>)>>);
 
@@ -247,18 +260,30 @@ impl ScriptedHost {
         }
     }
 
+    /// The close frame the coordinator sends within `secs` (frames before it are
+    /// skipped); `None` when it closed without one, or did not close.
+    pub fn close_frame(&mut self, secs: u64) -> Option<tungstenite::protocol::CloseFrame> {
+        self.closing(secs).flatten()
+    }
+
     /// Whether the coordinator closed the connection within `secs`.
     pub fn closed_within(&mut self, secs: u64) -> bool {
+        self.closing(secs).is_some()
+    }
+
+    /// How the connection ended within `secs`: `Some` with the close frame, if one
+    /// came (any other end of the connection counts too); `None` if it did not end.
+    fn closing(&mut self, secs: u64) -> Option<Option<tungstenite::protocol::CloseFrame>> {
         let end = Instant::now() + Duration::from_secs(secs);
         while Instant::now() < end {
             match self.ws.read() {
-                Ok(Message::Close(_)) => return true,
+                Ok(Message::Close(f)) => return Some(f),
                 Ok(_) => {}
                 Err(e) if timed_out(&e) => {}
-                Err(_) => return true,
+                Err(_) => return Some(None),
             }
         }
-        false
+        None
     }
 }
 

@@ -130,3 +130,76 @@ fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_retu
         pool.dump()
     );
 }
+
+/// The test TLS identity (`tests/fixtures/coord_tls`): a CA and a localhost leaf. The
+/// key is copied 0600 into `dir`, since the coordinator refuses a key others can read.
+fn tls_fixture(dir: &std::path::Path) -> (String, String, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/coord_tls");
+    let key = dir.join("server.key");
+    std::fs::copy(fx.join("server.key"), &key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let s = |p: std::path::PathBuf| p.to_str().unwrap().to_string();
+    (s(fx.join("ca.pem")), s(fx.join("server.pem")), s(key))
+}
+
+/// Issue 17, item 4: a host trusts its pool's private CA (`coordinator_ca_file`), so
+/// the daemon joins a coordinator serving wss:// with a certificate that CA signed.
+#[test]
+fn a_host_joins_a_wss_coordinator_through_its_private_ca() {
+    let mut pool = Pool::new("wss", 1, 2, true);
+    let (ca, cert, key) = tls_fixture(&pool.root);
+    let url = format!("coordinator=wss://localhost:{}", pool.coordinator_port());
+    run_ok(
+        &pool.hosts[0].dir,
+        &["host", "set", &url, &format!("coordinator_ca_file={ca}")],
+    );
+    pool.start_coordinator_with(&["--tls-cert", &cert, "--tls-key", &key]);
+    pool.hosts[0].start();
+    wait_until(
+        Duration::from_secs(20),
+        "the host is coordinated over wss",
+        || pool.hosts[0].mode() == "coordinated",
+    );
+    pool.enqueue(1, "tls", 300);
+    wait_until(Duration::from_secs(60), "the job is done", || {
+        pool.all_done()
+    });
+    assert_eq!(pool.runners_started(), 1, "{}", pool.dump());
+    assert!(
+        !pool.hosts[0].logs().contains("invalid peer certificate"),
+        "{}",
+        pool.hosts[0].logs()
+    );
+    pool.wait_quiet();
+}
+
+/// Issue 17, item 4: with `coordinator_insecure=true` a host dials plain ws:// off
+/// loopback, and its daemon says at every start what that exposes.
+#[test]
+fn an_insecure_link_is_warned_about_at_every_daemon_start() {
+    let mut pool = Pool::new("insecure", 1, 2, true);
+    // 0.0.0.0 is not loopback by name, yet a dial to it reaches this machine's port 1
+    // and is refused at once, so the daemon never waits on a connect to stop.
+    run_ok(
+        &pool.hosts[0].dir,
+        &[
+            "host",
+            "set",
+            "coordinator=ws://0.0.0.0:1",
+            "coordinator_insecure=true",
+        ],
+    );
+    for run in 1..=2 {
+        pool.hosts[0].start();
+        wait_until(Duration::from_secs(20), "the plain-text warning", || {
+            pool.hosts[0]
+                .logs()
+                .matches("coordinator_plain_text")
+                .count()
+                >= run
+        });
+        pool.hosts[0].stop();
+    }
+    assert!(pool.hosts[0].logs().contains("unencrypted"));
+}

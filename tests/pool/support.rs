@@ -313,6 +313,11 @@ impl Pool {
         }
     }
 
+    /// The port the coordinator listens on (the same across its restarts).
+    pub fn coordinator_port(&self) -> u16 {
+        self.port
+    }
+
     pub fn start_coordinator(&mut self) {
         self.start_coordinator_with(&[]);
     }
@@ -346,7 +351,7 @@ impl Pool {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert!(line.contains("ws://"), "coordinator said {line:?}");
+        assert!(line.contains("listening on "), "coordinator said {line:?}");
         self.coordinator = Some(child);
     }
 
