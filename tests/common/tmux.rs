@@ -77,7 +77,12 @@ impl Tmux {
 
     /// Polls the screen until `ok` holds, or fails with the last screen.
     pub fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        self.wait_for(what, Duration::from_secs(20), ok)
+    }
+
+    /// As [`Tmux::wait`], with a deadline of `within`.
+    pub fn wait_for(&self, what: &str, within: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
         loop {
             let screen = self.capture();
             if ok(&screen) {
@@ -120,4 +125,3 @@ impl Drop for Tmux {
         let _ = self.cmd(&["kill-server"]);
     }
 }
-
