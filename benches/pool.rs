@@ -171,6 +171,7 @@ fn placement_run() -> PlacementFigures {
                         free: CAPACITY.saturating_sub(r.len() as u32),
                         draining: false,
                         unfit: Vec::new(),
+                        meters: Default::default(),
                     };
                     pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
                 }
@@ -196,6 +197,7 @@ fn placement_run() -> PlacementFigures {
                 free: CAPACITY,
                 draining: false,
                 unfit: Vec::new(),
+                meters: Default::default(),
             };
             pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
         }

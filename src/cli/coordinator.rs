@@ -11,6 +11,7 @@ use crate::coordinator::server::{ServeOptions, serve as start_server};
 use crate::coordinator::tls;
 use crate::domain::validate::{self, Invalid};
 use crate::log_warn;
+use crate::meter::units;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, Store};
 use crate::timefmt::now_millis;
 use serde_json::{Value, json};
@@ -138,7 +139,19 @@ fn host_json(h: &CoordHostRow) -> Value {
         "finished": h.finished,
         "refusals": h.refusals,
         "last_seen_at": h.last_seen_at.map(output::time),
+        "meters": h.meters,
     })
+}
+
+/// A host's live runners over all its profiles: RSS and CPU %, or `-` with none.
+fn host_meters(h: &CoordHostRow) -> (String, String) {
+    let runners: u32 = h.meters.values().map(|m| m.runners).sum();
+    if !h.connected || runners == 0 {
+        return ("-".into(), "-".into());
+    }
+    let rss: u64 = h.meters.values().map(|m| m.rss_bytes).sum();
+    let cpu: u64 = h.meters.values().map(|m| u64::from(m.cpu_percent)).sum();
+    (units::bytes(rss), units::percent(cpu as f64))
 }
 
 fn job_json(j: &CoordJobRow) -> Value {
@@ -166,6 +179,7 @@ fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
             let rows: Vec<Vec<String>> = hs
                 .iter()
                 .map(|h| {
+                    let (rss, cpu) = host_meters(h);
                     vec![
                         h.name.clone(),
                         yes_no(h.connected),
@@ -175,6 +189,8 @@ fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
                         h.started.to_string(),
                         h.finished.to_string(),
                         h.refusals.to_string(),
+                        rss,
+                        cpu,
                         or_dash(h.last_seen_at.map(time)),
                     ]
                 })
@@ -189,6 +205,8 @@ fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
                     "STARTED",
                     "FINISHED",
                     "REFUSALS",
+                    "RSS",
+                    "CPU",
                     "LAST SEEN",
                 ],
                 &rows,

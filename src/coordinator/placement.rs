@@ -18,7 +18,7 @@
 
 use super::protocol::{
     self, AttemptFinished, AttemptStarted, CoordMsg, Hello, HelloAck, LaunchAck, LaunchFrame,
-    Status,
+    ProfileMeters, Status,
 };
 use crate::domain::QueuedJob;
 use crate::domain::labels::{extra_labels, job_fits};
@@ -165,6 +165,8 @@ pub struct HostView {
     pub free: u32,
     pub draining: bool,
     pub unfit: BTreeSet<String>,
+    /// Each profile's live runners added up, as its last status report said.
+    pub meters: BTreeMap<String, ProfileMeters>,
     pub connected_at: Millis,
     pub started: u64,
     pub finished: u64,
@@ -280,6 +282,7 @@ impl Placement {
             free: prev.as_ref().map_or(hello.host.capacity, |p| p.free),
             draining: prev.as_ref().is_some_and(|p| p.draining),
             unfit: prev.as_ref().map(|p| p.unfit.clone()).unwrap_or_default(),
+            meters: prev.as_ref().map(|p| p.meters.clone()).unwrap_or_default(),
             connected_at: prev.as_ref().map_or(now, |p| p.connected_at),
             started: prev.as_ref().map_or(0, |p| p.started),
             finished: prev.as_ref().map_or(0, |p| p.finished),
@@ -333,6 +336,7 @@ impl Placement {
         h.free = s.free;
         h.draining = s.draining;
         h.unfit = s.unfit.into_iter().collect();
+        h.meters = s.meters;
         self.place(now)
     }
 

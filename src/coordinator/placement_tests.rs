@@ -264,6 +264,7 @@ fn draining_and_unfit_hosts_get_nothing() {
             free: 4,
             draining: true,
             unfit: vec![],
+            meters: Default::default(),
         },
         T0,
     );
@@ -274,7 +275,8 @@ fn draining_and_unfit_hosts_get_nothing() {
             Status {
                 free: 4,
                 draining: false,
-                unfit: vec!["p".into()]
+                unfit: vec!["p".into()],
+                meters: Default::default(),
             },
             T0
         ))
@@ -286,7 +288,8 @@ fn draining_and_unfit_hosts_get_nothing() {
             Status {
                 free: 4,
                 draining: false,
-                unfit: vec![]
+                unfit: vec![],
+                meters: Default::default(),
             },
             T0
         ))

@@ -6,6 +6,7 @@
 
 use crate::reconcile::launch_book::{self, Refusal};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The protocol this build speaks.
@@ -111,6 +112,25 @@ pub struct Status {
     /// Profiles the host found unfit (e.g. a broken runner install).
     #[serde(default)]
     pub unfit: Vec<String>,
+    /// Each pool profile's live runners added up, as the host's meters read them
+    /// (absent from hosts before meters were reported; a coordinator that does not
+    /// know the field ignores it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meters: BTreeMap<String, ProfileMeters>,
+}
+
+/// One profile's live runners on a host, added up: per-profile totals keep what a
+/// host sends bounded by its profiles, however many runners it has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileMeters {
+    /// Live runners with a meter reading.
+    pub runners: u32,
+    pub rss_bytes: u64,
+    /// CPU time used so far by those runners.
+    pub cpu_millis: u64,
+    /// CPU over the last interval, in percent of one core (may pass 100).
+    pub cpu_percent: u32,
+    pub processes: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -283,7 +303,16 @@ impl HostMsg {
                 escape_controls(&mut f.runner_name);
                 escape_controls(&mut f.outcome);
             }
-            HostMsg::Status(s) => each(&mut s.unfit),
+            HostMsg::Status(s) => {
+                each(&mut s.unfit);
+                s.meters = std::mem::take(&mut s.meters)
+                    .into_iter()
+                    .map(|(mut k, v)| {
+                        escape_controls(&mut k);
+                        (k, v)
+                    })
+                    .collect();
+            }
         }
     }
 
@@ -320,7 +349,12 @@ impl HostMsg {
                 opt(&f.lease_id)?;
                 strs(&[&f.runner_name, &f.outcome])
             }
-            HostMsg::Status(s) => labels(&s.unfit),
+            HostMsg::Status(s) => {
+                labels(&s.unfit)?;
+                count("meters", s.meters.len(), MAX_PROFILES)?;
+                let names: Vec<&String> = s.meters.keys().collect();
+                strs(&names)
+            }
         }
     }
 }
@@ -498,6 +532,7 @@ mod tests {
                 free: 2,
                 draining: false,
                 unfit: vec![],
+                meters: Default::default(),
             }),
         ];
         for m in msgs {
@@ -660,6 +695,53 @@ mod tests {
             (a.lease_id.as_str(), a.reason.as_deref()),
             ("l\\u{1b}", Some("x\\u{0}"))
         );
+    }
+
+    #[test]
+    fn a_status_carries_bounded_per_profile_meters_and_old_frames_still_decode() {
+        let mut meters = BTreeMap::new();
+        meters.insert(
+            "linux".to_string(),
+            ProfileMeters {
+                runners: 2,
+                rss_bytes: 612 << 20,
+                cpu_millis: 1200,
+                cpu_percent: 35,
+                processes: 9,
+            },
+        );
+        let s = HostMsg::Status(Status {
+            free: 1,
+            draining: false,
+            unfit: vec![],
+            meters,
+        });
+        assert_eq!(HostMsg::decode(&s.encode()), Ok(s));
+        // A host from before meters sends none: the frame is the same as ever.
+        let old = r#"{"type":"status","free":1,"draining":false,"unfit":[]}"#;
+        let Ok(HostMsg::Status(st)) = HostMsg::decode(old) else {
+            panic!("decodes")
+        };
+        assert!(st.meters.is_empty());
+        assert!(!HostMsg::Status(st).encode().contains("meters"));
+        // A profile name with control characters is escaped; too many profiles refuse
+        // the frame.
+        let esc = r#"{"type":"status","free":1,"draining":false,"meters":{"p\u001b[2J":{"runners":1,"rss_bytes":1,"cpu_millis":1,"cpu_percent":1,"processes":1}}}"#;
+        let Ok(HostMsg::Status(st)) = HostMsg::decode(esc) else {
+            panic!("decodes")
+        };
+        assert!(st.meters.contains_key("p\\u{1b}[2J"));
+        let many: Vec<String> = (0..=MAX_PROFILES)
+            .map(|i| format!(r#""p{i}":{{"runners":0,"rss_bytes":0,"cpu_millis":0,"cpu_percent":0,"processes":0}}"#))
+            .collect();
+        let frame = format!(
+            r#"{{"type":"status","free":1,"draining":false,"meters":{{{}}}}}"#,
+            many.join(",")
+        );
+        assert!(matches!(
+            HostMsg::decode(&frame),
+            Err(FrameError::OutOfBounds(_))
+        ));
     }
 
     #[test]

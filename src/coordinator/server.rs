@@ -783,6 +783,7 @@ fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::store::Resu
             finished: h.finished,
             refusals: h.refusals,
             last_seen_at: Some(now),
+            meters: h.meters.clone(),
             ..Default::default()
         })
         .collect();

@@ -53,15 +53,7 @@ pub fn runners(m: &Metrics, store: &dyn Store, open: &[Attempt]) {
 /// The live meters' totals per profile: every profile gets a series (0 with no
 /// live runner), so label cardinality is the number of profiles.
 pub fn meters(m: &Metrics, store: &dyn Store, open: &[Attempt], book: &crate::meter::LiveBook) {
-    let live: BTreeMap<i64, &str> = open
-        .iter()
-        .filter(|a| a.state.is_live())
-        .map(|a| (a.id, a.profile.as_str()))
-        .collect();
-    let by_profile = crate::meter::totals(
-        book.latest()
-            .filter_map(|lm| live.get(&lm.attempt).map(|p| (*p, lm))),
-    );
+    let by_profile = live_totals(open, book);
     let mut rows: BTreeMap<String, crate::meter::Totals> = store
         .profiles()
         .unwrap_or_default()
@@ -72,6 +64,44 @@ pub fn meters(m: &Metrics, store: &dyn Store, open: &[Attempt], book: &crate::me
     let rows: Vec<(&str, crate::meter::Totals)> =
         rows.iter().map(|(p, t)| (p.as_str(), *t)).collect();
     m.set_meters(&rows);
+}
+
+/// Each profile's live attempts' latest meters, added up.
+pub fn live_totals(
+    open: &[Attempt],
+    book: &crate::meter::LiveBook,
+) -> BTreeMap<String, crate::meter::Totals> {
+    let live: BTreeMap<i64, &str> = open
+        .iter()
+        .filter(|a| a.state.is_live())
+        .map(|a| (a.id, a.profile.as_str()))
+        .collect();
+    crate::meter::totals(
+        book.latest()
+            .filter_map(|lm| live.get(&lm.attempt).map(|p| (*p, lm))),
+    )
+}
+
+/// The same totals as the coordinator's status report carries them (at most as many
+/// profiles as a frame may name).
+pub fn pool_meters(
+    open: &[Attempt],
+    book: &crate::meter::LiveBook,
+) -> BTreeMap<String, crate::coordinator::protocol::ProfileMeters> {
+    live_totals(open, book)
+        .into_iter()
+        .take(crate::coordinator::protocol::MAX_PROFILES)
+        .map(|(p, t)| {
+            let m = crate::coordinator::protocol::ProfileMeters {
+                runners: t.metered,
+                rss_bytes: t.rss_bytes,
+                cpu_millis: t.cpu_millis,
+                cpu_percent: t.cpu_percent.round().clamp(0.0, u32::MAX as f64) as u32,
+                processes: t.processes,
+            };
+            (p, m)
+        })
+        .collect()
 }
 
 /// A pass's demand per profile (queued jobs plus `min_capacity`).

@@ -266,6 +266,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                         free: host.capacity.saturating_sub(live_n),
                         draining: host.draining || shared.stopping(),
                         unfit: shared.pool.unfit_profiles(),
+                        meters: metrics_feed::pool_meters(&open, &live_book),
                     }));
                 }
                 metrics_feed::runners(&shared.metrics, &store, &open);

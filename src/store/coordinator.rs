@@ -6,8 +6,10 @@
 use super::SqliteStore;
 use super::error::{Result, StoreError};
 use super::rows::{sql_u64, to_json, write_tx};
+use crate::coordinator::protocol::ProfileMeters;
 use crate::timefmt::Millis;
 use rusqlite::{OptionalExtension, Row, params};
+use std::collections::BTreeMap;
 
 /// One host of the pool. The live fields are `None`/zero until it first said hello.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,6 +34,8 @@ pub struct CoordHostRow {
     pub finished: u64,
     pub refusals: u64,
     pub last_seen_at: Option<Millis>,
+    /// Each profile's live runners added up, from its last status report.
+    pub meters: BTreeMap<String, ProfileMeters>,
 }
 
 /// One queued job the coordinator tracks and its lease, if any.
@@ -56,6 +60,10 @@ pub struct CoordJobRow {
 }
 
 fn list(r: &Row<'_>, i: usize) -> rusqlite::Result<Vec<String>> {
+    json_column(r, i)
+}
+
+fn json_column<T: serde::de::DeserializeOwned>(r: &Row<'_>, i: usize) -> rusqlite::Result<T> {
     let s: String = r.get(i)?;
     serde_json::from_str(&s).map_err(|e| {
         rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
@@ -82,6 +90,7 @@ fn host_row(r: &Row<'_>) -> rusqlite::Result<CoordHostRow> {
         finished: r.get::<_, i64>(15)?.max(0) as u64,
         refusals: r.get::<_, i64>(16)?.max(0) as u64,
         last_seen_at: r.get(17)?,
+        meters: json_column(r, 18)?,
     })
 }
 
@@ -106,7 +115,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<CoordJobRow> {
 
 const HOST_COLUMNS: &str = "name, created_at, connected, version, host_id, os, arch, capacity, \
      free, draining, unfit, covered, profiles, open_leases, started, finished, refusals, \
-     last_seen_at";
+     last_seen_at, meters";
 const JOB_COLUMNS: &str = "job_key, target, repo, name, labels, queued_at, phase, lease_id, \
      host, profile, runner_name, expires_at, placements, updated_at";
 
@@ -190,7 +199,7 @@ impl SqliteStore {
                 "UPDATE coord_hosts SET connected = 1, version = ?2, host_id = ?3, os = ?4, \
                  arch = ?5, capacity = ?6, free = ?7, draining = ?8, unfit = ?9, covered = ?10, \
                  profiles = ?11, open_leases = ?12, started = ?13, finished = ?14, \
-                 refusals = ?15, last_seen_at = ?16 WHERE name = ?1",
+                 refusals = ?15, last_seen_at = ?16, meters = ?17 WHERE name = ?1",
             )?;
             for h in connected {
                 up.execute(params![
@@ -209,7 +218,8 @@ impl SqliteStore {
                     sql_u64(h.started),
                     sql_u64(h.finished),
                     sql_u64(h.refusals),
-                    h.last_seen_at
+                    h.last_seen_at,
+                    to_json(&h.meters)
                 ])?;
             }
             tx.execute("DELETE FROM coord_jobs", [])?;

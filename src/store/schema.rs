@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -238,6 +238,12 @@ CREATE TABLE attempt_meter_ring (
 pub const V7: &str = r#"
 ALTER TABLE host ADD COLUMN coordinator_ca_file TEXT;
 ALTER TABLE host ADD COLUMN coordinator_insecure INTEGER NOT NULL DEFAULT 0;
+"#;
+
+/// Version 8: each pool host's live runners, added up per profile, as its last status
+/// report said (a JSON object of profile → meters; `{}` before any report).
+pub const V8: &str = r#"
+ALTER TABLE coord_hosts ADD COLUMN meters TEXT NOT NULL DEFAULT '{}';
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

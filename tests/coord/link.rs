@@ -184,6 +184,7 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
             free: 3,
             draining: false,
             unfit: vec![],
+            meters: Default::default(),
         }))
         .unwrap();
     let mut got = Vec::new();

@@ -232,6 +232,7 @@ fn run(seed: u64) {
                             free: f.max(held),
                             draining: rng.below(6) == 0,
                             unfit: vec![],
+                            meters: Default::default(),
                         },
                         now,
                     )

@@ -142,6 +142,7 @@ fn unknown_frames_are_skipped_malformed_and_oversized_ones_close() {
         free: 3,
         draining: false,
         unfit: vec![],
+        meters: Default::default(),
     }));
     wait_until(5, "status after an unknown frame", || {
         srv.placement().hosts().values().any(|h| h.free == 3)
@@ -183,6 +184,7 @@ fn handled(
         free,
         draining: false,
         unfit: vec![],
+        meters: Default::default(),
     }));
     wait_until(5, "the marker status", || {
         srv.placement().hosts().values().any(|v| v.free == free)

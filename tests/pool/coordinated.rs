@@ -203,3 +203,59 @@ fn an_insecure_link_is_warned_about_at_every_daemon_start() {
     }
     assert!(pool.hosts[0].logs().contains("unencrypted"));
 }
+
+/// The pool's hosts as the coordinator last heard of them (`coordinator hosts --json`).
+fn coordinator_hosts(pool: &Pool) -> serde_json::Value {
+    serde_json::from_str(&run_ok(
+        &pool.coord_dir,
+        &["--json", "coordinator", "hosts"],
+    ))
+    .unwrap()
+}
+
+/// Issue 16: a host's status reports carry its live runners' meters, added up per
+/// profile, and the coordinator shows them, raw in `--json` and in human units.
+#[test]
+fn a_host_reports_its_live_runners_meters_to_the_coordinator() {
+    let mut pool = Pool::new("meters", 1, 2, true);
+    pool.start_coordinator();
+    pool.hosts[0].start();
+    wait_until(Duration::from_secs(20), "the host is coordinated", || {
+        pool.hosts[0].mode() == "coordinated"
+    });
+    pool.enqueue(1, "metered", 15_000);
+    let mut seen = serde_json::Value::Null;
+    wait_until(
+        Duration::from_secs(40),
+        "the coordinator shows the busy runner's meters",
+        || {
+            let hosts = coordinator_hosts(&pool);
+            let m = &hosts[0]["meters"]["pool"];
+            let ok = m["runners"] == 1 && m["rss_bytes"].as_u64().is_some_and(|b| b > 0);
+            seen = hosts;
+            ok
+        },
+    );
+    assert!(
+        seen[0]["meters"]["pool"]["processes"].as_u64() >= Some(1),
+        "{seen:#}"
+    );
+    let table = run_ok(&pool.coord_dir, &["coordinator", "hosts"]);
+    assert!(table.contains("RSS") && table.contains("CPU"), "{table}");
+    assert!(table.contains("iB"), "memory in human units: {table}");
+
+    wait_until(Duration::from_secs(60), "the job is done", || {
+        pool.all_done()
+    });
+    wait_until(
+        Duration::from_secs(30),
+        "the meters go when the runner does",
+        || {
+            let hosts = coordinator_hosts(&pool);
+            hosts[0]["meters"]
+                .as_object()
+                .is_some_and(|m| m.values().all(|p| p["runners"] == 0))
+        },
+    );
+    pool.wait_quiet();
+}
