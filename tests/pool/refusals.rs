@@ -32,6 +32,13 @@ fn start_directed(pool: &mut Pool, coord: &mut ScriptedCoord) {
     wait_until(Duration::from_secs(10), "the host is coordinated", || {
         pool.hosts[0].mode() == "coordinated"
     });
+    // A launch before the first visibility read is refused as unfit (fail closed):
+    // the tests below launch once the host can judge.
+    wait_until(
+        Duration::from_secs(20),
+        "the host knows its profiles fit",
+        || pool.hosts[0].judged(),
+    );
 }
 
 fn refused(coord: &mut ScriptedCoord, lease: &str, profile: &str, ttl: u64) -> String {

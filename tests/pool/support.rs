@@ -149,6 +149,20 @@ impl Host {
         v["targets"][0]["mode"].as_str().unwrap_or("").to_string()
     }
 
+    /// Whether the daemon has judged every profile fit to start: a status row written
+    /// and no "not yet known" fact (a repository's visibility is read once the link is
+    /// up; until then a launch is refused as unfit).
+    pub fn judged(&self) -> bool {
+        let v: serde_json::Value =
+            serde_json::from_str(&run_ok(&self.dir, &["--json", "status"])).unwrap();
+        v["profiles"].as_array().is_some_and(|ps| {
+            !ps.is_empty()
+                && ps
+                    .iter()
+                    .all(|p| !p["updated_at"].is_null() && !p.to_string().contains("not yet known"))
+        })
+    }
+
     pub fn logs(&self) -> String {
         (1..=self.runs)
             .map(|r| {
