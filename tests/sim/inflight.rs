@@ -407,7 +407,11 @@ fn a_client_has_a_bound_of_its_own_until_given_its_credentials() {
     let a = GitHubClient::new(&target(&h), Credential::Token(Secret::new(PAT)));
     let b = GitHubClient::new(&target(&h), Credential::Token(Secret::new(PAT)));
     assert!(!a.in_flight().same(b.in_flight()));
-    assert_eq!(a.in_flight().limit(), 8, "the default");
+    assert_eq!(
+        a.in_flight().limit(),
+        runner_manager::domain::target::DEFAULT_MAX_IN_FLIGHT,
+        "the default"
+    );
     let shared = InFlight::new(target(&h).max_in_flight);
     let a = a.with_in_flight(shared.clone());
     let b = b.with_in_flight(shared.clone());
