@@ -11,8 +11,10 @@
 pub mod actions;
 pub mod app;
 mod attempts;
-mod detail;
+pub mod columns;
+pub mod detail;
 pub mod fmt;
+pub mod logfile;
 pub mod model;
 mod overlay;
 mod overview;
