@@ -491,15 +491,16 @@ fn a_short_screen_scrolls_the_attempts_to_keep_the_selection_in_view() {
     let (_s, snap) = seeded();
     let mut a = app(snap);
     ch(&mut a, '2');
+    // At 80 columns the job may be cut to make room for the outcome: look for its start.
     let top = crate::support::screen(&a, 80, 10);
     assert!(
-        top.contains("arm build") && !top.contains("build (ubuntu)"),
+        top.contains("arm build") && !top.contains("build (ubu"),
         "{top}"
     );
     key(&mut a, KeyCode::End);
     let bottom = crate::support::screen(&a, 80, 10);
     assert!(
-        bottom.contains("build (ubuntu)") && !bottom.contains("arm build"),
+        bottom.contains("build (ubu") && !bottom.contains("arm build"),
         "{bottom}"
     );
 }
