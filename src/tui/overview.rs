@@ -380,12 +380,7 @@ impl OverviewView {
             return;
         };
         let name = &row.policy.name;
-        let samples: Vec<_> = snap.queue.iter().filter(|s| &s.profile == name).collect();
-        let queued: Vec<(Millis, u64)> = samples
-            .iter()
-            .map(|s| (s.at, u64::from(s.queued)))
-            .collect();
-        let live: Vec<(Millis, u64)> = samples.iter().map(|s| (s.at, u64::from(s.live))).collect();
+        let (queued, live) = super::pictures::series(snap, name);
         let peak = queued.iter().chain(&live).map(|p| p.1).max().unwrap_or(0);
         let top = chart_top(peak);
         let (q, l) = (

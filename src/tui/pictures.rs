@@ -62,6 +62,19 @@ pub fn buckets(
     out
 }
 
+/// Values over time, oldest first.
+pub type Series = Vec<(Millis, u64)>;
+
+/// A profile's queued jobs and live runners over the window, as (time, value) series,
+/// oldest first: what the Pictures pane and the Overview's chart draw.
+pub fn series(snap: &Snapshot, profile: &str) -> (Series, Series) {
+    snap.queue
+        .iter()
+        .filter(|s| s.profile == profile)
+        .map(|s| ((s.at, u64::from(s.queued)), (s.at, u64::from(s.live))))
+        .unzip()
+}
+
 /// The top of one series' sparkline: its own peak, never below 1. Queued and live
 /// each get their own, because on a shared scale a few live runners against a queue
 /// of dozens draw nothing at all (issue 16, item 4).
@@ -121,13 +134,7 @@ impl PicturesView {
                 break;
             }
             let name = &row.policy.name;
-            let samples: Vec<_> = snap.queue.iter().filter(|s| &s.profile == name).collect();
-            let queued: Vec<(Millis, u64)> = samples
-                .iter()
-                .map(|s| (s.at, u64::from(s.queued)))
-                .collect();
-            let live: Vec<(Millis, u64)> =
-                samples.iter().map(|s| (s.at, u64::from(s.live))).collect();
+            let (queued, live) = series(snap, name);
             let peak = |v: &[(Millis, u64)]| v.iter().map(|p| p.1).max();
             let last = |v: &[(Millis, u64)]| v.last().map(|p| p.1);
             let mut lat: Vec<i64> = snap
