@@ -187,7 +187,8 @@ impl Component for AttemptsView {
             Col::shrink("JOB", 8),
         ];
         if wide {
-            cols.push(Col::shrink("RUNNER", 8));
+            // The runner's name is its id's: the first to give way.
+            cols.push(Col::shrink("RUNNER", 8).keep(0));
         }
         cols.extend([
             Col::fixed("RSS"),

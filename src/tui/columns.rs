@@ -9,11 +9,13 @@ use ratatui::text::Span;
 use ratatui::widgets::{Cell, Row};
 
 /// One column: its header, how narrow it may get (`None`: never narrower than its
-/// content, for numbers and short words), and whether it takes the room left over.
+/// content, for numbers and short words), how long it keeps its width when the
+/// screen is narrow (higher keeps longer), and whether it takes the room left over.
 #[derive(Debug, Clone, Copy)]
 pub struct Col {
     pub header: &'static str,
     pub min: Option<u16>,
+    pub keep: u8,
     pub grow: bool,
 }
 
@@ -23,6 +25,7 @@ impl Col {
         Col {
             header,
             min: None,
+            keep: 0,
             grow: false,
         }
     }
@@ -32,6 +35,7 @@ impl Col {
         Col {
             header,
             min: Some(min),
+            keep: 1,
             grow: false,
         }
     }
@@ -41,8 +45,16 @@ impl Col {
         Col {
             header,
             min: Some(min),
+            keep: 1,
             grow: true,
         }
+    }
+
+    /// Keeps its width longer than the others (`keep` above 1), or gives way first
+    /// (0: text shown in full elsewhere).
+    pub const fn keep(mut self, keep: u8) -> Col {
+        self.keep = keep;
+        self
     }
 }
 
@@ -50,9 +62,16 @@ impl Col {
 pub const SPACING: u16 = 1;
 
 /// The widths of columns whose content is `natural` wide, fitted into `avail`
-/// (spacing included): shrinkable columns give way one cell at a time, widest first,
-/// down to their `min`; the room left over goes to the first growing column.
-pub fn fit(natural: &[u16], min: &[Option<u16>], grow: &[bool], avail: u16) -> Vec<u16> {
+/// (spacing included): shrinkable columns give way one cell at a time, the lowest
+/// `keep` first and the widest among those, down to their `min`; the room left over
+/// goes to the first growing column.
+pub fn fit(
+    natural: &[u16],
+    min: &[Option<u16>],
+    keep: &[u8],
+    grow: &[bool],
+    avail: u16,
+) -> Vec<u16> {
     let mut w = natural.to_vec();
     let gaps = SPACING * natural.len().saturating_sub(1) as u16;
     let total = |w: &[u16]| w.iter().map(|&x| u32::from(x)).sum::<u32>() + u32::from(gaps);
@@ -60,7 +79,7 @@ pub fn fit(natural: &[u16], min: &[Option<u16>], grow: &[bool], avail: u16) -> V
     while over > 0 {
         let widest = (0..w.len())
             .filter(|&i| min[i].is_some_and(|m| w[i] > m))
-            .max_by_key(|&i| (w[i], std::cmp::Reverse(i)));
+            .max_by_key(|&i| (std::cmp::Reverse(keep[i]), w[i], std::cmp::Reverse(i)));
         let Some(i) = widest else { break };
         w[i] -= 1;
         over -= 1;
@@ -86,8 +105,9 @@ pub fn table<'a>(
         }
     }
     let min: Vec<Option<u16>> = cols.iter().map(|c| c.min).collect();
+    let keep: Vec<u8> = cols.iter().map(|c| c.keep).collect();
     let grow: Vec<bool> = cols.iter().map(|c| c.grow).collect();
-    let widths = fit(&natural, &min, &grow, avail)
+    let widths = fit(&natural, &min, &keep, &grow, avail)
         .into_iter()
         .map(Constraint::Length)
         .collect();
@@ -109,6 +129,7 @@ mod tests {
         let w = fit(
             &[5, 15, 20],
             &[Some(4), Some(10), Some(10)],
+            &[1; 3],
             &[false, false, true],
             60,
         );
@@ -120,19 +141,51 @@ mod tests {
     fn the_widest_shrinkable_column_gives_way_first() {
         // 22-wide PROFILE, 15-wide LIMITED BY, 3-wide number, in 36: PROFILE shrinks
         // to 16 before LIMITED BY loses a cell.
-        let w = fit(&[22, 15, 3], &[Some(7), Some(10), None], &[false; 3], 36);
+        let w = fit(
+            &[22, 15, 3],
+            &[Some(7), Some(10), None],
+            &[1; 3],
+            &[false; 3],
+            36,
+        );
         assert_eq!(w, vec![16, 15, 3]);
         // Tighter: both shrink, evenly from the top, never below their min.
-        let w = fit(&[22, 15, 3], &[Some(7), Some(10), None], &[false; 3], 25);
+        let w = fit(
+            &[22, 15, 3],
+            &[Some(7), Some(10), None],
+            &[1; 3],
+            &[false; 3],
+            25,
+        );
         assert_eq!(w, vec![10, 10, 3]);
-        let w = fit(&[22, 15, 3], &[Some(7), Some(10), None], &[false; 3], 5);
+        let w = fit(
+            &[22, 15, 3],
+            &[Some(7), Some(10), None],
+            &[1; 3],
+            &[false; 3],
+            5,
+        );
         assert_eq!(w, vec![7, 10, 3], "mins hold; the table is cut at the edge");
     }
 
     #[test]
     fn fixed_columns_never_shrink() {
-        let w = fit(&[8, 8], &[None, None], &[false, true], 10);
+        let w = fit(&[8, 8], &[None, None], &[0, 0], &[false, true], 10);
         assert_eq!(w, vec![8, 8]);
-        assert!(fit(&[], &[], &[], 10).is_empty());
+        assert!(fit(&[], &[], &[], &[], 10).is_empty());
+    }
+
+    #[test]
+    fn a_column_shown_in_full_elsewhere_gives_way_before_one_that_is_not() {
+        // PROFILE 22 (keep 1), LIMITED BY 26 (keep 2), LAST ERROR 40 (keep 0) in 60:
+        // the error goes down to its min before anything else is cut.
+        let min = [Some(7), Some(15), Some(10)];
+        let w = fit(&[22, 26, 40], &min, &[1, 2, 0], &[false; 3], 60);
+        assert_eq!(w, vec![22, 26, 10]);
+        // Tighter: then PROFILE; LIMITED BY last.
+        let w = fit(&[22, 26, 40], &min, &[1, 2, 0], &[false; 3], 50);
+        assert_eq!(w, vec![12, 26, 10]);
+        let w = fit(&[22, 26, 40], &min, &[1, 2, 0], &[false; 3], 40);
+        assert_eq!(w, vec![7, 21, 10]);
     }
 }

@@ -301,7 +301,7 @@ impl OverviewView {
         let wide = area.width >= 120;
         let mut cols = vec![Col::shrink("PROFILE", 7), Col::shrink("TARGET", 6)];
         if wide {
-            cols.push(Col::shrink("LABELS", 6));
+            cols.push(Col::shrink("LABELS", 6).keep(0));
         }
         cols.extend([
             Col::fixed("MODE"),
@@ -311,12 +311,14 @@ impl OverviewView {
             Col::fixed("IDLE"),
             Col::fixed("BUSY"),
             Col::fixed("MAX"),
-            Col::grow("LIMITED BY", 10),
+            // Why a job waits: the last column to lose a letter.
+            Col::grow("LIMITED BY", 15).keep(2),
         ]);
         if wide {
-            // The error takes the room left over, not LIMITED BY.
+            // The error takes the room left over, not LIMITED BY; it gives way first
+            // when there is none, being shown in full under the table.
             cols.last_mut().unwrap().grow = false;
-            cols.push(Col::grow("LAST ERROR", 10));
+            cols.push(Col::grow("LAST ERROR", 10).keep(0));
         }
         let rows: Vec<Vec<Span>> = snap
             .profiles

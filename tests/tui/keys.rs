@@ -504,3 +504,38 @@ fn a_short_screen_scrolls_the_attempts_to_keep_the_selection_in_view() {
         "{bottom}"
     );
 }
+
+/// Issue 16, item 22: LIMITED BY was cut to `not_reconcili` at 160 columns while
+/// PROFILE took 22. Columns are now as wide as what they hold.
+#[test]
+fn issue_16_limited_by_is_whole_beside_a_long_profile_name() {
+    use runner_manager::domain::Limit;
+    use runner_manager::store::ProfileStatus;
+    let (store, _) = seeded();
+    let long = "linux-x64-gpu-large-22";
+    crate::support::profile(&store, long, "octo", &["gpu"], 2);
+    store
+        .put_profile_status(&ProfileStatus {
+            profile: long.into(),
+            demand: 3,
+            limiting: Reported::read("not_reconciling (draining)".into(), Limit::parse),
+            last_error: Some("a long last error that takes whatever room is left".into()),
+            updated_at: NOW - 2_000,
+        })
+        .unwrap();
+    let a = app(load(&store));
+    for (w, h) in [(160, 48), (120, 30), (100, 30)] {
+        let s = crate::support::screen(&a, w, h);
+        let row = s
+            .lines()
+            .find(|l| l.contains("linux-x64"))
+            .unwrap_or_else(|| panic!("{s}"));
+        assert!(
+            row.contains("not_reconciling (draining)"),
+            "at {w} columns: {row}"
+        );
+        if w == 160 {
+            assert!(row.contains(long), "{row}");
+        }
+    }
+}
