@@ -69,6 +69,9 @@ impl DetailView {
     }
 }
 
+/// The widest sparkline drawn: the ring holds 60 points.
+const SPARK_MAX: usize = 60;
+
 /// A sparkline as text: the last `width` values, each an eighth-block against the
 /// largest of them (so a series is drawn whatever its size).
 pub fn spark(values: &[f64], width: usize) -> String {
@@ -179,53 +182,53 @@ impl Component for DetailView {
                     fmt::or_dash(a.exit_code, |c| c.to_string())
                 )),
             ),
-            field(
-                "usage",
-                Span::raw(match snap.meters.get(&a.id) {
-                    Some(m) => format!(
-                        "rss {} (peak {}) cpu {} {} procs {}",
+        ];
+        // A live runner: RSS and CPU each on a line, a sparkline of its last samples
+        // (each to its own top) before the figures now; else what the end recorded.
+        // The 8 columns of the name, 36 of the timeline and 2 of borders are not ours.
+        let room = area.width.saturating_sub(36 + 2 + 8) as usize;
+        let with_spark = |values: Vec<f64>, text: String| {
+            let w = room.saturating_sub(text.chars().count() + 1).min(SPARK_MAX);
+            let line = spark(&values, w);
+            if line.is_empty() {
+                text
+            } else {
+                format!("{line} {text}")
+            }
+        };
+        match snap.meters.get(&a.id) {
+            Some(m) => {
+                let rss = with_spark(
+                    self.points.iter().map(|p| p.rss_bytes as f64).collect(),
+                    format!(
+                        "{} (peak {})",
                         fmt::bytes(m.rss_bytes),
-                        fmt::bytes(m.peak_rss_bytes),
+                        fmt::bytes(m.peak_rss_bytes)
+                    ),
+                );
+                let cpu = with_spark(
+                    self.points.iter().map(|p| p.cpu_percent).collect(),
+                    format!(
+                        "{} {} · {} procs",
                         fmt::cpu(m.cpu_millis),
                         crate::meter::units::percent(m.cpu_percent),
                         m.processes
                     ),
-                    None => format!(
-                        "peak rss {} cpu {}",
-                        fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
-                        fmt::or_dash(a.cpu_millis, fmt::cpu)
-                    ),
-                }),
-            ),
-            field("outcome", Span::raw(outcome)),
-            field("created", Span::raw(format_rfc3339(a.created_at))),
-        ];
-        if !self.points.is_empty() {
-            // 8 for the field name, the rest split between the line and its figure.
-            let w = (area.width.saturating_sub(36 + 2 + 8 + 18) as usize).min(60);
-            let rss: Vec<f64> = self.points.iter().map(|p| p.rss_bytes as f64).collect();
-            let cpu: Vec<f64> = self.points.iter().map(|p| p.cpu_percent).collect();
-            let peak_rss = self.points.iter().map(|p| p.rss_bytes).max().unwrap_or(0);
-            let peak_cpu = cpu.iter().copied().fold(0.0_f64, f64::max);
-            info.push(field(
-                "rss",
-                Span::styled(
-                    format!("{} top {}", spark(&rss, w), fmt::bytes(peak_rss)),
-                    th.series_b(),
-                ),
-            ));
-            info.push(field(
-                "cpu",
-                Span::styled(
-                    format!(
-                        "{} top {}",
-                        spark(&cpu, w),
-                        crate::meter::units::percent(peak_cpu)
-                    ),
-                    th.series_a(),
-                ),
-            ));
+                );
+                info.push(field("rss", Span::styled(rss, th.series_b())));
+                info.push(field("cpu", Span::styled(cpu, th.series_a())));
+            }
+            None => info.push(field(
+                "usage",
+                Span::raw(format!(
+                    "peak rss {} cpu {}",
+                    fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
+                    fmt::or_dash(a.cpu_millis, fmt::cpu)
+                )),
+            )),
         }
+        info.push(field("outcome", Span::raw(outcome)));
+        info.push(field("created", Span::raw(format_rfc3339(a.created_at))));
         let cleaned = a.cleaned.then(|| (a.state_since(), "cleaned", a.state));
         let timeline: Vec<Line> = a
             .history

@@ -5,6 +5,7 @@
 use crate::support::{app, render, screen, seeded};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::style::Color;
+use runner_manager::store::Store;
 use runner_manager::tui::theme::Theme;
 use runner_manager::tui::{App, Request};
 use std::path::PathBuf;
@@ -52,6 +53,9 @@ fn scenes() -> Vec<(&'static str, Setup)> {
                     .map(|i| format!("2026-11-30 10:0{}:{:02}Z: runner line {i}", i / 60, i % 60))
                     .collect();
                 a.set_log(id, log);
+                // The live meter's ring, as the loop reads it for the sparkline.
+                let (store, _) = seeded();
+                a.set_points(id, store.meter_points(id).unwrap());
             }),
         ),
         (

@@ -377,6 +377,13 @@ fn the_whole_log_opens_from_the_detail_and_scrolls() {
     assert_eq!(full(&a).first(), 1000 - page, "clamped at the end");
     ch(&mut a, 'k');
     assert_eq!(full(&a).first(), 999 - page, "k moves at once from the end");
+    // The runner wrote more: r reads the whole log again, at its new end.
+    let more: String = (1..=1010).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.0.join("logs/8.log"), more).unwrap();
+    assert_eq!(ch(&mut a, 'r'), Request::Reload);
+    assert!(!perform(&mut a, &store, &dir.0, Request::Reload, NOW));
+    assert_eq!(full(&a).text.lines.len(), 1010);
+    assert!(crate::support::screen(&a, 80, 24).contains("line 1010"));
     // Esc goes back to the detail, then to the list.
     key(&mut a, KeyCode::Esc);
     assert!(a.detail.as_ref().unwrap().full.is_none());

@@ -62,14 +62,11 @@ fn a_busy_attempt_shows_its_live_meter_in_the_list_and_the_detail() {
     perform(&mut app, &store, &dir.0, r, NOW);
     assert_eq!(app.detail.as_ref().map(|d| d.id), Some(id));
     let detail = screen(&app, 160, 40);
-    assert!(
-        detail.contains("rss 612 MiB (peak 700 MiB) cpu 1.2 s 35% procs 4"),
-        "{detail}"
-    );
-    // The sparklines: RSS rising to its top, CPU falling from its.
+    // The sparklines, each to its own top, before the figures now: RSS rising, CPU
+    // falling.
     assert_eq!(app.detail.as_ref().unwrap().points.len(), 6);
     let rss = detail.lines().find(|l| l.contains("rss     ")).unwrap();
-    assert!(rss.contains("▂▃▅▆▇█ top 612 MiB"), "{rss}");
+    assert!(rss.contains("▂▃▅▆▇█ 612 MiB (peak 700 MiB)"), "{rss}");
     let cpu = detail.lines().find(|l| l.contains("cpu     ")).unwrap();
-    assert!(cpu.contains("█▇▆▆▅▄ top 85%"), "{cpu}");
+    assert!(cpu.contains("█▇▆▆▅▄ 1.2 s 35% · 4 procs"), "{cpu}");
 }
