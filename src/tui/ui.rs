@@ -76,9 +76,10 @@ pub fn draw(f: &mut Frame, app: &App) {
         None if app.detail.is_some() => Line::raw(
             "j/k scroll · g top · G follow · Enter whole log · Esc back · ? help · q quit",
         ),
-        None if app.undo.is_some() => Line::raw(
-            "u undo max · Tab panes · Enter detail · / filter · s sort · d drain · ? help · q quit",
-        ),
+        // Fits 80 columns: the undo hint replaces the least used keys.
+        None if app.undo.is_some() => {
+            Line::raw("u undo max · Tab panes · Enter detail · / filter · ? help · q quit")
+        }
         None => {
             Line::raw("Tab panes · Enter detail · / filter · s sort · d drain · ? help · q quit")
         }

@@ -285,6 +285,15 @@ fn plus_and_minus_both_apply_at_once_and_u_undoes() {
         screen.contains("u undoes"),
         "the hint is on screen:\n{screen}"
     );
+    // After the message, the status line keeps the hint, whole at 80 columns.
+    ch(&mut a, 'j');
+    ch(&mut a, 'k');
+    let screen = crate::support::screen(&a, 80, 24);
+    let status = screen.lines().last().unwrap();
+    assert!(
+        status.starts_with("u undo max") && status.ends_with("q quit"),
+        "{status}"
+    );
     // u undoes the last step only, once.
     let r = ch(&mut a, 'u');
     assert!(
