@@ -124,6 +124,12 @@ fn top_in_a_real_terminal() {
             })
             .unwrap();
     }
+    // Runner logs longer than the tail the detail shows (500 lines).
+    std::fs::create_dir_all(state.join("logs")).unwrap();
+    for id in [1, 2] {
+        let log: String = (1..=3000).map(|i| format!("log-{id} line {i}\n")).collect();
+        std::fs::write(runner_manager::runner::attempt_log(&state, id), log).unwrap();
+    }
     let tmux = Tmux::start(&[("TERM", "xterm-256color")]);
     tmux.wait("the shell prompt", |s| s.contains(PROMPT.trim()));
     let run_top = format!("{BIN} --state-dir {} top", state.display());
@@ -147,7 +153,42 @@ fn top_in_a_real_terminal() {
     );
     tmux.key("Enter");
     tmux.wait("an attempt's detail", |s| {
-        s.contains("Timeline") && s.contains("Runner log")
+        s.contains("Timeline") && s.contains("Runner log") && s.contains("line 3000")
+    });
+    // The whole log: opened with Enter, at its end, then its first line with g.
+    tmux.key("Enter");
+    tmux.wait("the whole log at its end", |s| {
+        s.contains("Log of attempt") && s.contains("of 3000") && s.contains("line 3000")
+    });
+    tmux.key("g");
+    tmux.wait("the whole log's first line", |s| {
+        s.contains("lines 1-") && s.contains(" line 1 ")
+    });
+    tmux.key("Escape");
+    tmux.wait("the detail again", |s| s.contains("Timeline"));
+    tmux.key("Escape");
+    tmux.key("1");
+    tmux.wait("the overview", |s| s.contains("Profiles (2)"));
+    // + applies at once and offers u; u puts it back (profiles by name: arm, linux).
+    tmux.key("j");
+    tmux.key("+");
+    tmux.wait("max raised", |s| {
+        s.contains("linux max 4 → 5") && s.contains("u undoes")
+    });
+    tmux.key("u");
+    tmux.wait("max put back", |s| s.contains("linux max 5 → 4"));
+    {
+        let store = SqliteStore::open(&state).unwrap();
+        assert_eq!(store.profile("linux").unwrap().max_capacity, 4);
+    }
+    // A large terminal: the overview fills it with the live attempts and the chart.
+    assert!(
+        tmux.cmd(&["resize-window", "-t", "t", "-x", "250", "-y", "70"])
+            .status
+            .success()
+    );
+    tmux.wait("the roomy overview", |s| {
+        s.contains("Live attempts (2)") && s.contains("queued jobs vs live runners")
     });
 
     tmux.key("q");

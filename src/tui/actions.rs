@@ -2,6 +2,8 @@
 //! the host. Profile edits go through the CLI's own path (`cli::edit_profile`: the
 //! same `apply_setting`, `validate` and revision check as `profile set`), naming the
 //! revision the screen showed, so an edit made meanwhile is refused, not overwritten.
+//! A max step applies at once and can be undone with `u` (its undo names the revision
+//! the step wrote, so it too is refused if someone edited since).
 
 use crate::cli::{CliError, edit_profile};
 use crate::store::{Store, StoreError};
@@ -25,13 +27,34 @@ pub enum Action {
 }
 
 impl Action {
-    /// Disruptive actions stop or hold back runners and ask first.
+    /// Disruptive actions stop or hold back runners and ask first. A max step does
+    /// not ask, either way: an operator steps max several times to find a size (as
+    /// with k9s' scale), a question per step would be in the way, and a step is small
+    /// and undone at once with `u`. Lowering max never stops a busy runner; at most
+    /// an idle one the next pass no longer needs. Pausing and draining stop a whole
+    /// profile or host, so they ask.
     pub fn disruptive(&self) -> bool {
         match self {
             Action::SetActive { active, .. } => !active,
-            // Fewer runners allowed may stop idle ones; more only starts.
-            Action::SetMax { from, to, .. } => *to < i64::from(*from),
+            Action::SetMax { .. } => false,
             Action::SetDraining(d) => *d,
+        }
+    }
+
+    /// The action that puts back what this one did, once it was written at
+    /// `revision`: a max step back the other way. Pause and drain have their own key
+    /// to turn them back, and asked first.
+    pub fn undo(&self, revision: u64) -> Option<Action> {
+        match self {
+            Action::SetMax {
+                profile, from, to, ..
+            } => Some(Action::SetMax {
+                profile: profile.clone(),
+                revision,
+                from: u32::try_from(*to).ok()?,
+                to: i64::from(*from),
+            }),
+            _ => None,
         }
     }
 
@@ -46,7 +69,7 @@ impl Action {
             Action::SetActive { profile, .. } => format!("Resume profile {profile}?"),
             Action::SetMax {
                 profile, from, to, ..
-            } => format!("Lower max of {profile} from {from} to {to}? Idle runners may stop."),
+            } => format!("Set max of {profile} from {from} to {to}?"),
             Action::SetDraining(true) => {
                 "Drain this host? It starts no new runners; busy ones finish.".into()
             }
@@ -59,6 +82,8 @@ impl Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Done {
     Ok(String),
+    /// Done, and this action undoes it (`u`).
+    Undoable(String, Action),
     /// Refused (invalid value, stale revision, store failure): the message to show.
     Refused(String),
 }
@@ -88,17 +113,33 @@ pub fn apply(store: &dyn Store, action: &Action) -> Done {
         Action::SetMax {
             profile,
             revision,
+            from,
             to,
-            ..
-        } => edit(store, profile, &format!("max={to}"), *revision)
-            .map(|rev| format!("profile {profile} max {to} (revision {rev})")),
+        } => {
+            return match edit(store, profile, &format!("max={to}"), *revision) {
+                Ok(rev) => {
+                    let text = format!("profile {profile} max {from} → {to} (revision {rev})");
+                    match action.undo(rev) {
+                        Some(undo) => Done::Undoable(format!("{text} · u undoes"), undo),
+                        None => Done::Ok(text),
+                    }
+                }
+                Err(e) => refused(e),
+            };
+        }
     };
     match result {
         Ok(m) => Done::Ok(m),
-        Err(CliError::Store(e @ StoreError::StaleRevision { .. })) => {
+        Err(e) => refused(e),
+    }
+}
+
+fn refused(e: CliError) -> Done {
+    match e {
+        CliError::Store(e @ StoreError::StaleRevision { .. }) => {
             Done::Refused(format!("{e} (reloaded)"))
         }
-        Err(e) => Done::Refused(e.to_string()),
+        e => Done::Refused(e.to_string()),
     }
 }
 

@@ -65,6 +65,8 @@ pub enum Request {
     Reload,
     /// Read this attempt's runner log (the detail view just opened).
     LoadLog(i64),
+    /// Read this attempt's whole runner log, with a bound, for the log view.
+    LoadFullLog(i64),
 }
 
 /// What a view asks of the app when a key means more than its own state.
@@ -73,6 +75,8 @@ pub enum Effect {
     /// An action, asked about first if disruptive.
     Act(Action),
     OpenDetail(i64),
+    /// Open this attempt's whole log.
+    OpenLog(i64),
     /// Show this profile's attempts.
     ShowProfile(String),
 }
@@ -115,6 +119,8 @@ pub struct App {
     /// A disruptive action waiting for y or n.
     pub confirm: Option<Action>,
     pub message: Option<Message>,
+    /// What `u` puts back: the last max step, until another action runs.
+    pub undo: Option<Action>,
     pub theme: Theme,
 }
 
@@ -131,6 +137,7 @@ impl App {
             help: false,
             confirm: None,
             message: None,
+            undo: None,
             theme,
         };
         app.follow();
@@ -164,14 +171,33 @@ impl App {
         }
     }
 
+    /// The live meter's points for the open detail.
+    pub fn set_points(&mut self, id: i64, points: Vec<crate::meter::MeterPoint>) {
+        if let Some(d) = self.detail.as_mut().filter(|d| d.id == id) {
+            d.points = points;
+        }
+    }
+
+    /// Opens the whole-log view over the open detail.
+    pub fn set_full_log(&mut self, id: i64, text: super::logfile::LogText) {
+        if let Some(d) = self.detail.as_mut().filter(|d| d.id == id) {
+            d.full = Some(super::detail::FullLog::new(text));
+        }
+    }
+
     pub fn detail_id(&self) -> Option<i64> {
         self.detail.as_ref().map(|d| d.id)
     }
 
     /// Shows what an action did.
     pub fn done(&mut self, done: Done) {
+        self.undo = None;
         self.message = Some(match done {
             Done::Ok(text) => Message { text, error: false },
+            Done::Undoable(text, undo) => {
+                self.undo = Some(undo);
+                Message { text, error: false }
+            }
             Done::Refused(text) => Message { text, error: true },
         });
     }
@@ -233,6 +259,18 @@ impl App {
                 return Request::None;
             }
             KeyCode::Char('r') => return Request::Reload,
+            KeyCode::Char('u') => {
+                return match self.undo.take() {
+                    Some(a) => Request::Run(a),
+                    None => {
+                        self.message = Some(Message {
+                            text: "nothing to undo (u undoes the last max step)".into(),
+                            error: true,
+                        });
+                        Request::None
+                    }
+                };
+            }
             KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
                 self.switch(self.pane.step(1, Pane::shown(&self.snap)));
                 return Request::None;
@@ -242,8 +280,17 @@ impl App {
                 return Request::None;
             }
             KeyCode::Char(c @ '1'..='4') => {
-                if let Some(p) = Pane::shown(&self.snap).get(c as usize - '1' as usize) {
-                    self.switch(*p);
+                match Pane::shown(&self.snap).get(c as usize - '1' as usize) {
+                    Some(p) => self.switch(*p),
+                    // Only 4 can miss: the Pool pane needs a coordinator's hosts.
+                    None => {
+                        self.message = Some(Message {
+                            text: "no Pool here: it shows a coordinator's hosts, and this \
+                                   store has none"
+                                .into(),
+                            error: true,
+                        })
+                    }
                 }
                 return Request::None;
             }
@@ -286,6 +333,7 @@ impl App {
                 self.detail = Some(DetailView::new(id));
                 Request::LoadLog(id)
             }
+            Effect::OpenLog(id) => Request::LoadFullLog(id),
             Effect::ShowProfile(name) => {
                 self.switch(Pane::Attempts);
                 self.attempts.set_filter(&name, &self.snap);

@@ -2,14 +2,15 @@
 //! the selection following its attempt id across refreshes.
 
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
+use super::columns::{self, Col};
 use super::fmt;
 use super::model::Snapshot;
 use crate::domain::Attempt;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Cell, Row, Table, TableState};
+use ratatui::widgets::{Block, Table, TableState};
 
 /// The orders `s` cycles through.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -177,11 +178,23 @@ impl Component for AttemptsView {
         let (snap, th) = (cx.snap, &cx.theme);
         let rows = self.visible(snap);
         let wide = area.width >= 120;
-        let mut header = vec!["ID", "PROFILE", "STATE", "AGE", "JOB"];
+        let mut cols = vec![
+            Col::fixed("ID"),
+            Col::shrink("PROFILE", 7),
+            Col::fixed("STATE"),
+            // Never cut: `ended 7m09s a` would say nothing.
+            Col::fixed("AGE"),
+            Col::shrink("JOB", 8),
+        ];
         if wide {
-            header.push("RUNNER");
+            // The runner's name is its id's: the first to give way.
+            cols.push(Col::shrink("RUNNER", 8).keep(0));
         }
-        header.extend(["RSS", "CPU", "OUTCOME"]);
+        cols.extend([
+            Col::fixed("RSS"),
+            Col::fixed("CPU"),
+            Col::grow("OUTCOME", 8),
+        ]);
         // Only the rows that fit are built: with hundreds of attempts, formatting the
         // hidden ones is most of a frame. The window keeps the selection in view.
         let height = area.height.saturating_sub(3) as usize;
@@ -189,20 +202,26 @@ impl Component for AttemptsView {
             .selected
             .map(|_| self.index.min(rows.len().saturating_sub(1)));
         let first = selected.map_or(0, |i| (i + 1).saturating_sub(height));
-        let table_rows: Vec<Row> = rows
+        let cells: Vec<Vec<Span>> = rows
             .iter()
             .skip(first)
             .take(height)
             .map(|a| {
+                // A live attempt's age; an ended one's end, which is what matters then.
+                let age = match a.ended_at {
+                    Some(end) if a.state.is_ended() => fmt::ended_ago(end, snap.now),
+                    None if a.state.is_ended() => fmt::ended_ago(a.state_since(), snap.now),
+                    _ => fmt::age(a.age_millis(snap.now)),
+                };
                 let mut cells = vec![
-                    Cell::from(a.id.to_string()),
-                    Cell::from(a.profile.clone()),
-                    Cell::from(Span::styled(a.state_word(), th.state(a.state))),
-                    Cell::from(fmt::age(a.age_millis(snap.now))),
-                    Cell::from(a.job_name.clone().unwrap_or_else(|| "-".into())),
+                    Span::raw(a.id.to_string()),
+                    Span::raw(a.profile.clone()),
+                    Span::styled(a.state_word(), th.state(a.state)),
+                    Span::raw(age),
+                    Span::raw(a.job_name.clone().unwrap_or_else(|| "-".into())),
                 ];
                 if wide {
-                    cells.push(Cell::from(a.runner_name.clone()));
+                    cells.push(Span::raw(a.runner_name.clone()));
                 }
                 // A live runner's RSS now; an ended one's peak.
                 let rss = snap
@@ -210,8 +229,8 @@ impl Component for AttemptsView {
                     .get(&a.id)
                     .map(|m| m.rss_bytes)
                     .or(a.peak_rss_bytes);
-                cells.push(Cell::from(fmt::or_dash(rss, fmt::bytes)));
-                cells.push(Cell::from(fmt::or_dash(a.cpu_millis, fmt::cpu)));
+                cells.push(Span::raw(fmt::or_dash(rss, fmt::bytes)));
+                cells.push(Span::raw(fmt::or_dash(a.cpu_millis, fmt::cpu)));
                 let outcome = match (a.outcome, &a.reason) {
                     (Some(o), Some(r)) => format!("{}: {r}", o.as_str()),
                     (Some(o), None) => o.as_str().to_string(),
@@ -224,26 +243,14 @@ impl Component for AttemptsView {
                     }
                     _ => th.quiet(),
                 };
-                cells.push(Cell::from(Span::styled(outcome, style)));
-                Row::new(cells)
+                cells.push(Span::styled(outcome, style));
+                cells
             })
             .collect();
-        let mut widths = vec![
-            Constraint::Length(5),
-            Constraint::Length(10),
-            Constraint::Length(10),
-            Constraint::Length(6),
-            Constraint::Fill(1),
-        ];
-        if wide {
-            widths.push(Constraint::Length(16));
-        }
-        widths.extend([
-            Constraint::Length(5),
-            Constraint::Length(6),
-            Constraint::Fill(1),
-        ]);
-        let live = snap.attempts.iter().filter(|a| a.state.is_live()).count();
+        let (header, table_rows, widths) =
+            columns::table(&cols, cells, area.width.saturating_sub(2));
+        // What the title counts is what is shown: with a filter, its live rows only.
+        let live = rows.iter().filter(|a| a.state.is_live()).count();
         let mut title = vec![Span::raw(format!(
             " Attempts: {} shown, {live} live · sort {} ",
             rows.len(),
@@ -257,7 +264,7 @@ impl Component for AttemptsView {
             ));
         }
         let table = Table::new(table_rows, widths)
-            .header(Row::new(header).style(th.header()))
+            .header(header.style(th.header()))
             .row_highlight_style(th.selected())
             .block(Block::bordered().title(Line::from(title)));
         let mut state = TableState::default().with_selected(self.selected.map(|_| self.index));

@@ -1,25 +1,60 @@
-//! The Detail view: one attempt's fields, its timeline (each state change with its
-//! time) and the tail of its runner log, scrollable, following the end by default.
+//! The Detail view: one attempt's fields with a sparkline of its live meters (RSS and
+//! CPU over the last 60 samples), its timeline (each state change with its time) and
+//! the tail of its runner log, following the end by default; Enter or `l` opens the
+//! whole log (read with a bound by `logfile`), scrollable with the list keys.
 
-use super::app::{Component, Ctx, Handled, movement};
+use super::app::{Component, Ctx, Effect, Handled, movement};
 use super::fmt;
+use super::logfile::LogText;
 use super::model::Snapshot;
+use crate::meter::MeterPoint;
 use crate::timefmt::format_rfc3339;
-use crossterm::event::KeyEvent;
+use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
+use std::cell::Cell;
 
 /// How many lines of the runner log the view reads.
 pub const LOG_LINES: usize = 500;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DetailView {
     pub id: i64,
     /// Lines scrolled up from the end of the log; 0 follows the end.
     pub scroll: usize,
     pub log: Vec<String>,
+    /// The live meter's last points, oldest first (none once the attempt ended).
+    pub points: Vec<MeterPoint>,
+    /// The whole log, while the log view is open.
+    pub full: Option<FullLog>,
+}
+
+/// The whole-log view: the text read and the first line shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FullLog {
+    pub text: LogText,
+    pub top: usize,
+    /// The lines the last frame had room for, so paging and the end are right.
+    pub page: Cell<usize>,
+}
+
+impl FullLog {
+    /// Opens at the end, where the tail view was.
+    pub fn new(text: LogText) -> FullLog {
+        FullLog {
+            top: usize::MAX,
+            text,
+            page: Cell::new(0),
+        }
+    }
+
+    /// The first line shown, within the log.
+    pub fn first(&self) -> usize {
+        self.top
+            .min(self.text.lines.len().saturating_sub(self.page.get().max(1)))
+    }
 }
 
 impl DetailView {
@@ -28,8 +63,31 @@ impl DetailView {
             id,
             scroll: 0,
             log: Vec::new(),
+            points: Vec::new(),
+            full: None,
         }
     }
+}
+
+/// The widest sparkline drawn: the ring holds 60 points.
+const SPARK_MAX: usize = 60;
+
+/// A sparkline as text: the last `width` values, each an eighth-block against the
+/// largest of them (so a series is drawn whatever its size).
+pub fn spark(values: &[f64], width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let shown = &values[values.len().saturating_sub(width)..];
+    let top = shown.iter().copied().fold(0.0_f64, f64::max);
+    shown
+        .iter()
+        .map(|v| {
+            if top <= 0.0 {
+                BARS[0]
+            } else {
+                BARS[((v.max(0.0) / top) * 7.0).round() as usize]
+            }
+        })
+        .collect()
 }
 
 /// `10:00:05` of a timestamp (the date is in the fields above).
@@ -39,6 +97,25 @@ fn clock(ms: crate::timefmt::Millis) -> String {
 
 impl Component for DetailView {
     fn event(&mut self, key: KeyEvent, _snap: &Snapshot) -> Handled {
+        if let Some(full) = self.full.as_mut() {
+            let page = full.page.get().max(1);
+            if let Some(by) = movement(&key, page as isize) {
+                let last = full.text.lines.len().saturating_sub(page);
+                full.top = (full.first() as isize + by).clamp(0, last as isize) as usize;
+                return Handled::Yes;
+            }
+            if matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') | KeyCode::Backspace
+            ) {
+                self.full = None;
+                return Handled::Yes;
+            }
+            return Handled::No;
+        }
+        if matches!(key.code, KeyCode::Enter | KeyCode::Char('l')) {
+            return Handled::Then(Effect::OpenLog(self.id));
+        }
         match movement(&key, 10) {
             // Down moves toward the end of the log, so it scrolls back less.
             Some(by) => {
@@ -63,6 +140,10 @@ impl Component for DetailView {
             );
             return;
         };
+        if let Some(full) = &self.full {
+            draw_full(f, area, a.id, full);
+            return;
+        }
         let field = |k: &'static str, v: Span<'static>| {
             Line::from(vec![Span::styled(format!("{k:<8}"), th.title()), v])
         };
@@ -72,7 +153,7 @@ impl Component for DetailView {
             (None, Some(r)) => r.to_string(),
             (None, None) => "-".into(),
         };
-        let info = vec![
+        let mut info = vec![
             field(
                 "state",
                 Span::styled(
@@ -101,27 +182,53 @@ impl Component for DetailView {
                     fmt::or_dash(a.exit_code, |c| c.to_string())
                 )),
             ),
-            field(
-                "usage",
-                Span::raw(match snap.meters.get(&a.id) {
-                    Some(m) => format!(
-                        "rss {} (peak {}) cpu {} {} procs {}",
+        ];
+        // A live runner: RSS and CPU each on a line, a sparkline of its last samples
+        // (each to its own top) before the figures now; else what the end recorded.
+        // The 8 columns of the name, 36 of the timeline and 2 of borders are not ours.
+        let room = area.width.saturating_sub(36 + 2 + 8) as usize;
+        let with_spark = |values: Vec<f64>, text: String| {
+            let w = room.saturating_sub(text.chars().count() + 1).min(SPARK_MAX);
+            let line = spark(&values, w);
+            if line.is_empty() {
+                text
+            } else {
+                format!("{line} {text}")
+            }
+        };
+        match snap.meters.get(&a.id) {
+            Some(m) => {
+                let rss = with_spark(
+                    self.points.iter().map(|p| p.rss_bytes as f64).collect(),
+                    format!(
+                        "{} (peak {})",
                         fmt::bytes(m.rss_bytes),
-                        fmt::bytes(m.peak_rss_bytes),
+                        fmt::bytes(m.peak_rss_bytes)
+                    ),
+                );
+                let cpu = with_spark(
+                    self.points.iter().map(|p| p.cpu_percent).collect(),
+                    format!(
+                        "{} {} · {} procs",
                         fmt::cpu(m.cpu_millis),
                         crate::meter::units::percent(m.cpu_percent),
                         m.processes
                     ),
-                    None => format!(
-                        "peak rss {} cpu {}",
-                        fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
-                        fmt::or_dash(a.cpu_millis, fmt::cpu)
-                    ),
-                }),
-            ),
-            field("outcome", Span::raw(outcome)),
-            field("created", Span::raw(format_rfc3339(a.created_at))),
-        ];
+                );
+                info.push(field("rss", Span::styled(rss, th.series_b())));
+                info.push(field("cpu", Span::styled(cpu, th.series_a())));
+            }
+            None => info.push(field(
+                "usage",
+                Span::raw(format!(
+                    "peak rss {} cpu {}",
+                    fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
+                    fmt::or_dash(a.cpu_millis, fmt::cpu)
+                )),
+            )),
+        }
+        info.push(field("outcome", Span::raw(outcome)));
+        info.push(field("created", Span::raw(format_rfc3339(a.created_at))));
         let cleaned = a.cleaned.then(|| (a.state_since(), "cleaned", a.state));
         let timeline: Vec<Line> = a
             .history
@@ -166,13 +273,61 @@ impl Component for DetailView {
         let title = if n == 0 {
             " Runner log: empty ".to_string()
         } else if scroll == 0 {
-            format!(" Runner log: last {n} lines, following the end ")
+            format!(" Runner log: last {n} lines, following the end · Enter whole log ")
         } else {
-            format!(" Runner log: {scroll} lines up of {n} · G to follow ")
+            format!(" Runner log: {scroll} lines up of {n} · G to follow · Enter whole log ")
         };
         f.render_widget(
             Paragraph::new(lines).block(Block::bordered().title(title)),
             log,
         );
+    }
+}
+
+/// The whole log, a page at a time, with where the page is in it.
+fn draw_full(f: &mut Frame, area: Rect, id: i64, full: &FullLog) {
+    let h = area.height.saturating_sub(2) as usize;
+    full.page.set(h);
+    let lines = &full.text.lines;
+    let first = full.first();
+    let shown: Vec<Line> = lines
+        .iter()
+        .skip(first)
+        .take(h)
+        .map(|l| Line::raw(l.clone()))
+        .collect();
+    let mut title = if lines.is_empty() {
+        format!(" Log of attempt {id}: empty ")
+    } else {
+        format!(
+            " Log of attempt {id}: lines {}-{} of {} ",
+            first + 1,
+            (first + h).min(lines.len()),
+            lines.len()
+        )
+    };
+    if full.text.skipped_bytes > 0 {
+        title.push_str(&format!(
+            "(first {} not read) ",
+            fmt::bytes(full.text.skipped_bytes)
+        ));
+    }
+    title.push_str("· j/k PgUp/PgDn g/G · Esc back ");
+    f.render_widget(
+        Paragraph::new(shown).block(Block::bordered().title(title)),
+        area,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparks_scale_to_their_own_top_and_keep_the_last_points() {
+        assert_eq!(spark(&[0.0, 1.0, 2.0, 4.0], 4), "▁▃▅█");
+        assert_eq!(spark(&[9.0, 0.0, 0.0], 2), "▁▁", "all zero: a flat line");
+        assert_eq!(spark(&[1.0, 2.0, 3.0], 2), "▆█", "the newest fit");
+        assert_eq!(spark(&[], 5), "");
     }
 }

@@ -1,4 +1,5 @@
-//! Short human forms for the narrow columns of the views: ages, sizes, CPU time.
+//! Human forms for the views' columns: short ages, and sizes and CPU time in the
+//! CLI's units (`meter::units`), so a figure reads the same in `top` and `attempts`.
 
 use crate::timefmt::Millis;
 
@@ -13,24 +14,20 @@ pub fn age(ms: Millis) -> String {
     }
 }
 
-/// `512K`, `87M`, `1.5G` (binary units, as `ps` and `top` print them).
+/// Sizes in the CLI's human units (`612 MiB`), so `top`, `attempts` and
+/// `attempt show` say the same figure the same way.
 pub fn bytes(b: u64) -> String {
-    const K: u64 = 1024;
-    match b {
-        0..K => format!("{b}B"),
-        K..1_048_576 => format!("{}K", b / K),
-        1_048_576..1_073_741_824 => format!("{}M", b / 1_048_576),
-        _ => format!("{:.1}G", b as f64 / 1_073_741_824.0),
-    }
+    crate::meter::units::bytes(b)
 }
 
-/// CPU time used: `850ms`, `12.3s`, then like [`age`].
+/// CPU time in the CLI's human units (`0.85 s`, `12.3 s`, `3m 12s`).
 pub fn cpu(ms: u64) -> String {
-    match ms {
-        0..1000 => format!("{ms}ms"),
-        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        _ => age(ms as Millis),
-    }
+    crate::meter::units::cpu(ms)
+}
+
+/// When an ended attempt ended, as its AGE column says it: `ended 3m12s ago`.
+pub fn ended_ago(ended_at: Millis, now: Millis) -> String {
+    format!("ended {} ago", age(now - ended_at))
 }
 
 pub fn or_dash<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
@@ -49,11 +46,13 @@ mod tests {
         assert_eq!(age(7_500_000), "2h05m");
         assert_eq!(age(3 * 86_400_000 + 4 * 3_600_000), "3d04h");
         assert_eq!(age(-5), "0s");
-        assert_eq!(bytes(900), "900B");
-        assert_eq!(bytes(90 * 1024 * 1024), "90M");
-        assert_eq!(bytes(3 * 1024 * 1024 * 1024 / 2), "1.5G");
-        assert_eq!(cpu(850), "850ms");
-        assert_eq!(cpu(12_345), "12.3s");
-        assert_eq!(cpu(125_000), "2m05s");
+        // The CLI's units, as `attempts` and `attempt show` print them.
+        assert_eq!(bytes(900), "900 B");
+        assert_eq!(bytes(90 * 1024 * 1024), "90 MiB");
+        assert_eq!(bytes(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
+        assert_eq!(cpu(850), "0.85 s");
+        assert_eq!(cpu(12_345), "12.3 s");
+        assert_eq!(cpu(125_000), "2m 05s");
+        assert_eq!(ended_ago(1_000, 193_000), "ended 3m12s ago");
     }
 }

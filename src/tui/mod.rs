@@ -3,16 +3,19 @@
 //! [`model::Snapshot`] is one read of the store at a given `now`, with no terminal in
 //! sight; [`app::App`] holds what the operator is looking at and turns keys into state
 //! changes and [`app::Request`]s; the views (`overview`, `attempts`, `detail`,
-//! `pictures`, `pool`, `overlay`) only draw an `App` they are handed; [`actions`] carries out
-//! the few edits through the CLI's validated path; [`terminal`] is the one place that
-//! touches the real terminal (raw mode, the alternate screen, the event loop, and
-//! restoring the terminal on every way out).
+//! `pictures`, `pool`, `overlay`) only draw an `App` they are handed, their tables
+//! sized to their content by [`columns`]; [`actions`] carries out the few edits
+//! through the CLI's validated path; [`logfile`] reads an attempt's whole log with a
+//! bound; [`terminal`] is the one place that touches the real terminal (raw mode, the
+//! alternate screen, the event loop, and restoring the terminal on every way out).
 
 pub mod actions;
 pub mod app;
 mod attempts;
-mod detail;
+pub mod columns;
+pub mod detail;
 pub mod fmt;
+pub mod logfile;
 pub mod model;
 mod overlay;
 mod overview;

@@ -10,24 +10,28 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 /// Every key `top` knows, as the help overlay lists them.
 pub const KEYS: &[(&str, &str)] = &[
-    ("Tab l →", "next pane"),
+    ("Tab l →", "next pane (in detail, l: the whole log)"),
     ("S-Tab h ←", "previous pane (in detail: back)"),
     ("1 2 3 4", "Overview, Attempts, Pictures, Pool"),
     ("j k ↓ ↑", "move the selection / scroll"),
     ("PgDn PgUp", "move by a page"),
     ("g G Home End", "first / last (log: top / follow)"),
-    ("Enter", "detail of an attempt; a profile's attempts"),
+    ("Enter", "attempt detail; profile's attempts; whole log"),
     ("Esc", "back; clear the filter; close help"),
     ("/", "filter attempts (Enter keeps, Esc clears)"),
     ("s", "sort attempts: newest state profile rss cpu"),
     ("p Space", "pause or resume the profile (asks)"),
-    ("+ -", "the profile's max up or down by one"),
+    ("+ -", "the profile's max up or down by one, at once"),
+    ("u", "undo the last max step"),
     ("d", "drain the host, or stop draining (asks)"),
     ("y n", "confirm or cancel a question"),
     ("r", "reload now"),
     ("?", "this help"),
     ("q Ctrl-C", "quit"),
 ];
+
+/// The pane keys as this store has them: 4 only where there is a Pool to show.
+const PANES_NO_POOL: (&str, &str) = ("1 2 3", "Overview, Attempts, Pictures (no Pool here)");
 
 /// A rectangle of at most `w`×`h` in the middle of `area`.
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -44,7 +48,14 @@ pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(0);
-    let lines: Vec<Line> = KEYS
+    let keys: Vec<(&str, &str)> = KEYS
+        .iter()
+        .map(|&(k, what)| match k {
+            "1 2 3 4" if cx.snap.pool.is_none() => PANES_NO_POOL,
+            _ => (k, what),
+        })
+        .collect();
+    let lines: Vec<Line> = keys
         .iter()
         .map(|(k, what)| {
             Line::from(vec![

@@ -1,16 +1,50 @@
 //! The Overview pane: the host (capacity, daemon, each target's mode) and one row per
-//! profile, with the selected profile's labels and last error in full below.
+//! profile, with the selected profile's labels and last error in full below. Where
+//! the window has room (as btop or k9s use it), the live attempts with their meters
+//! and a chart of the selected profile's queued jobs against live runners fill the
+//! rest, each growing with the window.
 
 use super::actions::Action;
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
+use super::columns::{self, Col};
 use super::fmt;
-use super::model::{ProfileRow, Snapshot};
+use super::model::{PICTURE_WINDOW_MS, ProfileRow, Snapshot};
 use crate::domain::{Reported, TargetMode};
+use crate::timefmt::Millis;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::symbols;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, TableState, Wrap};
+use ratatui::widgets::{
+    Axis, Block, Chart, Dataset, GraphType, Paragraph, Table, TableState, Wrap,
+};
+
+/// From this many rows the Overview also shows the live attempts and the chart.
+pub const ROOMY_HEIGHT: u16 = 30;
+
+/// From this many columns the live attempts and the chart sit side by side.
+pub const SIDE_BY_SIDE_WIDTH: u16 = 200;
+
+/// The top of the chart's y axis: the larger peak, rounded up to a round number
+/// (at least 1), so the axis reads `0 … 35`, not `0 … 33`.
+pub fn chart_top(peak: u64) -> u64 {
+    let step = match peak {
+        0..=10 => 1,
+        11..=50 => 5,
+        51..=100 => 10,
+        _ => 10u64.pow(peak.ilog10() - 1),
+    };
+    peak.div_ceil(step).max(1) * step
+}
+
+/// A series as chart points: seconds before `now` (negative) against the value.
+pub fn chart_points(points: &[(Millis, u64)], now: Millis) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .map(|&(at, v)| ((at - now) as f64 / 1000.0, v as f64))
+        .collect()
+}
 
 /// The selected profile, followed by name across refreshes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -79,15 +113,38 @@ impl Component for OverviewView {
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
-        let [host, table, detail] = Layout::vertical([
+        if area.height < ROOMY_HEIGHT {
+            let [host, table, detail] = Layout::vertical([
+                Constraint::Length(5),
+                Constraint::Fill(1),
+                Constraint::Length(5),
+            ])
+            .areas(area);
+            draw_host(f, host, cx);
+            self.draw_table(f, table, cx);
+            self.draw_selected(f, detail, cx);
+            return;
+        }
+        // The profiles take what they need (with a few rows to grow into); the room
+        // under them goes to the live attempts and the chart.
+        let table_h = (cx.snap.profiles.len() as u16 + 3).clamp(5, area.height / 3);
+        let [host, table, detail, rest] = Layout::vertical([
+            Constraint::Length(5),
+            Constraint::Length(table_h),
             Constraint::Length(5),
             Constraint::Fill(1),
-            Constraint::Length(5),
         ])
         .areas(area);
         draw_host(f, host, cx);
         self.draw_table(f, table, cx);
         self.draw_selected(f, detail, cx);
+        let [live, chart] = if rest.width >= SIDE_BY_SIDE_WIDTH {
+            Layout::horizontal([Constraint::Fill(3), Constraint::Fill(2)]).areas(rest)
+        } else {
+            Layout::vertical([Constraint::Fill(1), Constraint::Fill(1)]).areas(rest)
+        };
+        draw_live(f, live, cx);
+        self.draw_chart(f, chart, cx);
     }
 }
 
@@ -177,6 +234,59 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
     );
 }
 
+/// The live attempts with their meters now, oldest first (the longest-running on top).
+fn draw_live(f: &mut Frame, area: Rect, cx: &Ctx) {
+    let (snap, th) = (cx.snap, &cx.theme);
+    let live: Vec<&crate::domain::Attempt> = snap
+        .attempts
+        .iter()
+        .rev()
+        .filter(|a| a.state.is_live())
+        .collect();
+    let cols = [
+        Col::fixed("ID"),
+        Col::shrink("PROFILE", 7),
+        Col::fixed("STATE"),
+        Col::fixed("AGE"),
+        Col::shrink("JOB", 5),
+        Col::fixed("RSS"),
+        Col::fixed("PEAK"),
+        Col::fixed("CPU"),
+        Col::fixed("CPU%"),
+        Col::fixed("PROCS"),
+    ];
+    let rows: Vec<Vec<Span>> = live
+        .iter()
+        .take(area.height.saturating_sub(3) as usize)
+        .map(|a| {
+            let m = snap.meters.get(&a.id);
+            vec![
+                Span::raw(a.id.to_string()),
+                Span::raw(a.profile.clone()),
+                Span::styled(a.state_word(), th.state(a.state)),
+                Span::raw(fmt::age(a.age_millis(snap.now))),
+                Span::raw(a.job_name.clone().unwrap_or_else(|| "-".into())),
+                Span::raw(fmt::or_dash(m.map(|m| m.rss_bytes), fmt::bytes)),
+                Span::raw(fmt::or_dash(
+                    m.map(|m| m.peak_rss_bytes).or(a.peak_rss_bytes),
+                    fmt::bytes,
+                )),
+                Span::raw(fmt::or_dash(a.cpu_millis, fmt::cpu)),
+                Span::raw(fmt::or_dash(
+                    m.map(|m| m.cpu_percent),
+                    crate::meter::units::percent,
+                )),
+                Span::raw(fmt::or_dash(m.map(|m| m.processes), |p| p.to_string())),
+            ]
+        })
+        .collect();
+    let (header, rows, widths) = columns::table(&cols, rows, area.width.saturating_sub(2));
+    let table = Table::new(rows, widths)
+        .header(header.style(th.header()))
+        .block(Block::bordered().title(format!(" Live attempts ({}) ", live.len())));
+    f.render_widget(table, area);
+}
+
 fn mode_style(mode: Option<&Reported<TargetMode>>, cx: &Ctx) -> ratatui::style::Style {
     match mode.and_then(Reported::known) {
         Some(TargetMode::Standalone | TargetMode::Coordinated) => cx.theme.good(),
@@ -189,89 +299,66 @@ impl OverviewView {
     fn draw_table(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
         let (snap, th) = (cx.snap, &cx.theme);
         let wide = area.width >= 120;
-        let mut header = vec!["PROFILE", "TARGET"];
+        let mut cols = vec![Col::shrink("PROFILE", 7), Col::shrink("TARGET", 6)];
         if wide {
-            header.push("LABELS");
+            cols.push(Col::shrink("LABELS", 6).keep(0));
         }
-        header.extend([
-            "MODE",
-            "PAUSED",
-            "DEMAND",
-            "START",
-            "IDLE",
-            "BUSY",
-            "MAX",
-            "LIMITED BY",
+        cols.extend([
+            Col::fixed("MODE"),
+            Col::fixed("PAUSED"),
+            Col::fixed("DEMAND"),
+            Col::fixed("START"),
+            Col::fixed("IDLE"),
+            Col::fixed("BUSY"),
+            Col::fixed("MAX"),
+            // Why a job waits: the last column to lose a letter.
+            Col::grow("LIMITED BY", 15).keep(2),
         ]);
         if wide {
-            header.push("LAST ERROR");
+            // The error takes the room left over, not LIMITED BY; it gives way first
+            // when there is none, being shown in full under the table.
+            cols.last_mut().unwrap().grow = false;
+            cols.push(Col::grow("LAST ERROR", 10).keep(0));
         }
-        let rows: Vec<Row> = snap
+        let rows: Vec<Vec<Span>> = snap
             .profiles
             .iter()
             .map(|r| {
                 let p = &r.policy;
                 let st = r.status.as_ref();
-                let mut cells = vec![Cell::from(p.name.clone()), Cell::from(p.target.clone())];
+                let mut cells = vec![Span::raw(p.name.clone()), Span::raw(p.target.clone())];
                 if wide {
-                    cells.push(Cell::from(r.user_labels.join(",")));
+                    cells.push(Span::raw(r.user_labels.join(",")));
                 }
                 let mode = r.mode.as_ref();
-                cells.push(Cell::from(Span::styled(
+                cells.push(Span::styled(
                     fmt::or_dash(mode, |m| m.to_string()),
                     mode_style(mode, cx),
-                )));
+                ));
                 cells.push(if p.active {
-                    Cell::from("no")
+                    Span::raw("no")
                 } else {
-                    Cell::from(Span::styled("yes", th.waiting()))
+                    Span::styled("yes", th.waiting())
                 });
-                cells.push(Cell::from(fmt::or_dash(st.map(|s| s.demand), |d| {
+                cells.push(Span::raw(fmt::or_dash(st.map(|s| s.demand), |d| {
                     d.to_string()
                 })));
-                cells.push(Cell::from(Span::styled(
-                    r.counts.starting.to_string(),
-                    th.waiting(),
-                )));
-                cells.push(Cell::from(Span::styled(
-                    r.counts.idle.to_string(),
-                    th.good(),
-                )));
-                cells.push(Cell::from(Span::styled(
-                    r.counts.busy.to_string(),
-                    th.working(),
-                )));
-                cells.push(Cell::from(p.max_capacity.to_string()));
-                cells.push(Cell::from(fmt::or_dash(st, |s| s.limiting.to_string())));
+                cells.push(Span::styled(r.counts.starting.to_string(), th.waiting()));
+                cells.push(Span::styled(r.counts.idle.to_string(), th.good()));
+                cells.push(Span::styled(r.counts.busy.to_string(), th.working()));
+                cells.push(Span::raw(p.max_capacity.to_string()));
+                cells.push(Span::raw(fmt::or_dash(st, |s| s.limiting.to_string())));
                 if wide {
                     let err = st.and_then(|s| s.last_error.clone());
-                    cells.push(Cell::from(Span::styled(
-                        err.unwrap_or_else(|| "-".into()),
-                        th.bad(),
-                    )));
+                    cells.push(Span::styled(err.unwrap_or_else(|| "-".into()), th.bad()));
                 }
-                Row::new(cells)
+                cells
             })
             .collect();
-        let mut widths = vec![Constraint::Min(8), Constraint::Length(8)];
-        if wide {
-            widths.push(Constraint::Fill(1));
-        }
-        widths.extend([
-            Constraint::Length(11),
-            Constraint::Length(6),
-            Constraint::Length(6),
-            Constraint::Length(5),
-            Constraint::Length(4),
-            Constraint::Length(4),
-            Constraint::Length(3),
-            Constraint::Length(13),
-        ]);
-        if wide {
-            widths.push(Constraint::Fill(2));
-        }
+        // Inside the borders, less the highlight symbol's column (none is set: 0).
+        let (header, rows, widths) = columns::table(&cols, rows, area.width.saturating_sub(2));
         let table = Table::new(rows, widths)
-            .header(Row::new(header).style(th.header()))
+            .header(header.style(th.header()))
             .row_highlight_style(th.selected())
             .block(Block::bordered().title(format!(" Profiles ({}) ", snap.profiles.len())));
         let mut state = TableState::default().with_selected(
@@ -280,6 +367,64 @@ impl OverviewView {
                 .and_then(|_| (!snap.profiles.is_empty()).then_some(self.index)),
         );
         f.render_stateful_widget(table, area, &mut state);
+    }
+
+    /// The selected profile's queued jobs against its live runners, on one axis with
+    /// its numbers beside it (a chart has the room a sparkline row lacks).
+    fn draw_chart(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
+        let (snap, th) = (cx.snap, &cx.theme);
+        let mins = PICTURE_WINDOW_MS / 60_000;
+        let Some(row) = self.selected_row(snap) else {
+            f.render_widget(
+                Paragraph::new("no profile selected").block(Block::bordered()),
+                area,
+            );
+            return;
+        };
+        let name = &row.policy.name;
+        let (queued, live) = super::pictures::series(snap, name);
+        let peak = queued.iter().chain(&live).map(|p| p.1).max().unwrap_or(0);
+        let top = chart_top(peak);
+        let (q, l) = (
+            chart_points(&queued, snap.now),
+            chart_points(&live, snap.now),
+        );
+        let datasets = vec![
+            Dataset::default()
+                .name("queued jobs")
+                .marker(symbols::Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(th.series_a())
+                .data(&q),
+            Dataset::default()
+                .name("live runners")
+                .marker(symbols::Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(th.series_b())
+                .data(&l),
+        ];
+        let window = PICTURE_WINDOW_MS as f64 / 1000.0;
+        let chart = Chart::new(datasets)
+            .block(Block::bordered().title(Line::from(vec![
+                Span::raw(format!(" {name}: ")),
+                Span::styled("queued jobs", th.series_a()),
+                Span::raw(" vs "),
+                Span::styled("live runners", th.series_b()),
+                Span::raw(format!(", last {mins} min ")),
+            ])))
+            .x_axis(
+                Axis::default()
+                    .bounds([-window, 0.0])
+                    .labels([format!("-{mins}m"), format!("-{}m", mins / 2), "now".into()])
+                    .style(th.quiet()),
+            )
+            .y_axis(
+                Axis::default()
+                    .bounds([0.0, top as f64])
+                    .labels(["0".to_string(), top.to_string()])
+                    .style(th.quiet()),
+            );
+        f.render_widget(chart, area);
     }
 
     fn draw_selected(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
@@ -320,6 +465,32 @@ impl OverviewView {
                     p.name
                 ))),
             area,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chart_top_is_a_round_number_at_or_above_the_peak() {
+        assert_eq!(chart_top(0), 1, "an empty chart still has an axis");
+        assert_eq!(chart_top(3), 3);
+        assert_eq!(chart_top(10), 10);
+        assert_eq!(chart_top(33), 35, "issue 16: a queue peak of 33");
+        assert_eq!(chart_top(50), 50);
+        assert_eq!(chart_top(51), 60);
+        assert_eq!(chart_top(101), 110);
+        assert_eq!(chart_top(1234), 1300);
+    }
+
+    #[test]
+    fn chart_points_count_seconds_back_from_now() {
+        let now = 1_000_000;
+        assert_eq!(
+            chart_points(&[(now - 600_000, 4), (now, 1)], now),
+            vec![(-600.0, 4.0), (0.0, 1.0)]
         );
     }
 }

@@ -1,5 +1,6 @@
 //! The Pictures pane: per profile, queued jobs against live runners over the last
-//! minutes (two sparklines on one scale), and queue-to-start latency across profiles.
+//! minutes (two sparklines, each on its own scale, its peak written beside it), and
+//! queue-to-start latency across profiles.
 
 use super::app::{Component, Ctx, Handled, movement, step_index};
 use super::fmt;
@@ -61,6 +62,26 @@ pub fn buckets(
     out
 }
 
+/// Values over time, oldest first.
+pub type Series = Vec<(Millis, u64)>;
+
+/// A profile's queued jobs and live runners over the window, as (time, value) series,
+/// oldest first: what the Pictures pane and the Overview's chart draw.
+pub fn series(snap: &Snapshot, profile: &str) -> (Series, Series) {
+    snap.queue
+        .iter()
+        .filter(|s| s.profile == profile)
+        .map(|s| ((s.at, u64::from(s.queued)), (s.at, u64::from(s.live))))
+        .unzip()
+}
+
+/// The top of one series' sparkline: its own peak, never below 1. Queued and live
+/// each get their own, because on a shared scale a few live runners against a queue
+/// of dozens draw nothing at all (issue 16, item 4).
+pub fn scale(data: &[Option<u64>]) -> u64 {
+    data.iter().flatten().copied().max().unwrap_or(0).max(1)
+}
+
 /// The `p`-th percentile (0..=100) of sorted values, nearest rank.
 pub fn percentile(sorted: &[i64], p: usize) -> Option<i64> {
     if sorted.is_empty() {
@@ -97,7 +118,7 @@ impl PicturesView {
             Span::styled("queued jobs", th.series_a()),
             Span::raw(" vs "),
             Span::styled("live runners", th.series_b()),
-            Span::raw(" "),
+            Span::raw(", each to its own peak "),
         ]));
         let inner = block.inner(area);
         f.render_widget(block, area);
@@ -113,13 +134,7 @@ impl PicturesView {
                 break;
             }
             let name = &row.policy.name;
-            let samples: Vec<_> = snap.queue.iter().filter(|s| &s.profile == name).collect();
-            let queued: Vec<(Millis, u64)> = samples
-                .iter()
-                .map(|s| (s.at, u64::from(s.queued)))
-                .collect();
-            let live: Vec<(Millis, u64)> =
-                samples.iter().map(|s| (s.at, u64::from(s.live))).collect();
+            let (queued, live) = series(snap, name);
             let peak = |v: &[(Millis, u64)]| v.iter().map(|p| p.1).max();
             let last = |v: &[(Millis, u64)]| v.last().map(|p| p.1);
             let mut lat: Vec<i64> = snap
@@ -154,7 +169,6 @@ impl PicturesView {
             f.render_widget(Paragraph::new(title), Rect::new(inner.x, y, inner.width, 1));
             let label_w = 7u16.min(inner.width);
             let spark_w = inner.width.saturating_sub(label_w);
-            let scale = peak(&queued).max(peak(&live)).unwrap_or(0).max(1);
             for (i, (label, points, style)) in [
                 ("queued", &queued, th.series_a()),
                 ("live", &live, th.series_b()),
@@ -163,13 +177,16 @@ impl PicturesView {
             .enumerate()
             {
                 let ly = y + 1 + i as u16;
+                let data = buckets(points, snap.now, spark_w as usize, SAMPLE_HOLD_MS);
+                // Each series on its own scale: the top of each row is its own peak,
+                // which the title line gives.
+                let top = scale(&data);
                 f.render_widget(
                     Paragraph::new(Span::styled(label, th.quiet())),
                     Rect::new(inner.x, ly, label_w, 1),
                 );
-                let data = buckets(points, snap.now, spark_w as usize, SAMPLE_HOLD_MS);
                 f.render_widget(
-                    Sparkline::default().data(&data).max(scale).style(style),
+                    Sparkline::default().data(&data).max(top).style(style),
                     Rect::new(inner.x + label_w, ly, spark_w, 1),
                 );
             }
@@ -222,6 +239,21 @@ mod tests {
             "15 s slices repeat the sample for a minute"
         );
         assert_eq!(b[5], None);
+    }
+
+    #[test]
+    fn each_series_has_its_own_scale() {
+        // Issue 16, item 4: live 3 against a queue peak of 33 drew nothing.
+        let queued = [Some(33), Some(20), None];
+        let live = [Some(3), Some(1), None];
+        assert_eq!(scale(&queued), 33);
+        assert_eq!(scale(&live), 3, "live is drawn against its own peak");
+        assert_eq!(
+            scale(&[None, Some(0)]),
+            1,
+            "an empty series still has a top"
+        );
+        assert_eq!(scale(&[]), 1);
     }
 
     #[test]

@@ -241,8 +241,20 @@ fn perform_in(
     match request {
         Request::None => {}
         Request::Quit | Request::Interrupt => return true,
-        Request::Reload => refresh_in(app, stores, state_dir, true, now),
-        Request::LoadLog(_) => load_log(app, state_dir),
+        Request::Reload => {
+            refresh_in(app, stores, state_dir, true, now);
+            // r in the whole-log view reads it again (at its new end).
+            if let Some(id) = app
+                .detail
+                .as_ref()
+                .filter(|d| d.full.is_some())
+                .map(|d| d.id)
+            {
+                load_full_log(app, id, state_dir);
+            }
+        }
+        Request::LoadLog(_) => load_detail(app, stores.main, state_dir),
+        Request::LoadFullLog(id) => load_full_log(app, id, state_dir),
         Request::Run(action) => {
             let done = actions::apply(stores.main, &action);
             app.done(done);
@@ -283,11 +295,29 @@ fn refresh_in(app: &mut App, stores: &Stores, state_dir: &Path, force: bool, now
     } else {
         app.set_now(now);
     }
-    load_log(app, state_dir);
+    load_detail(app, stores.main, state_dir);
 }
 
-fn load_log(app: &mut App, state_dir: &Path) {
+fn load_full_log(app: &mut App, id: i64, state_dir: &Path) {
+    let path = crate::runner::attempt_log(state_dir, id);
+    match super::logfile::read_bounded(&path, super::logfile::FULL_LOG_MAX_BYTES) {
+        Ok(text) => app.set_full_log(id, text),
+        Err(e) => {
+            app.message = Some(super::app::Message {
+                text: format!("cannot read {}: {e}", path.display()),
+                error: true,
+            })
+        }
+    }
+}
+
+/// The open detail's log tail and meter points. The whole-log view is read once, when
+/// opened (and again with `r`, which opens it afresh): reading megabytes every second
+/// would be the UI's main cost.
+fn load_detail(app: &mut App, store: &dyn Store, state_dir: &Path) {
     if let Some(id) = app.detail_id() {
+        // A failed read leaves the sparkline empty; the fields above still show.
+        app.set_points(id, store.meter_points(id).unwrap_or_default());
         let path = crate::runner::attempt_log(state_dir, id);
         let lines = crate::runner::log::tail_lines(&path, LOG_LINES)
             .unwrap_or_else(|e| vec![format!("cannot read {}: {e}", path.display())]);

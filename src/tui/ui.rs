@@ -70,8 +70,15 @@ pub fn draw(f: &mut Frame, app: &App) {
         Some(m) if m.error => Line::styled(m.text.clone(), th.bad()),
         Some(m) => Line::styled(m.text.clone(), th.good()),
         None if app.attempts.editing => Line::raw("filter: type words · Enter keep · Esc clear"),
-        None if app.detail.is_some() => {
-            Line::raw("j/k scroll · g top · G follow · Esc back · ? help · q quit")
+        None if app.detail.as_ref().is_some_and(|d| d.full.is_some()) => {
+            Line::raw("j/k PgUp/PgDn scroll · g top · G end · r read again · Esc back · q quit")
+        }
+        None if app.detail.is_some() => Line::raw(
+            "j/k scroll · g top · G follow · Enter whole log · Esc back · ? help · q quit",
+        ),
+        // Fits 80 columns: the undo hint replaces the least used keys.
+        None if app.undo.is_some() => {
+            Line::raw("u undo max · Tab panes · Enter detail · / filter · ? help · q quit")
         }
         None => {
             Line::raw("Tab panes · Enter detail · / filter · s sort · d drain · ? help · q quit")

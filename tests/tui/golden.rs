@@ -1,14 +1,19 @@
-//! Every view on `TestBackend` at 80×24 and 160×48 against tests/golden/tui/.
+//! Every view on `TestBackend` at 80×24 and 160×48 against tests/golden/tui/, and the
+//! Overview at 250×70 too (where it shows the live attempts and the chart).
 //! `RUNNER_MANAGER_UPDATE_GOLDEN=1 cargo test --test tui` rewrites them.
 
 use crate::support::{app, render, screen, seeded};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::style::Color;
+use runner_manager::store::Store;
 use runner_manager::tui::theme::Theme;
 use runner_manager::tui::{App, Request};
 use std::path::PathBuf;
 
 const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+/// Scenes also drawn on a large terminal, which they lay out differently.
+const LARGE: [(&str, (u16, u16)); 1] = [("overview", (250, 70))];
 
 fn press(app: &mut App, keys: &[KeyCode]) {
     for k in keys {
@@ -48,6 +53,36 @@ fn scenes() -> Vec<(&'static str, Setup)> {
                     .map(|i| format!("2026-11-30 10:0{}:{:02}Z: runner line {i}", i / 60, i % 60))
                     .collect();
                 a.set_log(id, log);
+                // The live meter's ring, as the loop reads it for the sparkline.
+                let (store, _) = seeded();
+                a.set_points(id, store.meter_points(id).unwrap());
+            }),
+        ),
+        (
+            "log",
+            Box::new(|a: &mut App| {
+                press(a, &[Tab, Char('j'), Char('j'), Char('j'), Char('j')]);
+                let id = a.attempts.selected.unwrap();
+                a.key(KeyEvent::from(Enter));
+                assert_eq!(a.key(KeyEvent::from(Enter)), Request::LoadFullLog(id));
+                let lines = (1..=300)
+                    .map(|i| {
+                        format!(
+                            "2026-11-30 10:{:02}:{:02}Z: runner line {i}",
+                            i / 60,
+                            i % 60
+                        )
+                    })
+                    .collect();
+                a.set_full_log(
+                    id,
+                    runner_manager::tui::logfile::LogText {
+                        lines,
+                        skipped_bytes: 5 << 20,
+                    },
+                );
+                // A page from the top: g, then three lines down.
+                press(a, &[Char('g'), Char('j'), Char('j'), Char('j')]);
             }),
         ),
         ("pictures", Box::new(|a: &mut App| press(a, &[Char('3')]))),
@@ -68,7 +103,8 @@ fn every_view_against_its_golden_buffer() {
         let (_store, snap) = seeded();
         let mut a = app(snap);
         setup(&mut a);
-        for (w, h) in SIZES {
+        let large = LARGE.iter().filter(|(n, _)| *n == name).map(|(_, s)| *s);
+        for (w, h) in SIZES.into_iter().chain(large) {
             let actual = screen(&a, w, h);
             let path = dir.join(format!("{name}-{w}x{h}.txt"));
             if update {

@@ -231,14 +231,12 @@ fn max_steps_validate_like_profile_set() {
     );
     run(&mut a, &store, r);
     assert_eq!(store.profile("mac").unwrap().max_capacity, 2);
-    ch(&mut a, '-');
-    let r = ch(&mut a, 'y');
+    let r = ch(&mut a, '-');
     run(&mut a, &store, r);
     assert_eq!(store.profile("mac").unwrap().max_capacity, 1);
     // 0 is refused by validate() for an autoscale profile, as `profile set max=0` is.
     let rev = store.profile("mac").unwrap().revision;
-    ch(&mut a, '-');
-    let r = ch(&mut a, 'y');
+    let r = ch(&mut a, '-');
     run(&mut a, &store, r);
     let m = a.message.clone().unwrap();
     assert!(
@@ -256,11 +254,183 @@ fn max_steps_validate_like_profile_set() {
     p.min_capacity = 3;
     store.update_profile(&p, p.revision).unwrap();
     a.set_snapshot(load(&store));
-    ch(&mut a, '-');
-    let r = ch(&mut a, 'y');
+    let r = ch(&mut a, '-');
     run(&mut a, &store, r);
     assert!(a.message.as_ref().unwrap().error, "{:?}", a.message);
     assert_eq!(store.profile("mac").unwrap().max_capacity, 3);
+}
+
+/// Issue 16, item 22: `-` asked and `+` did not. Both now apply at once, say what
+/// they did, and `u` puts it back through the same revision check.
+#[test]
+fn plus_and_minus_both_apply_at_once_and_u_undoes() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, 'j');
+    assert_eq!(a.overview.selected.as_deref(), Some("linux"));
+    for (k, to) in [('-', 3), ('+', 4), ('=', 5)] {
+        let r = ch(&mut a, k);
+        assert!(a.confirm.is_none(), "{k} asks nothing");
+        assert!(
+            matches!(r, Request::Run(Action::SetMax { to: t, .. }) if t == to),
+            "{k}: {r:?}"
+        );
+        run(&mut a, &store, r);
+        assert_eq!(store.profile("linux").unwrap().max_capacity, to as u32);
+        let m = a.message.clone().unwrap();
+        assert!(!m.error && m.text.contains("u undoes"), "{m:?}");
+    }
+    let screen = crate::support::screen(&a, 80, 24);
+    assert!(
+        screen.contains("u undoes"),
+        "the hint is on screen:\n{screen}"
+    );
+    // After the message, the status line keeps the hint, whole at 80 columns.
+    ch(&mut a, 'j');
+    ch(&mut a, 'k');
+    let screen = crate::support::screen(&a, 80, 24);
+    let status = screen.lines().last().unwrap();
+    assert!(
+        status.starts_with("u undo max") && status.ends_with("q quit"),
+        "{status}"
+    );
+    // u undoes the last step only, once.
+    let r = ch(&mut a, 'u');
+    assert!(
+        matches!(r, Request::Run(Action::SetMax { to: 4, .. })),
+        "{r:?}"
+    );
+    run(&mut a, &store, r);
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 4);
+    // The undo of an undo is the step again: u toggles.
+    let r = ch(&mut a, 'u');
+    assert!(
+        matches!(r, Request::Run(Action::SetMax { to: 5, .. })),
+        "{r:?}"
+    );
+    // Another edit in between: the undo names a stale revision and is refused.
+    let mut p = store.profile("linux").unwrap();
+    p.min_capacity = 1;
+    store.update_profile(&p, p.revision).unwrap();
+    run(&mut a, &store, r);
+    let m = a.message.clone().unwrap();
+    assert!(
+        m.error && m.text.contains("changed by another edit"),
+        "{m:?}"
+    );
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 4);
+    assert_eq!(ch(&mut a, 'u'), Request::None, "nothing left to undo");
+    assert!(a.message.as_ref().unwrap().error);
+    // Pausing still asks: it stops a whole profile.
+    ch(&mut a, 'p');
+    assert!(a.confirm.is_some());
+}
+
+/// Issue 16, item 22: key 4 did nothing on a plain host and help listed it.
+#[test]
+fn key_4_without_a_pool_says_why_and_help_does_not_list_it() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, '4');
+    assert_eq!(a.pane, Pane::Overview);
+    let m = a.message.clone().unwrap();
+    assert!(m.text.contains("coordinator"), "{m:?}");
+    ch(&mut a, '?');
+    let help = crate::support::screen(&a, 80, 24);
+    assert!(help.contains("1 2 3 "), "{help}");
+    assert!(!help.contains("1 2 3 4"), "{help}");
+}
+
+fn full(a: &App) -> &runner_manager::tui::detail::FullLog {
+    a.detail.as_ref().unwrap().full.as_ref().unwrap()
+}
+
+/// Issue 16, item 22: the whole log, scrollable, from the detail view.
+#[test]
+fn the_whole_log_opens_from_the_detail_and_scrolls() {
+    let (store, snap) = seeded();
+    let dir = Dir::new("fulllog");
+    std::fs::create_dir_all(dir.0.join("logs")).unwrap();
+    let lines: String = (1..=1000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.0.join("logs/8.log"), lines).unwrap();
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    let r = key(&mut a, KeyCode::Enter);
+    assert!(!perform(&mut a, &store, &dir.0, r, NOW));
+    assert_eq!(a.detail.as_ref().unwrap().log.len(), 500, "the tail only");
+    let r = key(&mut a, KeyCode::Enter);
+    assert_eq!(r, Request::LoadFullLog(8));
+    assert!(!perform(&mut a, &store, &dir.0, r, NOW));
+    assert_eq!(full(&a).text.lines.len(), 1000, "every line");
+    // Opens at the end; the frame says where it is.
+    let s = crate::support::screen(&a, 80, 24);
+    assert!(s.contains("line 1000") && s.contains("of 1000"), "{s}");
+    let page = full(&a).page.get();
+    assert_eq!(page, 19, "24 rows less header, tabs, status and borders");
+    assert_eq!(full(&a).first(), 1000 - page);
+    ch(&mut a, 'g');
+    assert_eq!(full(&a).first(), 0);
+    ch(&mut a, 'j');
+    ch(&mut a, 'j');
+    assert_eq!(full(&a).first(), 2);
+    key(&mut a, KeyCode::PageDown);
+    assert_eq!(full(&a).first(), 2 + page);
+    key(&mut a, KeyCode::PageUp);
+    key(&mut a, KeyCode::PageUp);
+    assert_eq!(full(&a).first(), 0, "clamped at the top");
+    let s = crate::support::screen(&a, 80, 24);
+    assert!(s.contains("line 1\n") || s.contains("│line 1 "), "{s}");
+    ch(&mut a, 'G');
+    assert_eq!(full(&a).first(), 1000 - page);
+    ch(&mut a, 'j');
+    assert_eq!(full(&a).first(), 1000 - page, "clamped at the end");
+    ch(&mut a, 'k');
+    assert_eq!(full(&a).first(), 999 - page, "k moves at once from the end");
+    // The runner wrote more: r reads the whole log again, at its new end.
+    let more: String = (1..=1010).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.0.join("logs/8.log"), more).unwrap();
+    assert_eq!(ch(&mut a, 'r'), Request::Reload);
+    assert!(!perform(&mut a, &store, &dir.0, Request::Reload, NOW));
+    assert_eq!(full(&a).text.lines.len(), 1010);
+    assert!(crate::support::screen(&a, 80, 24).contains("line 1010"));
+    // Esc goes back to the detail, then to the list.
+    key(&mut a, KeyCode::Esc);
+    assert!(a.detail.as_ref().unwrap().full.is_none());
+    key(&mut a, KeyCode::Esc);
+    assert!(a.detail.is_none());
+    assert_eq!(a.pane, Pane::Attempts);
+    // l opens it too, and a missing log is an empty view, not an error.
+    ch(&mut a, 'j');
+    let r = key(&mut a, KeyCode::Enter);
+    let id = a.detail_id().unwrap();
+    assert!(!perform(&mut a, &store, &dir.0, r, NOW));
+    assert_eq!(ch(&mut a, 'l'), Request::LoadFullLog(id));
+    assert!(!perform(
+        &mut a,
+        &store,
+        &dir.0,
+        Request::LoadFullLog(id),
+        NOW
+    ));
+    assert!(full(&a).text.lines.is_empty());
+    assert!(crate::support::screen(&a, 80, 24).contains("empty"));
+}
+
+/// Issue 16, item 22: a filtered title counts the live rows it shows.
+#[test]
+fn a_filtered_title_counts_what_it_shows() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    let s = crate::support::screen(&a, 160, 48);
+    assert!(s.contains("8 shown, 5 live"), "{s}");
+    ch(&mut a, '/');
+    for c in "mac".chars() {
+        ch(&mut a, c);
+    }
+    key(&mut a, KeyCode::Enter);
+    let s = crate::support::screen(&a, 160, 48);
+    assert!(s.contains("1 shown, 0 live"), "{s}");
 }
 
 #[test]
@@ -337,15 +507,51 @@ fn a_short_screen_scrolls_the_attempts_to_keep_the_selection_in_view() {
     let (_s, snap) = seeded();
     let mut a = app(snap);
     ch(&mut a, '2');
+    // At 80 columns the job may be cut to make room for the outcome: look for its start.
     let top = crate::support::screen(&a, 80, 10);
     assert!(
-        top.contains("arm build") && !top.contains("build (ubuntu)"),
+        top.contains("arm build") && !top.contains("build (ubu"),
         "{top}"
     );
     key(&mut a, KeyCode::End);
     let bottom = crate::support::screen(&a, 80, 10);
     assert!(
-        bottom.contains("build (ubuntu)") && !bottom.contains("arm build"),
+        bottom.contains("build (ubu") && !bottom.contains("arm build"),
         "{bottom}"
     );
+}
+
+/// Issue 16, item 22: LIMITED BY was cut to `not_reconcili` at 160 columns while
+/// PROFILE took 22. Columns are now as wide as what they hold.
+#[test]
+fn issue_16_limited_by_is_whole_beside_a_long_profile_name() {
+    use runner_manager::domain::Limit;
+    use runner_manager::store::ProfileStatus;
+    let (store, _) = seeded();
+    let long = "linux-x64-gpu-large-22";
+    crate::support::profile(&store, long, "octo", &["gpu"], 2);
+    store
+        .put_profile_status(&ProfileStatus {
+            profile: long.into(),
+            demand: 3,
+            limiting: Reported::read("not_reconciling (draining)".into(), Limit::parse),
+            last_error: Some("a long last error that takes whatever room is left".into()),
+            updated_at: NOW - 2_000,
+        })
+        .unwrap();
+    let a = app(load(&store));
+    for (w, h) in [(160, 48), (120, 30), (100, 30)] {
+        let s = crate::support::screen(&a, w, h);
+        let row = s
+            .lines()
+            .find(|l| l.contains("linux-x64"))
+            .unwrap_or_else(|| panic!("{s}"));
+        assert!(
+            row.contains("not_reconciling (draining)"),
+            "at {w} columns: {row}"
+        );
+        if w == 160 {
+            assert!(row.contains(long), "{row}");
+        }
+    }
 }

@@ -184,6 +184,26 @@ pub fn seed(store: &dyn Store) {
         Some((60 << 20, 900)),
     );
     attempt(store, "linux", None, T0 + 570_000, &[Starting], None, None);
+    // The busy `lint` runner (attempt 4) has a live meter: twelve samples 2 s apart,
+    // RSS climbing to 95 MiB and CPU busy then calming, as the detail's sparkline
+    // and the Overview's live table show them (its peak and CPU time the attempt's
+    // own, so the orders by RSS and CPU stay as they were).
+    for seq in 0..12u64 {
+        store
+            .put_live_meters(&[runner_manager::meter::LiveMeter {
+                attempt: 4,
+                at: NOW - 24_000 + seq as i64 * 2_000,
+                rss_bytes: (40 + 5 * seq) << 20,
+                peak_rss_bytes: 120 << 20,
+                cpu_millis: 31_100 + seq * 900,
+                cpu_percent: [
+                    10.0, 40.0, 95.0, 120.0, 100.0, 80.0, 60.0, 45.0, 45.0, 30.0, 20.0, 15.0,
+                ][seq as usize],
+                processes: 3 + (seq as u32 % 3),
+                seq,
+            }])
+            .unwrap();
+    }
     attempt(
         store,
         "arm",
