@@ -39,6 +39,18 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// A whole number of seconds in the largest unit that divides it: `14d`, `36h`, `90m`,
+/// `45s` (what `host set retention=` takes back).
+pub fn duration(secs: u64) -> String {
+    match secs {
+        0 => "0s".into(),
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
 /// `2026-11-30T10:00:00Z` (seconds precision, as GitHub writes them).
 pub fn format_rfc3339(ms: Millis) -> String {
     let secs = ms.div_euclid(1000);

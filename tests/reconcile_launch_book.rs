@@ -217,6 +217,8 @@ fn run(seed: u64, capacity: u32) {
             draining: false,
             isolation: Default::default(),
             runner_uids: None,
+            retention_secs: runner_manager::domain::host::DEFAULT_RETENTION_SECS,
+            logs_max_bytes: runner_manager::domain::host::DEFAULT_LOGS_MAX_BYTES,
         },
         policies: vec![
             policy("a", "octo", true, 0, 3),

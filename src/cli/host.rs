@@ -39,6 +39,8 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
         ("coordinator_insecure", yes_no(h.coordinator_insecure)),
         ("isolation", h.isolation.as_str().to_string()),
         ("runner_uids", or_dash(h.runner_uids.as_ref())),
+        ("retention", crate::timefmt::duration(h.retention_secs)),
+        ("logs_max", crate::meter::units::bytes(h.logs_max_bytes)),
     ]
 }
 
@@ -76,7 +78,15 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "coordinator_insecure",
     "isolation",
     "runner_uids",
+    "retention",
+    "logs_max",
 ];
+
+/// The longest retention `host set retention=` takes: a year.
+const MAX_RETENTION_SECS: u64 = 365 * 86_400;
+/// The smallest logs cap: below it a busy host would drop logs of attempts ended
+/// minutes ago.
+const MIN_LOGS_MAX: u64 = 16 << 20;
 
 /// Applies one `host set` key. Coordinator URLs are `ws://` or `wss://` (plain `ws://`
 /// off loopback only with `coordinator_insecure=true`, checked by `set` once every key
@@ -138,6 +148,23 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
         }
         "coordinator_insecure" => h.coordinator_insecure = validate::boolean(key, value)?,
         "isolation" => h.isolation = Isolation::parse(key, value)?,
+        "retention" => {
+            h.retention_secs = validate::seconds_in(key, value, 3_600, MAX_RETENTION_SECS)?;
+        }
+        "logs_max" => {
+            let b = crate::domain::isolation::parse_bytes(key, value)?;
+            if b < MIN_LOGS_MAX {
+                return Err(Invalid::new(
+                    key,
+                    format!(
+                        "is {}; the logs need at least 16 MiB",
+                        crate::meter::units::bytes(b)
+                    ),
+                )
+                .into());
+            }
+            h.logs_max_bytes = b;
+        }
         "runner_uids" => {
             h.runner_uids = if value.is_empty() {
                 None
@@ -271,6 +298,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     let live_total: u32 = live.values().sum();
     let meters = output::profile_meters(store)?;
     let isolation = isolation_line(store, &h, alive)?;
+    let kept = crate::daemon::retention::Kept::read(dir, &h);
     out.emit(
         || {
             let daemon = match (&hb, alive) {
@@ -294,6 +322,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("daemon", daemon),
                 ("isolation", isolation.1.clone()),
                 ("cgroups", isolation.2.clone()),
+                ("kept", kept.line()),
             ]);
             s.push('\n');
             let trows: Vec<Vec<String>> = targets
@@ -358,6 +387,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "state_dir": dir.display().to_string(),
                 "host": host_json(&h),
                 "live": live_total,
+                "kept": kept,
                 "isolation": {
                     "setting": h.isolation.as_str(),
                     "runner_uids": h.runner_uids.map(|r| r.to_string()),

@@ -160,6 +160,8 @@ pub fn host_json(h: &Host) -> Value {
         "coordinator_insecure": h.coordinator_insecure,
         "isolation": h.isolation.as_str(),
         "runner_uids": h.runner_uids.map(|r| r.to_string()),
+        "retention_secs": h.retention_secs,
+        "logs_max_bytes": h.logs_max_bytes,
     })
 }
 

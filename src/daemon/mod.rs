@@ -11,6 +11,7 @@ mod observe;
 mod pool;
 mod public_guard;
 mod rest_queue;
+pub mod retention;
 mod scaleset_feed;
 mod shared;
 pub mod signals;
@@ -78,9 +79,8 @@ impl From<StoreError> for DaemonError {
 
 const HEARTBEAT_EVERY: Millis = 5_000;
 const SWEEP_EVERY: Millis = 60_000;
+/// How often `retention::upkeep` prunes, removes logs and reclaims the store's space.
 const PRUNE_EVERY: Millis = 3_600_000;
-/// Cleaned attempts and samples older than this are pruned.
-const RETENTION: Millis = 14 * 86_400_000;
 
 struct LoopThread {
     tx: Sender<LoopMsg>,
@@ -103,6 +103,13 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     };
     let store = SqliteStore::open(&opts.state_dir)?;
     let _lock = DaemonLock::acquire(&opts.state_dir).map_err(DaemonError::Lock)?;
+    // A store from before incremental vacuum is rewritten once, so pruned rows' space
+    // goes back from then on; the store still works if it cannot be.
+    match store.make_reclaimable() {
+        Ok(true) => log_info!("store_made_reclaimable"),
+        Ok(false) => {}
+        Err(e) => log_warn!("store_not_reclaimable", error = e),
+    }
     let host = store.host_or_create()?;
     let started_at = now_millis();
     let shared = Arc::new(Shared::new(opts.state_dir.clone()));
@@ -276,11 +283,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 }
                 if now >= next_prune {
                     next_prune = now + PRUNE_EVERY;
-                    let pruned = store.prune_attempts(now - RETENTION)?;
-                    store.prune_samples(now - RETENTION)?;
-                    if pruned > 0 {
-                        log_info!("pruned", attempts = pruned);
-                    }
+                    retention::upkeep(&store, &host, &opts.state_dir, now)?;
                 }
                 if let Some(deadline) = drain_deadline {
                     let waiting = open.iter().filter(|a| a.state.is_unassigned()).count();

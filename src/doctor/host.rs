@@ -143,6 +143,25 @@ pub(super) fn check_disk(opts: &Options) -> CheckLine {
     disk_line(at, free_bytes(at), opts)
 }
 
+/// What the state directory keeps (`host set retention= logs_max=`): ok while the
+/// logs are within their cap; over it, the daemon's hourly upkeep trims them.
+pub(super) fn check_kept(state_dir: &Path, store: &crate::store::SqliteStore) -> CheckLine {
+    use crate::store::Store;
+    let Ok(Some(host)) = store.host() else {
+        return CheckLine::ok("kept", "nothing yet (no host in the store)");
+    };
+    let kept = crate::daemon::retention::Kept::read(state_dir, &host);
+    if kept.logs_bytes > kept.logs_max_bytes {
+        return CheckLine::warn(
+            "kept",
+            format!("{}: the logs are over their cap", kept.line()),
+            "the running daemon trims them within the hour, oldest first; raise it with \
+             host set logs_max=SIZE",
+        );
+    }
+    CheckLine::ok("kept", kept.line())
+}
+
 pub(super) fn disk_line(at: &Path, free: std::io::Result<u64>, opts: &Options) -> CheckLine {
     let hint =
         "free space there (old logs, build caches) or move the state directory with --state-dir";

@@ -153,6 +153,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     let store = host::check_store(opts, &mut lines);
     lines.push(host::check_disk(opts));
     if let Some(s) = &store {
+        lines.push(host::check_kept(&opts.state_dir, s));
         contain::check(&opts.state_dir, s, &mut lines);
     }
     let (targets, profiles) = match &store {

@@ -28,7 +28,18 @@ pub struct Host {
     pub isolation: super::Isolation,
     /// The uids this host owns for its runners, one per live attempt.
     pub runner_uids: Option<super::UidRange>,
+    /// How long ended attempts, their samples and their logs are kept.
+    pub retention_secs: u64,
+    /// The most the logs directory may hold; the oldest logs of ended attempts go
+    /// first.
+    pub logs_max_bytes: u64,
 }
+
+/// Ended attempts, their samples and logs are kept this long unless `host set
+/// retention=` says otherwise.
+pub const DEFAULT_RETENTION_SECS: u64 = 14 * 86_400;
+/// The logs directory's cap unless `host set logs_max=` says otherwise.
+pub const DEFAULT_LOGS_MAX_BYTES: u64 = 1 << 30;
 
 impl Host {
     /// The first 8 hex digits of the id: what runner names carry.
@@ -116,6 +127,8 @@ mod tests {
             draining: false,
             isolation: Default::default(),
             runner_uids: None,
+            retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
+            logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

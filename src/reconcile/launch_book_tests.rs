@@ -24,6 +24,8 @@ fn host(capacity: u32) -> Host {
         draining: false,
         isolation: Default::default(),
         runner_uids: None,
+        retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
+        logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
     }
 }
 

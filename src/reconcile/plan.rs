@@ -474,6 +474,8 @@ mod tests {
             draining: false,
             isolation: Default::default(),
             runner_uids: None,
+            retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
+            logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
         }
     }
 

@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
         "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
-         isolation, runner_uids, coordinator_ca_file, coordinator_insecure FROM host \
-         WHERE one = 1",
+         isolation, runner_uids, coordinator_ca_file, coordinator_insecure, retention_secs, \
+         logs_max_bytes FROM host WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -27,6 +27,8 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 runner_uids: r
                     .get::<_, Option<String>>(9)?
                     .and_then(|s| UidRange::parse(&s).ok()),
+                retention_secs: r.get::<_, i64>(12)?.max(1) as u64,
+                logs_max_bytes: r.get::<_, i64>(13)?.max(0) as u64,
             })
         },
     )
@@ -50,6 +52,8 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         draining: false,
         isolation: Isolation::Auto,
         runner_uids: None,
+        retention_secs: host::DEFAULT_RETENTION_SECS,
+        logs_max_bytes: host::DEFAULT_LOGS_MAX_BYTES,
     };
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
@@ -65,7 +69,7 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
     let n = c.execute(
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
          draining = ?4, isolation = ?5, runner_uids = ?6, coordinator_ca_file = ?7, \
-         coordinator_insecure = ?8 WHERE one = 1",
+         coordinator_insecure = ?8, retention_secs = ?9, logs_max_bytes = ?10 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
@@ -78,7 +82,9 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
             h.coordinator_ca_file
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
-            h.coordinator_insecure
+            h.coordinator_insecure,
+            rows::sql_u64(h.retention_secs),
+            rows::sql_u64(h.logs_max_bytes)
         ],
     )?;
     if n == 0 {

@@ -13,6 +13,7 @@ mod meters;
 mod rows;
 pub mod schema;
 mod sqlite;
+mod upkeep;
 
 pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use error::{Result, StoreError};

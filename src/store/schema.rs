@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -244,6 +244,12 @@ ALTER TABLE host ADD COLUMN coordinator_insecure INTEGER NOT NULL DEFAULT 0;
 /// report said (a JSON object of profile → meters; `{}` before any report).
 pub const V8: &str = r#"
 ALTER TABLE coord_hosts ADD COLUMN meters TEXT NOT NULL DEFAULT '{}';
+"#;
+
+/// Version 9: what the host keeps (`host set retention=14d logs_max=1G`).
+pub const V9: &str = r#"
+ALTER TABLE host ADD COLUMN retention_secs INTEGER NOT NULL DEFAULT 1209600;
+ALTER TABLE host ADD COLUMN logs_max_bytes INTEGER NOT NULL DEFAULT 1073741824;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

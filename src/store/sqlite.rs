@@ -84,6 +84,12 @@ impl SqliteStore {
         // Inspect before writing anything: a foreign or damaged file must stay as it is.
         let found = schema::inspect(&conn, &path)?;
         let classify = |e: rusqlite::Error| schema::classify_open_error(e, &path);
+        if matches!(found, Found::Empty) {
+            // Only before the first table: pruned rows' pages then go back to the
+            // filesystem (`upkeep`). Older stores are converted by the daemon.
+            conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")
+                .map_err(classify)?;
+        }
         if wal {
             let mode: String = conn
                 .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))

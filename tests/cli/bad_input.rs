@@ -216,6 +216,11 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
             vec!["target", "set", "octo", "max_in_flight=lots"],
             "max_in_flight",
         ),
+        (vec!["host", "set", "retention=10m"], "retention"),
+        (vec!["host", "set", "retention=400d"], "retention"),
+        (vec!["host", "set", "retention=soon"], "retention"),
+        (vec!["host", "set", "logs_max=1M"], "logs_max"),
+        (vec!["host", "set", "logs_max=lots"], "logs_max"),
         (
             vec!["target", "set", "octo", "token_file=/nonexistent/tok"],
             "token_file",
