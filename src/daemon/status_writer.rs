@@ -1,12 +1,14 @@
 //! Writes what `status` and `top` show for one target and its profiles: each row only
 //! when it changed (or every few seconds, so readers can tell it is fresh), so the
-//! daemon's own writes do not churn the store; and a queue sample every few seconds
-//! for the pictures.
+//! daemon's own writes do not churn the store; a queue sample every few seconds for
+//! the pictures; and each scale set profile's session row, removed once its listener
+//! no longer runs here.
 
+use crate::domain::SessionState;
 use crate::reconcile::allocate::Allocation;
-use crate::store::{ProfileStatus, QueueSample, Store, StoreError, TargetStatus};
+use crate::store::{ProfileStatus, QueueSample, SessionStatus, Store, StoreError, TargetStatus};
 use crate::timefmt::Millis;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 const SAMPLE_EVERY: Millis = 5_000;
 const STATUS_REFRESH: Millis = 10_000;
@@ -16,6 +18,10 @@ pub struct StatusWriter {
     last_profiles: HashMap<String, (ProfileStatus, Millis)>,
     last_target: Option<(TargetStatus, Millis)>,
     next_sample: Millis,
+    last_sessions: HashMap<String, (SessionState, Millis)>,
+    /// Scale set profiles whose session row this writer removed (or never wrote):
+    /// not removed again every pass.
+    no_session: HashSet<String>,
 }
 
 impl StatusWriter {
@@ -75,6 +81,46 @@ impl StatusWriter {
                 })
                 .collect();
             store.add_queue_samples(&samples)?;
+        }
+        Ok(())
+    }
+}
+
+impl StatusWriter {
+    /// Records the session rows of `target`'s scale set profiles: each running
+    /// listener's when it changed (or every few seconds), and for `scaleset_profiles`
+    /// with no listener here (directed, stopped) the row is removed, once.
+    pub fn record_sessions(
+        &mut self,
+        store: &dyn Store,
+        target: &str,
+        sessions: &BTreeMap<String, SessionState>,
+        scaleset_profiles: &[&str],
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        for (profile, st) in sessions {
+            let changed = match self.last_sessions.get(profile) {
+                Some((old, at)) => old != st || now - at >= STATUS_REFRESH,
+                None => true,
+            };
+            if changed {
+                store.put_session_status(&SessionStatus {
+                    profile: profile.clone(),
+                    target: target.to_string(),
+                    session: st.clone(),
+                    updated_at: now,
+                })?;
+                self.last_sessions
+                    .insert(profile.clone(), (st.clone(), now));
+                self.no_session.remove(profile);
+            }
+        }
+        for p in scaleset_profiles {
+            if !sessions.contains_key(*p) && !self.no_session.contains(*p) {
+                store.delete_session_status(p)?;
+                self.last_sessions.remove(*p);
+                self.no_session.insert(p.to_string());
+            }
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use super::shared::{LoopMsg, Shared, lock};
 use super::starter::{self, Started};
 use super::status_writer::StatusWriter;
 use crate::domain::{Attempt, Host, InEffect, QueuedJob, RegisteredRunner, ScalePolicy, Target};
-use crate::domain::{AttemptState, TargetScope};
+use crate::domain::{AttemptState, DemandSource, TargetScope};
 use crate::github::visibility::OrgRepos;
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
 use crate::reconcile::demand;
@@ -190,6 +190,7 @@ impl TargetLoop {
                 self.on_done(d);
             }
         }
+        self.close_sessions();
         self.io.stop();
         None
     }
@@ -311,7 +312,7 @@ impl TargetLoop {
         };
         self.surplus = plan.surplus.clone();
         self.uids_used_up = plan.uids_used_up.clone();
-        self.record_status(&plan, mode, now)?;
+        self.record_status(&plan, &profiles, mode, now)?;
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
         metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_deref());
         self.scaleset.handed_over();
@@ -884,6 +885,7 @@ impl TargetLoop {
     fn record_status(
         &mut self,
         plan: &Plan,
+        profiles: &[ScalePolicy],
         mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
@@ -906,7 +908,35 @@ impl TargetLoop {
                 .or_else(|| plan.demand.unfit_reason_for(profile))
         };
         self.status
-            .record(&self.store, &plan.allocation, target, last_error, now)
+            .record(&self.store, &plan.allocation, target, last_error, now)?;
+        let scaleset_profiles: Vec<&str> = profiles
+            .iter()
+            .filter(|p| p.demand == DemandSource::Scaleset)
+            .map(|p| p.name.as_str())
+            .collect();
+        self.status.record_sessions(
+            &self.store,
+            &self.name,
+            &self.scaleset.sessions(),
+            &scaleset_profiles,
+            now,
+        )
+    }
+
+    /// Stops the scale set listeners (their sessions are deleted) and records their
+    /// rows as closed, so `status` does not show a session the daemon gave up.
+    fn close_sessions(&mut self) {
+        let ended = self.scaleset.stop();
+        if ended.is_empty() {
+            return;
+        }
+        let now = now_millis();
+        if let Err(e) = self
+            .status
+            .record_sessions(&self.store, &self.name, &ended, &[], now)
+        {
+            log_warn!("session_rows_not_written", target = self.name, error = e);
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -229,6 +229,27 @@ CREATE TABLE attempt_meter_ring (
     cpu_percent REAL NOT NULL,
     PRIMARY KEY (attempt_id, slot)
 ) WITHOUT ROWID;
+"#;
+
+/// Version 7: each scale set profile's message session as its listener last saw it,
+/// one row per profile, overwritten (never a log): the session held and since when,
+/// the last message and poll, and while it is not held, why and until when. The
+/// session's id only; its queue token is never stored.
+pub const V7: &str = r#"
+CREATE TABLE scaleset_sessions (
+    profile TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    scale_set_id INTEGER,
+    session_id TEXT,
+    held_since INTEGER,
+    last_message_id INTEGER,
+    last_message_at INTEGER,
+    last_poll_at INTEGER,
+    reason TEXT,
+    retry_at INTEGER,
+    updated_at INTEGER NOT NULL
+);
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

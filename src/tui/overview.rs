@@ -1,11 +1,12 @@
 //! The Overview pane: the host (capacity, daemon, each target's mode) and one row per
-//! profile, with the selected profile's labels and last error in full below.
+//! profile (a scale set profile's session state when wide), with the selected
+//! profile's labels, last error and scale set session in full below.
 
 use super::actions::Action;
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::fmt;
 use super::model::{ProfileRow, Snapshot};
-use crate::domain::{Reported, TargetMode};
+use crate::domain::{DemandSource, Reported, SessionPhase, TargetMode};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -79,10 +80,14 @@ impl Component for OverviewView {
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
+        // A scale set profile's session takes a line of its own below.
+        let scaleset = self
+            .selected_row(cx.snap)
+            .is_some_and(|r| r.policy.demand == DemandSource::Scaleset);
         let [host, table, detail] = Layout::vertical([
             Constraint::Length(5),
             Constraint::Fill(1),
-            Constraint::Length(5),
+            Constraint::Length(if scaleset { 6 } else { 5 }),
         ])
         .areas(area);
         draw_host(f, host, cx);
@@ -177,6 +182,26 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
     );
 }
 
+/// A profile's session in one word and its colour: `held` good, `conflict` and
+/// `failing` (or a held session whose polls fail) bad, `-` for a REST profile, one
+/// with no listener here, or with no daemon running.
+fn session_word(r: &ProfileRow, cx: &Ctx) -> (String, ratatui::style::Style) {
+    let th = &cx.theme;
+    match &r.session {
+        Some(s) if cx.snap.daemon_alive() => {
+            let style = if s.is_troubled() {
+                th.bad()
+            } else if s.phase == SessionPhase::Held.into() {
+                th.good()
+            } else {
+                th.quiet()
+            };
+            (s.phase.to_string(), style)
+        }
+        _ => ("-".into(), th.quiet()),
+    }
+}
+
 fn mode_style(mode: Option<&Reported<TargetMode>>, cx: &Ctx) -> ratatui::style::Style {
     match mode.and_then(Reported::known) {
         Some(TargetMode::Standalone | TargetMode::Coordinated) => cx.theme.good(),
@@ -204,7 +229,7 @@ impl OverviewView {
             "LIMITED BY",
         ]);
         if wide {
-            header.push("LAST ERROR");
+            header.extend(["SESSION", "LAST ERROR"]);
         }
         let rows: Vec<Row> = snap
             .profiles
@@ -244,6 +269,8 @@ impl OverviewView {
                 cells.push(Cell::from(p.max_capacity.to_string()));
                 cells.push(Cell::from(fmt::or_dash(st, |s| s.limiting.to_string())));
                 if wide {
+                    let (word, style) = session_word(r, cx);
+                    cells.push(Cell::from(Span::styled(word, style)));
                     let err = st.and_then(|s| s.last_error.clone());
                     cells.push(Cell::from(Span::styled(
                         err.unwrap_or_else(|| "-".into()),
@@ -268,7 +295,7 @@ impl OverviewView {
             Constraint::Length(13),
         ]);
         if wide {
-            widths.push(Constraint::Fill(2));
+            widths.extend([Constraint::Length(9), Constraint::Fill(2)]);
         }
         let table = Table::new(rows, widths)
             .header(Row::new(header).style(th.header()))
@@ -294,24 +321,36 @@ impl OverviewView {
         };
         let p = &r.policy;
         let st = r.status.as_ref();
-        let lines = vec![
-            Line::from(vec![
-                Span::styled("labels ", th.title()),
-                Span::raw(r.user_labels.join(",")),
-                Span::raw(if p.default_labels { " + defaults" } else { "" }),
-                Span::styled("  min ", th.title()),
-                Span::raw(p.min_capacity.to_string()),
-                Span::styled("  rev ", th.title()),
-                Span::raw(p.revision.to_string()),
-            ]),
-            Line::from(vec![
-                Span::styled("error  ", th.title()),
-                match st.and_then(|s| s.last_error.as_ref()) {
-                    Some(e) => Span::styled(e.clone(), th.bad()),
-                    None => Span::raw("none"),
-                },
-            ]),
-        ];
+        let mut lines = vec![Line::from(vec![
+            Span::styled("labels ", th.title()),
+            Span::raw(r.user_labels.join(",")),
+            Span::raw(if p.default_labels { " + defaults" } else { "" }),
+            Span::styled("  min ", th.title()),
+            Span::raw(p.min_capacity.to_string()),
+            Span::styled("  rev ", th.title()),
+            Span::raw(p.revision.to_string()),
+        ])];
+        // Before the error, so a long error's wrapping never hides it.
+        if p.demand == DemandSource::Scaleset {
+            let (text, style) = match &r.session {
+                _ if !cx.snap.daemon_alive() => {
+                    ("not held: the daemon is not running".into(), th.quiet())
+                }
+                None => ("no listener on this host".into(), th.quiet()),
+                Some(s) => (s.describe(cx.snap.now), session_word(r, cx).1),
+            };
+            lines.push(Line::from(vec![
+                Span::styled("session ", th.title()),
+                Span::styled(text, style),
+            ]));
+        }
+        lines.extend([Line::from(vec![
+            Span::styled("error  ", th.title()),
+            match st.and_then(|s| s.last_error.as_ref()) {
+                Some(e) => Span::styled(e.clone(), th.bad()),
+                None => Span::raw("none"),
+            },
+        ])]);
         f.render_widget(
             Paragraph::new(lines)
                 .wrap(Wrap { trim: true })
