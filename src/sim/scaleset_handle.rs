@@ -111,6 +111,19 @@ impl SimHandle {
         })
     }
 
+    /// The queue tokens of a scale set's sessions: secrets, for tests that check
+    /// they are shown nowhere.
+    pub fn scaleset_queue_tokens(&self, scale_set_id: u64) -> Vec<String> {
+        self.with_state(|s| {
+            s.scalesets
+                .sessions
+                .values()
+                .filter(|x| x.scale_set_id == scale_set_id)
+                .map(|x| x.queue_token.clone())
+                .collect()
+        })
+    }
+
     /// Opens a session on a scale set for another holder (another host or manager),
     /// as if it polled just now; returns its id. It expires like any other.
     pub fn scaleset_foreign_session(&self, scale_set_id: u64, owner: &str) -> String {

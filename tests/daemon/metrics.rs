@@ -162,14 +162,14 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     (r.status, String::from_utf8(r.body).expect("UTF-8"))
 }
 
-fn scrape(addr: &str) -> BTreeMap<String, Family> {
+pub(super) fn scrape(addr: &str) -> BTreeMap<String, Family> {
     let (status, text) = get(addr, "/metrics");
     assert_eq!(status, 200, "{text}");
     parse(&text).unwrap_or_else(|e| panic!("the exposition does not parse: {e}\n{text}"))
 }
 
 /// The value of the sample of `family` named `sample` with exactly `labels`.
-fn value(
+pub(super) fn value(
     fams: &BTreeMap<String, Family>,
     family: &str,
     sample: &str,
