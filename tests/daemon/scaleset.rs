@@ -10,7 +10,7 @@
 //! a conflict's reason). Two tests print figures: the scale set path against REST
 //! polling, and a SIGKILL's cost.
 
-use super::metrics::{scrape, value};
+use super::metrics::{metrics_addr_in, scrape, value};
 use super::support::*;
 use runner_manager::domain::{AttemptState, DemandSource, ScalePolicy};
 use runner_manager::metrics::names;
@@ -184,21 +184,6 @@ fn session_json(w: &World) -> serde_json::Value {
         .unwrap_or_default()
 }
 
-/// The address of the metrics listener of the daemon's latest run, from its log.
-fn metrics_addr(w: &World) -> String {
-    let mut addr = None;
-    wait_until(SETTLE, "the metrics_listening log line", || {
-        addr = std::fs::read_to_string(w.daemon_log_path(1))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.contains("msg=metrics_listening"))
-            .and_then(|l| l.split(' ').find_map(|kv| kv.strip_prefix("addr=")))
-            .map(|a| a.trim_matches('"').to_string());
-        addr.is_some()
-    });
-    addr.unwrap()
-}
-
 /// Issue 15: a scale set profile's session is shown wherever a REST profile's state
 /// is: `status --json` (raw values) and `status` (human units), `target check`,
 /// `doctor` and the metrics say it is held, since when, and what came last; the
@@ -278,7 +263,7 @@ fn status_shows_the_session_held_with_its_last_message() {
         "{doctor}"
     );
 
-    let addr = metrics_addr(&w);
+    let addr = metrics_addr_in(&w.daemon_log_path(1));
     wait_until(SETTLE, "the session gauges", || {
         let fams = scrape(&addr);
         let of = |name| value(&fams, name, name, &[("profile", PROFILE)]);
