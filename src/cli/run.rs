@@ -162,9 +162,7 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
             serde_json::to_string_pretty(&json!({"target": name, "checks": v})).unwrap_or_default()
         );
     } else {
-        for l in &lines {
-            println!("{l}");
-        }
+        print!("{}", crate::github::check::render(&lines));
     }
     if failed > 0 {
         return Err(CliError::Failed(format!(
