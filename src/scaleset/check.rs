@@ -16,8 +16,8 @@ use std::sync::Arc;
 pub const SESSION_CHECK: &str = "scale set session";
 
 /// One line per `demand=scaleset` profile among `profiles`: its session as the daemon
-/// last recorded it (`rows`). Held, opening or closed is ok; another owner holding it
-/// (409) or a failure is not, the reason named. With no daemon running nothing is held,
+/// last recorded it (`rows`). Held (even while a poll fails), opening or closed is ok;
+/// another owner holding it (409) or failing to open it is not, the reason named. With no daemon running nothing is held,
 /// which is said, not failed.
 pub fn session_lines(
     profiles: &[&ScalePolicy],
@@ -38,7 +38,12 @@ pub fn session_lines(
                      started one yet)"
                         .to_string(),
                 ),
-                Some(r) => (!r.session.is_troubled(), r.session.describe(now)),
+                // A held session whose last poll failed still serves (the next
+                // poll may well work): said, not failed.
+                Some(r) => (
+                    r.session.is_held() || !r.session.is_troubled(),
+                    r.session.describe(now),
+                ),
             };
             CheckLine {
                 name: SESSION_CHECK,
@@ -195,6 +200,19 @@ mod tests {
         assert_eq!(
             lines[1].detail,
             "profile other: conflict: another listener holds it (owner x@y); next try in 9s"
+        );
+        // Held with a failed poll: said, and still ok.
+        let blip = SessionState {
+            phase: SessionPhase::Held.into(),
+            reason: Some("the Actions service answered 503".into()),
+            retry_at: Some(NOW + 2_000),
+            ..SessionState::default()
+        };
+        let lines = session_lines(&[&ss], &[row("ss", blip)], true, NOW);
+        assert!(
+            lines[0].ok && lines[0].detail.contains("last poll failed"),
+            "{}",
+            lines[0]
         );
         // No daemon: nothing is held, and that is no failure.
         let lines = session_lines(&profiles, &rows, false, NOW);
