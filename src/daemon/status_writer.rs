@@ -19,8 +19,7 @@ pub struct StatusWriter {
     last_target: Option<(TargetStatus, Millis)>,
     next_sample: Millis,
     last_sessions: HashMap<String, (SessionState, Millis)>,
-    /// Scale set profiles whose session row this writer removed (or never wrote):
-    /// not removed again every pass.
+    /// Profiles whose session row this writer removed: not removed again every pass.
     no_session: HashSet<String>,
 }
 
@@ -88,14 +87,15 @@ impl StatusWriter {
 
 impl StatusWriter {
     /// Records the session rows of `target`'s scale set profiles: each running
-    /// listener's when it changed (or every few seconds), and for `scaleset_profiles`
-    /// with no listener here (directed, stopped) the row is removed, once.
+    /// listener's when it changed (or every few seconds); the row of any of
+    /// `profiles` with no listener here (directed, stopped, polling REST again) is
+    /// removed, once.
     pub fn record_sessions(
         &mut self,
         store: &dyn Store,
         target: &str,
         sessions: &BTreeMap<String, SessionState>,
-        scaleset_profiles: &[&str],
+        profiles: &[&str],
         now: Millis,
     ) -> Result<(), StoreError> {
         for (profile, st) in sessions {
@@ -115,7 +115,7 @@ impl StatusWriter {
                 self.no_session.remove(profile);
             }
         }
-        for p in scaleset_profiles {
+        for p in profiles {
             if !sessions.contains_key(*p) && !self.no_session.contains(*p) {
                 store.delete_session_status(p)?;
                 self.last_sessions.remove(*p);
@@ -123,5 +123,58 @@ impl StatusWriter {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::SessionPhase;
+    use crate::store::SqliteStore;
+
+    fn sessions(phase: SessionPhase) -> BTreeMap<String, SessionState> {
+        let st = SessionState {
+            phase: phase.into(),
+            ..SessionState::default()
+        };
+        BTreeMap::from([("ss".to_string(), st)])
+    }
+
+    fn written(store: &SqliteStore) -> Vec<(String, Millis)> {
+        let rows = store.session_statuses().unwrap();
+        rows.into_iter()
+            .map(|r| (r.session.phase.to_string(), r.updated_at))
+            .collect()
+    }
+
+    #[test]
+    fn session_rows_are_written_when_they_change_and_removed_once_without_a_listener() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        let mut w = StatusWriter::default();
+        let profiles = ["ss", "rest"];
+        let held = sessions(SessionPhase::Held);
+        w.record_sessions(&store, "t", &held, &profiles, 1_000)
+            .unwrap();
+        assert_eq!(written(&store), [("held".to_string(), 1_000)]);
+        // Unchanged: not rewritten until the refresh is due.
+        w.record_sessions(&store, "t", &held, &profiles, 2_000)
+            .unwrap();
+        assert_eq!(written(&store), [("held".to_string(), 1_000)]);
+        w.record_sessions(&store, "t", &held, &profiles, 1_000 + STATUS_REFRESH)
+            .unwrap();
+        assert_eq!(written(&store), [("held".to_string(), 11_000)]);
+        // Changed: written at once.
+        let conflict = sessions(SessionPhase::Conflict);
+        w.record_sessions(&store, "t", &conflict, &profiles, 11_500)
+            .unwrap();
+        assert_eq!(written(&store), [("conflict".to_string(), 11_500)]);
+        // No listener any more: the row goes, and is not deleted again every pass.
+        let none = BTreeMap::new();
+        w.record_sessions(&store, "t", &none, &profiles, 12_000)
+            .unwrap();
+        assert!(written(&store).is_empty());
+        w.record_sessions(&store, "t", &held, &profiles, 13_000)
+            .unwrap();
+        assert_eq!(written(&store), [("held".to_string(), 13_000)]);
     }
 }

@@ -18,7 +18,7 @@ use super::shared::{LoopMsg, Shared, lock};
 use super::starter::{self, Started};
 use super::status_writer::StatusWriter;
 use crate::domain::{Attempt, Host, InEffect, QueuedJob, RegisteredRunner, ScalePolicy, Target};
-use crate::domain::{AttemptState, DemandSource, TargetScope};
+use crate::domain::{AttemptState, TargetScope};
 use crate::github::visibility::OrgRepos;
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
 use crate::reconcile::demand;
@@ -909,16 +909,14 @@ impl TargetLoop {
         };
         self.status
             .record(&self.store, &plan.allocation, target, last_error, now)?;
-        let scaleset_profiles: Vec<&str> = profiles
-            .iter()
-            .filter(|p| p.demand == DemandSource::Scaleset)
-            .map(|p| p.name.as_str())
-            .collect();
+        // Every profile of the target, so a row outlives neither its listener nor a
+        // switch back to REST polling.
+        let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
         self.status.record_sessions(
             &self.store,
             &self.name,
             &self.scaleset.sessions(),
-            &scaleset_profiles,
+            &names,
             now,
         )
     }
