@@ -51,6 +51,18 @@ pub fn duration(secs: u64) -> String {
     }
 }
 
+/// A span for people: `42s`, `3m12s`, `2h05m`, `3d04h`; two units at most, so
+/// columns stay narrow. Negative spans (a clock step) are `0s`.
+pub fn age(ms: Millis) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, (s / 60) % 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s / 3600) % 24),
+    }
+}
+
 /// `2026-11-30T10:00:00Z` (seconds precision, as GitHub writes them).
 pub fn format_rfc3339(ms: Millis) -> String {
     let secs = ms.div_euclid(1000);

@@ -1,18 +1,15 @@
-//! `host show|set` and `status`: this host, and what the store knows now.
+//! `host show|set` and `status`: this host, and what the store knows now (with each
+//! scale set profile's session).
 
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
 use super::{CliError, CliResult, readable_file, secret_file};
 use crate::domain::validate::{self, Invalid};
-use crate::domain::{Host, Isolation, UidRange};
+use crate::domain::{DemandSource, Host, Isolation, UidRange};
 use crate::meter::units;
-use crate::store::Store;
+use crate::store::{SessionStatus, Store};
 use crate::timefmt::{Millis, now_millis};
 use serde_json::json;
-
-/// A heartbeat older than this means the daemon is gone (it beats every pass, and a
-/// pass is seconds apart).
-const HEARTBEAT_STALE_MS: Millis = 60_000;
 
 fn host_block(h: &Host) -> String {
     output::block(&host_fields(h))
@@ -283,6 +280,36 @@ fn limit_shown(limit: &impl std::fmt::Display, daemon_alive: bool) -> String {
     }
 }
 
+/// A scale set profile's row of `status`'s session table: SESSION, HELD FOR, LAST
+/// MESSAGE, LAST POLL, NEXT TRY, REASON. With no daemon running nothing is held (what
+/// it last recorded may say otherwise), and with no row the host runs no listener for
+/// it (directed, or not started yet).
+fn session_cells(row: Option<&SessionStatus>, daemon_alive: bool, now: Millis) -> Vec<String> {
+    let dash = || "-".to_string();
+    let Some(r) = row else {
+        return vec![dash(), dash(), dash(), dash(), dash(), dash()];
+    };
+    let st = &r.session;
+    if !daemon_alive {
+        return vec![
+            "none (daemon not running)".into(),
+            dash(),
+            st.last_message(now),
+            dash(),
+            dash(),
+            dash(),
+        ];
+    }
+    vec![
+        st.phase.to_string(),
+        or_dash(st.held_for(now)),
+        st.last_message(now),
+        st.last_poll(now),
+        or_dash(st.next_try(now)),
+        or_dash(st.reason.as_ref()),
+    ]
+}
+
 pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliResult {
     let now = now_millis();
     let h = store.host_or_create()?;
@@ -292,13 +319,13 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     let pstat = store.profile_statuses()?;
     let live = store.live_counts()?;
     let hb = store.heartbeat()?;
-    let alive = hb
-        .as_ref()
-        .is_some_and(|b| now - b.heartbeat_at < HEARTBEAT_STALE_MS);
+    let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
     let live_total: u32 = live.values().sum();
     let meters = output::profile_meters(store)?;
     let isolation = isolation_line(store, &h, alive)?;
     let kept = crate::daemon::retention::Kept::read(dir, &h);
+    let sessions = store.session_statuses()?;
+    let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
     out.emit(
         || {
             let daemon = match (&hb, alive) {
@@ -380,6 +407,30 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ],
                 &prows,
             ));
+            let srows: Vec<Vec<String>> = profiles
+                .iter()
+                .filter(|p| p.demand == DemandSource::Scaleset)
+                .map(|p| {
+                    let mut row = vec![p.name.clone()];
+                    row.extend(session_cells(session_of(&p.name), alive, now));
+                    row
+                })
+                .collect();
+            if !srows.is_empty() {
+                s.push('\n');
+                s.push_str(&table(
+                    &[
+                        "SCALE SET",
+                        "SESSION",
+                        "HELD FOR",
+                        "LAST MESSAGE",
+                        "LAST POLL",
+                        "NEXT TRY",
+                        "REASON",
+                    ],
+                    &srows,
+                ));
+            }
             s
         },
         || {
@@ -428,10 +479,76 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                         "limiting": st.map(|s| limit_shown(&s.limiting, alive)),
                         "last_error": st.and_then(|s| s.last_error.clone()),
                         "updated_at": st.map(|s| time(s.updated_at)),
+                        "session": (p.demand == DemandSource::Scaleset)
+                            .then(|| output::session_json(session_of(&p.name), alive))
+                            .flatten(),
                     })
                 }).collect::<Vec<_>>(),
             })
         },
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{SessionPhase, SessionState};
+
+    const NOW: Millis = 1_796_032_800_000;
+
+    fn row(session: SessionState) -> SessionStatus {
+        SessionStatus {
+            profile: "ss".into(),
+            target: "t".into(),
+            session,
+            updated_at: NOW,
+        }
+    }
+
+    #[test]
+    fn session_cells_in_human_units() {
+        let held = row(SessionState {
+            phase: SessionPhase::Held.into(),
+            session_id: Some("a1b2".into()),
+            held_since: Some(NOW - 7_500_000),
+            last_message_id: Some(42),
+            last_message_at: Some(NOW - 5_000),
+            last_poll_at: Some(NOW - 1_000),
+            ..SessionState::default()
+        });
+        assert_eq!(
+            session_cells(Some(&held), true, NOW),
+            ["held", "2h05m", "#42 5s ago", "1s ago", "-", "-"]
+        );
+        let conflict = row(SessionState {
+            phase: SessionPhase::Conflict.into(),
+            reason: Some("another listener holds it (owner x)".into()),
+            retry_at: Some(NOW + 12_000),
+            ..SessionState::default()
+        });
+        assert_eq!(
+            session_cells(Some(&conflict), true, NOW),
+            [
+                "conflict",
+                "-",
+                "none",
+                "never",
+                "in 12s",
+                "another listener holds it (owner x)"
+            ]
+        );
+        assert_eq!(
+            session_cells(Some(&held), false, NOW),
+            [
+                "none (daemon not running)",
+                "-",
+                "#42 5s ago",
+                "-",
+                "-",
+                "-"
+            ]
+        );
+        assert_eq!(session_cells(None, true, NOW), ["-"; 6]);
+    }
 }

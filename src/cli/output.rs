@@ -4,7 +4,7 @@
 use super::{CliError, CliResult};
 use crate::domain::{Attempt, Host, ScalePolicy, Target, TargetScope};
 use crate::meter::{LiveMeter, Totals, totals};
-use crate::store::{Store, StoreError};
+use crate::store::{SessionStatus, Store, StoreError};
 use crate::timefmt::{Millis, format_rfc3339};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -93,6 +93,27 @@ pub fn or_dash(v: Option<impl ToString>) -> String {
 
 pub fn time(ms: Millis) -> String {
     format_rfc3339(ms)
+}
+
+/// A scale set profile's session in `status --json`: raw values (ids, RFC 3339
+/// times) as the daemon last recorded them, `null` with no row; `held` only while that
+/// daemon runs. Never the session's queue token: the store has none.
+pub fn session_json(row: Option<&SessionStatus>, daemon_alive: bool) -> Option<Value> {
+    let r = row?;
+    let st = &r.session;
+    Some(json!({
+        "state": st.phase.to_string(),
+        "held": st.is_held() && daemon_alive,
+        "scale_set_id": st.scale_set_id,
+        "session_id": st.session_id,
+        "held_since": st.held_since.map(time),
+        "last_message_id": st.last_message_id,
+        "last_message_at": st.last_message_at.map(time),
+        "last_poll_at": st.last_poll_at.map(time),
+        "reason": st.reason,
+        "retry_at": st.retry_at.map(time),
+        "updated_at": time(r.updated_at),
+    }))
 }
 
 pub fn yes_no(b: bool) -> String {

@@ -140,6 +140,17 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
     if lines.iter().all(|l| l.name != "credentials" || l.ok) {
         lines.extend(scaleset::check::check_target(&target, &profiles));
     }
+    // What the running daemon's listeners hold, from the store: known without asking
+    // GitHub, so said whatever the checks above found.
+    let now = crate::timefmt::now_millis();
+    let alive = store.heartbeat()?.is_some_and(|b| b.alive_at(now));
+    let used: Vec<&_> = profiles.iter().collect();
+    lines.extend(scaleset::check::session_lines(
+        &used,
+        &store.session_statuses()?,
+        alive,
+        now,
+    ));
     let failed = lines.iter().filter(|l| !l.ok).count();
     if inv.json {
         let v: Vec<_> = lines
@@ -151,9 +162,7 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
             serde_json::to_string_pretty(&json!({"target": name, "checks": v})).unwrap_or_default()
         );
     } else {
-        for l in &lines {
-            println!("{l}");
-        }
+        print!("{}", crate::github::check::render(&lines));
     }
     if failed > 0 {
         return Err(CliError::Failed(format!(

@@ -4,9 +4,9 @@
 //! so each loop carries one call per fact and the loops stay about reconciling.
 
 use super::shared::{Shared, lock};
-use crate::domain::{Attempt, AttemptState, Outcome, Reason};
+use crate::domain::{Attempt, AttemptState, DemandSource, Outcome, Reason};
 use crate::github::{GitHubClient, Observer};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SessionFigures};
 use crate::reconcile::allocate::Allocation;
 use crate::store::Store;
 use crate::timefmt::{Millis, now_millis};
@@ -102,6 +102,34 @@ pub fn pool_meters(
             (p, m)
         })
         .collect()
+}
+
+/// The scale set sessions as the target loops last recorded them, for this host's
+/// `demand=scaleset` profiles (one series per profile): held or not, and the seconds
+/// since the last message and poll. Called on the main thread's tick.
+pub fn sessions(m: &Metrics, store: &dyn Store, host_id: &str, now: Millis) {
+    let ours: Vec<String> = store
+        .profiles()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.demand == DemandSource::Scaleset && p.host_id == host_id)
+        .map(|p| p.name)
+        .collect();
+    let rows = store.session_statuses().unwrap_or_default();
+    let secs = |t: Option<Millis>| t.map(|t| (now - t).max(0) as f64 / 1000.0);
+    let figures: Vec<SessionFigures> = ours
+        .iter()
+        .map(|p| {
+            let st = rows.iter().find(|r| &r.profile == p).map(|r| &r.session);
+            SessionFigures {
+                profile: p,
+                held: st.is_some_and(|s| s.is_held()),
+                since_message: secs(st.and_then(|s| s.last_message_at)),
+                since_poll: secs(st.and_then(|s| s.last_poll_at)),
+            }
+        })
+        .collect();
+    m.set_sessions(&figures);
 }
 
 /// A pass's demand per profile (queued jobs plus `min_capacity`).

@@ -277,6 +277,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     }));
                 }
                 metrics_feed::runners(&shared.metrics, &store, &open);
+                metrics_feed::sessions(&shared.metrics, &store, &host.id, now);
                 if now >= next_sweep {
                     next_sweep = now + SWEEP_EVERY;
                     sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());

@@ -15,14 +15,14 @@
 //! next holder opens its own at once instead of meeting 409 until it expires.
 
 use super::shared::{LoopMsg, Shared, lock};
-use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, Target};
+use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, SessionPhase, SessionState, Target};
 use crate::github::{GhError, GitHubClient, InFlight, SharedHold, load_credential};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::plan::ScaleSetSeen;
 use crate::reconcile::watch::DeregisterResult;
 use crate::scaleset::{
     JobMessage, ListenerConfig, Removed, ScaleSetClient, ScaleSetError, ScaleSetListener,
-    ScaleSetSpec, SessionCloser, Statistics, StoreCheckpoint,
+    ScaleSetSpec, SessionCloser, SessionWatch, Statistics, StoreCheckpoint,
 };
 use crate::secret::Secret;
 use crate::store::SqliteStore;
@@ -30,7 +30,7 @@ use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -78,8 +78,9 @@ struct Listener {
     stop: Sender<()>,
     /// Ends the listener's session while its thread may still be in a long poll.
     closer: SessionCloser,
-    /// The error its polls fail with, while they do (for the profile's status).
-    error: Arc<Mutex<Option<String>>>,
+    /// Its session as it reports it: the status rows, and why its polls fail while
+    /// they do (the profile's unfit reason).
+    watch: SessionWatch,
     /// Disconnects when the thread ends.
     done: Receiver<()>,
     thread: JoinHandle<()>,
@@ -293,7 +294,7 @@ impl ScaleSetFeed {
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
         let closer = SessionCloser::new(client.clone());
-        let error = Arc::new(Mutex::new(None));
+        let watch = SessionWatch::default();
         let cx = ListenCx {
             client: client.clone(),
             policy: policy.clone(),
@@ -302,7 +303,7 @@ impl ScaleSetFeed {
             store: Some(store),
             stop: stop_rx,
             closer: closer.clone(),
-            error: error.clone(),
+            watch: watch.clone(),
             tx: self.tx.clone(),
             shared: shared.clone(),
             _done: done_tx,
@@ -321,7 +322,7 @@ impl ScaleSetFeed {
             client,
             stop,
             closer,
-            error,
+            watch,
             done,
             thread,
         })
@@ -423,7 +424,15 @@ impl ScaleSetFeed {
 
     /// Why `profile`'s listener fails to poll, while it does.
     pub fn error(&self, profile: &str) -> Option<String> {
-        lock(&self.listeners.get(profile)?.error).clone()
+        self.listeners.get(profile)?.watch.get().reason
+    }
+
+    /// Each running listener's session as it last reported it, by profile.
+    pub fn sessions(&self) -> BTreeMap<String, SessionState> {
+        self.listeners
+            .iter()
+            .map(|(name, l)| (name.clone(), l.watch.get()))
+            .collect()
     }
 
     /// The client that looks up and removes `profile`'s runners.
@@ -473,16 +482,20 @@ fn find_remote(
     }
 }
 
-impl Drop for ScaleSetFeed {
+impl ScaleSetFeed {
     /// Stops every listener and waits (at most [`STOP_WAIT`]) for them to close their
-    /// sessions, so a restart can open new ones at once.
-    fn drop(&mut self) {
+    /// sessions, so a restart can open new ones at once. Returns each one's session
+    /// as it ended: closed (the closer or the listener deleted it).
+    pub fn stop(&mut self) -> BTreeMap<String, SessionState> {
         self.handed_over();
         let listeners: Vec<(String, Listener)> = self.listeners.drain().collect();
         let deadline = Instant::now() + STOP_WAIT;
         let mut waiting = Vec::new();
+        let mut ended = BTreeMap::new();
         for (profile, l) in listeners {
+            let watch = l.watch.clone();
             waiting.push(l.stop(&self.target, &profile));
+            ended.insert(profile, watch);
         }
         // Results sent from now on find no receiver and stay unacknowledged.
         while self.rx.try_recv().is_ok() {}
@@ -497,6 +510,23 @@ impl Drop for ScaleSetFeed {
                 }
             }
         }
+        ended
+            .into_iter()
+            .map(|(profile, watch)| {
+                let mut st = watch.get();
+                st.phase = SessionPhase::Closed.into();
+                st.session_id = None;
+                st.held_since = None;
+                st.retry_at = None;
+                (profile, st)
+            })
+            .collect()
+    }
+}
+
+impl Drop for ScaleSetFeed {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -532,8 +562,8 @@ struct ListenCx {
     stop: Receiver<()>,
     /// Shares the listener's session with the feed, which ends it when stopping.
     closer: SessionCloser,
-    /// Where the feed reads why polls fail, while they do.
-    error: Arc<Mutex<Option<String>>>,
+    /// Where the listener reports its session (the feed reads it).
+    watch: SessionWatch,
     tx: Sender<Update>,
     shared: Arc<Shared>,
     /// Dropped when the thread ends, which is what `done` waits for.
@@ -556,7 +586,8 @@ impl ListenCx {
         };
         let mut listener =
             ScaleSetListener::new(self.client.clone(), cfg, Box::new(StoreCheckpoint(store)))
-                .closed_by(&self.closer);
+                .closed_by(&self.closer)
+                .watched_by(&self.watch);
         let mut last_error: Option<String> = None;
         let mut sent_statistics: Option<Option<Statistics>> = None;
         loop {
@@ -569,7 +600,6 @@ impl ListenCx {
                 Err(e) => {
                     // `poll_once` already waited (jittered, growing): log and go on.
                     let msg = e.to_string();
-                    *lock(&self.error) = Some(msg.clone());
                     if last_error.as_deref() != Some(msg.as_str()) {
                         log_warn!(
                             "scaleset_poll_failed",
@@ -583,7 +613,6 @@ impl ListenCx {
                 }
             };
             if last_error.take().is_some() {
-                *lock(&self.error) = None;
                 log_info!(
                     "scaleset_poll_recovered",
                     target = self.target,

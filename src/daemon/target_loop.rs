@@ -163,6 +163,7 @@ impl TargetLoop {
                 self.on_done(d);
             }
         }
+        self.close_sessions();
         self.io.stop();
         None
     }
@@ -284,7 +285,7 @@ impl TargetLoop {
         };
         self.surplus = plan.surplus.clone();
         self.uids_used_up = plan.uids_used_up.clone();
-        self.record_status(&plan, mode, now)?;
+        self.record_status(&plan, &profiles, mode, now)?;
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
         metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_deref());
         self.scaleset.handed_over();
@@ -824,6 +825,7 @@ impl TargetLoop {
     fn record_status(
         &mut self,
         plan: &Plan,
+        profiles: &[ScalePolicy],
         mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
@@ -846,7 +848,33 @@ impl TargetLoop {
                 .or_else(|| plan.demand.unfit_reason_for(profile))
         };
         self.status
-            .record(&self.store, &plan.allocation, target, last_error, now)
+            .record(&self.store, &plan.allocation, target, last_error, now)?;
+        // Every profile of the target, so a row outlives neither its listener nor a
+        // switch back to REST polling.
+        let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+        self.status.record_sessions(
+            &self.store,
+            &self.name,
+            &self.scaleset.sessions(),
+            &names,
+            now,
+        )
+    }
+
+    /// Stops the scale set listeners (their sessions are deleted) and records their
+    /// rows as closed, so `status` does not show a session the daemon gave up.
+    fn close_sessions(&mut self) {
+        let ended = self.scaleset.stop();
+        if ended.is_empty() {
+            return;
+        }
+        let now = now_millis();
+        if let Err(e) = self
+            .status
+            .record_sessions(&self.store, &self.name, &ended, &[], now)
+        {
+            log_warn!("session_rows_not_written", target = self.name, error = e);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `runner-manager doctor`: checks what the daemon relies on and says what to fix. The
 //! store (integrity, modes, owner), disk space in the state directory, each target
-//! (`github::check_target`) and the clock against GitHub's `Date`, each runner install
+//! (`github::check_target`) and the clock against GitHub's `Date`, each scale set
+//! profile's session as the daemon recorded it, each runner install
 //! (present, executable, version against the newest the downloads API offers), and the
 //! systemd unit. One `CheckLine` per fact; a failure carries a hint.
 
@@ -167,6 +168,9 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         None => (Vec::new(), Vec::new()),
     };
     let newest = remote::check_targets(opts, &targets, &profiles, &mut lines);
+    if let Some(s) = &store {
+        remote::check_sessions(s, &profiles, &mut lines);
+    }
     host::check_runners(opts, &profiles, &newest, &mut lines);
     lines.push(host::check_systemd(opts));
     lines

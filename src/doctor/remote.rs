@@ -1,7 +1,8 @@
 //! The checks that ask GitHub: each target's credentials and permissions
 //! (`github::check_target`, and `scaleset::check` for its scale set profiles), the
 //! clock against GitHub's `Date`, and the newest runner version the target's
-//! downloads API offers.
+//! downloads API offers; and, from the store, the session each scale set profile's
+//! listener holds (`check_sessions`).
 
 use super::{CheckLine, Options};
 use crate::domain::{ScalePolicy, Target};
@@ -80,6 +81,41 @@ pub(super) fn check_targets(
         newest.insert(t.name.clone(), v);
     }
     newest
+}
+
+/// Each scale set profile's session as the running daemon recorded it: a warning
+/// (not a failure: another owner may hold it on purpose, or for a while) when another
+/// owner holds it or the listener keeps failing.
+pub(super) fn check_sessions(
+    store: &dyn crate::store::Store,
+    profiles: &[ScalePolicy],
+    lines: &mut Vec<CheckLine>,
+) {
+    let now = now_millis();
+    let alive = store
+        .heartbeat()
+        .ok()
+        .flatten()
+        .is_some_and(|b| b.alive_at(now));
+    let rows = store.session_statuses().unwrap_or_default();
+    let targets: std::collections::BTreeSet<&str> =
+        profiles.iter().map(|p| p.target.as_str()).collect();
+    for t in targets {
+        let of: Vec<&ScalePolicy> = profiles.iter().filter(|p| p.target == t).collect();
+        for c in crate::scaleset::check::session_lines(&of, &rows, alive, now) {
+            let n = format!("target {t} {}", c.name);
+            lines.push(if c.ok {
+                CheckLine::ok(n, c.detail)
+            } else {
+                CheckLine::warn(
+                    n,
+                    c.detail,
+                    "the profile gets no demand from its scale set meanwhile; stop the other \
+                     holder, or let its session end; see 'runner-manager status'",
+                )
+            });
+        }
+    }
 }
 
 /// Compares the local clock with the server's `Date` (whole seconds, so up to a second

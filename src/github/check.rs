@@ -17,11 +17,33 @@ pub struct CheckLine {
     pub detail: String,
 }
 
+/// The name column's least width.
+const NAME_WIDTH: usize = 13;
+
+impl CheckLine {
+    /// The line with its name padded to `width`.
+    pub fn render(&self, width: usize) -> String {
+        let mark = if self.ok { "ok  " } else { "FAIL" };
+        format!("{mark} {:<width$} {}", self.name, self.detail)
+    }
+}
+
 impl fmt::Display for CheckLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mark = if self.ok { "ok  " } else { "FAIL" };
-        write!(f, "{mark} {:<13} {}", self.name, self.detail)
+        f.write_str(&self.render(NAME_WIDTH))
     }
+}
+
+/// Every line, one per row, the details aligned after the widest name (`scale set
+/// session` is wider than the rest).
+pub fn render(lines: &[CheckLine]) -> String {
+    let width = lines
+        .iter()
+        .map(|l| l.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(NAME_WIDTH);
+    lines.iter().map(|l| l.render(width) + "\n").collect()
 }
 
 /// What the profiles using the target allow and ask for.
@@ -264,5 +286,22 @@ fn runner_group(
                 Err(e) => Err(e.to_string()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_start_in_one_column_after_the_widest_name() {
+        let line = |name, ok| CheckLine {
+            name,
+            ok,
+            detail: "d".into(),
+        };
+        let text = render(&[line("credentials", true), line("scale set session", false)]);
+        assert_eq!(text, "ok   credentials       d\nFAIL scale set session d\n");
+        assert_eq!(line("rate limit", true).to_string(), "ok   rate limit    d");
     }
 }

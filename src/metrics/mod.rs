@@ -67,6 +67,9 @@ pub mod names {
     pub const CPU_SECONDS: &str = "runner_manager_runner_cpu_seconds";
     pub const CPU_PERCENT: &str = "runner_manager_runner_cpu_percent";
     pub const PROCESSES: &str = "runner_manager_runner_processes";
+    pub const SESSION_HELD: &str = "runner_manager_scaleset_session_held";
+    pub const SINCE_MESSAGE: &str = "runner_manager_scaleset_seconds_since_message";
+    pub const SINCE_POLL: &str = "runner_manager_scaleset_seconds_since_poll";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
@@ -78,6 +81,18 @@ pub const LINK_MODES: &[&str] = &["standalone", "coordinated", "fallback"];
 
 /// The containment words (`domain::InEffect::word`); one of them is 1 at a time.
 pub const ISOLATION_MODES: &[&str] = &["uids", "none", "refused"];
+
+/// One scale set profile's session, as [`Metrics::set_sessions`] takes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionFigures<'a> {
+    pub profile: &'a str,
+    /// This host holds the profile's message session now.
+    pub held: bool,
+    /// Seconds since its last message arrived; `None` before the first.
+    pub since_message: Option<f64>,
+    /// Seconds since its last long poll came back; `None` before the first.
+    pub since_poll: Option<f64>,
+}
 
 type FreshnessHook = Box<dyn Fn() -> bool + Send + Sync>;
 
@@ -210,6 +225,26 @@ impl Metrics {
             "Processes of a profile's live runners, summed, by profile",
             &[],
         );
+        m.register(
+            SESSION_HELD,
+            Kind::Gauge,
+            "1 while this host holds a scale set profile's message session, by profile",
+            &[],
+        );
+        m.register(
+            SINCE_MESSAGE,
+            Kind::Gauge,
+            "Seconds since a scale set profile's last message arrived, by profile \
+             (no series before the first)",
+            &[],
+        );
+        m.register(
+            SINCE_POLL,
+            Kind::Gauge,
+            "Seconds since a scale set profile's last long poll came back, by profile \
+             (no series before the first)",
+            &[],
+        );
         m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         m
     }
@@ -320,6 +355,23 @@ impl Metrics {
         self.gauge_replace(names::CPU_SECONDS, &rows(&|t| t.cpu_millis as f64 / 1000.0));
         self.gauge_replace(names::CPU_PERCENT, &rows(&|t| t.cpu_percent));
         self.gauge_replace(names::PROCESSES, &rows(&|t| t.processes as f64));
+    }
+
+    /// The scale set profiles' sessions; replaces the previous figures, so a profile
+    /// no longer served here loses its series.
+    pub fn set_sessions(&self, rows: &[SessionFigures]) {
+        let held: Vec<(Vec<(&str, &str)>, f64)> = rows
+            .iter()
+            .map(|r| (vec![("profile", r.profile)], if r.held { 1.0 } else { 0.0 }))
+            .collect();
+        let ages = |f: fn(&SessionFigures) -> Option<f64>| -> Vec<(Vec<(&str, &str)>, f64)> {
+            rows.iter()
+                .filter_map(|r| f(r).map(|v| (vec![("profile", r.profile)], v)))
+                .collect()
+        };
+        self.gauge_replace(names::SESSION_HELD, &held);
+        self.gauge_replace(names::SINCE_MESSAGE, &ages(|r| r.since_message));
+        self.gauge_replace(names::SINCE_POLL, &ages(|r| r.since_poll));
     }
 
     pub fn set_demand(&self, profile: &str, demand: u64) {
@@ -446,6 +498,32 @@ mod tests {
             m.value(names::LINK_MODE, &[("target", "t"), ("mode", "standalone")]),
             Some(0.0)
         );
+        let figures = |profile, held, since_message, since_poll| SessionFigures {
+            profile,
+            held,
+            since_message,
+            since_poll,
+        };
+        m.set_sessions(&[
+            figures("ss", true, Some(5.0), Some(1.5)),
+            figures("ss2", false, None, None),
+        ]);
+        assert_eq!(
+            m.value(names::SESSION_HELD, &[("profile", "ss")]),
+            Some(1.0)
+        );
+        assert_eq!(
+            m.value(names::SESSION_HELD, &[("profile", "ss2")]),
+            Some(0.0)
+        );
+        assert_eq!(
+            m.value(names::SINCE_MESSAGE, &[("profile", "ss")]),
+            Some(5.0)
+        );
+        assert_eq!(m.value(names::SINCE_POLL, &[("profile", "ss2")]), None);
+        m.set_sessions(&[figures("ss2", true, None, Some(0.5))]);
+        assert_eq!(m.value(names::SESSION_HELD, &[("profile", "ss")]), None);
+        assert_eq!(m.value(names::SINCE_POLL, &[("profile", "ss2")]), Some(0.5));
         assert!(m.is_fresh());
         m.set_freshness_check(|| false);
         assert!(!m.is_fresh());

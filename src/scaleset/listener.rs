@@ -6,6 +6,9 @@
 //! a [`Checkpoint`], so a restart neither loses nor repeats a message, and deletes the
 //! session a killed predecessor left instead of waiting for it to expire.
 //!
+//! What it knows of its session (held since, last message and poll, why it waits and
+//! until when) it reports through a [`SessionWatch`], for the daemon's status rows.
+//!
 //! Delivery contract: a message returned by `poll_once` is acknowledged, and its id
 //! persisted, at the start of the *next* `poll_once` (or by `commit`/`close`). So the
 //! caller records what the message means (its demand) before polling again; if the
@@ -14,6 +17,7 @@
 use super::client::{ScaleSet, ScaleSetClient, ScaleSetSpec, Session};
 use super::error::ScaleSetError;
 use super::message::{JobMessage, ScaleSetMessage, Statistics, desired_runners};
+use crate::domain::{SessionPhase, SessionState};
 use crate::github::{GhError, RetryPolicy};
 use crate::store::Store;
 use std::collections::BTreeMap;
@@ -112,6 +116,22 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What a listener reports of its session, read from another thread (the daemon's
+/// target loop writes it to the store). Clones share one state.
+#[derive(Debug, Clone, Default)]
+pub struct SessionWatch(Arc<Mutex<SessionState>>);
+
+impl SessionWatch {
+    /// The state as the listener last reported it.
+    pub fn get(&self) -> SessionState {
+        lock(&self.0).clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut SessionState)) {
+        f(&mut lock(&self.0));
+    }
+}
+
 /// The kv key of a scale set's last message id.
 pub fn checkpoint_key(target: &str, scale_set_id: i64) -> String {
     format!("scaleset:{target}:{scale_set_id}:last_message_id")
@@ -196,6 +216,8 @@ pub struct ScaleSetListener {
     /// Sessions this listener opened: messages may have gone to another holder
     /// between two of them.
     opened: u64,
+    /// Where it reports its session's state.
+    watch: SessionWatch,
 }
 
 impl ScaleSetListener {
@@ -219,6 +241,7 @@ impl ScaleSetListener {
             failures: 0,
             statistics: None,
             opened: 0,
+            watch: SessionWatch::default(),
         }
     }
 
@@ -240,6 +263,21 @@ impl ScaleSetListener {
         self.opened
     }
 
+    /// Reports the session's state to `watch` (the daemon's status rows read it).
+    pub fn watched_by(mut self, watch: &SessionWatch) -> ScaleSetListener {
+        self.watch = watch.clone();
+        self
+    }
+
+    /// The session's state as reported.
+    pub fn session_state(&self) -> SessionState {
+        self.watch.get()
+    }
+
+    fn now(&self) -> crate::timefmt::Millis {
+        self.client.github().now()
+    }
+
     /// Lets `closer` end this listener's sessions from another thread.
     pub fn closed_by(mut self, closer: &SessionCloser) -> ScaleSetListener {
         self.published = closer.published.clone();
@@ -252,6 +290,22 @@ impl ScaleSetListener {
             (Some(ss), Some(s)) => Some((ss.id, s.id.clone())),
             _ => None,
         };
+        let now = self.now();
+        let new_id = s.as_ref().map(|s| s.id.clone());
+        self.watch.update(|st| {
+            if st.session_id != new_id {
+                st.held_since = new_id.as_ref().map(|_| now);
+                st.session_id = new_id.clone();
+            }
+            if new_id.is_some() {
+                // Held from now on: whatever kept it from us is over.
+                st.phase = SessionPhase::Held.into();
+                st.reason = None;
+                st.retry_at = None;
+            } else if st.phase == SessionPhase::Held.into() {
+                st.phase = SessionPhase::Opening.into();
+            }
+        });
         self.session = s;
     }
 
@@ -278,20 +332,28 @@ impl ScaleSetListener {
     /// again, and never spins. `Err(Interrupted)` means shut down.
     pub fn poll_once(&mut self) -> Result<PollResult, ScaleSetError> {
         let result = self.poll_inner();
-        match &result {
-            Ok(_) => self.failures = 0,
-            Err(ScaleSetError::Interrupted) => {}
+        let wait = match &result {
+            Ok(_) => {
+                self.failures = 0;
+                let held = self.session.is_some();
+                self.watch.update(|st| {
+                    if held {
+                        st.phase = SessionPhase::Held.into();
+                    }
+                    st.reason = None;
+                    st.retry_at = None;
+                });
+                return result;
+            }
+            Err(ScaleSetError::Interrupted) => return result,
             // A rate-limit hold (the credential's, shared with the target loop) says
             // when it ends: wait until then and no longer. An exponential backoff here
             // grew while the hold was refusing each call at once, and kept the
             // listener away long after the hold had ended.
             Err(ScaleSetError::GitHub(GhError::RateLimited { until })) => {
-                let now = self.client.github().now();
-                let left = (*until - now).max(0) as u64;
+                let left = (*until - self.now()).max(0) as u64;
                 let jitter = (self.client.github().jitter() * 250.0) as u64;
-                self.client
-                    .github()
-                    .wait_interruptibly(Duration::from_millis(left + jitter))?;
+                Duration::from_millis(left + jitter)
             }
             Err(_) => {
                 let d = self
@@ -299,10 +361,36 @@ impl ScaleSetListener {
                     .backoff
                     .delay(self.failures, self.client.github().jitter());
                 self.failures = self.failures.saturating_add(1);
-                self.client.github().wait_interruptibly(d)?;
+                d
             }
+        };
+        if let Err(e) = &result {
+            // Reported before the wait, so the reason and the next try show meanwhile.
+            self.report_failure(e, wait);
         }
+        self.client.github().wait_interruptibly(wait)?;
         result
+    }
+
+    /// Records why the last try failed and when the next one is: a conflict while
+    /// another owner holds the session, any other failure as failing (or, with the
+    /// session still ours, as a failed poll of a held session).
+    fn report_failure(&self, e: &ScaleSetError, wait: Duration) {
+        let retry_at = self.now() + wait.as_millis() as i64;
+        let held = self.session.is_some();
+        let phase = if held {
+            SessionPhase::Held
+        } else if e.is_session_conflict() {
+            SessionPhase::Conflict
+        } else {
+            SessionPhase::Failing
+        };
+        let reason = e.to_string();
+        self.watch.update(|st| {
+            st.phase = phase.into();
+            st.reason = Some(reason);
+            st.retry_at = Some(retry_at);
+        });
     }
 
     /// Persists and acknowledges the message the last poll delivered. Persist first:
@@ -358,6 +446,10 @@ impl ScaleSetListener {
         let committed = self.commit();
         let session = self.session.take();
         self.set_session(None);
+        self.watch.update(|st| {
+            st.phase = SessionPhase::Closed.into();
+            st.retry_at = None;
+        });
         if let (Some(ss), Some(s)) = (&self.scale_set, session) {
             self.client.delete_session(ss.id, &s.id)?;
             self.record_session(None)?;
@@ -396,6 +488,13 @@ impl ScaleSetListener {
             self.statistics = s.statistics;
         }
         let id = s.id;
+        let last = (self.last_message_id > 0).then_some(self.last_message_id);
+        self.watch.update(|st| {
+            st.scale_set_id = Some(id);
+            if st.last_message_id.is_none() {
+                st.last_message_id = last;
+            }
+        });
         self.scale_set = Some(s);
         Ok(id)
     }
@@ -405,6 +504,7 @@ impl ScaleSetListener {
         // Its sessions went with it.
         let forgotten = self.forget_session();
         self.scale_set = None;
+        self.watch.update(|st| st.scale_set_id = None);
         self.pending = None;
         self.unacked = None;
         forgotten
@@ -543,6 +643,8 @@ impl ScaleSetListener {
             r => r?,
         };
         let scale_set_id = self.scale_set.as_ref().map_or(0, |s| s.id);
+        let now = self.now();
+        self.watch.update(|st| st.last_poll_at = Some(now));
         let Some(message) = message else {
             return Ok(self.result(scale_set_id, None, Vec::new()));
         };
@@ -571,6 +673,11 @@ impl ScaleSetListener {
             self.acquire(scale_set_id, &offers)?
         };
         self.pending = Some(message.id);
+        let id = message.id;
+        self.watch.update(|st| {
+            st.last_message_id = Some(id);
+            st.last_message_at = Some(now);
+        });
         Ok(self.result(scale_set_id, Some(message), acquired))
     }
 

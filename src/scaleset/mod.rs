@@ -25,6 +25,6 @@ pub use client::{
 pub use error::{Exception, ScaleSetError};
 pub use listener::{
     Checkpoint, ListenerConfig, MemoryCheckpoint, PollResult, ScaleSetListener, SessionCloser,
-    StoreCheckpoint, checkpoint_key, session_key,
+    SessionWatch, StoreCheckpoint, checkpoint_key, session_key,
 };
 pub use message::{JobInfo, JobMessage, ScaleSetMessage, Statistics, desired_runners};

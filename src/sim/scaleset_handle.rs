@@ -101,12 +101,26 @@ impl SimHandle {
 
     /// The session ids of a scale set.
     pub fn scaleset_session_ids(&self, scale_set_id: u64) -> Vec<String> {
+        self.scaleset_session_field(scale_set_id, |x| x.id.clone())
+    }
+
+    /// The queue tokens of a scale set's sessions: secrets, for tests that check
+    /// they are shown nowhere.
+    pub fn scaleset_queue_tokens(&self, scale_set_id: u64) -> Vec<String> {
+        self.scaleset_session_field(scale_set_id, |x| x.queue_token.clone())
+    }
+
+    fn scaleset_session_field(
+        &self,
+        scale_set_id: u64,
+        field: impl Fn(&SimSession) -> String,
+    ) -> Vec<String> {
         self.with_state(|s| {
             s.scalesets
                 .sessions
                 .values()
                 .filter(|x| x.scale_set_id == scale_set_id)
-                .map(|x| x.id.clone())
+                .map(&field)
                 .collect()
         })
     }

@@ -361,6 +361,7 @@ pub fn remove_profile(c: &Connection, name: &str) -> Result<()> {
     }
     tx.execute("DELETE FROM profiles WHERE name = ?1", [name])?;
     tx.execute("DELETE FROM profile_status WHERE profile = ?1", [name])?;
+    tx.execute("DELETE FROM scaleset_sessions WHERE profile = ?1", [name])?;
     tx.commit()?;
     Ok(())
 }

@@ -1,11 +1,12 @@
-//! What a running daemon reports: status rows per profile and target, its heartbeat,
+//! What a running daemon reports: status rows per profile and target, scale set
+//! session rows, its heartbeat,
 //! time series for the TUI, and a small key/value table for modules' own state. The
 //! status rows' limiting factor and mode are text here and typed everywhere else.
 
 use super::error::Result;
 use super::rows;
-use super::{Heartbeat, LatencySample, ProfileStatus, QueueSample, TargetStatus};
-use crate::domain::{Limit, Reported, TargetMode};
+use super::{Heartbeat, LatencySample, ProfileStatus, QueueSample, SessionStatus, TargetStatus};
+use crate::domain::{Limit, Reported, SessionPhase, SessionState, TargetMode};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -71,6 +72,63 @@ pub fn target_statuses(c: &Connection) -> Result<Vec<TargetStatus>> {
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn put_session_status(c: &Connection, s: &SessionStatus) -> Result<()> {
+    let st = &s.session;
+    c.prepare_cached(
+        "INSERT OR REPLACE INTO scaleset_sessions (profile, target, phase, scale_set_id, \
+         session_id, held_since, last_message_id, last_message_at, last_poll_at, reason, \
+         retry_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?
+    .execute(params![
+        s.profile,
+        s.target,
+        st.phase.to_string(),
+        st.scale_set_id,
+        st.session_id,
+        st.held_since,
+        st.last_message_id,
+        st.last_message_at,
+        st.last_poll_at,
+        st.reason,
+        st.retry_at,
+        s.updated_at
+    ])?;
+    Ok(())
+}
+
+pub fn session_statuses(c: &Connection) -> Result<Vec<SessionStatus>> {
+    let mut st = c.prepare_cached(
+        "SELECT profile, target, phase, scale_set_id, session_id, held_since, \
+         last_message_id, last_message_at, last_poll_at, reason, retry_at, updated_at \
+         FROM scaleset_sessions ORDER BY profile",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(SessionStatus {
+            profile: r.get(0)?,
+            target: r.get(1)?,
+            session: SessionState {
+                phase: Reported::read(r.get(2)?, SessionPhase::parse),
+                scale_set_id: r.get(3)?,
+                session_id: r.get(4)?,
+                held_since: r.get(5)?,
+                last_message_id: r.get(6)?,
+                last_message_at: r.get(7)?,
+                last_poll_at: r.get(8)?,
+                reason: r.get(9)?,
+                retry_at: r.get(10)?,
+            },
+            updated_at: r.get(11)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn delete_session_status(c: &Connection, profile: &str) -> Result<()> {
+    c.prepare_cached("DELETE FROM scaleset_sessions WHERE profile = ?1")?
+        .execute([profile])?;
+    Ok(())
 }
 
 pub fn put_heartbeat(c: &Connection, h: &Heartbeat) -> Result<()> {

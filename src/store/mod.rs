@@ -19,7 +19,9 @@ pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 
-use crate::domain::{Attempt, Host, Limit, Reported, ScalePolicy, Target, TargetMode};
+use crate::domain::{
+    Attempt, Host, Limit, Reported, ScalePolicy, SessionState, Target, TargetMode,
+};
 use crate::meter::{LiveMeter, MeterPoint};
 use crate::timefmt::Millis;
 use std::collections::BTreeMap;
@@ -74,6 +76,16 @@ pub struct TargetStatus {
     pub updated_at: Millis,
 }
 
+/// A scale set profile's session as the daemon last recorded it, for `status`, `top`,
+/// `doctor`, `target check` and the metrics: one row per profile, overwritten.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionStatus {
+    pub profile: String,
+    pub target: String,
+    pub session: SessionState,
+    pub updated_at: Millis,
+}
+
 /// The running daemon's sign of life, rewritten every pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Heartbeat {
@@ -81,6 +93,16 @@ pub struct Heartbeat {
     pub started_at: Millis,
     pub heartbeat_at: Millis,
     pub version: String,
+}
+
+/// A heartbeat older than this means the daemon is gone (it beats every few seconds).
+pub const HEARTBEAT_STALE_MS: Millis = 60_000;
+
+impl Heartbeat {
+    /// The daemon beat less than [`HEARTBEAT_STALE_MS`] before `now`.
+    pub fn alive_at(&self, now: Millis) -> bool {
+        now - self.heartbeat_at < HEARTBEAT_STALE_MS
+    }
 }
 
 /// One point of a profile's queue graph.
@@ -160,6 +182,12 @@ pub trait Store {
     fn profile_statuses(&self) -> Result<Vec<ProfileStatus>>;
     fn put_target_status(&self, status: &TargetStatus) -> Result<()>;
     fn target_statuses(&self) -> Result<Vec<TargetStatus>>;
+    /// Writes a scale set profile's session row, replacing the one before.
+    fn put_session_status(&self, status: &SessionStatus) -> Result<()>;
+    /// Every scale set session row, by profile.
+    fn session_statuses(&self) -> Result<Vec<SessionStatus>>;
+    /// Removes a profile's session row (its listener runs no more).
+    fn delete_session_status(&self, profile: &str) -> Result<()>;
     fn put_heartbeat(&self, heartbeat: &Heartbeat) -> Result<()>;
     fn heartbeat(&self) -> Result<Option<Heartbeat>>;
     /// Called by a daemon that stops cleanly, so nobody takes it for alive.

@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -250,6 +250,27 @@ ALTER TABLE coord_hosts ADD COLUMN meters TEXT NOT NULL DEFAULT '{}';
 pub const V9: &str = r#"
 ALTER TABLE host ADD COLUMN retention_secs INTEGER NOT NULL DEFAULT 1209600;
 ALTER TABLE host ADD COLUMN logs_max_bytes INTEGER NOT NULL DEFAULT 1073741824;
+"#;
+
+/// Version 10: each scale set profile's message session as its listener last saw it,
+/// one row per profile, overwritten (never a log): the session held and since when,
+/// the last message and poll, and while it is not held, why and until when. The
+/// session's id only; its queue token is never stored.
+pub const V10: &str = r#"
+CREATE TABLE scaleset_sessions (
+    profile TEXT PRIMARY KEY,
+    target TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    scale_set_id INTEGER,
+    session_id TEXT,
+    held_since INTEGER,
+    last_message_id INTEGER,
+    last_message_at INTEGER,
+    last_poll_at INTEGER,
+    reason TEXT,
+    retry_at INTEGER,
+    updated_at INTEGER NOT NULL
+);
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

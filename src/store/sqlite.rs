@@ -4,8 +4,8 @@
 use super::error::{Result, StoreError};
 use super::schema::{self, Found};
 use super::{
-    AttemptFilter, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, Store,
-    TargetStatus, config, ledger, live, meters,
+    AttemptFilter, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SessionStatus,
+    Store, TargetStatus, config, ledger, live, meters,
 };
 use crate::domain::{Attempt, Host, ScalePolicy, Target};
 use crate::timefmt::Millis;
@@ -268,6 +268,15 @@ impl Store for SqliteStore {
     }
     fn target_statuses(&self) -> Result<Vec<TargetStatus>> {
         self.wrap(live::target_statuses(&self.conn))
+    }
+    fn put_session_status(&self, status: &SessionStatus) -> Result<()> {
+        self.wrap(live::put_session_status(&self.conn, status))
+    }
+    fn session_statuses(&self) -> Result<Vec<SessionStatus>> {
+        self.wrap(live::session_statuses(&self.conn))
+    }
+    fn delete_session_status(&self, profile: &str) -> Result<()> {
+        self.wrap(live::delete_session_status(&self.conn, profile))
     }
     fn put_heartbeat(&self, heartbeat: &Heartbeat) -> Result<()> {
         self.wrap(live::put_heartbeat(&self.conn, heartbeat))

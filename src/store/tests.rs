@@ -627,3 +627,80 @@ fn live_meters_are_upserted_with_a_bounded_ring_and_go_when_cleaned() {
         .unwrap();
     assert_eq!(s.live_meters().unwrap().len(), 1);
 }
+
+fn session_row(profile: &str, phase: crate::domain::SessionPhase, at: Millis) -> SessionStatus {
+    SessionStatus {
+        profile: profile.into(),
+        target: "octo".into(),
+        session: crate::domain::SessionState {
+            phase: phase.into(),
+            scale_set_id: Some(3),
+            session_id: Some("a1b2-c3d4".into()),
+            held_since: Some(at - 60_000),
+            last_message_id: Some(42),
+            last_message_at: Some(at - 5_000),
+            last_poll_at: Some(at - 1_000),
+            reason: None,
+            retry_at: None,
+        },
+        updated_at: at,
+    }
+}
+
+#[test]
+fn session_rows_are_one_per_profile_overwritten_and_go_with_the_profile() {
+    use crate::domain::{Reported, SessionPhase};
+    let (s, _, _) = seeded();
+    assert!(s.session_statuses().unwrap().is_empty());
+    s.put_session_status(&session_row("linux", SessionPhase::Held, 10_000))
+        .unwrap();
+    let mut conflict = session_row("linux", SessionPhase::Conflict, 20_000);
+    conflict.session.session_id = None;
+    conflict.session.held_since = None;
+    conflict.session.reason = Some("another listener holds it (owner x)".into());
+    conflict.session.retry_at = Some(32_000);
+    s.put_session_status(&conflict).unwrap();
+    assert_eq!(s.session_statuses().unwrap(), vec![conflict.clone()]);
+    s.put_session_status(&session_row("other", SessionPhase::Opening, 1))
+        .unwrap();
+    s.delete_session_status("other").unwrap();
+    assert_eq!(s.session_statuses().unwrap().len(), 1);
+    // A word another build wrote is kept as written.
+    s.connection()
+        .execute("UPDATE scaleset_sessions SET phase = 'parked'", [])
+        .unwrap();
+    assert_eq!(
+        s.session_statuses().unwrap()[0].session.phase,
+        Reported::Unrecognized("parked".into())
+    );
+    s.remove_profile("linux").unwrap();
+    assert!(s.session_statuses().unwrap().is_empty());
+}
+
+#[test]
+fn a_version_9_store_gains_the_session_rows() {
+    let d = TempDir::new("migrate-v9");
+    std::fs::create_dir_all(&d.0).unwrap();
+    {
+        let c = rusqlite::Connection::open(d.0.join(DB_FILE)).unwrap();
+        let mut script = format!("PRAGMA application_id = {};", schema::APPLICATION_ID);
+        for m in &schema::MIGRATIONS[..9] {
+            script.push_str(m);
+        }
+        script.push_str("PRAGMA user_version = 9;");
+        c.execute_batch(&script).unwrap();
+        c.execute_batch("INSERT INTO kv VALUES ('scaleset:octo:3:session', 'a1b2-c3d4');")
+            .unwrap();
+    }
+    let s = SqliteStore::open(&d.0).unwrap();
+    assert_eq!(s.schema_version().unwrap(), 10);
+    assert!(s.session_statuses().unwrap().is_empty());
+    // What the listener recorded before is untouched.
+    assert_eq!(
+        s.kv_get("scaleset:octo:3:session").unwrap().as_deref(),
+        Some("a1b2-c3d4")
+    );
+    let row = session_row("linux", crate::domain::SessionPhase::Held, 5);
+    s.put_session_status(&row).unwrap();
+    assert_eq!(s.session_statuses().unwrap(), vec![row]);
+}

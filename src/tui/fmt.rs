@@ -3,16 +3,7 @@
 
 use crate::timefmt::Millis;
 
-/// `42s`, `3m12s`, `2h05m`, `3d04h`: two units at most, so columns stay narrow.
-pub fn age(ms: Millis) -> String {
-    let s = ms.max(0) / 1000;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..86_400 => format!("{}h{:02}m", s / 3600, (s / 60) % 60),
-        _ => format!("{}d{:02}h", s / 86_400, (s / 3600) % 24),
-    }
-}
+pub use crate::timefmt::age;
 
 /// Sizes in the CLI's human units (`612 MiB`), so `top`, `attempts` and
 /// `attempt show` say the same figure the same way.

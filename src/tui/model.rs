@@ -1,8 +1,11 @@
 //! The model the views draw: one read of the store at a given `now`, prepared for
-//! every view, so rendering and key handling are tested without a terminal. Loading
+//! every view, so rendering and key handling are tested without a terminal (scale set
+//! profiles carry their session). Loading
 //! is a handful of short read transactions; the store is never written here.
 
-use crate::domain::{Attempt, AttemptState, Host, Reported, ScalePolicy, TargetMode};
+use crate::domain::{
+    Attempt, AttemptState, DemandSource, Host, Reported, ScalePolicy, SessionState, TargetMode,
+};
 use crate::meter::LiveMeter;
 use crate::store::{
     AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, SqliteStore, Store,
@@ -11,9 +14,8 @@ use crate::store::{
 use crate::timefmt::Millis;
 use std::collections::BTreeMap;
 
-/// A heartbeat older than this means the daemon is gone (it beats every pass, and a
-/// pass is seconds apart); the same figure `status` uses.
-pub const HEARTBEAT_STALE_MS: Millis = 60_000;
+/// A heartbeat older than this means the daemon is gone; the same figure `status` uses.
+pub use crate::store::HEARTBEAT_STALE_MS;
 
 /// How far back the pictures look.
 pub const PICTURE_WINDOW_MS: Millis = 10 * 60_000;
@@ -47,6 +49,9 @@ pub struct ProfileRow {
     pub mode: Option<Reported<TargetMode>>,
     pub status: Option<ProfileStatus>,
     pub counts: Counts,
+    /// A `demand=scaleset` profile's session as the daemon last recorded it; `None`
+    /// for other profiles, and before (or without) a listener on this host.
+    pub session: Option<SessionState>,
 }
 
 /// One target's name and what the daemon last said about it.
@@ -135,6 +140,7 @@ impl Snapshot {
             .collect();
         meters.retain(|id, _| live_ids.contains(id));
         let pstat = store.profile_statuses()?;
+        let sessions = store.session_statuses()?;
         let profiles = store
             .profiles()?
             .into_iter()
@@ -161,6 +167,10 @@ impl Snapshot {
                         .map(|s| s.mode.clone()),
                     status: pstat.iter().find(|s| s.profile == p.name).cloned(),
                     counts,
+                    session: sessions
+                        .iter()
+                        .find(|s| s.profile == p.name && p.demand == DemandSource::Scaleset)
+                        .map(|s| s.session.clone()),
                     policy: p,
                 }
             })
@@ -196,7 +206,7 @@ impl Snapshot {
     pub fn daemon_alive(&self) -> bool {
         self.heartbeat
             .as_ref()
-            .is_some_and(|b| self.now - b.heartbeat_at < HEARTBEAT_STALE_MS)
+            .is_some_and(|b| b.alive_at(self.now))
     }
 
     /// Runners that may be alive, across all profiles: what counts against capacity.

@@ -1,5 +1,6 @@
 //! The Overview pane: the host (capacity, daemon, each target's mode) and one row per
-//! profile, with the selected profile's labels and last error in full below. Where
+//! profile (a scale set profile's session state when wide), with the selected
+//! profile's labels, last error and scale set session in full below. Where
 //! the window has room (as btop or k9s use it), the live attempts with their meters
 //! and a chart of the selected profile's queued jobs against live runners fill the
 //! rest, each growing with the window.
@@ -9,7 +10,7 @@ use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
 use super::model::{PICTURE_WINDOW_MS, ProfileRow, Snapshot};
-use crate::domain::{Reported, TargetMode};
+use crate::domain::{DemandSource, Reported, SessionPhase, TargetMode};
 use crate::timefmt::Millis;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
@@ -113,11 +114,16 @@ impl Component for OverviewView {
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
+        // A scale set profile's session takes a line of its own below.
+        let scaleset = self
+            .selected_row(cx.snap)
+            .is_some_and(|r| r.policy.demand == DemandSource::Scaleset);
+        let detail_h = if scaleset { 6 } else { 5 };
         if area.height < ROOMY_HEIGHT {
             let [host, table, detail] = Layout::vertical([
                 Constraint::Length(5),
                 Constraint::Fill(1),
-                Constraint::Length(5),
+                Constraint::Length(detail_h),
             ])
             .areas(area);
             draw_host(f, host, cx);
@@ -131,7 +137,7 @@ impl Component for OverviewView {
         let [host, table, detail, rest] = Layout::vertical([
             Constraint::Length(5),
             Constraint::Length(table_h),
-            Constraint::Length(5),
+            Constraint::Length(detail_h),
             Constraint::Fill(1),
         ])
         .areas(area);
@@ -145,6 +151,26 @@ impl Component for OverviewView {
         };
         draw_live(f, live, cx);
         self.draw_chart(f, chart, cx);
+    }
+}
+
+/// A profile's session in one word and its colour: `held` good, `conflict` and
+/// `failing` (or a held session whose polls fail) bad, `-` for a REST profile, one
+/// with no listener here, or with no daemon running.
+fn session_word(r: &ProfileRow, cx: &Ctx) -> (String, ratatui::style::Style) {
+    let th = &cx.theme;
+    match &r.session {
+        Some(s) if cx.snap.daemon_alive() => {
+            let style = if s.is_troubled() {
+                th.bad()
+            } else if s.phase == SessionPhase::Held.into() {
+                th.good()
+            } else {
+                th.quiet()
+            };
+            (s.phase.to_string(), style)
+        }
+        _ => ("-".into(), th.quiet()),
     }
 }
 
@@ -318,6 +344,7 @@ impl OverviewView {
             // The error takes the room left over, not LIMITED BY; it gives way first
             // when there is none, being shown in full under the table.
             cols.last_mut().unwrap().grow = false;
+            cols.push(Col::fixed("SESSION"));
             cols.push(Col::grow("LAST ERROR", 10).keep(0));
         }
         let rows: Vec<Vec<Span>> = snap
@@ -349,6 +376,8 @@ impl OverviewView {
                 cells.push(Span::raw(p.max_capacity.to_string()));
                 cells.push(Span::raw(fmt::or_dash(st, |s| s.limiting.to_string())));
                 if wide {
+                    let (word, style) = session_word(r, cx);
+                    cells.push(Span::styled(word, style));
                     let err = st.and_then(|s| s.last_error.clone());
                     cells.push(Span::styled(err.unwrap_or_else(|| "-".into()), th.bad()));
                 }
@@ -439,24 +468,36 @@ impl OverviewView {
         };
         let p = &r.policy;
         let st = r.status.as_ref();
-        let lines = vec![
-            Line::from(vec![
-                Span::styled("labels ", th.title()),
-                Span::raw(r.user_labels.join(",")),
-                Span::raw(if p.default_labels { " + defaults" } else { "" }),
-                Span::styled("  min ", th.title()),
-                Span::raw(p.min_capacity.to_string()),
-                Span::styled("  rev ", th.title()),
-                Span::raw(p.revision.to_string()),
-            ]),
-            Line::from(vec![
-                Span::styled("error  ", th.title()),
-                match st.and_then(|s| s.last_error.as_ref()) {
-                    Some(e) => Span::styled(e.clone(), th.bad()),
-                    None => Span::raw("none"),
-                },
-            ]),
-        ];
+        let mut lines = vec![Line::from(vec![
+            Span::styled("labels ", th.title()),
+            Span::raw(r.user_labels.join(",")),
+            Span::raw(if p.default_labels { " + defaults" } else { "" }),
+            Span::styled("  min ", th.title()),
+            Span::raw(p.min_capacity.to_string()),
+            Span::styled("  rev ", th.title()),
+            Span::raw(p.revision.to_string()),
+        ])];
+        // Before the error, so a long error's wrapping never hides it.
+        if p.demand == DemandSource::Scaleset {
+            let (text, style) = match &r.session {
+                _ if !cx.snap.daemon_alive() => {
+                    ("not held: the daemon is not running".into(), th.quiet())
+                }
+                None => ("no listener on this host".into(), th.quiet()),
+                Some(s) => (s.describe(cx.snap.now), session_word(r, cx).1),
+            };
+            lines.push(Line::from(vec![
+                Span::styled("session ", th.title()),
+                Span::styled(text, style),
+            ]));
+        }
+        lines.push(Line::from(vec![
+            Span::styled("error  ", th.title()),
+            match st.and_then(|s| s.last_error.as_ref()) {
+                Some(e) => Span::styled(e.clone(), th.bad()),
+                None => Span::raw("none"),
+            },
+        ]));
         f.render_widget(
             Paragraph::new(lines)
                 .wrap(Wrap { trim: true })

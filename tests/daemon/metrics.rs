@@ -110,17 +110,7 @@ impl Spawned {
     /// The address the metrics listener bound, from its `metrics_listening` log line
     /// (so the test can ask for port 0 and never race for a free port).
     pub fn metrics_addr(&self) -> String {
-        let mut addr = None;
-        wait_until(SETTLE, "the metrics_listening log line", || {
-            addr = self
-                .log_text()
-                .lines()
-                .find(|l| l.contains("msg=metrics_listening"))
-                .and_then(|l| l.split(' ').find_map(|kv| kv.strip_prefix("addr=")))
-                .map(|a| a.trim_matches('"').to_string());
-            addr.is_some()
-        });
-        addr.unwrap()
+        metrics_addr_in(&self.log)
     }
 
     /// Waits (bounded) for the daemon to exit on its own.
@@ -149,6 +139,22 @@ impl Drop for Spawned {
     }
 }
 
+/// The address a daemon's metrics listener bound, from the `metrics_listening` line of
+/// its log (so a test can ask for port 0 and never race for a free port).
+pub(super) fn metrics_addr_in(log: &Path) -> String {
+    let mut addr = None;
+    wait_until(SETTLE, "the metrics_listening log line", || {
+        addr = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("msg=metrics_listening"))
+            .and_then(|l| l.split(' ').find_map(|kv| kv.strip_prefix("addr=")))
+            .map(|a| a.trim_matches('"').to_string());
+        addr.is_some()
+    });
+    addr.unwrap()
+}
+
 fn get(addr: &str, path: &str) -> (u16, String) {
     let r = request(
         &format!("http://{addr}"),
@@ -162,14 +168,14 @@ fn get(addr: &str, path: &str) -> (u16, String) {
     (r.status, String::from_utf8(r.body).expect("UTF-8"))
 }
 
-fn scrape(addr: &str) -> BTreeMap<String, Family> {
+pub(super) fn scrape(addr: &str) -> BTreeMap<String, Family> {
     let (status, text) = get(addr, "/metrics");
     assert_eq!(status, 200, "{text}");
     parse(&text).unwrap_or_else(|e| panic!("the exposition does not parse: {e}\n{text}"))
 }
 
 /// The value of the sample of `family` named `sample` with exactly `labels`.
-fn value(
+pub(super) fn value(
     fams: &BTreeMap<String, Family>,
     family: &str,
     sample: &str,

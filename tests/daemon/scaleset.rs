@@ -5,11 +5,15 @@
 //! session, recorded, is deleted by the restarted daemon, which opens its own at once;
 //! a session not ours (409) at startup is waited out, not crash-looped; SIGTERM ends
 //! the session even in the middle of a long poll; acks and acquires refused with 401
-//! are sent again after a session refresh; a reassigned job is served once. Two tests
-//! print figures: the scale set path against REST polling, and a SIGKILL's cost.
+//! are sent again after a session refresh; a reassigned job is served once; `status`,
+//! `target check`, `doctor` and the metrics show the session (held, its last message,
+//! a conflict's reason). Two tests print figures: the scale set path against REST
+//! polling, and a SIGKILL's cost.
 
+use super::metrics::{metrics_addr_in, scrape, value};
 use super::support::*;
 use runner_manager::domain::{AttemptState, DemandSource, ScalePolicy};
+use runner_manager::metrics::names;
 use runner_manager::scaleset::checkpoint_key;
 use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
 use runner_manager::store::Store;
@@ -171,6 +175,125 @@ fn sigkill_in_a_message_stream_loses_no_job() {
     assert!(w.stop_daemon().success());
 }
 
+/// The profile's `session` object of `status --json`.
+fn session_json(w: &World) -> serde_json::Value {
+    w.status_json()["profiles"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == PROFILE))
+        .map(|p| p["session"].clone())
+        .unwrap_or_default()
+}
+
+/// Issue 15: a scale set profile's session is shown wherever a REST profile's state
+/// is: `status --json` (raw values) and `status` (human units), `target check`,
+/// `doctor` and the metrics say it is held, since when, and what came last; the
+/// session's queue token is nowhere; SIGTERM leaves it recorded as closed.
+#[test]
+fn status_shows_the_session_held_with_its_last_message() {
+    let mut w = world("ss-state", 2, 2);
+    w.start_daemon_with(&["--metrics-listen", "127.0.0.1:0"]);
+    let set = wait_for_session(&w);
+    let job = enqueue(&w, "shown", 200);
+    wait_until(SETTLE, "the job served", || {
+        w.sim.job(job).unwrap().status == JobStatus::Completed
+    });
+    wait_until(SETTLE, "status showing the session with a message", || {
+        let s = session_json(&w);
+        s["held"] == true && s["last_message_id"].as_i64().unwrap_or(0) > 0
+    });
+    let s = session_json(&w);
+    assert_eq!(s["state"], "held", "{s}");
+    assert_eq!(s["scale_set_id"], set, "{s}");
+    assert_eq!(
+        w.sim.scaleset_session_ids(set),
+        [s["session_id"].as_str().unwrap()],
+        "{s}"
+    );
+    for at in [
+        "held_since",
+        "last_message_at",
+        "last_poll_at",
+        "updated_at",
+    ] {
+        assert!(
+            s[at].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{at}: {s}"
+        );
+    }
+    assert!(s["reason"].is_null() && s["retry_at"].is_null(), "{s}");
+    let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "held",
+            "held_since",
+            "last_message_at",
+            "last_message_id",
+            "last_poll_at",
+            "reason",
+            "retry_at",
+            "scale_set_id",
+            "session_id",
+            "state",
+            "updated_at"
+        ]
+    );
+
+    let human = w.cli_ok(&["status"]);
+    let row = human
+        .lines()
+        .skip_while(|l| !l.starts_with("SCALE SET"))
+        .find(|l| l.starts_with(PROFILE))
+        .unwrap_or_else(|| panic!("no session row:\n{human}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[1], "held", "{human}");
+    assert!(cells[3].starts_with('#') && cells[5] == "ago", "{human}");
+    let check = w.cli_ok(&["target", "check", "t"]);
+    assert!(
+        check.lines().any(|l| l.starts_with("ok")
+            && l.contains("scale set session")
+            && l.contains("held for")),
+        "{check}"
+    );
+    let doctor = String::from_utf8_lossy(&w.cli(&["doctor"]).stdout).to_string();
+    assert!(
+        doctor
+            .lines()
+            .any(|l| l.starts_with("ok") && l.contains("target t scale set session")),
+        "{doctor}"
+    );
+
+    let addr = metrics_addr_in(&w.daemon_log_path(1));
+    wait_until(SETTLE, "the session gauges", || {
+        let fams = scrape(&addr);
+        let of = |name| value(&fams, name, name, &[("profile", PROFILE)]);
+        of(names::SESSION_HELD) == Some(1.0)
+            && of(names::SINCE_MESSAGE).is_some_and(|v| v >= 0.0)
+            && of(names::SINCE_POLL).is_some_and(|v| v >= 0.0)
+    });
+
+    // The session's token (the secret that reads its queue) is shown nowhere.
+    let tokens = w.sim.scaleset_queue_tokens(set);
+    assert!(!tokens.is_empty());
+    let shown = format!(
+        "{}{human}{check}{doctor}{}",
+        w.cli_ok(&["--json", "status"]),
+        serde_json::to_string(&format!("{:?}", w.store().session_statuses().unwrap())).unwrap()
+    );
+    for t in &tokens {
+        assert!(!shown.contains(t.as_str()), "a queue token was shown");
+    }
+
+    assert!(w.stop_daemon().success());
+    let s = session_json(&w);
+    assert_eq!(s["state"], "closed", "{s}");
+    assert_eq!(s["held"], false, "{s}");
+    assert!(
+        s["session_id"].is_null() && s["last_message_id"].as_i64() > Some(0),
+        "{s}"
+    );
+}
+
 /// A session that is not ours (another host, another manager: no record of ours names
 /// it) is waited out with backoff, its holder named in `status`, and never deleted.
 #[test]
@@ -196,6 +319,42 @@ fn a_session_not_ours_at_startup_is_waited_out_not_crash_looped() {
             e.contains("holds this scale set's message session") && e.contains(foreign)
         })
     });
+    // So does its session: in conflict, the reason naming the other owner, the next
+    // try; and `target check` fails on it, `doctor` warns, both naming the owner.
+    wait_until(SETTLE, "the session in conflict", || {
+        let s = session_json(&w);
+        s["state"] == "conflict"
+            && s["held"] == false
+            && s["reason"].as_str().is_some_and(|r| {
+                r.contains("RunnerScaleSetSessionConflictException") || r.contains(foreign)
+            })
+            && s["retry_at"].is_string()
+    });
+    let check = w.cli(&["target", "check", "t"]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("FAIL")
+            && l.contains("scale set session")
+            && l.contains("conflict")
+            && l.contains(foreign)),
+        "{text}"
+    );
+    let doctor = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("WARN")
+            && l.contains("target t scale set session")
+            && l.contains(foreign)),
+        "{text}"
+    );
+    let human = w.cli_ok(&["status"]);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with(PROFILE) && l.contains("conflict") && l.contains(foreign)),
+        "{human}"
+    );
     let job = enqueue(&w, "after-409", 200);
     wait_until(
         SETTLE,
@@ -216,6 +375,10 @@ fn a_session_not_ours_at_startup_is_waited_out_not_crash_looped() {
     assert_eq!(w.sim.scaleset_sessions(set), 1);
     wait_until(SETTLE, "the conflict gone from status", || {
         profile_error(&w).is_none()
+    });
+    wait_until(SETTLE, "the session held again", || {
+        let s = session_json(&w);
+        s["state"] == "held" && s["reason"].is_null()
     });
     w.wait_settled(&[REPO]);
     w.check_invariants(&[REPO]);

@@ -230,6 +230,11 @@ impl World {
     }
 
     pub fn start_daemon(&mut self) {
+        self.start_daemon_with(&[]);
+    }
+
+    /// Starts the daemon with more options (`--metrics-listen 127.0.0.1:0`).
+    pub fn start_daemon_with(&mut self, extra: &[&str]) {
         assert!(self.daemon.is_none(), "a daemon already runs");
         self.daemon_runs += 1;
         let log = std::fs::File::create(self.daemon_log_path(self.daemon_runs)).unwrap();
@@ -237,6 +242,7 @@ impl World {
             .arg("--state-dir")
             .arg(&self.dir)
             .args(["daemon", "--log-level", "debug", "--drain-timeout", "20"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

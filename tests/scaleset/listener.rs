@@ -1,10 +1,12 @@
 //! The listener: long poll 202 then 200, acks, redelivery of unacked messages, the
-//! persisted last message id across listener instances, and each session fault.
+//! persisted last message id across listener instances, each session fault, and the
+//! session state it reports for `status`.
 
 use crate::support::*;
+use runner_manager::domain::SessionPhase;
 use runner_manager::scaleset::{
-    JobMessage, MemoryCheckpoint, ScaleSetError, ScaleSetListener, SessionCloser, StoreCheckpoint,
-    checkpoint_key, session_key,
+    JobMessage, MemoryCheckpoint, ScaleSetError, ScaleSetListener, SessionCloser, SessionWatch,
+    StoreCheckpoint, checkpoint_key, session_key,
 };
 use runner_manager::sim::{FaultAction, FaultRule};
 use runner_manager::store::{SqliteStore, Store};
@@ -374,6 +376,59 @@ fn a_session_not_ours_is_waited_out_and_its_holder_named() {
     );
     assert_eq!(e.sim.scaleset_session_ids(s.id as u64), vec![holder.id]);
     assert!(cp.0.lock().unwrap().is_empty());
+}
+
+/// Issue 15: what the listener reports of its session, as `status` shows it: in
+/// conflict with the holder named and a next try, then held (since it opened, kept
+/// across a token refresh) with its last poll and message, then closed.
+#[test]
+fn the_reported_session_state_follows_the_session() {
+    let e = env(200);
+    let s = e.client.ensure_scale_set(&spec("rm-state")).unwrap();
+    let holder = e.client.create_session(s.id, "someone-else").unwrap();
+    let watch = SessionWatch::default();
+    let mut l = listener(&e, "rm-state", MemoryCheckpoint::default()).watched_by(&watch);
+    assert_eq!(watch.get().phase, SessionPhase::Opening.into());
+    l.poll_once().unwrap_err();
+    let st = watch.get();
+    assert_eq!(st.phase, SessionPhase::Conflict.into(), "{st:?}");
+    assert!(
+        st.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("someone-else")),
+        "{st:?}"
+    );
+    assert!(st.retry_at.is_some() && st.session_id.is_none(), "{st:?}");
+    assert_eq!(st.scale_set_id, Some(s.id));
+
+    e.client.delete_session(s.id, &holder.id).unwrap();
+    l.poll_once().unwrap();
+    let st = watch.get();
+    assert_eq!(st.phase, SessionPhase::Held.into(), "{st:?}");
+    assert_eq!(st.session_id, e.sim.scaleset_session_ids(s.id as u64).pop());
+    assert!(
+        st.held_since.is_some() && st.last_poll_at.is_some(),
+        "{st:?}"
+    );
+    assert!(st.reason.is_none() && st.retry_at.is_none(), "{st:?}");
+    assert_eq!((st.last_message_id, st.last_message_at), (None, None));
+    assert_eq!(l.session_state(), st);
+
+    // A refreshed queue token is the same session: held since it opened.
+    e.sim.expire_queue_tokens();
+    e.sim.enqueue_job(REPO, "reported", &["rm-state"], 0);
+    let (id, _) = assigned_names(&mut l);
+    let after = watch.get();
+    assert_eq!(after.held_since, st.held_since);
+    assert_eq!(after.session_id, st.session_id);
+    assert_eq!(after.last_message_id, Some(id));
+    assert!(after.last_message_at.is_some());
+
+    l.close().unwrap();
+    let closed = watch.get();
+    assert_eq!(closed.phase, SessionPhase::Closed.into());
+    assert_eq!((closed.session_id, closed.held_since), (None, None));
+    assert_eq!(closed.last_message_id, Some(id));
 }
 
 #[test]

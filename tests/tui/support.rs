@@ -4,12 +4,12 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use runner_manager::domain::{
-    AttemptState, CredentialRef, Limit, Outcome, Reason, Reported, ScalePolicy, Target, TargetMode,
-    TargetScope,
+    AttemptState, CredentialRef, DemandSource, Limit, Outcome, Reason, Reported, ScalePolicy,
+    SessionPhase, SessionState, Target, TargetMode, TargetScope,
 };
 use runner_manager::store::{
-    Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SqliteStore, Store,
-    TargetStatus,
+    Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SessionStatus, SqliteStore,
+    Store, TargetStatus,
 };
 use runner_manager::timefmt::Millis;
 use runner_manager::tui::theme::Theme;
@@ -103,7 +103,8 @@ pub fn attempt(
     a.id
 }
 
-/// Three profiles on two targets, attempts in every kind of state, the daemon's status
+/// Three profiles on two targets (`mac` takes its demand from a scale set, whose
+/// session another owner holds), attempts in every kind of state, the daemon's status
 /// rows, a heartbeat, and ten minutes of samples.
 pub fn seed(store: &dyn Store) {
     use AttemptState::*;
@@ -124,10 +125,32 @@ pub fn seed(store: &dyn Store) {
         .unwrap();
     profile(store, "linux", "octo", &["gpu"], 4);
     profile(store, "arm", "octo", &["arm64", "big"], 2);
-    profile(store, "mac", "acme", &["xcode"], 1);
+    let h = store.host_or_create().unwrap();
+    let mut mac = ScalePolicy::new("mac", "acme", &h.id);
+    mac.set_labels("labels", &["xcode".into()], &h.os, &h.arch)
+        .unwrap();
+    mac.max_capacity = 1;
+    mac.demand = DemandSource::Scaleset;
+    store.add_profile(&mac).unwrap();
     let mut arm = store.profile("arm").unwrap();
     arm.active = false;
     store.update_profile(&arm, arm.revision).unwrap();
+    store
+        .put_session_status(&SessionStatus {
+            profile: "mac".into(),
+            target: "acme".into(),
+            session: SessionState {
+                phase: SessionPhase::Conflict.into(),
+                scale_set_id: Some(7),
+                last_message_id: Some(41),
+                last_poll_at: Some(NOW - 95_000),
+                reason: Some("another listener holds this scale set's message session (409: owner runner-manager@other)".into()),
+                retry_at: Some(NOW + 12_000),
+                ..SessionState::default()
+            },
+            updated_at: NOW - 2_000,
+        })
+        .unwrap();
 
     attempt(
         store,
