@@ -167,22 +167,27 @@ fn bash_complete_with_books(d: &Dir, words: &[&str]) -> Vec<String> {
     out
 }
 
-#[test]
-fn bash_completes_names_from_the_books_and_setting_keys() {
-    let d = Dir::new("compl-names");
-    let tok = d.file("token", "secret-token-value");
+/// A state directory whose books hold target `octo` and these profiles.
+fn books(tag: &str, profiles: &[&str]) -> Dir {
+    let d = Dir::new(tag);
     d.ok(&[
         "target",
         "add",
         "octo",
         "--repo",
         "octo/app",
-        "--token-file",
-        &tok,
+        "--token-env",
+        "GH",
     ]);
-    for name in ["linux", "gpu"] {
+    for name in profiles {
         d.ok(&["profile", "add", name, "--target", "octo", "--labels", "x"]);
     }
+    d
+}
+
+#[test]
+fn bash_completes_names_from_the_books_and_setting_keys() {
+    let d = books("compl-names", &["linux", "gpu"]);
     let mut names = bash_complete_with_books(&d, &["profile", "set", ""]);
     names.sort();
     assert_eq!(names, vec!["gpu", "linux"]);
@@ -243,19 +248,7 @@ fn fish_completes_names_and_keys_from_the_books() {
         eprintln!("fish is not installed: skipped");
         return;
     }
-    let d = Dir::new("compl-fish");
-    d.ok(&[
-        "target",
-        "add",
-        "octo",
-        "--repo",
-        "octo/app",
-        "--token-env",
-        "GH",
-    ]);
-    d.ok(&[
-        "profile", "add", "linux", "--target", "octo", "--labels", "x",
-    ]);
+    let d = books("compl-fish", &["linux"]);
     let f = d.path("c.fish");
     std::fs::write(&f, script("fish")).unwrap();
     let state = d.state();
