@@ -408,6 +408,7 @@ fn route_request(
             let id = st
                 .scalesets
                 .add_scale_set(&name, scope, group, labels, disable, now);
+            st.scaleset_created(id);
             let s = st.scalesets.scale_sets[&id].clone();
             (200, Some(scale_set_json(&st, &s)))
         }

@@ -319,6 +319,27 @@ impl State {
         }
     }
 
+    /// Hook: a scale set was created. The service matches jobs still waiting for a
+    /// runner to it as it does to a runner that registers later: each queued job that
+    /// no scale set holds yet, and that fits this one, is offered to it now, so a job
+    /// queued before its scale set existed (a listener that restarted in between) is
+    /// not left waiting for ever.
+    pub fn scaleset_created(&mut self, scale_set_id: u64) {
+        let Some(set) = self.scalesets.scale_sets.get(&scale_set_id) else {
+            return;
+        };
+        let (scope, labels) = (set.scope.clone(), set.labels.clone());
+        let mut waiting: Vec<u64> = self
+            .jobs
+            .values()
+            .filter(|j| j.status == JobStatus::Queued && !self.scalesets.jobs.contains_key(&j.id))
+            .filter(|j| scope_has_repo(&scope, &j.repo) && labels_fit(&j.labels, &labels))
+            .map(|j| j.id)
+            .collect();
+        waiting.sort_unstable();
+        self.scaleset_jobs_queued(&waiting);
+    }
+
     /// Acquires offered jobs of a scale set; returns the ids granted.
     pub fn scaleset_acquire(&mut self, scale_set_id: u64, ids: &[u64]) -> Vec<u64> {
         let mut granted = Vec::new();

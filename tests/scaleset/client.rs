@@ -3,7 +3,7 @@
 
 use crate::support::*;
 use runner_manager::domain::runner_name;
-use runner_manager::scaleset::{Exception, Removed};
+use runner_manager::scaleset::{Exception, JobMessage, Removed};
 use runner_manager::sim::{FaultAction, FaultRule};
 
 const REGISTER: &str = "/actions/runner-registration";
@@ -186,6 +186,35 @@ fn sessions_expire_and_unacked_messages_go_again_to_a_new_session() {
     e.client.delete_session(s.id, &b.id).unwrap();
     let c = e.client.create_session(s.id, "owner-c").unwrap();
     assert!(e.client.get_message(&c, 0, 5).unwrap().is_none());
+}
+
+#[test]
+fn a_job_queued_before_its_scale_set_existed_is_offered_once_it_does() {
+    let e = env(100);
+    // Queued while no scale set fits it (a listener that restarted in between): the
+    // service matches it to the scale set created later, as to a runner that registers
+    // later; a job that fits no scale set stays unoffered.
+    e.sim.enqueue_job(REPO, "early", &["rm-late"], 0);
+    e.sim.enqueue_job(REPO, "other", &["something-else"], 0);
+    let s = e.client.ensure_scale_set(&spec("rm-late")).unwrap();
+    let a = e.client.create_session(s.id, "owner-a").unwrap();
+    let m = e
+        .client
+        .get_message(&a, 0, 5)
+        .unwrap()
+        .expect("the early job's message");
+    let offered: Vec<&str> = m
+        .jobs
+        .iter()
+        .filter_map(|j| match j {
+            JobMessage::Available { job, .. } | JobMessage::Assigned { job } => {
+                Some(job.display_name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(offered, vec!["early"], "{m:?}");
+    assert!(e.client.get_message(&a, m.id, 5).unwrap().is_none());
 }
 
 #[test]
