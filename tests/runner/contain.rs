@@ -843,6 +843,10 @@ fn test_user_blocks_exclude_uids_another_process_holds() {
                 "echo held; exec sleep 300",
             ])
             .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            // flock(1) runs the command in a child: the whole group is ended below,
+            // so no `sleep` outlives the test holding the lock (and CI's output pipe).
+            .process_group(0)
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -866,7 +870,8 @@ fn test_user_blocks_exclude_uids_another_process_holds() {
             b.range()
         );
     }
-    proc_.kill().unwrap();
+    // SAFETY: kill(2) on the process group the holder leads; no memory is involved.
+    unsafe { libc::kill(-(proc_.id() as i32), libc::SIGKILL) };
     proc_.wait().unwrap();
 }
 
