@@ -145,14 +145,12 @@ pub struct Kept {
 impl Kept {
     pub fn read(dir: &Path, h: &Host) -> Kept {
         let logs = list_logs(dir);
-        let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
-        let db = crate::store::DB_FILE;
         Kept {
             retention_secs: h.retention_secs,
             logs_bytes: logs.iter().map(|l| l.bytes).sum(),
             logs_attempts: logs.len(),
             logs_max_bytes: h.logs_max_bytes,
-            store_bytes: size(db) + size(&format!("{db}-wal")),
+            store_bytes: crate::store::disk_bytes(dir),
         }
     }
 

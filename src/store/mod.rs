@@ -18,6 +18,7 @@ mod upkeep;
 pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
+pub use upkeep::disk_bytes;
 
 use crate::domain::{
     Attempt, Host, Limit, Reported, ScalePolicy, SessionState, Target, TargetMode,

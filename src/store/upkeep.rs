@@ -2,8 +2,9 @@
 //! filesystem (incremental `auto_vacuum`, a few pages at a time so a pass never waits
 //! long), and the attempt ids the log sweep checks its files against.
 
-use super::SqliteStore;
 use super::error::Result;
+use super::{DB_FILE, SqliteStore};
+use std::path::Path;
 
 /// `PRAGMA auto_vacuum` value for incremental vacuum.
 const INCREMENTAL: i64 = 2;
@@ -55,19 +56,18 @@ impl SqliteStore {
         }
         Ok(free)
     }
+}
 
-    /// The store's bytes on disk: the database file and its write-ahead log.
-    pub fn disk_bytes(&self) -> (u64, u64) {
-        let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
-        let db = self.path().to_path_buf();
-        let mut wal = db.clone().into_os_string();
-        wal.push("-wal");
-        (size(&db), size(std::path::Path::new(&wal)))
-    }
+/// The store's bytes on disk in `state_dir`: the database file and its write-ahead
+/// log (what `status` and `doctor` show; read without opening the store).
+pub fn disk_bytes(state_dir: &Path) -> u64 {
+    let size = |name: &str| std::fs::metadata(state_dir.join(name)).map_or(0, |m| m.len());
+    size(DB_FILE) + size(&format!("{DB_FILE}-wal"))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::disk_bytes;
     use crate::store::tests::TempDir;
     use crate::store::{NewAttempt, SqliteStore, Store};
 
@@ -99,13 +99,13 @@ mod tests {
         s.connection()
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .unwrap();
-        let (full, _) = s.disk_bytes();
+        let full = disk_bytes(&d.0);
         assert!(s.prune_attempts(i64::MAX).unwrap() > 0);
         assert!(s.reclaim().unwrap() > 0, "pruned rows left free pages");
         s.connection()
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .unwrap();
-        let (after, _) = s.disk_bytes();
+        let after = disk_bytes(&d.0);
         assert!(after < full, "{after} < {full}");
         assert!(s.attempt_ids().unwrap().is_empty());
 
