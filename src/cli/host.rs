@@ -310,6 +310,92 @@ fn session_cells(row: Option<&SessionStatus>, daemon_alive: bool, now: Millis) -
     ]
 }
 
+/// `status`'s daemon line: running since when and its last pass, or when last seen.
+fn daemon_line(hb: Option<&crate::store::Heartbeat>, alive: bool) -> String {
+    match (hb, alive) {
+        (Some(b), true) => format!(
+            "running (pid {}, version {}, since {}, last pass {})",
+            b.pid,
+            b.version,
+            time(b.started_at),
+            time(b.heartbeat_at)
+        ),
+        (Some(b), false) => format!("not running (last seen {})", time(b.heartbeat_at)),
+        (None, _) => "not running".into(),
+    }
+}
+
+/// `status`'s targets: each one's mode, rate limit left and last error.
+fn targets_table(
+    targets: &[crate::domain::Target],
+    tstat: &[crate::store::TargetStatus],
+) -> String {
+    let trows: Vec<Vec<String>> = targets
+        .iter()
+        .map(|t| {
+            let st = tstat.iter().find(|s| s.target == t.name);
+            vec![
+                t.name.clone(),
+                t.scope.display(),
+                or_dash(st.map(|s| &s.mode)),
+                or_dash(st.and_then(|s| s.rate_limit_remaining)),
+                or_dash(st.and_then(|s| s.last_error.as_ref())),
+            ]
+        })
+        .collect();
+    table(
+        &["TARGET", "SCOPE", "MODE", "RATE LEFT", "LAST ERROR"],
+        &trows,
+    )
+}
+
+/// `status`'s profiles: live of max, min, meters added up, demand, limit, last error.
+fn profiles_table(
+    profiles: &[crate::domain::ScalePolicy],
+    pstat: &[crate::store::ProfileStatus],
+    live: &std::collections::BTreeMap<String, u32>,
+    meters: &std::collections::BTreeMap<String, crate::meter::Totals>,
+    alive: bool,
+) -> String {
+    let prows: Vec<Vec<String>> = profiles
+        .iter()
+        .map(|p| {
+            let st = pstat.iter().find(|s| s.profile == p.name);
+            vec![
+                p.name.clone(),
+                p.target.clone(),
+                super::profiles::state(p),
+                format!(
+                    "{}/{}",
+                    live.get(&p.name).copied().unwrap_or(0),
+                    p.max_capacity
+                ),
+                p.min_capacity.to_string(),
+                or_dash(meters.get(&p.name).map(|t| units::bytes(t.rss_bytes))),
+                or_dash(meters.get(&p.name).map(|t| units::percent(t.cpu_percent))),
+                or_dash(st.map(|s| s.demand)),
+                or_dash(st.map(|s| limit_shown(&s.limiting, alive))),
+                or_dash(st.and_then(|s| s.last_error.as_ref())),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "PROFILE",
+            "TARGET",
+            "STATE",
+            "LIVE/MAX",
+            "MIN",
+            "RSS",
+            "CPU",
+            "DEMAND",
+            "LIMITED BY",
+            "LAST ERROR",
+        ],
+        &prows,
+    )
+}
+
 pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliResult {
     let now = now_millis();
     let h = store.host_or_create()?;
@@ -328,17 +414,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
     out.emit(
         || {
-            let daemon = match (&hb, alive) {
-                (Some(b), true) => format!(
-                    "running (pid {}, version {}, since {}, last pass {})",
-                    b.pid,
-                    b.version,
-                    time(b.started_at),
-                    time(b.heartbeat_at)
-                ),
-                (Some(b), false) => format!("not running (last seen {})", time(b.heartbeat_at)),
-                (None, _) => "not running".into(),
-            };
+            let daemon = daemon_line(hb.as_ref(), alive);
             let mut s = output::block(&[
                 ("state_dir", dir.display().to_string()),
                 ("host", format!("{} ({})", h.name, h.id)),
@@ -352,61 +428,9 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("kept", kept.line()),
             ]);
             s.push('\n');
-            let trows: Vec<Vec<String>> = targets
-                .iter()
-                .map(|t| {
-                    let st = tstat.iter().find(|s| s.target == t.name);
-                    vec![
-                        t.name.clone(),
-                        t.scope.display(),
-                        or_dash(st.map(|s| &s.mode)),
-                        or_dash(st.and_then(|s| s.rate_limit_remaining)),
-                        or_dash(st.and_then(|s| s.last_error.as_ref())),
-                    ]
-                })
-                .collect();
-            s.push_str(&table(
-                &["TARGET", "SCOPE", "MODE", "RATE LEFT", "LAST ERROR"],
-                &trows,
-            ));
+            s.push_str(&targets_table(&targets, &tstat));
             s.push('\n');
-            let prows: Vec<Vec<String>> = profiles
-                .iter()
-                .map(|p| {
-                    let st = pstat.iter().find(|s| s.profile == p.name);
-                    vec![
-                        p.name.clone(),
-                        p.target.clone(),
-                        super::profiles::state(p),
-                        format!(
-                            "{}/{}",
-                            live.get(&p.name).copied().unwrap_or(0),
-                            p.max_capacity
-                        ),
-                        p.min_capacity.to_string(),
-                        or_dash(meters.get(&p.name).map(|t| units::bytes(t.rss_bytes))),
-                        or_dash(meters.get(&p.name).map(|t| units::percent(t.cpu_percent))),
-                        or_dash(st.map(|s| s.demand)),
-                        or_dash(st.map(|s| limit_shown(&s.limiting, alive))),
-                        or_dash(st.and_then(|s| s.last_error.as_ref())),
-                    ]
-                })
-                .collect();
-            s.push_str(&table(
-                &[
-                    "PROFILE",
-                    "TARGET",
-                    "STATE",
-                    "LIVE/MAX",
-                    "MIN",
-                    "RSS",
-                    "CPU",
-                    "DEMAND",
-                    "LIMITED BY",
-                    "LAST ERROR",
-                ],
-                &prows,
-            ));
+            s.push_str(&profiles_table(&profiles, &pstat, &live, &meters, alive));
             let srows: Vec<Vec<String>> = profiles
                 .iter()
                 .filter(|p| p.demand == DemandSource::Scaleset)
