@@ -132,6 +132,7 @@ impl Sim {
                 scaleset_queued: &BTreeMap::new(),
                 unfit: &self.unfit,
                 can_start: true,
+                rate_limited_until: None,
                 free_uids: None,
                 surplus: &HashSet::new(),
             };

@@ -132,10 +132,12 @@ pub fn sessions(m: &Metrics, store: &dyn Store, host_id: &str, now: Millis) {
     m.set_sessions(&figures);
 }
 
-/// A pass's demand per profile (queued jobs plus `min_capacity`).
+/// A pass's demand per profile (queued jobs plus `min_capacity`), and what limits
+/// each profile's starts, in the word `status` shows.
 pub fn demand(m: &Metrics, alloc: &Allocation) {
     for pa in &alloc.profiles {
         m.set_demand(&pa.profile, pa.demand as u64);
+        m.set_limited_by(&pa.profile, pa.limit.as_str());
     }
 }
 
@@ -237,6 +239,29 @@ pub fn is_fresh(now: Millis, last_tick: Millis, passes: impl IntoIterator<Item =
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_limit_has_its_series_and_one_is_set_at_a_time() {
+        use crate::domain::{Limit, NotReconciling};
+        let all = [
+            Limit::Demand,
+            Limit::MinCapacity,
+            Limit::MaxCapacity,
+            Limit::HostCapacity,
+            Limit::MonitorOnly,
+            Limit::NotReconciling(NotReconciling::Paused),
+            Limit::ForeignHost,
+            Limit::RateLimited(0),
+        ];
+        for l in &all {
+            assert!(crate::metrics::LIMITS.contains(&l.as_str()), "{l}");
+        }
+        let m = Metrics::new();
+        m.set_limited_by("linux", "max_capacity");
+        m.set_limited_by("linux", "rate_limited");
+        let v = |by| m.value(crate::metrics::names::LIMITED_BY, &[("profile", "linux"), ("by", by)]);
+        assert_eq!((v("rate_limited"), v("max_capacity")), (Some(1.0), Some(0.0)));
+    }
 
     #[test]
     fn freshness_needs_the_tick_and_every_loop() {

@@ -267,6 +267,7 @@ impl TargetLoop {
                 scaleset_queued: &scaleset_queued,
                 unfit: &unfit,
                 can_start,
+                rate_limited_until: self.rate_limited_until(now),
                 free_uids: free_uids.as_deref(),
                 surplus: &self.surplus,
             };
@@ -800,6 +801,25 @@ impl TargetLoop {
             }
         }
         self.set_error(e.to_string());
+    }
+
+    /// Until when GitHub's rate limit (or a `retry-after`) holds the target, if it
+    /// does now: the client's own, the credential's shared hold, or the loop's hold
+    /// when no deterministic error made it.
+    fn rate_limited_until(&self, now: Millis) -> Option<Millis> {
+        let loop_hold = if self.hold.failures == 0 {
+            self.hold.until
+        } else {
+            0
+        };
+        let until = self
+            .client
+            .as_ref()
+            .and_then(|c| c.rate_limit_snapshot().limited_until)
+            .unwrap_or(0)
+            .max(self.scaleset.shared_hold().until())
+            .max(loop_hold);
+        (until > now).then_some(until)
     }
 
     /// Records the client's rate-limit hold in the store, so a daemon restarted while

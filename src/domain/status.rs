@@ -39,6 +39,9 @@ pub enum Limit {
     NotReconciling(NotReconciling),
     /// The profile belongs to another host.
     ForeignHost,
+    /// GitHub's rate limit (or a `retry-after`) holds the target until this time
+    /// (unix ms): nothing is read or started before it, whatever the queue holds.
+    RateLimited(i64),
 }
 
 /// The variants without data, for lookups by word.
@@ -62,6 +65,7 @@ impl Limit {
             Limit::MonitorOnly => "monitor_only",
             Limit::NotReconciling(_) => "not_reconciling",
             Limit::ForeignHost => "foreign_host",
+            Limit::RateLimited(_) => "rate_limited",
         }
     }
 
@@ -77,6 +81,10 @@ impl Limit {
     pub fn parse(text: &str) -> Option<Limit> {
         if let Some(plain) = PLAIN_LIMITS.into_iter().find(|l| l.as_str() == text) {
             return Some(plain);
+        }
+        if let Some(until) = text.strip_prefix("rate_limited (until ") {
+            let until = crate::timefmt::parse_rfc3339(until.strip_suffix(')')?)?;
+            return Some(Limit::RateLimited(until));
         }
         let inner = text.strip_prefix("not_reconciling (")?.strip_suffix(')')?;
         Some(Limit::NotReconciling(match inner {
@@ -103,6 +111,11 @@ impl fmt::Display for Limit {
             Limit::NotReconciling(NotReconciling::Unfit(why)) => {
                 write!(f, "not_reconciling (unfit: {why})")
             }
+            Limit::RateLimited(until) => write!(
+                f,
+                "rate_limited (until {})",
+                crate::timefmt::format_rfc3339(*until)
+            ),
             other => f.write_str(other.as_str()),
         }
     }
@@ -219,6 +232,10 @@ mod tests {
                     "starts held: host: run_as (retry at 10:00)".into(),
                 )),
                 "not_reconciling (unfit: starts held: host: run_as (retry at 10:00))",
+            ),
+            (
+                Limit::RateLimited(1_796_130_303_000),
+                "rate_limited (until 2026-12-01T13:05:03Z)",
             ),
         ];
         for (limit, text) in all {

@@ -62,6 +62,10 @@ pub mod names {
     pub const RATE_LIMIT_REMAINING: &str = "runner_manager_github_rate_limit_remaining";
     pub const LINK_MODE: &str = "runner_manager_link_mode";
     pub const STARTS_HELD: &str = "runner_manager_starts_held";
+    pub const LIMITED_BY: &str = "runner_manager_limited_by";
+    pub const RATE_LIMIT_LIMIT: &str = "runner_manager_github_rate_limit_limit";
+    pub const RATE_LIMIT_RESET: &str = "runner_manager_github_rate_limit_reset_seconds";
+    pub const POLL_INTERVAL: &str = "runner_manager_poll_interval_seconds";
     pub const ISOLATION: &str = "runner_manager_isolation";
     pub const RSS_BYTES: &str = "runner_manager_runner_rss_bytes";
     pub const CPU_SECONDS: &str = "runner_manager_runner_cpu_seconds";
@@ -81,6 +85,19 @@ pub const LINK_MODES: &[&str] = &["standalone", "coordinated", "fallback"];
 
 /// The containment words (`domain::InEffect::word`); one of them is 1 at a time.
 pub const ISOLATION_MODES: &[&str] = &["uids", "none", "refused"];
+
+/// The words of what limits a profile's starts (`domain::Limit::as_str`), the `by`
+/// label of `runner_manager_limited_by`.
+pub const LIMITS: &[&str] = &[
+    "demand",
+    "min_capacity",
+    "max_capacity",
+    "host_capacity",
+    "monitor_only",
+    "not_reconciling",
+    "foreign_host",
+    "rate_limited",
+];
 
 /// One scale set profile's session, as [`Metrics::set_sessions`] takes it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -191,6 +208,32 @@ impl Metrics {
             STARTS_HELD,
             Kind::Gauge,
             "1 while a profile's starts are held after a start failed for a host reason",
+            &[],
+        );
+        m.register(
+            LIMITED_BY,
+            Kind::Gauge,
+            "What limits a profile's starts: 1 for the current one of the words `status` \
+             shows (demand, max_capacity, rate_limited...), by profile",
+            &[],
+        );
+        m.register(
+            RATE_LIMIT_LIMIT,
+            Kind::Gauge,
+            "GitHub primary rate limit per window, as last reported, by target",
+            &[],
+        );
+        m.register(
+            RATE_LIMIT_RESET,
+            Kind::Gauge,
+            "When GitHub's rate-limit window resets, unix seconds, as last reported, by target",
+            &[],
+        );
+        m.register(
+            POLL_INTERVAL,
+            Kind::Gauge,
+            "Seconds between a target's queue reads now: its poll_interval, stretched by \
+             the rate-limit budget governor when the budget thins",
             &[],
         );
         m.register(
@@ -427,6 +470,14 @@ impl Metrics {
     pub fn set_starts_held(&self, profile: &str, held: bool) {
         let v = if held { 1.0 } else { 0.0 };
         self.gauge_set(names::STARTS_HELD, &[("profile", profile)], v);
+    }
+
+    /// Sets `by` (one of [`LIMITS`]) to 1 for the profile and its other words to 0.
+    pub fn set_limited_by(&self, profile: &str, by: &str) {
+        for w in LIMITS {
+            let v = if *w == by { 1.0 } else { 0.0 };
+            self.gauge_set(names::LIMITED_BY, &[("profile", profile), ("by", w)], v);
+        }
     }
 
     /// Sets `mode` (one of [`ISOLATION_MODES`]) to 1 and the others to 0.

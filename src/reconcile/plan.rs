@@ -71,6 +71,9 @@ pub struct Observed<'a> {
     pub unfit: &'a BTreeMap<String, String>,
     /// The target may start runners (it has a client and no hold).
     pub can_start: bool,
+    /// GitHub's rate limit (or a `retry-after`) holds the target until then: the
+    /// profiles say so (`rate_limited`) rather than what they would be limited by.
+    pub rate_limited_until: Option<Millis>,
     /// With per-attempt uids: every usable uid of the range no open attempt holds, in
     /// the order to hand them out. `None` when runners do not get uids of their own.
     pub free_uids: Option<&'a [(u32, u32)]>,
@@ -268,6 +271,9 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
             }
         }
     }
+    if let Some(until) = o.rate_limited_until.filter(|u| *u > now) {
+        rate_limited(&mut allocation, until);
+    }
     let mut intents = Vec::new();
     let mut uids = o.free_uids.map(|u| u.iter().copied());
     let mut uids_used_up = None;
@@ -408,6 +414,31 @@ pub struct Fitness<'a> {
     pub scaleset_unready: &'a BTreeMap<String, String>,
 }
 
+/// Unfit until a read tells: the reasons a rate limit stands in for.
+const GROUP_NOT_YET_KNOWN: &str = "runner group visibility not yet known";
+const REPO_NOT_YET_KNOWN: &str = "repository visibility not yet known";
+
+/// A rate limit holds the target until `until`: every profile that would otherwise
+/// be limited by its demand or a ceiling is limited by it, to the second it ends, and
+/// starts nothing (the allocation would otherwise show starts that cannot happen, and
+/// `max_capacity` where the queue is only waiting for the limit to end).
+/// A fact not yet learnt (a visibility) is the rate limit's doing too: it is what
+/// keeps the fact from being read.
+fn rate_limited(allocation: &mut Allocation, until: Millis) {
+    let until = (until + 999) / 1000 * 1000;
+    for pa in &mut allocation.profiles {
+        let not_yet_known = matches!(
+            &pa.limit,
+            Limit::NotReconciling(NotReconciling::Unfit(why))
+                if why == GROUP_NOT_YET_KNOWN || why == REPO_NOT_YET_KNOWN
+        );
+        if pa.limit.reconciles() || not_yet_known {
+            pa.limit = Limit::RateLimited(until);
+            pa.to_start = 0;
+        }
+    }
+}
+
 /// Profiles that cannot start runners now, with the reason `status` shows, first
 /// reason first: isolation refused, starts held, no credentials, a public runner
 /// group or repository, a broken install, an unknown visibility, no scale set yet.
@@ -429,13 +460,13 @@ pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, String> {
         } else if scaleset_org && f.group_public.get(&p.name) == Some(&true) {
             Some(public_group.to_string())
         } else if scaleset_org && !f.group_public.contains_key(&p.name) {
-            Some("runner group visibility not yet known".to_string())
+            Some(GROUP_NOT_YET_KNOWN.to_string())
         } else if f.public_repo == Some(true) && !p.allow_public {
             Some(public_repo.to_string())
         } else if let Some(e) = f.install_errors.get(&p.name) {
             Some(format!("runner install: {e}"))
         } else if !f.org && f.public_repo.is_none() {
-            Some("repository visibility not yet known".to_string())
+            Some(REPO_NOT_YET_KNOWN.to_string())
         } else {
             f.scaleset_unready.get(&p.name).cloned()
         };
@@ -511,6 +542,7 @@ mod tests {
         scaleset_queued: BTreeMap<String, Vec<Millis>>,
         /// The host drains or the daemon stops (`Observed::draining`).
         draining: bool,
+        rate_limited_until: Option<Millis>,
     }
 
     impl Fixture {
@@ -528,6 +560,7 @@ mod tests {
                 scaleset: BTreeMap::new(),
                 scaleset_queued: BTreeMap::new(),
                 draining: false,
+                rate_limited_until: None,
             }
         }
 
@@ -548,11 +581,42 @@ mod tests {
                 scaleset_queued: &self.scaleset_queued,
                 unfit: &self.unfit,
                 can_start: true,
+                rate_limited_until: self.rate_limited_until,
                 free_uids: self.uids.as_deref(),
                 surplus: &self.surplus,
             };
             plan(&o, &mut LaunchBook::new(), now)
         }
+    }
+
+    #[test]
+    fn a_rate_limited_target_says_so_and_starts_nothing() {
+        let mut paused = profile("gpu", 2);
+        paused.active = false;
+        let mut f = Fixture::new(10, vec![profile("linux", 1), paused]);
+        f.jobs = (1..=3).map(|i| job(i, "linux", 0)).collect();
+        // Without the limit, the profile's ceiling is what stops it.
+        let free = f.plan(1_000);
+        assert_eq!(free.allocation.get("linux").unwrap().limit, Limit::MaxCapacity);
+        assert_eq!(free.intents.len(), 1);
+        // Held until 61.2 s: limited by the rate limit, to the second it ends.
+        f.rate_limited_until = Some(61_200);
+        let held = f.plan(1_000);
+        let linux = held.allocation.get("linux").unwrap();
+        assert_eq!(linux.limit, Limit::RateLimited(62_000));
+        assert_eq!((linux.to_start, held.intents.len()), (0, 0));
+        assert_eq!(
+            held.allocation.get("gpu").unwrap().limit,
+            Limit::NotReconciling(NotReconciling::Paused),
+            "a profile that would not start anyway keeps its own reason"
+        );
+        // A visibility the limit kept from being read is the limit's doing too.
+        f.unfit.insert("linux".into(), REPO_NOT_YET_KNOWN.into());
+        let held = f.plan(1_000);
+        assert_eq!(held.allocation.get("linux").unwrap().limit, Limit::RateLimited(62_000));
+        f.unfit.clear();
+        // A hold that has ended limits nothing.
+        assert_eq!(f.plan(61_200).intents.len(), 1);
     }
 
     fn attempt(id: i64, profile: &str, state: AttemptState) -> Attempt {

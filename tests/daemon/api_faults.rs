@@ -87,6 +87,27 @@ fn a_403_with_retry_after_is_obeyed() {
     assert!(w.stop_daemon().success());
 }
 
+/// Issue 20: while a `retry-after` holds the target, its profile is limited by the rate
+/// limit, to the second it ends, not by `max_capacity`, the queue or the repository's
+/// visibility the limit keeps it from reading.
+#[test]
+fn a_rate_limited_profile_says_so_in_status() {
+    let mut w = World::new("403-status", 4);
+    one_target_with_a_403_on_the_runs_list(&mut w, 120);
+    w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    wait_until(SETTLE, "the profile limited by the rate limit", || {
+        let st = w.status_json();
+        st["profiles"].as_array().unwrap().iter().any(|p| {
+            p["name"] == "p"
+                && p["limiting"]
+                    .as_str()
+                    .is_some_and(|l| l.starts_with("rate_limited (until 20"))
+        })
+    });
+    assert!(w.stop_daemon().success());
+}
+
 /// Regression (found by the chaos suite): a daemon killed while a `retry-after` holds
 /// forgot the hold, and the next one asked again at once.
 #[test]
