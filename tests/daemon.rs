@@ -8,6 +8,7 @@ mod daemon {
     pub mod support;
 
     mod api_faults;
+    mod budget;
     mod capacity;
     mod crash;
     mod labels;

@@ -325,7 +325,40 @@ fn daemon_line(hb: Option<&crate::store::Heartbeat>, alive: bool) -> String {
     }
 }
 
-/// `status`'s targets: each one's mode, rate limit left and last error.
+/// What is left of a target's rate-limit budget, as `status` shows it:
+/// `1234/5000, resets 14:05` (UTC), or only what is known.
+fn budget_cell(st: &crate::store::TargetStatus) -> String {
+    let reset = |ms: Millis| crate::timefmt::format_rfc3339(ms)[11..16].to_string();
+    match (
+        st.rate_limit_remaining,
+        st.rate_limit_limit,
+        st.rate_limit_reset,
+    ) {
+        (Some(r), Some(l), Some(at)) => format!("{r}/{l}, resets {}", reset(at)),
+        (Some(r), Some(l), None) => format!("{r}/{l}"),
+        (Some(r), None, _) => r.to_string(),
+        _ => "-".into(),
+    }
+}
+
+/// How often a target reads its queue now: `5s`, or `12s paced` when the budget
+/// governor stretched its `poll_interval` so the budget lasts to the reset.
+fn poll_cell(t: &crate::domain::Target, st: &crate::store::TargetStatus) -> String {
+    match st.poll_every_ms {
+        None => "-".into(),
+        Some(ms) => {
+            let secs = (ms + 999) / 1000;
+            if ms > t.poll_interval_secs as i64 * 1000 {
+                format!("{secs}s paced")
+            } else {
+                format!("{secs}s")
+            }
+        }
+    }
+}
+
+/// `status`'s targets: each one's mode, rate-limit budget, how often it reads its
+/// queue, and last error.
 fn targets_table(
     targets: &[crate::domain::Target],
     tstat: &[crate::store::TargetStatus],
@@ -338,13 +371,14 @@ fn targets_table(
                 t.name.clone(),
                 t.scope.display(),
                 or_dash(st.map(|s| &s.mode)),
-                or_dash(st.and_then(|s| s.rate_limit_remaining)),
+                st.map_or_else(|| "-".into(), budget_cell),
+                st.map_or_else(|| "-".into(), |s| poll_cell(t, s)),
                 or_dash(st.and_then(|s| s.last_error.as_ref())),
             ]
         })
         .collect();
     table(
-        &["TARGET", "SCOPE", "MODE", "RATE LEFT", "LAST ERROR"],
+        &["TARGET", "SCOPE", "MODE", "BUDGET", "POLL", "LAST ERROR"],
         &trows,
     )
 }
@@ -484,6 +518,14 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                         "scope": output::scope_json(&t.scope),
                         "mode": st.map(|s| s.mode.to_string()),
                         "rate_limit_remaining": st.and_then(|s| s.rate_limit_remaining),
+                        "rate_limit": st.map(|s| json!({
+                            "limit": s.rate_limit_limit,
+                            "remaining": s.rate_limit_remaining,
+                            "reset": s.rate_limit_reset.map(time),
+                        })),
+                        "poll_every_secs": st.and_then(|s| s.poll_every_ms).map(|ms| ms as f64 / 1000.0),
+                        "poll_paced": st.and_then(|s| s.poll_every_ms)
+                            .map(|ms| ms > t.poll_interval_secs as i64 * 1000),
                         "last_error": st.and_then(|s| s.last_error.clone()),
                         "updated_at": st.map(|s| time(s.updated_at)),
                     })

@@ -95,6 +95,8 @@ pub enum Done {
         /// When the read began: jobs that started after this may still be listed.
         read_at: Millis,
         result: Result<DemandRead, GhError>,
+        /// The rate-limit units it spent (GETs not answered 304).
+        units: u64,
     },
     Runners {
         result: Result<Vec<RegisteredRunner>, GhError>,
@@ -505,11 +507,15 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
                     jobs: jobs.to_vec(),
                 });
             };
+            // One read at a time per target, and the loop's other GETs wait for it:
+            // what the credential's GETs spent meanwhile is this read's cost.
+            let before = client.stats().get_units;
             let result = read_demand(&client, &target, &mut repos, any_public, read_at, &each_run);
             Done::Demand {
                 repos,
                 read_at,
                 result,
+                units: client.stats().get_units - before,
             }
         }
         Task::ListRunners { host_id } => Done::Runners {

@@ -172,11 +172,27 @@ pub fn github_observer(m: &Arc<Metrics>, target: &str) -> Observer {
     Arc::new(move |endpoint: &str, status: u16| m.github_request(&target, endpoint, status))
 }
 
-/// A target's per-pass gauges: the rate limit remaining as GitHub last said, and the
-/// link mode (standalone until the coordinator link reports otherwise).
-pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>) {
-    if let Some(r) = client.and_then(|c| c.rate_limit_snapshot().remaining) {
+/// A target's per-pass gauges: the rate limit as GitHub last said (remaining, size,
+/// reset), how often the queue is read now (`poll_every_ms`, when it reads one), and
+/// the link mode (standalone until the coordinator link reports otherwise).
+pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>, poll_every_ms: Option<i64>) {
+    let rate = client.map(|c| c.rate_limit_snapshot()).unwrap_or_default();
+    if let Some(r) = rate.remaining {
         m.set_rate_limit_remaining(name, r);
+    }
+    let t = [("target", name)];
+    if let Some(l) = rate.limit {
+        m.gauge_set(crate::metrics::names::RATE_LIMIT_LIMIT, &t, l as f64);
+    }
+    if let Some(r) = rate.reset {
+        m.gauge_set(
+            crate::metrics::names::RATE_LIMIT_RESET,
+            &t,
+            (r / 1000) as f64,
+        );
+    }
+    if let Some(p) = poll_every_ms {
+        m.gauge_set(crate::metrics::names::POLL_INTERVAL, &t, p as f64 / 1000.0);
     }
     m.set_link_mode(name, crate::domain::TargetMode::Standalone.as_str());
 }
@@ -259,8 +275,16 @@ mod tests {
         let m = Metrics::new();
         m.set_limited_by("linux", "max_capacity");
         m.set_limited_by("linux", "rate_limited");
-        let v = |by| m.value(crate::metrics::names::LIMITED_BY, &[("profile", "linux"), ("by", by)]);
-        assert_eq!((v("rate_limited"), v("max_capacity")), (Some(1.0), Some(0.0)));
+        let v = |by| {
+            m.value(
+                crate::metrics::names::LIMITED_BY,
+                &[("profile", "linux"), ("by", by)],
+            )
+        };
+        assert_eq!(
+            (v("rate_limited"), v("max_capacity")),
+            (Some(1.0), Some(0.0))
+        );
     }
 
     #[test]

@@ -20,13 +20,15 @@ use super::starter::{self, Started};
 use super::status_writer::StatusWriter;
 use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
+use crate::github::etag::Cached;
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
+use crate::reconcile::budget::{self, Budget, Pace, ReadCost};
 use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::plan::{self, Fitness, Observed, Plan, Seen};
 use crate::reconcile::watch;
 use crate::runner;
-use crate::store::{SqliteStore, Store, StoreError, TargetStatus};
+use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, select, tick};
@@ -76,6 +78,10 @@ pub struct TargetLoop {
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
     rng: u64,
+    /// What a read of the queue costs, for the budget governor.
+    read_cost: ReadCost,
+    /// How often the queue is read now (the governor's last word).
+    pace: Option<Pace>,
 }
 
 impl TargetLoop {
@@ -113,6 +119,8 @@ impl TargetLoop {
             install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
             rng: seed | 1,
+            read_cost: ReadCost::default(),
+            pace: None,
         })
     }
 
@@ -138,6 +146,7 @@ impl TargetLoop {
                 }
             }
             self.io.stop();
+            keep_etags(&self.store, &self.name, self.client.as_deref());
             return self.last_error.take();
         }
         loop {
@@ -165,6 +174,8 @@ impl TargetLoop {
         }
         self.close_sessions();
         self.io.stop();
+        // After the workers: a read that ended meanwhile is kept too.
+        keep_etags(&self.store, &self.name, self.client.as_deref());
         None
     }
 
@@ -288,7 +299,12 @@ impl TargetLoop {
         self.uids_used_up = plan.uids_used_up.clone();
         self.record_status(&plan, &profiles, mode, now)?;
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
-        metrics_feed::target(&self.shared.metrics, &self.name, self.client.as_deref());
+        metrics_feed::target(
+            &self.shared.metrics,
+            &self.name,
+            self.client.as_deref(),
+            self.pace.map(|p| p.every),
+        );
         self.scaleset.handed_over();
 
         // Act: each attempt's actions (the GitHub and disk part on a worker), then
@@ -516,8 +532,11 @@ impl TargetLoop {
                 repos,
                 read_at,
                 result,
+                units,
             } => {
                 self.queue.end_read(repos);
+                self.read_cost.observe(units);
+                self.persist_etags();
                 match result {
                     Ok(read) => self.take_queue(read, read_at),
                     Err(e) => self.note_error(&e, now),
@@ -621,14 +640,27 @@ impl TargetLoop {
         if self.runners.reading || now < self.queue.next_poll {
             return;
         }
-        self.queue.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
         // A coordinated target whose profiles are all directed reads no demand of
         // its own (the coordinator reads the queue once for the pool); one whose
-        // profiles all use scale sets reads no REST queue.
+        // profiles all use scale sets reads no REST queue, and a scale set's long
+        // poll costs no units: neither is paced.
         if all_directed(host, profiles, mode) || !plan::needs_rest_demand(profiles) {
+            self.pace = None;
+            self.queue.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
             self.queue.empty_at(now);
             return;
         }
+        let pace = self.pace_reads(&client, target, profiles, now);
+        if pace.stretched && !self.pace.is_some_and(|p| p.stretched) {
+            log_info!(
+                "polling_paced",
+                target = self.name,
+                every_ms = pace.every,
+                remaining = client.rate_limit_snapshot().remaining.unwrap_or(0)
+            );
+        }
+        self.pace = Some(pace);
+        self.queue.next_poll = now + pace.every;
         let repos = self.queue.begin_read();
         self.io.send(
             Task::ReadDemand {
@@ -638,6 +670,43 @@ impl TargetLoop {
             client,
             target,
         );
+    }
+
+    /// How often to read the queue so the credential's budget lasts to its reset,
+    /// keeping back what serving the queue needs (see `reconcile::budget`).
+    fn pace_reads(
+        &self,
+        client: &GitHubClient,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        now: Millis,
+    ) -> Pace {
+        let rate = client.rate_limit_snapshot();
+        let b = match (rate.limit, rate.remaining, rate.reset) {
+            (Some(limit), Some(remaining), Some(reset)) => Some(Budget {
+                limit,
+                remaining,
+                reset,
+            }),
+            _ => None,
+        };
+        let max: u64 = profiles
+            .iter()
+            .filter(|p| p.demand == crate::domain::DemandSource::Poll)
+            .map(|p| p.max_capacity as u64)
+            .sum();
+        let reserve = b.map_or(0, |b| {
+            budget::reserve(max, self.queue.jobs.len() as u64, b.limit)
+        });
+        let base = (target.poll_interval_secs as Millis) * 1000;
+        budget::pace(base, b, reserve, self.read_cost, now)
+    }
+
+    /// Writes what changed in the client's conditional-request cache to the store, so
+    /// the next daemon's first poll is answered with 304s (issue 20). A failed write
+    /// costs only that: the entries are written again when they change.
+    fn persist_etags(&self) {
+        keep_etags(&self.store, &self.name, self.client.as_deref());
     }
 
     /// Refreshes the public-repository guard's facts when due (at most hourly).
@@ -756,6 +825,19 @@ impl TargetLoop {
                     .flatten()
                     .and_then(|v| v.parse::<Millis>().ok())
                     .filter(|t| *t > now);
+                // What the last daemon's reads were answered with: its first poll
+                // costs 304s for whatever has not changed since.
+                match self.store.etags(&self.name) {
+                    Ok(kept) => client.seed_etags(kept.into_iter().map(|e| {
+                        let entry = Cached {
+                            etag: e.etag,
+                            body: e.body,
+                            link: e.link,
+                        };
+                        (e.url, entry)
+                    })),
+                    Err(e) => log_warn!("etags_not_read", target = self.name, error = e),
+                }
                 if let Some(t) = hold {
                     client.hold_until(t);
                     self.hold = self.hold.at_least(t);
@@ -849,14 +931,19 @@ impl TargetLoop {
         mode: TargetMode,
         now: Millis,
     ) -> Result<(), StoreError> {
+        let rate = self
+            .client
+            .as_ref()
+            .map(|c| c.rate_limit_snapshot())
+            .unwrap_or_default();
         let target = TargetStatus {
             target: self.name.clone(),
             mode: mode.into(),
             last_error: self.last_error.clone(),
-            rate_limit_remaining: self
-                .client
-                .as_ref()
-                .and_then(|c| c.rate_limit_snapshot().remaining.map(|r| r as i64)),
+            rate_limit_remaining: rate.remaining.map(|r| r as i64),
+            rate_limit_limit: rate.limit.map(|r| r as i64),
+            rate_limit_reset: rate.reset,
+            poll_every_ms: self.pace.map(|p| p.every),
             updated_at: now,
         };
         let last_error = |profile: &str| {
@@ -933,4 +1020,27 @@ fn scope(org_profiles: &Option<Vec<ScalePolicy>>) -> Scope<'_> {
 /// The store key of a target's rate-limit hold.
 fn hold_key(target: &str) -> String {
     format!("target:{target}:rate_limit_hold_until")
+}
+
+/// [`TargetLoop::persist_etags`], for `name`'s `client`.
+fn keep_etags(store: &SqliteStore, name: &str, client: Option<&GitHubClient>) {
+    let Some(client) = client else {
+        return;
+    };
+    let changes: Vec<EtagChange> = client
+        .take_etag_changes()
+        .into_iter()
+        .map(|(url, entry)| match entry {
+            Some(c) => EtagChange::Put(StoredEtag {
+                url,
+                etag: c.etag,
+                body: c.body,
+                link: c.link,
+            }),
+            None => EtagChange::Gone(url),
+        })
+        .collect();
+    if let Err(e) = store.save_etags(name, &changes) {
+        log_warn!("etags_not_kept", target = name, error = e);
+    }
 }

@@ -16,6 +16,7 @@ use crate::domain::{Target, TargetScope};
 use crate::secret::Secret;
 use crate::timefmt::{Millis, parse_rfc3339};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -64,6 +65,9 @@ pub struct ClientStats {
     pub requests: u64,
     /// Of which 304 Not Modified.
     pub not_modified: u64,
+    /// GETs answered with something other than a 304 on the credential's own budget
+    /// (what reading costs in rate-limit units; `GET /rate_limit` is free).
+    pub get_units: u64,
     /// Calls refused locally because the credential was rate limited.
     pub refused_while_limited: u64,
     /// Retries after a 5xx or a transport error.
@@ -390,6 +394,8 @@ impl GitHubClient {
                 st.stats.requests += 1;
                 if reply.status == 304 {
                     st.stats.not_modified += 1;
+                } else if c.method == "GET" && c.auth == Auth::Bearer && !c.ignore_limit {
+                    st.stats.get_units += 1;
                 }
                 if let Some(d) = reply.headers.get("date").and_then(parse_http_date) {
                     st.last_date = Some(d);
@@ -745,13 +751,42 @@ impl GitHubClient {
     }
 
     /// GETs and parses one resource.
-    pub(crate) fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, GhError> {
-        parse_json(&self.call(&Call::get(self.url(path)))?.body)
+    pub(crate) fn get_json<T: DeserializeOwned + Serialize>(
+        &self,
+        path: &str,
+    ) -> Result<T, GhError> {
+        let url = self.url(path);
+        let parsed = parse_json(&self.call(&Call::get(url.clone()))?.body)?;
+        self.compact_cached(&url, &parsed);
+        Ok(parsed)
+    }
+
+    /// Keeps what `parsed` declares, re-encoded, in place of the body cached for `url`
+    /// (see [`EtagCache::compact`]): the cache, and the store that keeps it, hold only
+    /// the fields the client reads.
+    fn compact_cached<T: Serialize>(&self, url: &str, parsed: &T) {
+        if let Ok(body) = serde_json::to_vec(parsed) {
+            lock(&self.state).etags.compact(url, body);
+        }
+    }
+
+    /// Entries kept from an earlier run (the daemon's store), so its first conditional
+    /// GETs can be answered with 304s.
+    pub fn seed_etags(&self, entries: impl IntoIterator<Item = (String, Cached)>) {
+        let mut st = lock(&self.state);
+        for (url, entry) in entries {
+            st.etags.seed(&url, entry);
+        }
+    }
+
+    /// The cache entries changed since the last call (`None`: dropped), to keep.
+    pub fn take_etag_changes(&self) -> Vec<(String, Option<Cached>)> {
+        lock(&self.state).etags.take_changes()
     }
 
     /// GETs every page of a listing (`per_page` must already be in `path`), following
     /// `Link: rel="next"` on our own origin only, up to `max_pages`.
-    pub(crate) fn get_pages<T: DeserializeOwned, U>(
+    pub(crate) fn get_pages<T: DeserializeOwned + Serialize, U>(
         &self,
         path: &str,
         mut take: impl FnMut(T) -> Vec<U>,
@@ -759,8 +794,10 @@ impl GitHubClient {
         let mut out = Vec::new();
         let mut url = self.url(path);
         for _ in 0..self.config.max_pages {
-            let reply = self.call(&Call::get(url))?;
-            out.extend(take(parse_json(&reply.body)?));
+            let reply = self.call(&Call::get(url.clone()))?;
+            let parsed = parse_json(&reply.body)?;
+            self.compact_cached(&url, &parsed);
+            out.extend(take(parsed));
             match reply.headers.get("link").and_then(next_link) {
                 Some(next) => {
                     if origin(&next).as_deref() != Some(self.origin.as_str()) {

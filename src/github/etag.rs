@@ -1,7 +1,9 @@
 //! The conditional-request cache: URL -> (ETag, body), so polling an unchanged
-//! resource costs a 304, which GitHub does not count against the rate limit.
+//! resource costs a 304, which GitHub does not count against the rate limit. It keeps
+//! a journal of the URLs changed since it was last asked, so the daemon can keep the
+//! cache in its store and a restart costs what a poll costs (issue 20).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 /// Entries kept before the oldest is dropped; enough for the runs and jobs of a busy
 /// repository. Bounded in bytes too, since a body can be large.
@@ -10,7 +12,7 @@ pub const MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// A cached response: its validator, its body, and its `Link` header (a 304 need not
 /// repeat it, and a cached page must still lead to the next one).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cached {
     pub etag: String,
     pub body: Vec<u8>,
@@ -22,6 +24,8 @@ pub struct EtagCache {
     map: HashMap<String, Cached>,
     order: VecDeque<String>,
     bytes: usize,
+    /// URLs put, changed or dropped since [`EtagCache::take_changes`].
+    changed: BTreeSet<String>,
 }
 
 impl EtagCache {
@@ -34,7 +38,20 @@ impl EtagCache {
     }
 
     pub fn put(&mut self, url: &str, entry: Cached) {
-        self.remove(url);
+        if self.map.get(url) == Some(&entry) {
+            return;
+        }
+        self.insert(url, entry);
+        self.changed.insert(url.to_string());
+    }
+
+    /// Takes an entry kept from before (the store's), without journaling it.
+    pub fn seed(&mut self, url: &str, entry: Cached) {
+        self.insert(url, entry);
+    }
+
+    fn insert(&mut self, url: &str, entry: Cached) {
+        self.drop_entry(url);
         self.bytes += entry.body.len();
         self.map.insert(url.to_string(), entry);
         self.order.push_back(url.to_string());
@@ -43,6 +60,7 @@ impl EtagCache {
                 Some(old) => {
                     if let Some(c) = self.map.remove(&old) {
                         self.bytes -= c.body.len();
+                        self.changed.insert(old);
                     }
                 }
                 None => break,
@@ -50,11 +68,49 @@ impl EtagCache {
         }
     }
 
-    pub fn remove(&mut self, url: &str) {
-        if let Some(c) = self.map.remove(url) {
-            self.bytes -= c.body.len();
-            self.order.retain(|u| u != url);
+    /// Keeps `body` in place of the entry's body, when there is one: the same content
+    /// in fewer bytes (only the fields the client reads, as the caller re-encoded
+    /// them). A 304 then answers with it, and the store keeps kilobytes, not the
+    /// hundreds a page of runs takes as GitHub sends it.
+    pub fn compact(&mut self, url: &str, body: Vec<u8>) {
+        let Some(c) = self.map.get_mut(url) else {
+            return;
+        };
+        if c.body == body {
+            return;
         }
+        self.bytes = self.bytes - c.body.len() + body.len();
+        c.body = body;
+        self.changed.insert(url.to_string());
+    }
+
+    pub fn remove(&mut self, url: &str) {
+        if self.drop_entry(url) {
+            self.changed.insert(url.to_string());
+        }
+    }
+
+    fn drop_entry(&mut self, url: &str) -> bool {
+        match self.map.remove(url) {
+            Some(c) => {
+                self.bytes -= c.body.len();
+                self.order.retain(|u| u != url);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What changed since the last call: each URL with its entry now, `None` for one
+    /// dropped.
+    pub fn take_changes(&mut self) -> Vec<(String, Option<Cached>)> {
+        std::mem::take(&mut self.changed)
+            .into_iter()
+            .map(|url| {
+                let now = self.map.get(&url).cloned();
+                (url, now)
+            })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -93,5 +149,34 @@ mod tests {
         assert_eq!(c.etag("/a"), None, "the oldest entry goes first");
         c.put("/big", e("e", &vec![0; MAX_BYTES + 1]));
         assert!(c.is_empty(), "a body over the byte bound is not kept");
+    }
+
+    #[test]
+    fn journals_what_changed_and_not_what_was_seeded() {
+        let mut c = EtagCache::default();
+        c.seed("/kept", e("\"k\"", b"kept"));
+        assert!(
+            c.take_changes().is_empty(),
+            "a seeded entry is already stored"
+        );
+        assert_eq!(c.etag("/kept"), Some("\"k\""));
+        c.put("/a", e("\"1\"", b"long body as GitHub sends it"));
+        c.compact("/a", b"short".to_vec());
+        c.compact("/absent", b"x".to_vec());
+        assert_eq!(
+            c.take_changes(),
+            vec![("/a".to_string(), Some(e("\"1\"", b"short")))]
+        );
+        // The same answer again, or the same compact body, changes nothing.
+        c.put("/a", e("\"1\"", b"short"));
+        c.compact("/a", b"short".to_vec());
+        assert!(c.take_changes().is_empty());
+        c.remove("/kept");
+        assert_eq!(c.take_changes(), vec![("/kept".to_string(), None)]);
+        // An eviction is a change too.
+        for i in 0..MAX_ENTRIES {
+            c.put(&format!("/p{i}"), e("e", b""));
+        }
+        assert!(c.take_changes().contains(&("/a".to_string(), None)));
     }
 }

@@ -11,22 +11,22 @@ pub(crate) struct ErrorBody {
     pub message: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct WorkflowRuns {
     pub workflow_runs: Vec<WorkflowRun>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct WorkflowRun {
     pub id: i64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Jobs {
     pub jobs: Vec<Job>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Job {
     pub id: i64,
     pub run_id: i64,
@@ -51,12 +51,12 @@ impl Job {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Runners {
     pub runners: Vec<Runner>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Runner {
     pub id: i64,
     pub name: String,
@@ -66,7 +66,7 @@ pub(crate) struct Runner {
     pub labels: Vec<RunnerLabel>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct RunnerLabel {
     pub name: String,
 }
@@ -105,12 +105,12 @@ pub(crate) struct TokenResponse {
     pub expires_at: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Installation {
     pub id: u64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Repository {
     pub name: String,
     pub owner: Owner,
@@ -120,22 +120,22 @@ pub(crate) struct Repository {
     pub archived: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct Owner {
     pub login: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct InstallationRepositories {
     pub repositories: Vec<Repository>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct RunnerGroups {
     pub runner_groups: Vec<RunnerGroup>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct RunnerGroup {
     pub id: i64,
     pub name: String,
@@ -143,12 +143,12 @@ pub(crate) struct RunnerGroup {
     pub allows_public_repositories: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct RateLimitBody {
     pub rate: RateBody,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct RateBody {
     pub limit: u64,
     pub remaining: u64,
@@ -157,7 +157,7 @@ pub(crate) struct RateBody {
 }
 
 /// One entry of `GET .../actions/runners/downloads`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct RunnerApplication {
     pub os: String,
     pub architecture: String,

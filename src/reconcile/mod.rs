@@ -3,6 +3,7 @@
 //! every function takes what was observed and `now`, and returns what to do.
 
 pub mod allocate;
+pub mod budget;
 pub mod demand;
 pub mod hold;
 pub mod launch_book;

@@ -597,7 +597,10 @@ mod tests {
         f.jobs = (1..=3).map(|i| job(i, "linux", 0)).collect();
         // Without the limit, the profile's ceiling is what stops it.
         let free = f.plan(1_000);
-        assert_eq!(free.allocation.get("linux").unwrap().limit, Limit::MaxCapacity);
+        assert_eq!(
+            free.allocation.get("linux").unwrap().limit,
+            Limit::MaxCapacity
+        );
         assert_eq!(free.intents.len(), 1);
         // Held until 61.2 s: limited by the rate limit, to the second it ends.
         f.rate_limited_until = Some(61_200);
@@ -613,7 +616,10 @@ mod tests {
         // A visibility the limit kept from being read is the limit's doing too.
         f.unfit.insert("linux".into(), REPO_NOT_YET_KNOWN.into());
         let held = f.plan(1_000);
-        assert_eq!(held.allocation.get("linux").unwrap().limit, Limit::RateLimited(62_000));
+        assert_eq!(
+            held.allocation.get("linux").unwrap().limit,
+            Limit::RateLimited(62_000)
+        );
         f.unfit.clear();
         // A hold that has ended limits nothing.
         assert_eq!(f.plan(61_200).intents.len(), 1);

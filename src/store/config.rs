@@ -226,6 +226,7 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
     if tx.execute("DELETE FROM targets WHERE name = ?1", [name])? == 0 {
         return Err(not_found("target", name));
     }
+    tx.execute("DELETE FROM etags WHERE target = ?1", [name])?;
     tx.commit()?;
     Ok(())
 }

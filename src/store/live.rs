@@ -44,14 +44,18 @@ pub fn profile_statuses(c: &Connection) -> Result<Vec<ProfileStatus>> {
 
 pub fn put_target_status(c: &Connection, s: &TargetStatus) -> Result<()> {
     c.prepare_cached(
-        "INSERT OR REPLACE INTO target_status \
-         (target, mode, last_error, rate_limit_remaining, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT OR REPLACE INTO target_status (target, mode, last_error, \
+         rate_limit_remaining, rate_limit_limit, rate_limit_reset, poll_every_ms, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         s.target,
         s.mode.to_string(),
         s.last_error,
         s.rate_limit_remaining,
+        s.rate_limit_limit,
+        s.rate_limit_reset,
+        s.poll_every_ms,
         s.updated_at
     ])?;
     Ok(())
@@ -59,8 +63,8 @@ pub fn put_target_status(c: &Connection, s: &TargetStatus) -> Result<()> {
 
 pub fn target_statuses(c: &Connection) -> Result<Vec<TargetStatus>> {
     let mut st = c.prepare_cached(
-        "SELECT target, mode, last_error, rate_limit_remaining, updated_at FROM target_status \
-         ORDER BY target",
+        "SELECT target, mode, last_error, rate_limit_remaining, rate_limit_limit, \
+         rate_limit_reset, poll_every_ms, updated_at FROM target_status ORDER BY target",
     )?;
     let rows = st.query_map([], |r| {
         Ok(TargetStatus {
@@ -68,7 +72,10 @@ pub fn target_statuses(c: &Connection) -> Result<Vec<TargetStatus>> {
             mode: Reported::read(r.get(1)?, TargetMode::parse),
             last_error: r.get(2)?,
             rate_limit_remaining: r.get(3)?,
-            updated_at: r.get(4)?,
+            rate_limit_limit: r.get(4)?,
+            rate_limit_reset: r.get(5)?,
+            poll_every_ms: r.get(6)?,
+            updated_at: r.get(7)?,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

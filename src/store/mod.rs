@@ -7,6 +7,7 @@
 mod config;
 mod coordinator;
 mod error;
+mod etags;
 mod ledger;
 mod live;
 mod meters;
@@ -74,7 +75,31 @@ pub struct TargetStatus {
     pub mode: Reported<TargetMode>,
     pub last_error: Option<String>,
     pub rate_limit_remaining: Option<i64>,
+    /// The rate limit's size per window, and when the window resets (unix ms), as
+    /// GitHub last said.
+    pub rate_limit_limit: Option<i64>,
+    pub rate_limit_reset: Option<Millis>,
+    /// How often the queue is read now: `poll_interval`, stretched by the budget
+    /// governor when the budget thins. `None` when the target reads no REST queue.
+    pub poll_every_ms: Option<i64>,
     pub updated_at: Millis,
+}
+
+/// One conditional GET's validator as a target's client keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEtag {
+    pub url: String,
+    pub etag: String,
+    pub body: Vec<u8>,
+    pub link: Option<String>,
+}
+
+/// A change to a target's validators since they were last written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtagChange {
+    Put(StoredEtag),
+    /// Dropped by the client (evicted, or the answer carried no ETag).
+    Gone(String),
 }
 
 /// A scale set profile's session as the daemon last recorded it, for `status`, `top`,
@@ -214,6 +239,11 @@ pub trait Store {
     fn kv_get(&self, key: &str) -> Result<Option<String>>;
     fn kv_put(&self, key: &str, value: &str) -> Result<()>;
     fn kv_delete(&self, key: &str) -> Result<()>;
+
+    /// A target's conditional-request validators, kept across restarts.
+    fn etags(&self, target: &str) -> Result<Vec<StoredEtag>>;
+    /// Writes changes to them in one transaction.
+    fn save_etags(&self, target: &str, changes: &[EtagChange]) -> Result<()>;
 
     /// `PRAGMA data_version`: changes whenever another connection committed, so a
     /// daemon notices CLI edits without reading everything again.

@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -271,6 +271,22 @@ CREATE TABLE scaleset_sessions (
     retry_at INTEGER,
     updated_at INTEGER NOT NULL
 );
+"#;
+
+/// Version 11 (issue 20): each target's conditional-request validators, so a restart
+/// costs what a poll costs; and the rate-limit budget as `status` shows it.
+pub const V11: &str = r#"
+CREATE TABLE etags (
+    target TEXT NOT NULL,
+    url TEXT NOT NULL,
+    etag TEXT NOT NULL,
+    body BLOB NOT NULL,
+    link TEXT,
+    PRIMARY KEY (target, url)
+) WITHOUT ROWID;
+ALTER TABLE target_status ADD COLUMN rate_limit_limit INTEGER;
+ALTER TABLE target_status ADD COLUMN rate_limit_reset INTEGER;
+ALTER TABLE target_status ADD COLUMN poll_every_ms INTEGER;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

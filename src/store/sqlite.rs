@@ -4,8 +4,8 @@
 use super::error::{Result, StoreError};
 use super::schema::{self, Found};
 use super::{
-    AttemptFilter, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample, SessionStatus,
-    Store, TargetStatus, config, ledger, live, meters,
+    AttemptFilter, EtagChange, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample,
+    SessionStatus, Store, StoredEtag, TargetStatus, config, etags, ledger, live, meters,
 };
 use crate::domain::{Attempt, Host, ScalePolicy, Target};
 use crate::timefmt::Millis;
@@ -310,6 +310,12 @@ impl Store for SqliteStore {
     }
     fn meter_points(&self, attempt: i64) -> Result<Vec<crate::meter::MeterPoint>> {
         self.wrap(meters::ring(&self.conn, attempt))
+    }
+    fn etags(&self, target: &str) -> Result<Vec<StoredEtag>> {
+        self.wrap(etags::etags(&self.conn, target))
+    }
+    fn save_etags(&self, target: &str, changes: &[EtagChange]) -> Result<()> {
+        self.wrap(etags::save_etags(&self.conn, target, changes))
     }
     fn kv_get(&self, key: &str) -> Result<Option<String>> {
         self.wrap(live::kv_get(&self.conn, key))

@@ -363,6 +363,9 @@ fn status_words_are_typed_and_unknown_ones_kept() {
         target: "octo".into(),
         mode: TargetMode::Fallback.into(),
         last_error: None,
+        rate_limit_limit: None,
+        rate_limit_reset: None,
+        poll_every_ms: None,
         rate_limit_remaining: None,
         updated_at: 6,
     })
@@ -408,6 +411,9 @@ fn live_rows_samples_and_kv() {
         target: "octo".into(),
         mode: TargetMode::Standalone.into(),
         last_error: Some("401 bad credentials".into()),
+        rate_limit_limit: None,
+        rate_limit_reset: None,
+        poll_every_ms: None,
         rate_limit_remaining: Some(4999),
         updated_at: 6,
     };
@@ -693,7 +699,7 @@ fn a_version_9_store_gains_the_session_rows() {
             .unwrap();
     }
     let s = SqliteStore::open(&d.0).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 10);
+    assert_eq!(s.schema_version().unwrap(), schema::CURRENT_VERSION);
     assert!(s.session_statuses().unwrap().is_empty());
     // What the listener recorded before is untouched.
     assert_eq!(
@@ -703,4 +709,29 @@ fn a_version_9_store_gains_the_session_rows() {
     let row = session_row("linux", crate::domain::SessionPhase::Held, 5);
     s.put_session_status(&row).unwrap();
     assert_eq!(s.session_statuses().unwrap(), vec![row]);
+}
+
+#[test]
+fn a_targets_validators_are_kept_changed_and_go_with_it() {
+    let d = TempDir::new("etags");
+    let s = SqliteStore::open(&d.0).unwrap();
+    s.add_target(&target("octo")).unwrap();
+    let e = |url: &str, tag: &str| super::StoredEtag {
+        url: url.into(),
+        etag: tag.into(),
+        body: br#"{"workflow_runs":[{"id":1}]}"#.to_vec(),
+        link: Some("<https://api.github.com/x?page=2>; rel=\"next\"".into()),
+    };
+    use super::EtagChange::{Gone, Put};
+    s.save_etags("octo", &[Put(e("/a", "\"1\"")), Put(e("/b", "\"2\""))])
+        .unwrap();
+    s.save_etags("octo", &[Put(e("/a", "\"3\"")), Gone("/b".into())])
+        .unwrap();
+    assert_eq!(s.etags("octo").unwrap(), vec![e("/a", "\"3\"")]);
+    assert!(s.etags("other").unwrap().is_empty(), "kept per target");
+    s.remove_target("octo").unwrap();
+    assert!(
+        s.etags("octo").unwrap().is_empty(),
+        "a removed target's go with it"
+    );
 }

@@ -58,6 +58,8 @@ pub struct ProfileRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetRow {
     pub name: String,
+    /// Its `poll_interval`, against which a paced poll shows.
+    pub poll_interval_ms: i64,
     pub status: Option<TargetStatus>,
 }
 
@@ -100,6 +102,7 @@ impl Snapshot {
             .into_iter()
             .map(|t| TargetRow {
                 status: tstat.iter().find(|s| s.target == t.name).cloned(),
+                poll_interval_ms: t.poll_interval_secs as i64 * 1000,
                 name: t.name,
             })
             .collect();

@@ -245,6 +245,9 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
             fmt::or_dash(mode, |m| m.to_string()),
             mode_style(mode, cx),
         ));
+        if let Some(paced) = t.status.as_ref().and_then(|s| paced(s, t.poll_interval_ms)) {
+            targets.push(Span::styled(paced, th.waiting()));
+        }
         if t.status.as_ref().is_some_and(|s| s.last_error.is_some()) {
             targets.push(Span::styled(" (error)", th.bad()));
         }
@@ -258,6 +261,17 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
         Paragraph::new(lines).block(Block::bordered().title(title)),
         area,
     );
+}
+
+/// ` (paced 12s, 85/100 left)` when the budget governor stretched the target's poll
+/// interval so its rate-limit budget lasts to the reset; `None` otherwise.
+fn paced(st: &crate::store::TargetStatus, base_ms: i64) -> Option<String> {
+    let every = st.poll_every_ms.filter(|ms| *ms > base_ms)?;
+    let left = match (st.rate_limit_remaining, st.rate_limit_limit) {
+        (Some(r), Some(l)) => format!(", {r}/{l} left"),
+        _ => String::new(),
+    };
+    Some(format!(" (paced {}s{left})", (every + 999) / 1000))
 }
 
 /// The live attempts with their meters now, oldest first (the longest-running on top).
@@ -513,6 +527,30 @@ impl OverviewView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paced_target_shows_its_interval_and_budget() {
+        let mut st = crate::store::TargetStatus {
+            target: "octo".into(),
+            mode: crate::domain::TargetMode::Standalone.into(),
+            last_error: None,
+            rate_limit_remaining: Some(85),
+            rate_limit_limit: Some(100),
+            rate_limit_reset: None,
+            poll_every_ms: Some(5_000),
+            updated_at: 0,
+        };
+        assert_eq!(
+            paced(&st, 5_000),
+            None,
+            "at its own interval: nothing to say"
+        );
+        st.poll_every_ms = Some(11_250);
+        assert_eq!(
+            paced(&st, 5_000).as_deref(),
+            Some(" (paced 12s, 85/100 left)")
+        );
+    }
 
     #[test]
     fn the_chart_top_is_a_round_number_at_or_above_the_peak() {

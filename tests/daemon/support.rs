@@ -106,7 +106,12 @@ pub struct World {
 impl World {
     /// A sim and a state directory with a host of `capacity`; no targets yet.
     pub fn new(tag: &str, capacity: u32) -> World {
-        let sim = SimGitHub::start(SimConfig::default()).expect("the sim starts");
+        World::with_sim(tag, capacity, SimConfig::default())
+    }
+
+    /// [`World::new`] with the simulated GitHub configured as given.
+    pub fn with_sim(tag: &str, capacity: u32, cfg: SimConfig) -> World {
+        let sim = SimGitHub::start(cfg).expect("the sim starts");
         let dir = std::env::temp_dir().join(format!(
             "rm-e2e-{tag}-{}-{}",
             std::process::id(),

@@ -243,6 +243,9 @@ pub fn seed(store: &dyn Store) {
             mode: TargetMode::Standalone.into(),
             last_error: None,
             rate_limit_remaining: Some(4800),
+            rate_limit_limit: None,
+            rate_limit_reset: None,
+            poll_every_ms: None,
             updated_at: NOW - 2_000,
         })
         .unwrap();
@@ -252,6 +255,9 @@ pub fn seed(store: &dyn Store) {
             mode: TargetMode::Fallback.into(),
             last_error: Some("coordinator unreachable".into()),
             rate_limit_remaining: None,
+            rate_limit_limit: None,
+            rate_limit_reset: None,
+            poll_every_ms: None,
             updated_at: NOW - 2_000,
         })
         .unwrap();

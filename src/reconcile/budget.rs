@@ -1,0 +1,192 @@
+//! The rate-limit budget governor: how often a target may read its REST queue so that
+//! what is left of GitHub's budget lasts until the window resets, with a reserve kept
+//! for serving the queue (a JIT config per runner, and the deregistrations). The poll
+//! interval stretches smoothly as the budget thins and never stops while units
+//! remain; a budget GitHub never reported (GHES with limits off) or a window already
+//! reset paces nothing. Pure: the loop hands in what the headers said and `now`.
+
+use crate::timefmt::Millis;
+
+/// The budget as GitHub last reported it (`x-ratelimit-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub limit: u64,
+    pub remaining: u64,
+    /// When the window resets, unix ms.
+    pub reset: Millis,
+}
+
+/// How often to read, and whether the budget is what stretched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    pub every: Millis,
+    pub stretched: bool,
+}
+
+/// The smallest cost a read is taken to have: an idle queue's reads are 304s and cost
+/// nothing, but the next change costs units, so pacing never divides by zero.
+const MIN_READ_COST: f64 = 0.25;
+/// How much each new read's cost moves the estimate.
+const WEIGHT: f64 = 0.3;
+
+/// What a read of the queue costs, as a moving average of what reads cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReadCost {
+    avg: Option<f64>,
+}
+
+impl ReadCost {
+    /// A read came back having spent `units`.
+    pub fn observe(&mut self, units: u64) {
+        let u = units as f64;
+        self.avg = Some(match self.avg {
+            None => u,
+            Some(a) => a + WEIGHT * (u - a),
+        });
+    }
+
+    /// Units per read, as paced (at least [`MIN_READ_COST`]; one before any read).
+    pub fn units(&self) -> f64 {
+        self.avg.unwrap_or(1.0).max(MIN_READ_COST)
+    }
+}
+
+/// The units kept back from polling for serving the queue: a JIT config and a
+/// deregistration for each runner the profiles may run at once, and a JIT config for
+/// each job known to be queued. Never more than half the budget, so polling is never
+/// starved by a large `max`.
+pub fn reserve(max_runners: u64, queued: u64, limit: u64) -> u64 {
+    (2 * max_runners + queued).min(limit / 2)
+}
+
+/// How often to read the queue: `base` (the target's `poll_interval`) unless the
+/// budget left, less the reserve, would run out before the window resets at that
+/// pace; then as often as lets it last. Below the reserve, polling goes on at a
+/// quarter of what remains, so a target never stops reading while units remain.
+pub fn pace(
+    base: Millis,
+    budget: Option<Budget>,
+    reserve: u64,
+    cost: ReadCost,
+    now: Millis,
+) -> Pace {
+    let steady = Pace {
+        every: base,
+        stretched: false,
+    };
+    let Some(b) = budget else {
+        return steady;
+    };
+    let left = b.reset - now;
+    if left <= 0 {
+        return steady;
+    }
+    let spendable = b.remaining.saturating_sub(reserve).max(b.remaining / 4);
+    if spendable == 0 {
+        // Nothing left: the client holds every call until the reset anyway.
+        return Pace {
+            every: left.max(base),
+            stretched: true,
+        };
+    }
+    let reads = spendable as f64 / cost.units();
+    let needed = (left as f64 / reads).ceil() as Millis;
+    if needed <= base {
+        return steady;
+    }
+    Pace {
+        every: needed.min(left.max(base)),
+        stretched: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: Millis = 3_600_000;
+
+    fn budget(remaining: u64, reset_in: Millis) -> Option<Budget> {
+        Some(Budget {
+            limit: 5000,
+            remaining,
+            reset: 1_000_000 + reset_in,
+        })
+    }
+
+    fn cost(units: u64) -> ReadCost {
+        let mut c = ReadCost::default();
+        c.observe(units);
+        c
+    }
+
+    #[test]
+    fn a_full_budget_polls_at_the_base_interval() {
+        let p = pace(5_000, budget(5000, HOUR), 20, cost(3), 1_000_000);
+        assert_eq!(
+            p,
+            Pace {
+                every: 5_000,
+                stretched: false
+            }
+        );
+        // Unknown budget, or a window already over: nothing to pace by.
+        assert!(!pace(5_000, None, 20, cost(3), 1_000_000).stretched);
+        assert!(!pace(5_000, budget(0, -1), 20, cost(3), 1_000_000).stretched);
+    }
+
+    #[test]
+    fn the_interval_stretches_so_the_budget_lasts_to_the_reset() {
+        // 500 left, 20 reserved, 3 units a read, 30 min to go: 160 reads in 1800 s.
+        let p = pace(1_000, budget(500, HOUR / 2), 20, cost(3), 1_000_000);
+        assert!(p.stretched);
+        assert_eq!(p.every, 11_250);
+        // At that pace the reads spend what is spendable, no more.
+        let reads = (HOUR / 2) as f64 / p.every as f64;
+        assert!(reads * 3.0 <= 480.0 + 1e-6, "{reads} reads");
+    }
+
+    #[test]
+    fn the_stretch_is_smooth_as_the_budget_thins() {
+        let mut last = 0;
+        for remaining in (0..=5000).rev().step_by(50) {
+            let p = pace(1_000, budget(remaining, HOUR / 2), 100, cost(4), 1_000_000);
+            assert!(p.every >= last, "{remaining}: {} < {last}", p.every);
+            assert!(p.every <= HOUR / 2);
+            // No cliff: while units remain, polling goes on before the reset.
+            if remaining > 0 {
+                assert!(p.every < HOUR / 2, "{remaining}: stopped");
+            }
+            last = p.every;
+        }
+    }
+
+    #[test]
+    fn below_the_reserve_polling_slows_but_does_not_stop() {
+        let p = pace(1_000, budget(40, HOUR / 2), 100, cost(2), 1_000_000);
+        assert!(p.stretched && p.every < HOUR / 2, "{p:?}");
+        // Nothing at all left: wait for the reset.
+        let p = pace(1_000, budget(0, HOUR / 2), 100, cost(2), 1_000_000);
+        assert_eq!(p.every, HOUR / 2);
+    }
+
+    #[test]
+    fn read_cost_is_a_moving_average_with_a_floor() {
+        let mut c = ReadCost::default();
+        assert_eq!(c.units(), 1.0);
+        c.observe(10);
+        assert_eq!(c.units(), 10.0);
+        c.observe(0);
+        assert!((c.units() - 7.0).abs() < 1e-9);
+        for _ in 0..100 {
+            c.observe(0);
+        }
+        assert_eq!(c.units(), MIN_READ_COST);
+    }
+
+    #[test]
+    fn the_reserve_covers_starts_and_never_more_than_half() {
+        assert_eq!(reserve(4, 10, 5000), 18);
+        assert_eq!(reserve(4000, 10, 5000), 2500);
+    }
+}
