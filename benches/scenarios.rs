@@ -2,7 +2,8 @@
 //! beside two baselines in the same run (a naive poller and a fixed pool), printing
 //! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [--far]
 //! [SCENARIO...]` with scenarios `steady`, `burst` (200 jobs), `burst60` (60 jobs, also
-//! on a scale set), `idle`, `history`, `scaleset`. `--far` puts GitHub 120 ms away
+//! on a scale set), `idle`, `history`, `scaleset`, `budget` (rate-limit units per job
+//! draining a queue, with and without SIGKILLs, and a 500-unit budget's dry time). `--far` puts GitHub 120 ms away
 //! (500 ms more per JIT config, ±20%) and gives the runner install a real release's
 //! file count, for every system alike; it runs steady, burst60, burst and scaleset
 //! unless scenarios are named. Asserts no timing: it fails only when a scenario cannot
@@ -170,7 +171,9 @@ fn main() {
     let cfg = Cfg { size, distance };
     if names.is_empty() {
         let all: &[&str] = match distance {
-            Distance::Loopback => &["steady", "burst", "burst60", "idle", "history", "scaleset"],
+            Distance::Loopback => &[
+                "steady", "burst", "burst60", "idle", "history", "scaleset", "budget",
+            ],
             // Idle and history do not depend on distance: waiting costs no request, and
             // `daemon --once` is one pass.
             Distance::Far => &["steady", "burst60", "burst", "scaleset"],
@@ -201,8 +204,10 @@ fn main() {
             "idle" => idle(cfg),
             "history" => history(cfg),
             "scaleset" => scaleset(cfg),
+            "budget" => budget(cfg),
             other => Err(format!(
-                "unknown scenario {other}; use steady, burst, burst60, idle, history or scaleset"
+                "unknown scenario {other}; use steady, burst, burst60, idle, history, scaleset \
+                 or budget"
             )),
         };
         match res {
@@ -1006,4 +1011,232 @@ fn seed_history(store: &SqliteStore, host_id: &str, n: i64) -> Result<(), String
              COMMIT;"
         ))
         .map_err(|e| format!("seeding the history: {e}"))
+}
+
+/// What one run of the budget scenario measured.
+struct Spend {
+    served: usize,
+    /// Rate-limit units spent from the daemon's start, and of them on GETs (reading:
+    /// the queue, the runner list, the guard's facts).
+    units: u64,
+    poll_units: u64,
+    /// Time with jobs queued, no runner registered, and no units left.
+    dry_ms: i64,
+    wall_ms: i64,
+    kills: usize,
+}
+
+impl Spend {
+    fn per_job(&self) -> f64 {
+        self.units as f64 / self.served.max(1) as f64
+    }
+
+    fn poll_share(&self) -> f64 {
+        100.0 * self.poll_units as f64 / self.units.max(1) as f64
+    }
+}
+
+/// `n` jobs queued at once drained by the daemon with `max` runners, SIGKILLed and
+/// started again `kills` times spread over the drain; with `rate_limit` the simulated
+/// credential has that many units an hour. Samples every 100 ms whether the target
+/// has run dry (jobs queued, no runner registered, no units left). A drain the
+/// budget cannot finish ends at `deadline`, its dry time counted to then.
+fn drain(
+    cfg: Cfg,
+    n: usize,
+    job_ms: u64,
+    max: u32,
+    kills: usize,
+    rate_limit: Option<u64>,
+    deadline: Duration,
+) -> Result<Spend, String> {
+    let w = support::world_at(cfg.distance, 1, max, max, 5);
+    let limit = rate_limit.unwrap_or(5000);
+    w.sim.with_state(|st| st.cfg.rate_limit = limit);
+    let log_path = |i: usize| w.state_dir.join(format!("daemon-{i}.log"));
+    let t0 = now_millis();
+    for i in 0..n {
+        w.sim.enqueue_job(
+            support::REPO,
+            &format!("job-{i}"),
+            support::JOB_LABELS,
+            job_ms,
+        );
+    }
+    let mut daemon = w.spawn_daemon(&log_path(0))?;
+    let start = Instant::now();
+    let mut killed = 0;
+    let mut dry_ms = 0;
+    let mut last = now_millis();
+    let completed = |w: &World| {
+        w.sim
+            .jobs()
+            .iter()
+            .filter(|j| j.status == JobStatus::Completed)
+            .count()
+    };
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = now_millis();
+        let done = completed(&w);
+        let queued = w.sim.jobs().iter().any(|j| j.status == JobStatus::Queued);
+        if queued && w.sim.runners().is_empty() && units(&w.sim) >= limit {
+            dry_ms += now - last;
+        }
+        last = now;
+        if done >= n || start.elapsed() > deadline {
+            break;
+        }
+        if killed < kills && done >= (killed + 1) * n / (kills + 1) {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            killed += 1;
+            daemon = w.spawn_daemon(&log_path(killed))?;
+        }
+    }
+    let served = completed(&w);
+    stop_child(&mut daemon, Duration::from_secs(20));
+    let log = w.sim.request_log();
+    let spent: Vec<_> = log.iter().filter(|e| e.counted && e.at >= t0).collect();
+    let mut by_endpoint: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &spent {
+        *by_endpoint
+            .entry(format!("{} {}", e.method, e.endpoint))
+            .or_default() += 1;
+    }
+    println!("budget: {n} queued, {killed} SIGKILLs: units by endpoint {by_endpoint:?}");
+    let out = Spend {
+        served,
+        units: spent.len() as u64,
+        poll_units: spent.iter().filter(|e| e.method == "GET").count() as u64,
+        dry_ms,
+        wall_ms: now_millis() - t0,
+        kills: killed,
+    };
+    if served < n {
+        support::kill_under(&w.state_dir);
+        println!(
+            "budget: {served} of {n} served; state kept in {}",
+            w.state_dir.display()
+        );
+    } else {
+        support::discard(w);
+    }
+    Ok(out)
+}
+
+/// The same queue drained by the naive poller (every second), for its units per job.
+fn drain_naive(cfg: Cfg, n: usize, job_ms: u64, max: u32, deadline: Duration) -> Spend {
+    let w = support::world_at(cfg.distance, 1, max, max, 5);
+    let t0 = now_millis();
+    for i in 0..n {
+        w.sim.enqueue_job(
+            support::REPO,
+            &format!("job-{i}"),
+            support::JOB_LABELS,
+            job_ms,
+        );
+    }
+    let env = baseline::env_for(&w, "naive");
+    let running = baseline::naive(env, Duration::from_secs(1));
+    wait_until(deadline, || support::all_completed(&w.sim, n));
+    running.finish();
+    let served = w
+        .sim
+        .jobs()
+        .iter()
+        .filter(|j| j.status == JobStatus::Completed)
+        .count();
+    let log = w.sim.request_log();
+    let spent: Vec<_> = log.iter().filter(|e| e.counted && e.at >= t0).collect();
+    let out = Spend {
+        served,
+        units: spent.len() as u64,
+        poll_units: spent.iter().filter(|e| e.method == "GET").count() as u64,
+        dry_ms: 0,
+        wall_ms: now_millis() - t0,
+        kills: 0,
+    };
+    support::kill_under(&w.state_dir);
+    support::discard(w);
+    out
+}
+
+/// Issue 20's figures: rate-limit units per served job draining a queue with max 4
+/// (no restarts, then with SIGKILLs), beside the naive poller; and a credential of 500
+/// units an hour with 300 jobs queued at once: minutes run dry, and the share of the
+/// units spent reading against starting. Every system polls each second.
+fn budget(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (n, kills, dry_n, job_ms) = match cfg.size {
+        Size::Small => (30, 3, 60, 500),
+        _ => (120, 10, 300, 500),
+    };
+    let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
+    let scn = cfg.scenario("budget");
+    let calm = drain(cfg, n, job_ms, 4, 0, None, deadline)?;
+    let killed = drain(cfg, n, job_ms, 4, kills, None, deadline)?;
+    let naive = drain_naive(cfg, n, job_ms, 4, deadline);
+    let dry_deadline = Duration::from_millis(300_000 + cfg.slack_ms(dry_n as u64));
+    let dry = drain(cfg, dry_n, job_ms, 8, 0, Some(500), dry_deadline)?;
+    for (who, s) in [
+        (format!("{n} queued, max 4"), &calm),
+        (
+            format!("{n} queued, max 4, {} SIGKILLs", killed.kills),
+            &killed,
+        ),
+        (format!("{n} queued, naive poller"), &naive),
+        (format!("{dry_n} queued, max 8, 500 units an hour"), &dry),
+    ] {
+        println!(
+            "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job), {:.0}% on reads; {:.2} min run dry",
+            s.served,
+            s.wall_ms as f64 / 1000.0,
+            s.units,
+            s.per_job(),
+            s.poll_share(),
+            s.dry_ms as f64 / 60_000.0
+        );
+    }
+    if calm.served < n || killed.served < n {
+        return Err(format!(
+            "the drain did not finish: {} and {} of {n} served",
+            calm.served, killed.served
+        ));
+    }
+    Ok(vec![
+        Row::new(
+            &scn,
+            &format!("units per served job, {n} queued, max 4"),
+            "units",
+        )
+        .ours(calm.per_job())
+        .naive(naive.per_job()),
+        Row::new(
+            &scn,
+            &format!(
+                "units per served job, the same with {} SIGKILLs",
+                killed.kills
+            ),
+            "units",
+        )
+        .ours(killed.per_job()),
+        Row::new(
+            &scn,
+            &format!("{dry_n} queued on 500 units/h: jobs served"),
+            "jobs",
+        )
+        .ours(dry.served as f64),
+        Row::new(
+            &scn,
+            &format!("{dry_n} queued on 500 units/h: minutes run dry"),
+            "min",
+        )
+        .ours(dry.dry_ms as f64 / 60_000.0),
+        Row::new(
+            &scn,
+            &format!("{dry_n} queued on 500 units/h: units spent reading"),
+            "%",
+        )
+        .ours(dry.poll_share()),
+    ])
 }

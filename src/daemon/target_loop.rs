@@ -690,11 +690,7 @@ impl TargetLoop {
             }),
             _ => None,
         };
-        let max: u64 = profiles
-            .iter()
-            .filter(|p| p.demand == crate::domain::DemandSource::Poll)
-            .map(|p| p.max_capacity as u64)
-            .sum();
+        let max = polled_max(profiles);
         let reserve = b.map_or(0, |b| {
             budget::reserve(max, self.queue.jobs.len() as u64, b.limit)
         });
@@ -1043,4 +1039,13 @@ fn keep_etags(store: &SqliteStore, name: &str, client: Option<&GitHubClient>) {
     if let Err(e) = store.save_etags(name, &changes) {
         log_warn!("etags_not_kept", target = name, error = e);
     }
+}
+
+/// How many runners the profiles that poll the REST queue may run at once.
+fn polled_max(profiles: &[ScalePolicy]) -> u64 {
+    profiles
+        .iter()
+        .filter(|p| p.demand == crate::domain::DemandSource::Poll)
+        .map(|p| p.max_capacity as u64)
+        .sum()
 }
