@@ -1,8 +1,10 @@
 //! The WebSocket transport both sides share: a TCP stream with or without rustls,
-//! bounded message and frame sizes, a waker that interrupts a wait for the socket, and
-//! a non-blocking drain of every message already received. One thread per connection
-//! waits in `poll(2)` on the socket and its waker, so a frame to send goes out at once
-//! and no thread spins.
+//! bounded message and frame sizes, a waker that interrupts a wait for the socket, a
+//! non-blocking drain of every message already received, and the [`pump`] that drives
+//! a connection (stop check, wait, read, send, liveness at three pings, ping) for the
+//! coordinator's server and the host's link alike, each a [`Peer`]. One thread per
+//! connection waits in `poll(2)` on the socket and its waker, so a frame to send goes
+//! out at once and no thread spins.
 
 use super::protocol::MAX_MESSAGE;
 use rustls::{ClientConnection, ServerConnection, StreamOwned};
@@ -11,7 +13,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
@@ -165,6 +167,67 @@ pub fn read_available(
     match ws.flush() {
         Err(e) if !would_block(&e) => Err(e),
         _ => Ok(()),
+    }
+}
+
+/// One side of a connection, as [`pump`] drives it. Each method that ends the
+/// connection returns why, in words for the log, having sent whatever close frame
+/// that side owes its peer.
+pub trait Peer {
+    /// Checked before every wait: `Some(why)` when this side is stopping.
+    fn stop(&mut self, socket: &mut WebSocket<Stream>) -> Option<String>;
+    /// One message received (pings, pongs and close frames included), in order.
+    fn receive(&mut self, socket: &mut WebSocket<Stream>, m: Message) -> Result<(), String>;
+    /// After each read: send what waits to go out.
+    fn send_pending(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String>;
+}
+
+/// Drives one connection until it ends, and returns why. Each round: the peer's stop
+/// check; a wait for the socket or the waker, at most until the next ping is due;
+/// every message already received, each to `peer.receive`; the peer's pending
+/// frames; then liveness: nothing received for three `ping` intervals ends the
+/// connection (`no answer to pings`), and a ping goes out every `ping`.
+pub fn pump(
+    socket: &mut WebSocket<Stream>,
+    wake: &WakeRx,
+    ping: Duration,
+    peer: &mut dyn Peer,
+) -> String {
+    let mut last_rx = Instant::now();
+    let mut last_ping = Instant::now();
+    loop {
+        if let Some(why) = peer.stop(socket) {
+            return why;
+        }
+        let timeout = ping.saturating_sub(last_ping.elapsed());
+        if let Err(e) = wait(socket.get_ref().tcp(), wake, timeout) {
+            return format!("poll: {e}");
+        }
+        let mut frames = Vec::new();
+        let r = read_available(socket, |m| {
+            last_rx = Instant::now();
+            frames.push(m);
+        });
+        for m in frames {
+            if let Err(why) = peer.receive(socket, m) {
+                return why;
+            }
+        }
+        if let Err(e) = r {
+            return e.to_string();
+        }
+        if let Err(why) = peer.send_pending(socket) {
+            return why;
+        }
+        if last_rx.elapsed() > ping * 3 {
+            return "no answer to pings".into();
+        }
+        if last_ping.elapsed() >= ping {
+            last_ping = Instant::now();
+            if let Err(e) = socket.send(Message::Ping(Default::default())) {
+                return format!("ping: {e}");
+            }
+        }
     }
 }
 
