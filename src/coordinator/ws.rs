@@ -279,3 +279,113 @@ impl Throttle {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::thread;
+
+    /// Echoes each text frame back from `send_pending`, and stops once it got "bye".
+    #[derive(Default)]
+    struct Echo {
+        got: Vec<String>,
+        pending: Vec<String>,
+    }
+
+    impl Peer for Echo {
+        fn stop(&mut self, socket: &mut WebSocket<Stream>) -> Option<String> {
+            if !self.got.iter().any(|t| t == "bye") {
+                return None;
+            }
+            let _ = socket.close(None);
+            let _ = socket.flush();
+            Some("said bye".into())
+        }
+
+        fn receive(&mut self, _: &mut WebSocket<Stream>, m: Message) -> Result<(), String> {
+            if let Message::Text(t) = m {
+                self.got.push(t.to_string());
+                self.pending.push(t.to_string());
+            }
+            Ok(())
+        }
+
+        fn send_pending(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
+            for t in self.pending.drain(..) {
+                socket
+                    .send(Message::text(format!("echo {t}")))
+                    .map_err(|e| format!("send: {e}"))?;
+            }
+            Ok(())
+        }
+    }
+
+    /// A deadline for what should come at once, so a broken pump fails the test
+    /// instead of hanging it.
+    const DEADLINE: Duration = Duration::from_secs(30);
+
+    /// Runs `pump` with an `Echo` on the accepted side of a loopback connection;
+    /// returns the client's socket and where the pump's end (its reason and the
+    /// frames it got) arrives.
+    fn serve(
+        ping: Duration,
+    ) -> (
+        WebSocket<TcpStream>,
+        crossbeam_channel::Receiver<(String, Vec<String>)>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (done, ended) = crossbeam_channel::bounded(1);
+        thread::spawn(move || {
+            let (tcp, _) = listener.accept().unwrap();
+            let mut socket =
+                tungstenite::accept_with_config(Stream::Plain(tcp), Some(ws_config())).unwrap();
+            let (_waker, wake) = waker().unwrap();
+            let mut echo = Echo::default();
+            let why = pump(&mut socket, &wake, ping, &mut echo);
+            let _ = done.send((why, echo.got));
+        });
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+        let (client, _) = tungstenite::client(format!("ws://{addr}/"), tcp).unwrap();
+        (client, ended)
+    }
+
+    fn next_text(client: &mut WebSocket<TcpStream>) -> Option<String> {
+        loop {
+            match client.read() {
+                Ok(Message::Text(t)) => return Some(t.to_string()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_pump_hands_over_each_frame_sends_what_waits_and_stops_when_its_peer_says() {
+        let (mut client, server) = serve(Duration::from_secs(600));
+        client.send(Message::text("a")).unwrap();
+        assert_eq!(next_text(&mut client).as_deref(), Some("echo a"));
+        client.send(Message::text("bye")).unwrap();
+        assert_eq!(next_text(&mut client).as_deref(), Some("echo bye"));
+        assert_eq!(
+            next_text(&mut client),
+            None,
+            "the peer's close frame follows"
+        );
+        let (why, got) = server.recv_timeout(DEADLINE).expect("the pump ended");
+        assert_eq!(why, "said bye");
+        assert_eq!(got, ["a", "bye"]);
+    }
+
+    #[test]
+    fn a_peer_that_answers_no_ping_is_given_up() {
+        // The client never reads, so it never answers the pings with pongs.
+        let (client, server) = serve(Duration::from_millis(20));
+        let (why, got) = server.recv_timeout(DEADLINE).expect("the pump gave up");
+        assert_eq!(why, "no answer to pings");
+        assert!(got.is_empty());
+        drop(client);
+    }
+}
