@@ -9,6 +9,7 @@ pub mod demo;
 pub mod doctor;
 pub mod domain;
 pub mod github;
+pub mod http_server;
 pub mod install;
 pub mod logging;
 pub mod meter;

@@ -16,8 +16,6 @@ pub mod spec;
 mod targets;
 mod top;
 
-pub use profiles::edit_profile;
-
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store, StoreError};
 use parse::{Invocation, Parsed};
@@ -75,6 +73,15 @@ impl From<Invalid> for CliError {
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> CliError {
         CliError::Store(e)
+    }
+}
+
+impl From<crate::store::EditError> for CliError {
+    fn from(e: crate::store::EditError) -> CliError {
+        match e {
+            crate::store::EditError::Invalid(i) => CliError::Invalid(i),
+            crate::store::EditError::Store(e) => CliError::Store(e),
+        }
     }
 }
 

@@ -4,10 +4,10 @@
 use super::output::{self, Out, or_dash, profile_json, table, yes_no};
 use super::parse::Invocation;
 use super::{CliError, CliResult};
-use crate::domain::profile::Mode;
+use crate::domain::profile::{Change, Mode};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, ScalePolicy, labels};
-use crate::store::Store;
+use crate::store::{Store, check_runner_dir, edit_profile};
 use serde_json::json;
 
 /// `profile add`'s options, mapped onto `profile set` keys so both edit paths share
@@ -39,18 +39,6 @@ fn note_default_labels(arg: &str, p: &ScalePolicy, user: &[String], host: &Host)
              the profile's labels are {} ('--no-default-labels' to give them all yourself)",
             p.labels.join(", ")
         );
-    }
-}
-
-/// A runner directory named must be an unpacked actions-runner release now
-/// (`bin/Runner.Listener`, executable), not found broken at the first job: the error
-/// names the path and what is missing.
-fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), CliError> {
-    match &p.runner_dir {
-        Some(d) => crate::runner::check_install(d)
-            .map(drop)
-            .map_err(|e| CliError::usage(arg, &e.to_string())),
-        None => Ok(()),
     }
 }
 
@@ -117,13 +105,11 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         .map(|v| validate::number_in("--revision", v, 1, i64::MAX as u64))
         .transpose()?;
     let host = store.host_or_create()?;
-    let p = edit_profile(
-        store,
-        &host,
-        &inv.positionals[0],
-        &inv.positionals[1..],
-        expected,
-    )?;
+    let changes: Vec<Change> = inv.positionals[1..]
+        .iter()
+        .map(|kv| Change::Setting(kv.clone()))
+        .collect();
+    let p = edit_profile(store, &host, &inv.positionals[0], &changes, expected)?;
     for kv in &inv.positionals[1..] {
         if let Ok(("labels", v)) = validate::key_value(kv) {
             note_default_labels("labels", &p, &labels::parse_list(v), &host);
@@ -134,43 +120,6 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         || profile_json(&p, &host),
     );
     Ok(())
-}
-
-/// The one edit path of a stored profile, shared by `profile set` and `top`'s actions:
-/// reads the profile, applies each `KEY=VALUE` with `ScalePolicy::apply_setting`, validates
-/// the whole, checks what needs the filesystem or the store, and writes it only if the
-/// stored revision is still `expected` (default: the revision just read). Returns the
-/// profile as written, with its new revision.
-pub fn edit_profile(
-    store: &dyn Store,
-    host: &Host,
-    name: &str,
-    settings: &[String],
-    expected: Option<u64>,
-) -> Result<ScalePolicy, CliError> {
-    let mut p = store.profile(name)?;
-    let expected = expected.unwrap_or(p.revision);
-    let old_target = p.target.clone();
-    let mut dir_changed = false;
-    for kv in settings {
-        let (k, v) = validate::key_value(kv)?;
-        p.apply_setting(k, v, &host.os, &host.arch)?;
-        dir_changed |= k == "runner_dir";
-    }
-    p.validate()?;
-    if dir_changed {
-        check_runner_dir("runner_dir", &p)?;
-    }
-    if p.target != old_target
-        && let Err(crate::store::StoreError::NotFound { .. }) = store.target(&p.target)
-    {
-        return Err(CliError::usage(
-            "target",
-            &format!("no target named {:?}", p.target),
-        ));
-    }
-    p.revision = store.update_profile(&p, expected)?;
-    Ok(p)
 }
 
 pub fn set_active(inv: &Invocation, store: &dyn Store, out: &mut Out, active: bool) -> CliResult {

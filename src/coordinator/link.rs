@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tungstenite::client::IntoClientRequest;
 use tungstenite::http::HeaderValue;
 use tungstenite::{Message, WebSocket};
@@ -395,6 +395,39 @@ fn connect(
     }
 }
 
+impl ws::Peer for Session<'_> {
+    fn stop(&mut self, socket: &mut WebSocket<Stream>) -> Option<String> {
+        if !self.shared.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        let _ = socket.close(None);
+        let _ = socket.flush();
+        Some("stopping".into())
+    }
+
+    fn receive(&mut self, socket: &mut WebSocket<Stream>, m: Message) -> Result<(), String> {
+        self.frame(socket, m)
+    }
+
+    /// A fresh `hello` when the daemon asked for one, then the reports once the
+    /// coordinator has answered the first.
+    fn send_pending(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
+        if self
+            .shared
+            .hello
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+        {
+            self.hello(socket)?;
+        }
+        if self.was_up {
+            self.drain_reports(socket)?;
+        }
+        Ok(())
+    }
+}
+
 /// Attempts already reported, so a report is sent at most once per kind.
 #[derive(Default)]
 struct Ledger {
@@ -460,60 +493,7 @@ impl Session<'_> {
         if let Err(e) = self.hello(socket) {
             return e;
         }
-        let ping = self.cfg.ping_interval;
-        let mut last_rx = Instant::now();
-        let mut last_ping = Instant::now();
-        loop {
-            if self.shared.stopping.load(Ordering::SeqCst) {
-                let _ = socket.close(None);
-                let _ = socket.flush();
-                return "stopping".into();
-            }
-            if let Err(e) = ws::wait(
-                socket.get_ref().tcp(),
-                wake,
-                ping.saturating_sub(last_ping.elapsed()),
-            ) {
-                return format!("poll: {e}");
-            }
-            let mut frames = Vec::new();
-            let r = ws::read_available(socket, |m| {
-                last_rx = Instant::now();
-                frames.push(m);
-            });
-            for m in frames {
-                if let Err(e) = self.frame(socket, m) {
-                    return e;
-                }
-            }
-            if let Err(e) = r {
-                return e.to_string();
-            }
-            if self
-                .shared
-                .hello
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .1
-                && let Err(e) = self.hello(socket)
-            {
-                return e;
-            }
-            if self.was_up
-                && let Err(e) = self.drain_reports(socket)
-            {
-                return e;
-            }
-            if last_rx.elapsed() > ping * 3 {
-                return "no answer to pings".into();
-            }
-            if last_ping.elapsed() >= ping {
-                last_ping = Instant::now();
-                if let Err(e) = socket.send(Message::Ping(Default::default())) {
-                    return format!("ping: {e}");
-                }
-            }
-        }
+        ws::pump(socket, wake, self.cfg.ping_interval, self)
     }
 
     fn frame(&mut self, socket: &mut WebSocket<Stream>, m: Message) -> Result<(), String> {

@@ -119,19 +119,9 @@ pub struct Status {
     pub meters: BTreeMap<String, ProfileMeters>,
 }
 
-/// One profile's live runners on a host, added up: per-profile totals keep what a
-/// host sends bounded by its profiles, however many runners it has.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProfileMeters {
-    /// Live runners with a meter reading.
-    pub runners: u32,
-    pub rss_bytes: u64,
-    /// CPU time used so far by those runners.
-    pub cpu_millis: u64,
-    /// CPU over the last interval, in percent of one core (may pass 100).
-    pub cpu_percent: u32,
-    pub processes: u32,
-}
+/// A `status` frame's per-profile meters: `meter::ProfileMeters`, which lives below
+/// both this module and the coordinator's store that keeps it.
+pub use crate::meter::ProfileMeters;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HelloAck {

@@ -28,9 +28,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tungstenite::Message;
 use tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tungstenite::http;
+use tungstenite::{Message, WebSocket};
 
 pub struct ServeOptions {
     pub listen: SocketAddr,
@@ -407,6 +407,83 @@ impl Drop for HostSlot<'_> {
     }
 }
 
+/// An authenticated host's connection, as the pump drives it: its frames go to the
+/// placer as events, and the placer's frames and close come back through `out`.
+struct HostPeer<'a> {
+    ctx: &'a ConnCtx,
+    conn: ConnId,
+    name: &'a str,
+    out: Receiver<Out>,
+    unknown: Throttle,
+}
+
+impl ws::Peer for HostPeer<'_> {
+    fn stop(&mut self, socket: &mut WebSocket<Stream>) -> Option<String> {
+        let ctx = self.ctx;
+        if !ctx.stopping.load(Ordering::SeqCst)
+            && !matches!(
+                ctx.stop.try_recv(),
+                Err(crossbeam_channel::TryRecvError::Disconnected)
+            )
+        {
+            return None;
+        }
+        let _ = socket.close(Some(Closing::Stopping.frame()));
+        let _ = socket.flush();
+        Some("coordinator stopping".to_string())
+    }
+
+    /// A frame that is not one of ours (binary, malformed) closes the connection
+    /// with 1008; a type this build does not know is skipped and logged.
+    fn receive(&mut self, socket: &mut WebSocket<Stream>, m: Message) -> Result<(), String> {
+        let fatal = match m {
+            Message::Text(t) => match HostMsg::decode(t.as_str()) {
+                Ok(msg) => {
+                    let _ = self.ctx.events.send(Event::Frame {
+                        conn: self.conn,
+                        msg,
+                    });
+                    return Ok(());
+                }
+                Err(e) if e.is_skippable() => {
+                    let line = format!("host {}: {e}", self.name);
+                    self.unknown.log(&self.ctx.log, &line);
+                    return Ok(());
+                }
+                Err(e) => e.to_string(),
+            },
+            Message::Binary(_) => FrameError::Malformed("binary frame".into()).to_string(),
+            _ => return Ok(()),
+        };
+        let _ = socket.close(Some(tungstenite::protocol::CloseFrame {
+            code: tungstenite::protocol::frame::coding::CloseCode::Policy,
+            reason: "malformed frame".into(),
+        }));
+        let _ = socket.flush();
+        Err(fatal)
+    }
+
+    fn send_pending(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
+        while let Ok(o) = self.out.try_recv() {
+            match o {
+                Out::Frame(m) => {
+                    if let Err(e) = socket.send(Message::text(m.encode())) {
+                        return Err(format!("send: {e}"));
+                    }
+                }
+                Out::Close(why) => {
+                    let frame = why.frame();
+                    let said = frame.reason.to_string();
+                    let _ = socket.close(Some(frame));
+                    let _ = socket.flush();
+                    return Err(said);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 // tungstenite's handshake callback returns its `ErrorResponse` by value.
 #[allow(clippy::result_large_err)]
 fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
@@ -496,83 +573,14 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
     (ctx.log)(&format!("host {name} connected from {peer}"));
     // A host may send frames a newer build knows and this one skips; each is logged,
     // but only so many a minute, so a host cannot fill the coordinator's log.
-    let unknown = Throttle::new(UNKNOWN_FRAME_LINES, Duration::from_secs(60));
-    let mut last_rx = Instant::now();
-    let mut last_ping = Instant::now();
-    let why = 'pump: loop {
-        if ctx.stopping.load(Ordering::SeqCst)
-            || matches!(
-                ctx.stop.try_recv(),
-                Err(crossbeam_channel::TryRecvError::Disconnected)
-            )
-        {
-            let _ = socket.close(Some(Closing::Stopping.frame()));
-            let _ = socket.flush();
-            break "coordinator stopping".to_string();
-        }
-        let wait = ctx.ping.saturating_sub(last_ping.elapsed());
-        if let Err(e) = ws::wait(socket.get_ref().tcp(), &wake_rx, wait) {
-            break format!("poll: {e}");
-        }
-        let mut fatal: Option<String> = None;
-        let r = ws::read_available(&mut socket, |m| {
-            last_rx = Instant::now();
-            if fatal.is_some() {
-                return;
-            }
-            match m {
-                Message::Text(t) => match HostMsg::decode(t.as_str()) {
-                    Ok(msg) => {
-                        let _ = ctx.events.send(Event::Frame { conn, msg });
-                    }
-                    Err(e) if e.is_skippable() => {
-                        unknown.log(&ctx.log, &format!("host {name}: {e}"));
-                    }
-                    Err(e) => fatal = Some(e.to_string()),
-                },
-                Message::Binary(_) => {
-                    fatal = Some(FrameError::Malformed("binary frame".into()).to_string())
-                }
-                _ => {}
-            }
-        });
-        if let Some(f) = fatal {
-            let _ = socket.close(Some(tungstenite::protocol::CloseFrame {
-                code: tungstenite::protocol::frame::coding::CloseCode::Policy,
-                reason: "malformed frame".into(),
-            }));
-            let _ = socket.flush();
-            break f;
-        }
-        if let Err(e) = r {
-            break format!("{e}");
-        }
-        while let Ok(o) = out_rx.try_recv() {
-            match o {
-                Out::Frame(m) => {
-                    if let Err(e) = socket.send(Message::text(m.encode())) {
-                        break 'pump format!("send: {e}");
-                    }
-                }
-                Out::Close(why) => {
-                    let frame = why.frame();
-                    let said = frame.reason.to_string();
-                    let _ = socket.close(Some(frame));
-                    let _ = socket.flush();
-                    break 'pump said;
-                }
-            }
-        }
-        if last_rx.elapsed() > ctx.ping * 3 {
-            break "no answer to pings".to_string();
-        }
-        if last_ping.elapsed() >= ctx.ping {
-            last_ping = Instant::now();
-            if let Err(e) = socket.send(Message::Ping(Default::default())) {
-                break format!("ping: {e}");
-            }
-        }
+    let mut host = HostPeer {
+        ctx,
+        conn,
+        name: &name,
+        out: out_rx,
+        unknown: Throttle::new(UNKNOWN_FRAME_LINES, Duration::from_secs(60)),
     };
+    let why = ws::pump(&mut socket, &wake_rx, ctx.ping, &mut host);
     (ctx.log)(&format!("host {name} disconnected: {why}"));
     let _ = ctx.events.send(Event::Closed { conn });
 }

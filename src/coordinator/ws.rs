@@ -1,8 +1,10 @@
 //! The WebSocket transport both sides share: a TCP stream with or without rustls,
-//! bounded message and frame sizes, a waker that interrupts a wait for the socket, and
-//! a non-blocking drain of every message already received. One thread per connection
-//! waits in `poll(2)` on the socket and its waker, so a frame to send goes out at once
-//! and no thread spins.
+//! bounded message and frame sizes, a waker that interrupts a wait for the socket, a
+//! non-blocking drain of every message already received, and the [`pump`] that drives
+//! a connection (stop check, wait, read, send, liveness at three pings, ping) for the
+//! coordinator's server and the host's link alike, each a [`Peer`]. One thread per
+//! connection waits in `poll(2)` on the socket and its waker, so a frame to send goes
+//! out at once and no thread spins.
 
 use super::protocol::MAX_MESSAGE;
 use rustls::{ClientConnection, ServerConnection, StreamOwned};
@@ -11,7 +13,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
@@ -168,6 +170,67 @@ pub fn read_available(
     }
 }
 
+/// One side of a connection, as [`pump`] drives it. Each method that ends the
+/// connection returns why, in words for the log, having sent whatever close frame
+/// that side owes its peer.
+pub trait Peer {
+    /// Checked before every wait: `Some(why)` when this side is stopping.
+    fn stop(&mut self, socket: &mut WebSocket<Stream>) -> Option<String>;
+    /// One message received (pings, pongs and close frames included), in order.
+    fn receive(&mut self, socket: &mut WebSocket<Stream>, m: Message) -> Result<(), String>;
+    /// After each read: send what waits to go out.
+    fn send_pending(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String>;
+}
+
+/// Drives one connection until it ends, and returns why. Each round: the peer's stop
+/// check; a wait for the socket or the waker, at most until the next ping is due;
+/// every message already received, each to `peer.receive`; the peer's pending
+/// frames; then liveness: nothing received for three `ping` intervals ends the
+/// connection (`no answer to pings`), and a ping goes out every `ping`.
+pub fn pump(
+    socket: &mut WebSocket<Stream>,
+    wake: &WakeRx,
+    ping: Duration,
+    peer: &mut dyn Peer,
+) -> String {
+    let mut last_rx = Instant::now();
+    let mut last_ping = Instant::now();
+    loop {
+        if let Some(why) = peer.stop(socket) {
+            return why;
+        }
+        let timeout = ping.saturating_sub(last_ping.elapsed());
+        if let Err(e) = wait(socket.get_ref().tcp(), wake, timeout) {
+            return format!("poll: {e}");
+        }
+        let mut frames = Vec::new();
+        let r = read_available(socket, |m| {
+            last_rx = Instant::now();
+            frames.push(m);
+        });
+        for m in frames {
+            if let Err(why) = peer.receive(socket, m) {
+                return why;
+            }
+        }
+        if let Err(e) = r {
+            return e.to_string();
+        }
+        if let Err(why) = peer.send_pending(socket) {
+            return why;
+        }
+        if last_rx.elapsed() > ping * 3 {
+            return "no answer to pings".into();
+        }
+        if last_ping.elapsed() >= ping {
+            last_ping = Instant::now();
+            if let Err(e) = socket.send(Message::Ping(Default::default())) {
+                return format!("ping: {e}");
+            }
+        }
+    }
+}
+
 /// Log lines a peer can cause, bounded: at most `burst` lines per `window`; the rest
 /// are counted and reported in one line when a later window lets a line through. A
 /// misbehaving client (or host) cannot fill the log.
@@ -214,5 +277,115 @@ impl Throttle {
         }
         log(line);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::thread;
+
+    /// Echoes each text frame back from `send_pending`, and stops once it got "bye".
+    #[derive(Default)]
+    struct Echo {
+        got: Vec<String>,
+        pending: Vec<String>,
+    }
+
+    impl Peer for Echo {
+        fn stop(&mut self, socket: &mut WebSocket<Stream>) -> Option<String> {
+            if !self.got.iter().any(|t| t == "bye") {
+                return None;
+            }
+            let _ = socket.close(None);
+            let _ = socket.flush();
+            Some("said bye".into())
+        }
+
+        fn receive(&mut self, _: &mut WebSocket<Stream>, m: Message) -> Result<(), String> {
+            if let Message::Text(t) = m {
+                self.got.push(t.to_string());
+                self.pending.push(t.to_string());
+            }
+            Ok(())
+        }
+
+        fn send_pending(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
+            for t in self.pending.drain(..) {
+                socket
+                    .send(Message::text(format!("echo {t}")))
+                    .map_err(|e| format!("send: {e}"))?;
+            }
+            Ok(())
+        }
+    }
+
+    /// A deadline for what should come at once, so a broken pump fails the test
+    /// instead of hanging it.
+    const DEADLINE: Duration = Duration::from_secs(30);
+
+    /// Runs `pump` with an `Echo` on the accepted side of a loopback connection;
+    /// returns the client's socket and where the pump's end (its reason and the
+    /// frames it got) arrives.
+    fn serve(
+        ping: Duration,
+    ) -> (
+        WebSocket<TcpStream>,
+        crossbeam_channel::Receiver<(String, Vec<String>)>,
+    ) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (done, ended) = crossbeam_channel::bounded(1);
+        thread::spawn(move || {
+            let (tcp, _) = listener.accept().unwrap();
+            let mut socket =
+                tungstenite::accept_with_config(Stream::Plain(tcp), Some(ws_config())).unwrap();
+            let (_waker, wake) = waker().unwrap();
+            let mut echo = Echo::default();
+            let why = pump(&mut socket, &wake, ping, &mut echo);
+            let _ = done.send((why, echo.got));
+        });
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+        let (client, _) = tungstenite::client(format!("ws://{addr}/"), tcp).unwrap();
+        (client, ended)
+    }
+
+    fn next_text(client: &mut WebSocket<TcpStream>) -> Option<String> {
+        loop {
+            match client.read() {
+                Ok(Message::Text(t)) => return Some(t.to_string()),
+                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_pump_hands_over_each_frame_sends_what_waits_and_stops_when_its_peer_says() {
+        let (mut client, server) = serve(Duration::from_secs(600));
+        client.send(Message::text("a")).unwrap();
+        assert_eq!(next_text(&mut client).as_deref(), Some("echo a"));
+        client.send(Message::text("bye")).unwrap();
+        assert_eq!(next_text(&mut client).as_deref(), Some("echo bye"));
+        assert_eq!(
+            next_text(&mut client),
+            None,
+            "the peer's close frame follows"
+        );
+        let (why, got) = server.recv_timeout(DEADLINE).expect("the pump ended");
+        assert_eq!(why, "said bye");
+        assert_eq!(got, ["a", "bye"]);
+    }
+
+    #[test]
+    fn a_peer_that_answers_no_ping_is_given_up() {
+        // The client never reads, so it never answers the pings with pongs.
+        let (client, server) = serve(Duration::from_millis(20));
+        let (why, got) = server.recv_timeout(DEADLINE).expect("the pump gave up");
+        assert_eq!(why, "no answer to pings");
+        assert!(got.is_empty());
+        drop(client);
     }
 }

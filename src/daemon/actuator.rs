@@ -110,11 +110,6 @@ pub fn apply(
                     retry_at = crate::timefmt::format_rfc3339(at)
                 );
             }
-            Action::Adopt => log_info!(
-                "attempt_adopted",
-                attempt = a.id,
-                pid = crate::logging::Opt(&a.pid)
-            ),
         }
     }
     Ok(())

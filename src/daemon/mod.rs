@@ -9,6 +9,7 @@ mod metrics_feed;
 pub mod notify;
 mod observe;
 mod pool;
+mod pool_link;
 mod public_guard;
 mod rest_queue;
 pub mod retention;
@@ -126,7 +127,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         isolation = shared.containment().isolation.describe(),
         cgroups = shared.containment().cgroups.summary()
     );
-    let mut link = pool::start_link(&shared, &store)?;
+    let mut link = pool_link::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
     let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
 
@@ -355,20 +356,20 @@ fn apply_containment(
 fn refresh_link(
     shared: &Arc<Shared>,
     store: &SqliteStore,
-    link: Option<pool::LinkRun>,
-) -> Result<Option<pool::LinkRun>, DaemonError> {
+    link: Option<pool_link::LinkRun>,
+) -> Result<Option<pool_link::LinkRun>, DaemonError> {
     let host = store.host_or_create()?;
-    let config = pool::LinkSettings::of(&host);
+    let config = pool_link::LinkSettings::of(&host);
     match link {
         Some(l) if l.config == config => {
-            l.update_hello(pool::hello(store)?);
+            l.update_hello(pool_link::hello(store)?);
             Ok(Some(l))
         }
         Some(l) => {
             l.stop();
-            Ok(pool::start_link(shared, store)?)
+            Ok(pool_link::start_link(shared, store)?)
         }
-        None if config.url.is_some() => Ok(pool::start_link(shared, store)?),
+        None if config.url.is_some() => Ok(pool_link::start_link(shared, store)?),
         None => Ok(None),
     }
 }

@@ -49,7 +49,7 @@ impl Observer {
         };
         // The memory limit's kills matter only once the life ends (an exit, or the job
         // reported done): the cgroup's counter is read then, not every pass.
-        let ending = !matches!(process, ProcessStatus::Alive | ProcessStatus::NotSpawned)
+        let ending = process != ProcessStatus::Alive
             || events
                 .iter()
                 .any(|e| matches!(e, RunnerEvent::JobCompleted { .. }));

@@ -1,26 +1,18 @@
-//! The host's side of a coordinated pool: the mutex-guarded launch book, what the
-//! link last said (up or down, which targets it covers), the `LaunchHandler` the
-//! coordinator link calls, the target modes, and the reports sent back.
+//! The host's side of a coordinated pool, as state: the mutex-guarded launch book,
+//! what the link last said (up or down, which targets it covers), the target modes
+//! that follow, each target loop's last view, and the sender the reports go back on.
+//! `Shared` holds it; the link that feeds it is `pool_link`'s.
 
-use super::shared::{Shared, lock};
-use crate::coordinator::link::{LaunchHandler, Report};
-use crate::coordinator::protocol::{
-    AttemptFinished, AttemptStarted, Hello, HostInfo, ProfileInfo, TargetInfo, UsageInfo,
-};
-use crate::coordinator::tls;
-use crate::domain::{Attempt, Host, ScalePolicy};
-use crate::reconcile::allocate::{Counts, HostAllocator};
-use crate::reconcile::launch_book::{
-    Accepted, Launch, LaunchBook, Link, OfferCtx, Refusal, TargetMode, target_mode,
-};
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::coordinator::link::Report;
+use crate::coordinator::protocol::{AttemptFinished, AttemptStarted, UsageInfo};
+use crate::domain::Attempt;
+use crate::reconcile::launch_book::{LaunchBook, Link, TargetMode, target_mode};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, MutexGuard};
 
 /// How long the link may be down before the host reads its own demand again, unless
 /// `daemon --fallback-grace` says otherwise.
@@ -133,7 +125,7 @@ impl Pool {
         }));
     }
 
-    fn link_up(&self, covered: &[String]) {
+    pub(super) fn link_up(&self, covered: &[String]) {
         *lock(&self.link) = (
             Link::Up {
                 since: now_millis(),
@@ -142,7 +134,7 @@ impl Pool {
         );
     }
 
-    fn link_lost(&self) {
+    pub(super) fn link_lost(&self) {
         let closed = lock(&self.book).link_lost();
         log_warn!(
             "coordinator_link_lost",
@@ -162,7 +154,8 @@ impl Pool {
             .collect()
     }
 
-    fn views(&self) -> (BTreeMap<String, String>, BTreeMap<String, u32>) {
+    /// Every target's unfit profiles and undirected demand, merged.
+    pub(super) fn views(&self) -> (BTreeMap<String, String>, BTreeMap<String, u32>) {
         let mut unfit = BTreeMap::new();
         let mut demand = BTreeMap::new();
         for v in lock(&self.views).values() {
@@ -173,258 +166,8 @@ impl Pool {
     }
 }
 
-/// Whether a profile is a pool profile of this host (carries its pool label).
-pub fn is_pool_profile(host: &Host, p: &ScalePolicy) -> bool {
-    let label = host.pool_label();
-    p.labels.iter().any(|l| l.eq_ignore_ascii_case(&label))
-}
-
-/// The `hello` this host sends: itself, its targets and its pool profiles.
-pub fn hello(store: &dyn Store) -> Result<Hello, StoreError> {
-    let host = store.host_or_create()?;
-    let targets = store
-        .targets()?
-        .into_iter()
-        .map(|t| TargetInfo {
-            name: t.name.clone(),
-            scope: t.scope.display(),
-            api_url: t.api_url.clone(),
-        })
-        .collect();
-    let profiles = store
-        .profiles()?
-        .into_iter()
-        .filter(|p| p.host_id == host.id && is_pool_profile(&host, p))
-        .map(|p| ProfileInfo {
-            name: p.name.clone(),
-            target: p.target.clone(),
-            labels: p.labels.clone(),
-            max: p.max_capacity,
-        })
-        .collect();
-    Ok(Hello {
-        version: 3,
-        host: HostInfo {
-            id: host.id.clone(),
-            name: host.name.clone(),
-            os: host.os.clone(),
-            arch: host.arch.clone(),
-            capacity: host.capacity,
-        },
-        targets,
-        profiles,
-    })
-}
-
-/// The daemon's `LaunchHandler`: judges each launch against a fresh view of the host
-/// under the allocation lock, so a launch and a target loop never both take the last
-/// slot of capacity.
-pub struct Handler {
-    pub shared: Arc<Shared>,
-    pub store: Mutex<SqliteStore>,
-}
-
-impl Handler {
-    fn judge(&self, launch: &Launch) -> Result<Result<Accepted, Refusal>, StoreError> {
-        let now = now_millis();
-        let _guard = lock(&self.shared.alloc_lock);
-        let store = lock(&self.store);
-        let mut host = store.host_or_create()?;
-        host.draining |= self.shared.stopping();
-        let policies: Vec<ScalePolicy> = store
-            .profiles()?
-            .into_iter()
-            .filter(|p| p.host_id == host.id)
-            .collect();
-        let attempts = store.open_attempts(&host.id)?;
-        let counts = Counts::of(&attempts);
-        let (unfit, demand) = self.shared.pool.views();
-        let targets: Vec<String> = store.targets()?.into_iter().map(|t| t.name).collect();
-        let modes = self.shared.pool.modes(&targets, now);
-        let ctx = OfferCtx {
-            alloc: HostAllocator {
-                host: &host,
-                policies: &policies,
-                counts: &counts,
-                unfit: &unfit,
-            },
-            demand: &demand,
-            modes: &modes,
-            attempts: &attempts,
-        };
-        let verdict = lock(&self.shared.pool.book).offer(launch.clone(), &ctx, now);
-        if let Ok(Accepted::ServedBy { attempt }) = &verdict
-            && let Ok(mut a) = store.attempt(*attempt)
-        {
-            a.lease_id = Some(launch.lease_id.clone());
-            store.save_attempt(&a)?;
-        }
-        Ok(verdict)
-    }
-}
-
-impl LaunchHandler for Handler {
-    fn offer(&self, launch: &Launch) -> Result<Accepted, Refusal> {
-        let verdict = match self.judge(launch) {
-            Ok(v) => v,
-            Err(e) => {
-                log_warn!("launch_judge_failed", lease = launch.lease_id, error = e);
-                Err(Refusal::Other)
-            }
-        };
-        match &verdict {
-            Ok(a) => log_info!(
-                "launch_accepted",
-                lease = launch.lease_id,
-                job = launch.job_key,
-                profile = launch.profile,
-                how = format!("{a:?}")
-            ),
-            Err(r) => log_info!(
-                "launch_refused",
-                lease = launch.lease_id,
-                job = launch.job_key,
-                profile = launch.profile,
-                reason = r.as_str()
-            ),
-        }
-        self.shared
-            .tell(&launch.target, super::shared::LoopMsg::Wake);
-        verdict
-    }
-
-    fn cancel(&self, lease_id: &str) {
-        if lock(&self.shared.pool.book).cancel(lease_id).is_some() {
-            log_info!("launch_cancelled", lease = lease_id);
-        }
-    }
-
-    fn link_up(&self, covered: &[String]) {
-        log_info!("coordinator_link_up", covered = covered.join(","));
-        self.shared.pool.link_up(covered);
-        self.shared.tell_all(super::shared::LoopMsg::Wake);
-    }
-
-    fn link_lost(&self) {
-        self.shared.pool.link_lost();
-        self.shared.tell_all(super::shared::LoopMsg::Wake);
-    }
-}
-
-/// The host's settings a link is started from; when they change it is restarted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkSettings {
-    pub url: Option<String>,
-    pub token_file: Option<PathBuf>,
-    pub ca_file: Option<PathBuf>,
-    pub insecure: bool,
-}
-
-impl LinkSettings {
-    pub fn of(host: &Host) -> LinkSettings {
-        LinkSettings {
-            url: host.coordinator.clone(),
-            token_file: host.coordinator_token_file.clone(),
-            ca_file: host.coordinator_ca_file.clone(),
-            insecure: host.coordinator_insecure,
-        }
-    }
-}
-
-/// A running coordinator link and what it was started from.
-pub struct LinkRun {
-    handle: crate::coordinator::link::LinkHandle,
-    shutdown: Sender<()>,
-    /// The settings it was started with, to notice a change.
-    pub config: LinkSettings,
-}
-
-impl LinkRun {
-    pub fn stop(self) {
-        drop(self.shutdown);
-        self.handle.join();
-    }
-
-    pub fn update_hello(&self, hello: Hello) {
-        self.handle.update_hello(hello);
-    }
-}
-
-/// Starts the link when the host has a coordinator; `None` (standalone) otherwise.
-/// A token that cannot be read, or plain `ws://` off loopback without the owner's
-/// `coordinator_insecure=true` (a store written before it was asked for), is logged
-/// and leaves the host in fallback after the grace period, never stopped. With the
-/// opt-in, plain text off loopback is warned about at every start.
-pub fn start_link(
-    shared: &Arc<Shared>,
-    store: &SqliteStore,
-) -> Result<Option<LinkRun>, StoreError> {
-    let host = store.host_or_create()?;
-    let config = LinkSettings::of(&host);
-    let now = now_millis();
-    let Some(url) = host.coordinator.clone() else {
-        shared.pool.configure(false, None, now);
-        return Ok(None);
-    };
-    if tls::is_plain_off_loopback(&url) {
-        if !host.coordinator_insecure {
-            log_warn!(
-                "coordinator_plain_text_refused",
-                url = url,
-                error = format!(
-                    "{}; use wss://, or 'host set coordinator_insecure=true'",
-                    tls::PLAIN_TEXT_RISK
-                )
-            );
-            shared.pool.configure(true, None, now);
-            return Ok(None);
-        }
-        log_warn!(
-            "coordinator_plain_text",
-            url = url,
-            detail = format!("coordinator_insecure=true: {}", tls::PLAIN_TEXT_RISK)
-        );
-    }
-    let token = match host
-        .coordinator_token_file
-        .as_ref()
-        .map(|p| crate::secret::read_secret_file(p))
-    {
-        Some(Ok(t)) if !t.expose().trim().is_empty() => {
-            crate::secret::Secret::new(t.expose().trim())
-        }
-        other => {
-            let why = match other {
-                Some(Err(e)) => e.to_string(),
-                _ => "no coordinator_token_file set, or it is empty".into(),
-            };
-            log_warn!("coordinator_token_unreadable", error = why);
-            shared.pool.configure(true, None, now);
-            return Ok(None);
-        }
-    };
-    let (report_tx, report_rx) = crossbeam_channel::bounded::<Report>(4096);
-    let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
-    shared.pool.configure(true, Some(report_tx), now);
-    let mut cfg = crate::coordinator::link::LinkConfig::new(url.clone(), token, hello(store)?);
-    cfg.log = std::sync::Arc::new(|line: &str| log_info!("coordinator_link", detail = line));
-    cfg.ca_file = host.coordinator_ca_file.clone();
-    let handler = Arc::new(Handler {
-        shared: shared.clone(),
-        store: Mutex::new(SqliteStore::open(&shared.state_dir)?),
-    });
-    match crate::coordinator::link::spawn_link(cfg, handler, report_rx, shutdown_rx) {
-        Ok(handle) => {
-            log_info!("coordinator_link_started", url = url);
-            Ok(Some(LinkRun {
-                handle,
-                shutdown: shutdown_tx,
-                config,
-            }))
-        }
-        Err(e) => {
-            log_warn!("coordinator_link_failed", error = e);
-            Ok(None)
-        }
-    }
+/// Locks a mutex, taking the data even after a panic, as `shared::lock` does; kept
+/// here so that this module, which `Shared` holds, imports nothing of it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

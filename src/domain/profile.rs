@@ -1,6 +1,7 @@
 //! Pool profiles (`ScalePolicy`): one kind of runner for one target, with its ceilings,
 //! timeouts and mode. Every edit goes through [`ScalePolicy::apply_setting`] and
-//! [`ScalePolicy::validate`], the CLI's and the TUI's alike.
+//! [`ScalePolicy::validate`], the CLI's and the TUI's alike: both name their edits as
+//! [`Change`]s, which `store::edit_profile` applies with [`ScalePolicy::apply_change`].
 
 use super::labels;
 use super::validate::{self, Invalid};
@@ -43,6 +44,29 @@ impl DemandSource {
         match self {
             DemandSource::Poll => "poll",
             DemandSource::Scaleset => "scaleset",
+        }
+    }
+}
+
+/// One edit of a stored profile, as `profile set` and `top` make them; a list of them
+/// is applied and validated whole by `store::edit_profile`, the one edit path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A `KEY=VALUE` as the user typed it (`profile set`), read by `apply_setting`.
+    Setting(String),
+    /// Resumed (`true`) or paused.
+    Active(bool),
+    /// A new `max`, refused by name when out of range (`top` steps it by one).
+    Max(i64),
+}
+
+impl Change {
+    /// Whether this change names the runner directory, which must then be checked
+    /// on disk before the write.
+    pub fn names_runner_dir(&self) -> bool {
+        match self {
+            Change::Setting(kv) => validate::key_value(kv).is_ok_and(|(k, _)| k == "runner_dir"),
+            Change::Active(_) | Change::Max(_) => false,
         }
     }
 }
@@ -177,6 +201,26 @@ impl ScalePolicy {
         next.apply_one(key, value, os, arch)?;
         *self = next;
         Ok(())
+    }
+
+    /// Applies one [`Change`]; on error the profile is unchanged. Checks only the
+    /// change itself: [`ScalePolicy::validate`] checks the whole afterwards.
+    pub fn apply_change(&mut self, change: &Change, os: &str, arch: &str) -> Result<(), Invalid> {
+        match change {
+            Change::Setting(kv) => {
+                let (key, value) = validate::key_value(kv)?;
+                self.apply_setting(key, value, os, arch)
+            }
+            Change::Active(active) => {
+                self.active = *active;
+                Ok(())
+            }
+            Change::Max(max) => {
+                self.max_capacity =
+                    validate::whole_in("max", *max, 0, validate::MAX_CAPACITY as u64)? as u32;
+                Ok(())
+            }
+        }
     }
 
     fn apply_one(&mut self, key: &str, value: &str, os: &str, arch: &str) -> Result<(), Invalid> {
@@ -425,6 +469,39 @@ mod tests {
         assert_eq!(x.validate().unwrap_err().arg, "max");
         set(&mut x, "mode", "monitor").unwrap();
         x.validate().unwrap();
+    }
+
+    #[test]
+    fn typed_changes_read_as_their_settings_do() {
+        let mut a = p();
+        let mut b = p();
+        a.apply_change(&Change::Max(7), "linux", "x64").unwrap();
+        set(&mut b, "max", "7").unwrap();
+        a.apply_change(&Change::Active(false), "linux", "x64")
+            .unwrap();
+        set(&mut b, "active", "false").unwrap();
+        a.apply_change(&Change::Setting("min=2".into()), "linux", "x64")
+            .unwrap();
+        set(&mut b, "min", "2").unwrap();
+        assert_eq!(a, b);
+        for bad in [-1, 1001] {
+            let e = a
+                .apply_change(&Change::Max(bad), "linux", "x64")
+                .unwrap_err();
+            assert_eq!(e.arg, "max");
+            assert_eq!(e.reason, format!("must be from 0 to 1000 (got {bad})"));
+        }
+        let e = a
+            .apply_change(&Change::Setting("max".into()), "linux", "x64")
+            .unwrap_err();
+        assert_eq!(
+            (e.arg.as_str(), e.reason.as_str()),
+            ("max", "expected KEY=VALUE")
+        );
+        assert_eq!(a, b, "a refused change leaves the profile as it was");
+        assert!(Change::Setting("runner_dir=/opt/r".into()).names_runner_dir());
+        assert!(!Change::Setting("runner_group=1".into()).names_runner_dir());
+        assert!(!Change::Max(3).names_runner_dir());
     }
 
     #[test]

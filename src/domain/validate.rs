@@ -196,6 +196,18 @@ pub fn number_in(arg: &str, value: &str, lo: u64, hi: u64) -> Result<u64, Invali
     Ok(n)
 }
 
+/// A whole number already typed (not text), from `lo` to `hi`, refused in the words
+/// [`number_in`] uses for a number out of range (a negative one too).
+pub fn whole_in(arg: &str, n: i64, lo: u64, hi: u64) -> Result<u64, Invalid> {
+    match u64::try_from(n) {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(Invalid::new(
+            arg,
+            format!("must be from {lo} to {hi} (got {n})"),
+        )),
+    }
+}
+
 /// A duration in whole seconds from `lo` to `hi`: bare seconds (`300`), or numbers
 /// each followed by a unit `s`, `m`, `h` or `d` (`30s`, `5m`, `1h30m`, `2d`), so what
 /// `profile show` prints (`300s`) is accepted back.

@@ -9,6 +9,7 @@
 
 use super::sampler::MeterReport;
 use crate::timefmt::Millis;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// An attempt's meter row is rewritten at most this often (the issue asks for 5 s at
@@ -140,6 +141,22 @@ impl Entry {
     fn fresh_or_written(&self) -> bool {
         self.fresh || self.written_at.is_some()
     }
+}
+
+/// One profile's live runners on a host, added up, as a host reports them to its
+/// coordinator (`coordinator::protocol::Status::meters`) and the coordinator's store
+/// keeps them: per-profile totals keep what a host sends bounded by its profiles,
+/// however many runners it has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileMeters {
+    /// Live runners with a meter reading.
+    pub runners: u32,
+    pub rss_bytes: u64,
+    /// CPU time used so far by those runners.
+    pub cpu_millis: u64,
+    /// CPU over the last interval, in percent of one core (may pass 100).
+    pub cpu_percent: u32,
+    pub processes: u32,
 }
 
 /// One profile's live attempts added up.

@@ -11,7 +11,7 @@ pub mod sampler;
 pub mod units;
 pub mod usage;
 
-pub use live::{LiveBook, LiveMeter, MeterPoint, Totals, totals};
+pub use live::{LiveBook, LiveMeter, MeterPoint, ProfileMeters, Totals, totals};
 pub use sample::{clock_ticks_per_sec, page_size, sample_tree};
 pub use sampler::{LiveAttempt, MeterReport, SAMPLER_THREAD, run_sampler, spawn_sampler};
 pub use usage::{Meter, Usage, usage_from_stats};

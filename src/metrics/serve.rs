@@ -1,9 +1,9 @@
 //! The metrics listener: `GET /metrics` (Prometheus text) and `GET /healthz` on a
-//! loopback address only, on the same small HTTP/1.1 server the simulated GitHub uses
-//! (`sim::http::Server`) rather than a second one.
+//! loopback address only, on the crate's small HTTP/1.1 server (`http_server::Server`,
+//! which the simulated GitHub serves on too) rather than a second one.
 
 use super::Metrics;
-use crate::sim::http::{Handler, Reply, Request, Response, Server, Stopper};
+use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
 use crossbeam_channel::Receiver;
 use std::io;
 use std::net::SocketAddr;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 // The store keeps the limiting factor, so its type is the domain's.
 pub use crate::domain::status::{Limit, NotReconciling};
 
-/// Our attempts of one profile by state: the allocator's view of them.
+/// Our attempts of one profile by state: the allocator's view of them, and `top`'s.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub pending: u32,
@@ -25,9 +25,14 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// Runners not yet listening for a job (`pending` and `starting`).
+    pub fn not_listening(&self) -> u32 {
+        self.pending + self.starting
+    }
+
     /// Runners that can still take a job.
     pub fn unassigned(&self) -> u32 {
-        self.pending + self.starting + self.idle
+        self.not_listening() + self.idle
     }
 
     /// Runners that count toward capacity.

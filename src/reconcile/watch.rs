@@ -20,8 +20,6 @@ use std::fmt;
 /// The runner process as the loop found it this pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessStatus {
-    /// No process was spawned yet (a `pending` attempt without a pid).
-    NotSpawned,
     /// Running, and its start time matches the one recorded.
     Alive,
     /// Exited and reaped by us, with its code (a death by signal N as 128 + N).
@@ -113,8 +111,6 @@ pub enum Action {
     MarkCleaned,
     /// Cleanup failed: count the try and retry at this time.
     RetryCleanupAt(Millis),
-    /// A runner that outlived the daemon: tail its log and meter it again.
-    Adopt,
 }
 
 impl fmt::Display for Action {
@@ -141,7 +137,6 @@ impl fmt::Display for Action {
             Action::Cleanup => f.write_str("cleanup"),
             Action::MarkCleaned => f.write_str("cleaned"),
             Action::RetryCleanupAt(t) => write!(f, "retry cleanup at {t}"),
-            Action::Adopt => f.write_str("adopt"),
         }
     }
 }
@@ -331,10 +326,7 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
             ProcessStatus::Gone => {
                 p.end(Outcome::Orphaned, Reason::new(ReasonKind::ProcessGone));
             }
-            ProcessStatus::NotSpawned if p.state != AttemptState::Pending => {
-                p.end(Outcome::Orphaned, Reason::new(ReasonKind::ProcessGone));
-            }
-            ProcessStatus::NotSpawned | ProcessStatus::Alive => timeouts(&mut p, t, want, alive),
+            ProcessStatus::Alive => timeouts(&mut p, t, want, alive),
         }
     }
 
@@ -493,32 +485,6 @@ pub fn cleanup_backoff(tries: u32, jitter: f64) -> Millis {
     let full = BASE.saturating_mul(1 << tries.min(16)).min(CAP);
     let half = full / 2;
     half + (half as f64 * jitter.clamp(0.0, 1.0)) as Millis
-}
-
-/// A daemon (re)start meets an attempt: re-adopt a runner that outlived it, finish as
-/// `orphaned` one whose process is gone. Ended attempts are left to [`watch`].
-pub fn recover(a: &Attempt, process: ProcessStatus, now: Millis) -> Vec<Action> {
-    if a.cleaned || !a.state.is_live() {
-        return Vec::new();
-    }
-    let why = match process {
-        ProcessStatus::Alive => return vec![Action::Adopt],
-        ProcessStatus::NotSpawned if a.state == AttemptState::Pending => {
-            "the daemon stopped before the runner was spawned".to_string()
-        }
-        ProcessStatus::NotSpawned | ProcessStatus::Gone => {
-            "no runner process after restart".to_string()
-        }
-        ProcessStatus::Exited { code } => {
-            format!("the runner exited (exit {code}) while the daemon was down")
-        }
-    };
-    let why = Reason::message(ReasonKind::Orphaned, why);
-    let mut p = Plan::new(a, now);
-    if p.end(Outcome::Orphaned, why) && p.go(AttemptState::Destroying, None, None) {
-        p.actions.push(Action::Cleanup);
-    }
-    p.actions
 }
 
 /// Registrations GitHub lists under this host's runner names that no attempt

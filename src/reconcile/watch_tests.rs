@@ -3,7 +3,7 @@
 
 use super::lines::parse_line;
 use super::watch::*;
-use crate::domain::{Attempt, AttemptState, Outcome, Reason, ReasonKind};
+use crate::domain::{Attempt, AttemptState, Reason, ReasonKind};
 use crate::timefmt::Millis;
 use AttemptState::*;
 use ProcessStatus::*;
@@ -307,12 +307,20 @@ fn a_runner_gone_without_an_exit_is_orphaned() {
     check(
         at(Idle, 0),
         &[],
-        NotSpawned,
+        Gone,
         NEEDED,
         5,
         "-> failed orphaned (process_gone); -> destroying; cleanup",
     );
-    check(at(Pending, 0), &[], NotSpawned, NEEDED, 5, "");
+    // A pending attempt a crash left (no pid, no worker holds it) is seen as gone.
+    check(
+        at(Pending, 0),
+        &[],
+        Gone,
+        NEEDED,
+        5,
+        "-> failed orphaned (process_gone); -> destroying; cleanup",
+    );
 }
 
 #[test]
@@ -325,14 +333,6 @@ fn timeouts_each_with_its_reason() {
         NEEDED,
         100,
         "-> failed failed (bootstrap_timeout); stop 15 10ms",
-    );
-    check(
-        at(Pending, 0),
-        &[],
-        NotSpawned,
-        NEEDED,
-        100,
-        "-> failed failed (bootstrap_timeout); -> destroying; cleanup",
     );
     // Idle: only when not needed, counted from when it became idle.
     check(at(Idle, 100), &[], Alive, NEEDED, 10_000, "");
@@ -507,38 +507,6 @@ fn cleanup_retries_with_jittered_backoff() {
     let mut cleaned = at(Destroying, 50);
     cleaned.cleaned = true;
     check(cleaned, &[], Gone, NEEDED, 60, "");
-}
-
-#[test]
-fn restart_adopts_the_living_and_orphans_the_dead() {
-    #[track_caller]
-    fn rc(a: Attempt, p: ProcessStatus, expected: &str) {
-        let got = recover(&a, p, 500);
-        applies(&a, &got, 500);
-        assert_eq!(show(&got), expected);
-    }
-    let orphan =
-        |why: &str| format!("-> failed orphaned (orphaned: {why}); -> destroying; cleanup");
-    for s in [Starting, Idle, Busy] {
-        rc(at(s, 0), Alive, "adopt");
-        rc(at(s, 0), Gone, &orphan("no runner process after restart"));
-    }
-    rc(
-        at(Pending, 0),
-        NotSpawned,
-        &orphan("the daemon stopped before the runner was spawned"),
-    );
-    rc(
-        at(Busy, 0),
-        Exited { code: 0 },
-        &orphan("the runner exited (exit 0) while the daemon was down"),
-    );
-    for s in [Finished, Failed, Destroying, CleanupDeferred] {
-        rc(at(s, 0), Gone, "");
-    }
-    let mut a = at(Busy, 0);
-    a.end(Outcome::Orphaned, None, 500).unwrap();
-    assert_eq!(a.state, Failed);
 }
 
 #[test]

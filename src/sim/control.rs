@@ -8,9 +8,9 @@ use serde::Deserialize;
 
 use super::faults::{FaultRule, RunnerFaultRule};
 use super::handle::Sim;
-use super::http::{Reply, Request, Response};
 use super::jit::{self, JitConfig};
 use super::state::{InstallationState, RunnerCallError, Scope, State};
+use crate::http_server::{Reply, Request, Response};
 use crate::secret::Secret;
 use crate::timefmt::{Millis, now_millis};
 

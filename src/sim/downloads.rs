@@ -12,9 +12,9 @@
 
 use super::control::RUNNER_VERSION;
 use super::github::Out;
-use super::http::{Reply, Response};
 use super::install::SCRIPTS;
 use super::state::State;
+use crate::http_server::{Reply, Response};
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde::Serialize;

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use super::auth::Caller;
 use super::github::{Out, Params, param};
-use super::http::{Request, percent_encode};
 use super::jit::{self, JitConfig};
 use super::model::{self, RateLimit};
 use super::state::{JobState, JobStatus, RunnerState, Scope, State, TokenState};
+use crate::http_server::{Request, percent_encode};
 use crate::timefmt::{Millis, format_rfc3339};
 
 pub fn dispatch(

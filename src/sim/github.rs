@@ -7,10 +7,10 @@ use std::time::Duration;
 use super::auth::{self, Caller};
 use super::faults::{self, FaultAction};
 use super::handle::Sim;
-use super::http::{Reply, Request, Response, http_date};
 use super::latency::Stamp;
 use super::model::{BasicError, DOCS, ValidationError};
 use super::state::{LogEntry, State};
+use crate::http_server::{Reply, Request, Response, http_date};
 use crate::timefmt::{Millis, now_millis};
 
 /// Every REST operation the sim serves, as (method, GitHub's path template). Routing uses
@@ -81,7 +81,7 @@ pub fn match_route(method: &str, path: &str) -> Option<(&'static str, Params)> {
                 if s.is_empty() {
                     continue 'routes;
                 }
-                params.push((name.to_string(), super::http::percent_decode(s)));
+                params.push((name.to_string(), crate::http_server::percent_decode(s)));
             } else if t != s {
                 continue 'routes;
             }

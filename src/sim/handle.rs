@@ -6,10 +6,10 @@ use std::io;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::faults::{FaultRule, RunnerFaultRule};
-use super::http::{Handler, Reply, Request, Server, Stopper};
 use super::state::{
     AppState, InstallationState, JobState, LogEntry, RunnerState, Scope, SimConfig, State,
 };
+use crate::http_server::{Handler, Reply, Request, Server, Stopper};
 use crate::timefmt::now_millis;
 
 /// The shared sim: state behind one mutex, a condvar runners' long polls wait on.

@@ -18,9 +18,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::handle::Sim;
-use super::http::{Reply, Request};
 use super::rng::SplitMix64;
 use super::state::{LogEntry, State};
+use crate::http_server::{Reply, Request};
 use crate::timefmt::{Millis, now_millis};
 
 /// How far GitHub is. All zero (the default) is loopback: no delay at all.

@@ -12,7 +12,6 @@ pub mod endpoints;
 pub mod faults;
 pub mod github;
 pub mod handle;
-pub mod http;
 pub mod install;
 pub mod jit;
 pub mod latency;

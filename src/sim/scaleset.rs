@@ -12,11 +12,11 @@ use serde_json::{Value, json};
 
 use super::faults::FaultAction;
 use super::handle::Sim;
-use super::http::{Reply, Request, Response};
 use super::jit::{self, JitConfig};
 use super::latency::Stamp;
 use super::scaleset_state::{SimScaleSet, SimSession, jwt_token};
 use super::state::{LogEntry, Scope, State};
+use crate::http_server::{Reply, Request, Response};
 use crate::secret::Secret;
 use crate::timefmt::{Millis, format_rfc3339, now_millis};
 
@@ -102,7 +102,7 @@ fn match_route(method: &str, path: &str) -> Option<(&'static str, Vec<String>)> 
                 if s.is_empty() {
                     continue 'routes;
                 }
-                params.push(super::http::percent_decode(s));
+                params.push(crate::http_server::percent_decode(s));
             } else if t != s {
                 continue 'routes;
             }
@@ -194,7 +194,7 @@ fn respond(st: &State, status: u16, body: Option<Value>) -> Response {
             .with_header("content-type", "application/json; charset=utf-8")
             .with_body(bytes);
     }
-    r.with_header("date", super::http::http_date(now_millis()))
+    r.with_header("date", crate::http_server::http_date(now_millis()))
 }
 
 /// The credential a request of this API counts in flight under (the log's names): the

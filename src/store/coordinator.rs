@@ -6,7 +6,7 @@
 use super::SqliteStore;
 use super::error::{Result, StoreError};
 use super::rows::{sql_u64, to_json, write_tx};
-use crate::coordinator::protocol::ProfileMeters;
+use crate::meter::ProfileMeters;
 use crate::timefmt::Millis;
 use rusqlite::{OptionalExtension, Row, params};
 use std::collections::BTreeMap;

@@ -171,6 +171,68 @@ fn a_stale_revision_is_refused_and_writes_nothing() {
 }
 
 #[test]
+fn the_one_profile_edit_validates_whole_and_checks_the_revision() {
+    use crate::domain::profile::Change;
+    let (s, h, p) = seeded();
+    let e = edit_profile(&s, &h, "linux", &[Change::Max(0)], None).unwrap_err();
+    assert!(
+        matches!(&e, EditError::Invalid(i) if i.arg == "max"),
+        "max=0 of an autoscale profile is refused by validate: {e}"
+    );
+    let e = edit_profile(
+        &s,
+        &h,
+        "linux",
+        &[Change::Setting("runner_dir=/nonexistent/runner".into())],
+        None,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, EditError::Invalid(i) if i.arg == "runner_dir"),
+        "{e}"
+    );
+    let e = edit_profile(
+        &s,
+        &h,
+        "linux",
+        &[Change::Setting("target=nope".into())],
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "invalid target: no target named \"nope\"");
+    assert_eq!(
+        s.profile("linux").unwrap(),
+        p,
+        "every refusal wrote nothing"
+    );
+    let written = edit_profile(
+        &s,
+        &h,
+        "linux",
+        &[Change::Max(6), Change::Active(false)],
+        Some(1),
+    )
+    .unwrap();
+    assert_eq!(
+        (written.revision, written.max_capacity, written.active),
+        (2, 6, false)
+    );
+    assert_eq!(s.profile("linux").unwrap(), written);
+    let e = edit_profile(&s, &h, "linux", &[Change::Max(5)], Some(1)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EditError::Store(StoreError::StaleRevision {
+                expected: 1,
+                actual: 2,
+                ..
+            })
+        ),
+        "{e}"
+    );
+}
+
+#[test]
 fn attempts_keep_their_history_and_the_profile_stays_while_live() {
     let (s, h, _) = seeded();
     let mut a = s.create_attempt(&new_attempt(&h, "linux"), 1_000).unwrap();

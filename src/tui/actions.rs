@@ -1,12 +1,13 @@
 //! The edits `top` can make: pause or resume a profile, change its max by one, drain
-//! the host. Profile edits go through the CLI's own path (`cli::edit_profile`: the
-//! same `apply_setting`, `validate` and revision check as `profile set`), naming the
-//! revision the screen showed, so an edit made meanwhile is refused, not overwritten.
+//! the host. Profile edits are typed `Change`s through the one edit path
+//! (`store::edit_profile`: the same `apply_setting`, `validate` and revision check as
+//! `profile set`), naming the revision the screen showed, so an edit made meanwhile is
+//! refused, not overwritten.
 //! A max step applies at once and can be undone with `u` (its undo names the revision
 //! the step wrote, so it too is refused if someone edited since).
 
-use crate::cli::{CliError, edit_profile};
-use crate::store::{Store, StoreError};
+use crate::domain::profile::Change;
+use crate::store::{EditError, Store, StoreError, edit_profile};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
@@ -101,12 +102,12 @@ pub fn apply(store: &dyn Store, action: &Action) -> Done {
                     "host no longer draining".to_string()
                 }
             })
-            .map_err(CliError::from),
+            .map_err(|e| Refusal::Edit(e.into())),
         Action::SetActive {
             profile,
             revision,
             active,
-        } => edit(store, profile, &format!("active={active}"), *revision).map(|rev| {
+        } => edit(store, profile, Change::Active(*active), *revision).map(|rev| {
             let word = if *active { "resumed" } else { "paused" };
             format!("profile {profile} {word} (revision {rev})")
         }),
@@ -116,7 +117,7 @@ pub fn apply(store: &dyn Store, action: &Action) -> Done {
             from,
             to,
         } => {
-            return match edit(store, profile, &format!("max={to}"), *revision) {
+            return match edit(store, profile, Change::Max(*to), *revision) {
                 Ok(rev) => {
                     let text = format!("profile {profile} max {from} → {to} (revision {rev})");
                     match action.undo(rev) {
@@ -134,25 +135,33 @@ pub fn apply(store: &dyn Store, action: &Action) -> Done {
     }
 }
 
-fn refused(e: CliError) -> Done {
+fn refused(e: Refusal) -> Done {
     match e {
-        CliError::Store(e @ StoreError::StaleRevision { .. }) => {
+        Refusal::Edit(EditError::Store(e @ StoreError::StaleRevision { .. })) => {
             Done::Refused(format!("{e} (reloaded)"))
         }
-        e => Done::Refused(e.to_string()),
+        Refusal::Edit(e) => Done::Refused(e.to_string()),
+        Refusal::NoHost => Done::Refused("no host in the store yet: run 'host show' once".into()),
     }
 }
 
-fn edit(store: &dyn Store, profile: &str, setting: &str, revision: u64) -> Result<u64, CliError> {
+/// Why an action was not carried out.
+enum Refusal {
+    Edit(EditError),
+    /// The store has no host row yet (`top` never creates one).
+    NoHost,
+}
+
+impl From<EditError> for Refusal {
+    fn from(e: EditError) -> Refusal {
+        Refusal::Edit(e)
+    }
+}
+
+fn edit(store: &dyn Store, profile: &str, change: Change, revision: u64) -> Result<u64, Refusal> {
     let host = store
-        .host()?
-        .ok_or_else(|| CliError::Failed("no host in the store yet: run 'host show' once".into()))?;
-    edit_profile(
-        store,
-        &host,
-        profile,
-        &[setting.to_string()],
-        Some(revision),
-    )
-    .map(|p| p.revision)
+        .host()
+        .map_err(EditError::from)?
+        .ok_or(Refusal::NoHost)?;
+    Ok(edit_profile(store, &host, profile, &[change], Some(revision))?.revision)
 }

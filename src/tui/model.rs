@@ -3,10 +3,9 @@
 //! profiles carry their session). Loading
 //! is a handful of short read transactions; the store is never written here.
 
-use crate::domain::{
-    Attempt, AttemptState, DemandSource, Host, Reported, ScalePolicy, SessionState, TargetMode,
-};
+use crate::domain::{Attempt, DemandSource, Host, Reported, ScalePolicy, SessionState, TargetMode};
 use crate::meter::LiveMeter;
+use crate::reconcile::allocate::Counts;
 use crate::store::{
     AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, SqliteStore, Store,
     StoreError, TargetStatus,
@@ -23,21 +22,6 @@ pub const PICTURE_WINDOW_MS: Millis = 10 * 60_000;
 /// Ended attempts shown besides the live ones: enough to see what just happened.
 pub const RECENT_ATTEMPTS: u32 = 200;
 
-/// Live attempts of one profile by what they are doing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// `pending` and `starting`: not yet listening.
-    pub starting: u32,
-    pub idle: u32,
-    pub busy: u32,
-}
-
-impl Counts {
-    pub fn live(&self) -> u32 {
-        self.starting + self.idle + self.busy
-    }
-}
-
 /// One profile as the overview shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProfileRow {
@@ -48,6 +32,7 @@ pub struct ProfileRow {
     /// `fallback`), `None` before the daemon's first pass.
     pub mode: Option<Reported<TargetMode>>,
     pub status: Option<ProfileStatus>,
+    /// Its open attempts by state, counted as the allocator counts them.
     pub counts: Counts,
     /// A `demand=scaleset` profile's session as the daemon last recorded it; `None`
     /// for other profiles, and before (or without) a listener on this host.
@@ -144,19 +129,11 @@ impl Snapshot {
         meters.retain(|id, _| live_ids.contains(id));
         let pstat = store.profile_statuses()?;
         let sessions = store.session_statuses()?;
+        let counts = Counts::of(&attempts);
         let profiles = store
             .profiles()?
             .into_iter()
             .map(|p| {
-                let mut counts = Counts::default();
-                for a in attempts.iter().filter(|a| a.profile == p.name) {
-                    match a.state {
-                        AttemptState::Pending | AttemptState::Starting => counts.starting += 1,
-                        AttemptState::Idle => counts.idle += 1,
-                        AttemptState::Busy => counts.busy += 1,
-                        _ => {}
-                    }
-                }
                 let (os, arch) = host
                     .as_ref()
                     .map(|h| (h.os.as_str(), h.arch.as_str()))
@@ -169,7 +146,7 @@ impl Snapshot {
                         .and_then(|t| t.status.as_ref())
                         .map(|s| s.mode.clone()),
                     status: pstat.iter().find(|s| s.profile == p.name).cloned(),
-                    counts,
+                    counts: counts.get(&p.name).copied().unwrap_or_default(),
                     session: sessions
                         .iter()
                         .find(|s| s.profile == p.name && p.demand == DemandSource::Scaleset)

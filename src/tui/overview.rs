@@ -384,7 +384,10 @@ impl OverviewView {
                 cells.push(Span::raw(fmt::or_dash(st.map(|s| s.demand), |d| {
                     d.to_string()
                 })));
-                cells.push(Span::styled(r.counts.starting.to_string(), th.waiting()));
+                cells.push(Span::styled(
+                    r.counts.not_listening().to_string(),
+                    th.waiting(),
+                ));
                 cells.push(Span::styled(r.counts.idle.to_string(), th.good()));
                 cells.push(Span::styled(r.counts.busy.to_string(), th.working()));
                 cells.push(Span::raw(p.max_capacity.to_string()));

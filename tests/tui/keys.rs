@@ -485,7 +485,11 @@ fn counts_come_from_open_attempts_and_the_daemon_is_judged_by_its_heartbeat() {
     let (store, snap) = seeded();
     let linux = snap.profile("linux").unwrap();
     assert_eq!(
-        (linux.counts.starting, linux.counts.idle, linux.counts.busy),
+        (
+            linux.counts.not_listening(),
+            linux.counts.idle,
+            linux.counts.busy
+        ),
         (1, 1, 2)
     );
     assert_eq!(snap.live_total(), 5);

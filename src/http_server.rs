@@ -1,5 +1,7 @@
 //! A small HTTP/1.1 server on `std::net`: keep-alive, Content-Length bodies, size limits,
 //! and raw replies (drop, hang, truncate, garbage) so fault injection controls the socket.
+//! The simulated GitHub (`sim`) and the daemon's metrics listener (`metrics::serve`) both
+//! serve on it; it knows neither.
 //!
 //! Our own instead of a crate because a fault injector must be able to misbehave at the
 //! byte level, which well-behaved server crates are built to prevent.
@@ -189,7 +191,7 @@ impl Server {
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
-            .name("sim-http-listen".into())
+            .name("http-listen".into())
             .spawn(move || accept_loop(listener, handler, s))?;
         Ok(Server {
             addr,
@@ -261,7 +263,7 @@ fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>, shared: Arc<Sha
         }
         let (h, s) = (handler.clone(), shared.clone());
         let spawned = std::thread::Builder::new()
-            .name("sim-http-conn".into())
+            .name("http-conn".into())
             .spawn(move || {
                 serve_connection(stream, &*h, &s.stopper);
                 s.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
@@ -384,7 +386,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, ReadError>
         .iter()
         .any(|(k, v)| k == "transfer-encoding" && !v.eq_ignore_ascii_case("identity"))
     {
-        // Chunked request bodies are not needed by any client of the sim.
+        // Chunked request bodies are not needed by any client of the sim or the metrics.
         return Err(ReadError::TooLarge(411));
     }
     if len > MAX_BODY_BYTES {

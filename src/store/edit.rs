@@ -1,0 +1,83 @@
+//! The one edit path of a stored profile, typed, shared by `profile set` and `top`:
+//! read, apply each [`Change`], validate the whole, check what needs the disk or the
+//! books, and write only if the revision is still the one expected.
+
+use super::{Store, StoreError};
+use crate::domain::profile::Change;
+use crate::domain::{Host, Invalid, ScalePolicy};
+use std::fmt;
+
+/// Why an edit was refused: a value (`Invalid`, named by its setting) or the store
+/// (no such profile, a stale revision, a failure).
+#[derive(Debug)]
+pub enum EditError {
+    Invalid(Invalid),
+    Store(StoreError),
+}
+
+impl fmt::Display for EditError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EditError::Invalid(i) => write!(f, "{i}"),
+            EditError::Store(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for EditError {}
+
+impl From<Invalid> for EditError {
+    fn from(i: Invalid) -> EditError {
+        EditError::Invalid(i)
+    }
+}
+
+impl From<StoreError> for EditError {
+    fn from(e: StoreError) -> EditError {
+        EditError::Store(e)
+    }
+}
+
+/// Reads the profile `name`, applies `changes` in order with
+/// `ScalePolicy::apply_change` (`host` gives the default labels), validates the whole,
+/// checks a runner directory named (an unpacked release now, not found broken at the
+/// first job) and a new target (it must exist), and writes it only if the stored
+/// revision is still `expected` (default: the revision just read). Returns the profile
+/// as written, with its new revision.
+pub fn edit_profile(
+    store: &dyn Store,
+    host: &Host,
+    name: &str,
+    changes: &[Change],
+    expected: Option<u64>,
+) -> Result<ScalePolicy, EditError> {
+    let mut p = store.profile(name)?;
+    let expected = expected.unwrap_or(p.revision);
+    let old_target = p.target.clone();
+    for c in changes {
+        p.apply_change(c, &host.os, &host.arch)?;
+    }
+    p.validate()?;
+    if changes.iter().any(Change::names_runner_dir) {
+        check_runner_dir("runner_dir", &p)?;
+    }
+    if p.target != old_target
+        && let Err(StoreError::NotFound { .. }) = store.target(&p.target)
+    {
+        return Err(Invalid::new("target", format!("no target named {:?}", p.target)).into());
+    }
+    p.revision = store.update_profile(&p, expected)?;
+    Ok(p)
+}
+
+/// A runner directory named must be an unpacked actions-runner release now
+/// (`bin/Runner.Listener`, executable), not found broken at the first job: the error
+/// names `arg` (the setting or option that named it), the path and what is missing.
+pub fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), Invalid> {
+    match &p.runner_dir {
+        Some(d) => crate::runner::check_install(d)
+            .map(drop)
+            .map_err(|e| Invalid::new(arg, e.to_string())),
+        None => Ok(()),
+    }
+}
