@@ -9,6 +9,8 @@ mod contain;
 mod host;
 mod remote;
 
+pub use host::free_bytes;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

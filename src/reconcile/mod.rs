@@ -4,6 +4,7 @@
 
 pub mod allocate;
 pub mod demand;
+pub mod disk;
 pub mod hold;
 pub mod launch_book;
 pub mod lines;

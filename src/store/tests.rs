@@ -693,7 +693,7 @@ fn a_version_9_store_gains_the_session_rows() {
             .unwrap();
     }
     let s = SqliteStore::open(&d.0).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 10);
+    assert_eq!(s.schema_version().unwrap(), schema::CURRENT_VERSION);
     assert!(s.session_statuses().unwrap().is_empty());
     // What the listener recorded before is untouched.
     assert_eq!(
@@ -703,4 +703,33 @@ fn a_version_9_store_gains_the_session_rows() {
     let row = session_row("linux", crate::domain::SessionPhase::Held, 5);
     s.put_session_status(&row).unwrap();
     assert_eq!(s.session_statuses().unwrap(), vec![row]);
+}
+
+#[test]
+fn a_version_10_host_gains_the_default_disk_reserve_and_keeps_a_set_one() {
+    let d = TempDir::new("migrate-v10");
+    std::fs::create_dir_all(&d.0).unwrap();
+    {
+        let c = rusqlite::Connection::open(d.0.join(DB_FILE)).unwrap();
+        let mut script = format!("PRAGMA application_id = {};", schema::APPLICATION_ID);
+        for m in &schema::MIGRATIONS[..10] {
+            script.push_str(m);
+        }
+        script.push_str("PRAGMA user_version = 10;");
+        script.push_str(
+            "INSERT INTO host (one, id, name, os, arch, capacity, draining) \
+             VALUES (1, '0123abcd89ef4567', 'h', 'linux', 'x86_64', 3, 0);",
+        );
+        c.execute_batch(&script).unwrap();
+    }
+    let s = SqliteStore::open(&d.0).unwrap();
+    let mut h = s.host().unwrap().unwrap();
+    assert_eq!(h.capacity, 3);
+    assert_eq!(
+        h.disk_reserve_bytes,
+        crate::domain::host::DEFAULT_DISK_RESERVE_BYTES
+    );
+    h.disk_reserve_bytes = 4 << 20;
+    s.update_host(&h).unwrap();
+    assert_eq!(s.host().unwrap().unwrap().disk_reserve_bytes, 4 << 20);
 }
