@@ -10,6 +10,7 @@ mod daemon {
     mod api_faults;
     mod capacity;
     mod crash;
+    mod disk;
     mod labels;
     mod lifecycle;
     mod meters;
