@@ -119,6 +119,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .set_grace(opts.fallback_grace.as_millis() as Millis);
     let mut contained = containment_key(&host);
     apply_containment(&shared, &store, &host, None)?;
+    // The first passes, and the first scrape, know whether there is room to start
+    // runners.
+    disk_watch::sample(&shared, host.disk_reserve_bytes);
     log_info!(
         "daemon_started",
         host = host.id,
@@ -131,8 +134,6 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
     let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
 
-    // The first passes know whether there is room to start runners.
-    disk_watch::sample(&shared, host.disk_reserve_bytes);
     // Orphans left on disk by a crash: roots and processes that no attempt explains.
     sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());
 

@@ -4,6 +4,7 @@
 //! room; the store keeps every row it committed when a write meets a full disk.
 //! These tests mount (they run as root, as CI does); a failed mount fails them.
 
+use super::metrics::{get, metrics_addr_in};
 use super::support::{ProfileSpec, SETTLE, World, wait_until};
 use runner_manager::domain::AttemptState;
 use runner_manager::store::{AttemptFilter, NewAttempt, SqliteStore, Store};
@@ -48,6 +49,15 @@ fn requests_since(w: &World, endpoint: &str, since: Millis) -> usize {
         .count()
 }
 
+/// A gauge without labels as `/metrics` serves it; `None` without a series.
+fn gauge(addr: &str, name: &str) -> Option<f64> {
+    let (status, text) = get(addr, "/metrics");
+    assert_eq!(status, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .map(|v| v.trim().parse().unwrap())
+}
+
 fn limiting(w: &World, profile: &str) -> String {
     let st = w.status_json();
     st["profiles"]
@@ -66,7 +76,12 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
     assert!(out.contains("disk_reserve 8.0 MiB"), "{out}");
     w.add_target("t", "acme/app", true);
     w.add_profile(ProfileSpec::new("linux", "t", &["linux"]).max(2));
-    w.start_daemon();
+    w.start_daemon_with(&["--metrics-listen", "127.0.0.1:0"]);
+    let addr = metrics_addr_in(&w.daemon_log_path(1));
+    const HELD: &str = "runner_manager_disk_starts_held";
+    const FREE: &str = "runner_manager_state_dir_free_bytes";
+    assert_eq!(gauge(&addr, HELD), Some(0.0));
+    assert!(gauge(&addr, FREE).is_some_and(|f| f > (16 * MIB) as f64));
     // A runner at work when the disk fills.
     w.enqueue("acme/app", "before", &["linux"], 4_000);
     wait_until(SETTLE, "the first job's runner to be busy", || {
@@ -85,6 +100,8 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
         why.contains("under disk_reserve 8.0 MiB") && why.contains("resume above 16 MiB"),
         "{why}"
     );
+    assert_eq!(gauge(&addr, HELD), Some(1.0));
+    assert!(gauge(&addr, FREE).is_some_and(|f| f < (8 * MIB) as f64));
     let text = w.cli_ok(&["status"]);
     assert!(text.contains("disk: "), "{text}");
 
@@ -127,6 +144,7 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
     w.check_invariants(&["acme/app"]);
     assert_eq!(w.attempts().len(), 2, "{:?}", w.outcomes());
     assert!(!limiting(&w, "linux").contains("disk"));
+    assert_eq!(gauge(&addr, HELD), Some(0.0));
     assert!(w.stop_daemon().success());
     let logs = w.daemon_logs();
     assert!(
