@@ -133,6 +133,22 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
     assert!(w.live_attempts().is_empty(), "{:?}", w.live_attempts());
     assert!(limiting(&w, "linux").contains("disk: "));
 
+    // Not one byte free: writes may fail now (SQLITE_FULL), and the daemon lives on
+    // through its heartbeat (written, or logged as not written).
+    let brim = w.dir.join("brim");
+    fill(&brim, 0);
+    let brimmed_at = now_millis();
+    wait_until(SETTLE, "a heartbeat at a full disk, written or not", || {
+        w.daemon_logs().contains("msg=heartbeat_not_written")
+            || w.store()
+                .heartbeat()
+                .ok()
+                .flatten()
+                .is_some_and(|h| h.heartbeat_at > brimmed_at)
+    });
+    assert!(w.daemon_exited().is_none(), "{}", w.daemon_logs());
+    std::fs::remove_file(&brim).unwrap();
+
     // Room again: the daemon starts the waiting job's runner on its own.
     std::fs::remove_file(&filler).unwrap();
     assert!(free(&w.dir) > 16 * MIB);
