@@ -445,6 +445,14 @@ impl Metrics {
         self.gauge_set(names::STARTS_HELD, &[("profile", profile)], v);
     }
 
+    /// Sets `mode` (one of [`ISOLATION_MODES`]) to 1 and the others to 0.
+    pub fn set_isolation(&self, mode: &str) {
+        for m in ISOLATION_MODES {
+            let v = if *m == mode { 1.0 } else { 0.0 };
+            self.gauge_set(names::ISOLATION, &[("mode", m)], v);
+        }
+    }
+
     /// The state directory's free space (`None`: unreadable, no series) and whether
     /// starts are held for want of it.
     pub fn set_disk(&self, free: Option<u64>, held: bool) {
@@ -453,14 +461,6 @@ impl Metrics {
         self.gauge_replace(names::STATE_DIR_FREE, &rows);
         let v = if held { 1.0 } else { 0.0 };
         self.gauge_set(names::DISK_STARTS_HELD, &[], v);
-    }
-
-    /// Sets `mode` (one of [`ISOLATION_MODES`]) to 1 and the others to 0.
-    pub fn set_isolation(&self, mode: &str) {
-        for m in ISOLATION_MODES {
-            let v = if *m == mode { 1.0 } else { 0.0 };
-            self.gauge_set(names::ISOLATION, &[("mode", m)], v);
-        }
     }
 
     /// The `/healthz` freshness check: true while the daemon's last pass is recent.
