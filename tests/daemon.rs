@@ -11,6 +11,7 @@ mod daemon {
     mod budget;
     mod capacity;
     mod crash;
+    mod disk;
     mod labels;
     mod lifecycle;
     mod meters;

@@ -38,6 +38,10 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
         ("runner_uids", or_dash(h.runner_uids.as_ref())),
         ("retention", crate::timefmt::duration(h.retention_secs)),
         ("logs_max", crate::meter::units::bytes(h.logs_max_bytes)),
+        (
+            "disk_reserve",
+            crate::meter::units::bytes(h.disk_reserve_bytes),
+        ),
     ]
 }
 
@@ -77,6 +81,7 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "runner_uids",
     "retention",
     "logs_max",
+    "disk_reserve",
 ];
 
 /// The longest retention `host set retention=` takes: a year.
@@ -161,6 +166,9 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 .into());
             }
             h.logs_max_bytes = b;
+        }
+        "disk_reserve" => {
+            h.disk_reserve_bytes = crate::domain::isolation::parse_bytes(key, value)?;
         }
         "runner_uids" => {
             h.runner_uids = if value.is_empty() {

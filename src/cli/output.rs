@@ -183,6 +183,7 @@ pub fn host_json(h: &Host) -> Value {
         "runner_uids": h.runner_uids.map(|r| r.to_string()),
         "retention_secs": h.retention_secs,
         "logs_max_bytes": h.logs_max_bytes,
+        "disk_reserve_bytes": h.disk_reserve_bytes,
     })
 }
 

@@ -3,6 +3,7 @@
 
 mod actuator;
 pub mod contain;
+mod disk_watch;
 mod io;
 pub mod lock;
 mod metrics_feed;
@@ -119,6 +120,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         .set_grace(opts.fallback_grace.as_millis() as Millis);
     let mut contained = containment_key(&host);
     apply_containment(&shared, &store, &host, None)?;
+    // The first passes, and the first scrape, know whether there is room to start
+    // runners.
+    disk_watch::sample(&shared, host.disk_reserve_bytes);
     log_info!(
         "daemon_started",
         host = host.id,
@@ -181,6 +185,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let mut next_heartbeat = started_at + HEARTBEAT_EVERY;
     let mut next_sweep = now_millis() + SWEEP_EVERY;
     let mut next_prune = 0;
+    let mut next_disk = now_millis() + disk_watch::SAMPLE_EVERY;
     let mut last_watchdog = std::time::Instant::now();
     let mut drain_deadline: Option<std::time::Instant> = None;
     let mut live_book = crate::meter::LiveBook::new();
@@ -229,7 +234,12 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 }
                 if now >= next_heartbeat {
                     next_heartbeat = now + HEARTBEAT_EVERY;
-                    store.put_heartbeat(&Heartbeat { pid: std::process::id(), started_at, heartbeat_at: now, version: env!("CARGO_PKG_VERSION").into() })?;
+                    // A full disk fails the write (SQLITE_FULL) and loses nothing
+                    // written before: the daemon goes on watching and cleaning.
+                    let beat = Heartbeat { pid: std::process::id(), started_at, heartbeat_at: now, version: env!("CARGO_PKG_VERSION").into() };
+                    if let Err(e) = store.put_heartbeat(&beat) {
+                        log_warn!("heartbeat_not_written", error = e);
+                    }
                 }
                 // Edits from the CLI: wake the loops (and start or stop loops for added
                 // or removed targets) only when configuration changed, so the
@@ -253,6 +263,10 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     }
                 }
                 let host = store.host_or_create()?;
+                if now >= next_disk {
+                    next_disk = now + disk_watch::SAMPLE_EVERY;
+                    disk_watch::sample(&shared, host.disk_reserve_bytes);
+                }
                 let open = store.open_attempts(&host.id)?;
                 let contain = shared.containment();
                 let live: Vec<LiveAttempt> = open
@@ -285,7 +299,12 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 }
                 if now >= next_prune {
                     next_prune = now + PRUNE_EVERY;
-                    retention::upkeep(&store, &host, &opts.state_dir, now)?;
+                    // Pruning is what gives space back: a failed one (a full disk) is
+                    // tried again at the next sweep, and stops nothing else.
+                    if let Err(e) = retention::upkeep(&store, &host, &opts.state_dir, now) {
+                        log_warn!("upkeep_failed", error = e);
+                        next_prune = now + SWEEP_EVERY;
+                    }
                 }
                 if let Some(deadline) = drain_deadline {
                     let waiting = open.iter().filter(|a| a.state.is_unassigned()).count();

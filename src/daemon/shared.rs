@@ -1,7 +1,7 @@
 //! What the daemon's threads share: the allocation lock (so two target loops never
-//! both spend the last slot of host capacity), the drain flag, meter readings, and
-//! the wake-up senders of the target loops, and the metrics registry with the times
-//! `/healthz` judges freshness by.
+//! both spend the last slot of host capacity), the drain flag, meter readings,
+//! the wake-up senders of the target loops, the metrics registry with the times
+//! `/healthz` judges freshness by, and the state directory's free space.
 
 use crate::meter::Meter;
 use crate::metrics::Metrics;
@@ -52,6 +52,11 @@ pub struct Shared {
     /// The containment runners start with; replaced whole when the host's settings
     /// change, read by each start.
     pub contain: Mutex<Arc<super::contain::Containment>>,
+    /// The state directory's free space as last sampled, and whether starts are held
+    /// for want of it (`disk_watch`).
+    pub disk: Mutex<super::disk_watch::DiskState>,
+    /// Where `disk_watch` reads free space from (`statvfs`; a test's own).
+    pub free_space: super::disk_watch::FreeSpace,
 }
 
 impl Shared {
@@ -67,12 +72,19 @@ impl Shared {
             passes: Mutex::new(HashMap::new()),
             last_tick: AtomicI64::new(crate::timefmt::now_millis()),
             contain: Mutex::new(Arc::new(super::contain::Containment::none())),
+            disk: Mutex::new(Default::default()),
+            free_space: crate::doctor::free_bytes,
         }
     }
 
     /// The containment in effect now.
     pub fn containment(&self) -> Arc<super::contain::Containment> {
         lock(&self.contain).clone()
+    }
+
+    /// Why no profile may start for want of disk space, while that holds.
+    pub fn disk_reason(&self) -> Option<String> {
+        lock(&self.disk).reason()
     }
 
     pub fn stopping(&self) -> bool {

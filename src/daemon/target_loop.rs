@@ -75,6 +75,9 @@ pub struct TargetLoop {
     /// it breaks (and once when it is whole again), not every pass.
     install_logged: BTreeMap<String, String>,
     status: StatusWriter,
+    /// The store write of a pass that last failed (a full disk: SQLITE_FULL), so it
+    /// is logged when it fails and when writes work again, not every pass.
+    write_failing: Option<String>,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
     rng: u64,
@@ -118,6 +121,7 @@ impl TargetLoop {
             uids_used_up: None,
             install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
+            write_failing: None,
             rng: seed | 1,
             read_cost: ReadCost::default(),
             pace: None,
@@ -196,6 +200,7 @@ impl TargetLoop {
 
     /// Gather, plan, record, act.
     fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
+        let failed_before = self.write_failing.take().is_some();
         let host = self.store.host_or_create()?;
         let target = match self.store.target(&self.name) {
             Ok(t) => t,
@@ -284,7 +289,10 @@ impl TargetLoop {
             };
             let mut book = lock(&shared.pool.book);
             let plan = plan::plan(&observed, &mut book, now);
-            let intents = self.record(&host, &plan, &mut book, now)?;
+            // An intent that cannot be written is a start that does not happen; the
+            // pass still watches and cleans.
+            let (intents, failed) = self.record(&host, &plan, &mut book, now);
+            self.wrote("intents", failed.map_or(Ok(()), Err));
             drop(book);
             shared.pool.set_view(
                 &self.name,
@@ -297,7 +305,8 @@ impl TargetLoop {
         };
         self.surplus = plan.surplus.clone();
         self.uids_used_up = plan.uids_used_up.clone();
-        self.record_status(&plan, &profiles, mode, now)?;
+        let status = self.record_status(&plan, &profiles, mode, now);
+        self.wrote("status", status);
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
         metrics_feed::target(
             &self.shared.metrics,
@@ -314,7 +323,22 @@ impl TargetLoop {
             self.send_start(&target, &profiles, a, now)?;
         }
         self.persist_hold(now)?;
+        if failed_before && self.write_failing.is_none() {
+            log_info!("store_writes_recovered", target = self.name);
+        }
         Ok(())
+    }
+
+    /// Notes a store write of the pass: a failure is logged when it first fails (or
+    /// fails differently), and the pass goes on.
+    fn wrote(&mut self, what: &str, r: Result<(), StoreError>) {
+        if let Err(e) = r {
+            let msg = format!("{what}: {e}");
+            if self.write_failing.as_deref() != Some(msg.as_str()) {
+                log_warn!("store_write_failed", target = self.name, error = msg);
+            }
+            self.write_failing = Some(msg);
+        }
     }
 
     /// A runner spawned by a daemon killed before it recorded the pid: found through
@@ -347,7 +371,24 @@ impl TargetLoop {
         plan: &Plan,
         book: &mut crate::reconcile::LaunchBook,
         now: Millis,
-    ) -> Result<Vec<Attempt>, StoreError> {
+    ) -> (Vec<Attempt>, Option<StoreError>) {
+        let mut out = Vec::with_capacity(plan.intents.len());
+        match self.record_into(host, plan, book, now, &mut out) {
+            Ok(()) => (out, None),
+            Err(e) => (out, Some(e)),
+        }
+    }
+
+    /// [`Self::record`]'s writes, each intent recorded pushed to `out` as it is, so a
+    /// failed write leaves the ones before it to be started.
+    fn record_into(
+        &self,
+        host: &Host,
+        plan: &Plan,
+        book: &mut crate::reconcile::LaunchBook,
+        now: Millis,
+        out: &mut Vec<Attempt>,
+    ) -> Result<(), StoreError> {
         for c in &plan.closed {
             log_info!(
                 "launch_closed",
@@ -361,7 +402,6 @@ impl TargetLoop {
                 self.store.save_attempt(&a)?;
             }
         }
-        let mut out = Vec::with_capacity(plan.intents.len());
         for i in &plan.intents {
             let mut a = starter::record_intent(
                 &self.store,
@@ -378,7 +418,7 @@ impl TargetLoop {
             }
             out.push(a);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Carries out the plan's actions: up to the first that needs GitHub or the disk
@@ -413,7 +453,12 @@ impl TargetLoop {
                 now,
                 scaleset: scaleset.as_deref(),
             };
-            actuator::apply(&cx, &mut a, inline)?;
+            if let Err(e) = actuator::apply(&cx, &mut a, inline) {
+                // Not recorded (a full disk): the rest waits for a pass that can
+                // record it, and the other attempts are still acted on.
+                self.wrote("attempt", Err(e));
+                continue;
+            }
             // Before any worker reports: an attempt that just ended with a job must
             // keep that job out of a queue read before it took it, from the next pass.
             self.after_attempt(&a);
@@ -751,11 +796,13 @@ impl TargetLoop {
                 metrics_feed::start_held(&self.shared.metrics, p, false);
             }
         }
+        let disk_full = self.shared.disk_reason();
         plan::unfit(
             &Fitness {
                 profiles,
                 org: matches!(target.scope, TargetScope::Org { .. }),
                 isolation_refused: refused,
+                disk_full: disk_full.as_deref(),
                 holds: &self.holds,
                 no_client: no_client.as_deref(),
                 public_repo: self.guard.public_repo,

@@ -130,7 +130,9 @@ fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
 }
 
-pub(super) fn check_disk(opts: &Options) -> CheckLine {
+/// Free space in the state directory against `fail_under` (the host's
+/// `disk_reserve` unless the options say otherwise) and the warning mark.
+pub(super) fn check_disk(opts: &Options, fail_under: u64) -> CheckLine {
     // Before the first run the directory does not exist: its parent's filesystem is
     // where it will be.
     let mut at: &Path = &opts.state_dir;
@@ -140,7 +142,7 @@ pub(super) fn check_disk(opts: &Options) -> CheckLine {
             _ => break,
         }
     }
-    disk_line(at, free_bytes(at), opts)
+    disk_line(at, free_bytes(at), fail_under, opts.warn_free_bytes)
 }
 
 /// What the state directory keeps (`host set retention= logs_max=`): ok while the
@@ -162,23 +164,41 @@ pub(super) fn check_kept(state_dir: &Path, store: &crate::store::SqliteStore) ->
     CheckLine::ok("kept", kept.line())
 }
 
-pub(super) fn disk_line(at: &Path, free: std::io::Result<u64>, opts: &Options) -> CheckLine {
+/// The disk line: a failure under `fail_under`, in the daemon's words (it starts no
+/// runners there, and again only above twice it: `reconcile::disk`), a warning under
+/// `warn_under` or under where held starts resume.
+pub(super) fn disk_line(
+    at: &Path,
+    free: std::io::Result<u64>,
+    fail_under: u64,
+    warn_under: u64,
+) -> CheckLine {
+    use crate::meter::units::bytes;
+    use crate::reconcile::disk;
     let hint =
         "free space there (old logs, build caches) or move the state directory with --state-dir";
+    let warn_under = warn_under.max(disk::resume_above(fail_under));
     match free {
         Err(e) => CheckLine::fail("disk", format!("statvfs {}: {e}", at.display()), hint),
-        Ok(b) if b < opts.fail_free_bytes => CheckLine::fail(
+        Ok(b) if disk::held(Some(b), false, fail_under) => CheckLine::fail(
             "disk",
-            format!("{} free in {}: runners cannot start", gib(b), at.display()),
-            hint,
+            format!(
+                "{} free in {}, under disk_reserve {}: the daemon starts no runners until \
+                 more than {} is free",
+                bytes(b),
+                at.display(),
+                bytes(fail_under),
+                bytes(disk::resume_above(fail_under))
+            ),
+            format!("{hint}; host set disk_reserve=SIZE sets the mark"),
         ),
-        Ok(b) if b < opts.warn_free_bytes => CheckLine::warn(
+        Ok(b) if b < warn_under => CheckLine::warn(
             "disk",
             format!(
                 "{} free in {} (under {})",
                 gib(b),
                 at.display(),
-                gib(opts.warn_free_bytes)
+                gib(warn_under)
             ),
             hint,
         ),
@@ -363,5 +383,38 @@ pub(super) fn check_systemd(opts: &Options) -> CheckLine {
                 ),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn the_disk_fails_where_the_daemon_holds_starts_and_warns_until_they_resume() {
+        let at = Path::new("/var/lib/runner-manager");
+        let line = |free: u64| disk_line(at, Ok(free), 256 * MIB, 2 << 30);
+        let fail = line(255 * MIB);
+        assert_eq!(fail.status, super::super::Status::Fail, "{fail:?}");
+        assert!(
+            fail.detail.contains("under disk_reserve 256 MiB")
+                && fail
+                    .detail
+                    .contains("starts no runners until more than 512 MiB"),
+            "{fail:?}"
+        );
+        assert!(fail.hint.unwrap().contains("disk_reserve="));
+        assert_eq!(line(256 * MIB).status, super::super::Status::Warn);
+        assert_eq!(line(3 << 30).status, super::super::Status::Ok);
+        // A reserve above the warning mark: warned until starts would resume.
+        let big = disk_line(at, Ok(5 << 30), 4 << 30, 2 << 30);
+        assert_eq!(big.status, super::super::Status::Warn, "{big:?}");
+        assert_eq!(
+            disk_line(at, Ok(0), 0, 0).status,
+            super::super::Status::Ok,
+            "a reserve of 0 never fails"
+        );
     }
 }

@@ -9,6 +9,8 @@ mod contain;
 mod host;
 mod remote;
 
+pub use host::free_bytes;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -120,8 +122,9 @@ pub struct Options {
     pub state_dir: PathBuf,
     /// Free space under this is a warning...
     pub warn_free_bytes: u64,
-    /// ...and under this a failure (attempt roots and logs need room).
-    pub fail_free_bytes: u64,
+    /// ...and under this a failure (attempt roots and logs need room): `None` is the
+    /// host's `disk_reserve`, under which the daemon starts no runners.
+    pub fail_free_bytes: Option<u64>,
     /// Clock skew beyond this is a warning (timestamps in the books drift)...
     pub warn_skew: Duration,
     /// ...and beyond this a failure (GitHub App JWTs are refused past about a minute).
@@ -138,7 +141,7 @@ impl Options {
         Options {
             state_dir: dir.to_path_buf(),
             warn_free_bytes: 2 << 30,
-            fail_free_bytes: 256 << 20,
+            fail_free_bytes: None,
             warn_skew: Duration::from_secs(5),
             fail_skew: Duration::from_secs(30),
             systemctl: None,
@@ -152,7 +155,16 @@ impl Options {
 pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     let mut lines = Vec::new();
     let store = host::check_store(opts, &mut lines);
-    lines.push(host::check_disk(opts));
+    let reserve = store
+        .as_ref()
+        .and_then(|s| crate::store::Store::host(s).ok().flatten())
+        .map_or(crate::domain::host::DEFAULT_DISK_RESERVE_BYTES, |h| {
+            h.disk_reserve_bytes
+        });
+    lines.push(host::check_disk(
+        opts,
+        opts.fail_free_bytes.unwrap_or(reserve),
+    ));
     if let Some(s) = &store {
         lines.push(host::check_kept(&opts.state_dir, s));
         contain::check(&opts.state_dir, s, &mut lines);

@@ -33,6 +33,10 @@ pub struct Host {
     /// The most the logs directory may hold; the oldest logs of ended attempts go
     /// first.
     pub logs_max_bytes: u64,
+    /// Free space the state directory's filesystem keeps: under it the daemon starts
+    /// no runners, and it starts them again above twice it (`reconcile::disk`); 0
+    /// never holds starts.
+    pub disk_reserve_bytes: u64,
 }
 
 /// Ended attempts, their samples and logs are kept this long unless `host set
@@ -40,6 +44,10 @@ pub struct Host {
 pub const DEFAULT_RETENTION_SECS: u64 = 14 * 86_400;
 /// The logs directory's cap unless `host set logs_max=` says otherwise.
 pub const DEFAULT_LOGS_MAX_BYTES: u64 = 1 << 30;
+/// The free space kept unless `host set disk_reserve=` says otherwise: room for the
+/// store to record every runner's end and for cleanups to run, which is also where
+/// `doctor`'s disk check fails.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
 impl Host {
     /// The first 8 hex digits of the id: what runner names carry.
@@ -129,6 +137,7 @@ mod tests {
             runner_uids: None,
             retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
+            disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

@@ -74,6 +74,8 @@ pub mod names {
     pub const SESSION_HELD: &str = "runner_manager_scaleset_session_held";
     pub const SINCE_MESSAGE: &str = "runner_manager_scaleset_seconds_since_message";
     pub const SINCE_POLL: &str = "runner_manager_scaleset_seconds_since_poll";
+    pub const STATE_DIR_FREE: &str = "runner_manager_state_dir_free_bytes";
+    pub const DISK_STARTS_HELD: &str = "runner_manager_disk_starts_held";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
@@ -288,6 +290,20 @@ impl Metrics {
              (no series before the first)",
             &[],
         );
+        m.register(
+            STATE_DIR_FREE,
+            Kind::Gauge,
+            "Free bytes on the state directory's filesystem, as last read \
+             (no series while it cannot be read)",
+            &[],
+        );
+        m.register(
+            DISK_STARTS_HELD,
+            Kind::Gauge,
+            "1 while no runner starts because the state directory's filesystem is under \
+             the host's disk_reserve (until it has twice that free)",
+            &[],
+        );
         m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         m
     }
@@ -486,6 +502,16 @@ impl Metrics {
             let v = if *m == mode { 1.0 } else { 0.0 };
             self.gauge_set(names::ISOLATION, &[("mode", m)], v);
         }
+    }
+
+    /// The state directory's free space (`None`: unreadable, no series) and whether
+    /// starts are held for want of it.
+    pub fn set_disk(&self, free: Option<u64>, held: bool) {
+        let rows: Vec<(Vec<(&str, &str)>, f64)> =
+            free.map(|f| (Vec::new(), f as f64)).into_iter().collect();
+        self.gauge_replace(names::STATE_DIR_FREE, &rows);
+        let v = if held { 1.0 } else { 0.0 };
+        self.gauge_set(names::DISK_STARTS_HELD, &[], v);
     }
 
     /// The `/healthz` freshness check: true while the daemon's last pass is recent.

@@ -5,6 +5,7 @@
 pub mod allocate;
 pub mod budget;
 pub mod demand;
+pub mod disk;
 pub mod hold;
 pub mod launch_book;
 pub mod lines;

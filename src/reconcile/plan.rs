@@ -399,6 +399,8 @@ pub struct Fitness<'a> {
     pub org: bool,
     /// Isolation is required but cannot be had: why.
     pub isolation_refused: Option<&'a str>,
+    /// The state directory's filesystem is under its reserve: why (`reconcile::disk`).
+    pub disk_full: Option<&'a str>,
     /// Profiles whose starts are held after a host failure.
     pub holds: &'a BTreeMap<String, StartHold>,
     /// Why the target has no GitHub client, when it has none.
@@ -440,7 +442,7 @@ fn rate_limited(allocation: &mut Allocation, until: Millis) {
 }
 
 /// Profiles that cannot start runners now, with the reason `status` shows, first
-/// reason first: isolation refused, starts held, no credentials, a public runner
+/// reason first: isolation refused, a full disk, starts held, no credentials, a public runner
 /// group or repository, a broken install, an unknown visibility, no scale set yet.
 pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, String> {
     let mut unfit = BTreeMap::new();
@@ -453,6 +455,8 @@ pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, String> {
         let scaleset_org = f.org && p.demand == DemandSource::Scaleset && !p.allow_public;
         let why = if let Some(why) = f.isolation_refused {
             Some(format!("isolation: {why}"))
+        } else if let Some(why) = f.disk_full {
+            Some(why.to_string())
         } else if let Some(h) = f.holds.get(&p.name).filter(|h| h.holds(now)) {
             Some(h.describe(now))
         } else if let Some(why) = f.no_client {
@@ -507,6 +511,7 @@ mod tests {
             runner_uids: None,
             retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
+            disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
         }
     }
 
@@ -786,6 +791,7 @@ mod tests {
             profiles: &profiles,
             org: false,
             isolation_refused: None,
+            disk_full: None,
             holds: &holds,
             no_client: None,
             public_repo: Some(false),
@@ -804,6 +810,16 @@ mod tests {
             ..f
         };
         assert!(unfit(&refused, 1_000)["linux"].starts_with("isolation: "));
+        // A full disk holds every profile, whatever else holds one.
+        let full = Fitness {
+            disk_full: Some("disk: 3.0 MiB free"),
+            ..f
+        };
+        let u = unfit(&full, 1_000);
+        assert_eq!(
+            (u["linux"].as_str(), u["gpu"].as_str()),
+            ("disk: 3.0 MiB free", "disk: 3.0 MiB free")
+        );
         let unknown = Fitness {
             public_repo: None,
             ..f

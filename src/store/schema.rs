@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -287,6 +287,12 @@ CREATE TABLE etags (
 ALTER TABLE target_status ADD COLUMN rate_limit_limit INTEGER;
 ALTER TABLE target_status ADD COLUMN rate_limit_reset INTEGER;
 ALTER TABLE target_status ADD COLUMN poll_every_ms INTEGER;
+"#;
+
+/// Version 12: the free space the state directory keeps (`host set disk_reserve=`):
+/// under it the daemon starts no runners.
+pub const V12: &str = r#"
+ALTER TABLE host ADD COLUMN disk_reserve_bytes INTEGER NOT NULL DEFAULT 268435456;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -797,3 +797,32 @@ fn a_targets_validators_are_kept_changed_and_go_with_it() {
         "a removed target's go with it"
     );
 }
+
+#[test]
+fn a_version_10_host_gains_the_default_disk_reserve_and_keeps_a_set_one() {
+    let d = TempDir::new("migrate-v10");
+    std::fs::create_dir_all(&d.0).unwrap();
+    {
+        let c = rusqlite::Connection::open(d.0.join(DB_FILE)).unwrap();
+        let mut script = format!("PRAGMA application_id = {};", schema::APPLICATION_ID);
+        for m in &schema::MIGRATIONS[..10] {
+            script.push_str(m);
+        }
+        script.push_str("PRAGMA user_version = 10;");
+        script.push_str(
+            "INSERT INTO host (one, id, name, os, arch, capacity, draining) \
+             VALUES (1, '0123abcd89ef4567', 'h', 'linux', 'x86_64', 3, 0);",
+        );
+        c.execute_batch(&script).unwrap();
+    }
+    let s = SqliteStore::open(&d.0).unwrap();
+    let mut h = s.host().unwrap().unwrap();
+    assert_eq!(h.capacity, 3);
+    assert_eq!(
+        h.disk_reserve_bytes,
+        crate::domain::host::DEFAULT_DISK_RESERVE_BYTES
+    );
+    h.disk_reserve_bytes = 4 << 20;
+    s.update_host(&h).unwrap();
+    assert_eq!(s.host().unwrap().unwrap().disk_reserve_bytes, 4 << 20);
+}

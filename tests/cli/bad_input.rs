@@ -221,6 +221,8 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
         (vec!["host", "set", "retention=soon"], "retention"),
         (vec!["host", "set", "logs_max=1M"], "logs_max"),
         (vec!["host", "set", "logs_max=lots"], "logs_max"),
+        (vec!["host", "set", "disk_reserve=lots"], "disk_reserve"),
+        (vec!["host", "set", "disk_reserve=-1M"], "disk_reserve"),
         (
             vec!["target", "set", "octo", "token_file=/nonexistent/tok"],
             "token_file",

@@ -155,7 +155,7 @@ pub(super) fn metrics_addr_in(log: &Path) -> String {
     addr.unwrap()
 }
 
-fn get(addr: &str, path: &str) -> (u16, String) {
+pub(super) fn get(addr: &str, path: &str) -> (u16, String) {
     let r = request(
         &format!("http://{addr}"),
         "GET",

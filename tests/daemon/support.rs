@@ -101,17 +101,58 @@ pub struct World {
     daemon: Option<Child>,
     daemon_runs: u32,
     tokens: u32,
+    /// `dir` is a tmpfs this world mounted (`on_tmpfs`): unmounted when dropped.
+    mounted: bool,
 }
 
 impl World {
     /// A sim and a state directory with a host of `capacity`; no targets yet.
     pub fn new(tag: &str, capacity: u32) -> World {
-        World::with_sim(tag, capacity, SimConfig::default())
+        let dir = World::fresh_dir(tag);
+        let runner_dir = dir.join("runner-install");
+        install::lay_out(&runner_dir, Path::new(BIN)).expect("the simulated runner lays out");
+        World::with_dirs(dir, runner_dir, capacity, false, SimConfig::default())
     }
 
     /// [`World::new`] with the simulated GitHub configured as given.
     pub fn with_sim(tag: &str, capacity: u32, cfg: SimConfig) -> World {
-        let sim = SimGitHub::start(cfg).expect("the sim starts");
+        let dir = World::fresh_dir(tag);
+        let runner_dir = dir.join("runner-install");
+        install::lay_out(&runner_dir, Path::new(BIN)).expect("the simulated runner lays out");
+        World::with_dirs(dir, runner_dir, capacity, false, cfg)
+    }
+
+    /// A world whose state directory is a tmpfs of `size_mib` MiB, mounted for this
+    /// test (so it can be filled on purpose), with the runner install outside it and
+    /// its programs linked symbolically, so each attempt's root takes a few KiB of
+    /// it. Panics, naming why, when the mount fails: such a test never passes
+    /// without its filesystem.
+    pub fn on_tmpfs(tag: &str, capacity: u32, size_mib: u64) -> World {
+        let dir = World::fresh_dir(tag);
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m,mode=0700")])
+            .arg("tmpfs")
+            .arg(&dir)
+            .output()
+            .expect("mount(8) runs");
+        assert!(
+            out.status.success(),
+            "this test needs its state directory on a tmpfs of its own, and mounting \
+             one failed (run it as root, as CI does): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let runner_dir = dir.with_extension("install");
+        let _ = std::fs::remove_dir_all(&runner_dir);
+        install::lay_out(&runner_dir, Path::new(BIN)).expect("the simulated runner lays out");
+        for name in ["Runner.Listener", "Runner.Worker"] {
+            let p = runner_dir.join("bin").join(name);
+            std::fs::remove_file(&p).unwrap();
+            std::os::unix::fs::symlink(BIN, &p).unwrap();
+        }
+        World::with_dirs(dir, runner_dir, capacity, true, SimConfig::default())
+    }
+
+    fn fresh_dir(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
             "rm-e2e-{tag}-{}-{}",
             std::process::id(),
@@ -119,8 +160,17 @@ impl World {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let runner_dir = dir.join("runner-install");
-        install::lay_out(&runner_dir, Path::new(BIN)).expect("the simulated runner lays out");
+        dir
+    }
+
+    fn with_dirs(
+        dir: PathBuf,
+        runner_dir: PathBuf,
+        capacity: u32,
+        mounted: bool,
+        cfg: SimConfig,
+    ) -> World {
+        let sim = SimGitHub::start(cfg).expect("the sim starts");
         let store = SqliteStore::open(&dir).unwrap();
         let mut host = store.host_or_create().unwrap();
         host.capacity = capacity;
@@ -133,6 +183,7 @@ impl World {
             daemon: None,
             daemon_runs: 0,
             tokens: 0,
+            mounted,
         }
     }
 
@@ -231,6 +282,10 @@ impl World {
     // ---- the daemon ----
 
     pub fn daemon_log_path(&self, run: u32) -> PathBuf {
+        if self.mounted {
+            // Beside the tmpfs, not in it: filling it must not cost the daemon's log.
+            return self.dir.with_extension(format!("daemon-{run}.log"));
+        }
         self.dir.join(format!("daemon-{run}.log"))
     }
 
@@ -516,6 +571,15 @@ impl Drop for World {
             eprintln!("{}", self.daemon_logs());
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        if self.mounted {
+            // A mount outlives no test, failed or not (its logs were printed above).
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_dir_all(&self.runner_dir);
+            for run in 1..=self.daemon_runs {
+                let _ = std::fs::remove_file(self.daemon_log_path(run));
+            }
         }
         self.sim.shutdown();
     }

@@ -155,7 +155,7 @@ fn an_old_runner_warns_and_a_disabled_unit_warns() {
         "2.300.0",
     ]);
     let lines = run_checks(&Options {
-        fail_free_bytes: 0,
+        fail_free_bytes: Some(0),
         warn_free_bytes: 0,
         ..opts(&d, "disabled")
     });

@@ -1,0 +1,138 @@
+//! The state directory's free space, read by the main thread at start and every
+//! [`SAMPLE_EVERY`] on its tick, judged by the pure `reconcile::disk::held`, and kept
+//! in `Shared::disk`, where each target loop's pass reads it as an unfitness fact
+//! (every profile unfit with the reason `reconcile::disk::describe` gives). A change
+//! is logged once, wakes the loops (so starts resume at once when space returns) and
+//! sets the `runner_manager_state_dir_free_bytes` and
+//! `runner_manager_disk_starts_held` gauges. Only starts wait: watching, recording
+//! and cleaning go on, and cleanups give the space back.
+
+use super::shared::{LoopMsg, Shared, lock};
+use crate::reconcile::disk;
+use crate::timefmt::Millis;
+use crate::{log_info, log_warn};
+use std::path::Path;
+
+/// How often the main thread reads the free space: a `statvfs` is cheap, and a
+/// runner filling the disk takes longer than this to matter.
+pub const SAMPLE_EVERY: Millis = 2_000;
+
+/// Where free space is read from: `statvfs` in the daemon (`doctor::free_bytes`);
+/// a test gives its own.
+pub type FreeSpace = fn(&Path) -> std::io::Result<u64>;
+
+/// What the last sample found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiskState {
+    /// Free bytes for an unprivileged writer; `None` when the last read failed.
+    pub free: Option<u64>,
+    /// The host's `disk_reserve` it was judged against.
+    pub reserve: u64,
+    /// Starts are held for want of space.
+    pub held: bool,
+}
+
+impl DiskState {
+    /// The unfit reason every profile shows while starts are held.
+    pub fn reason(&self) -> Option<String> {
+        self.held.then(|| disk::describe(self.free, self.reserve))
+    }
+}
+
+/// Reads the free space through `Shared::free_space`, decides against `reserve`
+/// and what was held before, and keeps the result in `Shared::disk`; a change is
+/// logged and wakes the target loops. Returns the new state.
+pub fn sample(shared: &Shared, reserve: u64) -> DiskState {
+    let read = (shared.free_space)(&shared.state_dir);
+    let before = lock(&shared.disk).clone();
+    if let Err(e) = &read
+        && before.free.is_some()
+    {
+        log_warn!(
+            "disk_unreadable",
+            state_dir = shared.state_dir.display(),
+            error = e
+        );
+    }
+    let free = read.ok();
+    let now = DiskState {
+        free,
+        reserve,
+        held: disk::held(free, before.held, reserve),
+    };
+    shared.metrics.set_disk(now.free, now.held);
+    if now.held != before.held {
+        if now.held {
+            log_warn!(
+                "starts_held_disk",
+                state_dir = shared.state_dir.display(),
+                free_bytes = free.map_or("unknown".to_string(), |f| f.to_string()),
+                reserve_bytes = reserve,
+                resume_above_bytes = disk::resume_above(reserve)
+            );
+        } else {
+            log_info!(
+                "starts_resumed_disk",
+                state_dir = shared.state_dir.display(),
+                free_bytes = free.map_or("unknown".to_string(), |f| f.to_string()),
+                reserve_bytes = reserve
+            );
+        }
+    }
+    let changed = now.held != before.held || now.reserve != before.reserve;
+    *lock(&shared.disk) = now.clone();
+    if changed {
+        shared.tell_all(LoopMsg::Wake);
+    }
+    now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::names;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const MIB: u64 = 1 << 20;
+    /// The fake filesystem's free bytes; `u64::MAX` makes the read fail.
+    static FREE: AtomicU64 = AtomicU64::new(0);
+
+    fn fake(_: &Path) -> std::io::Result<u64> {
+        match FREE.load(Ordering::SeqCst) {
+            u64::MAX => Err(std::io::Error::other("statvfs failed")),
+            f => Ok(f),
+        }
+    }
+
+    #[test]
+    fn a_sample_holds_starts_says_why_and_resumes_above_twice_the_reserve() {
+        let mut shared = Shared::new(std::env::temp_dir());
+        shared.free_space = fake;
+        let step = |free: u64| {
+            FREE.store(free, Ordering::SeqCst);
+            sample(&shared, 4 * MIB)
+        };
+        assert!(!step(100 * MIB).held);
+        assert_eq!(lock(&shared.disk).reason(), None);
+        let s = step(3 * MIB);
+        assert!(s.held);
+        assert!(
+            shared
+                .disk_reason()
+                .is_some_and(|r| r.starts_with("disk: 3.0 MiB free")),
+            "{:?}",
+            shared.disk_reason()
+        );
+        let gauge = |n: &str| shared.metrics.value(n, &[]);
+        assert_eq!(gauge(names::DISK_STARTS_HELD), Some(1.0));
+        assert_eq!(gauge(names::STATE_DIR_FREE), Some((3 * MIB) as f64));
+        // Between the marks it stays held; a failed read changes nothing.
+        assert!(step(6 * MIB).held);
+        assert!(step(u64::MAX).held);
+        assert_eq!(gauge(names::STATE_DIR_FREE), None);
+        let s = step(9 * MIB);
+        assert!(!s.held);
+        assert_eq!(shared.disk_reason(), None);
+        assert_eq!(gauge(names::DISK_STARTS_HELD), Some(0.0));
+    }
+}
