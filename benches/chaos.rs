@@ -190,8 +190,21 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let (mut bursts, mut forbids) = (0usize, 0usize);
     let (mut tokens_expired, mut sessions_dropped) = (0usize, 0usize);
     let mut tick = 0u64;
+    // Issue 20: time with jobs queued, no runner registered and no units left.
+    let limit = w.sim.with_state(|st| st.cfg.rate_limit);
+    let (mut dry_ms, mut last_ms) = (0i64, runner_manager::timefmt::now_millis());
     loop {
         let now = Instant::now();
+        let now_ms = runner_manager::timefmt::now_millis();
+        let waiting = w
+            .sim
+            .jobs()
+            .iter()
+            .any(|j| j.status == runner_manager::sim::JobStatus::Queued);
+        if waiting && w.sim.runners().is_empty() && support::units(&w.sim) >= limit {
+            dry_ms += now_ms - last_ms;
+        }
+        last_ms = now_ms;
         if queued < cfg.jobs && now >= next_job {
             let gpu = rng.next_u64().is_multiple_of(4);
             let labels: &[&str] = match (gpu, cfg.scaleset) {
@@ -434,9 +447,16 @@ fn run(cfg: &Config) -> Result<usize, String> {
         }
         total += c.violations.len();
     }
+    let served = jobs
+        .iter()
+        .filter(|j| j.status == runner_manager::sim::JobStatus::Completed)
+        .count();
+    let per_job = support::units(&w.sim) as f64 / served.max(1) as f64;
     println!(
-        "chaos summary: 1 run, {kills} kills, {} jobs, {injected} faults injected, violations: {total}",
-        jobs.len()
+        "chaos summary: 1 run, {kills} kills, {} jobs, {injected} faults injected, \
+         {per_job:.2} units per served job, {:.1} min run dry, violations: {total}",
+        jobs.len(),
+        dry_ms as f64 / 60_000.0
     );
     checks.clear();
     if total == 0 && std::env::var_os("RM_BENCH_KEEP").is_none() {
