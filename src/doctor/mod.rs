@@ -182,6 +182,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     let newest = remote::check_targets(opts, &targets, &profiles, &mut lines);
     if let Some(s) = &store {
         remote::check_sessions(s, &profiles, &mut lines);
+        remote::check_pacing(s, &targets, &mut lines);
     }
     host::check_runners(opts, &profiles, &newest, &mut lines);
     lines.push(host::check_systemd(opts));

@@ -2,7 +2,8 @@
 //! (`github::check_target`, and `scaleset::check` for its scale set profiles), the
 //! clock against GitHub's `Date`, and the newest runner version the target's
 //! downloads API offers; and, from the store, the session each scale set profile's
-//! listener holds (`check_sessions`).
+//! listener holds (`check_sessions`) and how the daemon paces each target's queue
+//! reads to its rate-limit budget (`check_pacing`).
 
 use super::{CheckLine, Options};
 use crate::domain::{ScalePolicy, Target};
@@ -152,5 +153,110 @@ mod tests {
         assert_eq!(at(-7_000), Status::Warn);
         assert_eq!(at(31_000), Status::Fail);
         assert_eq!(at(-31_000), Status::Fail);
+    }
+}
+
+/// How often the running daemon reads each target's queue: at its `poll_interval`
+/// (ok), or stretched by the budget governor so the rate-limit budget lasts to the
+/// reset (warn: jobs wait longer to be seen). Nothing without a running daemon.
+pub(super) fn check_pacing(
+    store: &dyn crate::store::Store,
+    targets: &[Target],
+    lines: &mut Vec<CheckLine>,
+) {
+    let now = now_millis();
+    let alive = store
+        .heartbeat()
+        .ok()
+        .flatten()
+        .is_some_and(|b| b.alive_at(now));
+    if !alive {
+        return;
+    }
+    let rows = store.target_statuses().unwrap_or_default();
+    for t in targets {
+        let Some(row) = rows.iter().find(|r| r.target == t.name) else {
+            continue;
+        };
+        if let Some(line) = pacing_line(t, row) {
+            lines.push(line);
+        }
+    }
+}
+
+/// [`check_pacing`]'s line for one target's status row.
+fn pacing_line(t: &Target, row: &crate::store::TargetStatus) -> Option<CheckLine> {
+    let every = row.poll_every_ms?;
+    let base = t.poll_interval_secs as Millis * 1000;
+    let name = format!("target {} polling", t.name);
+    let budget = match (
+        row.rate_limit_remaining,
+        row.rate_limit_limit,
+        row.rate_limit_reset,
+    ) {
+        (Some(r), Some(l), Some(at)) => format!(
+            "{r} of {l} units left until {}",
+            crate::timefmt::format_rfc3339(at)
+        ),
+        _ => "budget not reported".into(),
+    };
+    let secs = (every + 999) / 1000;
+    Some(if every > base {
+        CheckLine::warn(
+            name,
+            format!(
+                "every {secs}s, stretched from {}s so the budget lasts ({budget})",
+                t.poll_interval_secs
+            ),
+            "the credential's budget is thin: give this target a token or App of its own, \
+             share it with fewer hosts, or use demand=scaleset (its long poll costs no units)",
+        )
+    } else {
+        CheckLine::ok(name, format!("every {secs}s ({budget})"))
+    })
+}
+
+#[cfg(test)]
+mod pacing_tests {
+    use super::*;
+    use crate::domain::{CredentialRef, TargetMode, TargetScope};
+
+    #[test]
+    fn a_stretched_poll_warns_with_the_budget() {
+        let t = Target {
+            name: "octo".into(),
+            scope: TargetScope::Repo {
+                owner: "o".into(),
+                repo: "r".into(),
+            },
+            api_url: "https://api.github.com".into(),
+            credential: CredentialRef::TokenFile { path: "/t".into() },
+            poll_interval_secs: 5,
+            repos: vec![],
+            max_in_flight: 24,
+        };
+        let mut row = crate::store::TargetStatus {
+            target: "octo".into(),
+            mode: TargetMode::Standalone.into(),
+            last_error: None,
+            rate_limit_remaining: Some(85),
+            rate_limit_limit: Some(100),
+            rate_limit_reset: Some(1_796_130_303_000),
+            poll_every_ms: Some(5_000),
+            updated_at: 0,
+        };
+        let ok = pacing_line(&t, &row).unwrap();
+        assert!(
+            ok.render(30)
+                .contains("every 5s (85 of 100 units left until 2026-12-01T13:05:03Z)")
+        );
+        row.poll_every_ms = Some(11_250);
+        let warn = pacing_line(&t, &row).unwrap().render(30);
+        assert!(warn.contains("every 12s, stretched from 5s"), "{warn}");
+        row.poll_every_ms = None;
+        assert!(
+            pacing_line(&t, &row).is_none(),
+            "no REST queue read: nothing to say"
+        );
     }
 }
