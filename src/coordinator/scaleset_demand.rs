@@ -25,21 +25,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The Default runner group: hosts look the scale set up there too.
-pub const RUNNER_GROUP_ID: i64 = 1;
 /// Sent as `X-ScaleSetMaxCapacity`: the coordinator does not know the pool's ceiling
 /// (each host's profiles bound their own starts), so it asks for every job.
 pub const MAX_CAPACITY: u32 = 10_000;
 
-/// The spec the coordinator keeps its scale set at: the hosts' `demand=scaleset`
-/// profile of the same name registers its runners there with the same spec.
+/// The spec the coordinator keeps its scale set at, in the Default runner group:
+/// the hosts' `demand=scaleset` profile of the same name registers its runners there
+/// with the same spec (`ScaleSetSpec::named`).
 pub fn spec(name: &str) -> ScaleSetSpec {
-    ScaleSetSpec {
-        name: name.to_string(),
-        runner_group_id: RUNNER_GROUP_ID,
-        labels: vec![name.to_string()],
-        disable_update: true,
-    }
+    ScaleSetSpec::named(name, crate::domain::DEFAULT_RUNNER_GROUP_ID)
 }
 
 /// Parses one `--scaleset TARGET=NAME`.

@@ -3,6 +3,7 @@
 //! (organization targets) admits public repositories' jobs. What they mean for each
 //! profile is `reconcile::plan::unfit`'s to decide.
 
+use crate::domain::RunnerGroup;
 use crate::domain::{DemandSource, ScalePolicy, Target, TargetScope};
 use crate::github::visibility::VISIBILITY_EVERY;
 use crate::github::{GhError, GitHubClient};
@@ -58,12 +59,9 @@ impl PublicGuard {
             .iter()
             .filter(|p| p.demand == DemandSource::Scaleset)
         {
-            let id = match p.runner_group.as_deref() {
-                None => Some(crate::github::ops::DEFAULT_RUNNER_GROUP_ID),
-                Some(g) => match p.runner_group_id() {
-                    Some(id) => Some(id as i64),
-                    None => client.runner_group_id_by_name(org, g)?,
-                },
+            let id = match p.runner_group_ref() {
+                RunnerGroup::Name(g) => client.runner_group_id_by_name(org, g)?,
+                known => known.known_id(),
             };
             match id.map(|id| client.runner_group_allows_public(org, id)) {
                 Some(Ok(Some(public))) => {

@@ -16,6 +16,7 @@
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, SessionPhase, SessionState, Target};
+use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
 use crate::github::{GhError, GitHubClient, InFlight, SharedHold, load_credential};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::plan::ScaleSetSeen;
@@ -42,12 +43,7 @@ const GROUP_RETRY: Duration = Duration::from_secs(30);
 /// The scale set a profile registers its runners in: named after the profile, which
 /// is also its only label.
 pub fn spec_for(policy: &ScalePolicy, runner_group_id: i64) -> ScaleSetSpec {
-    ScaleSetSpec {
-        name: policy.name.clone(),
-        runner_group_id,
-        labels: vec![policy.name.clone()],
-        disable_update: true,
-    }
+    ScaleSetSpec::named(&policy.name, runner_group_id)
 }
 
 /// A poll's result on its way to the target loop.
@@ -466,14 +462,13 @@ fn find_remote(
         .with_shared_hold(shared_hold.clone())
         .with_in_flight(in_flight.clone());
     let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
-    let group = match (policy.runner_group_id(), policy.runner_group.as_deref()) {
-        (Some(id), _) => id as i64,
-        (None, None) => 1,
-        (None, Some(name)) => match client.runner_group_by_name(name) {
+    let group = match policy.runner_group_ref() {
+        RunnerGroup::Name(name) => match client.runner_group_by_name(name) {
             Ok(Some(g)) => g.id,
             Ok(None) => return Err(format!("no runner group named {name}")),
             Err(e) => return Err(e.to_string()),
         },
+        known => known.known_id().unwrap_or(DEFAULT_RUNNER_GROUP_ID),
     };
     match client.scale_set_by_name(group, &policy.name) {
         Ok(Some(s)) => Ok(Some((client, s.id))),
@@ -657,13 +652,11 @@ impl ListenCx {
     }
 
     /// The profile's runner group: its id, its name looked up (retried while the
-    /// service fails), or the Default group (1). `None` when stopped meanwhile.
+    /// service fails), or the Default group. `None` when stopped meanwhile.
     fn runner_group(&self) -> Option<i64> {
-        if let Some(id) = self.policy.runner_group_id() {
-            return Some(id as i64);
-        }
-        let Some(name) = self.policy.runner_group.as_deref() else {
-            return Some(1);
+        let name = match self.policy.runner_group_ref() {
+            RunnerGroup::Name(name) => name,
+            known => return known.known_id(),
         };
         loop {
             match self.client.runner_group_by_name(name) {

@@ -10,6 +10,7 @@ use super::shared::Shared;
 use crate::domain::{
     Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
 };
+use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
 use crate::github::{GhError, GitHubClient};
 use crate::runner;
 use crate::secret::Secret;
@@ -203,14 +204,12 @@ fn launch(
 }
 
 /// The runner group to register in: the profile's id, its name resolved (org targets),
-/// or the Default group (1).
+/// or the Default group.
 fn group_id(cx: &mut StartCx) -> Result<i64, GhError> {
-    let Some(g) = cx.policy.runner_group.as_deref() else {
-        return Ok(crate::github::ops::DEFAULT_RUNNER_GROUP_ID);
+    let g = match cx.policy.runner_group_ref() {
+        RunnerGroup::Name(g) => g,
+        known => return Ok(known.known_id().unwrap_or(DEFAULT_RUNNER_GROUP_ID)),
     };
-    if let Ok(id) = g.parse::<i64>() {
-        return Ok(id);
-    }
     if let Some(id) = cx.group_ids.get(g) {
         return Ok(*id);
     }

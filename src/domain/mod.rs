@@ -17,7 +17,7 @@ pub use attempt::{Attempt, AttemptState, IllegalTransition, Outcome};
 pub use host::{Host, parse_runner_name, runner_name};
 pub use isolation::{InEffect, Isolation, UidRange};
 pub use job::{QueuedJob, RegisteredRunner};
-pub use profile::{DemandSource, Mode, ScalePolicy};
+pub use profile::{DEFAULT_RUNNER_GROUP_ID, DemandSource, Mode, RunnerGroup, ScalePolicy};
 pub use reason::{Reason, ReasonKind};
 pub use session::{SessionPhase, SessionState};
 pub use status::{Limit, NotReconciling, Reported, TargetMode};

@@ -355,9 +355,40 @@ impl ScalePolicy {
         Ok(())
     }
 
-    /// The runner group id to register with, when the profile names one by number.
-    pub fn runner_group_id(&self) -> Option<u64> {
-        self.runner_group.as_deref().and_then(|g| g.parse().ok())
+    /// The runner group its runners register in, as far as the profile alone says:
+    /// the one place the setting is read (the starter, the public guard, the scale set
+    /// listener and `target check` resolve a name each with their own client).
+    pub fn runner_group_ref(&self) -> RunnerGroup<'_> {
+        match self.runner_group.as_deref() {
+            None => RunnerGroup::Default,
+            Some(g) => match g.parse::<i64>() {
+                Ok(id) => RunnerGroup::Id(id),
+                Err(_) => RunnerGroup::Name(g),
+            },
+        }
+    }
+}
+
+/// GitHub's Default runner group, where a runner registers unless told otherwise.
+pub const DEFAULT_RUNNER_GROUP_ID: i64 = 1;
+
+/// A profile's runner group: the Default one, one by id, or one by name (an
+/// organization's, to look up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunnerGroup<'a> {
+    Default,
+    Id(i64),
+    Name(&'a str),
+}
+
+impl RunnerGroup<'_> {
+    /// The group's id when no lookup is needed.
+    pub fn known_id(&self) -> Option<i64> {
+        match self {
+            RunnerGroup::Default => Some(DEFAULT_RUNNER_GROUP_ID),
+            RunnerGroup::Id(id) => Some(*id),
+            RunnerGroup::Name(_) => None,
+        }
     }
 }
 
@@ -539,9 +570,16 @@ mod tests {
     #[test]
     fn group_id() {
         let mut x = p();
+        assert_eq!(x.runner_group_ref(), RunnerGroup::Default);
+        assert_eq!(
+            x.runner_group_ref().known_id(),
+            Some(DEFAULT_RUNNER_GROUP_ID)
+        );
         set(&mut x, "runner_group", "7").unwrap();
-        assert_eq!(x.runner_group_id(), Some(7));
+        assert_eq!(x.runner_group_ref(), RunnerGroup::Id(7));
+        assert_eq!(x.runner_group_ref().known_id(), Some(7));
         set(&mut x, "runner_group", "gpu-boxes").unwrap();
-        assert_eq!(x.runner_group_id(), None);
+        assert_eq!(x.runner_group_ref(), RunnerGroup::Name("gpu-boxes"));
+        assert_eq!(x.runner_group_ref().known_id(), None);
     }
 }

@@ -11,7 +11,7 @@ use crate::secret::Secret;
 
 /// Repository-level runners always join the Default group, id 1 (every third-party
 /// client does this; GitHub has no repository runner groups).
-pub const DEFAULT_RUNNER_GROUP_ID: i64 = 1;
+pub use crate::domain::profile::DEFAULT_RUNNER_GROUP_ID;
 
 /// The outcome of deleting a runner registration. `Busy` is not an error: it is the
 /// answer "it took a job just now, leave it running".

@@ -6,6 +6,7 @@
 //! ([`session_lines`]).
 
 use super::client::ScaleSetClient;
+use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
 use crate::domain::{DemandSource, ScalePolicy, Target};
 use crate::github::{CheckLine, GitHubClient, load_credential};
 use crate::store::SessionStatus;
@@ -114,10 +115,8 @@ fn fail(name: &'static str, detail: String) -> CheckLine {
 }
 
 fn profile_line(client: &ScaleSetClient, p: &ScalePolicy) -> CheckLine {
-    let group = match (p.runner_group_id(), p.runner_group.as_deref()) {
-        (Some(id), _) => id as i64,
-        (None, None) => 1,
-        (None, Some(name)) => match client.runner_group_by_name(name) {
+    let group = match p.runner_group_ref() {
+        RunnerGroup::Name(name) => match client.runner_group_by_name(name) {
             Ok(Some(g)) => g.id,
             Ok(None) => {
                 return fail(
@@ -127,6 +126,7 @@ fn profile_line(client: &ScaleSetClient, p: &ScalePolicy) -> CheckLine {
             }
             Err(e) => return fail("scale set", format!("profile {}: {e}", p.name)),
         },
+        known => known.known_id().unwrap_or(DEFAULT_RUNNER_GROUP_ID),
     };
     match client.scale_set_by_name(group, &p.name) {
         Ok(Some(s)) => pass(

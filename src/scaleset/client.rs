@@ -32,6 +32,21 @@ pub struct ScaleSetSpec {
     pub disable_update: bool,
 }
 
+impl ScaleSetSpec {
+    /// The one spec for a scale set named `name` in `runner_group_id`: the name is
+    /// also its only label, and its runners never update themselves. The hosts'
+    /// `demand=scaleset` profile and the coordinator's `--scaleset` both make theirs
+    /// here, so the two cannot disagree.
+    pub fn named(name: &str, runner_group_id: i64) -> ScaleSetSpec {
+        ScaleSetSpec {
+            name: name.to_string(),
+            runner_group_id,
+            labels: vec![name.to_string()],
+            disable_update: true,
+        }
+    }
+}
+
 /// A scale set as the service reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScaleSet {
