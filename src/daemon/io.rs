@@ -111,6 +111,8 @@ pub enum Done {
 /// A demand read's result.
 pub struct DemandRead {
     pub jobs: Vec<QueuedJob>,
+    /// Runs read for the first time (each one's jobs list cost a unit).
+    pub new_runs: u32,
     /// An organization's public (or not yet known) repositories left unread.
     pub not_polled: u32,
 }
@@ -547,8 +549,12 @@ fn read_demand(
     }
     // Every repository's runs, and each run's jobs, read with the target's bound on
     // requests in flight.
-    let jobs = client.queued_jobs_each(&read, each_run)?;
-    Ok(DemandRead { jobs, not_polled })
+    let q = client.read_queue(&read, each_run)?;
+    Ok(DemandRead {
+        jobs: q.jobs,
+        new_runs: q.new_runs,
+        not_polled,
+    })
 }
 
 /// GitHub's runner list; registrations with this host's names that no open attempt

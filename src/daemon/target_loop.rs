@@ -580,7 +580,11 @@ impl TargetLoop {
                 units,
             } => {
                 self.queue.end_read(repos);
-                self.read_cost.observe(units);
+                // A new run's first read is part of what its jobs cost (like their JIT
+                // configs); polling is the rest: the runs lists and re-reads of runs
+                // that changed. That is what the governor paces.
+                let first_reads = result.as_ref().map_or(0, |r| r.new_runs as u64);
+                self.read_cost.observe(units.saturating_sub(first_reads));
                 self.persist_etags();
                 match result {
                     Ok(read) => self.take_queue(read, read_at),

@@ -770,6 +770,12 @@ impl GitHubClient {
         }
     }
 
+    /// Whether a conditional GET of `path` has a cached answer (its next read of an
+    /// unchanged resource is a 304).
+    pub(crate) fn is_cached(&self, path: &str) -> bool {
+        lock(&self.state).etags.get(&self.url(path)).is_some()
+    }
+
     /// Entries kept from an earlier run (the daemon's store), so its first conditional
     /// GETs can be answered with 304s.
     pub fn seed_etags(&self, entries: impl IntoIterator<Item = (String, Cached)>) {

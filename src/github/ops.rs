@@ -70,6 +70,19 @@ fn runners_path(scope: &TargetScope) -> String {
     }
 }
 
+/// What a read of the queue brought: the queued jobs, and how many runs it read for
+/// the first time (see [`GitHubClient::read_queue`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueRead {
+    pub jobs: Vec<QueuedJob>,
+    pub new_runs: u32,
+}
+
+/// A run's jobs list (its first page).
+fn jobs_path(owner: &str, repo: &str, run: i64) -> String {
+    format!("/repos/{owner}/{repo}/actions/runs/{run}/jobs?per_page={PER_PAGE}")
+}
+
 impl GitHubClient {
     /// Jobs waiting for a runner in one repository: the runs queued and in progress (a
     /// run in progress can still have queued jobs), then their jobs still `queued`, in
@@ -107,6 +120,21 @@ impl GitHubClient {
     where
         S: AsRef<str> + Sync,
     {
+        Ok(self.read_queue(repos, each_run)?.jobs)
+    }
+
+    /// [`GitHubClient::queued_jobs_each`], telling also how many of the runs read were
+    /// new (never read before, so their jobs list cost a unit): what reading the queue
+    /// costs beyond the first read of each run, which every job needs anyway, is what
+    /// the budget governor paces.
+    pub fn read_queue<S>(
+        &self,
+        repos: &[(S, S)],
+        each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
+    ) -> Result<QueueRead, GhError>
+    where
+        S: AsRef<str> + Sync,
+    {
         let width = self.in_flight().limit() as usize;
         let runs = fan_out(width, repos, |(owner, repo)| {
             self.active_run_ids(owner.as_ref(), repo.as_ref())
@@ -116,13 +144,23 @@ impl GitHubClient {
             .enumerate()
             .flat_map(|(i, ids)| ids.iter().map(move |id| (i, *id)))
             .collect();
+        let new_runs = reads
+            .iter()
+            .filter(|(i, run)| {
+                let (owner, repo) = &repos[*i];
+                !self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
+            })
+            .count() as u32;
         let per_run = fan_out(width, &reads, |(i, run)| {
             let (owner, repo) = &repos[*i];
             let jobs = self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run)?;
             each_run(*run, &jobs);
             Ok(jobs)
         })?;
-        Ok(per_run.into_iter().flatten().collect())
+        Ok(QueueRead {
+            jobs: per_run.into_iter().flatten().collect(),
+            new_runs,
+        })
     }
 
     /// The ids of a repository's runs queued or in progress, queued first, each once.
@@ -156,8 +194,7 @@ impl GitHubClient {
         run: i64,
     ) -> Result<Vec<QueuedJob>, GhError> {
         let full = format!("{owner}/{repo}");
-        let path = format!("/repos/{owner}/{repo}/actions/runs/{run}/jobs?per_page={PER_PAGE}");
-        self.get_pages(&path, |j: types::Jobs| j.jobs)?
+        self.get_pages(&jobs_path(owner, repo, run), |j: types::Jobs| j.jobs)?
             .into_iter()
             .filter(|j| j.status == "queued")
             .map(|j| {

@@ -163,14 +163,21 @@ fn an_unchanged_poll_costs_only_304s_which_are_not_counted() {
         ok(304, &[("etag", "\"j1\"")], ""),
     ]);
     let (c, _) = pat_client(&r.url());
-    let first = c.queued_jobs("octo", "app").unwrap();
+    let repos = [("octo", "app")];
+    let read = c.read_queue(&repos, &|_, _| {}).unwrap();
+    assert_eq!(read.new_runs, 1, "the run's jobs were read for the first time");
+    let first = read.jobs;
     let before = c.stats();
-    let second = c.queued_jobs("octo", "app").unwrap();
+    let again = c.read_queue(&repos, &|_, _| {}).unwrap();
+    assert_eq!(again.new_runs, 0, "the run was read before: a 304");
+    let second = again.jobs;
     assert_eq!(first, second);
     assert_eq!(first.len(), 1);
     let after = c.stats();
     assert_eq!(after.requests - before.requests, 3);
     assert_eq!(after.not_modified - before.not_modified, 3);
+    assert_eq!(after.get_units, before.get_units, "a 304 costs no unit");
+    assert_eq!(before.get_units, 3, "the first poll's three GETs cost one each");
     assert_eq!(
         (after.requests - after.not_modified) - (before.requests - before.not_modified),
         0,
