@@ -1,7 +1,7 @@
 //! The chaos suite: many jobs against the simulated GitHub with API and runner faults
 //! on, while the real daemon is SIGKILLed at random moments and restarted; at the end
 //! every applicable promise of reliability.md is checked and printed with its counts.
-//! `cargo bench --bench chaos [-- --small|--long] [--scaleset] [--far] [--seed N]`;
+//! `cargo bench --bench chaos [-- --small|--long|--endurance] [--scaleset] [--far] [--seed N]`;
 //! exit 1 on any violation. With `--scaleset` the `linux` profile takes its demand from
 //! its scale set's long poll (the `gpu` profile still polls REST), and the faults
 //! include the scale set's: 5xx and slow answers from the Actions service, expired
@@ -61,6 +61,10 @@ fn main() {
         match a.as_str() {
             "--small" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (40, 600, 4, "small"),
             "--long" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (600, 300, 40, "long"),
+            // Issue 18: at least 50 SIGKILLs over at least 2,000 jobs.
+            "--endurance" => {
+                (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (2000, 350, 55, "endurance")
+            }
             "--scaleset" => cfg.scaleset = true,
             "--far" => cfg.distance = support::Distance::Far,
             "--seed" => {

@@ -1,7 +1,9 @@
 //! runner-manager: a local-first autoscaler for ephemeral GitHub Actions self-hosted runners.
 //!
-//! See ARCHITECTURE.md for the codemap. `main.rs` only calls [`cli::main`].
+//! See ARCHITECTURE.md for the codemap. `main.rs` runs the simulated runner when called
+//! by a runner's name, and otherwise calls [`cli::main`].
 
+pub mod backoff;
 pub mod cli;
 pub mod coordinator;
 pub mod daemon;

@@ -9,6 +9,7 @@ use super::protocol::{
     AttemptFinished, AttemptStarted, CoordMsg, Hello, HostMsg, LaunchAck, Status, VERSION,
 };
 use super::ws::{self, LogFn, Stream, WakeRx, Waker};
+use crate::backoff::{Backoff, Jitter};
 use crate::reconcile::launch_book::{Accepted, Launch, Refusal};
 use crate::secret::Secret;
 use crossbeam_channel::{Receiver, Sender, select};
@@ -224,24 +225,13 @@ const ABSENT_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Full jitter on an exponential backoff: uniform in [min, min * 2^n], capped by
 /// `backoff_max`, and by [`ABSENT_RETRY_MAX`] when the coordinator was `absent`.
-fn backoff(cfg: &LinkConfig, n: u32, absent: bool) -> Duration {
+fn backoff(cfg: &LinkConfig, n: u32, absent: bool, jitter: f64) -> Duration {
     let max = if absent {
         cfg.backoff_max.min(ABSENT_RETRY_MAX)
     } else {
         cfg.backoff_max
     };
-    let cap = cfg.backoff_min.saturating_mul(1u32 << n.min(16)).min(max);
-    let span = cap.saturating_sub(cfg.backoff_min).as_millis() as u64;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos() as u64)
-        .unwrap_or(0);
-    let jitter = if span == 0 {
-        0
-    } else {
-        (nanos ^ (nanos >> 7)) % (span + 1)
-    };
-    cfg.backoff_min + Duration::from_millis(jitter)
+    Backoff::new(cfg.backoff_min, max).full(n, jitter)
 }
 
 fn run(
@@ -254,6 +244,7 @@ fn run(
 ) {
     let mut ledger = Ledger::default();
     let mut failures = 0u32;
+    let mut jitter = Jitter::from_clock();
     while !shared.stopping.load(Ordering::SeqCst) {
         let mut absent = false;
         match connect(&cfg, tls.as_ref()) {
@@ -293,7 +284,7 @@ fn run(
         if shared.stopping.load(Ordering::SeqCst) {
             break;
         }
-        let wait = backoff(&cfg, failures, absent);
+        let wait = backoff(&cfg, failures, absent, jitter.draw());
         failures = failures.saturating_add(1);
         select! {
             recv(stop) -> _ => break,
@@ -612,12 +603,16 @@ mod tests {
     #[test]
     fn an_absent_coordinator_is_dialled_again_within_five_seconds() {
         let c = cfg();
+        let mut j = Jitter::seeded(3);
         for n in 0..40 {
-            let w = backoff(&c, n, true);
+            let w = backoff(&c, n, true, j.draw());
             assert!(w >= c.backoff_min && w <= ABSENT_RETRY_MAX, "{n}: {w:?}");
         }
         // Full jitter reaches past 5 s for other failures once the exponent allows.
-        let longest = (0..200).map(|_| backoff(&c, 10, false)).max().unwrap();
+        let longest = (0..200)
+            .map(|_| backoff(&c, 10, false, j.draw()))
+            .max()
+            .unwrap();
         assert!(longest <= c.backoff_max);
         assert!(longest > ABSENT_RETRY_MAX, "{longest:?}");
     }

@@ -18,6 +18,7 @@ use super::scaleset_feed::ScaleSetFeed;
 use super::shared::{LoopMsg, Shared, lock};
 use super::starter::{self, Started};
 use super::status_writer::StatusWriter;
+use crate::backoff::Jitter;
 use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
 use crate::github::etag::Cached;
@@ -80,7 +81,7 @@ pub struct TargetLoop {
     write_failing: Option<String>,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
-    rng: u64,
+    jitter: Jitter,
     /// What a read of the queue costs, for the budget governor.
     read_cost: ReadCost,
     /// How often the queue is read now (the governor's last word).
@@ -122,7 +123,7 @@ impl TargetLoop {
             install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
             write_failing: None,
-            rng: seed | 1,
+            jitter: Jitter::seeded(seed),
             read_cost: ReadCost::default(),
             pace: None,
         })
@@ -188,14 +189,6 @@ impl TargetLoop {
             log_error!("pass_failed", target = self.name, error = e);
         }
         metrics_feed::passed(&self.shared, &self.name);
-    }
-
-    fn jitter(&mut self) -> f64 {
-        // xorshift64: jitter only needs to spread retries, not be unpredictable.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        (self.rng >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Gather, plan, record, act.
@@ -442,7 +435,7 @@ impl TargetLoop {
             let (inline, rest) = plan::split_at_io(actions);
             let timeouts = plan::timeouts_of(profiles, &a.profile);
             let scaleset = self.scaleset.client(&a.profile);
-            let jitter = self.jitter();
+            let jitter = self.jitter.draw();
             let cx = Ctx {
                 shared: &self.shared,
                 store: &self.store,

@@ -1,8 +1,9 @@
 //! Retry policy: which failures retry, and the jittered exponential backoff between
 //! tries. Also the clock and jitter source, injectable so tests control both.
 
+use crate::backoff::{Backoff, Jitter};
 use crate::timefmt::Millis;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Bounds for retrying transient failures (5xx, transport errors).
@@ -29,12 +30,7 @@ impl RetryPolicy {
     /// [0, 1). "Equal jitter": half the exponential step is fixed, half random, so
     /// clients that failed together do not retry together, yet each waits a little.
     pub fn delay(&self, retry: u32, jitter: f64) -> Duration {
-        let step = self
-            .base
-            .saturating_mul(1u32 << retry.min(16))
-            .min(self.cap);
-        let half = step / 2;
-        half + half.mul_f64(jitter.clamp(0.0, 1.0))
+        Backoff::new(self.base, self.cap).equal(retry, jitter)
     }
 
     /// Whether a failure on try number `tried` (1-based) gets another try.
@@ -50,16 +46,15 @@ pub trait Clock: Send + Sync {
     fn jitter(&self) -> f64;
 }
 
-/// The real clock, and a small xorshift for jitter (no cryptographic need here).
+/// The real clock, and [`Jitter`] for jitter.
 pub struct SystemClock {
-    state: AtomicU64,
+    jitter: Mutex<Jitter>,
 }
 
 impl Default for SystemClock {
     fn default() -> Self {
-        let seed = (crate::timefmt::now_millis() as u64) ^ ((std::process::id() as u64) << 32);
         SystemClock {
-            state: AtomicU64::new(seed | 1),
+            jitter: Mutex::new(Jitter::from_clock()),
         }
     }
 }
@@ -70,12 +65,7 @@ impl Clock for SystemClock {
     }
 
     fn jitter(&self) -> f64 {
-        let mut x = self.state.load(Ordering::Relaxed);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.state.store(x, Ordering::Relaxed);
-        (x >> 11) as f64 / (1u64 << 53) as f64
+        self.jitter.lock().unwrap_or_else(|e| e.into_inner()).draw()
     }
 }
 

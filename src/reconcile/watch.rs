@@ -480,11 +480,11 @@ pub fn after_cleanup(a: &Attempt, ok: bool, jitter: f64, now: Millis) -> Vec<Act
 /// First retry after about 5 s, doubling per failed try up to 10 min; "equal jitter":
 /// half the delay fixed, half spread by `jitter` in `[0, 1]`.
 pub fn cleanup_backoff(tries: u32, jitter: f64) -> Millis {
-    const BASE: Millis = 5_000;
-    const CAP: Millis = 600_000;
-    let full = BASE.saturating_mul(1 << tries.min(16)).min(CAP);
-    let half = full / 2;
-    half + (half as f64 * jitter.clamp(0.0, 1.0)) as Millis
+    const STEPS: crate::backoff::Backoff = crate::backoff::Backoff::new(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_secs(600),
+    );
+    STEPS.equal(tries, jitter).as_millis() as Millis
 }
 
 /// Registrations GitHub lists under this host's runner names that no attempt

@@ -165,7 +165,10 @@ fn an_unchanged_poll_costs_only_304s_which_are_not_counted() {
     let (c, _) = pat_client(&r.url());
     let repos = [("octo", "app")];
     let read = c.read_queue(&repos, &|_, _| {}).unwrap();
-    assert_eq!(read.new_runs, 1, "the run's jobs were read for the first time");
+    assert_eq!(
+        read.new_runs, 1,
+        "the run's jobs were read for the first time"
+    );
     let first = read.jobs;
     let before = c.stats();
     let again = c.read_queue(&repos, &|_, _| {}).unwrap();
@@ -177,7 +180,10 @@ fn an_unchanged_poll_costs_only_304s_which_are_not_counted() {
     assert_eq!(after.requests - before.requests, 3);
     assert_eq!(after.not_modified - before.not_modified, 3);
     assert_eq!(after.get_units, before.get_units, "a 304 costs no unit");
-    assert_eq!(before.get_units, 3, "the first poll's three GETs cost one each");
+    assert_eq!(
+        before.get_units, 3,
+        "the first poll's three GETs cost one each"
+    );
     assert_eq!(
         (after.requests - after.not_modified) - (before.requests - before.not_modified),
         0,
