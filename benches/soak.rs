@@ -3,7 +3,8 @@
 //! stopped (SIGTERM and SIGKILL, in turn) and started again on the same state directory
 //! every `restart_every` jobs, to show that nothing it keeps grows with the jobs served.
 //! `cargo bench --bench soak [-- --small] [--seed N]` (20,000 jobs; `--small`: 2,000,
-//! which CI runs as a debug build through `cargo test --bench soak -- --small`).
+//! which CI runs as a debug build through `cargo test --bench soak -- --small`; `--jobs
+//! N`, `--restart-every N` (0: never) and `--sample-every N` change the shape).
 //!
 //! Every `sample_every` completed jobs it records the daemon's RSS, open file
 //! descriptors (`/proc/PID/fd`) and threads (`/proc/PID/status`), the store file,
@@ -92,6 +93,19 @@ fn main() {
                 (cfg.name, cfg.jobs, cfg.sample_every, cfg.restart_every) =
                     ("small", 2_000, 100, 500)
             }
+            // Other shapes, for a closer look: `--jobs N`, `--restart-every N` (0: the
+            // daemon is never restarted), `--sample-every N`.
+            "--jobs" | "--restart-every" | "--sample-every" => {
+                let n: usize = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_else(|| panic!("{a} takes a number"));
+                match a.as_str() {
+                    "--jobs" => cfg.jobs = n,
+                    "--restart-every" => cfg.restart_every = if n == 0 { usize::MAX } else { n },
+                    _ => cfg.sample_every = n.max(1),
+                }
+            }
             "--seed" => {
                 cfg.seed = args
                     .next()
@@ -102,11 +116,18 @@ fn main() {
         }
     }
     println!(
-        "soak: {} config, {} jobs, a sample every {} jobs, the daemon stopped and started every {} jobs (SIGTERM and SIGKILL in turn), seed {} ({} build)",
+        "soak: {} config, {} jobs, a sample every {} jobs, {}, seed {} ({} build)",
         cfg.name,
         cfg.jobs,
         cfg.sample_every,
-        cfg.restart_every,
+        if cfg.restart_every == usize::MAX {
+            "the daemon never restarted".to_string()
+        } else {
+            format!(
+                "the daemon stopped and started every {} jobs (SIGTERM and SIGKILL in turn)",
+                cfg.restart_every
+            )
+        },
         cfg.seed,
         support::profile()
     );
@@ -278,7 +299,7 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
             }
             daemon = spawn(w, life)?;
             life_started_at_sample = samples.len();
-            next_restart += cfg.restart_every;
+            next_restart = next_restart.saturating_add(cfg.restart_every);
         }
         if now >= next_fault {
             if rng.next_u64().is_multiple_of(2) {
