@@ -1,6 +1,7 @@
 //! What the daemon tells its metrics registry (`Shared::metrics`): runner counts from
 //! the open attempts, demand, starts and failures, GitHub responses, rate limit and
-//! link mode per target, and the pass times `/healthz` judges freshness by. Kept apart
+//! link mode per target, the pass times `/healthz` judges freshness by and the CPU time
+//! each pass took. Kept apart
 //! so each loop carries one call per fact and the loops stay about reconciling.
 
 use super::shared::{Shared, lock};
@@ -202,9 +203,39 @@ pub fn start_held(m: &Metrics, profile: &str, held: bool) {
     m.set_starts_held(profile, held);
 }
 
-/// A target loop finished a pass (or started): `/healthz` counts from here.
+/// A target loop finished a pass (or started): `/healthz` counts from here. Called on
+/// the loop's own thread, so the thread's CPU clock since its previous call is what
+/// the pass took (with the worker results handled before it; waiting costs none):
+/// `runner_manager_pass_cpu_seconds`. The first call of a thread only sets the mark.
 pub fn passed(shared: &Shared, target: &str) {
     lock(&shared.passes).insert(target.to_string(), now_millis());
+    let now = thread_cpu_nanos();
+    let prev = LAST_PASS_CPU.with(|c| c.replace(now));
+    if let Some(secs) = cpu_between(prev, now) {
+        shared.metrics.pass_cpu(target, secs);
+    }
+}
+
+thread_local! {
+    /// The calling loop thread's CPU clock at its last [`passed`], in nanoseconds.
+    static LAST_PASS_CPU: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// The calling thread's CPU time in nanoseconds; None where the clock is unavailable.
+fn thread_cpu_nanos() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (r == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Seconds of CPU between two readings of one thread's clock; nothing without both.
+pub fn cpu_between(prev: Option<u64>, now: Option<u64>) -> Option<f64> {
+    let (prev, now) = (prev?, now?);
+    Some(now.saturating_sub(prev) as f64 / 1e9)
 }
 
 /// The main thread ticked.
@@ -294,6 +325,15 @@ mod tests {
         assert!(is_fresh(now, now, []));
         assert!(!is_fresh(now, now - STALE_AFTER, []));
         assert!(!is_fresh(now, now, [now - 10, now - STALE_AFTER - 1]));
+    }
+
+    #[test]
+    fn a_pass_costs_the_cpu_since_the_last_mark() {
+        assert_eq!(cpu_between(None, Some(5)), None);
+        assert_eq!(cpu_between(Some(5), None), None);
+        assert_eq!(cpu_between(Some(1_000_000), Some(3_500_000)), Some(0.0025));
+        // A clock never runs back; if it seemed to, the pass cost nothing.
+        assert_eq!(cpu_between(Some(9), Some(3)), Some(0.0));
     }
 
     #[test]

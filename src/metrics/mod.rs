@@ -76,11 +76,19 @@ pub mod names {
     pub const SINCE_POLL: &str = "runner_manager_scaleset_seconds_since_poll";
     pub const STATE_DIR_FREE: &str = "runner_manager_state_dir_free_bytes";
     pub const DISK_STARTS_HELD: &str = "runner_manager_disk_starts_held";
+    pub const PASS_CPU: &str = "runner_manager_pass_cpu_seconds";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
 /// one in tens of seconds; anything past ten minutes is a problem whatever its size.
 pub const LATENCY_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+/// CPU time per target loop pass, in seconds: a pass over a quiet target takes well
+/// under a millisecond, a busy one a few; tens of milliseconds would mean the pass
+/// does work that grows (with history, with the queue).
+pub const PASS_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
 
 /// The link modes of a target (`reconcile::target_mode`); one of them is 1 at a time.
 pub const LINK_MODES: &[&str] = &["standalone", "coordinated", "fallback"];
@@ -304,6 +312,13 @@ impl Metrics {
              the host's disk_reserve (until it has twice that free)",
             &[],
         );
+        m.register(
+            PASS_CPU,
+            Kind::Histogram,
+            "CPU time a target loop's thread spent per pass (with the worker results \
+             handled before it), by target",
+            PASS_BUCKETS,
+        );
         m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         m
     }
@@ -451,6 +466,10 @@ impl Metrics {
 
     pub fn queue_to_start(&self, profile: &str, seconds: f64) {
         self.observe(names::QUEUE_TO_START, &[("profile", profile)], seconds);
+    }
+
+    pub fn pass_cpu(&self, target: &str, seconds: f64) {
+        self.observe(names::PASS_CPU, &[("target", target)], seconds);
     }
 
     /// One GitHub response; `endpoint` is the path template (bounded cardinality), never

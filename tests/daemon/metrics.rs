@@ -281,6 +281,18 @@ fn a_running_daemon_serves_metrics_that_parse_strictly_and_say_what_it_did() {
         value(&fams, names::DEMAND, names::DEMAND, &[("profile", "p")]).is_some(),
         "demand of p is reported"
     );
+    // Every pass of t's loop so far is one observation of its CPU time.
+    let passes = format!("{}_count", names::PASS_CPU);
+    assert!(
+        value(&fams, names::PASS_CPU, &passes, &[("target", "t")]).is_some_and(|n| n >= 2.0),
+        "t's passes are timed: {:?}",
+        fams.get(names::PASS_CPU).map(|f| &f.samples)
+    );
+    let pass_sum = format!("{}_sum", names::PASS_CPU);
+    assert!(
+        value(&fams, names::PASS_CPU, &pass_sum, &[("target", "t")]).is_some_and(|s| s > 0.0),
+        "a pass costs some CPU"
+    );
     // Every JIT POST the sim answered is counted, by template and status.
     let sim_jit: Vec<u16> = w
         .log()

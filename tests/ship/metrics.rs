@@ -31,6 +31,7 @@ fn busy_registry() -> Arc<Metrics> {
     m.github_request("t", "/repos/{owner}/{repo}/actions/runs", 304);
     m.set_rate_limit_remaining("t", 4999);
     m.set_link_mode("t", "coordinated");
+    m.pass_cpu("t", 0.0004);
     m
 }
 
@@ -59,11 +60,13 @@ fn a_scrape_parses_strictly_and_carries_every_metric() {
         names::RATE_LIMIT_REMAINING,
         names::LINK_MODE,
         names::BUILD_INFO,
+        names::PASS_CPU,
     ] {
         assert!(!fams[name].samples.is_empty(), "{name} has samples");
         assert!(!fams[name].help.is_empty(), "{name} has help");
     }
     assert_eq!(fams[names::QUEUE_TO_START].kind, "histogram");
+    assert_eq!(fams[names::PASS_CPU].kind, "histogram");
     assert_eq!(fams[names::STARTS].kind, "counter");
     let find = |fam: &str, sample: &str, labels: &[(&str, &str)]| {
         fams[fam]
