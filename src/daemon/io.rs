@@ -56,7 +56,12 @@ pub enum Task {
     },
     /// Read the queued jobs: of the repository, or of the organization's repositories
     /// (public ones only when `any_public`, since their jobs would be left out).
-    ReadDemand { repos: OrgRepos, any_public: bool },
+    ReadDemand {
+        repos: OrgRepos,
+        any_public: bool,
+        /// Runs never read before whose jobs this read may read (the oldest first).
+        new_cap: usize,
+    },
     /// Read GitHub's runner list, deleting registrations with this host's names that
     /// no open attempt explains.
     ListRunners { host_id: String },
@@ -111,8 +116,10 @@ pub enum Done {
 /// A demand read's result.
 pub struct DemandRead {
     pub jobs: Vec<QueuedJob>,
-    /// Runs read for the first time (each one's jobs list cost a unit).
+    /// Runs read for the first time (each one's jobs list cost a unit), and runs left
+    /// unread for a later poll (the jobs are then a floor of the queue).
     pub new_runs: u32,
+    pub unread_runs: u32,
     /// An organization's public (or not yet known) repositories left unread.
     pub not_polled: u32,
 }
@@ -501,6 +508,7 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
         Task::ReadDemand {
             mut repos,
             any_public,
+            new_cap,
         } => {
             let read_at = now_millis();
             let each_run = |run: i64, jobs: &[QueuedJob]| {
@@ -512,7 +520,14 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
             // One read at a time per target, and the loop's other GETs wait for it:
             // what the credential's GETs spent meanwhile is this read's cost.
             let before = client.stats().get_units;
-            let result = read_demand(&client, &target, &mut repos, any_public, read_at, &each_run);
+            let result = read_demand(
+                &client,
+                &target,
+                &mut repos,
+                (any_public, new_cap),
+                read_at,
+                &each_run,
+            );
             Done::Demand {
                 repos,
                 read_at,
@@ -532,7 +547,7 @@ fn read_demand(
     client: &GitHubClient,
     target: &Target,
     repos: &mut OrgRepos,
-    any_public: bool,
+    (any_public, new_cap): (bool, usize),
     now: Millis,
     each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
 ) -> Result<DemandRead, GhError> {
@@ -549,10 +564,11 @@ fn read_demand(
     }
     // Every repository's runs, and each run's jobs, read with the target's bound on
     // requests in flight.
-    let q = client.read_queue(&read, each_run)?;
+    let q = client.read_queue(&read, new_cap, each_run)?;
     Ok(DemandRead {
         jobs: q.jobs,
         new_runs: q.new_runs,
+        unread_runs: q.unread_runs,
         not_polled,
     })
 }

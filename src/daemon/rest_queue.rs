@@ -31,6 +31,8 @@ pub struct RestQueue {
     pub visibility_note: Option<String>,
     /// An organization's public repositories the last read did not poll.
     not_polled: u32,
+    /// Runs the last read left unread (a deep queue is read as room frees up).
+    pub unread_runs: u32,
 }
 
 /// When the attempt took its job (entered `busy`; its last change if it never did).

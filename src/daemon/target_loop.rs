@@ -31,7 +31,7 @@ use crate::reconcile::watch;
 use crate::runner;
 use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
-use crate::{log_error, log_info, log_warn};
+use crate::{log_debug, log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, select, tick};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -86,6 +86,9 @@ pub struct TargetLoop {
     read_cost: ReadCost,
     /// How often the queue is read now (the governor's last word).
     pace: Option<Pace>,
+    /// The last plan had room beyond the jobs known (a profile polling the queue
+    /// limited by its demand): runs left unread are worth reading before the pace.
+    room_left: bool,
 }
 
 impl TargetLoop {
@@ -126,6 +129,7 @@ impl TargetLoop {
             jitter: Jitter::seeded(seed),
             read_cost: ReadCost::default(),
             pace: None,
+            room_left: false,
         })
     }
 
@@ -297,6 +301,12 @@ impl TargetLoop {
             (plan, intents)
         };
         self.surplus = plan.surplus.clone();
+        self.room_left = plan.allocation.profiles.iter().any(|pa| {
+            pa.limit == crate::domain::Limit::Demand
+                && profiles
+                    .iter()
+                    .any(|p| p.name == pa.profile && p.demand == crate::domain::DemandSource::Poll)
+        });
         self.uids_used_up = plan.uids_used_up.clone();
         let status = self.record_status(&plan, &profiles, mode, now);
         self.wrote("status", status);
@@ -625,6 +635,15 @@ impl TargetLoop {
     /// queue's.
     fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
         let profiles = self.org_profiles();
+        if read.unread_runs > 0 {
+            // A deep queue: what was read fills the room; the rest waits (issue 20).
+            log_debug!(
+                "queue_read_in_part",
+                target = self.name,
+                unread_runs = read.unread_runs
+            );
+        }
+        self.queue.unread_runs = read.unread_runs;
         self.queue
             .take_whole(read.jobs, read.not_polled, read_at, scope(&profiles));
         self.hold = self.hold.recovered();
@@ -679,7 +698,13 @@ impl TargetLoop {
                 target,
             );
         }
-        if self.runners.reading || now < self.queue.next_poll {
+        // Runs a deep queue's last read left unread are read as soon as there is room
+        // for their jobs, at most once per poll_interval: what that costs is their
+        // first read, which serving them needs anyway.
+        let base = (target.poll_interval_secs as Millis) * 1000;
+        let more_room =
+            self.queue.unread_runs > 0 && self.room_left && now >= self.queue.read_at + base;
+        if self.runners.reading || (now < self.queue.next_poll && !more_room) {
             return;
         }
         // A coordinated target whose profiles are all directed reads no demand of
@@ -708,6 +733,7 @@ impl TargetLoop {
             Task::ReadDemand {
                 repos,
                 any_public: profiles.iter().any(|p| p.allow_public),
+                new_cap: budget::new_runs_per_read(polled_max(profiles)),
             },
             client,
             target,

@@ -75,7 +75,9 @@ fn runners_path(scope: &TargetScope) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueRead {
     pub jobs: Vec<QueuedJob>,
+    /// Runs read for the first time, and runs left unread for a later poll.
     pub new_runs: u32,
+    pub unread_runs: u32,
 }
 
 /// A run's jobs list (its first page).
@@ -120,16 +122,23 @@ impl GitHubClient {
     where
         S: AsRef<str> + Sync,
     {
-        Ok(self.read_queue(repos, each_run)?.jobs)
+        Ok(self.read_queue(repos, usize::MAX, each_run)?.jobs)
     }
 
-    /// [`GitHubClient::queued_jobs_each`], telling also how many of the runs read were
-    /// new (never read before, so their jobs list cost a unit): what reading the queue
-    /// costs beyond the first read of each run, which every job needs anyway, is what
-    /// the budget governor paces.
+    /// [`GitHubClient::queued_jobs_each`], reading the jobs of at most `new_cap` runs
+    /// never read before (the oldest first; the rest wait for later polls), and telling
+    /// how many it read and left.
+    ///
+    /// A run read before keeps its jobs list's ETag, so it costs a 304, no unit, while
+    /// unchanged; a new one costs a unit. A deep queue's runs need not all be read at
+    /// once: a host fills its room with far fewer, and a 300-run burst read whole would
+    /// spend 300 units in one read on jobs that wait an hour for a runner. What the read
+    /// returns is then a floor of the queue. The new runs' reads are part of what their
+    /// jobs cost; the budget governor paces the rest.
     pub fn read_queue<S>(
         &self,
         repos: &[(S, S)],
+        new_cap: usize,
         each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
     ) -> Result<QueueRead, GhError>
     where
@@ -139,18 +148,25 @@ impl GitHubClient {
         let runs = fan_out(width, repos, |(owner, repo)| {
             self.active_run_ids(owner.as_ref(), repo.as_ref())
         })?;
-        let reads: Vec<(usize, i64)> = runs
+        let all: Vec<(usize, i64)> = runs
             .iter()
             .enumerate()
             .flat_map(|(i, ids)| ids.iter().map(move |id| (i, *id)))
             .collect();
-        let new_runs = reads
-            .iter()
-            .filter(|(i, run)| {
-                let (owner, repo) = &repos[*i];
-                !self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
-            })
-            .count() as u32;
+        let is_new = |(i, run): &(usize, i64)| {
+            let (owner, repo) = &repos[*i];
+            !self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
+        };
+        // The oldest new runs (run ids grow with time) within the cap, every known one.
+        let mut fresh: Vec<i64> = all.iter().filter(|r| is_new(r)).map(|r| r.1).collect();
+        fresh.sort_unstable();
+        let unread_runs = fresh.len().saturating_sub(new_cap) as u32;
+        fresh.truncate(new_cap);
+        let new_runs = fresh.len() as u32;
+        let reads: Vec<(usize, i64)> = all
+            .into_iter()
+            .filter(|r| !is_new(r) || fresh.binary_search(&r.1).is_ok())
+            .collect();
         let per_run = fan_out(width, &reads, |(i, run)| {
             let (owner, repo) = &repos[*i];
             let jobs = self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run)?;
@@ -160,6 +176,7 @@ impl GitHubClient {
         Ok(QueueRead {
             jobs: per_run.into_iter().flatten().collect(),
             new_runs,
+            unread_runs,
         })
     }
 

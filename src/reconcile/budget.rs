@@ -59,6 +59,14 @@ pub fn reserve(max_runners: u64, queued: u64, limit: u64) -> u64 {
     (2 * max_runners + queued).min(limit / 2)
 }
 
+/// How many runs never read before one read of the queue may read: twice what the
+/// profiles may run at once, and two more. Enough to fill the room with jobs known to
+/// match and to see that the queue is longer than the room; the rest are read at
+/// later polls, as runners free up (see `GitHubClient::read_queue`).
+pub fn new_runs_per_read(max_runners: u64) -> usize {
+    (2 * max_runners + 2) as usize
+}
+
 /// How often to read the queue: `base` (the target's `poll_interval`) unless the
 /// budget left, less the reserve, would run out before the window resets at that
 /// pace; then as often as lets it last. Below the reserve, polling goes on at a

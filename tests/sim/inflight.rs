@@ -419,3 +419,42 @@ fn a_client_has_a_bound_of_its_own_until_given_its_credentials() {
     assert_eq!(a.repository_is_public("octo", "app"), Ok(false));
     assert_eq!(shared.peak(), 1);
 }
+
+/// Issue 20: a deep queue is read as room frees up. A read reads the jobs of at most
+/// `new_cap` runs it never read, the oldest first, and says how many it left; the next
+/// read reads the known ones from their ETags (free) and the next new ones.
+#[test]
+fn a_deep_queue_is_read_a_few_new_runs_at_a_time_oldest_first() {
+    let (h, _) = sim_with(SimConfig::default());
+    queue_runs(&h, 10);
+    let c = client(&h, PAT, &InFlight::new(4));
+    let repos = [("octo", "app")];
+    let first = c.read_queue(&repos, 3, &|_, _| {}).unwrap();
+    assert_eq!((first.new_runs, first.unread_runs), (3, 7));
+    assert_eq!(
+        first.jobs.len(),
+        6,
+        "two jobs in each of the three runs read"
+    );
+    let mut runs: Vec<i64> = first.jobs.iter().map(|j| j.run_id).collect();
+    runs.dedup();
+    let oldest: Vec<i64> = {
+        let all = c.read_queue(&repos, usize::MAX, &|_, _| {}).unwrap();
+        let mut ids: Vec<i64> = all.jobs.iter().map(|j| j.run_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(all.new_runs, 7, "the seven left are new to this read");
+        ids.into_iter().take(3).collect()
+    };
+    runs.sort_unstable();
+    assert_eq!(runs, oldest, "the oldest runs are read first");
+    let units_before = c.stats().get_units;
+    let again = c.read_queue(&repos, 3, &|_, _| {}).unwrap();
+    assert_eq!((again.new_runs, again.unread_runs), (0, 0));
+    assert_eq!(again.jobs.len(), 20);
+    assert_eq!(
+        c.stats().get_units,
+        units_before,
+        "every run known: all 304s"
+    );
+}
