@@ -699,11 +699,15 @@ impl TargetLoop {
             );
         }
         // Runs a deep queue's last read left unread are read as soon as there is room
-        // for their jobs, at most once per poll_interval: what that costs is their
-        // first read, which serving them needs anyway.
+        // for their jobs, at most once per poll_interval, unless the budget governor
+        // is stretching the reads: what that costs is their first read, which serving
+        // them needs anyway, and the run lists again.
         let base = (target.poll_interval_secs as Millis) * 1000;
-        let more_room =
-            self.queue.unread_runs > 0 && self.room_left && now >= self.queue.read_at + base;
+        let paced = self.pace.is_some_and(|p| p.stretched);
+        let more_room = self.queue.unread_runs > 0
+            && self.room_left
+            && !paced
+            && now >= self.queue.read_at + base;
         if self.runners.reading || (now < self.queue.next_poll && !more_room) {
             return;
         }

@@ -332,12 +332,14 @@ fn workflow_runs(st: &State, scope: &Scope, req: &Request) -> Out {
         return Out::error(404, "Not Found");
     };
     let wanted = req.query_param("status");
+    let statuses = st.run_statuses();
+    let status_of = |id: u64| statuses.get(&id).copied().unwrap_or(JobStatus::Completed);
     let runs: Vec<u64> = st
         .runs
         .values()
         .rev()
         .filter(|r| &r.repo == full)
-        .filter(|r| wanted.is_none_or(|w| st.run_status(r.id).as_str() == w))
+        .filter(|r| wanted.is_none_or(|w| status_of(r.id).as_str() == w))
         .map(|r| r.id)
         .collect();
     // A status filter returns at most 1,000 results, as on GitHub.

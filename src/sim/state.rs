@@ -390,6 +390,20 @@ impl State {
     }
 
     /// A run's status as GitHub derives it from its jobs.
+    /// Every run's status from one pass over the jobs (a listing asks for each run's,
+    /// and asking [`State::run_status`] per run is quadratic in the jobs ever queued).
+    pub fn run_statuses(&self) -> std::collections::HashMap<u64, JobStatus> {
+        let mut seen: std::collections::HashMap<u64, (bool, bool)> = Default::default();
+        for j in self.jobs.values() {
+            let e = seen.entry(j.run_id).or_insert((true, true));
+            e.0 &= j.status == JobStatus::Completed;
+            e.1 &= j.status == JobStatus::Queued;
+        }
+        seen.into_iter()
+            .map(|(run, (done, queued))| (run, run_status_of(done, queued)))
+            .collect()
+    }
+
     pub fn run_status(&self, run_id: u64) -> JobStatus {
         let statuses: Vec<JobStatus> = self
             .jobs
@@ -397,13 +411,10 @@ impl State {
             .filter(|j| j.run_id == run_id)
             .map(|j| j.status)
             .collect();
-        if statuses.iter().all(|s| *s == JobStatus::Completed) {
-            JobStatus::Completed
-        } else if statuses.iter().all(|s| *s == JobStatus::Queued) {
-            JobStatus::Queued
-        } else {
-            JobStatus::InProgress
-        }
+        run_status_of(
+            statuses.iter().all(|s| *s == JobStatus::Completed),
+            statuses.iter().all(|s| *s == JobStatus::Queued),
+        )
     }
 
     pub fn runner_by_name(&self, scope: &Scope, name: &str) -> Option<&RunnerState> {
@@ -610,5 +621,17 @@ impl State {
 
     pub fn known_pats(&self) -> HashSet<&str> {
         self.pats.keys().map(String::as_str).collect()
+    }
+}
+
+/// A run is completed when all its jobs are (a run with none too), queued when all are
+/// queued, and in progress otherwise.
+fn run_status_of(all_completed: bool, all_queued: bool) -> JobStatus {
+    if all_completed {
+        JobStatus::Completed
+    } else if all_queued {
+        JobStatus::Queued
+    } else {
+        JobStatus::InProgress
     }
 }
