@@ -45,6 +45,24 @@ impl std::fmt::Display for LockError {
 
 impl std::error::Error for LockError {}
 
+/// How long a lock whose recorded holder is dead is waited for.
+const STALE_HOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether the holder text (`pid N since T`) names a process that no longer exists.
+fn holder_gone(holder: &str) -> bool {
+    let Some(pid) = holder
+        .strip_prefix("pid ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse::<i32>().ok())
+        .filter(|p| *p > 0)
+    else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
 impl DaemonLock {
     pub fn acquire(state_dir: &Path) -> Result<DaemonLock, LockError> {
         let path = state_dir.join("daemon.lock");
@@ -60,22 +78,35 @@ impl DaemonLock {
             .mode(0o600)
             .open(&path)
             .map_err(io_err)?;
-        // SAFETY: flock on an fd we own; no memory is shared with the kernel.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                let holder = if holder.is_empty() {
-                    "holder unknown".to_string()
-                } else {
-                    holder.to_string()
-                };
-                return Err(LockError::Held { path, holder });
+        // A daemon SIGKILLed while a runner it spawned was between fork and exec leaves
+        // the lock with that child until it execs (the descriptor is close-on-exec):
+        // a restart at once finds it held by a daemon that is gone. While the holder
+        // the file names is dead, the lock is waited for, a few seconds at most.
+        let deadline = std::time::Instant::now() + STALE_HOLDER_WAIT;
+        loop {
+            // SAFETY: flock on an fd we own; no memory is shared with the kernel.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
             }
-            return Err(io_err(err));
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io_err(err));
+            }
+            let mut holder = String::new();
+            file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim().to_string();
+            if holder_gone(&holder) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            let holder = if holder.is_empty() {
+                "holder unknown".to_string()
+            } else {
+                holder
+            };
+            return Err(LockError::Held { path, holder });
         }
         let started = crate::timefmt::format_rfc3339(crate::timefmt::now_millis());
         file.set_len(0).map_err(io_err)?;
@@ -107,6 +138,45 @@ mod tests {
         let again = DaemonLock::acquire(&dir);
         assert!(again.is_ok());
         drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A daemon SIGKILLed while a child it forked had not yet exec'd: the lock stays
+    /// with the child a moment, under the dead daemon's name. The next daemon waits
+    /// for it rather than refusing to start; a live holder is refused at once.
+    #[test]
+    fn a_lock_left_with_a_dead_holders_child_is_waited_for() {
+        let dir = std::env::temp_dir().join(format!("rm-lock-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("daemon.lock");
+        // The inheritor: another open file description holding the lock, the file
+        // naming a holder that is gone (pid_max is at most 2^22).
+        let inheritor = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        std::fs::write(&path, "pid 2147483000 since 2026-12-01T00:00:00Z").unwrap();
+        // SAFETY: flock on an fd we own.
+        assert_eq!(
+            unsafe { libc::flock(inheritor.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+            0
+        );
+        assert!(holder_gone("pid 2147483000 since 2026-12-01T00:00:00Z"));
+        assert!(!holder_gone(&format!("pid {} since x", std::process::id())));
+        assert!(!holder_gone("holder unknown"));
+        // The scenario: the child keeps the lock a moment (300 ms here), then execs.
+        // Without the wait, the first try below fails at once.
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(inheritor);
+        });
+        let got = DaemonLock::acquire(&dir);
+        releaser.join().unwrap();
+        assert!(got.is_ok(), "{:?}", got.err());
+        drop(got);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
