@@ -254,24 +254,10 @@ fn run(cfg: &Config) -> Result<usize, String> {
                     sessions_dropped += 1;
                     w.sim.drop_scaleset_sessions(set);
                 }
-            } else if rng.next_u64().is_multiple_of(2) {
+            } else if support::api_fault(&w.sim, &mut rng, (4, 5), RETRY_AFTER) {
                 bursts += 1;
-                w.sim.add_fault(FaultRule::new(
-                    None,
-                    "/repos/**",
-                    Trigger::Times(4 + (rng.next_u64() % 5) as u32),
-                    FaultAction::Status { status: 503 },
-                ));
             } else {
                 forbids += 1;
-                w.sim.add_fault(FaultRule::times(
-                    "GET",
-                    "/repos/*/*/actions/runs",
-                    1,
-                    FaultAction::Forbidden {
-                        retry_after: Some(RETRY_AFTER),
-                    },
-                ));
             }
             next_fault = now + Duration::from_millis(2000 + rng.next_u64() % 4000);
         }

@@ -1013,6 +1013,18 @@ fn seed_history(store: &SqliteStore, host_id: &str, n: i64) -> Result<(), String
         .map_err(|e| format!("seeding the history: {e}"))
 }
 
+/// `n` jobs of `job_ms` queued at once in the world's repository.
+fn enqueue_burst(w: &World, n: usize, job_ms: u64) {
+    for i in 0..n {
+        w.sim.enqueue_job(
+            support::REPO,
+            &format!("job-{i}"),
+            support::JOB_LABELS,
+            job_ms,
+        );
+    }
+}
+
 /// What one run of the budget scenario measured.
 struct Spend {
     served: usize,
@@ -1055,14 +1067,7 @@ fn drain(
     w.sim.with_state(|st| st.cfg.rate_limit = limit);
     let log_path = |i: usize| w.state_dir.join(format!("daemon-{i}.log"));
     let t0 = now_millis();
-    for i in 0..n {
-        w.sim.enqueue_job(
-            support::REPO,
-            &format!("job-{i}"),
-            support::JOB_LABELS,
-            job_ms,
-        );
-    }
+    enqueue_burst(&w, n, job_ms);
     let mut daemon = w.spawn_daemon(&log_path(0))?;
     let start = Instant::now();
     let mut killed = 0;
@@ -1129,14 +1134,7 @@ fn drain(
 fn drain_naive(cfg: Cfg, n: usize, job_ms: u64, max: u32, deadline: Duration) -> Spend {
     let w = support::world_at(cfg.distance, 1, max, max, 5);
     let t0 = now_millis();
-    for i in 0..n {
-        w.sim.enqueue_job(
-            support::REPO,
-            &format!("job-{i}"),
-            support::JOB_LABELS,
-            job_ms,
-        );
-    }
+    enqueue_burst(&w, n, job_ms);
     let env = baseline::env_for(&w, "naive");
     let running = baseline::naive(env, Duration::from_secs(1));
     wait_until(deadline, || support::all_completed(&w.sim, n));

@@ -302,24 +302,10 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
             next_restart = next_restart.saturating_add(cfg.restart_every);
         }
         if now >= next_fault {
-            if rng.next_u64().is_multiple_of(2) {
+            if support::api_fault(&w.sim, &mut rng, (3, 4), RETRY_AFTER) {
                 bursts += 1;
-                w.sim.add_fault(FaultRule::new(
-                    None,
-                    "/repos/**",
-                    Trigger::Times(3 + (rng.next_u64() % 4) as u32),
-                    FaultAction::Status { status: 503 },
-                ));
             } else {
                 forbids += 1;
-                w.sim.add_fault(FaultRule::times(
-                    "GET",
-                    "/repos/*/*/actions/runs",
-                    1,
-                    FaultAction::Forbidden {
-                        retry_after: Some(RETRY_AFTER),
-                    },
-                ));
             }
             next_fault = now + Duration::from_millis(5_000 + rng.next_u64() % 5_000);
         }

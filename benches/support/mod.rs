@@ -379,3 +379,34 @@ pub fn print_table(rows: &[Row]) {
         );
     }
 }
+
+/// One API fault of the chaos suite's kind, chosen with `rng`: a burst of 503s on
+/// every repository endpoint (`base` answers and up to `span - 1` more), or one 403
+/// with a `retry-after` of `retry_after_secs` on the runs list. True for a burst.
+pub fn api_fault(
+    sim: &SimHandle,
+    rng: &mut runner_manager::sim::rng::SplitMix64,
+    (base, span): (u32, u64),
+    retry_after_secs: u64,
+) -> bool {
+    use runner_manager::sim::{FaultAction, FaultRule, Trigger};
+    if rng.next_u64().is_multiple_of(2) {
+        sim.add_fault(FaultRule::new(
+            None,
+            "/repos/**",
+            Trigger::Times(base + (rng.next_u64() % span) as u32),
+            FaultAction::Status { status: 503 },
+        ));
+        true
+    } else {
+        sim.add_fault(FaultRule::times(
+            "GET",
+            "/repos/*/*/actions/runs",
+            1,
+            FaultAction::Forbidden {
+                retry_after: Some(retry_after_secs),
+            },
+        ));
+        false
+    }
+}

@@ -964,27 +964,24 @@ impl TargetLoop {
         } else {
             0
         };
-        let until = self
-            .client
+        let until = self.credential_hold().max(loop_hold);
+        (until > now).then_some(until)
+    }
+
+    /// Until when the credential is held: the client's own rate-limit hold, or the
+    /// hold it shares with the scale set listeners (which may have met it).
+    fn credential_hold(&self) -> Millis {
+        self.client
             .as_ref()
             .and_then(|c| c.rate_limit_snapshot().limited_until)
             .unwrap_or(0)
             .max(self.scaleset.shared_hold().until())
-            .max(loop_hold);
-        (until > now).then_some(until)
     }
 
     /// Records the client's rate-limit hold in the store, so a daemon restarted while
     /// it lasts sends nothing before it ends either.
     fn persist_hold(&mut self, now: Millis) -> Result<(), StoreError> {
-        // The shared hold: a scale set listener's client may have met it.
-        let until = self
-            .client
-            .as_ref()
-            .and_then(|c| c.rate_limit_snapshot().limited_until)
-            .unwrap_or(0)
-            .max(self.scaleset.shared_hold().until())
-            .max(self.hold.until);
+        let until = self.credential_hold().max(self.hold.until);
         if until > now && until != self.persisted_hold {
             self.store
                 .kv_put(&hold_key(&self.name), &until.to_string())?;

@@ -84,6 +84,15 @@ pub(super) fn check_targets(
     newest
 }
 
+/// Whether a daemon runs on the store (its heartbeat is recent).
+fn daemon_alive(store: &dyn crate::store::Store, now: Millis) -> bool {
+    store
+        .heartbeat()
+        .ok()
+        .flatten()
+        .is_some_and(|b| b.alive_at(now))
+}
+
 /// Each scale set profile's session as the running daemon recorded it: a warning
 /// (not a failure: another owner may hold it on purpose, or for a while) when another
 /// owner holds it or the listener keeps failing.
@@ -93,11 +102,7 @@ pub(super) fn check_sessions(
     lines: &mut Vec<CheckLine>,
 ) {
     let now = now_millis();
-    let alive = store
-        .heartbeat()
-        .ok()
-        .flatten()
-        .is_some_and(|b| b.alive_at(now));
+    let alive = daemon_alive(store, now);
     let rows = store.session_statuses().unwrap_or_default();
     let targets: std::collections::BTreeSet<&str> =
         profiles.iter().map(|p| p.target.as_str()).collect();
@@ -165,11 +170,7 @@ pub(super) fn check_pacing(
     lines: &mut Vec<CheckLine>,
 ) {
     let now = now_millis();
-    let alive = store
-        .heartbeat()
-        .ok()
-        .flatten()
-        .is_some_and(|b| b.alive_at(now));
+    let alive = daemon_alive(store, now);
     if !alive {
         return;
     }
