@@ -417,26 +417,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
         "peak requests in flight per credential: {:?}",
         w.sim.peak_in_flight()
     );
-    println!("checks:");
-    let mut total = 0;
-    for c in &checks {
-        println!(
-            "  [{}] {} ({} {} checked, {} violations)",
-            if c.violations.is_empty() {
-                " ok "
-            } else {
-                "FAIL"
-            },
-            c.promise,
-            c.checked,
-            c.what,
-            c.violations.len()
-        );
-        for v in c.violations.iter().take(10) {
-            println!("         {v}");
-        }
-        total += c.violations.len();
-    }
+    let total = promises::print(&checks);
     let served = jobs
         .iter()
         .filter(|j| j.status == runner_manager::sim::JobStatus::Completed)

@@ -370,26 +370,7 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
             as f64
             / 1024.0)
     );
-    println!("checks:");
-    let mut total = 0;
-    for c in &checks {
-        println!(
-            "  [{}] {} ({} {} checked, {} violations)",
-            if c.violations.is_empty() {
-                " ok "
-            } else {
-                "FAIL"
-            },
-            c.promise,
-            c.checked,
-            c.what,
-            c.violations.len()
-        );
-        for v in c.violations.iter().take(10) {
-            println!("         {v}");
-        }
-        total += c.violations.len();
-    }
+    let total = promises::print(&checks);
     println!(
         "soak summary: {} jobs, {} restarts, {injected} faults injected, violations: {total}",
         completed,

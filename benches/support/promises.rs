@@ -17,6 +17,32 @@ pub struct Check {
     pub violations: Vec<String>,
 }
 
+/// Prints each check with its counts (and its first ten violations) under `checks:`;
+/// returns the violations in all.
+pub fn print(checks: &[Check]) -> usize {
+    println!("checks:");
+    let mut total = 0;
+    for c in checks {
+        println!(
+            "  [{}] {} ({} {} checked, {} violations)",
+            if c.violations.is_empty() {
+                " ok "
+            } else {
+                "FAIL"
+            },
+            c.promise,
+            c.checked,
+            c.what,
+            c.violations.len()
+        );
+        for v in c.violations.iter().take(10) {
+            println!("         {v}");
+        }
+        total += c.violations.len();
+    }
+    total
+}
+
 impl Check {
     fn new(promise: &'static str, what: &'static str) -> Check {
         Check {
