@@ -92,18 +92,7 @@ fn main() {
         if far { "--far " } else { "" },
         cfg.seed
     );
-    let code = match run(&cfg) {
-        Ok(0) => 0,
-        Ok(n) => {
-            println!("VIOLATIONS: {n} (seed {})", cfg.seed);
-            1
-        }
-        Err(e) => {
-            println!("the chaos run could not complete: {e} (seed {})", cfg.seed);
-            1
-        }
-    };
-    std::process::exit(code);
+    promises::exit_with(run(&cfg), "the chaos run", cfg.seed);
 }
 
 /// What the run observed while it went, for the checks and the summary.

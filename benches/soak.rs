@@ -131,18 +131,7 @@ fn main() {
         cfg.seed,
         support::profile()
     );
-    let code = match run(&cfg) {
-        Ok(0) => 0,
-        Ok(n) => {
-            println!("VIOLATIONS: {n} (seed {})", cfg.seed);
-            1
-        }
-        Err(e) => {
-            println!("the soak could not complete: {e} (seed {})", cfg.seed);
-            1
-        }
-    };
-    std::process::exit(code);
+    promises::exit_with(run(&cfg), "the soak", cfg.seed);
 }
 
 /// One row of the samples table.

@@ -43,6 +43,23 @@ pub fn print(checks: &[Check]) -> usize {
     total
 }
 
+/// Ends a run of `what` by its result: 0 with no violation, 1 with any (or when it
+/// could not complete), saying which and the seed that reproduces it.
+pub fn exit_with(result: Result<usize, String>, what: &str, seed: u64) -> ! {
+    let code = match result {
+        Ok(0) => 0,
+        Ok(n) => {
+            println!("VIOLATIONS: {n} (seed {seed})");
+            1
+        }
+        Err(e) => {
+            println!("{what} could not complete: {e} (seed {seed})");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
 impl Check {
     fn new(promise: &'static str, what: &'static str) -> Check {
         Check {
