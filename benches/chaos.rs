@@ -243,7 +243,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
                     sessions_dropped += 1;
                     w.sim.drop_scaleset_sessions(set);
                 }
-            } else if support::api_fault(&w.sim, &mut rng, (4, 5), RETRY_AFTER) {
+            } else if support::api_fault(&w.sim, &mut rng, (200, 800), RETRY_AFTER) {
                 bursts += 1;
             } else {
                 forbids += 1;

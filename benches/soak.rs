@@ -291,7 +291,7 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
             next_restart = next_restart.saturating_add(cfg.restart_every);
         }
         if now >= next_fault {
-            if support::api_fault(&w.sim, &mut rng, (3, 4), RETRY_AFTER) {
+            if support::api_fault(&w.sim, &mut rng, (150, 600), RETRY_AFTER) {
                 bursts += 1;
             } else {
                 forbids += 1;

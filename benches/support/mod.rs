@@ -380,21 +380,24 @@ pub fn print_table(rows: &[Row]) {
     }
 }
 
-/// One API fault of the chaos suite's kind, chosen with `rng`: a burst of 503s on
-/// every repository endpoint (`base` answers and up to `span - 1` more), or one 403
-/// with a `retry-after` of `retry_after_secs` on the runs list. True for a burst.
+/// One API fault of the chaos suite's kind, chosen with `rng`: an incident of 503s on
+/// every repository endpoint (lasting `base` ms and up to `span` ms more, however many
+/// requests meet it: a window in time, not a count, so a paced daemon meets no more of
+/// it than a busy one), or one 403 with a `retry-after` of `retry_after_secs` on the
+/// runs list. True for an incident.
 pub fn api_fault(
     sim: &SimHandle,
     rng: &mut runner_manager::sim::rng::SplitMix64,
-    (base, span): (u32, u64),
+    (base, span): (u64, u64),
     retry_after_secs: u64,
 ) -> bool {
     use runner_manager::sim::{FaultAction, FaultRule, Trigger};
     if rng.next_u64().is_multiple_of(2) {
+        let lasts = base + rng.next_u64() % span.max(1);
         sim.add_fault(FaultRule::new(
             None,
             "/repos/**",
-            Trigger::Times(base + (rng.next_u64() % span) as u32),
+            Trigger::Until(runner_manager::timefmt::now_millis() as u64 + lasts),
             FaultAction::Status { status: 503 },
         ));
         true

@@ -6,6 +6,7 @@ use super::{CliError, CliResult, app_key_file, secret_file};
 use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
 use crate::domain::validate;
 use crate::domain::{CredentialRef, Target, TargetScope};
+use crate::reconcile::budget;
 use crate::store::Store;
 use serde_json::json;
 
@@ -103,8 +104,40 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
 pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let t = from_args(inv)?;
     store.add_target(&t)?;
+    warn_poll_budget(store, &t);
     out.emit(|| format!("target {} added\n", t.name), || target_json(&t));
     Ok(())
+}
+
+/// Warns (on stderr; the change stands) when the polling of every target sharing
+/// `t`'s credential could spend more of its hourly budget than polling should (issue
+/// 22: the budget, projected at add time). The limit is the one GitHub last reported
+/// for the target, else a PAT's.
+fn warn_poll_budget(store: &dyn Store, t: &Target) {
+    let Ok(targets) = store.targets() else { return };
+    let sharing: Vec<&Target> = targets
+        .iter()
+        .filter(|o| o.credential == t.credential && o.api_url == t.api_url)
+        .collect();
+    let units = sharing
+        .iter()
+        .map(|o| {
+            let repos = match o.scope {
+                TargetScope::Repo { .. } => 1,
+                TargetScope::Org { .. } => o.repos.len().max(1) as u64,
+            };
+            budget::poll_units_per_hour(o.poll_interval_secs, repos)
+        })
+        .sum();
+    let limit = store
+        .target_statuses()
+        .ok()
+        .and_then(|all| all.into_iter().find(|s| s.target == t.name))
+        .and_then(|s| s.rate_limit_limit)
+        .map_or(budget::ASSUMED_LIMIT, |l| l.max(1) as u64);
+    if let Some(w) = budget::poll_projection_warning(units, limit, sharing.len()) {
+        eprintln!("runner-manager: warning: target {}: {w}", t.name);
+    }
 }
 
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
@@ -122,6 +155,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     }
     t.validate()?;
     store.update_target(&t)?;
+    warn_poll_budget(store, &t);
     out.emit(
         || format!("target {} updated\n", t.name),
         || target_json(&t),

@@ -15,11 +15,12 @@
 //! with a [`Done`]. The loop never watches an attempt a worker holds.
 
 use super::actuator::{self, Ctx};
+use super::rest_queue::Fresh;
 use super::shared::Shared;
 use super::starter::{self, StartCx, Started};
 use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
-use crate::github::{GhError, GitHubClient};
+use crate::github::{GhError, GitHubClient, ReadCaps};
 use crate::reconcile::watch::{self, Action, Timeouts};
 use crate::scaleset::ScaleSetClient;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -59,8 +60,11 @@ pub enum Task {
     ReadDemand {
         repos: OrgRepos,
         any_public: bool,
-        /// Runs never read before whose jobs this read may read (the oldest first).
-        new_cap: usize,
+        /// At most how many runs never read before this read may read (the oldest
+        /// first), and how many read before it reads again.
+        caps: (usize, usize),
+        /// The runs the loop's queue holds a view of (sorted).
+        held: Vec<i64>,
     },
     /// Read GitHub's runner list, deleting registrations with this host's names that
     /// no open attempt explains.
@@ -115,13 +119,12 @@ pub enum Done {
 
 /// A demand read's result.
 pub struct DemandRead {
-    pub jobs: Vec<QueuedJob>,
-    /// Runs read for the first time (each one's jobs list cost a unit), and runs left
-    /// unread for a later poll (the jobs are then a floor of the queue).
+    /// What the queue takes from it.
+    pub fresh: Fresh,
+    /// Runs read for the first time (each one's jobs list cost a unit).
     pub new_runs: u32,
-    pub unread_runs: u32,
-    /// An organization's public (or not yet known) repositories left unread.
-    pub not_polled: u32,
+    /// Run reads that failed for a passing reason (those runs keep their earlier view).
+    pub failed_runs: u32,
 }
 
 struct Work {
@@ -508,7 +511,8 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
         Task::ReadDemand {
             mut repos,
             any_public,
-            new_cap,
+            caps,
+            held,
         } => {
             let read_at = now_millis();
             let each_run = |run: i64, jobs: &[QueuedJob]| {
@@ -524,7 +528,14 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
                 &client,
                 &target,
                 &mut repos,
-                (any_public, new_cap),
+                (
+                    any_public,
+                    ReadCaps {
+                        new: caps.0,
+                        known: caps.1,
+                        held: &held,
+                    },
+                ),
                 read_at,
                 &each_run,
             );
@@ -547,7 +558,7 @@ fn read_demand(
     client: &GitHubClient,
     target: &Target,
     repos: &mut OrgRepos,
-    (any_public, new_cap): (bool, usize),
+    (any_public, caps): (bool, ReadCaps),
     now: Millis,
     each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
 ) -> Result<DemandRead, GhError> {
@@ -564,12 +575,18 @@ fn read_demand(
     }
     // Every repository's runs, and each run's jobs, read with the target's bound on
     // requests in flight.
-    let q = client.read_queue(&read, new_cap, each_run)?;
+    let q = client.read_queue(&read, caps, each_run)?;
     Ok(DemandRead {
-        jobs: q.jobs,
+        fresh: Fresh {
+            whole: q.whole(),
+            jobs: q.jobs,
+            listed: q.listed,
+            read_runs: q.read_runs,
+            unread_runs: q.unread_runs,
+            not_polled,
+        },
         new_runs: q.new_runs,
-        unread_runs: q.unread_runs,
-        not_polled,
+        failed_runs: q.failed_runs,
     })
 }
 

@@ -12,13 +12,18 @@ use std::collections::BTreeMap;
 
 #[derive(Default)]
 pub struct RestQueue {
-    /// The queued jobs, run by run: a read in progress replaces each run's as it comes,
-    /// and its end replaces them all.
+    /// The queued jobs, run by run (a run read with none queued has an empty entry):
+    /// a read in progress replaces each run's as it comes, and its end drops the runs
+    /// no longer listed. A run the read did not read again keeps what an earlier one
+    /// saw (see `GitHubClient::read_queue`).
     runs: BTreeMap<i64, Vec<QueuedJob>>,
     /// The jobs a profile may serve, from `runs`.
     pub jobs: Vec<QueuedJob>,
-    /// When the queue in `jobs` was read (when the read began).
+    /// When the queue in `jobs` was last read (when the read began).
     pub read_at: Millis,
+    /// When the last read that read every listed run began: what `jobs` may still
+    /// list of the attempts that ended is judged against it.
+    whole_at: Millis,
     pub next_poll: Millis,
     /// A read is on a worker (it holds `repos` meanwhile).
     pub reading: bool,
@@ -33,6 +38,22 @@ pub struct RestQueue {
     not_polled: u32,
     /// Runs the last read left unread (a deep queue is read as room frees up).
     pub unread_runs: u32,
+}
+
+/// What a demand read brought (see `GitHubClient::read_queue`).
+#[derive(Debug, Default)]
+pub struct Fresh {
+    /// The queued jobs of the runs in `read_runs`.
+    pub jobs: Vec<QueuedJob>,
+    /// Every run listed, and those whose jobs were read.
+    pub listed: Vec<i64>,
+    pub read_runs: Vec<i64>,
+    /// Every listed run was read again.
+    pub whole: bool,
+    /// Runs never read that were left for later, and an organization's public
+    /// repositories not polled.
+    pub unread_runs: u32,
+    pub not_polled: u32,
 }
 
 /// When the attempt took its job (entered `busy`; its last change if it never did).
@@ -66,21 +87,30 @@ impl RestQueue {
         self.rebuild(scope);
     }
 
-    /// A read came back whole: its jobs become the queue, and its time the queue's.
-    pub fn take_whole(
-        &mut self,
-        jobs: Vec<QueuedJob>,
-        not_polled: u32,
-        read_at: Millis,
-        scope: Scope,
-    ) {
-        self.runs.clear();
-        for j in jobs {
+    /// A read came back: the runs it read get its jobs, the runs no longer listed go,
+    /// and the rest keep what earlier reads saw. Only a whole read (every listed run
+    /// read again) moves the time attempts that ended are judged against.
+    pub fn take_read(&mut self, read: Fresh, read_at: Millis, scope: Scope) {
+        let listed: std::collections::BTreeSet<i64> = read.listed.into_iter().collect();
+        self.runs.retain(|run, _| listed.contains(run));
+        for run in read.read_runs {
+            self.runs.insert(run, Vec::new());
+        }
+        for j in read.jobs {
             self.runs.entry(j.run_id).or_default().push(j);
         }
-        self.not_polled = not_polled;
+        self.not_polled = read.not_polled;
+        self.unread_runs = read.unread_runs;
         self.rebuild(scope);
-        self.forget_ended_before(read_at);
+        self.read_at = read_at;
+        if read.whole {
+            self.forget_ended_before(read_at);
+        }
+    }
+
+    /// The runs the queue holds a view of (sorted), read whole or in part before.
+    pub fn held_runs(&self) -> Vec<i64> {
+        self.runs.keys().copied().collect()
     }
 
     /// Nothing to read (the coordinator reads for the pool, or only scale sets serve
@@ -88,13 +118,14 @@ impl RestQueue {
     pub fn empty_at(&mut self, now: Millis) {
         self.jobs.clear();
         self.runs.clear();
+        self.read_at = now;
         self.forget_ended_before(now);
     }
 
     /// An attempt the loop acted on: if it ended after taking a job since the read,
     /// its job must not count again while the queue still lists it.
     pub fn note(&mut self, a: &Attempt) {
-        if !a.state.is_live() && a.job_name.is_some() && took_job_at(a) >= self.read_at {
+        if !a.state.is_live() && a.job_name.is_some() && took_job_at(a) >= self.whole_at {
             self.ended_since_read.insert(a.id, a.clone());
         }
     }
@@ -105,7 +136,7 @@ impl RestQueue {
     }
 
     fn forget_ended_before(&mut self, at: Millis) {
-        self.read_at = at;
+        self.whole_at = at;
         self.ended_since_read.retain(|_, a| took_job_at(a) >= at);
     }
 
@@ -149,6 +180,25 @@ mod tests {
         }
     }
 
+    /// A read that read every run it listed (the runs of `jobs`, and `empty`).
+    fn whole(jobs: Vec<QueuedJob>, empty: &[i64]) -> Fresh {
+        let mut runs: Vec<i64> = jobs.iter().map(|j| j.run_id).collect();
+        runs.extend_from_slice(empty);
+        runs.sort_unstable();
+        runs.dedup();
+        Fresh {
+            jobs,
+            listed: runs.clone(),
+            read_runs: runs,
+            whole: true,
+            ..Fresh::default()
+        }
+    }
+
+    fn ids(q: &RestQueue) -> Vec<i64> {
+        q.jobs.iter().map(|j| j.id).collect()
+    }
+
     #[test]
     fn runs_join_the_queue_as_they_come_and_the_whole_read_replaces_them() {
         let mut q = RestQueue::default();
@@ -163,17 +213,42 @@ mod tests {
         q.take_run(11, vec![job(3, 11)], Scope::Repo);
         assert_eq!(q.jobs.len(), 3);
         // The whole read says run 10 is gone.
-        q.take_whole(vec![job(3, 11)], 0, 500, Scope::Repo);
+        q.take_read(whole(vec![job(3, 11)], &[]), 500, Scope::Repo);
         q.end_read(repos);
         assert!(!q.reading);
-        assert_eq!(q.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(ids(&q), vec![3]);
         assert_eq!(q.read_at, 500);
+        assert_eq!(q.held_runs(), vec![11]);
     }
 
     #[test]
-    fn an_ended_attempt_counts_until_a_read_after_its_job_began() {
+    fn a_read_in_part_keeps_the_runs_it_did_not_read_and_drops_the_unlisted() {
         let mut q = RestQueue::default();
-        q.take_whole(vec![job(1, 10)], 0, 100, Scope::Repo);
+        q.take_read(
+            whole(vec![job(1, 10), job(2, 11), job(3, 12)], &[13]),
+            100,
+            Scope::Repo,
+        );
+        assert_eq!(q.held_runs(), vec![10, 11, 12, 13]);
+        // Run 10 is done (not listed), 11 was read again (its job taken), 12's read
+        // failed or was past the cap, 13 was read and has a new job.
+        let part = Fresh {
+            jobs: vec![job(4, 13)],
+            listed: vec![11, 12, 13],
+            read_runs: vec![11, 13],
+            whole: false,
+            ..Fresh::default()
+        };
+        q.take_read(part, 200, Scope::Repo);
+        assert_eq!(ids(&q), vec![3, 4], "12 keeps its earlier view");
+        assert_eq!(q.held_runs(), vec![11, 12, 13]);
+        assert_eq!(q.read_at, 200);
+    }
+
+    #[test]
+    fn an_ended_attempt_counts_until_a_whole_read_after_its_job_began() {
+        let mut q = RestQueue::default();
+        q.take_read(whole(vec![job(1, 10)], &[]), 100, Scope::Repo);
         let mut a = Attempt::new(7, "linux", "t", "h", 50);
         a.job_name = Some("build".into());
         a.updated_at = 200;
@@ -181,10 +256,17 @@ mod tests {
         q.note(&a);
         assert_eq!(q.ended_since_read().len(), 1);
         // A read begun before the job started may still list it.
-        q.take_whole(vec![job(1, 10)], 0, 150, Scope::Repo);
+        q.take_read(whole(vec![job(1, 10)], &[]), 150, Scope::Repo);
         assert_eq!(q.ended_since_read().len(), 1);
-        // One begun after it does not: the attempt no longer needs counting.
-        q.take_whole(vec![], 0, 250, Scope::Repo);
+        // A read in part begun after it may still hold a stale view of its run.
+        let part = Fresh {
+            listed: vec![10],
+            ..Fresh::default()
+        };
+        q.take_read(part, 250, Scope::Repo);
+        assert_eq!(q.ended_since_read().len(), 1);
+        // A whole one begun after it does not: the attempt no longer needs counting.
+        q.take_read(whole(vec![], &[]), 260, Scope::Repo);
         assert!(q.ended_since_read().is_empty());
         // A live attempt, or one that took no job, is never noted.
         let mut live = Attempt::new(8, "linux", "t", "h", 300);

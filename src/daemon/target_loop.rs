@@ -587,6 +587,15 @@ impl TargetLoop {
                 // configs); polling is the rest: the runs lists and re-reads of runs
                 // that changed. That is what the governor paces.
                 let first_reads = result.as_ref().map_or(0, |r| r.new_runs as u64);
+                if let Ok(r) = &result
+                    && r.failed_runs > 0
+                {
+                    log_warn!(
+                        "queue_read_failed_in_part",
+                        target = self.name,
+                        failed_runs = r.failed_runs
+                    );
+                }
                 self.read_cost.observe(units.saturating_sub(first_reads));
                 self.persist_etags();
                 match result {
@@ -631,21 +640,20 @@ impl TargetLoop {
         self.holds.insert(profile.to_string(), hold);
     }
 
-    /// A demand read came back whole: its jobs become the queue, and its time the
-    /// queue's.
+    /// A demand read came back: its jobs become the queue (what it did not read again
+    /// keeps its earlier view), and its time the queue's.
     fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
         let profiles = self.org_profiles();
-        if read.unread_runs > 0 {
+        if read.fresh.unread_runs > 0 || !read.fresh.whole {
             // A deep queue: what was read fills the room; the rest waits (issue 20).
             log_debug!(
                 "queue_read_in_part",
                 target = self.name,
-                unread_runs = read.unread_runs
+                unread_runs = read.fresh.unread_runs,
+                whole = read.fresh.whole
             );
         }
-        self.queue.unread_runs = read.unread_runs;
-        self.queue
-            .take_whole(read.jobs, read.not_polled, read_at, scope(&profiles));
+        self.queue.take_read(read.fresh, read_at, scope(&profiles));
         self.hold = self.hold.recovered();
         if self.last_error.take().is_some() {
             log_info!("target_recovered", target = self.name);
@@ -737,7 +745,11 @@ impl TargetLoop {
             Task::ReadDemand {
                 repos,
                 any_public: profiles.iter().any(|p| p.allow_public),
-                new_cap: budget::new_runs_per_read(polled_max(profiles)),
+                caps: (
+                    budget::new_runs_per_read(polled_max(profiles)),
+                    budget::known_runs_per_read(polled_max(profiles)),
+                ),
+                held: self.queue.held_runs(),
             },
             client,
             target,

@@ -24,6 +24,6 @@ pub use check::{CheckLine, CheckOptions, check_target};
 pub use client::{ClientConfig, ClientStats, GitHubClient, Observer};
 pub use error::{AuthError, ErrorClass, GhError};
 pub use inflight::{InFlight, InFlightUsage};
-pub use ops::{Deleted, QueueRead, RepoInfo, RunnerDownload};
+pub use ops::{Deleted, QueueRead, ReadCaps, RepoInfo, RunnerDownload};
 pub use ratelimit::{RateLimitSnapshot, SharedHold};
 pub use retry::{Clock, RetryPolicy, SystemClock};

@@ -70,19 +70,89 @@ fn runners_path(scope: &TargetScope) -> String {
     }
 }
 
-/// What a read of the queue brought: the queued jobs, and how many runs it read for
-/// the first time (see [`GitHubClient::read_queue`]).
+/// What a read of the queue brought: the runs listed, the jobs of the runs it read,
+/// and what it left for later (see [`GitHubClient::read_queue`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueRead {
+    /// The queued jobs of the runs in `read_runs`.
     pub jobs: Vec<QueuedJob>,
+    /// Every run the lists named (queued or in progress).
+    pub listed: Vec<i64>,
+    /// The runs whose jobs this read brought (sorted); a listed run not among them keeps what
+    /// an earlier read saw of it (or is not known yet).
+    pub read_runs: Vec<i64>,
     /// Runs read for the first time, and runs left unread for a later poll.
     pub new_runs: u32,
     pub unread_runs: u32,
+    /// Runs read before that this read did not read again: past the cap on re-reads,
+    /// or whose read failed for a passing reason (a 5xx, a dropped connection).
+    pub stale_runs: u32,
+    /// Run reads that failed that way, and the first such failure.
+    pub failed_runs: u32,
+    pub failure: Option<GhError>,
 }
+
+impl QueueRead {
+    /// Whether every listed run's view is this read's (nothing kept from before).
+    pub fn whole(&self) -> bool {
+        self.stale_runs == 0
+    }
+}
+
+/// Passing failures of run reads after which a read stops sending (GitHub is in an
+/// incident; the runs read so far still count).
+const RUN_READ_FAILURES: u32 = 3;
 
 /// A run's jobs list (its first page).
 fn jobs_path(owner: &str, repo: &str, run: i64) -> String {
     format!("/repos/{owner}/{repo}/actions/runs/{run}/jobs?per_page={PER_PAGE}")
+}
+
+/// How much of a queue one read reads (see [`GitHubClient::read_queue`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadCaps<'a> {
+    /// Runs never read before: at most this many, the oldest first.
+    pub new: usize,
+    /// Runs read before: at most this many re-read.
+    pub known: usize,
+    /// The runs the caller's view holds (sorted): a known run it lacks is re-read first.
+    pub held: &'a [i64],
+}
+
+impl ReadCaps<'_> {
+    /// Read every run: no cap.
+    pub const ALL: ReadCaps<'static> = ReadCaps {
+        new: usize::MAX,
+        known: usize::MAX,
+        held: &[],
+    };
+}
+
+/// A run as (the index of its repository, its id).
+type RunAt = (usize, i64);
+
+/// Which runs a read reads, of the `known` (read before) and `fresh` (never read)
+/// ones, as (repository index, run id); run ids grow with time.
+struct ReadPlan {
+    reads: Vec<(usize, i64)>,
+    new_runs: u32,
+    unread_runs: u32,
+}
+
+fn plan_reads(known: &[(usize, i64)], fresh: &[(usize, i64)], caps: ReadCaps) -> ReadPlan {
+    let mut fresh = fresh.to_vec();
+    fresh.sort_unstable_by_key(|r| r.1);
+    let unread_runs = fresh.len().saturating_sub(caps.new) as u32;
+    fresh.truncate(caps.new);
+    let mut known = known.to_vec();
+    // Runs the caller lacks first (false sorts first), then the oldest.
+    known.sort_unstable_by_key(|r| (caps.held.binary_search(&r.1).is_ok(), r.1));
+    known.truncate(caps.known);
+    ReadPlan {
+        new_runs: fresh.len() as u32,
+        unread_runs,
+        reads: known.into_iter().chain(fresh).collect(),
+    }
 }
 
 impl GitHubClient {
@@ -122,23 +192,38 @@ impl GitHubClient {
     where
         S: AsRef<str> + Sync,
     {
-        Ok(self.read_queue(repos, usize::MAX, each_run)?.jobs)
+        let read = self.read_queue(repos, ReadCaps::ALL, each_run)?;
+        // Whole or not at all: these callers have no earlier view to keep.
+        match read.failure {
+            Some(e) => Err(e),
+            None => Ok(read.jobs),
+        }
     }
 
-    /// [`GitHubClient::queued_jobs_each`], reading the jobs of at most `new_cap` runs
-    /// never read before (the oldest first; the rest wait for later polls), and telling
-    /// how many it read and left.
+    /// [`GitHubClient::queued_jobs_each`], reading the jobs of at most `caps.new` runs
+    /// never read before (the oldest first; the rest wait for later polls) and
+    /// re-reading at most `caps.known` runs read before, and telling what it read and
+    /// left.
     ///
     /// A run read before keeps its jobs list's ETag, so it costs a 304, no unit, while
     /// unchanged; a new one costs a unit. A deep queue's runs need not all be read at
     /// once: a host fills its room with far fewer, and a 300-run burst read whole would
-    /// spend 300 units in one read on jobs that wait an hour for a runner. What the read
-    /// returns is then a floor of the queue. The new runs' reads are part of what their
-    /// jobs cost; the budget governor paces the rest.
+    /// spend 300 units in one read on jobs that wait an hour for a runner. Nor need
+    /// they all be read again each poll: a thousand queued runs are a thousand
+    /// requests, 304s or not. Re-reads go first to the runs `held` does not name (the
+    /// caller's view lacks them, as after a restart), then oldest first: the oldest
+    /// runs are the ones served first, whose jobs change. What the read returns is
+    /// then a floor of the queue. The new runs' reads are part of what their jobs cost;
+    /// the budget governor paces the rest.
+    ///
+    /// A run read that fails for a passing reason does not fail the read: that run
+    /// keeps its earlier view, and after a few such failures nothing more is sent.
+    /// Every other failure (a rate limit, a refused credential) fails the whole read,
+    /// and so does a failed runs list.
     pub fn read_queue<S>(
         &self,
         repos: &[(S, S)],
-        new_cap: usize,
+        caps: ReadCaps<'_>,
         each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
     ) -> Result<QueueRead, GhError>
     where
@@ -153,30 +238,65 @@ impl GitHubClient {
             .enumerate()
             .flat_map(|(i, ids)| ids.iter().map(move |id| (i, *id)))
             .collect();
-        let is_new = |(i, run): &(usize, i64)| {
+        let cached = |(i, run): &(usize, i64)| {
             let (owner, repo) = &repos[*i];
-            !self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
+            self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
         };
-        // The oldest new runs (run ids grow with time) within the cap, every known one.
-        let mut fresh: Vec<i64> = all.iter().filter(|r| is_new(r)).map(|r| r.1).collect();
-        fresh.sort_unstable();
-        let unread_runs = fresh.len().saturating_sub(new_cap) as u32;
-        fresh.truncate(new_cap);
-        let new_runs = fresh.len() as u32;
-        let reads: Vec<(usize, i64)> = all
-            .into_iter()
-            .filter(|r| !is_new(r) || fresh.binary_search(&r.1).is_ok())
-            .collect();
-        let per_run = fan_out(width, &reads, |(i, run)| {
+        let (known, fresh): (Vec<RunAt>, Vec<RunAt>) = all.iter().copied().partition(cached);
+        let plan = plan_reads(&known, &fresh, caps);
+        let failures = std::sync::atomic::AtomicU32::new(0);
+        let failure: std::sync::Mutex<Option<GhError>> = Default::default();
+        let got: std::sync::Mutex<Vec<(i64, Vec<QueuedJob>)>> = Default::default();
+        let outcome = fan_out(width, &plan.reads, |(i, run)| {
             let (owner, repo) = &repos[*i];
-            let jobs = self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run)?;
+            let jobs = match self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run) {
+                Ok(jobs) => jobs,
+                // Deleted between the list and its read: it holds no job.
+                Err(GhError::NotFound) => Vec::new(),
+                Err(e) if e.is_transient() => {
+                    let n = failures.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    failure
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                    // Past a few, stop sending: an incident, not one run's bad luck.
+                    return if n >= RUN_READ_FAILURES {
+                        Err(None)
+                    } else {
+                        Ok(())
+                    };
+                }
+                Err(e) => return Err(Some(e)),
+            };
             each_run(*run, &jobs);
-            Ok(jobs)
-        })?;
+            got.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((*run, jobs));
+            Ok::<(), Option<GhError>>(())
+        });
+        if let Err(Some(e)) = outcome {
+            return Err(e);
+        }
+        // In the lists' order: repositories as given, each one's runs queued first.
+        let order: std::collections::HashMap<i64, usize> =
+            all.iter().enumerate().map(|(at, r)| (r.1, at)).collect();
+        let mut got = got.into_inner().unwrap_or_else(|e| e.into_inner());
+        got.sort_unstable_by_key(|(run, _)| order.get(run).copied());
+        let mut read_runs: Vec<i64> = got.iter().map(|(run, _)| *run).collect();
+        read_runs.sort_unstable();
+        let failed_runs = failures.load(std::sync::atomic::Ordering::SeqCst);
+        let read_known = known
+            .iter()
+            .filter(|r| read_runs.binary_search(&r.1).is_ok());
         Ok(QueueRead {
-            jobs: per_run.into_iter().flatten().collect(),
-            new_runs,
-            unread_runs,
+            jobs: got.into_iter().flat_map(|(_, jobs)| jobs).collect(),
+            listed: all.iter().map(|r| r.1).collect(),
+            new_runs: plan.new_runs,
+            unread_runs: plan.unread_runs,
+            stale_runs: (known.len() - read_known.count()) as u32,
+            failed_runs,
+            failure: failure.into_inner().unwrap_or_else(|e| e.into_inner()),
+            read_runs,
         })
     }
 
@@ -417,4 +537,44 @@ pub fn jit_body(
         work_folder,
     })
     .expect("a struct of strings and numbers serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(ids: &[i64]) -> Vec<(usize, i64)> {
+        ids.iter().map(|id| (0, *id)).collect()
+    }
+
+    fn ids(plan: &ReadPlan) -> Vec<i64> {
+        plan.reads.iter().map(|r| r.1).collect()
+    }
+
+    #[test]
+    fn new_runs_are_read_oldest_first_within_their_cap() {
+        let caps = ReadCaps {
+            new: 2,
+            ..ReadCaps::ALL
+        };
+        let plan = plan_reads(&runs(&[5]), &runs(&[9, 7, 8]), caps);
+        assert_eq!(ids(&plan), vec![5, 7, 8]);
+        assert_eq!((plan.new_runs, plan.unread_runs), (2, 1));
+    }
+
+    #[test]
+    fn known_runs_the_caller_lacks_come_first_then_the_oldest() {
+        let held = [1, 2, 3];
+        let caps = ReadCaps {
+            new: 0,
+            known: 3,
+            held: &held,
+        };
+        let plan = plan_reads(&runs(&[3, 1, 2, 6, 4]), &runs(&[8]), caps);
+        assert_eq!(ids(&plan), vec![4, 6, 1]);
+        assert_eq!((plan.new_runs, plan.unread_runs), (0, 1));
+        // No cap: every known run.
+        let plan = plan_reads(&runs(&[3, 1]), &[], ReadCaps::ALL);
+        assert_eq!(ids(&plan), vec![1, 3]);
+    }
 }

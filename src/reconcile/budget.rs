@@ -53,11 +53,15 @@ impl ReadCost {
 
 /// The units kept back from polling for serving the queue: a JIT config and a
 /// deregistration for each runner the profiles may run at once, and a JIT config for
-/// each job known to be queued. Never more than half the budget, so polling is never
-/// starved by a large `max`.
+/// each job known to be queued. Never more than [`RESERVE_SHARE`] of the budget, so
+/// polling is never starved by a large `max`.
 pub fn reserve(max_runners: u64, queued: u64, limit: u64) -> u64 {
-    (2 * max_runners + queued).min(limit / 2)
+    (2 * max_runners + queued).min(limit * RESERVE_SHARE.0 / RESERVE_SHARE.1)
 }
+
+/// The most of a window's budget the reserve for serving the queue holds back (3/5):
+/// polling, which only finds the work, is left the other two fifths.
+pub const RESERVE_SHARE: (u64, u64) = (3, 5);
 
 /// How many runs never read before one read of the queue may read: twice what the
 /// profiles may run at once, and two more. Enough to fill the room with jobs known to
@@ -65,6 +69,14 @@ pub fn reserve(max_runners: u64, queued: u64, limit: u64) -> u64 {
 /// later polls, as runners free up (see `GitHubClient::read_queue`).
 pub fn new_runs_per_read(max_runners: u64) -> usize {
     (2 * max_runners + 2) as usize
+}
+
+/// How many runs read before one read of the queue reads again: four times the new
+/// runs it may read, and 32 more. The runs being served and the queue's head change;
+/// a deep queue's tail keeps its earlier view (its jobs wait anyway) rather than cost
+/// a request each per poll, 304 or not.
+pub fn known_runs_per_read(max_runners: u64) -> usize {
+    4 * new_runs_per_read(max_runners) + 32
 }
 
 /// How often to read the queue: `base` (the target's `poll_interval`) unless the
@@ -106,6 +118,41 @@ pub fn pace(
         every: needed.min(left.max(base)),
         stretched: true,
     }
+}
+
+/// The hourly budget a credential is taken to have until GitHub reports one: a PAT's,
+/// and the least an App installation gets.
+pub const ASSUMED_LIMIT: u64 = 5_000;
+
+/// The most one target's polling could spend in an hour: every poll reads each
+/// repository's queued and in-progress run lists, and a list costs a unit whenever it
+/// changed (a 304 otherwise). An idle queue costs nothing; this is the busy bound.
+pub fn poll_units_per_hour(poll_interval_secs: u64, repos: u64) -> u64 {
+    (3_600 / poll_interval_secs.max(1)) * 2 * repos.max(1)
+}
+
+/// A warning when the polling of the targets sharing one credential (`units` an hour,
+/// from [`poll_units_per_hour`]) could take more of its `limit` than the share the
+/// governor leaves polling (see [`RESERVE_SHARE`]); `None` while it fits.
+pub fn poll_projection_warning(units: u64, limit: u64, targets: usize) -> Option<String> {
+    let limit = limit.max(1);
+    let (kept, of) = RESERVE_SHARE;
+    (units * of > limit * (of - kept)).then(|| {
+        let shared = if targets > 1 {
+            format!(" by the {targets} targets sharing its credential")
+        } else {
+            String::new()
+        };
+        format!(
+            "polling{shared} could spend up to {units} of the credential's {limit} units an \
+             hour ({}%), more than the {}% left for polling once starts are served; the \
+             budget governor will stretch the polls to make the budget last (see BUDGET in \
+             status). Every other host using the same credential spends from the same \
+             budget. Raise poll_interval to poll less",
+            units * 100 / limit,
+            (of - kept) * 100 / of
+        )
+    })
 }
 
 #[cfg(test)]
@@ -193,8 +240,34 @@ mod tests {
     }
 
     #[test]
-    fn the_reserve_covers_starts_and_never_more_than_half() {
+    fn the_reserve_covers_starts_and_never_more_than_three_fifths() {
         assert_eq!(reserve(4, 10, 5000), 18);
-        assert_eq!(reserve(4000, 10, 5000), 2500);
+        assert_eq!(reserve(4000, 10, 5000), 3000);
+    }
+}
+
+#[cfg(test)]
+mod projection {
+    use super::*;
+
+    #[test]
+    fn a_busy_poll_every_five_seconds_fits_a_pat_and_one_every_second_does_not() {
+        assert_eq!(poll_units_per_hour(5, 1), 1_440);
+        assert_eq!(poll_projection_warning(1_440, ASSUMED_LIMIT, 1), None);
+        let units = poll_units_per_hour(1, 1);
+        assert_eq!(units, 7_200);
+        let w = poll_projection_warning(units, ASSUMED_LIMIT, 1).unwrap();
+        assert!(
+            w.contains("7200 of the credential's 5000 units an hour (144%)"),
+            "{w}"
+        );
+        // Repositories and targets sharing the credential add up.
+        assert_eq!(poll_units_per_hour(5, 4), 5_760);
+        let w = poll_projection_warning(2 * 1_440, ASSUMED_LIMIT, 2).unwrap();
+        assert!(w.contains("by the 2 targets sharing its credential"), "{w}");
+        assert_eq!(poll_projection_warning(2 * 1_440, 15_000, 2), None);
+        assert_eq!(poll_projection_warning(2_000, 5_000, 1), None, "40% fits");
+        assert!(poll_projection_warning(2_001, 5_000, 1).is_some());
+        assert_eq!(poll_units_per_hour(0, 0), 7_200, "never divides by zero");
     }
 }

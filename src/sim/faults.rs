@@ -48,6 +48,20 @@ pub enum Trigger {
     Times(u32),
     /// Each matching request with this probability (the sim's seeded RNG decides).
     Probability(f64),
+    /// Every matching request that arrives before this time (Unix milliseconds): an
+    /// incident lasts a while, however few requests meet it. Spent rules are removed.
+    Until(u64),
+}
+
+impl Trigger {
+    /// Whether the rule can no longer fire at `now`.
+    fn spent(&self, now: u64) -> bool {
+        match self {
+            Trigger::Times(n) => *n == 0,
+            Trigger::Until(t) => now >= *t,
+            Trigger::Probability(_) => false,
+        }
+    }
 }
 
 /// One rule: method (None = any) and a path pattern.
@@ -106,14 +120,15 @@ pub fn path_matches(pattern: &str, path: &str) -> bool {
     }
 }
 
-/// Picks the action for a request and consumes one use of a `Times` rule; the first
-/// matching rule that fires wins. Rules whose count is spent are removed.
+/// Picks the action for a request arriving at `now` (Unix ms) and consumes one use of a
+/// `Times` rule; the first matching rule that fires wins. Spent rules are removed.
 pub fn pick(
     rules: &mut Vec<FaultRule>,
     rng: &mut SplitMix64,
-    method: &str,
-    path: &str,
+    (method, path): (&str, &str),
+    now: u64,
 ) -> Option<FaultAction> {
+    rules.retain(|r| !r.trigger.spent(now));
     let mut chosen = None;
     for (i, rule) in rules.iter_mut().enumerate() {
         if !rule.matches(method, path) {
@@ -129,10 +144,14 @@ pub fn pick(
                 chosen = Some((i, rule.action.clone()));
                 break;
             }
+            Trigger::Until(t) if now < *t => {
+                chosen = Some((i, rule.action.clone()));
+                break;
+            }
             _ => {}
         }
     }
-    rules.retain(|r| r.trigger != Trigger::Times(0));
+    rules.retain(|r| !r.trigger.spent(now));
     chosen.map(|(_, a)| a)
 }
 
@@ -170,6 +189,7 @@ pub fn pick_runner_faults(
     rng: &mut SplitMix64,
     name: &str,
 ) -> Vec<RunnerFault> {
+    let now = crate::timefmt::now_millis() as u64;
     let mut out = Vec::new();
     for rule in rules.iter_mut() {
         if rule
@@ -185,13 +205,14 @@ pub fn pick_runner_faults(
                 true
             }
             Trigger::Probability(p) => rng.chance(*p),
+            Trigger::Until(t) => now < *t,
             _ => false,
         };
         if fire && !out.contains(&rule.fault) {
             out.push(rule.fault);
         }
     }
-    rules.retain(|r| r.trigger != Trigger::Times(0));
+    rules.retain(|r| !r.trigger.spent(now));
     out
 }
 
@@ -218,19 +239,49 @@ mod tests {
     }
 
     #[test]
+    fn until_rules_fire_until_their_time_then_go() {
+        let mut rng = SplitMix64::new(1);
+        let status = FaultAction::Status { status: 503 };
+        let mut rules = vec![FaultRule::new(
+            None,
+            "/repos/**",
+            Trigger::Until(1_000),
+            status.clone(),
+        )];
+        for at in [0, 10, 999] {
+            let got = pick(&mut rules, &mut rng, ("GET", "/repos/o/r/actions/runs"), at);
+            assert_eq!(got, Some(status.clone()), "at {at}");
+        }
+        assert_eq!(
+            pick(&mut rules, &mut rng, ("GET", "/rate_limit"), 999),
+            None
+        );
+        assert_eq!(
+            pick(
+                &mut rules,
+                &mut rng,
+                ("GET", "/repos/o/r/actions/runs"),
+                1_000
+            ),
+            None
+        );
+        assert!(rules.is_empty(), "a spent window is removed");
+    }
+
+    #[test]
     fn times_rules_are_spent_then_removed() {
         let mut rng = SplitMix64::new(1);
         let mut rules = vec![FaultRule::times("GET", "/rate_limit", 2, FaultAction::Drop)];
-        assert_eq!(pick(&mut rules, &mut rng, "POST", "/rate_limit"), None);
+        assert_eq!(pick(&mut rules, &mut rng, ("POST", "/rate_limit"), 0), None);
         assert_eq!(
-            pick(&mut rules, &mut rng, "GET", "/rate_limit"),
+            pick(&mut rules, &mut rng, ("GET", "/rate_limit"), 0),
             Some(FaultAction::Drop)
         );
         assert_eq!(
-            pick(&mut rules, &mut rng, "GET", "/rate_limit"),
+            pick(&mut rules, &mut rng, ("GET", "/rate_limit"), 0),
             Some(FaultAction::Drop)
         );
-        assert_eq!(pick(&mut rules, &mut rng, "GET", "/rate_limit"), None);
+        assert_eq!(pick(&mut rules, &mut rng, ("GET", "/rate_limit"), 0), None);
         assert!(rules.is_empty());
         let mut r = vec![RunnerFaultRule {
             name_prefix: Some("a-".into()),

@@ -216,7 +216,7 @@ pub(super) fn begin(
     let fault = {
         let mut st = sim.lock();
         let State { faults, rng, .. } = &mut *st;
-        faults::pick(faults, rng, &req.method, &req.path)
+        faults::pick(faults, rng, (&req.method, &req.path), arrived as u64)
     };
     (log, fault)
 }

@@ -143,3 +143,28 @@ fn host_set_prints_only_what_changed() {
     let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["capacity"], 6);
 }
+
+/// Issue 22, item 6: a poll interval whose busy polling could take more than half the
+/// credential's hourly budget is accepted with a warning that gives the figure, and
+/// one that fits says nothing.
+#[test]
+fn a_poll_interval_past_the_budget_is_warned_with_the_figure() {
+    let d = seeded("poll-budget");
+    let r = d.ok(&["target", "set", "octo", "poll_interval=1"]);
+    assert!(
+        r.stderr.contains("warning: target octo")
+            && r.stderr
+                .contains("7200 of the credential's 5000 units an hour (144%)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        d.ok(&["target", "show", "octo"])
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("poll_interval") && l.trim_end().ends_with("1s")),
+        "the change stands"
+    );
+    let r = d.ok(&["target", "set", "octo", "poll_interval=10"]);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+}

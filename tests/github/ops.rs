@@ -4,7 +4,7 @@
 use crate::common::*;
 use crate::responder::*;
 use runner_manager::domain::TargetScope;
-use runner_manager::github::{Deleted, GhError, InFlight};
+use runner_manager::github::{Deleted, GhError, InFlight, ReadCaps};
 use runner_manager::timefmt::parse_rfc3339;
 
 fn repo() -> TargetScope {
@@ -164,14 +164,14 @@ fn an_unchanged_poll_costs_only_304s_which_are_not_counted() {
     ]);
     let (c, _) = pat_client(&r.url());
     let repos = [("octo", "app")];
-    let read = c.read_queue(&repos, usize::MAX, &|_, _| {}).unwrap();
+    let read = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
     assert_eq!(
         read.new_runs, 1,
         "the run's jobs were read for the first time"
     );
     let first = read.jobs;
     let before = c.stats();
-    let again = c.read_queue(&repos, usize::MAX, &|_, _| {}).unwrap();
+    let again = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
     assert_eq!(again.new_runs, 0, "the run was read before: a 304");
     let second = again.jobs;
     assert_eq!(first, second);

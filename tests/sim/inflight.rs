@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 use runner_manager::domain::{CredentialRef, QueuedJob, Target, TargetScope};
-use runner_manager::github::{Credential, GhError, GitHubClient, InFlight, SharedHold};
+use runner_manager::github::{Credential, GhError, GitHubClient, InFlight, ReadCaps, SharedHold};
 use runner_manager::secret::Secret;
-use runner_manager::sim::{FaultAction, FaultRule, Latency, LogEntry, SimConfig, SimHandle};
+use runner_manager::sim::{
+    FaultAction, FaultRule, Latency, LogEntry, SimConfig, SimHandle, Trigger,
+};
 
 use super::support::*;
 
@@ -273,15 +275,20 @@ fn the_first_error_fails_the_read_and_the_rest_are_not_sent() {
         ids.dedup();
         ids
     };
-    // A jobs list GitHub refuses outright (not retried), early in the list.
+    // A jobs list GitHub refuses outright (not retried, and not a passing failure
+    // that leaves the rest of the read standing), early in the reading order (the
+    // oldest runs first).
     h.add_fault(FaultRule::times(
         "GET",
-        &format!("/repos/octo/app/actions/runs/{}/jobs", runs[RUNS - 3]),
+        &format!("/repos/octo/app/actions/runs/{}/jobs", runs[2]),
         1,
-        FaultAction::Status { status: 404 },
+        FaultAction::Unauthorized,
     ));
     let c = client(&h, PAT, &InFlight::new(4));
-    assert_eq!(c.queued_jobs("octo", "app"), Err(GhError::NotFound));
+    assert_eq!(
+        c.queued_jobs("octo", "app"),
+        Err(GhError::Unauthorized { clock_hint: false })
+    );
     let sent = h.count("GET", JOBS_PATH);
     assert!(
         sent < RUNS,
@@ -420,6 +427,14 @@ fn a_client_has_a_bound_of_its_own_until_given_its_credentials() {
     assert_eq!(shared.peak(), 1);
 }
 
+/// At most `n` new runs, every known one.
+fn new_only(n: usize) -> ReadCaps<'static> {
+    ReadCaps {
+        new: n,
+        ..ReadCaps::ALL
+    }
+}
+
 /// Issue 20: a deep queue is read as room frees up. A read reads the jobs of at most
 /// `new_cap` runs it never read, the oldest first, and says how many it left; the next
 /// read reads the known ones from their ETags (free) and the next new ones.
@@ -429,7 +444,7 @@ fn a_deep_queue_is_read_a_few_new_runs_at_a_time_oldest_first() {
     queue_runs(&h, 10);
     let c = client(&h, PAT, &InFlight::new(4));
     let repos = [("octo", "app")];
-    let first = c.read_queue(&repos, 3, &|_, _| {}).unwrap();
+    let first = c.read_queue(&repos, new_only(3), &|_, _| {}).unwrap();
     assert_eq!((first.new_runs, first.unread_runs), (3, 7));
     assert_eq!(
         first.jobs.len(),
@@ -439,7 +454,7 @@ fn a_deep_queue_is_read_a_few_new_runs_at_a_time_oldest_first() {
     let mut runs: Vec<i64> = first.jobs.iter().map(|j| j.run_id).collect();
     runs.dedup();
     let oldest: Vec<i64> = {
-        let all = c.read_queue(&repos, usize::MAX, &|_, _| {}).unwrap();
+        let all = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
         let mut ids: Vec<i64> = all.jobs.iter().map(|j| j.run_id).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -449,12 +464,78 @@ fn a_deep_queue_is_read_a_few_new_runs_at_a_time_oldest_first() {
     runs.sort_unstable();
     assert_eq!(runs, oldest, "the oldest runs are read first");
     let units_before = c.stats().get_units;
-    let again = c.read_queue(&repos, 3, &|_, _| {}).unwrap();
+    let again = c.read_queue(&repos, new_only(3), &|_, _| {}).unwrap();
     assert_eq!((again.new_runs, again.unread_runs), (0, 0));
     assert_eq!(again.jobs.len(), 20);
     assert_eq!(
         c.stats().get_units,
         units_before,
         "every run known: all 304s"
+    );
+}
+
+/// Issue 18: a deep queue's known runs are not all read again each poll. A read
+/// re-reads at most `known` of them, first those the caller holds no view of (as
+/// after a restart), then the oldest; the rest keep their earlier view.
+#[test]
+fn a_deep_queue_reads_again_only_the_runs_that_matter() {
+    let (h, _) = sim_with(SimConfig::default());
+    queue_runs(&h, 10);
+    let c = client(&h, PAT, &InFlight::new(4));
+    let repos = [("octo", "app")];
+    let all = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
+    assert!(all.whole() && all.read_runs.len() == 10);
+    let runs = all.read_runs.clone();
+    // The caller holds the oldest six: the four it lacks come first, then the oldest.
+    let held: Vec<i64> = runs[..6].to_vec();
+    let caps = ReadCaps {
+        new: 10,
+        known: 5,
+        held: &held,
+    };
+    let part = c.read_queue(&repos, caps, &|_, _| {}).unwrap();
+    let mut want: Vec<i64> = runs[6..].to_vec();
+    want.push(runs[0]);
+    want.sort_unstable();
+    assert_eq!(part.read_runs, want);
+    assert_eq!(part.listed.len(), 10);
+    assert_eq!((part.stale_runs, part.failed_runs), (5, 0));
+    assert!(!part.whole(), "five runs keep an earlier view");
+    assert_eq!(part.jobs.len(), 10, "two jobs in each run read");
+}
+
+/// Issue 18: one run's jobs list failing for a passing reason (a 503 after the
+/// retries) does not fail the read: the runs read still count, the failed one keeps
+/// its earlier view, and the read says it is not whole. Callers with no earlier view
+/// (`queued_jobs`) still get the error.
+#[test]
+fn a_run_read_that_fails_in_passing_leaves_the_rest_of_the_read_standing() {
+    let (h, _) = sim_with(SimConfig::default());
+    queue_runs(&h, 4);
+    let c = client(&h, PAT, &InFlight::new(1));
+    let repos = [("octo", "app")];
+    let all = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
+    let victim = all.read_runs[1];
+    h.add_fault(FaultRule::new(
+        Some("GET"),
+        &format!("/repos/octo/app/actions/runs/{victim}/jobs"),
+        Trigger::Times(3),
+        FaultAction::Status { status: 503 },
+    ));
+    let part = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
+    assert_eq!(part.failed_runs, 1);
+    assert!(part.failure.is_some());
+    assert!(!part.read_runs.contains(&victim));
+    assert_eq!(part.read_runs.len(), 3);
+    assert_eq!((part.stale_runs, part.whole()), (1, false));
+    h.add_fault(FaultRule::new(
+        Some("GET"),
+        &format!("/repos/octo/app/actions/runs/{victim}/jobs"),
+        Trigger::Times(3),
+        FaultAction::Status { status: 503 },
+    ));
+    assert!(
+        c.queued_jobs("octo", "app").is_err(),
+        "a caller with no earlier view gets the error"
     );
 }
