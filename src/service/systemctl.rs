@@ -49,6 +49,16 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
     })
 }
 
+/// A call as a person would type it: `systemctl [--user] ARGS`.
+pub fn describe(user: bool, args: &[&str]) -> String {
+    let mut words = vec!["systemctl"];
+    if user {
+        words.push("--user");
+    }
+    words.extend_from_slice(args);
+    words.join(" ")
+}
+
 impl Systemctl {
     /// `systemctl` from `PATH`, if there is one.
     pub fn find(user: bool) -> Option<Systemctl> {
@@ -61,12 +71,7 @@ impl Systemctl {
 
     /// The call as a person would type it, for messages.
     pub fn describe(&self, args: &[&str]) -> String {
-        let mut words = vec!["systemctl"];
-        if self.user {
-            words.push("--user");
-        }
-        words.extend_from_slice(args);
-        words.join(" ")
+        describe(self.user, args)
     }
 
     /// Runs one call and waits for it, at most `timeout`; `Err` names the call when it
