@@ -499,9 +499,14 @@ fn rendered_units_pass_systemd_analyze_verify_where_it_works() {
         let discerns = matches!(verify(&probe, user, &runtime), Some((_, ref c)) if !c.is_empty());
         std::fs::remove_file(&probe).unwrap();
         if !(works && discerns) {
-            eprintln!(
-                "systemd-analyze verify is absent or does not work here (user={user}): \
-                 the rendered unit was not verified"
+            // On the real stderr, as `tests/common/users.rs`'s `skip` says (libtest
+            // captures `eprintln!` of a passing test).
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED rendered_units_pass_systemd_analyze_verify_where_it_works (user={user}): \
+                 systemd-analyze verify is absent, or does not pass the packaged unit and \
+                 reject a broken one here"
             );
             continue;
         }
