@@ -8,7 +8,7 @@ use super::output::{Out, block, or_dash, table, time};
 use super::parse::Invocation;
 use super::{CliError, CliResult};
 use crate::domain::CredentialRef;
-use crate::service::systemctl::Systemctl;
+use crate::service::systemctl::{CALL_TIMEOUT, QUERY_TIMEOUT, Systemctl};
 use crate::service::unit::{self, Kind};
 use crate::service::{self as svc, Existing, UnitWrite};
 use crate::store::{SqliteStore, Store};
@@ -169,7 +169,7 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     }
     let calls = svc::install_calls(&w, inv.flag("--no-start"));
     let done = format!("{} is {wrote}", path.display());
-    let Some(sc) = Systemctl::find(kind == Kind::User) else {
+    let Some(sc) = Systemctl::find(kind == Kind::User, CALL_TIMEOUT) else {
         return Err(CliError::Failed(format!(
             "{done}, but there is no systemctl on PATH to reload, enable and start it; where \
              systemd runs: {}",
@@ -239,7 +239,7 @@ fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
         }
         Existing::Ours(_) => {}
     }
-    let sc = Systemctl::find(kind == Kind::User);
+    let sc = Systemctl::find(kind == Kind::User, CALL_TIMEOUT);
     let mut ran = Vec::new();
     if let Some(sc) = &sc {
         for c in svc::UNINSTALL_BEFORE {
@@ -347,7 +347,7 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
         (Some(s), false) => s.clone(),
         _ => super::state_dir(inv)?,
     };
-    let sc = Systemctl::find(kind == Kind::User);
+    let sc = Systemctl::find(kind == Kind::User, QUERY_TIMEOUT);
     let ask = |verb: &str| -> Option<String> {
         let sc = sc.as_ref()?;
         Some(match sc.call(&[verb, unit::UNIT_NAME]) {
@@ -362,17 +362,27 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     let active = ask("is-active");
     let no_systemctl = "skipped: no systemctl on PATH";
     let db = state.join(crate::store::DB_FILE);
-    let (daemon, targets) = if db.exists() {
-        let store = SqliteStore::open(&state)?;
-        let now = now_millis();
-        let hb = store.heartbeat()?;
-        let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
-        (
-            Some((super::host::daemon_line(hb.as_ref(), alive), alive)),
-            target_lines(&store)?,
-        )
-    } else {
-        (None, Vec::new())
+    // No store yet is the daemon's to make; one this user cannot reach is said as such
+    // (a system daemon's state directory is root's, mode 0700).
+    let (daemon, targets) = match std::fs::metadata(&db) {
+        Ok(_) => {
+            let store = SqliteStore::open(&state)?;
+            let now = now_millis();
+            let hb = store.heartbeat()?;
+            let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
+            (
+                Some((super::host::daemon_line(hb.as_ref(), alive), alive)),
+                target_lines(&store)?,
+            )
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, Vec::new()),
+        Err(e) => (
+            Some((
+                format!("cannot read the store at {}: {e}", db.display()),
+                false,
+            )),
+            Vec::new(),
+        ),
     };
     out.emit(
         || {

@@ -7,9 +7,13 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// How long one `systemctl` call may take (a `start` waits for the daemon's
-/// readiness, which the daemon signals once its store is open and its threads run).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long one `systemctl` call that changes something may take: longer than the
+/// unit's own bounds (a `start` waits for the daemon's readiness up to systemd's
+/// default 90 s, a `stop` up to `TimeoutStopSec=90s`), so systemd's answer comes first.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a question (`is-enabled`, `is-active`) may take, as `doctor`'s does.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `systemctl` for the system manager or, with `user`, the caller's user manager.
 #[derive(Debug, Clone)]
@@ -60,12 +64,12 @@ pub fn describe(user: bool, args: &[&str]) -> String {
 }
 
 impl Systemctl {
-    /// `systemctl` from `PATH`, if there is one.
-    pub fn find(user: bool) -> Option<Systemctl> {
+    /// `systemctl` from `PATH`, if there is one, each call bounded by `timeout`.
+    pub fn find(user: bool, timeout: Duration) -> Option<Systemctl> {
         Some(Systemctl {
             program: on_path("systemctl")?,
             user,
-            timeout: CALL_TIMEOUT,
+            timeout,
         })
     }
 

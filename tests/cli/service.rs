@@ -25,7 +25,7 @@ impl World {
             "#!/bin/sh\n\
              echo \"$*\" >> '{}'\n\
              if [ -n \"$FAKE_SYSTEMCTL_FAIL\" ] && [ \"$*\" = \"$FAKE_SYSTEMCTL_FAIL\" ]; then\n\
-               echo 'Job failed: boom' >&2; exit 1\n\
+               echo 'Job failed: boom' >&2; exit \"${{FAKE_SYSTEMCTL_CODE:-1}}\"\n\
              fi\n\
              case \"$*\" in\n\
                *is-enabled*) echo enabled ;;\n\
@@ -60,6 +60,7 @@ impl World {
             .args(args)
             .env_remove("RUNNER_MANAGER_STATE_DIR")
             .env_remove("FAKE_SYSTEMCTL_FAIL")
+            .env_remove("FAKE_SYSTEMCTL_CODE")
             .env("PATH", path)
             .current_dir(&self.d.root);
         for (k, v) in env {
@@ -216,6 +217,40 @@ fn uninstall_stops_disables_removes_and_reloads_only_our_unit() {
         0,
         "nothing else in the unit directory"
     );
+}
+
+#[test]
+fn uninstall_keeps_the_unit_when_stop_fails_and_goes_on_when_it_was_not_loaded() {
+    let w = world("svc-uninstall-stop");
+    let units = w.units().display().to_string();
+    w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
+    w.calls();
+    let stop = "stop runner-manager.service";
+    let r = w.run_env(
+        &["service", "uninstall", "--unit-dir", &units],
+        &[("FAKE_SYSTEMCTL_FAIL", stop)],
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("'systemctl stop runner-manager.service' failed (exit 1): Job failed: boom")
+            && r.stderr.contains("is kept"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(w.calls(), [stop]);
+    assert!(w.unit().is_file());
+    // Exit 5: the manager has not loaded the unit, so nothing runs from it.
+    let r = w.run_env(
+        &["service", "uninstall", "--unit-dir", &units],
+        &[("FAKE_SYSTEMCTL_FAIL", stop), ("FAKE_SYSTEMCTL_CODE", "5")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        w.calls(),
+        [stop, "disable runner-manager.service", "daemon-reload"]
+    );
+    assert!(!w.unit().exists());
 }
 
 #[test]
