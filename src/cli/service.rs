@@ -148,6 +148,17 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
             e.0
         ))
     })?;
+    // A warning, not a refusal: the unit is right, the binary's place is not, and
+    // moving it is the operator's call (tests and CI checkouts live under /home too).
+    if kind == Kind::System
+        && let Some(top) = unit::hidden_by_protect_home(&bin)
+    {
+        eprintln!(
+            "runner-manager: warning: this binary is under {top}, which the system unit's \
+             ProtectHome=yes hides from the service, so it cannot start there (203/EXEC); \
+             move it (e.g. to /usr/local/bin) and run 'service install' from there"
+        );
+    }
     let text = unit::render(kind, &bin, &state, env!("CARGO_PKG_VERSION"));
     let path = dir.join(unit::UNIT_NAME);
     let w = svc::decide_write(&inspect(&path)?, &text);
@@ -340,6 +351,10 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
             )
         }
     };
+    let hidden = unit_bin
+        .as_deref()
+        .filter(|_| kind == Kind::System)
+        .and_then(|b| unit::hidden_by_protect_home(Path::new(b)));
     // The store the unit's daemon uses, unless --state-dir or the environment names one.
     let named = inv.state_dir.is_some()
         || std::env::var_os("RUNNER_MANAGER_STATE_DIR").is_some_and(|d| !d.is_empty());
@@ -386,11 +401,16 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     };
     out.emit(
         || {
-            let binary = match (&unit_bin, &stale) {
+            let mut binary = match (&unit_bin, &stale) {
                 (_, Some(s)) => format!("STALE: {s}"),
                 (Some(b), None) => format!("{b} (this binary)"),
                 (None, None) => "-".into(),
             };
+            if let Some(top) = hidden {
+                binary.push_str(&format!(
+                    "; under {top}, which ProtectHome=yes hides from the service: it cannot start"
+                ));
+            }
             let mut s = block(&[
                 ("unit", format!("{} ({})", path.display(), kind_word(kind))),
                 ("installed", installed.clone()),
@@ -445,6 +465,7 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
                     "ours": matches!(existing, Existing::Ours(_)),
                     "binary": unit_bin,
                     "stale": stale.as_ref().map(ToString::to_string),
+                    "binary_hidden_by": hidden,
                     "state_dir": unit_state.as_ref().map(|p| p.display().to_string()),
                 },
                 "systemd": {

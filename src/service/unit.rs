@@ -128,6 +128,15 @@ pub fn check_system_state_dir(dir: &Path) -> Result<(), BadPath> {
     Ok(())
 }
 
+/// The top directory that `ProtectHome=yes` hides from a system unit's daemon, if
+/// `p` is under one. A binary there cannot be executed by the system unit (the start
+/// fails with 203/EXEC).
+pub fn hidden_by_protect_home(p: &Path) -> Option<&'static str> {
+    ["/home", "/root", "/run/user"]
+        .into_iter()
+        .find(|top| p.starts_with(top))
+}
+
 /// The key of a directive line (`Key=value`), or `None` for comments, blank lines and
 /// section headers.
 pub fn key_of(line: &str) -> Option<&str> {
@@ -283,6 +292,12 @@ mod tests {
         assert!(!keys(&text).contains(&"StateDirectoryMode"));
         assert_eq!(state_dir_of(&text), Some("/srv/rm"));
         assert!(check_system_state_dir(Path::new("/srv/rm")).is_ok());
+        assert_eq!(
+            hidden_by_protect_home(Path::new("/root/runner-manager")),
+            Some("/root")
+        );
+        assert_eq!(hidden_by_protect_home(Path::new("/homework/rm")), None);
+        assert_eq!(hidden_by_protect_home(Path::new("/usr/local/bin/rm")), None);
         for hidden in ["/home/ci/state", "/root/rm", "/etc/rm", "/usr/local/rm"] {
             let e = check_system_state_dir(Path::new(hidden)).unwrap_err();
             assert!(e.0.contains("Protect"), "{hidden}: {}", e.0);

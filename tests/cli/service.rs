@@ -451,6 +451,22 @@ fn status_says_stale_binary_last_report_and_refused_or_unreadable_credentials() 
     assert!(!r.stdout.contains("secret-token-value"));
     let human = w.ok(&["service", "status", "--unit-dir", &units]).stdout;
     assert!(human.contains("STALE: its binary /nonexistent/old/runner-manager is missing"));
+    assert_eq!(v["unit"]["binary_hidden_by"], serde_json::Value::Null);
+
+    // A system unit's binary under /home: ProtectHome=yes hides it from the service.
+    std::fs::write(
+        w.unit(),
+        text.replace(&this_binary(), "/home/nobody-here/runner-manager"),
+    )
+    .unwrap();
+    let r = w.ok(&["--json", "service", "status", "--unit-dir", &units]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["unit"]["binary_hidden_by"], "/home");
+    let human = w.ok(&["service", "status", "--unit-dir", &units]).stdout;
+    assert!(
+        human.contains("under /home, which ProtectHome=yes hides from the service"),
+        "{human}"
+    );
 }
 
 #[test]
