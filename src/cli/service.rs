@@ -165,6 +165,19 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     if let UnitWrite::Refuse(why) = &w {
         return Err(refuse(&path, why));
     }
+    // A daemon already on this state directory, started by hand, holds its lock: the
+    // service's would fail to start. (Over our own unit it is the service's daemon.)
+    if w == UnitWrite::Create
+        && !inv.flag("--no-start")
+        && let Some(pid) = running_daemon(&state)?
+    {
+        return Err(CliError::Failed(format!(
+            "a daemon (pid {pid}) already runs on {}, so the service's daemon could not take \
+             its lock; stop that one first ('runner-manager drain --wait', then end it), or \
+             install with --no-start and start the service once it is gone",
+            state.display()
+        )));
+    }
     if !explicit && kind == Kind::User {
         std::fs::create_dir_all(&dir)
             .map_err(|e| CliError::Failed(format!("creating {}: {e}", dir.display())))?;
@@ -233,6 +246,19 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
         },
     );
     Ok(())
+}
+
+/// The pid of a daemon whose heartbeat on this state directory's store is fresh.
+/// No store (or none this user can reach) is no daemon known.
+fn running_daemon(state: &Path) -> Result<Option<u32>, CliError> {
+    if std::fs::metadata(state.join(crate::store::DB_FILE)).is_err() {
+        return Ok(None);
+    }
+    let store = SqliteStore::open(state)?;
+    Ok(store
+        .heartbeat()?
+        .filter(|b| b.alive_at(now_millis()))
+        .map(|b| b.pid))
 }
 
 fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {

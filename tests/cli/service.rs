@@ -5,7 +5,7 @@
 
 use crate::support::{BIN, Dir, seeded, snapshot};
 use runner_manager::domain::TargetMode;
-use runner_manager::store::{SqliteStore, Store, TargetStatus};
+use runner_manager::store::{Heartbeat, SqliteStore, Store, TargetStatus};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -160,6 +160,41 @@ fn install_writes_our_unit_then_reloads_enables_and_starts_it_and_again_is_uncha
         ]
     );
     assert_eq!(std::fs::read_to_string(w.unit()).unwrap(), text);
+}
+
+#[test]
+fn install_refuses_to_start_a_second_daemon_on_a_state_dir_one_already_runs_on() {
+    let w = World::new(seeded("svc-running"));
+    let units = w.units().display().to_string();
+    {
+        let store = SqliteStore::open(&w.d.state()).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        store
+            .put_heartbeat(&Heartbeat {
+                pid: 4242,
+                started_at: now,
+                heartbeat_at: now,
+                version: "0.1.0".into(),
+            })
+            .unwrap();
+    }
+    let r = w.run(&["service", "install", "--unit-dir", &units]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("a daemon (pid 4242) already runs on"),
+        "{}",
+        r.stderr
+    );
+    assert!(!w.unit().exists());
+    assert_eq!(w.calls(), Vec::<String>::new());
+    w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
+    assert_eq!(
+        w.calls(),
+        ["daemon-reload", "enable runner-manager.service"]
+    );
 }
 
 #[test]
