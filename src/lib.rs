@@ -20,6 +20,7 @@ pub mod reconcile;
 pub mod runner;
 pub mod scaleset;
 pub mod secret;
+pub mod service;
 pub mod sim;
 pub mod store;
 pub mod timefmt;

@@ -319,7 +319,7 @@ fn session_cells(row: Option<&SessionStatus>, daemon_alive: bool, now: Millis) -
 }
 
 /// `status`'s daemon line: running since when and its last pass, or when last seen.
-fn daemon_line(hb: Option<&crate::store::Heartbeat>, alive: bool) -> String {
+pub(super) fn daemon_line(hb: Option<&crate::store::Heartbeat>, alive: bool) -> String {
     match (hb, alive) {
         (Some(b), true) => format!(
             "running (pid {}, version {}, since {}, last pass {})",

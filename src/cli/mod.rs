@@ -12,6 +12,7 @@ mod output;
 mod parse;
 mod profiles;
 mod run;
+mod service;
 pub mod spec;
 mod targets;
 mod top;
@@ -140,8 +141,9 @@ pub fn run(args: Vec<OsString>) -> i32 {
 
 fn execute(inv: &Invocation) -> CliResult {
     // Commands that must not create or open the user's store first: demo and the
-    // simulated GitHub bring their own world, completions need none, and doctor
-    // reports a store that does not open as a failed check instead of exiting.
+    // simulated GitHub bring their own world, completions need none, doctor
+    // reports a store that does not open as a failed check instead of exiting, and
+    // service leaves the store to the daemon it installs (status reads one if there).
     match inv.command.path {
         ["demo"] => return run::demo(inv),
         ["sim", "github"] => return run::sim_github(inv),
@@ -152,6 +154,7 @@ fn execute(inv: &Invocation) -> CliResult {
         }
         ["completions"] => return completions::run(inv),
         ["doctor"] => return doctor::run(inv, &state_dir(inv)?),
+        ["service", ..] => return service::run(inv),
         _ => {}
     }
     let dir = state_dir(inv)?;

@@ -498,6 +498,44 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        path: &["service", "install"],
+        args: "[--user] [--no-start] [--unit-dir DIR]",
+        positionals: (0, Some(0)),
+        about: "Install the daemon as a systemd unit for this binary and state directory, enable and start it",
+        options: &[
+            switch(
+                "--user",
+                "A unit of your user manager (~/.config/systemd/user) instead of a system unit",
+            ),
+            switch("--no-start", "Enable the unit but do not start it"),
+            opt(
+                "--unit-dir",
+                "DIR",
+                "Write the unit in this existing directory (default /etc/systemd/system, or the user's with --user)",
+            ),
+        ],
+    },
+    Command {
+        path: &["service", "status"],
+        args: "[--user] [--unit-dir DIR]",
+        positionals: (0, Some(0)),
+        about: "The unit: installed and ours, its binary stale, enabled and active; each target's last report and credential",
+        options: &[
+            switch("--user", "Look at the user unit"),
+            opt("--unit-dir", "DIR", "Look for the unit in this directory"),
+        ],
+    },
+    Command {
+        path: &["service", "uninstall"],
+        args: "[--user] [--unit-dir DIR]",
+        positionals: (0, Some(0)),
+        about: "Stop, disable and remove the unit 'service install' wrote (never another)",
+        options: &[
+            switch("--user", "Remove the user unit"),
+            opt("--unit-dir", "DIR", "Remove the unit from this directory"),
+        ],
+    },
+    Command {
         path: &["runner", "install"],
         args: "[--version V] [--dir DIR] [--target T]",
         positionals: (0, Some(0)),

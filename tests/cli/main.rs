@@ -9,6 +9,7 @@ mod help;
 mod man;
 mod man8;
 mod once;
+mod service;
 mod settings;
 mod sim_job;
 mod store;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 #[path = "../common/dir.rs"]
 mod dir;
-pub use dir::{BIN, Dir};
+pub use dir::{BIN, Dir, Run};
 
 /// The bytes of `state.db` and `state.db-wal` (absent = empty), to prove that a
 /// refused command wrote nothing.

@@ -1,0 +1,515 @@
+//! `service install [--user] [--no-start] [--unit-dir DIR]`, `service status` and
+//! `service uninstall`: carry out `crate::service`'s decisions (the rendered unit,
+//! what to do with the file there, the `systemctl` calls) and report them. They
+//! never create the store: the daemon does on its first start; `status` reads it when
+//! it is there, as `status` and `doctor` do.
+
+use super::output::{Out, block, or_dash, table, time};
+use super::parse::Invocation;
+use super::{CliError, CliResult};
+use crate::domain::CredentialRef;
+use crate::service::systemctl::{CALL_TIMEOUT, QUERY_TIMEOUT, Systemctl};
+use crate::service::unit::{self, Kind};
+use crate::service::{self as svc, Existing, UnitWrite};
+use crate::store::{SqliteStore, Store};
+use crate::timefmt::now_millis;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+pub fn run(inv: &Invocation) -> CliResult {
+    let mut out = Out::new(inv.json);
+    match inv.command.path {
+        ["service", "install"] => install(inv, &mut out)?,
+        ["service", "status"] => status(inv, &mut out)?,
+        ["service", "uninstall"] => uninstall(inv, &mut out)?,
+        other => {
+            return Err(CliError::Failed(format!(
+                "command '{}' is in the table but has no handler",
+                other.join(" ")
+            )));
+        }
+    }
+    out.flush()
+}
+
+fn kind(inv: &Invocation) -> Kind {
+    if inv.flag("--user") {
+        Kind::User
+    } else {
+        Kind::System
+    }
+}
+
+fn kind_word(k: Kind) -> &'static str {
+    match k {
+        Kind::System => "system",
+        Kind::User => "user",
+    }
+}
+
+/// Where the unit goes: `--unit-dir` (an existing directory), else the system
+/// manager's `/etc/systemd/system`, else the user manager's
+/// `$XDG_CONFIG_HOME/systemd/user` (`~/.config/systemd/user`). The flag says whether
+/// it was given.
+fn unit_dir(inv: &Invocation, kind: Kind) -> Result<(PathBuf, bool), CliError> {
+    if let Some(d) = inv.value("--unit-dir") {
+        let p = Path::new(d);
+        if d.is_empty() || !p.is_dir() {
+            return Err(CliError::usage(
+                "--unit-dir",
+                &format!("{d:?} is not an existing directory"),
+            ));
+        }
+        let c = p.canonicalize().map_err(|e| {
+            CliError::usage("--unit-dir", &format!("{d:?} cannot be resolved: {e}"))
+        })?;
+        return Ok((c, true));
+    }
+    match kind {
+        Kind::System => Ok((PathBuf::from("/etc/systemd/system"), false)),
+        Kind::User => {
+            let config = std::env::var_os("XDG_CONFIG_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME")
+                        .filter(|d| !d.is_empty())
+                        .map(|h| PathBuf::from(h).join(".config"))
+                })
+                .ok_or_else(|| {
+                    CliError::usage(
+                        "--user",
+                        "neither HOME nor XDG_CONFIG_HOME is set; give --unit-dir DIR",
+                    )
+                })?;
+            Ok((config.join("systemd/user"), false))
+        }
+    }
+}
+
+/// This binary, as the unit records it: its canonical absolute path.
+fn this_binary() -> Result<PathBuf, CliError> {
+    std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| CliError::Failed(format!("cannot tell where this binary is: {e}")))
+}
+
+/// The state directory the daemon gets: the CLI's own (`--state-dir`, the environment,
+/// or the default), made absolute.
+fn daemon_state_dir(inv: &Invocation, kind: Kind) -> Result<PathBuf, CliError> {
+    let d = super::state_dir(inv)?;
+    let d = if d.is_absolute() {
+        d
+    } else {
+        std::env::current_dir()
+            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?
+            .join(d)
+    };
+    let arg = "--state-dir";
+    unit::check_path(&d).map_err(|e| CliError::usage(arg, &format!("{}: {}", d.display(), e.0)))?;
+    if kind == Kind::System {
+        unit::check_system_state_dir(&d)
+            .map_err(|e| CliError::usage(arg, &format!("{} {}", d.display(), e.0)))?;
+    }
+    Ok(d)
+}
+
+fn inspect(path: &Path) -> Result<Existing, CliError> {
+    svc::inspect(path).map_err(|e| CliError::Failed(format!("reading {}: {e}", path.display())))
+}
+
+/// A unit we did not write at the path: refused with exit 2, nothing touched and no
+/// `systemctl` call made, as a name already taken is.
+fn refuse(path: &Path, why: &str) -> CliError {
+    CliError::Usage(format!(
+        "{} {why}; it is left as it is. Remove or rename it yourself, or install elsewhere \
+         with --unit-dir",
+        path.display()
+    ))
+}
+
+fn install(inv: &Invocation, out: &mut Out) -> CliResult {
+    let kind = kind(inv);
+    let (dir, explicit) = unit_dir(inv, kind)?;
+    let state = daemon_state_dir(inv, kind)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if kind == Kind::System && !explicit && unsafe { libc::geteuid() } != 0 {
+        return Err(CliError::usage(
+            "--user",
+            "a system unit goes in /etc/systemd/system, which needs root: run this as root, \
+             or pass --user for a unit of your own user manager",
+        ));
+    }
+    let bin = this_binary()?;
+    unit::check_path(&bin).map_err(|e| {
+        CliError::Failed(format!(
+            "this binary's path {} cannot go into a unit: {}",
+            bin.display(),
+            e.0
+        ))
+    })?;
+    // A warning, not a refusal: the unit is right, the binary's place is not, and
+    // moving it is the operator's call (tests and CI checkouts live under /home too).
+    if kind == Kind::System
+        && let Some(top) = unit::hidden_by_protect_home(&bin)
+    {
+        eprintln!(
+            "runner-manager: warning: this binary is under {top}, which the system unit's \
+             ProtectHome=yes hides from the service, so it cannot start there (203/EXEC); \
+             move it (e.g. to /usr/local/bin) and run 'service install' from there"
+        );
+    }
+    let text = unit::render(kind, &bin, &state, env!("CARGO_PKG_VERSION"));
+    let path = dir.join(unit::UNIT_NAME);
+    let w = svc::decide_write(&inspect(&path)?, &text);
+    if let UnitWrite::Refuse(why) = &w {
+        return Err(refuse(&path, why));
+    }
+    // A daemon already on this state directory, started by hand, holds its lock: the
+    // service's would fail to start. (Over our own unit it is the service's daemon.)
+    if w == UnitWrite::Create
+        && !inv.flag("--no-start")
+        && let Some(pid) = running_daemon(&state)?
+    {
+        return Err(CliError::Failed(format!(
+            "a daemon (pid {pid}) already runs on {}, so the service's daemon could not take \
+             its lock; stop that one first ('runner-manager drain --wait', then end it), or \
+             install with --no-start and start the service once it is gone",
+            state.display()
+        )));
+    }
+    if !explicit && kind == Kind::User {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| CliError::Failed(format!("creating {}: {e}", dir.display())))?;
+    }
+    let wrote = match w {
+        UnitWrite::Create => "created",
+        UnitWrite::Replace => "replaced",
+        _ => "unchanged",
+    };
+    if matches!(w, UnitWrite::Create | UnitWrite::Replace) {
+        svc::write_unit(&path, &text, w == UnitWrite::Replace)
+            .map_err(|e| CliError::Failed(format!("writing {}: {e}", path.display())))?;
+    }
+    let calls = svc::install_calls(&w, inv.flag("--no-start"));
+    let done = format!("{} is {wrote}", path.display());
+    let Some(sc) = Systemctl::find(kind == Kind::User, CALL_TIMEOUT) else {
+        return Err(CliError::Failed(format!(
+            "{done}, but there is no systemctl on PATH to reload, enable and start it; where \
+             systemd runs: {}",
+            calls
+                .iter()
+                .map(|c| crate::service::systemctl::describe(kind == Kind::User, c))
+                .collect::<Vec<_>>()
+                .join(" && ")
+        )));
+    };
+    let mut ran = Vec::new();
+    for c in &calls {
+        sc.must(c).map_err(|e| {
+            CliError::Failed(format!(
+                "{done}{}; {e} (see 'runner-manager service status')",
+                if ran.is_empty() {
+                    String::new()
+                } else {
+                    format!(", ran {}", ran.join(", "))
+                }
+            ))
+        })?;
+        ran.push(sc.describe(c));
+    }
+    out.emit(
+        || {
+            let mut s = block(&[
+                ("unit", format!("{} ({wrote})", path.display())),
+                ("kind", kind_word(kind).to_string()),
+                ("binary", bin.display().to_string()),
+                ("state_dir", state.display().to_string()),
+            ]);
+            for r in &ran {
+                s.push_str(&format!("ran: {r}\n"));
+            }
+            if inv.flag("--no-start") {
+                s.push_str("not started (--no-start)\n");
+            }
+            s
+        },
+        || {
+            json!({
+                "unit": path.display().to_string(),
+                "kind": kind_word(kind),
+                "written": wrote,
+                "binary": bin.display().to_string(),
+                "state_dir": state.display().to_string(),
+                "ran": ran,
+            })
+        },
+    );
+    Ok(())
+}
+
+/// The pid of a daemon whose heartbeat on this state directory's store is fresh.
+/// No store (or none this user can reach) is no daemon known.
+fn running_daemon(state: &Path) -> Result<Option<u32>, CliError> {
+    if std::fs::metadata(state.join(crate::store::DB_FILE)).is_err() {
+        return Ok(None);
+    }
+    let store = SqliteStore::open(state)?;
+    Ok(store
+        .heartbeat()?
+        .filter(|b| b.alive_at(now_millis()))
+        .map(|b| b.pid))
+}
+
+fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
+    let kind = kind(inv);
+    let (dir, _) = unit_dir(inv, kind)?;
+    let path = dir.join(unit::UNIT_NAME);
+    match inspect(&path)? {
+        Existing::Foreign(why) => return Err(refuse(&path, &why)),
+        Existing::Absent => {
+            out.emit(
+                || format!("no unit at {}: nothing to uninstall\n", path.display()),
+                || json!({"unit": path.display().to_string(), "removed": false, "ran": []}),
+            );
+            return Ok(());
+        }
+        Existing::Ours(_) => {}
+    }
+    let sc = Systemctl::find(kind == Kind::User, CALL_TIMEOUT);
+    let mut ran = Vec::new();
+    if let Some(sc) = &sc {
+        for c in svc::UNINSTALL_BEFORE {
+            let a = sc.call(c).map_err(CliError::Failed)?;
+            let tolerated = c[0] == "stop" && a.code == svc::STOP_NOT_LOADED;
+            if a.code != 0 && !tolerated {
+                return Err(CliError::Failed(format!(
+                    "'{}' failed (exit {}): {}; {} is kept",
+                    sc.describe(c),
+                    a.code,
+                    a.first_line(),
+                    path.display()
+                )));
+            }
+            ran.push(sc.describe(c));
+        }
+    }
+    std::fs::remove_file(&path)
+        .map_err(|e| CliError::Failed(format!("removing {}: {e}", path.display())))?;
+    if let Some(sc) = &sc {
+        for c in svc::UNINSTALL_AFTER {
+            sc.must(c)
+                .map_err(|e| CliError::Failed(format!("{} is removed, but {e}", path.display())))?;
+            ran.push(sc.describe(c));
+        }
+    }
+    out.emit(
+        || {
+            let mut s = format!("removed {}\n", path.display());
+            for r in &ran {
+                s.push_str(&format!("ran: {r}\n"));
+            }
+            if sc.is_none() {
+                s.push_str("no systemctl on PATH: nothing was stopped or disabled\n");
+            }
+            s.push_str("runners already started finish their jobs (KillMode=process)\n");
+            s
+        },
+        || json!({"unit": path.display().to_string(), "removed": true, "ran": ran}),
+    );
+    Ok(())
+}
+
+/// One target's line of `service status`.
+struct TargetLine {
+    name: String,
+    last_report: Option<String>,
+    last_error: Option<String>,
+    credential: svc::Credential,
+}
+
+fn target_lines(store: &dyn Store) -> Result<Vec<TargetLine>, CliError> {
+    let stats = store.target_statuses()?;
+    Ok(store
+        .targets()?
+        .into_iter()
+        .map(|t| {
+            let st = stats.iter().find(|s| s.target == t.name);
+            let (loaded, var) = match &t.credential {
+                CredentialRef::TokenEnv { var } => (None, Some(var.as_str())),
+                r => (
+                    Some(
+                        crate::github::load_credential(r)
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                    ),
+                    None,
+                ),
+            };
+            let last_error = st.and_then(|s| s.last_error.clone());
+            TargetLine {
+                credential: svc::credential(loaded, var, last_error.as_deref()),
+                name: t.name,
+                last_report: st.map(|s| time(s.updated_at)),
+                last_error,
+            }
+        })
+        .collect())
+}
+
+fn status(inv: &Invocation, out: &mut Out) -> CliResult {
+    let kind = kind(inv);
+    let (dir, _) = unit_dir(inv, kind)?;
+    let path = dir.join(unit::UNIT_NAME);
+    let existing = inspect(&path)?;
+    let this = this_binary()?;
+    let (installed, unit_bin, stale, unit_state) = match &existing {
+        Existing::Absent => ("not installed".to_string(), None, None, None),
+        Existing::Foreign(why) => (format!("present, not ours: it {why}"), None, None, None),
+        Existing::Ours(text) => {
+            let b = unit::exec_binary(text);
+            let canonical = b.and_then(|b| Path::new(b).canonicalize().ok());
+            (
+                "installed (ours)".to_string(),
+                b.map(str::to_string),
+                svc::stale(b, canonical.as_deref(), &this),
+                unit::state_dir_of(text).map(PathBuf::from),
+            )
+        }
+    };
+    let hidden = unit_bin
+        .as_deref()
+        .filter(|_| kind == Kind::System)
+        .and_then(|b| unit::hidden_by_protect_home(Path::new(b)));
+    // The store the unit's daemon uses, unless --state-dir or the environment names one.
+    let named = inv.state_dir.is_some()
+        || std::env::var_os("RUNNER_MANAGER_STATE_DIR").is_some_and(|d| !d.is_empty());
+    let state = match (&unit_state, named) {
+        (Some(s), false) => s.clone(),
+        _ => super::state_dir(inv)?,
+    };
+    let sc = Systemctl::find(kind == Kind::User, QUERY_TIMEOUT);
+    let ask = |verb: &str| -> Option<String> {
+        let sc = sc.as_ref()?;
+        Some(match sc.call(&[verb, unit::UNIT_NAME]) {
+            Ok(a) => match a.first_line() {
+                l if l.is_empty() => format!("unknown (exit {})", a.code),
+                l => l,
+            },
+            Err(e) => e,
+        })
+    };
+    let enabled = ask("is-enabled");
+    let active = ask("is-active");
+    let no_systemctl = "skipped: no systemctl on PATH";
+    let db = state.join(crate::store::DB_FILE);
+    // No store yet is the daemon's to make; one this user cannot reach is said as such
+    // (a system daemon's state directory is root's, mode 0700).
+    let (daemon, targets) = match std::fs::metadata(&db) {
+        Ok(_) => {
+            let store = SqliteStore::open(&state)?;
+            let now = now_millis();
+            let hb = store.heartbeat()?;
+            let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
+            (
+                Some((super::host::daemon_line(hb.as_ref(), alive), alive)),
+                target_lines(&store)?,
+            )
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, Vec::new()),
+        Err(e) => (
+            Some((
+                format!("cannot read the store at {}: {e}", db.display()),
+                false,
+            )),
+            Vec::new(),
+        ),
+    };
+    out.emit(
+        || {
+            let mut binary = match (&unit_bin, &stale) {
+                (_, Some(s)) => format!("STALE: {s}"),
+                (Some(b), None) => format!("{b} (this binary)"),
+                (None, None) => "-".into(),
+            };
+            if let Some(top) = hidden {
+                binary.push_str(&format!(
+                    "; under {top}, which ProtectHome=yes hides from the service: it cannot start"
+                ));
+            }
+            let mut s = block(&[
+                ("unit", format!("{} ({})", path.display(), kind_word(kind))),
+                ("installed", installed.clone()),
+                ("binary", binary),
+                (
+                    "enabled",
+                    enabled.clone().unwrap_or_else(|| no_systemctl.into()),
+                ),
+                (
+                    "active",
+                    active.clone().unwrap_or_else(|| no_systemctl.into()),
+                ),
+                ("state_dir", state.display().to_string()),
+                (
+                    "daemon",
+                    daemon.as_ref().map_or_else(
+                        || format!("no store at {} yet", state.display()),
+                        |d| d.0.clone(),
+                    ),
+                ),
+            ]);
+            if !targets.is_empty() {
+                s.push('\n');
+                let rows: Vec<Vec<String>> = targets
+                    .iter()
+                    .map(|t| {
+                        let cred = match t.credential.detail() {
+                            Some(d) => format!("{}: {d}", t.credential.word()),
+                            None => t.credential.word().to_string(),
+                        };
+                        vec![
+                            t.name.clone(),
+                            or_dash(t.last_report.as_ref()),
+                            cred,
+                            or_dash(t.last_error.as_ref()),
+                        ]
+                    })
+                    .collect();
+                s.push_str(&table(
+                    &["TARGET", "LAST REPORT", "CREDENTIAL", "LAST ERROR"],
+                    &rows,
+                ));
+            }
+            s
+        },
+        || {
+            json!({
+                "unit": {
+                    "path": path.display().to_string(),
+                    "kind": kind_word(kind),
+                    "installed": !matches!(existing, Existing::Absent),
+                    "ours": matches!(existing, Existing::Ours(_)),
+                    "binary": unit_bin,
+                    "stale": stale.as_ref().map(ToString::to_string),
+                    "binary_hidden_by": hidden,
+                    "state_dir": unit_state.as_ref().map(|p| p.display().to_string()),
+                },
+                "systemd": {
+                    "checked": sc.is_some(),
+                    "enabled": enabled,
+                    "active": active,
+                },
+                "state_dir": state.display().to_string(),
+                "daemon": daemon.as_ref().map(|d| json!({"running": d.1, "detail": d.0})),
+                "targets": targets.iter().map(|t| json!({
+                    "name": t.name,
+                    "last_report": t.last_report,
+                    "last_error": t.last_error,
+                    "credential": t.credential.word(),
+                    "credential_detail": t.credential.detail(),
+                })).collect::<Vec<_>>(),
+            })
+        },
+    );
+    Ok(())
+}
