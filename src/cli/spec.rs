@@ -270,7 +270,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -297,6 +297,11 @@ pub const COMMANDS: &[Command] = &[
                 "--fallback-grace",
                 "DURATION",
                 "How long the coordinator link may be down before this host reads its own demand again (default 30s)",
+            ),
+            opt(
+                "--fitness-every",
+                "DURATION",
+                "How often the host's required checks (doctor's) are read again, besides at start and after every edit (default 5m)",
             ),
         ],
     },
