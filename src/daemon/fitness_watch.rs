@@ -141,7 +141,11 @@ mod tests {
         let s = apply(&shared, &facts, &profiles);
         assert_eq!(s.unfit.keys().collect::<Vec<_>>(), ["linux"]);
         assert_eq!(shared.fitness_reasons(), s.unfit);
-        let held = |p: &str| shared.metrics.value(names::FITNESS_STARTS_HELD, &[("profile", p)]);
+        let held = |p: &str| {
+            shared
+                .metrics
+                .value(names::FITNESS_STARTS_HELD, &[("profile", p)])
+        };
         assert_eq!((held("linux"), held("plain")), (Some(1.0), Some(0.0)));
         facts.tools.get_mut("linux").unwrap().missing.clear();
         assert!(apply(&shared, &facts, &profiles).unfit.is_empty());

@@ -91,8 +91,10 @@ impl CheckLine {
 /// need, a runner install, a profile's tools), informational for what is only a fact
 /// (what is kept, the polling pace), recommended for the rest.
 pub fn class_of(name: &str) -> Class {
-    let required = matches!(name, "disk" | "isolation" | "runner-users" | "capabilities" | "runner")
-        || name.starts_with("tools:")
+    let required = matches!(
+        name,
+        "disk" | "isolation" | "runner-users" | "capabilities" | "runner"
+    ) || name.starts_with("tools:")
         || name.starts_with("runner ");
     if required {
         Class::Required
@@ -232,7 +234,10 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         remote::check_pacing(s, &targets, &mut lines);
     }
     host::check_runners(opts, &profiles, &newest, &mut lines);
-    if let Some(h) = store.as_ref().and_then(|s| crate::store::Store::host(s).ok().flatten()) {
+    if let Some(h) = store
+        .as_ref()
+        .and_then(|s| crate::store::Store::host(s).ok().flatten())
+    {
         fitness_lines(&h, &profiles, &mut lines);
     }
     lines.push(host::check_systemd(opts));
@@ -245,7 +250,11 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
 /// Memory and cores against capacity, and each profile's required tools on the
 /// `PATH` its runners get: the daemon's own facts and words (`fitness_watch`,
 /// `reconcile::fitness`); runner users have their own line (`contain`).
-fn fitness_lines(host: &crate::domain::Host, profiles: &[crate::domain::ScalePolicy], lines: &mut Vec<CheckLine>) {
+fn fitness_lines(
+    host: &crate::domain::Host,
+    profiles: &[crate::domain::ScalePolicy],
+    lines: &mut Vec<CheckLine>,
+) {
     let facts = crate::reconcile::fitness::Facts {
         runner_users: None,
         ..crate::daemon::fitness_watch::read_facts(host, profiles)

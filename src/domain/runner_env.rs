@@ -35,7 +35,9 @@ pub fn check_name(arg: &str, name: &str) -> Result<(), Invalid> {
     if !posix {
         return Err(Invalid::new(
             arg,
-            format!("{name:?} is not an environment variable name (letters, digits and _, not first a digit)"),
+            format!(
+                "{name:?} is not an environment variable name (letters, digits and _, not first a digit)"
+            ),
         ));
     }
     let upper = name.to_ascii_uppercase();
@@ -111,8 +113,7 @@ pub fn parse_tools(arg: &str, value: &str) -> Result<Vec<String>, Invalid> {
     for t in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let ok = t.len() <= 64
             && !t.starts_with('.')
-            && t
-                .bytes()
+            && t.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'));
         if !ok {
             return Err(Invalid::new(

@@ -134,7 +134,11 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
     for (profile, t) in &f.tools {
         let ok = t.missing.is_empty();
         let detail = if ok {
-            format!("{} found on the runner's PATH {}", t.tools.join(", "), t.path)
+            format!(
+                "{} found on the runner's PATH {}",
+                t.tools.join(", "),
+                t.path
+            )
         } else {
             format!(
                 "not on the runner's PATH {}: {}",
@@ -173,7 +177,10 @@ pub fn unfit(f: &Facts, profiles: &[String]) -> BTreeMap<String, String> {
             .iter()
             .find(|x| x.profile.is_none() || x.profile.as_deref() == Some(p))
         {
-            out.insert(p.clone(), format!("unfit host: {}: {}", x.check, x.detail));
+            out.insert(
+                p.clone(),
+                format!("required check {}: {}", x.check, x.detail),
+            );
         }
     }
     out
@@ -209,7 +216,7 @@ mod tests {
         assert_eq!(u.len(), 1, "{u:?}");
         assert_eq!(
             u["linux"],
-            "unfit host: tools:linux: not on the runner's PATH /usr/bin:/bin: node"
+            "required check tools:linux: not on the runner's PATH /usr/bin:/bin: node"
         );
         f.tools.insert("linux".into(), tools(&[]));
         assert!(unfit(&f, &names(&["linux", "other"])).is_empty());
@@ -224,7 +231,10 @@ mod tests {
         };
         f.tools.insert("linux".into(), tools(&["git"]));
         let u = unfit(&f, &names(&["linux", "plain"]));
-        assert!(u["linux"].starts_with("unfit host: runner-users: none"), "{u:?}");
+        assert!(
+            u["linux"].starts_with("required check runner-users: none"),
+            "{u:?}"
+        );
         assert_eq!(u["linux"], u["plain"]);
         f.runner_users = Some(3);
         assert_eq!(unfit(&f, &names(&["plain"])).len(), 0);

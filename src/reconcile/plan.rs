@@ -843,7 +843,7 @@ mod tests {
         // A failed required fitness check stops the profile it names, before its hold.
         let tools = BTreeMap::from([(
             "gpu".to_string(),
-            "unfit host: tools:gpu: not on the runner's PATH /bin: nvcc".to_string(),
+            "required check tools:gpu: not on the runner's PATH /bin: nvcc".to_string(),
         )]);
         let unfit_host = Fitness {
             host_unfit: &tools,
@@ -851,7 +851,7 @@ mod tests {
         };
         let u = unfit(&unfit_host, 1_000);
         assert_eq!(u.len(), 1);
-        assert!(u["gpu"].starts_with("unfit host: tools:gpu"), "{u:?}");
+        assert!(u["gpu"].starts_with("required check tools:gpu"), "{u:?}");
     }
 
     #[test]

@@ -12,7 +12,10 @@ pub fn runner_path(extra_env: &[(String, String)]) -> String {
         .iter()
         .rev()
         .find(|(k, _)| k == "PATH")
-        .map_or_else(|| super::spawn::DEFAULT_PATH.to_string(), |(_, v)| v.clone())
+        .map_or_else(
+            || super::spawn::DEFAULT_PATH.to_string(),
+            |(_, v)| v.clone(),
+        )
 }
 
 /// Where `tool` is on `path`: the first directory holding a regular file of that name
@@ -25,7 +28,9 @@ pub fn find(tool: &str, path: &str) -> Option<PathBuf> {
     path.split(':')
         .filter(|d| d.starts_with('/'))
         .map(|d| Path::new(d).join(tool))
-        .find(|c| std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .find(|c| {
+            std::fs::metadata(c).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// The tools of `tools` not found on `path`, in their order.
