@@ -537,7 +537,7 @@ impl TargetLoop {
         self.io.send(
             Task::Start {
                 attempt: a,
-                policy: policy.clone(),
+                policy: Box::new(policy.clone()),
                 scaleset,
             },
             client,
