@@ -279,7 +279,13 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 }
                 if now >= next_fitness {
                     next_fitness = now + fitness_every;
-                    fitness_watch::check(&shared, &host, &store.profiles()?);
+                    // An unreadable store keeps the last judgement.
+                    match store.profiles() {
+                        Ok(profiles) => {
+                            fitness_watch::check(&shared, &host, &profiles);
+                        }
+                        Err(e) => log_warn!("fitness_not_checked", error = e),
+                    }
                 }
                 let open = store.open_attempts(&host.id)?;
                 let contain = shared.containment();
