@@ -20,8 +20,9 @@ pub const MAX_TOOLS: usize = 32;
 
 /// Prefixes the runner and GitHub own: a job reads them as theirs.
 const OWNED_PREFIXES: &[&str] = &["RUNNER_", "ACTIONS_", "GITHUB_"];
-/// What the daemon sets itself for each runner (`runner::spawn`): who it runs as and
-/// where its home and temporary files are.
+/// What the daemon sets itself for each runner (`runner::spawn`: who it runs as and
+/// where its home and temporary files are), and `CI`, which the runner sets for
+/// every job.
 const OWNED_NAMES: &[&str] = &["HOME", "TMPDIR", "USER", "LOGNAME", "CI"];
 
 /// Checks a variable's name: a POSIX name (`[A-Za-z_][A-Za-z0-9_]*`, at most 128
