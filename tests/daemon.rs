@@ -12,6 +12,7 @@ mod daemon {
     mod capacity;
     mod crash;
     mod disk;
+    mod fitness;
     mod labels;
     mod lifecycle;
     mod meters;

@@ -17,9 +17,18 @@ pub fn run(inv: &Invocation, state_dir: &Path) -> CliResult {
         print!("{}", doctor::render(&lines));
     }
     let failed = lines.iter().filter(|l| l.status == Status::Fail).count();
+    let required = lines
+        .iter()
+        .filter(|l| l.status == Status::Fail && l.class == doctor::Class::Required)
+        .count();
     if failed > 0 {
+        let unfit = if required > 0 {
+            format!(" ({required} required: the daemon starts no runner until they pass)")
+        } else {
+            String::new()
+        };
         return Err(CliError::Failed(format!(
-            "{failed} check{} failed; see the hints above",
+            "{failed} check{} failed{unfit}; see the hints above",
             if failed == 1 { "" } else { "s" }
         )));
     }

@@ -42,6 +42,10 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
             "disk_reserve",
             crate::meter::units::bytes(h.disk_reserve_bytes),
         ),
+        (
+            "env",
+            or_dash((!h.env.is_empty()).then(|| crate::domain::runner_env::display(&h.env))),
+        ),
     ]
 }
 
@@ -82,6 +86,7 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "retention",
     "logs_max",
     "disk_reserve",
+    "env.NAME",
 ];
 
 /// The longest retention `host set retention=` takes: a year.
@@ -178,6 +183,9 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 runner_users_exist(key, r)?;
                 Some(r)
             }
+        }
+        k if k.starts_with(crate::domain::runner_env::ENV_PREFIX) => {
+            crate::domain::runner_env::apply(&mut h.env, key, value)?
         }
         _ => {
             return Err(Invalid::new(

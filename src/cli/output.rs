@@ -163,6 +163,8 @@ pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
         "memory_max": p.memory_max,
         "cpu_max": p.cpu_max.map(|m| m as f64 / 1000.0),
         "pids_max": p.pids_max,
+        "env": p.env,
+        "tools": p.tools,
         "revision": p.revision,
     })
 }
@@ -184,6 +186,7 @@ pub fn host_json(h: &Host) -> Value {
         "retention_secs": h.retention_secs,
         "logs_max_bytes": h.logs_max_bytes,
         "disk_reserve_bytes": h.disk_reserve_bytes,
+        "env": h.env,
     })
 }
 

@@ -230,6 +230,14 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
         ),
         ("pids_max", or_dash(p.pids_max)),
         (
+            "env",
+            or_dash((!p.env.is_empty()).then(|| crate::domain::runner_env::display(&p.env))),
+        ),
+        (
+            "tools",
+            or_dash((!p.tools.is_empty()).then(|| p.tools.join(","))),
+        ),
+        (
             "host",
             if p.host_id == host.id {
                 format!("{} (this host)", p.host_id)

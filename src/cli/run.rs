@@ -32,6 +32,10 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => 30,
         Some(v) => validate::seconds_in("--fallback-grace", v, 1, 86_400)?,
     };
+    let fitness_every = match inv.value("--fitness-every") {
+        None => crate::daemon::FITNESS_EVERY.as_secs(),
+        Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
+    };
     let metrics_listen = inv
         .value("--metrics-listen")
         .map(metrics_listen)
@@ -43,6 +47,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         drain_timeout: Duration::from_secs(drain_timeout),
         log_level,
         metrics_listen,
+        fitness_every: Duration::from_secs(fitness_every),
     };
     crate::daemon::run(opts).map_err(|e| match e {
         DaemonError::Store(s) => CliError::Store(s),

@@ -187,7 +187,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing)",
         options: &[opt(
             "--revision",
             "N",
@@ -240,7 +240,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["host", "set"],
         args: "KEY=VALUE...",
         positionals: (1, None),
-        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids",
+        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids, env.NAME (a variable for every runner unless its profile sets it; empty removes it; shown by host show, so never a secret)",
         options: &[],
     },
     Command {
@@ -270,7 +270,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -297,6 +297,11 @@ pub const COMMANDS: &[Command] = &[
                 "--fallback-grace",
                 "DURATION",
                 "How long the coordinator link may be down before this host reads its own demand again (default 30s)",
+            ),
+            opt(
+                "--fitness-every",
+                "DURATION",
+                "How often the host's required checks (doctor's) are read again, besides at start and after every edit (default 5m)",
             ),
         ],
     },

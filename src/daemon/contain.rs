@@ -181,6 +181,9 @@ pub struct Ready {
     pub root: PreparedRoot,
     /// Per-attempt isolation: no new privileges, no ambient capabilities.
     pub contain: bool,
+    /// The variables the host and profile set (`runner_env::merged`), the starter's
+    /// to fill.
+    pub env: Vec<(String, String)>,
 }
 
 impl Ready {
@@ -198,7 +201,7 @@ impl Ready {
             log_path,
             jit_config,
             run_as: self.user.as_ref(),
-            extra_env: &[],
+            extra_env: &self.env,
             home: self.user.as_ref().map(|_| self.root.home_dir.as_path()),
             tmp: self.user.as_ref().map(|_| self.root.tmp_dir.as_path()),
             cgroup: self.join.clone(),
@@ -293,6 +296,7 @@ pub fn ready(
         join,
         root,
         contain: per_attempt,
+        env: Vec::new(),
     })
 }
 

@@ -41,7 +41,8 @@ pub enum Task {
     /// Carry a `pending` attempt to a spawned runner.
     Start {
         attempt: Attempt,
-        policy: ScalePolicy,
+        /// Boxed: a profile (its variables and tools too) is most of a task's size.
+        policy: Box<ScalePolicy>,
         /// A scale set profile's client and scale set id.
         scaleset: Option<(Arc<ScaleSetClient>, i64)>,
     },

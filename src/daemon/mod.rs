@@ -4,6 +4,7 @@
 mod actuator;
 pub mod contain;
 mod disk_watch;
+pub mod fitness_watch;
 mod io;
 pub mod lock;
 mod metrics_feed;
@@ -22,6 +23,7 @@ mod status_writer;
 mod sweep;
 mod target_loop;
 
+pub use fitness_watch::CHECK_EVERY as FITNESS_EVERY;
 pub use shared::LoopMsg;
 
 use crate::logging::Level;
@@ -52,6 +54,9 @@ pub struct DaemonOptions {
     pub fallback_grace: Duration,
     /// Serve `/metrics` and `/healthz` here (loopback only).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// How often the host's fitness is read again (`fitness_watch`), besides at
+    /// start and after every configuration change.
+    pub fitness_every: Duration,
 }
 
 #[derive(Debug)]
@@ -123,6 +128,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     // The first passes, and the first scrape, know whether there is room to start
     // runners.
     disk_watch::sample(&shared, host.disk_reserve_bytes);
+    fitness_watch::check(&shared, &host, &store.profiles()?);
     log_info!(
         "daemon_started",
         host = host.id,
@@ -186,6 +192,8 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let mut next_sweep = now_millis() + SWEEP_EVERY;
     let mut next_prune = 0;
     let mut next_disk = now_millis() + disk_watch::SAMPLE_EVERY;
+    let fitness_every = opts.fitness_every.as_millis() as Millis;
+    let mut next_fitness = now_millis() + fitness_every;
     let mut last_watchdog = std::time::Instant::now();
     let mut drain_deadline: Option<std::time::Instant> = None;
     let mut live_book = crate::meter::LiveBook::new();
@@ -259,6 +267,8 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                         }
                         sync_loops(&store, &shared, &mut loops, &shutdown_rx, false)?;
                         link = refresh_link(&shared, &store, link)?;
+                        // A profile's tools or a PATH may have changed: look again now.
+                        next_fitness = now;
                         shared.tell_all(LoopMsg::Wake);
                     }
                 }
@@ -266,6 +276,16 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 if now >= next_disk {
                     next_disk = now + disk_watch::SAMPLE_EVERY;
                     disk_watch::sample(&shared, host.disk_reserve_bytes);
+                }
+                if now >= next_fitness {
+                    next_fitness = now + fitness_every;
+                    // An unreadable store keeps the last judgement.
+                    match store.profiles() {
+                        Ok(profiles) => {
+                            fitness_watch::check(&shared, &host, &profiles);
+                        }
+                        Err(e) => log_warn!("fitness_not_checked", error = e),
+                    }
                 }
                 let open = store.open_attempts(&host.id)?;
                 let contain = shared.containment();

@@ -1,7 +1,8 @@
 //! What the daemon's threads share: the allocation lock (so two target loops never
 //! both spend the last slot of host capacity), the drain flag, meter readings,
 //! the wake-up senders of the target loops, the metrics registry with the times
-//! `/healthz` judges freshness by, and the state directory's free space.
+//! `/healthz` judges freshness by, the state directory's free space and the host's
+//! fitness.
 
 use crate::meter::Meter;
 use crate::metrics::Metrics;
@@ -57,6 +58,8 @@ pub struct Shared {
     pub disk: Mutex<super::disk_watch::DiskState>,
     /// Where `disk_watch` reads free space from (`statvfs`; a test's own).
     pub free_space: super::disk_watch::FreeSpace,
+    /// The profiles a required fitness check stops, as last judged (`fitness_watch`).
+    pub fitness: Mutex<super::fitness_watch::FitnessState>,
 }
 
 impl Shared {
@@ -74,6 +77,7 @@ impl Shared {
             contain: Mutex::new(Arc::new(super::contain::Containment::none())),
             disk: Mutex::new(Default::default()),
             free_space: crate::doctor::free_bytes,
+            fitness: Mutex::new(Default::default()),
         }
     }
 
@@ -85,6 +89,11 @@ impl Shared {
     /// Why no profile may start for want of disk space, while that holds.
     pub fn disk_reason(&self) -> Option<String> {
         lock(&self.disk).reason()
+    }
+
+    /// The profiles a required fitness check stops, with why.
+    pub fn fitness_reasons(&self) -> std::collections::BTreeMap<String, String> {
+        lock(&self.fitness).unfit.clone()
     }
 
     pub fn stopping(&self) -> bool {

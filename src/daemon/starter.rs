@@ -82,7 +82,7 @@ pub struct StartCx<'a> {
 pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     let contain = cx.shared.containment();
     let install = runner_dir(&cx.shared.state_dir, cx.policy);
-    let ready = match contain::ready(&contain, &cx.shared.state_dir, &install, cx.policy, a) {
+    let mut ready = match contain::ready(&contain, &cx.shared.state_dir, &install, cx.policy, a) {
         Ok(r) => r,
         Err(e) => {
             // `Host` marks a start refused before any JIT call (see the actuator).
@@ -90,6 +90,10 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
             return Ok(Started::Host(e.0));
         }
     };
+    // The runner's environment: the host's variables, the profile's over them. Read
+    // at each start, so an edit reaches the next runner without a restart.
+    let host_env = cx.store.host()?.map(|h| h.env).unwrap_or_default();
+    ready.env = crate::domain::runner_env::merged(&host_env, &cx.policy.env);
     let (runner_id, jit) = match jit_config(cx, a) {
         Ok(r) => r,
         Err((what, e)) => {

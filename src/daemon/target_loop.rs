@@ -537,7 +537,7 @@ impl TargetLoop {
         self.io.send(
             Task::Start {
                 attempt: a,
-                policy: policy.clone(),
+                policy: Box::new(policy.clone()),
                 scaleset,
             },
             client,
@@ -836,12 +836,14 @@ impl TargetLoop {
             }
         }
         let disk_full = self.shared.disk_reason();
+        let host_unfit = self.shared.fitness_reasons();
         plan::unfit(
             &Fitness {
                 profiles,
                 org: matches!(target.scope, TargetScope::Org { .. }),
                 isolation_refused: refused,
                 disk_full: disk_full.as_deref(),
+                host_unfit: &host_unfit,
                 holds: &self.holds,
                 no_client: no_client.as_deref(),
                 public_repo: self.guard.public_repo,

@@ -3,12 +3,17 @@
 //! (`github::check_target`) and the clock against GitHub's `Date`, each scale set
 //! profile's session as the daemon recorded it, each runner install
 //! (present, executable, version against the newest the downloads API offers), and the
-//! systemd unit. One `CheckLine` per fact; a failure carries a hint.
+//! systemd unit; memory and cores against capacity, and each profile's required tools
+//! on the `PATH` its runners get. One `CheckLine` per fact; a failure carries a hint.
+//! Each line has a [`Class`]: `required` checks are the ones under which the daemon
+//! starts no runner (`reconcile::fitness`, the disk reserve, refused containment, a
+//! broken runner install), printed first; then `recommended`, then `info`.
 
 mod contain;
 mod host;
 mod remote;
 
+pub use crate::reconcile::fitness::Class;
 pub use host::free_bytes;
 
 use std::fmt;
@@ -33,6 +38,8 @@ pub struct CheckLine {
     pub detail: String,
     /// What to do; set on every `Fail` and `Warn`.
     pub hint: Option<String>,
+    /// Whether the daemon starts runners while it fails (see [`class_of`]).
+    pub class: Class,
 }
 
 impl CheckLine {
@@ -42,6 +49,7 @@ impl CheckLine {
             status: Status::Ok,
             detail: detail.into(),
             hint: None,
+            class: Class::Recommended,
         }
     }
 
@@ -62,6 +70,7 @@ impl CheckLine {
             status: Status::Fail,
             detail: detail.into(),
             hint: Some(hint.into()),
+            class: Class::Recommended,
         }
     }
 
@@ -74,6 +83,25 @@ impl CheckLine {
             status: Status::Warn,
             ..CheckLine::fail(name, detail, hint)
         }
+    }
+}
+
+/// The class of a check, by its name: required where the daemon starts no runner
+/// while it fails (its disk reserve, refused isolation and what per-attempt uids
+/// need, a runner install, a profile's tools), informational for what is only a fact
+/// (what is kept, the polling pace), recommended for the rest.
+pub fn class_of(name: &str) -> Class {
+    let required = matches!(
+        name,
+        "disk" | "isolation" | "runner-users" | "capabilities" | "runner"
+    ) || name.starts_with("tools:")
+        || name.starts_with("runner ");
+    if required {
+        Class::Required
+    } else if name == "kept" || name.ends_with(" polling") {
+        Class::Info
+    } else {
+        Class::Recommended
     }
 }
 
@@ -105,7 +133,8 @@ impl fmt::Display for CheckLine {
     }
 }
 
-/// Every line, one per row, the details aligned after the widest name.
+/// Every line, one per row, the details aligned after the widest name, under a
+/// heading per class: required, recommended, info (each in check order).
 pub fn render(lines: &[CheckLine]) -> String {
     let width = lines
         .iter()
@@ -113,7 +142,27 @@ pub fn render(lines: &[CheckLine]) -> String {
         .max()
         .unwrap_or(0)
         .max(NAME_WIDTH);
-    lines.iter().map(|l| l.render(width) + "\n").collect()
+    let mut out = String::new();
+    for (class, heading) in [
+        (
+            Class::Required,
+            "required (while one fails, the daemon starts no runner):",
+        ),
+        (Class::Recommended, "recommended:"),
+        (Class::Info, "info:"),
+    ] {
+        let these: Vec<&CheckLine> = lines.iter().filter(|l| l.class == class).collect();
+        if these.is_empty() {
+            continue;
+        }
+        out.push_str(heading);
+        out.push('\n');
+        for l in these {
+            out.push_str(&l.render(width));
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// What to check and the thresholds. `for_state_dir` gives the defaults.
@@ -185,11 +234,42 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         remote::check_pacing(s, &targets, &mut lines);
     }
     host::check_runners(opts, &profiles, &newest, &mut lines);
+    if let Some(h) = store
+        .as_ref()
+        .and_then(|s| crate::store::Store::host(s).ok().flatten())
+    {
+        fitness_lines(&h, &profiles, &mut lines);
+    }
     lines.push(host::check_systemd(opts));
+    for l in &mut lines {
+        l.class = class_of(&l.name);
+    }
     lines
 }
 
-/// The documented `--json` shape: `[{check, status, detail, hint}]`.
+/// Memory and cores against capacity, and each profile's required tools on the
+/// `PATH` its runners get: the daemon's own facts and words (`fitness_watch`,
+/// `reconcile::fitness`); runner users have their own line (`contain`).
+fn fitness_lines(
+    host: &crate::domain::Host,
+    profiles: &[crate::domain::ScalePolicy],
+    lines: &mut Vec<CheckLine>,
+) {
+    let facts = crate::reconcile::fitness::Facts {
+        runner_users: None,
+        ..crate::daemon::fitness_watch::read_facts(host, profiles)
+    };
+    for f in crate::reconcile::fitness::findings(&facts) {
+        lines.push(match (f.ok, f.class, f.hint) {
+            (true, _, _) | (false, _, None) => CheckLine::ok(f.check, f.detail),
+            (false, Class::Required, Some(h)) => CheckLine::fail(f.check, f.detail, h),
+            (false, _, Some(h)) => CheckLine::warn(f.check, f.detail, h),
+        });
+    }
+}
+
+/// The documented `--json` shape: `[{check, status, detail, hint, class}]`, `class`
+/// one of `required`, `recommended`, `info`.
 pub fn to_json(lines: &[CheckLine]) -> serde_json::Value {
     serde_json::Value::Array(
         lines
@@ -205,6 +285,7 @@ pub fn to_json(lines: &[CheckLine]) -> serde_json::Value {
                     },
                     "detail": l.detail,
                     "hint": l.hint,
+                    "class": l.class.as_str(),
                 })
             })
             .collect(),
@@ -223,11 +304,38 @@ mod tests {
             CheckLine::fail("target octo-long-name credentials", "401", "fix it"),
         ];
         let text = render(&lines);
-        let rows: Vec<&str> = text.lines().collect();
+        // Under the one heading, "recommended:".
+        let rows: Vec<&str> = text.lines().skip(1).collect();
         let col = |row: &str, detail: &str| row.find(detail).unwrap();
         assert_eq!(col(rows[0], "63 GiB"), col(rows[1], "4882"));
         assert_eq!(col(rows[1], "4882"), col(rows[2], "401"));
         assert!(rows[2].contains("credentials  401; hint: fix it"), "{text}");
         assert!(rows[1].contains("rate limit  "), "{text}");
+    }
+
+    #[test]
+    fn checks_are_sorted_into_required_recommended_and_info() {
+        assert_eq!(class_of("disk"), Class::Required);
+        assert_eq!(class_of("tools:linux"), Class::Required);
+        assert_eq!(class_of("runner linux,gpu"), Class::Required);
+        assert_eq!(class_of("isolation"), Class::Required);
+        assert_eq!(class_of("memory"), Class::Recommended);
+        assert_eq!(class_of("systemd"), Class::Recommended);
+        assert_eq!(class_of("kept"), Class::Info);
+        let mut lines = vec![
+            CheckLine::ok("kept", "1 MiB"),
+            CheckLine::warn("memory", "1 GiB", "more"),
+            CheckLine::fail("tools:linux", "node missing", "install it"),
+        ];
+        for l in &mut lines {
+            l.class = class_of(&l.name);
+        }
+        let text = render(&lines);
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
+        assert!(at("required (") < at("FAIL tools:linux"));
+        assert!(at("FAIL tools:linux") < at("recommended:"));
+        assert!(at("WARN memory") < at("info:"));
+        assert!(at("info:") < at("ok   kept"));
+        assert_eq!(to_json(&lines)[2]["class"], "required");
     }
 }

@@ -37,6 +37,10 @@ pub struct Host {
     /// no runners, and it starts them again above twice it (`reconcile::disk`); 0
     /// never holds starts.
     pub disk_reserve_bytes: u64,
+    /// Variables every runner of this host gets unless its profile sets them too
+    /// (`env.NAME=VALUE`; not for secrets).
+    #[serde(default)]
+    pub env: super::runner_env::EnvMap,
 }
 
 /// Ended attempts, their samples and logs are kept this long unless `host set
@@ -138,6 +142,7 @@ mod tests {
             retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
+            env: Default::default(),
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

@@ -8,6 +8,7 @@ pub mod job;
 pub mod labels;
 pub mod profile;
 pub mod reason;
+pub mod runner_env;
 pub mod session;
 pub mod status;
 pub mod target;

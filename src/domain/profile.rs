@@ -102,6 +102,13 @@ pub struct ScalePolicy {
     pub memory_max: Option<u64>,
     pub cpu_max: Option<u32>,
     pub pids_max: Option<u32>,
+    /// Variables its runners get, over the host's (`env.NAME=VALUE`; not for secrets).
+    #[serde(default)]
+    pub env: super::runner_env::EnvMap,
+    /// Programs its jobs need on the runner's `PATH` (`tools=git,docker`): while one
+    /// is missing the profile starts nothing (`reconcile::fitness`).
+    #[serde(default)]
+    pub tools: Vec<String>,
     /// Incremented by every edit; an edit names the revision it read.
     pub revision: u64,
 }
@@ -126,6 +133,8 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "memory_max",
     "cpu_max",
     "pids_max",
+    "env.NAME",
+    "tools",
 ];
 
 impl ScalePolicy {
@@ -152,6 +161,8 @@ impl ScalePolicy {
             memory_max: None,
             cpu_max: None,
             pids_max: None,
+            env: Default::default(),
+            tools: Vec::new(),
             revision: 0,
         }
     }
@@ -313,6 +324,16 @@ impl ScalePolicy {
             "memory_max" => self.memory_max = super::isolation::memory_max(key, value)?,
             "cpu_max" => self.cpu_max = super::isolation::cpu_max(key, value)?,
             "pids_max" => self.pids_max = super::isolation::pids_max(key, value)?,
+            "tools" => self.tools = super::runner_env::parse_tools(key, value)?,
+            k if k.starts_with(super::runner_env::ENV_PREFIX) => {
+                super::runner_env::apply(&mut self.env, key, value)?
+            }
+            "env" => {
+                return Err(Invalid::new(
+                    key,
+                    "set one variable with env.NAME=VALUE (an empty VALUE removes it)",
+                ));
+            }
             _ => {
                 return Err(Invalid::new(
                     key,
@@ -467,6 +488,8 @@ mod tests {
             ("memory_max", "2G"),
             ("cpu_max", "1.5"),
             ("pids_max", "512"),
+            ("env.FOO", "bar"),
+            ("tools", "git,sh"),
         ];
         assert_eq!(samples.len(), SETTABLE_KEYS.len());
         let mut x = p();
@@ -477,6 +500,11 @@ mod tests {
         assert_eq!(x.labels, vec!["a", "b"]);
         assert_eq!(x.mode, Mode::Monitor);
         assert_eq!(x.job_timeout_secs, Some(3600));
+        assert_eq!(x.env.get("FOO").map(String::as_str), Some("bar"));
+        assert_eq!(x.tools, ["git", "sh"]);
+        set(&mut x, "env.FOO", "").unwrap();
+        set(&mut x, "tools", "").unwrap();
+        assert!(x.env.is_empty() && x.tools.is_empty());
     }
 
     #[test]
@@ -557,6 +585,12 @@ mod tests {
             ("demand", "webhook"),
             ("target", "Bad"),
             ("colour", "blue"),
+            ("env.RUNNER_X", "1"),
+            ("env.HOME", "/tmp"),
+            ("env.PATH", "relative:/bin"),
+            ("env.1X", "y"),
+            ("env", "FOO=bar"),
+            ("tools", "/bin/sh"),
         ];
         for (k, v) in cases {
             let mut x = p();

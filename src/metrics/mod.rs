@@ -76,6 +76,7 @@ pub mod names {
     pub const SINCE_POLL: &str = "runner_manager_scaleset_seconds_since_poll";
     pub const STATE_DIR_FREE: &str = "runner_manager_state_dir_free_bytes";
     pub const DISK_STARTS_HELD: &str = "runner_manager_disk_starts_held";
+    pub const FITNESS_STARTS_HELD: &str = "runner_manager_fitness_starts_held";
     pub const PASS_CPU: &str = "runner_manager_pass_cpu_seconds";
 }
 
@@ -313,6 +314,13 @@ impl Metrics {
             &[],
         );
         m.register(
+            FITNESS_STARTS_HELD,
+            Kind::Gauge,
+            "1 while no runner of the profile starts because a required fitness check \
+             fails (doctor's required checks: its tools, the host's runner users)",
+            &[],
+        );
+        m.register(
             PASS_CPU,
             Kind::Histogram,
             "CPU time a target loop's thread spent per pass (with the worker results \
@@ -531,6 +539,16 @@ impl Metrics {
         self.gauge_replace(names::STATE_DIR_FREE, &rows);
         let v = if held { 1.0 } else { 0.0 };
         self.gauge_set(names::DISK_STARTS_HELD, &[], v);
+    }
+
+    /// Each profile, 1 while a required fitness check stops its starts; profiles no
+    /// longer judged have no series.
+    pub fn set_fitness_held(&self, profiles: &[(String, bool)]) {
+        let rows: Vec<(Vec<(&str, &str)>, f64)> = profiles
+            .iter()
+            .map(|(p, held)| (vec![("profile", p.as_str())], if *held { 1.0 } else { 0.0 }))
+            .collect();
+        self.gauge_replace(names::FITNESS_STARTS_HELD, &rows);
     }
 
     /// The `/healthz` freshness check: true while the daemon's last pass is recent.

@@ -6,6 +6,7 @@ pub mod allocate;
 pub mod budget;
 pub mod demand;
 pub mod disk;
+pub mod fitness;
 pub mod hold;
 pub mod launch_book;
 pub mod lines;

@@ -401,6 +401,9 @@ pub struct Fitness<'a> {
     pub isolation_refused: Option<&'a str>,
     /// The state directory's filesystem is under its reserve: why (`reconcile::disk`).
     pub disk_full: Option<&'a str>,
+    /// Profiles a required fitness check stops, with why (`reconcile::fitness::unfit`,
+    /// from the daemon's `fitness_watch`).
+    pub host_unfit: &'a BTreeMap<String, String>,
     /// Profiles whose starts are held after a host failure.
     pub holds: &'a BTreeMap<String, StartHold>,
     /// Why the target has no GitHub client, when it has none.
@@ -457,6 +460,8 @@ pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, String> {
             Some(format!("isolation: {why}"))
         } else if let Some(why) = f.disk_full {
             Some(why.to_string())
+        } else if let Some(why) = f.host_unfit.get(&p.name) {
+            Some(why.clone())
         } else if let Some(h) = f.holds.get(&p.name).filter(|h| h.holds(now)) {
             Some(h.describe(now))
         } else if let Some(why) = f.no_client {
@@ -512,6 +517,7 @@ mod tests {
             retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
+            env: Default::default(),
         }
     }
 
@@ -792,6 +798,7 @@ mod tests {
             org: false,
             isolation_refused: None,
             disk_full: None,
+            host_unfit: &none,
             holds: &holds,
             no_client: None,
             public_repo: Some(false),
@@ -833,6 +840,18 @@ mod tests {
             ..f
         };
         assert!(unfit(&public, 40_000)["linux"].starts_with("repository is public"));
+        // A failed required fitness check stops the profile it names, before its hold.
+        let tools = BTreeMap::from([(
+            "gpu".to_string(),
+            "required check tools:gpu: not on the runner's PATH /bin: nvcc".to_string(),
+        )]);
+        let unfit_host = Fitness {
+            host_unfit: &tools,
+            ..f
+        };
+        let u = unfit(&unfit_host, 1_000);
+        assert_eq!(u.len(), 1);
+        assert!(u["gpu"].starts_with("required check tools:gpu"), "{u:?}");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod log;
 pub mod proc;
 pub mod root;
 pub mod spawn;
+pub mod tools;
 pub mod uid;
 pub mod user;
 

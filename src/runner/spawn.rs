@@ -41,8 +41,9 @@ pub struct SpawnSpec<'a> {
     pub jit_config: &'a Secret,
     /// Run as this user (the daemon must be root). Look it up with `user::lookup_user`.
     pub run_as: Option<&'a RunAsUser>,
-    /// Extra variables the profile asks for, added after the defaults (may override
-    /// PATH, HOME, LANG...). Never the JIT variable.
+    /// Extra variables the host and profile set (`domain::runner_env::merged`, checked
+    /// there), added after the defaults (may override PATH, LANG...). Never the JIT
+    /// variable.
     pub extra_env: &'a [(String, String)],
     /// The runner's own `HOME` and `TMPDIR` (its root's `_home` and `_tmp`), in place
     /// of the user's home and the shared `/tmp`.

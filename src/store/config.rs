@@ -9,7 +9,7 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
         "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
          isolation, runner_uids, coordinator_ca_file, coordinator_insecure, retention_secs, \
-         logs_max_bytes, disk_reserve_bytes FROM host WHERE one = 1",
+         logs_max_bytes, disk_reserve_bytes, env FROM host WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -30,6 +30,8 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 retention_secs: r.get::<_, i64>(12)?.max(1) as u64,
                 logs_max_bytes: r.get::<_, i64>(13)?.max(0) as u64,
                 disk_reserve_bytes: r.get::<_, i64>(14)?.max(0) as u64,
+                // Read leniently, as `isolation` is: the host row must always load.
+                env: serde_json::from_str(&r.get::<_, String>(15)?).unwrap_or_default(),
             })
         },
     )
@@ -56,6 +58,7 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         retention_secs: host::DEFAULT_RETENTION_SECS,
         logs_max_bytes: host::DEFAULT_LOGS_MAX_BYTES,
         disk_reserve_bytes: host::DEFAULT_DISK_RESERVE_BYTES,
+        env: Default::default(),
     };
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
@@ -72,7 +75,7 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
          draining = ?4, isolation = ?5, runner_uids = ?6, coordinator_ca_file = ?7, \
          coordinator_insecure = ?8, retention_secs = ?9, logs_max_bytes = ?10, \
-         disk_reserve_bytes = ?11 WHERE one = 1",
+         disk_reserve_bytes = ?11, env = ?12 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
@@ -88,7 +91,8 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
             h.coordinator_insecure,
             rows::sql_u64(h.retention_secs),
             rows::sql_u64(h.logs_max_bytes),
-            rows::sql_u64(h.disk_reserve_bytes)
+            rows::sql_u64(h.disk_reserve_bytes),
+            rows::to_json(&h.env)
         ],
     )?;
     if n == 0 {
@@ -235,7 +239,7 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 20] {
+fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 22] {
     [
         Box::new(&p.name),
         Box::new(&p.target),
@@ -261,6 +265,8 @@ fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 20] {
         Box::new(p.memory_max.map(sql_u64)),
         Box::new(p.cpu_max),
         Box::new(p.pids_max),
+        Box::new(to_json(&p.env)),
+        Box::new(p.tools.join(",")),
     ]
 }
 
@@ -288,7 +294,7 @@ pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
         &format!(
             "INSERT INTO profiles ({PROFILE_COLUMNS}) VALUES \
              (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-             ?19, ?20, ?21)"
+             ?19, ?20, ?21, ?22, ?23)"
         ),
         args.as_slice(),
     )?;
@@ -331,8 +337,8 @@ pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<
          min_capacity = ?6, max_capacity = ?7, runner_dir = ?8, runner_group = ?9, \
          idle_timeout_secs = ?10, bootstrap_timeout_secs = ?11, job_timeout_secs = ?12, \
          mode = ?13, active = ?14, allow_public = ?15, run_as = ?16, demand = ?17, \
-         memory_max = ?18, cpu_max = ?19, pids_max = ?20, \
-         revision = revision + 1 WHERE name = ?1 AND revision = ?21",
+         memory_max = ?18, cpu_max = ?19, pids_max = ?20, env = ?21, tools = ?22, \
+         revision = revision + 1 WHERE name = ?1 AND revision = ?23",
         args.as_slice(),
     )?;
     if n == 0 {

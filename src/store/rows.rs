@@ -62,7 +62,7 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
 pub const PROFILE_COLUMNS: &str = "name, target, host_id, labels, default_labels, min_capacity, \
      max_capacity, runner_dir, runner_group, idle_timeout_secs, bootstrap_timeout_secs, \
      job_timeout_secs, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, \
-     revision";
+     env, tools, revision";
 
 pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
     let mode: String = r.get(12)?;
@@ -96,8 +96,18 @@ pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
         memory_max: get_opt_u64(r, 17)?,
         cpu_max: r.get(18)?,
         pids_max: r.get(19)?,
-        revision: get_u64(r, 20)?,
+        env: from_json("profile", &r.get::<_, String>(20)?)?,
+        tools: tools(&r.get::<_, String>(21)?),
+        revision: get_u64(r, 22)?,
     })
+}
+
+/// A profile's required tools as stored: comma-joined program names.
+pub fn tools(s: &str) -> Vec<String> {
+    s.split(',')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// The host's `isolation`, read leniently: an unknown word (a newer build's) is `auto`.

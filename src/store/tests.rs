@@ -572,6 +572,9 @@ fn a_version_1_store_opens_and_migrates() {
     assert_eq!(p.revision, 7);
     assert_eq!(p.demand, crate::domain::DemandSource::Poll);
     assert_eq!(s.host().unwrap().unwrap().capacity, 2);
+    // V13: no variables and no required tools until set.
+    assert!(p.env.is_empty() && p.tools.is_empty());
+    assert!(s.host().unwrap().unwrap().env.is_empty());
     // V5: a target from before has the bound of its day on requests in flight (8);
     // a stored bound is never changed under the user.
     assert_eq!(s.target("octo").unwrap().max_in_flight, 8);
@@ -825,4 +828,37 @@ fn a_version_10_host_gains_the_default_disk_reserve_and_keeps_a_set_one() {
     h.disk_reserve_bytes = 4 << 20;
     s.update_host(&h).unwrap();
     assert_eq!(s.host().unwrap().unwrap().disk_reserve_bytes, 4 << 20);
+}
+
+#[test]
+fn the_runner_environment_and_tools_round_trip() {
+    let d = TempDir::new("runner-env");
+    std::fs::create_dir_all(&d.0).unwrap();
+    let s = SqliteStore::open(&d.0).unwrap();
+    let mut h = s.host_or_create().unwrap();
+    h.env.insert("JAVA_HOME".into(), "/opt/jdk".into());
+    s.update_host(&h).unwrap();
+    assert_eq!(s.host().unwrap().unwrap().env, h.env);
+    s.add_target(&crate::domain::Target {
+        name: "octo".into(),
+        scope: crate::domain::TargetScope::Org { org: "octo".into() },
+        api_url: "https://api.github.com".into(),
+        credential: crate::domain::CredentialRef::TokenFile { path: "/t".into() },
+        poll_interval_secs: 5,
+        repos: vec![],
+        max_in_flight: 8,
+    })
+    .unwrap();
+    let mut p = crate::domain::ScalePolicy::new("linux", "octo", &h.id);
+    p.env.insert("A".into(), "x=y, z".into());
+    p.tools = vec!["git".into(), "node".into()];
+    let stored = s.add_profile(&p).unwrap();
+    assert_eq!((&stored.env, &stored.tools), (&p.env, &p.tools));
+    let mut next = stored.clone();
+    next.env.clear();
+    next.tools = vec!["docker".into()];
+    s.update_profile(&next, stored.revision).unwrap();
+    let back = s.profile("linux").unwrap();
+    assert!(back.env.is_empty());
+    assert_eq!(back.tools, ["docker"]);
 }

@@ -223,6 +223,24 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
         (vec!["host", "set", "logs_max=lots"], "logs_max"),
         (vec!["host", "set", "disk_reserve=lots"], "disk_reserve"),
         (vec!["host", "set", "disk_reserve=-1M"], "disk_reserve"),
+        (vec!["host", "set", "env.RUNNER_TEMP=/x"], "env.RUNNER_TEMP"),
+        (
+            vec!["host", "set", "env.GITHUB_TOKEN=x"],
+            "env.GITHUB_TOKEN",
+        ),
+        (vec!["host", "set", "env.HOME=/x"], "env.HOME"),
+        (vec!["host", "set", "env.1BAD=x"], "env.1BAD"),
+        (vec!["host", "set", "env.PATH=bin:/usr/bin"], "env.PATH"),
+        (
+            vec!["profile", "set", "linux", "env.ACTIONS_X=1"],
+            "env.ACTIONS_X",
+        ),
+        (vec!["profile", "set", "linux", "env.A-B=1"], "env.A-B"),
+        (vec!["profile", "set", "linux", "env=A=1"], "env"),
+        (
+            vec!["profile", "set", "linux", "tools=/usr/bin/git"],
+            "tools",
+        ),
         (
             vec!["target", "set", "octo", "token_file=/nonexistent/tok"],
             "token_file",

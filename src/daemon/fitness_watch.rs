@@ -1,0 +1,160 @@
+//! The host's fitness, read by the main thread at start, every `--fitness-every`
+//! (5 min) and whenever the configuration changes, judged by the pure
+//! `reconcile::fitness`, and kept in `Shared::fitness`, where each target loop's pass
+//! reads it as an unfitness fact (`reconcile::plan::Fitness::host_unfit`), as it reads
+//! `disk_watch`'s. Only cheap facts: total memory and CPUs against capacity
+//! (advice), whether the host's runner uids have users, and each profile's required
+//! tools on the `PATH` its runners get. The free disk is `disk_watch`'s and refused
+//! containment `contain`'s; both already stop every profile. A change is logged once
+//! and wakes the loops, and sets `runner_manager_fitness_starts_held`.
+
+use super::shared::{LoopMsg, Shared, lock};
+use crate::domain::{Host, ScalePolicy, runner_env};
+use crate::reconcile::fitness::{self, Class, Facts, ToolFacts};
+use crate::runner::tools;
+use crate::{log_info, log_warn};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How often the facts are read again unless `--fitness-every` says otherwise.
+pub const CHECK_EVERY: Duration = Duration::from_secs(300);
+
+/// What the last look found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FitnessState {
+    /// Profiles a required check stops, with why.
+    pub unfit: BTreeMap<String, String>,
+    /// Recommended checks that fail: `check: detail`.
+    pub advice: Vec<String>,
+}
+
+/// Total memory from `/proc/meminfo`.
+fn memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Each profile's required tools looked up on its runners' `PATH`.
+pub fn tool_facts(host: &Host, profiles: &[ScalePolicy]) -> BTreeMap<String, ToolFacts> {
+    profiles
+        .iter()
+        .filter(|p| !p.tools.is_empty())
+        .map(|p| {
+            let path = tools::runner_path(&runner_env::merged(&host.env, &p.env));
+            let t = ToolFacts {
+                tools: p.tools.clone(),
+                missing: tools::missing(&p.tools, &path),
+                path,
+            };
+            (p.name.clone(), t)
+        })
+        .collect()
+}
+
+/// The facts, read now: cheap (one file, one syscall, one passwd lookup at most
+/// per uid until a user is found, a `stat` per tool and `PATH` entry).
+pub fn read_facts(host: &Host, profiles: &[ScalePolicy]) -> Facts {
+    Facts {
+        capacity: host.capacity,
+        memory_bytes: memory_bytes(),
+        cores: std::thread::available_parallelism()
+            .ok()
+            .map(|n| n.get() as u32),
+        runner_users: host
+            .runner_uids
+            .map(|r| crate::runner::uid::count_users(r, 1)),
+        tools: tool_facts(host, profiles),
+    }
+}
+
+/// Judges `facts` and keeps the result in `Shared::fitness`; a change is logged once
+/// and wakes the target loops. Returns the new state.
+pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> FitnessState {
+    let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
+    let now = FitnessState {
+        unfit: fitness::unfit(facts, &names),
+        advice: fitness::findings(facts)
+            .into_iter()
+            .filter(|f| f.class == Class::Recommended && !f.ok)
+            .map(|f| format!("{}: {}", f.check, f.detail))
+            .collect(),
+    };
+    let before = std::mem::replace(&mut *lock(&shared.fitness), now.clone());
+    for (p, why) in &now.unfit {
+        if before.unfit.get(p) != Some(why) {
+            log_warn!("starts_held_unfit", profile = p, reason = why);
+        }
+    }
+    for p in before.unfit.keys().filter(|p| !now.unfit.contains_key(*p)) {
+        log_info!("starts_resumed_fit", profile = p);
+    }
+    for a in now.advice.iter().filter(|a| !before.advice.contains(a)) {
+        log_warn!("host_fitness_advice", advice = a);
+    }
+    let rows: Vec<(String, bool)> = names
+        .iter()
+        .map(|p| (p.clone(), now.unfit.contains_key(p)))
+        .collect();
+    shared.metrics.set_fitness_held(&rows);
+    if now.unfit != before.unfit {
+        shared.tell_all(LoopMsg::Wake);
+    }
+    now
+}
+
+/// Reads the facts for `host` and `profiles` and applies them.
+pub fn check(shared: &Shared, host: &Host, profiles: &[ScalePolicy]) -> FitnessState {
+    apply(shared, &read_facts(host, profiles), profiles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::names;
+
+    #[test]
+    fn a_missing_tool_holds_its_profile_until_a_look_finds_it() {
+        let shared = Shared::new(std::env::temp_dir());
+        let mut p = ScalePolicy::new("linux", "octo", "0123abcd89ef4567");
+        p.tools = vec!["node".into()];
+        let profiles = vec![p, ScalePolicy::new("plain", "octo", "0123abcd89ef4567")];
+        let mut facts = Facts {
+            capacity: 1,
+            ..Facts::default()
+        };
+        facts.tools.insert(
+            "linux".into(),
+            ToolFacts {
+                tools: vec!["node".into()],
+                missing: vec!["node".into()],
+                path: "/bin".into(),
+            },
+        );
+        let s = apply(&shared, &facts, &profiles);
+        assert_eq!(s.unfit.keys().collect::<Vec<_>>(), ["linux"]);
+        assert_eq!(shared.fitness_reasons(), s.unfit);
+        let held = |p: &str| {
+            shared
+                .metrics
+                .value(names::FITNESS_STARTS_HELD, &[("profile", p)])
+        };
+        assert_eq!((held("linux"), held("plain")), (Some(1.0), Some(0.0)));
+        facts.tools.get_mut("linux").unwrap().missing.clear();
+        assert!(apply(&shared, &facts, &profiles).unfit.is_empty());
+        assert!(shared.fitness_reasons().is_empty());
+        assert_eq!(held("linux"), Some(0.0));
+    }
+
+    #[test]
+    fn memory_is_read_from_proc() {
+        assert!(memory_bytes().is_some_and(|m| m > 1 << 20));
+    }
+}

@@ -1,0 +1,266 @@
+//! Whether this host is fit to start runners: a pure judgement of the facts the
+//! daemon's fitness watch (and `doctor`) read, sorted as `doctor` sorts its checks.
+//! A **required** check failing stops starts (every profile, or the one it names)
+//! until a later look finds it passing; a **recommended** one is reported and never
+//! stops anything; **informational** lines are facts. A fact that could not be read
+//! never fails a check: not knowing is not evidence that the host is unfit.
+//!
+//! Required here: the tools a profile's jobs need, on the `PATH` its runners get;
+//! runner users when the host has a uid range (with none, no start could get an
+//! identity). Recommended: memory and cores against the host's capacity (capacity is
+//! the owner's explicit bound and a job's size is unknown, so it is advice).
+
+use std::collections::BTreeMap;
+
+/// How much a check matters: whether the daemon starts runners while it fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// The daemon starts no runner while it fails.
+    Required,
+    /// Reported; never stops a start.
+    Recommended,
+    /// A fact, for the reader.
+    Info,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Required => "required",
+            Class::Recommended => "recommended",
+            Class::Info => "info",
+        }
+    }
+}
+
+/// The memory a runner and a modest job take, under which `memory` advises.
+pub const MEMORY_PER_RUNNER: u64 = 2 << 30;
+
+/// One profile's required tools, as looked up on its runner's `PATH`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFacts {
+    /// Its `tools`, in order.
+    pub tools: Vec<String>,
+    /// Those not found.
+    pub missing: Vec<String>,
+    /// The `PATH` its runners get.
+    pub path: String,
+}
+
+/// What was read about the host. `None`: not known.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub capacity: u32,
+    /// Total memory (`MemTotal`).
+    pub memory_bytes: Option<u64>,
+    /// CPUs this process may run on.
+    pub cores: Option<u32>,
+    /// Users among the host's `runner_uids` (at least one is enough to start); `None`
+    /// when the host has no range.
+    pub runner_users: Option<u32>,
+    /// Per profile that names tools.
+    pub tools: BTreeMap<String, ToolFacts>,
+}
+
+/// One judged check: `doctor`'s line and the daemon's reason come from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// `memory`, `cores`, `runner-users`, `tools:<profile>`.
+    pub check: String,
+    pub class: Class,
+    pub ok: bool,
+    pub detail: String,
+    /// What to do; set when not ok.
+    pub hint: Option<String>,
+    /// The profile it stops, when it stops one only.
+    pub profile: Option<String>,
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+/// Every check the facts allow, in a stable order: memory, cores, runner users,
+/// then each profile's tools by name.
+pub fn findings(f: &Facts) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let line = |check: &str, class, ok, detail: String, hint: Option<&str>| Finding {
+        check: check.into(),
+        class,
+        ok,
+        detail,
+        hint: if ok { None } else { hint.map(String::from) },
+        profile: None,
+    };
+    if let Some(m) = f.memory_bytes {
+        let want = MEMORY_PER_RUNNER.saturating_mul(f.capacity as u64);
+        out.push(line(
+            "memory",
+            Class::Recommended,
+            m >= want,
+            format!(
+                "{} for capacity {}: {} per runner is advised",
+                gib(m),
+                f.capacity,
+                gib(MEMORY_PER_RUNNER)
+            ),
+            Some("lower it with host set capacity=N, or give the host more memory"),
+        ));
+    }
+    if let Some(c) = f.cores {
+        out.push(line(
+            "cores",
+            Class::Recommended,
+            f.capacity <= c,
+            format!("{c} CPUs for capacity {}", f.capacity),
+            Some("more runners than CPUs make every job slower: host set capacity=N"),
+        ));
+    }
+    if let Some(n) = f.runner_users {
+        out.push(line(
+            "runner-users",
+            Class::Required,
+            n > 0,
+            if n > 0 {
+                format!("{n} runner users in runner_uids")
+            } else {
+                "none of the uids of runner_uids has a passwd entry: no runner can get an \
+                 identity"
+                    .to_string()
+            },
+            Some("create them: packaging/install.sh --runner-users START-END --users-only"),
+        ));
+    }
+    for (profile, t) in &f.tools {
+        let ok = t.missing.is_empty();
+        let detail = if ok {
+            format!(
+                "{} found on the runner's PATH {}",
+                t.tools.join(", "),
+                t.path
+            )
+        } else {
+            format!(
+                "not on the runner's PATH {}: {}",
+                t.path,
+                t.missing.join(", ")
+            )
+        };
+        out.push(Finding {
+            profile: Some(profile.clone()),
+            ..line(
+                &format!("tools:{profile}"),
+                Class::Required,
+                ok,
+                detail,
+                Some(
+                    "install them there, or set env.PATH on the host or the profile to \
+                     directories that hold them",
+                ),
+            )
+        });
+    }
+    out
+}
+
+/// The daemon's judgement: each profile that may not start, with the first required
+/// check it fails (host-wide checks before its own). `profiles` are every profile's
+/// names; a profile not in the result is fit.
+pub fn unfit(f: &Facts, profiles: &[String]) -> BTreeMap<String, String> {
+    let failed: Vec<Finding> = findings(f)
+        .into_iter()
+        .filter(|x| x.class == Class::Required && !x.ok)
+        .collect();
+    let mut out = BTreeMap::new();
+    for p in profiles {
+        if let Some(x) = failed
+            .iter()
+            .find(|x| x.profile.is_none() || x.profile.as_deref() == Some(p))
+        {
+            out.insert(
+                p.clone(),
+                format!("required check {}: {}", x.check, x.detail),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn names(ps: &[&str]) -> Vec<String> {
+        ps.iter().map(|p| p.to_string()).collect()
+    }
+
+    fn tools(missing: &[&str]) -> ToolFacts {
+        ToolFacts {
+            tools: names(&["git", "node"]),
+            missing: names(missing),
+            path: "/usr/bin:/bin".into(),
+        }
+    }
+
+    #[test]
+    fn a_missing_tool_stops_its_profile_only_and_says_which() {
+        let mut f = Facts {
+            capacity: 2,
+            ..Facts::default()
+        };
+        f.tools.insert("linux".into(), tools(&["node"]));
+        f.tools.insert("other".into(), tools(&[]));
+        let u = unfit(&f, &names(&["linux", "other", "plain"]));
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert_eq!(
+            u["linux"],
+            "required check tools:linux: not on the runner's PATH /usr/bin:/bin: node"
+        );
+        f.tools.insert("linux".into(), tools(&[]));
+        assert!(unfit(&f, &names(&["linux", "other"])).is_empty());
+    }
+
+    #[test]
+    fn no_runner_users_stop_every_profile_before_their_own_checks() {
+        let mut f = Facts {
+            capacity: 2,
+            runner_users: Some(0),
+            ..Facts::default()
+        };
+        f.tools.insert("linux".into(), tools(&["git"]));
+        let u = unfit(&f, &names(&["linux", "plain"]));
+        assert!(
+            u["linux"].starts_with("required check runner-users: none"),
+            "{u:?}"
+        );
+        assert_eq!(u["linux"], u["plain"]);
+        f.runner_users = Some(3);
+        assert_eq!(unfit(&f, &names(&["plain"])).len(), 0);
+    }
+
+    #[test]
+    fn memory_and_cores_advise_and_never_stop_and_unknown_facts_say_nothing() {
+        let f = Facts {
+            capacity: 8,
+            memory_bytes: Some(4 * GIB),
+            cores: Some(2),
+            ..Facts::default()
+        };
+        let all = findings(&f);
+        let by = |c: &str| all.iter().find(|x| x.check == c).unwrap();
+        assert!(!by("memory").ok && by("memory").class == Class::Recommended);
+        assert!(by("memory").detail.contains("4.0 GiB for capacity 8"));
+        assert!(!by("cores").ok && by("cores").hint.is_some());
+        assert!(unfit(&f, &names(&["linux"])).is_empty());
+        let fine = Facts {
+            capacity: 2,
+            memory_bytes: Some(4 * GIB),
+            cores: Some(2),
+            ..Facts::default()
+        };
+        assert!(findings(&fine).iter().all(|x| x.ok && x.hint.is_none()));
+        assert!(findings(&Facts::default()).is_empty());
+    }
+}

@@ -1,0 +1,173 @@
+//! The fitness gate and the runner's environment (issues 21 and 22): a profile whose
+//! required tool is not on its runners' `PATH` starts nothing, says why in `status`
+//! and a metric, and starts once a later look finds the tool; the host's and the
+//! profile's variables reach the runner, the profile's winning.
+
+use super::metrics::{get, metrics_addr_in};
+use super::support::{ProfileSpec, SETTLE, World, wait_until};
+use runner_manager::sim::JobStatus;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+const JIT: &str = "/repos/{owner}/{repo}/actions/runners/generate-jitconfig";
+const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
+const TOOL: &str = "rm-fitness-probe-tool";
+
+fn limiting(w: &World, profile: &str) -> String {
+    w.status_json()["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == profile)
+        .map(|p| p["limiting"].as_str().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+fn requests(w: &World, endpoint: &str) -> usize {
+    w.log().iter().filter(|e| e.endpoint == endpoint).count()
+}
+
+/// `runner_manager_fitness_starts_held{profile="..."}` as `/metrics` serves it.
+fn held_gauge(addr: &str, profile: &str) -> Option<f64> {
+    let (status, text) = get(addr, "/metrics");
+    assert_eq!(status, 200, "{text}");
+    let series = format!("runner_manager_fitness_starts_held{{profile=\"{profile}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+#[test]
+fn a_missing_required_tool_starts_nothing_and_says_why_until_the_tool_appears() {
+    let mut w = World::new("fitness-tools", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "t", &["linux"]).max(1));
+    let tools_dir = w.dir.join("runner-tools");
+    std::fs::create_dir_all(&tools_dir).unwrap();
+    let path = format!("{}:/usr/bin:/bin", tools_dir.display());
+    w.cli_ok(&[
+        "profile",
+        "set",
+        "linux",
+        &format!("tools={TOOL},sh"),
+        &format!("env.PATH={path}"),
+    ]);
+    // doctor sees what the daemon will: the runner's PATH, not its own.
+    let doctor = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL tools:linux") && l.contains(TOOL)),
+        "{text}"
+    );
+    assert!(
+        text.find("required (").unwrap() < text.find("FAIL tools:linux").unwrap(),
+        "{text}"
+    );
+
+    // doctor's target check asks for a JIT config of its own (and removes it).
+    let jit_before = requests(&w, JIT);
+    w.start_daemon_with(&["--metrics-listen", "127.0.0.1:0", "--fitness-every", "1"]);
+    let addr = metrics_addr_in(&w.daemon_log_path(1));
+    w.enqueue("acme/app", "needs-the-tool", &["linux"], 200);
+    wait_until(
+        SETTLE,
+        "status to show the missing tool limiting linux",
+        || limiting(&w, "linux").contains("required check tools:linux"),
+    );
+    let why = limiting(&w, "linux");
+    assert!(
+        why.contains(TOOL) && why.contains(&path) && !why.contains(", sh"),
+        "{why}"
+    );
+    let reads = requests(&w, RUNS);
+    wait_until(SETTLE, "two more queue reads while unfit", || {
+        requests(&w, RUNS) >= reads + 2
+    });
+    assert_eq!(
+        requests(&w, JIT),
+        jit_before,
+        "a runner was asked for on an unfit host"
+    );
+    assert!(w.attempts().is_empty(), "{:?}", w.attempts());
+    assert_eq!(held_gauge(&addr, "linux"), Some(1.0));
+    let text = w.cli_ok(&["status"]);
+    assert!(text.contains("tools:linux"), "{text}");
+
+    // The tool appears on the runner's PATH: the next look finds it, and the job runs.
+    let tool = tools_dir.join(TOOL);
+    std::fs::write(&tool, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wait_until(SETTLE, "the job to complete once the tool exists", || {
+        w.all_completed(&["acme/app"])
+    });
+    assert_eq!(held_gauge(&addr, "linux"), Some(0.0));
+    assert!(requests(&w, JIT) > jit_before);
+    assert!(w.daemon_logs().contains("starts_resumed_fit"));
+    w.wait_settled(&["acme/app"]);
+    w.stop_daemon();
+    w.check_invariants(&["acme/app"]);
+}
+
+#[test]
+fn the_runner_gets_the_hosts_and_the_profiles_variables_the_profiles_winning() {
+    let mut w = World::new("fitness-env", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "t", &["linux"]).max(1));
+    w.cli_ok(&[
+        "host",
+        "set",
+        "env.RM_HOST_ONLY=from host",
+        "env.RM_BOTH=host",
+    ]);
+    w.cli_ok(&[
+        "profile",
+        "set",
+        "linux",
+        "env.RM_BOTH=profile",
+        "env.RM_PROFILE_ONLY=p",
+    ]);
+    let show = w.cli_ok(&["profile", "show", "linux"]);
+    assert!(show.contains("RM_BOTH=profile,RM_PROFILE_ONLY=p"), "{show}");
+    // Refused: the runner's own names, and nothing is written.
+    let before = w.cli_ok(&["--json", "profile", "show", "linux"]);
+    let bad = w.cli(&["profile", "set", "linux", "env.GITHUB_TOKEN=x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("env.GITHUB_TOKEN"));
+    assert_eq!(w.cli_ok(&["--json", "profile", "show", "linux"]), before);
+
+    w.start_daemon();
+    let id = w.sim.enqueue_script_job(
+        "acme/app",
+        "env",
+        &["self-hosted", "linux"],
+        "env | grep '^RM_' | sort",
+    );
+    let mut job = None;
+    wait_until(
+        Duration::from_secs(60),
+        "the script job to complete",
+        || {
+            job = w
+                .sim
+                .jobs()
+                .into_iter()
+                .find(|j| j.id == id && j.status == JobStatus::Completed);
+            job.is_some()
+        },
+    );
+    let out = job.unwrap().output.unwrap_or_default();
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    assert_eq!(
+        lines,
+        [
+            "RM_BOTH=profile",
+            "RM_HOST_ONLY=from host",
+            "RM_PROFILE_ONLY=p"
+        ],
+        "{out}"
+    );
+    w.wait_settled(&["acme/app"]);
+    w.stop_daemon();
+    w.check_invariants(&["acme/app"]);
+}
