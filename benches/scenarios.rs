@@ -1032,6 +1032,10 @@ struct Spend {
     /// the queue, the runner list, the guard's facts).
     units: u64,
     poll_units: u64,
+    /// Of the GETs, those that only look for work: every read but each run's first
+    /// jobs list (without which no job's labels are known, so it is part of what
+    /// serving the job costs, like its JIT config).
+    looking_units: u64,
     /// Time with jobs queued, no runner registered, and no units left.
     dry_ms: i64,
     wall_ms: i64,
@@ -1046,6 +1050,21 @@ impl Spend {
     fn poll_share(&self) -> f64 {
         100.0 * self.poll_units as f64 / self.units.max(1) as f64
     }
+
+    fn looking_share(&self) -> f64 {
+        100.0 * self.looking_units as f64 / self.units.max(1) as f64
+    }
+}
+
+/// The counted GETs of `spent` less each run's first jobs list (see
+/// [`Spend::looking_units`]).
+fn looking_units(spent: &[&runner_manager::sim::LogEntry]) -> u64 {
+    let mut first = std::collections::BTreeSet::new();
+    spent
+        .iter()
+        .filter(|e| e.method == "GET")
+        .filter(|e| !(e.endpoint.ends_with("/jobs") && first.insert(e.path.clone())))
+        .count() as u64
 }
 
 /// `n` jobs queued at once drained by the daemon with `max` runners, SIGKILLed and
@@ -1114,6 +1133,7 @@ fn drain(
         served,
         units: spent.len() as u64,
         poll_units: spent.iter().filter(|e| e.method == "GET").count() as u64,
+        looking_units: looking_units(&spent),
         dry_ms,
         wall_ms: now_millis() - t0,
         kills: killed,
@@ -1151,6 +1171,7 @@ fn drain_naive(cfg: Cfg, n: usize, job_ms: u64, max: u32, deadline: Duration) ->
         served,
         units: spent.len() as u64,
         poll_units: spent.iter().filter(|e| e.method == "GET").count() as u64,
+        looking_units: looking_units(&spent),
         dry_ms: 0,
         wall_ms: now_millis() - t0,
         kills: 0,
@@ -1186,12 +1207,13 @@ fn budget(cfg: Cfg) -> Result<Vec<Row>, String> {
         (format!("{dry_n} queued, max 8, 500 units an hour"), &dry),
     ] {
         println!(
-            "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job), {:.0}% on reads; {:.2} min run dry",
+            "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job), {:.0}% on reads, {:.0}% polling (reads less each run's first); {:.2} min run dry",
             s.served,
             s.wall_ms as f64 / 1000.0,
             s.units,
             s.per_job(),
             s.poll_share(),
+            s.looking_share(),
             s.dry_ms as f64 / 60_000.0
         );
     }
@@ -1236,5 +1258,13 @@ fn budget(cfg: Cfg) -> Result<Vec<Row>, String> {
             "%",
         )
         .ours(dry.poll_share()),
+        Row::new(
+            &scn,
+            &format!(
+                "{dry_n} queued on 500 units/h: units spent polling (reads less each run's first)"
+            ),
+            "%",
+        )
+        .ours(dry.looking_share()),
     ])
 }
