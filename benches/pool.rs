@@ -16,6 +16,11 @@
 #[allow(dead_code)]
 #[path = "../tests/pool/support.rs"]
 mod support;
+#[path = "support/proc.rs"]
+#[allow(dead_code)]
+mod proc;
+#[path = "support/stats.rs"]
+mod stats;
 
 use runner_manager::coordinator::placement::{Action, CoordTarget, Placement, PlacementConfig};
 use runner_manager::coordinator::protocol::{
@@ -414,6 +419,10 @@ fn return_run(hosts: usize, away: Duration, jobs: usize) -> ReturnFigures {
 fn main() {
     let small = std::env::args().any(|a| a == "--small");
     let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
+    if std::env::args().any(|a| a == "endurance") {
+        endurance(if small { (600, 200, 150) } else { (5_000, 1_000, 700) });
+        return;
+    }
     if !std::env::args().any(|a| a == "return") {
         placement_and_real_runs(small, hosts, jobs);
     }
@@ -514,4 +523,137 @@ fn coordinator_return(small: bool, hosts: usize, jobs: usize) {
         r.runners as f64 / r.jobs as f64,
         r.runners as i64 - r.jobs as i64,
     );
+}
+
+/// (d) Issue 18, item 6: three hosts and the coordinator through `jobs` jobs of 100 ms,
+/// at most 48 outstanding, the coordinator SIGKILLed and started again every 1,000
+/// jobs served and a host SIGKILLed and started again every 700 (each in turn; with
+/// `--small`, 600 jobs, every 200 and 150). Every
+/// 250 jobs it samples the coordinator's RSS and its store (file and WAL). At the end:
+/// runners started against jobs (surplus), jobs not served (lost), and the slopes of
+/// RSS within each coordinator life and of the store across the run, per 1,000 jobs.
+fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
+    const OUTSTANDING: usize = 48;
+    const SAMPLE_EVERY: usize = 250;
+    println!(
+        "\n== coordinator endurance: 3 daemons (max 8 each), {jobs} jobs of 100 ms, the \
+         coordinator SIGKILLed every {coord_every} jobs and a host every {host_every}"
+    );
+    let mut pool = Pool::new("bench-e", 3, 8, true);
+    pool.start_coordinator();
+    for h in &mut pool.hosts {
+        h.start();
+    }
+    wait_until(Duration::from_secs(60), "every host is coordinated", || {
+        pool.hosts.iter().all(|h| h.mode() == "coordinated" && h.judged())
+    });
+    let t0 = Instant::now();
+    let (mut queued, mut archived, mut life) = (0usize, 0usize, 0usize);
+    let (mut coord_kills, mut host_kills) = (0usize, 0usize);
+    let mut next_sample = 0usize;
+    // (coordinator life, jobs served, RSS KiB, store bytes)
+    let mut samples: Vec<(usize, usize, u64, u64)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(120 + jobs as u64 / 4);
+    let served = |pool: &Pool, archived: usize| {
+        archived
+            + pool
+                .sim
+                .jobs()
+                .iter()
+                .filter(|j| j.status == runner_manager::sim::JobStatus::Completed)
+                .count()
+    };
+    loop {
+        archived += pool
+            .sim
+            .archive_completed(now_millis() - 10_000)
+            .len();
+        let done = served(&pool, archived);
+        while queued < jobs && queued - done < OUTSTANDING {
+            pool.sim.enqueue_job(
+                support::REPO,
+                &format!("endure-{queued}"),
+                &["self-hosted", "linux"],
+                100,
+            );
+            queued += 1;
+        }
+        if done >= next_sample {
+            let rss = pool
+                .coordinator_pid()
+                .and_then(|p| proc::usage(p as i32))
+                .map_or(0, |u| u.rss_kb);
+            samples.push((life, done, rss, dir_bytes(&pool.coord_dir)));
+            next_sample += SAMPLE_EVERY;
+        }
+        if done >= (coord_kills + 1) * coord_every && done < jobs {
+            pool.kill_coordinator();
+            pool.start_coordinator();
+            coord_kills += 1;
+            life += 1;
+        }
+        if done >= (host_kills + 1) * host_every && done < jobs {
+            let h = &mut pool.hosts[host_kills % 3];
+            h.kill();
+            h.start();
+            host_kills += 1;
+        }
+        if done >= jobs {
+            break;
+        }
+        if Instant::now() >= deadline {
+            println!("deadline reached with {done} of {jobs} served");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let wall = t0.elapsed();
+    let done = served(&pool, archived);
+    wait_until(Duration::from_secs(90), "every registration is gone", || {
+        pool.sim.runners().is_empty()
+    });
+    let runners = pool.runners_started();
+    println!("{:>6} {:>8} {:>10} {:>12}", "life", "served", "RSS KiB", "store bytes");
+    for (l, n, rss, store) in &samples {
+        println!("{l:>6} {n:>8} {rss:>10} {store:>12}");
+    }
+    let per_k = |v: Option<f64>| v.map_or("-".into(), |s| format!("{:+.1}", s * 1_000.0));
+    let rss_within = stats::slope_within(
+        &samples
+            .iter()
+            .map(|s| (s.0, s.1 as f64, s.2 as f64))
+            .collect::<Vec<_>>(),
+    );
+    let store_across = stats::slope(
+        &samples
+            .iter()
+            .map(|s| (s.1 as f64, s.3 as f64))
+            .collect::<Vec<_>>(),
+    );
+    println!(
+        "endurance: {done} of {jobs} jobs served in {wall:.1?} ({} lost), {runners} runners \
+         started (surplus {}), {coord_kills} coordinator and {host_kills} host SIGKILLs; \
+         coordinator RSS {} KiB per 1,000 jobs within a life, store {} bytes per 1,000 jobs",
+        jobs - done.min(jobs),
+        runners as i64 - done as i64,
+        per_k(rss_within),
+        per_k(store_across),
+    );
+    for h in &mut pool.hosts {
+        h.stop();
+    }
+    pool.stop_coordinator();
+}
+
+/// The bytes of the files directly in `dir` (the store, its WAL, logs).
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|it| {
+            it.filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }

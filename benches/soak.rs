@@ -52,6 +52,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::promises::{self, Check};
+use support::stats;
 
 struct Config {
     name: &'static str,
@@ -432,38 +433,19 @@ struct Archived {
     runner_name: Option<String>,
 }
 
-/// Moves the jobs (and their one-job runs) completed more than [`ARCHIVE_AFTER_MS`]
-/// ago out of the simulated GitHub into `archive`. The sim lists runs by scanning
-/// every run and, for each, every job (quadratic in the jobs ever queued), under the
-/// lock every request takes; at 20,000 jobs that would be the sim's time, not the
-/// daemon's. GitHub answers `status=queued` from an index, so a sim that holds only
-/// the recent runs is the closer model.
+/// Moves the jobs completed more than [`ARCHIVE_AFTER_MS`] ago out of the simulated
+/// GitHub into `archive` (see `SimHandle::archive_completed`).
 fn archive_completed(sim: &SimHandle, archive: &mut Vec<Archived>) {
-    let now = runner_manager::timefmt::now_millis();
-    sim.with_state(|s| {
-        let done: Vec<u64> = s
-            .jobs
-            .values()
-            .filter(|j| {
-                j.status == JobStatus::Completed
-                    && j.completed_at
-                        .is_some_and(|at| at + ARCHIVE_AFTER_MS <= now)
-            })
-            .map(|j| j.id)
-            .collect();
-        for id in done {
-            if let Some(j) = s.jobs.remove(&id) {
-                if !s.jobs.values().any(|o| o.run_id == j.run_id) {
-                    s.runs.remove(&j.run_id);
-                }
-                archive.push(Archived {
-                    id: j.id,
-                    name: j.name,
-                    runner_name: j.runner_name,
-                });
-            }
-        }
-    });
+    let before = runner_manager::timefmt::now_millis() - ARCHIVE_AFTER_MS;
+    archive.extend(
+        sim.archive_completed(before)
+            .into_iter()
+            .map(|j| Archived {
+                id: j.id,
+                name: j.name,
+                runner_name: j.runner_name,
+            }),
+    );
 }
 
 fn completed_jobs(sim: &SimHandle, archived: usize) -> usize {
@@ -761,12 +743,12 @@ fn print_slopes(samples: &[Sample]) {
             .collect();
         let mean = all.iter().map(|p| p.1).sum::<f64>() / all.len().max(1) as f64;
         let max = all.iter().map(|p| p.1).fold(0.0, f64::max);
-        let across = slope(&all);
+        let across = stats::slope(&all);
         let lives: Vec<(usize, f64, f64)> = warm
             .iter()
             .map(|s| (s.life, s.jobs as f64 / 1000.0, f(s)))
             .collect();
-        let within = slope_within(&lives);
+        let within = stats::slope_within(&lives);
         let pct = |s: Option<f64>| s.map(|s| s * 10.0 / mean * 100.0);
         let judged = if *process { within } else { across };
         let verdict = match pct(judged) {
@@ -799,37 +781,6 @@ fn num(v: Option<f64>) -> String {
 fn pct_s(v: Option<f64>) -> String {
     v.filter(|p| p.is_finite())
         .map_or("-".into(), |p| format!("{p:+.2}%"))
-}
-
-/// The least-squares slope of y on x; None with fewer than two distinct x.
-fn slope(points: &[(f64, f64)]) -> Option<f64> {
-    let n = points.len() as f64;
-    if points.len() < 2 {
-        return None;
-    }
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    (sxx > 0.0).then(|| sxy / sxx)
-}
-
-/// One slope shared by every life (life, x, y), each life with its own intercept: the
-/// least-squares slope of the deviations from each life's own means.
-fn slope_within(points: &[(usize, f64, f64)]) -> Option<f64> {
-    let mut lives: BTreeMap<usize, Vec<(f64, f64)>> = BTreeMap::new();
-    for (l, x, y) in points {
-        lives.entry(*l).or_default().push((*x, *y));
-    }
-    let (mut sxx, mut sxy) = (0.0, 0.0);
-    for pts in lives.values() {
-        let n = pts.len() as f64;
-        let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-        let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-        sxx += pts.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>();
-        sxy += pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>();
-    }
-    (sxx > 0.0).then(|| sxy / sxx)
 }
 
 /// A plain-text chart of one figure against jobs: one column per sample, 10 rows

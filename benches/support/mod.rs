@@ -5,6 +5,7 @@
 
 pub mod baseline;
 pub mod proc;
+pub mod stats;
 pub mod promises;
 
 use runner_manager::demo::{World, WorldOptions};

@@ -10,7 +10,7 @@ use super::state::{
     AppState, InstallationState, JobState, LogEntry, RunnerState, Scope, SimConfig, State,
 };
 use crate::http_server::{Handler, Reply, Request, Server, Stopper};
-use crate::timefmt::now_millis;
+use crate::timefmt::{Millis, now_millis};
 
 /// The shared sim: state behind one mutex, a condvar runners' long polls wait on.
 pub struct Sim {
@@ -97,6 +97,36 @@ impl SimHandle {
     }
 
     /// Direct access for what the methods below do not cover.
+    /// Takes the jobs completed before `before` (unix ms), and the runs left with no
+    /// job, out of the simulated GitHub, and returns them. The sim lists runs by
+    /// scanning every run and, for each, every job, under the lock every request
+    /// takes: a long benchmark that keeps thousands of finished jobs would measure the
+    /// sim. GitHub answers `status=queued` from an index, so a sim holding only the
+    /// recent runs is the closer model.
+    pub fn archive_completed(&self, before: Millis) -> Vec<super::JobState> {
+        self.with_state(|s| {
+            let done: Vec<u64> = s
+                .jobs
+                .values()
+                .filter(|j| {
+                    j.status == super::JobStatus::Completed
+                        && j.completed_at.is_some_and(|at| at <= before)
+                })
+                .map(|j| j.id)
+                .collect();
+            let mut out = Vec::with_capacity(done.len());
+            for id in done {
+                if let Some(j) = s.jobs.remove(&id) {
+                    if !s.jobs.values().any(|o| o.run_id == j.run_id) {
+                        s.runs.remove(&j.run_id);
+                    }
+                    out.push(j);
+                }
+            }
+            out
+        })
+    }
+
     pub fn with_state<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let out = f(&mut self.sim.lock());
         self.sim.changed.notify_all();

@@ -143,6 +143,14 @@ impl Host {
         }
     }
 
+    /// SIGKILLs the daemon (its runners live on, as after a crash).
+    #[allow(dead_code)] // benches/pool.rs's endurance run
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            kill(&mut c, libc::SIGKILL);
+        }
+    }
+
     pub fn mode(&self) -> String {
         let v: serde_json::Value =
             serde_json::from_str(&run_ok(&self.dir, &["--json", "status"])).unwrap();
@@ -374,6 +382,12 @@ impl Pool {
     pub fn stop_coordinator(&mut self) -> Option<ExitStatus> {
         let mut c = self.coordinator.take()?;
         kill(&mut c, libc::SIGTERM)
+    }
+
+    /// The running coordinator's pid.
+    #[allow(dead_code)] // benches/pool.rs's endurance run
+    pub fn coordinator_pid(&self) -> Option<u32> {
+        self.coordinator.as_ref().map(Child::id)
     }
 
     pub fn kill_coordinator(&mut self) {
