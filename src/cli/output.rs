@@ -184,6 +184,7 @@ pub fn host_json(h: &Host) -> Value {
         "retention_secs": h.retention_secs,
         "logs_max_bytes": h.logs_max_bytes,
         "disk_reserve_bytes": h.disk_reserve_bytes,
+        "runner_version": h.runner_version.as_deref().unwrap_or("latest"),
     })
 }
 

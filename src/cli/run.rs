@@ -32,6 +32,10 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => 30,
         Some(v) => validate::seconds_in("--fallback-grace", v, 1, 86_400)?,
     };
+    let runner_check = match inv.value("--runner-check") {
+        None => crate::daemon::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
+        Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
+    };
     let metrics_listen = inv
         .value("--metrics-listen")
         .map(metrics_listen)
@@ -43,6 +47,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         drain_timeout: Duration::from_secs(drain_timeout),
         log_level,
         metrics_listen,
+        runner_check: Duration::from_secs(runner_check),
     };
     crate::daemon::run(opts).map_err(|e| match e {
         DaemonError::Store(s) => CliError::Store(s),

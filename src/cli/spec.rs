@@ -270,7 +270,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--runner-check DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -297,6 +297,11 @@ pub const COMMANDS: &[Command] = &[
                 "--fallback-grace",
                 "DURATION",
                 "How long the coordinator link may be down before this host reads its own demand again (default 30s)",
+            ),
+            opt(
+                "--runner-check",
+                "DURATION",
+                "How often to check for a new actions-runner release for the managed installs (default 6h; 0 never)",
             ),
         ],
     },

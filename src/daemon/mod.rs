@@ -14,6 +14,7 @@ mod pool_link;
 mod public_guard;
 mod rest_queue;
 pub mod retention;
+pub mod runner_update;
 mod scaleset_feed;
 mod shared;
 pub mod signals;
@@ -52,6 +53,9 @@ pub struct DaemonOptions {
     pub fallback_grace: Duration,
     /// Serve `/metrics` and `/healthz` here (loopback only).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// How often the managed runner installs are checked against the downloads API
+    /// (`runner_update`); zero never checks.
+    pub runner_check: Duration,
 }
 
 #[derive(Debug)]
@@ -118,6 +122,12 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     shared
         .pool
         .set_grace(opts.fallback_grace.as_millis() as Millis);
+    // `--once` is one pass: it does not wait for a release to download.
+    shared.runner_update.set_every(if opts.once {
+        0
+    } else {
+        opts.runner_check.as_millis() as Millis
+    });
     let mut contained = containment_key(&host);
     apply_containment(&shared, &store, &host, None)?;
     // The first passes, and the first scrape, know whether there is room to start

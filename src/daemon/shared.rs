@@ -57,6 +57,9 @@ pub struct Shared {
     pub disk: Mutex<super::disk_watch::DiskState>,
     /// Where `disk_watch` reads free space from (`statvfs`; a test's own).
     pub free_space: super::disk_watch::FreeSpace,
+    /// When the runner install is next checked, one check per host at a time
+    /// (`runner_update`).
+    pub runner_update: super::runner_update::UpdateBook,
 }
 
 impl Shared {
@@ -74,6 +77,9 @@ impl Shared {
             contain: Mutex::new(Arc::new(super::contain::Containment::none())),
             disk: Mutex::new(Default::default()),
             free_space: crate::doctor::free_bytes,
+            runner_update: super::runner_update::UpdateBook::new(
+                super::runner_update::DEFAULT_EVERY_MS,
+            ),
         }
     }
 

@@ -37,6 +37,10 @@ pub struct Host {
     /// no runners, and it starts them again above twice it (`reconcile::disk`); 0
     /// never holds starts.
     pub disk_reserve_bytes: u64,
+    /// The actions-runner version the daemon keeps its managed installs at
+    /// (`host set runner_version=2.330.0`); `None` is the newest the downloads API
+    /// lists (`runner_version=latest`).
+    pub runner_version: Option<String>,
 }
 
 /// Ended attempts, their samples and logs are kept this long unless `host set
@@ -138,6 +142,7 @@ mod tests {
             retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
+            runner_version: None,
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

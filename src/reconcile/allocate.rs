@@ -254,6 +254,7 @@ mod tests {
             retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
+            runner_version: None,
         }
     }
 

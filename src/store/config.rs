@@ -9,7 +9,7 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
         "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
          isolation, runner_uids, coordinator_ca_file, coordinator_insecure, retention_secs, \
-         logs_max_bytes, disk_reserve_bytes FROM host WHERE one = 1",
+         logs_max_bytes, disk_reserve_bytes, runner_version FROM host WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -30,6 +30,7 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 retention_secs: r.get::<_, i64>(12)?.max(1) as u64,
                 logs_max_bytes: r.get::<_, i64>(13)?.max(0) as u64,
                 disk_reserve_bytes: r.get::<_, i64>(14)?.max(0) as u64,
+                runner_version: r.get(15)?,
             })
         },
     )
@@ -56,6 +57,7 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         retention_secs: host::DEFAULT_RETENTION_SECS,
         logs_max_bytes: host::DEFAULT_LOGS_MAX_BYTES,
         disk_reserve_bytes: host::DEFAULT_DISK_RESERVE_BYTES,
+        runner_version: None,
     };
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
@@ -72,7 +74,7 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
          draining = ?4, isolation = ?5, runner_uids = ?6, coordinator_ca_file = ?7, \
          coordinator_insecure = ?8, retention_secs = ?9, logs_max_bytes = ?10, \
-         disk_reserve_bytes = ?11 WHERE one = 1",
+         disk_reserve_bytes = ?11, runner_version = ?12 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
@@ -88,7 +90,8 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
             h.coordinator_insecure,
             rows::sql_u64(h.retention_secs),
             rows::sql_u64(h.logs_max_bytes),
-            rows::sql_u64(h.disk_reserve_bytes)
+            rows::sql_u64(h.disk_reserve_bytes),
+            h.runner_version
         ],
     )?;
     if n == 0 {

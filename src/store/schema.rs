@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -293,6 +293,12 @@ ALTER TABLE target_status ADD COLUMN poll_every_ms INTEGER;
 /// under it the daemon starts no runners.
 pub const V12: &str = r#"
 ALTER TABLE host ADD COLUMN disk_reserve_bytes INTEGER NOT NULL DEFAULT 268435456;
+"#;
+
+/// Version 13: the runner version the daemon keeps its managed installs at (`host set
+/// runner_version=`); NULL is the newest the downloads API lists.
+pub const V13: &str = r#"
+ALTER TABLE host ADD COLUMN runner_version TEXT;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.
