@@ -17,6 +17,7 @@ mod daemon {
     mod meters;
     mod metrics;
     mod runner_faults;
+    mod runner_update;
     mod scaleset;
     mod signals;
     mod systemd;

@@ -500,11 +500,19 @@ mod tests {
         b.finished(t, true, true);
         assert_eq!(b.switched_at, t);
         assert_eq!(b.claim(t + 1), None);
-        assert_eq!(b.claim(t + GC_EVERY), Some(Job::Collect), "an old version left");
+        assert_eq!(
+            b.claim(t + GC_EVERY),
+            Some(Job::Collect),
+            "an old version left"
+        );
         b.finished(t + GC_EVERY, false, false);
         assert_eq!(b.claim(t + 2 * GC_EVERY), None, "none left");
         b.request();
-        assert_eq!(b.claim(t + 2 * GC_EVERY), Some(Job::Check), "asked for at once");
+        assert_eq!(
+            b.claim(t + 2 * GC_EVERY),
+            Some(Job::Check),
+            "asked for at once"
+        );
         let mut never = Book::default();
         assert_eq!(never.claim(10), None, "--runner-check 0");
     }
