@@ -262,3 +262,41 @@ fn a_runner_told_to_update_itself_makes_the_daemon_check_at_once() {
     assert!(updating.iter().all(|u| served_by.created_at > u.created_at));
     w.stop_daemon();
 }
+
+#[test]
+fn scale_set_runners_are_never_told_to_update_themselves() {
+    // The install stays behind the release (an operator's own, never switched), so
+    // only the scale set's `disableUpdate` keeps its runners from updating.
+    let mut w = World::new("update-ss", 2);
+    w.add_target("t", "acme/ss", true);
+    let store = w.store();
+    let host = store.host_or_create().unwrap();
+    let mut p = runner_manager::domain::ScalePolicy::new("ss-upd", "t", &host.id);
+    p.set_labels("--labels", &["ss-upd".to_string()], &host.os, &host.arch)
+        .unwrap();
+    p.max_capacity = 2;
+    p.idle_timeout_secs = 1;
+    p.runner_dir = Some(w.runner_dir.clone());
+    p.demand = runner_manager::domain::DemandSource::Scaleset;
+    store.add_profile(&p).unwrap();
+    w.sim.publish_runner_release(NEW);
+    w.start_daemon();
+    wait_until(SETTLE, "the scale set session", || {
+        w.sim
+            .scale_sets()
+            .iter()
+            .any(|s| s.1 == "ss-upd" && s.4 && w.sim.scaleset_sessions(s.0) == 1)
+    });
+    for i in 0..3 {
+        w.sim
+            .enqueue_job("acme/ss", &format!("j{i}"), &["ss-upd"], 200);
+    }
+    w.wait_settled(&["acme/ss"]);
+    w.check_invariants(&["acme/ss"]);
+    assert!(
+        w.sim.self_updates().is_empty(),
+        "{:?}",
+        w.sim.self_updates()
+    );
+    w.stop_daemon();
+}
