@@ -236,6 +236,21 @@ pub fn note_attempt(shared: &Shared, a: &Attempt) {
     }
 }
 
+/// What a pin below the newest release costs: GitHub tells a REST (JIT) runner older
+/// than the newest to update itself (its registration cannot refuse), so each one
+/// exits to update instead of taking its job. Scale set runners are registered with
+/// updates disabled.
+pub fn pin_warning(pin: Option<&str>, newest: &str, rest_profiles: bool) -> Option<String> {
+    let pin = pin?;
+    (rest_profiles && install::compare_versions(pin, newest).is_lt()).then(|| {
+        format!(
+            "runner_version {pin} is older than the newest release, {newest}: GitHub tells \
+             REST (JIT) runners that old to update themselves, so they exit instead of \
+             taking jobs; pin only scale set profiles' hosts, or set runner_version=latest"
+        )
+    })
+}
+
 /// Whether an open attempt without a complete root keeps every old version: only one
 /// made before the last switch (its start may have resolved the old install).
 pub fn root_unknown(live: bool, has_root: bool, created_at: Millis, switched_at: Millis) -> bool {
@@ -353,6 +368,14 @@ fn check(
         .map_err(|e| e.to_string())?
         .runner_version;
     let mut problems = Vec::new();
+    let rest = store
+        .profiles()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .any(|p| p.demand != crate::domain::DemandSource::Scaleset);
+    if let Some(w) = pin_warning(pin.as_deref(), &newest.version, rest) {
+        problems.push(w);
+    }
     for (path, kind) in paths {
         if let Err(e) = keep_current(
             shared,
@@ -544,6 +567,17 @@ mod tests {
         )
         .unwrap();
         assert!(!prompts_check(&a));
+    }
+
+    #[test]
+    fn a_pin_below_the_newest_warns_for_rest_runners() {
+        assert!(pin_warning(Some("2.330.0"), "2.336.0", true).is_some());
+        assert!(
+            pin_warning(Some("2.330.0"), "2.336.0", false).is_none(),
+            "scale sets only"
+        );
+        assert!(pin_warning(Some("2.336.0"), "2.336.0", true).is_none());
+        assert!(pin_warning(None, "2.336.0", true).is_none());
     }
 
     #[test]

@@ -300,3 +300,43 @@ fn scale_set_runners_are_never_told_to_update_themselves() {
     );
     w.stop_daemon();
 }
+
+#[test]
+fn a_pinned_version_is_switched_to_and_unpinning_returns_to_the_newest() {
+    let mut w = World::new("update-pinned", 1);
+    w.add_target("t", REPO, true);
+    w.sim
+        .with_state(|st| st.runner_binary = Some(PathBuf::from(BIN)));
+    w.cli_ok(&["runner", "install", "--target", "t"]);
+    let install = w.dir.join("runner");
+    w.runner_dir = install.clone();
+    w.add_profile(ProfileSpec::new("p", "t", &["pin"]).max(1));
+    w.cli_ok(&["host", "set", "runner_version=2.330.0"]);
+    w.start_daemon_with(&["--runner-check", "1s"]);
+    let pinned = managed::versions_dir(&w.dir).join("2.330.0");
+    let newest = managed::versions_dir(&w.dir).join(OLD);
+    wait_until(SETTLE, "the pinned version in use, the other gone", || {
+        link_of(&install).as_deref() == Some(pinned.as_path()) && !newest.exists()
+    });
+    // GitHub would tell REST runners that old to update themselves: status says so.
+    wait_until(SETTLE, "the pin's warning", || {
+        w.status_json()["runner"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("older than the newest release"))
+    });
+    w.cli_ok(&["host", "set", "runner_version=latest"]);
+    wait_until(SETTLE, "back on the newest", || {
+        link_of(&install).as_deref() == Some(newest.as_path()) && !pinned.exists()
+    });
+    w.stop_daemon();
+    // `runner install` on a managed link fetches beside the others and switches it.
+    w.cli_ok(&["runner", "install", "--target", "t", "--version", "2.331.0"]);
+    assert_eq!(
+        link_of(&install),
+        Some(managed::versions_dir(&w.dir).join("2.331.0"))
+    );
+    assert!(
+        newest.join("bin/Runner.Listener").is_file(),
+        "the other stays"
+    );
+}
