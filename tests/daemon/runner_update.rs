@@ -67,6 +67,7 @@ fn a_release_mid_stream_is_switched_to_without_losing_a_job_or_touching_a_live_r
             "a root links outside the old version: {links:?}"
         );
     }
+    let published_at = now_millis();
     w.sim.publish_runner_release(NEW);
     for i in 0..9 {
         w.enqueue(REPO, &format!("after-{i}"), &["upd"], 1_000);
@@ -112,6 +113,10 @@ fn a_release_mid_stream_is_switched_to_without_losing_a_job_or_touching_a_live_r
         "no runner busy at the release was still live after the switch: the test shows nothing"
     );
     let switched_at = switched_at.expect("the install was switched to the new release");
+    println!(
+        "release published to install switched: {} ms (--runner-check 1s)",
+        switched_at - published_at
+    );
 
     // The old version goes once no root links into it.
     wait_until(SETTLE, "the old install removed", || !old_dir.exists());
@@ -157,6 +162,21 @@ fn a_release_mid_stream_is_switched_to_without_losing_a_job_or_touching_a_live_r
         assert!(line.is_some(), "no {event} in the daemon's log");
         println!("{}", line.unwrap_or_default());
     }
+    // The checks cost nothing while nothing changed: every downloads read but
+    // `runner install`'s, the daemon's first and the one that saw the new release was
+    // a 304, which spends no unit.
+    let reads: Vec<_> = w
+        .log()
+        .into_iter()
+        .filter(|e| e.endpoint.ends_with("/actions/runners/downloads"))
+        .collect();
+    let counted = reads.iter().filter(|e| e.counted).count();
+    let not_modified = reads.iter().filter(|e| e.status == 304).count();
+    println!(
+        "downloads reads: {} ({not_modified} answered 304, {counted} spent a unit)",
+        reads.len()
+    );
+    assert!(counted <= 3, "{counted} downloads reads spent a unit");
     // status shows the version in use and the newest seen.
     let st = w.status_json();
     assert_eq!(st["runner"]["in_use"], serde_json::json!([NEW]), "{st}");
