@@ -132,7 +132,7 @@ pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
         );
     }
     if linked {
-        let (vdir, _) = install::managed::fetch(&release, state_dir)
+        let (vdir, _) = install::managed::fetch(&release, state_dir, &mut ())
             .map_err(|e| CliError::Failed(e.to_string()))?;
         install::managed::switch(&dir, &vdir).map_err(|e| CliError::Failed(e.to_string()))?;
         report(&mut out, "installed", release.sha256.as_deref());

@@ -428,7 +428,8 @@ fn keep_current(
     };
     let (os, arch) = install::platform().ok_or("GitHub builds no runner for this machine")?;
     let release = install::choose(downloads, os, arch, Some(&want)).map_err(|e| e.to_string())?;
-    let (dir, fetched) = managed::fetch(&release, &shared.state_dir).map_err(|e| e.to_string())?;
+    let (dir, fetched) = managed::fetch(&release, &shared.state_dir, &mut Stopping(shared))
+        .map_err(|e| e.to_string())?;
     if fetched {
         log_info!(
             "runner_release_fetched",
@@ -445,6 +446,17 @@ fn keep_current(
     );
     out.switched.push((path.to_path_buf(), want));
     Ok(())
+}
+
+/// Gives a download up when the daemon stops (SIGTERM must not wait for a release).
+struct Stopping<'a>(&'a Shared);
+
+impl install::Progress for Stopping<'_> {
+    fn update(&mut self, _: u64, _: Option<u64>) {}
+    fn finish(&mut self) {}
+    fn cancelled(&self) -> bool {
+        self.0.stopping()
+    }
 }
 
 /// Removes the versions no managed path and no open attempt's root uses; says

@@ -87,8 +87,12 @@ pub fn is_complete(dir: &Path) -> bool {
 
 /// Makes sure `runners/<release.version>` holds the release: downloaded beside the
 /// others, its SHA-256 checked when published, unpacked whole (or not at all).
-/// Returns the directory and whether it was fetched now.
-pub fn fetch(release: &Release, state_dir: &Path) -> Result<(PathBuf, bool), InstallError> {
+/// Returns the directory and whether it was fetched now. `progress` may cancel it.
+pub fn fetch(
+    release: &Release,
+    state_dir: &Path,
+    progress: &mut dyn super::Progress,
+) -> Result<(PathBuf, bool), InstallError> {
     if !super::versions::is_version(&release.version) {
         return Err(InstallError::NoRelease(format!(
             "{:?} is not a runner version",
@@ -101,7 +105,7 @@ pub fn fetch(release: &Release, state_dir: &Path) -> Result<(PathBuf, bool), Ins
         return Ok((dir, false));
     }
     let tarball = vd.join(format!("{}.download", release.version));
-    download(&release.url, &tarball, release.sha256.as_deref(), &mut ())?;
+    download(&release.url, &tarball, release.sha256.as_deref(), progress)?;
     let result = install_tarball(&tarball, &dir);
     let _ = std::fs::remove_file(&tarball);
     result.map(|()| (dir, true))
