@@ -481,8 +481,15 @@ fn collect(shared: &Shared, store: &dyn Store, out: &mut Outcome) -> Result<bool
     {
         keep.insert(pin);
     }
+    // Roots link to resolved paths (`runner::root` canonicalizes the install): compare
+    // with resolved ones.
     let vd = managed::versions_dir(&shared.state_dir);
-    let path_refs: Vec<&Path> = paths.iter().map(|(p, _)| p.as_path()).collect();
+    let vd = std::fs::canonicalize(&vd).unwrap_or(vd);
+    let resolved: Vec<PathBuf> = paths
+        .iter()
+        .map(|(p, _)| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+        .collect();
+    let path_refs: Vec<&Path> = resolved.iter().map(PathBuf::as_path).collect();
     let switched_at = shared.runner_update.switched_at();
     // Read under the allocation lock: no intent is recorded while the roots are read.
     let _guard = shared.alloc_lock.lock().unwrap_or_else(|p| p.into_inner());

@@ -43,20 +43,25 @@ pub fn kind(path: &Path, state_dir: &Path) -> io::Result<Kind> {
         Err(e) => return Err(e),
     };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(path)?;
-        let vd = versions_dir(state_dir);
-        return Ok(match target.strip_prefix(&vd) {
-            Ok(rest) if rest.components().count() == 1 => {
-                let version = rest.to_string_lossy().into_owned();
-                if super::versions::is_version(&version) && vd.join(&version).join(MARKER).is_file()
-                {
-                    Kind::Linked { version }
-                } else {
-                    Kind::Foreign
-                }
-            }
-            _ => Kind::Foreign,
-        });
+        // Compared resolved: the state directory may be given relative, or reached
+        // through a link of its own.
+        let (Ok(target), Ok(vd)) = (
+            std::fs::canonicalize(path),
+            std::fs::canonicalize(versions_dir(state_dir)),
+        ) else {
+            return Ok(Kind::Foreign);
+        };
+        let version = match target.strip_prefix(&vd) {
+            Ok(rest) if rest.components().count() == 1 => rest.to_string_lossy().into_owned(),
+            _ => return Ok(Kind::Foreign),
+        };
+        return Ok(
+            if super::versions::is_version(&version) && vd.join(&version).join(MARKER).is_file() {
+                Kind::Linked { version }
+            } else {
+                Kind::Foreign
+            },
+        );
     }
     Ok(match occupant(path)? {
         Occupant::Ours => Kind::InPlace,
@@ -121,7 +126,9 @@ pub fn switch(path: &Path, dir: &Path) -> Result<(), InstallError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io_err("creating", parent))?;
     }
-    std::os::unix::fs::symlink(dir, &tmp).map_err(io_err("linking", &tmp))?;
+    // Absolute: a link's relative target would be read from the link's own directory.
+    let dir = std::path::absolute(dir).map_err(io_err("resolving", dir))?;
+    std::os::unix::fs::symlink(&dir, &tmp).map_err(io_err("linking", &tmp))?;
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
         // Only an empty directory gets here (`kind` said Missing): nothing to lose.
         std::fs::remove_dir(path).map_err(io_err("removing the empty", path))?;
@@ -249,6 +256,17 @@ mod tests {
         assert_eq!(installed(&state), vec!["2.336.0", "2.337.0"]);
         remove(&state, "2.336.0").unwrap();
         assert_eq!(installed(&state), vec!["2.337.0"]);
+        // Reached through a link to the state directory, it is still ours.
+        let alias = std::env::temp_dir().join(format!("rm-managed-alias-{}", std::process::id()));
+        let _ = std::fs::remove_file(&alias);
+        std::os::unix::fs::symlink(&state, &alias).unwrap();
+        assert_eq!(
+            kind(&alias.join("runner"), &alias).unwrap(),
+            Kind::Linked {
+                version: "2.337.0".into()
+            }
+        );
+        let _ = std::fs::remove_file(&alias);
         // An operator's own install is foreign; so is a link elsewhere.
         let own = state.join("own");
         std::fs::create_dir_all(own.join("bin")).unwrap();
