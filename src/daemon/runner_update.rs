@@ -143,6 +143,8 @@ pub struct Book {
     /// When a managed path was last switched: a live attempt made before then may
     /// still be copying from the install it replaced.
     pub switched_at: Millis,
+    /// Attempts whose end already asked for a check.
+    pub prompted: BTreeSet<i64>,
 }
 
 impl Book {
@@ -177,6 +179,18 @@ impl Book {
     pub fn request(&mut self) {
         self.next = 0;
     }
+
+    /// Asks for a check at once for attempt `id`'s end, once per attempt (the loop
+    /// acts on an ended attempt again through its cleanup).
+    pub fn prompt(&mut self, id: i64) {
+        if !self.prompted.contains(&id) {
+            if self.prompted.len() >= 64 {
+                self.prompted.clear();
+            }
+            self.prompted.insert(id);
+            self.request();
+        }
+    }
 }
 
 /// The book, as `Shared` holds it.
@@ -203,8 +217,8 @@ impl UpdateBook {
         self.with(|b| b.claim(now))
     }
 
-    pub fn request(&self) {
-        self.with(Book::request);
+    pub fn prompt(&self, id: i64) {
+        self.with(|b| b.prompt(id));
     }
 
     fn switched_at(&self) -> Millis {
@@ -232,7 +246,7 @@ pub fn prompts_check(a: &Attempt) -> bool {
 /// makes the next check happen at once.
 pub fn note_attempt(shared: &Shared, a: &Attempt) {
     if prompts_check(a) {
-        shared.runner_update.request();
+        shared.runner_update.prompt(a.id);
     }
 }
 
@@ -549,12 +563,15 @@ mod tests {
         );
         b.finished(t + GC_EVERY, false, false);
         assert_eq!(b.claim(t + 2 * GC_EVERY), None, "none left");
-        b.request();
+        b.prompt(7);
         assert_eq!(
             b.claim(t + 2 * GC_EVERY),
             Some(Job::Check),
             "asked for at once"
         );
+        b.finished(t + 2 * GC_EVERY, false, false);
+        b.prompt(7);
+        assert_eq!(b.claim(t + 2 * GC_EVERY + 1), None, "once per attempt");
         let mut never = Book::default();
         assert_eq!(never.claim(10), None, "--runner-check 0");
     }
