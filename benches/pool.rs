@@ -13,14 +13,14 @@
 //! that. Prints; asserts only the invariants, never a timing. `-- --small` runs the
 //! quick configuration; `-- return` only (c).
 
-#[allow(dead_code)]
-#[path = "../tests/pool/support.rs"]
-mod support;
 #[path = "support/proc.rs"]
 #[allow(dead_code)]
 mod proc;
 #[path = "support/stats.rs"]
 mod stats;
+#[allow(dead_code)]
+#[path = "../tests/pool/support.rs"]
+mod support;
 
 use runner_manager::coordinator::placement::{Action, CoordTarget, Placement, PlacementConfig};
 use runner_manager::coordinator::protocol::{
@@ -420,7 +420,11 @@ fn main() {
     let small = std::env::args().any(|a| a == "--small");
     let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
     if std::env::args().any(|a| a == "endurance") {
-        endurance(if small { (600, 200, 150) } else { (5_000, 1_000, 700) });
+        endurance(if small {
+            (600, 200, 150)
+        } else {
+            (5_000, 1_000, 700)
+        });
         return;
     }
     if !std::env::args().any(|a| a == "return") {
@@ -545,7 +549,9 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
         h.start();
     }
     wait_until(Duration::from_secs(60), "every host is coordinated", || {
-        pool.hosts.iter().all(|h| h.mode() == "coordinated" && h.judged())
+        pool.hosts
+            .iter()
+            .all(|h| h.mode() == "coordinated" && h.judged())
     });
     let t0 = Instant::now();
     let (mut queued, mut archived, mut life) = (0usize, 0usize, 0usize);
@@ -564,10 +570,7 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
                 .count()
     };
     loop {
-        archived += pool
-            .sim
-            .archive_completed(now_millis() - 10_000)
-            .len();
+        archived += pool.sim.archive_completed(now_millis() - 10_000).len();
         let done = served(&pool, archived);
         while queued < jobs && queued - done < OUTSTANDING {
             pool.sim.enqueue_job(
@@ -609,11 +612,16 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
     }
     let wall = t0.elapsed();
     let done = served(&pool, archived);
-    wait_until(Duration::from_secs(90), "every registration is gone", || {
-        pool.sim.runners().is_empty()
-    });
+    wait_until(
+        Duration::from_secs(90),
+        "every registration is gone",
+        || pool.sim.runners().is_empty(),
+    );
     let runners = pool.runners_started();
-    println!("{:>6} {:>8} {:>10} {:>12}", "life", "served", "RSS KiB", "store bytes");
+    println!(
+        "{:>6} {:>8} {:>10} {:>12}",
+        "life", "served", "RSS KiB", "store bytes"
+    );
     for (l, n, rss, store) in &samples {
         println!("{l:>6} {n:>8} {rss:>10} {store:>12}");
     }

@@ -437,15 +437,11 @@ struct Archived {
 /// GitHub into `archive` (see `SimHandle::archive_completed`).
 fn archive_completed(sim: &SimHandle, archive: &mut Vec<Archived>) {
     let before = runner_manager::timefmt::now_millis() - ARCHIVE_AFTER_MS;
-    archive.extend(
-        sim.archive_completed(before)
-            .into_iter()
-            .map(|j| Archived {
-                id: j.id,
-                name: j.name,
-                runner_name: j.runner_name,
-            }),
-    );
+    archive.extend(sim.archive_completed(before).into_iter().map(|j| Archived {
+        id: j.id,
+        name: j.name,
+        runner_name: j.runner_name,
+    }));
 }
 
 fn completed_jobs(sim: &SimHandle, archived: usize) -> usize {

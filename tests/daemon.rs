@@ -18,6 +18,7 @@ mod daemon {
     mod meters;
     mod metrics;
     mod runner_faults;
+    mod runner_update;
     mod scaleset;
     mod signals;
     mod systemd;

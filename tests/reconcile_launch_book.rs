@@ -222,6 +222,7 @@ fn run(seed: u64, capacity: u32) {
             logs_max_bytes: runner_manager::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: runner_manager::domain::host::DEFAULT_DISK_RESERVE_BYTES,
             env: Default::default(),
+            runner_version: None,
         },
         policies: vec![
             policy("a", "octo", true, 0, 3),

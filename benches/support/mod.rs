@@ -5,8 +5,8 @@
 
 pub mod baseline;
 pub mod proc;
-pub mod stats;
 pub mod promises;
+pub mod stats;
 
 use runner_manager::demo::{World, WorldOptions};
 use runner_manager::sim::{JobStatus, SimHandle};

@@ -33,4 +33,3 @@ pub fn slope_within(points: &[(usize, f64, f64)]) -> Option<f64> {
     }
     (sxx > 0.0).then(|| sxy / sxx)
 }
-

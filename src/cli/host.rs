@@ -46,6 +46,10 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
             "env",
             or_dash((!h.env.is_empty()).then(|| crate::domain::runner_env::display(&h.env))),
         ),
+        (
+            "runner_version",
+            h.runner_version.clone().unwrap_or_else(|| "latest".into()),
+        ),
     ]
 }
 
@@ -87,6 +91,7 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "logs_max",
     "disk_reserve",
     "env.NAME",
+    "runner_version",
 ];
 
 /// The longest retention `host set retention=` takes: a year.
@@ -175,6 +180,7 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
         "disk_reserve" => {
             h.disk_reserve_bytes = crate::domain::isolation::parse_bytes(key, value)?;
         }
+        "runner_version" => h.runner_version = crate::install::parse_pin(key, value)?,
         "runner_uids" => {
             h.runner_uids = if value.is_empty() {
                 None
@@ -460,6 +466,15 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     let meters = output::profile_meters(store)?;
     let isolation = isolation_line(store, &h, alive)?;
     let kept = crate::daemon::retention::Kept::read(dir, &h);
+    let installs: Vec<std::path::PathBuf> = profiles
+        .iter()
+        .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
+        .collect();
+    let runner = crate::daemon::runner_update::Seen::read(
+        store,
+        h.runner_version.as_deref(),
+        Some(&installs),
+    )?;
     let sessions = store.session_statuses()?;
     let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
     out.emit(
@@ -476,6 +491,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("isolation", isolation.1.clone()),
                 ("cgroups", isolation.2.clone()),
                 ("kept", kept.line()),
+                ("runner", runner.line()),
             ]);
             s.push('\n');
             s.push_str(&targets_table(&targets, &tstat));
@@ -513,6 +529,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "host": host_json(&h),
                 "live": live_total,
                 "kept": kept,
+                "runner": runner,
                 "isolation": {
                     "setting": h.isolation.as_str(),
                     "runner_uids": h.runner_uids.map(|r| r.to_string()),

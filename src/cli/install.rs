@@ -83,11 +83,19 @@ pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
         Some(d) => crate::domain::validate::path("--dir", d)?,
         None => state_dir.join("runner"),
     };
+    // A path the daemon switches between versions (`install::managed`) gets the
+    // release beside the others and its link switched.
+    let linked = matches!(
+        install::managed::kind(&dir, state_dir),
+        Ok(install::managed::Kind::Linked { .. })
+    );
     // Before anything is fetched: only an install of ours is ever replaced.
-    install::check_replaceable(&dir).map_err(|e| match e {
-        install::InstallError::NotOurs(_) => CliError::usage("--dir", &e.to_string()),
-        other => CliError::Failed(other.to_string()),
-    })?;
+    if !linked {
+        install::check_replaceable(&dir).map_err(|e| match e {
+            install::InstallError::NotOurs(_) => CliError::usage("--dir", &e.to_string()),
+            other => CliError::Failed(other.to_string()),
+        })?;
+    }
     let target = pick_target(inv, store)?;
     let (os, arch) = install::platform().ok_or_else(|| {
         CliError::Failed(format!(
@@ -122,6 +130,13 @@ pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
             "runner-manager: warning: no SHA-256 is published for runner {} (the downloads API lists only the newest); trusting the TLS download alone",
             release.version
         );
+    }
+    if linked {
+        let (vdir, _) = install::managed::fetch(&release, state_dir, &mut ())
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        install::managed::switch(&dir, &vdir).map_err(|e| CliError::Failed(e.to_string()))?;
+        report(&mut out, "installed", release.sha256.as_deref());
+        return out.flush();
     }
     let tarball = sibling(&dir, ".download");
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -187,6 +187,7 @@ pub fn host_json(h: &Host) -> Value {
         "logs_max_bytes": h.logs_max_bytes,
         "disk_reserve_bytes": h.disk_reserve_bytes,
         "env": h.env,
+        "runner_version": h.runner_version.as_deref().unwrap_or("latest"),
     })
 }
 

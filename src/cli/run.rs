@@ -36,6 +36,10 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => crate::daemon::FITNESS_EVERY.as_secs(),
         Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
     };
+    let runner_check = match inv.value("--runner-check") {
+        None => crate::daemon::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
+        Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
+    };
     let metrics_listen = inv
         .value("--metrics-listen")
         .map(metrics_listen)
@@ -48,6 +52,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         log_level,
         metrics_listen,
         fitness_every: Duration::from_secs(fitness_every),
+        runner_check: Duration::from_secs(runner_check),
     };
     crate::daemon::run(opts).map_err(|e| match e {
         DaemonError::Store(s) => CliError::Store(s),

@@ -270,7 +270,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -302,6 +302,11 @@ pub const COMMANDS: &[Command] = &[
                 "--fitness-every",
                 "DURATION",
                 "How often the host's required checks (doctor's) are read again, besides at start and after every edit (default 5m)",
+            ),
+            opt(
+                "--runner-check",
+                "DURATION",
+                "How often to check for a new actions-runner release for the managed installs (default 6h; 0 never)",
             ),
         ],
     },

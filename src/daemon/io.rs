@@ -70,6 +70,8 @@ pub enum Task {
     /// Read GitHub's runner list, deleting registrations with this host's names that
     /// no open attempt explains.
     ListRunners { host_id: String },
+    /// Keep the managed runner installs current (`runner_update`), as claimed.
+    RunnerRelease { job: super::runner_update::Job },
 }
 
 impl Task {
@@ -77,7 +79,7 @@ impl Task {
     pub fn attempt(&self) -> Option<i64> {
         match self {
             Task::Start { attempt, .. } | Task::Apply { attempt, .. } => Some(attempt.id),
-            Task::ReadDemand { .. } | Task::ListRunners { .. } => None,
+            Task::ReadDemand { .. } | Task::ListRunners { .. } | Task::RunnerRelease { .. } => None,
         }
     }
 
@@ -111,6 +113,8 @@ pub enum Done {
     Runners {
         result: Result<Vec<RegisteredRunner>, GhError>,
     },
+    /// A runner install check ended (what it did is in the log and the store).
+    RunnerRelease,
     /// The store refused a write: the attempt is left as the store has it.
     Failed {
         attempt: Option<i64>,
@@ -550,6 +554,10 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
         Task::ListRunners { host_id } => Done::Runners {
             result: list_runners(&client, &target, store, &host_id),
         },
+        Task::RunnerRelease { job } => {
+            super::runner_update::run(&c.shared, store, &client, &target, job);
+            Done::RunnerRelease
+        }
     })
 }
 

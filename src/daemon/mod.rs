@@ -15,6 +15,7 @@ mod pool_link;
 mod public_guard;
 mod rest_queue;
 pub mod retention;
+pub mod runner_update;
 mod scaleset_feed;
 mod shared;
 pub mod signals;
@@ -57,6 +58,9 @@ pub struct DaemonOptions {
     /// How often the host's fitness is read again (`fitness_watch`), besides at
     /// start and after every configuration change.
     pub fitness_every: Duration,
+    /// How often the managed runner installs are checked against the downloads API
+    /// (`runner_update`); zero never checks.
+    pub runner_check: Duration,
 }
 
 #[derive(Debug)]
@@ -123,6 +127,12 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     shared
         .pool
         .set_grace(opts.fallback_grace.as_millis() as Millis);
+    // `--once` is one pass: it does not wait for a release to download.
+    shared.runner_update.set_every(if opts.once {
+        0
+    } else {
+        opts.runner_check.as_millis() as Millis
+    });
     let mut contained = containment_key(&host);
     apply_containment(&shared, &store, &host, None)?;
     // The first passes, and the first scrape, know whether there is room to start

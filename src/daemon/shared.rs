@@ -60,6 +60,9 @@ pub struct Shared {
     pub free_space: super::disk_watch::FreeSpace,
     /// The profiles a required fitness check stops, as last judged (`fitness_watch`).
     pub fitness: Mutex<super::fitness_watch::FitnessState>,
+    /// When the runner install is next checked, one check per host at a time
+    /// (`runner_update`).
+    pub runner_update: super::runner_update::UpdateBook,
 }
 
 impl Shared {
@@ -78,6 +81,9 @@ impl Shared {
             disk: Mutex::new(Default::default()),
             free_space: crate::doctor::free_bytes,
             fitness: Mutex::new(Default::default()),
+            runner_update: super::runner_update::UpdateBook::new(
+                super::runner_update::DEFAULT_EVERY_MS,
+            ),
         }
     }
 

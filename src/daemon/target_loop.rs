@@ -224,6 +224,7 @@ impl TargetLoop {
         // attempt no worker holds, take what the scale set listeners handed over.
         self.send_reads(&target, &host, &profiles, mode, now);
         self.refresh_guard(&target, &profiles, now);
+        self.check_runner_release(&target, now);
         let mut open = self.store.open_attempts(&host.id)?;
         self.recover_pids(&mut open)?;
         let fresh_list = self.runners.fresh.take();
@@ -502,6 +503,7 @@ impl TargetLoop {
 
     /// What the loop remembers of an attempt after acting on it.
     fn after_attempt(&mut self, a: &Attempt) {
+        super::runner_update::note_attempt(&self.shared, a);
         if a.cleaned {
             self.observer.forget(a.id);
         }
@@ -610,6 +612,7 @@ impl TargetLoop {
                     Err(e) => self.note_error(&e, now),
                 }
             }
+            Done::RunnerRelease => self.persist_etags(),
             Done::Failed { attempt, error } => {
                 if let Some(id) = attempt {
                     self.in_flight.remove(&id);
@@ -787,6 +790,20 @@ impl TargetLoop {
     /// costs only that: the entries are written again when they change.
     fn persist_etags(&self) {
         keep_etags(&self.store, &self.name, self.client.as_deref());
+    }
+
+    /// Hands the host's runner install check to a worker when it is due and no other
+    /// loop holds it (`runner_update`); not while GitHub holds this target.
+    fn check_runner_release(&mut self, target: &Target, now: Millis) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        if self.hold.holds(now) {
+            return;
+        }
+        if let Some(job) = self.shared.runner_update.claim(now) {
+            self.io.send(Task::RunnerRelease { job }, client, target);
+        }
     }
 
     /// Refreshes the public-repository guard's facts when due (at most hourly).

@@ -291,6 +291,13 @@ pub(super) fn runner_line(
     opts: &Options,
 ) -> CheckLine {
     let install_hint = format!("runner-manager runner install --dir {}", dir.display());
+    // Whether the daemon keeps it current (`daemon::runner_update`).
+    let how = match crate::install::managed::kind(dir, &opts.state_dir) {
+        Ok(
+            crate::install::managed::Kind::Linked { .. } | crate::install::managed::Kind::InPlace,
+        ) => "; managed: the daemon keeps it current",
+        _ => "; not managed (no runner install marker): the daemon never touches it",
+    };
     if !dir.is_dir() {
         return CheckLine::fail(
             name,
@@ -322,14 +329,14 @@ pub(super) fn runner_line(
         None => CheckLine::ok(
             name,
             format!(
-                "{} version {version} (newest unknown: no target answered)",
+                "{} version {version} (newest unknown: no target answered){how}",
                 dir.display()
             ),
         ),
         Some(n) if compare_versions(&version, n).is_lt() => CheckLine::warn(
             name,
             format!(
-                "{} version {version} is older than the newest, {n}",
+                "{} version {version} is older than the newest, {n}{how}",
                 dir.display()
             ),
             format!(
@@ -338,7 +345,7 @@ pub(super) fn runner_line(
         ),
         Some(_) => CheckLine::ok(
             name,
-            format!("{} version {version} (the newest)", dir.display()),
+            format!("{} version {version} (the newest){how}", dir.display()),
         ),
     }
 }

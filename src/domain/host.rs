@@ -41,6 +41,10 @@ pub struct Host {
     /// (`env.NAME=VALUE`; not for secrets).
     #[serde(default)]
     pub env: super::runner_env::EnvMap,
+    /// The actions-runner version the daemon keeps its managed installs at
+    /// (`host set runner_version=2.330.0`); `None` is the newest the downloads API
+    /// lists (`runner_version=latest`).
+    pub runner_version: Option<String>,
 }
 
 /// Ended attempts, their samples and logs are kept this long unless `host set
@@ -143,6 +147,7 @@ mod tests {
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
             env: Default::default(),
+            runner_version: None,
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

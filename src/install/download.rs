@@ -14,6 +14,11 @@ pub trait Progress {
     /// `total` is the Content-Length when the server sent one.
     fn update(&mut self, done: u64, total: Option<u64>);
     fn finish(&mut self);
+    /// Whether to give up now (the daemon is stopping): the download ends with an
+    /// error and its file is removed.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// No report at all (not a terminal, or tests).
@@ -88,6 +93,11 @@ pub fn download(
     let mut buf = vec![0u8; 64 * 1024];
     let mut done = 0u64;
     let result = loop {
+        if progress.cancelled() {
+            break Err(InstallError::Download(format!(
+                "downloading {url}: given up after {done} bytes (stopping)"
+            )));
+        }
         let n = match reader.read(&mut buf) {
             Ok(0) => break Ok(()),
             Ok(n) => n,
@@ -123,6 +133,35 @@ pub fn download(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    struct GiveUp;
+
+    impl Progress for GiveUp {
+        fn update(&mut self, _: u64, _: Option<u64>) {}
+        fn finish(&mut self) {}
+        fn cancelled(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_cancelled_download_fails_and_leaves_no_file() {
+        let sim = crate::sim::SimGitHub::start(crate::sim::SimConfig::default()).unwrap();
+        let url = format!(
+            "{}/_sim/downloads/v2.336.0/actions-runner-linux-x64-2.336.0.tar.gz",
+            sim.url()
+        );
+        let dest = std::env::temp_dir().join(format!("rm-cancel-{}.tgz", std::process::id()));
+        let e = download(&url, &dest, None, &mut GiveUp).unwrap_err();
+        assert!(e.to_string().contains("given up"), "{e}");
+        assert!(!dest.exists());
+        // Not cancelled, the same download goes through.
+        download(&url, &dest, None, &mut ()).unwrap();
+        assert!(dest.exists());
+        let _ = std::fs::remove_file(&dest);
+    }
+
     #[test]
     fn only_https_or_loopback_http() {
         assert!(super::loopback_http("http://127.0.0.1:8080/x"));

@@ -1,15 +1,20 @@
 //! `runner install`: choose the actions-runner release for this OS and arch from a
 //! target's downloads API, download it verifying its SHA-256, and unpack it safely and
 //! atomically into the runner directory. Also what `doctor` asks of an install
-//! (`installed_version`, `compare_versions`).
+//! (`installed_version`, `compare_versions`). `managed` keeps versions side by side
+//! for the daemon to switch between; `versions` holds the pure decisions about which.
 
 mod download;
+pub mod managed;
 mod unpack;
+pub mod versions;
 
 pub use download::{Progress, download};
 pub use unpack::{
     MARKER, Occupant, UnpackError, check_replaceable, install_tarball, occupant, unpack_safely,
 };
+
+pub use versions::parse_pin;
 
 use crate::github::RunnerDownload;
 use std::cmp::Ordering;

@@ -255,6 +255,7 @@ mod tests {
             logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
             env: Default::default(),
+            runner_version: None,
         }
     }
 

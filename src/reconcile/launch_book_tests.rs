@@ -28,6 +28,7 @@ fn host(capacity: u32) -> Host {
         logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
         disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
         env: Default::default(),
+        runner_version: None,
     }
 }
 

@@ -35,6 +35,7 @@ pub fn register(
         labels: r.labels,
         work_folder: "_work".into(),
         faults: r.faults,
+        disable_update: false,
     };
     (id, jit::encode(&cfg))
 }
@@ -107,6 +108,9 @@ struct RunnerCall {
     version: String,
     #[serde(default)]
     output: Option<String>,
+    /// The registration's `disableUpdate`, as the runner's `.runner` has it.
+    #[serde(default)]
+    disable_update: bool,
 }
 
 pub fn serve(sim: &Sim, req: Request) -> Reply {
@@ -130,6 +134,18 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
                 "runners": st.runners.values().collect::<Vec<_>>(),
             })),
             ("GET", "/jobs") => ok(serde_json::json!(st.jobs.values().collect::<Vec<_>>())),
+            ("POST", "/runner-release") => {
+                #[derive(Deserialize)]
+                struct Release {
+                    version: String,
+                }
+                let r: Release = parse_or_reply!(&req);
+                if !crate::install::versions::is_version(&r.version) {
+                    return fail(400, "version must read like 2.337.0");
+                }
+                st.runner_release = r.version.clone();
+                ok(serde_json::json!({ "release": r.version }))
+            }
             ("GET", "/runners") => ok(serde_json::json!(st.runners.values().collect::<Vec<_>>())),
             ("GET", "/log") => ok(serde_json::json!(st.log)),
             ("GET", "/units") => ok(serde_json::json!(st.units_used())),
@@ -276,12 +292,30 @@ fn serve_runner(sim: &Sim, rest: &str, req: &Request, now: Millis) -> Reply {
             } else {
                 c.version.as_str()
             };
-            let r = sim.lock().runner_connect(c.runner_id, &cred, version);
+            let (r, update) = {
+                let mut st = sim.lock();
+                let r = st.runner_connect(c.runner_id, &cred, version);
+                // GitHub tells an older runner to update itself unless its registration
+                // says not to (`disableUpdate`).
+                let newer = crate::install::compare_versions(&st.runner_release, version)
+                    == std::cmp::Ordering::Greater;
+                let update = (newer && !c.disable_update).then(|| st.runner_release.clone());
+                (r, update)
+            };
             sim.changed.notify_all();
             match r {
-                Ok(()) => ok(serde_json::json!({ "connected": true })),
+                Ok(()) => ok(serde_json::json!({ "connected": true, "update": update })),
                 Err(e) => runner_error(e),
             }
+        }
+        ("POST", "self_update") => {
+            let c: RunnerCall = parse_or_reply!(req);
+            let mut st = sim.lock();
+            if let Err(e) = st.runner_checked(c.runner_id, &cred) {
+                return runner_error(e);
+            }
+            st.self_updates.push((c.runner_id, c.version));
+            ok(serde_json::json!({ "updating": true }))
         }
         ("GET", "poll") => {
             let id: u64 = req

@@ -10,7 +10,6 @@
 //! Without either, the scripts say so and exit 1: the tarball still has the real layout
 //! and checksum for `runner install` to verify and unpack.
 
-use super::control::RUNNER_VERSION;
 use super::github::Out;
 use super::install::SCRIPTS;
 use super::state::State;
@@ -124,18 +123,20 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// `GET /repos/{o}/{r}/actions/runners/downloads` (and the org one): every platform at
-/// the sim's runner version. Windows entries are listed like GitHub's but not served.
+/// the sim's newest release (`State::runner_release`, `control::RUNNER_VERSION` until one is
+/// published). Windows entries are listed like GitHub's but not served.
 pub fn list(st: &State) -> Out {
-    let tgz = tarball(st, RUNNER_VERSION);
+    let release = st.runner_release.as_str();
+    let tgz = tarball(st, release);
     let sum = sha256_hex(&tgz);
     let apps: Vec<RunnerApplication> = PLATFORMS
         .iter()
         .map(|(os, arch)| {
-            let file = filename(os, arch, RUNNER_VERSION);
+            let file = filename(os, arch, release);
             RunnerApplication {
                 os: os.to_string(),
                 architecture: arch.to_string(),
-                download_url: format!("{}/_sim/downloads/v{RUNNER_VERSION}/{file}", st.base_url),
+                download_url: format!("{}/_sim/downloads/v{release}/{file}", st.base_url),
                 filename: file,
                 sha256_checksum: sum.clone(),
             }

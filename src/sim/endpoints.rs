@@ -317,6 +317,7 @@ fn generate_jitconfig(st: &mut State, scope: Scope, req: &Request, now: Millis) 
         labels: r.labels.clone(),
         work_folder: body.work_folder.unwrap_or_else(|| "_work".into()),
         faults: r.faults.clone(),
+        disable_update: false,
     };
     let encoded = jit::encode(&cfg);
     let out =

@@ -133,6 +133,17 @@ impl SimHandle {
         out
     }
 
+    /// Publishes a new runner release: the downloads API lists it from now on, and
+    /// older runners whose registration allows it are told to update to it.
+    pub fn publish_runner_release(&self, version: &str) {
+        self.with_state(|st| st.runner_release = version.to_string());
+    }
+
+    /// The runners that updated themselves: (runner id, version they went to).
+    pub fn self_updates(&self) -> Vec<(u64, String)> {
+        self.sim.lock().self_updates.clone()
+    }
+
     pub fn add_org(&self, login: &str) -> u64 {
         self.with_state(|s| s.add_org(login))
     }

@@ -25,6 +25,9 @@ pub struct JitConfig {
     pub labels: Vec<String>,
     pub work_folder: String,
     pub faults: Vec<RunnerFault>,
+    /// The registration's `disableUpdate` (`.runner`): set for scale set runners whose
+    /// scale set says so; REST's generate-jitconfig has no such field, so never there.
+    pub disable_update: bool,
 }
 
 /// The `.runner` file.
@@ -75,7 +78,7 @@ pub fn encode(cfg: &JitConfig) -> Secret {
         git_hub_url: cfg.server_url.clone(),
         work_folder: cfg.work_folder.clone(),
         ephemeral: true,
-        disable_update: false,
+        disable_update: cfg.disable_update,
         labels: cfg.labels.clone(),
         sim_faults: cfg.faults.clone(),
     };
@@ -145,6 +148,7 @@ pub fn decode(encoded: &str) -> Result<(JitConfig, RootFiles), String> {
         labels: runner.labels,
         work_folder: runner.work_folder,
         faults: runner.sim_faults,
+        disable_update: runner.disable_update,
     };
     Ok((
         cfg,
@@ -170,6 +174,7 @@ mod tests {
             labels: vec!["self-hosted".into(), "linux".into()],
             work_folder: "_work".into(),
             faults: vec![RunnerFault::IgnoreSigterm],
+            disable_update: false,
         };
         let enc = encode(&cfg);
         let (back, files) = decode(enc.expose()).unwrap();

@@ -110,6 +110,35 @@ pub fn main() -> i32 {
     run(&cfg, &root, &term)
 }
 
+/// The version this runner is: its install's `bin/runnerversion` (a release served by
+/// the sim says which it is), else the sim's own.
+fn own_version(root: &Path) -> String {
+    std::fs::read_to_string(root.join("bin/runnerversion"))
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| RUNNER_VERSION.to_string())
+}
+
+/// What the real runner does when told to update (`SelfUpdater`): downloads the new
+/// release into its own root's `_work/_update`, then exits for the update script to
+/// replace its `bin/` and `externals/` (exit 4, a run-once runner updating). Here: the
+/// lines, the directory, and the sim told, so tests can count it.
+fn self_update(cfg: &JitConfig, root: &Path, call: &Call<'_>, version: &str) -> i32 {
+    println!("Runner update in progress, do not shutdown runner.");
+    println!("Downloading {version} runner");
+    let _ = std::fs::create_dir_all(root.join("_work/_update"));
+    let body = serde_json::json!({"runner_id": cfg.runner_id, "version": version});
+    let _ = call(
+        "POST",
+        "/_sim/runner/self_update",
+        Some(body),
+        Duration::from_secs(10),
+    );
+    println!("Runner will exit shortly for update, should be back online within 10 seconds.");
+    4
+}
+
 fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
     if cfg.faults.contains(&RunnerFault::CrashAtStart) {
         eprintln!("Unhandled exception: System.IO.IOException: simulated crash at start");
@@ -135,16 +164,24 @@ fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
         )
     };
     // Connect (retrying like the real runner while the server is unreachable).
+    let version = own_version(root);
     let mut failing_since: Option<Instant> = None;
-    loop {
-        let body = serde_json::json!({"runner_id": cfg.runner_id, "version": RUNNER_VERSION});
+    let update = loop {
+        let body = serde_json::json!({
+            "runner_id": cfg.runner_id,
+            "version": version,
+            "disable_update": cfg.disable_update,
+        });
         match call(
             "POST",
             "/_sim/runner/connect",
             Some(body),
             Duration::from_secs(10),
         ) {
-            Ok(r) if r.status == 200 => break,
+            Ok(r) if r.status == 200 => {
+                let v = r.json().unwrap_or_default();
+                break v["update"].as_str().map(str::to_string);
+            }
             Ok(r) if r.status == 404 => return gone(),
             Ok(r) => eprintln!(
                 "Runner connect error: the server answered {}. Retrying until reconnected.",
@@ -158,22 +195,25 @@ fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
         if wait_or_term(term, Duration::from_secs(1)) {
             return 0;
         }
-    }
+    };
     println!("√ Connected to GitHub");
     println!();
-    println!("Current runner version: '{RUNNER_VERSION}'");
+    println!("Current runner version: '{version}'");
     if cfg.faults.contains(&RunnerFault::SessionConflict) {
         eprintln!("{}: A session for this runner already exists.", stamp());
         return 5;
     }
     if cfg.faults.contains(&RunnerFault::Deprecated) {
         eprintln!(
-            "{}: Runner version v{RUNNER_VERSION} is deprecated and cannot receive messages.",
+            "{}: Runner version v{version} is deprecated and cannot receive messages.",
             stamp()
         );
         return 7;
     }
     println!("{}: Listening for Jobs", stamp());
+    if let Some(to) = update {
+        return self_update(cfg, root, &call, &to);
+    }
     let mut failing_since: Option<Instant> = None;
     loop {
         if term.load(Ordering::SeqCst) {

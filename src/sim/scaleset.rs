@@ -705,6 +705,7 @@ fn generate_jit(st: &mut State, req: &Request, set: &SimScaleSet, now: Millis) -
         labels: r.labels,
         work_folder: b.work_folder.unwrap_or_else(|| "_work".into()),
         faults: r.faults,
+        disable_update: set.disable_update,
     };
     let encoded = jit::encode(&cfg);
     (

@@ -244,6 +244,12 @@ pub struct State {
     /// execs (see `downloads`); `None` falls back to the sim's own executable when that
     /// is runner-manager.
     pub runner_binary: Option<std::path::PathBuf>,
+    /// The newest runner release: what the downloads API lists, and what a runner
+    /// whose registration allows updates is told to update to when it is older.
+    pub runner_release: String,
+    /// Runners that updated themselves (in their own roots), by runner id and the
+    /// version they went to.
+    pub self_updates: Vec<(u64, String)>,
 }
 
 /// Why a runner-side call failed.
@@ -283,6 +289,8 @@ impl State {
             last_created_runner: None,
             scalesets: Default::default(),
             runner_binary: None,
+            runner_release: super::control::RUNNER_VERSION.to_string(),
+            self_updates: Vec::new(),
         }
     }
 
@@ -471,7 +479,7 @@ impl State {
         Some(r)
     }
 
-    fn runner_checked(
+    pub(super) fn runner_checked(
         &mut self,
         id: u64,
         credential: &str,

@@ -9,7 +9,7 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
         "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
          isolation, runner_uids, coordinator_ca_file, coordinator_insecure, retention_secs, \
-         logs_max_bytes, disk_reserve_bytes, env FROM host WHERE one = 1",
+         logs_max_bytes, disk_reserve_bytes, env, runner_version FROM host WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -32,6 +32,7 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 disk_reserve_bytes: r.get::<_, i64>(14)?.max(0) as u64,
                 // Read leniently, as `isolation` is: the host row must always load.
                 env: serde_json::from_str(&r.get::<_, String>(15)?).unwrap_or_default(),
+                runner_version: r.get(16)?,
             })
         },
     )
@@ -59,6 +60,7 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         logs_max_bytes: host::DEFAULT_LOGS_MAX_BYTES,
         disk_reserve_bytes: host::DEFAULT_DISK_RESERVE_BYTES,
         env: Default::default(),
+        runner_version: None,
     };
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
@@ -75,7 +77,7 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
          draining = ?4, isolation = ?5, runner_uids = ?6, coordinator_ca_file = ?7, \
          coordinator_insecure = ?8, retention_secs = ?9, logs_max_bytes = ?10, \
-         disk_reserve_bytes = ?11, env = ?12 WHERE one = 1",
+         disk_reserve_bytes = ?11, env = ?12, runner_version = ?13 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
@@ -92,7 +94,8 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
             rows::sql_u64(h.retention_secs),
             rows::sql_u64(h.logs_max_bytes),
             rows::sql_u64(h.disk_reserve_bytes),
-            rows::to_json(&h.env)
+            rows::to_json(&h.env),
+            h.runner_version
         ],
     )?;
     if n == 0 {

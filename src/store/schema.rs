@@ -10,7 +10,7 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
+pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -302,6 +302,12 @@ pub const V13: &str = r#"
 ALTER TABLE host ADD COLUMN env TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE profiles ADD COLUMN env TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE profiles ADD COLUMN tools TEXT NOT NULL DEFAULT '';
+"#;
+
+/// Version 14: the runner version the daemon keeps its managed installs at (`host set
+/// runner_version=`); NULL is the newest the downloads API lists.
+pub const V14: &str = r#"
+ALTER TABLE host ADD COLUMN runner_version TEXT;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

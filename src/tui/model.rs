@@ -58,6 +58,8 @@ pub struct Snapshot {
     pub heartbeat: Option<Heartbeat>,
     /// The daemon's containment word (`uids`, `none`, `refused`) as it last recorded it.
     pub isolation: Option<String>,
+    /// The runner installs' versions and the newest release, as the daemon last saw.
+    pub runner: crate::daemon::runner_update::Seen,
     pub targets: Vec<TargetRow>,
     pub profiles: Vec<ProfileRow>,
     /// Every live attempt and the most recent others, newest first.
@@ -81,6 +83,11 @@ impl Snapshot {
         let host = store.host()?;
         let heartbeat = store.heartbeat()?;
         let isolation = store.kv_get(crate::daemon::contain::KV_ISOLATION)?;
+        let runner = crate::daemon::runner_update::Seen::read(
+            store,
+            host.as_ref().and_then(|h| h.runner_version.as_deref()),
+            None,
+        )?;
         let tstat = store.target_statuses()?;
         let targets: Vec<TargetRow> = store
             .targets()?
@@ -162,6 +169,7 @@ impl Snapshot {
             host,
             heartbeat,
             isolation,
+            runner,
             targets,
             profiles,
             attempts,

@@ -230,6 +230,25 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
             _ => {}
         }
     }
+    if !snap.runner.in_use.is_empty() {
+        let behind = snap.runner.newest.as_ref().is_some_and(|n| {
+            snap.runner
+                .in_use
+                .iter()
+                .any(|v| crate::install::compare_versions(v, n).is_lt())
+        });
+        let text = format!(
+            "  runner {}{}",
+            snap.runner.in_use.join(","),
+            snap.runner
+                .newest
+                .as_ref()
+                .map(|n| format!(" (newest {n})"))
+                .unwrap_or_default()
+        );
+        let style = if behind { th.waiting() } else { th.good() };
+        daemon_line.push(Span::styled(text, style));
+    }
     lines.push(Line::from(daemon_line));
     let mut targets = vec![Span::styled("targets  ", th.title())];
     if snap.targets.is_empty() {

@@ -2,7 +2,7 @@
 //! Overview at 250×70 too (where it shows the live attempts and the chart).
 //! `RUNNER_MANAGER_UPDATE_GOLDEN=1 cargo test --test tui` rewrites them.
 
-use crate::support::{app, render, screen, seeded};
+use crate::support::{app, load, render, screen, seeded};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::style::Color;
 use runner_manager::store::Store;
@@ -160,4 +160,16 @@ fn no_color_draws_without_colours_but_keeps_the_selection_visible() {
     let (_store, snap) = seeded();
     let buf = render(&app(snap), 160, 48);
     assert!(buf.content().iter().any(|c| c.fg != Color::Reset));
+}
+
+#[test]
+fn the_host_pane_shows_the_runner_version_in_use_and_the_newest() {
+    use runner_manager::daemon::runner_update::{KV_IN_USE, KV_NEWEST};
+    let (store, snap) = seeded();
+    let before = screen(&app(snap), 200, 40);
+    assert!(!before.contains("runner 2."), "{before}");
+    store.kv_put(KV_IN_USE, "2.336.0").unwrap();
+    store.kv_put(KV_NEWEST, "2.337.0").unwrap();
+    let s = screen(&app(load(&store)), 200, 40);
+    assert!(s.contains("runner 2.336.0 (newest 2.337.0)"), "{s}");
 }
