@@ -139,21 +139,24 @@ fn jobs_of_several_runs_and_repositories_come_in_order_and_the_first_error_ends_
         )
     };
     // The responder answers in arrival order, so this client reads one request at a
-    // time (a limit of 1 is a serial read) and the script lines up.
+    // time (a limit of 1 is a serial read) and the script lines up. The runs' jobs are
+    // read oldest first (20, 21, 30); what comes back is in the lists' order.
     let r = Responder::start(vec![
         json(&runs(&[21, 20])),
         json(empty),
         json(&runs(&[30])),
         json(empty),
-        json(&jobs(210, 21)),
         json(&jobs(200, 20)),
+        json(&jobs(210, 21)),
         json(&jobs(300, 30)),
-        // The second read: the first run's jobs fail; nothing after is sent.
+        // The second read: the oldest run's jobs are refused outright (a refused
+        // credential fails a read whole; a 404 would be a run deleted meanwhile, and a
+        // 5xx a failure in passing); nothing after is sent.
         json(&runs(&[21, 20])),
         json(empty),
         json(&runs(&[30])),
         json(empty),
-        status(404, "Not Found"),
+        status(401, "Bad credentials"),
     ]);
     let (c, _) = pat_client(&r.url());
     let c = c.with_in_flight(InFlight::new(1));
@@ -164,11 +167,14 @@ fn jobs_of_several_runs_and_repositories_come_in_order_and_the_first_error_ends_
         ids,
         [(210, "octo/app"), (200, "octo/app"), (300, "octo/lib")]
     );
-    assert_eq!(c.queued_jobs_of(&repos), Err(GhError::NotFound));
+    assert_eq!(
+        c.queued_jobs_of(&repos),
+        Err(GhError::Unauthorized { clock_hint: false })
+    );
     assert_eq!(r.count(), 12);
     let last = r.requests().pop().unwrap();
     assert_eq!(
         last.path,
-        "/repos/octo/app/actions/runs/21/jobs?per_page=100"
+        "/repos/octo/app/actions/runs/20/jobs?per_page=100"
     );
 }
