@@ -154,8 +154,8 @@ impl WorldOptions {
     }
 }
 
-/// Writes `token` to `path`, readable by its owner only, as a target's token file must
-/// be (the demo world's and the daemon tests' targets).
+/// Writes `token` to `path`, readable by its owner only, as a target's or a host's
+/// token file must be (the demo world's, and the daemon and pool tests').
 pub fn write_token_file(path: &Path, token: &str) -> Result<(), String> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
