@@ -151,10 +151,9 @@ impl SqliteStore {
         self.wrap(run())
     }
 
-    /// The underlying connection, for the store's own tests and benchmarks (query
-    /// plans, raw inserts); nothing outside `store` writes SQL through it.
-    #[doc(hidden)]
-    pub fn connection(&self) -> &Connection {
+    /// The underlying connection, for the store's own modules and tests (query plans,
+    /// raw inserts): private to `store`, so nothing outside it can write SQL.
+    pub(super) fn connection(&self) -> &Connection {
         &self.conn
     }
 
