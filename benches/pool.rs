@@ -24,8 +24,7 @@ mod support;
 
 use runner_manager::coordinator::placement::{Action, CoordTarget, Placement, PlacementConfig};
 use runner_manager::coordinator::protocol::{
-    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostInfo, LaunchAck, ProfileInfo, Status,
-    TargetInfo,
+    AttemptFinished, AttemptStarted, CoordMsg, Hello, LaunchAck, Status,
 };
 use runner_manager::domain::QueuedJob;
 use runner_manager::timefmt::{Millis, now_millis};
@@ -47,28 +46,20 @@ fn pct(sorted: &[i64], p: f64) -> i64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// Host `i`, with target `app` and profile `pool` of `CAPACITY` runners.
 fn hello(i: u64) -> Hello {
-    Hello {
-        version: 3,
-        host: HostInfo {
-            id: format!("{i:016}"),
-            name: format!("h{i}"),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            capacity: CAPACITY,
-        },
-        targets: vec![TargetInfo {
-            name: "app".into(),
-            scope: "octo/app".into(),
-            api_url: "https://api.github.com".into(),
-        }],
-        profiles: vec![ProfileInfo {
-            name: "pool".into(),
-            target: "app".into(),
-            labels: vec!["self-hosted".into(), "linux".into(), "rm-pool-linux".into()],
-            max: CAPACITY,
-        }],
-    }
+    let mut h = Hello::fixture(
+        &format!("{i:016}"),
+        &format!("h{i}"),
+        3,
+        CAPACITY,
+        &["self-hosted", "linux", "rm-pool-linux"],
+    );
+    h.targets[0].name = "app".into();
+    h.profiles[0].name = "pool".into();
+    h.profiles[0].target = "app".into();
+    h.profiles[0].max = CAPACITY;
+    h
 }
 
 struct PlacementFigures {

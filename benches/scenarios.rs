@@ -17,7 +17,7 @@ use runner_manager::domain::{
     AttemptState, CredentialRef, DemandSource, ScalePolicy, Target, TargetScope,
 };
 use runner_manager::sim::JobStatus;
-use runner_manager::store::{AttemptFilter, SqliteStore, Store};
+use runner_manager::store::{AttemptFilter, HistorySeed, SqliteStore, Store};
 use runner_manager::timefmt::{Millis, now_millis};
 use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
@@ -988,28 +988,19 @@ fn history_one(w: &World, n: i64, cfg: Cfg) -> Result<Vec<Row>, String> {
     ])
 }
 
-/// Inserts `n` cleaned attempts with two events each in one transaction, as the store
-/// benchmark does (ARCHITECTURE.md allows benchmarks this one use of the connection).
+/// Inserts `n` cleaned attempts with two events each in one transaction, ended before
+/// the last minute, through the store's seeding (the store benchmark seeds the same way).
 fn seed_history(store: &SqliteStore, host_id: &str, n: i64) -> Result<(), String> {
-    let base = now_millis() - n * 1000 - 60_000;
     store
-        .connection()
-        .execute_batch(&format!(
-            "BEGIN;
-             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n})
-             INSERT INTO attempts (profile, target, host_id, runner_name, state, outcome,
-                 created_at, updated_at, ended_at, cleaned)
-             SELECT 'linux', 'demo', '{host_id}',
-                 'rm-' || substr('{host_id}', 1, 8) || '-h' || i,
-                 'finished', 'completed_job',
-                 {base} + i * 1000, {base} + i * 1000 + 500, {base} + i * 1000 + 400, 1
-             FROM n;
-             INSERT INTO attempt_events (attempt_id, seq, state, at)
-                 SELECT id, 0, 'pending', created_at FROM attempts;
-             INSERT INTO attempt_events (attempt_id, seq, state, at)
-                 SELECT id, 1, state, updated_at FROM attempts;
-             COMMIT;"
-        ))
+        .seed_history(&HistorySeed {
+            host_id,
+            target: "demo",
+            profiles: &["linux"],
+            n,
+            open: 0,
+            closed: AttemptState::Finished,
+            base: now_millis() - n * 1000 - 60_000,
+        })
         .map_err(|e| format!("seeding the history: {e}"))
 }
 

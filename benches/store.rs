@@ -1,9 +1,9 @@
 //! Store figures: the `profile set` round trip (read, then revision-checked write) and
 //! the every-pass reads with 100,000 attempts in the history. Prints; asserts nothing.
 
-use runner_manager::domain::ScalePolicy;
 use runner_manager::domain::target::{CredentialRef, Target, TargetScope};
-use runner_manager::store::{AttemptFilter, SqliteStore, Store};
+use runner_manager::domain::{AttemptState, ScalePolicy};
+use runner_manager::store::{AttemptFilter, HistorySeed, SqliteStore, Store};
 use std::time::{Duration, Instant};
 
 const HISTORY: i64 = 100_000;
@@ -62,27 +62,16 @@ fn main() {
     // The history, written in one transaction: what a long-lived host accumulates.
     // Every attempt but the newest few is cleaned; half belong to each profile.
     let t = Instant::now();
-    s.connection()
-        .execute_batch(&format!(
-            "BEGIN;
-             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {HISTORY})
-             INSERT INTO attempts (profile, target, host_id, runner_name, state, outcome,
-                 created_at, updated_at, ended_at, cleaned)
-             SELECT CASE i % 2 WHEN 0 THEN 'linux' ELSE 'other' END, 'octo', '{id}',
-                 'rm-' || substr('{id}', 1, 8) || '-' || i,
-                 CASE WHEN i > {HISTORY} - {OPEN} THEN 'busy' ELSE 'destroying' END,
-                 CASE WHEN i > {HISTORY} - {OPEN} THEN NULL ELSE 'completed_job' END,
-                 i * 1000, i * 1000 + 500, i * 1000 + 400,
-                 CASE WHEN i > {HISTORY} - {OPEN} THEN 0 ELSE 1 END
-             FROM n;
-             INSERT INTO attempt_events (attempt_id, seq, state, at)
-                 SELECT id, 0, 'pending', created_at FROM attempts;
-             INSERT INTO attempt_events (attempt_id, seq, state, at)
-                 SELECT id, 1, state, updated_at FROM attempts;
-             COMMIT;",
-            id = host.id
-        ))
-        .unwrap();
+    s.seed_history(&HistorySeed {
+        host_id: &host.id,
+        target: "octo",
+        profiles: &["linux", "other"],
+        n: HISTORY,
+        open: OPEN,
+        closed: AttemptState::Destroying,
+        base: 0,
+    })
+    .unwrap();
     println!(
         "seeded {HISTORY} attempts ({OPEN} open) in {:.2?}; build profile: {}",
         t.elapsed(),

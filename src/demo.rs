@@ -107,8 +107,8 @@ impl Served {
     }
 }
 
-/// How a world is made: its target's poll interval, how far its GitHub is, and the
-/// shape of its runner install.
+/// How a world is made: its target's poll interval, how far its GitHub is, the shape
+/// of its runner install, and the room its host and `linux` profile give.
 #[derive(Debug, Clone, Copy)]
 pub struct WorldOptions {
     pub poll_interval_secs: u64,
@@ -116,6 +116,13 @@ pub struct WorldOptions {
     pub latency: Latency,
     /// `Realistic` lays out a real release's file count (a few seconds, once).
     pub install: InstallShape,
+    /// The host's capacity: 6 by default, room for both profiles at once, whatever
+    /// this machine's CPU count.
+    pub host_capacity: u32,
+    /// The `linux` profile's `max_capacity` (4) and idle timeout (5 s) when the world
+    /// creates it; `gpu` always has 2 and 5 s.
+    pub linux_max: u32,
+    pub linux_idle_timeout_secs: u64,
 }
 
 impl WorldOptions {
@@ -124,6 +131,9 @@ impl WorldOptions {
             poll_interval_secs,
             latency: Latency::default(),
             install: InstallShape::Small,
+            host_capacity: 6,
+            linux_max: 4,
+            linux_idle_timeout_secs: 5,
         }
     }
 
@@ -133,6 +143,28 @@ impl WorldOptions {
         self.install = InstallShape::Realistic;
         self
     }
+
+    /// A host of `capacity` whose `linux` profile holds at most `max` runners, each
+    /// stopped after `idle_timeout_secs` without a job (the benchmarks' worlds).
+    pub fn room(mut self, capacity: u32, max: u32, idle_timeout_secs: u64) -> WorldOptions {
+        self.host_capacity = capacity;
+        self.linux_max = max;
+        self.linux_idle_timeout_secs = idle_timeout_secs;
+        self
+    }
+}
+
+/// Writes `token` to `path`, readable by its owner only, as a target's or a host's
+/// token file must be (the demo world's, and the daemon and pool tests').
+pub fn write_token_file(path: &Path, token: &str) -> Result<(), String> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    f.write_all(token.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// A prepared demo world: the simulated GitHub, a state directory with a target and two
@@ -189,14 +221,7 @@ impl World {
         sim.add_pat(&token);
         sim.add_repo(DEMO_REPO, true);
         let token_file = state_dir.join("demo-token");
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&token_file)
-            .map_err(|e| format!("{}: {e}", token_file.display()))?;
-        f.write_all(token.as_bytes()).map_err(|e| e.to_string())?;
+        write_token_file(&token_file, &token)?;
         let runner_dir = state_dir.join("runner");
         // A realistic install over a small one adds its files; laying out again is cheap
         // next to checking which shape is there.
@@ -206,8 +231,7 @@ impl World {
         }
         let store = SqliteStore::open(&state_dir).map_err(|e| e.to_string())?;
         let mut host = store.host_or_create().map_err(|e| e.to_string())?;
-        // Room for both profiles at once, whatever this machine's CPU count.
-        host.capacity = 6;
+        host.capacity = opts.host_capacity;
         store.update_host(&host).map_err(|e| e.to_string())?;
         let (owner, repo) = DEMO_REPO.split_once('/').unwrap_or((DEMO_REPO, ""));
         let target = Target {
@@ -227,7 +251,16 @@ impl World {
         } else {
             store.update_target(&target).map_err(|e| e.to_string())?;
         }
-        for (name, labels, max) in [("linux", vec!["linux"], 4u32), ("gpu", vec!["gpu"], 2)] {
+        let profiles = [
+            (
+                "linux",
+                vec!["linux"],
+                opts.linux_max,
+                opts.linux_idle_timeout_secs,
+            ),
+            ("gpu", vec!["gpu"], 2, 5),
+        ];
+        for (name, labels, max, idle_timeout_secs) in profiles {
             if store.profile(name).is_ok() {
                 continue;
             }
@@ -236,7 +269,7 @@ impl World {
             p.set_labels("--labels", &labels, &host.os, &host.arch)
                 .map_err(|e| e.to_string())?;
             p.max_capacity = max;
-            p.idle_timeout_secs = 5;
+            p.idle_timeout_secs = idle_timeout_secs;
             p.runner_dir = Some(runner_dir.clone());
             store.add_profile(&p).map_err(|e| e.to_string())?;
         }
@@ -711,6 +744,38 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_file_is_its_owners_alone_and_overwritten_whole() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rm-demo-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("token");
+        write_token_file(&path, "ghp_longer_first").unwrap();
+        write_token_file(&path, "ghp_short").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let back = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!((mode, back.as_str()), (0o600, "ghp_short"));
+    }
+
+    #[test]
+    fn world_room_sets_the_host_and_linux_profile_and_nothing_else() {
+        let d = WorldOptions::new(3);
+        assert_eq!(
+            (d.host_capacity, d.linux_max, d.linux_idle_timeout_secs),
+            (6, 4, 5)
+        );
+        let r = WorldOptions::new(3).far().room(8, 2, 30);
+        assert_eq!(
+            (r.host_capacity, r.linux_max, r.linux_idle_timeout_secs),
+            (8, 2, 30)
+        );
+        assert_eq!(
+            (r.poll_interval_secs, r.install),
+            (3, InstallShape::Realistic)
+        );
+    }
 
     fn job(id: u64, status: crate::sim::JobStatus, runner: Option<&str>) -> crate::sim::JobState {
         crate::sim::JobState {

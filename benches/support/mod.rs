@@ -104,22 +104,17 @@ pub fn world_at(
 ) -> World {
     let dir =
         std::env::temp_dir().join(format!("rm-bench-{}-{}", std::process::id(), now_millis()));
-    let w = World::prepare_with(Some(dir), &daemon_binary(), distance.options(poll_secs))
-        .expect("prepare the world");
-    let store = SqliteStore::open(&w.state_dir).expect("open the world's store");
-    let mut host = store.host_or_create().expect("host");
-    host.capacity = capacity;
-    store.update_host(&host).expect("set host capacity");
-    let mut p = store.profile("linux").expect("linux profile");
-    p.max_capacity = max;
-    p.idle_timeout_secs = idle_timeout_secs;
-    store.update_profile(&p, p.revision).expect("set max");
+    let opts = distance
+        .options(poll_secs)
+        .room(capacity, max, idle_timeout_secs);
+    let w = World::prepare_with(Some(dir), &daemon_binary(), opts).expect("prepare the world");
     // `RM_BENCH_MAX_IN_FLIGHT=N` measures the daemon with another bound on requests in
     // flight than the default (`DEFAULT_MAX_IN_FLIGHT`, its target's `max_in_flight`).
     if let Some(n) = std::env::var("RM_BENCH_MAX_IN_FLIGHT")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
     {
+        let store = SqliteStore::open(&w.state_dir).expect("open the world's store");
         let mut t = store.target("demo").expect("the demo target");
         t.max_in_flight = n;
         store.update_target(&t).expect("set max_in_flight");

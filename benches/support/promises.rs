@@ -6,6 +6,7 @@ use super::proc;
 use runner_manager::domain::reason::Form;
 use runner_manager::domain::{Attempt, AttemptState, Outcome, Reason};
 use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState};
+use runner_manager::store::SqliteStore;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -343,51 +344,19 @@ pub fn secrets_in_files(files: &[PathBuf], secrets: &[String]) -> Check {
 /// No secret in any row of any table of the store, dumped as text.
 pub fn secrets_in_store(db: &Path, secrets: &[String]) -> Check {
     let mut c = Check::new("no secret in any store row", "rows");
-    let conn =
-        match rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        {
-            Ok(c) => c,
-            Err(e) => {
-                c.violations
-                    .push(format!("cannot open {}: {e}", db.display()));
-                return c;
-            }
-        };
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-        .and_then(|mut s| {
-            s.query_map([], |r| r.get::<_, String>(0))?
-                .collect::<Result<Vec<_>, _>>()
-        })
-        .unwrap_or_default();
-    for t in tables {
-        let Ok(mut stmt) = conn.prepare(&format!("SELECT * FROM \"{t}\"")) else {
-            continue;
-        };
-        let n = stmt.column_count();
-        let rows = stmt.query_map([], |r| {
-            let mut line = String::new();
-            for i in 0..n {
-                use rusqlite::types::ValueRef;
-                match r.get_ref(i)? {
-                    ValueRef::Text(b) | ValueRef::Blob(b) => {
-                        line.push_str(&String::from_utf8_lossy(b))
-                    }
-                    ValueRef::Integer(v) => line.push_str(&v.to_string()),
-                    ValueRef::Real(v) => line.push_str(&v.to_string()),
-                    ValueRef::Null => {}
-                }
-                line.push('|');
-            }
-            Ok(line)
-        });
-        let Ok(rows) = rows else { continue };
-        for line in rows.flatten() {
-            c.checked += 1;
-            for s in secrets {
-                if line.contains(s.as_str()) {
-                    c.violations.push(format!("a row of {t} holds a secret"));
-                }
+    let rows = match SqliteStore::rows_as_text(db) {
+        Ok(rows) => rows,
+        Err(e) => {
+            c.violations
+                .push(format!("cannot open {}: {e}", db.display()));
+            return c;
+        }
+    };
+    for (t, line) in rows {
+        c.checked += 1;
+        for s in secrets {
+            if line.contains(s.as_str()) {
+                c.violations.push(format!("a row of {t} holds a secret"));
             }
         }
     }

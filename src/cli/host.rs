@@ -5,11 +5,11 @@ use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
 use super::{CliError, CliResult, readable_file, secret_file};
 use crate::domain::validate::{self, Invalid};
-use crate::domain::{DemandSource, Host, Isolation, UidRange};
+use crate::domain::{DemandSource, Host, Isolation, ScalePolicy, UidRange};
 use crate::meter::units;
 use crate::store::{SessionStatus, Store};
 use crate::timefmt::{Millis, now_millis};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn host_block(h: &Host) -> String {
     output::block(&host_fields(h))
@@ -497,29 +497,9 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
             s.push_str(&targets_table(&targets, &tstat));
             s.push('\n');
             s.push_str(&profiles_table(&profiles, &pstat, &live, &meters, alive));
-            let srows: Vec<Vec<String>> = profiles
-                .iter()
-                .filter(|p| p.demand == DemandSource::Scaleset)
-                .map(|p| {
-                    let mut row = vec![p.name.clone()];
-                    row.extend(session_cells(session_of(&p.name), alive, now));
-                    row
-                })
-                .collect();
-            if !srows.is_empty() {
+            if let Some(t) = scalesets_table(&profiles, &sessions, alive, now) {
                 s.push('\n');
-                s.push_str(&table(
-                    &[
-                        "SCALE SET",
-                        "SESSION",
-                        "HELD FOR",
-                        "LAST MESSAGE",
-                        "LAST POLL",
-                        "NEXT TRY",
-                        "REASON",
-                    ],
-                    &srows,
-                ));
+                s.push_str(&t);
             }
             s
         },
@@ -545,23 +525,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     "heartbeat_at": hb.as_ref().map(|b| time(b.heartbeat_at)),
                 },
                 "targets": targets.iter().map(|t| {
-                    let st = tstat.iter().find(|s| s.target == t.name);
-                    json!({
-                        "name": t.name,
-                        "scope": output::scope_json(&t.scope),
-                        "mode": st.map(|s| s.mode.to_string()),
-                        "rate_limit_remaining": st.and_then(|s| s.rate_limit_remaining),
-                        "rate_limit": st.map(|s| json!({
-                            "limit": s.rate_limit_limit,
-                            "remaining": s.rate_limit_remaining,
-                            "reset": s.rate_limit_reset.map(time),
-                        })),
-                        "poll_every_secs": st.and_then(|s| s.poll_every_ms).map(|ms| ms as f64 / 1000.0),
-                        "poll_paced": st.and_then(|s| s.poll_every_ms)
-                            .map(|ms| ms > t.poll_interval_secs as i64 * 1000),
-                        "last_error": st.and_then(|s| s.last_error.clone()),
-                        "updated_at": st.map(|s| time(s.updated_at)),
-                    })
+                    target_json(t, tstat.iter().find(|s| s.target == t.name))
                 }).collect::<Vec<_>>(),
                 "profiles": profiles.iter().map(|p| {
                     let st = pstat.iter().find(|s| s.profile == p.name);
@@ -587,6 +551,60 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
         },
     );
     Ok(())
+}
+
+/// `status`'s scale set table: one row per scale set profile, `None` when there is none.
+fn scalesets_table(
+    profiles: &[ScalePolicy],
+    sessions: &[SessionStatus],
+    alive: bool,
+    now: Millis,
+) -> Option<String> {
+    let rows: Vec<Vec<String>> = profiles
+        .iter()
+        .filter(|p| p.demand == DemandSource::Scaleset)
+        .map(|p| {
+            let mut row = vec![p.name.clone()];
+            let session = sessions.iter().find(|r| r.profile == p.name);
+            row.extend(session_cells(session, alive, now));
+            row
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    Some(table(
+        &[
+            "SCALE SET",
+            "SESSION",
+            "HELD FOR",
+            "LAST MESSAGE",
+            "LAST POLL",
+            "NEXT TRY",
+            "REASON",
+        ],
+        &rows,
+    ))
+}
+
+/// One target in `status --json`, with what the daemon last concluded about it.
+fn target_json(t: &crate::domain::Target, st: Option<&crate::store::TargetStatus>) -> Value {
+    json!({
+        "name": t.name,
+        "scope": output::scope_json(&t.scope),
+        "mode": st.map(|s| s.mode.to_string()),
+        "rate_limit_remaining": st.and_then(|s| s.rate_limit_remaining),
+        "rate_limit": st.map(|s| json!({
+            "limit": s.rate_limit_limit,
+            "remaining": s.rate_limit_remaining,
+            "reset": s.rate_limit_reset.map(time),
+        })),
+        "poll_every_secs": st.and_then(|s| s.poll_every_ms).map(|ms| ms as f64 / 1000.0),
+        "poll_paced": st.and_then(|s| s.poll_every_ms)
+            .map(|ms| ms > t.poll_interval_secs as i64 * 1000),
+        "last_error": st.and_then(|s| s.last_error.clone()),
+        "updated_at": st.map(|s| time(s.updated_at)),
+    })
 }
 
 #[cfg(test)]

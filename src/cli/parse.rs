@@ -57,51 +57,13 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, CliError> {
     let mut help = false;
     while let Some(arg) = p.next().map_err(|e| CliError::Usage(e.to_string()))? {
         match arg {
-            Long("state-dir") => {
-                let v = utf8(
-                    "--state-dir",
-                    p.value().map_err(|e| CliError::Usage(e.to_string()))?,
-                )?;
-                if v.is_empty() {
-                    return Err(CliError::usage("--state-dir", "must not be empty"));
-                }
-                state_dir = Some(PathBuf::from(v));
-            }
+            Long("state-dir") => state_dir = Some(state_dir_value(&mut p)?),
             Long("json") => json = true,
             Long("help") | Short('h') => help = true,
             Long("version") | Short('V') if command.is_none() => return Ok(Parsed::Version),
             Long(name) => {
                 let flag = format!("--{name}");
-                let Some(cmd) = command else {
-                    return Err(CliError::usage(
-                        &flag,
-                        "unknown option here; options follow the command (see --help)",
-                    ));
-                };
-                let Some(o) = cmd.option(&flag) else {
-                    return Err(CliError::usage(
-                        &flag,
-                        &format!(
-                            "is not an option of '{}' (see '{} --help')",
-                            cmd.name(),
-                            cmd.name()
-                        ),
-                    ));
-                };
-                let value = match o.value {
-                    Some(_) => Some(utf8(
-                        o.name,
-                        p.value()
-                            .map_err(|_| CliError::usage(o.name, "needs a value"))?,
-                    )?),
-                    None => {
-                        if p.optional_value().is_some() {
-                            return Err(CliError::usage(o.name, "takes no value"));
-                        }
-                        None
-                    }
-                };
-                inv_opts.push((o.name, value));
+                inv_opts.push(command_option(&mut p, command, &flag)?);
             }
             Short(c) => {
                 return Err(CliError::usage(
@@ -116,42 +78,132 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, CliError> {
                     continue;
                 }
                 words.push(v);
-                if let Some(c) = spec::find(&words) {
-                    command = Some(c);
-                } else if !spec::is_prefix(&words) {
-                    if help {
-                        break;
-                    }
-                    let guess = spec::suggest(&words)
-                        .map(|g| format!("; did you mean '{g}'?"))
-                        .unwrap_or_default();
-                    return Err(CliError::Usage(format!(
-                        "unknown command '{}'{guess} (see runner-manager --help)",
-                        words.join(" ")
-                    )));
+                match Words::read(&words) {
+                    Words::Command(c) => command = Some(c),
+                    Words::Prefix => {}
+                    Words::Unknown if help => break,
+                    Words::Unknown => return Err(unknown_command(&words)),
                 }
             }
         }
     }
     let Some(command) = command else {
-        if help || !words.is_empty() {
-            if !words.is_empty() && !help {
-                return Err(CliError::Usage(format!(
-                    "'{}' needs a subcommand:\n\n{}",
-                    words.join(" "),
-                    spec::help_overview(&words)
-                )));
-            }
-            return Ok(Parsed::Help(spec::help_overview(&words)));
-        }
-        return Err(CliError::Usage(format!(
-            "no command given\n\n{}",
-            spec::help_overview(&[])
-        )));
+        return without_command(&words, help);
     };
     if help {
         return Ok(Parsed::Help(spec::help_command(command)));
     }
+    check_positionals(command, &positionals)?;
+    Ok(Parsed::Run(Invocation {
+        command,
+        state_dir,
+        json,
+        options: inv_opts,
+        positionals,
+    }))
+}
+
+/// `--state-dir`'s value: UTF-8 and not empty.
+fn state_dir_value(p: &mut lexopt::Parser) -> Result<PathBuf, CliError> {
+    let v = utf8(
+        "--state-dir",
+        p.value().map_err(|e| CliError::Usage(e.to_string()))?,
+    )?;
+    if v.is_empty() {
+        return Err(CliError::usage("--state-dir", "must not be empty"));
+    }
+    Ok(PathBuf::from(v))
+}
+
+/// A long option `flag` of `command` (none yet: refused), with its value when its spec
+/// takes one and refused with one when it does not.
+fn command_option(
+    p: &mut lexopt::Parser,
+    command: Option<&'static Command>,
+    flag: &str,
+) -> Result<(&'static str, Option<String>), CliError> {
+    let Some(cmd) = command else {
+        return Err(CliError::usage(
+            flag,
+            "unknown option here; options follow the command (see --help)",
+        ));
+    };
+    let Some(o) = cmd.option(flag) else {
+        return Err(CliError::usage(
+            flag,
+            &format!(
+                "is not an option of '{}' (see '{} --help')",
+                cmd.name(),
+                cmd.name()
+            ),
+        ));
+    };
+    let value = match o.value {
+        Some(_) => Some(utf8(
+            o.name,
+            p.value()
+                .map_err(|_| CliError::usage(o.name, "needs a value"))?,
+        )?),
+        None => {
+            if p.optional_value().is_some() {
+                return Err(CliError::usage(o.name, "takes no value"));
+            }
+            None
+        }
+    };
+    Ok((o.name, value))
+}
+
+/// What the command words read so far name.
+enum Words {
+    Command(&'static Command),
+    /// The start of a command's words (a group).
+    Prefix,
+    Unknown,
+}
+
+impl Words {
+    fn read(words: &[String]) -> Words {
+        if let Some(c) = spec::find(words) {
+            Words::Command(c)
+        } else if spec::is_prefix(words) {
+            Words::Prefix
+        } else {
+            Words::Unknown
+        }
+    }
+}
+
+fn unknown_command(words: &[String]) -> CliError {
+    let guess = spec::suggest(words)
+        .map(|g| format!("; did you mean '{g}'?"))
+        .unwrap_or_default();
+    CliError::Usage(format!(
+        "unknown command '{}'{guess} (see runner-manager --help)",
+        words.join(" ")
+    ))
+}
+
+/// No command named: help for the group `words` name (or all), or why not.
+fn without_command(words: &[String], help: bool) -> Result<Parsed, CliError> {
+    if help || !words.is_empty() {
+        if !words.is_empty() && !help {
+            return Err(CliError::Usage(format!(
+                "'{}' needs a subcommand:\n\n{}",
+                words.join(" "),
+                spec::help_overview(words)
+            )));
+        }
+        return Ok(Parsed::Help(spec::help_overview(words)));
+    }
+    Err(CliError::Usage(format!(
+        "no command given\n\n{}",
+        spec::help_overview(&[])
+    )))
+}
+
+/// As many positional arguments as the command's spec allows.
+fn check_positionals(command: &Command, positionals: &[String]) -> Result<(), CliError> {
     let (lo, hi) = command.positionals;
     if positionals.len() < lo {
         return Err(CliError::Usage(format!(
@@ -174,11 +226,5 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed, CliError> {
             &format!("unexpected argument to '{}'", command.name()),
         ));
     }
-    Ok(Parsed::Run(Invocation {
-        command,
-        state_dir,
-        json,
-        options: inv_opts,
-        positionals,
-    }))
+    Ok(())
 }

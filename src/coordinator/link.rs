@@ -580,20 +580,12 @@ impl Session<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::protocol::HostInfo;
 
     fn cfg() -> LinkConfig {
         let hello = Hello {
-            version: 2,
-            host: HostInfo {
-                id: "h-id".into(),
-                name: "h".into(),
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                capacity: 1,
-            },
             targets: Vec::new(),
             profiles: Vec::new(),
+            ..Hello::fixture("h-id", "h", 2, 1, &[])
         };
         LinkConfig::new("ws://127.0.0.1:1/", Secret::new("t"), hello)
     }

@@ -1,7 +1,6 @@
 //! Placement scenarios, one decision each.
 
 use super::*;
-use crate::coordinator::protocol::{HostInfo, ProfileInfo, TargetInfo};
 
 const T0: Millis = 1_800_000_000_000;
 
@@ -25,28 +24,11 @@ fn placement() -> Placement {
     )
 }
 
+/// The host's api_url ends in a slash where the coordinator's does not: they match.
 fn hello(name: &str, version: u32, capacity: u32, labels: &[&str]) -> Hello {
-    Hello {
-        version,
-        host: HostInfo {
-            id: format!("{name}-id"),
-            name: name.into(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            capacity,
-        },
-        targets: vec![TargetInfo {
-            name: "ht".into(),
-            scope: "octo/app".into(),
-            api_url: "https://api.github.com/".into(),
-        }],
-        profiles: vec![ProfileInfo {
-            name: "p".into(),
-            target: "ht".into(),
-            labels: labels.iter().map(|s| s.to_string()).collect(),
-            max: 10,
-        }],
-    }
+    let mut h = Hello::fixture(&format!("{name}-id"), name, version, capacity, labels);
+    h.targets[0].api_url = "https://api.github.com/".into();
+    h
 }
 
 const POOL: &[&str] = &["self-hosted", "linux", "rm-pool-linux"];

@@ -65,6 +65,37 @@ pub struct Hello {
     pub profiles: Vec<ProfileInfo>,
 }
 
+impl Hello {
+    /// The one `hello` fixture of tests and benchmarks: host `name` (id `id`, linux on
+    /// x86_64) with `capacity` runners, speaking `version`, with one target `ht` on
+    /// `octo/app` at `https://api.github.com` and one profile `p` on it carrying
+    /// `labels`, at most 10 runners. Callers change the fields they care about.
+    #[doc(hidden)]
+    pub fn fixture(id: &str, name: &str, version: u32, capacity: u32, labels: &[&str]) -> Hello {
+        Hello {
+            version,
+            host: HostInfo {
+                id: id.into(),
+                name: name.into(),
+                os: "linux".into(),
+                arch: "x86_64".into(),
+                capacity,
+            },
+            targets: vec![TargetInfo {
+                name: "ht".into(),
+                scope: "octo/app".into(),
+                api_url: "https://api.github.com".into(),
+            }],
+            profiles: vec![ProfileInfo {
+                name: "p".into(),
+                target: "ht".into(),
+                labels: labels.iter().map(|l| l.to_string()).collect(),
+                max: 10,
+            }],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchAck {
     pub lease_id: String,
@@ -469,27 +500,13 @@ mod tests {
     use super::*;
 
     fn hello(version: u32) -> HostMsg {
-        HostMsg::Hello(Hello {
+        HostMsg::Hello(Hello::fixture(
+            "0123456789abcdef",
+            "h1",
             version,
-            host: HostInfo {
-                id: "0123456789abcdef".into(),
-                name: "h1".into(),
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                capacity: 4,
-            },
-            targets: vec![TargetInfo {
-                name: "t".into(),
-                scope: "octo/app".into(),
-                api_url: "https://api.github.com".into(),
-            }],
-            profiles: vec![ProfileInfo {
-                name: "p".into(),
-                target: "t".into(),
-                labels: vec!["self-hosted".into(), "rm-pool-linux".into()],
-                max: 4,
-            }],
-        })
+            4,
+            &["self-hosted", "rm-pool-linux"],
+        ))
     }
 
     #[test]

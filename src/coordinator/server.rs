@@ -484,38 +484,73 @@ impl ws::Peer for HostPeer<'_> {
     }
 }
 
-// tungstenite's handshake callback returns its `ErrorResponse` by value.
-#[allow(clippy::result_large_err)]
-fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
-    // However the handshake ends, the connection leaves the gate's book.
-    struct Leave<'a>(&'a Gate, ConnId);
-    impl Drop for Leave<'_> {
-        fn drop(&mut self) {
-            self.0.left(self.1);
-        }
+/// Takes a connection out of the gate's book when dropped, however its handshake ends.
+struct Leave<'a>(&'a Gate, ConnId);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.left(self.1);
     }
+}
+
+/// One connection's thread: its stream, the handshake that authenticates a host, and
+/// then the host's frames until either side ends.
+fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
     let _leave = Leave(&ctx.gate, conn);
     let peer = tcp
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
+    let Some(stream) = open_stream(tcp, &peer, ctx) else {
+        return;
+    };
+    let Some(host) = handshake(stream, conn, &peer, ctx) else {
+        return;
+    };
+    serve_host(host, conn, &peer, ctx);
+}
+
+/// The connection's stream, with the handshake's timeouts, and TLS when the
+/// coordinator serves it.
+fn open_stream(tcp: TcpStream, peer: &str, ctx: &ConnCtx) -> Option<Stream> {
     let setup = tcp
         .set_read_timeout(Some(ctx.handshake))
         .and_then(|_| tcp.set_write_timeout(Some(ctx.handshake)))
         .and_then(|_| tcp.set_nodelay(true));
     if setup.is_err() {
-        return;
+        return None;
     }
-    let stream = match &ctx.tls {
-        None => Stream::Plain(tcp),
+    match &ctx.tls {
+        None => Some(Stream::Plain(tcp)),
         Some(cfg) => match ServerConnection::new(cfg.clone()) {
-            Ok(c) => Stream::ServerTls(Box::new(StreamOwned::new(c, tcp))),
+            Ok(c) => Some(Stream::ServerTls(Box::new(StreamOwned::new(c, tcp)))),
             Err(e) => {
                 (ctx.log)(&format!("{peer}: TLS: {e}"));
-                return;
+                None
             }
         },
-    };
+    }
+}
+
+/// A host past the handshake: its socket, its token's name and hash, and its place
+/// among the authenticated connections, held while it lives.
+struct Authenticated<'a> {
+    socket: WebSocket<Stream>,
+    name: String,
+    token: [u8; 32],
+    slot: HostSlot<'a>,
+}
+
+/// The WebSocket handshake: a known bearer token and room among the hosts, within
+/// the gate's deadline. `None` when refused (logged, throttled) or too late.
+// tungstenite's handshake callback returns its `ErrorResponse` by value.
+#[allow(clippy::result_large_err)]
+fn handshake<'a>(
+    stream: Stream,
+    conn: ConnId,
+    peer: &str,
+    ctx: &'a ConnCtx,
+) -> Option<Authenticated<'a>> {
     let mut who: Option<(String, [u8; 32])> = None;
     let mut slot: Option<HostSlot> = None;
     let callback = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
@@ -538,24 +573,42 @@ fn connection(tcp: TcpStream, conn: ConnId, ctx: &ConnCtx) {
             None => Err(unauthorized()),
         }
     };
-    let mut socket =
-        match tungstenite::accept_hdr_with_config(stream, callback, Some(ws::ws_config())) {
-            Ok(s) => s,
-            Err(e) => {
-                ctx.refusals
-                    .log(&ctx.log, &format!("{peer}: handshake refused: {e}"));
-                return;
-            }
-        };
-    let (Some((name, token)), Some(_slot)) = (who, slot) else {
-        return;
+    let socket = match tungstenite::accept_hdr_with_config(stream, callback, Some(ws::ws_config()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.refusals
+                .log(&ctx.log, &format!("{peer}: handshake refused: {e}"));
+            return None;
+        }
+    };
+    let (Some((name, token)), Some(slot)) = (who, slot) else {
+        return None;
     };
     // Out of the gate; unless the deadline (or a newer connection) closed it first.
     if !ctx.gate.passed(conn) {
         ctx.refusals
             .log(&ctx.log, &format!("{peer}: handshake ran out of time"));
-        return;
+        return None;
     }
+    Some(Authenticated {
+        socket,
+        name,
+        token,
+        slot,
+    })
+}
+
+/// An authenticated host: announced to the placer, pumped until either side ends, and
+/// its end announced.
+fn serve_host(host: Authenticated, conn: ConnId, peer: &str, ctx: &ConnCtx) {
+    // `_slot` counts the host among the connected until this function returns.
+    let Authenticated {
+        mut socket,
+        name,
+        token,
+        slot: _slot,
+    } = host;
     let (out_tx, out_rx) = unbounded::<Out>();
     let Ok((waker, wake_rx)) = ws::waker() else {
         return;

@@ -3,8 +3,9 @@
 
 use super::error::{Result, StoreError};
 use super::rows::{self, ATTEMPT_COLUMNS, sql_u64};
-use super::{AttemptFilter, NewAttempt};
+use super::{AttemptFilter, HistorySeed, NewAttempt};
 use crate::domain::attempt::StateChange;
+use crate::domain::host::short_id;
 use crate::domain::{Attempt, AttemptState, runner_name};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, params};
@@ -201,6 +202,69 @@ pub fn live_counts(c: &Connection) -> Result<BTreeMap<String, u32>> {
     ))?;
     let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, u32>(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// [`super::SqliteStore::seed_history`]: one recursive insert, ids given explicitly
+/// after the last one used so each runner name is the one the store would give.
+pub fn seed_history(c: &Connection, seed: &HistorySeed) -> Result<()> {
+    assert!(
+        !seed.profiles.is_empty(),
+        "a seeded history needs a profile"
+    );
+    let tx = rows::write_tx(c)?;
+    let last: i64 = tx.query_row(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'attempts'), 0)",
+        [],
+        |r| r.get(0),
+    )?;
+    // ?1 n, ?2 open, ?3 last id, ?4 target, ?5 host id, ?6 short id, ?7 closed state,
+    // ?8 base, then the profiles from ?9.
+    let profile = seed
+        .profiles
+        .iter()
+        .enumerate()
+        .map(|(k, _)| format!("WHEN {k} THEN ?{}", 9 + k))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut values: Vec<rusqlite::types::Value> = vec![
+        seed.n.into(),
+        seed.open.into(),
+        last.into(),
+        seed.target.to_string().into(),
+        seed.host_id.to_string().into(),
+        short_id(seed.host_id).to_string().into(),
+        seed.closed.as_str().to_string().into(),
+        seed.base.into(),
+    ];
+    values.extend(seed.profiles.iter().map(|p| p.to_string().into()));
+    tx.execute(
+        &format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+             INSERT INTO attempts (id, profile, target, host_id, runner_name, state, outcome,
+                 created_at, updated_at, ended_at, cleaned)
+             SELECT ?3 + i, CASE i % {k} {profile} END, ?4, ?5,
+                 'rm-' || ?6 || '-' || (?3 + i),
+                 CASE WHEN i > ?1 - ?2 THEN 'busy' ELSE ?7 END,
+                 CASE WHEN i > ?1 - ?2 THEN NULL ELSE 'completed_job' END,
+                 ?8 + i * 1000, ?8 + i * 1000 + 500, ?8 + i * 1000 + 400,
+                 CASE WHEN i > ?1 - ?2 THEN 0 ELSE 1 END
+             FROM n",
+            k = seed.profiles.len()
+        ),
+        rusqlite::params_from_iter(values),
+    )?;
+    tx.execute(
+        "INSERT INTO attempt_events (attempt_id, seq, state, at)
+             SELECT id, 0, 'pending', created_at FROM attempts WHERE id > ?1",
+        [last],
+    )?;
+    tx.execute(
+        "INSERT INTO attempt_events (attempt_id, seq, state, at)
+             SELECT id, 1, state, updated_at FROM attempts WHERE id > ?1",
+        [last],
+    )?;
+    tx.commit()?;
+    Ok(())
 }
 
 pub fn prune(c: &Connection, before: Millis) -> Result<usize> {

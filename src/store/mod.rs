@@ -24,7 +24,7 @@ pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;
 
 use crate::domain::{
-    Attempt, Host, Limit, Reported, ScalePolicy, SessionState, Target, TargetMode,
+    Attempt, AttemptState, Host, Limit, Reported, ScalePolicy, SessionState, Target, TargetMode,
 };
 use crate::meter::{LiveMeter, MeterPoint};
 use crate::timefmt::Millis;
@@ -44,6 +44,25 @@ pub struct NewAttempt {
     /// so that no two open attempts ever hold one.
     pub runner_uid: Option<u32>,
     pub runner_gid: Option<u32>,
+}
+
+/// A made-up history of attempts, for benchmarks and tests
+/// ([`SqliteStore::seed_history`]): what a long-lived host accumulates, written in one
+/// transaction. The `i`-th of `n` (from 1) gets the next attempt id, its runner name
+/// from it, `profiles[i % profiles.len()]`, and times `base + i * 1000` ms (created),
+/// 500 ms later (updated) and 400 ms later (ended, on every one); all but the newest
+/// `open` are `closed` with outcome `completed_job` and cleaned, the newest `open` are
+/// `busy`. Each has two events: `pending` when created, its state when updated.
+#[derive(Debug, Clone)]
+pub struct HistorySeed<'a> {
+    pub host_id: &'a str,
+    pub target: &'a str,
+    /// At least one (the seeding panics otherwise).
+    pub profiles: &'a [&'a str],
+    pub n: i64,
+    pub open: i64,
+    pub closed: AttemptState,
+    pub base: Millis,
 }
 
 /// Which attempts [`Store::attempts`] lists, newest first.

@@ -151,11 +151,59 @@ impl SqliteStore {
         self.wrap(run())
     }
 
-    /// The underlying connection, for the store's own tests and benchmarks (query
-    /// plans, raw inserts); nothing outside `store` writes SQL through it.
-    #[doc(hidden)]
-    pub fn connection(&self) -> &Connection {
+    /// The underlying connection, for the store's own modules and tests (query plans,
+    /// raw inserts): private to `store`, so nothing outside it can write SQL.
+    pub(super) fn connection(&self) -> &Connection {
         &self.conn
+    }
+
+    /// Writes the made-up history `seed` describes, in one transaction: for benchmarks
+    /// and tests that need a store with a long past, which only the store may write.
+    pub fn seed_history(&self, seed: &super::HistorySeed) -> Result<()> {
+        self.wrap(ledger::seed_history(&self.conn, seed))
+    }
+
+    /// Every row of the store file at `db` with its table's name, each row as its
+    /// columns' text, each followed by `|` (NULL as nothing): for the benchmarks' check
+    /// that no secret reached the store. The file is opened read-only, so a daemon may
+    /// be writing meanwhile; a table or row that cannot be read is passed over, as the
+    /// check always did. Fails only when the file cannot be opened.
+    pub fn rows_as_text(db: &Path) -> Result<Vec<(String, String)>> {
+        use rusqlite::types::ValueRef;
+        let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| schema::classify_open_error(e, db))?;
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .and_then(|mut s| {
+                s.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for t in tables {
+            let Ok(mut stmt) = conn.prepare(&format!("SELECT * FROM \"{t}\"")) else {
+                continue;
+            };
+            let n = stmt.column_count();
+            let rows = stmt.query_map([], |r| {
+                let mut line = String::new();
+                for i in 0..n {
+                    match r.get_ref(i)? {
+                        ValueRef::Text(b) | ValueRef::Blob(b) => {
+                            line.push_str(&String::from_utf8_lossy(b))
+                        }
+                        ValueRef::Integer(v) => line.push_str(&v.to_string()),
+                        ValueRef::Real(v) => line.push_str(&v.to_string()),
+                        ValueRef::Null => {}
+                    }
+                    line.push('|');
+                }
+                Ok(line)
+            });
+            let Ok(rows) = rows else { continue };
+            out.extend(rows.flatten().map(|line| (t.clone(), line)));
+        }
+        Ok(out)
     }
 
     /// Names the file in SQLite errors that are about the file.

@@ -862,3 +862,66 @@ fn the_runner_environment_and_tools_round_trip() {
     assert!(back.env.is_empty());
     assert_eq!(back.tools, ["docker"]);
 }
+
+#[test]
+fn a_seeded_history_follows_the_ids_given_and_names_its_runners_as_the_store_does() {
+    let (s, h, _) = seeded();
+    let first = s.create_attempt(&new_attempt(&h, "linux"), 1).unwrap();
+    s.seed_history(&HistorySeed {
+        host_id: &h.id,
+        target: "octo",
+        profiles: &["linux", "other"],
+        n: 5,
+        open: 2,
+        closed: AttemptState::Destroying,
+        base: 10_000,
+    })
+    .unwrap();
+    let all = s.attempts(&AttemptFilter::default()).unwrap();
+    assert_eq!(all.len(), 6);
+    for a in all.iter().filter(|a| a.id != first.id) {
+        let i = a.id - first.id;
+        assert_eq!(a.runner_name, crate::domain::runner_name(&h.id, a.id));
+        assert_eq!(a.profile, ["linux", "other"][(i % 2) as usize]);
+        assert_eq!(a.created_at, 10_000 + i * 1000);
+        let open = i > 3;
+        assert_eq!(
+            a.state,
+            if open {
+                AttemptState::Busy
+            } else {
+                AttemptState::Destroying
+            }
+        );
+        assert_eq!(a.cleaned, !open, "attempt {i}");
+    }
+    let events: i64 = s
+        .connection()
+        .query_row("SELECT count(*) FROM attempt_events", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        events,
+        1 + 5 * 2,
+        "the first attempt's own event and two per seeded one"
+    );
+    let next = s.create_attempt(&new_attempt(&h, "linux"), 2).unwrap();
+    assert_eq!(next.id, first.id + 6, "ids go on after the seeded ones");
+}
+
+#[test]
+fn rows_as_text_reads_every_table_of_a_store_file() {
+    let dir = TempDir::new("rows-as-text");
+    {
+        let s = SqliteStore::open(&dir.0).unwrap();
+        s.host_or_create().unwrap();
+        s.add_target(&target("octo-target")).unwrap();
+    }
+    let rows = SqliteStore::rows_as_text(&dir.0.join(DB_FILE)).unwrap();
+    assert!(
+        rows.iter()
+            .any(|(t, line)| t == "targets" && line.contains("octo-target|")),
+        "{rows:?}"
+    );
+    assert!(rows.iter().any(|(t, _)| t == "host"), "{rows:?}");
+    assert!(SqliteStore::rows_as_text(&dir.0.join("nothing.db")).is_err());
+}

@@ -5,48 +5,31 @@
 use runner_manager::coordinator::placement::{
     Action, ConnId, CoordTarget, Placement, PlacementConfig,
 };
-use runner_manager::coordinator::protocol::{
-    AttemptStarted, CoordMsg, Hello, HostInfo, LaunchAck, ProfileInfo, Status, TargetInfo,
-};
+use runner_manager::coordinator::protocol::{AttemptStarted, CoordMsg, Hello, LaunchAck, Status};
 use runner_manager::domain::QueuedJob;
+use runner_manager::sim::rng::SplitMix64;
 use std::collections::{BTreeMap, BTreeSet};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
+/// `rng.below(n)`: a draw in `0..n`.
+trait Below {
+    fn below(&mut self, n: u64) -> u64;
+}
+impl Below for SplitMix64 {
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 }
 
 fn hello(i: u64, cap: u32, version: u32) -> Hello {
-    Hello {
+    let mut h = Hello::fixture(
+        &format!("{i:016}"),
+        &format!("h{i}"),
         version,
-        host: HostInfo {
-            id: format!("{i:016}"),
-            name: format!("h{i}"),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            capacity: cap,
-        },
-        targets: vec![TargetInfo {
-            name: "ht".into(),
-            scope: "octo/app".into(),
-            api_url: "https://api.github.com".into(),
-        }],
-        profiles: vec![ProfileInfo {
-            name: "p".into(),
-            target: "ht".into(),
-            labels: vec!["linux".into(), "rm-pool-linux".into()],
-            max: 50,
-        }],
-    }
+        cap,
+        &["linux", "rm-pool-linux"],
+    );
+    h.profiles[0].max = 50;
+    h
 }
 
 /// What the hosts hold: lease → (host conn, job key).
@@ -103,7 +86,7 @@ impl World {
 }
 
 fn run(seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut p = Placement::new(
         PlacementConfig {
             ttl_secs: 30,
@@ -127,7 +110,7 @@ fn run(seed: u64) {
         now += rng.below(3_000) as i64;
         let step = rng.below(9);
         let conns: Vec<ConnId> = w.connected.iter().copied().collect();
-        let pick = |rng: &mut Rng| {
+        let pick = |rng: &mut SplitMix64| {
             conns
                 .get(rng.below(conns.len().max(1) as u64) as usize)
                 .copied()

@@ -4,9 +4,7 @@
 use runner_manager::coordinator::auth::{TokenBook, token_hash};
 use runner_manager::coordinator::demand::DemandSource;
 use runner_manager::coordinator::placement::{CoordTarget, PlacementConfig};
-use runner_manager::coordinator::protocol::{
-    CoordMsg, Hello, HostInfo, HostMsg, LaunchFrame, ProfileInfo, TargetInfo,
-};
+use runner_manager::coordinator::protocol::{CoordMsg, Hello, HostMsg, LaunchFrame};
 use runner_manager::coordinator::server::{ServeOptions, ServerHandle, serve};
 use runner_manager::domain::QueuedJob;
 use runner_manager::secret::Secret;
@@ -142,27 +140,13 @@ pub fn coordinator_with(
 }
 
 pub fn hello(name: &str, version: u32, capacity: u32) -> Hello {
-    Hello {
+    Hello::fixture(
+        &format!("{name:0>16}"),
+        name,
         version,
-        host: HostInfo {
-            id: format!("{name:0>16}"),
-            name: name.into(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            capacity,
-        },
-        targets: vec![TargetInfo {
-            name: "ht".into(),
-            scope: "octo/app".into(),
-            api_url: "https://api.github.com".into(),
-        }],
-        profiles: vec![ProfileInfo {
-            name: "p".into(),
-            target: "ht".into(),
-            labels: vec!["self-hosted".into(), "linux".into(), "rm-pool-linux".into()],
-            max: 10,
-        }],
-    }
+        capacity,
+        &["self-hosted", "linux", "rm-pool-linux"],
+    )
 }
 
 /// A host played by the test: a raw WebSocket client.

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+use runner_manager::demo::write_token_file;
 use runner_manager::domain::{
     Attempt, AttemptState, CredentialRef, Outcome, Reason, ScalePolicy, Target, TargetScope,
 };
@@ -12,8 +13,6 @@ use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState, SimConfig,
 use runner_manager::sim::{SimHandle, install};
 use runner_manager::store::{AttemptFilter, SqliteStore, Store};
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -195,20 +194,7 @@ impl World {
     /// second. `valid` false gives the target a token the sim does not know (401).
     pub fn add_target(&mut self, name: &str, repo: &str, valid: bool) {
         self.sim.add_repo(repo, true);
-        self.tokens += 1;
-        let token = format!("ghp_e2e{}{:08}", std::process::id(), self.tokens);
-        if valid {
-            self.sim.add_pat(&token);
-        }
-        let token_file = self.dir.join(format!("token-{name}"));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&token_file)
-            .unwrap();
-        f.write_all(token.as_bytes()).unwrap();
+        let token_file = self.token_file(name, valid);
         let (owner, r) = repo.split_once('/').unwrap();
         self.store()
             .add_target(&Target {
@@ -233,18 +219,7 @@ impl World {
         for (r, public) in repos {
             self.sim.add_repo(&format!("{org}/{r}"), !public);
         }
-        self.tokens += 1;
-        let token = format!("ghp_e2e{}{:08}", std::process::id(), self.tokens);
-        self.sim.add_pat(&token);
-        let token_file = self.dir.join(format!("token-{name}"));
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&token_file)
-            .unwrap();
-        f.write_all(token.as_bytes()).unwrap();
+        let token_file = self.token_file(name, true);
         self.store()
             .add_target(&Target {
                 name: name.into(),
@@ -256,6 +231,18 @@ impl World {
                 max_in_flight: 8,
             })
             .unwrap();
+    }
+
+    /// A new PAT in `token-<target>`, known to the sim when `valid`.
+    fn token_file(&mut self, target: &str, valid: bool) -> PathBuf {
+        self.tokens += 1;
+        let token = format!("ghp_e2e{}{:08}", std::process::id(), self.tokens);
+        if valid {
+            self.sim.add_pat(&token);
+        }
+        let token_file = self.dir.join(format!("token-{target}"));
+        write_token_file(&token_file, &token).unwrap();
+        token_file
     }
 
     pub fn add_profile(&self, spec: ProfileSpec) {

@@ -3,7 +3,6 @@
 use runner_manager::coordinator::protocol::{CoordMsg, Hello, HelloAck, HostMsg, LaunchFrame};
 use runner_manager::sim::{JobStatus, SimConfig, SimGitHub, SimHandle, install};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -25,14 +24,7 @@ pub fn wait_until(within: Duration, what: &str, mut cond: impl FnMut() -> bool) 
 }
 
 pub fn write_secret(path: &Path, value: &str) {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .unwrap();
-    f.write_all(value.as_bytes()).unwrap();
+    runner_manager::demo::write_token_file(path, value).unwrap();
 }
 
 pub fn run(dir: &Path, args: &[&str]) -> Output {
