@@ -58,17 +58,6 @@ fn gauge(addr: &str, name: &str) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
-fn limiting(w: &World, profile: &str) -> String {
-    let st = w.status_json();
-    st["profiles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == profile)
-        .map(|p| p["limiting"].as_str().unwrap_or("").to_string())
-        .unwrap_or_default()
-}
-
 #[test]
 fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_returns() {
     let mut w = World::on_tmpfs("disk-full", 4, 48);
@@ -93,9 +82,9 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
     fill(&filler, 4 * MIB);
     let filled_at = now_millis();
     wait_until(SETTLE, "status to show the disk limiting linux", || {
-        limiting(&w, "linux").contains("unfit: disk: ")
+        w.limiting("linux").contains("unfit: disk: ")
     });
-    let why = limiting(&w, "linux");
+    let why = w.limiting("linux");
     assert!(
         why.contains("under disk_reserve 8.0 MiB") && why.contains("resume above 16 MiB"),
         "{why}"
@@ -131,7 +120,7 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
         "a runner was asked for while the disk was under its reserve"
     );
     assert!(w.live_attempts().is_empty(), "{:?}", w.live_attempts());
-    assert!(limiting(&w, "linux").contains("disk: "));
+    assert!(w.limiting("linux").contains("disk: "));
 
     // Not one byte free: writes may fail now (SQLITE_FULL), and the daemon lives on
     // through its heartbeat (written, or logged as not written).
@@ -159,7 +148,7 @@ fn a_full_state_directory_holds_starts_keeps_cleaning_and_resumes_when_space_ret
     w.wait_settled(&["acme/app"]);
     w.check_invariants(&["acme/app"]);
     assert_eq!(w.attempts().len(), 2, "{:?}", w.outcomes());
-    assert!(!limiting(&w, "linux").contains("disk"));
+    assert!(!w.limiting("linux").contains("disk"));
     assert_eq!(gauge(&addr, HELD), Some(0.0));
     assert!(w.stop_daemon().success());
     let logs = w.daemon_logs();

@@ -13,16 +13,6 @@ const JIT: &str = "/repos/{owner}/{repo}/actions/runners/generate-jitconfig";
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
 const TOOL: &str = "rm-fitness-probe-tool";
 
-fn limiting(w: &World, profile: &str) -> String {
-    w.status_json()["profiles"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == profile)
-        .map(|p| p["limiting"].as_str().unwrap_or("").to_string())
-        .unwrap_or_default()
-}
-
 fn requests(w: &World, endpoint: &str) -> usize {
     w.log().iter().filter(|e| e.endpoint == endpoint).count()
 }
@@ -73,9 +63,9 @@ fn a_missing_required_tool_starts_nothing_and_says_why_until_the_tool_appears() 
     wait_until(
         SETTLE,
         "status to show the missing tool limiting linux",
-        || limiting(&w, "linux").contains("required check tools:linux"),
+        || w.limiting("linux").contains("required check tools:linux"),
     );
-    let why = limiting(&w, "linux");
+    let why = w.limiting("linux");
     assert!(
         why.contains(TOOL) && why.contains(&path) && !why.contains(", sh"),
         "{why}"

@@ -20,17 +20,22 @@ fn link_of(path: &Path) -> Option<PathBuf> {
     std::fs::read_link(path).ok()
 }
 
-#[test]
-fn a_release_mid_stream_is_switched_to_without_losing_a_job_or_touching_a_live_root() {
-    let mut w = World::new("update", 4);
+/// A target whose sim release runs this build's simulated runner, and an install of
+/// ours at the default place, as `runner install` makes it, for the profiles: its path.
+fn managed_install(w: &mut World) -> PathBuf {
     w.add_target("t", REPO, true);
-    // The sim's release runs this build's simulated runner.
     w.sim
         .with_state(|st| st.runner_binary = Some(PathBuf::from(BIN)));
-    // An install of ours at the default place, as `runner install` makes it.
     w.cli_ok(&["runner", "install", "--target", "t"]);
     let install = w.dir.join("runner");
     w.runner_dir = install.clone();
+    install
+}
+
+#[test]
+fn a_release_mid_stream_is_switched_to_without_losing_a_job_or_touching_a_live_root() {
+    let mut w = World::new("update", 4);
+    let install = managed_install(&mut w);
     w.add_profile(ProfileSpec::new("p", "t", &["upd"]).max(4).idle_timeout(30));
     w.start_daemon_with(&["--runner-check", "1s"]);
     // The first check adopts the directory install into the versioned layout (no
@@ -241,12 +246,7 @@ fn a_pin_is_validated_and_shown() {
 #[test]
 fn a_runner_told_to_update_itself_makes_the_daemon_check_at_once() {
     let mut w = World::new("update-now", 2);
-    w.add_target("t", REPO, true);
-    w.sim
-        .with_state(|st| st.runner_binary = Some(PathBuf::from(BIN)));
-    w.cli_ok(&["runner", "install", "--target", "t"]);
-    let install = w.dir.join("runner");
-    w.runner_dir = install.clone();
+    let install = managed_install(&mut w);
     w.add_profile(ProfileSpec::new("p", "t", &["now"]).max(1));
     // Checked at start, then not for an hour: only the runner's exit explains another.
     w.start_daemon_with(&["--runner-check", "1h"]);
@@ -324,12 +324,7 @@ fn scale_set_runners_are_never_told_to_update_themselves() {
 #[test]
 fn a_pinned_version_is_switched_to_and_unpinning_returns_to_the_newest() {
     let mut w = World::new("update-pinned", 1);
-    w.add_target("t", REPO, true);
-    w.sim
-        .with_state(|st| st.runner_binary = Some(PathBuf::from(BIN)));
-    w.cli_ok(&["runner", "install", "--target", "t"]);
-    let install = w.dir.join("runner");
-    w.runner_dir = install.clone();
+    let install = managed_install(&mut w);
     w.add_profile(ProfileSpec::new("p", "t", &["pin"]).max(1));
     w.cli_ok(&["host", "set", "runner_version=2.330.0"]);
     w.start_daemon_with(&["--runner-check", "1s"]);

@@ -374,6 +374,17 @@ impl World {
         serde_json::from_str(&self.cli_ok(&["--json", "status"])).unwrap()
     }
 
+    /// What `status --json` says limits `profile` ("" when it names no such profile).
+    pub fn limiting(&self, profile: &str) -> String {
+        self.status_json()["profiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == profile)
+            .map(|p| p["limiting"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default()
+    }
+
     // ---- what is there ----
 
     pub fn attempts(&self) -> Vec<Attempt> {
