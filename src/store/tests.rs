@@ -925,3 +925,15 @@ fn rows_as_text_reads_every_table_of_a_store_file() {
     assert!(rows.iter().any(|(t, _)| t == "host"), "{rows:?}");
     assert!(SqliteStore::rows_as_text(&dir.0.join("nothing.db")).is_err());
 }
+
+#[test]
+fn a_reset_wal_is_truncated_to_its_limit() {
+    let d = TempDir::new("wal-limit");
+    std::fs::create_dir_all(&d.0).unwrap();
+    let s = SqliteStore::open(&d.0).unwrap();
+    let limit: i64 = s
+        .connection()
+        .query_row("PRAGMA journal_size_limit", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(limit as u64, super::sqlite::WAL_SIZE_LIMIT);
+}
