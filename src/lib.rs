@@ -3,6 +3,7 @@
 //! See ARCHITECTURE.md for the codemap. `main.rs` runs the simulated runner when called
 //! by a runner's name, and otherwise calls [`cli::main`].
 
+pub mod alloc;
 pub mod backoff;
 pub mod cli;
 pub mod coordinator;

@@ -306,6 +306,7 @@ fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
 }
 
 fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
+    crate::alloc::cap_malloc_arenas();
     let listen = inv.value("--listen").unwrap_or_default();
     let addr: std::net::SocketAddr = listen
         .parse()

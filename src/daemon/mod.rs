@@ -99,26 +99,10 @@ struct LoopThread {
     thread: JoinHandle<Option<String>>,
 }
 
-/// Caps glibc's malloc arenas at two before any thread starts. The io workers start
-/// and retire with the load, and each new thread may get an arena of its own, whose
-/// freed pages glibc keeps: issue 18's soak saw the daemon's RSS grow about 2.3 MB
-/// per 1,000 jobs within a life, in a dozen 1-2 MB anonymous mappings, not the heap.
-/// The workers spend their time waiting on GitHub, not in malloc, so two shared
-/// arenas should cost little (the soak bench measures both). Other C libraries have
-/// no such knob.
-fn cap_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only tunes the allocator; it is called before the daemon
-    // starts any thread of its own.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-    }
-}
-
 /// Runs the daemon until SIGTERM (or, with `once`, one pass per target).
 pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     crate::logging::init(opts.log_level);
-    cap_malloc_arenas();
+    crate::alloc::cap_malloc_arenas();
     // Signals are watched before anything else, so a SIGTERM during startup drains
     // (it is read once the main loop runs) instead of killing the daemon outright.
     let watched = if opts.once {

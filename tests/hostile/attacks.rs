@@ -213,7 +213,10 @@ fn a_fork_bomb_stops_at_pids_max_and_the_host_carries_on() {
     let bomb = run_script(
         &w,
         "bomb",
-        "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; echo tried=$i\n",
+        // `wait` (a builtin: no fork needed past pids_max) keeps the job, and so the
+        // bomb's processes, alive until its sleeps end: a bomb whose forks fail at
+        // once would otherwise end before a loaded host's sampling saw it.
+        "i=0; while [ $i -lt 400 ]; do sleep 8 & i=$((i+1)); done; echo tried=$i; wait\n",
     );
     // While it forks, count what runs under each uid of the block (only our runners
     // run under them, and the bomb's is the only busy one).
