@@ -621,9 +621,12 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
         println!("{l:>6} {n:>8} {rss:>10} {store:>12}");
     }
     let per_k = |v: Option<f64>| v.map_or("-".into(), |s| format!("{:+.1}", s * 1_000.0));
+    // The sample before any job (a coordinator that has served nothing) is left out:
+    // the slope is of a warm process.
     let rss_within = stats::slope_within(
         &samples
             .iter()
+            .filter(|s| s.1 > 0)
             .map(|s| (s.0, s.1 as f64, s.2 as f64))
             .collect::<Vec<_>>(),
     );
