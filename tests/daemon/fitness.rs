@@ -5,9 +5,7 @@
 
 use super::metrics::{get, metrics_addr_in};
 use super::support::{ProfileSpec, SETTLE, World, wait_until};
-use runner_manager::sim::JobStatus;
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 
 const JIT: &str = "/repos/{owner}/{repo}/actions/runners/generate-jitconfig";
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
@@ -133,20 +131,7 @@ fn the_runner_gets_the_hosts_and_the_profiles_variables_the_profiles_winning() {
         &["self-hosted", "linux"],
         "env | grep '^RM_' | sort",
     );
-    let mut job = None;
-    wait_until(
-        Duration::from_secs(60),
-        "the script job to complete",
-        || {
-            job = w
-                .sim
-                .jobs()
-                .into_iter()
-                .find(|j| j.id == id && j.status == JobStatus::Completed);
-            job.is_some()
-        },
-    );
-    let out = job.unwrap().output.unwrap_or_default();
+    let out = w.finished(id).output.unwrap_or_default();
     let lines: Vec<&str> = out.lines().map(str::trim).collect();
     assert_eq!(
         lines,

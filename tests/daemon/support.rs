@@ -374,6 +374,21 @@ impl World {
         serde_json::from_str(&self.cli_ok(&["--json", "status"])).unwrap()
     }
 
+    /// Waits (60 s at most) for job `id` to complete and returns it (its `output` is
+    /// what it printed).
+    pub fn finished(&self, id: u64) -> runner_manager::sim::JobState {
+        let mut job = None;
+        wait_until(Duration::from_secs(60), "the job completes", || {
+            job = self
+                .sim
+                .jobs()
+                .into_iter()
+                .find(|j| j.id == id && j.status == runner_manager::sim::JobStatus::Completed);
+            job.is_some()
+        });
+        job.unwrap()
+    }
+
     /// What `status --json` says limits `profile` ("" when it names no such profile).
     pub fn limiting(&self, profile: &str) -> String {
         self.status_json()["profiles"]

@@ -3,8 +3,7 @@
 
 use crate::support::*;
 use crate::users::{self, UidBlock};
-use runner_manager::sim::{JobState, JobStatus};
-use std::time::Duration;
+use runner_manager::sim::JobState;
 
 pub const REPO: &str = "octo/app";
 
@@ -39,16 +38,7 @@ pub fn run_script(w: &World, name: &str, script: &str) -> u64 {
 
 /// Waits for job `id` to complete and returns it (its `output` is what it printed).
 pub fn finished(w: &World, id: u64) -> JobState {
-    let mut job = None;
-    wait_until(Duration::from_secs(60), "the job completes", || {
-        job = w
-            .sim
-            .jobs()
-            .into_iter()
-            .find(|j| j.id == id && j.status == JobStatus::Completed);
-        job.is_some()
-    });
-    job.unwrap()
+    w.finished(id)
 }
 
 /// The job's output, lines trimmed.
