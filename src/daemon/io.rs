@@ -15,12 +15,11 @@
 //! with a [`Done`]. The loop never watches an attempt a worker holds.
 
 use super::actuator::{self, Ctx};
-use super::rest_queue::Fresh;
 use super::shared::Shared;
 use super::starter::{self, StartCx, Started};
 use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
-use crate::github::{GhError, GitHubClient, ReadCaps};
+use crate::github::{GhError, GitHubClient, QueueRead, ReadCaps};
 use crate::reconcile::watch::{self, Action, Timeouts};
 use crate::scaleset::ScaleSetClient;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -124,12 +123,9 @@ pub enum Done {
 
 /// A demand read's result.
 pub struct DemandRead {
-    /// What the queue takes from it.
-    pub fresh: Fresh,
-    /// Runs read for the first time (each one's jobs list cost a unit).
-    pub new_runs: u32,
-    /// Run reads that failed for a passing reason (those runs keep their earlier view).
-    pub failed_runs: u32,
+    pub read: QueueRead,
+    /// An organization's public (or not yet known) repositories left unread.
+    pub not_polled: u32,
 }
 
 struct Work {
@@ -584,18 +580,9 @@ fn read_demand(
     }
     // Every repository's runs, and each run's jobs, read with the target's bound on
     // requests in flight.
-    let q = client.read_queue(&read, caps, each_run)?;
     Ok(DemandRead {
-        fresh: Fresh {
-            whole: q.whole(),
-            jobs: q.jobs,
-            listed: q.listed,
-            read_runs: q.read_runs,
-            unread_runs: q.unread_runs,
-            not_polled,
-        },
-        new_runs: q.new_runs,
-        failed_runs: q.failed_runs,
+        read: client.read_queue(&read, caps, each_run)?,
+        not_polled,
     })
 }
 

@@ -5,6 +5,7 @@
 //! sends the reads and hands their results here.
 
 use crate::domain::{Attempt, QueuedJob, ScalePolicy};
+use crate::github::QueueRead;
 use crate::github::visibility::OrgRepos;
 use crate::reconcile::demand;
 use crate::timefmt::Millis;
@@ -38,22 +39,6 @@ pub struct RestQueue {
     not_polled: u32,
     /// Runs the last read left unread (a deep queue is read as room frees up).
     pub unread_runs: u32,
-}
-
-/// What a demand read brought (see `GitHubClient::read_queue`).
-#[derive(Debug, Default)]
-pub struct Fresh {
-    /// The queued jobs of the runs in `read_runs`.
-    pub jobs: Vec<QueuedJob>,
-    /// Every run listed, and those whose jobs were read.
-    pub listed: Vec<i64>,
-    pub read_runs: Vec<i64>,
-    /// Every listed run was read again.
-    pub whole: bool,
-    /// Runs never read that were left for later, and an organization's public
-    /// repositories not polled.
-    pub unread_runs: u32,
-    pub not_polled: u32,
 }
 
 /// When the attempt took its job (entered `busy`; its last change if it never did).
@@ -90,7 +75,9 @@ impl RestQueue {
     /// A read came back: the runs it read get its jobs, the runs no longer listed go,
     /// and the rest keep what earlier reads saw. Only a whole read (every listed run
     /// read again) moves the time attempts that ended are judged against.
-    pub fn take_read(&mut self, read: Fresh, read_at: Millis, scope: Scope) {
+    /// `not_polled`: an organization's public repositories the read left out.
+    pub fn take_read(&mut self, read: QueueRead, not_polled: u32, read_at: Millis, scope: Scope) {
+        let whole = read.whole();
         let listed: std::collections::BTreeSet<i64> = read.listed.into_iter().collect();
         self.runs.retain(|run, _| listed.contains(run));
         for run in read.read_runs {
@@ -99,11 +86,11 @@ impl RestQueue {
         for j in read.jobs {
             self.runs.entry(j.run_id).or_default().push(j);
         }
-        self.not_polled = read.not_polled;
+        self.not_polled = not_polled;
         self.unread_runs = read.unread_runs;
         self.rebuild(scope);
         self.read_at = read_at;
-        if read.whole {
+        if whole {
             self.forget_ended_before(read_at);
         }
     }
@@ -181,17 +168,16 @@ mod tests {
     }
 
     /// A read that read every run it listed (the runs of `jobs`, and `empty`).
-    fn whole(jobs: Vec<QueuedJob>, empty: &[i64]) -> Fresh {
+    fn whole(jobs: Vec<QueuedJob>, empty: &[i64]) -> QueueRead {
         let mut runs: Vec<i64> = jobs.iter().map(|j| j.run_id).collect();
         runs.extend_from_slice(empty);
         runs.sort_unstable();
         runs.dedup();
-        Fresh {
+        QueueRead {
             jobs,
             listed: runs.clone(),
             read_runs: runs,
-            whole: true,
-            ..Fresh::default()
+            ..QueueRead::default()
         }
     }
 
@@ -213,7 +199,7 @@ mod tests {
         q.take_run(11, vec![job(3, 11)], Scope::Repo);
         assert_eq!(q.jobs.len(), 3);
         // The whole read says run 10 is gone.
-        q.take_read(whole(vec![job(3, 11)], &[]), 500, Scope::Repo);
+        q.take_read(whole(vec![job(3, 11)], &[]), 0, 500, Scope::Repo);
         q.end_read(repos);
         assert!(!q.reading);
         assert_eq!(ids(&q), vec![3]);
@@ -226,20 +212,21 @@ mod tests {
         let mut q = RestQueue::default();
         q.take_read(
             whole(vec![job(1, 10), job(2, 11), job(3, 12)], &[13]),
+            0,
             100,
             Scope::Repo,
         );
         assert_eq!(q.held_runs(), vec![10, 11, 12, 13]);
         // Run 10 is done (not listed), 11 was read again (its job taken), 12's read
         // failed or was past the cap, 13 was read and has a new job.
-        let part = Fresh {
+        let part = QueueRead {
             jobs: vec![job(4, 13)],
             listed: vec![11, 12, 13],
             read_runs: vec![11, 13],
-            whole: false,
-            ..Fresh::default()
+            stale_runs: 1,
+            ..QueueRead::default()
         };
-        q.take_read(part, 200, Scope::Repo);
+        q.take_read(part, 0, 200, Scope::Repo);
         assert_eq!(ids(&q), vec![3, 4], "12 keeps its earlier view");
         assert_eq!(q.held_runs(), vec![11, 12, 13]);
         assert_eq!(q.read_at, 200);
@@ -248,7 +235,7 @@ mod tests {
     #[test]
     fn an_ended_attempt_counts_until_a_whole_read_after_its_job_began() {
         let mut q = RestQueue::default();
-        q.take_read(whole(vec![job(1, 10)], &[]), 100, Scope::Repo);
+        q.take_read(whole(vec![job(1, 10)], &[]), 0, 100, Scope::Repo);
         let mut a = Attempt::new(7, "linux", "t", "h", 50);
         a.job_name = Some("build".into());
         a.updated_at = 200;
@@ -256,17 +243,18 @@ mod tests {
         q.note(&a);
         assert_eq!(q.ended_since_read().len(), 1);
         // A read begun before the job started may still list it.
-        q.take_read(whole(vec![job(1, 10)], &[]), 150, Scope::Repo);
+        q.take_read(whole(vec![job(1, 10)], &[]), 0, 150, Scope::Repo);
         assert_eq!(q.ended_since_read().len(), 1);
         // A read in part begun after it may still hold a stale view of its run.
-        let part = Fresh {
+        let part = QueueRead {
             listed: vec![10],
-            ..Fresh::default()
+            stale_runs: 1,
+            ..QueueRead::default()
         };
-        q.take_read(part, 250, Scope::Repo);
+        q.take_read(part, 0, 250, Scope::Repo);
         assert_eq!(q.ended_since_read().len(), 1);
         // A whole one begun after it does not: the attempt no longer needs counting.
-        q.take_read(whole(vec![], &[]), 260, Scope::Repo);
+        q.take_read(whole(vec![], &[]), 0, 260, Scope::Repo);
         assert!(q.ended_since_read().is_empty());
         // A live attempt, or one that took no job, is never noted.
         let mut live = Attempt::new(8, "linux", "t", "h", 300);

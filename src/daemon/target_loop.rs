@@ -588,14 +588,14 @@ impl TargetLoop {
                 // A new run's first read is part of what its jobs cost (like their JIT
                 // configs); polling is the rest: the runs lists and re-reads of runs
                 // that changed. That is what the governor paces.
-                let first_reads = result.as_ref().map_or(0, |r| r.new_runs as u64);
+                let first_reads = result.as_ref().map_or(0, |r| r.read.new_runs as u64);
                 if let Ok(r) = &result
-                    && r.failed_runs > 0
+                    && r.read.failed_runs > 0
                 {
                     log_warn!(
                         "queue_read_failed_in_part",
                         target = self.name,
-                        failed_runs = r.failed_runs
+                        failed_runs = r.read.failed_runs
                     );
                 }
                 self.read_cost.observe(units.saturating_sub(first_reads));
@@ -647,16 +647,17 @@ impl TargetLoop {
     /// keeps its earlier view), and its time the queue's.
     fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
         let profiles = self.org_profiles();
-        if read.fresh.unread_runs > 0 || !read.fresh.whole {
+        if read.read.unread_runs > 0 || !read.read.whole() {
             // A deep queue: what was read fills the room; the rest waits (issue 20).
             log_debug!(
                 "queue_read_in_part",
                 target = self.name,
-                unread_runs = read.fresh.unread_runs,
-                whole = read.fresh.whole
+                unread_runs = read.read.unread_runs,
+                whole = read.read.whole()
             );
         }
-        self.queue.take_read(read.fresh, read_at, scope(&profiles));
+        self.queue
+            .take_read(read.read, read.not_polled, read_at, scope(&profiles));
         self.hold = self.hold.recovered();
         if self.last_error.take().is_some() {
             log_info!("target_recovered", target = self.name);
