@@ -645,10 +645,34 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
         per_k(rss_within),
         per_k(store_across),
     );
+    print_runner_ends(&pool);
     for h in &mut pool.hosts {
         h.stop();
     }
     pool.stop_coordinator();
+}
+
+/// How each host's runners ended, by outcome and reason: a surplus runner shows as an
+/// end other than a job run (a runner killed with its host, its job started again
+/// elsewhere, shows as `orphaned`).
+fn print_runner_ends(pool: &Pool) {
+    println!("runner ends per host (outcome, reason: attempts):");
+    for (i, h) in pool.hosts.iter().enumerate() {
+        let json = support::run_ok(&h.dir, &["--json", "attempts", "--limit", "0"]);
+        let attempts: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap_or_default();
+        let mut ends: std::collections::BTreeMap<String, usize> = Default::default();
+        for a in &attempts {
+            let key = format!(
+                "{}, {}",
+                a["outcome"].as_str().unwrap_or("-"),
+                a["reason"].as_str().unwrap_or("-")
+            );
+            *ends.entry(key).or_default() += 1;
+        }
+        for (end, n) in ends {
+            println!("  host{i}  {end}: {n}");
+        }
+    }
 }
 
 /// The bytes of the files directly in `dir` (the store, its WAL, logs).

@@ -122,31 +122,56 @@ fn copy_meter(shared: &Shared, a: &mut Attempt) {
     }
 }
 
-/// DELETEs the attempt's registration; only 204/404 let its process be stopped.
+/// DELETEs the attempt's registration, from the scale set for a scale set profile;
+/// only a removal or a 404 lets its process be stopped.
 fn deregister(cx: &Ctx, a: &Attempt) -> DeregisterResult {
     if let Some(ss) = cx.scaleset {
-        return super::scaleset_feed::deregister(ss, a);
+        return remove_registration(
+            a,
+            |name| ss.runner_by_name(name).map(|r| r.map(|r| r.id)),
+            |id| super::scaleset_feed::remove(ss, id),
+        );
     }
     let Some(client) = cx.client else {
         return DeregisterResult::Failed;
     };
-    let id = match a.runner_id {
-        Some(id) => id,
-        None => match client.runner_by_name(cx.scope, &a.runner_name) {
-            Ok(Some(r)) => r.id,
+    remove_registration(
+        a,
+        |name| {
+            client
+                .runner_by_name(cx.scope, name)
+                .map(|r| r.map(|r| r.id))
+        },
+        |id| {
+            client.delete_runner(cx.scope, id).map(|d| match d {
+                Deleted::Removed => DeregisterResult::Deleted,
+                Deleted::AlreadyGone => DeregisterResult::NotFound,
+                Deleted::Busy { .. } => DeregisterResult::Busy,
+            })
+        },
+    )
+}
+
+/// The one deregistration, over either API: the attempt's runner id (looked up by its
+/// name when the JIT call's answer was lost to a crash), then its removal. No
+/// registration under that name is `NotFound`; an error is `Failed`, logged once.
+fn remove_registration<E: std::fmt::Display>(
+    a: &Attempt,
+    by_name: impl FnOnce(&str) -> Result<Option<i64>, E>,
+    remove: impl FnOnce(i64) -> Result<DeregisterResult, E>,
+) -> DeregisterResult {
+    let removed = match a.runner_id {
+        Some(id) => remove(id),
+        None => match by_name(&a.runner_name) {
+            Ok(Some(id)) => remove(id),
             Ok(None) => return DeregisterResult::NotFound,
-            Err(_) => return DeregisterResult::Failed,
+            Err(e) => Err(e),
         },
     };
-    match client.delete_runner(cx.scope, id) {
-        Ok(Deleted::Removed) => DeregisterResult::Deleted,
-        Ok(Deleted::AlreadyGone) => DeregisterResult::NotFound,
-        Ok(Deleted::Busy { .. }) => DeregisterResult::Busy,
-        Err(e) => {
-            log_warn!("deregister_failed", attempt = a.id, error = e);
-            DeregisterResult::Failed
-        }
-    }
+    removed.unwrap_or_else(|e| {
+        log_warn!("deregister_failed", attempt = a.id, error = e);
+        DeregisterResult::Failed
+    })
 }
 
 /// Signals the runner's session, after checking that the pid is still our runner.

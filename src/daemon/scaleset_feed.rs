@@ -694,25 +694,14 @@ pub fn jit(ss: &ScaleSetClient, scale_set_id: i64, a: &Attempt) -> Result<(i64, 
         .map_err(to_gh)
 }
 
-/// Removes a scale set runner's registration; only a removal or a 404 lets its
-/// process be stopped, and a runner running a job (400 `AgentInUse`) is busy.
-pub fn deregister(ss: &ScaleSetClient, a: &Attempt) -> DeregisterResult {
-    let id = match a.runner_id {
-        Some(id) => id,
-        None => match ss.runner_by_name(&a.runner_name) {
-            Ok(Some(r)) => r.id,
-            Ok(None) => return DeregisterResult::NotFound,
-            Err(_) => return DeregisterResult::Failed,
-        },
-    };
+/// Removes a scale set runner's registration (`actuator` looks its id up first): a
+/// runner running a job (400 `AgentInUse`) is busy.
+pub fn remove(ss: &ScaleSetClient, id: i64) -> Result<DeregisterResult, ScaleSetError> {
     match ss.remove_runner(id) {
-        Ok(Removed::Removed) => DeregisterResult::Deleted,
-        Ok(Removed::AlreadyGone) => DeregisterResult::NotFound,
-        Err(e) if matches!(e.status(), Some(400 | 409 | 422)) => DeregisterResult::Busy,
-        Err(e) => {
-            log_warn!("deregister_failed", attempt = a.id, error = e);
-            DeregisterResult::Failed
-        }
+        Ok(Removed::Removed) => Ok(DeregisterResult::Deleted),
+        Ok(Removed::AlreadyGone) => Ok(DeregisterResult::NotFound),
+        Err(e) if matches!(e.status(), Some(400 | 409 | 422)) => Ok(DeregisterResult::Busy),
+        Err(e) => Err(e),
     }
 }
 
