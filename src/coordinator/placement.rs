@@ -67,6 +67,11 @@ pub struct PlacementConfig {
     /// How long a disconnected host's started runners still count as serving their
     /// jobs (the host may come back, its runners live on without the daemon).
     pub orphan_grace_ms: Millis,
+    /// How long a launch a disconnected host accepted stays its own (at most to the
+    /// lease's expiry): a daemon that crashed mid-start is back in seconds, and its
+    /// runner, already asked for or running, serves the job. Placing the job again at
+    /// once started a second runner for it.
+    pub away_grace_ms: Millis,
     /// Sent in `hello_ack`.
     pub reconcile_interval_secs: Option<u64>,
 }
@@ -77,6 +82,7 @@ impl Default for PlacementConfig {
             ttl_secs: 120,
             refusal_memory_ms: 60_000,
             orphan_grace_ms: 300_000,
+            away_grace_ms: 30_000,
             reconcile_interval_secs: None,
         }
     }
@@ -290,6 +296,17 @@ impl Placement {
             hello,
         };
         self.hosts.insert(conn, view);
+        // The host is back: the launches it accepted on a connection now gone are
+        // leased on this one (its report of their runners, or their expiry, closes them).
+        for j in self.jobs.values_mut() {
+            if let Phase::Leased { conn: c, host, .. } = &mut j.phase
+                && host == name
+                && !self.hosts.contains_key(c)
+                && protocol::is_directable(version)
+            {
+                *c = conn;
+            }
+        }
         // The host is back: its started runners serve their jobs again.
         for j in self.jobs.values_mut() {
             if let Phase::Started {
@@ -312,13 +329,20 @@ impl Placement {
         out
     }
 
-    /// The connection is gone: its leases go back to waiting and are placed again.
+    /// The connection is gone: the launches it was offered go back to waiting and are
+    /// placed again; those it accepted wait `away_grace_ms` for the host to return.
     pub fn disconnect(&mut self, conn: ConnId, now: Millis) -> Vec<Action> {
         let Some(host) = self.hosts.remove(&conn) else {
             return Vec::new();
         };
         for j in self.jobs.values_mut() {
             match &mut j.phase {
+                Phase::Leased {
+                    conn: c,
+                    acked: true,
+                    expires_at,
+                    ..
+                } if *c == conn => *expires_at = (*expires_at).min(now + self.cfg.away_grace_ms),
                 Phase::Leased { conn: c, .. } if *c == conn => j.phase = Phase::Waiting,
                 Phase::Started {
                     host: h, orphan_at, ..

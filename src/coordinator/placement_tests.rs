@@ -9,6 +9,7 @@ fn cfg() -> PlacementConfig {
         ttl_secs: 60,
         refusal_memory_ms: 10_000,
         orphan_grace_ms: 30_000,
+        away_grace_ms: 5_000,
         reconcile_interval_secs: None,
     }
 }
@@ -198,6 +199,56 @@ fn started_closes_the_lease_finished_waits_for_a_fresh_snapshot() {
     );
     let a = p.queue("ct", vec![job(1, &["linux"])], T0 + 2);
     assert_eq!(launches(&a).len(), 1, "still queued: placed again");
+}
+
+fn accept(p: &mut Placement, conn: ConnId, lease: &str, now: Millis) {
+    p.ack(
+        conn,
+        LaunchAck {
+            lease_id: lease.into(),
+            accepted: true,
+            reason: None,
+        },
+        now,
+    );
+}
+
+/// A daemon SIGKILLed mid-start comes back in seconds, its runner alive: the job it
+/// accepted stays its own meanwhile, and is not given a second runner elsewhere.
+#[test]
+fn a_launch_accepted_by_a_host_that_goes_away_waits_for_its_return() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0 + 1);
+    let a = p.disconnect(1, T0 + 2);
+    assert!(launches(&a).is_empty(), "not placed again at once");
+    assert!(launches(&p.tick(T0 + 4_000)).is_empty(), "within the grace");
+    // h1 returns on a new connection: the lease is leased there, and its report of
+    // the runner closes it.
+    let a = p.hello(3, "h1", hello("h1", 3, 1, POOL), T0 + 4_500);
+    assert!(launches(&a).is_empty());
+    assert_eq!(p.outstanding(3), 1);
+    p.started(3, started(&l[0].2, "rm-h1-1"), T0 + 4_600);
+    assert!(matches!(p.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(launches(&p.tick(T0 + 60_000)).is_empty());
+}
+
+#[test]
+fn a_launch_accepted_by_a_host_that_does_not_return_is_placed_again_after_the_grace() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0 + 1);
+    assert!(launches(&p.disconnect(1, T0 + 2)).is_empty());
+    let a = p.tick(T0 + 2 + cfg().away_grace_ms);
+    assert_eq!(
+        launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![2],
+        "placed on the host still here"
+    );
 }
 
 #[test]

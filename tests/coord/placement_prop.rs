@@ -1,6 +1,7 @@
 //! Placement properties over random pools: hosts that accept, refuse, start runners,
 //! report status and disconnect, jobs that come and go. After every step: never two
-//! open leases for one job, never more open leases on a host than it reported free.
+//! open leases for one job (counting those a host accepted before it went away, which
+//! wait for its return), never more open leases on a host than it reported free.
 
 use runner_manager::coordinator::placement::{
     Action, ConnId, CoordTarget, Placement, PlacementConfig,
@@ -39,6 +40,17 @@ struct World {
     free: BTreeMap<ConnId, u32>,
     connected: BTreeSet<ConnId>,
     old: BTreeSet<ConnId>,
+    /// Each connection's host name.
+    names: BTreeMap<ConnId, String>,
+    /// Leases their host accepted.
+    acked: BTreeSet<String>,
+    /// Accepted leases of a host that went away: lease → (host name, job key).
+    away: BTreeMap<String, (String, String)>,
+    /// Leases a host got back when it returned: placed when it had room, they do not
+    /// count against what it reports free after.
+    returned: BTreeSet<String>,
+    /// The connection of the hello being applied, which takes back its host's leases.
+    hello: Option<ConnId>,
 }
 
 impl World {
@@ -52,9 +64,26 @@ impl World {
                 }
                 Action::Send(_, CoordMsg::CancelLaunch { lease_id }) => {
                     self.open.remove(&lease_id);
+                    self.away.remove(&lease_id);
                 }
                 Action::Send(_, CoordMsg::HelloAck(_)) => {}
                 Action::Close(c, _) => self.drop_conn(c),
+            }
+        }
+        if let Some(c) = self.hello.take()
+            && !self.old.contains(&c)
+        {
+            let name = self.names[&c].clone();
+            let back: Vec<String> = self
+                .away
+                .iter()
+                .filter(|(_, (n, _))| *n == name)
+                .map(|(l, _)| l.clone())
+                .collect();
+            for l in back {
+                let (_, job) = self.away.remove(&l).expect("listed");
+                self.open.insert(l.clone(), (c, job));
+                self.returned.insert(l);
             }
         }
         self.check();
@@ -62,15 +91,31 @@ impl World {
 
     fn drop_conn(&mut self, c: ConnId) {
         self.connected.remove(&c);
-        self.open.retain(|_, (h, _)| *h != c);
+        let gone: Vec<String> = self
+            .open
+            .iter()
+            .filter(|(_, (h, _))| *h == c)
+            .map(|(l, _)| l.clone())
+            .collect();
+        for l in gone {
+            let (_, job) = self.open.remove(&l).expect("listed");
+            if self.acked.contains(&l) {
+                self.away.insert(l, (self.names[&c].clone(), job));
+            }
+        }
     }
 
     fn check(&self) {
         let mut per_job: BTreeMap<&str, u32> = BTreeMap::new();
         let mut per_host: BTreeMap<ConnId, u32> = BTreeMap::new();
-        for (c, j) in self.open.values() {
+        for (l, (c, j)) in &self.open {
             *per_job.entry(j).or_default() += 1;
-            *per_host.entry(*c).or_default() += 1;
+            if !self.returned.contains(l) {
+                *per_host.entry(*c).or_default() += 1;
+            }
+        }
+        for (_, j) in self.away.values() {
+            *per_job.entry(j).or_default() += 1;
         }
         for (j, n) in per_job {
             assert!(n <= 1, "job {j} has {n} open leases");
@@ -92,6 +137,7 @@ fn run(seed: u64) {
             ttl_secs: 30,
             refusal_memory_ms: 5_000,
             orphan_grace_ms: 20_000,
+            away_grace_ms: 5_000,
             reconcile_interval_secs: None,
         },
         vec![CoordTarget {
@@ -126,8 +172,11 @@ fn run(seed: u64) {
                 if version == 2 {
                     w.old.insert(c);
                 }
-                // Names repeat, so some hellos replace a connection of the same host.
+                // Names repeat, so some hellos replace a connection of the same host,
+                // and a host that went away comes back.
                 let i = rng.below(6);
+                w.names.insert(c, format!("h{i}"));
+                w.hello = Some(c);
                 p.hello(c, &format!("h{i}"), hello(i, cap, version), now)
             }
             1 => match pick(&mut rng) {
@@ -176,15 +225,18 @@ fn run(seed: u64) {
                                 now,
                             )
                         }
-                        1 => p.ack(
-                            c,
-                            LaunchAck {
-                                lease_id: lease,
-                                accepted: true,
-                                reason: None,
-                            },
-                            now,
-                        ),
+                        1 => {
+                            w.acked.insert(lease.clone());
+                            p.ack(
+                                c,
+                                LaunchAck {
+                                    lease_id: lease,
+                                    accepted: true,
+                                    reason: None,
+                                },
+                                now,
+                            )
+                        }
                         _ => {
                             w.open.remove(&lease);
                             runner += 1;

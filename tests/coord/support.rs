@@ -128,6 +128,7 @@ pub fn coordinator_with(
         ttl_secs,
         refusal_memory_ms: 60_000,
         orphan_grace_ms: 60_000,
+        away_grace_ms: 5_000,
         reconcile_interval_secs: None,
     };
     opts.tick = Duration::from_millis(20);
