@@ -20,39 +20,80 @@ pub fn dispatch(
     req: &Request,
     now: Millis,
 ) -> Out {
+    let scope = match authorize(st, caller, template, p) {
+        Ok(scope) => scope,
+        Err(refused) => return refused,
+    };
+    let t = template
+        .trim_start_matches("/repos/{owner}/{repo}")
+        .trim_start_matches("/orgs/{org}");
+    let scope = scope.unwrap_or(Scope::Org(String::new()));
+    let id = |name: &str| -> u64 { param(p, name).parse().unwrap_or(0) };
+    match (req.method.as_str(), t) {
+        ("GET", "/rate_limit") => rate_limit(st, caller, now),
+        ("GET", "/installation/repositories") => installation_repositories(st, caller, req, now),
+        ("POST", "/app/installations/{installation_id}/access_tokens") => {
+            access_token(st, caller, p, now)
+        }
+        ("GET", "") => scope_itself(st, &scope),
+        ("GET", "/repos") => org_repositories(st, &scope, req),
+        ("GET", "/installation") => installation_of(st, &scope, caller),
+        ("GET", "/actions/runners/downloads") => super::downloads::list(st),
+        ("GET", "/actions/runs") => workflow_runs(st, &scope, req),
+        ("GET", "/actions/runs/{run_id}/jobs") => run_jobs(st, &scope, id("run_id"), req),
+        ("GET", "/actions/jobs/{job_id}") => job(st, &scope, id("job_id")),
+        ("GET", "/actions/runner-groups") => runner_groups(st, &scope, req),
+        ("GET", "/actions/runners") => runners(st, &scope, req),
+        ("GET", "/actions/runners/{runner_id}") => runner(st, &scope, id("runner_id")),
+        ("DELETE", "/actions/runners/{runner_id}") => {
+            delete_runner(st, &scope, id("runner_id"), now)
+        }
+        ("POST", "/actions/runners/registration-token" | "/actions/runners/remove-token") => {
+            registration_token(st, scope, now)
+        }
+        ("POST", "/actions/runners/generate-jitconfig") => generate_jitconfig(st, scope, req, now),
+        _ => Out::error(404, "Not Found"),
+    }
+}
+
+/// Who may call what, and the scope a path names: App JWTs reach only the App
+/// endpoints, an installation sees only its own account, and a scope that does not
+/// exist (or is hidden) is a 404.
+fn authorize(st: &State, caller: Caller, template: &str, p: &Params) -> Result<Option<Scope>, Out> {
     // App JWTs only reach the App endpoints; installation tokens and PATs never do.
     let app_only = template.starts_with("/app/") || template.ends_with("/installation");
     match (caller, app_only) {
         (Caller::App(_), false) => {
-            return Out::error(403, "Resource not accessible by integration");
+            return Err(Out::error(403, "Resource not accessible by integration"));
         }
         (Caller::Pat(_) | Caller::Installation(_), true) => {
-            return Out::error(401, "A JSON web token could not be decoded");
+            return Err(Out::error(401, "A JSON web token could not be decoded"));
         }
         _ => {}
     }
     if template == "/installation/repositories" && !matches!(caller, Caller::Installation(_)) {
-        return Out::error(
+        return Err(Out::error(
             403,
             "You must authenticate with an installation access token in order to list repositories for an installation.",
-        );
+        ));
     }
+    let not_found = || Out::error(404, "Not Found");
     // Resolve the scope (and hide what an installation cannot see).
     let scope = if template.starts_with("/repos/") {
         let full = format!("{}/{}", param(p, "owner"), param(p, "repo"));
-        let Some(repo) = st
+        let repo = st
             .repos
             .values()
             .find(|r| r.full_name.eq_ignore_ascii_case(&full))
-        else {
-            return Out::error(404, "Not Found");
-        };
+            .ok_or_else(not_found)?;
         Some(Scope::Repo(repo.full_name.clone()))
     } else if template.starts_with("/orgs/") {
         let org = param(p, "org");
-        let Some(o) = st.orgs.values().find(|o| o.login.eq_ignore_ascii_case(org)) else {
-            return Out::error(404, "Not Found");
-        };
+        let o = st
+            .orgs
+            .values()
+            .find(|o| o.login.eq_ignore_ascii_case(org))
+            .ok_or_else(not_found)?;
         Some(Scope::Org(o.login.clone()))
     } else {
         None
@@ -63,214 +104,209 @@ pub fn dispatch(
             .get(&id)
             .map(|i| i.account.clone())
             .unwrap_or_default();
-        let owner = match scope {
-            Scope::Repo(full) => full.split('/').next().unwrap_or_default().to_string(),
-            Scope::Org(o) => o.clone(),
-        };
-        if !owner.eq_ignore_ascii_case(&account) {
-            return Out::error(404, "Not Found");
+        if !scope_owner(scope).eq_ignore_ascii_case(&account) {
+            return Err(not_found());
         }
     }
-    let t = template
-        .trim_start_matches("/repos/{owner}/{repo}")
-        .trim_start_matches("/orgs/{org}");
-    let scope_ref = scope.clone().unwrap_or(Scope::Org(String::new()));
-    match (req.method.as_str(), t) {
-        ("GET", "/rate_limit") => rate_limit(st, caller, now),
-        ("GET", "/installation/repositories") => installation_repositories(st, caller, req, now),
-        ("POST", "/app/installations/{installation_id}/access_tokens") => {
-            access_token(st, caller, p, now)
-        }
-        ("GET", "") => match &scope_ref {
-            Scope::Repo(full) => Out::json(200, &render_repo(st, full)),
-            Scope::Org(org) => {
-                let id = st.orgs[org].id;
-                let public = st
-                    .repos
-                    .values()
-                    .filter(|r| r.owner() == org && !r.private)
-                    .count() as u64;
-                Out::json(
-                    200,
-                    &model::organization(&st.base_url, org, id, public, &format_rfc3339(0)),
-                )
-            }
-        },
-        ("GET", "/repos") => {
-            let Scope::Org(org) = &scope_ref else {
-                return Out::error(404, "Not Found");
-            };
-            let names: Vec<String> = st
+    Ok(scope)
+}
+
+/// The account a scope belongs to: the repository's owner, or the organization.
+fn scope_owner(scope: &Scope) -> String {
+    match scope {
+        Scope::Repo(full) => full.split('/').next().unwrap_or_default().to_string(),
+        Scope::Org(o) => o.clone(),
+    }
+}
+
+/// `GET /repos/{owner}/{repo}` or `GET /orgs/{org}`.
+fn scope_itself(st: &State, scope: &Scope) -> Out {
+    match scope {
+        Scope::Repo(full) => Out::json(200, &render_repo(st, full)),
+        Scope::Org(org) => {
+            let id = st.orgs[org].id;
+            let public = st
                 .repos
                 .values()
-                .filter(|r| r.owner() == org)
-                .map(|r| r.full_name.clone())
-                .collect();
-            let (page, link) = paginate(&names, req, &st.base_url);
-            let repos: Vec<model::Repository> = page.iter().map(|n| render_repo(st, n)).collect();
-            Out {
-                link,
-                ..Out::json(200, &repos)
-            }
-        }
-        ("GET", "/installation") => {
-            let account = match &scope_ref {
-                Scope::Repo(f) => f.split('/').next().unwrap_or_default().to_string(),
-                Scope::Org(o) => o.clone(),
-            };
-            let Caller::App(app_id) = caller else {
-                return Out::error(401, "A JSON web token could not be decoded");
-            };
-            match st
-                .installations
-                .values()
-                .find(|i| i.app_id == app_id && i.account.eq_ignore_ascii_case(&account))
-            {
-                Some(i) => {
-                    let i = i.clone();
-                    Out::json(200, &render_installation(st, i.id, i.app_id, &i.account))
-                }
-                None => Out::error(404, "Not Found"),
-            }
-        }
-        ("GET", "/actions/runners/downloads") => super::downloads::list(st),
-        ("GET", "/actions/runs") => workflow_runs(st, &scope_ref, req),
-        ("GET", "/actions/runs/{run_id}/jobs") => {
-            let run_id: u64 = param(p, "run_id").parse().unwrap_or(0);
-            let Scope::Repo(full) = &scope_ref else {
-                return Out::error(404, "Not Found");
-            };
-            if st.runs.get(&run_id).is_none_or(|r| &r.repo != full) {
-                return Out::error(404, "Not Found");
-            }
-            let jobs: Vec<JobState> = st
-                .jobs
-                .values()
-                .filter(|j| j.run_id == run_id)
-                .cloned()
-                .collect();
-            let (page, link) = paginate(&jobs, req, &st.base_url);
-            let rendered: Vec<model::Job> = page.iter().map(|j| render_job(st, j)).collect();
-            Out {
-                link,
-                ..Out::json(
-                    200,
-                    &serde_json::json!({"total_count": jobs.len(), "jobs": rendered}),
-                )
-            }
-        }
-        ("GET", "/actions/jobs/{job_id}") => {
-            let id: u64 = param(p, "job_id").parse().unwrap_or(0);
-            match st
-                .jobs
-                .get(&id)
-                .filter(|j| scope_ref == Scope::Repo(j.repo.clone()))
-            {
-                Some(j) => Out::json(200, &render_job(st, &j.clone())),
-                None => Out::error(404, "Not Found"),
-            }
-        }
-        ("GET", "/actions/runner-groups") => {
-            let Scope::Org(org) = &scope_ref else {
-                return Out::error(404, "Not Found");
-            };
-            let mut groups = vec![(1u64, "Default".to_string(), false)];
-            groups.extend(
-                st.groups
-                    .iter()
-                    .filter(|g| &g.org == org)
-                    .map(|g| (g.id, g.name.clone(), g.allows_public)),
-            );
-            let (page, link) = paginate(&groups, req, &st.base_url);
-            let rendered: Vec<model::RunnerGroup> = page
-                .iter()
-                .map(|(id, name, public)| model::RunnerGroup {
-                    id: *id,
-                    name: name.clone(),
-                    visibility: "all".into(),
-                    default: *id == 1,
-                    runners_url: format!(
-                        "{}/orgs/{org}/actions/runner-groups/{id}/runners",
-                        st.base_url
-                    ),
-                    inherited: false,
-                    allows_public_repositories: *public,
-                    restricted_to_workflows: false,
-                    selected_workflows: Vec::new(),
-                    workflow_restrictions_read_only: false,
-                })
-                .collect();
-            Out {
-                link,
-                ..Out::json(
-                    200,
-                    &serde_json::json!({"total_count": groups.len(), "runner_groups": rendered}),
-                )
-            }
-        }
-        ("GET", "/actions/runners") => {
-            let name = req.query_param("name");
-            let runners: Vec<RunnerState> = st
-                .runners
-                .values()
-                .filter(|r| r.scope == scope_ref && name.is_none_or(|n| r.name == n))
-                .cloned()
-                .collect();
-            let (page, link) = paginate(&runners, req, &st.base_url);
-            let rendered: Vec<model::Runner> = page.iter().map(render_runner).collect();
-            Out {
-                link,
-                ..Out::json(
-                    200,
-                    &serde_json::json!({"total_count": runners.len(), "runners": rendered}),
-                )
-            }
-        }
-        ("GET", "/actions/runners/{runner_id}") => {
-            let id: u64 = param(p, "runner_id").parse().unwrap_or(0);
-            match st.runners.get(&id).filter(|r| r.scope == scope_ref) {
-                Some(r) => Out {
-                    runner_id: Some(id),
-                    ..Out::json(200, &render_runner(r))
-                },
-                None => Out::error(404, "Not Found"),
-            }
-        }
-        ("DELETE", "/actions/runners/{runner_id}") => {
-            let id: u64 = param(p, "runner_id").parse().unwrap_or(0);
-            match st.runners.get(&id).filter(|r| r.scope == scope_ref) {
-                None => Out::error(404, "Not Found"),
-                Some(r) if r.busy => {
-                    Out::validation(&format!("Runner \"{}\" is still running a job", r.name))
-                }
-                Some(_) => {
-                    st.remove_runner(id, now);
-                    Out {
-                        runner_id: Some(id),
-                        ..Out::empty(204)
-                    }
-                }
-            }
-        }
-        ("POST", "/actions/runners/registration-token" | "/actions/runners/remove-token") => {
-            let token = format!("A{}", st.rng.hex(14).to_uppercase());
-            // The scale set API's runner-registration exchange accepts these.
-            st.scalesets
-                .registration_tokens
-                .insert(token.clone(), (scope_ref.clone(), now + 3_600_000));
+                .filter(|r| r.owner() == org && !r.private)
+                .count() as u64;
             Out::json(
-                201,
-                &model::AuthenticationToken {
-                    token,
-                    expires_at: format_rfc3339(now + 3_600_000),
-                },
+                200,
+                &model::organization(&st.base_url, org, id, public, &format_rfc3339(0)),
             )
         }
-        ("POST", "/actions/runners/generate-jitconfig") => {
-            generate_jitconfig(st, scope_ref, req, now)
-        }
-        _ => Out::error(404, "Not Found"),
     }
+}
+
+/// `GET /orgs/{org}/repos`, paginated.
+fn org_repositories(st: &State, scope: &Scope, req: &Request) -> Out {
+    let Scope::Org(org) = scope else {
+        return Out::error(404, "Not Found");
+    };
+    let names: Vec<String> = st
+        .repos
+        .values()
+        .filter(|r| r.owner() == org)
+        .map(|r| r.full_name.clone())
+        .collect();
+    let (page, link) = paginate(&names, req, &st.base_url);
+    let repos: Vec<model::Repository> = page.iter().map(|n| render_repo(st, n)).collect();
+    Out {
+        link,
+        ..Out::json(200, &repos)
+    }
+}
+
+/// `GET /repos/{owner}/{repo}/installation` or `/orgs/{org}/installation`: the
+/// calling App's installation on that account.
+fn installation_of(st: &State, scope: &Scope, caller: Caller) -> Out {
+    let account = scope_owner(scope);
+    let Caller::App(app_id) = caller else {
+        return Out::error(401, "A JSON web token could not be decoded");
+    };
+    match st
+        .installations
+        .values()
+        .find(|i| i.app_id == app_id && i.account.eq_ignore_ascii_case(&account))
+    {
+        Some(i) => Out::json(200, &render_installation(st, i.id, i.app_id, &i.account)),
+        None => Out::error(404, "Not Found"),
+    }
+}
+
+/// `GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs`, paginated.
+fn run_jobs(st: &State, scope: &Scope, run_id: u64, req: &Request) -> Out {
+    let Scope::Repo(full) = scope else {
+        return Out::error(404, "Not Found");
+    };
+    if st.runs.get(&run_id).is_none_or(|r| &r.repo != full) {
+        return Out::error(404, "Not Found");
+    }
+    let jobs: Vec<&JobState> = st.jobs.values().filter(|j| j.run_id == run_id).collect();
+    let (page, link) = paginate(&jobs, req, &st.base_url);
+    let rendered: Vec<model::Job> = page.iter().map(|j| render_job(st, j)).collect();
+    Out {
+        link,
+        ..Out::json(
+            200,
+            &serde_json::json!({"total_count": jobs.len(), "jobs": rendered}),
+        )
+    }
+}
+
+/// `GET /repos/{owner}/{repo}/actions/jobs/{job_id}`.
+fn job(st: &State, scope: &Scope, id: u64) -> Out {
+    match st
+        .jobs
+        .get(&id)
+        .filter(|j| *scope == Scope::Repo(j.repo.clone()))
+    {
+        Some(j) => Out::json(200, &render_job(st, j)),
+        None => Out::error(404, "Not Found"),
+    }
+}
+
+/// `GET /orgs/{org}/actions/runner-groups`, paginated: Default (id 1) first.
+fn runner_groups(st: &State, scope: &Scope, req: &Request) -> Out {
+    let Scope::Org(org) = scope else {
+        return Out::error(404, "Not Found");
+    };
+    let mut groups = vec![(1u64, "Default".to_string(), false)];
+    groups.extend(
+        st.groups
+            .iter()
+            .filter(|g| &g.org == org)
+            .map(|g| (g.id, g.name.clone(), g.allows_public)),
+    );
+    let (page, link) = paginate(&groups, req, &st.base_url);
+    let rendered: Vec<model::RunnerGroup> = page
+        .iter()
+        .map(|(id, name, public)| model::RunnerGroup {
+            id: *id,
+            name: name.clone(),
+            visibility: "all".into(),
+            default: *id == 1,
+            runners_url: format!(
+                "{}/orgs/{org}/actions/runner-groups/{id}/runners",
+                st.base_url
+            ),
+            inherited: false,
+            allows_public_repositories: *public,
+            restricted_to_workflows: false,
+            selected_workflows: Vec::new(),
+            workflow_restrictions_read_only: false,
+        })
+        .collect();
+    Out {
+        link,
+        ..Out::json(
+            200,
+            &serde_json::json!({"total_count": groups.len(), "runner_groups": rendered}),
+        )
+    }
+}
+
+/// `GET .../actions/runners` (optionally `?name=`), paginated.
+fn runners(st: &State, scope: &Scope, req: &Request) -> Out {
+    let name = req.query_param("name");
+    let runners: Vec<&RunnerState> = st
+        .runners
+        .values()
+        .filter(|r| r.scope == *scope && name.is_none_or(|n| r.name == n))
+        .collect();
+    let (page, link) = paginate(&runners, req, &st.base_url);
+    let rendered: Vec<model::Runner> = page.iter().map(|r| render_runner(r)).collect();
+    Out {
+        link,
+        ..Out::json(
+            200,
+            &serde_json::json!({"total_count": runners.len(), "runners": rendered}),
+        )
+    }
+}
+
+/// `GET .../actions/runners/{runner_id}`.
+fn runner(st: &State, scope: &Scope, id: u64) -> Out {
+    match st.runners.get(&id).filter(|r| r.scope == *scope) {
+        Some(r) => Out {
+            runner_id: Some(id),
+            ..Out::json(200, &render_runner(r))
+        },
+        None => Out::error(404, "Not Found"),
+    }
+}
+
+/// `DELETE .../actions/runners/{runner_id}`: 422 while the runner runs a job.
+fn delete_runner(st: &mut State, scope: &Scope, id: u64, now: Millis) -> Out {
+    match st.runners.get(&id).filter(|r| r.scope == *scope) {
+        None => Out::error(404, "Not Found"),
+        Some(r) if r.busy => {
+            Out::validation(&format!("Runner \"{}\" is still running a job", r.name))
+        }
+        Some(_) => {
+            st.remove_runner(id, now);
+            Out {
+                runner_id: Some(id),
+                ..Out::empty(204)
+            }
+        }
+    }
+}
+
+/// `POST .../actions/runners/registration-token` (and `remove-token`): an hour's token.
+fn registration_token(st: &mut State, scope: Scope, now: Millis) -> Out {
+    let token = format!("A{}", st.rng.hex(14).to_uppercase());
+    // The scale set API's runner-registration exchange accepts these.
+    st.scalesets
+        .registration_tokens
+        .insert(token.clone(), (scope, now + 3_600_000));
+    Out::json(
+        201,
+        &model::AuthenticationToken {
+            token,
+            expires_at: format_rfc3339(now + 3_600_000),
+        },
+    )
 }
 
 #[derive(Deserialize)]
