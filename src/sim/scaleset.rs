@@ -357,113 +357,19 @@ fn route_request(
     }
     match (req.method.as_str(), rest) {
         ("GET", "/_apis/runtime/runnergroups") => runner_groups(&st, &scope, req),
-        ("GET", "/_apis/runtime/runnerscalesets") => {
-            let group: Option<u64> = req
-                .query_param("runnerGroupId")
-                .and_then(|v| v.parse().ok());
-            let name = req.query_param("name");
-            let value: Vec<Value> = st
-                .scalesets
-                .scale_sets
-                .values()
-                .filter(|s| s.scope == scope)
-                .filter(|s| group.is_none_or(|g| s.runner_group_id == g))
-                .filter(|s| name.is_none_or(|n| s.name == n))
-                .map(|s| scale_set_json(&st, s))
-                .collect();
-            (200, Some(json!({"count": value.len(), "value": value})))
-        }
-        ("POST", "/_apis/runtime/runnerscalesets") => {
-            let b: ScaleSetBody = try_out!(body(req));
-            let Some(name) = b.name.filter(|n| !n.trim().is_empty()) else {
-                return (400, Some(json!({"message": "name is required"})));
-            };
-            let group = b.runner_group_id.unwrap_or(1);
-            if !st.group_exists(&scope, group) {
-                return (
-                    404,
-                    Some(json!({"message": format!("Runner group {group} not found")})),
-                );
-            }
-            if st
-                .scalesets
-                .scale_sets
-                .values()
-                .any(|s| s.scope == scope && s.name == name)
-            {
-                return err(exception(
-                    409,
-                    "RunnerScaleSetExistsException",
-                    &format!("A runner scale set named {name} already exists."),
-                ));
-            }
-            let labels = b.labels.map_or_else(
-                || vec![name.clone()],
-                |l| l.into_iter().map(|l| l.name).collect(),
-            );
-            let disable = b
-                .runner_setting
-                .and_then(|r| r.disable_update)
-                .unwrap_or(false);
-            let id = st
-                .scalesets
-                .add_scale_set(&name, scope, group, labels, disable, now);
-            st.scaleset_created(id);
-            let s = st.scalesets.scale_sets[&id].clone();
-            (200, Some(scale_set_json(&st, &s)))
-        }
+        ("GET", "/_apis/runtime/runnerscalesets") => list_scale_sets(&st, &scope, req),
+        ("POST", "/_apis/runtime/runnerscalesets") => create_scale_set(&mut st, scope, req, now),
         ("GET", "/_apis/runtime/runnerscalesets/{id}") => (
             200,
             Some(scale_set_json(&st, set.as_ref().expect("checked"))),
         ),
-        ("PATCH", "/_apis/runtime/runnerscalesets/{id}") => {
-            let b: ScaleSetBody = try_out!(body(req));
-            let s = st.scalesets.scale_sets.get_mut(&id).expect("checked");
-            if let Some(n) = b.name.filter(|n| !n.trim().is_empty()) {
-                s.name = n;
-            }
-            if let Some(g) = b.runner_group_id {
-                s.runner_group_id = g;
-            }
-            if let Some(l) = b.labels {
-                s.labels = l.into_iter().map(|l| l.name).collect();
-            }
-            if let Some(d) = b.runner_setting.and_then(|r| r.disable_update) {
-                s.disable_update = d;
-            }
-            let s = s.clone();
-            (200, Some(scale_set_json(&st, &s)))
-        }
+        ("PATCH", "/_apis/runtime/runnerscalesets/{id}") => update_scale_set(&mut st, id, req),
         ("DELETE", "/_apis/runtime/runnerscalesets/{id}") => {
             st.scalesets.remove_scale_set(id);
             (204, None)
         }
         ("POST", "/_apis/runtime/runnerscalesets/{id}/sessions") => {
-            let b: SessionBody = try_out!(body(req));
-            let set = set.expect("checked");
-            if let Some(s) = st.scalesets.live_session(id, now) {
-                return err(exception(
-                    409,
-                    "RunnerScaleSetSessionConflictException",
-                    &format!(
-                        "The actions runner scale set {} already has an active session for owner {}.",
-                        set.name, s.owner
-                    ),
-                ));
-            }
-            st.scalesets.sessions.retain(|_, s| s.scale_set_id != id);
-            let sid = format!("{}-{}-{}", st.rng.hex(8), st.rng.hex(4), st.rng.hex(12));
-            let session = SimSession {
-                id: sid.clone(),
-                scale_set_id: id,
-                owner: b.owner_name.unwrap_or_default(),
-                queue_token: String::new(),
-                token_expires_at: 0,
-                last_seen: now,
-                polls: 0,
-            };
-            st.scalesets.sessions.insert(sid.clone(), session);
-            (200, Some(issue_queue_token(&mut st, &sid, now)))
+            create_session(&mut st, &set.expect("checked"), req, now)
         }
         ("PATCH", "/_apis/runtime/runnerscalesets/{id}/sessions/{session}") => {
             let sid = &params[1];
@@ -483,46 +389,160 @@ fn route_request(
         ("POST", "/_apis/runtime/runnerscalesets/{id}/generatejitconfig") => {
             generate_jit(&mut st, req, &set.expect("checked"), now)
         }
-        ("GET", "/_apis/distributedtask/pools/0/agents") => {
-            let name = req.query_param("agentName");
-            let value: Vec<Value> = st
-                .runners
-                .values()
-                .filter(|r| r.scope == scope && name.is_none_or(|n| r.name.eq_ignore_ascii_case(n)))
-                .map(|r| agent_json(&st, r.id))
-                .collect();
-            (200, Some(json!({"count": value.len(), "value": value})))
-        }
+        ("GET", "/_apis/distributedtask/pools/0/agents") => agents(&st, &scope, req),
         ("GET", "/_apis/distributedtask/pools/0/agents/{id}") => {
             match st.runners.get(&id).filter(|r| r.scope == scope) {
                 Some(r) => (200, Some(agent_json(&st, r.id))),
-                None => err(exception(
-                    404,
-                    "AgentNotFoundException",
-                    "The runner was not found.",
-                )),
+                None => err(agent_not_found()),
             }
         }
         ("DELETE", "/_apis/distributedtask/pools/0/agents/{id}") => {
-            match st.runners.get(&id).filter(|r| r.scope == scope) {
-                None => err(exception(
-                    404,
-                    "AgentNotFoundException",
-                    "The runner was not found.",
-                )),
-                Some(r) if r.busy => err(exception(
-                    400,
-                    "AgentInUseException",
-                    &format!("The runner {} is running a job.", r.name),
-                )),
-                Some(_) => {
-                    st.remove_runner(id, now);
-                    st.scalesets.runners.remove(&id);
-                    (204, None)
-                }
-            }
+            delete_agent(&mut st, &scope, id, now)
         }
         _ => (404, Some(json!({"message": "Not Found"}))),
+    }
+}
+
+/// `GET runnerscalesets` (`?runnerGroupId=`, `?name=`): the scope's scale sets.
+fn list_scale_sets(st: &State, scope: &Scope, req: &Request) -> Out {
+    let group: Option<u64> = req
+        .query_param("runnerGroupId")
+        .and_then(|v| v.parse().ok());
+    let name = req.query_param("name");
+    let value: Vec<Value> = st
+        .scalesets
+        .scale_sets
+        .values()
+        .filter(|s| s.scope == *scope)
+        .filter(|s| group.is_none_or(|g| s.runner_group_id == g))
+        .filter(|s| name.is_none_or(|n| s.name == n))
+        .map(|s| scale_set_json(&st, s))
+        .collect();
+    (200, Some(json!({"count": value.len(), "value": value})))
+}
+
+/// `POST runnerscalesets`: a new scale set; a taken name is a 409.
+fn create_scale_set(st: &mut State, scope: Scope, req: &Request, now: Millis) -> Out {
+    let b: ScaleSetBody = try_out!(body(req));
+    let Some(name) = b.name.filter(|n| !n.trim().is_empty()) else {
+        return (400, Some(json!({"message": "name is required"})));
+    };
+    let group = b.runner_group_id.unwrap_or(1);
+    if !st.group_exists(&scope, group) {
+        return (
+            404,
+            Some(json!({"message": format!("Runner group {group} not found")})),
+        );
+    }
+    if st
+        .scalesets
+        .scale_sets
+        .values()
+        .any(|s| s.scope == scope && s.name == name)
+    {
+        return err(exception(
+            409,
+            "RunnerScaleSetExistsException",
+            &format!("A runner scale set named {name} already exists."),
+        ));
+    }
+    let labels = b.labels.map_or_else(
+        || vec![name.clone()],
+        |l| l.into_iter().map(|l| l.name).collect(),
+    );
+    let disable = b
+        .runner_setting
+        .and_then(|r| r.disable_update)
+        .unwrap_or(false);
+    let id = st
+        .scalesets
+        .add_scale_set(&name, scope, group, labels, disable, now);
+    st.scaleset_created(id);
+    let s = st.scalesets.scale_sets[&id].clone();
+    (200, Some(scale_set_json(st, &s)))
+}
+
+/// `PATCH runnerscalesets/{id}`: what the body names changes.
+fn update_scale_set(st: &mut State, id: u64, req: &Request) -> Out {
+    let b: ScaleSetBody = try_out!(body(req));
+    let s = st.scalesets.scale_sets.get_mut(&id).expect("checked");
+    if let Some(n) = b.name.filter(|n| !n.trim().is_empty()) {
+        s.name = n;
+    }
+    if let Some(g) = b.runner_group_id {
+        s.runner_group_id = g;
+    }
+    if let Some(l) = b.labels {
+        s.labels = l.into_iter().map(|l| l.name).collect();
+    }
+    if let Some(d) = b.runner_setting.and_then(|r| r.disable_update) {
+        s.disable_update = d;
+    }
+    let s = s.clone();
+    (200, Some(scale_set_json(st, &s)))
+}
+
+/// `POST runnerscalesets/{id}/sessions`: one live session per scale set (409 while
+/// another lives); the new one gets its queue token.
+fn create_session(st: &mut State, set: &SimScaleSet, req: &Request, now: Millis) -> Out {
+    let id = set.id;
+    let b: SessionBody = try_out!(body(req));
+    if let Some(s) = st.scalesets.live_session(id, now) {
+        return err(exception(
+            409,
+            "RunnerScaleSetSessionConflictException",
+            &format!(
+                "The actions runner scale set {} already has an active session for owner {}.",
+                set.name, s.owner
+            ),
+        ));
+    }
+    st.scalesets.sessions.retain(|_, s| s.scale_set_id != id);
+    let sid = format!("{}-{}-{}", st.rng.hex(8), st.rng.hex(4), st.rng.hex(12));
+    let session = SimSession {
+        id: sid.clone(),
+        scale_set_id: id,
+        owner: b.owner_name.unwrap_or_default(),
+        queue_token: String::new(),
+        token_expires_at: 0,
+        last_seen: now,
+        polls: 0,
+    };
+    st.scalesets.sessions.insert(sid.clone(), session);
+    (200, Some(issue_queue_token(st, &sid, now)))
+}
+
+/// `GET pools/0/agents` (`?agentName=`): the scope's runners.
+fn agents(st: &State, scope: &Scope, req: &Request) -> Out {
+    let name = req.query_param("agentName");
+    let value: Vec<Value> = st
+        .runners
+        .values()
+        .filter(|r| r.scope == *scope && name.is_none_or(|n| r.name.eq_ignore_ascii_case(n)))
+        .map(|r| agent_json(st, r.id))
+        .collect();
+    (200, Some(json!({"count": value.len(), "value": value})))
+}
+
+/// The 404 of an agent id the scope does not have.
+fn agent_not_found() -> (u16, Value) {
+    exception(404, "AgentNotFoundException", "The runner was not found.")
+}
+
+/// `DELETE pools/0/agents/{id}`: 400 `AgentInUse` while the runner runs a job.
+fn delete_agent(st: &mut State, scope: &Scope, id: u64, now: Millis) -> Out {
+    match st.runners.get(&id).filter(|r| r.scope == *scope) {
+        None => err(agent_not_found()),
+        Some(r) if r.busy => err(exception(
+            400,
+            "AgentInUseException",
+            &format!("The runner {} is running a job.", r.name),
+        )),
+        Some(_) => {
+            st.remove_runner(id, now);
+            st.scalesets.runners.remove(&id);
+            (204, None)
+        }
     }
 }
 
