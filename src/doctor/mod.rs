@@ -4,7 +4,8 @@
 //! profile's session as the daemon recorded it, each runner install
 //! (present, executable, version against the newest the downloads API offers), and the
 //! systemd unit; memory and cores against capacity, and each profile's required tools
-//! on the `PATH` its runners get. One `CheckLine` per fact; a failure carries a hint.
+//! on the `PATH` its runners get; the host's coordinator, dialled. One `CheckLine` per
+//! fact; a failure carries a hint.
 //! Each line has a [`Class`]: `required` checks are the ones under which the daemon
 //! starts no runner (`reconcile::fitness`, the disk reserve, refused containment, a
 //! broken runner install), printed first; then `recommended`, then `info`.
@@ -15,6 +16,7 @@ mod remote;
 
 pub use crate::reconcile::fitness::Class;
 pub use host::free_bytes;
+pub use remote::COORDINATOR_CHECK;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -239,6 +241,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         .and_then(|s| crate::store::Store::host(s).ok().flatten())
     {
         fitness_lines(&h, &profiles, &mut lines);
+        remote::check_coordinator(&h, opts.command_timeout, &mut lines);
     }
     lines.push(host::check_systemd(opts));
     for l in &mut lines {
