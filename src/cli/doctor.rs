@@ -81,7 +81,8 @@ mod tests {
     #[test]
     fn a_required_failure_is_an_unfit_host_whatever_else_fails() {
         use Status::*;
-        let cases: [(&[(&str, Status)], Option<Failure>); 5] = [
+        type Lines<'a> = &'a [(&'a str, Status)];
+        let cases: [(Lines, Option<Failure>); 5] = [
             (&[("disk", Ok), ("systemd", Warn)], None),
             (&[("systemd", Fail), ("disk", Ok)], Some(Failure::Other)),
             (

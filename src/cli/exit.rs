@@ -47,14 +47,14 @@ pub const TABLE: &[Row] = &[
         failure: Failure::Other,
         code: 1,
         name: "other",
-        meaning: "a failure of no class below (a refused edit, a failed check, an I/O error)",
+        meaning: "a failure of no class below: a stale revision or a removal refused while in use (nothing was written), no store in the state directory, a failed check GitHub did not cause, an I/O error",
         remedy: "runner-manager doctor",
     },
     Row {
         failure: Failure::Usage,
         code: 2,
         name: "usage",
-        meaning: "bad usage or invalid input, or an unknown or taken name; nothing was written",
+        meaning: "bad usage or invalid input: an unknown command or option, a malformed value, a name that does not exist or is taken, an unreadable token file or runner directory; the message names the argument, and nothing was written",
         remedy: "runner-manager {command} --help",
     },
     Row {
@@ -118,7 +118,7 @@ pub const TABLE: &[Row] = &[
         code: 11,
         name: "permission-denied",
         meaning: "the state directory or a file in it may not be read or written by this user",
-        remedy: "runner-manager --state-dir DIR {command}, DIR one this user owns (or run as the owner of {dir})",
+        remedy: "runner-manager --state-dir OTHER_DIR {command} (a directory this user owns), or run it as the owner of {dir}",
     },
     Row {
         failure: Failure::Interrupted,
@@ -150,6 +150,17 @@ impl Failure {
 
     pub fn code(self) -> i32 {
         self.row().code
+    }
+
+    /// The remedy as the man page and README show it: every placeholder its generic
+    /// word.
+    pub fn documented(self) -> String {
+        self.row()
+            .remedy
+            .replace("{target}", "NAME")
+            .replace("{command}", "COMMAND")
+            .replace("{dir}", "DIR")
+            .replace("{until}", "the reset")
     }
 
     /// The remedy with what is known filled in.

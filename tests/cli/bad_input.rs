@@ -330,7 +330,7 @@ fn a_foreign_file_is_refused_untouched() {
     let db = d.state().join("state.db");
     std::fs::write(&db, "my shopping list\n").unwrap();
     let r = d.run(&["status"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 8, "store-unreadable: {}", r.stderr);
     assert!(r.stderr.contains(&db.display().to_string()), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&db).unwrap(), "my shopping list\n");
 }
