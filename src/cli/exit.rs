@@ -23,6 +23,8 @@ pub enum Failure {
     HostUnfit,
     CoordinatorUnreachable,
     PermissionDenied,
+    NoStore,
+    Conflict,
     Interrupted,
 }
 
@@ -47,7 +49,7 @@ pub const TABLE: &[Row] = &[
         failure: Failure::Other,
         code: 1,
         name: "other",
-        meaning: "a failure of no class below: a stale revision or a removal refused while in use (nothing was written), no store in the state directory, a failed check GitHub did not cause, an I/O error",
+        meaning: "a failure of no class below: a failed check GitHub did not cause, an I/O error",
         remedy: "runner-manager doctor",
     },
     Row {
@@ -119,6 +121,20 @@ pub const TABLE: &[Row] = &[
         name: "permission-denied",
         meaning: "the state directory or a file in it may not be read or written by this user",
         remedy: "runner-manager --state-dir OTHER_DIR {command} (a directory this user owns), or run it as the owner of {dir}",
+    },
+    Row {
+        failure: Failure::NoStore,
+        code: 12,
+        name: "no-store",
+        meaning: "the state directory holds no store, and this command does not create one (a mistyped --state-dir, or another user's default)",
+        remedy: "runner-manager --state-dir DIR_WITH_THE_STORE {command} (or set up {dir}: runner-manager --state-dir {dir} target add NAME ...)",
+    },
+    Row {
+        failure: Failure::Conflict,
+        code: 13,
+        name: "conflict",
+        meaning: "another edit came first (a stale --revision) or the thing is still in use; nothing was written",
+        remedy: "runner-manager {command} again, after what the message names (a fresh show for the revision, or removing what uses it)",
     },
     Row {
         failure: Failure::Interrupted,
@@ -202,12 +218,12 @@ impl Failure {
     }
 
     /// What the store refused or failed at. Unknown and taken names are the user's
-    /// input (2); a stale revision or a thing in use is a refusal (1).
+    /// input (2); a stale revision or a thing in use is a conflict.
     pub fn of_store(e: &StoreError) -> Failure {
         use rusqlite::ErrorCode as C;
         match e {
             StoreError::NotFound { .. } | StoreError::Exists { .. } => Failure::Usage,
-            StoreError::StaleRevision { .. } | StoreError::InUse { .. } => Failure::Other,
+            StoreError::StaleRevision { .. } | StoreError::InUse { .. } => Failure::Conflict,
             StoreError::Corrupt { .. }
             | StoreError::NotOurs { .. }
             | StoreError::TooNew { .. }
@@ -259,7 +275,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    const ALL: [Failure; 12] = [
+    const ALL: [Failure; 14] = [
         Failure::Other,
         Failure::Usage,
         Failure::Credentials,
@@ -271,6 +287,8 @@ mod tests {
         Failure::HostUnfit,
         Failure::CoordinatorUnreachable,
         Failure::PermissionDenied,
+        Failure::NoStore,
+        Failure::Conflict,
         Failure::Interrupted,
     ];
 
@@ -389,7 +407,7 @@ mod tests {
                     users: "p".into(),
                     hint: "h",
                 },
-                Failure::Other,
+                Failure::Conflict,
             ),
             (
                 StoreError::TooNew {

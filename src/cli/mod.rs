@@ -269,11 +269,14 @@ fn execute(inv: &Invocation) -> CliResult {
     let missing =
         matches!(std::fs::metadata(&db), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
     if missing && !creates_store(inv.command.path) {
-        return Err(CliError::Failed(format!(
-            "no store at {}: nothing has been set up in this state directory; check --state-dir \
-             (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
-            dir.display()
-        )));
+        return Err(CliError::classed(
+            Failure::NoStore,
+            format!(
+                "no store at {}: nothing has been set up in this state directory; check --state-dir \
+                 (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
+                dir.display()
+            ),
+        ));
     }
     let created = missing.then(|| Created::before(&dir));
     let store = SqliteStore::open(&dir)?;

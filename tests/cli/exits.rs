@@ -307,7 +307,7 @@ fn doctor_exits_host_unfit_on_a_required_check_and_coordinator_unreachable_on_it
 }
 
 #[test]
-fn input_errors_stay_2_and_refusals_stay_1_each_with_its_fix() {
+fn input_errors_stay_2_and_refusals_are_conflicts_each_with_its_fix() {
     let w = World::new("exit-input", "acme/app", true);
     let r = w.d.run(&["target", "check", "nope"]);
     assert_class(
@@ -326,9 +326,21 @@ fn input_errors_stay_2_and_refusals_stay_1_each_with_its_fix() {
     assert_class(
         "stale revision",
         &r,
-        Failure::Other,
+        Failure::Conflict,
         &w.subject("profile set", None),
     );
+    let r = w.d.run(&["target", "rm", "t"]);
+    assert_class(
+        "in use",
+        &r,
+        Failure::Conflict,
+        &w.subject("target rm", None),
+    );
+    // A state directory with no store, for a command that does not make one.
+    let d = Dir::new("exit-nostore");
+    let r = d.run(&["status"]);
+    assert_class("no store", &r, Failure::NoStore, &subject_at(&d, "status"));
+    assert!(!d.state().exists(), "made nothing");
 }
 
 /// The rows of a document's exit-code list, as (code, name, meaning, remedy).
