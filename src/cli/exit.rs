@@ -71,7 +71,7 @@ pub const TABLE: &[Row] = &[
         code: 4,
         name: "target-not-found",
         meaning: "GitHub answered 404 for the target's repository or organization (absent, or hidden from its credentials)",
-        remedy: "runner-manager target rm {target} && runner-manager target add {target} --repo OWNER/REPO",
+        remedy: "runner-manager target set {target} token_file=PATH (a token that can see the repository or organization; GitHub hides what a token may not see behind 404), or target rm {target} and add it again under its right name",
     },
     Row {
         failure: Failure::RateLimited,
