@@ -42,6 +42,9 @@ pub struct CheckLine {
     pub hint: Option<String>,
     /// Whether the daemon starts runners while it fails (see [`class_of`]).
     pub class: Class,
+    /// A failed target line: the target and the GitHub error it met, so `cli::doctor`
+    /// classes the run by type (credentials, not found, rate limited, unreachable).
+    pub github: Option<(String, crate::github::GhError)>,
 }
 
 impl CheckLine {
@@ -52,6 +55,7 @@ impl CheckLine {
             detail: detail.into(),
             hint: None,
             class: Class::Recommended,
+            github: None,
         }
     }
 
@@ -73,6 +77,7 @@ impl CheckLine {
             detail: detail.into(),
             hint: Some(hint.into()),
             class: Class::Recommended,
+            github: None,
         }
     }
 

@@ -58,14 +58,17 @@ pub(super) fn check_targets(
             lines.push(if c.ok {
                 CheckLine::ok(n, c.detail.clone())
             } else {
-                CheckLine::fail(
-                    n,
-                    c.detail.clone(),
-                    format!(
-                        "see 'runner-manager target show {}' and the token's permissions",
-                        t.name
-                    ),
-                )
+                CheckLine {
+                    github: c.cause.clone().map(|e| (t.name.clone(), e)),
+                    ..CheckLine::fail(
+                        n,
+                        c.detail.clone(),
+                        format!(
+                            "see 'runner-manager target show {}' and the token's permissions",
+                            t.name
+                        ),
+                    )
+                }
             });
         }
         lines.push(match client.last_date() {

@@ -273,7 +273,7 @@ fn store_faults_exit_with_their_class() {
 }
 
 #[test]
-fn doctor_exits_host_unfit_on_a_required_check_and_coordinator_unreachable_on_its_own() {
+fn doctor_exits_host_unfit_on_a_required_check_else_the_github_or_coordinator_class() {
     // A profile whose jobs need a tool no PATH has: a required check fails.
     let w = World::new("exit-unfit", "acme/app", true);
     w.d.ok(&["profile", "add", "linux", "--target", "t", "--labels", "x"]);
@@ -284,6 +284,16 @@ fn doctor_exits_host_unfit_on_a_required_check_and_coordinator_unreachable_on_it
         r.stdout.lines().any(|l| l.starts_with("FAIL tools:")),
         "{}",
         r.stdout
+    );
+
+    // No required failure, and GitHub refuses the target's token: its class and fix.
+    let w = World::new("exit-doctor-cred", "acme/app", false);
+    let r = w.d.run(&["doctor"]);
+    assert_class(
+        "doctor 401",
+        &r,
+        Failure::Credentials,
+        &w.subject("doctor", Some("t")),
     );
 
     // Only the coordinator fails: nothing listens at its URL.
