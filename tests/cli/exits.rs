@@ -7,7 +7,10 @@ use runner_manager::cli::exit::{Failure, Subject, TABLE, fix_line};
 use runner_manager::sim::{FaultAction, FaultRule, SimConfig, SimGitHub, SimHandle, Trigger};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+#[path = "../common/poll.rs"]
+mod poll;
 
 const TOKEN: &str = "ghp_exitcodes_secret_value";
 
@@ -170,14 +173,6 @@ impl Drop for Daemon {
     }
 }
 
-fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + within;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_second_daemon_exits_store_locked() {
     let d = Dir::new("exit-lock");
@@ -195,10 +190,14 @@ fn a_second_daemon_exits_store_locked() {
     );
     let pid = first.0.id().to_string();
     let lock = d.state().join("daemon.lock");
-    wait_until(
+    poll::wait_for(
         "the first daemon to hold its lock",
         Duration::from_secs(30),
-        || std::fs::read_to_string(&lock).is_ok_and(|t| t.contains(&format!("pid {pid}"))),
+        || {
+            std::fs::read_to_string(&lock)
+                .is_ok_and(|t| t.contains(&format!("pid {pid}")))
+                .then_some(())
+        },
     );
     let r = d.run(&["daemon"]);
     let subject = Subject {
