@@ -104,11 +104,20 @@ pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
             std::env::consts::ARCH
         ))
     })?;
-    let credential = load_credential(&target.credential)
-        .map_err(|e| CliError::Failed(format!("target {}: {e}", target.name)))?;
+    let credential = load_credential(&target.credential).map_err(|e| {
+        CliError::about_target(
+            super::exit::Failure::of_auth(&e),
+            &target.name,
+            format!("target {}: {e}", target.name),
+        )
+    })?;
     let client = GitHubClient::new(&target, credential);
     let downloads = client.runner_downloads(&target.scope).map_err(|e| {
-        CliError::Failed(format!("asking {} for runner downloads: {e}", target.name))
+        CliError::github(
+            &target.name,
+            &e,
+            format!("asking {} for runner downloads: {e}", target.name),
+        )
     })?;
     let release = install::choose(&downloads, os, arch, inv.value("--version"))
         .map_err(|e| CliError::Failed(e.to_string()))?;

@@ -1,11 +1,14 @@
 //! The command line: parse with lexopt, dispatch, print tables or JSON, map errors to
-//! exit codes (0 ok, 2 bad usage or invalid input with nothing written, 1 otherwise).
+//! exit codes by their class (`exit::TABLE`: 0 ok, 2 bad usage or invalid input with
+//! nothing written, one code per failure class, 1 otherwise), each failure ending with
+//! the line that names its fix.
 
 mod attempts;
 mod complete;
 mod completions;
 mod coordinator;
 mod doctor;
+pub mod exit;
 mod host;
 mod install;
 mod output;
@@ -19,6 +22,7 @@ mod top;
 
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store, StoreError};
+use exit::{Failure, Subject};
 use parse::{Invocation, Parsed};
 use std::ffi::OsString;
 use std::fmt;
@@ -38,6 +42,14 @@ pub enum CliError {
     Failed(String),
     /// Stopped by the user (Ctrl-C, SIGINT, SIGTERM): exit 130, as a shell reports it.
     Interrupted(String),
+    /// A failure whose class was decided from a typed error (`Failure::of_github`,
+    /// `of_lock`, ...) or a typed outcome (a required doctor check), with what its
+    /// remedy names (a target, a rate limit's reset).
+    Classed {
+        failure: Failure,
+        message: String,
+        subject: Subject,
+    },
 }
 
 impl CliError {
@@ -45,12 +57,62 @@ impl CliError {
         CliError::Invalid(Invalid::new(arg, reason))
     }
 
-    pub fn exit_code(&self) -> i32 {
+    pub fn classed(failure: Failure, message: impl Into<String>) -> CliError {
+        CliError::Classed {
+            failure,
+            message: message.into(),
+            subject: Subject::default(),
+        }
+    }
+
+    /// A failure about one target, whose remedy names it.
+    pub fn about_target(failure: Failure, target: &str, message: impl Into<String>) -> CliError {
+        CliError::Classed {
+            failure,
+            message: message.into(),
+            subject: Subject {
+                target: Some(target.to_string()),
+                ..Subject::default()
+            },
+        }
+    }
+
+    /// A GitHub error met on a target: classed by its type; a rate limit's remedy
+    /// names its reset.
+    pub fn github(
+        target: &str,
+        e: &crate::github::GhError,
+        message: impl Into<String>,
+    ) -> CliError {
+        let mut err = CliError::about_target(Failure::of_github(e), target, message);
+        if let (crate::github::GhError::RateLimited { until }, CliError::Classed { subject, .. }) =
+            (e, &mut err)
+        {
+            subject.until = Some(crate::timefmt::format_rfc3339(*until));
+        }
+        err
+    }
+
+    /// The class, and so the exit code and the remedy.
+    pub fn failure(&self) -> Failure {
         match self {
-            CliError::Usage(_) | CliError::Invalid(_) => 2,
-            CliError::Store(StoreError::NotFound { .. } | StoreError::Exists { .. }) => 2,
-            CliError::Store(_) | CliError::Failed(_) => 1,
-            CliError::Interrupted(_) => 130,
+            CliError::Usage(_) | CliError::Invalid(_) => Failure::Usage,
+            CliError::Store(e) => Failure::of_store(e),
+            CliError::Failed(_) => Failure::Other,
+            CliError::Interrupted(_) => Failure::Interrupted,
+            CliError::Classed { failure, .. } => *failure,
+        }
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        self.failure().code()
+    }
+
+    /// What the remedy names that only the failure knows (its target, a reset).
+    fn subject(&self) -> Option<&Subject> {
+        match self {
+            CliError::Classed { subject, .. } => Some(subject),
+            _ => None,
         }
     }
 }
@@ -61,6 +123,7 @@ impl fmt::Display for CliError {
             CliError::Usage(m) | CliError::Failed(m) | CliError::Interrupted(m) => f.write_str(m),
             CliError::Invalid(i) => write!(f, "{i}"),
             CliError::Store(e) => write!(f, "{e}"),
+            CliError::Classed { message, .. } => f.write_str(message),
         }
     }
 }
@@ -118,25 +181,69 @@ pub fn run(args: Vec<OsString>) -> i32 {
             .collect();
         return complete::run(&words);
     }
-    let result = match parse::parse(args) {
+    let named = command_named(&args);
+    let (result, mut subject) = match parse::parse(args) {
         Ok(Parsed::Help(text)) => {
             print!("{text}");
-            Ok(())
+            (Ok(()), Subject::default())
         }
         Ok(Parsed::Version) => {
             println!("runner-manager {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
+            (Ok(()), Subject::default())
         }
-        Ok(Parsed::Run(inv)) => execute(&inv),
-        Err(e) => Err(e),
+        Ok(Parsed::Run(inv)) => {
+            let subject = Subject {
+                command: Some(inv.command.path.join(" ")),
+                dir: state_dir(&inv).ok().map(|d| d.display().to_string()),
+                ..Subject::default()
+            };
+            (execute(&inv), subject)
+        }
+        Err(e) => (
+            Err(e),
+            Subject {
+                command: named,
+                ..Subject::default()
+            },
+        ),
     };
     match result {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("runner-manager: {e}");
-            e.exit_code()
+            let failure = e.failure();
+            if let Some(s) = e.subject() {
+                subject.target = s.target.clone();
+                subject.until = s.until.clone();
+            }
+            eprintln!("{}", exit::fix_line(failure, &subject));
+            failure.code()
         }
     }
+}
+
+/// The command the words name, for a usage error's remedy: the longest run of leading
+/// words (past the global options) that is a command in the spec. Only words the spec
+/// knows come back, never a value from argv.
+fn command_named(args: &[OsString]) -> Option<String> {
+    let mut words = Vec::new();
+    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--state-dir" => {
+                it.next();
+            }
+            a if a.starts_with('-') => {}
+            _ => words.push(a),
+        }
+        if words.len() == 3 {
+            break;
+        }
+    }
+    (1..=words.len())
+        .rev()
+        .find_map(|n| spec::find(&words[..n]))
+        .map(|c| c.path.join(" "))
 }
 
 fn execute(inv: &Invocation) -> CliResult {
@@ -162,11 +269,14 @@ fn execute(inv: &Invocation) -> CliResult {
     let missing =
         matches!(std::fs::metadata(&db), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
     if missing && !creates_store(inv.command.path) {
-        return Err(CliError::Failed(format!(
-            "no store at {}: nothing has been set up in this state directory; check --state-dir \
-             (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
-            dir.display()
-        )));
+        return Err(CliError::classed(
+            Failure::NoStore,
+            format!(
+                "no store at {}: nothing has been set up in this state directory; check --state-dir \
+                 (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
+                dir.display()
+            ),
+        ));
     }
     let created = missing.then(|| Created::before(&dir));
     let store = SqliteStore::open(&dir)?;

@@ -1,6 +1,7 @@
 //! Commands that run something rather than edit the books: `daemon`, `drain`,
 //! `target check`, `demo` and `sim github`.
 
+use super::exit::Failure;
 use super::output::Out;
 use super::parse::Invocation;
 use super::{CliError, CliResult};
@@ -56,7 +57,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
     };
     crate::daemon::run(opts).map_err(|e| match e {
         DaemonError::Store(s) => CliError::Store(s),
-        other => CliError::Failed(other.to_string()),
+        other => CliError::classed(Failure::of_daemon(&other), other.to_string()),
     })
 }
 
@@ -144,7 +145,11 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
     let mut lines = match load_credential(&target.credential) {
         Ok(cred) => check_target(&target, &GitHubClient::new(&target, cred), &opts),
         Err(e) => {
-            return Err(CliError::Failed(format!("target {name}: credentials: {e}")));
+            return Err(CliError::about_target(
+                Failure::of_auth(&e),
+                name,
+                format!("target {name}: credentials: {e}"),
+            ));
         }
     };
     if lines.iter().all(|l| l.name != "credentials" || l.ok) {
@@ -175,9 +180,18 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
         print!("{}", crate::github::check::render(&lines));
     }
     if failed > 0 {
-        return Err(CliError::Failed(format!(
-            "target {name}: {failed} check(s) failed"
-        )));
+        let message = format!("target {name}: {failed} check(s) failed");
+        // Classed by the first GitHub error met (the later lines often repeat it);
+        // a failure GitHub did not cause (a public repository refused) is `other`.
+        return Err(
+            match lines
+                .iter()
+                .find_map(|l| l.cause.as_ref().filter(|_| !l.ok))
+            {
+                Some(cause) => CliError::github(name, cause, message),
+                None => CliError::about_target(Failure::Other, name, message),
+            },
+        );
     }
     Ok(())
 }

@@ -171,12 +171,15 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
         && !inv.flag("--no-start")
         && let Some(pid) = running_daemon(&state)?
     {
-        return Err(CliError::Failed(format!(
-            "a daemon (pid {pid}) already runs on {}, so the service's daemon could not take \
+        return Err(CliError::classed(
+            super::exit::Failure::StoreLocked,
+            format!(
+                "a daemon (pid {pid}) already runs on {}, so the service's daemon could not take \
              its lock; stop that one first ('runner-manager drain --wait', then end it), or \
              install with --no-start and start the service once it is gone",
-            state.display()
-        )));
+                state.display()
+            ),
+        ));
     }
     if !explicit && kind == Kind::User {
         std::fs::create_dir_all(&dir)

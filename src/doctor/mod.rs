@@ -4,7 +4,8 @@
 //! profile's session as the daemon recorded it, each runner install
 //! (present, executable, version against the newest the downloads API offers), and the
 //! systemd unit; memory and cores against capacity, and each profile's required tools
-//! on the `PATH` its runners get. One `CheckLine` per fact; a failure carries a hint.
+//! on the `PATH` its runners get; the host's coordinator, dialled. One `CheckLine` per
+//! fact; a failure carries a hint.
 //! Each line has a [`Class`]: `required` checks are the ones under which the daemon
 //! starts no runner (`reconcile::fitness`, the disk reserve, refused containment, a
 //! broken runner install), printed first; then `recommended`, then `info`.
@@ -15,6 +16,7 @@ mod remote;
 
 pub use crate::reconcile::fitness::Class;
 pub use host::free_bytes;
+pub use remote::COORDINATOR_CHECK;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -40,6 +42,9 @@ pub struct CheckLine {
     pub hint: Option<String>,
     /// Whether the daemon starts runners while it fails (see [`class_of`]).
     pub class: Class,
+    /// A failed target line: the target and the GitHub error it met, so `cli::doctor`
+    /// classes the run by type (credentials, not found, rate limited, unreachable).
+    pub github: Option<(String, crate::github::GhError)>,
 }
 
 impl CheckLine {
@@ -50,6 +55,7 @@ impl CheckLine {
             detail: detail.into(),
             hint: None,
             class: Class::Recommended,
+            github: None,
         }
     }
 
@@ -71,6 +77,7 @@ impl CheckLine {
             detail: detail.into(),
             hint: Some(hint.into()),
             class: Class::Recommended,
+            github: None,
         }
     }
 
@@ -239,6 +246,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         .and_then(|s| crate::store::Store::host(s).ok().flatten())
     {
         fitness_lines(&h, &profiles, &mut lines);
+        remote::check_coordinator(&h, opts.command_timeout, &mut lines);
     }
     lines.push(host::check_systemd(opts));
     for l in &mut lines {

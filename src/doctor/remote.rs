@@ -3,7 +3,8 @@
 //! clock against GitHub's `Date`, and the newest runner version the target's
 //! downloads API offers; and, from the store, the session each scale set profile's
 //! listener holds (`check_sessions`) and how the daemon paces each target's queue
-//! reads to its rate-limit budget (`check_pacing`).
+//! reads to its rate-limit budget (`check_pacing`); and whether the host's coordinator
+//! answers at its URL (`check_coordinator`: a TCP dial, no token sent).
 
 use super::{CheckLine, Options};
 use crate::domain::{ScalePolicy, Target};
@@ -57,14 +58,17 @@ pub(super) fn check_targets(
             lines.push(if c.ok {
                 CheckLine::ok(n, c.detail.clone())
             } else {
-                CheckLine::fail(
-                    n,
-                    c.detail.clone(),
-                    format!(
-                        "see 'runner-manager target show {}' and the token's permissions",
-                        t.name
-                    ),
-                )
+                CheckLine {
+                    github: c.cause.clone().map(|e| (t.name.clone(), e)),
+                    ..CheckLine::fail(
+                        n,
+                        c.detail.clone(),
+                        format!(
+                            "see 'runner-manager target show {}' and the token's permissions",
+                            t.name
+                        ),
+                    )
+                }
             });
         }
         lines.push(match client.last_date() {
@@ -260,4 +264,59 @@ mod pacing_tests {
             "no REST queue read: nothing to say"
         );
     }
+}
+
+/// The name of the coordinator's line: `cli::doctor` classes a failure of it as
+/// `coordinator-unreachable`.
+pub const COORDINATOR_CHECK: &str = "coordinator";
+
+/// Dials the host's coordinator, when it has one: a TCP connection to its URL's host
+/// and port within `timeout`. No token is sent (the daemon's link proves the token);
+/// this says whether anything answers there.
+pub(super) fn check_coordinator(
+    host: &crate::domain::Host,
+    timeout: std::time::Duration,
+    lines: &mut Vec<CheckLine>,
+) {
+    let Some(url) = &host.coordinator else {
+        return;
+    };
+    let hint = "start 'runner-manager coordinator serve' there, or point this host at it with 'runner-manager host set coordinator=URL'";
+    lines.push(match dial(url, timeout) {
+        Ok(addr) => CheckLine::ok(COORDINATOR_CHECK, format!("{url} answers ({addr})")),
+        Err(why) => CheckLine::fail(
+            COORDINATOR_CHECK,
+            format!(
+                "{url} does not answer: {why}; runners start standalone after the fallback grace"
+            ),
+            hint,
+        ),
+    });
+}
+
+/// The first address of `url`'s host and port (80 for `ws://`, 443 for `wss://`
+/// unless given) that takes a connection.
+fn dial(url: &str, timeout: std::time::Duration) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    use tungstenite::client::IntoClientRequest;
+    let req = url
+        .into_client_request()
+        .map_err(|e| format!("bad coordinator URL: {e}"))?;
+    let host = req.uri().host().ok_or("no host in the URL")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = req
+        .uri()
+        .port_u16()
+        .unwrap_or(if url.starts_with("wss://") { 443 } else { 80 });
+    let mut last = String::from("no address");
+    for a in (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("resolving {host}: {e}"))?
+    {
+        match std::net::TcpStream::connect_timeout(&a, timeout) {
+            Ok(_) => return Ok(a),
+            Err(e) => last = format!("{a}: {e}"),
+        }
+    }
+    Err(last)
 }

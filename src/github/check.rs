@@ -15,6 +15,9 @@ pub struct CheckLine {
     pub name: &'static str,
     pub ok: bool,
     pub detail: String,
+    /// The GitHub error a failed line met, so a caller classes it by type (the
+    /// CLI's exit code) rather than by its text.
+    pub cause: Option<GhError>,
 }
 
 /// The name column's least width.
@@ -61,11 +64,24 @@ fn line(name: &'static str, r: Result<String, String>) -> CheckLine {
             name,
             ok: true,
             detail,
+            cause: None,
         },
         Err(detail) => CheckLine {
             name,
             ok: false,
             detail,
+            cause: None,
+        },
+    }
+}
+
+/// A line whose failure is a GitHub error, kept with it.
+fn gh_line(name: &'static str, r: Result<String, GhError>) -> CheckLine {
+    match r {
+        Ok(detail) => line(name, Ok(detail)),
+        Err(e) => CheckLine {
+            cause: Some(e.clone()),
+            ..line(name, Err(e.to_string()))
         },
     }
 }
@@ -86,7 +102,7 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
         Credential::App { app_id, .. } => match client.installation_id() {
             Ok(i) => format!("app {app_id}, installation {i}"),
             Err(e) => {
-                lines.push(line("credentials", Err(e.to_string())));
+                lines.push(gh_line("credentials", Err(e)));
                 return lines;
             }
         },
@@ -94,36 +110,46 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
     let rate = client.rate_limit();
     let creds = match &rate {
         Ok(_) => Ok(format!("accepted ({who}) at {}", client.base_url())),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e.clone()),
     };
     let creds_ok = creds.is_ok();
-    lines.push(line("credentials", creds));
+    lines.push(gh_line("credentials", creds));
     if !creds_ok {
         return lines;
     }
-    lines.push(line(
-        "rate limit",
-        match rate {
-            Ok(s) => match (s.remaining, s.limit) {
-                (Some(0), _) => Err(format!(
-                    "none left; resets at {}",
-                    s.reset
-                        .map(format_rfc3339)
-                        .unwrap_or_else(|| "an unknown time".into())
-                )),
-                (Some(r), Some(l)) => Ok(format!("{r} of {l} requests left this hour")),
-                _ => Ok("no limit reported (rate limiting off on this server)".into()),
+    let rate_line = match rate {
+        Ok(s) => match (s.remaining, s.limit) {
+            (Some(0), _) => CheckLine {
+                // The limit is spent: the class of a refused request, until its reset.
+                cause: s.reset.map(|until| GhError::RateLimited { until }),
+                ..line(
+                    "rate limit",
+                    Err(format!(
+                        "none left; resets at {}",
+                        s.reset
+                            .map(format_rfc3339)
+                            .unwrap_or_else(|| "an unknown time".into())
+                    )),
+                )
             },
-            Err(e) => Err(e.to_string()),
+            (Some(r), Some(l)) => line(
+                "rate limit",
+                Ok(format!("{r} of {l} requests left this hour")),
+            ),
+            _ => line(
+                "rate limit",
+                Ok("no limit reported (rate limiting off on this server)".into()),
+            ),
         },
-    ));
+        Err(e) => gh_line("rate limit", Err(e)),
+    };
+    lines.push(rate_line);
     let scope = &target.scope;
-    lines.push(line(
+    lines.push(gh_line(
         "list runners",
         client
             .list_runners(scope)
-            .map(|r| format!("allowed; {} runners registered", r.len()))
-            .map_err(|e| e.to_string()),
+            .map(|r| format!("allowed; {} runners registered", r.len())),
     ));
     lines.push(line("jit endpoint", jit_reachable(client, scope)));
     lines.push(line(
@@ -299,6 +325,7 @@ mod tests {
             name,
             ok,
             detail: "d".into(),
+            cause: None,
         };
         let text = render(&[line("credentials", true), line("scale set session", false)]);
         assert_eq!(text, "ok   credentials       d\nFAIL scale set session d\n");

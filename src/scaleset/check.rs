@@ -50,6 +50,7 @@ pub fn session_lines(
                 name: SESSION_CHECK,
                 ok,
                 detail: format!("profile {}: {said}", p.name),
+                cause: None,
             }
         })
         .collect()
@@ -103,6 +104,7 @@ fn pass(name: &'static str, detail: String) -> CheckLine {
         name,
         ok: true,
         detail,
+        cause: None,
     }
 }
 
@@ -111,6 +113,7 @@ fn fail(name: &'static str, detail: String) -> CheckLine {
         name,
         ok: false,
         detail,
+        cause: None,
     }
 }
 

@@ -304,10 +304,10 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
 }
 
 #[test]
-fn refusals_that_are_not_bad_input_exit_1() {
+fn refusals_that_are_not_bad_input_exit_conflict() {
     let d = seeded("bad");
     let r = d.run(&["target", "rm", "octo"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 13, "{}", r.stderr);
     assert!(
         r.stderr.contains("profile rm"),
         "says what to do: {}",
@@ -315,7 +315,7 @@ fn refusals_that_are_not_bad_input_exit_1() {
     );
     d.ok(&["profile", "set", "linux", "max=5"]);
     let r = d.run(&["profile", "set", "linux", "max=6", "--revision", "1"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 13);
     assert!(
         r.stderr.contains("revision 1") && r.stderr.contains("revision 2"),
         "{}",
@@ -330,7 +330,7 @@ fn a_foreign_file_is_refused_untouched() {
     let db = d.state().join("state.db");
     std::fs::write(&db, "my shopping list\n").unwrap();
     let r = d.run(&["status"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 8, "store-unreadable: {}", r.stderr);
     assert!(r.stderr.contains(&db.display().to_string()), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&db).unwrap(), "my shopping list\n");
 }

@@ -37,7 +37,7 @@ fn two_edits_at_one_revision_exactly_one_wins() {
         let winners: Vec<usize> = (0..2).filter(|&i| results[i].status.success()).collect();
         assert_eq!(winners.len(), 1, "round {round}: exactly one edit must win");
         let loser = &results[1 - winners[0]];
-        assert_eq!(loser.status.code(), Some(1));
+        assert_eq!(loser.status.code(), Some(13), "conflict");
         let msg = String::from_utf8_lossy(&loser.stderr);
         assert!(msg.contains("changed by another edit"), "{msg}");
         let show = d.ok(&["--json", "profile", "show", "linux"]);

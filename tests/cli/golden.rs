@@ -350,7 +350,7 @@ fn a_fresh_machine_gets_a_private_store_on_first_use() {
     let d = Dir::new("fresh");
     // A command that only reads makes no store: it says there is none.
     let r = d.run(&["status"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 12, "no-store: {}", r.stderr);
     assert!(
         r.stderr
             .contains(&format!("no store at {}", d.state().display())),

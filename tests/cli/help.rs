@@ -41,7 +41,8 @@ fn an_unknown_command_gets_a_did_you_mean() {
     assert_eq!(r.code, 2);
     assert_eq!(
         r.stderr,
-        "runner-manager: unknown command 'stats'; did you mean 'status'? (see runner-manager --help)\n"
+        "runner-manager: unknown command 'stats'; did you mean 'status'? (see runner-manager --help)\n\
+         fix: runner-manager --help\n"
     );
     let r = d.run(&["profile", "lst"]);
     assert_eq!(r.code, 2);

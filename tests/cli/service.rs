@@ -182,7 +182,7 @@ fn install_refuses_to_start_a_second_daemon_on_a_state_dir_one_already_runs_on()
             .unwrap();
     }
     let r = w.run(&["service", "install", "--unit-dir", &units]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 7, "store-locked: {}", r.stderr);
     assert!(
         r.stderr.contains("a daemon (pid 4242) already runs on"),
         "{}",

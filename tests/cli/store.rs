@@ -38,7 +38,7 @@ fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
     ];
     for args in reads {
         let (code, stderr) = run_at(&deep, args);
-        assert_eq!(code, Some(1), "{args:?}: {stderr}");
+        assert_eq!(code, Some(12), "{args:?}: no-store: {stderr}");
         assert!(
             stderr.contains(&format!("no store at {}", deep.display())),
             "{args:?}: {stderr}"
@@ -47,7 +47,7 @@ fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
     }
     // The default state directory is no exception: an empty one has no store either.
     std::fs::create_dir_all(d.state()).unwrap();
-    assert_eq!(d.run(&["status"]).code, 1);
+    assert_eq!(d.run(&["status"]).code, 12);
     assert!(!d.state().join("state.db").exists());
     // A command that writes the books makes it.
     d.ok(&["host", "set", "capacity=3"]);

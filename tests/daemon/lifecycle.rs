@@ -101,7 +101,7 @@ fn a_runner_that_takes_a_job_during_scale_down_is_never_killed() {
 }
 
 #[test]
-fn a_second_daemon_on_the_same_state_dir_exits_1_naming_the_holder() {
+fn a_second_daemon_on_the_same_state_dir_exits_store_locked_naming_the_holder() {
     let mut w = World::new("lock", 2);
     w.add_target("t", "acme/app", true);
     w.add_profile(ProfileSpec::new("p", "t", &["p"]));
@@ -131,7 +131,7 @@ fn a_second_daemon_on_the_same_state_dir_exits_1_naming_the_holder() {
         panic!("the second daemon kept running");
     }
     let out = second.wait_with_output().unwrap();
-    assert_eq!(status.unwrap().code(), Some(1));
+    assert_eq!(status.unwrap().code(), Some(7), "store-locked");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("pid {first}")), "{err}");
     // The first one is unharmed.
@@ -204,7 +204,8 @@ fn daemon_once_exits_1_naming_a_target_github_refused_and_0_when_all_answered() 
     let out = w.cli(&["daemon", "--once"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    let last = stderr.lines().last().unwrap_or_default();
+    // The error, then the line naming the fix.
+    let last = stderr.lines().rev().nth(1).unwrap_or_default();
     assert!(
         last.starts_with("runner-manager: target bad: ") && !last.contains("target good"),
         "names the failed target only: {stderr}"

@@ -129,7 +129,14 @@ fn each_broken_thing_fails_with_a_hint() {
         assert!(l.hint.as_deref().unwrap_or("").contains(hint), "{l:?}");
     }
     let r = d.run(&["doctor"]);
-    assert_eq!(r.code, 1, "{}", r.stdout);
+    // A required check (the runner install) fails: the host is unfit.
+    assert_eq!(r.code, 9, "{}", r.stdout);
+    assert_eq!(
+        r.stderr.lines().last(),
+        Some("fix: runner-manager doctor (fix each required FAIL line as its hint says)"),
+        "{}",
+        r.stderr
+    );
     assert!(
         r.stdout
             .lines()

@@ -70,9 +70,9 @@ fn installs_a_runnable_release_and_replaces_it_with_another_version() {
 #[test]
 fn the_default_directory_is_state_dir_runner_and_errors_name_the_fix() {
     let d = Dir::new("install-default");
-    // No store yet: said so (exit 1), naming the command that makes one.
+    // No store yet: said so (exit 12, no-store), naming the command that makes one.
     let none = d.run(&["runner", "install"]);
-    assert_eq!(none.code, 1, "{}", none.stderr);
+    assert_eq!(none.code, 12, "{}", none.stderr);
     assert!(none.stderr.contains("target add"), "{}", none.stderr);
     // A store with no target: exit 2, naming the fix.
     d.ok(&["host", "set", "capacity=2"]);
