@@ -613,6 +613,11 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
         || pool.sim.runners().is_empty(),
     );
     let runners = pool.runners_started();
+    // A JIT config whose daemon was SIGKILLed before its runner ran is a registration
+    // the next daemon removes, not a runner: the sim counts the runner processes.
+    let (connected, given) = pool
+        .sim
+        .with_state(|s| (s.runners_connected, s.runners_given_a_job));
     println!(
         "{:>6} {:>8} {:>10} {:>12}",
         "life", "served", "RSS KiB", "store bytes"
@@ -639,11 +644,13 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
     println!(
         "endurance: {done} of {jobs} jobs served in {wall:.1?} ({} lost), {runners} runners \
          started (surplus {}), {coord_kills} coordinator and {host_kills} host SIGKILLs; \
-         coordinator RSS {} KiB per 1,000 jobs within a life, store {} bytes per 1,000 jobs",
+         coordinator RSS {} KiB per 1,000 jobs within a life, store {} bytes per 1,000 jobs; \
+         {connected} runner processes connected, {} of them ran no job",
         jobs - done.min(jobs),
         runners as i64 - done as i64,
         per_k(rss_within),
         per_k(store_across),
+        connected - given,
     );
     print_runner_ends(&pool);
     for h in &mut pool.hosts {

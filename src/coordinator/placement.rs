@@ -297,14 +297,22 @@ impl Placement {
         };
         self.hosts.insert(conn, view);
         // The host is back: the launches it accepted on a connection now gone are
-        // leased on this one (its report of their runners, or their expiry, closes them).
+        // leased on this one. A restarted daemon does not know them again, so they end
+        // within the grace: by then a runner that lived on has taken its job (which
+        // leaves the queue), and a start the crash cut short is placed again.
         for j in self.jobs.values_mut() {
-            if let Phase::Leased { conn: c, host, .. } = &mut j.phase
+            if let Phase::Leased {
+                conn: c,
+                host,
+                expires_at,
+                ..
+            } = &mut j.phase
                 && host == name
                 && !self.hosts.contains_key(c)
                 && protocol::is_directable(version)
             {
                 *c = conn;
+                *expires_at = (*expires_at).min(now + self.cfg.away_grace_ms);
             }
         }
         // The host is back: its started runners serve their jobs again.

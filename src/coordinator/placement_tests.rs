@@ -235,6 +235,24 @@ fn a_launch_accepted_by_a_host_that_goes_away_waits_for_its_return() {
     assert!(launches(&p.tick(T0 + 60_000)).is_empty());
 }
 
+/// A daemon that comes back without the runner its crash cut short says nothing of
+/// the lease: it ends within the grace, and the job is placed again.
+#[test]
+fn a_launch_taken_back_by_a_returning_host_ends_within_the_grace() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    p.disconnect(1, T0 + 1);
+    p.hello(3, "h1", hello("h1", 3, 1, POOL), T0 + 1_000);
+    let a = p.tick(T0 + 1_000 + cfg().away_grace_ms);
+    assert_eq!(cancels(&a), vec![(3, l[0].2.clone())]);
+    assert!(
+        !matches!(p.jobs()["1"].phase, Phase::Leased { ref lease_id, .. } if *lease_id == l[0].2),
+        "the old lease is closed"
+    );
+}
+
 #[test]
 fn a_launch_accepted_by_a_host_that_does_not_return_is_placed_again_after_the_grace() {
     let mut p = placement();

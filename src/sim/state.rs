@@ -250,6 +250,10 @@ pub struct State {
     /// Runners that updated themselves (in their own roots), by runner id and the
     /// version they went to.
     pub self_updates: Vec<(u64, String)>,
+    /// Runner processes that connected (a registration's first connect) and those
+    /// given a job: at rest, the difference is the runners that ran no job.
+    pub runners_connected: u64,
+    pub runners_given_a_job: u64,
 }
 
 /// Why a runner-side call failed.
@@ -291,6 +295,8 @@ impl State {
             runner_binary: None,
             runner_release: super::control::RUNNER_VERSION.to_string(),
             self_updates: Vec::new(),
+            runners_connected: 0,
+            runners_given_a_job: 0,
         }
     }
 
@@ -499,6 +505,10 @@ impl State {
         version: &str,
     ) -> Result<(), RunnerCallError> {
         let r = self.runner_checked(id, credential)?;
+        if !r.online {
+            self.runners_connected += 1;
+        }
+        let r = self.runner_checked(id, credential)?;
         r.online = true;
         r.version = Some(version.to_string());
         Ok(())
@@ -539,6 +549,7 @@ impl State {
         let runner = self.runners.get_mut(&id).expect("runner checked above");
         runner.busy = true;
         runner.job_id = Some(job_id);
+        self.runners_given_a_job += 1;
         self.scaleset_job_started(job_id);
         Ok(Some(job))
     }
