@@ -247,8 +247,9 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     lines
 }
 
-/// Memory and cores against capacity, and each profile's required tools on the
-/// `PATH` its runners get: the daemon's own facts and words (`fitness_watch`,
+/// Memory and cores against capacity, each profile's required tools on the `PATH`
+/// its runners get, and each `oci` profile's Podman readiness (podman installed,
+/// rootless, user namespaces, cgroup v2, a disk quota): the daemon's own facts and words (`fitness_watch`,
 /// `reconcile::fitness`); runner users have their own line (`contain`).
 fn fitness_lines(
     host: &crate::domain::Host,
