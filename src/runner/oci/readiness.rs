@@ -272,7 +272,8 @@ mod tests {
 
     #[test]
     fn each_missing_piece_fails_and_names_itself() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut Facts)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Facts)>;
+        let cases: Vec<(&str, Edit)> = vec![
             (
                 "rootless: podman runs as root",
                 Box::new(|f| f.rootless = Some(false)),
