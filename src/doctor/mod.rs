@@ -95,6 +95,7 @@ pub fn class_of(name: &str) -> Class {
         name,
         "disk" | "isolation" | "runner-users" | "capabilities" | "runner"
     ) || name.starts_with("tools:")
+        || name.starts_with("oci:")
         || name.starts_with("runner ");
     if required {
         Class::Required
@@ -318,6 +319,7 @@ mod tests {
     fn checks_are_sorted_into_required_recommended_and_info() {
         assert_eq!(class_of("disk"), Class::Required);
         assert_eq!(class_of("tools:linux"), Class::Required);
+        assert_eq!(class_of("oci:linux"), Class::Required);
         assert_eq!(class_of("runner linux,gpu"), Class::Required);
         assert_eq!(class_of("isolation"), Class::Required);
         assert_eq!(class_of("memory"), Class::Recommended);

@@ -111,6 +111,10 @@ fn a_host_not_ready_for_containers_asks_for_no_jit_config_and_says_why() {
             .any(|l| l.starts_with("FAIL oci:boxed") && l.contains("rootless")),
         "{text}"
     );
+    let required = text.find("required (").expect("a required group");
+    let recommended = text.find("\nrecommended:").unwrap_or(text.len());
+    let line = text.find("FAIL oci:boxed").unwrap();
+    assert!(required < line && line < recommended, "{text}");
 
     let jit_before = requests(&w, JIT);
     w.start_daemon_with(&["--fitness-every", "1"]);
