@@ -8,7 +8,7 @@
 //! A real Podman is not used: this machine has no cgroup v2 and no registry.
 
 use super::support::{ProfileSpec, SETTLE, World, wait_until};
-use runner_manager::domain::ReasonKind;
+use runner_manager::domain::{AttemptState, Outcome, ReasonKind};
 use std::path::{Path, PathBuf};
 
 const JIT: &str = "/repos/{owner}/{repo}/actions/runners/generate-jitconfig";
@@ -237,6 +237,44 @@ fn a_ready_host_runs_the_job_in_a_labelled_container_and_removes_what_is_left() 
         b.reason.as_ref().map(|r| r.kind()),
         Some(ReasonKind::Oom),
         "{b:?}"
+    );
+    w.stop_daemon();
+}
+
+#[test]
+fn a_container_outlives_a_killed_daemon_and_the_next_one_adopts_and_removes_it() {
+    let (mut w, fake) = oci_world("oci-adopt");
+    std::fs::write(fake.join("info.json"), info(true)).unwrap();
+    w.start_daemon();
+    let id = w.enqueue("acme/app", "long", &["boxed"], 3_000);
+    wait_until(SETTLE, "the container's runner to take the job", || {
+        !w.in_state(AttemptState::Busy).is_empty()
+    });
+    let a = w.in_state(AttemptState::Busy).pop().unwrap();
+    w.kill_daemon();
+    // The container (here its `podman run`, the attempt's process) runs on.
+    let pid = a.pid.expect("a recorded pid");
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+
+    w.start_daemon();
+    w.finished(id);
+    wait_until(SETTLE, "the adopted attempt to be cleaned", || {
+        w.attempt(a.id).cleaned
+    });
+    let after = w.attempt(a.id);
+    assert_eq!(after.outcome, Some(Outcome::CompletedJob), "{after:?}");
+    assert!(
+        calls(&fake)
+            .iter()
+            .any(|c| c[0] == "rm" && c.contains(&a.runner_name)),
+        "{:?}",
+        calls(&fake)
+    );
+    assert_eq!(
+        w.attempts().len(),
+        1,
+        "a second runner was started: {:?}",
+        w.attempts()
     );
     w.stop_daemon();
 }
