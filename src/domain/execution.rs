@@ -36,9 +36,9 @@ impl Execution {
         }
     }
 
-    /// The stored word read back leniently: an unknown one (a newer build's) is
-    /// `oci`'s opposite only if it says `native`; anything else fails closed as `oci`,
-    /// whose readiness check then refuses what it cannot run.
+    /// The stored word read back leniently: `native` (or nothing) is native; any other
+    /// word (a newer build's backend) is read as `oci`, so it runs nothing natively
+    /// that was meant to be isolated.
     pub fn from_stored(s: &str) -> Execution {
         match s {
             "native" | "" => Execution::Native,

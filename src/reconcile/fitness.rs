@@ -3,12 +3,15 @@
 //! A **required** check failing stops starts (every profile, or the one it names)
 //! until a later look finds it passing; a **recommended** one is reported and never
 //! stops anything; **informational** lines are facts. A fact that could not be read
-//! never fails a check: not knowing is not evidence that the host is unfit.
+//! never fails a check (not knowing is not evidence that the host is unfit), but for
+//! an `oci` profile's readiness: a container backend not seen working is not ready.
 //!
 //! Required here: the tools a profile's jobs need, on the `PATH` its runners get;
 //! runner users when the host has a uid range (with none, no start could get an
-//! identity). Recommended: memory and cores against the host's capacity (capacity is
-//! the owner's explicit bound and a job's size is unknown, so it is advice).
+//! identity); for an `oci` profile, the host's readiness for rootless containers
+//! (`runner::oci::readiness`). Recommended: memory and cores against the host's
+//! capacity (capacity is the owner's explicit bound and a job's size is unknown, so
+//! it is advice).
 
 use std::collections::BTreeMap;
 
