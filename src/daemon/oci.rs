@@ -76,7 +76,7 @@ pub fn oom_killed(state_dir: &Path, a: &Attempt) -> bool {
     }
     Podman::locate()
         .ok()
-        .and_then(|p| p.oom_killed(&a.runner_name))
+        .and_then(|p| p.quick().oom_killed(&a.runner_name))
         .unwrap_or(false)
 }
 
@@ -136,7 +136,8 @@ pub fn sweep(store: &dyn Store, host_id: &str, profiles: &[ScalePolicy]) {
     {
         return;
     }
-    let Ok(podman) = Podman::locate() else {
+    // On the main thread: quick calls, so its heartbeat keeps its beat.
+    let Ok(podman) = Podman::locate().map(Podman::quick) else {
         return;
     };
     let listed = match podman.containers(host_id, None) {

@@ -2,7 +2,9 @@
 //! the daemon's `PATH`), reading its facts, starting an attempt's container as the
 //! attempt's process (its own session, output to the attempt's log, the JIT config
 //! written to its stdin), and finding, reading and removing what an attempt left.
-//! Every call but the container's own run is bounded by [`CALL_TIMEOUT`].
+//! Every call but the container's own run is bounded: by [`CALL_TIMEOUT`] on a worker,
+//! by [`QUICK_TIMEOUT`] where a thread that must keep its beat waits (the main thread's
+//! fitness look and sweep, a pass's OOM read).
 
 use super::command;
 use super::readiness::{self, Facts};
@@ -14,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The variable that names the Podman program (an absolute path) in place of the
 /// `podman` found on `PATH`.
@@ -24,6 +26,10 @@ pub const PODMAN_ENV: &str = "RUNNER_MANAGER_PODMAN";
 /// counted as failed: Podman waits on its storage lock, which a stuck call can hold.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The bound of a call made where a heartbeat or a pass waits on it: `podman info` and
+/// `inspect` answer in well under a second unless the storage lock is held.
+pub const QUICK_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Output kept of one call; more is cut.
 const MAX_OUTPUT: u64 = 256 * 1024;
 
@@ -31,6 +37,8 @@ const MAX_OUTPUT: u64 = 256 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Podman {
     pub program: PathBuf,
+    /// How long one call may take ([`CALL_TIMEOUT`] unless `quick`).
+    pub timeout: Duration,
 }
 
 impl Podman {
@@ -45,19 +53,33 @@ impl Podman {
                     p.display()
                 ));
             }
-            return Ok(Podman { program: p });
+            return Ok(Podman {
+                program: p,
+                timeout: CALL_TIMEOUT,
+            });
         }
         let path = std::env::var_os("PATH").unwrap_or_default();
         std::env::split_paths(&path)
             .filter(|d| d.is_absolute())
             .map(|d| d.join("podman"))
             .find(|p| is_executable(p))
-            .map(|program| Podman { program })
+            .map(|program| Podman {
+                program,
+                timeout: CALL_TIMEOUT,
+            })
             .ok_or_else(|| "podman is not installed (not found on PATH)".to_string())
     }
 
-    /// Runs `podman ARGS` to its end (at most [`CALL_TIMEOUT`]): its stdout, or why it
-    /// failed (its stderr's last line).
+    /// This Podman with its calls bounded by [`QUICK_TIMEOUT`].
+    pub fn quick(self) -> Podman {
+        Podman {
+            timeout: QUICK_TIMEOUT,
+            ..self
+        }
+    }
+
+    /// Runs `podman ARGS` to its end (at most `timeout`): its stdout, or why it failed
+    /// (its stderr's last line).
     pub fn call(&self, args: &[String]) -> Result<String, String> {
         let mut child = Command::new(&self.program)
             .args(args)
@@ -66,30 +88,54 @@ impl Podman {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.program.display()))?;
-        let pid = child.id() as libc::pid_t;
-        let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut o = String::new();
-            let mut e = String::new();
-            if let Some(s) = out.as_mut() {
-                let _ = s.take(MAX_OUTPUT).read_to_string(&mut o);
-            }
-            if let Some(s) = err.as_mut() {
-                let _ = s.take(MAX_OUTPUT).read_to_string(&mut e);
-            }
-            let _ = tx.send((o, e));
-        });
-        let (o, e) = match rx.recv_timeout(CALL_TIMEOUT) {
-            Ok(r) => r,
-            Err(_) => {
-                // SAFETY: signalling our own child, not yet reaped.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                let _ = child.wait();
-                return Err(format!("podman {} timed out", args.join(" ")));
+        // Each pipe read on its own thread (a full stderr must not stall stdout); the
+        // child's exit, not the pipes' end, ends the wait (a process it left behind
+        // may hold them open).
+        let read = |pipe: Option<Box<dyn Read + Send>>| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(p) = pipe {
+                    let _ = p.take(MAX_OUTPUT).read_to_string(&mut text);
+                }
+                let _ = tx.send(text);
+            });
+            rx
+        };
+        let out = read(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = read(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "podman {} did not answer within {:?}",
+                        args.first().map_or("", String::as_str),
+                        self.timeout
+                    ));
+                }
+                Err(e) => return Err(format!("podman: {e}")),
             }
         };
-        let status = child.wait().map_err(|e| e.to_string())?;
+        let grace = Duration::from_secs(1);
+        let o = out.recv_timeout(grace).unwrap_or_default();
+        let e = err.recv_timeout(grace).unwrap_or_default();
         if status.success() {
             Ok(o)
         } else {
@@ -222,14 +268,52 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// The facts of the Podman `locate` finds; a Podman that cannot be found is the
-/// first failing fact.
+/// The facts of the Podman `locate` finds, each call [`QUICK_TIMEOUT`] at most; a
+/// Podman that cannot be found is the first failing fact.
 pub fn facts() -> Facts {
     match Podman::locate() {
-        Ok(p) => p.facts(),
+        Ok(p) => p.quick().facts(),
         Err(why) => Facts {
             podman: Some(Err(why)),
             ..Facts::default()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `/bin/sh` standing in for Podman: `call(["-c", SCRIPT])` (no file written, so
+    /// no other test's fork can hold it busy).
+    fn sh() -> Podman {
+        Podman {
+            program: "/bin/sh".into(),
+            timeout: Duration::from_millis(300),
+        }
+    }
+
+    fn args(script: &str) -> Vec<String> {
+        vec!["-c".into(), script.into()]
+    }
+
+    #[test]
+    fn a_call_gives_stdout_or_the_last_words_of_stderr() {
+        assert_eq!(sh().call(&args("echo fine")).unwrap(), "fine\n");
+        let e = sh()
+            .call(&args(
+                "echo one >&2; echo 'Error: no such thing' >&2; exit 125",
+            ))
+            .unwrap_err();
+        assert!(
+            e.starts_with("podman -c failed") && e.ends_with(": Error: no such thing"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_call_that_hangs_is_killed_and_fails() {
+        let e = sh().call(&args("exec sleep 30")).unwrap_err();
+        assert!(e.contains("podman -c did not answer within"), "{e}");
     }
 }
