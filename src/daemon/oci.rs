@@ -1,6 +1,6 @@
-//! The daemon's side of `oci` attempts: the readiness gate the starter passes before
-//! any JIT request (the fitness watch's last verdict: a profile not found ready starts
-//! nothing), the attempt's container line and start, its OOM read when its life ends,
+//! The daemon's side of `oci` attempts: the readiness gate the plan (`add_unjudged`)
+//! and the starter (`ready`) pass before any JIT request (the fitness watch's last
+//! verdict: a profile not found ready starts nothing), the attempt's container line and start, its OOM read when its life ends,
 //! its removal at cleanup, and the sweep of containers labelled for this host that no
 //! open attempt explains. An attempt is known to be a container's by its marker,
 //! `logs/<id>.oci`, written before `podman run` (intent first), removed with it.
@@ -27,9 +27,33 @@ pub fn ready(shared: &Shared, profile: &str) -> Result<(), String> {
     if f.oci_ready.contains(profile) {
         return Ok(());
     }
-    Err(f.unfit.get(profile).cloned().unwrap_or_else(|| {
-        format!("oci readiness of {profile} not yet checked: no container is started before it")
-    }))
+    Err(f
+        .unfit
+        .get(profile)
+        .cloned()
+        .unwrap_or_else(|| not_checked(profile)))
+}
+
+/// Adds to `unfit` each `oci` profile of `profiles` no look has judged yet (made
+/// `oci` since the last look), so the plan starts none of them until one has.
+pub fn add_unjudged(
+    shared: &Shared,
+    profiles: &[ScalePolicy],
+    unfit: &mut std::collections::BTreeMap<String, String>,
+) {
+    let f = lock(&shared.fitness);
+    for p in profiles {
+        if p.execution == crate::domain::Execution::Oci
+            && !f.oci_ready.contains(&p.name)
+            && !unfit.contains_key(&p.name)
+        {
+            unfit.insert(p.name.clone(), not_checked(&p.name));
+        }
+    }
+}
+
+fn not_checked(profile: &str) -> String {
+    format!("oci readiness of {profile} not yet checked: no container is started before it")
 }
 
 /// Starts the attempt's container: the marker first, then `podman run` with the JIT
@@ -193,5 +217,21 @@ mod tests {
         );
         lock(&shared.fitness).oci_ready.insert("boxed".into());
         assert!(ready(&shared, "boxed").is_ok());
+    }
+
+    #[test]
+    fn an_oci_profile_no_look_has_judged_is_unfit_for_the_plan() {
+        let shared = Shared::new(std::env::temp_dir());
+        let mut boxed = ScalePolicy::new("boxed", "t", "0123abcd89ef4567");
+        boxed.execution = crate::domain::Execution::Oci;
+        let plain = ScalePolicy::new("plain", "t", "0123abcd89ef4567");
+        let mut unfit = Default::default();
+        add_unjudged(&shared, &[boxed.clone(), plain], &mut unfit);
+        assert_eq!(unfit.keys().collect::<Vec<_>>(), ["boxed"]);
+        assert!(unfit["boxed"].contains("not yet checked"));
+        lock(&shared.fitness).oci_ready.insert("boxed".into());
+        let mut unfit = Default::default();
+        add_unjudged(&shared, &[boxed], &mut unfit);
+        assert!(unfit.is_empty());
     }
 }

@@ -62,6 +62,8 @@ fn oci_world(tag: &str) -> (World, PathBuf) {
         &format!("image={IMAGE}"),
         "memory_max=2G",
         "cpu_max=1.5",
+        // The runner install is the image's: none on the host.
+        "runner_dir=",
     ]);
     (w, fake)
 }
