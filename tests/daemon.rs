@@ -17,6 +17,7 @@ mod daemon {
     mod lifecycle;
     mod meters;
     mod metrics;
+    mod oci;
     mod runner_faults;
     mod runner_update;
     mod scaleset;

@@ -165,6 +165,9 @@ pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
         "pids_max": p.pids_max,
         "env": p.env,
         "tools": p.tools,
+        "execution": p.execution.as_str(),
+        "image": p.image,
+        "disk_max": p.disk_max,
         "revision": p.revision,
     })
 }

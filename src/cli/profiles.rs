@@ -237,6 +237,12 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
             "tools",
             or_dash((!p.tools.is_empty()).then(|| p.tools.join(","))),
         ),
+        ("execution", p.execution.as_str().into()),
+        ("image", or_dash(p.image.as_ref())),
+        (
+            "disk_max",
+            or_dash(p.disk_max.map(crate::domain::isolation::human_bytes)),
+        ),
         (
             "host",
             if p.host_id == host.id {

@@ -187,7 +187,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing)",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing), execution (native, the default, or oci: each runner in a rootless Podman container), image (the oci image, pinned by digest: REF@sha256:<64 hex>), disk_max (the most an oci container may write; needs a disk quota)",
         options: &[opt(
             "--revision",
             "N",

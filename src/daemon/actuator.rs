@@ -207,7 +207,10 @@ fn jit_was_asked(a: &Attempt) -> bool {
 /// it is done; anything still running defers cleanup.
 fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
     let contain = cx.shared.containment();
-    let all_gone = super::contain::kill_all(&contain, a);
+    // A container first: removing it kills all that runs in it (and ends its
+    // `podman run`, the attempt's process).
+    let all_gone = super::oci::remove(&cx.shared.state_dir, a);
+    let all_gone = super::contain::kill_all(&contain, a) && all_gone;
     signal_runner(a, libc::SIGKILL);
     if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
         // Stragglers that left the process group but not the session.

@@ -2,9 +2,10 @@
 //! (5 min) and whenever the configuration changes, judged by the pure
 //! `reconcile::fitness`, and kept in `Shared::fitness`, where each target loop's pass
 //! reads it as an unfitness fact (`reconcile::plan::Fitness::host_unfit`), as it reads
-//! `disk_watch`'s. Only cheap facts: total memory and CPUs against capacity
+//! `disk_watch`'s. Cheap facts: total memory and CPUs against capacity
 //! (advice), whether the host's runner uids have users, and each profile's required
-//! tools on the `PATH` its runners get. The free disk is `disk_watch`'s and refused
+//! tools on the `PATH` its runners get, and, when a profile runs `oci`, Podman's
+//! readiness (`podman info` and a disk quota probe, each bounded). The free disk is `disk_watch`'s and refused
 //! containment `contain`'s; both already stop every profile. A change is logged once
 //! and wakes the loops, and sets `runner_manager_fitness_starts_held`.
 
@@ -26,6 +27,9 @@ pub struct FitnessState {
     pub unfit: BTreeMap<String, String>,
     /// Recommended checks that fail: `check: detail`.
     pub advice: Vec<String>,
+    /// The `oci` profiles the last look found the host ready for: the starter starts
+    /// a container for no other (not looked yet is not ready).
+    pub oci_ready: std::collections::BTreeSet<String>,
 }
 
 /// Total memory from `/proc/meminfo`.
@@ -60,8 +64,10 @@ pub fn tool_facts(host: &Host, profiles: &[ScalePolicy]) -> BTreeMap<String, Too
 }
 
 /// The facts, read now: cheap (one file, one syscall, one passwd lookup at most
-/// per uid until a user is found, a `stat` per tool and `PATH` entry).
+/// per uid until a user is found, a `stat` per tool and `PATH` entry), and two
+/// Podman calls when a profile runs `oci`.
 pub fn read_facts(host: &Host, profiles: &[ScalePolicy]) -> Facts {
+    let oci_profiles = oci_profiles(profiles);
     Facts {
         capacity: host.capacity,
         memory_bytes: memory_bytes(),
@@ -72,7 +78,18 @@ pub fn read_facts(host: &Host, profiles: &[ScalePolicy]) -> Facts {
             .runner_uids
             .map(|r| crate::runner::uid::count_users(r, 1)),
         tools: tool_facts(host, profiles),
+        oci: (!oci_profiles.is_empty()).then(crate::runner::oci::podman::facts),
+        oci_profiles,
     }
+}
+
+/// The profiles whose runners run in containers: only for them is Podman asked.
+pub fn oci_profiles(profiles: &[ScalePolicy]) -> Vec<String> {
+    profiles
+        .iter()
+        .filter(|p| p.execution == crate::domain::Execution::Oci)
+        .map(|p| p.name.clone())
+        .collect()
 }
 
 /// Judges `facts` and keeps the result in `Shared::fitness`; a change is logged once
@@ -85,6 +102,11 @@ pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> Fitnes
             .into_iter()
             .filter(|f| f.class == Class::Recommended && !f.ok)
             .map(|f| format!("{}: {}", f.check, f.detail))
+            .collect(),
+        oci_ready: fitness::findings(facts)
+            .into_iter()
+            .filter(|f| f.ok && f.check.starts_with("oci:"))
+            .filter_map(|f| f.profile)
             .collect(),
     };
     let before = std::mem::replace(&mut *lock(&shared.fitness), now.clone());

@@ -10,6 +10,7 @@ pub mod lock;
 mod metrics_feed;
 pub mod notify;
 mod observe;
+mod oci;
 mod pool;
 mod pool_link;
 mod public_guard;
@@ -152,8 +153,10 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
     let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
 
-    // Orphans left on disk by a crash: roots and processes that no attempt explains.
+    // Orphans left on disk by a crash: roots and processes that no attempt explains,
+    // and containers labelled for this host.
     sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());
+    oci::sweep(&store, &host.id, &store.profiles()?);
 
     // The heartbeat goes first, so `status` says the daemon runs as soon as it can
     // start runners, not a tick later.
@@ -327,6 +330,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 if now >= next_sweep {
                     next_sweep = now + SWEEP_EVERY;
                     sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());
+                    if let Ok(profiles) = store.profiles() {
+                        oci::sweep(&store, &host.id, &profiles);
+                    }
                 }
                 if now >= next_prune {
                     next_prune = now + PRUNE_EVERY;

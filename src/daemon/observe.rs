@@ -1,7 +1,8 @@
 //! What a pass sees of each live attempt: its new log lines, its process, its
 //! registration in GitHub's last runner list, and whether its memory limit killed
 //! something in it. Local reads only (the log files, /proc, the cgroup), quick enough
-//! to do for every attempt every pass.
+//! to do for every attempt every pass; a container's OOM (`podman inspect`) is asked
+//! only once its life may be ending.
 
 use super::contain::{self, Containment};
 use crate::domain::{Attempt, RegisteredRunner};
@@ -53,7 +54,9 @@ impl Observer {
             || events
                 .iter()
                 .any(|e| matches!(e, RunnerEvent::JobCompleted { .. }));
-        let oom_killed = ending && a.state.is_live() && contain::oom_killed(contain, a.id);
+        let oom_killed = ending
+            && a.state.is_live()
+            && (contain::oom_killed(contain, a.id) || super::oci::oom_killed(state_dir, a));
         Seen {
             events,
             process,

@@ -3,7 +3,8 @@
 //! (identity, cgroup, root: `contain::ready`), then the JIT config (named for the
 //! attempt) is asked for, `starting` is recorded, and the process spawned, and its pid
 //! and start time are recorded. Readying comes before the JIT call, so a start that
-//! fails for a host reason costs GitHub nothing.
+//! fails for a host reason costs GitHub nothing; for an `oci` profile readying is the
+//! readiness gate (`oci::ready`) and the process is its container's `podman run`.
 
 use super::contain;
 use super::shared::Shared;
@@ -80,20 +81,34 @@ pub struct StartCx<'a> {
 /// its reason (its cleanup follows in the next pass) and says what kind it was, so the
 /// loop can hold further starts.
 pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
-    let contain = cx.shared.containment();
-    let install = runner_dir(&cx.shared.state_dir, cx.policy);
-    let mut ready = match contain::ready(&contain, &cx.shared.state_dir, &install, cx.policy, a) {
-        Ok(r) => r,
-        Err(e) => {
-            // `Host` marks a start refused before any JIT call (see the actuator).
-            fail(cx, a, Reason::message(ReasonKind::Host, e.to_string()))?;
-            return Ok(Started::Host(e.0));
+    // An `oci` profile's container starts only on a host last found ready for it: no
+    // JIT config is asked for otherwise. It needs no root, uid or cgroup of ours.
+    let oci = cx.policy.execution == crate::domain::Execution::Oci;
+    let mut ready = if oci {
+        if let Err(why) = super::oci::ready(cx.shared, &cx.policy.name) {
+            fail(cx, a, Reason::message(ReasonKind::Host, why.clone()))?;
+            return Ok(Started::Host(why));
+        }
+        None
+    } else {
+        let contain = cx.shared.containment();
+        let install = runner_dir(&cx.shared.state_dir, cx.policy);
+        match contain::ready(&contain, &cx.shared.state_dir, &install, cx.policy, a) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                // `Host` marks a start refused before any JIT call (see the actuator).
+                fail(cx, a, Reason::message(ReasonKind::Host, e.to_string()))?;
+                return Ok(Started::Host(e.0));
+            }
         }
     };
     // The runner's environment: the host's variables, the profile's over them. Read
     // at each start, so an edit reaches the next runner without a restart.
     let host_env = cx.store.host()?.map(|h| h.env).unwrap_or_default();
-    ready.env = crate::domain::runner_env::merged(&host_env, &cx.policy.env);
+    let env = crate::domain::runner_env::merged(&host_env, &cx.policy.env);
+    if let Some(r) = ready.as_mut() {
+        r.env = env.clone();
+    }
     let (runner_id, jit) = match jit_config(cx, a) {
         Ok(r) => r,
         Err((what, e)) => {
@@ -108,7 +123,13 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
         return Ok(Started::Skipped);
     }
     cx.store.save_attempt(a)?;
-    launch(cx, a, &jit, &ready)
+    match &ready {
+        Some(r) => launch(cx, a, &jit, r),
+        None => {
+            let spawned = super::oci::spawn(&cx.shared.state_dir, cx.policy, a, &env, &jit);
+            after_spawn(cx, a, spawned)
+        }
+    }
 }
 
 /// Ends an attempt that could not be started, with its reason.
@@ -171,7 +192,17 @@ fn launch(
     let log = runner::attempt_log(&cx.shared.state_dir, a.id);
     let pid_file = runner::attempt_pid_file(&cx.shared.state_dir, a.id);
     let spec = ready.spawn_spec(&log, jit, Some(&pid_file));
-    match runner::spawn_runner(&spec) {
+    let spawned = runner::spawn_runner(&spec);
+    after_spawn(cx, a, spawned)
+}
+
+/// Records a spawn's pid (or its failure), a runner's or a container's alike.
+fn after_spawn(
+    cx: &mut StartCx,
+    a: &mut Attempt,
+    spawned: Result<runner::Spawned, runner::SpawnError>,
+) -> Result<Started, StoreError> {
+    match spawned {
         Ok(sp) => {
             a.pid = Some(sp.pid);
             a.pid_start = Some(sp.start_time);

@@ -828,8 +828,10 @@ impl TargetLoop {
         contain: &contain::Containment,
         now: Millis,
     ) -> BTreeMap<String, String> {
+        // An `oci` profile's runner install is in its image, not on the host.
         let install_errors: BTreeMap<String, String> = profiles
             .iter()
+            .filter(|p| p.execution != crate::domain::Execution::Oci)
             .filter_map(|p| {
                 runner::check_install(&starter::runner_dir(&self.shared.state_dir, p))
                     .err()
@@ -854,7 +856,8 @@ impl TargetLoop {
             }
         }
         let disk_full = self.shared.disk_reason();
-        let host_unfit = self.shared.fitness_reasons();
+        let mut host_unfit = self.shared.fitness_reasons();
+        super::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
         plan::unfit(
             &Fitness {
                 profiles,

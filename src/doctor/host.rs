@@ -266,7 +266,11 @@ pub(super) fn check_runners(
         return;
     }
     let mut dirs: BTreeMap<PathBuf, Vec<&ScalePolicy>> = BTreeMap::new();
-    for p in profiles {
+    // An `oci` profile's runner install is in its image.
+    for p in profiles
+        .iter()
+        .filter(|p| p.execution != crate::domain::Execution::Oci)
+    {
         let d = p
             .runner_dir
             .clone()

@@ -102,6 +102,7 @@ pub fn class_of(name: &str) -> Class {
         name,
         "disk" | "isolation" | "runner-users" | "capabilities" | "runner"
     ) || name.starts_with("tools:")
+        || name.starts_with("oci:")
         || name.starts_with("runner ");
     if required {
         Class::Required
@@ -255,8 +256,9 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     lines
 }
 
-/// Memory and cores against capacity, and each profile's required tools on the
-/// `PATH` its runners get: the daemon's own facts and words (`fitness_watch`,
+/// Memory and cores against capacity, each profile's required tools on the `PATH`
+/// its runners get, and each `oci` profile's Podman readiness (podman installed,
+/// rootless, user namespaces, cgroup v2, a disk quota): the daemon's own facts and words (`fitness_watch`,
 /// `reconcile::fitness`); runner users have their own line (`contain`).
 fn fitness_lines(
     host: &crate::domain::Host,
@@ -325,6 +327,7 @@ mod tests {
     fn checks_are_sorted_into_required_recommended_and_info() {
         assert_eq!(class_of("disk"), Class::Required);
         assert_eq!(class_of("tools:linux"), Class::Required);
+        assert_eq!(class_of("oci:linux"), Class::Required);
         assert_eq!(class_of("runner linux,gpu"), Class::Required);
         assert_eq!(class_of("isolation"), Class::Required);
         assert_eq!(class_of("memory"), Class::Recommended);

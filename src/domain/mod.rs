@@ -2,6 +2,7 @@
 //! Pure data and pure functions; no I/O, no clock (callers pass `now`).
 
 pub mod attempt;
+pub mod execution;
 pub mod host;
 pub mod isolation;
 pub mod job;
@@ -15,6 +16,7 @@ pub mod target;
 pub mod validate;
 
 pub use attempt::{Attempt, AttemptState, IllegalTransition, Outcome};
+pub use execution::Execution;
 pub use host::{Host, parse_runner_name, runner_name};
 pub use isolation::{InEffect, Isolation, UidRange};
 pub use job::{QueuedJob, RegisteredRunner};

@@ -109,6 +109,15 @@ pub struct ScalePolicy {
     /// is missing the profile starts nothing (`reconcile::fitness`).
     #[serde(default)]
     pub tools: Vec<String>,
+    /// How its runners execute: natively (the default) or in a rootless OCI container.
+    #[serde(default)]
+    pub execution: super::execution::Execution,
+    /// The image an `oci` runner's container runs, pinned by digest.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The bytes an `oci` runner's container may write; `None` = the default.
+    #[serde(default)]
+    pub disk_max: Option<u64>,
     /// Incremented by every edit; an edit names the revision it read.
     pub revision: u64,
 }
@@ -135,6 +144,9 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "pids_max",
     "env.NAME",
     "tools",
+    "execution",
+    "image",
+    "disk_max",
 ];
 
 impl ScalePolicy {
@@ -163,6 +175,9 @@ impl ScalePolicy {
             pids_max: None,
             env: Default::default(),
             tools: Vec::new(),
+            execution: Default::default(),
+            image: None,
+            disk_max: None,
             revision: 0,
         }
     }
@@ -325,6 +340,9 @@ impl ScalePolicy {
             "cpu_max" => self.cpu_max = super::isolation::cpu_max(key, value)?,
             "pids_max" => self.pids_max = super::isolation::pids_max(key, value)?,
             "tools" => self.tools = super::runner_env::parse_tools(key, value)?,
+            "execution" => self.execution = super::execution::Execution::parse(key, value)?,
+            "image" => self.image = super::execution::image(key, value)?,
+            "disk_max" => self.disk_max = super::execution::disk_max(key, value)?,
             k if k.starts_with(super::runner_env::ENV_PREFIX) => {
                 super::runner_env::apply(&mut self.env, key, value)?
             }
@@ -365,6 +383,12 @@ impl ScalePolicy {
             return Err(Invalid::new(
                 "max",
                 "must be at least 1 for an autoscale profile (use mode=monitor to start nothing)",
+            ));
+        }
+        if self.execution == super::execution::Execution::Oci && self.image.is_none() {
+            return Err(Invalid::new(
+                "image",
+                "execution=oci needs an image pinned by digest: image=REF@sha256:<64 hex>",
             ));
         }
         if self.max_capacity > validate::MAX_CAPACITY {
@@ -490,6 +514,12 @@ mod tests {
             ("pids_max", "512"),
             ("env.FOO", "bar"),
             ("tools", "git,sh"),
+            ("execution", "oci"),
+            (
+                "image",
+                "ghcr.io/acme/runner@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            ),
+            ("disk_max", "20G"),
         ];
         assert_eq!(samples.len(), SETTABLE_KEYS.len());
         let mut x = p();
@@ -528,6 +558,9 @@ mod tests {
         assert_eq!(x.validate().unwrap_err().arg, "max");
         set(&mut x, "mode", "monitor").unwrap();
         x.validate().unwrap();
+        let mut x = p();
+        set(&mut x, "execution", "oci").unwrap();
+        assert_eq!(x.validate().unwrap_err().arg, "image");
     }
 
     #[test]
@@ -591,6 +624,9 @@ mod tests {
             ("env.1X", "y"),
             ("env", "FOO=bar"),
             ("tools", "/bin/sh"),
+            ("execution", "docker"),
+            ("image", "ghcr.io/acme/runner:latest"),
+            ("disk_max", "1M"),
         ];
         for (k, v) in cases {
             let mut x = p();

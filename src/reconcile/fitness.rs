@@ -3,12 +3,15 @@
 //! A **required** check failing stops starts (every profile, or the one it names)
 //! until a later look finds it passing; a **recommended** one is reported and never
 //! stops anything; **informational** lines are facts. A fact that could not be read
-//! never fails a check: not knowing is not evidence that the host is unfit.
+//! never fails a check (not knowing is not evidence that the host is unfit), but for
+//! an `oci` profile's readiness: a container backend not seen working is not ready.
 //!
 //! Required here: the tools a profile's jobs need, on the `PATH` its runners get;
 //! runner users when the host has a uid range (with none, no start could get an
-//! identity). Recommended: memory and cores against the host's capacity (capacity is
-//! the owner's explicit bound and a job's size is unknown, so it is advice).
+//! identity); for an `oci` profile, the host's readiness for rootless containers
+//! (`runner::oci::readiness`). Recommended: memory and cores against the host's
+//! capacity (capacity is the owner's explicit bound and a job's size is unknown, so
+//! it is advice).
 
 use std::collections::BTreeMap;
 
@@ -60,12 +63,19 @@ pub struct Facts {
     pub runner_users: Option<u32>,
     /// Per profile that names tools.
     pub tools: BTreeMap<String, ToolFacts>,
+    /// The host's rootless-container facts, read when a profile runs `oci`
+    /// (`None`: not read, which fails those profiles closed).
+    pub oci: Option<OciFacts>,
+    /// The profiles that run `oci`, each stopped while the host is not ready.
+    pub oci_profiles: Vec<String>,
 }
+
+pub use crate::runner::oci::readiness::Facts as OciFacts;
 
 /// One judged check: `doctor`'s line and the daemon's reason come from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// `memory`, `cores`, `runner-users`, `tools:<profile>`.
+    /// `memory`, `cores`, `runner-users`, `tools:<profile>`, `oci:<profile>`.
     pub check: String,
     pub class: Class,
     pub ok: bool,
@@ -81,7 +91,8 @@ fn gib(b: u64) -> String {
 }
 
 /// Every check the facts allow, in a stable order: memory, cores, runner users,
-/// then each profile's tools by name.
+/// then each profile's tools by name, then each `oci` profile's readiness (judged by
+/// `runner::oci::readiness`, where not knowing fails).
 pub fn findings(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     let line = |check: &str, class, ok, detail: String, hint: Option<&str>| Finding {
@@ -158,6 +169,22 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                      directories that hold them",
                 ),
             )
+        });
+    }
+    let oci = f.oci.clone().unwrap_or_default();
+    let verdict = crate::runner::oci::readiness::verdict(&oci);
+    for profile in &f.oci_profiles {
+        let (ok, detail) = match &verdict {
+            Ok(summary) => (true, format!("ready for rootless containers: {summary}")),
+            Err(why) => (false, format!("not ready for rootless containers: {why}")),
+        };
+        out.push(Finding {
+            check: format!("oci:{profile}"),
+            class: Class::Required,
+            ok,
+            detail,
+            hint: crate::runner::oci::readiness::first_hint(&oci).map(String::from),
+            profile: Some(profile.clone()),
         });
     }
     out
@@ -238,6 +265,43 @@ mod tests {
         assert_eq!(u["linux"], u["plain"]);
         f.runner_users = Some(3);
         assert_eq!(unfit(&f, &names(&["plain"])).len(), 0);
+    }
+
+    #[test]
+    fn an_oci_profile_starts_only_on_a_ready_host_and_unknown_is_not_ready() {
+        let mut f = Facts {
+            capacity: 2,
+            oci_profiles: names(&["boxed"]),
+            ..Facts::default()
+        };
+        let u = unfit(&f, &names(&["boxed", "plain"]));
+        assert_eq!(u.len(), 1, "{u:?}");
+        assert!(
+            u["boxed"].starts_with(
+                "required check oci:boxed: not ready for rootless containers: podman: not \
+                 checked yet"
+            ),
+            "{u:?}"
+        );
+        f.oci = Some(OciFacts {
+            podman: Some(Err("podman is not installed (not found on PATH)".into())),
+            ..OciFacts::default()
+        });
+        let all = findings(&f);
+        let line = all.iter().find(|x| x.check == "oci:boxed").unwrap();
+        assert!(!line.ok && line.detail.contains("podman is not installed"));
+        assert!(line.hint.as_deref().unwrap().contains("install Podman"));
+        f.oci = Some(OciFacts {
+            podman: Some(Ok("5.0.3".into())),
+            rootless: Some(true),
+            uid_map: Some(65_536),
+            gid_map: Some(65_536),
+            cgroup_version: Some("v2".into()),
+            controllers: Some(names(&["cpu", "memory", "pids"])),
+            storage: Some(("overlay".into(), "xfs".into())),
+            quota_probe: Some(Ok(())),
+        });
+        assert!(unfit(&f, &names(&["boxed", "plain"])).is_empty());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 pub mod caps;
 pub mod cgroup;
 pub mod log;
+pub mod oci;
 pub mod proc;
 pub mod root;
 pub mod spawn;

@@ -314,7 +314,7 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
 
 /// Writes this process's pid in decimal to `fd`. Between fork and exec: a stack buffer
 /// and one `write`, nothing that allocates.
-fn write_pid(fd: i32) {
+pub(crate) fn write_pid(fd: i32) {
     // SAFETY: getpid has no preconditions.
     let mut pid = unsafe { libc::getpid() } as u32;
     let mut buf = [0u8; 11];
@@ -334,7 +334,7 @@ fn write_pid(fd: i32) {
 /// Sets FD_CLOEXEC on every descriptor from `first` up, so exec closes them all.
 /// (Closing outright would also close std's error-reporting pipe.) Runs between fork
 /// and exec: syscalls only.
-fn mark_cloexec_from(first: u32) {
+pub(crate) fn mark_cloexec_from(first: u32) {
     // SAFETY: close_range with CLOEXEC only changes descriptor flags.
     let rc = unsafe {
         libc::syscall(

@@ -242,7 +242,7 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 22] {
+fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 25] {
     [
         Box::new(&p.name),
         Box::new(&p.target),
@@ -270,6 +270,9 @@ fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 22] {
         Box::new(p.pids_max),
         Box::new(to_json(&p.env)),
         Box::new(p.tools.join(",")),
+        Box::new(p.execution.as_str()),
+        Box::new(&p.image),
+        Box::new(p.disk_max.map(sql_u64)),
     ]
 }
 
@@ -297,7 +300,7 @@ pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
         &format!(
             "INSERT INTO profiles ({PROFILE_COLUMNS}) VALUES \
              (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-             ?19, ?20, ?21, ?22, ?23)"
+             ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
         ),
         args.as_slice(),
     )?;
@@ -341,7 +344,8 @@ pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<
          idle_timeout_secs = ?10, bootstrap_timeout_secs = ?11, job_timeout_secs = ?12, \
          mode = ?13, active = ?14, allow_public = ?15, run_as = ?16, demand = ?17, \
          memory_max = ?18, cpu_max = ?19, pids_max = ?20, env = ?21, tools = ?22, \
-         revision = revision + 1 WHERE name = ?1 AND revision = ?23",
+         execution = ?23, image = ?24, disk_max = ?25, \
+         revision = revision + 1 WHERE name = ?1 AND revision = ?26",
         args.as_slice(),
     )?;
     if n == 0 {

@@ -62,7 +62,7 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
 pub const PROFILE_COLUMNS: &str = "name, target, host_id, labels, default_labels, min_capacity, \
      max_capacity, runner_dir, runner_group, idle_timeout_secs, bootstrap_timeout_secs, \
      job_timeout_secs, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, \
-     env, tools, revision";
+     env, tools, execution, image, disk_max, revision";
 
 pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
     let mode: String = r.get(12)?;
@@ -98,7 +98,10 @@ pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
         pids_max: r.get(19)?,
         env: from_json("profile", &r.get::<_, String>(20)?)?,
         tools: tools(&r.get::<_, String>(21)?),
-        revision: get_u64(r, 22)?,
+        execution: crate::domain::Execution::from_stored(&r.get::<_, String>(22)?),
+        image: r.get(23)?,
+        disk_max: get_opt_u64(r, 24)?,
+        revision: get_u64(r, 25)?,
     })
 }
 

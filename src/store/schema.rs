@@ -10,7 +10,9 @@ use std::path::Path;
 pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
-pub const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
+pub const MIGRATIONS: &[&str] = &[
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15,
+];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -308,6 +310,14 @@ ALTER TABLE profiles ADD COLUMN tools TEXT NOT NULL DEFAULT '';
 /// runner_version=`); NULL is the newest the downloads API lists.
 pub const V14: &str = r#"
 ALTER TABLE host ADD COLUMN runner_version TEXT;
+"#;
+
+/// Version 15 (issue 21): how a profile's runners execute (`native` or `oci`), the
+/// image an `oci` runner's container runs (pinned by digest) and its disk limit.
+pub const V15: &str = r#"
+ALTER TABLE profiles ADD COLUMN execution TEXT NOT NULL DEFAULT 'native';
+ALTER TABLE profiles ADD COLUMN image TEXT;
+ALTER TABLE profiles ADD COLUMN disk_max INTEGER;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -861,6 +861,19 @@ fn the_runner_environment_and_tools_round_trip() {
     let back = s.profile("linux").unwrap();
     assert!(back.env.is_empty());
     assert_eq!(back.tools, ["docker"]);
+    // V15: native until set; the image and disk limit round-trip.
+    assert_eq!(back.execution, crate::domain::Execution::Native);
+    assert_eq!((&back.image, back.disk_max), (&None, None));
+    let mut oci = back.clone();
+    oci.execution = crate::domain::Execution::Oci;
+    oci.image = Some(format!("ghcr.io/a/r@sha256:{}", "a".repeat(64)));
+    oci.disk_max = Some(20 << 30);
+    s.update_profile(&oci, back.revision).unwrap();
+    let back = s.profile("linux").unwrap();
+    assert_eq!(
+        (back.execution, &back.image, back.disk_max),
+        (oci.execution, &oci.image, oci.disk_max)
+    );
 }
 
 #[test]

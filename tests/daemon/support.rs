@@ -102,6 +102,8 @@ pub struct World {
     tokens: u32,
     /// `dir` is a tmpfs this world mounted (`on_tmpfs`): unmounted when dropped.
     mounted: bool,
+    /// Variables the daemon and the CLI get besides the test's own (a fake `podman`).
+    pub env: Vec<(String, String)>,
 }
 
 impl World {
@@ -183,6 +185,7 @@ impl World {
             daemon_runs: 0,
             tokens: 0,
             mounted,
+            env: Vec::new(),
         }
     }
 
@@ -290,6 +293,7 @@ impl World {
             .arg(&self.dir)
             .args(["daemon", "--log-level", "debug", "--drain-timeout", "20"])
             .args(extra)
+            .envs(self.env.iter().cloned())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -353,6 +357,7 @@ impl World {
             .arg("--state-dir")
             .arg(&self.dir)
             .args(args)
+            .envs(self.env.iter().cloned())
             .stdin(Stdio::null())
             .output()
             .unwrap()

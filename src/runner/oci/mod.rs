@@ -1,0 +1,18 @@
+//! The `oci` execution backend: each attempt's runner in a rootless Podman container.
+//! `readiness` judges whether the host can run one (pure, over the facts `podman`
+//! reads), `command` builds every Podman command line (pure), `podman` runs them.
+//! Containers carry the labels below, so whatever a crash leaves is found again by
+//! them and removed.
+
+pub mod command;
+pub mod podman;
+pub mod readiness;
+
+pub use podman::{PODMAN_ENV, Podman};
+
+/// The host id (`Host::id`) a container was made for.
+pub const HOST_LABEL: &str = "runner-manager.host";
+/// The attempt id a container runs.
+pub const ATTEMPT_LABEL: &str = "runner-manager.attempt";
+/// The attempt's runner name (also the container's name).
+pub const RUNNER_LABEL: &str = "runner-manager.runner";
