@@ -59,6 +59,7 @@ fn main() {
             why: "benchmark".into(),
         },
         cgroups: Cgroups::none("isolation none: no cgroup"),
+        runtime_root: None,
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
     match users::try_runner_uids(n.min(16) as u32) {
@@ -67,6 +68,7 @@ fn main() {
             let uids = Containment {
                 isolation: InEffect::Uids(block.range()),
                 cgroups: cgroups.clone(),
+                runtime_root: None,
             };
             let dir = base.join("uids");
             contain::open_for_runners(&dir).expect("open the state directory");

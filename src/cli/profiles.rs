@@ -238,6 +238,11 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
             or_dash((!p.tools.is_empty()).then(|| p.tools.join(","))),
         ),
         (
+            "caches",
+            crate::domain::caches::show_setting(p.caches).into(),
+        ),
+        ("workspace", p.workspace.as_str().into()),
+        (
             "host",
             if p.host_id == host.id {
                 format!("{} (this host)", p.host_id)

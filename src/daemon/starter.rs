@@ -28,7 +28,8 @@ pub fn runner_dir(state_dir: &Path, p: &ScalePolicy) -> PathBuf {
 }
 
 /// Records the decision to start a runner: a `pending` attempt, before anything
-/// external happens.
+/// external happens (the store gives it its slot of the target).
+#[allow(clippy::too_many_arguments)]
 pub fn record_intent(
     store: &dyn Store,
     host: &Host,
@@ -36,6 +37,7 @@ pub fn record_intent(
     target: &str,
     job_queued_at: Option<Millis>,
     runner_ids: Option<(u32, u32)>,
+    keeps_work: bool,
     now: Millis,
 ) -> Result<Attempt, StoreError> {
     store.create_attempt(
@@ -46,6 +48,7 @@ pub fn record_intent(
             job_queued_at,
             runner_uid: runner_ids.map(|(u, _)| u),
             runner_gid: runner_ids.map(|(_, g)| g),
+            keeps_work,
             ..NewAttempt::default()
         },
         now,
@@ -94,6 +97,19 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     // at each start, so an edit reaches the next runner without a restart.
     let host_env = cx.store.host()?.map(|h| h.env).unwrap_or_default();
     ready.env = crate::domain::runner_env::merged(&host_env, &cx.policy.env);
+    // The target's slot: its caches (after the operator's variables, which win) and
+    // its kept `_work`.
+    if let Some(host) = cx.store.host()? {
+        super::slots::lease(
+            &contain,
+            &cx.shared.state_dir,
+            &host,
+            cx.target,
+            cx.policy,
+            a,
+            &mut ready,
+        );
+    }
     let (runner_id, jit) = match jit_config(cx, a) {
         Ok(r) => r,
         Err((what, e)) => {

@@ -2,6 +2,7 @@
 //! Pure data and pure functions; no I/O, no clock (callers pass `now`).
 
 pub mod attempt;
+pub mod caches;
 pub mod host;
 pub mod isolation;
 pub mod job;
@@ -13,6 +14,7 @@ pub mod session;
 pub mod status;
 pub mod target;
 pub mod validate;
+pub mod workspace;
 
 pub use attempt::{Attempt, AttemptState, IllegalTransition, Outcome};
 pub use host::{Host, parse_runner_name, runner_name};

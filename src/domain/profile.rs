@@ -109,6 +109,13 @@ pub struct ScalePolicy {
     /// is missing the profile starts nothing (`reconcile::fitness`).
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Dependency caches (`caches=on|off`); `None` is on for a repository target and
+    /// off for an organization's (`domain::caches::enabled`).
+    #[serde(default)]
+    pub caches: Option<bool>,
+    /// Whether `_work` is kept between jobs (`workspace=persistent`).
+    #[serde(default)]
+    pub workspace: super::workspace::Workspace,
     /// Incremented by every edit; an edit names the revision it read.
     pub revision: u64,
 }
@@ -135,6 +142,8 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "pids_max",
     "env.NAME",
     "tools",
+    "caches",
+    "workspace",
 ];
 
 impl ScalePolicy {
@@ -163,6 +172,8 @@ impl ScalePolicy {
             pids_max: None,
             env: Default::default(),
             tools: Vec::new(),
+            caches: None,
+            workspace: Default::default(),
             revision: 0,
         }
     }
@@ -325,6 +336,8 @@ impl ScalePolicy {
             "cpu_max" => self.cpu_max = super::isolation::cpu_max(key, value)?,
             "pids_max" => self.pids_max = super::isolation::pids_max(key, value)?,
             "tools" => self.tools = super::runner_env::parse_tools(key, value)?,
+            "caches" => self.caches = super::caches::parse_setting(key, value)?,
+            "workspace" => self.workspace = super::workspace::Workspace::parse(key, value)?,
             k if k.starts_with(super::runner_env::ENV_PREFIX) => {
                 super::runner_env::apply(&mut self.env, key, value)?
             }
@@ -367,6 +380,7 @@ impl ScalePolicy {
                 "must be at least 1 for an autoscale profile (use mode=monitor to start nothing)",
             ));
         }
+        super::workspace::check(self, None)?;
         if self.max_capacity > validate::MAX_CAPACITY {
             return Err(Invalid::new(
                 "max",

@@ -16,12 +16,24 @@ const LIVE_STATES: &str = "('pending', 'starting', 'idle', 'busy')";
 
 pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> {
     let tx = rows::write_tx(c)?;
+    // The slot: the lowest of the target's that no attempt not yet cleaned holds,
+    // chosen in the insert's own transaction (the unique index says so too).
+    let slot: u32 = {
+        let mut st = tx.prepare_cached(
+            "SELECT slot FROM attempts WHERE target = ?1 AND cleaned = 0 AND slot IS NOT NULL \
+             ORDER BY slot",
+        )?;
+        let held: Vec<u32> = st
+            .query_map([&new.target], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        lowest_free(&held)
+    };
     // The runner name needs the id, which only the insert gives: insert with an
     // empty name and set it in the same transaction, so nobody ever sees it empty.
     tx.execute(
         "INSERT INTO attempts (profile, target, host_id, runner_name, state, created_at, \
-         updated_at, job_id, job_name, job_queued_at, lease_id, runner_uid, runner_gid) \
-         VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         updated_at, job_id, job_name, job_queued_at, lease_id, runner_uid, runner_gid, slot, \
+         keeps_work) VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             new.profile,
             new.target,
@@ -32,7 +44,9 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
             new.job_queued_at,
             new.lease_id,
             new.runner_uid,
-            new.runner_gid
+            new.runner_gid,
+            slot,
+            new.keeps_work
         ],
     )?;
     let id = tx.last_insert_rowid();
@@ -43,6 +57,8 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
     a.lease_id = new.lease_id.clone();
     a.runner_uid = new.runner_uid;
     a.runner_gid = new.runner_gid;
+    a.slot = Some(slot);
+    a.keeps_work = new.keeps_work;
     debug_assert_eq!(a.runner_name, runner_name(&new.host_id, id));
     tx.execute(
         "UPDATE attempts SET runner_name = ?2 WHERE id = ?1",
@@ -51,6 +67,19 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
     append_events(&tx, id, 0, &a.history)?;
     tx.commit()?;
     Ok(a)
+}
+
+/// The lowest number not in `held` (sorted ascending).
+fn lowest_free(held: &[u32]) -> u32 {
+    let mut n = 0;
+    for &h in held {
+        if h == n {
+            n += 1;
+        } else if h > n {
+            break;
+        }
+    }
+    n
 }
 
 fn append_events(c: &Connection, id: i64, from: usize, history: &[StateChange]) -> Result<()> {
