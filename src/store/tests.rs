@@ -937,3 +937,25 @@ fn a_reset_wal_is_truncated_to_its_limit() {
         .unwrap();
     assert_eq!(limit as u64, super::sqlite::WAL_SIZE_LIMIT);
 }
+
+#[test]
+fn each_attempt_holds_the_lowest_free_slot_of_its_target_until_it_is_cleaned() {
+    let (s, h, p) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, &p.name), 1).unwrap();
+    let b = s.create_attempt(&new_attempt(&h, &p.name), 2).unwrap();
+    assert_eq!((a.slot, b.slot), (Some(0), Some(1)));
+    assert!(!a.keeps_work);
+    // Slot 0 stays held through the end and is free once cleaned.
+    let _ = a.end(crate::domain::Outcome::CompletedJob, None, 3);
+    s.save_attempt(&a).unwrap();
+    let c = s.create_attempt(&new_attempt(&h, &p.name), 4).unwrap();
+    assert_eq!(c.slot, Some(2));
+    a.cleaned = true;
+    s.save_attempt(&a).unwrap();
+    let mut kept = new_attempt(&h, &p.name);
+    kept.keeps_work = true;
+    let d = s.create_attempt(&kept, 5).unwrap();
+    assert_eq!(d.slot, Some(0));
+    let back = s.attempt(d.id).unwrap();
+    assert_eq!((back.slot, back.keeps_work), (Some(0), true));
+}
