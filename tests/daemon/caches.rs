@@ -91,6 +91,12 @@ fn a_targets_jobs_share_its_cache_another_target_has_its_own_and_the_operator_wi
     );
     w.stop_daemon();
     w.check_invariants(&["acme/app", "acme/lib"]);
+    let left: Vec<_> = std::fs::read_dir(rt.join("attempts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "roots left under the runtime root: {left:?}");
 }
 
 #[test]
@@ -164,6 +170,59 @@ fn a_persistent_workspace_keeps_work_between_a_repositorys_jobs_and_a_disposable
     let f = run(&w, "acme/app", "f", &labels, KEEP);
     assert!(f.contains(&"NONE".to_string()), "{f:#?}");
     assert!(w.daemon_logs().contains("workspace_refused"));
+    w.stop_daemon();
+    w.check_invariants(&["acme/app"]);
+}
+
+#[test]
+fn a_slot_is_held_across_a_daemon_restart_and_its_work_comes_back_after() {
+    let mut w = World::new("caches-restart", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "t", &["linux"]).max(2));
+    w.cli_ok(&["profile", "set", "linux", "workspace=persistent"]);
+    w.start_daemon();
+    let labels = ["self-hosted", "linux"];
+    let release = w.dir.join("release-long");
+    let long = w.sim.enqueue_script_job(
+        "acme/app",
+        "long",
+        &labels,
+        &format!(
+            "echo long > from-long; while [ ! -e {} ]; do sleep 0.05; done; echo done",
+            release.display()
+        ),
+    );
+    wait_until(SETTLE, "the long job runs", || {
+        !w.in_state(runner_manager::domain::AttemptState::Busy)
+            .is_empty()
+    });
+    w.kill_daemon();
+    w.start_daemon();
+    // The restarted daemon reads the lease from the store: the next job gets the
+    // next slot, and none of what the long job is writing.
+    let second = w.sim.enqueue_script_job(
+        "acme/app",
+        "second",
+        &labels,
+        "if [ -e from-long ]; then echo FOUND; else echo NONE; fi",
+    );
+    let out = w.finished(second).output.unwrap_or_default();
+    assert!(out.contains("NONE"), "{out}");
+    assert_eq!(w.attempt_of_job("long").slot, Some(0));
+    assert_eq!(w.attempt_of_job("second").slot, Some(1));
+    std::fs::write(&release, "").unwrap();
+    w.finished(long);
+    w.wait_settled(&["acme/app"]);
+    // Cleaned after the restart, the long job's `_work` went back to slot 0.
+    let third = run(
+        &w,
+        "acme/app",
+        "third",
+        &labels,
+        "cat from-long || echo NONE",
+    );
+    assert_eq!(w.attempt_of_job("third").slot, Some(0));
+    assert!(third.contains(&"long".to_string()), "{third:#?}");
     w.stop_daemon();
     w.check_invariants(&["acme/app"]);
 }

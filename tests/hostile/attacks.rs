@@ -347,7 +347,7 @@ fn a_job_reads_no_other_targets_cache_live_or_ended() {
         v.is_some()
     });
     let v = v.unwrap();
-    let octo = w.store().target("octo").unwrap();
+    let octo = runner_manager::store::Store::target(&w.store(), "octo").unwrap();
     let key = runner_manager::domain::caches::target_key(&octo);
     let d = w.dir.display();
     let live = format!("{d}/caches/{key}/slot-{}", v.slot.unwrap());
