@@ -96,7 +96,10 @@ fn a_targets_jobs_share_its_cache_another_target_has_its_own_and_the_operator_wi
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert!(left.is_empty(), "roots left under the runtime root: {left:?}");
+    assert!(
+        left.is_empty(),
+        "roots left under the runtime root: {left:?}"
+    );
 }
 
 #[test]
