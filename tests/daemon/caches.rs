@@ -229,3 +229,49 @@ fn a_slot_is_held_across_a_daemon_restart_and_its_work_comes_back_after() {
     w.stop_daemon();
     w.check_invariants(&["acme/app"]);
 }
+
+#[test]
+fn the_runtime_root_is_not_moved_while_an_attempt_is_not_yet_cleaned() {
+    use runner_manager::store::{NewAttempt, Store};
+    let mut w = World::new("caches-rt-open", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "t", &["linux"]).max(1));
+    let rt = w.dir.join("runtime");
+    std::fs::create_dir(&rt).unwrap();
+    std::fs::set_permissions(&rt, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let rt = std::fs::canonicalize(&rt).unwrap();
+    let store = w.store();
+    let host = store.host_or_create().unwrap();
+    let mut a = store
+        .create_attempt(
+            &NewAttempt {
+                profile: "linux".into(),
+                target: "t".into(),
+                host_id: host.id.clone(),
+                ..NewAttempt::default()
+            },
+            1,
+        )
+        .unwrap();
+    let set = format!("runtime_root={}", rt.display());
+    let out = w.cli(&["host", "set", &set]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("runtime_root") && err.contains("cleaned"), "{err}");
+    assert_eq!(store.host_or_create().unwrap().runtime_root, None);
+    let _ = a.end(
+        runner_manager::domain::Outcome::Failed,
+        Some(runner_manager::domain::Reason::message(
+            runner_manager::domain::ReasonKind::Host,
+            "test".to_string(),
+        )),
+        2,
+    );
+    a.cleaned = true;
+    store.save_attempt(&a).unwrap();
+    w.cli_ok(&["host", "set", &set]);
+    assert_eq!(
+        store.host_or_create().unwrap().runtime_root.as_deref(),
+        Some(rt.as_path())
+    );
+}
