@@ -257,7 +257,10 @@ fn the_runtime_root_is_not_moved_while_an_attempt_is_not_yet_cleaned() {
     let out = w.cli(&["host", "set", &set]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("runtime_root") && err.contains("cleaned"), "{err}");
+    assert!(
+        err.contains("runtime_root") && err.contains("cleaned"),
+        "{err}"
+    );
     assert_eq!(store.host_or_create().unwrap().runtime_root, None);
     let _ = a.end(
         runner_manager::domain::Outcome::Failed,
