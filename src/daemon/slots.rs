@@ -120,6 +120,7 @@ pub fn release(
 pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     let c = shared.containment();
     let runtime = c.runtime_dir(&shared.state_dir).to_path_buf();
+    slots::remove_leftovers(&runtime);
     let found = match slots::list_caches(&runtime) {
         Ok(f) => f,
         Err(e) => {

@@ -282,6 +282,18 @@ fn tree_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// Removes what an interrupted [`remove_cache`] left aside (`caches/.pruned-*`).
+pub fn remove_leftovers(runtime: &Path) {
+    let Ok(rd) = fs::read_dir(runtime.join(CACHES_DIR)) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if e.file_name().to_string_lossy().starts_with(".pruned-") {
+            let _ = super::root::remove_root(&e.path());
+        }
+    }
+}
+
 /// Removes one cache slot: renamed aside first (so a lease made later finds none and
 /// starts empty), then removed with its lease file.
 pub fn remove_cache(runtime: &Path, key: &str, slot: u32) -> io::Result<()> {
@@ -324,6 +336,10 @@ mod tests {
         );
         remove_cache(&rt, "t-1", 0).unwrap();
         assert!(list_caches(&rt).unwrap().is_empty());
+        fs::create_dir_all(rt.join("caches/.pruned-t-1-0-1/npm")).unwrap();
+        remove_leftovers(&rt);
+        assert!(!rt.join("caches/.pruned-t-1-0-1").exists());
+        assert!(rt.join("caches/t-1").is_dir());
         let _ = fs::remove_dir_all(&rt);
     }
 
