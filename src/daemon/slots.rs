@@ -189,3 +189,57 @@ fn leased(store: &dyn Store, host: &Host) -> Option<BTreeSet<(String, u32)>> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{CredentialRef, TargetScope};
+    use crate::store::{NewAttempt, SqliteStore};
+
+    #[test]
+    fn the_prune_removes_free_slots_over_the_cap_and_never_a_held_one() {
+        let d = crate::store::tests::TempDir::new("slots-prune");
+        std::fs::create_dir_all(&d.0).unwrap();
+        let shared = Shared::new(d.0.clone());
+        let store = SqliteStore::open_in_memory().unwrap();
+        let mut host = store.host_or_create().unwrap();
+        host.cache_cap_bytes = 0;
+        let t = Target {
+            name: "t".into(),
+            scope: TargetScope::Repo {
+                owner: "o".into(),
+                repo: "r".into(),
+            },
+            api_url: "https://api.github.com".into(),
+            credential: CredentialRef::TokenEnv { var: "T".into() },
+            poll_interval_secs: 10,
+            repos: vec![],
+            max_in_flight: 4,
+        };
+        store.add_target(&t).unwrap();
+        store
+            .add_profile(&ScalePolicy::new("p", "t", &host.id))
+            .unwrap();
+        let key = caches::target_key(&t);
+        for slot in [0, 1] {
+            slots::lease_caches(&d.0, &key, slot, None, &|_| false, &["npm"]).unwrap();
+        }
+        // An attempt not yet cleaned holds slot 0.
+        let a = store
+            .create_attempt(
+                &NewAttempt {
+                    profile: "p".into(),
+                    target: "t".into(),
+                    host_id: host.id.clone(),
+                    ..NewAttempt::default()
+                },
+                1,
+            )
+            .unwrap();
+        assert_eq!(a.slot, Some(0));
+        let removed = prune(&shared, &store, &host);
+        assert_eq!(removed, [format!("{key}/slot-1")]);
+        assert!(slots::cache_slot(&d.0, &key, 0).is_dir());
+        assert!(!slots::cache_slot(&d.0, &key, 1).exists());
+    }
+}
