@@ -1,7 +1,9 @@
 //! What containment costs: per spawn, readying an attempt and spawning its runner with
 //! per-attempt uids and cgroups (`daemon::contain::ready` + `runner::spawn_runner`)
 //! against the same with isolation `none`, over the realistic install; and per live
-//! runner, one meter sample read from its cgroup against a /proc walk of its session.
+//! runner, one meter sample read from its cgroup against a /proc walk of its session;
+//! and what a cache slot's lease costs (`runner::slots`): a cold slot, the same uid
+//! again, and another uid taking over a slot of `files` files.
 //! `cargo bench --bench contain [-- --small]`; prints, asserts nothing. The uids half
 //! needs root (to make the test users and switch to them); without it, it says so and
 //! measures the `none` half only.
@@ -59,6 +61,7 @@ fn main() {
             why: "benchmark".into(),
         },
         cgroups: Cgroups::none("isolation none: no cgroup"),
+        runtime_root: None,
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
     match users::try_runner_uids(n.min(16) as u32) {
@@ -67,6 +70,7 @@ fn main() {
             let uids = Containment {
                 isolation: InEffect::Uids(block.range()),
                 cgroups: cgroups.clone(),
+                runtime_root: None,
             };
             let dir = base.join("uids");
             contain::open_for_runners(&dir).expect("open the state directory");
@@ -78,6 +82,7 @@ fn main() {
                 extra(0.99) * 1e3
             );
             meters(&uids.cgroups, if small { 4 } else { 16 });
+            cache_leases(&dir, &block, if small { 2_000 } else { 20_000 });
         }
     }
     let _ = std::fs::remove_dir_all(&base);
@@ -216,4 +221,56 @@ fn figures(name: &str, v: &[Duration]) {
         pct(v, 0.99),
         pct(v, 1.0)
     );
+}
+
+/// A cache slot's lease and release, timed: made cold, taken again by the same uid
+/// (no walk), and taken over by another uid once the slot holds `files` files (the
+/// walk that gives them to it). What each start with caches pays on top of `ready`.
+fn cache_leases(runtime: &Path, block: &users::UidBlock, files: usize) {
+    use runner_manager::runner::slots;
+    let dirs: Vec<&str> = runner_manager::domain::caches::TOOLS
+        .iter()
+        .map(|t| t.dir)
+        .collect();
+    let (a, b) = (block.user(0), block.user(1));
+    let range = block.range();
+    let is_runner = move |u: u32| range.contains(u);
+    let lease = |u: &runner_manager::runner::RunAsUser| {
+        let t = Instant::now();
+        let d = slots::lease_caches(
+            runtime,
+            "bench-0",
+            0,
+            Some((u.uid, u.gid)),
+            &is_runner,
+            &dirs,
+        )
+        .expect("lease");
+        (t.elapsed(), d)
+    };
+    let (cold, dir) = lease(&a);
+    let t = Instant::now();
+    slots::release_caches(runtime, "bench-0", 0).expect("release");
+    let release = t.elapsed();
+    let (warm, _) = lease(&a);
+    // Files as the first lessee wrote them (a package cache is many small files).
+    for i in 0..files {
+        let sub = dir.join("npm").join(format!("{:02x}", i % 256));
+        let _ = std::fs::create_dir(&sub);
+        let f = sub.join(i.to_string());
+        std::fs::write(&f, b"x").unwrap();
+        std::os::unix::fs::lchown(&f, Some(a.uid), Some(a.gid)).unwrap();
+        std::os::unix::fs::lchown(&sub, Some(a.uid), Some(a.gid)).unwrap();
+    }
+    slots::release_caches(runtime, "bench-0", 0).expect("release");
+    let (other, _) = lease(&b);
+    println!(
+        "  cache slot lease: cold {:.2} ms, same uid {:.2} ms, release {:.2} ms, \
+         another uid over {files} files {:.1} ms",
+        cold.as_secs_f64() * 1e3,
+        warm.as_secs_f64() * 1e3,
+        release.as_secs_f64() * 1e3,
+        other.as_secs_f64() * 1e3
+    );
+    let _ = slots::remove_cache(runtime, "bench-0", 0);
 }

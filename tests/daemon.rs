@@ -9,6 +9,7 @@ mod daemon {
 
     mod api_faults;
     mod budget;
+    mod caches;
     mod capacity;
     mod crash;
     mod disk;

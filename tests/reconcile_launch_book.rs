@@ -223,6 +223,8 @@ fn run(seed: u64, capacity: u32) {
             disk_reserve_bytes: runner_manager::domain::host::DEFAULT_DISK_RESERVE_BYTES,
             env: Default::default(),
             runner_version: None,
+            runtime_root: None,
+            cache_cap_bytes: runner_manager::domain::caches::DEFAULT_CACHE_CAP_BYTES,
         },
         policies: vec![
             policy("a", "octo", true, 0, 3),

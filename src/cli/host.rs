@@ -50,6 +50,11 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
             "runner_version",
             h.runner_version.clone().unwrap_or_else(|| "latest".into()),
         ),
+        (
+            "runtime_root",
+            or_dash(h.runtime_root.as_ref().map(|p| p.display())),
+        ),
+        ("cache_cap", crate::meter::units::bytes(h.cache_cap_bytes)),
     ]
 }
 
@@ -92,6 +97,8 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "disk_reserve",
     "env.NAME",
     "runner_version",
+    "runtime_root",
+    "cache_cap",
 ];
 
 /// The longest retention `host set retention=` takes: a year.
@@ -180,6 +187,16 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
         "disk_reserve" => {
             h.disk_reserve_bytes = crate::domain::isolation::parse_bytes(key, value)?;
         }
+        "runtime_root" => {
+            h.runtime_root = if value.is_empty() {
+                None
+            } else {
+                let p = crate::domain::workspace::runtime_root(key, value)?;
+                runtime_root_on_disk(key, &p)?;
+                Some(p)
+            }
+        }
+        "cache_cap" => h.cache_cap_bytes = crate::domain::isolation::parse_bytes(key, value)?,
         "runner_version" => h.runner_version = crate::install::parse_pin(key, value)?,
         "runner_uids" => {
             h.runner_uids = if value.is_empty() {
@@ -200,6 +217,44 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
             )
             .into());
         }
+    }
+    Ok(())
+}
+
+/// A runtime root must be a directory now, reached through no symbolic link, the
+/// manager's, and writable by nobody else: runner roots, caches and kept workspaces
+/// are made and removed under it with the manager's rights.
+fn runtime_root_on_disk(key: &str, p: &std::path::Path) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt;
+    let bad = |why: String| Err(CliError::usage(key, &format!("{}: {why}", p.display())));
+    let m = match std::fs::symlink_metadata(p) {
+        Ok(m) => m,
+        Err(e) => {
+            return bad(format!(
+                "cannot be read ({e}); create it first (mkdir -m 0711)"
+            ));
+        }
+    };
+    if !m.is_dir() {
+        return bad("is not a directory".into());
+    }
+    match std::fs::canonicalize(p) {
+        Ok(c) if c == p => {}
+        _ => return bad("is reached through a symbolic link; name the real directory".into()),
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me {
+        return bad(format!(
+            "belongs to uid {}, not to the manager (uid {me})",
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return bad(format!(
+            "group or others can write it (mode {:o}); chmod go-w it",
+            m.mode() & 0o7777
+        ));
     }
     Ok(())
 }
@@ -252,6 +307,13 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         return Err(CliError::usage(
             "coordinator_token_file",
             "a coordinator needs coordinator_token_file=PATH (the host's token)",
+        ));
+    }
+    if h.runtime_root != before.runtime_root && !store.open_attempts(&h.id)?.is_empty() {
+        return Err(CliError::usage(
+            "runtime_root",
+            "attempts not yet cleaned have their roots under the current one; drain the \
+             host and wait for them to be cleaned (nothing is moved or removed)",
         ));
     }
     store.update_host(&h)?;

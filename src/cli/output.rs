@@ -168,6 +168,8 @@ pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
         "execution": p.execution.as_str(),
         "image": p.image,
         "disk_max": p.disk_max,
+        "caches": crate::domain::caches::show_setting(p.caches),
+        "workspace": p.workspace.as_str(),
         "revision": p.revision,
     })
 }
@@ -191,6 +193,8 @@ pub fn host_json(h: &Host) -> Value {
         "disk_reserve_bytes": h.disk_reserve_bytes,
         "env": h.env,
         "runner_version": h.runner_version.as_deref().unwrap_or("latest"),
+        "runtime_root": h.runtime_root.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        "cache_cap_bytes": h.cache_cap_bytes,
     })
 }
 

@@ -244,6 +244,11 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
             or_dash(p.disk_max.map(crate::domain::isolation::human_bytes)),
         ),
         (
+            "caches",
+            crate::domain::caches::show_setting(p.caches).into(),
+        ),
+        ("workspace", p.workspace.as_str().into()),
+        (
             "host",
             if p.host_id == host.id {
                 format!("{} (this host)", p.host_id)

@@ -187,7 +187,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing), execution (native, the default, or oci: each runner in a rootless Podman container), image (the oci image, pinned by digest: REF@sha256:<64 hex>), disk_max (the most an oci container may write; needs a disk quota)",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing), execution (native, the default, or oci: each runner in a rootless Podman container), image (the oci image, pinned by digest: REF@sha256:<64 hex>), disk_max (the most an oci container may write; needs a disk quota), caches (on|off|default: dependency caches kept per target; default is on for a repository target, off for an organization's), workspace (disposable|persistent: keep _work between a repository target's jobs, never with allow_public)",
         options: &[opt(
             "--revision",
             "N",
@@ -240,7 +240,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["host", "set"],
         args: "KEY=VALUE...",
         positionals: (1, None),
-        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids, env.NAME (a variable for every runner unless its profile sets it; empty removes it; shown by host show, so never a secret)",
+        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids, env.NAME (a variable for every runner unless its profile sets it; empty removes it; shown by host show, so never a secret), runtime_root (where runner roots, caches and kept workspaces live; empty is the state directory), cache_cap (the most the dependency caches hold, least recently used pruned first)",
         options: &[],
     },
     Command {

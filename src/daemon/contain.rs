@@ -26,6 +26,9 @@ pub const KV_CGROUPS: &str = "daemon:cgroups";
 pub struct Containment {
     pub isolation: InEffect,
     pub cgroups: Cgroups,
+    /// Where runner roots, caches and kept workspaces live (the host's
+    /// `runtime_root`); `None` is the state directory.
+    pub runtime_root: Option<PathBuf>,
 }
 
 impl Containment {
@@ -36,7 +39,13 @@ impl Containment {
                 why: "not yet decided".into(),
             },
             cgroups: Cgroups::none("not yet detected"),
+            runtime_root: None,
         }
+    }
+
+    /// The directory runner roots (`attempts/`), caches and kept workspaces live in.
+    pub fn runtime_dir<'a>(&'a self, state_dir: &'a Path) -> &'a Path {
+        self.runtime_root.as_deref().unwrap_or(state_dir)
     }
 }
 
@@ -59,9 +68,17 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
             Err(e) => Cgroups::none(&e.to_string()),
         }
     });
+    let runtime = host.runtime_root.as_deref();
+    let open = |d: &Path| {
+        open_for_runners(d)?;
+        match runtime {
+            Some(r) if r != d => open_for_runners(r),
+            _ => Ok(()),
+        }
+    };
     match in_effect {
         InEffect::Uids(_) => {
-            if let Err(why) = open_for_runners(state_dir) {
+            if let Err(why) = open(state_dir) {
                 in_effect = InEffect::Refused { why };
             } else if euid == 0
                 && let Err(e) = caps::keep_only_needed()
@@ -72,7 +89,7 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
         // A profile's `run_as` user must reach its root too, with or without
         // per-attempt uids; a daemon that cannot switch users runs none.
         InEffect::None { .. } if powers.can_switch_users => {
-            if let Err(why) = open_for_runners(state_dir) {
+            if let Err(why) = open(state_dir) {
                 log_warn!("run_as_roots_unreachable", error = why);
             }
         }
@@ -81,6 +98,7 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
     Containment {
         isolation: in_effect,
         cgroups,
+        runtime_root: host.runtime_root.clone(),
     }
 }
 
@@ -280,7 +298,7 @@ pub fn ready(
     let owner = user.as_ref().map(|u| (u.uid, u.gid));
     let root = runner::prepare_root(
         install,
-        &runner::attempt_root(state_dir, a.id),
+        &runner::attempt_root(c.runtime_dir(state_dir), a.id),
         RootOptions {
             owner,
             always_copy: false,

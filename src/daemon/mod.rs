@@ -20,6 +20,7 @@ pub mod runner_update;
 mod scaleset_feed;
 mod shared;
 pub mod signals;
+mod slots;
 mod starter;
 mod status_writer;
 mod sweep;
@@ -342,6 +343,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                         log_warn!("upkeep_failed", error = e);
                         next_prune = now + SWEEP_EVERY;
                     }
+                    prune_caches(&shared, &opts.state_dir, &host);
                 }
                 if let Some(deadline) = drain_deadline {
                     let waiting = open.iter().filter(|a| a.state.is_unassigned()).count();
@@ -383,8 +385,28 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
 }
 
 /// The host settings containment depends on.
+/// Prunes the dependency caches to the host's `cache_cap` on a thread of its own
+/// (measuring them walks every file, which the main tick must not wait for).
+fn prune_caches(shared: &Arc<Shared>, state_dir: &std::path::Path, host: &crate::domain::Host) {
+    let (shared, dir, host) = (shared.clone(), state_dir.to_path_buf(), host.clone());
+    let spawned = std::thread::Builder::new()
+        .name("caches-prune".into())
+        .spawn(move || match SqliteStore::open(&dir) {
+            Ok(store) => {
+                slots::prune(&shared, &store, &host);
+            }
+            Err(e) => log_warn!("caches_not_pruned", error = e),
+        });
+    if let Err(e) = spawned {
+        log_warn!("caches_not_pruned", error = e);
+    }
+}
+
 fn containment_key(host: &crate::domain::Host) -> String {
-    format!("{:?} {:?}", host.isolation, host.runner_uids)
+    format!(
+        "{:?} {:?} {:?}",
+        host.isolation, host.runner_uids, host.runtime_root
+    )
 }
 
 /// Decides the containment (see `contain::establish`), says it once in the log and

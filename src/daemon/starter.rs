@@ -29,7 +29,8 @@ pub fn runner_dir(state_dir: &Path, p: &ScalePolicy) -> PathBuf {
 }
 
 /// Records the decision to start a runner: a `pending` attempt, before anything
-/// external happens.
+/// external happens (the store gives it its slot of the target).
+#[allow(clippy::too_many_arguments)]
 pub fn record_intent(
     store: &dyn Store,
     host: &Host,
@@ -37,6 +38,7 @@ pub fn record_intent(
     target: &str,
     job_queued_at: Option<Millis>,
     runner_ids: Option<(u32, u32)>,
+    keeps_work: bool,
     now: Millis,
 ) -> Result<Attempt, StoreError> {
     store.create_attempt(
@@ -47,6 +49,7 @@ pub fn record_intent(
             job_queued_at,
             runner_uid: runner_ids.map(|(u, _)| u),
             runner_gid: runner_ids.map(|(_, g)| g),
+            keeps_work,
             ..NewAttempt::default()
         },
         now,
@@ -108,6 +111,20 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     let env = crate::domain::runner_env::merged(&host_env, &cx.policy.env);
     if let Some(r) = ready.as_mut() {
         r.env = env.clone();
+        // The target's slot: its caches (after the operator's variables, which win) and
+        // its kept `_work`. Native runners only: an oci container mounts nothing.
+        if let Some(host) = cx.store.host()? {
+            let contain = cx.shared.containment();
+            super::slots::lease(
+                &contain,
+                &cx.shared.state_dir,
+                &host,
+                cx.target,
+                cx.policy,
+                a,
+                r,
+            );
+        }
     }
     let (runner_id, jit) = match jit_config(cx, a) {
         Ok(r) => r,

@@ -19,7 +19,7 @@ use std::path::Path;
 pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Containment) {
     // Roots first, attempts second: an attempt row is always written before its root,
     // so any root listed here whose attempt is not open is truly an orphan.
-    let roots = match runner::list_attempt_roots(state_dir) {
+    let roots = match runner::list_attempt_roots(contain.runtime_dir(state_dir)) {
         Ok(r) => r,
         Err(e) => {
             log_warn!("sweep_failed", error = e);

@@ -406,7 +406,14 @@ impl TargetLoop {
                 self.store.save_attempt(&a)?;
             }
         }
+        // Whether each start keeps its slot's `_work`, recorded with its intent so its
+        // cleanup knows whatever the profile says by then.
+        let scope = self.store.target(&self.name).ok().map(|t| t.scope);
         for i in &plan.intents {
+            let keeps_work = match (&scope, self.store.profile(&i.profile)) {
+                (Some(scope), Ok(p)) => crate::domain::workspace::keeps_work(&p, scope),
+                _ => false,
+            };
             let mut a = starter::record_intent(
                 &self.store,
                 host,
@@ -414,6 +421,7 @@ impl TargetLoop {
                 &self.name,
                 i.queued_at,
                 i.runner_ids,
+                keeps_work,
                 now,
             )?;
             if let Some(lease) = book.bind_next(&self.name, &i.profile, a.id) {

@@ -236,6 +236,11 @@ pub struct Attempt {
     /// (see `domain::isolation`); the handle that kills everything it left behind.
     pub runner_uid: Option<u32>,
     pub runner_gid: Option<u32>,
+    /// Its slot of its target: the cache slot and kept workspace it holds until it
+    /// is cleaned (chosen by the store with the row).
+    pub slot: Option<u32>,
+    /// Whether its `_work` goes back to its slot at cleanup (`workspace=persistent`).
+    pub keeps_work: bool,
     pub history: Vec<StateChange>,
 }
 
@@ -269,6 +274,8 @@ impl Attempt {
             next_cleanup_at: None,
             runner_uid: None,
             runner_gid: None,
+            slot: None,
+            keeps_work: false,
             history: vec![StateChange {
                 state: AttemptState::Pending,
                 at: now,

@@ -45,6 +45,18 @@ pub struct Host {
     /// (`host set runner_version=2.330.0`); `None` is the newest the downloads API
     /// lists (`runner_version=latest`).
     pub runner_version: Option<String>,
+    /// Where runner roots, caches and kept workspaces live (`host set
+    /// runtime_root=PATH`); `None` is the state directory.
+    #[serde(default)]
+    pub runtime_root: Option<std::path::PathBuf>,
+    /// The most the dependency caches may hold; the least recently used slots go
+    /// first (`host set cache_cap=SIZE`).
+    #[serde(default = "default_cache_cap")]
+    pub cache_cap_bytes: u64,
+}
+
+fn default_cache_cap() -> u64 {
+    super::caches::DEFAULT_CACHE_CAP_BYTES
 }
 
 /// Ended attempts, their samples and logs are kept this long unless `host set
@@ -148,6 +160,8 @@ mod tests {
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
             env: Default::default(),
             runner_version: None,
+            runtime_root: None,
+            cache_cap_bytes: crate::domain::caches::DEFAULT_CACHE_CAP_BYTES,
         };
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");

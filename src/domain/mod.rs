@@ -2,6 +2,7 @@
 //! Pure data and pure functions; no I/O, no clock (callers pass `now`).
 
 pub mod attempt;
+pub mod caches;
 pub mod execution;
 pub mod host;
 pub mod isolation;
@@ -14,6 +15,7 @@ pub mod session;
 pub mod status;
 pub mod target;
 pub mod validate;
+pub mod workspace;
 
 pub use attempt::{Attempt, AttemptState, IllegalTransition, Outcome};
 pub use execution::Execution;

@@ -118,6 +118,13 @@ pub struct ScalePolicy {
     /// The bytes an `oci` runner's container may write; `None` = the default.
     #[serde(default)]
     pub disk_max: Option<u64>,
+    /// Dependency caches (`caches=on|off`); `None` is on for a repository target and
+    /// off for an organization's (`domain::caches::enabled`).
+    #[serde(default)]
+    pub caches: Option<bool>,
+    /// Whether `_work` is kept between jobs (`workspace=persistent`).
+    #[serde(default)]
+    pub workspace: super::workspace::Workspace,
     /// Incremented by every edit; an edit names the revision it read.
     pub revision: u64,
 }
@@ -147,6 +154,8 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "execution",
     "image",
     "disk_max",
+    "caches",
+    "workspace",
 ];
 
 impl ScalePolicy {
@@ -178,6 +187,8 @@ impl ScalePolicy {
             execution: Default::default(),
             image: None,
             disk_max: None,
+            caches: None,
+            workspace: Default::default(),
             revision: 0,
         }
     }
@@ -343,6 +354,8 @@ impl ScalePolicy {
             "execution" => self.execution = super::execution::Execution::parse(key, value)?,
             "image" => self.image = super::execution::image(key, value)?,
             "disk_max" => self.disk_max = super::execution::disk_max(key, value)?,
+            "caches" => self.caches = super::caches::parse_setting(key, value)?,
+            "workspace" => self.workspace = super::workspace::Workspace::parse(key, value)?,
             k if k.starts_with(super::runner_env::ENV_PREFIX) => {
                 super::runner_env::apply(&mut self.env, key, value)?
             }
@@ -391,6 +404,7 @@ impl ScalePolicy {
                 "execution=oci needs an image pinned by digest: image=REF@sha256:<64 hex>",
             ));
         }
+        super::workspace::check(self, None)?;
         if self.max_capacity > validate::MAX_CAPACITY {
             return Err(Invalid::new(
                 "max",
@@ -520,6 +534,8 @@ mod tests {
                 "ghcr.io/acme/runner@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
             ),
             ("disk_max", "20G"),
+            ("caches", "on"),
+            ("workspace", "disposable"),
         ];
         assert_eq!(samples.len(), SETTABLE_KEYS.len());
         let mut x = p();

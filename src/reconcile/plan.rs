@@ -519,6 +519,8 @@ mod tests {
             disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
             env: Default::default(),
             runner_version: None,
+            runtime_root: None,
+            cache_cap_bytes: crate::domain::caches::DEFAULT_CACHE_CAP_BYTES,
         }
     }
 

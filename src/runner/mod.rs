@@ -9,6 +9,7 @@ pub mod log;
 pub mod oci;
 pub mod proc;
 pub mod root;
+pub mod slots;
 pub mod spawn;
 pub mod tools;
 pub mod uid;
@@ -34,9 +35,10 @@ pub use spawn::{
 pub use uid::{UidRange, busy_uids, kill_uid, lookup_uid, pick_uid, processes_of_uid};
 pub use user::{RunAsUser, UserError, lookup_user};
 
-/// `STATE_DIR/attempts/<id>`: the attempt's root (removed at cleanup).
-pub fn attempt_root(state_dir: &Path, attempt: i64) -> PathBuf {
-    state_dir.join("attempts").join(attempt.to_string())
+/// `RUNTIME/attempts/<id>`: the attempt's root (removed at cleanup), under the host's
+/// `runtime_root` (the state directory unless set).
+pub fn attempt_root(runtime: &Path, attempt: i64) -> PathBuf {
+    runtime.join("attempts").join(attempt.to_string())
 }
 
 /// `STATE_DIR/logs/<id>.log`: the runner's output, kept after cleanup (outside the root).

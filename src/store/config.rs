@@ -9,7 +9,8 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
     Ok(c.query_row(
         "SELECT id, name, os, arch, capacity, coordinator, coordinator_token_file, draining, \
          isolation, runner_uids, coordinator_ca_file, coordinator_insecure, retention_secs, \
-         logs_max_bytes, disk_reserve_bytes, env, runner_version FROM host WHERE one = 1",
+         logs_max_bytes, disk_reserve_bytes, env, runner_version, runtime_root, cache_cap_bytes \
+         FROM host WHERE one = 1",
         [],
         |r| {
             Ok(Host {
@@ -33,6 +34,8 @@ pub fn host(c: &Connection) -> Result<Option<Host>> {
                 // Read leniently, as `isolation` is: the host row must always load.
                 env: serde_json::from_str(&r.get::<_, String>(15)?).unwrap_or_default(),
                 runner_version: r.get(16)?,
+                runtime_root: r.get::<_, Option<String>>(17)?.map(Into::into),
+                cache_cap_bytes: r.get::<_, i64>(18)?.max(0) as u64,
             })
         },
     )
@@ -61,6 +64,8 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         disk_reserve_bytes: host::DEFAULT_DISK_RESERVE_BYTES,
         env: Default::default(),
         runner_version: None,
+        runtime_root: None,
+        cache_cap_bytes: crate::domain::caches::DEFAULT_CACHE_CAP_BYTES,
     };
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
@@ -77,7 +82,8 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \
          draining = ?4, isolation = ?5, runner_uids = ?6, coordinator_ca_file = ?7, \
          coordinator_insecure = ?8, retention_secs = ?9, logs_max_bytes = ?10, \
-         disk_reserve_bytes = ?11, env = ?12, runner_version = ?13 WHERE one = 1",
+         disk_reserve_bytes = ?11, env = ?12, runner_version = ?13, runtime_root = ?14, \
+         cache_cap_bytes = ?15 WHERE one = 1",
         params![
             h.capacity,
             h.coordinator,
@@ -95,7 +101,11 @@ pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
             rows::sql_u64(h.logs_max_bytes),
             rows::sql_u64(h.disk_reserve_bytes),
             rows::to_json(&h.env),
-            h.runner_version
+            h.runner_version,
+            h.runtime_root
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+            rows::sql_u64(h.cache_cap_bytes)
         ],
     )?;
     if n == 0 {
@@ -242,7 +252,7 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 25] {
+fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 27] {
     [
         Box::new(&p.name),
         Box::new(&p.target),
@@ -273,6 +283,8 @@ fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 25] {
         Box::new(p.execution.as_str()),
         Box::new(&p.image),
         Box::new(p.disk_max.map(sql_u64)),
+        Box::new(p.caches),
+        Box::new(p.workspace.as_str()),
     ]
 }
 
@@ -300,7 +312,7 @@ pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
         &format!(
             "INSERT INTO profiles ({PROFILE_COLUMNS}) VALUES \
              (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-             ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
+             ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
         ),
         args.as_slice(),
     )?;
@@ -344,8 +356,8 @@ pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<
          idle_timeout_secs = ?10, bootstrap_timeout_secs = ?11, job_timeout_secs = ?12, \
          mode = ?13, active = ?14, allow_public = ?15, run_as = ?16, demand = ?17, \
          memory_max = ?18, cpu_max = ?19, pids_max = ?20, env = ?21, tools = ?22, \
-         execution = ?23, image = ?24, disk_max = ?25, \
-         revision = revision + 1 WHERE name = ?1 AND revision = ?26",
+         execution = ?23, image = ?24, disk_max = ?25, caches = ?26, workspace = ?27, \
+         revision = revision + 1 WHERE name = ?1 AND revision = ?28",
         args.as_slice(),
     )?;
     if n == 0 {

@@ -66,6 +66,12 @@ pub fn edit_profile(
     {
         return Err(Invalid::new("target", format!("no target named {:?}", p.target)).into());
     }
+    // A kept workspace needs a repository target (checked again at each start).
+    if p.workspace == crate::domain::workspace::Workspace::Persistent
+        && let Ok(t) = store.target(&p.target)
+    {
+        crate::domain::workspace::check(&p, Some(&t.scope))?;
+    }
     p.revision = store.update_profile(&p, expected)?;
     Ok(p)
 }

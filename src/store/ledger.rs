@@ -8,7 +8,7 @@ use crate::domain::attempt::StateChange;
 use crate::domain::host::short_id;
 use crate::domain::{Attempt, AttemptState, runner_name};
 use crate::timefmt::Millis;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::BTreeMap;
 
 /// The live states, as SQL, for the `state IN (...)` clauses the partial indexes serve.
@@ -16,12 +16,24 @@ const LIVE_STATES: &str = "('pending', 'starting', 'idle', 'busy')";
 
 pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> {
     let tx = rows::write_tx(c)?;
+    // The slot: one of the target's that no attempt not yet cleaned holds, chosen in
+    // the insert's own transaction (the unique index says so too).
+    let slot: u32 = {
+        let mut st = tx.prepare_cached(
+            "SELECT slot FROM attempts WHERE target = ?1 AND cleaned = 0 AND slot IS NOT NULL \
+             ORDER BY slot",
+        )?;
+        let held: Vec<u32> = st
+            .query_map([&new.target], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        choose_slot(&held, last_slot_of_uid(&tx, new)?)
+    };
     // The runner name needs the id, which only the insert gives: insert with an
     // empty name and set it in the same transaction, so nobody ever sees it empty.
     tx.execute(
         "INSERT INTO attempts (profile, target, host_id, runner_name, state, created_at, \
-         updated_at, job_id, job_name, job_queued_at, lease_id, runner_uid, runner_gid) \
-         VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         updated_at, job_id, job_name, job_queued_at, lease_id, runner_uid, runner_gid, slot, \
+         keeps_work) VALUES (?1, ?2, ?3, '', 'pending', ?4, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             new.profile,
             new.target,
@@ -32,7 +44,9 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
             new.job_queued_at,
             new.lease_id,
             new.runner_uid,
-            new.runner_gid
+            new.runner_gid,
+            slot,
+            new.keeps_work
         ],
     )?;
     let id = tx.last_insert_rowid();
@@ -43,6 +57,8 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
     a.lease_id = new.lease_id.clone();
     a.runner_uid = new.runner_uid;
     a.runner_gid = new.runner_gid;
+    a.slot = Some(slot);
+    a.keeps_work = new.keeps_work;
     debug_assert_eq!(a.runner_name, runner_name(&new.host_id, id));
     tx.execute(
         "UPDATE attempts SET runner_name = ?2 WHERE id = ?1",
@@ -51,6 +67,54 @@ pub fn create(c: &Connection, new: &NewAttempt, now: Millis) -> Result<Attempt> 
     append_events(&tx, id, 0, &a.history)?;
     tx.commit()?;
     Ok(a)
+}
+
+/// The slot of `new.target` whose last holder ran under `new.runner_uid`, if any:
+/// taking it again spares giving its files to another uid at the start.
+fn last_slot_of_uid(c: &Connection, new: &NewAttempt) -> Result<Option<u32>> {
+    let Some(uid) = new.runner_uid else {
+        return Ok(None);
+    };
+    let last: Option<u32> = c
+        .query_row(
+            "SELECT slot FROM attempts WHERE target = ?1 AND runner_uid = ?2 \
+             AND slot IS NOT NULL ORDER BY id DESC LIMIT 1",
+            params![new.target, uid],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(slot) = last else { return Ok(None) };
+    let holder: Option<Option<u32>> = c
+        .query_row(
+            "SELECT runner_uid FROM attempts WHERE target = ?1 AND slot = ?2 \
+             ORDER BY id DESC LIMIT 1",
+            params![new.target, slot],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok((holder == Some(Some(uid))).then_some(slot))
+}
+
+/// The slot an attempt takes: `preferred` (the one its uid last held) when no one
+/// holds it, else the lowest free. `held` is sorted ascending.
+pub fn choose_slot(held: &[u32], preferred: Option<u32>) -> u32 {
+    match preferred {
+        Some(p) if !held.contains(&p) => p,
+        _ => lowest_free(held),
+    }
+}
+
+/// The lowest number not in `held` (sorted ascending).
+fn lowest_free(held: &[u32]) -> u32 {
+    let mut n = 0;
+    for &h in held {
+        if h == n {
+            n += 1;
+        } else if h > n {
+            break;
+        }
+    }
+    n
 }
 
 fn append_events(c: &Connection, id: i64, from: usize, history: &[StateChange]) -> Result<()> {

@@ -44,6 +44,10 @@ pub struct NewAttempt {
     /// so that no two open attempts ever hold one.
     pub runner_uid: Option<u32>,
     pub runner_gid: Option<u32>,
+    /// Whether the attempt keeps its slot's `_work` (`domain::workspace::keeps_work`).
+    /// Its slot is chosen by the store with the row: one no open attempt of the
+    /// target holds (the one `runner_uid` last held if free, else the lowest).
+    pub keeps_work: bool,
 }
 
 /// A made-up history of attempts, for benchmarks and tests

@@ -62,7 +62,7 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
 pub const PROFILE_COLUMNS: &str = "name, target, host_id, labels, default_labels, min_capacity, \
      max_capacity, runner_dir, runner_group, idle_timeout_secs, bootstrap_timeout_secs, \
      job_timeout_secs, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, \
-     env, tools, execution, image, disk_max, revision";
+     env, tools, execution, image, disk_max, caches, workspace, revision";
 
 pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
     let mode: String = r.get(12)?;
@@ -101,7 +101,14 @@ pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
         execution: crate::domain::Execution::from_stored(&r.get::<_, String>(22)?),
         image: r.get(23)?,
         disk_max: get_opt_u64(r, 24)?,
-        revision: get_u64(r, 25)?,
+        caches: r.get(25)?,
+        // Lenient: an unknown word (a newer build's) keeps nothing.
+        workspace: crate::domain::workspace::Workspace::parse(
+            "workspace",
+            &r.get::<_, String>(26)?,
+        )
+        .unwrap_or_default(),
+        revision: get_u64(r, 27)?,
     })
 }
 
@@ -121,7 +128,7 @@ pub fn isolation(s: &str) -> crate::domain::Isolation {
 pub const ATTEMPT_COLUMNS: &str = "id, profile, target, host_id, runner_name, state, outcome, \
      reason, created_at, updated_at, ended_at, pid, pid_start, exit_code, runner_id, job_name, \
      job_id, job_queued_at, lease_id, peak_rss_bytes, cpu_millis, cleaned, cleanup_tries, \
-     next_cleanup_at, runner_uid, runner_gid";
+     next_cleanup_at, runner_uid, runner_gid, slot, keeps_work";
 
 /// An attempt without its history (the caller loads the events).
 pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
@@ -160,6 +167,8 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
         next_cleanup_at: r.get(23)?,
         runner_uid: r.get(24)?,
         runner_gid: r.get(25)?,
+        slot: r.get(26)?,
+        keeps_work: r.get(27)?,
         history: Vec::new(),
     })
 }

@@ -11,7 +11,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
 ];
 
 /// The schema version this build writes.
@@ -318,6 +318,21 @@ pub const V15: &str = r#"
 ALTER TABLE profiles ADD COLUMN execution TEXT NOT NULL DEFAULT 'native';
 ALTER TABLE profiles ADD COLUMN image TEXT;
 ALTER TABLE profiles ADD COLUMN disk_max INTEGER;
+"#;
+
+/// Version 16 (issue 21): where runner roots, caches and kept workspaces live and the caches'
+/// cap (host); a profile's caches and workspace; each attempt's slot of its target (the
+/// lease of a cache slot and a kept workspace, held until the attempt is cleaned, so
+/// no two open attempts of a target ever hold one) and whether it keeps its `_work`.
+pub const V16: &str = r#"
+ALTER TABLE host ADD COLUMN runtime_root TEXT;
+ALTER TABLE host ADD COLUMN cache_cap_bytes INTEGER NOT NULL DEFAULT 10737418240;
+ALTER TABLE profiles ADD COLUMN caches INTEGER;
+ALTER TABLE profiles ADD COLUMN workspace TEXT NOT NULL DEFAULT 'disposable';
+ALTER TABLE attempts ADD COLUMN slot INTEGER;
+ALTER TABLE attempts ADD COLUMN keeps_work INTEGER NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX attempts_slot_lease ON attempts (target, slot)
+    WHERE cleaned = 0 AND slot IS NOT NULL;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

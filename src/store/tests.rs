@@ -950,3 +950,53 @@ fn a_reset_wal_is_truncated_to_its_limit() {
         .unwrap();
     assert_eq!(limit as u64, super::sqlite::WAL_SIZE_LIMIT);
 }
+
+#[test]
+fn each_attempt_holds_the_lowest_free_slot_of_its_target_until_it_is_cleaned() {
+    let (s, h, p) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, &p.name), 1).unwrap();
+    let b = s.create_attempt(&new_attempt(&h, &p.name), 2).unwrap();
+    assert_eq!((a.slot, b.slot), (Some(0), Some(1)));
+    assert!(!a.keeps_work);
+    // Slot 0 stays held through the end and is free once cleaned.
+    let _ = a.end(crate::domain::Outcome::CompletedJob, None, 3);
+    s.save_attempt(&a).unwrap();
+    let c = s.create_attempt(&new_attempt(&h, &p.name), 4).unwrap();
+    assert_eq!(c.slot, Some(2));
+    a.cleaned = true;
+    s.save_attempt(&a).unwrap();
+    let mut kept = new_attempt(&h, &p.name);
+    kept.keeps_work = true;
+    let d = s.create_attempt(&kept, 5).unwrap();
+    assert_eq!(d.slot, Some(0));
+    let back = s.attempt(d.id).unwrap();
+    assert_eq!((back.slot, back.keeps_work), (Some(0), true));
+}
+
+#[test]
+fn a_slot_goes_back_to_the_uid_that_last_held_it_when_free() {
+    use super::ledger::choose_slot;
+    assert_eq!(choose_slot(&[], None), 0);
+    assert_eq!(choose_slot(&[0, 1, 3], None), 2);
+    assert_eq!(choose_slot(&[0, 1], Some(4)), 4);
+    assert_eq!(choose_slot(&[0, 4], Some(4)), 1);
+    let (s, h, p) = seeded();
+    let with_uid = |uid: u32| NewAttempt {
+        runner_uid: Some(uid),
+        runner_gid: Some(uid),
+        ..new_attempt(&h, &p.name)
+    };
+    let mut a = s.create_attempt(&with_uid(61001), 1).unwrap();
+    let mut b = s.create_attempt(&with_uid(61002), 2).unwrap();
+    assert_eq!((a.slot, b.slot), (Some(0), Some(1)));
+    for x in [&mut a, &mut b] {
+        let _ = x.end(crate::domain::Outcome::CompletedJob, None, 3);
+        x.cleaned = true;
+        s.save_attempt(x).unwrap();
+    }
+    // 61002 takes slot 1 again although 0 is free; a uid new to the target the lowest.
+    let c = s.create_attempt(&with_uid(61002), 4).unwrap();
+    assert_eq!(c.slot, Some(1));
+    let d = s.create_attempt(&with_uid(61009), 5).unwrap();
+    assert_eq!(d.slot, Some(0));
+}

@@ -282,3 +282,104 @@ fn a_job_past_memory_max_ends_oom_and_the_others_carry_on() {
     w.wait_settled(&[REPO]);
     w.check_invariants(&[REPO]);
 }
+
+#[test]
+fn a_job_reads_no_other_targets_cache_live_or_ended() {
+    let Some((mut w, _uids)) = contained_world("hostile-caches", 4, 2) else {
+        return;
+    };
+    w.add_target("other", "octo/other", true);
+    w.add_profile(ProfileSpec::new("other", "other", &["other"]).max(1));
+    w.start_daemon();
+    // A job of `octo` leaves something in its cache and ends: its slot is the
+    // manager's again, whichever uid runs next.
+    let filler = run_script(
+        &w,
+        "filler",
+        "echo private > \"$npm_config_cache/left\" && echo \"CACHE=$npm_config_cache\"",
+    );
+    let out = output(&finished(&w, filler));
+    let ended = out
+        .iter()
+        .find_map(|l| l.strip_prefix("CACHE="))
+        .unwrap_or_else(|| panic!("no cache in {out:#?}"))
+        .to_string();
+    assert!(ended.contains("/caches/octo-"), "{ended}");
+    w.wait_settled(&[REPO]);
+    // The next job, of another target, runs under the uid that wrote that cache.
+    let mut script = String::new();
+    for (what, cmd) in [
+        ("ended-cache-file", format!("cat {ended}/left")),
+        ("ended-cache-list", format!("ls {ended}")),
+    ] {
+        script.push_str(&attempt(what, &cmd));
+    }
+    let first = w.sim.enqueue_script_job(
+        "octo/other",
+        "attacker-1",
+        &["self-hosted", "other"],
+        &script,
+    );
+    let j = finished(&w, first);
+    assert_denied(&j, &["ended-cache-file", "ended-cache-list"]);
+    assert_eq!(
+        w.attempt_of_job("attacker-1").runner_uid,
+        w.attempt_of_job("filler").runner_uid,
+        "the attack is meant to run under the uid that filled the cache"
+    );
+    w.wait_settled(&["octo/other"]);
+    // A victim of `octo` holds a slot while the attacker runs.
+    let release = w.dir.join("release-victim");
+    let victim_job = run_script(
+        &w,
+        "victim",
+        &format!(
+            "echo live > \"$npm_config_cache/live\"; {}",
+            victim(&release)
+        ),
+    );
+    let mut v = None;
+    wait_until(SETTLE, "the victim runs", || {
+        v = w
+            .attempts()
+            .into_iter()
+            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
+        v.is_some()
+    });
+    let v = v.unwrap();
+    let octo = runner_manager::store::Store::target(&w.store(), "octo").unwrap();
+    let key = runner_manager::domain::caches::target_key(&octo);
+    let d = w.dir.display();
+    let live = format!("{d}/caches/{key}/slot-{}", v.slot.unwrap());
+    let mut script = String::from("echo \"OWN=$npm_config_cache\"\n");
+    for (what, cmd) in [
+        ("live-cache-file", format!("cat {live}/npm/live")),
+        ("live-cache-write", format!("touch {live}/npm/planted")),
+        ("target-caches-list", format!("ls {d}/caches/{key}")),
+        ("all-caches-list", format!("ls {d}/caches")),
+    ] {
+        script.push_str(&attempt(what, &cmd));
+    }
+    let attacker =
+        w.sim
+            .enqueue_script_job("octo/other", "attacker", &["self-hosted", "other"], &script);
+    let j = finished(&w, attacker);
+    assert_denied(
+        &j,
+        &[
+            "live-cache-file",
+            "live-cache-write",
+            "target-caches-list",
+            "all-caches-list",
+        ],
+    );
+    let own = output(&j)
+        .iter()
+        .find_map(|l| l.strip_prefix("OWN=").map(str::to_string))
+        .unwrap_or_default();
+    assert!(own.contains("/caches/other-"), "its own cache: {own}");
+    std::fs::write(&release, "").unwrap();
+    finished(&w, victim_job);
+    w.wait_settled(&[REPO, "octo/other"]);
+    w.check_invariants(&[REPO, "octo/other"]);
+}
