@@ -15,7 +15,6 @@ use crate::timefmt::Millis;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::symbols;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
     Axis, Block, Chart, Dataset, GraphType, Paragraph, Table, TableState, Wrap,
@@ -457,13 +456,13 @@ impl OverviewView {
         let datasets = vec![
             Dataset::default()
                 .name("queued jobs")
-                .marker(symbols::Marker::Braille)
+                .marker(th.marker())
                 .graph_type(GraphType::Line)
                 .style(th.series_a())
                 .data(&q),
             Dataset::default()
                 .name("live runners")
-                .marker(symbols::Marker::Braille)
+                .marker(th.marker())
                 .graph_type(GraphType::Line)
                 .style(th.series_b())
                 .data(&l),

@@ -146,7 +146,7 @@ fn every_view_survives_small_and_odd_sizes() {
 fn no_color_draws_without_colours_but_keeps_the_selection_visible() {
     for (name, setup) in scenes() {
         let (_store, snap) = seeded();
-        let mut a = App::new(snap, Theme { color: false });
+        let mut a = App::new(snap, Theme::PLAIN);
         setup(&mut a);
         let buf = render(&a, 160, 48);
         let coloured = buf

@@ -346,7 +346,7 @@ pub fn load(store: &dyn Store) -> Snapshot {
 }
 
 pub fn app(snap: Snapshot) -> App {
-    App::new(snap, Theme { color: true })
+    App::new(snap, Theme::FULL)
 }
 
 /// Draws the app on a `w`×`h` test terminal.
