@@ -235,14 +235,13 @@ impl Component for RunnersView {
             .count();
         let busy = rows.iter().filter(|r| activity(r.runner) == "busy").count();
         let mut title = vec![Span::raw(format!(
-            " Runners on GitHub: {}, {ours} ours, {} not, {busy} busy ",
-            rows.len(),
-            rows.len() - ours
+            " Runners: {} listed, {ours} ours, {busy} busy ",
+            rows.len()
         ))];
         // When each target's list was read: the view is as fresh as the oldest.
         for t in &snap.targets {
             let when = match &t.runners {
-                Some(s) => format!("{} {} ago ", t.name, fmt::age(snap.now - s.at)),
+                Some(s) => format!("{} read {} ago ", t.name, fmt::age(snap.now - s.at)),
                 None => format!("{} not listed yet ", t.name),
             };
             title.push(Span::styled(format!("· {when}"), th.quiet()));

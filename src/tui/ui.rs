@@ -96,9 +96,23 @@ fn draw_all(f: &mut Frame, app: &App) {
         None if app.undo.is_some() => {
             Line::raw("u undo max · Tab panes · Enter detail · / filter · ? help · q quit")
         }
-        None => {
-            Line::raw("Tab panes · n runners · a activity · e settings · c copy · ? help · q quit")
-        }
+        // Each pane's own keys first; all of them under ?. Each fits 80 columns.
+        None => Line::raw(match app.pane {
+            Pane::Overview => {
+                "Tab panes · Enter attempts · e settings · n runners · a activity · ? help"
+            }
+            Pane::Attempts => {
+                "Enter detail · / filter · s sort · c copy id · d drain · ? help · q quit"
+            }
+            Pane::Pictures | Pane::Pool => {
+                "Tab panes · n runners · a activity · e settings · d drain · ? help · q quit"
+            }
+            Pane::Runners => {
+                "Enter our runner's attempt · c copy name · Tab panes · ? help · q quit"
+            }
+            Pane::Activity => "! problems only · Enter attempt · c copy the fix · ? help · q quit",
+            Pane::Settings => "Enter edit · c copy the set command · Tab panes · ? help · q quit",
+        }),
     };
     f.render_widget(Paragraph::new(line), status);
     if let Some(a) = &app.confirm {
