@@ -26,7 +26,7 @@ impl Theme {
     /// The rule itself, from the two variables' values.
     pub fn from_vars(no_color: Option<&std::ffi::OsStr>, term: Option<&std::ffi::OsStr>) -> Theme {
         Theme {
-            color: !no_color.is_some_and(|v| !v.is_empty()),
+            color: no_color.is_none_or(|v| v.is_empty()),
             ascii: term.is_some_and(|t| t == "dumb"),
         }
     }
