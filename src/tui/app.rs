@@ -456,7 +456,8 @@ impl App {
                         Pane::Runners => self.runners.click(row, h, snap),
                         Pane::Activity => self.activity.click(row, h, snap),
                         Pane::Settings => self.settings.click(row, h, snap),
-                        Pane::Overview | Pane::Pictures | Pane::Pool => {}
+                        Pane::Overview => self.overview.click(row, h, snap),
+                        Pane::Pictures | Pane::Pool => {}
                     }
                 }
                 Request::None

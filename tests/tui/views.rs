@@ -207,3 +207,35 @@ fn c_copies_the_selected_attempt_and_in_the_detail_its_log_path() {
     let osc = runner_manager::tui::terminal::osc52("rm-0123abcd-4");
     assert_eq!(osc, "\x1b]52;c;cm0tMDEyM2FiY2QtNA==\x07");
 }
+
+#[test]
+fn a_click_selects_the_row_under_it_in_the_overview_and_the_attempts() {
+    use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let click = |row| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 5,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // Where the frame drew each profile's row, a click selects that profile.
+    let drawn = crate::support::screen(&a, 80, 24);
+    for name in ["mac", "arm", "linux"] {
+        let row = drawn
+            .lines()
+            .position(|l| l.starts_with(&format!("│{name} ")))
+            .unwrap();
+        a.mouse(click(row as u16), area);
+        assert_eq!(a.overview.selected.as_deref(), Some(name), "{drawn}");
+    }
+    // A click on the header or a border selects nothing new.
+    a.mouse(click(3), area);
+    assert_eq!(a.overview.selected.as_deref(), Some("linux"));
+    key(&mut a, KeyCode::Char('2'));
+    let drawn = crate::support::screen(&a, 80, 24);
+    let row = drawn.lines().position(|l| l.starts_with("│3 ")).unwrap();
+    a.mouse(click(row as u16), area);
+    assert_eq!(a.attempts.selected, Some(3));
+}
