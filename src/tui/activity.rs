@@ -1,6 +1,7 @@
 //! The Activity pane: what happened and what is wrong, newest first. Standing
 //! conditions (the daemon down, a target's or profile's last error, an unfit host, a
-//! refused containment, a runner install problem) come first; then every attempt's
+//! scale set session another owner holds or that fails, a refused containment, a
+//! runner install problem) come first; then every attempt's
 //! steps and ends from the snapshot's attempts. Each error carries its remedy: one
 //! line naming the command that fixes it, or shows why. [`events`] is pure.
 
@@ -9,7 +10,9 @@ use super::columns::{self, Col};
 use super::fmt;
 use super::model::Snapshot;
 use super::runners::{clicked, first_shown};
-use crate::domain::{Attempt, AttemptState, Limit, NotReconciling, Outcome, ReasonKind, Reported};
+use crate::domain::{
+    Attempt, AttemptState, Limit, NotReconciling, Outcome, ReasonKind, Reported, SessionPhase,
+};
 use crate::timefmt::Millis;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
@@ -110,6 +113,29 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
     }
     for p in &snap.profiles {
         let name = &p.policy.name;
+        // A scale set session that is not ours only matters while a daemon runs.
+        if let Some(sess) = p.session.as_ref().filter(|_| snap.daemon_alive()) {
+            let why = sess.reason.clone().unwrap_or_default();
+            let (text, remedy) = match sess.phase {
+                Reported::Known(SessionPhase::Conflict) => (
+                    format!("scale set session in conflict: {why}"),
+                    format!("{RM} status (the session's owner and next try)"),
+                ),
+                Reported::Known(SessionPhase::Failing) => (
+                    format!("scale set session failing: {why}"),
+                    format!("{RM} target check {}", p.policy.target),
+                ),
+                _ => (String::new(), String::new()),
+            };
+            if !text.is_empty() {
+                now.push(condition(
+                    Level::Warn,
+                    format!("profile {name}"),
+                    text.trim_end().to_string(),
+                    remedy,
+                ));
+            }
+        }
         let Some(st) = &p.status else { continue };
         if let Some(e) = &st.last_error {
             now.push(condition(

@@ -77,6 +77,13 @@ fn activity_puts_standing_errors_first_each_with_its_fix() {
         acme.remedy.as_deref(),
         Some("runner-manager target check acme")
     );
+    // mac's scale set session is another owner's: a warning, with where to look.
+    assert!(
+        ev.iter().any(|e| e.subject == "profile mac"
+            && e.level == Level::Warn
+            && e.text.contains("conflict")),
+        "{ev:?}"
+    );
     // Every error and warning names its fix; news does not.
     for e in &ev {
         assert_eq!(e.remedy.is_some(), e.level != Level::Info, "{e:?}");
