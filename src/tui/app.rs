@@ -196,6 +196,7 @@ impl App {
         self.overview.follow(&self.snap);
         self.attempts.follow(&self.snap);
         self.runners.follow(&self.snap);
+        self.settings.follow(&self.snap);
     }
 
     pub fn set_log(&mut self, id: i64, lines: Vec<String>) {

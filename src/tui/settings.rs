@@ -186,6 +186,26 @@ impl SettingsView {
         }
     }
 
+    /// After a reload, an open editor shows the setting as it is now ("was" and the
+    /// revision): an edit refused because another was made meanwhile can then be sent
+    /// again knowingly, over the value now shown.
+    pub fn follow(&mut self, snap: &Snapshot) {
+        let Some(e) = self.edit.as_mut() else { return };
+        let same = |s: &Setting| {
+            s.key == e.setting.key
+                && match (&s.scope, &e.setting.scope) {
+                    (Scope::Host, Scope::Host) => true,
+                    (Scope::Profile { name: a, .. }, Scope::Profile { name: b, .. }) => a == b,
+                    _ => false,
+                }
+        };
+        match settings(snap).into_iter().find(same) {
+            Some(now) => e.setting = now,
+            // The profile was removed meanwhile: nothing left to edit.
+            None => self.edit = None,
+        }
+    }
+
     /// What an edit came to: done closes the editor; refused keeps it, with why.
     pub fn answered(&mut self, refused: Option<String>) {
         match refused {

@@ -154,12 +154,29 @@ fn a_profile_setting_is_edited_in_place_and_a_bad_value_writes_nothing() {
     assert_eq!(a.settings.edit, None);
     assert_eq!(store.profile("linux").unwrap().max_capacity, 6);
     assert!(!a.message.as_ref().unwrap().error);
+    // Another edit meanwhile: refused as stale, the editor then shows the value now
+    // and its revision, and Enter again sets it knowingly.
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Backspace);
+    typed(&mut a, "5");
+    let mut p = store.profile("linux").unwrap();
+    p.max_capacity = 3;
+    store.update_profile(&p, p.revision).unwrap();
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    let e = a.settings.edit.as_ref().expect("stale: the editor stays");
+    assert!(e.error.as_ref().unwrap().contains("another edit"), "{e:?}");
+    assert_eq!((e.setting.value.as_str(), e.input.as_str()), ("3", "5"));
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    assert_eq!(a.settings.edit, None);
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 5);
     // Esc leaves an edit without writing.
     key(&mut a, KeyCode::Enter);
     typed(&mut a, "9");
     key(&mut a, KeyCode::Esc);
     assert_eq!(a.settings.edit, None);
-    assert_eq!(store.profile("linux").unwrap().max_capacity, 6);
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 5);
 }
 
 #[test]
