@@ -123,6 +123,25 @@ fn top_in_a_real_terminal() {
                 version: "test".into(),
             })
             .unwrap();
+        // GitHub's runner list as the daemon publishes it: our busy runner and a
+        // foreign one.
+        let gh = |id, name: String, busy| runner_manager::domain::RegisteredRunner {
+            id,
+            name,
+            online: true,
+            busy,
+            labels: vec!["self-hosted".into()],
+        };
+        runner_manager::daemon::runners_seen::publish(
+            &store,
+            "octo",
+            &[
+                gh(11, runner_manager::domain::runner_name(&host.id, 1), true),
+                gh(12, "hand-made-box".into(), false),
+            ],
+            now,
+        )
+        .unwrap();
     }
     // Runner logs longer than the tail the detail shows (500 lines).
     std::fs::create_dir_all(state.join("logs")).unwrap();
@@ -181,6 +200,73 @@ fn top_in_a_real_terminal() {
         let store = SqliteStore::open(&state).unwrap();
         assert_eq!(store.profile("linux").unwrap().max_capacity, 4);
     }
+    // The Runners pane by the original's key: ours apart from the foreign one.
+    tmux.key("n");
+    tmux.wait("the runners pane", |s| {
+        s.contains("Runners: 2 listed, 1 ours") && s.contains("ours #1") && s.contains("foreign")
+    });
+    // c copies the selected runner's name over OSC 52, which tmux keeps as a buffer.
+    assert!(
+        tmux.cmd(&["set", "-g", "set-clipboard", "on"])
+            .status
+            .success()
+    );
+    tmux.key("c");
+    tmux.wait("the copy message", |s| s.contains("copied: rm-"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let buf = tmux.cmd(&["show-buffer"]);
+        if String::from_utf8_lossy(&buf.stdout).starts_with("rm-") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no OSC 52 buffer: {buf:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux.key("a");
+    tmux.wait("the activity pane", |s| {
+        s.contains("Activity: ") && s.contains("busy: e2e-job-busy")
+    });
+    // A click on a tab opens it: the mouse is captured (SGR reports, 1-based).
+    assert_eq!(tmux.display("#{mouse_sgr_flag}"), "1", "mouse capture on");
+    let s = tmux.capture();
+    let tabs = s.lines().nth(1).unwrap();
+    let col = tabs[..tabs.find("4 Runners").unwrap()].chars().count() + 1;
+    tmux.type_text(&format!("\x1b[<0;{col};2M\x1b[<0;{col};2m"));
+    tmux.wait("the clicked tab", |s| s.contains("Runners: 2 listed"));
+    // A setting edited in place: linux's max, a bad value first (refused, nothing
+    // written, the editor stays), then a good one.
+    tmux.key("1");
+    tmux.wait("the overview", |s| s.contains("Profiles (2)"));
+    tmux.key("e");
+    tmux.wait("the settings pane", |s| s.contains("Enter edits"));
+    for _ in 0..3 {
+        tmux.key("j");
+    }
+    tmux.key("Enter");
+    tmux.wait("the editor on max", |s| {
+        s.contains("Edit profile linux") && s.contains("max=4_")
+    });
+    tmux.key("BSpace");
+    tmux.type_text("many");
+    tmux.key("Enter");
+    tmux.wait("the refusal", |s| s.contains("refused, nothing written"));
+    {
+        let store = SqliteStore::open(&state).unwrap();
+        assert_eq!(store.profile("linux").unwrap().max_capacity, 4);
+    }
+    for _ in 0..4 {
+        tmux.key("BSpace");
+    }
+    tmux.type_text("6");
+    tmux.key("Enter");
+    tmux.wait("the edit written", |s| {
+        s.contains("profile linux max=6 (revision")
+    });
+    {
+        let store = SqliteStore::open(&state).unwrap();
+        assert_eq!(store.profile("linux").unwrap().max_capacity, 6);
+    }
+    tmux.key("1");
     // A large terminal: the overview fills it with the live attempts and the chart.
     assert!(
         tmux.cmd(&["resize-window", "-t", "t", "-x", "250", "-y", "70"])
@@ -194,7 +280,24 @@ fn top_in_a_real_terminal() {
     tmux.key("q");
     tmux.wait_alternate(false);
     tmux.wait("the prompt again", |s| s.contains(PROMPT.trim()));
+    assert_eq!(
+        tmux.display("#{mouse_sgr_flag}"),
+        "0",
+        "mouse released on quit"
+    );
     tmux.shell_works("quit");
+
+    // TERM=dumb and NO_COLOR: the same screen in ASCII.
+    tmux.type_text(&format!("TERM=dumb NO_COLOR=1 {run_top}"));
+    tmux.key("Enter");
+    tmux.wait_alternate(true);
+    let s = tmux.wait("the ASCII overview", |s| {
+        s.contains("+ Profiles (2) ---") && s.contains("| 2 Attempts|")
+    });
+    assert!(!s.contains('│') && !s.contains('─'), "{s}");
+    tmux.key("q");
+    tmux.wait_alternate(false);
+    tmux.shell_works("dumb");
 
     // SIGTERM: the same restoration, from a signal instead of a key.
     tmux.type_text(&run_top);
@@ -206,6 +309,11 @@ fn top_in_a_real_terminal() {
     let out = Command::new("kill").args(["-TERM", &top]).output().unwrap();
     assert!(out.status.success());
     tmux.wait_alternate(false);
+    assert_eq!(
+        tmux.display("#{mouse_sgr_flag}"),
+        "0",
+        "mouse released on SIGTERM"
+    );
     tmux.shell_works("term");
     drop(tmux);
     let _ = std::fs::remove_dir_all(&root);

@@ -101,20 +101,14 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "cache_cap",
 ];
 
-/// The longest retention `host set retention=` takes: a year.
-const MAX_RETENTION_SECS: u64 = 365 * 86_400;
-/// The smallest logs cap: below it a busy host would drop logs of attempts ended
-/// minutes ago.
-const MIN_LOGS_MAX: u64 = 16 << 20;
-
 /// Applies one `host set` key. Coordinator URLs are `ws://` or `wss://` (plain `ws://`
 /// off loopback only with `coordinator_insecure=true`, checked by `set` once every key
 /// is applied); an empty value leaves the pool.
 fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
+    if h.apply_setting(key, value)? {
+        return Ok(());
+    }
     match key {
-        "capacity" => {
-            h.capacity = validate::number_in(key, value, 1, validate::MAX_CAPACITY as u64)? as u32
-        }
         "coordinator" => {
             h.coordinator = if value.is_empty() {
                 None
@@ -165,28 +159,6 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 Some(p)
             }
         }
-        "coordinator_insecure" => h.coordinator_insecure = validate::boolean(key, value)?,
-        "isolation" => h.isolation = Isolation::parse(key, value)?,
-        "retention" => {
-            h.retention_secs = validate::seconds_in(key, value, 3_600, MAX_RETENTION_SECS)?;
-        }
-        "logs_max" => {
-            let b = crate::domain::isolation::parse_bytes(key, value)?;
-            if b < MIN_LOGS_MAX {
-                return Err(Invalid::new(
-                    key,
-                    format!(
-                        "is {}; the logs need at least 16 MiB",
-                        crate::meter::units::bytes(b)
-                    ),
-                )
-                .into());
-            }
-            h.logs_max_bytes = b;
-        }
-        "disk_reserve" => {
-            h.disk_reserve_bytes = crate::domain::isolation::parse_bytes(key, value)?;
-        }
         "runtime_root" => {
             h.runtime_root = if value.is_empty() {
                 None
@@ -196,7 +168,6 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 Some(p)
             }
         }
-        "cache_cap" => h.cache_cap_bytes = crate::domain::isolation::parse_bytes(key, value)?,
         "runner_version" => h.runner_version = crate::install::parse_pin(key, value)?,
         "runner_uids" => {
             h.runner_uids = if value.is_empty() {
@@ -206,9 +177,6 @@ fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
                 runner_users_exist(key, r)?;
                 Some(r)
             }
-        }
-        k if k.starts_with(crate::domain::runner_env::ENV_PREFIX) => {
-            crate::domain::runner_env::apply(&mut h.env, key, value)?
         }
         _ => {
             return Err(Invalid::new(
@@ -283,12 +251,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         let (k, v) = validate::key_value(kv)?;
         apply(&mut h, k, v)?;
     }
-    if h.isolation == Isolation::Uids && h.runner_uids.is_none() {
-        return Err(CliError::usage(
-            "isolation",
-            "isolation=uids needs runner_uids=START-END (uids with passwd entries the host owns)",
-        ));
-    }
+    h.check()?;
     if let Some(url) = &h.coordinator
         && !h.coordinator_insecure
         && crate::coordinator::tls::is_plain_off_loopback(url)

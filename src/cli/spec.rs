@@ -425,7 +425,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["top"],
         args: "",
         positionals: (0, Some(0)),
-        about: "Live terminal UI: host, profiles, attempts, logs, queue pictures (? for keys)",
+        about: "Live terminal UI: host, profiles, attempts, logs, pictures, GitHub runners, activity, settings (? for keys)",
         options: &[],
     },
     Command {

@@ -595,6 +595,14 @@ fn list_runners(
     host_id: &str,
 ) -> Result<Vec<RegisteredRunner>, GhError> {
     let list = client.list_runners(&target.scope)?;
+    // For `top`'s Runners view; a failed write costs only that view's freshness.
+    if let Err(e) = super::runners_seen::publish(store, &target.name, &list, now_millis()) {
+        log_info!(
+            "runners_publish_failed",
+            target = target.name,
+            error = e.to_string()
+        );
+    }
     let attempts = store.open_attempts(host_id).unwrap_or_default();
     for r in watch::unexplained_registrations(host_id, &list, &attempts) {
         let res = client.delete_runner(&target.scope, r.id);

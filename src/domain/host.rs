@@ -69,7 +69,73 @@ pub const DEFAULT_LOGS_MAX_BYTES: u64 = 1 << 30;
 /// `doctor`'s disk check fails.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
+/// The `host set` keys whose values need nothing but themselves to check, in the
+/// order `host show` prints them: what [`Host::apply_setting`] takes, and what `top`
+/// edits in place. The others name files, users or releases, which `host set` checks
+/// on the disk or the network.
+pub const PLAIN_KEYS: &[&str] = &[
+    "capacity",
+    "coordinator_insecure",
+    "isolation",
+    "retention",
+    "logs_max",
+    "disk_reserve",
+    "cache_cap",
+];
+
+/// The longest retention `host set retention=` takes: a year.
+const MAX_RETENTION_SECS: u64 = 365 * 86_400;
+/// The smallest logs cap: below it a busy host would drop logs of attempts ended
+/// minutes ago.
+const MIN_LOGS_MAX: u64 = 16 << 20;
+
 impl Host {
+    /// Applies one of [`PLAIN_KEYS`] (or an `env.NAME`); `Ok(false)` for any other
+    /// key, which the caller checks itself. The one validation of these keys, shared
+    /// by `host set` and `top`.
+    pub fn apply_setting(&mut self, key: &str, value: &str) -> Result<bool, super::Invalid> {
+        use super::validate;
+        match key {
+            "capacity" => {
+                self.capacity =
+                    validate::number_in(key, value, 1, validate::MAX_CAPACITY as u64)? as u32
+            }
+            "coordinator_insecure" => self.coordinator_insecure = validate::boolean(key, value)?,
+            "isolation" => self.isolation = super::Isolation::parse(key, value)?,
+            "retention" => {
+                self.retention_secs = validate::seconds_in(key, value, 3_600, MAX_RETENTION_SECS)?
+            }
+            "logs_max" => {
+                let b = super::isolation::parse_bytes(key, value)?;
+                if b < MIN_LOGS_MAX {
+                    return Err(super::Invalid::new(
+                        key,
+                        format!("is {value}; the logs need at least 16 MiB"),
+                    ));
+                }
+                self.logs_max_bytes = b;
+            }
+            "disk_reserve" => self.disk_reserve_bytes = super::isolation::parse_bytes(key, value)?,
+            "cache_cap" => self.cache_cap_bytes = super::isolation::parse_bytes(key, value)?,
+            k if k.starts_with(super::runner_env::ENV_PREFIX) => {
+                super::runner_env::apply(&mut self.env, key, value)?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The rules across keys that need no disk: `isolation=uids` needs its uids.
+    pub fn check(&self) -> Result<(), super::Invalid> {
+        if self.isolation == super::Isolation::Uids && self.runner_uids.is_none() {
+            return Err(super::Invalid::new(
+                "isolation",
+                "isolation=uids needs runner_uids=START-END (uids with passwd entries the host owns)",
+            ));
+        }
+        Ok(())
+    }
+
     /// The first 8 hex digits of the id: what runner names carry.
     pub fn short_id(&self) -> &str {
         short_id(&self.id)

@@ -1,6 +1,8 @@
 //! The one edit path of a stored profile, typed, shared by `profile set` and `top`:
 //! read, apply each [`Change`], validate the whole, check what needs the disk or the
-//! books, and write only if the revision is still the one expected.
+//! books, and write only if the revision is still the one expected. Also `top`'s edit
+//! of a host setting, through the same `Host::apply_setting` and `Host::check` as
+//! `host set`.
 
 use super::{Store, StoreError};
 use crate::domain::profile::Change;
@@ -86,4 +88,24 @@ pub fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), Invalid> {
             .map_err(|e| Invalid::new(arg, e.to_string())),
         None => Ok(()),
     }
+}
+
+/// Sets one of the host's plain settings (`domain::host::PLAIN_KEYS`, or an
+/// `env.NAME`) as `host set KEY=VALUE` does, and writes the host only when the value
+/// and the host as a whole are valid. Returns the host as written.
+pub fn edit_host(store: &dyn Store, key: &str, value: &str) -> Result<Host, EditError> {
+    let mut h = store.host()?.ok_or_else(|| StoreError::NotFound {
+        what: "host",
+        name: "this host".into(),
+    })?;
+    if !h.apply_setting(key, value)? {
+        return Err(Invalid::new(
+            key,
+            format!("not editable here; use 'runner-manager host set {key}=...'"),
+        )
+        .into());
+    }
+    h.check()?;
+    store.update_host(&h)?;
+    Ok(h)
 }

@@ -18,7 +18,7 @@ mod sqlite;
 mod upkeep;
 
 pub use coordinator::{CoordHostRow, CoordJobRow};
-pub use edit::{EditError, check_runner_dir, edit_profile};
+pub use edit::{EditError, check_runner_dir, edit_host, edit_profile};
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;

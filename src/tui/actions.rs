@@ -1,5 +1,5 @@
 //! The edits `top` can make: pause or resume a profile, change its max by one, drain
-//! the host. Profile edits are typed `Change`s through the one edit path
+//! the host, set any profile setting or plain host setting from the Settings pane. Profile edits are typed `Change`s through the one edit path
 //! (`store::edit_profile`: the same `apply_setting`, `validate` and revision check as
 //! `profile set`), naming the revision the screen showed, so an edit made meanwhile is
 //! refused, not overwritten.
@@ -25,6 +25,17 @@ pub enum Action {
         to: i64,
     },
     SetDraining(bool),
+    /// One `KEY=VALUE` of `profile set`, from the revision shown (Settings pane).
+    SetProfile {
+        profile: String,
+        revision: u64,
+        setting: String,
+    },
+    /// One plain `host set` key (Settings pane).
+    SetHost {
+        key: String,
+        value: String,
+    },
 }
 
 impl Action {
@@ -39,6 +50,8 @@ impl Action {
             Action::SetActive { active, .. } => !active,
             Action::SetMax { .. } => false,
             Action::SetDraining(d) => *d,
+            // Typed and sent with Enter on purpose: asking again would be in the way.
+            Action::SetProfile { .. } | Action::SetHost { .. } => false,
         }
     }
 
@@ -75,6 +88,10 @@ impl Action {
                 "Drain this host? It starts no new runners; busy ones finish.".into()
             }
             Action::SetDraining(false) => "Stop draining this host?".into(),
+            Action::SetProfile {
+                profile, setting, ..
+            } => format!("Set {setting} on profile {profile}?"),
+            Action::SetHost { key, value } => format!("Set {key}={value} on this host?"),
         }
     }
 }
@@ -103,6 +120,15 @@ pub fn apply(store: &dyn Store, action: &Action) -> Done {
                 }
             })
             .map_err(|e| Refusal::Edit(e.into())),
+        Action::SetProfile {
+            profile,
+            revision,
+            setting,
+        } => edit(store, profile, Change::Setting(setting.clone()), *revision)
+            .map(|rev| format!("profile {profile} {setting} (revision {rev})")),
+        Action::SetHost { key, value } => crate::store::edit_host(store, key, value)
+            .map(|h| format!("host {} {key}={value}", h.name))
+            .map_err(Refusal::Edit),
         Action::SetActive {
             profile,
             revision,

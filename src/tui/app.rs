@@ -1,17 +1,21 @@
 //! What the operator is looking at, and keys as state changes: the pane, each view's
 //! selection, the filter, the overlays. Pure: a key changes the `App` and may return a
-//! [`Request`] for the loop (quit, run an action, reload, read a log); nothing here
-//! touches the store or the terminal, so every key is tested as a state change.
+//! [`Request`] for the loop (quit, run an action, reload, read a log, copy); nothing
+//! here touches the store or the terminal, so every key and click is tested as a state
+//! change.
 
 use super::actions::{Action, Done};
+use super::activity::ActivityView;
 use super::attempts::AttemptsView;
 use super::detail::DetailView;
 use super::model::Snapshot;
 use super::overview::OverviewView;
 use super::pictures::PicturesView;
 use super::pool::PoolView;
+use super::runners::RunnersView;
+use super::settings::SettingsView;
 use super::theme::Theme;
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
@@ -21,18 +25,35 @@ pub enum Pane {
     Overview,
     Attempts,
     Pictures,
+    /// Every runner GitHub lists for the targets, ours apart from the others.
+    Runners,
+    /// Events and errors, each error with its remedy.
+    Activity,
+    /// The host's and the profiles' settings, edited in place.
+    Settings,
     /// A coordinator's hosts and leases: only while the store has coordinator hosts.
     Pool,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 4] = [Pane::Overview, Pane::Attempts, Pane::Pictures, Pane::Pool];
+    pub const ALL: [Pane; 7] = [
+        Pane::Overview,
+        Pane::Attempts,
+        Pane::Pictures,
+        Pane::Runners,
+        Pane::Activity,
+        Pane::Settings,
+        Pane::Pool,
+    ];
 
     pub fn title(self) -> &'static str {
         match self {
             Pane::Overview => "Overview",
             Pane::Attempts => "Attempts",
             Pane::Pictures => "Pictures",
+            Pane::Runners => "Runners",
+            Pane::Activity => "Activity",
+            Pane::Settings => "Settings",
             Pane::Pool => "Pool",
         }
     }
@@ -42,7 +63,7 @@ impl Pane {
         if snap.pool.is_some() {
             &Pane::ALL
         } else {
-            &Pane::ALL[..3]
+            &Pane::ALL[..6]
         }
     }
 
@@ -67,6 +88,11 @@ pub enum Request {
     LoadLog(i64),
     /// Read this attempt's whole runner log, with a bound, for the log view.
     LoadFullLog(i64),
+    /// Put this text on the terminal's clipboard (OSC 52).
+    Copy(String),
+    /// Put this attempt's runner log path on the clipboard (the loop knows the
+    /// state directory).
+    CopyLogPath(i64),
 }
 
 /// What a view asks of the app when a key means more than its own state.
@@ -114,6 +140,9 @@ pub struct App {
     pub attempts: AttemptsView,
     pub pictures: PicturesView,
     pub pool: PoolView,
+    pub runners: RunnersView,
+    pub activity: ActivityView,
+    pub settings: SettingsView,
     pub detail: Option<DetailView>,
     pub help: bool,
     /// A disruptive action waiting for y or n.
@@ -133,6 +162,9 @@ impl App {
             attempts: AttemptsView::default(),
             pictures: PicturesView::default(),
             pool: PoolView::default(),
+            runners: RunnersView::default(),
+            activity: ActivityView::default(),
+            settings: SettingsView::default(),
             detail: None,
             help: false,
             confirm: None,
@@ -163,6 +195,8 @@ impl App {
         }
         self.overview.follow(&self.snap);
         self.attempts.follow(&self.snap);
+        self.runners.follow(&self.snap);
+        self.settings.follow(&self.snap);
     }
 
     pub fn set_log(&mut self, id: i64, lines: Vec<String>) {
@@ -192,6 +226,13 @@ impl App {
     /// Shows what an action did.
     pub fn done(&mut self, done: Done) {
         self.undo = None;
+        // An edit from the Settings editor: refused keeps it open, with why.
+        if self.settings.edit.is_some() {
+            self.settings.answered(match &done {
+                Done::Refused(why) => Some(why.clone()),
+                _ => None,
+            });
+        }
         self.message = Some(match done {
             Done::Ok(text) => Message { text, error: false },
             Done::Undoable(text, undo) => {
@@ -238,6 +279,21 @@ impl App {
             self.attempts.event(key, &self.snap);
             return Request::None;
         }
+        // The settings editor takes every key (a value may hold q, n or a digit).
+        if self.settings.edit.is_some() {
+            return match self.settings.event(key, &self.snap) {
+                Handled::Then(e) => self.effect(e),
+                _ => Request::None,
+            };
+        }
+        // `o` opens, as Enter does (the original's key).
+        let key = match key.code {
+            KeyCode::Char('o') => KeyEvent::new(KeyCode::Enter, key.modifiers),
+            _ => key,
+        };
+        if key.code == KeyCode::Char('c') {
+            return self.copy();
+        }
         if let Some(d) = self.detail.as_mut() {
             match d.event(key, &self.snap) {
                 Handled::No => {}
@@ -258,7 +314,28 @@ impl App {
                 self.help = true;
                 return Request::None;
             }
-            KeyCode::Char('r') => return Request::Reload,
+            KeyCode::Char('r') | KeyCode::F(5) => return Request::Reload,
+            KeyCode::Char('n') => {
+                self.switch(Pane::Runners);
+                return Request::None;
+            }
+            KeyCode::Char('a') => {
+                self.switch(Pane::Activity);
+                return Request::None;
+            }
+            KeyCode::Char('e') => {
+                // From a profile (Overview), its settings; else where Settings was.
+                if self.pane == Pane::Overview
+                    && let Some(name) = self
+                        .overview
+                        .selected_row(&self.snap)
+                        .map(|r| r.policy.name.clone())
+                {
+                    self.settings.select_profile(&self.snap, &name);
+                }
+                self.switch(Pane::Settings);
+                return Request::None;
+            }
             KeyCode::Char('u') => {
                 return match self.undo.take() {
                     Some(a) => Request::Run(a),
@@ -279,10 +356,10 @@ impl App {
                 self.switch(self.pane.step(-1, Pane::shown(&self.snap)));
                 return Request::None;
             }
-            KeyCode::Char(c @ '1'..='4') => {
+            KeyCode::Char(c @ '1'..='7') => {
                 match Pane::shown(&self.snap).get(c as usize - '1' as usize) {
                     Some(p) => self.switch(*p),
-                    // Only 4 can miss: the Pool pane needs a coordinator's hosts.
+                    // Only 7 can miss: the Pool pane needs a coordinator's hosts.
                     None => {
                         self.message = Some(Message {
                             text: "no Pool here: it shows a coordinator's hosts, and this \
@@ -309,11 +386,84 @@ impl App {
             Pane::Overview => self.overview.event(key, &self.snap),
             Pane::Attempts => self.attempts.event(key, &self.snap),
             Pane::Pictures => self.pictures.event(key, &self.snap),
+            Pane::Runners => self.runners.event(key, &self.snap),
+            Pane::Activity => self.activity.event(key, &self.snap),
+            Pane::Settings => self.settings.event(key, &self.snap),
             Pane::Pool => self.pool.event(key, &self.snap),
         };
         match handled {
             Handled::Then(e) => self.effect(e),
             Handled::No | Handled::Yes => Request::None,
+        }
+    }
+
+    /// `c`: what the selection names, to the clipboard: the open attempt's log path,
+    /// the selected attempt's id, runner's name, event's remedy, setting's command.
+    fn copy(&mut self) -> Request {
+        if let Some(id) = self.detail_id() {
+            self.note(format!("copied the log path of attempt {id}"), false);
+            return Request::CopyLogPath(id);
+        }
+        let text = match self.pane {
+            Pane::Overview => self
+                .overview
+                .selected_row(&self.snap)
+                .map(|r| r.policy.name.clone()),
+            Pane::Attempts => self.attempts.selected.map(|id| id.to_string()),
+            Pane::Runners => self.runners.copy_text(),
+            Pane::Activity => self.activity.copy_text(&self.snap),
+            Pane::Settings => self.settings.copy_text(&self.snap),
+            Pane::Pictures | Pane::Pool => None,
+        };
+        match text {
+            Some(t) => {
+                self.note(format!("copied: {t}"), false);
+                Request::Copy(t)
+            }
+            None => {
+                self.note("nothing selected to copy here".into(), true);
+                Request::None
+            }
+        }
+    }
+
+    fn note(&mut self, text: String, error: bool) {
+        self.message = Some(Message { text, error });
+    }
+
+    /// A mouse event over a frame of `area`: a click on a tab opens its pane, a click
+    /// on a row selects it, the wheel scrolls as j and k do. Ignored under an overlay
+    /// or the settings editor, which wait for keys.
+    pub fn mouse(&mut self, ev: MouseEvent, area: Rect) -> Request {
+        if self.help || self.confirm.is_some() || self.settings.edit.is_some() {
+            return Request::None;
+        }
+        let step = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        match ev.kind {
+            MouseEventKind::ScrollDown => self.key(step(KeyCode::Down)),
+            MouseEventKind::ScrollUp => self.key(step(KeyCode::Up)),
+            MouseEventKind::Down(MouseButton::Left) => {
+                let [_, tabs, body, _] = super::ui::areas(area);
+                if ev.row == tabs.y {
+                    let shown = Pane::shown(&self.snap);
+                    let titles: Vec<String> = tab_titles(shown);
+                    if let Some(i) = tab_at(&titles, ev.column.saturating_sub(tabs.x)) {
+                        self.switch(shown[i]);
+                    }
+                } else if self.detail.is_none() && ev.row >= body.y && ev.row < body.bottom() {
+                    let (row, h, snap) = (ev.row - body.y, body.height, &self.snap);
+                    match self.pane {
+                        Pane::Attempts => self.attempts.click(row, h, snap),
+                        Pane::Runners => self.runners.click(row, h, snap),
+                        Pane::Activity => self.activity.click(row, h, snap),
+                        Pane::Settings => self.settings.click(row, h, snap),
+                        Pane::Overview => self.overview.click(row, h, snap),
+                        Pane::Pictures | Pane::Pool => {}
+                    }
+                }
+                Request::None
+            }
+            _ => Request::None,
         }
     }
 
@@ -341,6 +491,29 @@ impl App {
             }
         }
     }
+}
+
+/// The tabs as the header draws them: `1 Overview`, `2 Attempts`, ...
+pub fn tab_titles(shown: &[Pane]) -> Vec<String> {
+    shown
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{} {}", i + 1, p.title()))
+        .collect()
+}
+
+/// Which tab is at column `x` of the tab line (as `ui` draws ratatui's `Tabs`: a space
+/// before each title, one divider between; seven tabs fit 80 columns).
+pub fn tab_at(titles: &[String], x: u16) -> Option<usize> {
+    let mut start = 0u16;
+    for (i, t) in titles.iter().enumerate() {
+        let end = start + t.chars().count() as u16 + 1;
+        if x < end {
+            return (x >= start).then_some(i);
+        }
+        start = end + 1;
+    }
+    None
 }
 
 /// Moves an index by `by` within `0..len`, clamped (no wrap: the ends stay put).

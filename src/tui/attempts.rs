@@ -120,6 +120,16 @@ impl AttemptsView {
         }
     }
 
+    /// A click on the `row`th line of the pane (0: its top border).
+    pub fn click(&mut self, row: u16, height: u16, snap: &Snapshot) {
+        let rows = self.visible(snap);
+        let index = self.selected.map_or(0, |_| self.index);
+        if let Some(i) = super::runners::clicked(row, height, index, rows.len()) {
+            self.index = i;
+            self.selected = rows.get(i).map(|a| a.id);
+        }
+    }
+
     pub fn start_filter(&mut self) {
         self.editing = true;
     }

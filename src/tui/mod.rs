@@ -3,13 +3,15 @@
 //! [`model::Snapshot`] is one read of the store at a given `now`, with no terminal in
 //! sight; [`app::App`] holds what the operator is looking at and turns keys into state
 //! changes and [`app::Request`]s; the views (`overview`, `attempts`, `detail`,
-//! `pictures`, `pool`, `overlay`) only draw an `App` they are handed, their tables
+//! `pictures`, `runners`, `activity`, `settings`, `pool`, `overlay`) only draw an
+//! `App` they are handed, their tables
 //! sized to their content by [`columns`]; [`actions`] carries out the few edits
 //! through the CLI's validated path; [`logfile`] reads an attempt's whole log with a
 //! bound; [`terminal`] is the one place that touches the real terminal (raw mode, the
 //! alternate screen, the event loop, and restoring the terminal on every way out).
 
 pub mod actions;
+pub mod activity;
 pub mod app;
 mod attempts;
 pub mod columns;
@@ -21,6 +23,8 @@ mod overlay;
 mod overview;
 mod pictures;
 pub mod pool;
+pub mod runners;
+pub mod settings;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

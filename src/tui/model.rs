@@ -46,6 +46,9 @@ pub struct TargetRow {
     /// Its `poll_interval`, against which a paced poll shows.
     pub poll_interval_ms: i64,
     pub status: Option<TargetStatus>,
+    /// GitHub's runner list for it as the daemon last published it; `None` before
+    /// the daemon's first list (the TUI never asks GitHub itself).
+    pub runners: Option<crate::daemon::runners_seen::RunnersSeen>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,12 +95,15 @@ impl Snapshot {
         let targets: Vec<TargetRow> = store
             .targets()?
             .into_iter()
-            .map(|t| TargetRow {
-                status: tstat.iter().find(|s| s.target == t.name).cloned(),
-                poll_interval_ms: t.poll_interval_secs as i64 * 1000,
-                name: t.name,
+            .map(|t| -> Result<TargetRow, StoreError> {
+                Ok(TargetRow {
+                    status: tstat.iter().find(|s| s.target == t.name).cloned(),
+                    runners: crate::daemon::runners_seen::read(store, &t.name)?,
+                    poll_interval_ms: t.poll_interval_secs as i64 * 1000,
+                    name: t.name,
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let recent = AttemptFilter {
             limit: Some(RECENT_ATTEMPTS),
             ..AttemptFilter::default()

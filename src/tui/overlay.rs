@@ -6,32 +6,42 @@ use super::app::Ctx;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 /// Every key `top` knows, as the help overlay lists them.
 pub const KEYS: &[(&str, &str)] = &[
     ("Tab l →", "next pane (in detail, l: the whole log)"),
     ("S-Tab h ←", "previous pane (in detail: back)"),
-    ("1 2 3 4", "Overview, Attempts, Pictures, Pool"),
-    ("j k ↓ ↑", "move the selection / scroll"),
+    (
+        "1 … 7",
+        "Overview Attempts Pictures Runners Activity Settings Pool",
+    ),
+    ("n a e", "Runners, Activity, Settings (e: the profile's)"),
+    ("j k ↓ ↑ wheel", "move the selection / scroll"),
     ("PgDn PgUp", "move by a page"),
     ("g G Home End", "first / last (log: top / follow)"),
-    ("Enter", "attempt detail; profile's attempts; whole log"),
-    ("Esc", "back; clear the filter; close help"),
+    ("Enter o", "open: detail, whole log, edit a setting"),
+    ("click", "a tab opens it; a row selects it"),
+    ("c", "copy: attempt id, log path, runner, fix, set command"),
+    ("Esc", "back; clear the filter; leave an edit; close help"),
     ("/", "filter attempts (Enter keeps, Esc clears)"),
     ("s", "sort attempts: newest state profile rss cpu"),
+    ("!", "activity: problems only, or everything"),
     ("p Space", "pause or resume the profile (asks)"),
     ("+ -", "the profile's max up or down by one, at once"),
     ("u", "undo the last max step"),
     ("d", "drain the host, or stop draining (asks)"),
     ("y n", "confirm or cancel a question"),
-    ("r", "reload now"),
+    ("r F5", "reload now"),
     ("?", "this help"),
     ("q Ctrl-C", "quit"),
 ];
 
-/// The pane keys as this store has them: 4 only where there is a Pool to show.
-const PANES_NO_POOL: (&str, &str) = ("1 2 3", "Overview, Attempts, Pictures (no Pool here)");
+/// The pane keys as this store has them: 7 only where there is a Pool to show.
+const PANES_NO_POOL: (&str, &str) = (
+    "1 … 6",
+    "Overview Attempts Pictures Runners Activity Settings",
+);
 
 /// A rectangle of at most `w`×`h` in the middle of `area`.
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -51,7 +61,7 @@ pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
     let keys: Vec<(&str, &str)> = KEYS
         .iter()
         .map(|&(k, what)| match k {
-            "1 2 3 4" if cx.snap.pool.is_none() => PANES_NO_POOL,
+            "1 … 7" if cx.snap.pool.is_none() => PANES_NO_POOL,
             _ => (k, what),
         })
         .collect();
@@ -64,10 +74,10 @@ pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
             ])
         })
         .collect();
-    let r = centered(area, 62, KEYS.len() as u16 + 2);
+    let r = centered(area, 72, KEYS.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" Keys · Esc or ? to close ")),
+        Paragraph::new(lines).block(th.block().title(" Keys · Esc or ? to close ")),
         r,
     );
 }
@@ -88,11 +98,7 @@ pub fn draw_confirm(f: &mut Frame, area: Rect, cx: &Ctx, action: &Action) {
             ]),
         ])
         .wrap(Wrap { trim: true })
-        .block(
-            Block::bordered()
-                .title(" Confirm ")
-                .border_style(th.waiting()),
-        ),
+        .block(th.block().title(" Confirm ").border_style(th.waiting())),
         r,
     );
 }

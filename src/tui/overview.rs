@@ -15,7 +15,6 @@ use crate::timefmt::Millis;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::symbols;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
     Axis, Block, Chart, Dataset, GraphType, Paragraph, Table, TableState, Wrap,
@@ -73,6 +72,50 @@ impl OverviewView {
         }
     }
 
+    /// The host block, the profiles table, the selected profile, and (from
+    /// [`ROOMY_HEIGHT`] rows) the room for the live attempts and the chart; empty
+    /// below that. Drawing and clicks place the table by the same split.
+    fn areas(&self, area: Rect, snap: &Snapshot) -> [Rect; 4] {
+        // A scale set profile's session takes a line of its own below.
+        let scaleset = self
+            .selected_row(snap)
+            .is_some_and(|r| r.policy.demand == DemandSource::Scaleset);
+        let detail_h = if scaleset { 6 } else { 5 };
+        if area.height < ROOMY_HEIGHT {
+            let [host, table, detail] = Layout::vertical([
+                Constraint::Length(5),
+                Constraint::Fill(1),
+                Constraint::Length(detail_h),
+            ])
+            .areas(area);
+            return [host, table, detail, Rect::default()];
+        }
+        // The profiles take what they need (with a few rows to grow into); the room
+        // under them goes to the live attempts and the chart.
+        let table_h = (snap.profiles.len() as u16 + 3).clamp(5, area.height / 3);
+        Layout::vertical([
+            Constraint::Length(5),
+            Constraint::Length(table_h),
+            Constraint::Length(detail_h),
+            Constraint::Fill(1),
+        ])
+        .areas(area)
+    }
+
+    /// A click on the `row`th line of a pane `height` lines high: a profile row
+    /// selects that profile.
+    pub fn click(&mut self, row: u16, height: u16, snap: &Snapshot) {
+        let area = Rect::new(0, 0, 1, height);
+        let table = self.areas(area, snap)[1];
+        let Some(r) = row.checked_sub(table.y).filter(|r| *r < table.height) else {
+            return;
+        };
+        if let Some(i) = super::runners::clicked(r, table.height, self.index, snap.profiles.len()) {
+            self.index = i;
+            self.selected = snap.profiles.get(i).map(|p| p.policy.name.clone());
+        }
+    }
+
     pub fn selected_row<'a>(&self, snap: &'a Snapshot) -> Option<&'a ProfileRow> {
         self.selected.as_deref().and_then(|n| snap.profile(n))
     }
@@ -114,36 +157,13 @@ impl Component for OverviewView {
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
-        // A scale set profile's session takes a line of its own below.
-        let scaleset = self
-            .selected_row(cx.snap)
-            .is_some_and(|r| r.policy.demand == DemandSource::Scaleset);
-        let detail_h = if scaleset { 6 } else { 5 };
-        if area.height < ROOMY_HEIGHT {
-            let [host, table, detail] = Layout::vertical([
-                Constraint::Length(5),
-                Constraint::Fill(1),
-                Constraint::Length(detail_h),
-            ])
-            .areas(area);
-            draw_host(f, host, cx);
-            self.draw_table(f, table, cx);
-            self.draw_selected(f, detail, cx);
-            return;
-        }
-        // The profiles take what they need (with a few rows to grow into); the room
-        // under them goes to the live attempts and the chart.
-        let table_h = (cx.snap.profiles.len() as u16 + 3).clamp(5, area.height / 3);
-        let [host, table, detail, rest] = Layout::vertical([
-            Constraint::Length(5),
-            Constraint::Length(table_h),
-            Constraint::Length(detail_h),
-            Constraint::Fill(1),
-        ])
-        .areas(area);
+        let [host, table, detail, rest] = self.areas(area, cx.snap);
         draw_host(f, host, cx);
         self.draw_table(f, table, cx);
         self.draw_selected(f, detail, cx);
+        if rest.is_empty() {
+            return;
+        }
         let [live, chart] = if rest.width >= SIDE_BY_SIDE_WIDTH {
             Layout::horizontal([Constraint::Fill(3), Constraint::Fill(2)]).areas(rest)
         } else {
@@ -457,13 +477,13 @@ impl OverviewView {
         let datasets = vec![
             Dataset::default()
                 .name("queued jobs")
-                .marker(symbols::Marker::Braille)
+                .marker(th.marker())
                 .graph_type(GraphType::Line)
                 .style(th.series_a())
                 .data(&q),
             Dataset::default()
                 .name("live runners")
-                .marker(symbols::Marker::Braille)
+                .marker(th.marker())
                 .graph_type(GraphType::Line)
                 .style(th.series_b())
                 .data(&l),

@@ -6,7 +6,7 @@ use super::*;
 use crate::store::{SqliteStore, Store};
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
-use crossterm::event::KeyCode;
+use crossterm::event::{KeyCode, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -77,7 +77,7 @@ fn coordinator_store() -> SqliteStore {
 
 fn app_of(s: &SqliteStore) -> App {
     let snap = Snapshot::load(s, NOW).unwrap().with_pool(Some(s)).unwrap();
-    App::new(snap, Theme { color: false })
+    App::new(snap, Theme::PLAIN)
 }
 
 fn screen(app: &App, w: u16, h: u16) -> String {
@@ -97,7 +97,7 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 fn the_pool_pane_against_its_golden_buffers() {
     let s = coordinator_store();
     let mut app = app_of(&s);
-    app.key(KeyCode::Char('4').into());
+    app.key(KeyCode::Char('7').into());
     assert_eq!(app.pane, Pane::Pool);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/tui");
     let update = std::env::var_os("RUNNER_MANAGER_UPDATE_GOLDEN").is_some();
@@ -130,16 +130,16 @@ fn the_pane_is_shown_only_when_the_store_has_coordinator_hosts() {
     plain.host_or_create().unwrap();
     let mut app = app_of(&plain);
     assert!(app.snap.pool.is_none());
-    assert_eq!(Pane::shown(&app.snap).len(), 3);
-    app.key(KeyCode::Char('4').into());
-    assert_eq!(app.pane, Pane::Overview, "4 does nothing without a pool");
+    assert_eq!(Pane::shown(&app.snap).len(), 6);
+    app.key(KeyCode::Char('7').into());
+    assert_eq!(app.pane, Pane::Overview, "7 does nothing without a pool");
     app.key(KeyCode::BackTab.into());
-    assert_eq!(app.pane, Pane::Pictures, "Tab cycles past no Pool pane");
+    assert_eq!(app.pane, Pane::Settings, "Tab cycles past no Pool pane");
     assert!(!screen(&app, 80, 24).contains("Pool"));
 
     let s = coordinator_store();
     let mut app = app_of(&s);
-    assert!(screen(&app, 80, 24).contains("4 Pool"));
+    assert!(screen(&app, 80, 24).contains("7 Pool"));
     app.key(KeyCode::BackTab.into());
     assert_eq!(app.pane, Pane::Pool);
     // Lease rows move with j/k, clamped at the ends.
@@ -153,4 +153,34 @@ fn the_pane_is_shown_only_when_the_store_has_coordinator_hosts() {
         .unwrap();
     app.set_snapshot(snap);
     assert_eq!(app.pane, Pane::Overview);
+}
+
+#[test]
+fn a_click_on_a_tab_opens_its_pane_and_the_wheel_moves_the_selection() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let s = coordinator_store();
+    let mut app = app_of(&s);
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let drawn = screen(&app, 80, 24);
+    let tabs = drawn.lines().nth(1).unwrap();
+    let at = |word: &str| tabs[..tabs.find(word).unwrap()].chars().count() as u16;
+    let click = |column, row| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // Every tab, clicked where the frame drew its title, opens its pane.
+    for pane in Pane::ALL {
+        app.mouse(click(at(pane.title()), 1), area);
+        assert_eq!(app.pane, pane, "clicked {:?} in {tabs:?}", pane.title());
+    }
+    let wheel = MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        column: 10,
+        row: 10,
+        modifiers: KeyModifiers::NONE,
+    };
+    app.mouse(wheel, area);
+    assert_eq!(app.pool.index, 1, "the wheel moves as j does");
 }

@@ -1,5 +1,6 @@
-//! The real terminal: raw mode and the alternate screen, the event loop, and putting
-//! the terminal back on every way out (quit, error, panic, SIGTERM/SIGHUP/SIGINT).
+//! The real terminal: raw mode, the alternate screen and mouse capture, the event
+//! loop, the clipboard (OSC 52), and putting the terminal back on every way out (quit,
+//! error, panic, SIGTERM/SIGHUP/SIGINT).
 //!
 //! The loop is synchronous and sleeps in `select!` over two channels: keys from an
 //! input thread, and a 1 s `tick` that reloads the store (only when its
@@ -14,12 +15,12 @@ use super::ui;
 use crate::store::{Store, StoreError};
 use crate::timefmt::{Millis, now_millis};
 use crossbeam_channel::{Receiver, select, tick, unbounded};
-use crossterm::event::{self, Event, KeyEventKind};
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind};
 use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute, terminal};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use std::io::{self, IsTerminal, Stdout};
+use std::io::{self, IsTerminal, Stdout, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,6 +77,7 @@ impl From<StoreError> for TuiError {
 /// Puts the terminal back as it was. Safe to call more than once, and from the panic
 /// hook: each step is attempted even if one fails.
 fn restore() {
+    let _ = execute!(io::stdout(), DisableMouseCapture);
     let _ = terminal::disable_raw_mode();
     let _ = execute!(io::stdout(), LeaveAlternateScreen, cursor::Show);
 }
@@ -89,7 +91,12 @@ impl Guard {
         terminal::enable_raw_mode()?;
         // From here on any failure must restore: the guard exists, so drop does it.
         let g = Guard;
-        execute!(io::stdout(), EnterAlternateScreen, cursor::Hide)?;
+        execute!(
+            io::stdout(),
+            EnterAlternateScreen,
+            cursor::Hide,
+            EnableMouseCapture
+        )?;
         Ok(g)
     }
 }
@@ -194,6 +201,10 @@ fn event_loop(
         let request = select! {
             recv(keys) -> ev => match ev {
                 Ok(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
+                Ok(Ok(Event::Mouse(m))) => {
+                    let size = term.size()?;
+                    app.mouse(m, ratatui::layout::Rect::new(0, 0, size.width, size.height))
+                }
                 // A resize redraws at the new size on the next pass; so does anything else.
                 Ok(Ok(_)) => Request::None,
                 Ok(Err(e)) => return Err(e.into()),
@@ -255,6 +266,15 @@ fn perform_in(
         }
         Request::LoadLog(_) => load_detail(app, stores.main, state_dir),
         Request::LoadFullLog(id) => load_full_log(app, id, state_dir),
+        Request::Copy(text) => copy(&text),
+        Request::CopyLogPath(id) => {
+            let path = crate::runner::attempt_log(state_dir, id);
+            copy(&path.display().to_string());
+            app.message = Some(super::app::Message {
+                text: format!("copied: {}", path.display()),
+                error: false,
+            });
+        }
         Request::Run(action) => {
             let done = actions::apply(stores.main, &action);
             app.done(done);
@@ -262,6 +282,24 @@ fn perform_in(
         }
     }
     false
+}
+
+/// The OSC 52 sequence that puts `text` on the terminal's clipboard (tmux and most
+/// terminal emulators take it; over ssh too, which is where `top` mostly runs).
+pub fn osc52(text: &str) -> String {
+    use base64::Engine;
+    format!(
+        "\x1b]52;c;{}\x07",
+        base64::engine::general_purpose::STANDARD.encode(text)
+    )
+}
+
+/// Writes [`osc52`] to the terminal. Only what the operator selected is ever copied,
+/// and nothing `top` shows is a secret.
+fn copy(text: &str) {
+    let mut out = io::stdout();
+    let _ = out.write_all(osc52(text).as_bytes());
+    let _ = out.flush();
 }
 
 /// Reads the store again if another connection committed since the last read (or when

@@ -6,23 +6,36 @@ use super::app::{App, Component, Ctx, Pane};
 use super::overlay;
 use crate::timefmt::format_rfc3339;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Tabs};
 
-pub fn draw(f: &mut Frame, app: &App) {
-    let cx = Ctx {
-        snap: &app.snap,
-        theme: app.theme,
-    };
-    let th = &cx.theme;
-    let [head, tabs, body, status] = Layout::vertical([
+/// The frame's rows: header, tabs, the pane, the status line (mouse clicks are
+/// placed by the same split).
+pub fn areas(area: Rect) -> [Rect; 4] {
+    Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Fill(1),
         Constraint::Length(1),
     ])
-    .areas(f.area());
+    .areas(area)
+}
+
+pub fn draw(f: &mut Frame, app: &App) {
+    draw_all(f, app);
+    if app.theme.ascii {
+        super::theme::asciify(f.buffer_mut());
+    }
+}
+
+fn draw_all(f: &mut Frame, app: &App) {
+    let cx = Ctx {
+        snap: &app.snap,
+        theme: app.theme,
+    };
+    let th = &cx.theme;
+    let [head, tabs, body, status] = areas(f.area());
     let snap = &app.snap;
     let daemon = if snap.daemon_alive() {
         Span::styled("daemon up", th.good())
@@ -47,14 +60,11 @@ pub fn draw(f: &mut Frame, app: &App) {
     f.render_widget(Paragraph::new(left), hl);
     f.render_widget(Paragraph::new(Span::styled(clock, th.quiet())), hr);
     let shown = Pane::shown(snap);
-    let titles: Vec<String> = shown
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("{} {}", i + 1, p.title()))
-        .collect();
+    let titles = super::app::tab_titles(shown);
     let selected = shown.iter().position(|p| *p == app.pane).unwrap_or(0);
     f.render_widget(
         Tabs::new(titles)
+            .padding(" ", "")
             .select(selected)
             .highlight_style(th.selected()),
         tabs,
@@ -64,12 +74,18 @@ pub fn draw(f: &mut Frame, app: &App) {
         (None, Pane::Overview) => app.overview.draw(f, body, &cx),
         (None, Pane::Attempts) => app.attempts.draw(f, body, &cx),
         (None, Pane::Pictures) => app.pictures.draw(f, body, &cx),
+        (None, Pane::Runners) => app.runners.draw(f, body, &cx),
+        (None, Pane::Activity) => app.activity.draw(f, body, &cx),
+        (None, Pane::Settings) => app.settings.draw(f, body, &cx),
         (None, Pane::Pool) => app.pool.draw(f, body, &cx),
     }
     let line = match &app.message {
         Some(m) if m.error => Line::styled(m.text.clone(), th.bad()),
         Some(m) => Line::styled(m.text.clone(), th.good()),
         None if app.attempts.editing => Line::raw("filter: type words · Enter keep · Esc clear"),
+        None if app.settings.edit.is_some() => {
+            Line::raw("type the value · Enter sets it (checked first) · Esc leaves it")
+        }
         None if app.detail.as_ref().is_some_and(|d| d.full.is_some()) => {
             Line::raw("j/k PgUp/PgDn scroll · g top · G end · r read again · Esc back · q quit")
         }
@@ -80,9 +96,23 @@ pub fn draw(f: &mut Frame, app: &App) {
         None if app.undo.is_some() => {
             Line::raw("u undo max · Tab panes · Enter detail · / filter · ? help · q quit")
         }
-        None => {
-            Line::raw("Tab panes · Enter detail · / filter · s sort · d drain · ? help · q quit")
-        }
+        // Each pane's own keys first; all of them under ?. Each fits 80 columns.
+        None => Line::raw(match app.pane {
+            Pane::Overview => {
+                "Tab panes · Enter attempts · e settings · n runners · a activity · ? help"
+            }
+            Pane::Attempts => {
+                "Enter detail · / filter · s sort · c copy id · d drain · ? help · q quit"
+            }
+            Pane::Pictures | Pane::Pool => {
+                "Tab panes · n runners · a activity · e settings · d drain · ? help · q quit"
+            }
+            Pane::Runners => {
+                "Enter our runner's attempt · c copy name · Tab panes · ? help · q quit"
+            }
+            Pane::Activity => "! problems only · Enter attempt · c copy the fix · ? help · q quit",
+            Pane::Settings => "Enter edit · c copy the set command · Tab panes · ? help · q quit",
+        }),
     };
     f.render_widget(Paragraph::new(line), status);
     if let Some(a) = &app.confirm {

@@ -168,6 +168,12 @@ fn status_json_shows_demand_limit_and_counts_while_running() {
         }
         ok
     });
+    // GitHub's runner list, read for the sweep, is published for top's Runners pane.
+    wait_until(SETTLE, "the runner list published for top", || {
+        runner_manager::daemon::runners_seen::read(&w.store(), "t")
+            .unwrap()
+            .is_some()
+    });
     let st = seen.unwrap();
     assert_eq!(st["daemon"]["running"], true, "{st:#}");
     assert_eq!(st["daemon"]["pid"], w.daemon_pid(), "{st:#}");

@@ -45,7 +45,7 @@ fn figure_render_time_with_200_live_attempts() {
         snap.live_total() >= 200,
         "the figure is about 200 live attempts"
     );
-    let mut app = App::new(snap, Theme { color: true });
+    let mut app = App::new(snap, Theme::FULL);
     for (pane, key) in [("overview", '1'), ("attempts", '2'), ("pictures", '3')] {
         app.key(crossterm::event::KeyEvent::from(
             crossterm::event::KeyCode::Char(key),

@@ -15,6 +15,10 @@ const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
 /// Scenes also drawn on a large terminal, which they lay out differently.
 const LARGE: [(&str, (u16, u16)); 1] = [("overview", (250, 70))];
 
+/// Scenes also drawn under `TERM=dumb` (and `NO_COLOR`), at 80×24: borders, the
+/// chart and the sparklines in ASCII.
+const ASCII: [&str; 4] = ["overview", "pictures", "runners", "detail"];
+
 fn press(app: &mut App, keys: &[KeyCode]) {
     for k in keys {
         app.key(KeyEvent::from(*k));
@@ -86,6 +90,30 @@ fn scenes() -> Vec<(&'static str, Setup)> {
             }),
         ),
         ("pictures", Box::new(|a: &mut App| press(a, &[Char('3')]))),
+        (
+            "runners",
+            Box::new(|a: &mut App| press(a, &[Char('n'), Char('j')])),
+        ),
+        ("activity", Box::new(|a: &mut App| press(a, &[Char('a')]))),
+        (
+            "activity-problems",
+            Box::new(|a: &mut App| press(a, &[Char('a'), Char('!'), Char('j')])),
+        ),
+        ("settings", Box::new(|a: &mut App| press(a, &[Char('e')]))),
+        (
+            "settings-refused",
+            Box::new(|a: &mut App| {
+                // max of linux set to a word: refused by the real edit path.
+                let (store, _) = seeded();
+                press(a, &[Char('e'), Char('j'), Char('j'), Char('j'), Enter]);
+                press(a, &[Backspace, Char('x')]);
+                let r = a.key(KeyEvent::from(Enter));
+                let Request::Run(action) = r else {
+                    panic!("{r:?}")
+                };
+                a.done(runner_manager::tui::actions::apply(&store, &action));
+            }),
+        ),
         ("help", Box::new(|a: &mut App| press(a, &[Char('?')]))),
         (
             "confirm-pause",
@@ -107,17 +135,22 @@ fn every_view_against_its_golden_buffer() {
         for (w, h) in SIZES.into_iter().chain(large) {
             let actual = screen(&a, w, h);
             let path = dir.join(format!("{name}-{w}x{h}.txt"));
-            if update {
-                std::fs::write(&path, &actual).unwrap();
-                continue;
-            }
-            let expected = std::fs::read_to_string(&path).unwrap_or_default();
-            if expected != actual {
-                failures.push(format!(
-                    "--- {}\n=== expected\n{expected}=== actual\n{actual}",
-                    path.display()
-                ));
-            }
+            check(&path, &actual, update, &mut failures);
+        }
+        if ASCII.contains(&name) {
+            let mut a = a;
+            a.theme = Theme {
+                color: false,
+                ascii: true,
+            };
+            let actual = screen(&a, 80, 24);
+            assert!(actual.is_ascii(), "{name} under TERM=dumb:\n{actual}");
+            check(
+                &dir.join(format!("{name}-ascii-80x24.txt")),
+                &actual,
+                update,
+                &mut failures,
+            );
         }
     }
     assert!(
@@ -126,6 +159,21 @@ fn every_view_against_its_golden_buffer() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Compares one golden buffer (or rewrites it).
+fn check(path: &std::path::Path, actual: &str, update: bool, failures: &mut Vec<String>) {
+    if update {
+        std::fs::write(path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    if expected != actual {
+        failures.push(format!(
+            "--- {}\n=== expected\n{expected}=== actual\n{actual}",
+            path.display()
+        ));
+    }
 }
 
 /// Narrow, short and odd sizes: nothing panics, and what fits is still drawn.
@@ -146,7 +194,7 @@ fn every_view_survives_small_and_odd_sizes() {
 fn no_color_draws_without_colours_but_keeps_the_selection_visible() {
     for (name, setup) in scenes() {
         let (_store, snap) = seeded();
-        let mut a = App::new(snap, Theme { color: false });
+        let mut a = App::new(snap, Theme::PLAIN);
         setup(&mut a);
         let buf = render(&a, 160, 48);
         let coloured = buf

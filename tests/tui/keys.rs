@@ -36,13 +36,26 @@ fn tab_and_hl_cycle_the_panes_and_numbers_jump() {
     ch(&mut a, 'l');
     assert_eq!(a.pane, Pane::Pictures);
     key(&mut a, KeyCode::Right);
+    assert_eq!(a.pane, Pane::Runners);
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.pane, Pane::Settings);
+    key(&mut a, KeyCode::Right);
     assert_eq!(a.pane, Pane::Overview, "wraps around");
     key(&mut a, KeyCode::BackTab);
-    assert_eq!(a.pane, Pane::Pictures);
+    assert_eq!(a.pane, Pane::Settings);
     ch(&mut a, 'h');
-    assert_eq!(a.pane, Pane::Attempts);
+    assert_eq!(a.pane, Pane::Activity);
     ch(&mut a, '1');
     assert_eq!(a.pane, Pane::Overview);
+    // The original's letters, where they do not clash with ours.
+    ch(&mut a, 'n');
+    assert_eq!(a.pane, Pane::Runners);
+    ch(&mut a, 'a');
+    assert_eq!(a.pane, Pane::Activity);
+    ch(&mut a, '4');
+    assert_eq!(a.pane, Pane::Runners);
+    assert_eq!(key(&mut a, KeyCode::F(5)), Request::Reload);
 }
 
 #[test]
@@ -326,19 +339,20 @@ fn plus_and_minus_both_apply_at_once_and_u_undoes() {
     assert!(a.confirm.is_some());
 }
 
-/// Issue 16, item 22: key 4 did nothing on a plain host and help listed it.
+/// Issue 16, item 22: the Pool's key did nothing on a plain host and help listed it.
 #[test]
-fn key_4_without_a_pool_says_why_and_help_does_not_list_it() {
+fn key_7_without_a_pool_says_why_and_help_does_not_list_it() {
     let (_s, snap) = seeded();
     let mut a = app(snap);
-    ch(&mut a, '4');
+    ch(&mut a, '7');
     assert_eq!(a.pane, Pane::Overview);
     let m = a.message.clone().unwrap();
     assert!(m.text.contains("coordinator"), "{m:?}");
     ch(&mut a, '?');
     let help = crate::support::screen(&a, 80, 24);
-    assert!(help.contains("1 2 3 "), "{help}");
-    assert!(!help.contains("1 2 3 4"), "{help}");
+    assert!(help.contains("1 … 6 "), "{help}");
+    assert!(!help.contains("1 … 7"), "{help}");
+    assert!(!help.contains(" Pool"), "{help}");
 }
 
 fn full(a: &App) -> &runner_manager::tui::detail::FullLog {

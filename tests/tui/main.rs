@@ -7,3 +7,4 @@ mod golden;
 mod keys;
 mod meters;
 mod support;
+mod views;

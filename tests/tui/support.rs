@@ -237,6 +237,30 @@ pub fn seed(store: &dyn Store) {
         Some((2 << 30, 150_000)),
     );
 
+    // GitHub's runner list for octo as the daemon published it 40 s ago (acme's not
+    // listed yet): two of ours with attempts, one of ours no attempt explains,
+    // another host's, and two foreign ones.
+    let gh = |id, name: &str, online, busy| runner_manager::domain::RegisteredRunner {
+        id,
+        name: name.into(),
+        online,
+        busy,
+        labels: vec!["self-hosted".into(), "linux".into(), "gpu".into()],
+    };
+    runner_manager::daemon::runners_seen::publish(
+        store,
+        "octo",
+        &[
+            gh(101, "rm-0123abcd-4", true, true),
+            gh(102, "rm-0123abcd-6", true, false),
+            gh(103, "rm-0123abcd-99", false, false),
+            gh(104, "rm-deadbeef-12", true, true),
+            gh(105, "build-box-1", false, true),
+            gh(106, "gpu-rig", true, false),
+        ],
+        NOW - 40_000,
+    )
+    .unwrap();
     store
         .put_target_status(&TargetStatus {
             target: "octo".into(),
@@ -346,7 +370,7 @@ pub fn load(store: &dyn Store) -> Snapshot {
 }
 
 pub fn app(snap: Snapshot) -> App {
-    App::new(snap, Theme { color: true })
+    App::new(snap, Theme::FULL)
 }
 
 /// Draws the app on a `w`×`h` test terminal.

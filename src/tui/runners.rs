@@ -1,0 +1,314 @@
+//! The Runners pane: every runner GitHub lists for each target, as the daemon last
+//! read the list (`daemon::runners_seen`; `top` never asks GitHub), each marked by
+//! whose it is: ours (this host's name, with its attempt), another runner-manager
+//! host's, or foreign (registered by something else), and busy, idle or offline.
+
+use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
+use super::columns::{self, Col};
+use super::fmt;
+use super::model::Snapshot;
+use crate::domain::{RegisteredRunner, parse_runner_name};
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Table, TableState};
+
+/// Whose a listed runner is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Whose {
+    /// This host's: its name carries this host's id; the attempt id it names.
+    Ours(i64),
+    /// Named as runner-manager names runners, for another host's id.
+    OtherHost,
+    /// Anything else: registered by hand, by another tool, by another autoscaler.
+    Foreign,
+}
+
+impl Whose {
+    /// From the runner's name alone (`rm-<host short id>-<attempt id>`).
+    pub fn of(host_id: &str, name: &str) -> Whose {
+        if let Some(id) = parse_runner_name(host_id, name) {
+            return Whose::Ours(id);
+        }
+        let mut parts = name.splitn(3, '-');
+        let other = parts.next() == Some("rm")
+            && parts
+                .next()
+                .is_some_and(|h| h.len() == 8 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+            && parts
+                .next()
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if other {
+            Whose::OtherHost
+        } else {
+            Whose::Foreign
+        }
+    }
+
+    pub fn word(self) -> String {
+        match self {
+            Whose::Ours(id) => format!("ours #{id}"),
+            Whose::OtherHost => "other host".into(),
+            Whose::Foreign => "foreign".into(),
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            Whose::Ours(_) => 0,
+            Whose::OtherHost => 1,
+            Whose::Foreign => 2,
+        }
+    }
+}
+
+/// What GitHub says the runner is doing.
+pub fn activity(r: &RegisteredRunner) -> &'static str {
+    match (r.online, r.busy) {
+        (false, _) => "offline",
+        (true, true) => "busy",
+        (true, false) => "idle",
+    }
+}
+
+/// One row: the target it is listed for, the runner, whose it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerRow<'a> {
+    pub target: &'a str,
+    pub runner: &'a RegisteredRunner,
+    pub whose: Whose,
+}
+
+/// Every listed runner, by target, then ours, other hosts', foreign, then name.
+pub fn rows(snap: &Snapshot) -> Vec<RunnerRow<'_>> {
+    let host_id = snap.host.as_ref().map_or("", |h| h.id.as_str());
+    let mut rows: Vec<RunnerRow> = snap
+        .targets
+        .iter()
+        .filter_map(|t| t.runners.as_ref().map(|s| (t.name.as_str(), s)))
+        .flat_map(|(target, seen)| {
+            seen.runners.iter().map(move |r| RunnerRow {
+                target,
+                runner: r,
+                whose: Whose::of(host_id, &r.name),
+            })
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.target, a.whose.rank(), &a.runner.name).cmp(&(b.target, b.whose.rank(), &b.runner.name))
+    });
+    rows
+}
+
+/// The Runners pane's own state: the selected runner, followed by target and name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunnersView {
+    pub index: usize,
+    /// (target, runner name) of the selection.
+    pub selected: Option<(String, String)>,
+}
+
+impl RunnersView {
+    /// Keeps the selection on its runner across refreshes (by target and name).
+    pub fn follow(&mut self, snap: &Snapshot) {
+        let rows = rows(snap);
+        if let Some((t, n)) = &self.selected
+            && let Some(i) = rows
+                .iter()
+                .position(|r| r.target == t && &r.runner.name == n)
+        {
+            self.index = i;
+        }
+        self.index = self.index.min(rows.len().saturating_sub(1));
+        self.remember(&rows);
+    }
+
+    fn remember(&mut self, rows: &[RunnerRow]) {
+        self.selected = rows
+            .get(self.index)
+            .map(|r| (r.target.to_string(), r.runner.name.clone()));
+    }
+
+    /// The selected runner's name, for `c`.
+    pub fn copy_text(&self) -> Option<String> {
+        self.selected.as_ref().map(|(_, n)| n.clone())
+    }
+
+    /// A click on the `row`th line of the pane (0: its top border).
+    pub fn click(&mut self, row: u16, height: u16, snap: &Snapshot) {
+        let rows = rows(snap);
+        if let Some(i) = clicked(row, height, self.index, rows.len()) {
+            self.index = i;
+            self.remember(&rows);
+        }
+    }
+}
+
+/// The first row shown of a table `height` lines high (border and header
+/// included) with `index` selected: the selection stays in view.
+pub fn first_shown(index: usize, height: u16) -> usize {
+    let body = height.saturating_sub(3).max(1) as usize;
+    (index + 1).saturating_sub(body)
+}
+
+/// Which row of such a table a click on its `row`th line selects, if any.
+pub fn clicked(row: u16, height: u16, index: usize, len: usize) -> Option<usize> {
+    let body = row.checked_sub(2)? as usize;
+    if body >= height.saturating_sub(3) as usize {
+        return None;
+    }
+    let i = first_shown(index, height) + body;
+    (i < len).then_some(i)
+}
+
+impl Component for RunnersView {
+    fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
+        let rows = rows(snap);
+        if let Some(by) = movement(&key, 10) {
+            self.index = step_index(self.index, by, rows.len());
+            self.remember(&rows);
+            return Handled::Yes;
+        }
+        match key.code {
+            KeyCode::Enter | KeyCode::Char('o') => match rows.get(self.index).map(|r| r.whose) {
+                Some(Whose::Ours(id)) if snap.attempt(id).is_some() => {
+                    Handled::Then(Effect::OpenDetail(id))
+                }
+                _ => Handled::Yes,
+            },
+            _ => Handled::No,
+        }
+    }
+
+    fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
+        let (snap, th) = (cx.snap, &cx.theme);
+        let rows = rows(snap);
+        let cols = [
+            Col::shrink("TARGET", 6),
+            Col::shrink("NAME", 12).keep(2),
+            Col::fixed("WHOSE"),
+            Col::fixed("STATUS"),
+            Col::fixed("ATTEMPT"),
+            Col::grow("LABELS", 8),
+        ];
+        let height = area.height.saturating_sub(3) as usize;
+        let first = first_shown(self.index, area.height);
+        let cells: Vec<Vec<Span>> = rows
+            .iter()
+            .skip(first)
+            .take(height)
+            .map(|r| {
+                let whose = match r.whose {
+                    Whose::Ours(_) => Span::styled(r.whose.word(), th.good()),
+                    Whose::OtherHost => Span::raw(r.whose.word()),
+                    Whose::Foreign => Span::styled(r.whose.word(), th.waiting()),
+                };
+                let word = activity(r.runner);
+                let status = match word {
+                    "busy" => Span::styled(word, th.working()),
+                    "idle" => Span::styled(word, th.good()),
+                    _ => Span::styled(word, th.quiet()),
+                };
+                // Our runner's attempt as the store has it: its state, or gone.
+                let attempt = match r.whose {
+                    Whose::Ours(id) => match snap.attempt(id) {
+                        Some(a) => Span::styled(a.state_word(), th.state(a.state)),
+                        None => Span::styled("unknown", th.bad()),
+                    },
+                    _ => Span::raw("-"),
+                };
+                vec![
+                    Span::raw(r.target.to_string()),
+                    Span::raw(r.runner.name.clone()),
+                    whose,
+                    status,
+                    attempt,
+                    Span::raw(r.runner.labels.join(",")),
+                ]
+            })
+            .collect();
+        let (header, body, widths) = columns::table(&cols, cells, area.width.saturating_sub(2));
+        let ours = rows
+            .iter()
+            .filter(|r| matches!(r.whose, Whose::Ours(_)))
+            .count();
+        let busy = rows.iter().filter(|r| activity(r.runner) == "busy").count();
+        let mut title = vec![Span::raw(format!(
+            " Runners: {} listed, {ours} ours, {busy} busy ",
+            rows.len()
+        ))];
+        // When each target's list was read: the view is as fresh as the oldest.
+        for t in &snap.targets {
+            let when = match &t.runners {
+                Some(s) => format!("{} read {} ago ", t.name, fmt::age(snap.now - s.at)),
+                None => format!("{} not listed yet ", t.name),
+            };
+            title.push(Span::styled(format!("· {when}"), th.quiet()));
+        }
+        let empty = rows.is_empty();
+        let mut table = Table::new(body, widths)
+            .header(header.style(th.header()))
+            .row_highlight_style(th.selected())
+            .block(th.block().title(Line::from(title)));
+        if empty {
+            table = table.footer(ratatui::widgets::Row::new([Span::styled(
+                "no list yet: the daemon lists each target's runners every few minutes",
+                th.quiet(),
+            )]));
+        }
+        let selected = (!empty).then_some(self.index - first);
+        let mut state = TableState::default().with_selected(selected);
+        f.render_stateful_widget(table, area, &mut state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runner_is_ours_by_this_hosts_id_else_another_hosts_or_foreign() {
+        let host = "0123abcd89ef4567";
+        assert_eq!(Whose::of(host, "rm-0123abcd-12"), Whose::Ours(12));
+        assert_eq!(Whose::of(host, "rm-deadbeef-3"), Whose::OtherHost);
+        assert_eq!(Whose::of(host, "rm-0123abcd-x"), Whose::Foreign);
+        assert_eq!(Whose::of(host, "build-box-1"), Whose::Foreign);
+        assert_eq!(Whose::of(host, "rm-short-1"), Whose::Foreign);
+    }
+
+    #[test]
+    fn busy_idle_offline() {
+        let mut r = RegisteredRunner {
+            id: 1,
+            name: "x".into(),
+            online: true,
+            busy: true,
+            labels: vec![],
+        };
+        assert_eq!(activity(&r), "busy");
+        r.busy = false;
+        assert_eq!(activity(&r), "idle");
+        r.online = false;
+        r.busy = true;
+        assert_eq!(
+            activity(&r),
+            "offline",
+            "GitHub's busy flag lingers offline"
+        );
+    }
+
+    #[test]
+    fn a_click_selects_the_row_under_it_in_the_window_shown() {
+        // 10 lines: border, header, 7 rows, border.
+        assert_eq!(clicked(0, 10, 0, 20), None, "the border");
+        assert_eq!(clicked(1, 10, 0, 20), None, "the header");
+        assert_eq!(clicked(2, 10, 0, 20), Some(0));
+        assert_eq!(clicked(8, 10, 0, 20), Some(6));
+        assert_eq!(clicked(9, 10, 0, 20), None, "the bottom border");
+        assert_eq!(clicked(4, 10, 0, 1), None, "below the last row");
+        // Scrolled: row 10 selected, rows 4..=10 shown.
+        assert_eq!(first_shown(10, 10), 4);
+        assert_eq!(clicked(2, 10, 10, 20), Some(4));
+    }
+}

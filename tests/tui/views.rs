@@ -1,0 +1,265 @@
+//! The Runners, Activity and Settings panes as state changes: what they list from the
+//! seeded store, where Enter and `c` lead, and settings edited through the real store
+//! (a refused value writes nothing and stays in the editor with why).
+
+use crate::support::{NOW, app, seeded};
+use crossterm::event::{KeyCode, KeyEvent};
+use runner_manager::store::Store;
+use runner_manager::tui::activity::{self, Level};
+use runner_manager::tui::runners::{self, Whose};
+use runner_manager::tui::terminal::perform;
+use runner_manager::tui::{App, Pane, Request};
+use std::path::Path;
+
+fn key(app: &mut App, code: KeyCode) -> Request {
+    app.key(KeyEvent::from(code))
+}
+
+fn typed(app: &mut App, text: &str) {
+    for c in text.chars() {
+        key(app, KeyCode::Char(c));
+    }
+}
+
+fn run(a: &mut App, store: &dyn Store, r: Request) {
+    assert!(!perform(a, store, Path::new("/nonexistent"), r, NOW));
+}
+
+#[test]
+fn runners_lists_githubs_runners_ours_first_and_opens_ours() {
+    let (_s, snap) = seeded();
+    let rows = runners::rows(&snap);
+    let got: Vec<(&str, Whose, &str)> = rows
+        .iter()
+        .map(|r| (r.runner.name.as_str(), r.whose, runners::activity(r.runner)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("rm-0123abcd-4", Whose::Ours(4), "busy"),
+            ("rm-0123abcd-6", Whose::Ours(6), "idle"),
+            ("rm-0123abcd-99", Whose::Ours(99), "offline"),
+            ("rm-deadbeef-12", Whose::OtherHost, "busy"),
+            ("build-box-1", Whose::Foreign, "offline"),
+            ("gpu-rig", Whose::Foreign, "idle"),
+        ]
+    );
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('n'));
+    assert_eq!(a.pane, Pane::Runners);
+    assert_eq!(
+        key(&mut a, KeyCode::Char('c')),
+        Request::Copy("rm-0123abcd-4".into())
+    );
+    // Enter (or o) on ours opens its attempt.
+    assert_eq!(key(&mut a, KeyCode::Char('o')), Request::LoadLog(4));
+    key(&mut a, KeyCode::Esc);
+    // No attempt 99 in the store, and a foreign runner has none: Enter stays put.
+    key(&mut a, KeyCode::Char('j'));
+    key(&mut a, KeyCode::Char('j'));
+    assert_eq!(key(&mut a, KeyCode::Enter), Request::None);
+    assert!(a.detail.is_none());
+    key(&mut a, KeyCode::End);
+    assert_eq!(a.runners.selected, Some(("octo".into(), "gpu-rig".into())));
+}
+
+#[test]
+fn activity_puts_standing_errors_first_each_with_its_fix() {
+    let (_s, snap) = seeded();
+    let ev = activity::events(&snap);
+    let first = &ev[0];
+    assert_eq!((first.at, first.level), (None, Level::Error));
+    let acme = ev
+        .iter()
+        .find(|e| e.subject == "target acme")
+        .expect("acme's last error");
+    assert_eq!(
+        acme.remedy.as_deref(),
+        Some("runner-manager target check acme")
+    );
+    // mac's scale set session is another owner's: a warning, with where to look.
+    assert!(
+        ev.iter().any(|e| e.subject == "profile mac"
+            && e.level == Level::Warn
+            && e.text.contains("conflict")),
+        "{ev:?}"
+    );
+    // Every error and warning names its fix; news does not.
+    for e in &ev {
+        assert_eq!(e.remedy.is_some(), e.level != Level::Info, "{e:?}");
+    }
+    // Events are newest first after the standing conditions.
+    let times: Vec<i64> = ev.iter().filter_map(|e| e.at).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    let failed = ev
+        .iter()
+        .find(|e| e.subject == "#2 linux" && e.level == Level::Error)
+        .expect("attempt 2 failed");
+    assert!(
+        failed
+            .remedy
+            .as_ref()
+            .unwrap()
+            .contains("bootstrap_timeout")
+    );
+
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('a'));
+    assert_eq!(a.pane, Pane::Activity);
+    let all = a.activity.shown(&a.snap).len();
+    key(&mut a, KeyCode::Char('!'));
+    let problems = a.activity.shown(&a.snap);
+    assert!(problems.len() < all && problems.iter().all(|e| e.level != Level::Info));
+    assert_eq!(
+        key(&mut a, KeyCode::Char('c')),
+        Request::Copy(problems[0].remedy.clone().unwrap())
+    );
+}
+
+#[test]
+fn a_profile_setting_is_edited_in_place_and_a_bad_value_writes_nothing() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    // e on the selected profile (linux) opens its settings.
+    key(&mut a, KeyCode::Char('e'));
+    assert_eq!(a.pane, Pane::Settings);
+    let max_row = runner_manager::tui::settings::settings(&a.snap)
+        .iter()
+        .position(|s| s.key == "max" && s.scope.word() == "profile linux")
+        .unwrap();
+    while a.settings.index < max_row {
+        key(&mut a, KeyCode::Char('j'));
+    }
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.settings.edit.as_ref().unwrap().input, "4");
+    // q, n and digits are typed into the value, not taken as keys.
+    key(&mut a, KeyCode::Backspace);
+    typed(&mut a, "q");
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    let e = a.settings.edit.as_ref().expect("refused: the editor stays");
+    assert!(e.error.as_ref().unwrap().contains("max"), "{e:?}");
+    assert_eq!(
+        store.profile("linux").unwrap().max_capacity,
+        4,
+        "nothing written"
+    );
+    let drawn = crate::support::screen(&a, 100, 30);
+    assert!(drawn.contains("refused, nothing written"), "{drawn}");
+
+    key(&mut a, KeyCode::Backspace);
+    typed(&mut a, "6");
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    assert_eq!(a.settings.edit, None);
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 6);
+    assert!(!a.message.as_ref().unwrap().error);
+    // Another edit meanwhile: refused as stale, the editor then shows the value now
+    // and its revision, and Enter again sets it knowingly.
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Backspace);
+    typed(&mut a, "5");
+    let mut p = store.profile("linux").unwrap();
+    p.max_capacity = 3;
+    store.update_profile(&p, p.revision).unwrap();
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    let e = a.settings.edit.as_ref().expect("stale: the editor stays");
+    assert!(e.error.as_ref().unwrap().contains("another edit"), "{e:?}");
+    assert_eq!((e.setting.value.as_str(), e.input.as_str()), ("3", "5"));
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    assert_eq!(a.settings.edit, None);
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 5);
+    // Esc leaves an edit without writing.
+    key(&mut a, KeyCode::Enter);
+    typed(&mut a, "9");
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.settings.edit, None);
+    assert_eq!(store.profile("linux").unwrap().max_capacity, 5);
+}
+
+#[test]
+fn a_host_setting_goes_through_host_sets_checks() {
+    let (store, snap) = seeded();
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('6'));
+    assert_eq!(a.pane, Pane::Settings);
+    assert_eq!(
+        key(&mut a, KeyCode::Char('c')),
+        Request::Copy("runner-manager host set capacity=8".into())
+    );
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Backspace);
+    typed(&mut a, "0");
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    assert!(a.settings.edit.as_ref().unwrap().error.is_some());
+    assert_eq!(store.host().unwrap().unwrap().capacity, 8);
+    key(&mut a, KeyCode::Backspace);
+    typed(&mut a, "12");
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    assert_eq!(a.settings.edit, None);
+    assert_eq!(store.host().unwrap().unwrap().capacity, 12);
+    // isolation=uids without runner_uids: refused as host set refuses it.
+    key(&mut a, KeyCode::Char('j'));
+    key(&mut a, KeyCode::Char('j'));
+    key(&mut a, KeyCode::Enter);
+    for _ in 0..10 {
+        key(&mut a, KeyCode::Backspace);
+    }
+    typed(&mut a, "uids");
+    let r = key(&mut a, KeyCode::Enter);
+    run(&mut a, &store, r);
+    let why = a.settings.edit.as_ref().unwrap().error.clone().unwrap();
+    assert!(why.contains("runner_uids"), "{why}");
+}
+
+#[test]
+fn c_copies_the_selected_attempt_and_in_the_detail_its_log_path() {
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('2'));
+    let id = a.attempts.selected.unwrap();
+    assert_eq!(
+        key(&mut a, KeyCode::Char('c')),
+        Request::Copy(id.to_string())
+    );
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(key(&mut a, KeyCode::Char('c')), Request::CopyLogPath(id));
+    let osc = runner_manager::tui::terminal::osc52("rm-0123abcd-4");
+    assert_eq!(osc, "\x1b]52;c;cm0tMDEyM2FiY2QtNA==\x07");
+}
+
+#[test]
+fn a_click_selects_the_row_under_it_in_the_overview_and_the_attempts() {
+    use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    let area = ratatui::layout::Rect::new(0, 0, 80, 24);
+    let click = |row| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: 5,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // Where the frame drew each profile's row, a click selects that profile.
+    let drawn = crate::support::screen(&a, 80, 24);
+    for name in ["mac", "arm", "linux"] {
+        let row = drawn
+            .lines()
+            .position(|l| l.starts_with(&format!("│{name} ")))
+            .unwrap();
+        a.mouse(click(row as u16), area);
+        assert_eq!(a.overview.selected.as_deref(), Some(name), "{drawn}");
+    }
+    // A click on the header or a border selects nothing new.
+    a.mouse(click(3), area);
+    assert_eq!(a.overview.selected.as_deref(), Some("linux"));
+    key(&mut a, KeyCode::Char('2'));
+    let drawn = crate::support::screen(&a, 80, 24);
+    let row = drawn.lines().position(|l| l.starts_with("│3 ")).unwrap();
+    a.mouse(click(row as u16), area);
+    assert_eq!(a.attempts.selected, Some(3));
+}
