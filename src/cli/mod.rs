@@ -16,6 +16,7 @@ mod service;
 pub mod spec;
 mod targets;
 mod top;
+mod update;
 
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -38,6 +39,9 @@ pub enum CliError {
     Failed(String),
     /// Stopped by the user (Ctrl-C, SIGINT, SIGTERM): exit 130, as a shell reports it.
     Interrupted(String),
+    /// A documented outcome with its own exit code (the daemon's handover, 75;
+    /// `update` on a package's binary, 77).
+    Exit(i32, String),
 }
 
 impl CliError {
@@ -51,6 +55,7 @@ impl CliError {
             CliError::Store(StoreError::NotFound { .. } | StoreError::Exists { .. }) => 2,
             CliError::Store(_) | CliError::Failed(_) => 1,
             CliError::Interrupted(_) => 130,
+            CliError::Exit(code, _) => *code,
         }
     }
 }
@@ -58,7 +63,10 @@ impl CliError {
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CliError::Usage(m) | CliError::Failed(m) | CliError::Interrupted(m) => f.write_str(m),
+            CliError::Usage(m)
+            | CliError::Failed(m)
+            | CliError::Interrupted(m)
+            | CliError::Exit(_, m) => f.write_str(m),
             CliError::Invalid(i) => write!(f, "{i}"),
             CliError::Store(e) => write!(f, "{e}"),
         }
@@ -262,6 +270,7 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["drain"] => run::drain(inv, store, &mut out)?,
         ["top"] => top::top(store, dir)?,
         ["runner", "install"] => install::run(inv, store, dir)?,
+        ["update"] => update::run(inv, store, &mut out)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",
