@@ -20,6 +20,7 @@ mod daemon {
     mod runner_faults;
     mod runner_update;
     mod scaleset;
+    mod self_update;
     mod signals;
     mod systemd;
 }
