@@ -752,6 +752,8 @@ mod update {
         pub done: usize,
         /// Milliseconds from each `update` to its daemon's exit.
         pub took_ms: Vec<u128>,
+        /// Milliseconds the `update` command itself took (copy, verify, probe, rename).
+        pub update_ms: Vec<u128>,
         pub violations: Vec<String>,
     }
 
@@ -760,7 +762,10 @@ mod update {
         pub fn start(&mut self, w: &runner_manager::demo::World, pid: u32) {
             let at = Instant::now();
             match cli(&w.binary, &w.state_dir, &["update"]) {
-                Ok(o) if o.status.success() => self.started = Some((at, pid)),
+                Ok(o) if o.status.success() => {
+                    self.update_ms.push(at.elapsed().as_millis());
+                    self.started = Some((at, pid));
+                }
                 Ok(o) => {
                     self.violations.push(format!(
                         "update {}: {}",
@@ -799,15 +804,22 @@ mod update {
         }
 
         pub fn figures(&self) -> String {
-            let mut t = self.took_ms.clone();
-            t.sort_unstable();
-            match (t.first(), t.get(t.len().saturating_sub(1) / 2), t.last()) {
-                (Some(min), Some(p50), Some(max)) => format!(
-                    "handovers: {} updates, update -> daemon exit 75: min {min} ms, p50 {p50} ms, max {max} ms",
-                    t.len()
-                ),
-                _ => "handovers: none completed".to_string(),
+            fn spread(v: &[u128]) -> String {
+                let mut t = v.to_vec();
+                t.sort_unstable();
+                match (t.first(), t.get(t.len().saturating_sub(1) / 2), t.last()) {
+                    (Some(min), Some(p50), Some(max)) => {
+                        format!("min {min} ms, p50 {p50} ms, max {max} ms")
+                    }
+                    _ => "none".to_string(),
+                }
             }
+            format!(
+                "handovers: {} updates; the update command {}; update -> daemon exit 75 {}",
+                self.took_ms.len(),
+                spread(&self.update_ms),
+                spread(&self.took_ms)
+            )
         }
     }
 }

@@ -228,7 +228,12 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     loop {
         if handover_due && drain.is_none() {
             handover_due = false;
-            if let Some(version) = requested(store.kv_get(KV_HANDOVER)?.as_deref(), process_start) {
+            // An unreadable request is read again when the store next changes.
+            let request = store.kv_get(KV_HANDOVER).unwrap_or_else(|e| {
+                log_warn!("handover_not_read", error = e);
+                None
+            });
+            if let Some(version) = requested(request.as_deref(), process_start) {
                 // As SIGTERM, without STOPPING=1: systemd is to restart the unit, not
                 // stop it.
                 log_info!(
