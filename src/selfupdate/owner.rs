@@ -64,6 +64,22 @@ pub fn judge(f: &Facts) -> Verdict {
             "{path} is managed by {by}: update runner-manager through {by}"
         ));
     }
+    // `cargo install` tracks its binaries (~/.cargo/bin), and a build in a checkout
+    // (target/debug, target/release) is the next `cargo build`'s to replace.
+    let parts: Vec<&str> = f.path.iter().filter_map(|p| p.to_str()).collect();
+    if parts.windows(2).any(|w| w == [".cargo", "bin"]) {
+        return Verdict::Managed(format!(
+            "{path} was installed by cargo: update it with cargo install --force runner-manager"
+        ));
+    }
+    if parts
+        .windows(2)
+        .any(|w| w[0] == "target" && (w[1] == "debug" || w[1] == "release"))
+    {
+        return Verdict::Managed(format!(
+            "{path} is a cargo build in a checkout: rebuild it there (git pull, cargo build)"
+        ));
+    }
     if let Query::Owned(pkg) = &f.dpkg {
         return Verdict::Managed(format!(
             "{path} belongs to the dpkg package {pkg}: update it with apt (apt install --only-upgrade {pkg})"
@@ -205,6 +221,18 @@ mod tests {
             Query::Absent,
         ));
         assert!(managed(&v).contains("nix"), "{v:?}");
+        let v = judge(&facts(
+            "/home/ci/.cargo/bin/runner-manager",
+            Query::NotOwned,
+            Query::Absent,
+        ));
+        assert!(managed(&v).contains("cargo install"), "{v:?}");
+        let v = judge(&facts(
+            "/home/ci/src/runner-manager/target/release/runner-manager",
+            Query::NotOwned,
+            Query::Absent,
+        ));
+        assert!(managed(&v).contains("cargo build in a checkout"), "{v:?}");
     }
 
     #[test]
