@@ -235,7 +235,9 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
             });
             if let Some(version) = requested(request.as_deref(), process_start) {
                 // As SIGTERM, without STOPPING=1: systemd is to restart the unit, not
-                // stop it.
+                // stop it. Starts stop before the log says so.
+                shared.stopping.store(true, Ordering::SeqCst);
+                shared.tell_all(LoopMsg::Wake);
                 log_info!(
                     "draining",
                     reason = "handover",
@@ -243,8 +245,6 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
                     timeout_secs = opts.drain_timeout.as_secs()
                 );
                 notify::notify(&format!("STATUS=handing over to runner-manager {version}"));
-                shared.stopping.store(true, Ordering::SeqCst);
-                shared.tell_all(LoopMsg::Wake);
                 drain = Some((
                     Drain::Handover,
                     std::time::Instant::now() + opts.drain_timeout,

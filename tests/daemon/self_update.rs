@@ -87,9 +87,10 @@ fn leftovers(bin: &Path) -> Vec<String> {
 
 #[test]
 fn update_mid_stream_hands_the_daemon_over_and_loses_no_job() {
-    let mut w = World::new("selfupdate", 2);
+    let mut w = World::new("selfupdate", 3);
     w.add_target("t", "acme/app", true);
     w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(2).idle_timeout(60));
+    w.add_profile(ProfileSpec::new("q", "t", &["q"]).max(1).idle_timeout(60));
     let bin = installed_copy(&w.dir);
     let (rel, new_bytes) = release_dir(&w.dir, "99.0.0", None);
     w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
@@ -114,6 +115,12 @@ fn update_mid_stream_hands_the_daemon_over_and_loses_no_job() {
     assert_eq!(std::fs::read(&bin).unwrap(), new_bytes);
     assert!(leftovers(&bin).is_empty(), "{:?}", leftovers(&bin));
 
+    // A job queued once the daemon drains is left for the next daemon: only a new
+    // runner of `q`, for which the host has room, could take it.
+    wait_until(SETTLE, "the handover drain", || {
+        w.daemon_logs().contains("reason=handover")
+    });
+    let late = w.enqueue("acme/app", "late", &["q"], 500);
     let mut status = None;
     wait_until(SETTLE, "the daemon to drain and exit", || {
         status = w.daemon_exited();
@@ -121,23 +128,17 @@ fn update_mid_stream_hands_the_daemon_over_and_loses_no_job() {
     });
     let status = status.unwrap();
     assert_eq!(status.code(), Some(75), "{}", w.daemon_logs());
-    let logs = w.daemon_logs();
-    assert!(logs.contains("reason=handover"), "{logs}");
-    // It let its busy runners finish and started no new one: no runner is alive and
-    // the jobs it did not start are still queued, for the next daemon.
+    // It let its busy runners finish and started no new one: no runner is alive, and
+    // the late job is still queued, with no runner of `q` ever started for it.
     assert!(w.live_attempts().is_empty(), "{:?}", w.live_attempts());
-    let queued = w
-        .sim
-        .jobs()
-        .iter()
-        .filter(|j| j.status == JobStatus::Queued)
-        .count();
-    assert!(queued >= 1, "every job ran before the handover: {logs}");
     assert!(w.runner_pids().is_empty());
+    let late_job = w.sim.jobs().into_iter().find(|j| j.id == late).unwrap();
+    assert_eq!(late_job.status, JobStatus::Queued, "{}", w.daemon_logs());
+    assert!(w.attempts().iter().all(|a| a.profile != "q"));
 
     // The new binary's daemon takes the rest; the old request is not for it.
     w.start_daemon_from(&bin, &[]);
-    for id in jobs {
+    for id in jobs.into_iter().chain([late]) {
         w.finished(id);
     }
     w.wait_settled(&["acme/app"]);
@@ -208,4 +209,57 @@ fn check_and_an_up_to_date_binary_change_nothing() {
     let out = w.cli(&["host", "set", "release_source=/nonexistent/releases"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("release_source"));
+}
+
+#[test]
+fn sigterm_during_a_handover_is_a_plain_drain() {
+    let mut w = World::new("selfupdate-term", 1);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1).idle_timeout(60));
+    let bin = installed_copy(&w.dir);
+    let (rel, _) = release_dir(&w.dir, "99.0.0", None);
+    w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
+    let long = w.enqueue("acme/app", "long", &["p"], 8000);
+    w.start_daemon_from(&bin, &[]);
+    wait_until(SETTLE, "a busy runner", || {
+        w.in_state(AttemptState::Busy).len() == 1
+    });
+    let out = update(&bin, &w, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    // The handover waits for the busy runner; SIGTERM turns it into a plain drain,
+    // which leaves the busy runner to the next daemon and exits 0 (no restart).
+    wait_until(SETTLE, "the handover drain", || {
+        w.daemon_logs().contains("reason=handover")
+    });
+    let st = w.stop_daemon();
+    assert!(st.success(), "{st}\n{}", w.daemon_logs());
+    w.start_daemon_from(&bin, &[]);
+    w.finished(long);
+    w.wait_settled(&["acme/app"]);
+    w.stop_daemon();
+    w.check_invariants(&["acme/app"]);
+}
+
+#[test]
+fn a_daemon_running_another_binary_is_not_asked_to_hand_over() {
+    let mut w = World::new("selfupdate-other", 1);
+    let bin = installed_copy(&w.dir);
+    let (rel, _) = release_dir(&w.dir, "99.0.0", None);
+    w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
+    // The daemon runs the test binary itself; `update` replaces the copy.
+    w.start_daemon();
+    wait_until(SETTLE, "the daemon's heartbeat", || {
+        w.store().heartbeat().unwrap().is_some()
+    });
+    let out = update(&bin, &w, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("not asked to hand over"), "{said}");
+    let handover = w
+        .store()
+        .kv_get(runner_manager::selfupdate::handover::KV_HANDOVER)
+        .unwrap();
+    assert_eq!(handover, None);
+    let st = w.stop_daemon();
+    assert!(st.success(), "{st}");
 }
