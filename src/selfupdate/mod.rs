@@ -100,4 +100,18 @@ mod tests {
         assert_eq!(decide("0.2.0", "0.1.0", true), install("0.1.0", false));
         assert_eq!(decide("0.1.0", "0.2.0", true), install("0.2.0", false));
     }
+
+    #[test]
+    fn the_packaged_unit_restarts_on_the_handover_code_and_logs_it_as_success() {
+        let values = |key: &str| -> Vec<String> {
+            crate::service::unit::TEMPLATE
+                .lines()
+                .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .flat_map(|v| v.split_whitespace().map(str::to_string))
+                .collect()
+        };
+        let code = EXIT_HANDOVER.to_string();
+        assert!(values("RestartForceExitStatus").contains(&code));
+        assert!(values("SuccessExitStatus").contains(&code));
+    }
 }
