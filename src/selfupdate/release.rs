@@ -312,4 +312,78 @@ mod tests {
         assert_eq!(std::fs::read(&dest).unwrap(), b"new binary");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Serves `files` (name, body) over loopback HTTP/1.0 for `n` requests; 404 for
+    /// any other path.
+    fn serve(files: Vec<(String, Vec<u8>)>, n: usize) -> String {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/rel", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(n) {
+                let mut stream = stream.unwrap();
+                // The whole request head is read before answering: closing a socket
+                // with unread input would reset the connection under the answer.
+                let mut reader = BufReader::new(&stream);
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut header = String::new();
+                while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                    header.clear();
+                }
+                let body = files
+                    .iter()
+                    .find(|(name, _)| path == format!("/rel/{name}"))
+                    .map(|(_, b)| b.clone());
+                let (status, body) = match body {
+                    Some(b) => ("200 OK", b),
+                    None => ("404 Not Found", Vec::new()),
+                };
+                let head = format!(
+                    "HTTP/1.0 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(&body);
+            }
+        });
+        url
+    }
+
+    #[test]
+    fn a_url_source_reads_its_sums_and_verifies_what_it_downloads() {
+        let target = "x86_64-linux";
+        let name = asset_name("2.0.0", target);
+        let body = b"the new binary".to_vec();
+        let sum: String = ring::digest::digest(&ring::digest::SHA256, &body)
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let sums = format!("{sum}  {name}\n{H1}  {}\n", asset_name("1.0.0", target));
+        let url = serve(
+            vec![(SUMS.to_string(), sums.into_bytes()), (name, body.clone())],
+            3,
+        );
+        let source = Source::parse("release_source", &url).unwrap().unwrap();
+        let entries = parse_sums(&read_sums(&source).unwrap(), target);
+        let newest = newest(&entries).unwrap().clone();
+        assert_eq!(newest.version, "2.0.0");
+        let dir = std::env::temp_dir().join(format!("rm-release-url-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dest = dir.join("staged");
+        fetch(&source, &newest, &dest).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), body);
+        // Served bytes that do not match their line: refused, nothing left.
+        let wrong = Entry {
+            sha256: H1.into(),
+            ..newest
+        };
+        let _ = std::fs::remove_file(&dest);
+        let e = fetch(&source, &wrong, &dest).unwrap_err();
+        assert!(matches!(e, UpdateError::Checksum { .. }), "{e}");
+        assert!(!dest.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
