@@ -91,6 +91,7 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     if let Verdict::Managed(why) = owner::judge(&owner::gather(&exe)) {
         return Err(failed(UpdateError::PackageManaged(why)));
     }
+    replace::check_writable(&exe).map_err(failed)?;
     let staged = replace::staging_path(&exe);
     release::fetch(&source, newest, &staged).map_err(failed)?;
     let said = replace::prepare(&staged, &exe).map_err(failed)?;

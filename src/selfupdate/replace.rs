@@ -30,6 +30,26 @@ pub fn staging_path(exe: &Path) -> PathBuf {
     exe.with_file_name(format!(".{name}.update-{}", std::process::id()))
 }
 
+/// Refuses, before anything is fetched, when this user cannot write `exe`'s directory
+/// (where the new binary is staged and renamed).
+pub fn check_writable(exe: &Path) -> Result<(), UpdateError> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = exe.parent().unwrap_or(Path::new("/"));
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| UpdateError::Io(format!("{} has a NUL byte", dir.display())))?;
+    // SAFETY: a valid NUL-terminated path; faccessat only reads it.
+    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
+    if rc != 0 {
+        return Err(UpdateError::Io(format!(
+            "cannot write {} ({}), where {} is replaced: run update as the user who may              (sudo runner-manager update); nothing changed",
+            dir.display(),
+            std::io::Error::last_os_error(),
+            exe.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Gives the staged file `exe`'s mode, syncs it and runs it once with `--version`: a
 /// binary for another architecture, or a truncated one, is refused here. Returns what
 /// it printed. The staged file is removed on failure.
