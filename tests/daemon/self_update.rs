@@ -263,3 +263,31 @@ fn a_daemon_running_another_binary_is_not_asked_to_hand_over() {
     let st = w.stop_daemon();
     assert!(st.success(), "{st}");
 }
+
+#[test]
+fn a_binary_that_does_not_run_here_is_refused_and_removed() {
+    let w = World::new("selfupdate-probe", 1);
+    let bin = installed_copy(&w.dir);
+    let old = std::fs::read(&bin).unwrap();
+    // Its sum is right, but it is no program this machine runs.
+    let rel = w.dir.join("release");
+    std::fs::create_dir_all(&rel).unwrap();
+    let name = release::asset_name("99.0.0", &release::target());
+    let bytes = b"\x7fELF not really".to_vec();
+    std::fs::write(rel.join(&name), &bytes).unwrap();
+    std::fs::write(
+        rel.join(release::SUMS),
+        format!("{}  {name}\n", sha256(&bytes)),
+    )
+    .unwrap();
+    w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
+    let out = update(&bin, &w, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not run here"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(&bin).unwrap(), old, "the binary changed");
+    assert!(leftovers(&bin).is_empty(), "{:?}", leftovers(&bin));
+}
