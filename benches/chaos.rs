@@ -11,7 +11,10 @@
 //! queueing to its runner's spawn. With `--far` GitHub is 120 ms away (500 ms more per JIT config, ±20%, drawn
 //! from the seed) and the runner install has a real release's file count; the
 //! retry-after promise then counts each wait from when its answer was sent (see
-//! `promises::retry_after`).
+//! `promises::retry_after`). With `--update N` the daemon runs from a copy of the
+//! binary and `runner-manager update` replaces it N times mid-stream from a local
+//! release directory: each time the daemon must drain and exit 75, and is restarted at
+//! once (as systemd would); no SIGKILL falls inside a handover.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -38,6 +41,8 @@ struct Config {
     /// The simulated credential's hourly budget (the sim's default, a PAT's 5,000, when
     /// `None`).
     rate_limit: Option<u64>,
+    /// How many times `update` replaces the daemon's binary mid-stream.
+    updates: usize,
 }
 
 const LINUX_MAX: u32 = 4;
@@ -59,6 +64,7 @@ fn main() {
         scaleset: false,
         distance: support::Distance::Loopback,
         rate_limit: None,
+        updates: 0,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -81,6 +87,12 @@ fn main() {
             }
             "--scaleset" => cfg.scaleset = true,
             "--far" => cfg.distance = support::Distance::Far,
+            "--update" => {
+                cfg.updates = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .expect("--update takes a number")
+            }
             "--seed" => {
                 cfg.seed = args
                     .next()
@@ -97,13 +109,19 @@ fn main() {
     };
     let far = cfg.distance == support::Distance::Far;
     println!(
-        "chaos: {} config, demand {demand}, {}, seed {} ({} build); reproduce with {}{}--seed {}",
+        "chaos: {} config, demand {demand}, {}, {} updates, seed {} ({} build); reproduce with {}{}{}--seed {}",
         cfg.name,
         cfg.distance.describe(),
+        cfg.updates,
         cfg.seed,
         support::profile(),
         if cfg.scaleset { "--scaleset " } else { "" },
         if far { "--far " } else { "" },
+        if cfg.updates > 0 {
+            format!("--update {} ", cfg.updates)
+        } else {
+            String::new()
+        },
         cfg.seed
     );
     promises::exit_with(run(&cfg), "the chaos run", cfg.seed);
@@ -124,7 +142,13 @@ struct Observed {
 }
 
 fn run(cfg: &Config) -> Result<usize, String> {
-    let w = support::world_at(cfg.distance, 1, LINUX_MAX, CAPACITY, 5);
+    let mut w = support::world_at(cfg.distance, 1, LINUX_MAX, CAPACITY, 5);
+    // `--update`: the daemon runs from a copy `update` may replace, beside the state
+    // directory (not in it: the checks scan every file there).
+    let update_dir = w.state_dir.with_extension("update");
+    if cfg.updates > 0 {
+        w.binary = update::prepare(&w, &update_dir)?;
+    }
     let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
     let host = store.host_or_create().map_err(|e| e.to_string())?;
     for name in ["linux", "gpu"] {
@@ -200,6 +224,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let (mut bursts, mut forbids) = (0usize, 0usize);
     let (mut tokens_expired, mut sessions_dropped) = (0usize, 0usize);
     let mut tick = 0u64;
+    let mut handover = update::Handovers::default();
     // Issue 20: time with jobs queued, no runner registered and no units left.
     let limit = w.sim.with_state(|st| st.cfg.rate_limit);
     let (mut dry_ms, mut last_ms) = (0i64, runner_manager::timefmt::now_millis());
@@ -228,7 +253,24 @@ fn run(cfg: &Config) -> Result<usize, String> {
             queued += 1;
             next_job = now + Duration::from_millis(cfg.every_ms);
         }
-        if kills < cfg.kills && now >= next_kill && restart_at.is_none() {
+        // Update after each (updates + 1)th of the jobs is queued, with the daemon up.
+        if handover.started.is_none()
+            && handover.done < cfg.updates
+            && restart_at.is_none()
+            && queued * (cfg.updates + 1) >= cfg.jobs * (handover.done + 1)
+            && let Some(d) = daemon.as_ref()
+        {
+            handover.start(&w, d.id());
+        }
+        if let Some(code) = handover.exited(&mut daemon) {
+            handover.finish(code);
+            daemon = Some(spawn(&mut daemon_n)?);
+        }
+        if kills < cfg.kills
+            && now >= next_kill
+            && restart_at.is_none()
+            && handover.started.is_none()
+        {
             if let Some(mut d) = daemon.take() {
                 let _ = d.kill(); // SIGKILL
                 let _ = d.wait();
@@ -278,6 +320,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
         tick += 1;
         let done = queued == cfg.jobs
             && kills == cfg.kills
+            && handover.done == cfg.updates
             && daemon.is_some()
             && support::all_completed(&w.sim, cfg.jobs);
         if done || now >= deadline {
@@ -363,6 +406,22 @@ fn run(cfg: &Config) -> Result<usize, String> {
             violations: std::mem::take(&mut obs.environ_violations),
         },
     ];
+    if cfg.updates > 0 {
+        let mut violations = std::mem::take(&mut handover.violations);
+        if handover.done < cfg.updates {
+            violations.push(format!(
+                "{} of {} updates handed over",
+                handover.done, cfg.updates
+            ));
+        }
+        checks.push(Check {
+            promise: "every update mid-stream hands over: the daemon drains and exits 75",
+            checked: handover.done,
+            what: "handovers",
+            violations,
+        });
+        println!("{}", handover.figures());
+    }
 
     // The summary.
     let mut faults: BTreeMap<String, usize> = BTreeMap::new();
@@ -436,6 +495,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
         dry_ms as f64 / 60_000.0
     );
     checks.clear();
+    let _ = std::fs::remove_dir_all(&update_dir);
     if total == 0 && std::env::var_os("RM_BENCH_KEEP").is_none() {
         support::discard(w);
     } else {
@@ -629,4 +689,137 @@ fn scaleset_figures(
         ));
     }
     out
+}
+
+/// `--update`: the daemon's binary as a copy, a release directory offering a newer
+/// version of it, and each handover timed from `update` to the daemon's exit.
+mod update {
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+    use std::time::Instant;
+
+    /// Copies the daemon's binary to `dir/bin/runner-manager`, lays out `dir/release`
+    /// (the same program with a trailer, as version 99.0.0, and its SHA256SUMS) and sets
+    /// it as the world's `release_source`. Returns the copy's path.
+    pub fn prepare(w: &runner_manager::demo::World, dir: &Path) -> Result<PathBuf, String> {
+        use runner_manager::selfupdate::release;
+        use std::os::unix::fs::PermissionsExt;
+        let err = |e: std::io::Error| format!("{}: {e}", dir.display());
+        let (bin, rel) = (dir.join("bin"), dir.join("release"));
+        std::fs::create_dir_all(&bin).map_err(err)?;
+        std::fs::create_dir_all(&rel).map_err(err)?;
+        let copy = bin.join("runner-manager");
+        std::fs::copy(&w.binary, &copy).map_err(err)?;
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).map_err(err)?;
+        let mut bytes = std::fs::read(&w.binary).map_err(err)?;
+        bytes.extend_from_slice(b"\nchaos release 99.0.0\n");
+        let name = release::asset_name("99.0.0", &release::target());
+        std::fs::write(rel.join(&name), &bytes).map_err(err)?;
+        let sum: String = ring::digest::digest(&ring::digest::SHA256, &bytes)
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        std::fs::write(rel.join(release::SUMS), format!("{sum}  {name}\n")).map_err(err)?;
+        let out = cli(
+            &copy,
+            &w.state_dir,
+            &["host", "set", &format!("release_source={}", rel.display())],
+        )?;
+        if !out.status.success() {
+            return Err(format!(
+                "host set release_source: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(copy)
+    }
+
+    fn cli(bin: &Path, state_dir: &Path, args: &[&str]) -> Result<std::process::Output, String> {
+        Command::new(bin)
+            .arg("--state-dir")
+            .arg(state_dir)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))
+    }
+
+    #[derive(Default)]
+    pub struct Handovers {
+        /// When the update under way was run, and the daemon it was for.
+        pub started: Option<(Instant, u32)>,
+        pub done: usize,
+        /// Milliseconds from each `update` to its daemon's exit.
+        pub took_ms: Vec<u128>,
+        /// Milliseconds the `update` command itself took (copy, verify, probe, rename).
+        pub update_ms: Vec<u128>,
+        pub violations: Vec<String>,
+    }
+
+    impl Handovers {
+        /// Runs `update` against the world's release directory.
+        pub fn start(&mut self, w: &runner_manager::demo::World, pid: u32) {
+            let at = Instant::now();
+            match cli(&w.binary, &w.state_dir, &["update"]) {
+                Ok(o) if o.status.success() => {
+                    self.update_ms.push(at.elapsed().as_millis());
+                    self.started = Some((at, pid));
+                }
+                Ok(o) => {
+                    self.violations.push(format!(
+                        "update {}: {}",
+                        o.status,
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    ));
+                    // Counted, so the run does not try forever.
+                    self.done += 1;
+                }
+                Err(e) => {
+                    self.violations.push(e);
+                    self.done += 1;
+                }
+            }
+        }
+
+        /// The exit code of the daemon a handover is under way for, once it exited
+        /// (it is then taken).
+        pub fn exited(&self, daemon: &mut Option<Child>) -> Option<Option<i32>> {
+            let (_, pid) = self.started?;
+            let d = daemon.as_mut().filter(|d| d.id() == pid)?;
+            let status = d.try_wait().ok()??;
+            daemon.take();
+            Some(status.code())
+        }
+
+        pub fn finish(&mut self, code: Option<i32>) {
+            if let Some((at, _)) = self.started.take() {
+                self.took_ms.push(at.elapsed().as_millis());
+            }
+            if code != Some(runner_manager::selfupdate::EXIT_HANDOVER) {
+                self.violations
+                    .push(format!("the daemon exited {code:?} after update, not 75"));
+            }
+            self.done += 1;
+        }
+
+        pub fn figures(&self) -> String {
+            fn spread(v: &[u128]) -> String {
+                let mut t = v.to_vec();
+                t.sort_unstable();
+                match (t.first(), t.get(t.len().saturating_sub(1) / 2), t.last()) {
+                    (Some(min), Some(p50), Some(max)) => {
+                        format!("min {min} ms, p50 {p50} ms, max {max} ms")
+                    }
+                    _ => "none".to_string(),
+                }
+            }
+            format!(
+                "handovers: {} updates; the update command {}; update -> daemon exit 75 {}",
+                self.took_ms.len(),
+                spread(&self.update_ms),
+                spread(&self.took_ms)
+            )
+        }
+    }
 }

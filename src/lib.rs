@@ -21,6 +21,7 @@ pub mod reconcile;
 pub mod runner;
 pub mod scaleset;
 pub mod secret;
+pub mod selfupdate;
 pub mod service;
 pub mod sim;
 pub mod store;

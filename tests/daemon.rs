@@ -22,6 +22,7 @@ mod daemon {
     mod runner_faults;
     mod runner_update;
     mod scaleset;
+    mod self_update;
     mod signals;
     mod systemd;
 }

@@ -25,6 +25,8 @@ pub enum Failure {
     PermissionDenied,
     NoStore,
     Conflict,
+    Handover,
+    PackageManaged,
     Interrupted,
 }
 
@@ -135,6 +137,20 @@ pub const TABLE: &[Row] = &[
         name: "conflict",
         meaning: "another edit came first (a stale --revision) or the thing is still in use; nothing was written",
         remedy: "runner-manager {command} again, after what the message names (a fresh show for the revision, or removing what uses it)",
+    },
+    Row {
+        failure: Failure::Handover,
+        code: crate::selfupdate::EXIT_HANDOVER,
+        name: "handover",
+        meaning: "the daemon drained for a new binary (runner-manager update); the systemd unit restarts it on the new one (RestartForceExitStatus=75)",
+        remedy: "runner-manager service status (nothing to fix under systemd; by hand, start the daemon again)",
+    },
+    Row {
+        failure: Failure::PackageManaged,
+        code: crate::selfupdate::EXIT_PACKAGE_MANAGED,
+        name: "package-managed",
+        meaning: "update refused: a package manager owns this binary, and replacing it would fight that manager; nothing was changed",
+        remedy: "runner-manager --version (then upgrade the package that installed it: apt, dnf, nix...)",
     },
     Row {
         failure: Failure::Interrupted,
@@ -275,7 +291,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    const ALL: [Failure; 14] = [
+    const ALL: [Failure; 16] = [
         Failure::Other,
         Failure::Usage,
         Failure::Credentials,
@@ -289,6 +305,8 @@ mod tests {
         Failure::PermissionDenied,
         Failure::NoStore,
         Failure::Conflict,
+        Failure::Handover,
+        Failure::PackageManaged,
         Failure::Interrupted,
     ];
 

@@ -7,13 +7,10 @@ use super::{CliError, CliResult, readable_file, secret_file};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{DemandSource, Host, Isolation, ScalePolicy, UidRange};
 use crate::meter::units;
+use crate::selfupdate::release::KV_RELEASE_SOURCE;
 use crate::store::{SessionStatus, Store};
 use crate::timefmt::{Millis, now_millis};
 use serde_json::{Value, json};
-
-fn host_block(h: &Host) -> String {
-    output::block(&host_fields(h))
-}
 
 /// The host as `host show` prints it, field by field.
 fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
@@ -75,8 +72,33 @@ fn host_changes(before: &Host, after: &Host) -> String {
 
 pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
     let h = store.host_or_create()?;
-    out.emit(|| host_block(&h), || host_json(&h));
+    let source = store.kv_get(KV_RELEASE_SOURCE)?;
+    out.emit(
+        || {
+            let mut fields = host_fields(&h);
+            fields.push(("release_source", or_dash(source.as_ref())));
+            output::block(&fields)
+        },
+        || {
+            let mut v = host_json(&h);
+            v["release_source"] = json!(source);
+            v
+        },
+    );
     Ok(())
+}
+
+/// `release_source=`: where `update` finds releases (a kv row, not a host column).
+/// A directory must be one now; `None` unsets it.
+fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
+    match crate::selfupdate::release::Source::parse(key, value)? {
+        None => Ok(None),
+        Some(crate::selfupdate::release::Source::Dir(d)) if !d.is_dir() => Err(CliError::usage(
+            key,
+            &format!("{} is not a directory", d.display()),
+        )),
+        Some(_) => Ok(Some(value.trim_end_matches('/').to_string())),
+    }
 }
 
 /// The longest coordinator URL `host set` takes: far past any real one (a host name
@@ -99,6 +121,7 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "runner_version",
     "runtime_root",
     "cache_cap",
+    "release_source",
 ];
 
 /// Applies one `host set` key. Coordinator URLs are `ws://` or `wss://` (plain `ws://`
@@ -247,8 +270,13 @@ fn runner_users_exist(key: &str, r: UidRange) -> Result<(), CliError> {
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let before = store.host_or_create()?;
     let mut h = before.clone();
+    let mut source: Option<Option<String>> = None;
     for kv in &inv.positionals {
         let (k, v) = validate::key_value(kv)?;
+        if k == "release_source" {
+            source = Some(release_source(k, v)?);
+            continue;
+        }
         apply(&mut h, k, v)?;
     }
     h.check()?;
@@ -280,7 +308,19 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ));
     }
     store.update_host(&h)?;
-    out.emit(|| host_changes(&before, &h), || host_json(&h));
+    let mut changes = host_changes(&before, &h);
+    if let Some(s) = &source {
+        match s {
+            None => store.kv_delete(KV_RELEASE_SOURCE)?,
+            Some(s) => store.kv_put(KV_RELEASE_SOURCE, s)?,
+        }
+        let shown = format!("release_source {}", or_dash(s.as_ref()));
+        changes = match changes.trim_end().split_once(" updated: ") {
+            Some((head, rest)) => format!("{head} updated: {rest}, {shown}\n"),
+            None => format!("host {} updated: {shown}\n", h.name),
+        };
+    }
+    out.emit(|| changes, || host_json(&h));
     Ok(())
 }
 

@@ -19,6 +19,7 @@ mod service;
 pub mod spec;
 mod targets;
 mod top;
+mod update;
 
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -372,6 +373,7 @@ fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliRe
         ["drain"] => run::drain(inv, store, &mut out)?,
         ["top"] => top::top(store, dir)?,
         ["runner", "install"] => install::run(inv, store, dir)?,
+        ["update"] => update::run(inv, store, &mut out)?,
         other => {
             return Err(CliError::Failed(format!(
                 "command '{}' is in the table but has no handler",

@@ -55,10 +55,21 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         fitness_every: Duration::from_secs(fitness_every),
         runner_check: Duration::from_secs(runner_check),
     };
-    crate::daemon::run(opts).map_err(|e| match e {
-        DaemonError::Store(s) => CliError::Store(s),
-        other => CliError::classed(Failure::of_daemon(&other), other.to_string()),
-    })
+    match crate::daemon::run(opts) {
+        Ok(crate::daemon::Stopped::Terminated) => Ok(()),
+        Ok(crate::daemon::Stopped::Handover) => Err(CliError::classed(
+            Failure::Handover,
+            format!(
+                "drained for a new binary: exit {} so that systemd starts the new one",
+                Failure::Handover.code()
+            ),
+        )),
+        Err(DaemonError::Store(s)) => Err(CliError::Store(s)),
+        Err(other) => Err(CliError::classed(
+            Failure::of_daemon(&other),
+            other.to_string(),
+        )),
+    }
 }
 
 /// `--metrics-listen`: an IP address and port on loopback. The listener has no

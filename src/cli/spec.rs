@@ -569,6 +569,22 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        path: &["update"],
+        args: "[--check | --force]",
+        positionals: (0, Some(0)),
+        about: "Replace this binary with the newest release from release_source, verified against its SHA256SUMS, and hand the daemon over to it",
+        options: &[
+            switch(
+                "--check",
+                "Only report this version and the newest; change nothing",
+            ),
+            switch(
+                "--force",
+                "Install the newest release even when it is this version or older",
+            ),
+        ],
+    },
+    Command {
         path: &["completions"],
         args: "bash|zsh|fish",
         positionals: (1, Some(1)),

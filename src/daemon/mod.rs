@@ -32,6 +32,7 @@ pub use shared::LoopMsg;
 
 use crate::logging::Level;
 use crate::meter::{LiveAttempt, MeterReport, spawn_sampler};
+use crate::selfupdate::handover::{Drain, DrainEnd, KV_HANDOVER, drain_end, requested};
 use crate::store::{Heartbeat, SqliteStore, Store, StoreError};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_error, log_info, log_warn};
@@ -102,8 +103,21 @@ struct LoopThread {
     thread: JoinHandle<Option<String>>,
 }
 
-/// Runs the daemon until SIGTERM (or, with `once`, one pass per target).
-pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
+/// How the daemon stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// SIGTERM (or `--once` done): exit 0.
+    Terminated,
+    /// `update` replaced the binary and the daemon drained for it: exit
+    /// `selfupdate::EXIT_HANDOVER`, which the systemd unit restarts on.
+    Handover,
+}
+
+/// Runs the daemon until SIGTERM or a handover (or, with `once`, one pass per target).
+pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
+    // A handover request made from here on is for this process (see
+    // `selfupdate::handover::requested`).
+    let process_start = now_millis();
     crate::logging::init(opts.log_level);
     crate::alloc::cap_malloc_arenas();
     // Signals are watched before anything else, so a SIGTERM during startup drains
@@ -187,11 +201,11 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
         if !failed.is_empty() {
             return Err(DaemonError::Failed(failed.join("; ")));
         }
-        return Ok(());
+        return Ok(Stopped::Terminated);
     }
 
     let Some((signal_watch, signal_rx)) = watched else {
-        return Ok(());
+        return Ok(Stopped::Terminated);
     };
     let (live_tx, live_rx) = bounded::<Vec<LiveAttempt>>(1);
     let (report_tx, report_rx) = bounded::<Vec<MeterReport>>(4);
@@ -211,24 +225,58 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     let fitness_every = opts.fitness_every.as_millis() as Millis;
     let mut next_fitness = now_millis() + fitness_every;
     let mut last_watchdog = std::time::Instant::now();
-    let mut drain_deadline: Option<std::time::Instant> = None;
+    let mut drain: Option<(Drain, std::time::Instant)> = None;
+    // A request written before the loop's first data_version read is seen here.
+    let mut handover_due = true;
     let mut live_book = crate::meter::LiveBook::new();
 
     loop {
+        if handover_due && drain.is_none() {
+            handover_due = false;
+            // An unreadable request is read again when the store next changes.
+            let request = store.kv_get(KV_HANDOVER).unwrap_or_else(|e| {
+                log_warn!("handover_not_read", error = e);
+                None
+            });
+            if let Some(version) = requested(request.as_deref(), process_start) {
+                // As SIGTERM, without STOPPING=1: systemd is to restart the unit, not
+                // stop it. Starts stop before the log says so.
+                shared.stopping.store(true, Ordering::SeqCst);
+                shared.tell_all(LoopMsg::Wake);
+                log_info!(
+                    "draining",
+                    reason = "handover",
+                    version = version,
+                    timeout_secs = opts.drain_timeout.as_secs()
+                );
+                notify::notify(&format!("STATUS=handing over to runner-manager {version}"));
+                drain = Some((
+                    Drain::Handover,
+                    std::time::Instant::now() + opts.drain_timeout,
+                ));
+            }
+        }
         select! {
             recv(signal_rx) -> sig => match sig {
-                Ok(Signal::Terminate) => {
-                    if drain_deadline.is_none() {
+                Ok(Signal::Terminate) => match drain {
+                    None => {
                         log_info!("draining", reason = "SIGTERM", timeout_secs = opts.drain_timeout.as_secs());
                         notify::notify("STOPPING=1");
                         shared.stopping.store(true, Ordering::SeqCst);
                         shared.tell_all(LoopMsg::Wake);
-                        drain_deadline = Some(std::time::Instant::now() + opts.drain_timeout);
-                    } else {
+                        drain = Some((Drain::Terminate, std::time::Instant::now() + opts.drain_timeout));
+                    }
+                    // Stopped during a handover: a plain drain, exit 0, no restart.
+                    Some((Drain::Handover, deadline)) => {
+                        log_info!("draining", reason = "SIGTERM during handover");
+                        notify::notify("STOPPING=1");
+                        drain = Some((Drain::Terminate, deadline));
+                    }
+                    Some((Drain::Terminate, _)) => {
                         log_warn!("second_sigterm", action = "exit now");
                         break;
                     }
-                }
+                },
                 Ok(Signal::Reload) => {
                     log_info!("reload", reason = "SIGHUP");
                     shared.tell_all(LoopMsg::Reload);
@@ -271,6 +319,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                 let dv = store.data_version()?;
                 if dv != data_version {
                     data_version = dv;
+                    handover_due = true;
                     let fp = config_fingerprint(&store)?;
                     if fp != fingerprint {
                         fingerprint = fp;
@@ -346,15 +395,19 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
                     }
                     prune_caches(&shared, &opts.state_dir, &host);
                 }
-                if let Some(deadline) = drain_deadline {
+                if let Some((kind, deadline)) = drain {
                     let waiting = open.iter().filter(|a| a.state.is_unassigned()).count();
-                    if waiting == 0 {
-                        log_info!("drained", busy_left_running = open.iter().filter(|a| a.state == crate::domain::AttemptState::Busy).count());
-                        break;
-                    }
-                    if std::time::Instant::now() >= deadline {
-                        log_warn!("drain_timeout", still_unassigned = waiting);
-                        break;
+                    let busy = open.iter().filter(|a| a.state == crate::domain::AttemptState::Busy).count();
+                    match drain_end(kind, waiting, busy, std::time::Instant::now() >= deadline) {
+                        Some(DrainEnd::Drained) => {
+                            log_info!("drained", busy_left_running = busy);
+                            break;
+                        }
+                        Some(DrainEnd::TimedOut) => {
+                            log_warn!("drain_timeout", still_unassigned = waiting, busy_left_running = busy);
+                            break;
+                        }
+                        None => {}
                     }
                 }
             },
@@ -381,8 +434,12 @@ pub fn run(opts: DaemonOptions) -> Result<(), DaemonError> {
     }
     drop(signal_watch);
     let _ = store.clear_heartbeat();
-    log_info!("daemon_stopped");
-    Ok(())
+    let stopped = match drain {
+        Some((Drain::Handover, _)) => Stopped::Handover,
+        _ => Stopped::Terminated,
+    };
+    log_info!("daemon_stopped", handover = stopped == Stopped::Handover);
+    Ok(stopped)
 }
 
 /// The host settings containment depends on.

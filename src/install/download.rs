@@ -27,7 +27,8 @@ impl Progress for () {
     fn finish(&mut self) {}
 }
 
-fn loopback_http(url: &str) -> bool {
+/// Whether `url` is plain http:// to this machine (the only plain HTTP allowed).
+pub fn loopback_http(url: &str) -> bool {
     let rest = url.strip_prefix("http://").unwrap_or("");
     let host = rest.split(['/', '?']).next().unwrap_or("");
     let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
@@ -36,6 +37,19 @@ fn loopback_http(url: &str) -> bool {
 
 fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The HTTP agent for release downloads: statuses as values, bounded waits,
+/// redirects followed (github.com release URLs redirect to a storage host).
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .user_agent(crate::github::client::USER_AGENT)
+        .timeout_connect(Some(Duration::from_secs(15)))
+        .timeout_per_read(Some(Duration::from_secs(60)))
+        .max_redirects(5)
+        .build()
+        .new_agent()
 }
 
 /// Downloads `url` into `dest` (created or truncated) and returns the SHA-256 (hex).
@@ -51,15 +65,7 @@ pub fn download(
             "refusing to download {url}: only https:// (or http:// on loopback) is allowed"
         )));
     }
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .user_agent(crate::github::client::USER_AGENT)
-        .timeout_connect(Some(Duration::from_secs(15)))
-        .timeout_per_read(Some(Duration::from_secs(60)))
-        // github.com release URLs redirect to a storage host.
-        .max_redirects(5)
-        .build()
-        .new_agent();
+    let agent = agent();
     let resp = agent.get(url).call().map_err(|e| {
         InstallError::Download(format!(
             "downloading {url}: {e}; check the network and try again"

@@ -9,7 +9,7 @@ pub mod managed;
 mod unpack;
 pub mod versions;
 
-pub use download::{Progress, download};
+pub use download::{Progress, agent, download, loopback_http};
 pub use unpack::{
     MARKER, Occupant, UnpackError, check_replaceable, install_tarball, occupant, unpack_safely,
 };

@@ -285,10 +285,15 @@ impl World {
 
     /// Starts the daemon with more options (`--metrics-listen 127.0.0.1:0`).
     pub fn start_daemon_with(&mut self, extra: &[&str]) {
+        self.start_daemon_from(Path::new(BIN), extra);
+    }
+
+    /// Starts the daemon from the binary `bin` (a copy `update` may replace).
+    pub fn start_daemon_from(&mut self, bin: &Path, extra: &[&str]) {
         assert!(self.daemon.is_none(), "a daemon already runs");
         self.daemon_runs += 1;
         let log = std::fs::File::create(self.daemon_log_path(self.daemon_runs)).unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(bin)
             .arg("--state-dir")
             .arg(&self.dir)
             .args(["daemon", "--log-level", "debug", "--drain-timeout", "20"])

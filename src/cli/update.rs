@@ -1,0 +1,147 @@
+//! `update [--check | --force]`: the newest release from `release_source`, verified
+//! against its `SHA256SUMS`, renamed over this binary, and the daemon asked to hand
+//! over to it (see `selfupdate`).
+
+use super::exit::Failure;
+use super::output::Out;
+use super::parse::Invocation;
+use super::{CliError, CliResult};
+use crate::selfupdate::handover::{KV_HANDOVER, request};
+use crate::selfupdate::owner::{self, Verdict};
+use crate::selfupdate::release::{self, KV_RELEASE_SOURCE, Source};
+use crate::selfupdate::{CURRENT, Decision, UpdateError, decide, replace};
+use crate::store::Store;
+use crate::timefmt::now_millis;
+use serde_json::json;
+use std::path::PathBuf;
+
+fn failed(e: UpdateError) -> CliError {
+    match e {
+        UpdateError::PackageManaged(m) => {
+            CliError::classed(Failure::PackageManaged, format!("{m}; nothing changed"))
+        }
+        other => CliError::Failed(other.to_string()),
+    }
+}
+
+pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    let check = inv.flag("--check");
+    let force = inv.flag("--force");
+    if check && force {
+        return Err(CliError::usage(
+            "--force",
+            "cannot be given with --check, which changes nothing",
+        ));
+    }
+    let stored = store.kv_get(KV_RELEASE_SOURCE)?.unwrap_or_default();
+    let source = Source::parse("release_source", &stored)
+        .map_err(|i| {
+            CliError::Failed(format!(
+                "the stored {i}; set it again with 'runner-manager host set release_source=URL|DIR'"
+            ))
+        })?
+        .ok_or_else(|| {
+            CliError::Failed(
+                "no release source: set one with 'runner-manager host set release_source=URL|DIR' \
+                 (a directory or https:// URL holding SHA256SUMS and runner-manager-VERSION-TARGET)"
+                    .into(),
+            )
+        })?;
+    let sums = release::read_sums(&source).map_err(failed)?;
+    let target = release::target();
+    let entries = release::parse_sums(&sums, &target);
+    let newest = release::newest(&entries).ok_or_else(|| {
+        CliError::Failed(format!(
+            "SHA256SUMS of {stored} lists no {}: this target has no release there",
+            release::asset_name("VERSION", &target)
+        ))
+    })?;
+    let decision = decide(CURRENT, &newest.version, force);
+    if check {
+        let available = matches!(decision, Decision::Install { .. });
+        out.emit(
+            || {
+                format!(
+                    "current {CURRENT}\nnewest  {}\n{}\n",
+                    newest.version,
+                    match decision {
+                        Decision::Install { .. } => "an update is available: runner-manager update",
+                        Decision::Ahead => "this binary is newer than the release source's",
+                        Decision::UpToDate => "up to date",
+                    }
+                )
+            },
+            || json!({"current": CURRENT, "newest": newest.version, "update_available": available}),
+        );
+        return Ok(());
+    }
+    let Decision::Install { version, .. } = decision else {
+        out.emit(
+            || match decision {
+                Decision::Ahead => format!(
+                    "runner-manager {CURRENT} is newer than the newest release ({}): nothing to do (--force installs it)\n",
+                    newest.version
+                ),
+                _ => format!("runner-manager {CURRENT} is the newest release: nothing to do\n"),
+            },
+            || json!({"current": CURRENT, "newest": newest.version, "updated": false}),
+        );
+        return Ok(());
+    };
+    let exe = replace::current_exe().map_err(failed)?;
+    if let Verdict::Managed(why) = owner::judge(&owner::gather(&exe)) {
+        return Err(failed(UpdateError::PackageManaged(why)));
+    }
+    replace::check_writable(&exe).map_err(failed)?;
+    let staged = replace::staging_path(&exe);
+    release::fetch(&source, newest, &staged).map_err(failed)?;
+    let said = replace::prepare(&staged, &exe).map_err(failed)?;
+    // The daemon is asked to hand over only if it runs this file (or cannot be told).
+    let now = now_millis();
+    let daemon = store.heartbeat()?.filter(|b| b.alive_at(now));
+    let other_exe = daemon.as_ref().and_then(|b| runs_other(b.pid, &exe));
+    replace::swap(&staged, &exe).map_err(failed)?;
+    let daemon_line = match (&daemon, &other_exe) {
+        (None, _) => "no daemon is running: the next one started runs the new binary".to_string(),
+        (Some(b), Some(other)) => format!(
+            "the daemon (pid {}) runs {}, not this binary: it was not asked to hand over",
+            b.pid,
+            other.display()
+        ),
+        (Some(b), None) => format!(
+            "the daemon (pid {}) stops starting runners, lets its runners finish and exits {}; \
+             systemd's unit starts it again on the new binary (a daemon started by hand must be \
+             started again)",
+            b.pid,
+            crate::selfupdate::EXIT_HANDOVER
+        ),
+    };
+    if other_exe.is_none() {
+        store.kv_put(KV_HANDOVER, &request(now_millis(), &version))?;
+    }
+    out.emit(
+        || {
+            format!(
+                "runner-manager {CURRENT} -> {version}: {} replaced, verified against SHA256SUMS ({said})\n{daemon_line}\n",
+                exe.display()
+            )
+        },
+        || {
+            json!({
+                "current": CURRENT,
+                "newest": version,
+                "updated": true,
+                "path": exe.display().to_string(),
+                "daemon_pid": daemon.as_ref().map(|b| b.pid),
+                "handover": daemon.is_some() && other_exe.is_none(),
+            })
+        },
+    );
+    Ok(())
+}
+
+/// The binary daemon `pid` runs, when it can be read and is not `exe`.
+fn runs_other(pid: u32, exe: &std::path::Path) -> Option<PathBuf> {
+    let runs = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    (runs != exe).then_some(runs)
+}
