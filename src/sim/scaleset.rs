@@ -416,7 +416,7 @@ fn list_scale_sets(st: &State, scope: &Scope, req: &Request) -> Out {
         .filter(|s| s.scope == *scope)
         .filter(|s| group.is_none_or(|g| s.runner_group_id == g))
         .filter(|s| name.is_none_or(|n| s.name == n))
-        .map(|s| scale_set_json(&st, s))
+        .map(|s| scale_set_json(st, s))
         .collect();
     (200, Some(json!({"count": value.len(), "value": value})))
 }
