@@ -83,8 +83,14 @@ fn the_demo_under_top_then_quit_leaves_clean_books() {
     let screen = t.wait_for(
         "the demo's summary and exit code",
         Duration::from_secs(90),
-        // The typed command line holds `demo-exit=$?`; its output starts a line.
-        |s| s.lines().any(|l| l.starts_with("demo-exit=")),
+        // The typed command line holds `demo-exit=$?` (and may wrap right before it);
+        // its output starts a line with the digit.
+        |s| {
+            s.lines().any(|l| {
+                l.strip_prefix("demo-exit=")
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+        },
     );
     t.wait_alternate(false);
     assert!(screen.contains("summary after"), "{screen}");
