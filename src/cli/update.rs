@@ -41,7 +41,9 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             ))
         })?
         .ok_or_else(|| {
-            CliError::Failed(
+            // A setting not made yet: usage (exit 2, nothing written), like a missing
+            // argument.
+            CliError::Usage(
                 "no release source: set one with 'runner-manager host set release_source=URL|DIR' \
                  (a directory or https:// URL holding SHA256SUMS and runner-manager-VERSION-TARGET)"
                     .into(),

@@ -80,7 +80,7 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
                     "not running: last heartbeat {} ago",
                     fmt::age(snap.now - b.heartbeat_at)
                 ),
-                None => "not running: no heartbeat ever".into(),
+                None => "not running (no daemon is up on this state directory)".into(),
             },
             format!("{RM} service status (or start it: {RM} daemon)"),
         ));

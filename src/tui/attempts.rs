@@ -6,7 +6,7 @@ use super::columns::{self, Col};
 use super::fmt;
 use super::model::Snapshot;
 use crate::domain::Attempt;
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -145,6 +145,11 @@ impl Component for AttemptsView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         if self.editing {
             match key.code {
+                // Ctrl-U clears, as a shell's line kill; no other Ctrl key types.
+                KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    self.filter.clear()
+                }
+                KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
                 KeyCode::Char(c) => self.filter.push(c),
                 KeyCode::Backspace => {
                     self.filter.pop();

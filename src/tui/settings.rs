@@ -12,7 +12,7 @@ use super::runners::{clicked, first_shown};
 use crate::domain::{Host, ScalePolicy};
 use crate::meter::units;
 use crate::timefmt::duration;
-use crossterm::event::{KeyCode, KeyEvent};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -226,11 +226,19 @@ impl SettingsView {
         }
     }
 
-    /// Keys while the editor is open: typing, Backspace, Enter sends, Esc cancels.
+    /// Keys while the editor is open: typing, Backspace, Ctrl-U clears (a shell's
+    /// line kill), Enter sends, Esc cancels. No other Ctrl key types its letter.
     fn edit_key(&mut self, key: KeyEvent) -> Handled {
         let Some(e) = self.edit.as_mut() else {
             return Handled::No;
         };
+        if key.modifiers.contains(KeyModifiers::CONTROL) {
+            if key.code == KeyCode::Char('u') {
+                e.input.clear();
+                e.error = None;
+            }
+            return Handled::Yes;
+        }
         match key.code {
             KeyCode::Esc => {
                 self.edit = None;
@@ -388,7 +396,6 @@ mod tests {
 
     #[test]
     fn the_editor_types_sends_and_keeps_a_refused_value_with_why() {
-        use crossterm::event::KeyModifiers;
         let key = |c| KeyEvent::new(c, KeyModifiers::NONE);
         let mut v = SettingsView {
             index: 0,
@@ -427,5 +434,27 @@ mod tests {
         v.answered(None);
         assert_eq!(v.edit, None);
         assert_eq!(v.edit_key(key(KeyCode::Esc)), Handled::No);
+    }
+
+    #[test]
+    fn ctrl_u_clears_the_editor_and_no_ctrl_key_types_its_letter() {
+        let mut v = SettingsView {
+            index: 0,
+            edit: Some(Editor {
+                setting: Setting {
+                    scope: Scope::Host,
+                    key: "capacity",
+                    value: "6".into(),
+                },
+                input: "6".into(),
+                error: None,
+            }),
+        };
+        let ctrl = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL);
+        v.edit_key(ctrl('w'));
+        assert_eq!(v.edit.as_ref().unwrap().input, "6");
+        v.edit_key(ctrl('u'));
+        v.edit_key(KeyEvent::new(KeyCode::Char('9'), KeyModifiers::NONE));
+        assert_eq!(v.edit.as_ref().unwrap().input, "9");
     }
 }
