@@ -121,152 +121,177 @@ pub fn serve(sim: &Sim, req: Request) -> Reply {
     if let Some(file) = req.path.strip_prefix("/_sim/downloads/") {
         return super::downloads::serve_tarball(&sim.lock(), file);
     }
-    let path = req.path.trim_start_matches("/_sim").to_string();
-    let reply = {
-        let mut st = sim.lock();
-        match (req.method.as_str(), path.as_str()) {
-            ("GET", "/state") => ok(serde_json::json!({
-                "url": st.base_url,
-                "repos": st.repos.values().collect::<Vec<_>>(),
-                "orgs": st.orgs.values().collect::<Vec<_>>(),
-                "runs": st.runs.values().collect::<Vec<_>>(),
-                "jobs": st.jobs.values().collect::<Vec<_>>(),
-                "runners": st.runners.values().collect::<Vec<_>>(),
-            })),
-            ("GET", "/jobs") => ok(serde_json::json!(st.jobs.values().collect::<Vec<_>>())),
-            ("POST", "/runner-release") => {
-                #[derive(Deserialize)]
-                struct Release {
-                    version: String,
-                }
-                let r: Release = parse_or_reply!(&req);
-                if !crate::install::versions::is_version(&r.version) {
-                    return fail(400, "version must read like 2.337.0");
-                }
-                st.runner_release = r.version.clone();
-                ok(serde_json::json!({ "release": r.version }))
-            }
-            ("GET", "/runners") => ok(serde_json::json!(st.runners.values().collect::<Vec<_>>())),
-            ("GET", "/log") => ok(serde_json::json!(st.log)),
-            ("GET", "/units") => ok(serde_json::json!(st.units_used())),
-            ("GET", "/in-flight") => ok(serde_json::json!(st.in_flight)),
-            ("POST", "/orgs") => {
-                let v: serde_json::Value = parse_or_reply!(&req);
-                let login = v.get("login").and_then(|l| l.as_str()).unwrap_or_default();
-                if login.is_empty() {
-                    return fail(400, "give the org as {\"login\": NAME}");
-                }
-                ok(serde_json::json!({ "id": st.add_org(login) }))
-            }
-            ("POST", "/repos") => {
-                let r: NewRepo = parse_or_reply!(&req);
-                if r.full_name.split('/').filter(|p| !p.is_empty()).count() != 2 {
-                    return fail(400, "give the repository as OWNER/NAME");
-                }
-                ok(serde_json::json!({ "id": st.add_repo(&r.full_name, r.private, now) }))
-            }
-            ("POST", "/pats") => {
-                let v: serde_json::Value = parse_or_reply!(&req);
-                let Some(token) = v.get("token").and_then(|t| t.as_str()) else {
-                    return fail(400, "give the PAT as {\"token\": VALUE}");
-                };
-                let n = st.pats.len();
-                let n = *st.pats.entry(token.to_string()).or_insert(n);
-                ok(serde_json::json!({ "credential": format!("pat:{n}") }))
-            }
-            ("POST", "/apps") => {
-                let a: NewApp = parse_or_reply!(&req);
-                match super::auth::public_components_from_private_pem(&a.private_key_pem) {
-                    Ok((n, e)) => {
-                        st.apps.insert(
-                            a.app_id,
-                            super::state::AppState {
-                                app_id: a.app_id,
-                                client_id: a.client_id,
-                                n,
-                                e,
-                            },
-                        );
-                        ok(serde_json::json!({ "app_id": a.app_id }))
-                    }
-                    Err(e) => fail(400, &e),
-                }
-            }
-            ("POST", "/installations") => {
-                let v: serde_json::Value = parse_or_reply!(&req);
-                let (Some(app_id), Some(account)) = (
-                    v.get("app_id").and_then(|a| a.as_u64()),
-                    v.get("account").and_then(|a| a.as_str()),
-                ) else {
-                    return fail(400, "give {\"app_id\": N, \"account\": LOGIN}");
-                };
-                let id = st.next_id();
-                st.installations.insert(
-                    id,
-                    InstallationState {
-                        id,
-                        app_id,
-                        account: account.to_string(),
-                    },
-                );
-                ok(serde_json::json!({ "id": id }))
-            }
-            ("POST", "/runner-groups") => {
-                let v: serde_json::Value = parse_or_reply!(&req);
-                let (Some(org), Some(name)) = (
-                    v.get("org").and_then(|a| a.as_str()),
-                    v.get("name").and_then(|a| a.as_str()),
-                ) else {
-                    return fail(400, "give {\"org\": LOGIN, \"name\": GROUP}");
-                };
-                let public = v
-                    .get("allows_public_repositories")
-                    .and_then(|a| a.as_bool())
-                    .unwrap_or(false);
-                ok(serde_json::json!({ "id": st.add_runner_group(org, name, public) }))
-            }
-            ("POST", "/jobs") => {
-                let j: NewJob = parse_or_reply!(&req);
-                if !st.repos.contains_key(&j.repo) {
-                    return fail(
-                        404,
-                        "no such repository: add it with POST /_sim/repos first",
-                    );
-                }
-                let (run_id, ids) =
-                    st.enqueue_run(&j.repo, "CI", &[(j.name, j.labels, j.duration_ms)], now);
-                if let Some(job) = st.jobs.get_mut(&ids[0]) {
-                    job.script = j.script;
-                }
-                ok(serde_json::json!({ "id": ids[0], "run_id": run_id }))
-            }
-            ("POST", "/faults") => {
-                let rule: FaultRule = parse_or_reply!(&req);
-                st.faults.push(rule);
-                ok(serde_json::json!({ "faults": st.faults.len() }))
-            }
-            ("POST", "/runner-faults") => {
-                let rule: RunnerFaultRule = parse_or_reply!(&req);
-                st.runner_faults.push(rule);
-                ok(serde_json::json!({ "runner_faults": st.runner_faults.len() }))
-            }
-            ("DELETE", "/faults") => {
-                st.faults.clear();
-                st.runner_faults.clear();
-                ok(serde_json::json!({}))
-            }
-            ("DELETE", p) if p.starts_with("/runners/") => {
-                let id: u64 = p.trim_start_matches("/runners/").parse().unwrap_or(0);
-                match st.remove_runner(id, now) {
-                    Some(_) => ok(serde_json::json!({ "removed": id })),
-                    None => fail(404, "no such runner"),
-                }
-            }
-            _ => fail(404, "unknown sim control endpoint: see src/sim/control.rs"),
-        }
-    };
+    let reply = control(&mut sim.lock(), &req, now);
     sim.changed.notify_all();
     reply
+}
+
+/// The test's hands: `/_sim/...` requests that shape the world and read it.
+fn control(st: &mut State, req: &Request, now: Millis) -> Reply {
+    let path = req.path.trim_start_matches("/_sim");
+    match (req.method.as_str(), path) {
+        ("GET", "/state") => ok(serde_json::json!({
+            "url": st.base_url,
+            "repos": st.repos.values().collect::<Vec<_>>(),
+            "orgs": st.orgs.values().collect::<Vec<_>>(),
+            "runs": st.runs.values().collect::<Vec<_>>(),
+            "jobs": st.jobs.values().collect::<Vec<_>>(),
+            "runners": st.runners.values().collect::<Vec<_>>(),
+        })),
+        ("GET", "/jobs") => ok(serde_json::json!(st.jobs.values().collect::<Vec<_>>())),
+        ("POST", "/runner-release") => publish_release(st, req),
+        ("GET", "/runners") => ok(serde_json::json!(st.runners.values().collect::<Vec<_>>())),
+        ("GET", "/log") => ok(serde_json::json!(st.log)),
+        ("GET", "/units") => ok(serde_json::json!(st.units_used())),
+        ("GET", "/in-flight") => ok(serde_json::json!(st.in_flight)),
+        ("POST", "/orgs") => add_org(st, req),
+        ("POST", "/repos") => add_repo(st, req, now),
+        ("POST", "/pats") => add_pat(st, req),
+        ("POST", "/apps") => add_app(st, req),
+        ("POST", "/installations") => add_installation(st, req),
+        ("POST", "/runner-groups") => add_runner_group(st, req),
+        ("POST", "/jobs") => add_job(st, req, now),
+        ("POST", "/faults") => {
+            let rule: FaultRule = parse_or_reply!(req);
+            st.faults.push(rule);
+            ok(serde_json::json!({ "faults": st.faults.len() }))
+        }
+        ("POST", "/runner-faults") => {
+            let rule: RunnerFaultRule = parse_or_reply!(req);
+            st.runner_faults.push(rule);
+            ok(serde_json::json!({ "runner_faults": st.runner_faults.len() }))
+        }
+        ("DELETE", "/faults") => {
+            st.faults.clear();
+            st.runner_faults.clear();
+            ok(serde_json::json!({}))
+        }
+        ("DELETE", p) if p.starts_with("/runners/") => {
+            let id: u64 = p.trim_start_matches("/runners/").parse().unwrap_or(0);
+            match st.remove_runner(id, now) {
+                Some(_) => ok(serde_json::json!({ "removed": id })),
+                None => fail(404, "no such runner"),
+            }
+        }
+        _ => fail(404, "unknown sim control endpoint: see src/sim/control.rs"),
+    }
+}
+
+/// `POST /_sim/runner-release {"version"}`: the newest release the downloads API lists.
+fn publish_release(st: &mut State, req: &Request) -> Reply {
+    #[derive(Deserialize)]
+    struct Release {
+        version: String,
+    }
+    let r: Release = parse_or_reply!(req);
+    if !crate::install::versions::is_version(&r.version) {
+        return fail(400, "version must read like 2.337.0");
+    }
+    st.runner_release = r.version.clone();
+    ok(serde_json::json!({ "release": r.version }))
+}
+
+/// `POST /_sim/orgs {"login"}`.
+fn add_org(st: &mut State, req: &Request) -> Reply {
+    let v: serde_json::Value = parse_or_reply!(req);
+    let login = v.get("login").and_then(|l| l.as_str()).unwrap_or_default();
+    if login.is_empty() {
+        return fail(400, "give the org as {\"login\": NAME}");
+    }
+    ok(serde_json::json!({ "id": st.add_org(login) }))
+}
+
+/// `POST /_sim/repos {"full_name", "private"}`.
+fn add_repo(st: &mut State, req: &Request, now: Millis) -> Reply {
+    let r: NewRepo = parse_or_reply!(req);
+    if r.full_name.split('/').filter(|p| !p.is_empty()).count() != 2 {
+        return fail(400, "give the repository as OWNER/NAME");
+    }
+    ok(serde_json::json!({ "id": st.add_repo(&r.full_name, r.private, now) }))
+}
+
+/// `POST /_sim/pats {"token"}`: a PAT, logged as `pat:N`.
+fn add_pat(st: &mut State, req: &Request) -> Reply {
+    let v: serde_json::Value = parse_or_reply!(req);
+    let Some(token) = v.get("token").and_then(|t| t.as_str()) else {
+        return fail(400, "give the PAT as {\"token\": VALUE}");
+    };
+    let n = st.pats.len();
+    let n = *st.pats.entry(token.to_string()).or_insert(n);
+    ok(serde_json::json!({ "credential": format!("pat:{n}") }))
+}
+
+/// `POST /_sim/apps`: a GitHub App, by its private key's public half.
+fn add_app(st: &mut State, req: &Request) -> Reply {
+    let a: NewApp = parse_or_reply!(req);
+    match super::auth::public_components_from_private_pem(&a.private_key_pem) {
+        Ok((n, e)) => {
+            st.apps.insert(
+                a.app_id,
+                super::state::AppState {
+                    app_id: a.app_id,
+                    client_id: a.client_id,
+                    n,
+                    e,
+                },
+            );
+            ok(serde_json::json!({ "app_id": a.app_id }))
+        }
+        Err(e) => fail(400, &e),
+    }
+}
+
+/// `POST /_sim/installations {"app_id", "account"}`.
+fn add_installation(st: &mut State, req: &Request) -> Reply {
+    let v: serde_json::Value = parse_or_reply!(req);
+    let (Some(app_id), Some(account)) = (
+        v.get("app_id").and_then(|a| a.as_u64()),
+        v.get("account").and_then(|a| a.as_str()),
+    ) else {
+        return fail(400, "give {\"app_id\": N, \"account\": LOGIN}");
+    };
+    let id = st.next_id();
+    st.installations.insert(
+        id,
+        InstallationState {
+            id,
+            app_id,
+            account: account.to_string(),
+        },
+    );
+    ok(serde_json::json!({ "id": id }))
+}
+
+/// `POST /_sim/runner-groups {"org", "name", "allows_public_repositories"}`.
+fn add_runner_group(st: &mut State, req: &Request) -> Reply {
+    let v: serde_json::Value = parse_or_reply!(req);
+    let (Some(org), Some(name)) = (
+        v.get("org").and_then(|a| a.as_str()),
+        v.get("name").and_then(|a| a.as_str()),
+    ) else {
+        return fail(400, "give {\"org\": LOGIN, \"name\": GROUP}");
+    };
+    let public = v
+        .get("allows_public_repositories")
+        .and_then(|a| a.as_bool())
+        .unwrap_or(false);
+    ok(serde_json::json!({ "id": st.add_runner_group(org, name, public) }))
+}
+
+/// `POST /_sim/jobs`: a one-job run queued in an existing repository.
+fn add_job(st: &mut State, req: &Request, now: Millis) -> Reply {
+    let j: NewJob = parse_or_reply!(req);
+    if !st.repos.contains_key(&j.repo) {
+        return fail(
+            404,
+            "no such repository: add it with POST /_sim/repos first",
+        );
+    }
+    let (run_id, ids) = st.enqueue_run(&j.repo, "CI", &[(j.name, j.labels, j.duration_ms)], now);
+    if let Some(job) = st.jobs.get_mut(&ids[0]) {
+        job.script = j.script;
+    }
+    ok(serde_json::json!({ "id": ids[0], "run_id": run_id }))
 }
 
 fn bearer(req: &Request) -> &str {
