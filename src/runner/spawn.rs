@@ -169,6 +169,24 @@ pub fn runner_env(
 }
 
 /// Opens (creating 0600, and the directory 0700) the attempt's log for appending.
+/// Opens (truncated, 0600) the file a spawned process writes its own pid to before it
+/// execs, if it has one.
+pub(crate) fn open_pid_file(path: Option<&Path>) -> Result<Option<fs::File>, SpawnError> {
+    path.map(|p| {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(p)
+            .map_err(|source| SpawnError::LogFile {
+                path: p.to_path_buf(),
+                source,
+            })
+    })
+    .transpose()
+}
+
 pub fn open_log(path: &Path) -> Result<fs::File, SpawnError> {
     let err = |source| SpawnError::LogFile {
         path: path.to_path_buf(),
@@ -220,21 +238,7 @@ pub fn spawn_runner(spec: &SpawnSpec<'_>) -> Result<Spawned, SpawnError> {
         }
     }
     let log = open_log(spec.log_path)?;
-    let pid_file = match spec.pid_file {
-        None => None,
-        Some(p) => Some(
-            OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(p)
-                .map_err(|source| SpawnError::LogFile {
-                    path: p.to_path_buf(),
-                    source,
-                })?,
-        ),
-    };
+    let pid_file = open_pid_file(spec.pid_file)?;
     let pid_fd = pid_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
     let log_err = log.try_clone().map_err(|source| SpawnError::LogFile {
         path: spec.log_path.to_path_buf(),

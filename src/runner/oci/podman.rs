@@ -12,7 +12,6 @@ use crate::runner::proc::process_start_time;
 use crate::runner::spawn::{SpawnError, Spawned, open_log};
 use crate::secret::Secret;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -210,21 +209,7 @@ impl Podman {
             path: log.to_path_buf(),
             source,
         })?;
-        let pid_file = match pid_file {
-            None => None,
-            Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(p)
-                    .map_err(|source| SpawnError::LogFile {
-                        path: p.to_path_buf(),
-                        source,
-                    })?,
-            ),
-        };
+        let pid_file = crate::runner::spawn::open_pid_file(pid_file)?;
         let pid_fd = pid_file.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let mut cmd = Command::new(&self.program);
         cmd.args(args)
