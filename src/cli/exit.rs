@@ -326,6 +326,24 @@ mod tests {
         assert!(TABLE.iter().all(|r| r.code != 0 && r.code < 256));
     }
 
+    /// The packaged unit does not restart the daemon on the exits a restart cannot
+    /// mend; the codes there are this table's.
+    #[test]
+    fn the_unit_does_not_restart_on_what_a_restart_cannot_mend() {
+        let listed: Vec<i32> = crate::service::unit::TEMPLATE
+            .lines()
+            .filter_map(|l| l.strip_prefix("RestartPreventExitStatus="))
+            .flat_map(|v| v.split_whitespace().map(|c| c.parse::<i32>().unwrap()))
+            .collect();
+        let unmended = [
+            Failure::Usage,
+            Failure::StoreLocked,
+            Failure::StoreUnreadable,
+            Failure::PermissionDenied,
+        ];
+        assert_eq!(listed, unmended.map(Failure::code).to_vec());
+    }
+
     #[test]
     fn the_kept_codes_keep_their_meaning() {
         assert_eq!(Failure::Other.code(), 1);
