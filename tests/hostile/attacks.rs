@@ -17,14 +17,8 @@ fn victim(release: &std::path::Path) -> String {
     )
 }
 
-#[test]
-fn a_job_reaches_no_secret_no_book_and_no_other_runner() {
-    let Some((mut w, _uids)) = contained_world("hostile-secrets", 4, 3) else {
-        return;
-    };
-    w.start_daemon();
-    let release = w.dir.join("release-victim");
-    let victim_job = run_script(&w, "victim", &victim(&release));
+/// Waits for the victim's attempt to be busy with its process known, and returns it.
+fn busy_victim(w: &World) -> runner_manager::domain::Attempt {
     let mut v = None;
     wait_until(SETTLE, "the victim runs", || {
         v = w
@@ -33,7 +27,18 @@ fn a_job_reaches_no_secret_no_book_and_no_other_runner() {
             .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
         v.is_some()
     });
-    let v = v.unwrap();
+    v.unwrap()
+}
+
+#[test]
+fn a_job_reaches_no_secret_no_book_and_no_other_runner() {
+    let Some((mut w, _uids)) = contained_world("hostile-secrets", 4, 3) else {
+        return;
+    };
+    w.start_daemon();
+    let release = w.dir.join("release-victim");
+    let victim_job = run_script(&w, "victim", &victim(&release));
+    let v = busy_victim(&w);
     let vpid = v.pid.unwrap();
     let daemon = w.daemon_pid();
     let d = w.dir.display();
@@ -338,15 +343,7 @@ fn a_job_reads_no_other_targets_cache_live_or_ended() {
             victim(&release)
         ),
     );
-    let mut v = None;
-    wait_until(SETTLE, "the victim runs", || {
-        v = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
-        v.is_some()
-    });
-    let v = v.unwrap();
+    let v = busy_victim(&w);
     let octo = runner_manager::store::Store::target(&w.store(), "octo").unwrap();
     let key = runner_manager::domain::caches::target_key(&octo);
     let d = w.dir.display();
