@@ -22,11 +22,16 @@ use super::protocol::{
 };
 use crate::domain::QueuedJob;
 use crate::domain::labels::{extra_labels, job_fits};
+use crate::store::CoordJobRow;
 use crate::timefmt::{Millis, format_rfc3339};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One connection; a host that reconnects gets a new one.
 pub type ConnId = u64;
+
+/// The connection of a lease taken up from the store by a restarted coordinator,
+/// until its host says hello: connections are numbered from 1.
+pub const NO_CONN: ConnId = 0;
 
 /// Lease ids remembered after their lease closed, to match late `attempt_started`.
 const LEASE_MEMORY: usize = 65_536;
@@ -217,6 +222,114 @@ impl Placement {
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
             lease_order: VecDeque::new(),
+        }
+    }
+
+    /// The book as the store keeps it: one row per job, with its lease or runner.
+    /// [`Placement::restore`] reads it back.
+    pub fn book_rows(&self, now: Millis) -> Vec<CoordJobRow> {
+        self.jobs
+            .iter()
+            .map(|(k, j)| {
+                let mut row = CoordJobRow {
+                    job_key: k.clone(),
+                    target: j.target.clone(),
+                    repo: j.job.repo.clone(),
+                    name: j.job.name.clone(),
+                    labels: j.job.labels.clone(),
+                    queued_at: j.job.created_at,
+                    phase: j.phase.as_str().to_string(),
+                    placements: j.placements,
+                    updated_at: now,
+                    ..Default::default()
+                };
+                match &j.phase {
+                    Phase::Leased {
+                        lease_id,
+                        host,
+                        profile,
+                        expires_at,
+                        ..
+                    } => {
+                        row.lease_id = Some(lease_id.clone());
+                        row.host = Some(host.clone());
+                        row.profile = Some(profile.clone());
+                        row.expires_at = Some(*expires_at);
+                    }
+                    Phase::Started {
+                        host, runner_name, ..
+                    } => {
+                        row.host = Some(host.clone());
+                        row.runner_name = Some(runner_name.clone());
+                    }
+                    Phase::Waiting | Phase::Held => {}
+                }
+                row
+            })
+            .collect()
+    }
+
+    /// A restarted coordinator takes up the book its last life wrote (the server
+    /// writes it before it sends a launch), so a job whose runner was asked for or
+    /// started before the crash is not placed again beside it:
+    /// - a lease, offered or accepted, waits `away_grace_ms` for its host, as the
+    ///   accepted leases of a host whose link dropped do (an offer may have been
+    ///   accepted in the frame the crash cut off);
+    /// - a started runner serves its job for `orphan_grace_ms`, or until its host
+    ///   says hello;
+    /// - a held job waits for a fresh snapshot, and a waiting one waits.
+    ///
+    /// Jobs no longer queued leave with their target's first snapshot; rows of
+    /// targets this coordinator no longer serves, or that cannot be read, are dropped.
+    pub fn restore(&mut self, rows: &[CoordJobRow], now: Millis) {
+        for r in rows {
+            if !self.targets.iter().any(|t| t.name == r.target) {
+                continue;
+            }
+            let Ok(id) = r.job_key.parse::<i64>() else {
+                continue;
+            };
+            let phase = match (r.phase.as_str(), &r.lease_id, &r.host, &r.runner_name) {
+                ("offered" | "accepted", Some(lease_id), Some(host), _) => {
+                    self.remember_lease(lease_id, &r.job_key, host);
+                    Phase::Leased {
+                        lease_id: lease_id.clone(),
+                        conn: NO_CONN,
+                        host: host.clone(),
+                        profile: r.profile.clone().unwrap_or_default(),
+                        expires_at: r
+                            .expires_at
+                            .unwrap_or(now)
+                            .min(now + self.cfg.away_grace_ms),
+                        acked: true,
+                    }
+                }
+                ("started", _, Some(host), Some(runner_name)) => Phase::Started {
+                    host: host.clone(),
+                    runner_name: runner_name.clone(),
+                    orphan_at: Some(now + self.cfg.orphan_grace_ms),
+                },
+                ("held", ..) => Phase::Held,
+                _ => Phase::Waiting,
+            };
+            let job = QueuedJob {
+                id,
+                run_id: 0,
+                repo: r.repo.clone(),
+                name: r.name.clone(),
+                labels: r.labels.clone(),
+                created_at: r.queued_at,
+            };
+            self.jobs.insert(
+                r.job_key.clone(),
+                JobEntry {
+                    target: r.target.clone(),
+                    job,
+                    phase,
+                    refused: BTreeMap::new(),
+                    placements: r.placements,
+                },
+            );
         }
     }
 

@@ -477,3 +477,87 @@ fn a_lease_named_by_another_host_changes_nothing() {
         p.jobs()["1"].phase
     );
 }
+
+/// A coordinator killed and started again: what the first placed is taken up from
+/// its book, and what the second sees first is the hosts saying hello again.
+fn restarted(p: &Placement, now: Millis) -> Placement {
+    let mut q = placement();
+    q.restore(&p.book_rows(now), now);
+    q
+}
+
+#[test]
+fn a_restarted_coordinator_does_not_place_again_a_job_its_last_life_leased() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    assert_eq!(l.len(), 1);
+    // Killed before the host's ack arrived: the offer may have been accepted.
+    let mut q = restarted(&p, T0 + 100);
+    let mut a = q.hello(3, "h2", hello("h2", 3, 1, POOL), T0 + 200);
+    a.extend(q.queue("ct", vec![job(1, &["linux"])], T0 + 300));
+    a.extend(q.hello(4, "h1", hello("h1", 3, 1, POOL), T0 + 400));
+    assert!(
+        launches(&a).is_empty(),
+        "not placed beside its lease: {a:?}"
+    );
+    // The host that had it returns: the lease is its own again, on its new
+    // connection, and a start it reports closes it.
+    let host = &l[0].0;
+    let conn = if *host == 1 { 4 } else { 3 };
+    assert_eq!(q.outstanding(conn), 1);
+    let a = q.started(conn, started(&l[0].2, "rm-x-1"), T0 + 500);
+    assert!(cancels(&a).is_empty());
+    assert!(matches!(q.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(launches(&q.tick(T0 + 120_000)).is_empty());
+}
+
+#[test]
+fn a_restored_lease_whose_runner_never_came_is_placed_again_after_the_grace() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    let mut q = restarted(&p, T0 + 100);
+    q.hello(2, "h2", hello("h2", 3, 1, POOL), T0 + 200);
+    assert!(launches(&q.queue("ct", vec![job(1, &["linux"])], T0 + 300)).is_empty());
+    let a = q.tick(T0 + 100 + cfg().away_grace_ms);
+    assert_eq!(
+        launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![2],
+        "h1 never came back: placed on the host that is here"
+    );
+}
+
+#[test]
+fn a_restored_runner_serves_its_job_and_a_job_gone_from_the_queue_is_forgotten() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0));
+    for x in &l {
+        accept(&mut p, 1, &x.2, T0);
+    }
+    p.started(1, started(&l[0].2, "rm-h1-1"), T0 + 10);
+    let mut q = restarted(&p, T0 + 100);
+    assert!(matches!(q.jobs()["1"].phase, Phase::Started { .. }));
+    q.hello(2, "h1", hello("h1", 3, 2, POOL), T0 + 200);
+    // Job 2's runner took it while no coordinator ran: it leaves with the snapshot.
+    let a = q.queue("ct", vec![job(1, &["linux"])], T0 + 300);
+    assert!(launches(&a).is_empty());
+    assert!(!q.jobs().contains_key("2"));
+    // The started runner's host is back: past the orphan grace it still serves.
+    assert!(launches(&q.tick(T0 + 100 + cfg().orphan_grace_ms + 1)).is_empty());
+}
+
+#[test]
+fn a_restored_book_drops_targets_no_longer_served() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.queue("ct", vec![job(1, &["linux"])], T0);
+    let mut rows = p.book_rows(T0);
+    rows[0].target = "gone".into();
+    let mut q = placement();
+    q.restore(&rows, T0);
+    assert!(q.jobs().is_empty());
+}

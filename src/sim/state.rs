@@ -254,6 +254,9 @@ pub struct State {
     /// given a job: at rest, the difference is the runners that ran no job.
     pub runners_connected: u64,
     pub runners_given_a_job: u64,
+    /// The names of runners that connected and have not been given a job (yet), so a
+    /// benchmark can say which runner ran none.
+    pub connected_without_job: std::collections::BTreeSet<String>,
 }
 
 /// Why a runner-side call failed.
@@ -297,6 +300,7 @@ impl State {
             self_updates: Vec::new(),
             runners_connected: 0,
             runners_given_a_job: 0,
+            connected_without_job: Default::default(),
         }
     }
 
@@ -506,7 +510,9 @@ impl State {
     ) -> Result<(), RunnerCallError> {
         let r = self.runner_checked(id, credential)?;
         if !r.online {
+            let name = r.name.clone();
             self.runners_connected += 1;
+            self.connected_without_job.insert(name);
         }
         let r = self.runner_checked(id, credential)?;
         r.online = true;
@@ -550,6 +556,7 @@ impl State {
         runner.busy = true;
         runner.job_id = Some(job_id);
         self.runners_given_a_job += 1;
+        self.connected_without_job.remove(&r.name);
         self.scaleset_job_started(job_id);
         Ok(Some(job))
     }
