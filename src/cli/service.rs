@@ -16,22 +16,6 @@ use crate::timefmt::now_millis;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-pub fn run(inv: &Invocation) -> CliResult {
-    let mut out = Out::new(inv.json);
-    match inv.command.path {
-        ["service", "install"] => install(inv, &mut out)?,
-        ["service", "status"] => status(inv, &mut out)?,
-        ["service", "uninstall"] => uninstall(inv, &mut out)?,
-        other => {
-            return Err(CliError::Failed(format!(
-                "command '{}' is in the table but has no handler",
-                other.join(" ")
-            )));
-        }
-    }
-    out.flush()
-}
-
 fn kind(inv: &Invocation) -> Kind {
     if inv.flag("--user") {
         Kind::User
@@ -128,7 +112,7 @@ fn refuse(path: &Path, why: &str) -> CliError {
     ))
 }
 
-fn install(inv: &Invocation, out: &mut Out) -> CliResult {
+pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, explicit) = unit_dir(inv, kind)?;
     let state = daemon_state_dir(inv, kind)?;
@@ -264,7 +248,7 @@ fn running_daemon(state: &Path) -> Result<Option<u32>, CliError> {
         .map(|b| b.pid))
 }
 
-fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
+pub(super) fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, _) = unit_dir(inv, kind)?;
     let path = dir.join(unit::UNIT_NAME);
@@ -360,7 +344,7 @@ fn target_lines(store: &dyn Store) -> Result<Vec<TargetLine>, CliError> {
         .collect())
 }
 
-fn status(inv: &Invocation, out: &mut Out) -> CliResult {
+pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, _) = unit_dir(inv, kind)?;
     let path = dir.join(unit::UNIT_NAME);
