@@ -374,8 +374,8 @@ struct Report {
     /// names one.
     state: PathBuf,
     systemd: Systemd,
-    /// The daemon's line and whether it is alive; `None` when there is no store yet.
-    daemon: Option<(String, bool)>,
+    /// `None` when there is no store yet.
+    daemon: Option<DaemonLine>,
     targets: Vec<TargetLine>,
 }
 
@@ -389,6 +389,12 @@ struct UnitFile {
     stale: Option<svc::Stale>,
     /// The unit's state directory.
     state: Option<PathBuf>,
+}
+
+/// The daemon's line of `service status`.
+struct DaemonLine {
+    detail: String,
+    running: bool,
 }
 
 /// What `systemctl is-enabled|is-active` said, when there is a systemctl.
@@ -479,7 +485,7 @@ fn ask_systemd(kind: Kind) -> Systemd {
 /// The daemon's line and the targets' lines from the store in `state`. No store yet is
 /// the daemon's to make; one this user cannot reach is said as such (a system daemon's
 /// state directory is root's, mode 0700).
-fn read_store(state: &Path) -> Result<(Option<(String, bool)>, Vec<TargetLine>), CliError> {
+fn read_store(state: &Path) -> Result<(Option<DaemonLine>, Vec<TargetLine>), CliError> {
     let db = state.join(crate::store::DB_FILE);
     Ok(match std::fs::metadata(&db) {
         Ok(_) => {
@@ -488,16 +494,19 @@ fn read_store(state: &Path) -> Result<(Option<(String, bool)>, Vec<TargetLine>),
             let hb = store.heartbeat()?;
             let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
             (
-                Some((super::host::daemon_line(hb.as_ref(), alive), alive)),
+                Some(DaemonLine {
+                    detail: super::host::daemon_line(hb.as_ref(), alive),
+                    running: alive,
+                }),
                 target_lines(&store)?,
             )
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, Vec::new()),
         Err(e) => (
-            Some((
-                format!("cannot read the store at {}: {e}", db.display()),
-                false,
-            )),
+            Some(DaemonLine {
+                detail: format!("cannot read the store at {}: {e}", db.display()),
+                running: false,
+            }),
             Vec::new(),
         ),
     })
@@ -530,7 +539,7 @@ fn status_text(r: &Report) -> String {
             "daemon",
             r.daemon.as_ref().map_or_else(
                 || format!("no store at {} yet", r.state.display()),
-                |d| d.0.clone(),
+                |d| d.detail.clone(),
             ),
         ),
     ]);
@@ -581,7 +590,7 @@ fn status_json(r: &Report) -> serde_json::Value {
             "active": r.systemd.active,
         },
         "state_dir": r.state.display().to_string(),
-        "daemon": r.daemon.as_ref().map(|d| json!({"running": d.1, "detail": d.0})),
+        "daemon": r.daemon.as_ref().map(|d| json!({"running": d.running, "detail": d.detail})),
         "targets": r.targets.iter().map(|t| json!({
             "name": t.name,
             "last_report": t.last_report,
