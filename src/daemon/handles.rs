@@ -23,10 +23,18 @@ pub struct LoopHandle {
 impl LoopHandle {
     /// Runs `tl` on a thread of its own (one pass per target with `once`).
     pub fn spawn(name: &str, tl: TargetLoop, once: bool) -> std::io::Result<LoopHandle> {
+        Self::spawn_with(name, move |inbox| tl.run(inbox, once))
+    }
+
+    /// Runs `body` on a thread named `target:<name>` with the handle's inbox.
+    fn spawn_with(
+        name: &str,
+        body: impl FnOnce(Receiver<LoopMsg>) -> Option<String> + Send + 'static,
+    ) -> std::io::Result<LoopHandle> {
         let (tx, rx) = bounded::<LoopMsg>(4);
         let thread = std::thread::Builder::new()
             .name(format!("target:{name}"))
-            .spawn(move || tl.run(rx, once))?;
+            .spawn(move || body(rx))?;
         Ok(LoopHandle {
             tx,
             thread: Some(thread),
@@ -150,5 +158,84 @@ impl Drop for SamplerHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A loop that passes until told to stop, then says so in `ended`.
+    fn until_stopped(name: &str, ended: &Arc<AtomicBool>) -> LoopHandle {
+        let ended = ended.clone();
+        LoopHandle::spawn_with(name, move |inbox| {
+            while let Ok(msg) = inbox.recv() {
+                if msg == LoopMsg::Stop {
+                    break;
+                }
+            }
+            ended.store(true, Ordering::SeqCst);
+            None
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn dropping_a_handle_stops_its_loop_and_joins_it() {
+        let ended = Arc::new(AtomicBool::new(false));
+        let handle = until_stopped("a", &ended);
+        handle.tell(LoopMsg::Wake);
+        drop(handle);
+        assert!(ended.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn join_gives_what_the_loop_returned_without_telling_it_to_stop() {
+        let handle = LoopHandle::spawn_with("a", |inbox| {
+            // `--once` reads no inbox: a Stop here would be the handle's doing.
+            Some(format!("inbox: {:?}", inbox.try_recv().ok()))
+        })
+        .unwrap();
+        assert_eq!(handle.join().unwrap().as_deref(), Some("inbox: None"));
+    }
+
+    #[test]
+    fn a_loop_that_panicked_joins_as_an_error() {
+        let handle = LoopHandle::spawn_with("a", |_| panic!("a pass panicked")).unwrap();
+        assert!(handle.join().is_err());
+    }
+
+    #[test]
+    fn the_map_tells_each_loop_and_a_removed_loop_is_stopped_when_dropped() {
+        let loops = Loops::default();
+        for name in ["a", "b"] {
+            let handle =
+                LoopHandle::spawn_with(name, |inbox| inbox.recv().ok().map(|m| format!("{m:?}")))
+                    .unwrap();
+            loops.insert(name.into(), handle);
+        }
+        let mut names = loops.names();
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        loops.tell("a", LoopMsg::Reload);
+        assert_eq!(
+            loops.remove("a").unwrap().join().unwrap().as_deref(),
+            Some("Reload")
+        );
+        assert!(!loops.contains("a"));
+        loops.tell_all(LoopMsg::Wake);
+        let rest: Vec<_> = loops.take_all();
+        assert_eq!(rest.len(), 1);
+        for (_, h) in rest {
+            assert_eq!(h.join().unwrap().as_deref(), Some("Wake"));
+        }
+        assert!(loops.names().is_empty());
+
+        let ended = Arc::new(AtomicBool::new(false));
+        loops.insert("c".into(), until_stopped("c", &ended));
+        drop(loops.remove("c"));
+        assert!(ended.load(Ordering::SeqCst));
     }
 }

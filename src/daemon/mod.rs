@@ -1,5 +1,6 @@
-//! The daemon: the main thread that takes the lock, spawns one loop per target, the
-//! meter sampler and the coordinator link, watches signals and joins them all.
+//! The daemon: `run` takes the lock, spawns one loop per target, the meter sampler
+//! and the coordinator link, then hands over to `main_loop`, which watches signals
+//! and joins them all.
 
 mod actuator;
 pub mod contain;
