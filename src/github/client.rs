@@ -484,7 +484,7 @@ impl GitHubClient {
                 }
                 Ok(reply)
             }
-            304 => self.from_cache(&c.url),
+            304 => self.cached_reply(&c.url),
             401 => {
                 let app = matches!(self.credential, Credential::App { .. });
                 if app && c.auth == Auth::Bearer && !refreshed {
@@ -527,7 +527,7 @@ impl GitHubClient {
     }
 
     /// A 304's answer: the cached body, as a 200.
-    fn from_cache(&self, url: &str) -> Result<Reply, GhError> {
+    fn cached_reply(&self, url: &str) -> Result<Reply, GhError> {
         let mut st = lock(&self.state);
         match st.etags.get(url).cloned() {
             Some(hit) => {

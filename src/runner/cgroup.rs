@@ -1174,7 +1174,8 @@ fn missing_notes(hiers: &[Hier], v2: &V2Found, v1_missing: &[(&str, String)]) ->
         }
     };
     let any = |f: fn(&Roles) -> bool| hiers.iter().any(|h| f(&h.roles));
-    let limits: [(&str, fn(&Roles) -> bool); 3] = [
+    type Served = fn(&Roles) -> bool;
+    let limits: [(&str, Served); 3] = [
         ("memory", |r| r.memory),
         ("cpu", |r| r.cpu),
         ("pids", |r| r.pids),
