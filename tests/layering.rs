@@ -1,6 +1,7 @@
 //! The floors of ARCHITECTURE.md held against the code: every `crate::X` path in
 //! `src/` outside test code names a module on a lower floor, or one the same floor
-//! lets it import (one way), and every module of `src/` has a floor.
+//! lets it import (one way); every module of `src/` has a floor, and the floors here
+//! are ARCHITECTURE.md's list.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -308,6 +309,37 @@ fn the_daemons_pool_imports_nothing_of_what_holds_it() {
     assert!(
         bad.is_empty(),
         "daemon::pool imports what stands on it: {bad:?}"
+    );
+}
+
+#[test]
+fn the_floors_are_architecture_mds() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let start = doc
+        .find("The floors of `src/`, lowest first:")
+        .expect("the floors' list");
+    let floors: Vec<Vec<String>> = doc[start..]
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(". ").filter(|(n, _)| n.parse::<u32>().is_ok()))
+        .map(|(_, rest)| {
+            let names = rest.split(':').next().unwrap();
+            names
+                .split(',')
+                .map(|n| n.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect();
+    let ours: Vec<Vec<String>> = FLOORS
+        .iter()
+        .map(|f| f.iter().map(|m| m.to_string()).collect())
+        .collect();
+    assert_eq!(
+        floors, ours,
+        "ARCHITECTURE.md's floors and this file's differ"
     );
 }
 
