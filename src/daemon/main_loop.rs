@@ -136,13 +136,15 @@ impl<'a> MainLoop<'a> {
     }
 
     /// Waits for the next event; `None` once signals can no longer come.
-    pub fn next_event(&self) -> Option<Event> {
+    pub fn next_event(&mut self) -> Option<Event> {
         loop {
             select! {
                 recv(self.signal_rx) -> sig => return sig.ok().map(Event::Signal),
-                // A sampler that ended sends nothing more: its channel is skipped.
-                recv(self.report_rx) -> batch => if let Ok(batch) = batch {
-                    return Some(Event::Meters(batch));
+                recv(self.report_rx) -> batch => match batch {
+                    Ok(batch) => return Some(Event::Meters(batch)),
+                    // A sampler that ended sends nothing more, and its closed channel
+                    // would be ready at every select: it is never listened to again.
+                    Err(_) => self.report_rx = crossbeam_channel::never(),
                 },
                 recv(self.ticker) -> _ => return Some(Event::Tick),
             }

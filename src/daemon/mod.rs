@@ -5,6 +5,7 @@
 mod actuator;
 pub mod contain;
 mod disk_watch;
+pub use disk_watch::free_bytes;
 pub mod fitness_watch;
 mod handles;
 mod io;

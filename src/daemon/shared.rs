@@ -78,7 +78,7 @@ impl Shared {
             last_tick: AtomicI64::new(crate::timefmt::now_millis()),
             contain: Mutex::new(Arc::new(super::contain::Containment::none())),
             disk: Mutex::new(Default::default()),
-            free_space: crate::doctor::free_bytes,
+            free_space: super::disk_watch::free_bytes,
             fitness: Mutex::new(Default::default()),
             runner_update: super::runner_update::UpdateBook::new(
                 super::runner_update::DEFAULT_EVERY_MS,
