@@ -137,7 +137,13 @@ pub enum Phase {
         /// Set while the host is disconnected: when the job goes back to waiting.
         orphan_at: Option<Millis>,
     },
-    Held,
+    /// Since when: only a snapshot whose read began after it may place the job
+    /// again. One read while the runner finished may still list the job a runner
+    /// took meanwhile (a run's jobs list read before the take), and placing it again
+    /// on that started a runner with nothing to run.
+    Held {
+        since: Millis,
+    },
 }
 
 impl Phase {
@@ -147,7 +153,7 @@ impl Phase {
             Phase::Leased { acked: false, .. } => "offered",
             Phase::Leased { acked: true, .. } => "accepted",
             Phase::Started { .. } => "started",
-            Phase::Held => "held",
+            Phase::Held { .. } => "held",
         }
     }
 }
@@ -262,7 +268,7 @@ impl Placement {
                         row.host = Some(host.clone());
                         row.runner_name = Some(runner_name.clone());
                     }
-                    Phase::Waiting | Phase::Held => {}
+                    Phase::Waiting | Phase::Held { .. } => {}
                 }
                 row
             })
@@ -309,7 +315,7 @@ impl Placement {
                     runner_name: runner_name.clone(),
                     orphan_at: Some(now + self.cfg.orphan_grace_ms),
                 },
-                ("held", ..) => Phase::Held,
+                ("held", ..) => Phase::Held { since: now },
                 _ => Phase::Waiting,
             };
             let job = QueuedJob {
@@ -546,7 +552,7 @@ impl Placement {
             return out;
         };
         match &job.phase {
-            Phase::Started { .. } | Phase::Held => return out,
+            Phase::Started { .. } | Phase::Held { .. } => return out,
             Phase::Leased {
                 lease_id, conn: c, ..
             } if Some(lease_id) != s.lease_id.as_ref() => {
@@ -569,7 +575,7 @@ impl Placement {
 
     /// A runner ended. If it was serving a job that still looks queued, the job waits
     /// for a fresh snapshot of its target and is placed again if it is still there.
-    pub fn finished(&mut self, conn: ConnId, f: AttemptFinished, _now: Millis) -> Vec<Action> {
+    pub fn finished(&mut self, conn: ConnId, f: AttemptFinished, now: Millis) -> Vec<Action> {
         let Some(host) = self.hosts.get_mut(&conn) else {
             return Vec::new();
         };
@@ -588,24 +594,27 @@ impl Placement {
                 _ => false,
             };
             if ours {
-                j.phase = Phase::Held;
+                j.phase = Phase::Held { since: now };
             }
         }
         Vec::new()
     }
 
-    /// A fresh snapshot of one target's queue: new jobs wait, jobs gone are cancelled
-    /// where they are leased and forgotten, held jobs still queued wait again.
+    /// A fresh snapshot of one target's queue, read from `now`: new jobs wait, jobs
+    /// gone are cancelled where they are leased and forgotten, held jobs still queued
+    /// wait again.
     pub fn queue(&mut self, target: &str, queued: Vec<QueuedJob>, now: Millis) -> Vec<Action> {
-        self.snapshot(target, queued, &[], now)
+        self.snapshot(target, queued, &[], now, now)
     }
 
-    /// [`Placement::queue`], with the runners seen taking the jobs that left it.
+    /// [`Placement::queue`], whose read began at `read_at`, with the runners seen
+    /// taking the jobs that left it. A job held since after `read_at` stays held.
     pub fn snapshot(
         &mut self,
         target: &str,
         queued: Vec<QueuedJob>,
         taken: &[Taken],
+        read_at: Millis,
         now: Millis,
     ) -> Vec<Action> {
         let mut out = Vec::new();
@@ -629,7 +638,9 @@ impl Placement {
         for (k, job) in present {
             match self.jobs.get_mut(&k) {
                 Some(j) if j.target == target => {
-                    if j.phase == Phase::Held {
+                    if let Phase::Held { since } = j.phase
+                        && read_at >= since
+                    {
                         j.phase = Phase::Waiting;
                     }
                 }
@@ -696,7 +707,7 @@ impl Placement {
                 Phase::Waiting
             }
             Phase::Leased { .. } | Phase::Started { .. } => phase,
-            Phase::Waiting | Phase::Held => Phase::Waiting,
+            Phase::Waiting | Phase::Held { .. } => Phase::Waiting,
         };
         if let Phase::Leased { lease_id, host, .. } = &job.phase {
             self.lease_jobs.insert(

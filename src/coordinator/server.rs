@@ -92,6 +92,8 @@ enum Event {
         target: String,
         jobs: Vec<QueuedJob>,
         taken: Vec<Taken>,
+        /// When the read began: a job held since after it stays held.
+        read_at: Millis,
     },
 }
 
@@ -247,6 +249,7 @@ pub fn serve(
             .spawn(move || {
                 let _done = done_tx;
                 loop {
+                    let read_at = now_millis();
                     match src.queued() {
                         Ok(jobs) => {
                             let target = src.target().name.clone();
@@ -256,6 +259,7 @@ pub fn serve(
                                     target,
                                     jobs,
                                     taken,
+                                    read_at,
                                 })
                                 .is_err()
                             {
@@ -703,7 +707,8 @@ fn placer(
                         target,
                         jobs,
                         taken,
-                    } => p.snapshot(&target, jobs, &taken, now),
+                        read_at,
+                    } => p.snapshot(&target, jobs, &taken, read_at, now),
                     Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
                 }
             }
