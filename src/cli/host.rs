@@ -531,6 +531,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     let meters = output::profile_meters(store)?;
     let isolation = isolation_line(store, &h, alive)?;
     let kept = crate::daemon::retention::Kept::read(dir, &h);
+    let caches = crate::runner::slots::Footprint::read(dir, &h);
     let installs: Vec<std::path::PathBuf> = profiles
         .iter()
         .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
@@ -556,6 +557,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("isolation", isolation.1.clone()),
                 ("cgroups", isolation.2.clone()),
                 ("kept", kept.line()),
+                ("caches", caches.line()),
                 ("runner", runner.line()),
             ]);
             s.push('\n');
@@ -574,6 +576,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "host": host_json(&h),
                 "live": live_total,
                 "kept": kept,
+                "caches": caches,
                 "runner": runner,
                 "isolation": {
                     "setting": h.isolation.as_str(),

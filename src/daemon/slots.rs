@@ -1,16 +1,16 @@
 //! An attempt's slot of its target, carried out: at its start its cache slot readied
 //! for its uid and the variables pointing at it added (after the operator's, which
 //! win), and a kept `_work` moved into its root; at its cleanup the `_work` moved back
-//! and the cache slot taken back from its uid; and the hourly prune of the caches to
-//! the host's `cache_cap` (`domain::caches::prune_plan`), never of a slot an attempt
-//! not yet cleaned holds. The store is the book of who holds which slot
-//! (`attempts.slot`), so a restart finds every lease where it was.
+//! and the cache slot taken back from its uid; and the hourly prune of the caches and
+//! kept workspaces together to the host's `cache_cap` (`domain::caches::prune_plan`),
+//! never of a slot an attempt not yet cleaned holds. The store is the book of who holds which
+//! slot (`attempts.slot`), so a restart finds every lease where it was.
 
 use super::contain::{Containment, Ready};
 use super::shared::Shared;
 use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
-use crate::runner::slots::{self, Kept};
+use crate::runner::slots::{self, Footprint, Kept};
 use crate::store::Store;
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
@@ -113,15 +113,16 @@ pub fn release(
     }
 }
 
-/// Prunes the caches under the runtime root to the host's `cache_cap`, least
-/// recently used first, never a slot an attempt not yet cleaned holds (asked again
-/// under the allocation lock just before each removal, so a start recorded meanwhile
-/// keeps its slot). Returns the slots removed.
+/// Prunes the caches and kept workspaces under the runtime root to the host's
+/// `cache_cap` (one cap for both), least recently used first, never a slot an attempt
+/// not yet cleaned holds (asked again under the allocation lock just before each
+/// removal, so a start recorded meanwhile keeps its slot). Returns the slots removed
+/// (`caches/<key>/slot-<n>`, `workspaces/<key>/slot-<n>`).
 pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     let c = shared.containment();
     let runtime = c.runtime_dir(&shared.state_dir).to_path_buf();
     slots::remove_leftovers(&runtime);
-    let found = match slots::list_caches(&runtime) {
+    let found = match slots::list_slots(&runtime) {
         Ok(f) => f,
         Err(e) => {
             log_warn!("caches_not_listed", error = e);
@@ -137,7 +138,7 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     let dirs: Vec<CacheDir> = found
         .iter()
         .map(|f| CacheDir {
-            name: format!("{}/slot-{}", f.key, f.slot),
+            name: f.name(),
             bytes: f.bytes,
             last_used: f.last_used,
             leased: held.contains(&(f.key.clone(), f.slot)),
@@ -145,10 +146,7 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
         .collect();
     let mut removed = Vec::new();
     for name in caches::prune_plan(&dirs, host.cache_cap_bytes) {
-        let Some(f) = found
-            .iter()
-            .find(|f| format!("{}/slot-{}", f.key, f.slot) == name)
-        else {
+        let Some(f) = found.iter().find(|f| f.name() == name) else {
             continue;
         };
         let _guard = shared.alloc_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -156,7 +154,7 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
         if !still_free {
             continue;
         }
-        match slots::remove_cache(&runtime, &f.key, f.slot) {
+        match slots::remove_slot(&runtime, f.kind, &f.key, f.slot) {
             Ok(()) => removed.push(name),
             Err(e) => log_warn!("cache_not_pruned", slot = name, error = e),
         }
@@ -237,9 +235,31 @@ mod tests {
             )
             .unwrap();
         assert_eq!(a.slot, Some(0));
-        let removed = prune(&shared, &store, &host);
-        assert_eq!(removed, [format!("{key}/slot-1")]);
+        // Kept workspaces count against the same cap: slot 0's is leased with its
+        // cache, slot 2's is free.
+        for slot in [0, 2] {
+            let work = d.0.join(format!("attempts/w{slot}/_work"));
+            std::fs::create_dir_all(&work).unwrap();
+            std::fs::write(work.join("left"), "x").unwrap();
+            slots::return_work(&d.0, &key, slot, &work).unwrap();
+        }
+        let before = Footprint::read(&d.0, &host);
+        assert_eq!((before.cache_targets, before.workspaces), (1, 2));
+        assert!(before.over() && before.workspaces_bytes > 0, "{before:?}");
+        let mut removed = prune(&shared, &store, &host);
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                format!("caches/{key}/slot-1"),
+                format!("workspaces/{key}/slot-2")
+            ]
+        );
         assert!(slots::cache_slot(&d.0, &key, 0).is_dir());
         assert!(!slots::cache_slot(&d.0, &key, 1).exists());
+        assert!(slots::work_slot(&d.0, &key, 0).join("_work/left").is_file());
+        assert!(!slots::work_slot(&d.0, &key, 2).exists());
+        let after = Footprint::read(&d.0, &host);
+        assert_eq!((after.cache_targets, after.workspaces), (1, 1));
     }
 }

@@ -161,6 +161,29 @@ fn a_persistent_workspace_keeps_work_between_a_repositorys_jobs_and_a_disposable
     assert!(c.contains(&"NONE".to_string()), "{c:#?}");
     assert!(d.contains(&"FOUND".to_string()), "{d:#?}");
     assert_ne!(printed(&c, "PWD"), printed(&d, "PWD"));
+    // `status` and `doctor` show the kept workspace and the target's cache against
+    // the host's cap.
+    wait_until(SETTLE, "status to show the kept workspace", || {
+        let c = &w.status_json()["caches"];
+        c["workspaces"] == 1
+            && c["cache_targets"] == 1
+            && c["workspaces_bytes"].as_u64() > Some(0)
+            && c["cap_bytes"].as_u64() > Some(0)
+    });
+    let status = w.cli_ok(&["status"]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("caches") && l.contains("(1 target), workspaces")),
+        "{status}"
+    );
+    let doctor = String::from_utf8(w.cli(&["doctor"]).stdout).unwrap();
+    assert!(
+        doctor
+            .lines()
+            .any(|l| l.starts_with("ok   caches") && l.contains("(1 target), workspaces ")),
+        "{doctor}"
+    );
     // A job that replaces its `_work` with a link keeps nothing.
     let e = run(
         &w,
