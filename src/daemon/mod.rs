@@ -362,6 +362,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
                         pid: a.pid?,
                         start_time: a.pid_start?,
                         cgroup: (!contain.cgroups.is_none()).then(|| contain.cgroups.attempt(a.id)),
+                        container: oci::container_of(&opts.state_dir, a),
                     }))
                     .collect();
                 live_book.retain(|id| live.iter().any(|l| l.attempt == id));

@@ -10,7 +10,7 @@ use super::contain::{Containment, Ready};
 use super::shared::Shared;
 use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
-use crate::runner::slots::{self, Footprint, Kept};
+use crate::runner::slots::{self, Kept};
 use crate::store::Store;
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
@@ -243,7 +243,7 @@ mod tests {
             std::fs::write(work.join("left"), "x").unwrap();
             slots::return_work(&d.0, &key, slot, &work).unwrap();
         }
-        let before = Footprint::read(&d.0, &host);
+        let before = slots::Footprint::read(&d.0, &host);
         assert_eq!((before.cache_targets, before.workspaces), (1, 2));
         assert!(before.over() && before.workspaces_bytes > 0, "{before:?}");
         let mut removed = prune(&shared, &store, &host);
@@ -259,7 +259,7 @@ mod tests {
         assert!(!slots::cache_slot(&d.0, &key, 1).exists());
         assert!(slots::work_slot(&d.0, &key, 0).join("_work/left").is_file());
         assert!(!slots::work_slot(&d.0, &key, 2).exists());
-        let after = Footprint::read(&d.0, &host);
+        let after = slots::Footprint::read(&d.0, &host);
         assert_eq!((after.cache_targets, after.workspaces), (1, 1));
     }
 }
