@@ -54,7 +54,7 @@ pub fn run_sampler(
     let ticker = tick(interval);
     let mut live: Vec<LiveAttempt> = Vec::new();
     let mut meters: HashMap<i64, Meter> = HashMap::new();
-    let mut containers: HashMap<i64, PathBuf> = HashMap::new();
+    let mut containers: HashMap<i64, ContainerCgroup> = HashMap::new();
     loop {
         select! {
             recv(shutdown) -> _ => return,
@@ -111,21 +111,43 @@ fn sample_attempt(a: &LiveAttempt) -> Option<Usage> {
     (usage.processes > 0).then_some(usage)
 }
 
+/// How long after a Podman that could not name a container's cgroup (not running yet:
+/// an image still pulling) the sampler asks again: each ask is a Podman process.
+pub const ASK_AGAIN: Duration = Duration::from_secs(3);
+
+/// Where a container's cgroup is, as far as the sampler knows.
+#[derive(Debug)]
+enum ContainerCgroup {
+    Found(PathBuf),
+    /// Podman could not say when last asked, at this time.
+    AskedAt(std::time::Instant),
+}
+
 /// A container's usage from its own cgroup, found by asking Podman (once it runs; asked
-/// again each tick until it answers) and kept for the attempt's life. `None` until
-/// then and once the cgroup is gone: a container's meter is its cgroup's or none.
-fn sample_container(attempt: i64, name: &str, known: &mut HashMap<i64, PathBuf>) -> Option<Usage> {
+/// again every [`ASK_AGAIN`] until it answers) and kept for the attempt's life. `None`
+/// until then and once the cgroup is gone: a container's meter is its cgroup's or none.
+fn sample_container(
+    attempt: i64,
+    name: &str,
+    known: &mut HashMap<i64, ContainerCgroup>,
+) -> Option<Usage> {
     use crate::runner::oci::{Podman, cgroup};
-    let dir = match known.entry(attempt) {
-        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-        std::collections::hash_map::Entry::Vacant(e) => e.insert(
-            Podman::locate()
-                .ok()?
-                .quick()
-                .cgroup_dir(name, &cgroup::root())?,
-        ),
+    let dir = match known.get(&attempt) {
+        Some(ContainerCgroup::Found(dir)) => dir.clone(),
+        Some(ContainerCgroup::AskedAt(at)) if at.elapsed() < ASK_AGAIN => return None,
+        _ => {
+            let found = Podman::locate()
+                .ok()
+                .and_then(|p| p.quick().cgroup_dir(name, &cgroup::root()));
+            let Some(dir) = found else {
+                known.insert(attempt, ContainerCgroup::AskedAt(std::time::Instant::now()));
+                return None;
+            };
+            known.insert(attempt, ContainerCgroup::Found(dir.clone()));
+            dir
+        }
     };
-    usage_from_cgroup(&cgroup::usage(dir)?)
+    usage_from_cgroup(&cgroup::usage(&dir)?)
 }
 
 /// Starts [`run_sampler`] on a thread named `meter-sampler`; join it after sending
