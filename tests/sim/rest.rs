@@ -378,3 +378,29 @@ fn a_waiting_run_is_listed_waiting_its_job_no_runner_takes_until_approved() {
     // Held again (a concurrency group took its turn back) only while queued.
     assert_eq!(h.hold_run(run), 0);
 }
+
+/// A scale set is offered a waiting run's job only once it is approved: before, the
+/// service has nothing to say about it (no message, no job in its statistics).
+#[test]
+fn a_scale_set_hears_of_a_waiting_job_only_once_it_is_approved() {
+    let (h, _) = sim();
+    let set = h.with_state(|s| {
+        s.scalesets.add_scale_set(
+            "set",
+            runner_manager::sim::Scope::Repo("octo/app".into()),
+            1,
+            vec!["self-hosted".into()],
+            false,
+            0,
+        )
+    });
+    let (run, _) = h.enqueue_waiting_job("octo/app", "deploy", &["self-hosted"], 10);
+    let jobs_in = |stats: serde_json::Value| {
+        stats["totalAvailableJobs"].as_u64().unwrap() + stats["totalAssignedJobs"].as_u64().unwrap()
+    };
+    assert!(h.scaleset_messages(set).is_empty());
+    assert_eq!(jobs_in(h.scaleset_statistics(set)), 0);
+    h.approve_run(run);
+    assert_eq!(h.scaleset_messages(set).len(), 1);
+    assert_eq!(jobs_in(h.scaleset_statistics(set)), 1);
+}
