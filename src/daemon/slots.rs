@@ -3,15 +3,17 @@
 //! win), and a kept `_work` moved into its root; at its cleanup the `_work` moved back
 //! and the cache slot taken back from its uid; and the hourly prune of the caches and
 //! kept workspaces together to the host's `cache_cap` (`domain::caches::prune_plan`),
-//! never of a slot an attempt not yet cleaned holds. The store is the book of who holds which
+//! never of a slot an attempt not yet cleaned holds, and what it measured recorded
+//! (`KV_FOOTPRINT`) for `status` and `doctor` (`shown`). The store is the book of who holds which
 //! slot (`attempts.slot`), so a restart finds every lease where it was.
 
 use super::contain::{Containment, Ready};
 use super::shared::Shared;
 use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
-use crate::runner::slots::{self, Kept};
+use crate::runner::slots::{self, Footprint, Kept};
 use crate::store::Store;
+use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -122,6 +124,8 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     let c = shared.containment();
     let runtime = c.runtime_dir(&shared.state_dir).to_path_buf();
     slots::remove_leftovers(&runtime);
+    // Before the walk: a change made while it runs is newer than the measure.
+    let started = crate::timefmt::now_millis();
     let found = match slots::list_slots(&runtime) {
         Ok(f) => f,
         Err(e) => {
@@ -130,9 +134,11 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
         }
     };
     if found.is_empty() {
+        record(store, started, &found, host);
         return Vec::new();
     }
     let Some(held) = leased(store, host) else {
+        record(store, started, &found, host);
         return Vec::new();
     };
     let dirs: Vec<CacheDir> = found
@@ -166,7 +172,92 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
             cap = host.cache_cap_bytes
         );
     }
+    let left: Vec<slots::FoundSlot> = found
+        .into_iter()
+        .filter(|f| !removed.contains(&f.name()))
+        .collect();
+    record(store, started, &left, host);
     removed
+}
+
+/// The key-value row the prune writes what it measured to ([`Measured`], JSON).
+pub const KV_FOOTPRINT: &str = "caches:footprint";
+
+/// How old a recorded measure `status` and `doctor` still show: two prunes' span.
+pub const MEASURE_FRESH_MS: Millis = 2 * 3600 * 1000;
+
+/// What the hourly prune measured (after its removals), and when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Measured {
+    pub at: Millis,
+    pub footprint: Footprint,
+}
+
+fn record(store: &dyn Store, at: Millis, left: &[slots::FoundSlot], host: &Host) {
+    let m = Measured {
+        at,
+        footprint: Footprint::of(left, host.cache_cap_bytes),
+    };
+    let json = serde_json::to_string(&m).unwrap_or_default();
+    if let Err(e) = store.kv_put(KV_FOOTPRINT, &json) {
+        log_warn!("caches_not_recorded", error = e);
+    }
+}
+
+/// Which measure to show (pure): the recorded one while no slot was touched since it
+/// was taken (`touched`, [`slots::last_touched`]) and it is younger than
+/// [`MEASURE_FRESH_MS`], against the host's cap now (it may have changed since); none
+/// (walk the slots) otherwise.
+pub fn fresh(
+    recorded: Option<Measured>,
+    touched: Millis,
+    cap_bytes: u64,
+    now: Millis,
+) -> Option<Measured> {
+    recorded
+        .filter(|m| touched < m.at && (0..MEASURE_FRESH_MS).contains(&(now - m.at)))
+        .map(|mut m| {
+            m.footprint.cap_bytes = cap_bytes;
+            m
+        })
+}
+
+/// What `status` and `doctor` show of the caches and kept workspaces: the daemon's
+/// last measure while nothing touched the slots since (no walk: they can hold
+/// hundreds of thousands of files), else one walk now. The time is the recorded
+/// measure's, `None` for a walk.
+pub fn shown(
+    store: &dyn Store,
+    state_dir: &Path,
+    host: &Host,
+    now: Millis,
+) -> (Footprint, Option<Millis>) {
+    let recorded = store
+        .kv_get(KV_FOOTPRINT)
+        .ok()
+        .flatten()
+        .and_then(|j| serde_json::from_str::<Measured>(&j).ok());
+    let runtime = host.runtime_root.as_deref().unwrap_or(state_dir);
+    let touched = match recorded {
+        Some(_) => slots::last_touched(runtime),
+        None => 0,
+    };
+    match fresh(recorded, touched, host.cache_cap_bytes, now) {
+        Some(m) => (m.footprint, Some(m.at)),
+        None => (Footprint::read(state_dir, host), None),
+    }
+}
+
+/// The line `status` and `doctor` show: the footprint, and how old a recorded one is.
+pub fn shown_line(f: &Footprint, at: Option<Millis>, now: Millis) -> String {
+    match at {
+        Some(at) => format!(
+            "{} (measured {} ago)",
+            f.line(),
+            crate::timefmt::age(now - at)
+        ),
+        None => f.line(),
+    }
 }
 
 /// The (target key, slot) pairs attempts not yet cleaned hold; `None` when the store
@@ -193,6 +284,37 @@ mod tests {
     use super::*;
     use crate::domain::{CredentialRef, TargetScope};
     use crate::store::{NewAttempt, SqliteStore};
+
+    #[test]
+    fn a_recorded_measure_is_shown_while_fresh_against_the_cap_now() {
+        let m = Measured {
+            at: 1_000_000,
+            footprint: Footprint {
+                caches_bytes: 5,
+                cache_targets: 1,
+                cap_bytes: 10,
+                ..Footprint::default()
+            },
+        };
+        let now = m.at + MEASURE_FRESH_MS - 1;
+        let untouched = m.at - 1;
+        let shown = fresh(Some(m.clone()), untouched, 99, now).unwrap();
+        assert_eq!((shown.footprint.cap_bytes, shown.at), (99, m.at));
+        // A slot touched since (a lease, a release, a kept `_work`): walk again.
+        assert_eq!(fresh(Some(m.clone()), m.at, 99, now), None);
+        assert_eq!(
+            fresh(Some(m.clone()), untouched, 99, m.at + MEASURE_FRESH_MS),
+            None
+        );
+        // A clock stepped back past it: not trusted.
+        assert_eq!(fresh(Some(m.clone()), untouched, 99, m.at - 1), None);
+        assert_eq!(fresh(None, 0, 99, now), None);
+        assert!(
+            shown_line(&shown.footprint, Some(m.at), m.at + 720_000)
+                .ends_with("(measured 12m00s ago)")
+        );
+        assert!(!shown_line(&shown.footprint, None, now).contains("measured"));
+    }
 
     #[test]
     fn the_prune_removes_free_slots_over_the_cap_and_never_a_held_one() {
@@ -243,7 +365,7 @@ mod tests {
             std::fs::write(work.join("left"), "x").unwrap();
             slots::return_work(&d.0, &key, slot, &work).unwrap();
         }
-        let before = slots::Footprint::read(&d.0, &host);
+        let before = Footprint::read(&d.0, &host);
         assert_eq!((before.cache_targets, before.workspaces), (1, 2));
         assert!(before.over() && before.workspaces_bytes > 0, "{before:?}");
         let mut removed = prune(&shared, &store, &host);
@@ -259,7 +381,11 @@ mod tests {
         assert!(!slots::cache_slot(&d.0, &key, 1).exists());
         assert!(slots::work_slot(&d.0, &key, 0).join("_work/left").is_file());
         assert!(!slots::work_slot(&d.0, &key, 2).exists());
-        let after = slots::Footprint::read(&d.0, &host);
+        let after = Footprint::read(&d.0, &host);
         assert_eq!((after.cache_targets, after.workspaces), (1, 1));
+        // What it measured, after its removals, is recorded for status and doctor.
+        let (shown_now, at) = shown(&store, &d.0, &host, crate::timefmt::now_millis());
+        assert!(at.is_some());
+        assert_eq!(shown_now, after);
     }
 }

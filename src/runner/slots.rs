@@ -267,6 +267,39 @@ fn mtime_ms(p: &Path) -> i64 {
         .unwrap_or(0)
 }
 
+/// The last time anything changed a slot's measure that a later job could not hide
+/// (unix ms; 0 with no slots): a slot or a cache's lease file made, leased, given back (`release_caches` changes the slot's mode, so its ctime)
+/// or a kept `_work` moved in or out. Shallow: one `stat` per slot, no walk. Writes of
+/// a job still holding a slot leased before then show once it is given back.
+pub fn last_touched(runtime: &Path) -> i64 {
+    let touched = |p: &Path| {
+        fs::symlink_metadata(p).map_or(0, |m| {
+            (m.mtime() * 1000 + m.mtime_nsec() / 1_000_000)
+                .max(m.ctime() * 1000 + m.ctime_nsec() / 1_000_000)
+        })
+    };
+    let mut last = 0;
+    for kind in [SlotKind::Cache, SlotKind::Workspace] {
+        let Ok(keys) = fs::read_dir(runtime.join(kind.dir())) else {
+            continue;
+        };
+        // Not the directories above the slots: a prune's removal changes them, and
+        // what it removed its measure already left out.
+        for k in keys.flatten() {
+            if k.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let Ok(slots) = fs::read_dir(k.path()) else {
+                continue;
+            };
+            for e in slots.flatten() {
+                last = last.max(touched(&e.path()));
+            }
+        }
+    }
+    last
+}
+
 /// Every cache slot under `runtime`, measured (file sizes, links not followed).
 pub fn list_caches(runtime: &Path) -> io::Result<Vec<FoundSlot>> {
     list_kind(runtime, SlotKind::Cache)
@@ -340,7 +373,7 @@ fn tree_bytes(dir: &Path) -> u64 {
 
 /// What the caches and kept workspaces hold on disk against the host's `cache_cap`,
 /// for `status` and `doctor`: one walk of the runtime root's slots when asked.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Footprint {
     pub caches_bytes: u64,
     /// Targets with a cache on this host.
@@ -498,6 +531,30 @@ mod tests {
             none.line(),
             "0 B of 0 B: caches 0 B (0 targets), workspaces 0 B (0)"
         );
+    }
+
+    #[test]
+    fn a_cache_slot_or_a_kept_work_touches_the_slots_and_a_prunes_leftover_does_not() {
+        let rt = tmp("touched");
+        assert_eq!(last_touched(&rt), 0);
+        // Directories above the slots (a key's, a prune's leftover) are not slots.
+        fs::create_dir_all(rt.join("caches/t-1")).unwrap();
+        fs::create_dir_all(rt.join("workspaces/.pruned-t-1-0-1/_work")).unwrap();
+        assert_eq!(last_touched(&rt), 0);
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let root = rt.join("attempts/1");
+        fs::create_dir_all(root.join("_work")).unwrap();
+        return_work(&rt, "t-1", 1, &root.join("_work")).unwrap();
+        // File times are as coarse as the kernel's clock tick.
+        assert!(last_touched(&rt) >= before - 1000);
+        let other = tmp("touched-cache");
+        lease_caches(&other, "t-1", 0, None, &|_| false, &["npm"]).unwrap();
+        assert!(last_touched(&other) >= before - 1000);
+        let _ = fs::remove_dir_all(&rt);
+        let _ = fs::remove_dir_all(&other);
     }
 
     #[test]
