@@ -744,7 +744,7 @@ impl Tally {
             jobs: jobs.len(),
             completed: count(JobStatus::Completed),
             running: count(JobStatus::InProgress),
-            waiting: count(JobStatus::Queued),
+            waiting: count(JobStatus::Queued) + count(JobStatus::Waiting),
             ours: taken.iter().filter(|n| is_ours(n)).count(),
             others: taken.iter().filter(|n| !is_ours(n)).count(),
             runners: attempts.len(),

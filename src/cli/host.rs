@@ -531,6 +531,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     let meters = output::profile_meters(store)?;
     let isolation = isolation_line(store, &h, alive)?;
     let kept = crate::daemon::retention::Kept::read(dir, &h);
+    let (caches, measured) = crate::daemon::slots::shown(store, dir, &h, now);
     let installs: Vec<std::path::PathBuf> = profiles
         .iter()
         .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
@@ -556,6 +557,10 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ("isolation", isolation.1.clone()),
                 ("cgroups", isolation.2.clone()),
                 ("kept", kept.line()),
+                (
+                    "caches",
+                    crate::daemon::slots::shown_line(&caches, measured, now),
+                ),
                 ("runner", runner.line()),
             ]);
             s.push('\n');
@@ -574,6 +579,14 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "host": host_json(&h),
                 "live": live_total,
                 "kept": kept,
+                "caches": {
+                    "caches_bytes": caches.caches_bytes,
+                    "cache_targets": caches.cache_targets,
+                    "workspaces_bytes": caches.workspaces_bytes,
+                    "workspaces": caches.workspaces,
+                    "cap_bytes": caches.cap_bytes,
+                    "measured_at": measured.map(time),
+                },
                 "runner": runner,
                 "isolation": {
                     "setting": h.isolation.as_str(),

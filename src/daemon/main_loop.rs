@@ -346,6 +346,7 @@ impl<'a> MainLoop<'a> {
                     pid: a.pid?,
                     start_time: a.pid_start?,
                     cgroup: (!contain.cgroups.is_none()).then(|| contain.cgroups.attempt(a.id)),
+                    container: super::oci::container_of(&self.opts.state_dir, a),
                 })
             })
             .collect();

@@ -25,7 +25,7 @@ pub mod runners_seen;
 mod scaleset_feed;
 mod shared;
 pub mod signals;
-mod slots;
+pub mod slots;
 mod starter;
 mod status_writer;
 mod sweep;

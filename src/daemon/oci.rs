@@ -1,7 +1,7 @@
 //! The daemon's side of `oci` attempts: the readiness gate the plan (`add_unjudged`)
 //! and the starter (`ready`) pass before any JIT request (the fitness watch's last
 //! verdict: a profile not found ready starts nothing), the attempt's container line and start, its OOM read when its life ends,
-//! its removal at cleanup, and the sweep of containers labelled for this host that no
+//! its removal at cleanup, the container the meter sampler reads (`container_of`), and the sweep of containers labelled for this host that no
 //! open attempt explains. An attempt is known to be a container's by its marker,
 //! `logs/<id>.oci`, written before `podman run` (intent first), removed with it.
 
@@ -90,6 +90,14 @@ pub fn spawn(
     })?;
     let pid_file = crate::runner::attempt_pid_file(state_dir, a.id);
     podman.spawn_run(&args, &log, Some(&pid_file), jit)
+}
+
+/// The attempt's container's name when it runs in one (its marker names it), for the
+/// meter sampler, which reads the container's own cgroup.
+pub fn container_of(state_dir: &Path, a: &Attempt) -> Option<String> {
+    marker(state_dir, a.id)
+        .exists()
+        .then(|| a.runner_name.clone())
 }
 
 /// Whether the kernel's OOM killer ended the attempt's container (false for a native

@@ -1,17 +1,19 @@
 //! An attempt's slot of its target, carried out: at its start its cache slot readied
 //! for its uid and the variables pointing at it added (after the operator's, which
 //! win), and a kept `_work` moved into its root; at its cleanup the `_work` moved back
-//! and the cache slot taken back from its uid; and the hourly prune of the caches to
-//! the host's `cache_cap` (`domain::caches::prune_plan`), never of a slot an attempt
-//! not yet cleaned holds. The store is the book of who holds which slot
-//! (`attempts.slot`), so a restart finds every lease where it was.
+//! and the cache slot taken back from its uid; and the hourly prune of the caches and
+//! kept workspaces together to the host's `cache_cap` (`domain::caches::prune_plan`),
+//! never of a slot an attempt not yet cleaned holds, and what it measured recorded
+//! (`KV_FOOTPRINT`) for `status` and `doctor` (`shown`). The store is the book of who holds which
+//! slot (`attempts.slot`), so a restart finds every lease where it was.
 
 use super::contain::{Containment, Ready};
 use super::shared::Shared;
 use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
-use crate::runner::slots::{self, Kept};
+use crate::runner::slots::{self, Footprint, Kept};
 use crate::store::Store;
+use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -113,15 +115,18 @@ pub fn release(
     }
 }
 
-/// Prunes the caches under the runtime root to the host's `cache_cap`, least
-/// recently used first, never a slot an attempt not yet cleaned holds (asked again
-/// under the allocation lock just before each removal, so a start recorded meanwhile
-/// keeps its slot). Returns the slots removed.
+/// Prunes the caches and kept workspaces under the runtime root to the host's
+/// `cache_cap` (one cap for both), least recently used first, never a slot an attempt
+/// not yet cleaned holds (asked again under the allocation lock just before each
+/// removal, so a start recorded meanwhile keeps its slot). Returns the slots removed
+/// (`caches/<key>/slot-<n>`, `workspaces/<key>/slot-<n>`).
 pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     let c = shared.containment();
     let runtime = c.runtime_dir(&shared.state_dir).to_path_buf();
     slots::remove_leftovers(&runtime);
-    let found = match slots::list_caches(&runtime) {
+    // Before the walk: a change made while it runs is newer than the measure.
+    let started = crate::timefmt::now_millis();
+    let found = match slots::list_slots(&runtime) {
         Ok(f) => f,
         Err(e) => {
             log_warn!("caches_not_listed", error = e);
@@ -129,15 +134,17 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
         }
     };
     if found.is_empty() {
+        record(store, started, &found, host);
         return Vec::new();
     }
     let Some(held) = leased(store, host) else {
+        record(store, started, &found, host);
         return Vec::new();
     };
     let dirs: Vec<CacheDir> = found
         .iter()
         .map(|f| CacheDir {
-            name: format!("{}/slot-{}", f.key, f.slot),
+            name: f.name(),
             bytes: f.bytes,
             last_used: f.last_used,
             leased: held.contains(&(f.key.clone(), f.slot)),
@@ -145,10 +152,7 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
         .collect();
     let mut removed = Vec::new();
     for name in caches::prune_plan(&dirs, host.cache_cap_bytes) {
-        let Some(f) = found
-            .iter()
-            .find(|f| format!("{}/slot-{}", f.key, f.slot) == name)
-        else {
+        let Some(f) = found.iter().find(|f| f.name() == name) else {
             continue;
         };
         let _guard = shared.alloc_lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -156,7 +160,7 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
         if !still_free {
             continue;
         }
-        match slots::remove_cache(&runtime, &f.key, f.slot) {
+        match slots::remove_slot(&runtime, f.kind, &f.key, f.slot) {
             Ok(()) => removed.push(name),
             Err(e) => log_warn!("cache_not_pruned", slot = name, error = e),
         }
@@ -168,7 +172,92 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
             cap = host.cache_cap_bytes
         );
     }
+    let left: Vec<slots::FoundSlot> = found
+        .into_iter()
+        .filter(|f| !removed.contains(&f.name()))
+        .collect();
+    record(store, started, &left, host);
     removed
+}
+
+/// The key-value row the prune writes what it measured to ([`Measured`], JSON).
+pub const KV_FOOTPRINT: &str = "caches:footprint";
+
+/// How old a recorded measure `status` and `doctor` still show: two prunes' span.
+pub const MEASURE_FRESH_MS: Millis = 2 * 3600 * 1000;
+
+/// What the hourly prune measured (after its removals), and when.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Measured {
+    pub at: Millis,
+    pub footprint: Footprint,
+}
+
+fn record(store: &dyn Store, at: Millis, left: &[slots::FoundSlot], host: &Host) {
+    let m = Measured {
+        at,
+        footprint: Footprint::of(left, host.cache_cap_bytes),
+    };
+    let json = serde_json::to_string(&m).unwrap_or_default();
+    if let Err(e) = store.kv_put(KV_FOOTPRINT, &json) {
+        log_warn!("caches_not_recorded", error = e);
+    }
+}
+
+/// Which measure to show (pure): the recorded one while no slot was touched since it
+/// was taken (`touched`, [`slots::last_touched`]) and it is younger than
+/// [`MEASURE_FRESH_MS`], against the host's cap now (it may have changed since); none
+/// (walk the slots) otherwise.
+pub fn fresh(
+    recorded: Option<Measured>,
+    touched: Millis,
+    cap_bytes: u64,
+    now: Millis,
+) -> Option<Measured> {
+    recorded
+        .filter(|m| touched < m.at && (0..MEASURE_FRESH_MS).contains(&(now - m.at)))
+        .map(|mut m| {
+            m.footprint.cap_bytes = cap_bytes;
+            m
+        })
+}
+
+/// What `status` and `doctor` show of the caches and kept workspaces: the daemon's
+/// last measure while nothing touched the slots since (no walk: they can hold
+/// hundreds of thousands of files), else one walk now. The time is the recorded
+/// measure's, `None` for a walk.
+pub fn shown(
+    store: &dyn Store,
+    state_dir: &Path,
+    host: &Host,
+    now: Millis,
+) -> (Footprint, Option<Millis>) {
+    let recorded = store
+        .kv_get(KV_FOOTPRINT)
+        .ok()
+        .flatten()
+        .and_then(|j| serde_json::from_str::<Measured>(&j).ok());
+    let runtime = host.runtime_root.as_deref().unwrap_or(state_dir);
+    let touched = match recorded {
+        Some(_) => slots::last_touched(runtime),
+        None => 0,
+    };
+    match fresh(recorded, touched, host.cache_cap_bytes, now) {
+        Some(m) => (m.footprint, Some(m.at)),
+        None => (Footprint::read(state_dir, host), None),
+    }
+}
+
+/// The line `status` and `doctor` show: the footprint, and how old a recorded one is.
+pub fn shown_line(f: &Footprint, at: Option<Millis>, now: Millis) -> String {
+    match at {
+        Some(at) => format!(
+            "{} (measured {} ago)",
+            f.line(),
+            crate::timefmt::age(now - at)
+        ),
+        None => f.line(),
+    }
 }
 
 /// The (target key, slot) pairs attempts not yet cleaned hold; `None` when the store
@@ -195,6 +284,37 @@ mod tests {
     use super::*;
     use crate::domain::{CredentialRef, TargetScope};
     use crate::store::{NewAttempt, SqliteStore};
+
+    #[test]
+    fn a_recorded_measure_is_shown_while_fresh_against_the_cap_now() {
+        let m = Measured {
+            at: 1_000_000,
+            footprint: Footprint {
+                caches_bytes: 5,
+                cache_targets: 1,
+                cap_bytes: 10,
+                ..Footprint::default()
+            },
+        };
+        let now = m.at + MEASURE_FRESH_MS - 1;
+        let untouched = m.at - 1;
+        let shown = fresh(Some(m.clone()), untouched, 99, now).unwrap();
+        assert_eq!((shown.footprint.cap_bytes, shown.at), (99, m.at));
+        // A slot touched since (a lease, a release, a kept `_work`): walk again.
+        assert_eq!(fresh(Some(m.clone()), m.at, 99, now), None);
+        assert_eq!(
+            fresh(Some(m.clone()), untouched, 99, m.at + MEASURE_FRESH_MS),
+            None
+        );
+        // A clock stepped back past it: not trusted.
+        assert_eq!(fresh(Some(m.clone()), untouched, 99, m.at - 1), None);
+        assert_eq!(fresh(None, 0, 99, now), None);
+        assert!(
+            shown_line(&shown.footprint, Some(m.at), m.at + 720_000)
+                .ends_with("(measured 12m00s ago)")
+        );
+        assert!(!shown_line(&shown.footprint, None, now).contains("measured"));
+    }
 
     #[test]
     fn the_prune_removes_free_slots_over_the_cap_and_never_a_held_one() {
@@ -237,9 +357,35 @@ mod tests {
             )
             .unwrap();
         assert_eq!(a.slot, Some(0));
-        let removed = prune(&shared, &store, &host);
-        assert_eq!(removed, [format!("{key}/slot-1")]);
+        // Kept workspaces count against the same cap: slot 0's is leased with its
+        // cache, slot 2's is free.
+        for slot in [0, 2] {
+            let work = d.0.join(format!("attempts/w{slot}/_work"));
+            std::fs::create_dir_all(&work).unwrap();
+            std::fs::write(work.join("left"), "x").unwrap();
+            slots::return_work(&d.0, &key, slot, &work).unwrap();
+        }
+        let before = Footprint::read(&d.0, &host);
+        assert_eq!((before.cache_targets, before.workspaces), (1, 2));
+        assert!(before.over() && before.workspaces_bytes > 0, "{before:?}");
+        let mut removed = prune(&shared, &store, &host);
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                format!("caches/{key}/slot-1"),
+                format!("workspaces/{key}/slot-2")
+            ]
+        );
         assert!(slots::cache_slot(&d.0, &key, 0).is_dir());
         assert!(!slots::cache_slot(&d.0, &key, 1).exists());
+        assert!(slots::work_slot(&d.0, &key, 0).join("_work/left").is_file());
+        assert!(!slots::work_slot(&d.0, &key, 2).exists());
+        let after = Footprint::read(&d.0, &host);
+        assert_eq!((after.cache_targets, after.workspaces), (1, 1));
+        // What it measured, after its removals, is recorded for status and doctor.
+        let (shown_now, at) = shown(&store, &d.0, &host, crate::timefmt::now_millis());
+        assert!(at.is_some());
+        assert_eq!(shown_now, after);
     }
 }

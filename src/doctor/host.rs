@@ -155,6 +155,27 @@ pub(super) fn check_kept(state_dir: &Path, store: &crate::store::SqliteStore) ->
     CheckLine::ok("kept", kept.line())
 }
 
+/// What the dependency caches and kept workspaces hold against the host's
+/// `cache_cap` (the daemon's last measure, else one walk of their slots): ok within it; over it, the daemon's
+/// hourly prune removes the least recently used slots no attempt holds.
+pub(super) fn check_caches(state_dir: &Path, store: &crate::store::SqliteStore) -> CheckLine {
+    use crate::store::Store;
+    let Ok(Some(host)) = store.host() else {
+        return CheckLine::ok("caches", "nothing yet (no host in the store)");
+    };
+    let now = crate::timefmt::now_millis();
+    let (f, at) = crate::daemon::slots::shown(store, state_dir, &host, now);
+    let line = crate::daemon::slots::shown_line(&f, at, now);
+    if f.over() {
+        return CheckLine::warn(
+            "caches",
+            format!("{line}: over the cap"),
+            "the running daemon prunes them within the hour, least recently used first              and never a slot a live attempt holds; raise it with host set cache_cap=SIZE",
+        );
+    }
+    CheckLine::ok("caches", line)
+}
+
 /// The disk line: a failure under `fail_under`, in the daemon's words (it starts no
 /// runners there, and again only above twice it: `reconcile::disk`), a warning under
 /// `warn_under` or under where held starts resume.

@@ -95,7 +95,7 @@ impl CheckLine {
 /// The class of a check, by its name: required where the daemon starts no runner
 /// while it fails (its disk reserve, refused isolation and what per-attempt uids
 /// need, a runner install, a profile's tools), informational for what is only a fact
-/// (what is kept, the polling pace), recommended for the rest.
+/// (what is kept, the caches' size, the polling pace), recommended for the rest.
 pub fn class_of(name: &str) -> Class {
     let required = matches!(
         name,
@@ -105,7 +105,7 @@ pub fn class_of(name: &str) -> Class {
         || name.starts_with("runner ");
     if required {
         Class::Required
-    } else if name == "kept" || name.ends_with(" polling") {
+    } else if name == "kept" || name == "caches" || name.ends_with(" polling") {
         Class::Info
     } else {
         Class::Recommended
@@ -223,6 +223,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     ));
     if let Some(s) = &store {
         lines.push(host::check_kept(&opts.state_dir, s));
+        lines.push(host::check_caches(&opts.state_dir, s));
         contain::check(&opts.state_dir, s, &mut lines);
     }
     let (targets, profiles) = match &store {

@@ -128,10 +128,11 @@ fn scope_word(s: &TargetScope) -> &'static str {
     }
 }
 
-/// One cache slot on disk, as the daemon listed it.
+/// One slot on disk, a cache's or a kept workspace's, as the daemon listed it: both
+/// count against the host's one `cache_cap`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheDir {
-    /// `<target key>/slot-<n>`.
+    /// `caches/<target key>/slot-<n>` or `workspaces/<target key>/slot-<n>`.
     pub name: String,
     pub bytes: u64,
     /// When a runner was last given it (unix ms); 0 when unknown.
@@ -140,7 +141,8 @@ pub struct CacheDir {
     pub leased: bool,
 }
 
-/// Which slots go so that the caches fit in `cap`: the least recently used first,
+/// Which slots go so that the caches and kept workspaces fit in `cap` together: the
+/// least recently used first, whichever kind it is,
 /// never a leased one; nothing when they fit already. When the leased ones alone
 /// exceed the cap, every unleased one goes and the rest stays over.
 pub fn prune_plan(dirs: &[CacheDir], cap: u64) -> Vec<String> {
@@ -194,6 +196,29 @@ mod tests {
         ];
         assert_eq!(prune_plan(&dirs, 50 << 20), ["a/slot-1", "b/slot-0"]);
         assert_eq!(prune_plan(&dirs, 115 << 20), ["a/slot-1"]);
+    }
+
+    #[test]
+    fn kept_workspaces_share_the_cap_and_the_order_with_caches_and_a_leased_one_stays() {
+        let dirs = [
+            dir("caches/a/slot-0", 30, 400, false),
+            dir("workspaces/a/slot-0", 50, 100, false),
+            dir("workspaces/a/slot-1", 80, 50, true),
+            dir("caches/b/slot-0", 20, 200, false),
+        ];
+        // 180 MiB held: under a 200 MiB cap nothing goes.
+        assert!(prune_plan(&dirs, 200 << 20).is_empty());
+        // Least recently used first across both kinds; the leased workspace, the oldest
+        // of all, is never one of them.
+        assert_eq!(prune_plan(&dirs, 130 << 20), ["workspaces/a/slot-0"]);
+        assert_eq!(
+            prune_plan(&dirs, 110 << 20),
+            ["workspaces/a/slot-0", "caches/b/slot-0"]
+        );
+        assert_eq!(
+            prune_plan(&dirs, 0),
+            ["workspaces/a/slot-0", "caches/b/slot-0", "caches/a/slot-0"]
+        );
     }
 
     #[test]

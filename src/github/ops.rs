@@ -331,15 +331,10 @@ impl GitHubClient {
         run: i64,
     ) -> Result<Vec<QueuedJob>, GhError> {
         let full = format!("{owner}/{repo}");
-        self.get_pages(&jobs_path(owner, repo, run), |j: types::Jobs| j.jobs)?
-            .into_iter()
-            .filter(|j| j.status == "queued")
-            .map(|j| {
-                j.into_domain(&full).ok_or_else(|| GhError::Malformed {
-                    detail: "a job's created_at is not a timestamp".into(),
-                })
-            })
-            .collect()
+        demand_of(
+            &full,
+            self.get_pages(&jobs_path(owner, repo, run), |j: types::Jobs| j.jobs)?,
+        )
     }
 
     /// Repositories of an organization (`GET /orgs/{org}/repos`, all pages).
@@ -539,9 +534,53 @@ pub fn jit_body(
     .expect("a struct of strings and numbers serializes")
 }
 
+/// The jobs of a run's list that are demand: those `queued`, which a runner can take
+/// now. Not `waiting` (a deployment's reviewers or a concurrency group hold it: a
+/// runner started for it would only idle), nor `requested` or `pending` (GitHub has
+/// not yet queued it), nor `in_progress` or `completed`.
+fn demand_of(repo: &str, jobs: Vec<types::Job>) -> Result<Vec<QueuedJob>, GhError> {
+    jobs.into_iter()
+        .filter(|j| j.status == "queued")
+        .map(|j| {
+            j.into_domain(repo).ok_or_else(|| GhError::Malformed {
+                detail: "a job's created_at is not a timestamp".into(),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_queued_jobs_are_demand_never_waiting_requested_or_pending_ones() {
+        let statuses = [
+            "queued",
+            "in_progress",
+            "completed",
+            "waiting",
+            "requested",
+            "pending",
+        ];
+        let jobs: Vec<types::Job> = statuses
+            .iter()
+            .enumerate()
+            .map(|(i, status)| {
+                serde_json::from_value(serde_json::json!({
+                    "id": i, "run_id": 7, "status": status, "name": status,
+                    "labels": ["linux"], "created_at": "2026-01-01T00:00:00Z",
+                }))
+                .unwrap()
+            })
+            .collect();
+        let demand = demand_of("o/r", jobs).unwrap();
+        assert_eq!(
+            demand.iter().map(|j| j.name.as_str()).collect::<Vec<_>>(),
+            ["queued"]
+        );
+        assert_eq!(demand[0].repo, "o/r");
+    }
 
     fn runs(ids: &[i64]) -> Vec<(usize, i64)> {
         ids.iter().map(|id| (0, *id)).collect()

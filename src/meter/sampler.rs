@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::path::PathBuf;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -18,13 +19,16 @@ use crate::runner::proc::{Pid, read_stat};
 pub const SAMPLER_THREAD: &str = "meter-sampler";
 
 /// A runner to sample: the attempt and its process identity, and its cgroup where
-/// the host has one (then the cgroup's counters are the meter).
+/// the host has one (then the cgroup's counters are the meter); for an `oci` attempt,
+/// its container's name: the container's own cgroup is its meter, never the `podman
+/// run` client that is its process.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveAttempt {
     pub attempt: i64,
     pub pid: Pid,
     pub start_time: u64,
     pub cgroup: Option<crate::runner::AttemptCgroup>,
+    pub container: Option<String>,
 }
 
 /// One attempt's latest sample and its meter so far (peaks are cumulative, so a lost
@@ -50,12 +54,14 @@ pub fn run_sampler(
     let ticker = tick(interval);
     let mut live: Vec<LiveAttempt> = Vec::new();
     let mut meters: HashMap<i64, Meter> = HashMap::new();
+    let mut containers: HashMap<i64, ContainerCgroup> = HashMap::new();
     loop {
         select! {
             recv(shutdown) -> _ => return,
             recv(attempts) -> msg => match msg {
                 Ok(list) => {
                     meters.retain(|id, _| list.iter().any(|a| a.attempt == *id));
+                    containers.retain(|id, _| list.iter().any(|a| a.attempt == *id));
                     live = list;
                 }
                 Err(_) => return,
@@ -64,7 +70,10 @@ pub fn run_sampler(
                 let batch: Vec<MeterReport> = live
                     .iter()
                     .filter_map(|a| {
-                        let usage = sample_attempt(a)?;
+                        let usage = match &a.container {
+                            Some(name) => sample_container(a.attempt, name, &mut containers)?,
+                            None => sample_attempt(a)?,
+                        };
                         let meter = meters.entry(a.attempt).or_default();
                         meter.observe(usage);
                         Some(MeterReport { attempt: a.attempt, usage, meter: *meter })
@@ -100,6 +109,45 @@ fn sample_attempt(a: &LiveAttempt) -> Option<Usage> {
     }
     let usage = sample_tree(a.pid);
     (usage.processes > 0).then_some(usage)
+}
+
+/// How long after a Podman that could not name a container's cgroup (not running yet:
+/// an image still pulling) the sampler asks again: each ask is a Podman process.
+pub const ASK_AGAIN: Duration = Duration::from_secs(3);
+
+/// Where a container's cgroup is, as far as the sampler knows.
+#[derive(Debug)]
+enum ContainerCgroup {
+    Found(PathBuf),
+    /// Podman could not say when last asked, at this time.
+    AskedAt(std::time::Instant),
+}
+
+/// A container's usage from its own cgroup, found by asking Podman (once it runs; asked
+/// again every [`ASK_AGAIN`] until it answers) and kept for the attempt's life. `None`
+/// until then and once the cgroup is gone: a container's meter is its cgroup's or none.
+fn sample_container(
+    attempt: i64,
+    name: &str,
+    known: &mut HashMap<i64, ContainerCgroup>,
+) -> Option<Usage> {
+    use crate::runner::oci::{Podman, cgroup};
+    let dir = match known.get(&attempt) {
+        Some(ContainerCgroup::Found(dir)) => dir.clone(),
+        Some(ContainerCgroup::AskedAt(at)) if at.elapsed() < ASK_AGAIN => return None,
+        _ => {
+            let found = Podman::locate()
+                .ok()
+                .and_then(|p| p.quick().cgroup_dir(name, &cgroup::root()));
+            let Some(dir) = found else {
+                known.insert(attempt, ContainerCgroup::AskedAt(std::time::Instant::now()));
+                return None;
+            };
+            known.insert(attempt, ContainerCgroup::Found(dir.clone()));
+            dir
+        }
+    };
+    usage_from_cgroup(&cgroup::usage(&dir)?)
 }
 
 /// Starts [`run_sampler`] on a thread named `meter-sampler`; join it after sending

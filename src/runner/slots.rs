@@ -12,6 +12,8 @@
 //! gets it chowned. Kept workspaces are the manager's alone between jobs (0700 all the
 //! way): `_work` is renamed into the attempt's root for the job and back at cleanup,
 //! and a `_work` that is not a real directory then (a planted link) is not kept.
+//! Both kinds are listed and measured here ([`list_slots`]) for the hourly prune and
+//! for what `status` and `doctor` show ([`Footprint`]).
 
 use std::fs;
 use std::io;
@@ -214,19 +216,104 @@ pub fn return_work(runtime: &Path, key: &str, slot: u32, work: &Path) -> io::Res
     Ok(Kept::Moved)
 }
 
-/// One cache slot found on disk: `<key>/slot-<n>`, its size and its last use.
+/// Which kind of slot: a dependency cache or a kept workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SlotKind {
+    Cache,
+    Workspace,
+}
+
+impl SlotKind {
+    /// Its directory under the runtime root (`caches`, `workspaces`).
+    pub fn dir(self) -> &'static str {
+        match self {
+            SlotKind::Cache => CACHES_DIR,
+            SlotKind::Workspace => WORKSPACES_DIR,
+        }
+    }
+
+    fn slot(self, runtime: &Path, key: &str, slot: u32) -> PathBuf {
+        match self {
+            SlotKind::Cache => cache_slot(runtime, key, slot),
+            SlotKind::Workspace => work_slot(runtime, key, slot),
+        }
+    }
+}
+
+/// One slot found on disk: `<kind>/<key>/slot-<n>`, its size and its last use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoundSlot {
+    pub kind: SlotKind,
     pub key: String,
     pub slot: u32,
     pub bytes: u64,
-    /// Unix ms of the lease file's mtime; 0 when it has none.
+    /// Unix ms of its last use, 0 when unknown: a cache's lease file's mtime (written
+    /// at each lease), a kept workspace's slot directory's (its `_work` renamed out at
+    /// each start and back at each cleanup).
     pub last_used: i64,
+}
+
+impl FoundSlot {
+    /// `caches/<key>/slot-<n>` or `workspaces/<key>/slot-<n>`: its name in the prune's
+    /// plan and logs.
+    pub fn name(&self) -> String {
+        format!("{}/{}/slot-{}", self.kind.dir(), self.key, self.slot)
+    }
+}
+
+fn mtime_ms(p: &Path) -> i64 {
+    fs::symlink_metadata(p)
+        .map(|m| m.mtime() * 1000 + m.mtime_nsec() / 1_000_000)
+        .unwrap_or(0)
+}
+
+/// The last time anything changed a slot's measure that a later job could not hide
+/// (unix ms; 0 with no slots): a slot or a cache's lease file made, leased, given back (`release_caches` changes the slot's mode, so its ctime)
+/// or a kept `_work` moved in or out. Shallow: one `stat` per slot, no walk. Writes of
+/// a job still holding a slot leased before then show once it is given back.
+pub fn last_touched(runtime: &Path) -> i64 {
+    let touched = |p: &Path| {
+        fs::symlink_metadata(p).map_or(0, |m| {
+            (m.mtime() * 1000 + m.mtime_nsec() / 1_000_000)
+                .max(m.ctime() * 1000 + m.ctime_nsec() / 1_000_000)
+        })
+    };
+    let mut last = 0;
+    for kind in [SlotKind::Cache, SlotKind::Workspace] {
+        let Ok(keys) = fs::read_dir(runtime.join(kind.dir())) else {
+            continue;
+        };
+        // Not the directories above the slots: a prune's removal changes them, and
+        // what it removed its measure already left out.
+        for k in keys.flatten() {
+            if k.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let Ok(slots) = fs::read_dir(k.path()) else {
+                continue;
+            };
+            for e in slots.flatten() {
+                last = last.max(touched(&e.path()));
+            }
+        }
+    }
+    last
 }
 
 /// Every cache slot under `runtime`, measured (file sizes, links not followed).
 pub fn list_caches(runtime: &Path) -> io::Result<Vec<FoundSlot>> {
-    let base = runtime.join(CACHES_DIR);
+    list_kind(runtime, SlotKind::Cache)
+}
+
+/// Every cache slot and kept workspace under `runtime`, measured.
+pub fn list_slots(runtime: &Path) -> io::Result<Vec<FoundSlot>> {
+    let mut out = list_kind(runtime, SlotKind::Cache)?;
+    out.extend(list_kind(runtime, SlotKind::Workspace)?);
+    Ok(out)
+}
+
+fn list_kind(runtime: &Path, kind: SlotKind) -> io::Result<Vec<FoundSlot>> {
+    let base = runtime.join(kind.dir());
     let keys = match fs::read_dir(&base) {
         Ok(k) => k,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -235,10 +322,10 @@ pub fn list_caches(runtime: &Path) -> io::Result<Vec<FoundSlot>> {
     let mut out = Vec::new();
     for k in keys {
         let k = k?;
-        if !k.file_type()?.is_dir() {
+        let key = k.file_name().to_string_lossy().into_owned();
+        if !k.file_type()?.is_dir() || key.starts_with('.') {
             continue;
         }
-        let key = k.file_name().to_string_lossy().into_owned();
         for s in fs::read_dir(k.path())? {
             let s = s?;
             let name = s.file_name().to_string_lossy().into_owned();
@@ -251,10 +338,12 @@ pub fn list_caches(runtime: &Path) -> io::Result<Vec<FoundSlot>> {
             if !s.file_type()?.is_dir() {
                 continue;
             }
-            let last_used = fs::symlink_metadata(lease_file(&s.path()))
-                .map(|m| m.mtime() * 1000 + m.mtime_nsec() / 1_000_000)
-                .unwrap_or(0);
+            let last_used = match kind {
+                SlotKind::Cache => mtime_ms(&lease_file(&s.path())),
+                SlotKind::Workspace => mtime_ms(&s.path()),
+            };
             out.push(FoundSlot {
+                kind,
                 key: key.clone(),
                 slot,
                 bytes: tree_bytes(&s.path()),
@@ -282,27 +371,97 @@ fn tree_bytes(dir: &Path) -> u64 {
     total
 }
 
-/// Removes what an interrupted [`remove_cache`] left aside (`caches/.pruned-*`).
+/// What the caches and kept workspaces hold on disk against the host's `cache_cap`,
+/// for `status` and `doctor`: one walk of the runtime root's slots when asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Footprint {
+    pub caches_bytes: u64,
+    /// Targets with a cache on this host.
+    pub cache_targets: usize,
+    pub workspaces_bytes: u64,
+    /// Kept workspaces (slots).
+    pub workspaces: usize,
+    pub cap_bytes: u64,
+}
+
+impl Footprint {
+    /// Measures the slots under the runtime root `host` names (`runtime_root`, else
+    /// `state_dir`). A root that cannot be read counts as holding nothing.
+    pub fn read(state_dir: &Path, host: &crate::domain::Host) -> Footprint {
+        let runtime = host.runtime_root.as_deref().unwrap_or(state_dir);
+        Footprint::of(
+            &list_slots(runtime).unwrap_or_default(),
+            host.cache_cap_bytes,
+        )
+    }
+
+    pub fn of(found: &[FoundSlot], cap_bytes: u64) -> Footprint {
+        let of = |k: SlotKind| found.iter().filter(move |f| f.kind == k);
+        Footprint {
+            caches_bytes: of(SlotKind::Cache).map(|f| f.bytes).sum(),
+            cache_targets: of(SlotKind::Cache)
+                .map(|f| f.key.as_str())
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            workspaces_bytes: of(SlotKind::Workspace).map(|f| f.bytes).sum(),
+            workspaces: of(SlotKind::Workspace).count(),
+            cap_bytes,
+        }
+    }
+
+    /// `1.6 GiB of 10 GiB: caches 1.2 GiB (3 targets), workspaces 400 MiB (2)`.
+    pub fn line(&self) -> String {
+        let b = crate::meter::units::bytes;
+        format!(
+            "{} of {}: caches {} ({} target{}), workspaces {} ({})",
+            b(self.caches_bytes + self.workspaces_bytes),
+            b(self.cap_bytes),
+            b(self.caches_bytes),
+            self.cache_targets,
+            if self.cache_targets == 1 { "" } else { "s" },
+            b(self.workspaces_bytes),
+            self.workspaces
+        )
+    }
+
+    /// Whether they hold more than the cap (the hourly prune has not caught up, or
+    /// leased slots alone exceed it).
+    pub fn over(&self) -> bool {
+        self.caches_bytes + self.workspaces_bytes > self.cap_bytes
+    }
+}
+
+/// Removes what an interrupted [`remove_slot`] left aside (`caches/.pruned-*`,
+/// `workspaces/.pruned-*`).
 pub fn remove_leftovers(runtime: &Path) {
-    let Ok(rd) = fs::read_dir(runtime.join(CACHES_DIR)) else {
-        return;
-    };
-    for e in rd.flatten() {
-        if e.file_name().to_string_lossy().starts_with(".pruned-") {
-            let _ = super::root::remove_root(&e.path());
+    for kind in [SlotKind::Cache, SlotKind::Workspace] {
+        let Ok(rd) = fs::read_dir(runtime.join(kind.dir())) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(".pruned-") {
+                let _ = super::root::remove_root(&e.path());
+            }
         }
     }
 }
 
-/// Removes one cache slot: renamed aside first (so a lease made later finds none and
-/// starts empty), then removed with its lease file.
+/// Removes one cache slot (see [`remove_slot`]).
 pub fn remove_cache(runtime: &Path, key: &str, slot: u32) -> io::Result<()> {
-    let dir = cache_slot(runtime, key, slot);
+    remove_slot(runtime, SlotKind::Cache, key, slot)
+}
+
+/// Removes one slot: renamed aside first (so a lease made later finds none and starts
+/// empty), then removed, with a cache's lease file.
+pub fn remove_slot(runtime: &Path, kind: SlotKind, key: &str, slot: u32) -> io::Result<()> {
+    let dir = kind.slot(runtime, key, slot);
     let aside = runtime
-        .join(CACHES_DIR)
+        .join(kind.dir())
         .join(format!(".pruned-{key}-{slot}-{}", std::process::id()));
     fs::rename(&dir, &aside)?;
-    let _ = fs::remove_file(lease_file(&dir));
+    if kind == SlotKind::Cache {
+        let _ = fs::remove_file(lease_file(&dir));
+    }
     super::root::remove_root(&aside).map_err(|e| io::Error::other(e.to_string()))
 }
 
@@ -340,6 +499,86 @@ mod tests {
         remove_leftovers(&rt);
         assert!(!rt.join("caches/.pruned-t-1-0-1").exists());
         assert!(rt.join("caches/t-1").is_dir());
+        let _ = fs::remove_dir_all(&rt);
+    }
+
+    #[test]
+    fn the_footprint_line_adds_caches_and_workspaces_against_the_cap() {
+        let slot = |kind, key: &str, mib: u64| FoundSlot {
+            kind,
+            key: key.into(),
+            slot: 0,
+            bytes: mib << 20,
+            last_used: 0,
+        };
+        let f = Footprint::of(
+            &[
+                slot(SlotKind::Cache, "a", 600),
+                slot(SlotKind::Cache, "a", 200),
+                slot(SlotKind::Cache, "b", 424),
+                slot(SlotKind::Workspace, "a", 300),
+                slot(SlotKind::Workspace, "b", 100),
+            ],
+            10 << 30,
+        );
+        assert_eq!(
+            f.line(),
+            "1.6 GiB of 10 GiB: caches 1.2 GiB (2 targets), workspaces 400 MiB (2)"
+        );
+        assert!(!f.over());
+        let none = Footprint::of(&[], 0);
+        assert_eq!(
+            none.line(),
+            "0 B of 0 B: caches 0 B (0 targets), workspaces 0 B (0)"
+        );
+    }
+
+    #[test]
+    fn a_cache_slot_or_a_kept_work_touches_the_slots_and_a_prunes_leftover_does_not() {
+        let rt = tmp("touched");
+        assert_eq!(last_touched(&rt), 0);
+        // Directories above the slots (a key's, a prune's leftover) are not slots.
+        fs::create_dir_all(rt.join("caches/t-1")).unwrap();
+        fs::create_dir_all(rt.join("workspaces/.pruned-t-1-0-1/_work")).unwrap();
+        assert_eq!(last_touched(&rt), 0);
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let root = rt.join("attempts/1");
+        fs::create_dir_all(root.join("_work")).unwrap();
+        return_work(&rt, "t-1", 1, &root.join("_work")).unwrap();
+        // File times are as coarse as the kernel's clock tick.
+        assert!(last_touched(&rt) >= before - 1000);
+        let other = tmp("touched-cache");
+        lease_caches(&other, "t-1", 0, None, &|_| false, &["npm"]).unwrap();
+        assert!(last_touched(&other) >= before - 1000);
+        let _ = fs::remove_dir_all(&rt);
+        let _ = fs::remove_dir_all(&other);
+    }
+
+    #[test]
+    fn a_kept_workspace_is_listed_beside_the_caches_and_pruned() {
+        let rt = tmp("list-work");
+        lease_caches(&rt, "t-1", 0, None, &|_| false, &["npm"]).unwrap();
+        let root = rt.join("attempts/1");
+        fs::create_dir_all(root.join("_work")).unwrap();
+        fs::write(root.join("_work/big"), vec![1u8; 16384]).unwrap();
+        return_work(&rt, "t-1", 3, &root.join("_work")).unwrap();
+        let mut found = list_slots(&rt).unwrap();
+        found.sort_by_key(|f| f.kind);
+        let names: Vec<String> = found.iter().map(FoundSlot::name).collect();
+        assert_eq!(names, ["caches/t-1/slot-0", "workspaces/t-1/slot-3"]);
+        assert!(
+            found[1].bytes >= 16384 && found[1].last_used > 0,
+            "{found:?}"
+        );
+        assert_eq!(list_caches(&rt).unwrap().len(), 1);
+        remove_slot(&rt, SlotKind::Workspace, "t-1", 3).unwrap();
+        assert_eq!(list_slots(&rt).unwrap().len(), 1);
+        fs::create_dir_all(rt.join("workspaces/.pruned-t-1-3-1/_work")).unwrap();
+        remove_leftovers(&rt);
+        assert!(!rt.join("workspaces/.pruned-t-1-3-1").exists());
         let _ = fs::remove_dir_all(&rt);
     }
 

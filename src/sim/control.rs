@@ -87,6 +87,10 @@ struct NewJob {
     /// sleeping for `duration_ms`.
     #[serde(default)]
     script: Option<String>,
+    /// The run starts `waiting` (a deployment gate or a concurrency group holds it)
+    /// until `POST /_sim/runs/{id}/approve`.
+    #[serde(default)]
+    waiting: bool,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +155,7 @@ fn control(st: &mut State, req: &Request, now: Millis) -> Reply {
         ("POST", "/installations") => add_installation(st, req),
         ("POST", "/runner-groups") => add_runner_group(st, req),
         ("POST", "/jobs") => add_job(st, req, now),
+        ("POST", p) if p.starts_with("/runs/") => gate_run(st, p),
         ("POST", "/faults") => {
             let rule: FaultRule = parse_or_reply!(req);
             st.faults.push(rule);
@@ -287,11 +292,32 @@ fn add_job(st: &mut State, req: &Request, now: Millis) -> Reply {
             "no such repository: add it with POST /_sim/repos first",
         );
     }
-    let (run_id, ids) = st.enqueue_run(&j.repo, "CI", &[(j.name, j.labels, j.duration_ms)], now);
+    let spec = [(j.name, j.labels, j.duration_ms)];
+    let (run_id, ids) = if j.waiting {
+        st.enqueue_waiting_run(&j.repo, "CI", &spec, now)
+    } else {
+        st.enqueue_run(&j.repo, "CI", &spec, now)
+    };
     if let Some(job) = st.jobs.get_mut(&ids[0]) {
         job.script = j.script;
     }
     ok(serde_json::json!({ "id": ids[0], "run_id": run_id }))
+}
+
+/// `POST /_sim/runs/{id}/wait` holds a run's queued jobs in `waiting` (a concurrency
+/// group took its turn back); `POST /_sim/runs/{id}/approve` releases its waiting jobs
+/// to `queued`, as a reviewer's approval of its deployment does.
+fn gate_run(st: &mut State, path: &str) -> Reply {
+    let rest = path.trim_start_matches("/runs/");
+    let (id, action) = rest.split_once('/').unwrap_or((rest, ""));
+    let Some(run_id) = id.parse::<u64>().ok().filter(|id| st.runs.contains_key(id)) else {
+        return fail(404, "no such run");
+    };
+    match action {
+        "wait" => ok(serde_json::json!({ "waiting": st.hold_run(run_id) })),
+        "approve" => ok(serde_json::json!({ "queued": st.release_run(run_id) })),
+        _ => fail(404, "a run's gate is POST /_sim/runs/{id}/wait or /approve"),
+    }
 }
 
 fn bearer(req: &Request) -> &str {

@@ -223,6 +223,39 @@ impl SimHandle {
         })
     }
 
+    /// One job in a run of its own that starts `waiting` (a deployment gate or a
+    /// concurrency group holds it: listed as a `waiting` run, its job `waiting`, no
+    /// runner or scale set given it) until [`SimHandle::approve_run`]; returns (run
+    /// id, job id).
+    pub fn enqueue_waiting_job(
+        &self,
+        repo: &str,
+        name: &str,
+        labels: &[&str],
+        duration_ms: u64,
+    ) -> (u64, u64) {
+        let labels = labels.iter().map(|l| l.to_string()).collect();
+        self.with_state(|s| {
+            let (run, ids) = s.enqueue_waiting_run(
+                repo,
+                "CI",
+                &[(name.to_string(), labels, duration_ms)],
+                now_millis(),
+            );
+            (run, ids[0])
+        })
+    }
+
+    /// Releases a run's `waiting` jobs to `queued`, as an approval does; returns them.
+    pub fn approve_run(&self, run_id: u64) -> Vec<u64> {
+        self.with_state(|s| s.release_run(run_id))
+    }
+
+    /// Holds a run's queued jobs in `waiting` again; returns how many.
+    pub fn hold_run(&self, run_id: u64) -> usize {
+        self.with_state(|s| s.hold_run(run_id))
+    }
+
     /// A run with several jobs (name, labels, duration ms); returns (run id, job ids).
     /// Queues a job whose steps are `script` (run by the simulated runner's worker with
     /// `/bin/sh -c` in the runner's work folder); its output comes back in the job's

@@ -232,7 +232,7 @@ impl State {
                 continue;
             };
             match (link.offered_only, job.status) {
-                (_, JobStatus::Completed) => {}
+                (_, JobStatus::Completed | JobStatus::Waiting) => {}
                 (true, JobStatus::Queued) => available += 1,
                 (_, JobStatus::InProgress) => {
                     assigned += 1;

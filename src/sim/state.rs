@@ -79,6 +79,10 @@ pub enum JobStatus {
     Queued,
     InProgress,
     Completed,
+    /// Held before any runner may take it: a deployment's required reviewers or a
+    /// concurrency group (GitHub's `waiting`), until it is released to `queued`
+    /// ([`State::release_run`], as an approval does).
+    Waiting,
 }
 
 impl JobStatus {
@@ -87,6 +91,7 @@ impl JobStatus {
             JobStatus::Queued => "queued",
             JobStatus::InProgress => "in_progress",
             JobStatus::Completed => "completed",
+            JobStatus::Waiting => "waiting",
         }
     }
 }
@@ -365,6 +370,30 @@ impl State {
         jobs: &[(String, Vec<String>, u64)],
         now: Millis,
     ) -> (u64, Vec<u64>) {
+        self.enqueue_run_as(repo, workflow, jobs, JobStatus::Queued, now)
+    }
+
+    /// A run whose jobs start `waiting` (a deployment gate or a concurrency group
+    /// holds them): listed as a `waiting` run, offered to no runner or scale set until
+    /// [`State::release_run`].
+    pub fn enqueue_waiting_run(
+        &mut self,
+        repo: &str,
+        workflow: &str,
+        jobs: &[(String, Vec<String>, u64)],
+        now: Millis,
+    ) -> (u64, Vec<u64>) {
+        self.enqueue_run_as(repo, workflow, jobs, JobStatus::Waiting, now)
+    }
+
+    fn enqueue_run_as(
+        &mut self,
+        repo: &str,
+        workflow: &str,
+        jobs: &[(String, Vec<String>, u64)],
+        status: JobStatus,
+        now: Millis,
+    ) -> (u64, Vec<u64>) {
         let run_id = self.next_id();
         let run_number = self.runs.values().filter(|r| r.repo == repo).count() as u64 + 1;
         self.runs.insert(
@@ -389,7 +418,7 @@ impl State {
                     name: name.clone(),
                     labels: labels.clone(),
                     duration_ms: *duration_ms,
-                    status: JobStatus::Queued,
+                    status,
                     conclusion: None,
                     runner_id: None,
                     runner_name: None,
@@ -403,22 +432,58 @@ impl State {
             );
             ids.push(id);
         }
-        self.scaleset_jobs_queued(&ids);
+        if status == JobStatus::Queued {
+            self.scaleset_jobs_queued(&ids);
+        }
         (run_id, ids)
+    }
+
+    /// Puts a run's queued jobs in `waiting` (a concurrency group took it back, say);
+    /// returns how many. A job a scale set was already offered keeps its offer.
+    pub fn hold_run(&mut self, run_id: u64) -> usize {
+        let mut n = 0;
+        for j in self.jobs.values_mut().filter(|j| j.run_id == run_id) {
+            if j.status == JobStatus::Queued {
+                j.status = JobStatus::Waiting;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Releases a run's `waiting` jobs to `queued`, as an approval of its deployment
+    /// (or its concurrency group's turn) does: runners and scale sets may take them
+    /// from now on. Returns the jobs released.
+    pub fn release_run(&mut self, run_id: u64) -> Vec<u64> {
+        let mut ids = Vec::new();
+        for j in self.jobs.values_mut().filter(|j| j.run_id == run_id) {
+            if j.status == JobStatus::Waiting {
+                j.status = JobStatus::Queued;
+                ids.push(j.id);
+            }
+        }
+        let fresh: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| !self.scalesets.jobs.contains_key(id))
+            .collect();
+        self.scaleset_jobs_queued(&fresh);
+        ids
     }
 
     /// A run's status as GitHub derives it from its jobs.
     /// Every run's status from one pass over the jobs (a listing asks for each run's,
     /// and asking [`State::run_status`] per run is quadratic in the jobs ever queued).
     pub fn run_statuses(&self) -> std::collections::HashMap<u64, JobStatus> {
-        let mut seen: std::collections::HashMap<u64, (bool, bool)> = Default::default();
+        let mut seen: std::collections::HashMap<u64, (bool, bool, bool)> = Default::default();
         for j in self.jobs.values() {
-            let e = seen.entry(j.run_id).or_insert((true, true));
+            let e = seen.entry(j.run_id).or_insert((true, true, false));
             e.0 &= j.status == JobStatus::Completed;
             e.1 &= j.status == JobStatus::Queued;
+            e.2 |= j.status == JobStatus::Waiting;
         }
         seen.into_iter()
-            .map(|(run, (done, queued))| (run, run_status_of(done, queued)))
+            .map(|(run, (done, queued, waiting))| (run, run_status_of(done, queued, waiting)))
             .collect()
     }
 
@@ -432,6 +497,7 @@ impl State {
         run_status_of(
             statuses.iter().all(|s| *s == JobStatus::Completed),
             statuses.iter().all(|s| *s == JobStatus::Queued),
+            statuses.contains(&JobStatus::Waiting),
         )
     }
 
@@ -650,11 +716,14 @@ impl State {
     }
 }
 
-/// A run is completed when all its jobs are (a run with none too), queued when all are
-/// queued, and in progress otherwise.
-fn run_status_of(all_completed: bool, all_queued: bool) -> JobStatus {
+/// A run is completed when all its jobs are (a run with none too), waiting while any
+/// job is held (a deployment gate or a concurrency group), queued when all are queued,
+/// and in progress otherwise.
+fn run_status_of(all_completed: bool, all_queued: bool, any_waiting: bool) -> JobStatus {
     if all_completed {
         JobStatus::Completed
+    } else if any_waiting {
+        JobStatus::Waiting
     } else if all_queued {
         JobStatus::Queued
     } else {

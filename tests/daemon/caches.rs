@@ -161,6 +161,29 @@ fn a_persistent_workspace_keeps_work_between_a_repositorys_jobs_and_a_disposable
     assert!(c.contains(&"NONE".to_string()), "{c:#?}");
     assert!(d.contains(&"FOUND".to_string()), "{d:#?}");
     assert_ne!(printed(&c, "PWD"), printed(&d, "PWD"));
+    // `status` and `doctor` show the kept workspace and the target's cache against
+    // the host's cap.
+    wait_until(SETTLE, "status to show the kept workspace", || {
+        let c = &w.status_json()["caches"];
+        c["workspaces"] == 1
+            && c["cache_targets"] == 1
+            && c["workspaces_bytes"].as_u64() > Some(0)
+            && c["cap_bytes"].as_u64() > Some(0)
+    });
+    let status = w.cli_ok(&["status"]);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("caches") && l.contains("(1 target), workspaces")),
+        "{status}"
+    );
+    let doctor = String::from_utf8(w.cli(&["doctor"]).stdout).unwrap();
+    assert!(
+        doctor
+            .lines()
+            .any(|l| l.starts_with("ok   caches") && l.contains("(1 target), workspaces ")),
+        "{doctor}"
+    );
     // A job that replaces its `_work` with a link keeps nothing.
     let e = run(
         &w,
@@ -277,4 +300,39 @@ fn the_runtime_root_is_not_moved_while_an_attempt_is_not_yet_cleaned() {
         store.host_or_create().unwrap().runtime_root.as_deref(),
         Some(rt.as_path())
     );
+}
+
+/// The daemon's prune (at its start, then hourly) holds the caches and the kept
+/// workspaces together to `cache_cap`: over a 1 KiB cap, an unleased workspace goes as
+/// a cache slot does, and `status` then shows what is left.
+#[test]
+fn the_prune_holds_kept_workspaces_to_the_cap_with_the_caches() {
+    let mut w = World::new("caches-prune", 1);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("linux", "t", &["linux"]).max(1));
+    w.cli_ok(&["host", "set", "cache_cap=1K"]);
+    let t = runner_manager::store::Store::target(&w.store(), "t").unwrap();
+    let key = runner_manager::domain::caches::target_key(&t);
+    let work = w.dir.join(format!("workspaces/{key}/slot-5/_work"));
+    let cache = w.dir.join(format!("caches/{key}/slot-6/npm"));
+    for d in [&work, &cache] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("blob"), vec![7u8; 64 * 1024]).unwrap();
+    }
+    let before = w.status_json()["caches"].clone();
+    assert_eq!(before["workspaces"], 1, "{before:#}");
+    assert_eq!(before["cache_targets"], 1, "{before:#}");
+    w.start_daemon();
+    wait_until(SETTLE, "the prune to remove both slots", || {
+        !work.exists() && !cache.exists()
+    });
+    let logs = w.daemon_logs();
+    assert!(
+        logs.contains(&format!("workspaces/{key}/slot-5")) && logs.contains("caches_pruned"),
+        "{logs}"
+    );
+    let after = w.status_json()["caches"].clone();
+    assert_eq!(after["workspaces"], 0, "{after:#}");
+    assert_eq!(after["cache_targets"], 0, "{after:#}");
+    w.stop_daemon();
 }

@@ -280,3 +280,66 @@ fn a_container_outlives_a_killed_daemon_and_the_next_one_adopts_and_removes_it()
     );
     w.stop_daemon();
 }
+
+/// An `oci` attempt's meters are its container's cgroup's (Podman names it with
+/// `inspect --format={{.State.CgroupPath}}`, under the cgroup v2 mount), never the
+/// `podman run` client's: here the fake names a directory of fake cgroup files, and
+/// the attempt's figures are exactly theirs.
+#[test]
+fn a_containers_meters_are_read_from_its_own_cgroup() {
+    let (mut w, fake) = oci_world("oci-meters");
+    std::fs::write(fake.join("info.json"), info(true)).unwrap();
+    let root = w.dir.join("cgroupfs");
+    let scope = "user.slice/user-1000.slice/user@1000.service/user.slice/libpod-fake.scope";
+    let cg = root.join(scope);
+    std::fs::create_dir_all(&cg).unwrap();
+    std::fs::write(cg.join("memory.current"), "300000000\n").unwrap();
+    std::fs::write(cg.join("memory.peak"), "412345678\n").unwrap();
+    std::fs::write(
+        cg.join("cpu.stat"),
+        "usage_usec 7250000\nuser_usec 7000000\nsystem_usec 250000\n",
+    )
+    .unwrap();
+    std::fs::write(cg.join("pids.current"), "9\n").unwrap();
+    std::fs::write(fake.join("cgroup-path"), format!("/{scope}\n")).unwrap();
+    w.env.push((
+        "RUNNER_MANAGER_CGROUP_ROOT".into(),
+        root.display().to_string(),
+    ));
+    w.start_daemon();
+    let id = w.enqueue("acme/app", "metered", &["boxed"], 3_000);
+    wait_until(SETTLE, "the container's runner to take the job", || {
+        !w.in_state(AttemptState::Busy).is_empty()
+    });
+    let a = w.in_state(AttemptState::Busy).pop().unwrap();
+    let mut seen = serde_json::Value::Null;
+    wait_until(SETTLE, "live figures from the container's cgroup", || {
+        let list: serde_json::Value =
+            serde_json::from_str(&w.cli_ok(&["--json", "attempts", "--active"])).unwrap();
+        seen = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == a.id)
+            .cloned()
+            .unwrap_or_default();
+        !seen["meter"].is_null()
+    });
+    assert_eq!(seen["meter"]["processes"], 9, "{seen:#}");
+    assert_eq!(seen["meter"]["rss_bytes"], 412_345_678u64, "{seen:#}");
+    w.finished(id);
+    wait_until(SETTLE, "the attempt to be cleaned", || {
+        w.attempt(a.id).cleaned
+    });
+    let done = w.attempt(a.id);
+    assert_eq!(done.peak_rss_bytes, Some(412_345_678), "{done:?}");
+    assert_eq!(done.cpu_millis, Some(7_250), "{done:?}");
+    assert!(
+        calls(&fake).iter().any(|c| c[0] == "inspect"
+            && c.contains(&"--format={{.State.CgroupPath}}".to_string())
+            && c.contains(&a.runner_name)),
+        "{:?}",
+        calls(&fake)
+    );
+    w.stop_daemon();
+}

@@ -41,6 +41,7 @@ fn sampler_publishes_meters_and_stops_on_shutdown() {
         pid: r.pid(),
         start_time: r.spawned.start_time,
         cgroup: None,
+        container: None,
     };
     // A stale identity (pid reuse) must not be sampled.
     let stranger = LiveAttempt {
@@ -48,6 +49,7 @@ fn sampler_publishes_meters_and_stops_on_shutdown() {
         pid: r.pid(),
         start_time: r.spawned.start_time + 1,
         cgroup: None,
+        container: None,
     };
     attempts_tx.send(vec![live, stranger]).unwrap();
 

@@ -70,6 +70,7 @@ fn a_healthy_host_passes_every_check() {
         "clock t",
         "runner p",
         "systemd",
+        "caches",
     ] {
         assert_eq!(
             line(&lines, name).status,
@@ -112,6 +113,11 @@ fn each_broken_thing_fails_with_a_hint() {
         std::fs::set_permissions(d.path("token"), std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     std::fs::remove_file(d.path("runner/bin/Runner.Listener")).unwrap();
+    // A cache slot over a 1 KiB cap: a warning (the daemon's prune removes it).
+    d.ok(&["host", "set", "cache_cap=1K"]);
+    let slot = d.state().join("caches/t-0123/slot-0/npm");
+    std::fs::create_dir_all(&slot).unwrap();
+    std::fs::write(slot.join("blob"), vec![1u8; 64 * 1024]).unwrap();
     let lines = run_checks(&Options {
         warn_free_bytes: u64::MAX,
         ..opts(&d, "masked")
@@ -123,6 +129,7 @@ fn each_broken_thing_fails_with_a_hint() {
         ("runner p", Status::Fail, "runner install"),
         ("systemd", Status::Fail, "unmask"),
         ("disk", Status::Warn, "free space"),
+        ("caches", Status::Warn, "host set cache_cap"),
     ] {
         let l = line(&lines, name);
         assert_eq!(l.status, status, "{l:?}");

@@ -322,3 +322,85 @@ fn the_control_interface_works_over_http() {
         .unwrap();
     assert_eq!(state["url"], json!(h.url()));
 }
+
+/// GitHub's runs in `waiting` (a deployment gate, a concurrency group): listed under
+/// `status=waiting`, never `queued` or `in_progress`, their jobs `waiting`, and no
+/// runner given one; an approval releases the job to `queued`, and a runner takes it.
+#[test]
+fn a_waiting_run_is_listed_waiting_its_job_no_runner_takes_until_approved() {
+    let (h, _) = sim();
+    let post = |path: &str, body: serde_json::Value| call(&h, "POST", path, "", Some(&body), &[]);
+    let r = post(
+        "/_sim/jobs",
+        json!({"repo": "octo/app", "name": "deploy", "labels": ["self-hosted"], "waiting": true}),
+    );
+    assert_eq!(r.status, 200);
+    let made = r.json().unwrap();
+    let (run, job) = (
+        made["run_id"].as_u64().unwrap(),
+        made["id"].as_u64().unwrap(),
+    );
+    let runs_of = |status: &str| -> Vec<u64> {
+        get(&h, &format!("/repos/octo/app/actions/runs?status={status}"))
+            .json()
+            .unwrap()["workflow_runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(runs_of("waiting"), [run]);
+    assert!(runs_of("queued").is_empty() && runs_of("in_progress").is_empty());
+    let jobs = get(&h, &format!("/repos/octo/app/actions/runs/{run}/jobs"));
+    assert_conforms(
+        "GET",
+        "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs",
+        &jobs,
+    );
+    assert_eq!(jobs.json().unwrap()["jobs"][0]["status"], "waiting");
+    // A runner that fits finds nothing to take.
+    let scope = runner_manager::sim::Scope::Repo("octo/app".into());
+    let (rid, _) = h.register_runner(scope, "rm-waiting", &["self-hosted"]);
+    let cred = h.with_state(|s| s.runners[&rid].credential.clone());
+    let take = || h.with_state(|s| s.runner_take_job(rid, &cred, 0).unwrap().map(|j| j.id));
+    assert_eq!(take(), None);
+    assert_eq!(
+        post(&format!("/_sim/runs/{}/approve", run + 999), json!({})).status,
+        404
+    );
+    let r = post(&format!("/_sim/runs/{run}/approve"), json!({}));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json().unwrap()["queued"], json!([job]));
+    assert_eq!(runs_of("queued"), [run]);
+    assert!(runs_of("waiting").is_empty());
+    assert_eq!(take(), Some(job));
+    // Held again (a concurrency group took its turn back) only while queued.
+    assert_eq!(h.hold_run(run), 0);
+}
+
+/// A scale set is offered a waiting run's job only once it is approved: before, the
+/// service has nothing to say about it (no message, no job in its statistics).
+#[test]
+fn a_scale_set_hears_of_a_waiting_job_only_once_it_is_approved() {
+    let (h, _) = sim();
+    let set = h.with_state(|s| {
+        s.scalesets.add_scale_set(
+            "set",
+            runner_manager::sim::Scope::Repo("octo/app".into()),
+            1,
+            vec!["self-hosted".into()],
+            false,
+            0,
+        )
+    });
+    let (run, _) = h.enqueue_waiting_job("octo/app", "deploy", &["self-hosted"], 10);
+    let jobs_in = |stats: serde_json::Value| {
+        stats["totalAvailableJobs"].as_u64().unwrap() + stats["totalAssignedJobs"].as_u64().unwrap()
+    };
+    assert!(h.scaleset_messages(set).is_empty());
+    assert_eq!(jobs_in(h.scaleset_statistics(set)), 0);
+    h.approve_run(run);
+    assert_eq!(h.scaleset_messages(set).len(), 1);
+    assert_eq!(jobs_in(h.scaleset_statistics(set)), 1);
+}

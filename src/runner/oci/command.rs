@@ -132,6 +132,17 @@ pub fn oom_args(name: &str) -> Vec<String> {
     ]
 }
 
+/// `podman inspect` of the container's cgroup (relative to the cgroup v2 mount; empty
+/// until it runs).
+pub fn cgroup_args(name: &str) -> Vec<String> {
+    vec![
+        "inspect".into(),
+        "--type=container".into(),
+        "--format={{.State.CgroupPath}}".into(),
+        name.into(),
+    ]
+}
+
 /// `podman --storage-opt=size=1G info`: whether Podman takes a container size here.
 pub fn quota_probe_args() -> Vec<String> {
     vec![

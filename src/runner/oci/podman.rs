@@ -193,6 +193,12 @@ impl Podman {
         }
     }
 
+    /// The container's cgroup directory under `root` (the cgroup v2 mount), once it
+    /// runs; `None` before, after, or when Podman cannot say.
+    pub fn cgroup_dir(&self, name: &str, root: &Path) -> Option<PathBuf> {
+        super::cgroup::dir_of(root, &self.call(&command::cgroup_args(name)).ok()?)
+    }
+
     /// Starts `podman run` (`args` from `command::run_args`) as the attempt's process:
     /// its own session (so the daemon signals it as it does a native runner), its pid
     /// written to `pid_file` by the process itself before it execs, stdout and stderr

@@ -316,6 +316,37 @@ mod tests {
         }
     }
 
+    /// A real Podman's answers (4.3.1 from Debian 12's packages, run as `nobody` on
+    /// this build host: no subordinate ids, cgroup v1, vfs storage), saved under
+    /// tests/fixtures/oci/: `podman info --format json`, and the last line of what
+    /// `podman --storage-opt=size=1073741824 info` printed as it exited 125.
+    #[test]
+    fn a_real_podman_on_a_host_without_cgroup_v2_is_refused_naming_what_is_missing() {
+        let info =
+            include_str!("../../../tests/fixtures/oci/podman-4.3.1-info-rootless-cgroup-v1.json");
+        let probe = include_str!("../../../tests/fixtures/oci/podman-4.3.1-size-probe-vfs.stderr");
+        let f = Facts {
+            quota_probe: Some(Err(format!(
+                "podman --storage-opt=size=1073741824 failed (exit status: 125): {}",
+                probe.trim()
+            ))),
+            ..parse_info(info)
+        };
+        assert_eq!(f.podman, Some(Ok("4.3.1".into())));
+        assert_eq!(f.rootless, Some(true));
+        assert_eq!((f.uid_map, f.gid_map), (Some(0), Some(0)));
+        let why = verdict(&f).unwrap_err();
+        assert_eq!(
+            why,
+            "user-namespaces: subordinate ids: 0 uids, 0 gids (at least 65536 each); \
+             cgroup-v2: cgroup v1: container limits need cgroup v2; \
+             disk-quota: vfs: a container size is refused: podman \
+             --storage-opt=size=1073741824 failed (exit status: 125): Error: vfs driver \
+             does not support size options"
+        );
+        assert!(first_hint(&f).unwrap().contains("usermod --add-subuids"));
+    }
+
     #[test]
     fn no_podman_or_nothing_known_is_not_ready() {
         let gone = Facts {
