@@ -206,25 +206,8 @@ fn run(seed: u64, capacity: u32) {
     let mut rng = Rng(seed);
     let mut sim = Sim {
         host: Host {
-            id: HOST.into(),
-            name: "h".into(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            capacity,
             coordinator: Some("ws://127.0.0.1:1".into()),
-            coordinator_token_file: None,
-            coordinator_ca_file: None,
-            coordinator_insecure: false,
-            draining: false,
-            isolation: Default::default(),
-            runner_uids: None,
-            retention_secs: runner_manager::domain::host::DEFAULT_RETENTION_SECS,
-            logs_max_bytes: runner_manager::domain::host::DEFAULT_LOGS_MAX_BYTES,
-            disk_reserve_bytes: runner_manager::domain::host::DEFAULT_DISK_RESERVE_BYTES,
-            env: Default::default(),
-            runner_version: None,
-            runtime_root: None,
-            cache_cap_bytes: runner_manager::domain::caches::DEFAULT_CACHE_CAP_BYTES,
+            ..Host::new(HOST.into(), "h".into(), "linux", "x86_64", capacity)
         },
         policies: vec![
             policy("a", "octo", true, 0, 3),

@@ -90,6 +90,33 @@ const MAX_RETENTION_SECS: u64 = 365 * 86_400;
 const MIN_LOGS_MAX: u64 = 16 << 20;
 
 impl Host {
+    /// A host with every setting at its default: what a new store records (with this
+    /// machine's facts), and the tests' hosts. A new setting gets its default here,
+    /// once.
+    pub fn new(id: String, name: String, os: &str, arch: &str, capacity: u32) -> Host {
+        Host {
+            id,
+            name,
+            os: os.into(),
+            arch: arch.into(),
+            capacity,
+            coordinator: None,
+            coordinator_token_file: None,
+            coordinator_ca_file: None,
+            coordinator_insecure: false,
+            draining: false,
+            isolation: super::Isolation::Auto,
+            runner_uids: None,
+            retention_secs: DEFAULT_RETENTION_SECS,
+            logs_max_bytes: DEFAULT_LOGS_MAX_BYTES,
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
+            env: Default::default(),
+            runner_version: None,
+            runtime_root: None,
+            cache_cap_bytes: super::caches::DEFAULT_CACHE_CAP_BYTES,
+        }
+    }
+
     /// Applies one of [`PLAIN_KEYS`] (or an `env.NAME`); `Ok(false)` for any other
     /// key, which the caller checks itself. The one validation of these keys, shared
     /// by `host set` and `top`.
@@ -208,27 +235,7 @@ mod tests {
 
     #[test]
     fn pool_label() {
-        let h = Host {
-            id: ID.into(),
-            name: "h".into(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            capacity: 4,
-            coordinator: None,
-            coordinator_token_file: None,
-            coordinator_ca_file: None,
-            coordinator_insecure: false,
-            draining: false,
-            isolation: Default::default(),
-            runner_uids: None,
-            retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
-            logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
-            disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
-            env: Default::default(),
-            runner_version: None,
-            runtime_root: None,
-            cache_cap_bytes: crate::domain::caches::DEFAULT_CACHE_CAP_BYTES,
-        };
+        let h = Host::new(ID.into(), "h".into(), "linux", "x86_64", 4);
         assert_eq!(h.pool_label(), "rm-pool-linux");
         assert_eq!(h.short_id(), "0123abcd");
     }

@@ -12,25 +12,8 @@ const HOST: &str = "0123abcd89ef4567";
 
 fn host(capacity: u32) -> Host {
     Host {
-        id: HOST.into(),
-        name: "h".into(),
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        capacity,
         coordinator: Some("ws://127.0.0.1:1".into()),
-        coordinator_token_file: None,
-        coordinator_ca_file: None,
-        coordinator_insecure: false,
-        draining: false,
-        isolation: Default::default(),
-        runner_uids: None,
-        retention_secs: crate::domain::host::DEFAULT_RETENTION_SECS,
-        logs_max_bytes: crate::domain::host::DEFAULT_LOGS_MAX_BYTES,
-        disk_reserve_bytes: crate::domain::host::DEFAULT_DISK_RESERVE_BYTES,
-        env: Default::default(),
-        runner_version: None,
-        runtime_root: None,
-        cache_cap_bytes: crate::domain::caches::DEFAULT_CACHE_CAP_BYTES,
+        ..Host::new(HOST.into(), "h".into(), "linux", "x86_64", capacity)
     }
 }
 

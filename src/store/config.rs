@@ -2,7 +2,7 @@
 
 use super::error::{Result, StoreError};
 use super::rows::{self, PROFILE_COLUMNS, TARGET_COLUMNS, sql_u64, to_json};
-use crate::domain::{Host, Isolation, ScalePolicy, Target, UidRange, host};
+use crate::domain::{Host, ScalePolicy, Target, UidRange, host};
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 pub fn host(c: &Connection) -> Result<Option<Host>> {
@@ -46,27 +46,13 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
     if let Some(h) = host(c)? {
         return Ok(h);
     }
-    let h = Host {
-        id: new_id()?,
-        name: hostname(),
-        os: host::current_os().into(),
-        arch: host::current_arch().into(),
-        capacity: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        coordinator: None,
-        coordinator_token_file: None,
-        coordinator_ca_file: None,
-        coordinator_insecure: false,
-        draining: false,
-        isolation: Isolation::Auto,
-        runner_uids: None,
-        retention_secs: host::DEFAULT_RETENTION_SECS,
-        logs_max_bytes: host::DEFAULT_LOGS_MAX_BYTES,
-        disk_reserve_bytes: host::DEFAULT_DISK_RESERVE_BYTES,
-        env: Default::default(),
-        runner_version: None,
-        runtime_root: None,
-        cache_cap_bytes: crate::domain::caches::DEFAULT_CACHE_CAP_BYTES,
-    };
+    let h = Host::new(
+        new_id()?,
+        hostname(),
+        host::current_os(),
+        host::current_arch(),
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    );
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
     // read it back, so every process agrees on one id.
     c.execute(
