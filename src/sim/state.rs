@@ -254,6 +254,8 @@ pub struct State {
     /// given a job: at rest, the difference is the runners that ran no job.
     pub runners_connected: u64,
     pub runners_given_a_job: u64,
+    /// The `workflow_job` webhook, its outbox and figures (`webhooks.rs`).
+    pub webhooks: super::webhooks::Webhooks,
 }
 
 /// Why a runner-side call failed.
@@ -297,6 +299,7 @@ impl State {
             self_updates: Vec::new(),
             runners_connected: 0,
             runners_given_a_job: 0,
+            webhooks: Default::default(),
         }
     }
 
@@ -400,6 +403,7 @@ impl State {
             ids.push(id);
         }
         self.scaleset_jobs_queued(&ids);
+        self.hook_jobs(&ids, "queued");
         (run_id, ids)
     }
 
@@ -481,6 +485,8 @@ impl State {
             job.status = JobStatus::Completed;
             job.conclusion = Some("failure".into());
             job.completed_at = Some(now);
+            let id = job.id;
+            self.hook_jobs(&[id], "completed");
         }
         Some(r)
     }
@@ -551,6 +557,7 @@ impl State {
         runner.job_id = Some(job_id);
         self.runners_given_a_job += 1;
         self.scaleset_job_started(job_id);
+        self.hook_jobs(&[job_id], "in_progress");
         Ok(Some(job))
     }
 
@@ -591,6 +598,7 @@ impl State {
                 .into(),
             );
             self.scaleset_job_completed(job_id, result);
+            self.hook_jobs(&[job_id], "completed");
         }
         if ephemeral {
             self.runners.remove(&id);
