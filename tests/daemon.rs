@@ -25,4 +25,5 @@ mod daemon {
     mod self_update;
     mod signals;
     mod systemd;
+    mod webhooks;
 }

@@ -77,9 +77,9 @@ impl Seen {
 
 /// `webhook_listen=`: an address and port (`0.0.0.0:8090`, `[::1]:8090`).
 pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
-    value.parse::<SocketAddr>().map_err(|_| {
-        format!("{key}: expected ADDR:PORT such as 127.0.0.1:8090 (got {value:?})")
-    })
+    value
+        .parse::<SocketAddr>()
+        .map_err(|_| format!("{key}: expected ADDR:PORT such as 127.0.0.1:8090 (got {value:?})"))
 }
 
 /// The settings as the store holds them: `None` while the listener is off (neither
@@ -164,19 +164,20 @@ impl Handler for HookHandler {
             self.publish(now, false);
             return reply(401, "bad or missing X-Hub-Signature-256");
         }
-        let (status, word, text) =
-            match hooks::parse(req.header("x-github-event"), &req.body, now) {
-                Ok(Some(job)) => {
-                    let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
-                    b.record(job, now);
-                    (200, "accepted", "recorded")
-                }
-                Ok(None) => (202, "ignored", "not a workflow_job delivery; ignored"),
-                Err(Refused::Malformed(_)) | Err(Refused::Signature) => {
-                    (400, "malformed", "not a workflow_job payload")
-                }
-            };
-        self.metrics.counter_add(DELIVERIES, &[("result", word)], 1.0);
+        let (status, word, text) = match hooks::parse(req.header("x-github-event"), &req.body, now)
+        {
+            Ok(Some(job)) => {
+                let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
+                b.record(job, now);
+                (200, "accepted", "recorded")
+            }
+            Ok(None) => (202, "ignored", "not a workflow_job delivery; ignored"),
+            Err(Refused::Malformed(_)) | Err(Refused::Signature) => {
+                (400, "malformed", "not a workflow_job payload")
+            }
+        };
+        self.metrics
+            .counter_add(DELIVERIES, &[("result", word)], 1.0);
         self.publish(now, false);
         reply(status, text)
     }
@@ -233,14 +234,16 @@ pub fn serve(
         metrics,
         rejected: AtomicU64::new(0),
         seen_at: AtomicI64::new(0),
-        seen: Mutex::new((
-            Seen::default(),
-            SqliteStore::open(&shared.state_dir).ok(),
-        )),
+        seen: Mutex::new((Seen::default(), SqliteStore::open(&shared.state_dir).ok())),
     });
     let mut server = match Server::start(listen, handler.clone(), Arc::new(Stopper::default())) {
         Ok(s) => s,
-        Err(e) => return failed(listen.to_string(), format!("cannot listen on {listen}: {e}")),
+        Err(e) => {
+            return failed(
+                listen.to_string(),
+                format!("cannot listen on {listen}: {e}"),
+            );
+        }
     };
     let addr = server.addr();
     {
@@ -301,7 +304,10 @@ mod tests {
             error: None,
         };
         let line = s.describe(61_000);
-        assert!(line.contains("0.0.0.0:8090") && line.contains("1m"), "{line}");
+        assert!(
+            line.contains("0.0.0.0:8090") && line.contains("1m"),
+            "{line}"
+        );
         let e = Seen {
             error: Some("cannot listen".into()),
             ..s

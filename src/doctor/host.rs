@@ -432,7 +432,10 @@ mod tests {
 
 /// The webhook listener's line (`daemon::webhook`): its settings, its secret file (read
 /// as the daemon reads it) and what it last saw; nothing while it is off.
-pub fn check_webhook(store: &dyn crate::store::Store, now: crate::timefmt::Millis) -> Option<crate::doctor::CheckLine> {
+pub fn check_webhook(
+    store: &dyn crate::store::Store,
+    now: crate::timefmt::Millis,
+) -> Option<crate::doctor::CheckLine> {
     use crate::daemon::webhook::{Seen, read_secret, settings};
     let (listen, file) = match settings(store) {
         Ok(None) => return None,

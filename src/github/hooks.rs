@@ -18,6 +18,12 @@ use crate::timefmt::{Millis, parse_rfc3339};
 /// How long a run the book shows with no queued job may be listed `queued` before it
 /// is read by REST: deliveries of its newest events may still be on their way.
 pub const GRACE_MS: Millis = 10_000;
+/// A run not heard of for this long is read by REST while listed (its answer may be
+/// stale: a lost `in_progress` delivery hides the jobs queued behind it)...
+pub const STALE_MS: Millis = 300_000;
+/// ...or for this long, while deliveries were seen lost within [`LOSSY_FOR_MS`].
+pub const STALE_LOSSY_MS: Millis = 30_000;
+pub const LOSSY_FOR_MS: Millis = 600_000;
 /// A run not heard of for this long is forgotten (read by REST again if still listed).
 pub const FORGET_AFTER_MS: Millis = 3_600_000;
 /// The most runs the book keeps; past it, the runs heard of longest ago go first.
@@ -187,6 +193,9 @@ pub struct HookBook {
     pub last_delivery: Option<Millis>,
     /// Jobs-list GETs the book spared (runs answered from it).
     pub spared: u64,
+    /// When a delivery was last seen lost: a job heard of first past `queued`, one that
+    /// skipped `in_progress`, or a run the run lists contradicted.
+    pub loss_seen: Option<Millis>,
 }
 
 fn key(repo: &str, run: i64) -> (String, i64) {
@@ -212,8 +221,13 @@ impl HookBook {
             });
         entry.heard_at = entry.heard_at.max(now);
         let room = entry.jobs.len() < MAX_JOBS_PER_RUN;
+        let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
+        let rank = job.rank();
+        if rank > before + 1 || (rank == 2 && !entry.jobs.contains_key(&job.id)) {
+            self.loss_seen = Some(now);
+        }
         match entry.jobs.get_mut(&job.id) {
-            Some(known) if known.rank() > job.rank() => {}
+            Some(known) if known.rank() > rank => {}
             Some(known) => *known = job,
             None if room => {
                 entry.jobs.insert(job.id, job);
@@ -228,7 +242,8 @@ impl HookBook {
 
     /// What to do about run `run` of `repo`, which the run lists named (`queued`: in
     /// the `status=queued` list, so GitHub says it holds a queued job).
-    pub fn answer(&self, repo: &str, run: i64, queued: bool, now: Millis) -> Answer {
+    pub fn answer(&mut self, repo: &str, run: i64, queued: bool, now: Millis) -> Answer {
+        let lossy = self.loss_seen.is_some_and(|t| now - t < LOSSY_FOR_MS);
         let Some(entry) = self.runs.get(&key(repo, run)) else {
             return Answer::Read;
         };
@@ -248,9 +263,18 @@ impl HookBook {
                 created_at: j.created_at,
             })
             .collect();
-        // GitHub lists a run `queued` only while it holds a queued job: the book
-        // missed one, unless the deliveries that explain it are still on their way.
-        if jobs.is_empty() && queued && now - entry.heard_at >= GRACE_MS {
+        let age = now - entry.heard_at;
+        // GitHub lists a run `queued` while it holds a queued job, and `in_progress`
+        // only once none is: where the book disagrees it missed a delivery, unless the
+        // deliveries that explain it are still on their way.
+        if age >= GRACE_MS && jobs.is_empty() == queued {
+            self.loss_seen = Some(now);
+            return Answer::Read;
+        }
+        // A run that waits long unheard may hide a job whose delivery was lost behind
+        // one the book still shows queued: read it (a 304 while it does not change);
+        // sooner while deliveries are being lost.
+        if age >= if lossy { STALE_LOSSY_MS } else { STALE_MS } {
             return Answer::Read;
         }
         Answer::Jobs(jobs)
@@ -389,6 +413,7 @@ mod tests {
     fn a_late_delivery_never_moves_a_job_back() {
         let mut b = HookBook::default();
         b.record(job(1, 9, "in_progress"), 100);
+        assert_eq!(b.loss_seen, Some(100), "its queued delivery never came");
         b.record(job(1, 9, "queued"), 101);
         assert_eq!(b.answer("o/r", 9, false, 200), Answer::Jobs(vec![]));
         b.record(job(1, 9, "completed"), 102);
@@ -405,6 +430,8 @@ mod tests {
             b.answer("o/r", 9, false, 1_000 + GRACE_MS),
             Answer::Jobs(vec![])
         );
+        // Until it waits unheard so long the book may be stale.
+        assert_eq!(b.answer("o/r", 9, false, 1_000 + STALE_MS), Answer::Read);
         // Listed queued: a queued job's delivery may be on its way...
         assert_eq!(
             b.answer("o/r", 9, true, 1_000 + GRACE_MS - 1),
@@ -412,6 +439,38 @@ mod tests {
         );
         // ...and past the grace the book missed it: read.
         assert_eq!(b.answer("o/r", 9, true, 1_000 + GRACE_MS), Answer::Read);
+    }
+
+    #[test]
+    fn a_run_listed_in_progress_the_book_shows_a_queued_job_for_is_read_after_the_grace() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 1_000);
+        // The in_progress delivery may be on its way...
+        assert!(matches!(b.answer("o/r", 9, false, 1_000), Answer::Jobs(j) if j.len() == 1));
+        // ...past the grace it was lost, and the run may hold what the book cannot see.
+        assert_eq!(b.answer("o/r", 9, false, 1_000 + GRACE_MS), Answer::Read);
+        assert!(matches!(
+            b.answer("o/r", 9, true, 1_000 + GRACE_MS),
+            Answer::Jobs(_)
+        ));
+    }
+
+    #[test]
+    fn while_deliveries_are_lost_a_quiet_run_is_read_sooner() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 0);
+        b.record(job(2, 9, "queued"), 0);
+        b.record(job(2, 9, "in_progress"), 0);
+        assert_eq!(b.loss_seen, None);
+        assert!(matches!(
+            b.answer("o/r", 9, true, STALE_LOSSY_MS),
+            Answer::Jobs(_)
+        ));
+        // A job that went from queued to completed: its in_progress was lost.
+        b.record(job(3, 7, "queued"), 0);
+        b.record(job(3, 7, "completed"), 0);
+        assert_eq!(b.loss_seen, Some(0));
+        assert_eq!(b.answer("o/r", 9, true, STALE_LOSSY_MS), Answer::Read);
     }
 
     #[test]

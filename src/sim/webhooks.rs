@@ -204,7 +204,10 @@ fn deliver(url: &str, secret: &Secret, n: u64, body: &[u8]) -> std::io::Result<u
 
 /// `POST /_sim/webhook {"url", "secret", "drop"}` sets the hook (`url` null or absent
 /// removes it; `drop`, the share lost, defaults to 0); `GET` reads its figures.
-pub(super) fn control(st: &mut State, req: &crate::http_server::Request) -> crate::http_server::Reply {
+pub(super) fn control(
+    st: &mut State,
+    req: &crate::http_server::Request,
+) -> crate::http_server::Reply {
     use crate::http_server::{Reply, Response};
     #[derive(serde::Deserialize)]
     struct Set {
@@ -224,7 +227,11 @@ pub(super) fn control(st: &mut State, req: &crate::http_server::Request) -> crat
                 ));
             }
         };
-        if set.url.as_deref().is_some_and(|u| !u.starts_with("http://")) {
+        if set
+            .url
+            .as_deref()
+            .is_some_and(|u| !u.starts_with("http://"))
+        {
             return Reply::Send(Response::json(
                 400,
                 &json!({ "message": "the hook's url must be http://HOST:PORT/PATH" }),
