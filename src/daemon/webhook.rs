@@ -29,12 +29,16 @@ pub const KV_LISTEN: &str = "webhook_listen";
 pub const KV_SECRET_FILE: &str = "webhook_secret_file";
 /// What the listener saw (`Seen`), for `status` and `doctor`.
 pub const KV_SEEN: &str = "webhook:seen";
+/// The book's snapshot (`HookBook::snapshot`), which a restarted daemon starts from.
+pub const KV_BOOK: &str = "webhook:book";
 
 const DELIVERIES: &str = "runner_manager_webhook_deliveries_total";
 const SPARED: &str = "runner_manager_webhook_jobs_lists_spared_total";
 
 /// How often at most the listener writes what it saw to the store.
 const SEEN_EVERY_MS: Millis = 5_000;
+/// How often the book's snapshot is written while it changes.
+const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the listener last wrote of itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,9 +116,29 @@ struct HookHandler {
     rejected: AtomicU64,
     seen_at: AtomicI64,
     seen: Mutex<(Seen, Option<SqliteStore>)>,
+    /// The book's version last written.
+    saved: AtomicU64,
 }
 
 impl HookHandler {
+    /// Writes the book's snapshot when it changed since the last one.
+    fn save_book(&self) {
+        let (version, text) = {
+            let b = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            if b.version == self.saved.load(Ordering::Relaxed) {
+                return;
+            }
+            (b.version, b.snapshot())
+        };
+        let g = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = &g.1 {
+            match store.kv_put(KV_BOOK, &text) {
+                Ok(()) => self.saved.store(version, Ordering::Relaxed),
+                Err(e) => log_warn!("webhook_book_not_written", error = e),
+            }
+        }
+    }
+
     fn publish(&self, now: Millis, force: bool) {
         let (accepted, last, spared) = {
             let b = self.book.lock().unwrap_or_else(|e| e.into_inner());
@@ -219,6 +243,7 @@ pub fn serve(
     let (listen, file) = match settings(store) {
         Ok(None) => {
             let _ = store.kv_delete(KV_SEEN);
+            let _ = store.kv_delete(KV_BOOK);
             return None;
         }
         Ok(Some(s)) => s,
@@ -228,11 +253,18 @@ pub fn serve(
         Ok(s) => s,
         Err(e) => return failed(listen.to_string(), format!("webhook_secret_file: {e}")),
     };
+    // What the last daemon heard: runs announced before a restart are not read again.
+    if let Ok(Some(text)) = store.kv_get(KV_BOOK) {
+        let mut b = shared.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        b.restore(&text, now);
+        log_info!("webhook_book_restored", runs = b.runs());
+    }
     let handler = Arc::new(HookHandler {
         secret,
         book: shared.hooks.clone(),
         metrics,
         rejected: AtomicU64::new(0),
+        saved: AtomicU64::new(0),
         seen_at: AtomicI64::new(0),
         seen: Mutex::new((Seen::default(), SqliteStore::open(&shared.state_dir).ok())),
     });
@@ -257,17 +289,20 @@ pub fn serve(
     std::thread::Builder::new()
         .name("webhook".into())
         .spawn(move || {
-            // Every few seconds, what the book spared reaches the metrics and store
-            // even while no delivery comes; a message or every sender gone stops it.
+            // Every second the book's snapshot is written if it changed, and every few
+            // what the book spared reaches the metrics and the store even while no
+            // delivery comes; a message or every sender gone stops it.
             loop {
-                match shutdown.recv_timeout(std::time::Duration::from_secs(5)) {
+                match shutdown.recv_timeout(BOOK_EVERY) {
                     Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                        handler.publish(now_millis(), true)
+                        handler.save_book();
+                        handler.publish(now_millis(), false);
                     }
                     _ => break,
                 }
             }
             server.shutdown();
+            handler.save_book();
             handler.publish(now_millis(), true);
         })
         .ok()

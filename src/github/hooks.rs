@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::domain::QueuedJob;
 use crate::timefmt::{Millis, parse_rfc3339};
@@ -37,7 +37,7 @@ pub const MAX_DELIVERY_BYTES: usize = 256 * 1024;
 pub type SharedBook = Arc<Mutex<HookBook>>;
 
 /// One job as a `workflow_job` delivery describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookJob {
     pub id: i64,
     pub run_id: i64,
@@ -168,6 +168,7 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+#[derive(Serialize, Deserialize)]
 struct RunEntry {
     jobs: BTreeMap<i64, HookJob>,
     heard_at: Millis,
@@ -196,7 +197,12 @@ pub struct HookBook {
     /// When a delivery was last seen lost: a job heard of first past `queued`, one that
     /// skipped `in_progress`, or a run the run lists contradicted.
     pub loss_seen: Option<Millis>,
+    /// Bumped by every record: a snapshot is due when it moved.
+    pub version: u64,
 }
+
+/// The most runs a snapshot keeps (the ones heard of last).
+pub const SNAPSHOT_RUNS: usize = 2_000;
 
 fn key(repo: &str, run: i64) -> (String, i64) {
     (repo.to_ascii_lowercase(), run)
@@ -210,6 +216,7 @@ impl HookBook {
     /// Takes a job's new state (a status never goes back), and forgets what is old.
     pub fn record(&mut self, job: HookJob, now: Millis) {
         self.accepted += 1;
+        self.version += 1;
         self.last_delivery = Some(now);
         let entry = self
             .runs
@@ -297,6 +304,30 @@ impl HookBook {
     /// Runs the book holds.
     pub fn runs(&self) -> usize {
         self.runs.len()
+    }
+
+    /// The runs heard of last (at most [`SNAPSHOT_RUNS`]) as text, for a restarted
+    /// daemon to start from (`restore`).
+    pub fn snapshot(&self) -> String {
+        let mut runs: Vec<&RunEntry> = self.runs.values().filter(|e| !e.overflow).collect();
+        runs.sort_unstable_by_key(|e| std::cmp::Reverse(e.heard_at));
+        runs.truncate(SNAPSHOT_RUNS);
+        serde_json::to_string(&runs).unwrap_or_default()
+    }
+
+    /// Takes a snapshot back. Deliveries sent while no daemon listened are lost, so
+    /// the book counts as lossy from `now` (quiet runs are read sooner; see `answer`).
+    pub fn restore(&mut self, text: &str, now: Millis) {
+        let Ok(runs) = serde_json::from_str::<Vec<RunEntry>>(text) else {
+            return;
+        };
+        for e in runs {
+            if let Some(run) = e.jobs.values().next().map(|j| key(&j.repo, j.run_id)) {
+                self.runs.entry(run).or_insert(e);
+            }
+        }
+        self.loss_seen = Some(now);
+        self.prune(now);
     }
 }
 
@@ -471,6 +502,20 @@ mod tests {
         b.record(job(3, 7, "completed"), 0);
         assert_eq!(b.loss_seen, Some(0));
         assert_eq!(b.answer("o/r", 9, true, STALE_LOSSY_MS), Answer::Read);
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_runs_and_counts_as_a_loss() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 100);
+        b.record(job(2, 8, "in_progress"), 100);
+        let mut again = HookBook::default();
+        again.restore(&b.snapshot(), 200);
+        assert_eq!(again.runs(), 2);
+        assert_eq!(again.loss_seen, Some(200));
+        assert!(matches!(again.answer("o/r", 9, true, 300), Answer::Jobs(j) if j.len() == 1));
+        again.restore("not json", 300);
+        assert_eq!(again.runs(), 2);
     }
 
     #[test]
