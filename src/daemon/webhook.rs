@@ -292,14 +292,11 @@ pub fn serve(
             // Every second the book's snapshot is written if it changed, and every few
             // what the book spared reaches the metrics and the store even while no
             // delivery comes; a message or every sender gone stops it.
-            loop {
-                match shutdown.recv_timeout(BOOK_EVERY) {
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                        handler.save_book();
-                        handler.publish(now_millis(), false);
-                    }
-                    _ => break,
-                }
+            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                shutdown.recv_timeout(BOOK_EVERY)
+            {
+                handler.save_book();
+                handler.publish(now_millis(), false);
             }
             server.shutdown();
             handler.save_book();

@@ -397,39 +397,6 @@ pub(super) fn check_systemd(opts: &Options) -> CheckLine {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MIB: u64 = 1 << 20;
-
-    #[test]
-    fn the_disk_fails_where_the_daemon_holds_starts_and_warns_until_they_resume() {
-        let at = Path::new("/var/lib/runner-manager");
-        let line = |free: u64| disk_line(at, Ok(free), 256 * MIB, 2 << 30);
-        let fail = line(255 * MIB);
-        assert_eq!(fail.status, super::super::Status::Fail, "{fail:?}");
-        assert!(
-            fail.detail.contains("under disk_reserve 256 MiB")
-                && fail
-                    .detail
-                    .contains("starts no runners until more than 512 MiB"),
-            "{fail:?}"
-        );
-        assert!(fail.hint.unwrap().contains("disk_reserve="));
-        assert_eq!(line(256 * MIB).status, super::super::Status::Warn);
-        assert_eq!(line(3 << 30).status, super::super::Status::Ok);
-        // A reserve above the warning mark: warned until starts would resume.
-        let big = disk_line(at, Ok(5 << 30), 4 << 30, 2 << 30);
-        assert_eq!(big.status, super::super::Status::Warn, "{big:?}");
-        assert_eq!(
-            disk_line(at, Ok(0), 0, 0).status,
-            super::super::Status::Ok,
-            "a reserve of 0 never fails"
-        );
-    }
-}
-
 /// The webhook listener's line (`daemon::webhook`): its settings, its secret file (read
 /// as the daemon reads it) and what it last saw; nothing while it is off.
 pub fn check_webhook(
@@ -468,4 +435,37 @@ pub fn check_webhook(
             format!("will listen on {listen} once the daemon starts"),
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn the_disk_fails_where_the_daemon_holds_starts_and_warns_until_they_resume() {
+        let at = Path::new("/var/lib/runner-manager");
+        let line = |free: u64| disk_line(at, Ok(free), 256 * MIB, 2 << 30);
+        let fail = line(255 * MIB);
+        assert_eq!(fail.status, super::super::Status::Fail, "{fail:?}");
+        assert!(
+            fail.detail.contains("under disk_reserve 256 MiB")
+                && fail
+                    .detail
+                    .contains("starts no runners until more than 512 MiB"),
+            "{fail:?}"
+        );
+        assert!(fail.hint.unwrap().contains("disk_reserve="));
+        assert_eq!(line(256 * MIB).status, super::super::Status::Warn);
+        assert_eq!(line(3 << 30).status, super::super::Status::Ok);
+        // A reserve above the warning mark: warned until starts would resume.
+        let big = disk_line(at, Ok(5 << 30), 4 << 30, 2 << 30);
+        assert_eq!(big.status, super::super::Status::Warn, "{big:?}");
+        assert_eq!(
+            disk_line(at, Ok(0), 0, 0).status,
+            super::super::Status::Ok,
+            "a reserve of 0 never fails"
+        );
+    }
 }
