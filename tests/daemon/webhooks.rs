@@ -5,6 +5,7 @@
 
 use super::support::*;
 use runner_manager::sim::LogEntry;
+use runner_manager::store::Store;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
@@ -279,4 +280,80 @@ fn bad_webhook_settings_exit_2_and_leave_the_store_untouched() {
     assert!(!shown.contains(SECRET), "{shown}");
     w.cli_ok(&["host", "set", "webhook_listen=", "webhook_secret_file="]);
     assert_eq!(w.cli_ok(&["--json", "host", "show"]), before);
+}
+
+#[test]
+fn a_restarted_daemon_answers_the_runs_announced_before_it_from_the_kept_book() {
+    let mut w = World::new("hooks-restart", 4);
+    w.add_target("t0", "acme/zero", true);
+    w.sim.add_repo("acme/app", true);
+    let url = hooks_on(&w);
+    w.start_daemon();
+    wait_listening(&url);
+    let runs: Vec<u64> = (0..4)
+        .map(|i| w.enqueue("acme/app", &format!("job-{i}"), &["p"], 300))
+        .map(|id| w.sim.job(id).unwrap().run_id)
+        .collect();
+    wait_until(
+        SETTLE,
+        "the book with the four runs kept in the store",
+        || {
+            w.store()
+                .kv_get("webhook:book")
+                .ok()
+                .flatten()
+                .is_some_and(|b| runs.iter().all(|r| b.contains(&format!("\"run_id\":{r}"))))
+        },
+    );
+    w.kill_daemon();
+    w.start_daemon();
+    wait_listening(&url);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(2));
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert_eq!(
+        jobs_reads(&w.log(), "acme/app"),
+        0,
+        "the new daemon read a run the last one heard of"
+    );
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn a_secret_file_that_no_longer_reads_fails_doctor_and_starts_no_listener() {
+    let mut w = World::new("hooks-loose", 2);
+    w.add_target("t", "acme/app", true);
+    let url = hooks_on(&w);
+    let file = w.dir.join("webhook-secret");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    let line = text
+        .lines()
+        .find(|l| l.contains("webhook"))
+        .unwrap_or_else(|| panic!("no webhook line: {text}"));
+    assert!(
+        line.contains("no listener starts") && line.contains("chmod"),
+        "{line}"
+    );
+    assert!(!text.contains(SECRET), "{text}");
+    w.start_daemon();
+    wait_until(SETTLE, "status saying the listener did not start", || {
+        w.status_json()["webhook"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("not listening: webhook_secret_file"))
+    });
+    let base = url.trim_end_matches("/webhook");
+    let answer = runner_manager::sim::client::request(
+        base,
+        "GET",
+        "/webhook",
+        &[],
+        None,
+        std::time::Duration::from_secs(2),
+    );
+    assert!(answer.is_err(), "something listens: {answer:?}");
+    assert!(w.stop_daemon().success());
 }
