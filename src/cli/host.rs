@@ -132,6 +132,29 @@ fn webhook_setting(key: &str, value: &str) -> Result<Option<String>, CliError> {
     Ok(Some(value.to_string()))
 }
 
+/// The listener needs both settings: refuses an edit that leaves one set alone.
+fn webhook_pair(store: &dyn Store, edits: &[(&str, Option<String>)]) -> Result<(), CliError> {
+    use crate::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
+    let after = |key: &str| -> Result<bool, CliError> {
+        Ok(match edits.iter().rev().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.is_some(),
+            None => store.kv_get(key)?.is_some(),
+        })
+    };
+    match (after(KV_LISTEN)?, after(KV_SECRET_FILE)?) {
+        (true, false) => Err(CliError::usage(
+            KV_SECRET_FILE,
+            "webhook_listen needs webhook_secret_file=PATH too (the secret that signs \
+             the deliveries); set both, or unset both",
+        )),
+        (false, true) => Err(CliError::usage(
+            KV_LISTEN,
+            "webhook_secret_file needs webhook_listen=ADDR:PORT too; set both, or unset both",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The longest coordinator URL `host set` takes: far past any real one (a host name
 /// is at most 253 characters), short enough that the books never hold a page of it.
 const MAX_URL_LEN: usize = 2048;
@@ -318,6 +341,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         apply(&mut h, k, v)?;
     }
     h.check()?;
+    webhook_pair(store, &hooks)?;
     if let Some(url) = &h.coordinator
         && !h.coordinator_insecure
         && crate::coordinator::tls::is_plain_off_loopback(url)

@@ -268,6 +268,17 @@ fn bad_webhook_settings_exit_2_and_leave_the_store_untouched() {
         assert!(!err.contains(SECRET), "{arg}: {err}");
         assert_eq!(w.cli_ok(&["--json", "host", "show"]), before, "{arg}");
     }
+    // One without the other is refused too.
+    for arg in [
+        "webhook_listen=127.0.0.1:8090".to_string(),
+        format!("webhook_secret_file={}", good.display()),
+    ] {
+        let out = w.cli(&["host", "set", &arg]);
+        assert_eq!(out.status.code(), Some(2), "{arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("set both, or unset both"), "{err}");
+        assert_eq!(w.cli_ok(&["--json", "host", "show"]), before, "{arg}");
+    }
     // Good values are kept, shown, and unset by an empty value.
     w.cli_ok(&[
         "host",
