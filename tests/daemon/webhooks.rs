@@ -74,7 +74,7 @@ fn runs_the_webhooks_announced_are_served_without_reading_their_jobs() {
     w.add_target("t0", "acme/zero", true);
     w.sim.add_repo("acme/app", true);
     let url = hooks_on(&w);
-    w.start_daemon();
+    w.start_daemon_with(&["--metrics-listen", "127.0.0.1:0"]);
     wait_listening(&url);
     let jobs: Vec<u64> = (0..6)
         .map(|i| w.enqueue("acme/app", &format!("job-{i}"), &["p"], 300))
@@ -111,6 +111,38 @@ fn runs_the_webhooks_announced_are_served_without_reading_their_jobs() {
                 .as_str()
                 .is_some_and(|l| l.contains(&url["http://".len()..url.len() - "/webhook".len()]))
                 && !st["webhook"].as_str().unwrap().contains("no delivery yet")
+        },
+    );
+    // The metrics count the deliveries taken and the reads spared.
+    let mut metrics = None;
+    wait_until(SETTLE, "the metrics listener's address in the log", || {
+        metrics = w.daemon_logs().lines().find_map(|l| {
+            l.contains("msg=metrics_listening")
+                .then(|| l.split(' ').find_map(|kv| kv.strip_prefix("addr=")))
+                .flatten()
+                .map(|a| a.trim_matches('"').to_string())
+        });
+        metrics.is_some()
+    });
+    let addr = metrics.unwrap();
+    wait_until(
+        SETTLE,
+        "the metrics counting deliveries and spared reads",
+        || {
+            let fams = super::metrics::scrape(&addr);
+            let accepted = super::metrics::value(
+                &fams,
+                "runner_manager_webhook_deliveries_total",
+                "runner_manager_webhook_deliveries_total",
+                &[("result", "accepted")],
+            );
+            let spared = super::metrics::value(
+                &fams,
+                "runner_manager_webhook_jobs_lists_spared_total",
+                "runner_manager_webhook_jobs_lists_spared_total",
+                &[],
+            );
+            accepted.is_some_and(|a| a >= 18.0) && spared.is_some_and(|s| s >= 6.0)
         },
     );
     let doctor = w.cli(&["doctor"]);
