@@ -551,6 +551,9 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
     let t0 = Instant::now();
     let (mut queued, mut archived, mut life) = (0usize, 0usize, 0usize);
     let (mut coord_kills, mut host_kills) = (0usize, 0usize);
+    // When each SIGKILL was sent, and to whom: a runner that ran no job is read
+    // against them.
+    let mut kills: Vec<(runner_manager::timefmt::Millis, String)> = Vec::new();
     let mut next_sample = 0usize;
     // (coordinator life, jobs served, RSS KiB, store bytes)
     let mut samples: Vec<(usize, usize, u64, u64)> = Vec::new();
@@ -585,12 +588,20 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
             next_sample += SAMPLE_EVERY;
         }
         if done >= (coord_kills + 1) * coord_every && done < jobs {
+            kills.push((
+                runner_manager::timefmt::now_millis(),
+                "coordinator".to_string(),
+            ));
             pool.kill_coordinator();
             pool.start_coordinator();
             coord_kills += 1;
             life += 1;
         }
         if done >= (host_kills + 1) * host_every && done < jobs {
+            kills.push((
+                runner_manager::timefmt::now_millis(),
+                format!("host{}", host_kills % 3),
+            ));
             let h = &mut pool.hosts[host_kills % 3];
             h.kill();
             h.start();
@@ -653,6 +664,7 @@ fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
         connected - given,
     );
     print_runner_ends(&pool);
+    print_jobless_runners(&pool, &kills);
     for h in &mut pool.hosts {
         h.stop();
     }
@@ -678,6 +690,52 @@ fn print_runner_ends(pool: &Pool) {
         }
         for (end, n) in ends {
             println!("  host{i}  {end}: {n}");
+        }
+    }
+}
+
+/// Each runner that connected and ran no job: its attempt as its host's store tells it
+/// (timeline included), beside the SIGKILLs, so a surplus can be traced to its cause.
+fn print_jobless_runners(pool: &Pool, kills: &[(runner_manager::timefmt::Millis, String)]) {
+    let names = pool.sim.with_state(|s| s.connected_without_job.clone());
+    if names.is_empty() {
+        return;
+    }
+    println!("SIGKILLs:");
+    for (at, whom) in kills {
+        println!("  {}  {whom}", runner_manager::timefmt::format_rfc3339(*at));
+    }
+    for name in names {
+        println!("runner {name} ran no job:");
+        for (i, h) in pool.hosts.iter().enumerate() {
+            let json = support::run_ok(&h.dir, &["--json", "attempts", "--limit", "0"]);
+            let attempts: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap_or_default();
+            for a in attempts
+                .iter()
+                .filter(|a| a["runner_name"].as_str() == Some(&name))
+            {
+                let id = a["id"].to_string();
+                println!("  on host{i}:");
+                print!("{}", support::run_ok(&h.dir, &["attempt", "show", &id]));
+                // Its lease's job, and every host's log lines that name that job.
+                let Some(lease) = a["lease_id"].as_str() else {
+                    continue;
+                };
+                let job = h
+                    .logs()
+                    .lines()
+                    .find(|l| l.contains(lease) && l.contains("launch_accepted"))
+                    .and_then(|l| l.split("job=").nth(1))
+                    .and_then(|r| r.split_whitespace().next())
+                    .map(|j| j.trim_matches('"').to_string());
+                let Some(job) = job else { continue };
+                println!("  its lease was for job {job}; what the hosts logged of it:");
+                for (k, other) in pool.hosts.iter().enumerate() {
+                    for l in other.logs().lines().filter(|l| l.contains(&job)) {
+                        println!("    host{k}: {l}");
+                    }
+                }
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! GitHub and simulated runners in a temporary state directory, fed a stream of jobs.
 //! No GitHub account, no setup; it prints what happens and a summary.
 
-use crate::domain::{CredentialRef, ScalePolicy, Target, TargetScope};
+use crate::domain::{CredentialRef, Host, ScalePolicy, Target, TargetScope};
 use crate::sim::install::InstallShape;
 use crate::sim::{Latency, SimConfig, SimGitHub, SimHandle};
 use crate::store::{SqliteStore, Store};
@@ -167,6 +167,85 @@ pub fn write_token_file(path: &Path, token: &str) -> Result<(), String> {
     f.write_all(token.as_bytes()).map_err(|e| e.to_string())
 }
 
+// The pieces a world is made of, which the daemon tests' `World` is built on too: each
+// does one step of `World::prepare_with`, so the two worlds cannot drift apart in how
+// they set up a simulated GitHub and a store pointing at it.
+
+/// Starts the simulated GitHub as `cfg` says.
+pub fn start_sim(cfg: SimConfig) -> Result<SimHandle, String> {
+    SimGitHub::start(cfg).map_err(|e| format!("cannot start the simulated GitHub: {e}"))
+}
+
+/// Opens (or creates) the store in `state_dir` and gives its host room for `capacity`
+/// runners, whatever this machine's CPU count.
+pub fn open_with_host(state_dir: &Path, capacity: u32) -> Result<(SqliteStore, Host), String> {
+    let store = SqliteStore::open(state_dir).map_err(|e| e.to_string())?;
+    let mut host = store.host_or_create().map_err(|e| e.to_string())?;
+    host.capacity = capacity;
+    store.update_host(&host).map_err(|e| e.to_string())?;
+    Ok((store, host))
+}
+
+/// Writes the PAT `token` to the token file `path`; `known` tells `sim` of it, so it
+/// authenticates (unknown, every request with it is answered 401).
+pub fn sim_token_file(
+    sim: &SimHandle,
+    path: &Path,
+    token: &str,
+    known: bool,
+) -> Result<(), String> {
+    if known {
+        sim.add_pat(token);
+    }
+    write_token_file(path, token)
+}
+
+/// The scope of the repository `owner/repo`.
+pub fn repo_scope(repo: &str) -> TargetScope {
+    let (owner, repo) = repo.split_once('/').unwrap_or((repo, ""));
+    TargetScope::Repo {
+        owner: owner.into(),
+        repo: repo.into(),
+    }
+}
+
+/// A target `name` for `scope` on `sim`, authenticated by the token file `token_file`
+/// and polled every `poll_interval_secs`, with the default bound on requests in flight.
+pub fn sim_target(
+    sim: &SimHandle,
+    name: &str,
+    scope: TargetScope,
+    token_file: PathBuf,
+    poll_interval_secs: u64,
+) -> Target {
+    Target {
+        name: name.into(),
+        scope,
+        api_url: sim.url().to_string(),
+        credential: CredentialRef::TokenFile { path: token_file },
+        poll_interval_secs,
+        repos: vec![],
+        max_in_flight: crate::domain::target::DEFAULT_MAX_IN_FLIGHT,
+    }
+}
+
+/// A profile `name` of `target` on `host` whose runners carry `labels` (besides
+/// self-hosted, the host's OS and arch) and run the install at `runner_dir`; its
+/// capacities and timeouts are the defaults until the caller sets them.
+pub fn sim_profile(
+    name: &str,
+    target: &str,
+    host: &Host,
+    labels: &[String],
+    runner_dir: &Path,
+) -> Result<ScalePolicy, String> {
+    let mut p = ScalePolicy::new(name, target, &host.id);
+    p.set_labels("--labels", labels, &host.os, &host.arch)
+        .map_err(|e| e.to_string())?;
+    p.runner_dir = Some(runner_dir.to_path_buf());
+    Ok(p)
+}
+
 /// A prepared demo world: the simulated GitHub, a state directory with a target and two
 /// profiles pointing at it, and a simulated runner install. Tests and benchmarks use
 /// this too.
@@ -197,12 +276,10 @@ impl World {
         binary: &Path,
         opts: WorldOptions,
     ) -> Result<World, String> {
-        let poll_interval_secs = opts.poll_interval_secs;
-        let sim = SimGitHub::start(SimConfig {
+        let sim = start_sim(SimConfig {
             latency: opts.latency,
             ..SimConfig::default()
-        })
-        .map_err(|e| format!("cannot start the simulated GitHub: {e}"))?;
+        })?;
         let owned_dir = state_dir.is_none();
         let state_dir = match state_dir {
             Some(d) => d,
@@ -218,10 +295,9 @@ impl World {
             "ghp_demo{:016x}",
             now_millis() as u64 ^ 0x9e37_79b9_7f4a_7c15
         );
-        sim.add_pat(&token);
         sim.add_repo(DEMO_REPO, true);
         let token_file = state_dir.join("demo-token");
-        write_token_file(&token_file, &token)?;
+        sim_token_file(&sim, &token_file, &token, true)?;
         let runner_dir = state_dir.join("runner");
         // A realistic install over a small one adds its files; laying out again is cheap
         // next to checking which shape is there.
@@ -229,23 +305,14 @@ impl World {
             crate::sim::install::lay_out_shaped(&runner_dir, binary, opts.install)
                 .map_err(|e| format!("cannot lay out the simulated runner: {e}"))?;
         }
-        let store = SqliteStore::open(&state_dir).map_err(|e| e.to_string())?;
-        let mut host = store.host_or_create().map_err(|e| e.to_string())?;
-        host.capacity = opts.host_capacity;
-        store.update_host(&host).map_err(|e| e.to_string())?;
-        let (owner, repo) = DEMO_REPO.split_once('/').unwrap_or((DEMO_REPO, ""));
-        let target = Target {
-            name: "demo".into(),
-            scope: TargetScope::Repo {
-                owner: owner.into(),
-                repo: repo.into(),
-            },
-            api_url: sim.url().to_string(),
-            credential: CredentialRef::TokenFile { path: token_file },
-            poll_interval_secs,
-            repos: vec![],
-            max_in_flight: crate::domain::target::DEFAULT_MAX_IN_FLIGHT,
-        };
+        let (store, host) = open_with_host(&state_dir, opts.host_capacity)?;
+        let target = sim_target(
+            &sim,
+            "demo",
+            repo_scope(DEMO_REPO),
+            token_file,
+            opts.poll_interval_secs,
+        );
         if store.target("demo").is_err() {
             store.add_target(&target).map_err(|e| e.to_string())?;
         } else {
@@ -264,13 +331,10 @@ impl World {
             if store.profile(name).is_ok() {
                 continue;
             }
-            let mut p = ScalePolicy::new(name, "demo", &host.id);
             let labels: Vec<String> = labels.into_iter().map(String::from).collect();
-            p.set_labels("--labels", &labels, &host.os, &host.arch)
-                .map_err(|e| e.to_string())?;
+            let mut p = sim_profile(name, "demo", &host, &labels, &runner_dir)?;
             p.max_capacity = max;
             p.idle_timeout_secs = idle_timeout_secs;
-            p.runner_dir = Some(runner_dir.clone());
             store.add_profile(&p).map_err(|e| e.to_string())?;
         }
         Ok(World {

@@ -10,7 +10,7 @@
 //! read, and only if it exists: completing never creates books, and never prints an
 //! error into the user's command line.
 
-use super::spec::{COMMANDS, Command, GLOBAL};
+use super::spec::{COMMANDS, Command, CommandId, GLOBAL};
 use crate::store::{AttemptFilter, SqliteStore, Store};
 use std::path::PathBuf;
 
@@ -121,7 +121,7 @@ fn for_command(c: &Command, args: &[&str]) -> Want {
             _ => Want::Nothing,
         };
     }
-    if c.path == ["attempt", "show"] && args.is_empty() {
+    if c.id == CommandId::AttemptShow && args.is_empty() {
         return Want::Attempts;
     }
     if keys && (args.len() >= usize::from(names)) {

@@ -22,26 +22,7 @@ use std::sync::Arc;
 /// The kv key under which a serving coordinator says where it listens.
 const SERVE_KEY: &str = "coordinator.serve";
 
-pub fn run(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
-    let mut out = Out::new(inv.json);
-    match inv.command.path {
-        ["coordinator", "serve"] => return serve(inv, store, dir),
-        ["coordinator", "host", "add"] => host_add(inv, store, &mut out)?,
-        ["coordinator", "host", "rm"] => host_rm(inv, store, &mut out)?,
-        ["coordinator", "status"] => status(store, &mut out)?,
-        ["coordinator", "hosts"] => hosts(store, &mut out)?,
-        ["coordinator", "leases"] => leases(store, &mut out)?,
-        other => {
-            return Err(CliError::Failed(format!(
-                "command '{}' is in the table but has no handler",
-                other.join(" ")
-            )));
-        }
-    }
-    out.flush()
-}
-
-fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
+pub(super) fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
     let name = validate::name("NAME", &inv.positionals[0])?;
     let token_out = inv
         .value("--token-out")
@@ -109,7 +90,7 @@ fn write_token_file(path: &std::path::Path, token: &crate::secret::Secret) -> Cl
     Ok(())
 }
 
-fn host_rm(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
+pub(super) fn host_rm(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
     let name = &inv.positionals[0];
     store.coord_remove_host(name)?;
     out.emit(
@@ -172,7 +153,7 @@ fn job_json(j: &CoordJobRow) -> Value {
     })
 }
 
-fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
+pub(super) fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
     let hs = store.coord_hosts()?;
     out.emit(
         || {
@@ -217,7 +198,7 @@ fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
     Ok(())
 }
 
-fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
+pub(super) fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
     let js = store.coord_jobs()?;
     out.emit(
         || {
@@ -248,7 +229,7 @@ fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
     Ok(())
 }
 
-fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
+pub(super) fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
     let serving: Option<Value> = store
         .kv_get(SERVE_KEY)?
         .and_then(|s| serde_json::from_str(&s).ok());
@@ -305,7 +286,7 @@ fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
     Ok(())
 }
 
-fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
+pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
     crate::alloc::cap_malloc_arenas();
     let listen = inv.value("--listen").unwrap_or_default();
     let addr: std::net::SocketAddr = listen

@@ -22,12 +22,12 @@ mod top;
 mod update;
 
 use crate::domain::Invalid;
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{SqliteStore, StoreError};
 use exit::{Failure, Subject};
 use parse::{Invocation, Parsed};
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a command failed, and so which exit code it gets.
 #[derive(Debug)]
@@ -247,29 +247,101 @@ fn command_named(args: &[OsString]) -> Option<String> {
         .map(|c| c.path.join(" "))
 }
 
+/// Runs the command: one arm per `CommandId` and no fallback, so a command in the
+/// table without its handler does not compile.
 fn execute(inv: &Invocation) -> CliResult {
-    // Commands that must not create or open the user's store first: demo and the
-    // simulated GitHub bring their own world, completions need none, doctor
-    // reports a store that does not open as a failed check instead of exiting, and
-    // service leaves the store to the daemon it installs (status reads one if there).
-    match inv.command.path {
-        ["demo"] => return run::demo(inv),
-        ["sim", "github"] => return run::sim_github(inv),
-        ["sim", "job", "add"] => {
-            let mut out = output::Out::new(inv.json);
-            run::sim_job_add(inv, &mut out)?;
-            return out.flush();
-        }
-        ["completions"] => return completions::run(inv),
-        ["doctor"] => return doctor::run(inv, &state_dir(inv)?),
-        ["service", ..] => return service::run(inv),
-        _ => {}
+    use Books::{Create, Existing};
+    use spec::CommandId as C;
+    match inv.command.id {
+        // Commands that must not create or open the user's store first: demo and the
+        // simulated GitHub bring their own world, completions need none, doctor
+        // reports a store that does not open as a failed check instead of exiting, and
+        // service leaves the store to the daemon it installs (status reads one if there).
+        C::Demo => run::demo(inv),
+        C::SimGithub => run::sim_github(inv),
+        C::SimJobAdd => printed(inv, |out| run::sim_job_add(inv, out)),
+        C::Completions => completions::run(inv),
+        C::Doctor => doctor::run(inv, &state_dir(inv)?),
+        C::ServiceInstall => printed(inv, |out| service::install(inv, out)),
+        C::ServiceStatus => printed(inv, |out| service::status(inv, out)),
+        C::ServiceUninstall => printed(inv, |out| service::uninstall(inv, out)),
+        // The coordinator's commands read its own books, which only `SqliteStore` has.
+        C::CoordinatorServe => in_store(inv, Create, |s, dir| coordinator::serve(inv, s, dir)),
+        C::CoordinatorHostAdd => books(inv, Create, |s, _, out| coordinator::host_add(inv, s, out)),
+        C::CoordinatorHostRm => books(inv, Existing, |s, _, out| coordinator::host_rm(inv, s, out)),
+        C::CoordinatorStatus => books(inv, Existing, |s, _, out| coordinator::status(s, out)),
+        C::CoordinatorHosts => books(inv, Existing, |s, _, out| coordinator::hosts(s, out)),
+        C::CoordinatorLeases => books(inv, Existing, |s, _, out| coordinator::leases(s, out)),
+        C::TargetAdd => books(inv, Create, |s, _, out| targets::add(inv, s, out)),
+        C::TargetSet => books(inv, Existing, |s, _, out| targets::set(inv, s, out)),
+        C::TargetList => books(inv, Existing, |s, _, out| targets::list(s, out)),
+        C::TargetShow => books(inv, Existing, |s, _, out| targets::show(inv, s, out)),
+        C::TargetRm => books(inv, Existing, |s, _, out| targets::rm(inv, s, out)),
+        C::TargetCheck => books(inv, Existing, |s, _, _| run::target_check(inv, s)),
+        C::ProfileAdd => books(inv, Existing, |s, _, out| profiles::add(inv, s, out)),
+        C::ProfileSet => books(inv, Existing, |s, _, out| profiles::set(inv, s, out)),
+        C::ProfileList => books(inv, Existing, |s, _, out| profiles::list(s, out)),
+        C::ProfileShow => books(inv, Existing, |s, _, out| profiles::show(inv, s, out)),
+        C::ProfileRm => books(inv, Existing, |s, _, out| profiles::rm(inv, s, out)),
+        C::ProfilePause => books(inv, Existing, |s, _, out| {
+            profiles::set_active(inv, s, out, false)
+        }),
+        C::ProfileResume => books(inv, Existing, |s, _, out| {
+            profiles::set_active(inv, s, out, true)
+        }),
+        C::HostShow => books(inv, Existing, |s, _, out| host::show(s, out)),
+        C::HostSet => books(inv, Create, |s, _, out| host::set(inv, s, out)),
+        C::Status => books(inv, Existing, |s, dir, out| host::status(s, out, dir)),
+        C::Attempts => books(inv, Existing, |s, _, out| attempts::list(inv, s, out)),
+        C::AttemptShow => books(inv, Existing, |s, _, out| attempts::show(inv, s, out)),
+        C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
+        C::Drain => books(inv, Create, |s, _, out| run::drain(inv, s, out)),
+        C::Top => books(inv, Existing, |s, dir, _| top::top(s, dir)),
+        C::RunnerInstall => books(inv, Existing, |s, dir, _| install::run(inv, s, dir)),
+        C::Update => books(inv, Existing, |s, _, out| update::run(inv, s, out)),
     }
+}
+
+/// Runs a command that prints through `Out`, then prints what it gathered.
+fn printed(inv: &Invocation, f: impl FnOnce(&mut output::Out) -> CliResult) -> CliResult {
+    let mut out = output::Out::new(inv.json);
+    f(&mut out)?;
+    out.flush()
+}
+
+/// Runs a command on the store that prints through `Out`.
+fn books(
+    inv: &Invocation,
+    may: Books,
+    f: impl FnOnce(&SqliteStore, &Path, &mut output::Out) -> CliResult,
+) -> CliResult {
+    in_store(inv, may, |store, dir| {
+        printed(inv, |out| f(store, dir, out))
+    })
+}
+
+/// Whether a command may create the store. Those that can write the books on a fresh
+/// machine, and the daemon, may; every other command needs a store to be there
+/// already, so a mistyped `--state-dir` is an error naming it, not a new empty store.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Books {
+    Create,
+    Existing,
+}
+
+/// Opens the store in the state directory (creating it only when `may` says so), runs
+/// the command on it, and takes a store it created away again when the command
+/// refused its input (exit 2).
+fn in_store(
+    inv: &Invocation,
+    may: Books,
+    f: impl FnOnce(&SqliteStore, &Path) -> CliResult,
+) -> CliResult {
     let dir = state_dir(inv)?;
     let db = dir.join(crate::store::DB_FILE);
     let missing =
         matches!(std::fs::metadata(&db), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-    if missing && !creates_store(inv.command.path) {
+    if missing && may == Books::Existing {
         return Err(CliError::classed(
             Failure::NoStore,
             format!(
@@ -281,12 +353,7 @@ fn execute(inv: &Invocation) -> CliResult {
     }
     let created = missing.then(|| Created::before(&dir));
     let store = SqliteStore::open(&dir)?;
-    // The coordinator's commands read its own books, which only `SqliteStore` has.
-    let result = if let ["coordinator", ..] = inv.command.path {
-        coordinator::run(inv, &store, &dir)
-    } else {
-        dispatch(inv, &store, &dir)
-    };
+    let result = f(&store, &dir);
     drop(store);
     if let (Some(created), Err(e)) = (created, &result)
         && e.exit_code() == 2
@@ -330,58 +397,6 @@ impl Created {
             }
         }
     }
-}
-
-/// The commands that may create the store: those that can write the books on a
-/// fresh machine, and the daemon. Every other command needs a store to be there
-/// already, so a mistyped `--state-dir` is an error naming it, not a new empty store.
-fn creates_store(path: &[&str]) -> bool {
-    matches!(
-        path,
-        ["target", "add"]
-            | ["host", "set"]
-            | ["drain"]
-            | ["daemon"]
-            | ["coordinator", "host", "add"]
-            | ["coordinator", "serve"]
-    )
-}
-
-/// One arm per command; a new command is one arm here and one entry in `spec::COMMANDS`.
-fn dispatch(inv: &Invocation, store: &dyn Store, dir: &std::path::Path) -> CliResult {
-    let mut out = output::Out::new(inv.json);
-    match inv.command.path {
-        ["target", "add"] => targets::add(inv, store, &mut out)?,
-        ["target", "set"] => targets::set(inv, store, &mut out)?,
-        ["target", "list"] => targets::list(store, &mut out)?,
-        ["target", "show"] => targets::show(inv, store, &mut out)?,
-        ["target", "rm"] => targets::rm(inv, store, &mut out)?,
-        ["profile", "add"] => profiles::add(inv, store, &mut out)?,
-        ["profile", "set"] => profiles::set(inv, store, &mut out)?,
-        ["profile", "list"] => profiles::list(store, &mut out)?,
-        ["profile", "show"] => profiles::show(inv, store, &mut out)?,
-        ["profile", "rm"] => profiles::rm(inv, store, &mut out)?,
-        ["profile", "pause"] => profiles::set_active(inv, store, &mut out, false)?,
-        ["profile", "resume"] => profiles::set_active(inv, store, &mut out, true)?,
-        ["host", "show"] => host::show(store, &mut out)?,
-        ["host", "set"] => host::set(inv, store, &mut out)?,
-        ["status"] => host::status(store, &mut out, dir)?,
-        ["attempts"] => attempts::list(inv, store, &mut out)?,
-        ["attempt", "show"] => attempts::show(inv, store, &mut out)?,
-        ["target", "check"] => run::target_check(inv, store)?,
-        ["daemon"] => run::daemon(inv, dir)?,
-        ["drain"] => run::drain(inv, store, &mut out)?,
-        ["top"] => top::top(store, dir)?,
-        ["runner", "install"] => install::run(inv, store, dir)?,
-        ["update"] => update::run(inv, store, &mut out)?,
-        other => {
-            return Err(CliError::Failed(format!(
-                "command '{}' is in the table but has no handler",
-                other.join(" ")
-            )));
-        }
-    }
-    out.flush()
 }
 
 /// `--state-dir`, else `RUNNER_MANAGER_STATE_DIR`, else the default for this user.

@@ -16,22 +16,6 @@ use crate::timefmt::now_millis;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-pub fn run(inv: &Invocation) -> CliResult {
-    let mut out = Out::new(inv.json);
-    match inv.command.path {
-        ["service", "install"] => install(inv, &mut out)?,
-        ["service", "status"] => status(inv, &mut out)?,
-        ["service", "uninstall"] => uninstall(inv, &mut out)?,
-        other => {
-            return Err(CliError::Failed(format!(
-                "command '{}' is in the table but has no handler",
-                other.join(" ")
-            )));
-        }
-    }
-    out.flush()
-}
-
 fn kind(inv: &Invocation) -> Kind {
     if inv.flag("--user") {
         Kind::User
@@ -128,7 +112,7 @@ fn refuse(path: &Path, why: &str) -> CliError {
     ))
 }
 
-fn install(inv: &Invocation, out: &mut Out) -> CliResult {
+pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, explicit) = unit_dir(inv, kind)?;
     let state = daemon_state_dir(inv, kind)?;
@@ -140,25 +124,7 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
              or pass --user for a unit of your own user manager",
         ));
     }
-    let bin = this_binary()?;
-    unit::check_path(&bin).map_err(|e| {
-        CliError::Failed(format!(
-            "this binary's path {} cannot go into a unit: {}",
-            bin.display(),
-            e.0
-        ))
-    })?;
-    // A warning, not a refusal: the unit is right, the binary's place is not, and
-    // moving it is the operator's call (tests and CI checkouts live under /home too).
-    if kind == Kind::System
-        && let Some(top) = unit::hidden_by_protect_home(&bin)
-    {
-        eprintln!(
-            "runner-manager: warning: this binary is under {top}, which the system unit's \
-             ProtectHome=yes hides from the service, so it cannot start there (203/EXEC); \
-             move it (e.g. to /usr/local/bin) and run 'service install' from there"
-        );
-    }
+    let bin = unit_binary(kind)?;
     let text = unit::render(kind, &bin, &state, env!("CARGO_PKG_VERSION"));
     let path = dir.join(unit::UNIT_NAME);
     let w = svc::decide_write(&inspect(&path)?, &text);
@@ -195,32 +161,7 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
             .map_err(|e| CliError::Failed(format!("writing {}: {e}", path.display())))?;
     }
     let calls = svc::install_calls(&w, inv.flag("--no-start"));
-    let done = format!("{} is {wrote}", path.display());
-    let Some(sc) = Systemctl::find(kind == Kind::User, CALL_TIMEOUT) else {
-        return Err(CliError::Failed(format!(
-            "{done}, but there is no systemctl on PATH to reload, enable and start it; where \
-             systemd runs: {}",
-            calls
-                .iter()
-                .map(|c| crate::service::systemctl::describe(kind == Kind::User, c))
-                .collect::<Vec<_>>()
-                .join(" && ")
-        )));
-    };
-    let mut ran = Vec::new();
-    for c in &calls {
-        sc.must(c).map_err(|e| {
-            CliError::Failed(format!(
-                "{done}{}; {e} (see 'runner-manager service status')",
-                if ran.is_empty() {
-                    String::new()
-                } else {
-                    format!(", ran {}", ran.join(", "))
-                }
-            ))
-        })?;
-        ran.push(sc.describe(c));
-    }
+    let ran = run_install_calls(kind, &calls, &format!("{} is {wrote}", path.display()))?;
     out.emit(
         || {
             let mut s = block(&[
@@ -251,6 +192,67 @@ fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     Ok(())
 }
 
+/// This binary, checked to be one a unit's `ExecStart=` can name; warned about when
+/// the system unit's ProtectHome=yes would hide it from the service.
+fn unit_binary(kind: Kind) -> Result<PathBuf, CliError> {
+    let bin = this_binary()?;
+    unit::check_path(&bin).map_err(|e| {
+        CliError::Failed(format!(
+            "this binary's path {} cannot go into a unit: {}",
+            bin.display(),
+            e.0
+        ))
+    })?;
+    // A warning, not a refusal: the unit is right, the binary's place is not, and
+    // moving it is the operator's call (tests and CI checkouts live under /home too).
+    if kind == Kind::System
+        && let Some(top) = unit::hidden_by_protect_home(&bin)
+    {
+        eprintln!(
+            "runner-manager: warning: this binary is under {top}, which the system unit's \
+             ProtectHome=yes hides from the service, so it cannot start there (203/EXEC); \
+             move it (e.g. to /usr/local/bin) and run 'service install' from there"
+        );
+    }
+    Ok(bin)
+}
+
+/// Runs `service install`'s `systemctl` calls in order and returns what ran; `done` is
+/// what was already done to the unit file, which a failure reports with the calls
+/// that ran before it.
+fn run_install_calls(
+    kind: Kind,
+    calls: &[Vec<&'static str>],
+    done: &str,
+) -> Result<Vec<String>, CliError> {
+    let Some(sc) = Systemctl::find(kind == Kind::User, CALL_TIMEOUT) else {
+        return Err(CliError::Failed(format!(
+            "{done}, but there is no systemctl on PATH to reload, enable and start it; where \
+             systemd runs: {}",
+            calls
+                .iter()
+                .map(|c| crate::service::systemctl::describe(kind == Kind::User, c))
+                .collect::<Vec<_>>()
+                .join(" && ")
+        )));
+    };
+    let mut ran = Vec::new();
+    for c in calls {
+        sc.must(c).map_err(|e| {
+            CliError::Failed(format!(
+                "{done}{}; {e} (see 'runner-manager service status')",
+                if ran.is_empty() {
+                    String::new()
+                } else {
+                    format!(", ran {}", ran.join(", "))
+                }
+            ))
+        })?;
+        ran.push(sc.describe(c));
+    }
+    Ok(ran)
+}
+
 /// The pid of a daemon whose heartbeat on this state directory's store is fresh.
 /// No store (or none this user can reach) is no daemon known.
 fn running_daemon(state: &Path) -> Result<Option<u32>, CliError> {
@@ -264,7 +266,7 @@ fn running_daemon(state: &Path) -> Result<Option<u32>, CliError> {
         .map(|b| b.pid))
 }
 
-fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
+pub(super) fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, _) = unit_dir(inv, kind)?;
     let path = dir.join(unit::UNIT_NAME);
@@ -360,13 +362,83 @@ fn target_lines(store: &dyn Store) -> Result<Vec<TargetLine>, CliError> {
         .collect())
 }
 
-fn status(inv: &Invocation, out: &mut Out) -> CliResult {
+/// What `service status` found: the unit file, systemd's word on it, and the store the
+/// unit's daemon uses.
+struct Report {
+    path: PathBuf,
+    kind: Kind,
+    unit: UnitFile,
+    /// Where the unit's binary is that the system unit's ProtectHome=yes hides.
+    hidden: Option<&'static str>,
+    /// The store's state directory: the unit's, unless --state-dir or the environment
+    /// names one.
+    state: PathBuf,
+    systemd: Systemd,
+    /// `None` when there is no store yet.
+    daemon: Option<DaemonLine>,
+    targets: Vec<TargetLine>,
+}
+
+/// The unit file at the path, as `service status` reads it.
+struct UnitFile {
+    existing: Existing,
+    /// `not installed`, `present, not ours: ...` or `installed (ours)`.
+    installed: String,
+    /// The unit's `ExecStart=` binary.
+    binary: Option<String>,
+    stale: Option<svc::Stale>,
+    /// The unit's state directory.
+    state: Option<PathBuf>,
+}
+
+/// The daemon's line of `service status`.
+struct DaemonLine {
+    detail: String,
+    running: bool,
+}
+
+/// What `systemctl is-enabled|is-active` said, when there is a systemctl.
+struct Systemd {
+    checked: bool,
+    enabled: Option<String>,
+    active: Option<String>,
+}
+
+pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, _) = unit_dir(inv, kind)?;
     let path = dir.join(unit::UNIT_NAME);
-    let existing = inspect(&path)?;
-    let this = this_binary()?;
-    let (installed, unit_bin, stale, unit_state) = match &existing {
+    let unit = read_unit(inspect(&path)?, &this_binary()?);
+    let hidden = unit
+        .binary
+        .as_deref()
+        .filter(|_| kind == Kind::System)
+        .and_then(|b| unit::hidden_by_protect_home(Path::new(b)));
+    // The store the unit's daemon uses, unless --state-dir or the environment names one.
+    let named = inv.state_dir.is_some()
+        || std::env::var_os("RUNNER_MANAGER_STATE_DIR").is_some_and(|d| !d.is_empty());
+    let state = match (&unit.state, named) {
+        (Some(s), false) => s.clone(),
+        _ => super::state_dir(inv)?,
+    };
+    let systemd = ask_systemd(kind);
+    let (daemon, targets) = read_store(&state)?;
+    let report = Report {
+        path,
+        kind,
+        unit,
+        hidden,
+        state,
+        systemd,
+        daemon,
+        targets,
+    };
+    out.emit(|| status_text(&report), || status_json(&report));
+    Ok(())
+}
+
+fn read_unit(existing: Existing, this: &Path) -> UnitFile {
+    let (installed, binary, stale, state) = match &existing {
         Existing::Absent => ("not installed".to_string(), None, None, None),
         Existing::Foreign(why) => (format!("present, not ours: it {why}"), None, None, None),
         Existing::Ours(text) => {
@@ -375,22 +447,21 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
             (
                 "installed (ours)".to_string(),
                 b.map(str::to_string),
-                svc::stale(b, canonical.as_deref(), &this),
+                svc::stale(b, canonical.as_deref(), this),
                 unit::state_dir_of(text).map(PathBuf::from),
             )
         }
     };
-    let hidden = unit_bin
-        .as_deref()
-        .filter(|_| kind == Kind::System)
-        .and_then(|b| unit::hidden_by_protect_home(Path::new(b)));
-    // The store the unit's daemon uses, unless --state-dir or the environment names one.
-    let named = inv.state_dir.is_some()
-        || std::env::var_os("RUNNER_MANAGER_STATE_DIR").is_some_and(|d| !d.is_empty());
-    let state = match (&unit_state, named) {
-        (Some(s), false) => s.clone(),
-        _ => super::state_dir(inv)?,
-    };
+    UnitFile {
+        existing,
+        installed,
+        binary,
+        stale,
+        state,
+    }
+}
+
+fn ask_systemd(kind: Kind) -> Systemd {
     let sc = Systemctl::find(kind == Kind::User, QUERY_TIMEOUT);
     let ask = |verb: &str| -> Option<String> {
         let sc = sc.as_ref()?;
@@ -404,115 +475,128 @@ fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     };
     let enabled = ask("is-enabled");
     let active = ask("is-active");
-    let no_systemctl = "skipped: no systemctl on PATH";
+    Systemd {
+        checked: sc.is_some(),
+        enabled,
+        active,
+    }
+}
+
+/// The daemon's line and the targets' lines from the store in `state`. No store yet is
+/// the daemon's to make; one this user cannot reach is said as such (a system daemon's
+/// state directory is root's, mode 0700).
+fn read_store(state: &Path) -> Result<(Option<DaemonLine>, Vec<TargetLine>), CliError> {
     let db = state.join(crate::store::DB_FILE);
-    // No store yet is the daemon's to make; one this user cannot reach is said as such
-    // (a system daemon's state directory is root's, mode 0700).
-    let (daemon, targets) = match std::fs::metadata(&db) {
+    Ok(match std::fs::metadata(&db) {
         Ok(_) => {
-            let store = SqliteStore::open(&state)?;
+            let store = SqliteStore::open(state)?;
             let now = now_millis();
             let hb = store.heartbeat()?;
             let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
             (
-                Some((super::host::daemon_line(hb.as_ref(), alive), alive)),
+                Some(DaemonLine {
+                    detail: super::host::daemon_line(hb.as_ref(), alive),
+                    running: alive,
+                }),
                 target_lines(&store)?,
             )
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, Vec::new()),
         Err(e) => (
-            Some((
-                format!("cannot read the store at {}: {e}", db.display()),
-                false,
-            )),
+            Some(DaemonLine {
+                detail: format!("cannot read the store at {}: {e}", db.display()),
+                running: false,
+            }),
             Vec::new(),
         ),
+    })
+}
+
+fn status_text(r: &Report) -> String {
+    const NO_SYSTEMCTL: &str = "skipped: no systemctl on PATH";
+    let mut binary = match (&r.unit.binary, &r.unit.stale) {
+        (_, Some(s)) => format!("STALE: {s}"),
+        (Some(b), None) => format!("{b} (this binary)"),
+        (None, None) => "-".into(),
     };
-    out.emit(
-        || {
-            let mut binary = match (&unit_bin, &stale) {
-                (_, Some(s)) => format!("STALE: {s}"),
-                (Some(b), None) => format!("{b} (this binary)"),
-                (None, None) => "-".into(),
+    if let Some(top) = r.hidden {
+        binary.push_str(&format!(
+            "; under {top}, which ProtectHome=yes hides from the service: it cannot start"
+        ));
+    }
+    let asked = |a: &Option<String>| a.clone().unwrap_or_else(|| NO_SYSTEMCTL.into());
+    let mut s = block(&[
+        (
+            "unit",
+            format!("{} ({})", r.path.display(), kind_word(r.kind)),
+        ),
+        ("installed", r.unit.installed.clone()),
+        ("binary", binary),
+        ("enabled", asked(&r.systemd.enabled)),
+        ("active", asked(&r.systemd.active)),
+        ("state_dir", r.state.display().to_string()),
+        (
+            "daemon",
+            r.daemon.as_ref().map_or_else(
+                || format!("no store at {} yet", r.state.display()),
+                |d| d.detail.clone(),
+            ),
+        ),
+    ]);
+    if !r.targets.is_empty() {
+        s.push('\n');
+        s.push_str(&targets_table(&r.targets));
+    }
+    s
+}
+
+fn targets_table(targets: &[TargetLine]) -> String {
+    let rows: Vec<Vec<String>> = targets
+        .iter()
+        .map(|t| {
+            let cred = match t.credential.detail() {
+                Some(d) => format!("{}: {d}", t.credential.word()),
+                None => t.credential.word().to_string(),
             };
-            if let Some(top) = hidden {
-                binary.push_str(&format!(
-                    "; under {top}, which ProtectHome=yes hides from the service: it cannot start"
-                ));
-            }
-            let mut s = block(&[
-                ("unit", format!("{} ({})", path.display(), kind_word(kind))),
-                ("installed", installed.clone()),
-                ("binary", binary),
-                (
-                    "enabled",
-                    enabled.clone().unwrap_or_else(|| no_systemctl.into()),
-                ),
-                (
-                    "active",
-                    active.clone().unwrap_or_else(|| no_systemctl.into()),
-                ),
-                ("state_dir", state.display().to_string()),
-                (
-                    "daemon",
-                    daemon.as_ref().map_or_else(
-                        || format!("no store at {} yet", state.display()),
-                        |d| d.0.clone(),
-                    ),
-                ),
-            ]);
-            if !targets.is_empty() {
-                s.push('\n');
-                let rows: Vec<Vec<String>> = targets
-                    .iter()
-                    .map(|t| {
-                        let cred = match t.credential.detail() {
-                            Some(d) => format!("{}: {d}", t.credential.word()),
-                            None => t.credential.word().to_string(),
-                        };
-                        vec![
-                            t.name.clone(),
-                            or_dash(t.last_report.as_ref()),
-                            cred,
-                            or_dash(t.last_error.as_ref()),
-                        ]
-                    })
-                    .collect();
-                s.push_str(&table(
-                    &["TARGET", "LAST REPORT", "CREDENTIAL", "LAST ERROR"],
-                    &rows,
-                ));
-            }
-            s
+            vec![
+                t.name.clone(),
+                or_dash(t.last_report.as_ref()),
+                cred,
+                or_dash(t.last_error.as_ref()),
+            ]
+        })
+        .collect();
+    table(
+        &["TARGET", "LAST REPORT", "CREDENTIAL", "LAST ERROR"],
+        &rows,
+    )
+}
+
+fn status_json(r: &Report) -> serde_json::Value {
+    json!({
+        "unit": {
+            "path": r.path.display().to_string(),
+            "kind": kind_word(r.kind),
+            "installed": !matches!(r.unit.existing, Existing::Absent),
+            "ours": matches!(r.unit.existing, Existing::Ours(_)),
+            "binary": r.unit.binary,
+            "stale": r.unit.stale.as_ref().map(ToString::to_string),
+            "binary_hidden_by": r.hidden,
+            "state_dir": r.unit.state.as_ref().map(|p| p.display().to_string()),
         },
-        || {
-            json!({
-                "unit": {
-                    "path": path.display().to_string(),
-                    "kind": kind_word(kind),
-                    "installed": !matches!(existing, Existing::Absent),
-                    "ours": matches!(existing, Existing::Ours(_)),
-                    "binary": unit_bin,
-                    "stale": stale.as_ref().map(ToString::to_string),
-                    "binary_hidden_by": hidden,
-                    "state_dir": unit_state.as_ref().map(|p| p.display().to_string()),
-                },
-                "systemd": {
-                    "checked": sc.is_some(),
-                    "enabled": enabled,
-                    "active": active,
-                },
-                "state_dir": state.display().to_string(),
-                "daemon": daemon.as_ref().map(|d| json!({"running": d.1, "detail": d.0})),
-                "targets": targets.iter().map(|t| json!({
-                    "name": t.name,
-                    "last_report": t.last_report,
-                    "last_error": t.last_error,
-                    "credential": t.credential.word(),
-                    "credential_detail": t.credential.detail(),
-                })).collect::<Vec<_>>(),
-            })
+        "systemd": {
+            "checked": r.systemd.checked,
+            "enabled": r.systemd.enabled,
+            "active": r.systemd.active,
         },
-    );
-    Ok(())
+        "state_dir": r.state.display().to_string(),
+        "daemon": r.daemon.as_ref().map(|d| json!({"running": d.running, "detail": d.detail})),
+        "targets": r.targets.iter().map(|t| json!({
+            "name": t.name,
+            "last_report": t.last_report,
+            "last_error": t.last_error,
+            "credential": t.credential.word(),
+            "credential_detail": t.credential.detail(),
+        })).collect::<Vec<_>>(),
+    })
 }

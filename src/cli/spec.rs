@@ -1,6 +1,7 @@
 //! The command line as data: one table of commands and their options feeds the
-//! parser, `--help` and the man-page drift test. A new command is one entry here and
-//! one arm in `dispatch`.
+//! parser, `--help` and the man-page drift test. A new command is one `CommandId`
+//! variant, one entry here, and one arm in `cli::execute`, whose match on the id has
+//! no fallback, so a variant without its handler does not compile.
 
 /// One option of a command (or a global one).
 #[derive(Debug)]
@@ -12,9 +13,68 @@ pub struct Opt {
     pub help: &'static str,
 }
 
+/// Declares `CommandId` and `CommandId::ALL` from one list, so `ALL` holds every
+/// variant by construction (the test that each has exactly one row relies on it).
+macro_rules! command_ids {
+    ($($variant:ident,)*) => {
+        /// Which command a row of `COMMANDS` is: what `cli::execute` matches on.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum CommandId {
+            $($variant,)*
+        }
+
+        impl CommandId {
+            /// Every command, in declaration order.
+            pub const ALL: &'static [CommandId] = &[$(CommandId::$variant,)*];
+        }
+    };
+}
+
+command_ids! {
+    TargetAdd,
+    TargetSet,
+    TargetList,
+    TargetShow,
+    TargetRm,
+    TargetCheck,
+    ProfileAdd,
+    ProfileSet,
+    ProfileList,
+    ProfileShow,
+    ProfileRm,
+    ProfilePause,
+    ProfileResume,
+    HostShow,
+    HostSet,
+    Status,
+    Attempts,
+    AttemptShow,
+    Daemon,
+    Drain,
+    Demo,
+    SimGithub,
+    SimJobAdd,
+    Top,
+    CoordinatorServe,
+    CoordinatorHostAdd,
+    CoordinatorHostRm,
+    CoordinatorStatus,
+    CoordinatorHosts,
+    CoordinatorLeases,
+    Doctor,
+    ServiceInstall,
+    ServiceStatus,
+    ServiceUninstall,
+    RunnerInstall,
+    Update,
+    Completions,
+}
+
 /// One command: its words (`["profile", "add"]`), what follows them, and its options.
 #[derive(Debug)]
 pub struct Command {
+    /// Which handler runs it.
+    pub id: CommandId,
     pub path: &'static [&'static str],
     /// The synopsis after the words, e.g. `NAME KEY=VALUE... [--revision N]`.
     pub args: &'static str,
@@ -63,6 +123,7 @@ pub const GLOBAL: &[Opt] = &[
 
 pub const COMMANDS: &[Command] = &[
     Command {
+        id: CommandId::TargetAdd,
         path: &["target", "add"],
         args: "NAME (--repo OWNER/REPO | --org ORG) [--api-url URL] (--token-file PATH | --token-env VAR | --app-id ID --app-key PATH [--installation-id ID])",
         positionals: (1, Some(1)),
@@ -103,6 +164,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::TargetSet,
         path: &["target", "set"],
         args: "NAME KEY=VALUE...",
         positionals: (2, None),
@@ -110,6 +172,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::TargetList,
         path: &["target", "list"],
         args: "",
         positionals: (0, Some(0)),
@@ -117,6 +180,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::TargetShow,
         path: &["target", "show"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -124,6 +188,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::TargetRm,
         path: &["target", "rm"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -131,6 +196,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::TargetCheck,
         path: &["target", "check"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -138,6 +204,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::ProfileAdd,
         path: &["profile", "add"],
         args: "NAME --target T --labels L1,L2 [--max N] [--min N] [--runner-dir DIR] [--group ID|NAME] [--idle-timeout DURATION] [--bootstrap-timeout DURATION] [--paused] [--monitor] [--no-default-labels] [--allow-public]",
         positionals: (1, Some(1)),
@@ -184,6 +251,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::ProfileSet,
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
@@ -195,6 +263,7 @@ pub const COMMANDS: &[Command] = &[
         )],
     },
     Command {
+        id: CommandId::ProfileList,
         path: &["profile", "list"],
         args: "",
         positionals: (0, Some(0)),
@@ -202,6 +271,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::ProfileShow,
         path: &["profile", "show"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -209,6 +279,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::ProfileRm,
         path: &["profile", "rm"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -216,6 +287,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::ProfilePause,
         path: &["profile", "pause"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -223,6 +295,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::ProfileResume,
         path: &["profile", "resume"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -230,6 +303,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::HostShow,
         path: &["host", "show"],
         args: "",
         positionals: (0, Some(0)),
@@ -237,6 +311,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::HostSet,
         path: &["host", "set"],
         args: "KEY=VALUE...",
         positionals: (1, None),
@@ -244,6 +319,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::Status,
         path: &["status"],
         args: "",
         positionals: (0, Some(0)),
@@ -251,6 +327,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::Attempts,
         path: &["attempts"],
         args: "[--profile P] [--active] [--limit N]",
         positionals: (0, Some(0)),
@@ -262,6 +339,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::AttemptShow,
         path: &["attempt", "show"],
         args: "ID",
         positionals: (1, Some(1)),
@@ -269,6 +347,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::Daemon,
         path: &["daemon"],
         args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION]",
         positionals: (0, Some(0)),
@@ -311,6 +390,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::Drain,
         path: &["drain"],
         args: "[--wait] [--cancel]",
         positionals: (0, Some(0)),
@@ -321,6 +401,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::Demo,
         path: &["demo"],
         args: "[--jobs N] [--keep] [--headless] [--far]",
         positionals: (0, Some(0)),
@@ -339,6 +420,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::SimGithub,
         path: &["sim", "github"],
         args: "[--listen ADDR] [--seed N] [--rate-limit N] [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]...",
         positionals: (0, Some(0)),
@@ -388,6 +470,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::SimJobAdd,
         path: &["sim", "job", "add"],
         args: "--url URL --repo OWNER/REPO --labels L1,L2 [--count N] [--duration DURATION] [--name PREFIX]",
         positionals: (0, Some(0)),
@@ -422,6 +505,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::Top,
         path: &["top"],
         args: "",
         positionals: (0, Some(0)),
@@ -429,6 +513,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::CoordinatorServe,
         path: &["coordinator", "serve"],
         args: "--listen ADDR [--tls-cert PATH --tls-key PATH | --insecure] [--lease-ttl DURATION] [--scaleset TARGET=NAME]...",
         positionals: (0, Some(0)),
@@ -462,6 +547,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::CoordinatorHostAdd,
         path: &["coordinator", "host", "add"],
         args: "NAME [--token-out FILE]",
         positionals: (1, Some(1)),
@@ -473,6 +559,7 @@ pub const COMMANDS: &[Command] = &[
         )],
     },
     Command {
+        id: CommandId::CoordinatorHostRm,
         path: &["coordinator", "host", "rm"],
         args: "NAME",
         positionals: (1, Some(1)),
@@ -480,6 +567,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::CoordinatorStatus,
         path: &["coordinator", "status"],
         args: "",
         positionals: (0, Some(0)),
@@ -487,6 +575,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::CoordinatorHosts,
         path: &["coordinator", "hosts"],
         args: "",
         positionals: (0, Some(0)),
@@ -494,6 +583,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::CoordinatorLeases,
         path: &["coordinator", "leases"],
         args: "",
         positionals: (0, Some(0)),
@@ -501,6 +591,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::Doctor,
         path: &["doctor"],
         args: "",
         positionals: (0, Some(0)),
@@ -508,6 +599,7 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::ServiceInstall,
         path: &["service", "install"],
         args: "[--user] [--no-start] [--unit-dir DIR]",
         positionals: (0, Some(0)),
@@ -526,6 +618,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::ServiceStatus,
         path: &["service", "status"],
         args: "[--user] [--unit-dir DIR]",
         positionals: (0, Some(0)),
@@ -536,6 +629,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::ServiceUninstall,
         path: &["service", "uninstall"],
         args: "[--user] [--unit-dir DIR]",
         positionals: (0, Some(0)),
@@ -546,6 +640,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::RunnerInstall,
         path: &["runner", "install"],
         args: "[--version V] [--dir DIR] [--target T]",
         positionals: (0, Some(0)),
@@ -569,6 +664,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::Update,
         path: &["update"],
         args: "[--check | --force]",
         positionals: (0, Some(0)),
@@ -585,6 +681,7 @@ pub const COMMANDS: &[Command] = &[
         ],
     },
     Command {
+        id: CommandId::Completions,
         path: &["completions"],
         args: "bash|zsh|fish",
         positionals: (1, Some(1)),
@@ -725,6 +822,20 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split(' ').map(String::from).collect()
+    }
+
+    /// Adding a variant without its row, or giving two rows one id, fails here.
+    #[test]
+    fn every_command_id_has_exactly_one_row() {
+        for id in CommandId::ALL {
+            let rows: Vec<String> = COMMANDS
+                .iter()
+                .filter(|c| c.id == *id)
+                .map(Command::name)
+                .collect();
+            assert_eq!(rows.len(), 1, "{id:?} is the id of rows {rows:?}");
+        }
+        assert_eq!(COMMANDS.len(), CommandId::ALL.len());
     }
 
     #[test]

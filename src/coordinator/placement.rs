@@ -22,11 +22,16 @@ use super::protocol::{
 };
 use crate::domain::QueuedJob;
 use crate::domain::labels::{extra_labels, job_fits};
+use crate::store::CoordJobRow;
 use crate::timefmt::{Millis, format_rfc3339};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// One connection; a host that reconnects gets a new one.
 pub type ConnId = u64;
+
+/// The connection of a lease taken up from the store by a restarted coordinator,
+/// until its host says hello: connections are numbered from 1.
+pub const NO_CONN: ConnId = 0;
 
 /// Lease ids remembered after their lease closed, to match late `attempt_started`.
 const LEASE_MEMORY: usize = 65_536;
@@ -132,7 +137,13 @@ pub enum Phase {
         /// Set while the host is disconnected: when the job goes back to waiting.
         orphan_at: Option<Millis>,
     },
-    Held,
+    /// Since when: only a snapshot whose read began after it may place the job
+    /// again. One read while the runner finished may still list the job a runner
+    /// took meanwhile (a run's jobs list read before the take), and placing it again
+    /// on that started a runner with nothing to run.
+    Held {
+        since: Millis,
+    },
 }
 
 impl Phase {
@@ -142,7 +153,7 @@ impl Phase {
             Phase::Leased { acked: false, .. } => "offered",
             Phase::Leased { acked: true, .. } => "accepted",
             Phase::Started { .. } => "started",
-            Phase::Held => "held",
+            Phase::Held { .. } => "held",
         }
     }
 }
@@ -217,6 +228,114 @@ impl Placement {
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
             lease_order: VecDeque::new(),
+        }
+    }
+
+    /// The book as the store keeps it: one row per job, with its lease or runner.
+    /// [`Placement::restore`] reads it back.
+    pub fn book_rows(&self, now: Millis) -> Vec<CoordJobRow> {
+        self.jobs
+            .iter()
+            .map(|(k, j)| {
+                let mut row = CoordJobRow {
+                    job_key: k.clone(),
+                    target: j.target.clone(),
+                    repo: j.job.repo.clone(),
+                    name: j.job.name.clone(),
+                    labels: j.job.labels.clone(),
+                    queued_at: j.job.created_at,
+                    phase: j.phase.as_str().to_string(),
+                    placements: j.placements,
+                    updated_at: now,
+                    ..Default::default()
+                };
+                match &j.phase {
+                    Phase::Leased {
+                        lease_id,
+                        host,
+                        profile,
+                        expires_at,
+                        ..
+                    } => {
+                        row.lease_id = Some(lease_id.clone());
+                        row.host = Some(host.clone());
+                        row.profile = Some(profile.clone());
+                        row.expires_at = Some(*expires_at);
+                    }
+                    Phase::Started {
+                        host, runner_name, ..
+                    } => {
+                        row.host = Some(host.clone());
+                        row.runner_name = Some(runner_name.clone());
+                    }
+                    Phase::Waiting | Phase::Held { .. } => {}
+                }
+                row
+            })
+            .collect()
+    }
+
+    /// A restarted coordinator takes up the book its last life wrote (the server
+    /// writes it before it sends a launch), so a job whose runner was asked for or
+    /// started before the crash is not placed again beside it:
+    /// - a lease, offered or accepted, waits `away_grace_ms` for its host, as the
+    ///   accepted leases of a host whose link dropped do (an offer may have been
+    ///   accepted in the frame the crash cut off);
+    /// - a started runner serves its job for `orphan_grace_ms`, or until its host
+    ///   says hello;
+    /// - a held job waits for a fresh snapshot, and a waiting one waits.
+    ///
+    /// Jobs no longer queued leave with their target's first snapshot; rows of
+    /// targets this coordinator no longer serves, or that cannot be read, are dropped.
+    pub fn restore(&mut self, rows: &[CoordJobRow], now: Millis) {
+        for r in rows {
+            if !self.targets.iter().any(|t| t.name == r.target) {
+                continue;
+            }
+            let Ok(id) = r.job_key.parse::<i64>() else {
+                continue;
+            };
+            let phase = match (r.phase.as_str(), &r.lease_id, &r.host, &r.runner_name) {
+                ("offered" | "accepted", Some(lease_id), Some(host), _) => {
+                    self.remember_lease(lease_id, &r.job_key, host);
+                    Phase::Leased {
+                        lease_id: lease_id.clone(),
+                        conn: NO_CONN,
+                        host: host.clone(),
+                        profile: r.profile.clone().unwrap_or_default(),
+                        expires_at: r
+                            .expires_at
+                            .unwrap_or(now)
+                            .min(now + self.cfg.away_grace_ms),
+                        acked: true,
+                    }
+                }
+                ("started", _, Some(host), Some(runner_name)) => Phase::Started {
+                    host: host.clone(),
+                    runner_name: runner_name.clone(),
+                    orphan_at: Some(now + self.cfg.orphan_grace_ms),
+                },
+                ("held", ..) => Phase::Held { since: now },
+                _ => Phase::Waiting,
+            };
+            let job = QueuedJob {
+                id,
+                run_id: 0,
+                repo: r.repo.clone(),
+                name: r.name.clone(),
+                labels: r.labels.clone(),
+                created_at: r.queued_at,
+            };
+            self.jobs.insert(
+                r.job_key.clone(),
+                JobEntry {
+                    target: r.target.clone(),
+                    job,
+                    phase,
+                    refused: BTreeMap::new(),
+                    placements: r.placements,
+                },
+            );
         }
     }
 
@@ -433,7 +552,7 @@ impl Placement {
             return out;
         };
         match &job.phase {
-            Phase::Started { .. } | Phase::Held => return out,
+            Phase::Started { .. } | Phase::Held { .. } => return out,
             Phase::Leased {
                 lease_id, conn: c, ..
             } if Some(lease_id) != s.lease_id.as_ref() => {
@@ -456,7 +575,7 @@ impl Placement {
 
     /// A runner ended. If it was serving a job that still looks queued, the job waits
     /// for a fresh snapshot of its target and is placed again if it is still there.
-    pub fn finished(&mut self, conn: ConnId, f: AttemptFinished, _now: Millis) -> Vec<Action> {
+    pub fn finished(&mut self, conn: ConnId, f: AttemptFinished, now: Millis) -> Vec<Action> {
         let Some(host) = self.hosts.get_mut(&conn) else {
             return Vec::new();
         };
@@ -475,24 +594,27 @@ impl Placement {
                 _ => false,
             };
             if ours {
-                j.phase = Phase::Held;
+                j.phase = Phase::Held { since: now };
             }
         }
         Vec::new()
     }
 
-    /// A fresh snapshot of one target's queue: new jobs wait, jobs gone are cancelled
-    /// where they are leased and forgotten, held jobs still queued wait again.
+    /// A fresh snapshot of one target's queue, read from `now`: new jobs wait, jobs
+    /// gone are cancelled where they are leased and forgotten, held jobs still queued
+    /// wait again.
     pub fn queue(&mut self, target: &str, queued: Vec<QueuedJob>, now: Millis) -> Vec<Action> {
-        self.snapshot(target, queued, &[], now)
+        self.snapshot(target, queued, &[], now, now)
     }
 
-    /// [`Placement::queue`], with the runners seen taking the jobs that left it.
+    /// [`Placement::queue`], whose read began at `read_at`, with the runners seen
+    /// taking the jobs that left it. A job held since after `read_at` stays held.
     pub fn snapshot(
         &mut self,
         target: &str,
         queued: Vec<QueuedJob>,
         taken: &[Taken],
+        read_at: Millis,
         now: Millis,
     ) -> Vec<Action> {
         let mut out = Vec::new();
@@ -516,7 +638,9 @@ impl Placement {
         for (k, job) in present {
             match self.jobs.get_mut(&k) {
                 Some(j) if j.target == target => {
-                    if j.phase == Phase::Held {
+                    if let Phase::Held { since } = j.phase
+                        && read_at >= since
+                    {
                         j.phase = Phase::Waiting;
                     }
                 }
@@ -583,7 +707,7 @@ impl Placement {
                 Phase::Waiting
             }
             Phase::Leased { .. } | Phase::Started { .. } => phase,
-            Phase::Waiting | Phase::Held => Phase::Waiting,
+            Phase::Waiting | Phase::Held { .. } => Phase::Waiting,
         };
         if let Phase::Leased { lease_id, host, .. } = &job.phase {
             self.lease_jobs.insert(

@@ -383,7 +383,13 @@ fn a_runner_that_took_another_job_moves_that_jobs_lease_to_its_own() {
     let l = two_leased(&mut p, &["linux"]);
     // Job 1's runner starts and takes job 2, whose own launch has not started yet.
     assert!(p.started(l[0].0, started(&l[0].2, "r1"), T0 + 1).is_empty());
-    let a = p.snapshot("ct", vec![job(1, &["linux"])], &[took(2, "r1")], T0 + 2);
+    let a = p.snapshot(
+        "ct",
+        vec![job(1, &["linux"])],
+        &[took(2, "r1")],
+        T0 + 2,
+        T0 + 2,
+    );
     assert!(a.is_empty(), "no cancel, no new launch: {a:?}");
     assert!(
         matches!(&p.jobs()["1"].phase, Phase::Leased { lease_id, .. } if *lease_id == l[1].2),
@@ -396,7 +402,7 @@ fn a_runner_that_took_another_job_moves_that_jobs_lease_to_its_own() {
         matches!(&p.jobs()["1"].phase, Phase::Started { runner_name, .. } if runner_name == "r2")
     );
     // A runner that took its own job changes nothing.
-    let a = p.snapshot("ct", vec![], &[took(1, "r2")], T0 + 4);
+    let a = p.snapshot("ct", vec![], &[took(1, "r2")], T0 + 4, T0 + 4);
     assert!(a.is_empty() && p.jobs().is_empty(), "{a:?}");
 }
 
@@ -411,6 +417,7 @@ fn a_taken_jobs_lease_is_cancelled_when_its_taker_is_not_known() {
         vec![job(1, &["linux"])],
         &[took(2, "rm-other-7")],
         T0 + 1,
+        T0 + 1,
     );
     assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
     assert!(launches(&a).is_empty());
@@ -422,7 +429,13 @@ fn a_lease_is_not_moved_to_a_job_with_other_labels() {
     let mut p = placement();
     let l = two_leased(&mut p, &["linux", "big"]);
     assert!(p.started(l[0].0, started(&l[0].2, "r1"), T0 + 1).is_empty());
-    let a = p.snapshot("ct", vec![job(1, &["linux"])], &[took(2, "r1")], T0 + 2);
+    let a = p.snapshot(
+        "ct",
+        vec![job(1, &["linux"])],
+        &[took(2, "r1")],
+        T0 + 2,
+        T0 + 2,
+    );
     // Job 2's launch may be for a profile job 1 does not fit: cancelled, and job 1
     // is placed again instead of waiting for r1 to finish.
     assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
@@ -475,5 +488,123 @@ fn a_lease_named_by_another_host_changes_nothing() {
         matches!(&p.jobs()["1"].phase, Phase::Started { host, .. } if host == "h1"),
         "{:?}",
         p.jobs()["1"].phase
+    );
+}
+
+/// A coordinator killed and started again: what the first placed is taken up from
+/// its book, and what the second sees first is the hosts saying hello again.
+fn restarted(p: &Placement, now: Millis) -> Placement {
+    let mut q = placement();
+    q.restore(&p.book_rows(now), now);
+    q
+}
+
+#[test]
+fn a_restarted_coordinator_does_not_place_again_a_job_its_last_life_leased() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    assert_eq!(l.len(), 1);
+    // Killed before the host's ack arrived: the offer may have been accepted.
+    let mut q = restarted(&p, T0 + 100);
+    let mut a = q.hello(3, "h2", hello("h2", 3, 1, POOL), T0 + 200);
+    a.extend(q.queue("ct", vec![job(1, &["linux"])], T0 + 300));
+    a.extend(q.hello(4, "h1", hello("h1", 3, 1, POOL), T0 + 400));
+    assert!(
+        launches(&a).is_empty(),
+        "not placed beside its lease: {a:?}"
+    );
+    // The host that had it returns: the lease is its own again, on its new
+    // connection, and a start it reports closes it.
+    let host = &l[0].0;
+    let conn = if *host == 1 { 4 } else { 3 };
+    assert_eq!(q.outstanding(conn), 1);
+    let a = q.started(conn, started(&l[0].2, "rm-x-1"), T0 + 500);
+    assert!(cancels(&a).is_empty());
+    assert!(matches!(q.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(launches(&q.tick(T0 + 120_000)).is_empty());
+}
+
+#[test]
+fn a_restored_lease_whose_runner_never_came_is_placed_again_after_the_grace() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    let mut q = restarted(&p, T0 + 100);
+    q.hello(2, "h2", hello("h2", 3, 1, POOL), T0 + 200);
+    assert!(launches(&q.queue("ct", vec![job(1, &["linux"])], T0 + 300)).is_empty());
+    let a = q.tick(T0 + 100 + cfg().away_grace_ms);
+    assert_eq!(
+        launches(&a).iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![2],
+        "h1 never came back: placed on the host that is here"
+    );
+}
+
+#[test]
+fn a_restored_runner_serves_its_job_and_a_job_gone_from_the_queue_is_forgotten() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0));
+    for x in &l {
+        accept(&mut p, 1, &x.2, T0);
+    }
+    p.started(1, started(&l[0].2, "rm-h1-1"), T0 + 10);
+    let mut q = restarted(&p, T0 + 100);
+    assert!(matches!(q.jobs()["1"].phase, Phase::Started { .. }));
+    q.hello(2, "h1", hello("h1", 3, 2, POOL), T0 + 200);
+    // Job 2's runner took it while no coordinator ran: it leaves with the snapshot.
+    let a = q.queue("ct", vec![job(1, &["linux"])], T0 + 300);
+    assert!(launches(&a).is_empty());
+    assert!(!q.jobs().contains_key("2"));
+    // The started runner's host is back: past the orphan grace it still serves.
+    assert!(launches(&q.tick(T0 + 100 + cfg().orphan_grace_ms + 1)).is_empty());
+}
+
+#[test]
+fn a_restored_book_drops_targets_no_longer_served() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.queue("ct", vec![job(1, &["linux"])], T0);
+    let mut rows = p.book_rows(T0);
+    rows[0].target = "gone".into();
+    let mut q = placement();
+    q.restore(&rows, T0);
+    assert!(q.jobs().is_empty());
+}
+
+/// A read that began before the runner finished may list the job a runner took
+/// meanwhile: only a read begun after the hold places it again.
+#[test]
+fn a_held_job_waits_for_a_read_begun_after_its_runner_finished() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    p.started(1, started(&l[0].2, "rm-h1-1"), T0 + 10);
+    p.finished(
+        1,
+        AttemptFinished {
+            lease_id: Some(l[0].2.clone()),
+            runner_name: "rm-h1-1".into(),
+            outcome: "completed_job".into(),
+            duration_secs: None,
+            usage: None,
+        },
+        T0 + 1_000,
+    );
+    let stale = p.snapshot("ct", vec![job(1, &["linux"])], &[], T0 + 900, T0 + 1_100);
+    assert!(
+        launches(&stale).is_empty(),
+        "read before the hold: {stale:?}"
+    );
+    assert_eq!(p.jobs()["1"].phase.as_str(), "held");
+    let fresh = p.snapshot("ct", vec![job(1, &["linux"])], &[], T0 + 1_200, T0 + 1_300);
+    assert_eq!(
+        launches(&fresh).len(),
+        1,
+        "still queued after the hold: placed again"
     );
 }

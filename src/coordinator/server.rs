@@ -12,11 +12,11 @@
 use super::auth::{self, TokenBook, bearer};
 use super::demand::DemandSource;
 use super::gate::{Gate, GateLimits};
-use super::placement::{Action, CloseWhy, ConnId, Phase, Placement, PlacementConfig, Taken};
+use super::placement::{Action, CloseWhy, ConnId, Placement, PlacementConfig, Taken};
 use super::protocol::{CoordMsg, FrameError, HostMsg};
 use super::ws::{self, LogFn, Stream, Throttle, Waker};
 use crate::domain::QueuedJob;
-use crate::store::{CoordHostRow, CoordJobRow, SqliteStore};
+use crate::store::{CoordHostRow, SqliteStore};
 use crate::timefmt::{Millis, now_millis};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select, tick, unbounded};
 use rustls::{ServerConnection, StreamOwned};
@@ -92,6 +92,8 @@ enum Event {
         target: String,
         jobs: Vec<QueuedJob>,
         taken: Vec<Taken>,
+        /// When the read began: a job held since after it stays held.
+        read_at: Millis,
     },
 }
 
@@ -247,6 +249,7 @@ pub fn serve(
             .spawn(move || {
                 let _done = done_tx;
                 loop {
+                    let read_at = now_millis();
                     match src.queued() {
                         Ok(jobs) => {
                             let target = src.target().name.clone();
@@ -256,6 +259,7 @@ pub fn serve(
                                     target,
                                     jobs,
                                     taken,
+                                    read_at,
                                 })
                                 .is_err()
                             {
@@ -654,6 +658,16 @@ fn placer(
             None
         }
     });
+    // Before any event: what the last life placed is taken up, not placed again.
+    if let Some(s) = &store {
+        match s.coord_jobs() {
+            Ok(rows) => {
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                p.restore(&rows, now_millis());
+            }
+            Err(e) => log(&format!("the last life's jobs are not readable: {e}")),
+        }
+    }
     let mut outs: BTreeMap<ConnId, ConnOut> = BTreeMap::new();
     let ticker = tick(every);
     let mut dirty = true;
@@ -693,13 +707,26 @@ fn placer(
                         target,
                         jobs,
                         taken,
-                    } => p.snapshot(&target, jobs, &taken, now),
+                        read_at,
+                    } => p.snapshot(&target, jobs, &taken, read_at, now),
                     Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
                 }
             }
         };
         if !actions.is_empty() {
             dirty = true;
+        }
+        // Intent first: a lease is in the store before its launch leaves, so a
+        // coordinator killed after sending it takes it up again (`Placement::restore`)
+        // instead of placing its job a second time.
+        let launches = actions
+            .iter()
+            .any(|a| matches!(a, Action::Send(_, CoordMsg::Launch(_))));
+        if launches && let Some(s) = &store {
+            let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = write_view(s, &p, now) {
+                log(&format!("writing the live view: {e}"));
+            }
         }
         for a in actions {
             let (conn, out) = match a {
@@ -721,7 +748,7 @@ fn placer(
     }
     if let Some(s) = &store {
         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = s.coord_put_view(&[], &job_rows(&p, now_millis()));
+        let _ = s.coord_put_view(&[], &p.book_rows(now_millis()));
     }
 }
 
@@ -780,48 +807,6 @@ fn frame(
     }
 }
 
-fn job_rows(p: &Placement, now: Millis) -> Vec<CoordJobRow> {
-    p.jobs()
-        .iter()
-        .map(|(k, j)| {
-            let mut row = CoordJobRow {
-                job_key: k.clone(),
-                target: j.target.clone(),
-                repo: j.job.repo.clone(),
-                name: j.job.name.clone(),
-                labels: j.job.labels.clone(),
-                queued_at: j.job.created_at,
-                phase: j.phase.as_str().to_string(),
-                placements: j.placements,
-                updated_at: now,
-                ..Default::default()
-            };
-            match &j.phase {
-                Phase::Leased {
-                    lease_id,
-                    host,
-                    profile,
-                    expires_at,
-                    ..
-                } => {
-                    row.lease_id = Some(lease_id.clone());
-                    row.host = Some(host.clone());
-                    row.profile = Some(profile.clone());
-                    row.expires_at = Some(*expires_at);
-                }
-                Phase::Started {
-                    host, runner_name, ..
-                } => {
-                    row.host = Some(host.clone());
-                    row.runner_name = Some(runner_name.clone());
-                }
-                Phase::Waiting | Phase::Held => {}
-            }
-            row
-        })
-        .collect()
-}
-
 fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::store::Result<()> {
     let hosts: Vec<CoordHostRow> = p
         .hosts()
@@ -848,5 +833,5 @@ fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::store::Resu
             ..Default::default()
         })
         .collect();
-    s.coord_put_view(&hosts, &job_rows(p, now))
+    s.coord_put_view(&hosts, &p.book_rows(now))
 }

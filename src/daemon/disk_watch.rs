@@ -17,9 +17,23 @@ use std::path::Path;
 /// runner filling the disk takes longer than this to matter.
 pub const SAMPLE_EVERY: Millis = 2_000;
 
-/// Where free space is read from: `statvfs` in the daemon (`doctor::free_bytes`);
-/// a test gives its own.
+/// Where free space is read from: `statvfs` in the daemon ([`free_bytes`], which
+/// `doctor` reads too); a test gives its own.
 pub type FreeSpace = fn(&Path) -> std::io::Result<u64>;
+
+/// Free bytes for an unprivileged writer on the filesystem holding `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("path has a NUL byte"))?;
+    // SAFETY: `c` is a valid NUL-terminated string; `st` is plain old data that
+    // statvfs fills in before we read it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
 
 /// What the last sample found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

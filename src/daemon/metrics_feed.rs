@@ -251,7 +251,7 @@ pub fn install_freshness(shared: &Arc<Shared>) {
         let Some(s) = weak.upgrade() else {
             return false;
         };
-        let running: Vec<String> = lock(&s.loops).keys().cloned().collect();
+        let running: Vec<String> = s.loops.names();
         let passes = lock(&s.passes);
         // A loop that has a thread but no recorded pass yet is judged by its start,
         // which `passed` records first; missing means it just appeared.

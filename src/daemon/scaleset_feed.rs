@@ -14,7 +14,7 @@
 //! polling then is left to the process exit. The session is gone either way, so the
 //! next holder opens its own at once instead of meeting 409 until it expires.
 
-use super::shared::{LoopMsg, Shared, lock};
+use super::shared::{LoopMsg, Shared};
 use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, SessionPhase, SessionState, Target};
 use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
 use crate::github::{GhError, GitHubClient, InFlight, SharedHold, load_credential};
@@ -630,9 +630,7 @@ impl ListenCx {
                 // The loop is gone: the message stays unacknowledged for the next one.
                 return;
             }
-            if let Some(tx) = lock(&self.shared.loops).get(&self.target) {
-                let _ = tx.try_send(LoopMsg::Wake);
-            }
+            self.shared.tell(&self.target, LoopMsg::Wake);
             select! {
                 recv(handed_rx) -> r => if r.is_err() {
                     // Dropped without a pass acting on it: do not acknowledge it.

@@ -1,13 +1,12 @@
 //! What the daemon's threads share: the allocation lock (so two target loops never
 //! both spend the last slot of host capacity), the drain flag, meter readings,
-//! the wake-up senders of the target loops, the metrics registry with the times
+//! the target loops' handles, the metrics registry with the times
 //! `/healthz` judges freshness by, the state directory's free space and the host's
 //! fitness.
 
 use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::timefmt::Millis;
-use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -40,8 +39,8 @@ pub struct Shared {
     /// The meter sampler's latest peaks, by attempt id; loops copy them into the
     /// attempt when they save it.
     pub meters: Mutex<HashMap<i64, Peak>>,
-    /// The target loops' inboxes, by target name.
-    pub loops: Mutex<HashMap<String, Sender<LoopMsg>>>,
+    /// The target loops' handles (inbox and thread), by target name.
+    pub loops: super::handles::Loops,
     /// The coordinated pool's launch book and link state.
     pub pool: super::pool::Pool,
     /// What `--metrics-listen` serves; fed whether or not anyone listens.
@@ -74,14 +73,14 @@ impl Shared {
             alloc_lock: Mutex::new(()),
             stopping: AtomicBool::new(false),
             meters: Mutex::new(HashMap::new()),
-            loops: Mutex::new(HashMap::new()),
+            loops: Default::default(),
             pool: super::pool::Pool::new(crate::timefmt::now_millis()),
             metrics: Arc::new(Metrics::new()),
             passes: Mutex::new(HashMap::new()),
             last_tick: AtomicI64::new(crate::timefmt::now_millis()),
             contain: Mutex::new(Arc::new(super::contain::Containment::none())),
             disk: Mutex::new(Default::default()),
-            free_space: crate::doctor::free_bytes,
+            free_space: super::disk_watch::free_bytes,
             fitness: Mutex::new(Default::default()),
             runner_update: super::runner_update::UpdateBook::new(
                 super::runner_update::DEFAULT_EVERY_MS,
@@ -111,16 +110,12 @@ impl Shared {
 
     /// Sends `msg` to every target loop (a full inbox already holds a wake-up).
     pub fn tell_all(&self, msg: LoopMsg) {
-        for tx in lock(&self.loops).values() {
-            let _ = tx.try_send(msg);
-        }
+        self.loops.tell_all(msg);
     }
 
     /// Sends `msg` to one target's loop.
     pub fn tell(&self, target: &str, msg: LoopMsg) {
-        if let Some(tx) = lock(&self.loops).get(target) {
-            let _ = tx.try_send(msg);
-        }
+        self.loops.tell(target, msg);
     }
 
     pub fn record_meter(&self, attempt: i64, meter: &Meter) {
@@ -143,7 +138,7 @@ impl Shared {
 }
 
 /// Locks a mutex, taking the data even if a thread panicked while holding it: the
-/// data here (maps of wake-up senders and readings) is valid after any panic.
+/// data here (maps of loop handles and readings) is valid after any panic.
 pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

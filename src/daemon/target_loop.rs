@@ -42,6 +42,14 @@ pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as
 /// How often GitHub's runner list is read to cross-check and to find orphans.
 const RUNNER_LIST_EVERY: Millis = 60_000;
 
+/// What a pass reads first: the host, the target, its profiles and its mode.
+struct Setting {
+    host: Host,
+    target: Target,
+    profiles: Vec<ScalePolicy>,
+    mode: TargetMode,
+}
+
 /// GitHub's runner list: read every minute on a worker, judged once when it comes.
 #[derive(Default)]
 struct RunnerList {
@@ -198,10 +206,36 @@ impl TargetLoop {
     /// Gather, plan, record, act.
     fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
         let failed_before = self.write_failing.take().is_some();
+        let Some(set) = self.settle(now)? else {
+            return Ok(());
+        };
+        let contain = self.shared.containment();
+        let (open, seen) = self.gather(&set, &contain, now)?;
+        let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
+        let (plan, intents) = self.plan_and_record(&set, &seen, &unfit, &contain, now)?;
+        self.note_plan(&plan, &set, now);
+
+        // Act: each attempt's actions (the GitHub and disk part on a worker), then
+        // the starts.
+        self.act(&set.target, &set.profiles, &open, &seen, plan.actions, now)?;
+        for a in intents {
+            self.send_start(&set.target, &set.profiles, a, now)?;
+        }
+        self.persist_hold(now)?;
+        if failed_before && self.write_failing.is_none() {
+            log_info!("store_writes_recovered", target = self.name);
+        }
+        Ok(())
+    }
+
+    /// Reads what the pass works from and follows the target's settings (the bound
+    /// on requests in flight, the client, the scale set listeners); `None` when the
+    /// target is gone.
+    fn settle(&mut self, now: Millis) -> Result<Option<Setting>, StoreError> {
         let host = self.store.host_or_create()?;
         let target = match self.store.target(&self.name) {
             Ok(t) => t,
-            Err(StoreError::NotFound { .. }) => return Ok(()),
+            Err(StoreError::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
         let profiles: Vec<ScalePolicy> = self
@@ -218,14 +252,27 @@ impl TargetLoop {
         let mode = self.shared.pool.mode(&self.name, now);
         self.scaleset
             .sync(&target, &profiles, &host, mode, &self.shared);
-        let contain = self.shared.containment();
+        Ok(Some(Setting {
+            host,
+            target,
+            profiles,
+            mode,
+        }))
+    }
 
-        // Gather: send the reads that are due, refresh the guard's facts, look at each
-        // attempt no worker holds, take what the scale set listeners handed over.
-        self.send_reads(&target, &host, &profiles, mode, now);
-        self.refresh_guard(&target, &profiles, now);
-        self.check_runner_release(&target, now);
-        let mut open = self.store.open_attempts(&host.id)?;
+    /// Gather: send the reads that are due, refresh the guard's facts, look at each
+    /// attempt no worker holds, take what the scale set listeners handed over.
+    /// Returns the open attempts and what was seen of each live one.
+    fn gather(
+        &mut self,
+        set: &Setting,
+        contain: &contain::Containment,
+        now: Millis,
+    ) -> Result<(Vec<Attempt>, BTreeMap<i64, Seen>), StoreError> {
+        self.send_reads(&set.target, &set.host, &set.profiles, set.mode, now);
+        self.refresh_guard(&set.target, &set.profiles, now);
+        self.check_runner_release(&set.target, now);
+        let mut open = self.store.open_attempts(&set.host.id)?;
         self.recover_pids(&mut open)?;
         let fresh_list = self.runners.fresh.take();
         let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
@@ -236,80 +283,94 @@ impl TargetLoop {
         {
             let s = self
                 .observer
-                .see(&self.shared.state_dir, a, fresh_list.as_deref(), &contain);
+                .see(&self.shared.state_dir, a, fresh_list.as_deref(), contain);
             seen.insert(a.id, s);
         }
         self.scaleset.take();
-        let unfit = self.unfit(&target, &profiles, &contain, now);
-        let draining = host.draining || self.shared.stopping();
-        let can_start = self.client.is_some() && !self.hold.holds(now);
+        Ok((open, seen))
+    }
 
-        // Plan and record under the allocation lock, so two loops (or a loop and a
-        // coordinator launch) never spend one slot of capacity or one uid.
+    /// Plan and record under the allocation lock, so two loops (or a loop and a
+    /// coordinator launch) never spend one slot of capacity or one uid. Returns the
+    /// plan and the intents recorded.
+    fn plan_and_record(
+        &mut self,
+        set: &Setting,
+        seen: &BTreeMap<i64, Seen>,
+        unfit: &BTreeMap<String, String>,
+        contain: &contain::Containment,
+        now: Millis,
+    ) -> Result<(Plan, Vec<Attempt>), StoreError> {
+        let draining = set.host.draining || self.shared.stopping();
+        let can_start = self.client.is_some() && !self.hold.holds(now);
         let shared = self.shared.clone();
-        let (plan, intents) = {
-            let _guard = lock(&shared.alloc_lock);
-            let host = self.store.host_or_create()?;
-            let open = self.store.open_attempts(&host.id)?;
-            let free_uids = match &contain.isolation {
-                InEffect::Uids(range) if can_start => {
-                    Some(self.uids.free(*range, &open, host.capacity as usize, now))
-                }
-                _ => None,
-            };
-            let ended = self.queue.ended_since_read();
-            let jobs = if all_directed(&host, &profiles, mode) {
-                Vec::new()
-            } else {
-                self.queue.jobs.clone()
-            };
-            let scaleset_seen = self.scaleset.seen();
-            let scaleset_queued = self.scaleset.queued();
-            let observed = Observed {
-                target: &self.name,
-                host: &host,
-                profiles: &profiles,
-                open: &open,
-                seen: &seen,
-                in_flight: &self.in_flight,
-                mode,
-                draining,
-                jobs: &jobs,
-                queue_read_at: self.queue.read_at,
-                ended_since_read: &ended,
-                scaleset: &scaleset_seen,
-                scaleset_queued: &scaleset_queued,
-                unfit: &unfit,
-                can_start,
-                rate_limited_until: self.rate_limited_until(now),
-                free_uids: free_uids.as_deref(),
-                surplus: &self.surplus,
-            };
-            let mut book = lock(&shared.pool.book);
-            let plan = plan::plan(&observed, &mut book, now);
-            // An intent that cannot be written is a start that does not happen; the
-            // pass still watches and cleans.
-            let (intents, failed) = self.record(&host, &plan, &mut book, now);
-            self.wrote("intents", failed.map_or(Ok(()), Err));
-            drop(book);
-            shared.pool.set_view(
-                &self.name,
-                TargetView {
-                    unfit: unfit.clone(),
-                    demand: plan.standalone.clone(),
-                },
-            );
-            (plan, intents)
+        let _guard = lock(&shared.alloc_lock);
+        let host = self.store.host_or_create()?;
+        let open = self.store.open_attempts(&host.id)?;
+        let free_uids = match &contain.isolation {
+            InEffect::Uids(range) if can_start => {
+                Some(self.uids.free(*range, &open, host.capacity as usize, now))
+            }
+            _ => None,
         };
+        let ended = self.queue.ended_since_read();
+        let jobs = if all_directed(&host, &set.profiles, set.mode) {
+            Vec::new()
+        } else {
+            self.queue.jobs.clone()
+        };
+        let scaleset_seen = self.scaleset.seen();
+        let scaleset_queued = self.scaleset.queued();
+        let observed = Observed {
+            target: &self.name,
+            host: &host,
+            profiles: &set.profiles,
+            open: &open,
+            seen,
+            in_flight: &self.in_flight,
+            mode: set.mode,
+            draining,
+            jobs: &jobs,
+            queue_read_at: self.queue.read_at,
+            ended_since_read: &ended,
+            scaleset: &scaleset_seen,
+            scaleset_queued: &scaleset_queued,
+            unfit,
+            can_start,
+            rate_limited_until: self.rate_limited_until(now),
+            free_uids: free_uids.as_deref(),
+            surplus: &self.surplus,
+        };
+        let mut book = lock(&shared.pool.book);
+        let plan = plan::plan(&observed, &mut book, now);
+        // An intent that cannot be written is a start that does not happen; the
+        // pass still watches and cleans.
+        let (intents, failed) = self.record(&host, &plan, &mut book, now);
+        self.wrote("intents", failed.map_or(Ok(()), Err));
+        drop(book);
+        shared.pool.set_view(
+            &self.name,
+            TargetView {
+                unfit: unfit.clone(),
+                demand: plan.standalone.clone(),
+            },
+        );
+        Ok((plan, intents))
+    }
+
+    /// What the plan leaves for later passes (surplus, room, uids), the status rows
+    /// and the metrics; the scale set messages it acted on are acknowledged.
+    fn note_plan(&mut self, plan: &Plan, set: &Setting, now: Millis) {
         self.surplus = plan.surplus.clone();
         self.room_left = plan.allocation.profiles.iter().any(|pa| {
             pa.limit == crate::domain::Limit::Demand
-                && profiles
+                && set
+                    .profiles
                     .iter()
                     .any(|p| p.name == pa.profile && p.demand == crate::domain::DemandSource::Poll)
         });
         self.uids_used_up = plan.uids_used_up.clone();
-        let status = self.record_status(&plan, &profiles, mode, now);
+        let status = self.record_status(plan, &set.profiles, set.mode, now);
         self.wrote("status", status);
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
         metrics_feed::target(
@@ -319,18 +380,6 @@ impl TargetLoop {
             self.pace.map(|p| p.every),
         );
         self.scaleset.handed_over();
-
-        // Act: each attempt's actions (the GitHub and disk part on a worker), then
-        // the starts.
-        self.act(&target, &profiles, &open, &seen, plan.actions, now)?;
-        for a in intents {
-            self.send_start(&target, &profiles, a, now)?;
-        }
-        self.persist_hold(now)?;
-        if failed_before && self.write_failing.is_none() {
-            log_info!("store_writes_recovered", target = self.name);
-        }
-        Ok(())
     }
 
     /// Notes a store write of the pass: a failure is logged when it first fails (or

@@ -112,20 +112,6 @@ pub(super) fn check_store(opts: &Options, lines: &mut Vec<CheckLine>) -> Option<
     Some(store)
 }
 
-/// Free bytes for an unprivileged writer on the filesystem holding `path`.
-pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::other("path has a NUL byte"))?;
-    // SAFETY: `c` is a valid NUL-terminated string; `st` is plain old data that
-    // statvfs fills in before we read it.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
-}
-
 fn gib(b: u64) -> String {
     format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
 }
@@ -142,7 +128,12 @@ pub(super) fn check_disk(opts: &Options, fail_under: u64) -> CheckLine {
             _ => break,
         }
     }
-    disk_line(at, free_bytes(at), fail_under, opts.warn_free_bytes)
+    disk_line(
+        at,
+        crate::daemon::free_bytes(at),
+        fail_under,
+        opts.warn_free_bytes,
+    )
 }
 
 /// What the state directory keeps (`host set retention= logs_max=`): ok while the

@@ -15,7 +15,6 @@ mod host;
 mod remote;
 
 pub use crate::reconcile::fitness::Class;
-pub use host::free_bytes;
 pub use remote::COORDINATOR_CHECK;
 
 use std::fmt;

@@ -162,6 +162,21 @@ pub(crate) struct ExternalCall<'a> {
     pub long_poll: bool,
 }
 
+/// One sending of a call: an answer, or a transport failure the call may retry.
+enum Exchange {
+    Answered { reply: Reply, message: String },
+    Lost(GhError),
+}
+
+/// What the call does after an answer.
+enum Step {
+    Done(Result<Reply, GhError>),
+    /// A 5xx the retry policy allows: back off and send again.
+    Retry,
+    /// A 401 to an App's installation token: mint a new one and send again, once.
+    Refresh,
+}
+
 #[derive(Default)]
 struct State {
     rate: RateLimitSnapshot,
@@ -346,161 +361,193 @@ impl GitHubClient {
         let mut refreshed = false;
         loop {
             tried += 1;
-            let now = self.now();
-            if !c.ignore_limit {
-                self.gate(now)?;
-            }
-            // Before the permit: minting a token is a request of its own, which takes
-            // its own permit (holding one here could wait on itself at a limit of 1).
-            let auth = match c.auth {
-                Auth::Bearer => self.bearer()?,
-                Auth::AppJwt => match &self.credential {
-                    Credential::App { app_id, key, .. } => app_jwt(key, *app_id, now),
-                    Credential::Token(_) => {
-                        return Err(GhError::Unauthorized { clock_hint: false });
-                    }
-                },
-            };
-            let permit = self.permit()?;
-            // A hold raised while this call waited for its turn (another request met a
-            // `retry-after`) stops it here: nothing is sent after a hold, even by a
-            // request that was already queued when it came.
-            if !c.ignore_limit {
-                self.gate(self.now())?;
-            }
-            let etag = if c.conditional {
-                lock(&self.state).etags.etag(&c.url).map(str::to_string)
-            } else {
-                None
-            };
-            let reply = match self.send_once(c, &auth, etag.as_deref()) {
-                Ok(r) => r,
-                Err(e @ GhError::Transport { .. }) => {
-                    // The permit is for the exchange, not for the backoff's sleep.
-                    drop(permit);
+            let (reply, message) = match self.try_once(c)? {
+                Exchange::Answered { reply, message } => (reply, message),
+                Exchange::Lost(e) => {
                     if c.retry && self.config.retry.should_retry(tried) {
                         self.backoff(tried)?;
                         continue;
                     }
                     return Err(e);
                 }
-                Err(e) => return Err(e),
             };
-            if let Some(observe) = &self.observer {
-                let path = c.url.strip_prefix(&self.base).unwrap_or("");
-                observe(super::endpoint::template_of(path), reply.status);
-            }
-            let message = error_message(reply.status, &reply.body);
-            {
-                let mut st = lock(&self.state);
-                st.stats.requests += 1;
-                if reply.status == 304 {
-                    st.stats.not_modified += 1;
-                } else if c.method == "GET" && c.auth == Auth::Bearer && !c.ignore_limit {
-                    st.stats.get_units += 1;
-                }
-                if let Some(d) = reply.headers.get("date").and_then(parse_http_date) {
-                    st.last_date = Some(d);
-                }
-                // The JWT has its own budget; this snapshot is the installation's or
-                // the PAT's.
-                if c.auth == Auth::Bearer {
-                    st.rate.update(&reply.headers);
-                }
-                let strikes = st.strikes;
-                // A `retry-after` counts from when the answer came, not from when the
-                // request left: a slow answer must not shorten the wait.
-                let answered = self.now();
-                match limited_until(reply.status, &reply.headers, &message, answered, strikes) {
-                    Some(until) => {
-                        st.rate.limited_until = Some(until);
-                        if let Some(h) = &self.shared_hold {
-                            h.raise(until);
-                        }
-                        if matches!(reply.status, 403 | 429) {
-                            st.strikes = strikes.saturating_add(1);
-                            return Err(GhError::RateLimited { until });
-                        }
-                    }
-                    None if reply.status < 400 => {
-                        st.strikes = 0;
-                        st.rate.limited_until = None;
-                    }
-                    None => {}
+            match self.answer(c, reply, message, tried, refreshed) {
+                Step::Done(result) => return result,
+                Step::Retry => self.backoff(tried)?,
+                Step::Refresh => {
+                    // The installation token may have been revoked early: mint a new
+                    // one, once.
+                    refreshed = true;
+                    *lock(&self.token) = None;
+                    tried -= 1;
                 }
             }
-            // Given back only now, after a rate limit this answer carries was raised:
-            // the next in line checks the hold after taking this permit, so it must
-            // already be there.
-            drop(permit);
-            match reply.status {
-                200..=299 => {
-                    if c.conditional {
-                        match reply.headers.get("etag") {
-                            Some(tag) => {
-                                let entry = Cached {
-                                    etag: tag.to_string(),
-                                    body: reply.body.clone(),
-                                    link: reply.headers.get("link").map(str::to_string),
-                                };
-                                lock(&self.state).etags.put(&c.url, entry);
-                            }
-                            // No validator now: a stale one must not be sent next time.
-                            None => lock(&self.state).etags.remove(&c.url),
-                        }
-                    }
-                    return Ok(reply);
+        }
+    }
+
+    /// One sending of `c`: the gate, the credential, a permit, the request, and the
+    /// answer recorded (statistics, rate limit, hold). The permit is given back when
+    /// this returns: after a transport error, before any backoff's sleep; after an
+    /// answer, only once a rate limit it carries was raised, since the next in line
+    /// checks the hold after taking this permit.
+    fn try_once(&self, c: &Call) -> Result<Exchange, GhError> {
+        let now = self.now();
+        if !c.ignore_limit {
+            self.gate(now)?;
+        }
+        // Before the permit: minting a token is a request of its own, which takes
+        // its own permit (holding one here could wait on itself at a limit of 1).
+        let auth = self.authorization(c.auth, now)?;
+        let _permit = self.permit()?;
+        // A hold raised while this call waited for its turn (another request met a
+        // `retry-after`) stops it here: nothing is sent after a hold, even by a
+        // request that was already queued when it came.
+        if !c.ignore_limit {
+            self.gate(self.now())?;
+        }
+        let etag = if c.conditional {
+            lock(&self.state).etags.etag(&c.url).map(str::to_string)
+        } else {
+            None
+        };
+        let reply = match self.send_once(c, &auth, etag.as_deref()) {
+            Ok(r) => r,
+            Err(e @ GhError::Transport { .. }) => return Ok(Exchange::Lost(e)),
+            Err(e) => return Err(e),
+        };
+        if let Some(observe) = &self.observer {
+            let path = c.url.strip_prefix(&self.base).unwrap_or("");
+            observe(super::endpoint::template_of(path), reply.status);
+        }
+        let message = error_message(reply.status, &reply.body);
+        self.record(c, &reply, &message)?;
+        Ok(Exchange::Answered { reply, message })
+    }
+
+    /// The `Authorization` secret a call of this kind carries.
+    fn authorization(&self, auth: Auth, now: Millis) -> Result<Secret, GhError> {
+        match auth {
+            Auth::Bearer => self.bearer(),
+            Auth::AppJwt => match &self.credential {
+                Credential::App { app_id, key, .. } => Ok(app_jwt(key, *app_id, now)),
+                Credential::Token(_) => Err(GhError::Unauthorized { clock_hint: false }),
+            },
+        }
+    }
+
+    /// Records an answer in the client's state: statistics, the server's date, the
+    /// rate-limit headers, and any hold it carries (raised for the credential's other
+    /// clients too). A 403 or 429 that limits the credential fails the call.
+    fn record(&self, c: &Call, reply: &Reply, message: &str) -> Result<(), GhError> {
+        let mut st = lock(&self.state);
+        st.stats.requests += 1;
+        if reply.status == 304 {
+            st.stats.not_modified += 1;
+        } else if c.method == "GET" && c.auth == Auth::Bearer && !c.ignore_limit {
+            st.stats.get_units += 1;
+        }
+        if let Some(d) = reply.headers.get("date").and_then(parse_http_date) {
+            st.last_date = Some(d);
+        }
+        // The JWT has its own budget; this snapshot is the installation's or the PAT's.
+        if c.auth == Auth::Bearer {
+            st.rate.update(&reply.headers);
+        }
+        let strikes = st.strikes;
+        // A `retry-after` counts from when the answer came, not from when the request
+        // left: a slow answer must not shorten the wait.
+        let answered = self.now();
+        match limited_until(reply.status, &reply.headers, message, answered, strikes) {
+            Some(until) => {
+                st.rate.limited_until = Some(until);
+                if let Some(h) = &self.shared_hold {
+                    h.raise(until);
                 }
-                304 => {
-                    let mut st = lock(&self.state);
-                    return match st.etags.get(&c.url).cloned() {
-                        Some(hit) => {
-                            let mut pairs = vec![("etag".to_string(), hit.etag)];
-                            if let Some(l) = hit.link {
-                                pairs.push(("link".to_string(), l));
-                            }
-                            Ok(Reply {
-                                status: 200,
-                                headers: Headers::new(pairs),
-                                body: hit.body,
-                            })
-                        }
-                        None => {
-                            st.etags.remove(&c.url);
-                            Err(GhError::Malformed {
-                                detail: "304 Not Modified for a request sent without an ETag"
-                                    .into(),
-                            })
-                        }
-                    };
+                if matches!(reply.status, 403 | 429) {
+                    st.strikes = strikes.saturating_add(1);
+                    return Err(GhError::RateLimited { until });
                 }
-                401 => {
-                    let app = matches!(self.credential, Credential::App { .. });
-                    if app && c.auth == Auth::Bearer && !refreshed {
-                        // The installation token may have been revoked early: mint a
-                        // new one, once.
-                        refreshed = true;
-                        *lock(&self.token) = None;
-                        tried -= 1;
-                        continue;
-                    }
-                    return Err(GhError::Unauthorized {
-                        clock_hint: c.auth == Auth::AppJwt,
-                    });
+            }
+            None if reply.status < 400 => {
+                st.strikes = 0;
+                st.rate.limited_until = None;
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// What an answer means for the call: a reply, an error, or another try.
+    fn answer(&self, c: &Call, reply: Reply, message: String, tried: u32, refreshed: bool) -> Step {
+        let result = match reply.status {
+            200..=299 => {
+                if c.conditional {
+                    self.keep_etag(&c.url, &reply);
                 }
-                403 => return Err(GhError::Forbidden { message }),
-                404 => return Err(GhError::NotFound),
-                409 => return Err(GhError::Conflict { message }),
-                410 => return Err(GhError::Gone),
-                422 => return Err(GhError::Unprocessable { message }),
-                s @ 500..=599 => {
-                    if c.retry && self.config.retry.should_retry(tried) {
-                        self.backoff(tried)?;
-                        continue;
-                    }
-                    return Err(GhError::Server { status: s });
+                Ok(reply)
+            }
+            304 => self.cached_reply(&c.url),
+            401 => {
+                let app = matches!(self.credential, Credential::App { .. });
+                if app && c.auth == Auth::Bearer && !refreshed {
+                    return Step::Refresh;
                 }
-                s => return Err(GhError::Unexpected { status: s }),
+                Err(GhError::Unauthorized {
+                    clock_hint: c.auth == Auth::AppJwt,
+                })
+            }
+            403 => Err(GhError::Forbidden { message }),
+            404 => Err(GhError::NotFound),
+            409 => Err(GhError::Conflict { message }),
+            410 => Err(GhError::Gone),
+            422 => Err(GhError::Unprocessable { message }),
+            s @ 500..=599 => {
+                if c.retry && self.config.retry.should_retry(tried) {
+                    return Step::Retry;
+                }
+                Err(GhError::Server { status: s })
+            }
+            s => Err(GhError::Unexpected { status: s }),
+        };
+        Step::Done(result)
+    }
+
+    /// Keeps a 2xx body under its validator, or forgets the URL's entry when the
+    /// answer has none (a stale one must not be sent next time).
+    fn keep_etag(&self, url: &str, reply: &Reply) {
+        match reply.headers.get("etag") {
+            Some(tag) => {
+                let entry = Cached {
+                    etag: tag.to_string(),
+                    body: reply.body.clone(),
+                    link: reply.headers.get("link").map(str::to_string),
+                };
+                lock(&self.state).etags.put(url, entry);
+            }
+            None => lock(&self.state).etags.remove(url),
+        }
+    }
+
+    /// A 304's answer: the cached body, as a 200.
+    fn cached_reply(&self, url: &str) -> Result<Reply, GhError> {
+        let mut st = lock(&self.state);
+        match st.etags.get(url).cloned() {
+            Some(hit) => {
+                let mut pairs = vec![("etag".to_string(), hit.etag)];
+                if let Some(l) = hit.link {
+                    pairs.push(("link".to_string(), l));
+                }
+                Ok(Reply {
+                    status: 200,
+                    headers: Headers::new(pairs),
+                    body: hit.body,
+                })
+            }
+            None => {
+                st.etags.remove(url);
+                Err(GhError::Malformed {
+                    detail: "304 Not Modified for a request sent without an ETag".into(),
+                })
             }
         }
     }

@@ -110,6 +110,159 @@ pub const LIMITS: &[&str] = &[
     "rate_limited",
 ];
 
+/// One family the daemon registers: its name, kind, HELP text and (for a histogram)
+/// bucket bounds.
+struct Definition {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    buckets: &'static [f64],
+}
+
+const fn counter(name: &'static str, help: &'static str) -> Definition {
+    Definition {
+        name,
+        kind: Kind::Counter,
+        help,
+        buckets: &[],
+    }
+}
+
+const fn gauge(name: &'static str, help: &'static str) -> Definition {
+    Definition {
+        name,
+        kind: Kind::Gauge,
+        help,
+        buckets: &[],
+    }
+}
+
+const fn histogram(name: &'static str, help: &'static str, buckets: &'static [f64]) -> Definition {
+    Definition {
+        name,
+        kind: Kind::Histogram,
+        help,
+        buckets,
+    }
+}
+
+/// The daemon's metrics, as `Metrics::new` registers them, in this order.
+const DEFINITIONS: &[Definition] = {
+    use names::*;
+    &[
+        gauge(BUILD_INFO, "The running runner-manager's version; always 1"),
+        gauge(
+            RUNNERS,
+            "Live runners (attempts not yet cleaned) by profile and attempt state",
+        ),
+        gauge(
+            DEMAND,
+            "Runners a profile needs now: matching queued jobs plus min_capacity",
+        ),
+        counter(STARTS, "Runners started, by profile"),
+        counter(
+            FAILURES,
+            "Attempts that ended failed or orphaned, by profile and reason",
+        ),
+        histogram(
+            QUEUE_TO_START,
+            "Seconds from a job being queued to its runner being started",
+            LATENCY_BUCKETS,
+        ),
+        counter(
+            GITHUB_REQUESTS,
+            "GitHub API responses by target, endpoint template and HTTP status",
+        ),
+        gauge(
+            RATE_LIMIT_REMAINING,
+            "GitHub primary rate limit remaining, as last reported, by target",
+        ),
+        gauge(
+            LINK_MODE,
+            "A target's link mode: 1 for the current one of standalone, coordinated, fallback",
+        ),
+        gauge(
+            STARTS_HELD,
+            "1 while a profile's starts are held after a start failed for a host reason",
+        ),
+        gauge(
+            LIMITED_BY,
+            "What limits a profile's starts: 1 for the current one of the words `status` \
+             shows (demand, max_capacity, rate_limited...), by profile",
+        ),
+        gauge(
+            RATE_LIMIT_LIMIT,
+            "GitHub primary rate limit per window, as last reported, by target",
+        ),
+        gauge(
+            RATE_LIMIT_RESET,
+            "When GitHub's rate-limit window resets, unix seconds, as last reported, by target",
+        ),
+        gauge(
+            POLL_INTERVAL,
+            "Seconds between a target's queue reads now: its poll_interval, stretched by \
+             the rate-limit budget governor when the budget thins",
+        ),
+        gauge(
+            ISOLATION,
+            "The containment runners start with: 1 for the current one of uids, none, refused",
+        ),
+        gauge(
+            RSS_BYTES,
+            "Resident memory of a profile's live runners now, summed, by profile",
+        ),
+        gauge(
+            CPU_SECONDS,
+            "CPU time used so far by a profile's live runners, summed, by profile \
+             (falls when a runner ends)",
+        ),
+        gauge(
+            CPU_PERCENT,
+            "CPU use of a profile's live runners over the last sampling interval, \
+             summed (100 is one core), by profile",
+        ),
+        gauge(
+            PROCESSES,
+            "Processes of a profile's live runners, summed, by profile",
+        ),
+        gauge(
+            SESSION_HELD,
+            "1 while this host holds a scale set profile's message session, by profile",
+        ),
+        gauge(
+            SINCE_MESSAGE,
+            "Seconds since a scale set profile's last message arrived, by profile \
+             (no series before the first)",
+        ),
+        gauge(
+            SINCE_POLL,
+            "Seconds since a scale set profile's last long poll came back, by profile \
+             (no series before the first)",
+        ),
+        gauge(
+            STATE_DIR_FREE,
+            "Free bytes on the state directory's filesystem, as last read \
+             (no series while it cannot be read)",
+        ),
+        gauge(
+            DISK_STARTS_HELD,
+            "1 while no runner starts because the state directory's filesystem is under \
+             the host's disk_reserve (until it has twice that free)",
+        ),
+        gauge(
+            FITNESS_STARTS_HELD,
+            "1 while no runner of the profile starts because a required fitness check \
+             fails (doctor's required checks: its tools, the host's runner users)",
+        ),
+        histogram(
+            PASS_CPU,
+            "CPU time a target loop's thread spent per pass (with the worker results \
+             handled before it), by target",
+            PASS_BUCKETS,
+        ),
+    ]
+};
+
 /// One scale set profile's session, as [`Metrics::set_sessions`] takes it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SessionFigures<'a> {
@@ -161,173 +314,18 @@ impl Metrics {
     /// A registry with the daemon's metrics registered (HELP and TYPE known, no series
     /// yet except `runner_manager_build_info`).
     pub fn new() -> Metrics {
-        use names::*;
         let m = Metrics {
             families: Mutex::new(BTreeMap::new()),
             fresh: Mutex::new(None),
         };
-        m.register(
-            BUILD_INFO,
-            Kind::Gauge,
-            "The running runner-manager's version; always 1",
-            &[],
+        for d in DEFINITIONS {
+            m.register(d.name, d.kind, d.help, d.buckets);
+        }
+        m.gauge_set(
+            names::BUILD_INFO,
+            &[("version", env!("CARGO_PKG_VERSION"))],
+            1.0,
         );
-        m.register(
-            RUNNERS,
-            Kind::Gauge,
-            "Live runners (attempts not yet cleaned) by profile and attempt state",
-            &[],
-        );
-        m.register(
-            DEMAND,
-            Kind::Gauge,
-            "Runners a profile needs now: matching queued jobs plus min_capacity",
-            &[],
-        );
-        m.register(STARTS, Kind::Counter, "Runners started, by profile", &[]);
-        m.register(
-            FAILURES,
-            Kind::Counter,
-            "Attempts that ended failed or orphaned, by profile and reason",
-            &[],
-        );
-        m.register(
-            QUEUE_TO_START,
-            Kind::Histogram,
-            "Seconds from a job being queued to its runner being started",
-            LATENCY_BUCKETS,
-        );
-        m.register(
-            GITHUB_REQUESTS,
-            Kind::Counter,
-            "GitHub API responses by target, endpoint template and HTTP status",
-            &[],
-        );
-        m.register(
-            RATE_LIMIT_REMAINING,
-            Kind::Gauge,
-            "GitHub primary rate limit remaining, as last reported, by target",
-            &[],
-        );
-        m.register(
-            LINK_MODE,
-            Kind::Gauge,
-            "A target's link mode: 1 for the current one of standalone, coordinated, fallback",
-            &[],
-        );
-        m.register(
-            STARTS_HELD,
-            Kind::Gauge,
-            "1 while a profile's starts are held after a start failed for a host reason",
-            &[],
-        );
-        m.register(
-            LIMITED_BY,
-            Kind::Gauge,
-            "What limits a profile's starts: 1 for the current one of the words `status` \
-             shows (demand, max_capacity, rate_limited...), by profile",
-            &[],
-        );
-        m.register(
-            RATE_LIMIT_LIMIT,
-            Kind::Gauge,
-            "GitHub primary rate limit per window, as last reported, by target",
-            &[],
-        );
-        m.register(
-            RATE_LIMIT_RESET,
-            Kind::Gauge,
-            "When GitHub's rate-limit window resets, unix seconds, as last reported, by target",
-            &[],
-        );
-        m.register(
-            POLL_INTERVAL,
-            Kind::Gauge,
-            "Seconds between a target's queue reads now: its poll_interval, stretched by \
-             the rate-limit budget governor when the budget thins",
-            &[],
-        );
-        m.register(
-            ISOLATION,
-            Kind::Gauge,
-            "The containment runners start with: 1 for the current one of uids, none, refused",
-            &[],
-        );
-        m.register(
-            RSS_BYTES,
-            Kind::Gauge,
-            "Resident memory of a profile's live runners now, summed, by profile",
-            &[],
-        );
-        m.register(
-            CPU_SECONDS,
-            Kind::Gauge,
-            "CPU time used so far by a profile's live runners, summed, by profile \
-             (falls when a runner ends)",
-            &[],
-        );
-        m.register(
-            CPU_PERCENT,
-            Kind::Gauge,
-            "CPU use of a profile's live runners over the last sampling interval, \
-             summed (100 is one core), by profile",
-            &[],
-        );
-        m.register(
-            PROCESSES,
-            Kind::Gauge,
-            "Processes of a profile's live runners, summed, by profile",
-            &[],
-        );
-        m.register(
-            SESSION_HELD,
-            Kind::Gauge,
-            "1 while this host holds a scale set profile's message session, by profile",
-            &[],
-        );
-        m.register(
-            SINCE_MESSAGE,
-            Kind::Gauge,
-            "Seconds since a scale set profile's last message arrived, by profile \
-             (no series before the first)",
-            &[],
-        );
-        m.register(
-            SINCE_POLL,
-            Kind::Gauge,
-            "Seconds since a scale set profile's last long poll came back, by profile \
-             (no series before the first)",
-            &[],
-        );
-        m.register(
-            STATE_DIR_FREE,
-            Kind::Gauge,
-            "Free bytes on the state directory's filesystem, as last read \
-             (no series while it cannot be read)",
-            &[],
-        );
-        m.register(
-            DISK_STARTS_HELD,
-            Kind::Gauge,
-            "1 while no runner starts because the state directory's filesystem is under \
-             the host's disk_reserve (until it has twice that free)",
-            &[],
-        );
-        m.register(
-            FITNESS_STARTS_HELD,
-            Kind::Gauge,
-            "1 while no runner of the profile starts because a required fitness check \
-             fails (doctor's required checks: its tools, the host's runner users)",
-            &[],
-        );
-        m.register(
-            PASS_CPU,
-            Kind::Histogram,
-            "CPU time a target loop's thread spent per pass (with the worker results \
-             handled before it), by target",
-            PASS_BUCKETS,
-        );
-        m.gauge_set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         m
     }
 

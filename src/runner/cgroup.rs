@@ -904,136 +904,163 @@ fn plan(
     osrelease: Option<&str>,
     is_delegated: &dyn Fn(&Path) -> bool,
 ) -> Cgroups {
-    let mut hiers: Vec<Hier> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    let mut delegated = None;
+    let mut v2 = plan_v2(mounts, members, sys_root, tag, osrelease, is_delegated);
+    let mut hiers: Vec<Hier> = v2.hier.take().into_iter().collect();
+    let v2_roles = hiers.first().map(|h| h.roles).unwrap_or_default();
+    let v1_missing = plan_v1(mounts, members, sys_root, tag, v2_roles, &mut hiers);
+    if hiers.is_empty() {
+        return Cgroups::none(&why_none(mounts, v2.place, &v1_missing));
+    }
+    let notes = missing_notes(&hiers, &v2, &v1_missing);
+    Cgroups {
+        tag: tag.to_string(),
+        hiers,
+        why_none: String::new(),
+        why_missing: notes,
+        delegated: v2.delegated,
+    }
+}
 
-    // v2: the cgroup2 mount that shows this process's v2 cgroup.
-    let v2_member = members
-        .iter()
-        .find(|m| m.id == 0 && m.controllers.is_empty());
-    let mut v2_ctl: Vec<String> = Vec::new();
-    let mut v2_where = String::from("no cgroup2 file system is mounted");
-    if let Some(m) = v2_member {
-        let found = mounts
-            .iter()
-            .filter(|e| e.fstype == "cgroup2")
-            .find_map(|e| {
-                relative_components(&e.root, &m.path)
-                    .ok()
-                    .map(|own| (e, own))
-            });
-        match found {
-            None => {
-                if mounts.iter().any(|e| e.fstype == "cgroup2") {
-                    v2_where = format!("no cgroup2 mount shows this process's cgroup {}", m.path);
-                }
-            }
-            Some((e, own)) => {
-                let top = under_root(sys_root, &e.mount_point);
-                let own_dir = join_components(&top, &own);
-                let own_deleg = !own.is_empty() && is_delegated(&own_dir);
-                let parent_deleg = own.len() >= 2 && own_dir.parent().is_some_and(is_delegated);
-                // Only a non-root cgroup has cgroup.type.
-                let real_root = !top.join("cgroup.type").exists();
-                let layout = v2_layout(&own, own_deleg, parent_deleg, real_root, tag);
-                let managed = join_components(&top, &layout.managed);
-                if !is_real_dir(&managed) {
-                    v2_where = format!("{} does not exist", managed.display());
-                } else if let Some(why) = unwritable(&managed) {
-                    v2_where = why;
-                } else {
-                    v2_ctl = if layout.controllers {
-                        read_controllers(&managed)
-                    } else {
-                        v2_where = NOT_IN_LEAF.to_string();
-                        Vec::new()
-                    };
-                    let has = |c: &str| v2_ctl.iter().any(|x| x == c);
-                    let roles = Roles {
-                        memory: has("memory"),
-                        pids: has("pids"),
-                        cpu: has("cpu"),
-                        cpu_time: managed.join("cpu.stat").exists()
-                            || own_dir.join("cpu.stat").exists(),
-                        kill: has_cgroup_kill(&top, &own_dir, osrelease),
-                    };
-                    let enable = ["memory", "pids", "cpu"]
-                        .into_iter()
-                        .filter(|c| has(c))
-                        .collect();
-                    if layout.delegated {
-                        delegated = Some(managed.clone());
-                    }
-                    if layout.controllers {
-                        v2_where = format!("cgroup v2 at {}", managed.display());
-                    }
-                    hiers.push(Hier {
-                        kind: Kind::V2,
-                        name: "v2".into(),
-                        parent: managed,
-                        base: join_components(&top, &layout.base),
-                        roles,
-                        enable,
-                        leaf: layout.leaf.map(|l| join_components(&top, &l)),
-                    });
-                }
-            }
+/// What the v2 search found: its hierarchy when we may use it, and for the notes its
+/// controllers and where it is (or why it is not used).
+struct V2Found {
+    hier: Option<Hier>,
+    controllers: Vec<String>,
+    place: String,
+    /// The delegated cgroup we manage, when v2 is delegated to us.
+    delegated: Option<PathBuf>,
+}
+
+impl V2Found {
+    fn missing(place: String) -> V2Found {
+        V2Found {
+            hier: None,
+            controllers: Vec::new(),
+            place,
+            delegated: None,
         }
     }
-    let v2_roles = hiers.first().map(|h| h.roles).unwrap_or_default();
+}
 
-    // v1, for what v2 does not serve.
+/// v2: the cgroup2 mount that shows this process's v2 cgroup.
+fn plan_v2(
+    mounts: &[MountEntry],
+    members: &[Membership],
+    sys_root: &Path,
+    tag: &str,
+    osrelease: Option<&str>,
+    is_delegated: &dyn Fn(&Path) -> bool,
+) -> V2Found {
+    let Some(m) = members
+        .iter()
+        .find(|m| m.id == 0 && m.controllers.is_empty())
+    else {
+        return V2Found::missing("no cgroup2 file system is mounted".into());
+    };
+    let found = mounts
+        .iter()
+        .filter(|e| e.fstype == "cgroup2")
+        .find_map(|e| {
+            relative_components(&e.root, &m.path)
+                .ok()
+                .map(|own| (e, own))
+        });
+    let Some((e, own)) = found else {
+        return V2Found::missing(if mounts.iter().any(|e| e.fstype == "cgroup2") {
+            format!("no cgroup2 mount shows this process's cgroup {}", m.path)
+        } else {
+            "no cgroup2 file system is mounted".into()
+        });
+    };
+    let top = under_root(sys_root, &e.mount_point);
+    v2_hier(&top, &own, tag, osrelease, is_delegated)
+}
+
+/// The v2 hierarchy for this process's cgroup `own` below the mount's `top`.
+fn v2_hier(
+    top: &Path,
+    own: &[String],
+    tag: &str,
+    osrelease: Option<&str>,
+    is_delegated: &dyn Fn(&Path) -> bool,
+) -> V2Found {
+    let own_dir = join_components(top, own);
+    let own_deleg = !own.is_empty() && is_delegated(&own_dir);
+    let parent_deleg = own.len() >= 2 && own_dir.parent().is_some_and(is_delegated);
+    // Only a non-root cgroup has cgroup.type.
+    let real_root = !top.join("cgroup.type").exists();
+    let layout = v2_layout(own, own_deleg, parent_deleg, real_root, tag);
+    let managed = join_components(top, &layout.managed);
+    if !is_real_dir(&managed) {
+        return V2Found::missing(format!("{} does not exist", managed.display()));
+    }
+    if let Some(why) = unwritable(&managed) {
+        return V2Found::missing(why);
+    }
+    let (controllers, place) = if layout.controllers {
+        let place = format!("cgroup v2 at {}", managed.display());
+        (read_controllers(&managed), place)
+    } else {
+        (Vec::new(), NOT_IN_LEAF.to_string())
+    };
+    let has = |c: &str| controllers.iter().any(|x| x == c);
+    let roles = Roles {
+        memory: has("memory"),
+        pids: has("pids"),
+        cpu: has("cpu"),
+        cpu_time: managed.join("cpu.stat").exists() || own_dir.join("cpu.stat").exists(),
+        kill: has_cgroup_kill(top, &own_dir, osrelease),
+    };
+    let enable = ["memory", "pids", "cpu"]
+        .into_iter()
+        .filter(|c| has(c))
+        .collect();
+    let delegated = layout.delegated.then(|| managed.clone());
+    let hier = Hier {
+        kind: Kind::V2,
+        name: "v2".into(),
+        parent: managed,
+        base: join_components(top, &layout.base),
+        roles,
+        enable,
+        leaf: layout.leaf.map(|l| join_components(top, &l)),
+    };
+    V2Found {
+        hier: Some(hier),
+        controllers,
+        place,
+        delegated,
+    }
+}
+
+/// v1, for what v2 does not serve: adds the hierarchies to `hiers` and returns, for
+/// each controller wanted and not found, why.
+fn plan_v1(
+    mounts: &[MountEntry],
+    members: &[Membership],
+    sys_root: &Path,
+    tag: &str,
+    v2_roles: Roles,
+    hiers: &mut Vec<Hier>,
+) -> Vec<(&'static str, String)> {
     let wants: [(&str, bool); 4] = [
         ("memory", !v2_roles.memory),
         ("pids", !v2_roles.pids),
         ("cpu", !v2_roles.cpu),
         ("cpuacct", !v2_roles.cpu_time),
     ];
-    let mut v1_missing: Vec<(&str, String)> = Vec::new();
+    let mut missing: Vec<(&str, String)> = Vec::new();
     for (ctl, want) in wants {
         if !want {
             continue;
         }
-        let Some(m) = members
-            .iter()
-            .find(|m| m.id != 0 && m.controllers.iter().any(|c| c == ctl))
-        else {
-            v1_missing.push((ctl, format!("no v1 {ctl} hierarchy")));
-            continue;
+        let (name, parent) = match v1_parent(ctl, mounts, members, sys_root) {
+            Ok(found) => found,
+            Err(why) => {
+                missing.push((ctl, why));
+                continue;
+            }
         };
-        let mut set: Vec<&str> = m.controllers.iter().map(String::as_str).collect();
-        set.sort_unstable();
-        let found = mounts
-            .iter()
-            .filter(|e| e.fstype == "cgroup")
-            .filter(|e| {
-                let mut s: Vec<&str> = e.controllers.iter().map(String::as_str).collect();
-                s.sort_unstable();
-                s == set
-            })
-            .find_map(|e| {
-                relative_components(&e.root, &m.path)
-                    .ok()
-                    .map(|own| (e, own))
-            });
-        let Some((e, own)) = found else {
-            v1_missing.push((
-                ctl,
-                format!("the v1 {ctl} hierarchy is not mounted where this process's cgroup shows"),
-            ));
-            continue;
-        };
-        let parent = join_components(&under_root(sys_root, &e.mount_point), &own);
-        if !is_real_dir(&parent) {
-            v1_missing.push((ctl, format!("{} does not exist", parent.display())));
-            continue;
-        }
-        if let Some(why) = unwritable(&parent) {
-            v1_missing.push((ctl, why));
-            continue;
-        }
-        let name = m.controllers.join(",");
         let idx = match hiers
             .iter()
             .position(|h| h.kind == Kind::V1 && h.name == name)
@@ -1060,27 +1087,75 @@ fn plan(
             _ => r.cpu_time = true,
         }
     }
+    missing
+}
 
-    if hiers.is_empty() {
-        let why = if mounts.is_empty() {
-            "no cgroup file system is mounted".to_string()
-        } else {
-            // What kept v2 out, then what kept the first v1 hierarchy out: one line.
-            let mut why = v2_where;
-            let mut v1: Vec<&String> = v1_missing.iter().map(|(_, w)| w).collect();
-            v1.dedup();
-            if let Some(first) = v1.first() {
-                why.push_str("; ");
-                why.push_str(first);
-                if v1.len() > 1 {
-                    why.push_str(&format!(" (and {} more v1 hierarchies)", v1.len() - 1));
-                }
-            }
-            why
-        };
-        return Cgroups::none(&why);
+/// This process's cgroup in the v1 hierarchy with `ctl`, with the hierarchy's name
+/// (its controllers, joined), or why we cannot use one.
+fn v1_parent(
+    ctl: &str,
+    mounts: &[MountEntry],
+    members: &[Membership],
+    sys_root: &Path,
+) -> Result<(String, PathBuf), String> {
+    let Some(m) = members
+        .iter()
+        .find(|m| m.id != 0 && m.controllers.iter().any(|c| c == ctl))
+    else {
+        return Err(format!("no v1 {ctl} hierarchy"));
+    };
+    let mut set: Vec<&str> = m.controllers.iter().map(String::as_str).collect();
+    set.sort_unstable();
+    let found = mounts
+        .iter()
+        .filter(|e| e.fstype == "cgroup")
+        .filter(|e| {
+            let mut s: Vec<&str> = e.controllers.iter().map(String::as_str).collect();
+            s.sort_unstable();
+            s == set
+        })
+        .find_map(|e| {
+            relative_components(&e.root, &m.path)
+                .ok()
+                .map(|own| (e, own))
+        });
+    let Some((e, own)) = found else {
+        return Err(format!(
+            "the v1 {ctl} hierarchy is not mounted where this process's cgroup shows"
+        ));
+    };
+    let parent = join_components(&under_root(sys_root, &e.mount_point), &own);
+    if !is_real_dir(&parent) {
+        return Err(format!("{} does not exist", parent.display()));
     }
+    if let Some(why) = unwritable(&parent) {
+        return Err(why);
+    }
+    Ok((m.controllers.join(","), parent))
+}
 
+/// Why no hierarchy serves us, in one line: what kept v2 out, then what kept the first
+/// v1 hierarchy out.
+fn why_none(mounts: &[MountEntry], v2_place: String, v1_missing: &[(&str, String)]) -> String {
+    if mounts.is_empty() {
+        return "no cgroup file system is mounted".to_string();
+    }
+    let mut why = v2_place;
+    let mut v1: Vec<&String> = v1_missing.iter().map(|(_, w)| w).collect();
+    v1.dedup();
+    if let Some(first) = v1.first() {
+        why.push_str("; ");
+        why.push_str(first);
+        if v1.len() > 1 {
+            why.push_str(&format!(" (and {} more v1 hierarchies)", v1.len() - 1));
+        }
+    }
+    why
+}
+
+/// The `why_missing` notes: each limit no hierarchy serves, and meters that fall back
+/// to /proc.
+fn missing_notes(hiers: &[Hier], v2: &V2Found, v1_missing: &[(&str, String)]) -> Vec<String> {
     let v1_why = |ctl: &str| {
         v1_missing
             .iter()
@@ -1089,49 +1164,34 @@ fn plan(
             .unwrap_or_default()
     };
     let v2_lacks = |ctl: &str| {
-        if v2_where == NOT_IN_LEAF {
-            v2_where.clone()
-        } else if v2_member.is_some() && hiers.iter().any(|h| h.kind == Kind::V2) {
-            format!("{v2_where} has no {ctl} controller (cgroup.controllers: {v2_ctl:?})")
+        if v2.place == NOT_IN_LEAF {
+            v2.place.clone()
+        } else if hiers.iter().any(|h| h.kind == Kind::V2) {
+            let (place, ctls) = (&v2.place, &v2.controllers);
+            format!("{place} has no {ctl} controller (cgroup.controllers: {ctls:?})")
         } else {
-            v2_where.clone()
+            v2.place.clone()
         }
     };
     let any = |f: fn(&Roles) -> bool| hiers.iter().any(|h| f(&h.roles));
-    if !any(|r| r.memory) {
-        notes.push(format!(
-            "memory: not limited: {}; {}",
-            v2_lacks("memory"),
-            v1_why("memory")
-        ));
-    }
-    if !any(|r| r.cpu) {
-        notes.push(format!(
-            "cpu: not limited: {}; {}",
-            v2_lacks("cpu"),
-            v1_why("cpu")
-        ));
-    }
-    if !any(|r| r.pids) {
-        notes.push(format!(
-            "pids: not limited: {}; {}",
-            v2_lacks("pids"),
-            v1_why("pids")
-        ));
-    }
+    type Served = fn(&Roles) -> bool;
+    let limits: [(&str, Served); 3] = [
+        ("memory", |r| r.memory),
+        ("cpu", |r| r.cpu),
+        ("pids", |r| r.pids),
+    ];
+    let mut notes: Vec<String> = limits
+        .into_iter()
+        .filter(|(_, served)| !any(*served))
+        .map(|(ctl, _)| format!("{ctl}: not limited: {}; {}", v2_lacks(ctl), v1_why(ctl)))
+        .collect();
     if !(any(|r| r.memory) && any(|r| r.cpu_time)) {
         notes.push(
             "meters: memory or CPU time cannot be read from the cgroup: metered from /proc instead"
                 .into(),
         );
     }
-    Cgroups {
-        tag: tag.to_string(),
-        hiers,
-        why_none: String::new(),
-        why_missing: notes,
-        delegated,
-    }
+    notes
 }
 
 // ---------------------------------------------------------------------------------

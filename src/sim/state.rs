@@ -256,6 +256,9 @@ pub struct State {
     pub runners_given_a_job: u64,
     /// The `workflow_job` webhook, its outbox and figures (`webhooks.rs`).
     pub webhooks: super::webhooks::Webhooks,
+    /// The names of runners that connected and have not been given a job (yet), so a
+    /// benchmark can say which runner ran none.
+    pub connected_without_job: std::collections::BTreeSet<String>,
 }
 
 /// Why a runner-side call failed.
@@ -300,6 +303,7 @@ impl State {
             runners_connected: 0,
             runners_given_a_job: 0,
             webhooks: Default::default(),
+            connected_without_job: Default::default(),
         }
     }
 
@@ -512,7 +516,9 @@ impl State {
     ) -> Result<(), RunnerCallError> {
         let r = self.runner_checked(id, credential)?;
         if !r.online {
+            let name = r.name.clone();
             self.runners_connected += 1;
+            self.connected_without_job.insert(name);
         }
         let r = self.runner_checked(id, credential)?;
         r.online = true;
@@ -556,6 +562,7 @@ impl State {
         runner.busy = true;
         runner.job_id = Some(job_id);
         self.runners_given_a_job += 1;
+        self.connected_without_job.remove(&r.name);
         self.scaleset_job_started(job_id);
         self.hook_jobs(&[job_id], "in_progress");
         Ok(Some(job))

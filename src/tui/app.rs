@@ -249,42 +249,8 @@ impl App {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Request::Interrupt;
         }
-        if self.help {
-            // The overlay keeps every other key, so nothing happens unseen under it.
-            if matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
-            ) {
-                self.help = false;
-            }
-            return Request::None;
-        }
-        if let Some(action) = self.confirm.take() {
-            return match key.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Request::Run(action),
-                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => {
-                    self.message = Some(Message {
-                        text: "cancelled".into(),
-                        error: false,
-                    });
-                    Request::None
-                }
-                _ => {
-                    self.confirm = Some(action);
-                    Request::None
-                }
-            };
-        }
-        if self.attempts.editing {
-            self.attempts.event(key, &self.snap);
-            return Request::None;
-        }
-        // The settings editor takes every key (a value may hold q, n or a digit).
-        if self.settings.edit.is_some() {
-            return match self.settings.event(key, &self.snap) {
-                Handled::Then(e) => self.effect(e),
-                _ => Request::None,
-            };
+        if let Some(r) = self.modal_key(key) {
+            return r;
         }
         // `o` opens, as Enter does (the original's key).
         let key = match key.code {
@@ -294,93 +260,11 @@ impl App {
         if key.code == KeyCode::Char('c') {
             return self.copy();
         }
-        if let Some(d) = self.detail.as_mut() {
-            match d.event(key, &self.snap) {
-                Handled::No => {}
-                Handled::Yes => return Request::None,
-                Handled::Then(e) => return self.effect(e),
-            }
-            if matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') | KeyCode::Backspace
-            ) {
-                self.detail = None;
-                return Request::None;
-            }
+        if let Some(r) = self.detail_key(key) {
+            return r;
         }
-        match key.code {
-            KeyCode::Char('q') => return Request::Quit,
-            KeyCode::Char('?') => {
-                self.help = true;
-                return Request::None;
-            }
-            KeyCode::Char('r') | KeyCode::F(5) => return Request::Reload,
-            KeyCode::Char('n') => {
-                self.switch(Pane::Runners);
-                return Request::None;
-            }
-            KeyCode::Char('a') => {
-                self.switch(Pane::Activity);
-                return Request::None;
-            }
-            KeyCode::Char('e') => {
-                // From a profile (Overview), its settings; else where Settings was.
-                if self.pane == Pane::Overview
-                    && let Some(name) = self
-                        .overview
-                        .selected_row(&self.snap)
-                        .map(|r| r.policy.name.clone())
-                {
-                    self.settings.select_profile(&self.snap, &name);
-                }
-                self.switch(Pane::Settings);
-                return Request::None;
-            }
-            KeyCode::Char('u') => {
-                return match self.undo.take() {
-                    Some(a) => Request::Run(a),
-                    None => {
-                        self.message = Some(Message {
-                            text: "nothing to undo (u undoes the last max step)".into(),
-                            error: true,
-                        });
-                        Request::None
-                    }
-                };
-            }
-            KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
-                self.switch(self.pane.step(1, Pane::shown(&self.snap)));
-                return Request::None;
-            }
-            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
-                self.switch(self.pane.step(-1, Pane::shown(&self.snap)));
-                return Request::None;
-            }
-            KeyCode::Char(c @ '1'..='7') => {
-                match Pane::shown(&self.snap).get(c as usize - '1' as usize) {
-                    Some(p) => self.switch(*p),
-                    // Only 7 can miss: the Pool pane needs a coordinator's hosts.
-                    None => {
-                        self.message = Some(Message {
-                            text: "no Pool here: it shows a coordinator's hosts, and this \
-                                   store has none"
-                                .into(),
-                            error: true,
-                        })
-                    }
-                }
-                return Request::None;
-            }
-            KeyCode::Char('/') => {
-                self.switch(Pane::Attempts);
-                self.attempts.start_filter();
-                return Request::None;
-            }
-            KeyCode::Char('d') => {
-                let draining = self.snap.host.as_ref().is_some_and(|h| h.draining);
-                return self.effect(Effect::Act(Action::SetDraining(!draining)));
-            }
-            _ => {}
+        if let Some(r) = self.global_key(key) {
+            return r;
         }
         let handled = match self.pane {
             Pane::Overview => self.overview.event(key, &self.snap),
@@ -395,6 +279,143 @@ impl App {
             Handled::Then(e) => self.effect(e),
             Handled::No | Handled::Yes => Request::None,
         }
+    }
+
+    /// What takes every key while it is up: the help overlay, a confirmation, the
+    /// attempts filter being typed, the settings editor. `None` when none is up.
+    fn modal_key(&mut self, key: KeyEvent) -> Option<Request> {
+        if self.help {
+            // The overlay keeps every other key, so nothing happens unseen under it.
+            if matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
+            ) {
+                self.help = false;
+            }
+            return Some(Request::None);
+        }
+        if let Some(action) = self.confirm.take() {
+            return Some(match key.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Request::Run(action),
+                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => {
+                    self.message = Some(Message {
+                        text: "cancelled".into(),
+                        error: false,
+                    });
+                    Request::None
+                }
+                _ => {
+                    self.confirm = Some(action);
+                    Request::None
+                }
+            });
+        }
+        if self.attempts.editing {
+            self.attempts.event(key, &self.snap);
+            return Some(Request::None);
+        }
+        // The settings editor takes every key (a value may hold q, n or a digit).
+        if self.settings.edit.is_some() {
+            return Some(match self.settings.event(key, &self.snap) {
+                Handled::Then(e) => self.effect(e),
+                _ => Request::None,
+            });
+        }
+        None
+    }
+
+    /// The open attempt's detail: its own keys first, then Esc, Left, h or Backspace
+    /// closing it. `None` when no detail is open or it leaves the key to the rest.
+    fn detail_key(&mut self, key: KeyEvent) -> Option<Request> {
+        let d = self.detail.as_mut()?;
+        match d.event(key, &self.snap) {
+            Handled::No => {}
+            Handled::Yes => return Some(Request::None),
+            Handled::Then(e) => return Some(self.effect(e)),
+        }
+        if matches!(
+            key.code,
+            KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') | KeyCode::Backspace
+        ) {
+            self.detail = None;
+            return Some(Request::None);
+        }
+        None
+    }
+
+    /// The keys that mean the same on every pane: quit, help, reload, undo, drain, and
+    /// the pane switches. `None` for a key the pane has.
+    fn global_key(&mut self, key: KeyEvent) -> Option<Request> {
+        match key.code {
+            KeyCode::Char('q') => Some(Request::Quit),
+            KeyCode::Char('?') => {
+                self.help = true;
+                Some(Request::None)
+            }
+            KeyCode::Char('r') | KeyCode::F(5) => Some(Request::Reload),
+            KeyCode::Char('u') => Some(match self.undo.take() {
+                Some(a) => Request::Run(a),
+                None => {
+                    self.message = Some(Message {
+                        text: "nothing to undo (u undoes the last max step)".into(),
+                        error: true,
+                    });
+                    Request::None
+                }
+            }),
+            KeyCode::Char('d') => {
+                let draining = self.snap.host.as_ref().is_some_and(|h| h.draining);
+                Some(self.effect(Effect::Act(Action::SetDraining(!draining))))
+            }
+            _ => self.switch_key(key).then_some(Request::None),
+        }
+    }
+
+    /// The keys that switch panes (`n`, `a`, `e`, Tab, Right, l, BackTab, Left, h, 1 to
+    /// 7, `/`); true when the key was one.
+    fn switch_key(&mut self, key: KeyEvent) -> bool {
+        match key.code {
+            KeyCode::Char('n') => self.switch(Pane::Runners),
+            KeyCode::Char('a') => self.switch(Pane::Activity),
+            KeyCode::Char('e') => {
+                // From a profile (Overview), its settings; else where Settings was.
+                if self.pane == Pane::Overview
+                    && let Some(name) = self
+                        .overview
+                        .selected_row(&self.snap)
+                        .map(|r| r.policy.name.clone())
+                {
+                    self.settings.select_profile(&self.snap, &name);
+                }
+                self.switch(Pane::Settings);
+            }
+            KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
+                self.switch(self.pane.step(1, Pane::shown(&self.snap)));
+            }
+            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
+                self.switch(self.pane.step(-1, Pane::shown(&self.snap)));
+            }
+            KeyCode::Char(c @ '1'..='7') => {
+                match Pane::shown(&self.snap).get(c as usize - '1' as usize) {
+                    Some(p) => self.switch(*p),
+                    // Only 7 can miss: the Pool pane needs a coordinator's hosts.
+                    None => {
+                        self.message = Some(Message {
+                            text: "no Pool here: it shows a coordinator's hosts, and this \
+                                   store has none"
+                                .into(),
+                            error: true,
+                        })
+                    }
+                }
+            }
+            KeyCode::Char('/') => {
+                self.switch(Pane::Attempts);
+                self.attempts.start_filter();
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// `c`: what the selection names, to the clipboard: the open attempt's log path,

@@ -7,6 +7,8 @@ use super::app::{Component, Ctx, Effect, Handled, movement};
 use super::fmt;
 use super::logfile::LogText;
 use super::model::Snapshot;
+use super::theme::Theme;
+use crate::domain::Attempt;
 use crate::meter::MeterPoint;
 use crate::timefmt::format_rfc3339;
 use crossterm::event::{KeyCode, KeyEvent};
@@ -144,108 +146,8 @@ impl Component for DetailView {
             draw_full(f, area, a.id, full);
             return;
         }
-        let field = |k: &'static str, v: Span<'static>| {
-            Line::from(vec![Span::styled(format!("{k:<8}"), th.title()), v])
-        };
-        let outcome = match (a.outcome, &a.reason) {
-            (Some(o), Some(r)) => format!("{}: {r}", o.as_str()),
-            (Some(o), None) => o.as_str().to_string(),
-            (None, Some(r)) => r.to_string(),
-            (None, None) => "-".into(),
-        };
-        let mut info = vec![
-            field(
-                "state",
-                Span::styled(
-                    format!(
-                        "{} for {}",
-                        a.state_word(),
-                        fmt::age(snap.now - a.state_since())
-                    ),
-                    th.state(a.state),
-                ),
-            ),
-            field(
-                "profile",
-                Span::raw(format!("{} ({})", a.profile, a.target)),
-            ),
-            field("runner", Span::raw(a.runner_name.clone())),
-            field(
-                "job",
-                Span::raw(a.job_name.clone().unwrap_or_else(|| "-".into())),
-            ),
-            field(
-                "process",
-                Span::raw(format!(
-                    "pid {} exit {}",
-                    fmt::or_dash(a.pid, |p| p.to_string()),
-                    fmt::or_dash(a.exit_code, |c| c.to_string())
-                )),
-            ),
-        ];
-        // A live runner: RSS and CPU each on a line, a sparkline of its last samples
-        // (each to its own top) before the figures now; else what the end recorded.
-        // The 8 columns of the name, 36 of the timeline and 2 of borders are not ours.
-        let room = area.width.saturating_sub(36 + 2 + 8) as usize;
-        let with_spark = |values: Vec<f64>, text: String| {
-            let w = room.saturating_sub(text.chars().count() + 1).min(SPARK_MAX);
-            let line = spark(&values, w);
-            if line.is_empty() {
-                text
-            } else {
-                format!("{line} {text}")
-            }
-        };
-        match snap.meters.get(&a.id) {
-            Some(m) => {
-                let rss = with_spark(
-                    self.points.iter().map(|p| p.rss_bytes as f64).collect(),
-                    format!(
-                        "{} (peak {})",
-                        fmt::bytes(m.rss_bytes),
-                        fmt::bytes(m.peak_rss_bytes)
-                    ),
-                );
-                let cpu = with_spark(
-                    self.points.iter().map(|p| p.cpu_percent).collect(),
-                    format!(
-                        "{} {} · {} procs",
-                        fmt::cpu(m.cpu_millis),
-                        crate::meter::units::percent(m.cpu_percent),
-                        m.processes
-                    ),
-                );
-                info.push(field("rss", Span::styled(rss, th.series_b())));
-                info.push(field("cpu", Span::styled(cpu, th.series_a())));
-            }
-            None => info.push(field(
-                "usage",
-                Span::raw(format!(
-                    "peak rss {} cpu {}",
-                    fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
-                    fmt::or_dash(a.cpu_millis, fmt::cpu)
-                )),
-            )),
-        }
-        info.push(field("outcome", Span::raw(outcome)));
-        info.push(field("created", Span::raw(format_rfc3339(a.created_at))));
-        let cleaned = a.cleaned.then(|| (a.state_since(), "cleaned", a.state));
-        let timeline: Vec<Line> = a
-            .history
-            .iter()
-            .map(|h| (h.at, h.state.as_str(), h.state))
-            .chain(cleaned)
-            .map(|(at, word, state)| {
-                Line::from(vec![
-                    Span::raw(clock(at)),
-                    Span::styled(
-                        format!(" {:>7} ", format!("+{}", fmt::age(at - a.created_at))),
-                        th.quiet(),
-                    ),
-                    Span::styled(word, th.state(state)),
-                ])
-            })
-            .collect();
+        let info = self.fields(a, snap, th, area.width);
+        let timeline = timeline(a, th);
         let top_h = (info.len().max(timeline.len()) as u16 + 2).min(area.height / 2);
         let [top, log] =
             Layout::vertical([Constraint::Length(top_h), Constraint::Fill(1)]).areas(area);
@@ -262,6 +164,119 @@ impl Component for DetailView {
             Paragraph::new(timeline[skip..].to_vec()).block(Block::bordered().title(" Timeline ")),
             right,
         );
+        self.draw_log_tail(f, log);
+    }
+}
+
+/// One line of the fields: the name in 8 columns, then the value.
+fn field(th: &Theme, k: &'static str, v: Span<'static>) -> Line<'static> {
+    Line::from(vec![Span::styled(format!("{k:<8}"), th.title()), v])
+}
+
+impl DetailView {
+    /// The attempt's fields, its usage (live meters with sparklines, or what the end
+    /// recorded) among them, for a view `width` columns wide.
+    fn fields(&self, a: &Attempt, snap: &Snapshot, th: &Theme, width: u16) -> Vec<Line<'static>> {
+        let outcome = match (a.outcome, &a.reason) {
+            (Some(o), Some(r)) => format!("{}: {r}", o.as_str()),
+            (Some(o), None) => o.as_str().to_string(),
+            (None, Some(r)) => r.to_string(),
+            (None, None) => "-".into(),
+        };
+        let mut info = vec![
+            field(
+                th,
+                "state",
+                Span::styled(
+                    format!(
+                        "{} for {}",
+                        a.state_word(),
+                        fmt::age(snap.now - a.state_since())
+                    ),
+                    th.state(a.state),
+                ),
+            ),
+            field(
+                th,
+                "profile",
+                Span::raw(format!("{} ({})", a.profile, a.target)),
+            ),
+            field(th, "runner", Span::raw(a.runner_name.clone())),
+            field(
+                th,
+                "job",
+                Span::raw(a.job_name.clone().unwrap_or_else(|| "-".into())),
+            ),
+            field(
+                th,
+                "process",
+                Span::raw(format!(
+                    "pid {} exit {}",
+                    fmt::or_dash(a.pid, |p| p.to_string()),
+                    fmt::or_dash(a.exit_code, |c| c.to_string())
+                )),
+            ),
+        ];
+        info.extend(self.usage(a, snap, th, width));
+        info.push(field(th, "outcome", Span::raw(outcome)));
+        info.push(field(
+            th,
+            "created",
+            Span::raw(format_rfc3339(a.created_at)),
+        ));
+        info
+    }
+
+    /// A live runner: RSS and CPU each on a line, a sparkline of its last samples
+    /// (each to its own top) before the figures now; else what the end recorded.
+    fn usage(&self, a: &Attempt, snap: &Snapshot, th: &Theme, width: u16) -> Vec<Line<'static>> {
+        // The 8 columns of the name, 36 of the timeline and 2 of borders are not ours.
+        let room = width.saturating_sub(36 + 2 + 8) as usize;
+        let with_spark = |values: Vec<f64>, text: String| {
+            let w = room.saturating_sub(text.chars().count() + 1).min(SPARK_MAX);
+            let line = spark(&values, w);
+            if line.is_empty() {
+                text
+            } else {
+                format!("{line} {text}")
+            }
+        };
+        let Some(m) = snap.meters.get(&a.id) else {
+            return vec![field(
+                th,
+                "usage",
+                Span::raw(format!(
+                    "peak rss {} cpu {}",
+                    fmt::or_dash(a.peak_rss_bytes, fmt::bytes),
+                    fmt::or_dash(a.cpu_millis, fmt::cpu)
+                )),
+            )];
+        };
+        let rss = with_spark(
+            self.points.iter().map(|p| p.rss_bytes as f64).collect(),
+            format!(
+                "{} (peak {})",
+                fmt::bytes(m.rss_bytes),
+                fmt::bytes(m.peak_rss_bytes)
+            ),
+        );
+        let cpu = with_spark(
+            self.points.iter().map(|p| p.cpu_percent).collect(),
+            format!(
+                "{} {} · {} procs",
+                fmt::cpu(m.cpu_millis),
+                crate::meter::units::percent(m.cpu_percent),
+                m.processes
+            ),
+        );
+        vec![
+            field(th, "rss", Span::styled(rss, th.series_b())),
+            field(th, "cpu", Span::styled(cpu, th.series_a())),
+        ]
+    }
+
+    /// The runner log's tail, `scroll` lines up from the end (0 follows the end).
+    fn draw_log_tail(&self, f: &mut Frame, log: Rect) {
         let h = log.height.saturating_sub(2) as usize;
         let n = self.log.len();
         let scroll = self.scroll.min(n.saturating_sub(h));
@@ -282,6 +297,27 @@ impl Component for DetailView {
             log,
         );
     }
+}
+
+/// Each state change with its time and its offset from the start, then `cleaned`
+/// when the attempt's files are gone.
+fn timeline(a: &Attempt, th: &Theme) -> Vec<Line<'static>> {
+    let cleaned = a.cleaned.then(|| (a.state_since(), "cleaned", a.state));
+    a.history
+        .iter()
+        .map(|h| (h.at, h.state.as_str(), h.state))
+        .chain(cleaned)
+        .map(|(at, word, state)| {
+            Line::from(vec![
+                Span::raw(clock(at)),
+                Span::styled(
+                    format!(" {:>7} ", format!("+{}", fmt::age(at - a.created_at))),
+                    th.quiet(),
+                ),
+                Span::styled(word, th.state(state)),
+            ])
+        })
+        .collect()
 }
 
 /// The whole log, a page at a time, with where the page is in it.

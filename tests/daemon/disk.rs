@@ -17,7 +17,7 @@ const JIT: &str = "/repos/{owner}/{repo}/actions/runners/generate-jitconfig";
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
 
 fn free(dir: &Path) -> u64 {
-    runner_manager::doctor::free_bytes(dir).expect("statvfs of the tmpfs")
+    runner_manager::daemon::free_bytes(dir).expect("statvfs of the tmpfs")
 }
 
 /// Writes `path` until `leave` bytes (or, with 0, nothing) are free on its

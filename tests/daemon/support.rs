@@ -5,11 +5,9 @@
 
 #![allow(dead_code)]
 
-use runner_manager::demo::write_token_file;
-use runner_manager::domain::{
-    Attempt, AttemptState, CredentialRef, Outcome, Reason, ScalePolicy, Target, TargetScope,
-};
-use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState, SimConfig, SimGitHub};
+use runner_manager::demo;
+use runner_manager::domain::{Attempt, AttemptState, Outcome, Reason, TargetScope};
+use runner_manager::sim::{JobState, JobStatus, LogEntry, RunnerState, SimConfig};
 use runner_manager::sim::{SimHandle, install};
 use runner_manager::store::{AttemptFilter, SqliteStore, Store};
 use std::collections::{BTreeMap, HashSet};
@@ -109,10 +107,7 @@ pub struct World {
 impl World {
     /// A sim and a state directory with a host of `capacity`; no targets yet.
     pub fn new(tag: &str, capacity: u32) -> World {
-        let dir = World::fresh_dir(tag);
-        let runner_dir = dir.join("runner-install");
-        install::lay_out(&runner_dir, Path::new(BIN)).expect("the simulated runner lays out");
-        World::with_dirs(dir, runner_dir, capacity, false, SimConfig::default())
+        World::with_sim(tag, capacity, SimConfig::default())
     }
 
     /// [`World::new`] with the simulated GitHub configured as given.
@@ -171,11 +166,8 @@ impl World {
         mounted: bool,
         cfg: SimConfig,
     ) -> World {
-        let sim = SimGitHub::start(cfg).expect("the sim starts");
-        let store = SqliteStore::open(&dir).unwrap();
-        let mut host = store.host_or_create().unwrap();
-        host.capacity = capacity;
-        store.update_host(&host).unwrap();
+        let sim = demo::start_sim(cfg).unwrap();
+        let (_, host) = demo::open_with_host(&dir, capacity).unwrap();
         World {
             sim,
             dir,
@@ -197,22 +189,7 @@ impl World {
     /// second. `valid` false gives the target a token the sim does not know (401).
     pub fn add_target(&mut self, name: &str, repo: &str, valid: bool) {
         self.sim.add_repo(repo, true);
-        let token_file = self.token_file(name, valid);
-        let (owner, r) = repo.split_once('/').unwrap();
-        self.store()
-            .add_target(&Target {
-                name: name.into(),
-                scope: TargetScope::Repo {
-                    owner: owner.into(),
-                    repo: r.into(),
-                },
-                api_url: self.sim.url().to_string(),
-                credential: CredentialRef::TokenFile { path: token_file },
-                poll_interval_secs: 1,
-                repos: vec![],
-                max_in_flight: 8,
-            })
-            .unwrap();
+        self.add_token_target(name, demo::repo_scope(repo), valid);
     }
 
     /// An organization target `name` for `org`, polling every repository the sim has in
@@ -222,43 +199,37 @@ impl World {
         for (r, public) in repos {
             self.sim.add_repo(&format!("{org}/{r}"), !public);
         }
-        let token_file = self.token_file(name, true);
-        self.store()
-            .add_target(&Target {
-                name: name.into(),
-                scope: TargetScope::Org { org: org.into() },
-                api_url: self.sim.url().to_string(),
-                credential: CredentialRef::TokenFile { path: token_file },
-                poll_interval_secs: 1,
-                repos: vec![],
-                max_in_flight: 8,
-            })
-            .unwrap();
+        self.add_token_target(name, TargetScope::Org { org: org.into() }, true);
     }
 
-    /// A new PAT in `token-<target>`, known to the sim when `valid`.
-    fn token_file(&mut self, target: &str, valid: bool) -> PathBuf {
+    /// A target `name` for `scope`, polled every second with at most 8 requests in
+    /// flight, whose token file `token-<name>` holds a new PAT, known to the sim when
+    /// `valid`.
+    fn add_token_target(&mut self, name: &str, scope: TargetScope, valid: bool) {
         self.tokens += 1;
         let token = format!("ghp_e2e{}{:08}", std::process::id(), self.tokens);
-        if valid {
-            self.sim.add_pat(&token);
-        }
-        let token_file = self.dir.join(format!("token-{target}"));
-        write_token_file(&token_file, &token).unwrap();
-        token_file
+        let token_file = self.dir.join(format!("token-{name}"));
+        demo::sim_token_file(&self.sim, &token_file, &token, valid).unwrap();
+        let mut target = demo::sim_target(&self.sim, name, scope, token_file, 1);
+        target.max_in_flight = 8;
+        self.store().add_target(&target).unwrap();
     }
 
     pub fn add_profile(&self, spec: ProfileSpec) {
         let store = self.store();
         let host = store.host_or_create().unwrap();
-        let mut p = ScalePolicy::new(&spec.name, &spec.target, &host.id);
-        p.set_labels("--labels", &spec.labels, &host.os, &host.arch)
-            .unwrap();
+        let mut p = demo::sim_profile(
+            &spec.name,
+            &spec.target,
+            &host,
+            &spec.labels,
+            &self.runner_dir,
+        )
+        .unwrap();
         p.min_capacity = spec.min;
         p.max_capacity = spec.max;
         p.idle_timeout_secs = spec.idle_timeout;
         p.bootstrap_timeout_secs = spec.bootstrap_timeout;
-        p.runner_dir = Some(self.runner_dir.clone());
         store.add_profile(&p).unwrap();
     }
 

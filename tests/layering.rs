@@ -1,0 +1,356 @@
+//! The floors of ARCHITECTURE.md held against the code: every `crate::X` path in
+//! `src/` outside test code names a module on a lower floor, or one the same floor
+//! lets it import (one way); every module of `src/` has a floor, and the floors here
+//! are ARCHITECTURE.md's list.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// ARCHITECTURE.md's floors, lowest first.
+const FLOORS: &[&[&str]] = &[
+    &[
+        "timefmt",
+        "backoff",
+        "secret",
+        "logging",
+        "domain",
+        "http_server",
+        "alloc",
+    ],
+    &["runner", "meter", "metrics", "reconcile"],
+    &["store"],
+    &["github", "scaleset", "install", "sim", "selfupdate"],
+    &["coordinator", "daemon", "doctor", "service"],
+    &["tui", "demo", "cli"],
+];
+
+/// The one-way orders inside a floor: a module may import those after it in its chain.
+const ONE_WAY: &[&[&str]] = &[
+    &["backoff", "timefmt"],
+    &["secret", "timefmt"],
+    &["logging", "timefmt"],
+    &["domain", "timefmt"],
+    &["http_server", "timefmt"],
+    &["alloc", "timefmt"],
+    &["metrics", "meter", "runner"],
+    &["reconcile", "meter", "runner"],
+    &["scaleset", "github"],
+    &["install", "github"],
+    &["sim", "install"],
+    &["selfupdate", "install"],
+    &["doctor", "daemon", "coordinator"],
+    &["cli", "demo", "tui"],
+];
+
+/// Imports that break the rule today, each named so it is mended rather than copied.
+/// A listed import that no longer exists fails too, so the list only shrinks.
+const KNOWN: &[(&str, &str, &str)] = &[];
+
+fn floor_of(module: &str) -> Option<usize> {
+    FLOORS.iter().position(|f| f.contains(&module))
+}
+
+fn may_import(from: &str, to: &str) -> bool {
+    let (Some(a), Some(b)) = (floor_of(from), floor_of(to)) else {
+        return false;
+    };
+    if b < a {
+        return true;
+    }
+    b == a
+        && ONE_WAY.iter().any(|chain| {
+            let i = chain.iter().position(|m| *m == from);
+            let j = chain.iter().position(|m| *m == to);
+            matches!((i, j), (Some(i), Some(j)) if i < j)
+        })
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The files that only tests compile: `#[cfg(test)] mod x;`, with or without `#[path]`.
+fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for f in files {
+        let lines: Vec<String> = fs::read_to_string(f)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().to_string())
+            .collect();
+        let dir = f.parent().unwrap();
+        for (i, l) in lines.iter().enumerate() {
+            if l != "#[cfg(test)]" {
+                continue;
+            }
+            let mut j = i + 1;
+            let mut path = None;
+            while let Some(attr) = lines.get(j).filter(|l| l.starts_with("#[")) {
+                path = attr
+                    .strip_prefix("#[path = \"")
+                    .and_then(|p| p.strip_suffix("\"]"))
+                    .map(str::to_string);
+                j += 1;
+            }
+            let Some(name) = lines
+                .get(j)
+                .and_then(|l| l.strip_prefix("mod "))
+                .and_then(|l| l.strip_suffix(';'))
+            else {
+                continue;
+            };
+            let own = if f.ends_with("mod.rs") {
+                dir.to_path_buf()
+            } else {
+                dir.join(f.file_stem().unwrap())
+            };
+            match path {
+                Some(p) => {
+                    out.insert(dir.join(p));
+                }
+                None => {
+                    out.insert(own.join(format!("{name}.rs")));
+                    out.insert(own.join(name).join("mod.rs"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The lines of `text` outside `#[cfg(test)]` items and comments.
+fn product_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            let l = lines[i].trim_start();
+            if !l.starts_with("//") {
+                out.push(lines[i]);
+            }
+            i += 1;
+            continue;
+        }
+        // Skip the item: its attributes, then to its `;` or its closing brace.
+        i += 1;
+        while i < lines.len() && lines[i].trim().starts_with("#[") {
+            i += 1;
+        }
+        let mut depth = 0i64;
+        let mut opened = false;
+        while i < lines.len() {
+            let l = lines[i];
+            depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+            opened |= l.contains('{');
+            i += 1;
+            if (!opened && l.trim_end().ends_with(';')) || (opened && depth <= 0) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The top-level module a `crate::` path names (the logging macros are `logging`'s).
+fn targets(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        let names: Vec<&str> = match after.strip_prefix('{') {
+            Some(group) => group.split('}').next().unwrap().split(',').collect(),
+            None => vec![after],
+        };
+        for n in names {
+            let n = n.trim();
+            let end = n
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(n.len());
+            let name = &n[..end];
+            if name.starts_with("log_") {
+                out.push("logging".to_string());
+            } else if !name.is_empty() {
+                out.push(name.to_string());
+            }
+        }
+        rest = after;
+    }
+    out
+}
+
+/// The top-level module a file belongs to (`src/store/rows.rs` → `store`).
+fn module_of(file: &Path) -> String {
+    let rel = file.strip_prefix(src()).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_str()
+        .unwrap();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// Every `(file, from, to)` import of one top-level module by another.
+fn imports() -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let tests = test_files(&files);
+    let mut out = Vec::new();
+    for f in &files {
+        let from = module_of(f);
+        if tests.contains(f) || from == "lib" || from == "main" {
+            continue;
+        }
+        let text = fs::read_to_string(f).unwrap();
+        let rel = f
+            .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+        for line in product_lines(&text) {
+            for to in targets(line) {
+                if to != from {
+                    out.push((rel.display().to_string(), from.clone(), to));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn every_module_has_a_floor() {
+    let lib = fs::read_to_string(src().join("lib.rs")).unwrap();
+    let declared: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';'))
+        .collect();
+    assert!(declared.len() > 20, "lib.rs declares {declared:?}");
+    let missing: Vec<&&str> = declared.iter().filter(|m| floor_of(m).is_none()).collect();
+    assert!(missing.is_empty(), "modules with no floor: {missing:?}");
+    let floored: Vec<&str> = FLOORS.iter().flat_map(|f| f.iter().copied()).collect();
+    let stale: Vec<&&str> = floored.iter().filter(|m| !declared.contains(m)).collect();
+    assert!(
+        stale.is_empty(),
+        "floors name modules lib.rs lacks: {stale:?}"
+    );
+}
+
+#[test]
+fn no_module_imports_one_above_it() {
+    let all = imports();
+    assert!(
+        all.iter().any(|(_, f, t)| f == "daemon" && t == "store"),
+        "the scan found no import of store by daemon: it reads nothing"
+    );
+    let bad: Vec<String> = all
+        .iter()
+        .filter(|(_, from, to)| !may_import(from, to))
+        .filter(|(file, from, to)| !KNOWN.contains(&(file.as_str(), from.as_str(), to.as_str())))
+        .map(|(file, from, to)| format!("{file}: {from} imports {to}"))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "imports against the floors:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn known_exceptions_still_exist() {
+    let all = imports();
+    for (file, from, to) in KNOWN {
+        assert!(
+            all.iter()
+                .any(|(f, a, b)| f == file && a == from && b == to),
+            "{file} no longer has {from} importing {to}: remove it from KNOWN"
+        );
+        assert!(
+            !may_import(from, to),
+            "{from} may import {to}: not an exception"
+        );
+    }
+}
+
+#[test]
+fn the_daemons_pool_imports_nothing_of_what_holds_it() {
+    let text = fs::read_to_string(src().join("daemon/pool.rs")).unwrap();
+    let bad: Vec<&str> = product_lines(&text)
+        .into_iter()
+        .filter(|l| {
+            ["shared", "pool_link"]
+                .iter()
+                .any(|m| l.contains(&format!("{m}::")))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "daemon::pool imports what stands on it: {bad:?}"
+    );
+}
+
+#[test]
+fn the_floors_are_architecture_mds() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let start = doc
+        .find("The floors of `src/`, lowest first:")
+        .expect("the floors' list");
+    let floors: Vec<Vec<String>> = doc[start..]
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(". ").filter(|(n, _)| n.parse::<u32>().is_ok()))
+        .map(|(_, rest)| {
+            let names = rest.split(':').next().unwrap();
+            names
+                .split(',')
+                .map(|n| n.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect();
+    let ours: Vec<Vec<String>> = FLOORS
+        .iter()
+        .map(|f| f.iter().map(|m| m.to_string()).collect())
+        .collect();
+    assert_eq!(
+        floors, ours,
+        "ARCHITECTURE.md's floors and this file's differ"
+    );
+}
+
+#[test]
+fn the_scan_sees_paths_groups_and_macros_and_skips_tests() {
+    assert_eq!(targets("use crate::store::Store;"), ["store"]);
+    assert_eq!(
+        targets("use crate::{log_info, domain::X};"),
+        ["logging", "domain"]
+    );
+    assert_eq!(targets("let f = crate::doctor::free_bytes;"), ["doctor"]);
+    let text = "use crate::a::X;\n// crate::b\n#[cfg(test)]\nmod tests {\n    use crate::c;\n}\n\
+                #[cfg(test)]\nmod more;\nuse crate::d;\n";
+    assert_eq!(product_lines(text), ["use crate::a::X;", "use crate::d;"]);
+    assert!(may_import("daemon", "store") && !may_import("store", "daemon"));
+    assert!(may_import("metrics", "runner") && !may_import("runner", "metrics"));
+    assert!(!may_import("daemon", "doctor") && !may_import("nowhere", "store"));
+}
