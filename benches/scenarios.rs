@@ -3,7 +3,8 @@
 //! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [--far]
 //! [SCENARIO...]` with scenarios `steady`, `burst` (200 jobs), `burst60` (60 jobs, also
 //! on a scale set), `idle`, `history`, `scaleset`, `budget` (rate-limit units per job
-//! draining a queue, with and without SIGKILLs, and a 500-unit budget's dry time). `--far` puts GitHub 120 ms away
+//! draining a queue, with and without SIGKILLs, and a 500-unit budget's dry time; the
+//! same drain with `workflow_job` webhooks, also alone as `budget-hooks`). `--far` puts GitHub 120 ms away
 //! (500 ms more per JIT config, ±20%) and gives the runner install a real release's
 //! file count, for every system alike; it runs steady, burst60, burst and scaleset
 //! unless scenarios are named. Asserts no timing: it fails only when a scenario cannot
@@ -205,9 +206,11 @@ fn main() {
             "history" => history(cfg),
             "scaleset" => scaleset(cfg),
             "budget" => budget(cfg),
+            // Only the webhook rows of `budget`.
+            "budget-hooks" => budget_hooks(cfg),
             other => Err(format!(
                 "unknown scenario {other}; use steady, burst, burst60, idle, history, scaleset \
-                 or budget"
+                 budget or budget-hooks"
             )),
         };
         match res {
@@ -1064,6 +1067,11 @@ fn looking_units(spent: &[&runner_manager::sim::LogEntry]) -> u64 {
 /// credential has that many units an hour. Samples every 100 ms whether the target
 /// has run dry (jobs queued, no runner registered, no units left). A drain the
 /// budget cannot finish ends at `deadline`, its dry time counted to then.
+///
+/// With `hooks` (the share of deliveries lost) the daemon takes `workflow_job`
+/// webhooks from the sim, and the queue is enqueued once its listener answers (as
+/// GitHub's deliveries come while a daemon runs).
+#[allow(clippy::too_many_arguments)]
 fn drain(
     cfg: Cfg,
     n: usize,
@@ -1072,14 +1080,24 @@ fn drain(
     kills: usize,
     rate_limit: Option<u64>,
     deadline: Duration,
+    hooks: Option<f64>,
 ) -> Result<Spend, String> {
     let w = support::world_at(cfg.distance, 1, max, max, 5);
     let limit = rate_limit.unwrap_or(5000);
     w.sim.with_state(|st| st.cfg.rate_limit = limit);
     let log_path = |i: usize| w.state_dir.join(format!("daemon-{i}.log"));
+    let listen = hooks.map(|drop| hooks_on(&w, drop));
     let t0 = now_millis();
-    enqueue_burst(&w, n, job_ms);
+    if listen.is_none() {
+        enqueue_burst(&w, n, job_ms);
+    }
     let mut daemon = w.spawn_daemon(&log_path(0))?;
+    if let Some(addr) = listen {
+        wait_until(Duration::from_secs(30), || {
+            std::net::TcpStream::connect(addr).is_ok()
+        });
+        enqueue_burst(&w, n, job_ms);
+    }
     let start = Instant::now();
     let mut killed = 0;
     let mut dry_ms = 0;
@@ -1121,6 +1139,9 @@ fn drain(
             .or_default() += 1;
     }
     println!("budget: {n} queued, {killed} SIGKILLs: units by endpoint {by_endpoint:?}");
+    if hooks.is_some() {
+        println!("budget: webhooks {:?}", w.sim.webhook_stats());
+    }
     let out = Spend {
         served,
         units: spent.len() as u64,
@@ -1140,6 +1161,70 @@ fn drain(
         support::discard(w);
     }
     Ok(out)
+}
+
+/// Turns the world's webhook listener on (a free loopback port, a secret file) and
+/// points the sim's hook at it, losing `drop` of the deliveries; returns the address.
+fn hooks_on(w: &World, drop: f64) -> std::net::SocketAddr {
+    use std::os::unix::fs::PermissionsExt;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let secret = "bench-webhook-secret";
+    let file = w.state_dir.join("webhook-secret");
+    std::fs::write(&file, secret).expect("write the secret");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let store = SqliteStore::open(&w.state_dir).expect("open the world's store");
+    use runner_manager::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
+    store
+        .kv_put(KV_LISTEN, &addr.to_string())
+        .expect("set webhook_listen");
+    store
+        .kv_put(KV_SECRET_FILE, &file.display().to_string())
+        .expect("set webhook_secret_file");
+    w.sim
+        .set_webhook(Some((&format!("http://{addr}/webhook"), secret)));
+    w.sim.set_webhook_drop(drop);
+    addr
+}
+
+/// The 120-job drain with webhooks: calm, with SIGKILLs, and with a fifth of the
+/// deliveries lost.
+fn budget_hooks(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (n, kills, job_ms) = match cfg.size {
+        Size::Small => (30, 3, 500),
+        _ => (120, 10, 500),
+    };
+    let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
+    let scn = cfg.scenario("budget");
+    let calm = drain(cfg, n, job_ms, 4, 0, None, deadline, Some(0.0))?;
+    let killed = drain(cfg, n, job_ms, 4, kills, None, deadline, Some(0.0))?;
+    let lossy = drain(cfg, n, job_ms, 4, 0, None, deadline, Some(0.2))?;
+    let mut rows = Vec::new();
+    for (who, s) in [
+        (format!("{n} queued, max 4, webhooks"), &calm),
+        (
+            format!("{n} queued, max 4, webhooks, {} SIGKILLs", killed.kills),
+            &killed,
+        ),
+        (format!("{n} queued, max 4, webhooks, 20% lost"), &lossy),
+    ] {
+        println!(
+            "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job), {:.0}% on reads",
+            s.served,
+            s.wall_ms as f64 / 1000.0,
+            s.units,
+            s.per_job(),
+            s.poll_share(),
+        );
+        if s.served < n {
+            return Err(format!("{who}: {} of {n} served", s.served));
+        }
+        rows.push(
+            Row::new(&scn, &format!("units per served job, {who}"), "units").ours(s.per_job()),
+        );
+    }
+    Ok(rows)
 }
 
 /// The same queue drained by the naive poller (every second), for its units per job.
@@ -1184,11 +1269,11 @@ fn budget(cfg: Cfg) -> Result<Vec<Row>, String> {
     };
     let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
     let scn = cfg.scenario("budget");
-    let calm = drain(cfg, n, job_ms, 4, 0, None, deadline)?;
-    let killed = drain(cfg, n, job_ms, 4, kills, None, deadline)?;
+    let calm = drain(cfg, n, job_ms, 4, 0, None, deadline, None)?;
+    let killed = drain(cfg, n, job_ms, 4, kills, None, deadline, None)?;
     let naive = drain_naive(cfg, n, job_ms, 4, deadline);
     let dry_deadline = Duration::from_millis(300_000 + cfg.slack_ms(dry_n as u64));
-    let dry = drain(cfg, dry_n, job_ms, 8, 0, Some(500), dry_deadline)?;
+    let dry = drain(cfg, dry_n, job_ms, 8, 0, Some(500), dry_deadline, None)?;
     for (who, s) in [
         (format!("{n} queued, max 4"), &calm),
         (
@@ -1215,7 +1300,8 @@ fn budget(cfg: Cfg) -> Result<Vec<Row>, String> {
             calm.served, killed.served
         ));
     }
-    Ok(vec![
+    let hooked = budget_hooks(cfg)?;
+    Ok([
         Row::new(
             &scn,
             &format!("units per served job, {n} queued, max 4"),
@@ -1258,5 +1344,8 @@ fn budget(cfg: Cfg) -> Result<Vec<Row>, String> {
             "%",
         )
         .ours(dry.looking_share()),
-    ])
+    ]
+    .into_iter()
+    .chain(hooked)
+    .collect())
 }

@@ -26,4 +26,5 @@ mod daemon {
     mod signals;
     mod systemd;
     mod waiting;
+    mod webhooks;
 }

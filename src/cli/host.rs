@@ -73,15 +73,23 @@ fn host_changes(before: &Host, after: &Host) -> String {
 pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
     let h = store.host_or_create()?;
     let source = store.kv_get(KV_RELEASE_SOURCE)?;
+    let hooks = (
+        store.kv_get(crate::daemon::webhook::KV_LISTEN)?,
+        store.kv_get(crate::daemon::webhook::KV_SECRET_FILE)?,
+    );
     out.emit(
         || {
             let mut fields = host_fields(&h);
             fields.push(("release_source", or_dash(source.as_ref())));
+            fields.push(("webhook_listen", or_dash(hooks.0.as_ref())));
+            fields.push(("webhook_secret_file", or_dash(hooks.1.as_ref())));
             output::block(&fields)
         },
         || {
             let mut v = host_json(&h);
             v["release_source"] = json!(source);
+            v["webhook_listen"] = json!(hooks.0);
+            v["webhook_secret_file"] = json!(hooks.1);
             v
         },
     );
@@ -98,6 +106,52 @@ fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
             &format!("{} is not a directory", d.display()),
         )),
         Some(_) => Ok(Some(value.trim_end_matches('/').to_string())),
+    }
+}
+
+/// `webhook_listen` and `webhook_secret_file`: key-value rows the daemon's webhook
+/// listener reads at start (`daemon::webhook`), not host columns.
+fn webhook_key(key: &str) -> Option<&'static str> {
+    use crate::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
+    [KV_LISTEN, KV_SECRET_FILE].into_iter().find(|k| *k == key)
+}
+
+/// A webhook setting checked as the daemon will read it: an address and port, or a
+/// secret file (absolute, a regular file nobody else can read, not empty); empty unsets.
+fn webhook_setting(key: &str, value: &str) -> Result<Option<String>, CliError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if key == crate::daemon::webhook::KV_LISTEN {
+        crate::daemon::webhook::parse_listen(key, value)
+            .map_err(|e| CliError::usage(key, e.trim_start_matches(&format!("{key}: "))))?;
+    } else {
+        let p = validate::path(key, value)?;
+        crate::daemon::webhook::read_secret(&p).map_err(|e| CliError::usage(key, &e))?;
+    }
+    Ok(Some(value.to_string()))
+}
+
+/// The listener needs both settings: refuses an edit that leaves one set alone.
+fn webhook_pair(store: &dyn Store, edits: &[(&str, Option<String>)]) -> Result<(), CliError> {
+    use crate::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
+    let after = |key: &str| -> Result<bool, CliError> {
+        Ok(match edits.iter().rev().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.is_some(),
+            None => store.kv_get(key)?.is_some(),
+        })
+    };
+    match (after(KV_LISTEN)?, after(KV_SECRET_FILE)?) {
+        (true, false) => Err(CliError::usage(
+            KV_SECRET_FILE,
+            "webhook_listen needs webhook_secret_file=PATH too (the secret that signs \
+             the deliveries); set both, or unset both",
+        )),
+        (false, true) => Err(CliError::usage(
+            KV_LISTEN,
+            "webhook_secret_file needs webhook_listen=ADDR:PORT too; set both, or unset both",
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -122,6 +176,8 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "runtime_root",
     "cache_cap",
     "release_source",
+    "webhook_listen",
+    "webhook_secret_file",
 ];
 
 /// Applies one `host set` key. Coordinator URLs are `ws://` or `wss://` (plain `ws://`
@@ -271,15 +327,21 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let before = store.host_or_create()?;
     let mut h = before.clone();
     let mut source: Option<Option<String>> = None;
+    let mut hooks: Vec<(&str, Option<String>)> = Vec::new();
     for kv in &inv.positionals {
         let (k, v) = validate::key_value(kv)?;
         if k == "release_source" {
             source = Some(release_source(k, v)?);
             continue;
         }
+        if let Some(key) = webhook_key(k) {
+            hooks.push((key, webhook_setting(k, v)?));
+            continue;
+        }
         apply(&mut h, k, v)?;
     }
     h.check()?;
+    webhook_pair(store, &hooks)?;
     if let Some(url) = &h.coordinator
         && !h.coordinator_insecure
         && crate::coordinator::tls::is_plain_off_loopback(url)
@@ -309,6 +371,17 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     }
     store.update_host(&h)?;
     let mut changes = host_changes(&before, &h);
+    for (key, value) in &hooks {
+        match value {
+            None => store.kv_delete(key)?,
+            Some(v) => store.kv_put(key, v)?,
+        }
+        let shown = format!("{key} {}", or_dash(value.as_ref()));
+        changes = match changes.trim_end().split_once(" updated: ") {
+            Some((head, rest)) => format!("{head} updated: {rest}, {shown}\n"),
+            None => format!("host {} updated: {shown}\n", h.name),
+        };
+    }
     if let Some(s) = &source {
         match s {
             None => store.kv_delete(KV_RELEASE_SOURCE)?,
@@ -543,10 +616,18 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     )?;
     let sessions = store.session_statuses()?;
     let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
+    // Only while the listener is set up (or its last run left a word).
+    let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
+    let webhook_line = match (&webhook, crate::daemon::webhook::settings(store)) {
+        (Some(seen), _) => Some(seen.describe(now)),
+        (None, Ok(Some((listen, _)))) => Some(format!("set to {listen}; no daemon listens")),
+        (None, Err(e)) => Some(e),
+        (None, Ok(None)) => None,
+    };
     out.emit(
         || {
             let daemon = daemon_line(hb.as_ref(), alive);
-            let mut s = output::block(&[
+            let mut rows = vec![
                 ("state_dir", dir.display().to_string()),
                 ("host", format!("{} ({})", h.name, h.id)),
                 ("platform", format!("{}/{}", h.os, h.arch)),
@@ -562,7 +643,11 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     crate::daemon::slots::shown_line(&caches, measured, now),
                 ),
                 ("runner", runner.line()),
-            ]);
+            ];
+            if let Some(w) = &webhook_line {
+                rows.push(("webhook", w.clone()));
+            }
+            let mut s = output::block(&rows);
             s.push('\n');
             s.push_str(&targets_table(&targets, &tstat));
             s.push('\n');
@@ -588,6 +673,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                     "measured_at": measured.map(time),
                 },
                 "runner": runner,
+                "webhook": webhook_line,
                 "isolation": {
                     "setting": h.isolation.as_str(),
                     "runner_uids": h.runner_uids.map(|r| r.to_string()),

@@ -315,7 +315,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["host", "set"],
         args: "KEY=VALUE...",
         positionals: (1, None),
-        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids, env.NAME (a variable for every runner unless its profile sets it; empty removes it; shown by host show, so never a secret), runtime_root (where runner roots, caches and kept workspaces live; empty is the state directory), cache_cap (the most the dependency caches hold, least recently used pruned first)",
+        about: "Change this host: capacity, coordinator, coordinator_token_file, coordinator_ca_file, coordinator_insecure, isolation, runner_uids, env.NAME (a variable for every runner unless its profile sets it; empty removes it; shown by host show, so never a secret), runtime_root (where runner roots, caches and kept workspaces live; empty is the state directory), cache_cap (the most the dependency caches hold, least recently used pruned first), webhook_listen and webhook_secret_file (where workflow_job webhooks are taken and the secret that signs them; both or neither)",
         options: &[],
     },
     Command {

@@ -30,6 +30,7 @@ mod starter;
 mod status_writer;
 mod sweep;
 mod target_loop;
+pub mod webhook;
 
 pub use fitness_watch::CHECK_EVERY as FITNESS_EVERY;
 pub use shared::LoopMsg;
@@ -163,6 +164,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     let link = pool_link::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
     let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
+    let _webhook = (!opts.once).then(|| webhook::serve(&store, &shared, &shutdown_rx));
 
     // Orphans left on disk by a crash: roots and processes that no attempt explains,
     // and containers labelled for this host.

@@ -62,6 +62,8 @@ pub struct Shared {
     /// When the runner install is next checked, one check per host at a time
     /// (`runner_update`).
     pub runner_update: super::runner_update::UpdateBook,
+    /// The jobs heard of by webhook, which every target loop's client reads (`webhook`).
+    pub hooks: crate::github::hooks::SharedBook,
 }
 
 impl Shared {
@@ -83,6 +85,7 @@ impl Shared {
             runner_update: super::runner_update::UpdateBook::new(
                 super::runner_update::DEFAULT_EVERY_MS,
             ),
+            hooks: crate::github::hooks::HookBook::shared(),
         }
     }
 

@@ -409,6 +409,46 @@ pub(super) fn check_systemd(opts: &Options) -> CheckLine {
     }
 }
 
+/// The webhook listener's line (`daemon::webhook`): its settings, its secret file (read
+/// as the daemon reads it) and what it last saw; nothing while it is off.
+pub fn check_webhook(
+    store: &dyn crate::store::Store,
+    now: crate::timefmt::Millis,
+) -> Option<crate::doctor::CheckLine> {
+    use crate::daemon::webhook::{Seen, read_secret, settings};
+    let (listen, file) = match settings(store) {
+        Ok(None) => return None,
+        Ok(Some(s)) => s,
+        Err(e) => {
+            return Some(CheckLine::fail(
+                "webhook",
+                e,
+                "set both webhook_listen and webhook_secret_file, or unset both",
+            ));
+        }
+    };
+    if let Err(e) = read_secret(&file) {
+        return Some(CheckLine::fail(
+            "webhook",
+            format!("webhook_secret_file: {e}; no listener starts"),
+            "fix the file (chmod 600, owned by the manager) and restart the daemon",
+        ));
+    }
+    let seen = Seen::read(store);
+    Some(match seen {
+        Some(s) if s.error.is_some() => CheckLine::fail(
+            "webhook",
+            s.describe(now),
+            "see the daemon's log; polling goes on without webhooks",
+        ),
+        Some(s) => CheckLine::ok("webhook", s.describe(now)),
+        None => CheckLine::ok(
+            "webhook",
+            format!("will listen on {listen} once the daemon starts"),
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

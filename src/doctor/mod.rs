@@ -240,6 +240,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
     if let Some(s) = &store {
         remote::check_sessions(s, &profiles, &mut lines);
         remote::check_pacing(s, &targets, &mut lines);
+        lines.extend(host::check_webhook(s, crate::timefmt::now_millis()));
     }
     host::check_runners(opts, &profiles, &newest, &mut lines);
     if let Some(h) = store

@@ -208,6 +208,7 @@ pub struct GitHubClient {
     in_flight: InFlight,
     state: Mutex<State>,
     token: Mutex<Option<InstallationToken>>,
+    pub(crate) hooks: Option<super::hooks::SharedBook>,
 }
 
 impl std::fmt::Debug for GitHubClient {
@@ -268,6 +269,7 @@ impl GitHubClient {
             in_flight: InFlight::default(),
             state: Mutex::new(State::default()),
             token: Mutex::new(None),
+            hooks: None,
         }
     }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod etag;
 pub mod fanout;
 pub mod headers;
+pub mod hooks;
 pub mod inflight;
 pub mod jwt;
 pub mod ops;

@@ -220,6 +220,11 @@ impl GitHubClient {
     /// keeps its earlier view, and after a few such failures nothing more is sent.
     /// Every other failure (a rate limit, a refused credential) fails the whole read,
     /// and so does a failed runs list.
+    ///
+    /// With a webhook book (`with_hooks`), a listed run the book knows is answered from
+    /// it with no GET and counts against no cap, but for one listed `queued` whose jobs
+    /// the book shows none of queued (past its grace): the book missed a delivery, and
+    /// the run is read as any other (`hooks::HookBook::answer`).
     pub fn read_queue<S>(
         &self,
         repos: &[(S, S)],
@@ -236,17 +241,43 @@ impl GitHubClient {
         let all: Vec<(usize, i64)> = runs
             .iter()
             .enumerate()
-            .flat_map(|(i, ids)| ids.iter().map(move |id| (i, *id)))
+            .flat_map(|(i, ids)| ids.iter().map(move |(id, _)| (i, *id)))
             .collect();
+        let queued: std::collections::HashSet<i64> = runs
+            .iter()
+            .flat_map(|ids| ids.iter().filter(|r| r.1).map(|r| r.0))
+            .collect();
+        // Runs the webhooks told of are answered from their book, with no GET.
+        let mut from_book: Vec<(i64, Vec<QueuedJob>)> = Vec::new();
+        let mut to_read: Vec<RunAt> = all.clone();
+        if let Some(book) = &self.hooks {
+            let now = crate::timefmt::now_millis();
+            let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+            to_read.retain(|(i, run)| {
+                let (owner, repo) = &repos[*i];
+                let full = format!("{}/{}", owner.as_ref(), repo.as_ref());
+                match book.answer(&full, *run, queued.contains(run), now) {
+                    super::hooks::Answer::Jobs(jobs) => {
+                        from_book.push((*run, jobs));
+                        false
+                    }
+                    super::hooks::Answer::Read => true,
+                }
+            });
+            book.spared += from_book.len() as u64;
+        }
+        for (run, jobs) in &from_book {
+            each_run(*run, jobs);
+        }
         let cached = |(i, run): &(usize, i64)| {
             let (owner, repo) = &repos[*i];
             self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
         };
-        let (known, fresh): (Vec<RunAt>, Vec<RunAt>) = all.iter().copied().partition(cached);
+        let (known, fresh): (Vec<RunAt>, Vec<RunAt>) = to_read.iter().copied().partition(cached);
         let plan = plan_reads(&known, &fresh, caps);
         let failures = std::sync::atomic::AtomicU32::new(0);
         let failure: std::sync::Mutex<Option<GhError>> = Default::default();
-        let got: std::sync::Mutex<Vec<(i64, Vec<QueuedJob>)>> = Default::default();
+        let got: std::sync::Mutex<Vec<(i64, Vec<QueuedJob>)>> = std::sync::Mutex::new(from_book);
         let outcome = fan_out(width, &plan.reads, |(i, run)| {
             let (owner, repo) = &repos[*i];
             let jobs = match self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run) {
@@ -307,16 +338,17 @@ impl GitHubClient {
     /// two reads is still in the second. Read at once, the in-progress list could be
     /// answered before the move and the queued list after it, and the run would be
     /// missed for a whole poll interval.
-    fn active_run_ids(&self, owner: &str, repo: &str) -> Result<Vec<i64>, GhError> {
-        let mut run_ids: Vec<i64> = Vec::new();
+    /// Each run comes with whether the `queued` list named it.
+    fn active_run_ids(&self, owner: &str, repo: &str) -> Result<Vec<(i64, bool)>, GhError> {
+        let mut run_ids: Vec<(i64, bool)> = Vec::new();
         for status in ["queued", "in_progress"] {
             let path =
                 format!("/repos/{owner}/{repo}/actions/runs?status={status}&per_page={PER_PAGE}");
             for id in self.get_pages(&path, |r: types::WorkflowRuns| {
                 r.workflow_runs.into_iter().map(|r| r.id).collect()
             })? {
-                if !run_ids.contains(&id) {
-                    run_ids.push(id);
+                if !run_ids.iter().any(|r| r.0 == id) {
+                    run_ids.push((id, status == "queued"));
                 }
             }
         }

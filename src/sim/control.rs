@@ -144,6 +144,7 @@ fn control(st: &mut State, req: &Request, now: Millis) -> Reply {
         })),
         ("GET", "/jobs") => ok(serde_json::json!(st.jobs.values().collect::<Vec<_>>())),
         ("POST", "/runner-release") => publish_release(st, req),
+        ("POST", "/webhook") | ("GET", "/webhook") => super::webhooks::control(st, req),
         ("GET", "/runners") => ok(serde_json::json!(st.runners.values().collect::<Vec<_>>())),
         ("GET", "/log") => ok(serde_json::json!(st.log)),
         ("GET", "/units") => ok(serde_json::json!(st.units_used())),

@@ -73,7 +73,13 @@ impl SimGitHub {
         let server = Server::start(listen, sim.clone(), stopper)?;
         let url = format!("http://{}", server.addr());
         sim.lock().base_url = url.clone();
-        Ok(SimHandle { sim, server, url })
+        let hooks = Some(super::webhooks::start_sender(sim.clone())?);
+        Ok(SimHandle {
+            sim,
+            server,
+            url,
+            hooks,
+        })
     }
 }
 
@@ -82,6 +88,8 @@ pub struct SimHandle {
     sim: Arc<Sim>,
     server: Server,
     url: String,
+    /// The webhook sender's thread (`webhooks.rs`).
+    hooks: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SimHandle {
@@ -94,6 +102,9 @@ impl SimHandle {
         self.sim.stopper.stop();
         self.sim.changed.notify_all();
         self.server.shutdown();
+        if let Some(t) = self.hooks.take() {
+            let _ = t.join();
+        }
     }
 
     /// Direct access for what the methods below do not cover.

@@ -23,6 +23,7 @@ pub mod scaleset_handle;
 pub mod scaleset_state;
 pub mod serve;
 pub mod state;
+pub mod webhooks;
 
 pub use faults::{FaultAction, FaultRule, RunnerFault, RunnerFaultRule, Trigger};
 pub use handle::{SimGitHub, SimHandle};

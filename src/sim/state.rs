@@ -259,6 +259,8 @@ pub struct State {
     /// given a job: at rest, the difference is the runners that ran no job.
     pub runners_connected: u64,
     pub runners_given_a_job: u64,
+    /// The `workflow_job` webhook, its outbox and figures (`webhooks.rs`).
+    pub webhooks: super::webhooks::Webhooks,
     /// The names of runners that connected and have not been given a job (yet), so a
     /// benchmark can say which runner ran none.
     pub connected_without_job: std::collections::BTreeSet<String>,
@@ -305,6 +307,7 @@ impl State {
             self_updates: Vec::new(),
             runners_connected: 0,
             runners_given_a_job: 0,
+            webhooks: Default::default(),
             connected_without_job: Default::default(),
         }
     }
@@ -434,6 +437,9 @@ impl State {
         }
         if status == JobStatus::Queued {
             self.scaleset_jobs_queued(&ids);
+            self.hook_jobs(&ids, "queued");
+        } else {
+            self.hook_jobs(&ids, "waiting");
         }
         (run_id, ids)
     }
@@ -442,12 +448,15 @@ impl State {
     /// returns how many. A job a scale set was already offered keeps its offer.
     pub fn hold_run(&mut self, run_id: u64) -> usize {
         let mut n = 0;
+        let mut held = Vec::new();
         for j in self.jobs.values_mut().filter(|j| j.run_id == run_id) {
             if j.status == JobStatus::Queued {
                 j.status = JobStatus::Waiting;
+                held.push(j.id);
                 n += 1;
             }
         }
+        self.hook_jobs(&held, "waiting");
         n
     }
 
@@ -468,6 +477,7 @@ impl State {
             .filter(|id| !self.scalesets.jobs.contains_key(id))
             .collect();
         self.scaleset_jobs_queued(&fresh);
+        self.hook_jobs(&ids, "queued");
         ids
     }
 
@@ -551,6 +561,8 @@ impl State {
             job.status = JobStatus::Completed;
             job.conclusion = Some("failure".into());
             job.completed_at = Some(now);
+            let id = job.id;
+            self.hook_jobs(&[id], "completed");
         }
         Some(r)
     }
@@ -624,6 +636,7 @@ impl State {
         self.runners_given_a_job += 1;
         self.connected_without_job.remove(&r.name);
         self.scaleset_job_started(job_id);
+        self.hook_jobs(&[job_id], "in_progress");
         Ok(Some(job))
     }
 
@@ -664,6 +677,7 @@ impl State {
                 .into(),
             );
             self.scaleset_job_completed(job_id, result);
+            self.hook_jobs(&[job_id], "completed");
         }
         if ephemeral {
             self.runners.remove(&id);

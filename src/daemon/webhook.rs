@@ -1,0 +1,349 @@
+//! The `workflow_job` webhook listener (`host set webhook_listen=ADDR:PORT` and
+//! `webhook_secret_file=PATH`, both off by default): it serves `POST` on any path
+//! (`/webhook` is the one documented) on the crate's HTTP server, checks
+//! `X-Hub-Signature-256` against the secret, and records each `workflow_job` delivery
+//! in the book the target loops' clients answer runs from (`github::hooks`). A bad or
+//! missing signature is 401 and changes nothing; other events are 202 and ignored.
+//! The listener is a hint only: polling stays as the backstop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Receiver;
+use serde::{Deserialize, Serialize};
+
+use super::shared::Shared;
+use crate::github::hooks::{self, MAX_DELIVERY_BYTES, Refused, SharedBook};
+use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
+use crate::metrics::{Kind, Metrics};
+use crate::secret::Secret;
+use crate::store::{SqliteStore, Store};
+use crate::timefmt::{Millis, now_millis};
+use crate::{log_info, log_warn};
+
+/// The store's key-value rows: the settings, as `host set` wrote them.
+pub const KV_LISTEN: &str = "webhook_listen";
+pub const KV_SECRET_FILE: &str = "webhook_secret_file";
+/// What the listener saw (`Seen`), for `status` and `doctor`.
+pub const KV_SEEN: &str = "webhook:seen";
+/// The book's snapshot (`HookBook::snapshot`), which a restarted daemon starts from.
+pub const KV_BOOK: &str = "webhook:book";
+
+const DELIVERIES: &str = "runner_manager_webhook_deliveries_total";
+const SPARED: &str = "runner_manager_webhook_jobs_lists_spared_total";
+
+/// How often at most the listener writes what it saw to the store.
+const SEEN_EVERY_MS: Millis = 5_000;
+/// How often the book's snapshot is written while it changes.
+const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// What the listener last wrote of itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub listen: String,
+    pub since: Millis,
+    pub last_delivery: Option<Millis>,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub spared: u64,
+    /// Set when the listener could not start (the reason).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl Seen {
+    pub fn read(store: &dyn Store) -> Option<Seen> {
+        store
+            .kv_get(KV_SEEN)
+            .ok()
+            .flatten()
+            .and_then(|v| serde_json::from_str(&v).ok())
+    }
+
+    /// One line for people: where it listens and the last delivery.
+    pub fn describe(&self, now: Millis) -> String {
+        if let Some(e) = &self.error {
+            return format!("not listening: {e}");
+        }
+        let last = match self.last_delivery {
+            Some(t) => format!("last delivery {} ago", crate::timefmt::age(now - t)),
+            None => "no delivery yet".into(),
+        };
+        format!(
+            "listening on {} ({last}; {} accepted, {} rejected, {} jobs lists spared)",
+            self.listen, self.accepted, self.rejected, self.spared
+        )
+    }
+}
+
+/// `webhook_listen=`: an address and port (`0.0.0.0:8090`, `[::1]:8090`).
+pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
+    value
+        .parse::<SocketAddr>()
+        .map_err(|_| format!("{key}: expected ADDR:PORT such as 127.0.0.1:8090 (got {value:?})"))
+}
+
+/// The settings as the store holds them: `None` while the listener is off (neither
+/// set), an error when only one of the two is set or one does not read.
+pub fn settings(store: &dyn Store) -> Result<Option<(SocketAddr, PathBuf)>, String> {
+    let listen = store.kv_get(KV_LISTEN).map_err(|e| e.to_string())?;
+    let file = store.kv_get(KV_SECRET_FILE).map_err(|e| e.to_string())?;
+    match (listen, file) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err("webhook_listen is set but webhook_secret_file is not".into()),
+        (None, Some(_)) => Err("webhook_secret_file is set but webhook_listen is not".into()),
+        (Some(l), Some(f)) => Ok(Some((parse_listen(KV_LISTEN, &l)?, PathBuf::from(f)))),
+    }
+}
+
+/// The secret as the listener reads it: a regular file nobody else can read.
+pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
+    let s = crate::secret::read_secret_file(path).map_err(|e| e.to_string())?;
+    let trimmed = s.expose().trim();
+    if trimmed.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(Secret::new(trimmed))
+}
+
+struct HookHandler {
+    secret: Secret,
+    book: SharedBook,
+    metrics: Arc<Metrics>,
+    rejected: AtomicU64,
+    seen_at: AtomicI64,
+    seen: Mutex<(Seen, Option<SqliteStore>)>,
+    /// The book's version last written.
+    saved: AtomicU64,
+}
+
+impl HookHandler {
+    /// Writes the book's snapshot when it changed since the last one.
+    fn save_book(&self) {
+        let (version, text) = {
+            let b = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            if b.version == self.saved.load(Ordering::Relaxed) {
+                return;
+            }
+            (b.version, b.snapshot())
+        };
+        let g = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = &g.1 {
+            match store.kv_put(KV_BOOK, &text) {
+                Ok(()) => self.saved.store(version, Ordering::Relaxed),
+                Err(e) => log_warn!("webhook_book_not_written", error = e),
+            }
+        }
+    }
+
+    fn publish(&self, now: Millis, force: bool) {
+        let (accepted, last, spared) = {
+            let b = self.book.lock().unwrap_or_else(|e| e.into_inner());
+            (b.accepted, b.last_delivery, b.spared)
+        };
+        self.metrics.gauge_set(SPARED, &[], spared as f64);
+        if !force && now - self.seen_at.load(Ordering::Relaxed) < SEEN_EVERY_MS {
+            return;
+        }
+        self.seen_at.store(now, Ordering::Relaxed);
+        let mut g = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let (seen, store) = &mut *g;
+        seen.accepted = accepted;
+        seen.last_delivery = last;
+        seen.spared = spared;
+        seen.rejected = self.rejected.load(Ordering::Relaxed);
+        if let Some(store) = store {
+            let text = serde_json::to_string(seen).unwrap_or_default();
+            if let Err(e) = store.kv_put(KV_SEEN, &text) {
+                log_warn!("webhook_seen_not_written", error = e);
+            }
+        }
+    }
+}
+
+impl Handler for HookHandler {
+    fn handle(&self, req: Request) -> Reply {
+        let reply = |status: u16, text: &str| {
+            Reply::Send(
+                Response::new(status)
+                    .with_header("content-type", "text/plain; charset=utf-8")
+                    .with_body(format!("{text}\n").into_bytes()),
+            )
+        };
+        if req.method != "POST" {
+            return reply(405, "POST workflow_job deliveries here");
+        }
+        if req.body.len() > MAX_DELIVERY_BYTES {
+            return reply(413, "too large for a workflow_job delivery");
+        }
+        let now = now_millis();
+        let signature = req.header("x-hub-signature-256");
+        if !hooks::verify_signature(self.secret.expose().as_bytes(), &req.body, signature) {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
+            self.metrics
+                .counter_add(DELIVERIES, &[("result", "rejected")], 1.0);
+            self.publish(now, false);
+            return reply(401, "bad or missing X-Hub-Signature-256");
+        }
+        let (status, word, text) = match hooks::parse(req.header("x-github-event"), &req.body, now)
+        {
+            Ok(Some(job)) => {
+                let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
+                b.record(job, now);
+                (200, "accepted", "recorded")
+            }
+            Ok(None) => (202, "ignored", "not a workflow_job delivery; ignored"),
+            Err(Refused::Malformed(_)) | Err(Refused::Signature) => {
+                (400, "malformed", "not a workflow_job payload")
+            }
+        };
+        self.metrics
+            .counter_add(DELIVERIES, &[("result", word)], 1.0);
+        self.publish(now, false);
+        reply(status, text)
+    }
+}
+
+/// Starts the listener when both settings are set and the secret reads; stopped when
+/// every sender of `shutdown` is gone. A setting or secret that does not read is
+/// logged and recorded for `doctor`, and no listener starts: polling goes on.
+pub fn serve(
+    store: &dyn Store,
+    shared: &Arc<Shared>,
+    shutdown: &Receiver<()>,
+) -> Option<JoinHandle<()>> {
+    let metrics = shared.metrics.clone();
+    metrics.register(
+        DELIVERIES,
+        Kind::Counter,
+        "workflow_job webhook deliveries, by result (accepted, rejected, ignored, malformed)",
+        &[],
+    );
+    metrics.register(
+        SPARED,
+        Kind::Counter,
+        "Runs' jobs-list GETs answered from webhooks instead",
+        &[],
+    );
+    let now = now_millis();
+    let failed = |listen: String, e: String| {
+        log_warn!("webhook_not_listening", error = e);
+        let seen = Seen {
+            listen,
+            since: now,
+            error: Some(e),
+            ..Seen::default()
+        };
+        let _ = store.kv_put(KV_SEEN, &serde_json::to_string(&seen).unwrap_or_default());
+        None
+    };
+    let (listen, file) = match settings(store) {
+        Ok(None) => {
+            let _ = store.kv_delete(KV_SEEN);
+            let _ = store.kv_delete(KV_BOOK);
+            return None;
+        }
+        Ok(Some(s)) => s,
+        Err(e) => return failed(String::new(), e),
+    };
+    let secret = match read_secret(&file) {
+        Ok(s) => s,
+        Err(e) => return failed(listen.to_string(), format!("webhook_secret_file: {e}")),
+    };
+    // What the last daemon heard: runs announced before a restart are not read again.
+    if let Ok(Some(text)) = store.kv_get(KV_BOOK) {
+        let mut b = shared.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        b.restore(&text, now);
+        log_info!("webhook_book_restored", runs = b.runs());
+    }
+    let handler = Arc::new(HookHandler {
+        secret,
+        book: shared.hooks.clone(),
+        metrics,
+        rejected: AtomicU64::new(0),
+        saved: AtomicU64::new(0),
+        seen_at: AtomicI64::new(0),
+        seen: Mutex::new((Seen::default(), SqliteStore::open(&shared.state_dir).ok())),
+    });
+    let mut server = match Server::start(listen, handler.clone(), Arc::new(Stopper::default())) {
+        Ok(s) => s,
+        Err(e) => {
+            return failed(
+                listen.to_string(),
+                format!("cannot listen on {listen}: {e}"),
+            );
+        }
+    };
+    let addr = server.addr();
+    {
+        let mut g = handler.seen.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.listen = addr.to_string();
+        g.0.since = now;
+    }
+    handler.publish(now, true);
+    log_info!("webhook_listening", addr = addr);
+    let shutdown = shutdown.clone();
+    std::thread::Builder::new()
+        .name("webhook".into())
+        .spawn(move || {
+            // Every second the book's snapshot is written if it changed, and every few
+            // what the book spared reaches the metrics and the store even while no
+            // delivery comes; a message or every sender gone stops it.
+            while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                shutdown.recv_timeout(BOOK_EVERY)
+            {
+                handler.save_book();
+                handler.publish(now_millis(), false);
+            }
+            server.shutdown();
+            handler.save_book();
+            handler.publish(now_millis(), true);
+        })
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_both_or_neither() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        assert_eq!(settings(&s), Ok(None));
+        s.kv_put(KV_LISTEN, "127.0.0.1:8090").unwrap();
+        assert!(settings(&s).unwrap_err().contains("webhook_secret_file"));
+        s.kv_put(KV_SECRET_FILE, "/etc/x").unwrap();
+        assert_eq!(
+            settings(&s),
+            Ok(Some(("127.0.0.1:8090".parse().unwrap(), "/etc/x".into())))
+        );
+        assert!(parse_listen("webhook_listen", "8090").is_err());
+        assert!(parse_listen("webhook_listen", "[::]:8090").is_ok());
+    }
+
+    #[test]
+    fn seen_says_where_and_when() {
+        let s = Seen {
+            listen: "0.0.0.0:8090".into(),
+            since: 0,
+            last_delivery: Some(1_000),
+            accepted: 3,
+            rejected: 1,
+            spared: 2,
+            error: None,
+        };
+        let line = s.describe(61_000);
+        assert!(
+            line.contains("0.0.0.0:8090") && line.contains("1m"),
+            "{line}"
+        );
+        let e = Seen {
+            error: Some("cannot listen".into()),
+            ..s
+        };
+        assert!(e.describe(0).starts_with("not listening"));
+    }
+}

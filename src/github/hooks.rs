@@ -1,0 +1,547 @@
+//! `workflow_job` webhooks as hints: a bounded book of the jobs heard of by webhook,
+//! per repository and run, which `read_queue` answers runs from instead of reading
+//! their jobs lists (GitHub shows a job's labels nowhere else over REST, so each run
+//! read is a unit). No I/O here: parsing, signature checks and the book's decisions.
+//!
+//! The book is a hint, never the truth: a run the run lists name as `queued` while the
+//! book shows none of its jobs queued (past a grace for deliveries on their way) is read
+//! by REST again, so a lost delivery delays a job by a poll and never loses it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::QueuedJob;
+use crate::timefmt::{Millis, parse_rfc3339};
+
+/// How long a run the book shows with no queued job may be listed `queued` before it
+/// is read by REST: deliveries of its newest events may still be on their way.
+pub const GRACE_MS: Millis = 10_000;
+/// A run not heard of for this long is read by REST while listed (its answer may be
+/// stale: a lost `in_progress` delivery hides the jobs queued behind it)...
+pub const STALE_MS: Millis = 300_000;
+/// ...or for this long, while deliveries were seen lost within [`LOSSY_FOR_MS`].
+pub const STALE_LOSSY_MS: Millis = 30_000;
+pub const LOSSY_FOR_MS: Millis = 600_000;
+/// A run not heard of for this long is forgotten (read by REST again if still listed).
+pub const FORGET_AFTER_MS: Millis = 3_600_000;
+/// The most runs the book keeps; past it, the runs heard of longest ago go first.
+pub const MAX_RUNS: usize = 20_000;
+/// The most jobs the book keeps per run (a matrix has at most 256).
+pub const MAX_JOBS_PER_RUN: usize = 256;
+/// The largest delivery the listener reads (GitHub's are about 10 KiB).
+pub const MAX_DELIVERY_BYTES: usize = 256 * 1024;
+
+/// The book as the listener and the target loops' clients share it.
+pub type SharedBook = Arc<Mutex<HookBook>>;
+
+/// One job as a `workflow_job` delivery describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookJob {
+    pub id: i64,
+    pub run_id: i64,
+    /// `owner/repo` as the payload's `repository.full_name` spells it.
+    pub repo: String,
+    pub name: String,
+    pub labels: Vec<String>,
+    /// `queued`, `waiting`, `in_progress`, `completed` (the job's own `status`).
+    pub status: String,
+    pub created_at: Millis,
+}
+
+impl HookJob {
+    fn rank(&self) -> u8 {
+        status_rank(&self.status)
+    }
+}
+
+/// A job only moves forward; a delivery that arrives late never moves it back.
+fn status_rank(status: &str) -> u8 {
+    match status {
+        "waiting" | "requested" | "pending" => 0,
+        "queued" => 1,
+        "in_progress" => 2,
+        _ => 3,
+    }
+}
+
+#[derive(Deserialize)]
+struct Payload {
+    action: String,
+    workflow_job: PayloadJob,
+    repository: PayloadRepo,
+}
+
+#[derive(Deserialize)]
+struct PayloadJob {
+    id: i64,
+    run_id: i64,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default)]
+    started_at: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PayloadRepo {
+    full_name: String,
+}
+
+/// Why a delivery was not taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// No `X-Hub-Signature-256`, or one that does not match the body.
+    Signature,
+    /// Signed, but not a `workflow_job` payload we can read.
+    Malformed(String),
+}
+
+/// Parses a delivery: `Ok(None)` for an event other than `workflow_job` (or an action
+/// the book has no use for), `Ok(Some(job))` for a job's new state. `now` stands in for
+/// a `created_at` the payload lacks.
+pub fn parse(event: Option<&str>, body: &[u8], now: Millis) -> Result<Option<HookJob>, Refused> {
+    if event != Some("workflow_job") {
+        return Ok(None);
+    }
+    let p: Payload =
+        serde_json::from_slice(body).map_err(|e| Refused::Malformed(format!("{e}")))?;
+    if !matches!(
+        p.action.as_str(),
+        "queued" | "waiting" | "in_progress" | "completed"
+    ) {
+        return Ok(None);
+    }
+    let w = p.workflow_job;
+    let created_at = w
+        .created_at
+        .as_deref()
+        .or(w.started_at.as_deref())
+        .and_then(parse_rfc3339)
+        .unwrap_or(now);
+    Ok(Some(HookJob {
+        id: w.id,
+        run_id: w.run_id,
+        repo: p.repository.full_name,
+        name: w.name,
+        labels: w.labels,
+        // The job's own status: GitHub sends action `queued` for a job still `waiting`.
+        status: w.status.unwrap_or(p.action),
+        created_at,
+    }))
+}
+
+/// Whether `header` (`X-Hub-Signature-256`: `sha256=` and the hex HMAC-SHA256 of the
+/// raw body under the webhook's secret) signs `body`. Compared in constant time.
+pub fn verify_signature(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
+    let Some(hex) = header.and_then(|h| h.trim().strip_prefix("sha256=")) else {
+        return false;
+    };
+    let Some(tag) = decode_hex(hex) else {
+        return false;
+    };
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    ring::hmac::verify(&key, body, &tag).is_ok()
+}
+
+/// `sha256=<hex>`: the header a sender puts on `body` (the simulated GitHub's, tests').
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret);
+    let tag = ring::hmac::sign(&key, body);
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[derive(Serialize, Deserialize)]
+struct RunEntry {
+    jobs: BTreeMap<i64, HookJob>,
+    heard_at: Millis,
+    /// More jobs than [`MAX_JOBS_PER_RUN`]: left to REST.
+    overflow: bool,
+}
+
+/// What the book says of a listed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The run's queued jobs, from webhooks: no read needed.
+    Jobs(Vec<QueuedJob>),
+    /// Read its jobs list: the book never heard of it, or it contradicts the run list.
+    Read,
+}
+
+/// The jobs heard of by webhook, per repository and run (see the module's doc).
+#[derive(Default)]
+pub struct HookBook {
+    runs: HashMap<(String, i64), RunEntry>,
+    /// Deliveries taken, and the last one's time.
+    pub accepted: u64,
+    pub last_delivery: Option<Millis>,
+    /// Jobs-list GETs the book spared (runs answered from it).
+    pub spared: u64,
+    /// When a delivery was last seen lost: a job heard of first past `queued`, one that
+    /// skipped `in_progress`, or a run the run lists contradicted.
+    pub loss_seen: Option<Millis>,
+    /// Bumped by every record: a snapshot is due when it moved.
+    pub version: u64,
+}
+
+/// The most runs a snapshot keeps (the ones heard of last).
+pub const SNAPSHOT_RUNS: usize = 2_000;
+
+fn key(repo: &str, run: i64) -> (String, i64) {
+    (repo.to_ascii_lowercase(), run)
+}
+
+impl HookBook {
+    pub fn shared() -> SharedBook {
+        Arc::new(Mutex::new(HookBook::default()))
+    }
+
+    /// Takes a job's new state (a status never goes back), and forgets what is old.
+    pub fn record(&mut self, job: HookJob, now: Millis) {
+        self.accepted += 1;
+        self.version += 1;
+        self.last_delivery = Some(now);
+        let entry = self
+            .runs
+            .entry(key(&job.repo, job.run_id))
+            .or_insert_with(|| RunEntry {
+                jobs: BTreeMap::new(),
+                heard_at: now,
+                overflow: false,
+            });
+        entry.heard_at = entry.heard_at.max(now);
+        let room = entry.jobs.len() < MAX_JOBS_PER_RUN;
+        let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
+        let rank = job.rank();
+        if rank > before + 1 || (rank == 2 && !entry.jobs.contains_key(&job.id)) {
+            self.loss_seen = Some(now);
+        }
+        match entry.jobs.get_mut(&job.id) {
+            Some(known) if known.rank() > rank => {}
+            Some(known) => *known = job,
+            None if room => {
+                entry.jobs.insert(job.id, job);
+            }
+            // A run past the cap is left to REST: it is not answered from the book.
+            None => entry.overflow = true,
+        }
+        if self.runs.len() > MAX_RUNS {
+            self.prune(now);
+        }
+    }
+
+    /// What to do about run `run` of `repo`, which the run lists named (`queued`: in
+    /// the `status=queued` list, so GitHub says it holds a queued job).
+    pub fn answer(&mut self, repo: &str, run: i64, queued: bool, now: Millis) -> Answer {
+        let lossy = self.loss_seen.is_some_and(|t| now - t < LOSSY_FOR_MS);
+        let Some(entry) = self.runs.get(&key(repo, run)) else {
+            return Answer::Read;
+        };
+        if entry.overflow || now - entry.heard_at >= FORGET_AFTER_MS {
+            return Answer::Read;
+        }
+        let jobs: Vec<QueuedJob> = entry
+            .jobs
+            .values()
+            .filter(|j| j.status == "queued")
+            .map(|j| QueuedJob {
+                id: j.id,
+                run_id: j.run_id,
+                repo: repo.to_string(),
+                name: j.name.clone(),
+                labels: j.labels.clone(),
+                created_at: j.created_at,
+            })
+            .collect();
+        let age = now - entry.heard_at;
+        // GitHub lists a run `queued` while it holds a queued job, and `in_progress`
+        // only once none is: where the book disagrees it missed a delivery, unless the
+        // deliveries that explain it are still on their way.
+        if age >= GRACE_MS && jobs.is_empty() == queued {
+            self.loss_seen = Some(now);
+            return Answer::Read;
+        }
+        // A run that waits long unheard may hide a job whose delivery was lost behind
+        // one the book still shows queued: read it (a 304 while it does not change);
+        // sooner while deliveries are being lost.
+        if age >= if lossy { STALE_LOSSY_MS } else { STALE_MS } {
+            return Answer::Read;
+        }
+        Answer::Jobs(jobs)
+    }
+
+    /// Forgets runs not heard of for [`FORGET_AFTER_MS`], then, past [`MAX_RUNS`], the
+    /// runs heard of longest ago.
+    pub fn prune(&mut self, now: Millis) {
+        self.runs.retain(|_, e| now - e.heard_at < FORGET_AFTER_MS);
+        if self.runs.len() > MAX_RUNS {
+            // Down to nine tenths, so a full book does not sort itself at every record.
+            let keep = MAX_RUNS * 9 / 10;
+            let mut ages: Vec<Millis> = self.runs.values().map(|e| e.heard_at).collect();
+            ages.sort_unstable();
+            let cut = ages[self.runs.len() - keep];
+            self.runs.retain(|_, e| e.heard_at >= cut);
+        }
+    }
+
+    /// Runs the book holds.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// The runs heard of last (at most [`SNAPSHOT_RUNS`]) as text, for a restarted
+    /// daemon to start from (`restore`).
+    pub fn snapshot(&self) -> String {
+        let mut runs: Vec<&RunEntry> = self.runs.values().filter(|e| !e.overflow).collect();
+        runs.sort_unstable_by_key(|e| std::cmp::Reverse(e.heard_at));
+        runs.truncate(SNAPSHOT_RUNS);
+        serde_json::to_string(&runs).unwrap_or_default()
+    }
+
+    /// Takes a snapshot back. Deliveries sent while no daemon listened are lost, so
+    /// the book counts as lossy from `now` (quiet runs are read sooner; see `answer`).
+    pub fn restore(&mut self, text: &str, now: Millis) {
+        let Ok(runs) = serde_json::from_str::<Vec<RunEntry>>(text) else {
+            return;
+        };
+        for e in runs {
+            if let Some(run) = e.jobs.values().next().map(|j| key(&j.repo, j.run_id)) {
+                self.runs.entry(run).or_insert(e);
+            }
+        }
+        self.loss_seen = Some(now);
+        self.prune(now);
+    }
+}
+
+impl super::GitHubClient {
+    /// Answers `read_queue`'s runs from `book` where it can (see the module's doc).
+    pub fn with_hooks(mut self, book: SharedBook) -> super::GitHubClient {
+        self.hooks = Some(book);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLES: &str =
+        include_str!("../../tests/fixtures/github/workflow_job.webhook-examples.json");
+
+    fn examples() -> Vec<Vec<u8>> {
+        let v: Vec<serde_json::Value> = serde_json::from_str(EXAMPLES).unwrap();
+        v.iter().map(|e| serde_json::to_vec(e).unwrap()).collect()
+    }
+
+    fn job(id: i64, run: i64, status: &str) -> HookJob {
+        HookJob {
+            id,
+            run_id: run,
+            repo: "o/r".into(),
+            name: format!("j{id}"),
+            labels: vec!["self-hosted".into()],
+            status: status.into(),
+            created_at: 1,
+        }
+    }
+
+    #[test]
+    fn every_real_example_parses_with_its_job_status_and_labels() {
+        let parsed: Vec<HookJob> = examples()
+            .iter()
+            .map(|b| parse(Some("workflow_job"), b, 7).unwrap().unwrap())
+            .collect();
+        assert_eq!(parsed.len(), 8);
+        let queued = &parsed[5];
+        assert_eq!(queued.status, "queued");
+        assert_eq!((queued.id, queued.run_id), (289782451, 2202229078));
+        assert_eq!(queued.repo, "Codertocat/Hello-World");
+        assert_eq!(queued.labels, vec!["ubuntu-latest".to_string()]);
+        assert_eq!(
+            queued.created_at,
+            parse_rfc3339("2021-09-13T02:21:13Z").unwrap()
+        );
+        // Action `queued` for a job still waiting on its environment: it is waiting.
+        assert_eq!(parsed[6].status, "waiting");
+        assert_eq!(parsed[6].labels, vec!["self-hosted", "k8s"]);
+        // No created_at in this one: its started_at stands in.
+        assert_eq!(
+            parsed[0].created_at,
+            parse_rfc3339("2021-06-15T19:22:27Z").unwrap()
+        );
+        assert_eq!(parsed[1].status, "completed");
+    }
+
+    #[test]
+    fn other_events_are_ignored_and_garbage_is_malformed() {
+        let body = &examples()[5];
+        assert_eq!(parse(Some("ping"), body, 0), Ok(None));
+        assert_eq!(parse(None, body, 0), Ok(None));
+        assert!(matches!(
+            parse(Some("workflow_job"), b"{\"action\":", 0),
+            Err(Refused::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn a_signature_matches_only_its_body_and_secret() {
+        let body = &examples()[5];
+        let good = sign(b"s3cret", body);
+        assert!(verify_signature(b"s3cret", body, Some(&good)));
+        assert!(!verify_signature(b"other", body, Some(&good)));
+        let mut tampered = body.clone();
+        tampered[10] ^= 1;
+        assert!(!verify_signature(b"s3cret", &tampered, Some(&good)));
+        assert!(!verify_signature(b"s3cret", body, None));
+        assert!(!verify_signature(b"s3cret", body, Some("sha256=zz")));
+        assert!(!verify_signature(
+            b"s3cret",
+            body,
+            Some(&good.replace("sha256=", "sha1="))
+        ));
+        // GitHub's documented test vector.
+        assert_eq!(
+            sign(b"It's a Secret to Everybody", b"Hello, World!"),
+            "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+        );
+    }
+
+    #[test]
+    fn a_run_heard_of_is_answered_with_its_queued_jobs() {
+        let mut b = HookBook::default();
+        assert_eq!(b.answer("o/r", 9, true, 0), Answer::Read, "never heard of");
+        b.record(job(1, 9, "queued"), 100);
+        b.record(job(2, 9, "in_progress"), 100);
+        match b.answer("O/R", 9, true, 200) {
+            Answer::Jobs(jobs) => {
+                assert_eq!(jobs.len(), 1);
+                assert_eq!((jobs[0].id, jobs[0].run_id), (1, 9));
+                assert_eq!(jobs[0].repo, "O/R", "in the caller's spelling");
+            }
+            Answer::Read => panic!("heard of"),
+        }
+    }
+
+    #[test]
+    fn a_late_delivery_never_moves_a_job_back() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "in_progress"), 100);
+        assert_eq!(b.loss_seen, Some(100), "its queued delivery never came");
+        b.record(job(1, 9, "queued"), 101);
+        assert_eq!(b.answer("o/r", 9, false, 200), Answer::Jobs(vec![]));
+        b.record(job(1, 9, "completed"), 102);
+        b.record(job(1, 9, "in_progress"), 103);
+        assert_eq!(b.runs[&key("o/r", 9)].jobs[&1].status, "completed");
+    }
+
+    #[test]
+    fn a_queued_run_the_book_shows_no_queued_job_for_is_read_after_the_grace() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "in_progress"), 1_000);
+        // Listed in progress: the book agrees, no read.
+        assert_eq!(
+            b.answer("o/r", 9, false, 1_000 + GRACE_MS),
+            Answer::Jobs(vec![])
+        );
+        // Until it waits unheard so long the book may be stale.
+        assert_eq!(b.answer("o/r", 9, false, 1_000 + STALE_MS), Answer::Read);
+        // Listed queued: a queued job's delivery may be on its way...
+        assert_eq!(
+            b.answer("o/r", 9, true, 1_000 + GRACE_MS - 1),
+            Answer::Jobs(vec![])
+        );
+        // ...and past the grace the book missed it: read.
+        assert_eq!(b.answer("o/r", 9, true, 1_000 + GRACE_MS), Answer::Read);
+    }
+
+    #[test]
+    fn a_run_listed_in_progress_the_book_shows_a_queued_job_for_is_read_after_the_grace() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 1_000);
+        // The in_progress delivery may be on its way...
+        assert!(matches!(b.answer("o/r", 9, false, 1_000), Answer::Jobs(j) if j.len() == 1));
+        // ...past the grace it was lost, and the run may hold what the book cannot see.
+        assert_eq!(b.answer("o/r", 9, false, 1_000 + GRACE_MS), Answer::Read);
+        assert!(matches!(
+            b.answer("o/r", 9, true, 1_000 + GRACE_MS),
+            Answer::Jobs(_)
+        ));
+    }
+
+    #[test]
+    fn while_deliveries_are_lost_a_quiet_run_is_read_sooner() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 0);
+        b.record(job(2, 9, "queued"), 0);
+        b.record(job(2, 9, "in_progress"), 0);
+        assert_eq!(b.loss_seen, None);
+        assert!(matches!(
+            b.answer("o/r", 9, true, STALE_LOSSY_MS),
+            Answer::Jobs(_)
+        ));
+        // A job that went from queued to completed: its in_progress was lost.
+        b.record(job(3, 7, "queued"), 0);
+        b.record(job(3, 7, "completed"), 0);
+        assert_eq!(b.loss_seen, Some(0));
+        assert_eq!(b.answer("o/r", 9, true, STALE_LOSSY_MS), Answer::Read);
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_runs_and_counts_as_a_loss() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 100);
+        b.record(job(2, 8, "in_progress"), 100);
+        let mut again = HookBook::default();
+        again.restore(&b.snapshot(), 200);
+        assert_eq!(again.runs(), 2);
+        assert_eq!(again.loss_seen, Some(200));
+        assert!(matches!(again.answer("o/r", 9, true, 300), Answer::Jobs(j) if j.len() == 1));
+        again.restore("not json", 300);
+        assert_eq!(again.runs(), 2);
+    }
+
+    #[test]
+    fn runs_not_heard_of_for_an_hour_are_forgotten_and_the_book_is_capped() {
+        let mut b = HookBook::default();
+        b.record(job(1, 9, "queued"), 0);
+        assert_eq!(b.answer("o/r", 9, true, FORGET_AFTER_MS), Answer::Read);
+        b.prune(FORGET_AFTER_MS);
+        assert_eq!(b.runs(), 0);
+        for run in 0..(MAX_RUNS as i64 + 10) {
+            b.record(job(run, run, "queued"), run);
+        }
+        assert!(b.runs() <= MAX_RUNS);
+        assert!(matches!(
+            b.answer("o/r", MAX_RUNS as i64 + 9, true, 0),
+            Answer::Jobs(_)
+        ));
+        assert_eq!(b.answer("o/r", 0, true, 0), Answer::Read, "the oldest went");
+    }
+
+    #[test]
+    fn a_run_past_the_job_cap_is_left_to_rest() {
+        let mut b = HookBook::default();
+        for id in 0..=MAX_JOBS_PER_RUN as i64 {
+            b.record(job(id, 9, "queued"), 5);
+        }
+        assert_eq!(b.answer("o/r", 9, true, 5), Answer::Read);
+    }
+}

@@ -1,0 +1,402 @@
+//! `workflow_job` webhooks (issue 20): runs the webhooks announced are answered from
+//! them with no jobs-list GET; with deliveries lost, polling still serves every job
+//! (the backstop); a bad signature is refused and changes nothing; bad settings are
+//! refused by `host set` with the store untouched.
+
+use super::support::*;
+use runner_manager::sim::LogEntry;
+use runner_manager::store::Store;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+const SECRET: &str = "e2e-webhook-secret";
+
+/// A free loopback port (bound, then let go for the daemon to bind).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// Turns the daemon's listener on (before it starts) and points the sim's hook at it;
+/// returns the hook's URL.
+fn hooks_on(w: &World) -> String {
+    let port = free_port();
+    let file = secret_file(w, SECRET);
+    w.cli_ok(&[
+        "host",
+        "set",
+        &format!("webhook_listen=127.0.0.1:{port}"),
+        &format!("webhook_secret_file={}", file.display()),
+    ]);
+    let url = format!("http://127.0.0.1:{port}/webhook");
+    w.sim.set_webhook(Some((&url, SECRET)));
+    url
+}
+
+fn secret_file(w: &World, secret: &str) -> PathBuf {
+    let file = w.dir.join("webhook-secret");
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    file
+}
+
+/// Waits until the daemon's listener answers.
+fn wait_listening(url: &str) {
+    let base = url.trim_end_matches("/webhook");
+    wait_until(SETTLE, "the webhook listener answering", || {
+        runner_manager::sim::client::request(
+            base,
+            "GET",
+            "/webhook",
+            &[],
+            None,
+            std::time::Duration::from_secs(2),
+        )
+        .is_ok_and(|r| r.status == 405)
+    });
+}
+
+/// Jobs-list GETs of `repo`'s runs.
+fn jobs_reads(log: &[LogEntry], repo: &str) -> usize {
+    log.iter()
+        .filter(|e| {
+            e.method == "GET"
+                && e.endpoint.ends_with("/jobs")
+                && e.path.starts_with(&format!("/repos/{repo}/"))
+        })
+        .count()
+}
+
+#[test]
+fn runs_the_webhooks_announced_are_served_without_reading_their_jobs() {
+    let mut w = World::new("hooks-spared", 4);
+    // A first target keeps the daemon busy polling while the jobs are announced.
+    w.add_target("t0", "acme/zero", true);
+    w.sim.add_repo("acme/app", true);
+    let url = hooks_on(&w);
+    w.start_daemon_with(&["--metrics-listen", "127.0.0.1:0"]);
+    wait_listening(&url);
+    let jobs: Vec<u64> = (0..6)
+        .map(|i| w.enqueue("acme/app", &format!("job-{i}"), &["p"], 300))
+        .collect();
+    wait_until(SETTLE, "the six queued deliveries taken", || {
+        w.sim.webhook_stats().sent >= 6
+    });
+    // Only now does anyone poll acme/app: every run is in the book.
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(3));
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    for id in jobs {
+        assert!(
+            w.sim
+                .job(id)
+                .is_some_and(|j| j.conclusion.as_deref() == Some("success"))
+        );
+    }
+    let log = w.log();
+    assert_eq!(
+        jobs_reads(&log, "acme/app"),
+        0,
+        "a run the webhooks announced had its jobs list read"
+    );
+    let stats = w.sim.webhook_stats();
+    assert_eq!((stats.refused, stats.failed, stats.dropped), (0, 0, 0));
+    wait_until(
+        SETTLE,
+        "status showing the listener and its deliveries",
+        || {
+            let st = w.status_json();
+            st["webhook"]
+                .as_str()
+                .is_some_and(|l| l.contains(&url["http://".len()..url.len() - "/webhook".len()]))
+                && !st["webhook"].as_str().unwrap().contains("no delivery yet")
+        },
+    );
+    // The metrics count the deliveries taken and the reads spared.
+    let mut metrics = None;
+    wait_until(SETTLE, "the metrics listener's address in the log", || {
+        metrics = w.daemon_logs().lines().find_map(|l| {
+            l.contains("msg=metrics_listening")
+                .then(|| l.split(' ').find_map(|kv| kv.strip_prefix("addr=")))
+                .flatten()
+                .map(|a| a.trim_matches('"').to_string())
+        });
+        metrics.is_some()
+    });
+    let addr = metrics.unwrap();
+    wait_until(
+        SETTLE,
+        "the metrics counting deliveries and spared reads",
+        || {
+            let fams = super::metrics::scrape(&addr);
+            let accepted = super::metrics::value(
+                &fams,
+                "runner_manager_webhook_deliveries_total",
+                "runner_manager_webhook_deliveries_total",
+                &[("result", "accepted")],
+            );
+            let spared = super::metrics::value(
+                &fams,
+                "runner_manager_webhook_jobs_lists_spared_total",
+                "runner_manager_webhook_jobs_lists_spared_total",
+                &[],
+            );
+            accepted.is_some_and(|a| a >= 18.0) && spared.is_some_and(|s| s >= 6.0)
+        },
+    );
+    let doctor = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("webhook") && l.contains("listening on")),
+        "{text}"
+    );
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn with_deliveries_lost_polling_still_serves_every_job() {
+    let mut w = World::new("hooks-lost", 4);
+    w.add_target("t0", "acme/zero", true);
+    w.sim.add_repo("acme/app", true);
+    let url = hooks_on(&w);
+    // Half of every delivery lost: runs the book never heard of, runs whose second
+    // job's `queued` was lost behind a first one heard of, jobs whose `in_progress`
+    // or `completed` never came.
+    w.sim.set_webhook_drop(0.5);
+    w.start_daemon();
+    wait_listening(&url);
+    let mut ids = Vec::new();
+    for r in 0..5 {
+        let jobs: Vec<(String, Vec<String>, u64)> = (0..2)
+            .map(|j| {
+                (
+                    format!("run{r}-job{j}"),
+                    vec!["self-hosted".to_string(), "p".to_string()],
+                    200,
+                )
+            })
+            .collect();
+        ids.extend(w.sim.enqueue_run("acme/app", "CI", &jobs).1);
+    }
+    // And one run whose every delivery is lost.
+    w.sim.set_webhook_drop(1.0);
+    ids.push(w.enqueue("acme/app", "unheard", &["p"], 200));
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(3));
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert_eq!(ids.len(), 11);
+    assert!(w.sim.webhook_stats().dropped >= 1);
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn a_bad_signature_is_refused_and_changes_nothing() {
+    let mut w = World::new("hooks-signature", 2);
+    w.add_target("t", "acme/app", true);
+    let url = hooks_on(&w);
+    // Only the test sends deliveries here.
+    w.sim.set_webhook(None);
+    w.start_daemon();
+    wait_listening(&url);
+    let base = url.trim_end_matches("/webhook");
+    let body = std::fs::read("tests/fixtures/github/workflow_job.webhook-examples.json").unwrap();
+    let examples: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
+    let queued = serde_json::to_vec(&examples[5]).unwrap();
+    let send = |signature: Option<&str>, event: &str| {
+        let mut headers = vec![
+            ("x-github-event", event),
+            ("content-type", "application/json"),
+        ];
+        if let Some(s) = signature {
+            headers.push(("x-hub-signature-256", s));
+        }
+        runner_manager::sim::client::request(
+            base,
+            "POST",
+            "/webhook",
+            &headers,
+            Some(&queued),
+            std::time::Duration::from_secs(5),
+        )
+        .unwrap()
+        .status
+    };
+    let wrong = runner_manager::github::hooks::sign(b"not the secret", &queued);
+    assert_eq!(send(Some(&wrong), "workflow_job"), 401);
+    assert_eq!(send(None, "workflow_job"), 401);
+    assert_eq!(send(Some("sha256=00"), "workflow_job"), 401);
+    // Refused deliveries recorded nothing.
+    wait_until(
+        SETTLE,
+        "status counting three refusals and nothing taken",
+        || {
+            w.status_json()["webhook"]
+                .as_str()
+                .is_some_and(|l| l.contains("no delivery yet; 0 accepted, 3 rejected"))
+        },
+    );
+    // The right secret is taken; another event is ignored.
+    let right = runner_manager::github::hooks::sign(SECRET.as_bytes(), &queued);
+    assert_eq!(send(Some(&right), "ping"), 202);
+    assert_eq!(send(Some(&right), "workflow_job"), 200);
+    wait_until(
+        SETTLE,
+        "status counting one delivery and three refusals",
+        || {
+            let st = w.status_json();
+            st["webhook"]
+                .as_str()
+                .is_some_and(|l| l.contains("1 accepted, 3 rejected"))
+        },
+    );
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn bad_webhook_settings_exit_2_and_leave_the_store_untouched() {
+    let w = World::new("hooks-settings", 2);
+    let before = w.cli_ok(&["--json", "host", "show"]);
+    let loose = w.dir.join("loose-secret");
+    std::fs::write(&loose, "s\n").unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let empty = w.dir.join("empty-secret");
+    std::fs::write(&empty, "\n").unwrap();
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let good = secret_file(&w, SECRET);
+    let cases = [
+        ("webhook_listen=8090".to_string(), "webhook_listen"),
+        ("webhook_listen=localhost:x".to_string(), "webhook_listen"),
+        (
+            "webhook_secret_file=relative/path".to_string(),
+            "webhook_secret_file",
+        ),
+        (
+            format!("webhook_secret_file={}", w.dir.join("missing").display()),
+            "webhook_secret_file",
+        ),
+        (
+            format!("webhook_secret_file={}", loose.display()),
+            "webhook_secret_file",
+        ),
+        (
+            format!("webhook_secret_file={}", empty.display()),
+            "webhook_secret_file",
+        ),
+    ];
+    for (arg, key) in &cases {
+        // A good key beside the bad one: nothing of either is written.
+        let out = w.cli(&[
+            "host",
+            "set",
+            &format!("webhook_secret_file={}", good.display()),
+            arg,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
+        assert!(err.contains(key), "{arg}: {err}");
+        assert!(!err.contains(SECRET), "{arg}: {err}");
+        assert_eq!(w.cli_ok(&["--json", "host", "show"]), before, "{arg}");
+    }
+    // One without the other is refused too.
+    for arg in [
+        "webhook_listen=127.0.0.1:8090".to_string(),
+        format!("webhook_secret_file={}", good.display()),
+    ] {
+        let out = w.cli(&["host", "set", &arg]);
+        assert_eq!(out.status.code(), Some(2), "{arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("set both, or unset both"), "{err}");
+        assert_eq!(w.cli_ok(&["--json", "host", "show"]), before, "{arg}");
+    }
+    // Good values are kept, shown, and unset by an empty value.
+    w.cli_ok(&[
+        "host",
+        "set",
+        "webhook_listen=0.0.0.0:8090",
+        &format!("webhook_secret_file={}", good.display()),
+    ]);
+    let shown = w.cli_ok(&["host", "show"]);
+    assert!(shown.contains("0.0.0.0:8090"), "{shown}");
+    assert!(!shown.contains(SECRET), "{shown}");
+    w.cli_ok(&["host", "set", "webhook_listen=", "webhook_secret_file="]);
+    assert_eq!(w.cli_ok(&["--json", "host", "show"]), before);
+}
+
+#[test]
+fn a_restarted_daemon_answers_the_runs_announced_before_it_from_the_kept_book() {
+    let mut w = World::new("hooks-restart", 4);
+    w.add_target("t0", "acme/zero", true);
+    w.sim.add_repo("acme/app", true);
+    let url = hooks_on(&w);
+    w.start_daemon();
+    wait_listening(&url);
+    let runs: Vec<u64> = (0..4)
+        .map(|i| w.enqueue("acme/app", &format!("job-{i}"), &["p"], 300))
+        .map(|id| w.sim.job(id).unwrap().run_id)
+        .collect();
+    wait_until(
+        SETTLE,
+        "the book with the four runs kept in the store",
+        || {
+            w.store()
+                .kv_get("webhook:book")
+                .ok()
+                .flatten()
+                .is_some_and(|b| runs.iter().all(|r| b.contains(&format!("\"run_id\":{r}"))))
+        },
+    );
+    w.kill_daemon();
+    w.start_daemon();
+    wait_listening(&url);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(2));
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert_eq!(
+        jobs_reads(&w.log(), "acme/app"),
+        0,
+        "the new daemon read a run the last one heard of"
+    );
+    assert!(w.stop_daemon().success());
+}
+
+#[test]
+fn a_secret_file_that_no_longer_reads_fails_doctor_and_starts_no_listener() {
+    let mut w = World::new("hooks-loose", 2);
+    w.add_target("t", "acme/app", true);
+    let url = hooks_on(&w);
+    let file = w.dir.join("webhook-secret");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    let line = text
+        .lines()
+        .find(|l| l.contains("webhook"))
+        .unwrap_or_else(|| panic!("no webhook line: {text}"));
+    assert!(
+        line.contains("no listener starts") && line.contains("chmod"),
+        "{line}"
+    );
+    assert!(!text.contains(SECRET), "{text}");
+    w.start_daemon();
+    wait_until(SETTLE, "status saying the listener did not start", || {
+        w.status_json()["webhook"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("not listening: webhook_secret_file"))
+    });
+    let base = url.trim_end_matches("/webhook");
+    let answer = runner_manager::sim::client::request(
+        base,
+        "GET",
+        "/webhook",
+        &[],
+        None,
+        std::time::Duration::from_secs(2),
+    );
+    assert!(answer.is_err(), "something listens: {answer:?}");
+    assert!(w.stop_daemon().success());
+}
