@@ -30,9 +30,10 @@
 //! attempts (with their samples and logs) for `RETENTION_SECS` instead of 14 days and
 //! caps the logs directory at `LOGS_MAX`, and the simulated GitHub's hourly rate limit
 //! is raised to `RATE_LIMIT` (at 5,000 an hour the daemon rightly paces itself, and
-//! the soak would measure the pacing). The daemon prunes at start and hourly, so in
-//! the soak the restarts are what prunes: the store and logs should follow a saw-tooth
-//! whose teeth do not rise.
+//! the soak would measure the pacing). The prune cadence is compressed with it: the
+//! daemon runs its upkeep every `UPKEEP_SECS` (`--upkeep-every`), as a real host does
+//! hourly against 14 days, so the store and logs stay at the size the retention window
+//! holds instead of filling for a whole life.
 //!
 //! Exit 1 only when the run cannot complete (a stall, the deadline) or a promise is
 //! broken: every enqueued job completed, each by a different runner of ours, and at
@@ -68,6 +69,8 @@ const MAX: u32 = 12;
 const BACKLOG: usize = 8;
 /// Ended attempts are kept this long (14 days, compressed with the run's time).
 const RETENTION_SECS: u64 = 60;
+/// The daemon's upkeep cadence: the retention's, compressed as it is.
+const UPKEEP_SECS: u64 = 15;
 /// The logs directory's cap.
 const LOGS_MAX: u64 = 4 << 20;
 /// The `retry-after` of the injected 403s, in seconds.
@@ -321,7 +324,7 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
 
     println!();
     println!(
-        "run: {:.1?}, {} jobs ({:.1}/s), {} daemon lives ({} SIGTERM, {} SIGKILL), {} 5xx bursts and {} 403 retry-after scheduled, retention {}s, logs cap {} MiB; settled: {settled}",
+        "run: {:.1?}, {} jobs ({:.1}/s), {} daemon lives ({} SIGTERM, {} SIGKILL), {} 5xx bursts and {} 403 retry-after scheduled, retention {}s, upkeep every {}s, logs cap {} MiB; settled: {settled}",
         elapsed,
         completed,
         completed as f64 / elapsed.as_secs_f64(),
@@ -331,6 +334,7 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
         bursts,
         forbids,
         RETENTION_SECS,
+        UPKEEP_SECS,
         LOGS_MAX >> 20
     );
     for f in runner_faults.values().flatten() {
@@ -525,6 +529,8 @@ fn spawn(w: &World, life: usize) -> Result<Daemon, String> {
         .arg("daemon")
         .arg("--drain-timeout")
         .arg("10")
+        .arg("--upkeep-every")
+        .arg(format!("{UPKEEP_SECS}s"))
         .arg("--metrics-listen")
         .arg(format!("127.0.0.1:{port}"))
         .stdin(Stdio::null())

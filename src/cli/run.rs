@@ -41,6 +41,10 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         None => crate::daemon::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
         Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
     };
+    let upkeep_every = match inv.value("--upkeep-every") {
+        None => crate::daemon::UPKEEP_EVERY.as_secs(),
+        Some(v) => validate::seconds_in("--upkeep-every", v, 1, 86_400)?,
+    };
     let metrics_listen = inv
         .value("--metrics-listen")
         .map(metrics_listen)
@@ -54,6 +58,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         metrics_listen,
         fitness_every: Duration::from_secs(fitness_every),
         runner_check: Duration::from_secs(runner_check),
+        upkeep_every: Duration::from_secs(upkeep_every),
     };
     match crate::daemon::run(opts) {
         Ok(crate::daemon::Stopped::Terminated) => Ok(()),

@@ -349,7 +349,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::Daemon,
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -386,6 +386,11 @@ pub const COMMANDS: &[Command] = &[
                 "--runner-check",
                 "DURATION",
                 "How often to check for a new actions-runner release for the managed installs (default 6h; 0 never)",
+            ),
+            opt(
+                "--upkeep-every",
+                "DURATION",
+                "How often ended attempts past the host's retention, their logs and unused caches are pruned (default 1h, and at start)",
             ),
         ],
     },

@@ -6,9 +6,9 @@ use super::handles::SamplerHandle;
 use super::shared::{LoopMsg, Shared};
 use super::signals::{Signal, SignalWatch};
 use super::{
-    DaemonError, DaemonOptions, HEARTBEAT_EVERY, PRUNE_EVERY, SWEEP_EVERY, Stopped,
-    apply_containment, config_fingerprint, containment_key, disk_watch, fitness_watch,
-    metrics_feed, notify, oci, pool_link, prune_caches, refresh_link, retention, sweep, sync_loops,
+    DaemonError, DaemonOptions, HEARTBEAT_EVERY, SWEEP_EVERY, Stopped, apply_containment,
+    config_fingerprint, containment_key, disk_watch, fitness_watch, metrics_feed, notify, oci,
+    pool_link, prune_caches, refresh_link, retention, sweep, sync_loops,
 };
 use crate::domain::{Attempt, AttemptState, Host};
 use crate::meter::{LiveAttempt, LiveBook, MeterReport};
@@ -381,7 +381,7 @@ impl<'a> MainLoop<'a> {
             }
         }
         if now >= self.next_prune {
-            self.next_prune = now + PRUNE_EVERY;
+            self.next_prune = now + self.opts.upkeep_every.as_millis() as Millis;
             // Pruning is what gives space back: a failed one (a full disk) is tried
             // again at the next sweep, and stops nothing else.
             if let Err(e) = retention::upkeep(self.store, host, state_dir, now) {

@@ -67,6 +67,9 @@ pub struct DaemonOptions {
     /// How often the managed runner installs are checked against the downloads API
     /// (`runner_update`); zero never checks.
     pub runner_check: Duration,
+    /// How often `retention::upkeep` prunes ended attempts, their logs and caches
+    /// and reclaims the store's space ([`UPKEEP_EVERY`] unless told).
+    pub upkeep_every: Duration,
 }
 
 #[derive(Debug)]
@@ -96,8 +99,9 @@ impl From<StoreError> for DaemonError {
 
 const HEARTBEAT_EVERY: Millis = 5_000;
 const SWEEP_EVERY: Millis = 60_000;
-/// How often `retention::upkeep` prunes, removes logs and reclaims the store's space.
-const PRUNE_EVERY: Millis = 3_600_000;
+/// How often `retention::upkeep` prunes, removes logs and reclaims the store's space,
+/// unless `--upkeep-every` says otherwise.
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
 
 /// How the daemon stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

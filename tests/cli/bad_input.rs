@@ -267,6 +267,10 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
         (vec!["attempt", "show", "abc"], "ID"),
         (vec!["status", "extra"], "extra"),
         (vec!["frobnicate"], "frobnicate"),
+        // Checked before the daemon opens anything: no daemon starts.
+        (vec!["daemon", "--upkeep-every", "0"], "--upkeep-every"),
+        (vec!["daemon", "--upkeep-every", "soon"], "--upkeep-every"),
+        (vec!["daemon", "--fitness-every", "2d"], "--fitness-every"),
     ];
     assert!(cases.len() >= 30);
     let state = d.state();
