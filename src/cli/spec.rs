@@ -427,7 +427,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::SimGithub,
         path: &["sim", "github"],
-        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]...",
+        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]... [--webhook URL --webhook-secret-file PATH]",
         positionals: (0, Some(0)),
         about: "Serve the simulated GitHub (for tests, benchmarks and trying things out)",
         options: &[
@@ -471,6 +471,16 @@ pub const COMMANDS: &[Command] = &[
                 "--pat-file",
                 "PATH",
                 "Accept the token in this file (repeatable)",
+            ),
+            opt(
+                "--webhook",
+                "URL",
+                "Deliver signed workflow_job webhooks to this http:// URL (with --webhook-secret-file)",
+            ),
+            opt(
+                "--webhook-secret-file",
+                "PATH",
+                "The webhook's secret, read from this file",
             ),
         ],
     },

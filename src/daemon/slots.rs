@@ -257,11 +257,26 @@ pub fn shown_line(f: &Footprint, at: Option<Millis>, now: Millis) -> String {
     match at {
         Some(at) => format!(
             "{} (measured {} ago)",
-            f.line(),
+            line(f),
             crate::timefmt::age(now - at)
         ),
-        None => f.line(),
+        None => line(f),
     }
+}
+
+/// `1.6 GiB of 10 GiB: caches 1.2 GiB (3 targets), workspaces 400 MiB (2)`.
+fn line(f: &Footprint) -> String {
+    let b = crate::meter::units::bytes;
+    format!(
+        "{} of {}: caches {} ({} target{}), workspaces {} ({})",
+        b(f.caches_bytes + f.workspaces_bytes),
+        b(f.cap_bytes),
+        b(f.caches_bytes),
+        f.cache_targets,
+        if f.cache_targets == 1 { "" } else { "s" },
+        b(f.workspaces_bytes),
+        f.workspaces
+    )
 }
 
 /// The (target key, slot) pairs attempts not yet cleaned hold; `None` when the store
@@ -320,6 +335,30 @@ mod tests {
                 .ends_with("(measured 12m00s ago)")
         );
         assert!(!shown_line(&shown.footprint, None, now).contains("measured"));
+    }
+
+    #[test]
+    fn the_footprint_line_adds_up_against_the_cap() {
+        let f = Footprint {
+            caches_bytes: 1224 << 20,
+            cache_targets: 2,
+            workspaces_bytes: 400 << 20,
+            workspaces: 2,
+            cap_bytes: 10 << 30,
+        };
+        assert_eq!(
+            line(&f),
+            "1.6 GiB of 10 GiB: caches 1.2 GiB (2 targets), workspaces 400 MiB (2)"
+        );
+        assert_eq!(
+            line(&Footprint::default()),
+            "0 B of 0 B: caches 0 B (0 targets), workspaces 0 B (0)"
+        );
+        let one = Footprint {
+            cache_targets: 1,
+            ..Footprint::default()
+        };
+        assert!(line(&one).contains("(1 target)"), "{}", line(&one));
     }
 
     #[test]

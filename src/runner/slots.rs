@@ -409,21 +409,6 @@ impl Footprint {
         }
     }
 
-    /// `1.6 GiB of 10 GiB: caches 1.2 GiB (3 targets), workspaces 400 MiB (2)`.
-    pub fn line(&self) -> String {
-        let b = crate::meter::units::bytes;
-        format!(
-            "{} of {}: caches {} ({} target{}), workspaces {} ({})",
-            b(self.caches_bytes + self.workspaces_bytes),
-            b(self.cap_bytes),
-            b(self.caches_bytes),
-            self.cache_targets,
-            if self.cache_targets == 1 { "" } else { "s" },
-            b(self.workspaces_bytes),
-            self.workspaces
-        )
-    }
-
     /// Whether they hold more than the cap (the hourly prune has not caught up, or
     /// leased slots alone exceed it).
     pub fn over(&self) -> bool {
@@ -522,15 +507,16 @@ mod tests {
             10 << 30,
         );
         assert_eq!(
-            f.line(),
-            "1.6 GiB of 10 GiB: caches 1.2 GiB (2 targets), workspaces 400 MiB (2)"
+            (
+                f.caches_bytes,
+                f.cache_targets,
+                f.workspaces_bytes,
+                f.workspaces
+            ),
+            (1224 << 20, 2, 400 << 20, 2)
         );
         assert!(!f.over());
-        let none = Footprint::of(&[], 0);
-        assert_eq!(
-            none.line(),
-            "0 B of 0 B: caches 0 B (0 targets), workspaces 0 B (0)"
-        );
+        assert_eq!(Footprint::of(&[], 0), Footprint::default());
     }
 
     #[test]

@@ -8,7 +8,8 @@ use super::state::SimConfig;
 
 const USAGE: &str = "usage: runner-manager sim github [--listen ADDR] [--seed N] [--rate-limit N] \
 [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] \
-[--org LOGIN]... [--repo OWNER/NAME[:public]]... [--pat-file PATH]...";
+[--org LOGIN]... [--repo OWNER/NAME[:public]]... [--pat-file PATH]... \
+[--webhook URL --webhook-secret-file PATH]";
 
 /// Runs the sim until SIGTERM or SIGINT. Prints its URL on stdout (one line) once it
 /// accepts connections. Returns the exit code.
@@ -25,6 +26,7 @@ pub fn serve_main(args: &[String]) -> i32 {
 fn serve(args: &[String]) -> Result<(), String> {
     let mut cfg = SimConfig::default();
     let (mut orgs, mut repos, mut pats) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hook_url, mut hook_secret) = (None, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| {
@@ -69,6 +71,15 @@ fn serve(args: &[String]) -> Result<(), String> {
                     .map_err(|e| format!("cannot read {path} ({e})"))?;
                 pats.push(t.trim().to_string());
             }
+            // Where `workflow_job` deliveries go, signed with the secret in the file
+            // (as a repository's webhook settings say on GitHub).
+            "--webhook" => hook_url = Some(value("--webhook")?),
+            "--webhook-secret-file" => {
+                let path = value("--webhook-secret-file")?;
+                let t = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read {path} ({e})"))?;
+                hook_secret = Some(t.trim().to_string());
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -76,7 +87,25 @@ fn serve(args: &[String]) -> Result<(), String> {
             other => return Err(format!("unexpected argument {other}\n{USAGE}")),
         }
     }
+    let hook = match (hook_url, hook_secret) {
+        (None, None) => None,
+        (Some(url), Some(secret)) if url.starts_with("http://") && !secret.is_empty() => {
+            Some((url, secret))
+        }
+        (Some(url), Some(_)) if !url.starts_with("http://") => {
+            return Err(format!("--webhook {url}: give an http:// URL"));
+        }
+        (Some(_), Some(_)) => return Err("--webhook-secret-file: the file is empty".into()),
+        _ => {
+            return Err(format!(
+                "--webhook and --webhook-secret-file go together\n{USAGE}"
+            ));
+        }
+    };
     let mut handle = SimGitHub::start(cfg).map_err(|e| format!("cannot listen ({e})"))?;
+    if let Some((url, secret)) = &hook {
+        handle.set_webhook(Some((url, secret)));
+    }
     for o in &orgs {
         handle.add_org(o);
     }

@@ -102,3 +102,63 @@ fn sim_job_add_refuses_bad_input_and_says_what_went_wrong() {
     assert!(r.stderr.contains(gone), "{}", r.stderr);
     sim.shutdown();
 }
+
+/// `sim github --webhook`: a webhook needs its secret, an http:// URL and a secret
+/// that says something; each mistake exits 2 before anything listens.
+#[test]
+fn sim_github_refuses_a_webhook_without_its_secret_or_with_a_bad_url() {
+    let d = Dir::new("sim-github-hook");
+    let secret = d.file("hook-secret", "s3cr3t-hook\n");
+    let empty = d.file("empty", "\n");
+    let (secret, empty) = (secret.as_str(), empty.as_str());
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--webhook", "http://127.0.0.1:9/webhook"],
+            "--webhook-secret-file",
+        ),
+        (&["--webhook-secret-file", secret], "--webhook"),
+        (
+            &[
+                "--webhook",
+                "ftp://127.0.0.1:9/",
+                "--webhook-secret-file",
+                secret,
+            ],
+            "http://",
+        ),
+        (
+            &[
+                "--webhook",
+                "http://127.0.0.1:9/",
+                "--webhook-secret-file",
+                empty,
+            ],
+            "empty",
+        ),
+        (
+            &[
+                "--webhook",
+                "http://127.0.0.1:9/",
+                "--webhook-secret-file",
+                "/nonexistent/s",
+            ],
+            "/nonexistent/s",
+        ),
+    ];
+    for (args, named) in cases {
+        let mut full = vec!["sim", "github", "--listen", "127.0.0.1:0"];
+        full.extend_from_slice(args);
+        let r = d.run(&full);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(named),
+            "{args:?} must name {named}: {}",
+            r.stderr
+        );
+        assert!(
+            !r.stderr.contains("s3cr3t-hook"),
+            "{args:?} printed the secret"
+        );
+        assert!(r.stdout.is_empty(), "{args:?} listened: {}", r.stdout);
+    }
+}
