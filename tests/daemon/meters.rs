@@ -23,15 +23,7 @@ fn a_busy_attempt_shows_live_figures_while_its_runner_runs() {
 
     let mut seen = serde_json::Value::Null;
     wait_until(SETTLE, "live figures in attempts --json", || {
-        let list: serde_json::Value =
-            serde_json::from_str(&w.cli_ok(&["--json", "attempts", "--active"])).unwrap();
-        seen = list
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["id"] == id)
-            .cloned()
-            .unwrap_or_default();
+        seen = w.active_json(id);
         !seen["meter"].is_null()
     });
     // Read in one snapshot: the figures are there while the runner is still busy.

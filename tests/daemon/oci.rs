@@ -314,15 +314,7 @@ fn a_containers_meters_are_read_from_its_own_cgroup() {
     let a = w.in_state(AttemptState::Busy).pop().unwrap();
     let mut seen = serde_json::Value::Null;
     wait_until(SETTLE, "live figures from the container's cgroup", || {
-        let list: serde_json::Value =
-            serde_json::from_str(&w.cli_ok(&["--json", "attempts", "--active"])).unwrap();
-        seen = list
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|x| x["id"] == a.id)
-            .cloned()
-            .unwrap_or_default();
+        seen = w.active_json(a.id);
         !seen["meter"].is_null()
     });
     assert_eq!(seen["meter"]["processes"], 9, "{seen:#}");

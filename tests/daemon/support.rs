@@ -340,6 +340,19 @@ impl World {
     }
 
     /// `cli` that must succeed; returns stdout.
+    /// Attempt `id` as `attempts --active --json` shows it (its live meter included);
+    /// null once it is no longer active.
+    pub fn active_json(&self, id: i64) -> serde_json::Value {
+        let list: serde_json::Value =
+            serde_json::from_str(&self.cli_ok(&["--json", "attempts", "--active"])).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub fn cli_ok(&self, args: &[&str]) -> String {
         let out = self.cli(args);
         assert!(
