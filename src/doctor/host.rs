@@ -434,6 +434,19 @@ pub fn check_webhook(
             "fix the file (chmod 600, owned by the manager) and restart the daemon",
         ));
     }
+    // What the last listener wrote is history once no daemon beats: say so, as
+    // `status` does, rather than "listening".
+    let alive = store
+        .heartbeat()
+        .ok()
+        .flatten()
+        .is_some_and(|b| b.alive_at(now));
+    if !alive {
+        return Some(CheckLine::ok(
+            "webhook",
+            format!("set to {listen}; no daemon listens (it starts the listener)"),
+        ));
+    }
     let seen = Seen::read(store);
     Some(match seen {
         Some(s) if s.error.is_some() => CheckLine::fail(

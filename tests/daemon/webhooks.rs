@@ -153,6 +153,14 @@ fn runs_the_webhooks_announced_are_served_without_reading_their_jobs() {
         "{text}"
     );
     assert!(w.stop_daemon().success());
+    // Stopped, nothing listens: doctor says so rather than the last listener's line.
+    let doctor = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("webhook") && l.contains("no daemon listens")),
+        "{text}"
+    );
 }
 
 #[test]
