@@ -616,14 +616,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     )?;
     let sessions = store.session_statuses()?;
     let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
-    // Only while the listener is set up (or its last run left a word).
-    let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
-    let webhook_line = match (&webhook, crate::daemon::webhook::settings(store)) {
-        (Some(seen), _) => Some(seen.describe(now)),
-        (None, Ok(Some((listen, _)))) => Some(format!("set to {listen}; no daemon listens")),
-        (None, Err(e)) => Some(e),
-        (None, Ok(None)) => None,
-    };
+    let webhook_line = webhook_line(store, alive, now);
     out.emit(
         || {
             let daemon = daemon_line(hb.as_ref(), alive);
@@ -664,14 +657,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "host": host_json(&h),
                 "live": live_total,
                 "kept": kept,
-                "caches": {
-                    "caches_bytes": caches.caches_bytes,
-                    "cache_targets": caches.cache_targets,
-                    "workspaces_bytes": caches.workspaces_bytes,
-                    "workspaces": caches.workspaces,
-                    "cap_bytes": caches.cap_bytes,
-                    "measured_at": measured.map(time),
-                },
+                "caches": caches_json(&caches, measured),
                 "runner": runner,
                 "webhook": webhook_line,
                 "isolation": {
@@ -715,6 +701,31 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
         },
     );
     Ok(())
+}
+
+/// `status`'s webhook line: the running listener's, or that none listens; `None`
+/// while no webhook is set up.
+fn webhook_line(store: &dyn Store, alive: bool, now: Millis) -> Option<String> {
+    let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
+    match (&webhook, crate::daemon::webhook::settings(store)) {
+        (Some(seen), _) => Some(seen.describe(now)),
+        (None, Ok(Some((listen, _)))) => Some(format!("set to {listen}; no daemon listens")),
+        (None, Err(e)) => Some(e),
+        (None, Ok(None)) => None,
+    }
+}
+
+/// `status --json`'s `caches`: what caches and kept workspaces hold against the cap,
+/// and when that was measured (`None`: measured now).
+fn caches_json(caches: &crate::runner::slots::Footprint, measured: Option<Millis>) -> Value {
+    json!({
+        "caches_bytes": caches.caches_bytes,
+        "cache_targets": caches.cache_targets,
+        "workspaces_bytes": caches.workspaces_bytes,
+        "workspaces": caches.workspaces,
+        "cap_bytes": caches.cap_bytes,
+        "measured_at": measured.map(time),
+    })
 }
 
 /// `status`'s scale set table: one row per scale set profile, `None` when there is none.
