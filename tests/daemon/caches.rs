@@ -323,14 +323,12 @@ fn the_prune_holds_kept_workspaces_to_the_cap_with_the_caches() {
     assert_eq!(before["workspaces"], 1, "{before:#}");
     assert_eq!(before["cache_targets"], 1, "{before:#}");
     w.start_daemon();
-    wait_until(SETTLE, "the prune to remove both slots", || {
-        !work.exists() && !cache.exists()
+    // The slots go first and the log line after them: wait for both.
+    wait_until(SETTLE, "the prune to remove both slots and say so", || {
+        !work.exists() && !cache.exists() && w.daemon_logs().contains("caches_pruned")
     });
     let logs = w.daemon_logs();
-    assert!(
-        logs.contains(&format!("workspaces/{key}/slot-5")) && logs.contains("caches_pruned"),
-        "{logs}"
-    );
+    assert!(logs.contains(&format!("workspaces/{key}/slot-5")), "{logs}");
     let after = w.status_json()["caches"].clone();
     assert_eq!(after["workspaces"], 0, "{after:#}");
     assert_eq!(after["cache_targets"], 0, "{after:#}");
