@@ -411,11 +411,26 @@ fn main() {
     let small = std::env::args().any(|a| a == "--small");
     let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
     if std::env::args().any(|a| a == "endurance") {
-        endurance(if small {
+        let (mut jobs, mut coord_every, host_every) = if small {
             (600, 200, 150)
         } else {
             (5_000, 1_000, 700)
-        });
+        };
+        // `--jobs N` and `--coord-every N` (0: the coordinator lives the whole run, so
+        // its RSS is judged over one long life) reshape the run.
+        let args: Vec<String> = std::env::args().collect();
+        for w in args.windows(2) {
+            let n = || {
+                w[1].parse::<usize>()
+                    .unwrap_or_else(|_| panic!("{} takes a number", w[0]))
+            };
+            match w[0].as_str() {
+                "--jobs" => jobs = n(),
+                "--coord-every" => coord_every = if n() == 0 { usize::MAX / 2 } else { n() },
+                _ => {}
+            }
+        }
+        endurance((jobs, coord_every, host_every));
         return;
     }
     if !std::env::args().any(|a| a == "return") {
@@ -523,16 +538,22 @@ fn coordinator_return(small: bool, hosts: usize, jobs: usize) {
 /// (d) Issue 18, item 6: three hosts and the coordinator through `jobs` jobs of 100 ms,
 /// at most 48 outstanding, the coordinator SIGKILLed and started again every 1,000
 /// jobs served and a host SIGKILLed and started again every 700 (each in turn; with
-/// `--small`, 600 jobs, every 200 and 150). Every
+/// `--small`, 600 jobs, every 200 and 150; `--jobs N` and `--coord-every N`, 0 for
+/// never, reshape it). Every
 /// 250 jobs it samples the coordinator's RSS and its store (file and WAL). At the end:
 /// runners started against jobs (surplus), jobs not served (lost), and the slopes of
 /// RSS within each coordinator life and of the store across the run, per 1,000 jobs.
 fn endurance((jobs, coord_every, host_every): (usize, usize, usize)) {
     const OUTSTANDING: usize = 48;
     const SAMPLE_EVERY: usize = 250;
+    let coord_kills_said = if coord_every >= jobs {
+        "never SIGKILLed".to_string()
+    } else {
+        format!("SIGKILLed every {coord_every} jobs")
+    };
     println!(
         "\n== coordinator endurance: 3 daemons (max 8 each), {jobs} jobs of 100 ms, the \
-         coordinator SIGKILLed every {coord_every} jobs and a host every {host_every}"
+         coordinator {coord_kills_said} and a host every {host_every}"
     );
     let mut pool = Pool::new("bench-e", 3, 8, true);
     // Thousands of jobs an hour spend more than a PAT's 5,000 units (the first run ran

@@ -19,6 +19,14 @@ pub fn slope(points: &[(f64, f64)]) -> Option<f64> {
 /// One slope shared by every life (life, x, y), each life with its own intercept: the
 /// least-squares slope of the deviations from each life's own means.
 pub fn slope_within(points: &[(usize, f64, f64)]) -> Option<f64> {
+    fit_within(points).map(|f| f.0)
+}
+
+/// [`slope_within`] with its standard error: the residuals' spread about the fitted
+/// lines over the spread of x. A slope within two standard errors of a bound cannot be
+/// told from it by the run. `None` for the error with no residual degree of freedom.
+#[allow(dead_code)]
+pub fn fit_within(points: &[(usize, f64, f64)]) -> Option<(f64, Option<f64>)> {
     let mut lives: BTreeMap<usize, Vec<(f64, f64)>> = BTreeMap::new();
     for (l, x, y) in points {
         lives.entry(*l).or_default().push((*x, *y));
@@ -31,5 +39,22 @@ pub fn slope_within(points: &[(usize, f64, f64)]) -> Option<f64> {
         sxx += pts.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>();
         sxy += pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>();
     }
-    (sxx > 0.0).then(|| sxy / sxx)
+    if sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    let mut rss = 0.0;
+    for pts in lives.values() {
+        let n = pts.len() as f64;
+        let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+        rss += pts
+            .iter()
+            .map(|p| ((p.1 - my) - b * (p.0 - mx)).powi(2))
+            .sum::<f64>();
+    }
+    // One degree of freedom per life's intercept, one for the slope.
+    let dof = points.len() as f64 - lives.len() as f64 - 1.0;
+    let se = (dof > 0.0).then(|| (rss / dof / sxx).sqrt());
+    Some((b, se))
 }

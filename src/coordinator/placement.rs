@@ -24,7 +24,7 @@ use crate::domain::QueuedJob;
 use crate::domain::labels::{extra_labels, job_fits};
 use crate::store::CoordJobRow;
 use crate::timefmt::{Millis, format_rfc3339};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One connection; a host that reconnects gets a new one.
 pub type ConnId = u64;
@@ -33,8 +33,17 @@ pub type ConnId = u64;
 /// until its host says hello: connections are numbered from 1.
 pub const NO_CONN: ConnId = 0;
 
-/// Lease ids remembered after their lease closed, to match late `attempt_started`.
+/// At most this many lease ids are remembered after their lease closed unstarted (a
+/// backstop: [`LATE_START_MS`] bounds them first).
 const LEASE_MEMORY: usize = 65_536;
+
+/// How long after its expiry a lease that closed without a runner (expired, refused,
+/// cancelled) is still matched to its job, for an `attempt_started` that comes late (a
+/// host's clock, a runner slow to start, a link down for a while). A lease whose runner
+/// started is forgotten at once: nothing may name it again. Before this, every lease
+/// was kept until 65,536 more had been issued, and a coordinator's RSS grew by about
+/// 300 bytes a job for its first 65,536 jobs.
+const LATE_START_MS: Millis = 600_000;
 
 /// A new lease id: 128 random bits from the kernel (getrandom(2) through ring), as 32
 /// hex digits. A host cannot guess another host's lease, and hosts refuse a lease id
@@ -53,6 +62,8 @@ struct LeaseOf {
     job: String,
     /// The name the host's token was added under.
     host: String,
+    /// When it may be forgotten once closed: its expiry and [`LATE_START_MS`].
+    forget_at: Millis,
 }
 
 /// A runner seen taking a job, as the demand source reports it.
@@ -196,9 +207,9 @@ pub struct Placement {
     targets: Vec<CoordTarget>,
     hosts: BTreeMap<ConnId, HostView>,
     jobs: BTreeMap<String, JobEntry>,
-    /// Lease id → its job and host, for open leases and recently closed ones.
+    /// Lease id → its job and host, for open leases and those recently closed
+    /// without a runner.
     lease_jobs: BTreeMap<String, LeaseOf>,
-    lease_order: VecDeque<String>,
 }
 
 /// The key a job is known by on the wire.
@@ -227,7 +238,6 @@ impl Placement {
             hosts: BTreeMap::new(),
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
-            lease_order: VecDeque::new(),
         }
     }
 
@@ -297,7 +307,8 @@ impl Placement {
             };
             let phase = match (r.phase.as_str(), &r.lease_id, &r.host, &r.runner_name) {
                 ("offered" | "accepted", Some(lease_id), Some(host), _) => {
-                    self.remember_lease(lease_id, &r.job_key, host);
+                    let forget_at = r.expires_at.unwrap_or(now) + LATE_START_MS;
+                    self.remember_lease(lease_id, &r.job_key, host, forget_at);
                     Phase::Leased {
                         lease_id: lease_id.clone(),
                         conn: NO_CONN,
@@ -570,6 +581,10 @@ impl Placement {
             runner_name: s.runner_name,
             orphan_at: None,
         };
+        // Its runner started: nothing may name this lease again.
+        if let Some(l) = &s.lease_id {
+            self.lease_jobs.remove(l);
+        }
         out
     }
 
@@ -709,12 +724,19 @@ impl Placement {
             Phase::Leased { .. } | Phase::Started { .. } => phase,
             Phase::Waiting | Phase::Held { .. } => Phase::Waiting,
         };
-        if let Phase::Leased { lease_id, host, .. } = &job.phase {
+        if let Phase::Leased {
+            lease_id,
+            host,
+            expires_at,
+            ..
+        } = &job.phase
+        {
             self.lease_jobs.insert(
                 lease_id.clone(),
                 LeaseOf {
                     job: other,
                     host: host.clone(),
+                    forget_at: expires_at + LATE_START_MS,
                 },
             );
         }
@@ -751,6 +773,7 @@ impl Placement {
                 _ => {}
             }
         }
+        self.forget_leases(now);
         out.extend(self.place(now));
         out
     }
@@ -822,7 +845,7 @@ impl Placement {
             *open.entry(conn).or_default() += 1;
             *per_profile.entry((conn, profile.clone())).or_default() += 1;
             let host = self.hosts[&conn].name.clone();
-            self.remember_lease(&lease_id, &key, &host);
+            self.remember_lease(&lease_id, &key, &host, expires_at + LATE_START_MS);
             let job = self.jobs.get_mut(&key).expect("waiting job");
             job.placements += 1;
             job.phase = Phase::Leased {
@@ -876,20 +899,47 @@ impl Placement {
             .map(|p| (p.name.clone(), p.target.clone()))
     }
 
-    fn remember_lease(&mut self, lease_id: &str, key: &str, host: &str) {
+    fn remember_lease(&mut self, lease_id: &str, key: &str, host: &str, forget_at: Millis) {
         self.lease_jobs.insert(
             lease_id.to_string(),
             LeaseOf {
                 job: key.to_string(),
                 host: host.to_string(),
+                forget_at,
             },
         );
-        self.lease_order.push_back(lease_id.to_string());
-        while self.lease_order.len() > LEASE_MEMORY {
-            if let Some(old) = self.lease_order.pop_front() {
-                self.lease_jobs.remove(&old);
+    }
+
+    /// Forgets closed leases past their `forget_at`, and the oldest closed ones beyond
+    /// [`LEASE_MEMORY`]. An open lease is always kept.
+    fn forget_leases(&mut self, now: Millis) {
+        let open: BTreeSet<&str> = self
+            .jobs
+            .values()
+            .filter_map(|j| match &j.phase {
+                Phase::Leased { lease_id, .. } => Some(lease_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut closed: Vec<(Millis, String)> = self
+            .lease_jobs
+            .iter()
+            .filter(|(id, _)| !open.contains(id.as_str()))
+            .map(|(id, l)| (l.forget_at, id.clone()))
+            .collect();
+        closed.sort();
+        let over = self.lease_jobs.len().saturating_sub(LEASE_MEMORY);
+        for (i, (forget_at, id)) in closed.into_iter().enumerate() {
+            if i >= over && forget_at > now {
+                break;
             }
+            self.lease_jobs.remove(&id);
         }
+    }
+
+    /// How many lease ids are remembered (open, or closed without a runner lately).
+    pub fn leases_remembered(&self) -> usize {
+        self.lease_jobs.len()
     }
 }
 

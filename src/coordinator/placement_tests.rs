@@ -292,6 +292,57 @@ fn a_late_start_for_an_expired_lease_cancels_the_new_one() {
 }
 
 #[test]
+fn a_started_lease_is_forgotten_and_an_unstarted_one_after_its_late_window() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 2, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0));
+    assert_eq!(p.leases_remembered(), 2, "two open leases");
+    p.started(1, started(&l[0].2, "rm-a"), T0 + 1);
+    assert_eq!(
+        p.leases_remembered(),
+        1,
+        "the started lease is forgotten at once"
+    );
+    // A second start naming the same lease changes nothing.
+    assert!(p.started(1, started(&l[0].2, "rm-b"), T0 + 2).is_empty());
+    assert!(
+        matches!(&p.jobs()["1"].phase, Phase::Started { runner_name, .. } if runner_name == "rm-a")
+    );
+    // Job 2's lease expires unstarted (60 s) and its job is placed again once h1's
+    // refusal is forgotten; the old lease is still matched by a start that comes late,
+    // within LATE_START_MS, and the new lease is cancelled.
+    p.tick(T0 + 60_000);
+    let late = T0 + 60_000 + LATE_START_MS - 1;
+    let again = launches(&p.tick(late));
+    assert_eq!(again.len(), 1, "job 2 is placed again");
+    let a = p.started(1, started(&l[1].2, "rm-late"), late);
+    assert_eq!(cancels(&a), vec![(1, again[0].2.clone())]);
+    assert!(
+        matches!(&p.jobs()["2"].phase, Phase::Started { runner_name, .. } if runner_name == "rm-late")
+    );
+    // A lease closed unstarted is forgotten once its window is over; open ones never.
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    let again = launches(&p.tick(T0 + 60_000));
+    assert_eq!(again.len(), 1, "placed again on the other host");
+    assert_eq!(p.leases_remembered(), 2);
+    // At the old lease's forget_at only it goes; the new one is open.
+    let forget_at = T0 + 60_000 + LATE_START_MS;
+    p.forget_leases(forget_at);
+    assert_eq!(p.leases_remembered(), 1, "the open lease is kept");
+    assert!(
+        p.started(l[0].0, started(&l[0].2, "rm-too-late"), forget_at)
+            .is_empty()
+    );
+    assert!(
+        matches!(p.jobs()["1"].phase, Phase::Leased { .. }),
+        "a forgotten lease names nothing"
+    );
+}
+
+#[test]
 fn a_reconnecting_host_replaces_its_stale_connection() {
     let mut p = placement();
     p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);

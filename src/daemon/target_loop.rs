@@ -979,7 +979,8 @@ impl TargetLoop {
                     .with_observer(observer)
                     .with_shared_hold(self.scaleset.shared_hold())
                     .with_in_flight(self.scaleset.in_flight())
-                    .with_hooks(self.shared.hooks.clone());
+                    .with_hooks(self.shared.hooks.clone())
+                    .with_etag_journal();
                 // A retry-after or rate-limit reset recorded before a restart still holds.
                 let hold = self
                     .store

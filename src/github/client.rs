@@ -309,6 +309,14 @@ impl GitHubClient {
         self
     }
 
+    /// Journals the ETag cache's changes for [`GitHubClient::take_etag_changes`], for
+    /// an owner that keeps the cache (the daemon's store). Without it nothing is
+    /// journaled, since nothing would take it.
+    pub fn with_etag_journal(self) -> GitHubClient {
+        lock(&self.state).etags.keep_journal();
+        self
+    }
+
     pub fn base_url(&self) -> &str {
         &self.base
     }
@@ -834,7 +842,8 @@ impl GitHubClient {
         }
     }
 
-    /// The cache entries changed since the last call (`None`: dropped), to keep.
+    /// The cache entries changed since the last call (`None`: dropped), to keep; only
+    /// with [`GitHubClient::with_etag_journal`], else always empty.
     pub fn take_etag_changes(&self) -> Vec<(String, Option<Cached>)> {
         lock(&self.state).etags.take_changes()
     }

@@ -24,11 +24,36 @@ pub struct EtagCache {
     map: HashMap<String, Cached>,
     order: VecDeque<String>,
     bytes: usize,
-    /// URLs put, changed or dropped since [`EtagCache::take_changes`].
+    /// URLs put, changed or dropped since [`EtagCache::take_changes`], while the
+    /// journal is on.
     changed: BTreeSet<String>,
+    /// Whether changes are journaled: only for an owner that takes them (the daemon,
+    /// which keeps the cache in its store). Off, nothing drains the journal, and it
+    /// would grow by a URL for every run ever read (the coordinator's did, about a
+    /// hundred bytes a job).
+    journal: bool,
 }
 
 impl EtagCache {
+    /// A cache that journals its changes for [`EtagCache::take_changes`].
+    pub fn journaled() -> EtagCache {
+        EtagCache {
+            journal: true,
+            ..EtagCache::default()
+        }
+    }
+
+    /// Turns the journal on: from now on, changes are kept until taken.
+    pub fn keep_journal(&mut self) {
+        self.journal = true;
+    }
+
+    fn note(&mut self, url: &str) {
+        if self.journal {
+            self.changed.insert(url.to_string());
+        }
+    }
+
     pub fn etag(&self, url: &str) -> Option<&str> {
         self.map.get(url).map(|c| c.etag.as_str())
     }
@@ -42,7 +67,7 @@ impl EtagCache {
             return;
         }
         self.insert(url, entry);
-        self.changed.insert(url.to_string());
+        self.note(url);
     }
 
     /// Takes an entry kept from before (the store's), without journaling it.
@@ -60,7 +85,7 @@ impl EtagCache {
                 Some(old) => {
                     if let Some(c) = self.map.remove(&old) {
                         self.bytes -= c.body.len();
-                        self.changed.insert(old);
+                        self.note(&old);
                     }
                 }
                 None => break,
@@ -81,12 +106,12 @@ impl EtagCache {
         }
         self.bytes = self.bytes - c.body.len() + body.len();
         c.body = body;
-        self.changed.insert(url.to_string());
+        self.note(url);
     }
 
     pub fn remove(&mut self, url: &str) {
         if self.drop_entry(url) {
-            self.changed.insert(url.to_string());
+            self.note(url);
         }
     }
 
@@ -153,7 +178,7 @@ mod tests {
 
     #[test]
     fn journals_what_changed_and_not_what_was_seeded() {
-        let mut c = EtagCache::default();
+        let mut c = EtagCache::journaled();
         c.seed("/kept", e("\"k\"", b"kept"));
         assert!(
             c.take_changes().is_empty(),
@@ -178,5 +203,25 @@ mod tests {
             c.put(&format!("/p{i}"), e("e", b""));
         }
         assert!(c.take_changes().contains(&("/a".to_string(), None)));
+    }
+
+    #[test]
+    fn keeps_no_journal_unless_asked() {
+        // A cache whose owner never takes its changes (the coordinator's) stays
+        // bounded by its entries: a journal nobody drains would grow with every URL.
+        let mut c = EtagCache::default();
+        for i in 0..MAX_ENTRIES * 2 {
+            c.put(&format!("/p{i}"), e("e", b"body"));
+            c.compact(&format!("/p{i}"), b"b".to_vec());
+        }
+        c.remove(&format!("/p{}", MAX_ENTRIES * 2 - 1));
+        assert!(c.take_changes().is_empty());
+        assert_eq!(c.changed.len(), 0);
+        c.keep_journal();
+        c.put("/x", e("e", b"x"));
+        assert_eq!(
+            c.take_changes(),
+            vec![("/x".to_string(), Some(e("e", b"x")))]
+        );
     }
 }
