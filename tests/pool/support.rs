@@ -344,7 +344,17 @@ impl Pool {
             .append(true)
             .open(self.root.join("coordinator.log"))
             .unwrap();
-        let mut child = Command::new(BIN)
+        // `RM_HEAPTRACK_OUT=PATH` runs the coordinator under heaptrack (a heap profile
+        // of a benchmark's coordinator; heaptrack prints a line of its own first).
+        let mut cmd = match std::env::var_os("RM_HEAPTRACK_OUT") {
+            Some(out) => {
+                let mut c = Command::new("heaptrack");
+                c.arg("-o").arg(out).arg(BIN);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        let mut child = cmd
             .arg("--state-dir")
             .arg(&self.coord_dir)
             .args([
@@ -362,9 +372,14 @@ impl Pool {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        for _ in 0..4 {
+            line.clear();
+            out.read_line(&mut line).unwrap();
+            if line.contains("listening on ") {
+                break;
+            }
+        }
         assert!(line.contains("listening on "), "coordinator said {line:?}");
         self.coordinator = Some(child);
     }
