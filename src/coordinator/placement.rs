@@ -470,6 +470,18 @@ impl Placement {
     /// The connection is gone: the launches it was offered go back to waiting and are
     /// placed again; those it accepted wait `away_grace_ms` for the host to return.
     pub fn disconnect(&mut self, conn: ConnId, now: Millis) -> Vec<Action> {
+        self.drop_conn(conn, now, false)
+    }
+
+    /// The host was removed from the pool (its token revoked): it will not return, so
+    /// even the launches it accepted are placed again at once. A runner it started
+    /// still counts for `orphan_grace_ms`, as a disconnected host's does, since a
+    /// removed host's daemon may still be running it.
+    pub fn remove_host(&mut self, conn: ConnId, now: Millis) -> Vec<Action> {
+        self.drop_conn(conn, now, true)
+    }
+
+    fn drop_conn(&mut self, conn: ConnId, now: Millis, removed: bool) -> Vec<Action> {
         let Some(host) = self.hosts.remove(&conn) else {
             return Vec::new();
         };
@@ -480,7 +492,9 @@ impl Placement {
                     acked: true,
                     expires_at,
                     ..
-                } if *c == conn => *expires_at = (*expires_at).min(now + self.cfg.away_grace_ms),
+                } if *c == conn && !removed => {
+                    *expires_at = (*expires_at).min(now + self.cfg.away_grace_ms)
+                }
                 Phase::Leased { conn: c, .. } if *c == conn => j.phase = Phase::Waiting,
                 Phase::Started {
                     host: h, orphan_at, ..

@@ -235,6 +235,21 @@ fn a_launch_accepted_by_a_host_that_goes_away_waits_for_its_return() {
     assert!(launches(&p.tick(T0 + 60_000)).is_empty());
 }
 
+/// A host removed from the pool does not come back: what it accepted is placed again
+/// at once, not after the grace a crashed daemon gets.
+#[test]
+fn a_launch_accepted_by_a_removed_host_is_placed_again_at_once() {
+    let mut p = placement();
+    p.hello(1, "h1", hello("h1", 3, 1, POOL), T0);
+    let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
+    accept(&mut p, 1, &l[0].2, T0);
+    p.hello(2, "h2", hello("h2", 3, 1, POOL), T0 + 1);
+    let again = launches(&p.remove_host(1, T0 + 2));
+    assert_eq!(again.len(), 1, "placed again at once");
+    assert_eq!((again[0].0, again[0].1.as_str()), (2, "1"));
+    assert_ne!(again[0].2, l[0].2);
+}
+
 /// A daemon that comes back without the runner its crash cut short says nothing of
 /// the lease: it ends within the grace, and the job is placed again.
 #[test]

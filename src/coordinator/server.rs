@@ -780,7 +780,7 @@ fn cut_off_removed(
         log(&format!("host {} removed: closing its connection", c.name));
         let _ = c.out.send(Out::Close(Closing::Removed));
         c.waker.wake();
-        actions.extend(p.disconnect(id, now));
+        actions.extend(p.remove_host(id, now));
     }
     actions
 }
