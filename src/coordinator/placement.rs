@@ -569,6 +569,12 @@ impl Placement {
         if let Some(h) = self.hosts.get_mut(&conn) {
             h.started += 1;
         }
+        // Its runner started: nothing may name this lease again.
+        if key.is_some()
+            && let Some(l) = &s.lease_id
+        {
+            self.lease_jobs.remove(l);
+        }
         let mut out = Vec::new();
         let Some(key) = key else {
             return out;
@@ -595,10 +601,6 @@ impl Placement {
             runner_name: s.runner_name,
             orphan_at: None,
         };
-        // Its runner started: nothing may name this lease again.
-        if let Some(l) = &s.lease_id {
-            self.lease_jobs.remove(l);
-        }
         out
     }
 
@@ -924,7 +926,8 @@ impl Placement {
         );
     }
 
-    /// Forgets closed leases past their `forget_at`, and the oldest closed ones beyond
+    /// Forgets closed leases past their `forget_at` or whose job left the queue (a
+    /// start naming them would change nothing), and the oldest closed ones beyond
     /// [`LEASE_MEMORY`]. An open lease is always kept.
     fn forget_leases(&mut self, now: Millis) {
         let open: BTreeSet<&str> = self
@@ -939,7 +942,14 @@ impl Placement {
             .lease_jobs
             .iter()
             .filter(|(id, _)| !open.contains(id.as_str()))
-            .map(|(id, l)| (l.forget_at, id.clone()))
+            .map(|(id, l)| {
+                let forget_at = if self.jobs.contains_key(&l.job) {
+                    l.forget_at
+                } else {
+                    Millis::MIN
+                };
+                (forget_at, id.clone())
+            })
             .collect();
         closed.sort();
         let over = self.lease_jobs.len().saturating_sub(LEASE_MEMORY);

@@ -355,6 +355,10 @@ fn a_started_lease_is_forgotten_and_an_unstarted_one_after_its_late_window() {
         matches!(p.jobs()["1"].phase, Phase::Leased { .. }),
         "a forgotten lease names nothing"
     );
+    // A lease whose job left the queue is forgotten at the next tick, window or not.
+    p.queue("ct", vec![], forget_at + 1);
+    p.tick(forget_at + 2);
+    assert_eq!(p.leases_remembered(), 0);
 }
 
 #[test]
