@@ -16,3 +16,20 @@ pub fn cap_malloc_arenas() {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
+
+/// How often the long-lived processes give their allocator's free pages back.
+pub const TRIM_EVERY_MS: i64 = 60_000;
+
+/// Gives the pages malloc holds free back to the kernel (glibc's `malloc_trim(0)`,
+/// which also releases whole free pages inside its arenas, not only the top). Without
+/// it, pages freed between long-lived allocations stay in RSS: a coordinator life of
+/// 20,000 jobs rose about 50 kB per 1,000 with its heap bounded. A few milliseconds on
+/// these heaps; thread-safe; a no-op on other C libraries.
+pub fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the kernel; glibc locks each
+    // arena while it walks it, so any thread may call it at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

@@ -671,8 +671,13 @@ fn placer(
     let mut outs: BTreeMap<ConnId, ConnOut> = BTreeMap::new();
     let ticker = tick(every);
     let mut dirty = true;
+    let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
     loop {
         let now = now_millis();
+        if now >= next_trim {
+            next_trim = now + crate::alloc::TRIM_EVERY_MS;
+            crate::alloc::trim();
+        }
         let actions = select! {
             recv(stop) -> _ => break,
             recv(ticker) -> _ => {

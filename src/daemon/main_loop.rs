@@ -379,6 +379,7 @@ impl<'a> MainLoop<'a> {
             if let Ok(profiles) = self.store.profiles() {
                 oci::sweep(self.store, &host.id, &profiles);
             }
+            crate::alloc::trim();
         }
         if now >= self.next_prune {
             self.next_prune = now + self.opts.upkeep_every.as_millis() as Millis;
