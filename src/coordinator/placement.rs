@@ -747,14 +747,9 @@ impl Placement {
             ..
         } = &job.phase
         {
-            self.lease_jobs.insert(
-                lease_id.clone(),
-                LeaseOf {
-                    job: other,
-                    host: host.clone(),
-                    forget_at: expires_at + LATE_START_MS,
-                },
-            );
+            let (lease_id, host, forget_at) =
+                (lease_id.clone(), host.clone(), expires_at + LATE_START_MS);
+            self.remember_lease(&lease_id, &other, &host, forget_at);
         }
         out
     }
