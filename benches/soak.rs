@@ -785,11 +785,8 @@ fn print_slopes(samples: &[Sample]) {
         let steady_fit = if *process {
             fit_of(&settled, *f)
         } else {
-            let one: Vec<&Sample> = samples[steady..].iter().collect();
-            let pts: Vec<(usize, f64, f64)> = one
-                .iter()
-                .map(|s| (1, s.jobs as f64 / 1000.0, f(s)))
-                .collect();
+            // One "life" for every sample: the fit is then the plain one, with its error.
+            let pts: Vec<(usize, f64, f64)> = all[steady..].iter().map(|p| (1, p.0, p.1)).collect();
             stats::fit_within(&pts)
         };
         let pct = |s: Option<f64>| s.map(|s| s * 10.0 / mean * 100.0);

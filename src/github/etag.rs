@@ -35,14 +35,6 @@ pub struct EtagCache {
 }
 
 impl EtagCache {
-    /// A cache that journals its changes for [`EtagCache::take_changes`].
-    pub fn journaled() -> EtagCache {
-        EtagCache {
-            journal: true,
-            ..EtagCache::default()
-        }
-    }
-
     /// Turns the journal on: from now on, changes are kept until taken.
     pub fn keep_journal(&mut self) {
         self.journal = true;
@@ -178,7 +170,8 @@ mod tests {
 
     #[test]
     fn journals_what_changed_and_not_what_was_seeded() {
-        let mut c = EtagCache::journaled();
+        let mut c = EtagCache::default();
+        c.keep_journal();
         c.seed("/kept", e("\"k\"", b"kept"));
         assert!(
             c.take_changes().is_empty(),
