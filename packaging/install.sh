@@ -7,7 +7,7 @@
 #
 # DESTDIR and PREFIX may also come from the environment (--destdir/--prefix win).
 # PREFIX defaults to /usr, where the unit's ExecStart=/usr/bin/runner-manager points;
-# another prefix rewrites ExecStart to match. --bin defaults to the release build
+# another prefix rewrites ExecStart (and ExecStopPost) to match. --bin defaults to the release build
 # (target/x86_64-unknown-linux-gnu/release, then target/release). With an empty DESTDIR
 # and root, it also creates the runner users (one per uid of --runner-users, default
 # 61000-61063, named rm-runner-UID) and the state directory, sets the host's
@@ -158,7 +158,8 @@ put 0644 "$top/man/runner-manager.1" "$mandir/man1/runner-manager.1"
 put 0644 "$top/man/runner-manager-daemon.8" "$mandir/man8/runner-manager-daemon.8"
 put 0644 "$top/man/runner-manager-coordinator.8" "$mandir/man8/runner-manager-coordinator.8"
 gen 0644 "$unitdir/runner-manager.service" \
-    sed "s|^ExecStart=/usr/bin/runner-manager|ExecStart=$bindir/runner-manager|" "$unit_src"
+    sed -e "s|^ExecStart=/usr/bin/runner-manager|ExecStart=$bindir/runner-manager|" \
+        -e "s|^ExecStopPost=-+/usr/bin/runner-manager|ExecStopPost=-+$bindir/runner-manager|" "$unit_src"
 put 0644 "$sysusers_src" "$sysusersdir/runner-manager.conf"
 put 0644 "$tmpfiles_src" "$tmpfilesdir/runner-manager.conf"
 # Completions come from the binary itself, so they match its --help.

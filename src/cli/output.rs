@@ -163,6 +163,7 @@ pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
         "memory_max": p.memory_max,
         "cpu_max": p.cpu_max.map(|m| m as f64 / 1000.0),
         "pids_max": p.pids_max,
+        "limits": p.limits.as_str(),
         "env": p.env,
         "tools": p.tools,
         "execution": p.execution.as_str(),

@@ -229,6 +229,7 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
             or_dash(p.cpu_max.map(crate::domain::isolation::human_cpus)),
         ),
         ("pids_max", or_dash(p.pids_max)),
+        ("limits", p.limits.as_str().into()),
         (
             "env",
             or_dash((!p.env.is_empty()).then(|| crate::domain::runner_env::display(&p.env))),

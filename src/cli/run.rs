@@ -16,6 +16,9 @@ use std::path::Path;
 use std::time::Duration;
 
 pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
+    if inv.flag("--release-cgroups") {
+        return release_cgroups(inv);
+    }
     let log_level = match inv.value("--log-level") {
         None => Level::Info,
         Some(v) => Level::parse(v).ok_or_else(|| {
@@ -75,6 +78,26 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             other.to_string(),
         )),
     }
+}
+
+/// `daemon --release-cgroups`: the unit's `ExecStopPost=` between two daemon lives
+/// (`runner::cgroup::handover`). Alone: any other daemon option is a usage error.
+fn release_cgroups(inv: &Invocation) -> CliResult {
+    if let Some((other, _)) = inv.options.iter().find(|(o, _)| *o != "--release-cgroups") {
+        return Err(CliError::usage(
+            other,
+            "does not go with --release-cgroups, which runs no daemon",
+        ));
+    }
+    let r = crate::runner::cgroup::handover::release()
+        .map_err(|e| CliError::Failed(format!("cannot release the daemon's cgroup: {e}")))?;
+    if r.turned_off.is_empty() {
+        println!("{}: no controller was handed down", r.cgroup.display());
+    }
+    for (dir, off) in &r.turned_off {
+        println!("{}: turned off {}", dir.display(), off.join(" "));
+    }
+    Ok(())
 }
 
 /// `--metrics-listen`: an IP address and port on loopback. The listener has no

@@ -255,7 +255,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["profile", "set"],
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
-        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing), execution (native, the default, or oci: each runner in a rootless Podman container), image (the oci image, pinned by digest: REF@sha256:<64 hex>), disk_max (the most an oci container may write; needs a disk quota), caches (on|off|default: dependency caches kept per target; default is on for a repository target, off for an organization's), workspace (disposable|persistent: keep _work between a repository target's jobs, never with allow_public)",
+        about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, limits (required, the default: no runner starts while the host cannot enforce a limit the profile sets; best-effort: start anyway, and doctor warns), env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing), execution (native, the default, or oci: each runner in a rootless Podman container), image (the oci image, pinned by digest: REF@sha256:<64 hex>), disk_max (the most an oci container may write; needs a disk quota), caches (on|off|default: dependency caches kept per target; default is on for a repository target, off for an organization's), workspace (disposable|persistent: keep _work between a repository target's jobs, never with allow_public)",
         options: &[opt(
             "--revision",
             "N",
@@ -349,7 +349,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::Daemon,
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION]",
+        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION] [--release-cgroups]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
@@ -391,6 +391,10 @@ pub const COMMANDS: &[Command] = &[
                 "--upkeep-every",
                 "DURATION",
                 "How often ended attempts past the host's retention, their logs and unused caches are pruned (default 1h, and at start)",
+            ),
+            switch(
+                "--release-cgroups",
+                "Run no daemon: turn off the controllers of the stopped daemon's delegated cgroup so systemd can start the next one there (the unit's ExecStopPost; live runners keep running, their limits written again by the next daemon)",
             ),
         ],
     },

@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 pub const KV_ISOLATION: &str = "daemon:isolation";
 pub const KV_CONTAINMENT: &str = "daemon:containment";
 pub const KV_CGROUPS: &str = "daemon:cgroups";
+/// What the daemon's cgroups enforce (`Enforced`, as JSON): `doctor` judges profiles'
+/// limits by the daemon's cgroup, not by its own.
+pub const KV_ENFORCED: &str = "daemon:cgroups_enforced";
 
 /// What the daemon runs runners with.
 #[derive(Debug, Clone)]
@@ -281,14 +284,9 @@ pub fn ready(
     let (cgroup, join) = if c.cgroups.is_none() {
         (None, None)
     } else {
-        let limits = Limits {
-            memory_max: policy.memory_max,
-            cpu_max_millis: policy.cpu_max,
-            pids_max: policy.pids_max,
-        };
         let cg = c
             .cgroups
-            .create(a.id, &limits)
+            .create(a.id, &limits_of(policy))
             .map_err(|e| HostFailure(format!("cgroup: {e}")))?;
         let join = cg
             .join_fds()
@@ -401,4 +399,40 @@ pub fn remove_cgroup(c: &Containment, attempt: i64) -> bool {
 /// Whether the attempt's memory limit killed something in it.
 pub fn oom_killed(c: &Containment, attempt: i64) -> bool {
     !c.cgroups.is_none() && c.cgroups.attempt(attempt).oom_kills() > 0
+}
+
+/// A profile's cgroup limits as the runner floor takes them.
+pub fn limits_of(policy: &ScalePolicy) -> Limits {
+    Limits {
+        memory_max: policy.memory_max,
+        cpu_max_millis: policy.cpu_max,
+        pids_max: policy.pids_max,
+    }
+}
+
+/// At start: writes each live attempt's limits again (its profile's, as they are now)
+/// into its cgroup. Under systemd before 254 the previous daemon's unit turned the
+/// controllers off when it stopped (`runner::cgroup::handover`), which took the
+/// limits with them; this daemon's `prepare` turned them on again. Attempts whose
+/// cgroup is gone, or whose profile is, are left to the recovery pass.
+pub fn restore_limits(c: &Containment, open: &[Attempt], profiles: &[ScalePolicy]) {
+    if c.cgroups.is_none() {
+        return;
+    }
+    let mut restored = 0;
+    for a in open {
+        let Some(p) = profiles.iter().find(|p| p.name == a.profile) else {
+            continue;
+        };
+        if !c.cgroups.attempt(a.id).exists() {
+            continue;
+        }
+        match c.cgroups.create(a.id, &limits_of(p)) {
+            Ok(_) => restored += 1,
+            Err(e) => log_warn!("limits_not_restored", attempt = a.id, error = e),
+        }
+    }
+    if restored > 0 {
+        log_info!("limits_restored", attempts = restored);
+    }
 }

@@ -11,7 +11,8 @@
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Host, ScalePolicy, runner_env};
-use crate::reconcile::fitness::{self, Class, Facts, ToolFacts};
+use crate::reconcile::fitness::{self, Class, Facts, LimitFacts, ToolFacts};
+use crate::runner::cgroup::Enforced;
 use crate::runner::tools;
 use crate::{log_info, log_warn};
 use std::collections::BTreeMap;
@@ -63,10 +64,53 @@ pub fn tool_facts(host: &Host, profiles: &[ScalePolicy]) -> BTreeMap<String, Too
         .collect()
 }
 
+/// Each native profile that sets a cgroup limit, against what `enforced` says the
+/// daemon's cgroups apply. (An `oci` profile's limits are Podman's: its readiness
+/// check covers them.)
+pub fn limit_facts(profiles: &[ScalePolicy], enforced: &Enforced) -> BTreeMap<String, LimitFacts> {
+    profiles
+        .iter()
+        .filter(|p| p.execution == crate::domain::Execution::Native)
+        .filter_map(|p| {
+            let asked = [
+                ("memory_max", p.memory_max.is_some(), enforced.memory),
+                ("cpu_max", p.cpu_max.is_some(), enforced.cpu),
+                ("pids_max", p.pids_max.is_some(), enforced.pids),
+            ];
+            let set: Vec<String> = asked
+                .iter()
+                .filter(|(_, s, _)| *s)
+                .map(|(n, _, _)| n.to_string())
+                .collect();
+            if set.is_empty() {
+                return None;
+            }
+            let unenforced: Vec<String> = asked
+                .iter()
+                .filter(|(_, s, e)| *s && !*e)
+                .map(|(n, _, _)| n.to_string())
+                .collect();
+            let why = if unenforced.is_empty() {
+                String::new()
+            } else {
+                enforced.why.join("; ")
+            };
+            let l = LimitFacts {
+                set,
+                unenforced,
+                why,
+                best_effort: p.limits == crate::domain::isolation::LimitsMode::BestEffort,
+            };
+            Some((p.name.clone(), l))
+        })
+        .collect()
+}
+
 /// The facts, read now: cheap (one file, one syscall, one passwd lookup at most
 /// per uid until a user is found, a `stat` per tool and `PATH` entry), and two
-/// Podman calls when a profile runs `oci`.
-pub fn read_facts(host: &Host, profiles: &[ScalePolicy]) -> Facts {
+/// Podman calls when a profile runs `oci`. `enforced` is what the daemon's cgroups
+/// apply.
+pub fn read_facts(host: &Host, profiles: &[ScalePolicy], enforced: &Enforced) -> Facts {
     let oci_profiles = oci_profiles(profiles);
     Facts {
         capacity: host.capacity,
@@ -80,6 +124,7 @@ pub fn read_facts(host: &Host, profiles: &[ScalePolicy]) -> Facts {
         tools: tool_facts(host, profiles),
         oci: (!oci_profiles.is_empty()).then(crate::runner::oci::podman::facts),
         oci_profiles,
+        limits: limit_facts(profiles, enforced),
     }
 }
 
@@ -134,7 +179,8 @@ pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> Fitnes
 
 /// Reads the facts for `host` and `profiles` and applies them.
 pub fn check(shared: &Shared, host: &Host, profiles: &[ScalePolicy]) -> FitnessState {
-    apply(shared, &read_facts(host, profiles), profiles)
+    let enforced = shared.containment().cgroups.enforced();
+    apply(shared, &read_facts(host, profiles, &enforced), profiles)
 }
 
 #[cfg(test)]

@@ -153,6 +153,11 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     });
     let contained = containment_key(&host);
     apply_containment(&shared, &store, &host, None)?;
+    contain::restore_limits(
+        &shared.containment(),
+        &store.open_attempts(&host.id)?,
+        &store.profiles()?,
+    );
     // The first passes, and the first scrape, know whether there is room to start
     // runners.
     disk_watch::sample(&shared, host.disk_reserve_bytes);
@@ -283,6 +288,8 @@ fn apply_containment(
     store.kv_put(contain::KV_ISOLATION, c.isolation.word())?;
     store.kv_put(contain::KV_CONTAINMENT, &c.isolation.describe())?;
     store.kv_put(contain::KV_CGROUPS, &c.cgroups.summary())?;
+    let enforced = serde_json::to_string(&c.cgroups.enforced()).unwrap_or_default();
+    store.kv_put(contain::KV_ENFORCED, &enforced)?;
     *lock_mutex(&shared.contain) = Arc::new(c);
     Ok(())
 }

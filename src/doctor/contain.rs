@@ -5,7 +5,8 @@
 use super::CheckLine;
 use crate::domain::isolation::{self, Powers};
 use crate::domain::{Host, InEffect, ScalePolicy};
-use crate::runner::{self, caps, cgroup::Cgroups};
+use crate::runner::cgroup::{Cgroups, Enforced};
+use crate::runner::{self, caps};
 use crate::store::{SqliteStore, Store};
 use std::path::Path;
 
@@ -27,7 +28,7 @@ pub(super) fn check(state_dir: &Path, store: &SqliteStore, lines: &mut Vec<Check
         lines.push(users_line(r, host.capacity));
     }
     lines.push(capabilities_line(daemon_pid, &in_effect));
-    lines.push(cgroups_line(&host, &profiles));
+    lines.push(cgroups_line(store, &host, daemon_pid));
     if let InEffect::Uids(_) = in_effect {
         for p in &profiles {
             lines.push(install_line(state_dir, p));
@@ -148,31 +149,22 @@ fn capabilities_line(daemon_pid: Option<u32>, e: &InEffect) -> CheckLine {
     }
 }
 
-/// Which cgroups the host has, and whether the limits profiles ask for are enforced.
-fn cgroups_line(host: &Host, profiles: &[ScalePolicy]) -> CheckLine {
-    let cg = Cgroups::detect(host.short_id());
-    let enforced = cg.enforced();
-    let mut missing = Vec::new();
-    for p in profiles {
-        if p.memory_max.is_some() && !enforced.memory {
-            missing.push(format!("{}: memory_max", p.name));
+/// The cgroups the daemon has (its own word while it runs: it lives in another cgroup
+/// than this shell), or what this process would have. Whether each profile's limits are
+/// in effect is judged apart (`limits:<profile>`, `reconcile::fitness`).
+fn cgroups_line(store: &SqliteStore, host: &Host, daemon_pid: Option<u32>) -> CheckLine {
+    let (summary, none) = match daemon_pid.and_then(|_| daemon_cgroups(store)) {
+        Some((summary, enforced)) => (summary, !enforced.kill),
+        None => {
+            let cg = Cgroups::detect(host.short_id());
+            let summary = format!(
+                "{} (as this process sees it; the daemon is not running)",
+                cg.summary()
+            );
+            (summary, cg.is_none())
         }
-        if p.cpu_max.is_some() && !enforced.cpu {
-            missing.push(format!("{}: cpu_max", p.name));
-        }
-        if p.pids_max.is_some() && !enforced.pids {
-            missing.push(format!("{}: pids_max", p.name));
-        }
-    }
-    let summary = cg.summary();
-    if !missing.is_empty() {
-        return CheckLine::warn(
-            "cgroups",
-            format!("{summary}; not enforced here: {}", missing.join(", ")),
-            "a host with cgroup v2 and the packaged unit (Delegate=yes) enforces all three",
-        );
-    }
-    if cg.is_none() {
+    };
+    if none {
         return CheckLine::warn(
             "cgroups",
             summary,
@@ -180,6 +172,29 @@ fn cgroups_line(host: &Host, profiles: &[ScalePolicy]) -> CheckLine {
         );
     }
     CheckLine::ok("cgroups", summary)
+}
+
+/// The running daemon's cgroup summary and what its cgroups enforce, as it recorded
+/// them at start.
+fn daemon_cgroups(store: &SqliteStore) -> Option<(String, Enforced)> {
+    use crate::daemon::contain::{KV_CGROUPS, KV_ENFORCED};
+    let summary = store.kv_get(KV_CGROUPS).ok().flatten()?;
+    let enforced = serde_json::from_str(&store.kv_get(KV_ENFORCED).ok().flatten()?).ok()?;
+    Some((summary, enforced))
+}
+
+/// What limits a profile's runners would get: the running daemon's word, or, with no
+/// daemon, what a daemon started like this process would find.
+pub(super) fn enforced_limits(store: &SqliteStore, host: &Host) -> Enforced {
+    let running = store
+        .heartbeat()
+        .ok()
+        .flatten()
+        .is_some_and(|b| crate::timefmt::now_millis() - b.heartbeat_at < 60_000);
+    match running.then(|| daemon_cgroups(store)).flatten() {
+        Some((_, e)) => e,
+        None => Cgroups::detect(host.short_id()).enforced(),
+    }
 }
 
 /// A runner install every runner's root links to must be the manager's and read-only

@@ -102,6 +102,7 @@ pub fn class_of(name: &str) -> Class {
         "disk" | "isolation" | "runner-users" | "capabilities" | "runner"
     ) || name.starts_with("tools:")
         || name.starts_with("oci:")
+        || name.starts_with("limits:")
         || name.starts_with("runner ");
     if required {
         Class::Required
@@ -247,7 +248,11 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         .as_ref()
         .and_then(|s| crate::store::Store::host(s).ok().flatten())
     {
-        fitness_lines(&h, &profiles, &mut lines);
+        let enforced = store
+            .as_ref()
+            .map(|s| contain::enforced_limits(s, &h))
+            .unwrap_or_default();
+        fitness_lines(&h, &profiles, &enforced, &mut lines);
         remote::check_coordinator(&h, opts.command_timeout, &mut lines);
     }
     lines.push(host::check_systemd(opts));
@@ -264,11 +269,12 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
 fn fitness_lines(
     host: &crate::domain::Host,
     profiles: &[crate::domain::ScalePolicy],
+    enforced: &crate::runner::cgroup::Enforced,
     lines: &mut Vec<CheckLine>,
 ) {
     let facts = crate::reconcile::fitness::Facts {
         runner_users: None,
-        ..crate::daemon::fitness_watch::read_facts(host, profiles)
+        ..crate::daemon::fitness_watch::read_facts(host, profiles, enforced)
     };
     for f in crate::reconcile::fitness::findings(&facts) {
         lines.push(match (f.ok, f.class, f.hint) {

@@ -45,6 +45,45 @@ impl Isolation {
     }
 }
 
+/// A profile's `limits` setting: what happens when the host cannot enforce one of the
+/// profile's `memory_max`, `cpu_max` or `pids_max` (no controller delegated to the
+/// daemon, a v1 host without that hierarchy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LimitsMode {
+    /// The default: a limit that is not in effect stops the profile's starts, and
+    /// `doctor` fails. A limit someone set is a promise, never a hope.
+    #[default]
+    Required,
+    /// Start anyway; `doctor` and `status` warn which limits do not apply.
+    BestEffort,
+}
+
+impl LimitsMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitsMode::Required => "required",
+            LimitsMode::BestEffort => "best-effort",
+        }
+    }
+
+    pub fn parse(arg: &str, value: &str) -> Result<LimitsMode, Invalid> {
+        match value {
+            "required" => Ok(LimitsMode::Required),
+            "best-effort" => Ok(LimitsMode::BestEffort),
+            _ => Err(Invalid::new(
+                arg,
+                format!("expected required or best-effort (got {value:?})"),
+            )),
+        }
+    }
+
+    /// As stored; an unknown word (a newer build's) reads as the safe default.
+    pub fn from_stored(value: &str) -> LimitsMode {
+        LimitsMode::parse("limits", value).unwrap_or_default()
+    }
+}
+
 /// The most ids a range may hold: a sub-uid-sized block, far more than runners per host.
 const MAX_RANGE_LEN: u32 = 65536;
 

@@ -102,6 +102,10 @@ pub struct ScalePolicy {
     pub memory_max: Option<u64>,
     pub cpu_max: Option<u32>,
     pub pids_max: Option<u32>,
+    /// Whether those limits must be in effect for its runners to start (`required`,
+    /// the default) or may go unenforced where the host cannot apply them.
+    #[serde(default)]
+    pub limits: super::isolation::LimitsMode,
     /// Variables its runners get, over the host's (`env.NAME=VALUE`; not for secrets).
     #[serde(default)]
     pub env: super::runner_env::EnvMap,
@@ -149,6 +153,7 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "memory_max",
     "cpu_max",
     "pids_max",
+    "limits",
     "env.NAME",
     "tools",
     "execution",
@@ -182,6 +187,7 @@ impl ScalePolicy {
             memory_max: None,
             cpu_max: None,
             pids_max: None,
+            limits: Default::default(),
             env: Default::default(),
             tools: Vec::new(),
             execution: Default::default(),
@@ -350,6 +356,7 @@ impl ScalePolicy {
             "memory_max" => self.memory_max = super::isolation::memory_max(key, value)?,
             "cpu_max" => self.cpu_max = super::isolation::cpu_max(key, value)?,
             "pids_max" => self.pids_max = super::isolation::pids_max(key, value)?,
+            "limits" => self.limits = super::isolation::LimitsMode::parse(key, value)?,
             "tools" => self.tools = super::runner_env::parse_tools(key, value)?,
             "execution" => self.execution = super::execution::Execution::parse(key, value)?,
             "image" => self.image = super::execution::image(key, value)?,

@@ -9,9 +9,11 @@
 //! Required here: the tools a profile's jobs need, on the `PATH` its runners get;
 //! runner users when the host has a uid range (with none, no start could get an
 //! identity); for an `oci` profile, the host's readiness for rootless containers
-//! (`runner::oci::readiness`). Recommended: memory and cores against the host's
-//! capacity (capacity is the owner's explicit bound and a job's size is unknown, so
-//! it is advice).
+//! (`runner::oci::readiness`); and a profile's `memory_max`, `cpu_max` and
+//! `pids_max` being in effect, unless the profile says `limits=best-effort` (then a
+//! limit not in effect is recommended: reported, never stopping). Recommended: memory
+//! and cores against the host's capacity (capacity is the owner's explicit bound and a
+//! job's size is unknown, so it is advice).
 
 use std::collections::BTreeMap;
 
@@ -68,6 +70,22 @@ pub struct Facts {
     pub oci: Option<OciFacts>,
     /// The profiles that run `oci`, each stopped while the host is not ready.
     pub oci_profiles: Vec<String>,
+    /// Per native profile that sets a cgroup limit: which of its limits the daemon's
+    /// cgroups enforce.
+    pub limits: BTreeMap<String, LimitFacts>,
+}
+
+/// One profile's cgroup limits against what the host's cgroups enforce.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitFacts {
+    /// The limits it sets, by setting name (`memory_max`, `cpu_max`, `pids_max`).
+    pub set: Vec<String>,
+    /// Those the host does not enforce.
+    pub unenforced: Vec<String>,
+    /// Why not, in the cgroup detection's words (empty when all are enforced).
+    pub why: String,
+    /// `limits=best-effort`: starts go on without them.
+    pub best_effort: bool,
 }
 
 pub use crate::runner::oci::readiness::Facts as OciFacts;
@@ -171,6 +189,9 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             )
         });
     }
+    for (profile, l) in &f.limits {
+        out.push(limits_finding(profile, l));
+    }
     let oci = f.oci.clone().unwrap_or_default();
     let verdict = crate::runner::oci::readiness::verdict(&oci);
     for profile in &f.oci_profiles {
@@ -188,6 +209,42 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// `limits:<profile>`: required unless the profile took `limits=best-effort`.
+fn limits_finding(profile: &str, l: &LimitFacts) -> Finding {
+    let ok = l.unenforced.is_empty();
+    let detail = if ok {
+        format!("{} in effect", l.set.join(", "))
+    } else if l.best_effort {
+        format!(
+            "{} not in effect, started anyway (limits=best-effort): {}",
+            l.unenforced.join(", "),
+            l.why
+        )
+    } else {
+        format!(
+            "{} set but not in effect, so none of its runners start: {}",
+            l.unenforced.join(", "),
+            l.why
+        )
+    };
+    Finding {
+        check: format!("limits:{profile}"),
+        class: if l.best_effort {
+            Class::Recommended
+        } else {
+            Class::Required
+        },
+        ok,
+        detail,
+        hint: (!ok).then(|| {
+            "run the daemon with cgroup v2 delegated to it (the packaged unit does), or \
+             accept runners without them: profile set NAME limits=best-effort"
+                .to_string()
+        }),
+        profile: Some(profile.to_string()),
+    }
 }
 
 /// The daemon's judgement: each profile that may not start, with the first required
@@ -302,6 +359,41 @@ mod tests {
             quota_probe: Some(Ok(())),
         });
         assert!(unfit(&f, &names(&["boxed", "plain"])).is_empty());
+    }
+
+    #[test]
+    fn a_limit_not_in_effect_stops_its_profile_unless_it_takes_best_effort() {
+        let lim = |unenforced: &[&str], best_effort| LimitFacts {
+            set: names(&["memory_max", "pids_max"]),
+            unenforced: names(unenforced),
+            why: "no memory or pids controller is delegated".into(),
+            best_effort,
+        };
+        let mut f = Facts {
+            capacity: 2,
+            ..Facts::default()
+        };
+        f.limits
+            .insert("strict".into(), lim(&["memory_max"], false));
+        f.limits.insert("loose".into(), lim(&["memory_max"], true));
+        f.limits.insert("fine".into(), lim(&[], false));
+        let u = unfit(&f, &names(&["strict", "loose", "fine", "plain"]));
+        assert_eq!(u.keys().collect::<Vec<_>>(), ["strict"]);
+        assert!(
+            u["strict"].contains("memory_max set but not in effect"),
+            "{u:?}"
+        );
+        assert!(
+            u["strict"].contains("no memory or pids controller"),
+            "{u:?}"
+        );
+        let by = |c: &str| findings(&f).into_iter().find(|x| x.check == c).unwrap();
+        let loose = by("limits:loose");
+        assert_eq!((loose.class, loose.ok), (Class::Recommended, false));
+        assert!(loose.detail.contains("started anyway"), "{loose:?}");
+        let fine = by("limits:fine");
+        assert!(fine.ok && fine.hint.is_none(), "{fine:?}");
+        assert_eq!(fine.detail, "memory_max, pids_max in effect");
     }
 
     #[test]

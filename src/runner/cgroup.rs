@@ -6,8 +6,9 @@
 //! - cgroup v2, delegated to us (systemd `Delegate=yes`: the `user.delegate`/`trusted.delegate`
 //!   xattr, or the directory chowned to our non-root uid): inside our own cgroup `<own>`,
 //!   and `prepare` moves this process into the leaf `<own>/daemon` first, because v2 lets
-//!   no cgroup both hold processes and hand controllers to its children. A unit with
-//!   `DelegateSubgroup=daemon` starts us in that leaf already.
+//!   no cgroup both hold processes and hand controllers to its children. systemd starts
+//!   the next daemon in `<own>` again, which it cannot while `<own>` hands controllers
+//!   down: the unit's `ExecStopPost=` turns them off in between (`cgroup_handover`).
 //! - cgroup v2, not delegated (tests, root run by hand): at the v2 root, which is exempt
 //!   from that rule.
 //! - cgroup v1: under this process's own cgroup in that hierarchy (v1 has no such rule,
@@ -85,7 +86,8 @@ pub enum CgroupMode {
 }
 
 /// What containment is in effect, and for each part that is not, why (for `doctor`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The daemon keeps its own in the store (`doctor` runs in another cgroup).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Enforced {
     /// Everything an attempt starts can be killed (atomically with `cgroup.kill`,
     /// otherwise by signalling every member until none is left).
@@ -738,23 +740,20 @@ struct V2Layout {
     leaf: Option<Vec<String>>,
     base: Vec<String>,
     delegated: bool,
-    /// Whether controllers may be enabled for our children. Not in a delegated cgroup
-    /// this process was not started in the `daemon` leaf of: enabling them would turn
-    /// the cgroup the service manager restarts us into one that may hold no process
-    /// (systemd before 254, which ignores `DelegateSubgroup=`, then fails to restart
-    /// the daemon with EBUSY). Kill and CPU time need no controller.
-    controllers: bool,
 }
-
-/// Why a delegated daemon outside its `daemon` leaf enables no controller.
-const NOT_IN_LEAF: &str = "the daemon was not started in the daemon/ leaf of its delegated \
-     cgroup (the unit's DelegateSubgroup=daemon needs systemd 254 or newer), and enabling \
-     controllers there would keep systemd from restarting it";
 
 /// Pure: where our v2 base goes, given this process's cgroup `own` (below the mount),
 /// whether `own` (or, when `own` is a `daemon` leaf, its parent) is delegated to us, and
 /// whether the mount's top is the real root (exempt from the no-internal-processes rule)
 /// rather than a namespace's root.
+///
+/// Started in a delegated cgroup itself (systemd before 254 has no
+/// `DelegateSubgroup=`), the daemon moves into the leaf `daemon` and enables
+/// controllers in the cgroup the service manager started it in, the delegation pattern
+/// systemd documents. systemd then cannot start the next daemon in that cgroup while
+/// it hands controllers down (`219/CGROUP`), so the packaged unit's `ExecStopPost=`
+/// turns them off between two lives (`runner::cgroup_handover`), and each daemon writes
+/// its live attempts' limits again at start.
 fn v2_layout(
     own: &[String],
     own_delegated: bool,
@@ -762,24 +761,23 @@ fn v2_layout(
     top_is_real_root: bool,
     tag: &str,
 ) -> V2Layout {
-    let (managed, leaf, delegated, controllers): (Vec<String>, Option<Vec<String>>, bool, bool) =
+    let leaf_of = |c: &[String]| {
+        let mut l = c.to_vec();
+        l.push(LEAF.to_string());
+        l
+    };
+    let (managed, leaf, delegated): (Vec<String>, Option<Vec<String>>, bool) =
         if own.last().map(String::as_str) == Some(LEAF) && parent_delegated {
-            // Already in the leaf (DelegateSubgroup=daemon, or a second detect).
-            (
-                own[..own.len() - 1].to_vec(),
-                Some(own.to_vec()),
-                true,
-                true,
-            )
+            // Already in the leaf (a restart of this process, or a second detect).
+            (own[..own.len() - 1].to_vec(), Some(own.to_vec()), true)
         } else if own_delegated && !own.is_empty() {
-            // Started in the delegated cgroup itself: attempts go beside us, with
-            // kill and CPU time but no controllers (see `V2Layout::controllers`).
-            (own.to_vec(), None, true, false)
+            // Started in the delegated cgroup itself: move into its leaf.
+            (own.to_vec(), Some(leaf_of(own)), true)
         } else if !top_is_real_root && (own.is_empty() || own == [LEAF.to_string()]) {
             // A cgroup namespace's root (a container): it is ours, but not exempt.
-            (Vec::new(), Some(vec![LEAF.to_string()]), true, true)
+            (Vec::new(), Some(vec![LEAF.to_string()]), true)
         } else {
-            (Vec::new(), None, false, true)
+            (Vec::new(), None, false)
         };
     let mut base = managed.clone();
     base.push(format!("{BASE_PREFIX}{tag}"));
@@ -788,7 +786,6 @@ fn v2_layout(
         leaf,
         base,
         delegated,
-        controllers,
     }
 }
 
@@ -997,12 +994,8 @@ fn v2_hier(
     if let Some(why) = unwritable(&managed) {
         return V2Found::missing(why);
     }
-    let (controllers, place) = if layout.controllers {
-        let place = format!("cgroup v2 at {}", managed.display());
-        (read_controllers(&managed), place)
-    } else {
-        (Vec::new(), NOT_IN_LEAF.to_string())
-    };
+    let place = format!("cgroup v2 at {}", managed.display());
+    let controllers = read_controllers(&managed);
     let has = |c: &str| controllers.iter().any(|x| x == c);
     let roles = Roles {
         memory: has("memory"),
@@ -1164,9 +1157,7 @@ fn missing_notes(hiers: &[Hier], v2: &V2Found, v1_missing: &[(&str, String)]) ->
             .unwrap_or_default()
     };
     let v2_lacks = |ctl: &str| {
-        if v2.place == NOT_IN_LEAF {
-            v2.place.clone()
-        } else if hiers.iter().any(|h| h.kind == Kind::V2) {
+        if hiers.iter().any(|h| h.kind == Kind::V2) {
             let (place, ctls) = (&v2.place, &v2.controllers);
             format!("{place} has no {ctl} controller (cgroup.controllers: {ctls:?})")
         } else {
@@ -1710,6 +1701,9 @@ fn remove_tree(dir: &Path, depth: u32) -> Result<(), CgroupError> {
         Err(e) => Err(io_err("removing", dir)(e)),
     }
 }
+
+#[path = "cgroup_handover.rs"]
+pub mod handover;
 
 #[cfg(test)]
 #[path = "cgroup_tests.rs"]

@@ -223,11 +223,11 @@ fn comps(p: &str) -> Vec<String> {
 #[test]
 fn v2_layout_under_systemd_delegation_uses_controllers_only_from_the_leaf() {
     let own = comps("/system.slice/runner-manager.service");
-    // Started by systemd in the `daemon` leaf (DelegateSubgroup=daemon, systemd 254+):
-    // the unit's cgroup is ours to hand controllers to our children.
+    // In the `daemon` leaf (moved there at start): the unit's cgroup is ours to hand
+    // controllers to our children.
     let in_leaf = comps("/system.slice/runner-manager.service/daemon");
     let l = v2_layout(&in_leaf, false, true, true, "a1b2c3d4");
-    assert!(l.delegated && l.controllers);
+    assert!(l.delegated);
     assert_eq!(l.managed, own);
     assert_eq!(l.leaf, Some(in_leaf));
     assert_eq!(
@@ -235,13 +235,15 @@ fn v2_layout_under_systemd_delegation_uses_controllers_only_from_the_leaf() {
         comps("/system.slice/runner-manager.service/runner-manager-a1b2c3d4")
     );
 
-    // Started in the unit's cgroup itself (systemd before 254 ignores the key): the
-    // base goes beside us, nothing moves, and no controller is enabled, or systemd
-    // could not put a restarted daemon back into that cgroup.
+    // Started in the unit's cgroup itself (systemd before 254): the same layout, with
+    // the move into the leaf still to make.
     let l = v2_layout(&own, true, false, true, "a1b2c3d4");
-    assert!(l.delegated && !l.controllers);
+    assert!(l.delegated);
     assert_eq!(l.managed, own);
-    assert_eq!(l.leaf, None);
+    assert_eq!(
+        l.leaf,
+        Some(comps("/system.slice/runner-manager.service/daemon"))
+    );
     assert_eq!(
         l.base,
         comps("/system.slice/runner-manager.service/runner-manager-a1b2c3d4")
@@ -287,8 +289,9 @@ fn detects_pure_v2_not_delegated() {
 #[test]
 fn detects_pure_v2_delegated_by_systemd() {
     let own = "/system.slice/runner-manager.service";
-    // systemd before 254 starts the daemon in the unit's own cgroup: kill and CPU time,
-    // and why no limit applies.
+    // systemd before 254 starts the daemon in the unit's own cgroup: it moves into the
+    // leaf `daemon` and enables the controllers there, as systemd's delegation
+    // pattern has it (the unit's ExecStopPost turns them off between two daemons).
     let f = pure_v2_fixture(own);
     f.file(
         &format!("fs/cgroup{own}/cgroup.controllers"),
@@ -297,14 +300,17 @@ fn detects_pure_v2_delegated_by_systemd() {
     let unit = f.p(&format!("fs/cgroup{own}"));
     let probe = |p: &Path| p == unit.as_path();
     let cg = f.detect_delegated("a1b2c3d4", &probe);
-    assert_eq!(cg.summary(), "cgroup v2 (no limits; kill, delegated)");
-    assert_eq!(cg.hiers[0].leaf, None);
-    assert!(cg.hiers[0].enable.is_empty());
+    assert_eq!(
+        cg.summary(),
+        "cgroup v2 (memory, cpu, pids; kill, delegated)"
+    );
+    assert_eq!(cg.hiers[0].leaf, Some(unit.join("daemon")));
+    assert_eq!(cg.hiers[0].enable, ["memory", "pids", "cpu"]);
     let e = cg.enforced();
-    assert!(e.kill && !e.memory && !e.cpu && !e.pids, "{e:?}");
-    assert!(e.why[0].contains("DelegateSubgroup=daemon"), "{:?}", e.why);
+    assert!(e.kill && e.memory && e.cpu && e.pids, "{e:?}");
+    assert!(e.why.is_empty(), "{:?}", e.why);
 
-    // systemd 254 and newer start it in the `daemon` leaf (DelegateSubgroup=daemon).
+    // Detected again once in the `daemon` leaf: the same layout.
     let f = pure_v2_fixture(&format!("{own}/daemon"));
     f.file(
         &format!("fs/cgroup{own}/cgroup.controllers"),

@@ -181,6 +181,14 @@ pub fn render(kind: Kind, bin: &Path, state_dir: &Path, version: &str) -> String
                     .unwrap_or(" daemon");
                 out.push_str(&format!("ExecStart={bin}{rest}\n"));
             }
+            Some("ExecStopPost") => {
+                let (prefix, rest) = line
+                    .split_once('=')
+                    .map(|(_, v)| v)
+                    .and_then(|v| v.split_once(PACKAGED_BIN))
+                    .unwrap_or(("-+", " daemon --release-cgroups"));
+                out.push_str(&format!("ExecStopPost={prefix}{bin}{rest}\n"));
+            }
             Some("Environment") if line.contains("RUNNER_MANAGER_STATE_DIR=") => {
                 out.push_str(&format!("Environment=RUNNER_MANAGER_STATE_DIR={state}\n"));
             }
@@ -262,6 +270,9 @@ mod tests {
         );
         assert_eq!(keys(&text), keys(TEMPLATE));
         assert!(text.contains("\nExecStart=/opt/rm/bin/runner-manager daemon\n"));
+        assert!(
+            text.contains("\nExecStopPost=-+/opt/rm/bin/runner-manager daemon --release-cgroups\n")
+        );
         assert!(text.contains("\nEnvironment=RUNNER_MANAGER_STATE_DIR=/var/lib/rm-ci\n"));
         assert!(text.contains("\nStateDirectory=rm-ci\n"));
         assert_eq!(exec_binary(&text), Some("/opt/rm/bin/runner-manager"));

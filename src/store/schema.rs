@@ -11,7 +11,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
 ];
 
 /// The schema version this build writes.
@@ -333,6 +333,12 @@ ALTER TABLE attempts ADD COLUMN slot INTEGER;
 ALTER TABLE attempts ADD COLUMN keeps_work INTEGER NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX attempts_slot_lease ON attempts (target, slot)
     WHERE cleaned = 0 AND slot IS NOT NULL;
+"#;
+
+/// Version 17 (issue 31): whether a profile's limits must be in effect for its
+/// runners to start (`required`) or may go unenforced (`best-effort`).
+pub const V17: &str = r#"
+ALTER TABLE profiles ADD COLUMN limits TEXT NOT NULL DEFAULT 'required';
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -105,7 +105,7 @@ pub fn profile_settings(p: &ScalePolicy, user_labels: &[String]) -> Vec<Setting>
         name: p.name.clone(),
         revision: p.revision,
     };
-    let rows: [(&'static str, String); 20] = [
+    let rows: [(&'static str, String); 21] = [
         ("labels", user_labels.join(",")),
         ("default_labels", yes(p.default_labels)),
         ("min", p.min_capacity.to_string()),
@@ -121,6 +121,7 @@ pub fn profile_settings(p: &ScalePolicy, user_labels: &[String]) -> Vec<Setting>
         ("memory_max", none_or(p.memory_max, units::bytes)),
         ("cpu_max", none_or(p.cpu_max, cpus)),
         ("pids_max", none_or(p.pids_max, |n| n.to_string())),
+        ("limits", p.limits.as_str().to_string()),
         ("tools", p.tools.join(",")),
         ("execution", p.execution.as_str().to_string()),
         ("disk_max", none_or(p.disk_max, units::bytes)),

@@ -146,3 +146,87 @@ fn the_runner_gets_the_hosts_and_the_profiles_variables_the_profiles_winning() {
     w.stop_daemon();
     w.check_invariants(&["acme/app"]);
 }
+
+/// A daemon that sees no cgroups (here: a mount namespace with an empty tmpfs over
+/// `/sys/fs/cgroup`, as a host with no controller delegated looks to it): a profile
+/// whose `memory_max` cannot apply starts nothing and says why in `status`, the
+/// metric and `doctor`, while a `limits=best-effort` profile starts, warned of (issue
+/// 31: a limit is never claimed where it is not in effect).
+#[test]
+fn a_limit_the_host_cannot_enforce_holds_its_profile_unless_it_takes_best_effort() {
+    let probe = std::process::Command::new("unshare")
+        .args(["--mount", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"SKIPPED a_limit_the_host_cannot_enforce...: no mount namespaces here\n",
+        );
+        return;
+    }
+    let mut w = World::new("fitness-limits", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("strict", "t", &["linux"]).max(1));
+    w.add_profile(ProfileSpec::new("loose", "t", &["gpu"]).max(1));
+    w.cli_ok(&["profile", "set", "strict", "memory_max=256M"]);
+    w.cli_ok(&[
+        "profile",
+        "set",
+        "loose",
+        "memory_max=256M",
+        "limits=best-effort",
+    ]);
+    let bad = w.cli(&["profile", "set", "loose", "limits=sometimes"]);
+    assert_eq!(bad.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("limits") && said.contains("best-effort"),
+        "{said}"
+    );
+    let wrapper = w.dir.join("no-cgroups");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec unshare --mount --propagation private sh -c \
+             'mount -t tmpfs none /sys/fs/cgroup && exec \"$0\" \"$@\"' {} \"$@\"\n",
+            super::support::BIN
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    w.start_daemon_from(&wrapper, &["--metrics-listen", "127.0.0.1:0"]);
+    let addr = metrics_addr_in(&w.daemon_log_path(1));
+    w.enqueue("acme/app", "strict-job", &["linux"], 200);
+    w.enqueue("acme/app", "loose-job", &["gpu"], 200);
+    wait_until(SETTLE, "status to show strict held by its limits", || {
+        w.limiting("strict")
+            .contains("required check limits:strict")
+    });
+    let why = w.limiting("strict");
+    assert!(why.contains("memory_max set but not in effect"), "{why}");
+    wait_until(SETTLE, "the best-effort profile's job to run", || {
+        w.attempts().iter().any(|a| a.profile == "loose")
+    });
+    assert!(
+        w.attempts().iter().all(|a| a.profile != "strict"),
+        "{:?}",
+        w.attempts()
+    );
+    assert_eq!(held_gauge(&addr, "strict"), Some(1.0));
+    assert_eq!(held_gauge(&addr, "loose"), Some(0.0));
+    // doctor judges by the daemon's cgroups, not by its own (which have memory here).
+    let doctor = w.cli(&["doctor"]);
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL limits:strict") && l.contains("memory_max")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("WARN limits:loose") && l.contains("best-effort")),
+        "{text}"
+    );
+    assert!(!doctor.status.success(), "{text}");
+    w.stop_daemon();
+}

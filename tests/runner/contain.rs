@@ -622,7 +622,8 @@ fn fake_proc_self(dir: &Path, keep: impl Fn(&str) -> bool, v2_path: Option<&str>
 
 /// A v2 cgroup marked delegated the way systemd marks one (`trusted.delegate`), holding
 /// a process: `prepare` moves it into the leaf `daemon/`, creates the base there, and
-/// the attempt cgroups go below it. Detected again from the leaf, the layout is the same.
+/// the attempt cgroups go below it. Detected again from the leaf, the layout is the same,
+/// and the unit's release between two daemons finds the same cgroup.
 #[test]
 fn delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf() {
     let test = "delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf";
@@ -702,31 +703,24 @@ fn delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf() {
         vec![unit.join(format!("runner-manager-{tag}"))]
     );
 
-    // Started in the delegated cgroup itself (systemd before 254): nothing moves, and
-    // attempts go beside the daemon, with kill but no controllers.
+    // Started in the delegated cgroup itself (systemd before 254): prepare moves what
+    // is there into the leaf `daemon/`, so the delegated cgroup may hand controllers
+    // to the attempts (this host's v2 mount has none to hand: no limits, kill works).
     cg.prepare().unwrap();
     let listed = |d: &Path| fs::read_to_string(d.join("cgroup.procs")).unwrap();
-    assert_eq!(listed(&unit).trim(), squatter.id().to_string());
-    assert!(!unit.join("daemon").exists());
+    assert_eq!(listed(&unit).trim(), "");
+    assert_eq!(
+        listed(&unit.join("daemon")).trim(),
+        squatter.id().to_string()
+    );
     assert!(
         cg.summary().starts_with("cgroup v2 (no limits"),
         "{}",
         cg.summary()
     );
-    assert!(
-        cg.enforced()
-            .why
-            .iter()
-            .any(|w| w.contains("DelegateSubgroup=daemon")),
-        "{:?}",
-        cg.enforced().why
-    );
     cg.prepare().unwrap();
 
-    // Started in the `daemon` leaf (DelegateSubgroup=daemon): the same base, from the
-    // leaf, and prepare keeps the delegated cgroup free of processes.
-    fs::create_dir(unit.join("daemon")).unwrap();
-    fs::write(unit.join("daemon/cgroup.procs"), squatter.id().to_string()).unwrap();
+    // Detected again from the leaf (the same daemon after its move): the same base.
     let dir2 = TempDir::new("contain-deleg-leaf");
     let proc_leaf = fake_proc_self(dir2.path(), only_v2, Some(&format!("/{name}/daemon")));
     let again = Cgroups::detect_in(&proc_leaf, Path::new("/"), &tag);
@@ -734,10 +728,20 @@ fn delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf() {
     assert_eq!(again.base_dirs(), cg.base_dirs());
     again.prepare().unwrap();
     assert_eq!(listed(&unit).trim(), "");
-    assert_eq!(
-        listed(&unit.join("daemon")).trim(),
-        squatter.id().to_string()
-    );
+
+    // The unit's ExecStopPost, from systemd's `.control` leaf: the real cgroup is
+    // found delegated, and what it hands down (nothing, on this mount) is turned off.
+    let dir3 = TempDir::new("contain-deleg-control");
+    let proc_control = fake_proc_self(dir3.path(), only_v2, Some(&format!("/{name}/.control")));
+    let released = runner_manager::runner::cgroup::handover::release_in(
+        &proc_control,
+        Path::new("/"),
+        &|p: &Path| p == unit.as_path(),
+        &|_: &Path| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(released.cgroup, unit);
+    assert!(released.turned_off.is_empty(), "{released:?}");
 
     let cg = Contained { cg };
     let a = cg.create(9, &Limits::default()).unwrap();

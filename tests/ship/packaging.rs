@@ -260,6 +260,10 @@ fn another_prefix_moves_exec_start_and_dry_run_writes_nothing() {
         unit.contains("\nExecStart=/usr/local/bin/runner-manager"),
         "{unit}"
     );
+    assert!(
+        unit.contains("\nExecStopPost=-+/usr/local/bin/runner-manager daemon --release-cgroups"),
+        "{unit}"
+    );
     assert!(under(&root, "/usr/local/bin/runner-manager").is_file());
 
     let dry = d.path("dry");
@@ -337,9 +341,9 @@ fn install_sh_makes_the_runner_users_of_a_range() {
 }
 
 /// The unit as systemd reads it: `systemd-analyze verify` where this host has it, with
-/// ExecStart pointed at the binary under test. The one complaint allowed is systemd
-/// before 254 not knowing `DelegateSubgroup=` (which it then ignores, as the unit's
-/// comment says the daemon expects).
+/// ExecStart and ExecStopPost pointed at the binary under test. No complaint is
+/// allowed: systemd before 254 warned of `DelegateSubgroup=`, which the unit no longer
+/// has (issue 31).
 #[test]
 fn systemd_analyze_verifies_the_unit() {
     let Ok(out) = Command::new("systemd-analyze").arg("--version").output() else {
@@ -351,10 +355,8 @@ fn systemd_analyze_verifies_the_unit() {
     };
     assert!(out.status.success());
     let d = Dir::new("pkg-verify");
-    let unit = read(format!("{TOP}/packaging/systemd/runner-manager.service")).replace(
-        "ExecStart=/usr/bin/runner-manager",
-        &format!("ExecStart={BIN}"),
-    );
+    let unit = read(format!("{TOP}/packaging/systemd/runner-manager.service"))
+        .replace("/usr/bin/runner-manager", BIN);
     let path = d.path("runner-manager.service");
     std::fs::write(&path, unit).unwrap();
     let out = Command::new("systemd-analyze")
@@ -367,7 +369,6 @@ fn systemd_analyze_verifies_the_unit() {
     let complaints: Vec<&str> = said
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .filter(|l| !l.contains("Unknown key 'DelegateSubgroup'"))
         .filter(|l| !l.contains("/bin/kill is not executable"))
         .collect();
     assert!(out.status.success() && complaints.is_empty(), "{said}");
