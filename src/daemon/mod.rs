@@ -208,6 +208,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         metrics_thread,
         signal_watch,
     };
+    let end_shared = Arc::clone(&shared);
     let start = main_loop::Start {
         opts: &opts,
         store: &store,
@@ -225,7 +226,15 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
             break;
         }
     }
-    Ok(main.shutdown())
+    let stopped = main.shutdown();
+    // Our base cgroups go once nothing lives in them (busy runners keep theirs for
+    // the next daemon): a host whose state directories come and go would otherwise
+    // pile them up.
+    let removed = end_shared.containment().cgroups.remove_empty_bases();
+    if removed > 0 {
+        log_info!("cgroup_bases_removed", count = removed);
+    }
+    Ok(stopped)
 }
 
 /// `--once`: waits for every loop's pass. A pass that could not reach its target

@@ -486,6 +486,16 @@ impl Cgroups {
         AttemptCgroup { attempt, dirs }
     }
 
+    /// Removes our base in every hierarchy where nothing is left in it (no attempt
+    /// cgroup), as a daemon that stops does. Returns how many went; a base an attempt
+    /// still lives in stays (`rmdir` refuses a cgroup with children).
+    pub fn remove_empty_bases(&self) -> usize {
+        self.hiers
+            .iter()
+            .filter(|h| is_real_dir(&h.base) && fs::remove_dir(&h.base).is_ok())
+            .count()
+    }
+
     /// Attempt ids whose cgroups exist under our base in any hierarchy, ascending.
     pub fn list_attempts(&self) -> Vec<i64> {
         let mut ids = BTreeSet::new();

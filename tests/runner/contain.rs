@@ -354,6 +354,23 @@ fn cpu_max_slows_a_busy_loop() {
     a.remove().unwrap();
 }
 
+/// A stopping daemon's base cgroups go once empty, and stay while an attempt lives
+/// in them (issue 33: 67 bases had piled up on one machine).
+#[test]
+fn empty_bases_are_removed_and_a_base_with_an_attempt_stays() {
+    let test = "empty_bases_are_removed_and_a_base_with_an_attempt_stays";
+    let Some(cg) = contained(test) else { return };
+    let bases = cg.base_dirs();
+    assert!(bases.iter().all(|b| b.is_dir()), "{bases:?}");
+    let a = cg.create(3, &Limits::default()).unwrap();
+    assert_eq!(cg.remove_empty_bases(), 0);
+    assert!(bases.iter().all(|b| b.is_dir()), "{bases:?}");
+    a.remove().unwrap();
+    assert_eq!(cg.remove_empty_bases(), bases.len());
+    assert!(bases.iter().all(|b| !b.exists()), "{bases:?}");
+    assert_eq!(cg.remove_empty_bases(), 0, "nothing left to remove");
+}
+
 #[test]
 fn create_is_idempotent_and_rewrites_limits() {
     let test = "create_is_idempotent_and_rewrites_limits";
@@ -625,8 +642,8 @@ fn fake_proc_self(dir: &Path, keep: impl Fn(&str) -> bool, v2_path: Option<&str>
 /// the attempt cgroups go below it. Detected again from the leaf, the layout is the same,
 /// and the unit's release between two daemons finds the same cgroup.
 #[test]
-fn delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf() {
-    let test = "delegated_v2_keeps_controllers_to_a_daemon_started_in_its_leaf";
+fn delegated_v2_moves_the_daemon_into_its_leaf_and_releases_between_daemons() {
+    let test = "delegated_v2_moves_the_daemon_into_its_leaf_and_releases_between_daemons";
     if !is_root() {
         return skip(test, "needs root to create cgroups");
     }
