@@ -533,6 +533,7 @@ mod tests {
             ("memory_max", "2G"),
             ("cpu_max", "1.5"),
             ("pids_max", "512"),
+            ("limits", "best-effort"),
             ("env.FOO", "bar"),
             ("tools", "git,sh"),
             ("execution", "oci"),
@@ -555,6 +556,7 @@ mod tests {
         assert_eq!(x.job_timeout_secs, Some(3600));
         assert_eq!(x.env.get("FOO").map(String::as_str), Some("bar"));
         assert_eq!(x.tools, ["git", "sh"]);
+        assert_eq!(x.limits, crate::domain::isolation::LimitsMode::BestEffort);
         set(&mut x, "env.FOO", "").unwrap();
         set(&mut x, "tools", "").unwrap();
         assert!(x.env.is_empty() && x.tools.is_empty());
