@@ -874,6 +874,13 @@ fn the_runner_environment_and_tools_round_trip() {
         (back.execution, &back.image, back.disk_max),
         (oci.execution, &oci.image, oci.disk_max)
     );
+    // V17: limits are required until a profile says best-effort.
+    use crate::domain::isolation::LimitsMode;
+    assert_eq!(back.limits, LimitsMode::Required);
+    let mut loose = back.clone();
+    loose.limits = LimitsMode::BestEffort;
+    s.update_profile(&loose, back.revision).unwrap();
+    assert_eq!(s.profile("linux").unwrap().limits, LimitsMode::BestEffort);
 }
 
 #[test]
