@@ -290,17 +290,31 @@ pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
         Some(v) => validate::name("--name", v)?,
         None => "job".into(),
     };
+    // A job's steps: the simulated runner's worker runs them with /bin/sh -c and
+    // ends the job with their exit code (the test bed's guest checks use it).
+    let script = match inv.value("--script") {
+        Some("") => {
+            return Err(CliError::usage(
+                "--script",
+                "expected a command for /bin/sh -c (got an empty one)",
+            ));
+        }
+        other => other.map(str::to_string),
+    };
     let timeout = std::time::Duration::from_secs(10);
     let mut added = Vec::new();
     for i in 1..=count {
         let name = format!("{prefix}-{i}");
-        let body = json!({
+        let mut body = json!({
             "repo": format!("{owner}/{repo}"),
             "name": name,
             "labels": labels,
             "duration_ms": secs * 1000,
-        })
-        .to_string();
+        });
+        if let Some(s) = &script {
+            body["script"] = json!(s);
+        }
+        let body = body.to_string();
         let resp = crate::sim::client::request(
             base,
             "POST",
@@ -325,15 +339,18 @@ pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
     }
     out.emit(
         || {
+            let each = match &script {
+                Some(_) => "each running its script".to_string(),
+                None => format!("{secs}s each"),
+            };
             format!(
-                "queued {} job(s) in {owner}/{repo} asking for [{}], {}s each: {}\n",
+                "queued {} job(s) in {owner}/{repo} asking for [{}], {each}: {}\n",
                 added.len(),
                 labels.join(", "),
-                secs,
                 added.join(" ")
             )
         },
-        || json!({"repo": format!("{owner}/{repo}"), "labels": labels, "duration_secs": secs, "jobs": added}),
+        || json!({"repo": format!("{owner}/{repo}"), "labels": labels, "duration_secs": secs, "script": script, "jobs": added}),
     );
     Ok(())
 }

@@ -491,7 +491,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::SimJobAdd,
         path: &["sim", "job", "add"],
-        args: "--url URL --repo OWNER/REPO --labels L1,L2 [--count N] [--duration DURATION] [--name PREFIX]",
+        args: "--url URL --repo OWNER/REPO --labels L1,L2 [--count N] [--duration DURATION] [--name PREFIX] [--script CMD]",
         positionals: (0, Some(0)),
         about: "Queue jobs on a running simulated GitHub (`sim github` prints its URL)",
         options: &[
@@ -520,6 +520,11 @@ pub const COMMANDS: &[Command] = &[
                 "--name",
                 "PREFIX",
                 "Job names: PREFIX-1, PREFIX-2, ... (default job)",
+            ),
+            opt(
+                "--script",
+                "CMD",
+                "Each job runs CMD with /bin/sh -c on the runner, in place of --duration",
             ),
         ],
     },

@@ -42,6 +42,41 @@ fn sim_job_add_queues_jobs_with_their_labels_and_duration() {
     sim.shutdown();
 }
 
+/// `--script CMD`: each job carries its steps for the simulated runner's worker to run
+/// with /bin/sh -c (the test bed's guest checks queue jobs that run commands); an
+/// empty one is refused.
+#[test]
+fn sim_job_add_script_gives_each_job_its_steps() {
+    let d = Dir::new("sim-job-script");
+    let mut sim = SimGitHub::start(SimConfig::default()).expect("sim starts");
+    sim.add_repo("acme/app", true);
+    let url = sim.url().to_string();
+    let cmd = "echo hi > /tmp/x; sleep 1";
+    let r = d.ok(&[
+        "sim", "job", "add", "--url", &url, "--repo", "acme/app", "--labels", "linux", "--count",
+        "2", "--script", cmd,
+    ]);
+    assert!(r.stdout.contains("queued 2 job(s)"), "{}", r.stdout);
+    let jobs = sim.jobs();
+    assert_eq!(jobs.len(), 2);
+    for j in &jobs {
+        assert_eq!(j.script.as_deref(), Some(cmd), "{}", j.name);
+    }
+    let r = d.run(&[
+        "sim", "job", "add", "--url", &url, "--repo", "acme/app", "--labels", "linux", "--script",
+        "",
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--script"), "{}", r.stderr);
+    assert_eq!(sim.jobs().len(), 2, "a refused command queued a job");
+    // Without --script a job has no steps: it sleeps for its duration.
+    d.ok(&[
+        "sim", "job", "add", "--url", &url, "--repo", "acme/app", "--labels", "linux",
+    ]);
+    assert_eq!(sim.jobs().iter().filter(|j| j.script.is_none()).count(), 1);
+    sim.shutdown();
+}
+
 #[test]
 fn sim_job_add_refuses_bad_input_and_says_what_went_wrong() {
     let d = Dir::new("sim-job-bad");
