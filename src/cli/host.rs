@@ -97,7 +97,8 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
 }
 
 /// `release_source=`: where `update` finds releases (a kv row, not a host column).
-/// A directory must be one now; `None` unsets it.
+/// A directory must be one now, and one nobody but root or this user can write
+/// (`selfupdate::trust`: `update` runs what it holds); `None` unsets it.
 fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
     match crate::selfupdate::release::Source::parse(key, value)? {
         None => Ok(None),
@@ -105,6 +106,10 @@ fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
             key,
             &format!("{} is not a directory", d.display()),
         )),
+        Some(crate::selfupdate::release::Source::Dir(d)) => {
+            crate::selfupdate::trust::audit(&d).map_err(|why| CliError::usage(key, &why))?;
+            Ok(Some(value.trim_end_matches('/').to_string()))
+        }
         Some(_) => Ok(Some(value.trim_end_matches('/').to_string())),
     }
 }
