@@ -80,7 +80,8 @@ fn push_value(out: &mut String, value: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
+            // Bidirectional controls too: a log is read on a terminal (`printable`).
+            c if crate::printable::is_hazard(c) => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),

@@ -211,7 +211,10 @@ pub fn run(args: Vec<OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("runner-manager: {e}");
+            eprintln!(
+                "runner-manager: {}",
+                crate::printable::escape_text(&e.to_string())
+            );
             let failure = e.failure();
             if let Some(s) = e.subject() {
                 subject.target = s.target.clone();

@@ -165,3 +165,47 @@ fn writes_to_a_damaged_store_exit_8_and_change_nothing() {
         );
     }
 }
+
+/// Issue 33: what a job sends reaches the operator's terminal. A job named with a
+/// right-to-left override and an escape sequence is shown escaped by `attempts`, in
+/// text and in JSON (whose value is still the job's name).
+#[test]
+fn a_jobs_name_reaches_the_terminal_escaped() {
+    use runner_manager::domain::AttemptState;
+    use runner_manager::store::{AttemptFilter, HistorySeed, SqliteStore, Store};
+    let d = crate::support::seeded("bidi");
+    let name = "build\u{202E}exe.txt\u{1b}]0;owned\u{7}";
+    {
+        let s = SqliteStore::open(&d.state()).unwrap();
+        let h = s.host_or_create().unwrap();
+        s.seed_history(&HistorySeed {
+            host_id: &h.id,
+            target: "octo",
+            profiles: &["linux"],
+            n: 1,
+            open: 0,
+            closed: AttemptState::Destroying,
+            base: 0,
+        })
+        .unwrap();
+        let mut a = s.attempts(&AttemptFilter::default()).unwrap().remove(0);
+        a.job_name = Some(name.into());
+        s.save_attempt(&a).unwrap();
+    }
+    let hazard = |c: char| c.is_control() && c != '\n' || ('\u{202A}'..='\u{202E}').contains(&c);
+    let text = d.ok(&["attempts"]).stdout;
+    assert!(!text.chars().any(hazard), "{text:?}");
+    assert!(
+        text.contains("build\\u{202e}exe.txt\\u{1b}]0;owned\\u{7}"),
+        "{text}"
+    );
+    let json = d.ok(&["attempts", "--json"]).stdout;
+    assert!(!json.chars().any(hazard), "{json:?}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v.to_string().contains("\\u001b]0;owned"), "{v}");
+    let back = serde_json::to_string(&v).unwrap();
+    assert!(
+        back.contains('\u{202E}'),
+        "the JSON value is the job's name: {back}"
+    );
+}
