@@ -3,7 +3,7 @@
 
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_file, secret_file};
+use super::{CliError, CliResult, readable_file, secret_file, setting_risks, warn};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{DemandSource, Host, Isolation, ScalePolicy, UidRange};
 use crate::meter::units;
@@ -346,6 +346,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         apply(&mut h, k, v)?;
     }
     h.check()?;
+    let warnings = setting_risks(&inv.positionals)?;
     webhook_pair(store, &hooks)?;
     if let Some(url) = &h.coordinator
         && !h.coordinator_insecure
@@ -399,6 +400,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         };
     }
     out.emit(|| changes, || host_json(&h));
+    warn(&warnings);
     Ok(())
 }
 

@@ -443,6 +443,51 @@ fn default_state_dir() -> Result<PathBuf, CliError> {
     }
 }
 
+/// The risks of the `KEY=VALUE`s of `host set` or `profile set` (`domain::risks`):
+/// warnings to print once the change is written, or the refusal of one nothing good
+/// can come of (exit 2, nothing written). Each value is checked as its setting checks
+/// it first, so a malformed one gets that setting's own message.
+fn setting_risks(kvs: &[String]) -> Result<Vec<String>, CliError> {
+    use crate::domain::{risks, runner_env};
+    use std::os::unix::fs::MetadataExt;
+    let mut warnings = Vec::new();
+    for kv in kvs {
+        let Ok((key, value)) = crate::domain::validate::key_value(kv) else {
+            continue;
+        };
+        if let Some(name) = key.strip_prefix(runner_env::ENV_PREFIX) {
+            runner_env::check_name(key, name)?;
+            if value.is_empty() {
+                continue;
+            }
+            runner_env::check_value(key, name, value)?;
+            let stat = |d: &str| {
+                std::fs::metadata(d).ok().map(|m| risks::DirFacts {
+                    uid: m.uid(),
+                    mode: m.mode() & 0o7777,
+                })
+            };
+            warnings.extend(risks::env(key, name, value, effective_uid(), stat)?);
+        } else if key == "run_as" && !value.is_empty() {
+            let uid = crate::runner::user::lookup_user(value).ok().map(|u| u.uid);
+            warnings.extend(risks::run_as(key, value, uid));
+        }
+    }
+    Ok(warnings)
+}
+
+/// Prints `setting_risks`' warnings on stderr (the change stands).
+fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("runner-manager: warning: {w}");
+    }
+}
+
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Checks that a file the daemon will read later exists and is readable now.
 fn readable_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
     match std::fs::File::open(path) {
