@@ -1,5 +1,7 @@
-//! Store figures: the `profile set` round trip (read, then revision-checked write) and
-//! the every-pass reads with 100,000 attempts in the history. Prints; asserts nothing.
+//! Store figures: the `profile set` round trip (read, then revision-checked write),
+//! the every-pass reads with 100,000 attempts in the history, and the soundness check
+//! (`PRAGMA quick_check`) every CLI write makes, at 10,000 and 100,000 attempts.
+//! Prints; asserts nothing.
 
 use runner_manager::domain::target::{CredentialRef, Target, TargetScope};
 use runner_manager::domain::{AttemptState, ScalePolicy};
@@ -31,6 +33,21 @@ fn time<T>(n: usize, mut f: impl FnMut() -> T) -> Vec<Duration> {
         .collect()
 }
 
+/// The history at which `PRAGMA quick_check` (run before every CLI write) is timed
+/// first; it is timed again at [`HISTORY`].
+const QUICK_CHECK_AT: i64 = 10_000;
+
+/// Times the soundness check every CLI write makes (`SqliteStore::check_sound`) with
+/// `n` attempts in the store, and prints the file's size beside it.
+fn quick_check(s: &SqliteStore, dir: &std::path::Path, n: i64) {
+    let bytes = std::fs::metadata(dir.join("state.db")).map_or(0, |m| m.len())
+        + std::fs::metadata(dir.join("state.db-wal")).map_or(0, |m| m.len());
+    figures(
+        &format!("quick_check, {n} attempts ({} KiB)", bytes / 1024),
+        time(20, || s.check_sound().unwrap()),
+    );
+}
+
 fn main() {
     let dir = std::env::temp_dir().join(format!("rm-bench-store-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -60,13 +77,28 @@ fn main() {
     }
 
     // The history, written in one transaction: what a long-lived host accumulates.
-    // Every attempt but the newest few is cleaned; half belong to each profile.
+    // Every attempt but the newest few is cleaned; half belong to each profile. The
+    // first 10,000 come first, for the check every CLI write makes at that size.
+    let seed = |n: i64, open: i64| {
+        s.seed_history(&HistorySeed {
+            host_id: &host.id,
+            target: "octo",
+            profiles: &["linux", "other"],
+            n,
+            open,
+            closed: AttemptState::Destroying,
+            base: 0,
+        })
+        .unwrap()
+    };
+    seed(QUICK_CHECK_AT, 0);
+    quick_check(&s, &dir, QUICK_CHECK_AT);
     let t = Instant::now();
     s.seed_history(&HistorySeed {
         host_id: &host.id,
         target: "octo",
         profiles: &["linux", "other"],
-        n: HISTORY,
+        n: HISTORY - QUICK_CHECK_AT,
         open: OPEN,
         closed: AttemptState::Destroying,
         base: 0,
@@ -82,6 +114,7 @@ fn main() {
         }
     );
 
+    quick_check(&s, &dir, HISTORY);
     let mut max = 8u32;
     figures(
         "profile set round trip (read + checked write)",

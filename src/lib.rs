@@ -17,6 +17,7 @@ pub mod install;
 pub mod logging;
 pub mod meter;
 pub mod metrics;
+pub mod printable;
 pub mod reconcile;
 pub mod runner;
 pub mod scaleset;

@@ -1,5 +1,7 @@
 //! Logs: one logfmt line per event on stderr, with journald priority prefixes under
 //! systemd. Values are formatted with `Display`, so a `Secret` prints `***`.
+//! `Repeats` bounds how often one event that repeats (a store write on a full disk)
+//! is logged, as the coordinator's `Throttle` does for a peer's unknown frames.
 
 use std::fmt::{self, Display, Write as _};
 use std::io::Write as _;
@@ -80,7 +82,8 @@ fn push_value(out: &mut String, value: &str) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
+            // Bidirectional controls too: a log is read on a terminal (`printable`).
+            c if crate::printable::is_hazard(c) => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -136,6 +139,54 @@ pub fn emit(level: Level, msg: &str, fields: &[(&str, &dyn Display)]) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
+/// Bounds the lines of events that repeat while a condition lasts: at most `burst`
+/// lines of one event per `window`; the lines held back are counted, and the next
+/// line let through carries their number (`suppressed=N`). Pure: the caller gives
+/// the time (a monotonic `Instant`, so a wall clock step neither floods nor mutes).
+#[derive(Debug)]
+pub struct Repeats {
+    burst: u32,
+    window: std::time::Duration,
+    events: std::collections::BTreeMap<String, Window>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    since: std::time::Instant,
+    shown: u32,
+    held: u64,
+}
+
+impl Repeats {
+    pub fn new(burst: u32, window: std::time::Duration) -> Repeats {
+        Repeats {
+            burst,
+            window,
+            events: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Whether a line of `event` may be logged at `now`: `Some(held back since the
+    /// last line)` when it may, `None` when it is held back (and counted).
+    pub fn admit(&mut self, event: &str, now: std::time::Instant) -> Option<u64> {
+        let w = self.events.entry(event.to_string()).or_insert(Window {
+            since: now,
+            shown: 0,
+            held: 0,
+        });
+        if now.saturating_duration_since(w.since) >= self.window {
+            w.since = now;
+            w.shown = 0;
+        }
+        if w.shown >= self.burst {
+            w.held += 1;
+            return None;
+        }
+        w.shown += 1;
+        Some(std::mem::take(&mut w.held))
+    }
+}
+
 /// A value that prints `-` when absent, for optional fields.
 pub struct Opt<'a, T: Display>(pub &'a Option<T>);
 
@@ -171,6 +222,30 @@ macro_rules! log_debug { ($($t:tt)*) => { $crate::log_at!($crate::logging::Level
 mod tests {
     use super::*;
     use crate::secret::Secret;
+
+    #[test]
+    fn a_repeating_event_is_logged_a_few_times_a_window_and_says_what_it_held_back() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut r = Repeats::new(2, Duration::from_secs(60));
+        // Issue 33: a full disk failed a store write about 4.6 times a second.
+        let admitted: Vec<(u64, Option<u64>)> = (0..300)
+            .map(|i| (i * 217, r.admit("store_write_failed", at(i * 217))))
+            .filter(|(_, a)| a.is_some())
+            .collect();
+        assert_eq!(
+            admitted,
+            [
+                (0, Some(0)),
+                (217, Some(0)),
+                (60_109, Some(275)),
+                (60_326, Some(0))
+            ]
+        );
+        // Events are counted apart.
+        assert_eq!(r.admit("pass_failed", at(60_300)), Some(0));
+    }
 
     #[test]
     fn logfmt_lines() {

@@ -100,7 +100,7 @@ pub const TABLE: &[Row] = &[
         failure: Failure::StoreUnreadable,
         code: 8,
         name: "store-unreadable",
-        meaning: "the store is corrupt, not a runner-manager store, or written by a newer runner-manager; it was left untouched",
+        meaning: "the store is corrupt (every command that writes checks it first), not a runner-manager store, or written by a newer runner-manager; it was left untouched",
         remedy: "runner-manager --state-dir {dir} doctor",
     },
     Row {

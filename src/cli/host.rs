@@ -3,7 +3,7 @@
 
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_file, secret_file};
+use super::{CliError, CliResult, readable_file, secret_file, setting_risks, warn};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{DemandSource, Host, Isolation, ScalePolicy, UidRange};
 use crate::meter::units;
@@ -97,7 +97,8 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
 }
 
 /// `release_source=`: where `update` finds releases (a kv row, not a host column).
-/// A directory must be one now; `None` unsets it.
+/// A directory must be one now, and one nobody but root or this user can write
+/// (`selfupdate::trust`: `update` runs what it holds); `None` unsets it.
 fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
     match crate::selfupdate::release::Source::parse(key, value)? {
         None => Ok(None),
@@ -105,6 +106,10 @@ fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
             key,
             &format!("{} is not a directory", d.display()),
         )),
+        Some(crate::selfupdate::release::Source::Dir(d)) => {
+            crate::selfupdate::trust::audit(&d).map_err(|why| CliError::usage(key, &why))?;
+            Ok(Some(value.trim_end_matches('/').to_string()))
+        }
         Some(_) => Ok(Some(value.trim_end_matches('/').to_string())),
     }
 }
@@ -341,6 +346,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         apply(&mut h, k, v)?;
     }
     h.check()?;
+    let warnings = setting_risks(&inv.positionals)?;
     webhook_pair(store, &hooks)?;
     if let Some(url) = &h.coordinator
         && !h.coordinator_insecure
@@ -394,6 +400,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         };
     }
     out.emit(|| changes, || host_json(&h));
+    warn(&warnings);
     Ok(())
 }
 

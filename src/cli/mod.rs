@@ -211,7 +211,10 @@ pub fn run(args: Vec<OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("runner-manager: {e}");
+            eprintln!(
+                "runner-manager: {}",
+                crate::printable::escape_text(&e.to_string())
+            );
             let failure = e.failure();
             if let Some(s) = e.subject() {
                 subject.target = s.target.clone();
@@ -250,7 +253,7 @@ fn command_named(args: &[OsString]) -> Option<String> {
 /// Runs the command: one arm per `CommandId` and no fallback, so a command in the
 /// table without its handler does not compile.
 fn execute(inv: &Invocation) -> CliResult {
-    use Books::{Create, Existing};
+    use Books::{Create, Read, Write};
     use spec::CommandId as C;
     match inv.command.id {
         // Commands that must not create or open the user's store first: demo and the
@@ -268,37 +271,37 @@ fn execute(inv: &Invocation) -> CliResult {
         // The coordinator's commands read its own books, which only `SqliteStore` has.
         C::CoordinatorServe => in_store(inv, Create, |s, dir| coordinator::serve(inv, s, dir)),
         C::CoordinatorHostAdd => books(inv, Create, |s, _, out| coordinator::host_add(inv, s, out)),
-        C::CoordinatorHostRm => books(inv, Existing, |s, _, out| coordinator::host_rm(inv, s, out)),
-        C::CoordinatorStatus => books(inv, Existing, |s, _, out| coordinator::status(s, out)),
-        C::CoordinatorHosts => books(inv, Existing, |s, _, out| coordinator::hosts(s, out)),
-        C::CoordinatorLeases => books(inv, Existing, |s, _, out| coordinator::leases(s, out)),
+        C::CoordinatorHostRm => books(inv, Write, |s, _, out| coordinator::host_rm(inv, s, out)),
+        C::CoordinatorStatus => books(inv, Read, |s, _, out| coordinator::status(s, out)),
+        C::CoordinatorHosts => books(inv, Read, |s, _, out| coordinator::hosts(s, out)),
+        C::CoordinatorLeases => books(inv, Read, |s, _, out| coordinator::leases(s, out)),
         C::TargetAdd => books(inv, Create, |s, _, out| targets::add(inv, s, out)),
-        C::TargetSet => books(inv, Existing, |s, _, out| targets::set(inv, s, out)),
-        C::TargetList => books(inv, Existing, |s, _, out| targets::list(s, out)),
-        C::TargetShow => books(inv, Existing, |s, _, out| targets::show(inv, s, out)),
-        C::TargetRm => books(inv, Existing, |s, _, out| targets::rm(inv, s, out)),
-        C::TargetCheck => books(inv, Existing, |s, _, _| run::target_check(inv, s)),
-        C::ProfileAdd => books(inv, Existing, |s, _, out| profiles::add(inv, s, out)),
-        C::ProfileSet => books(inv, Existing, |s, _, out| profiles::set(inv, s, out)),
-        C::ProfileList => books(inv, Existing, |s, _, out| profiles::list(s, out)),
-        C::ProfileShow => books(inv, Existing, |s, _, out| profiles::show(inv, s, out)),
-        C::ProfileRm => books(inv, Existing, |s, _, out| profiles::rm(inv, s, out)),
-        C::ProfilePause => books(inv, Existing, |s, _, out| {
+        C::TargetSet => books(inv, Write, |s, _, out| targets::set(inv, s, out)),
+        C::TargetList => books(inv, Read, |s, _, out| targets::list(s, out)),
+        C::TargetShow => books(inv, Read, |s, _, out| targets::show(inv, s, out)),
+        C::TargetRm => books(inv, Write, |s, _, out| targets::rm(inv, s, out)),
+        C::TargetCheck => books(inv, Write, |s, _, _| run::target_check(inv, s)),
+        C::ProfileAdd => books(inv, Write, |s, _, out| profiles::add(inv, s, out)),
+        C::ProfileSet => books(inv, Write, |s, _, out| profiles::set(inv, s, out)),
+        C::ProfileList => books(inv, Read, |s, _, out| profiles::list(s, out)),
+        C::ProfileShow => books(inv, Read, |s, _, out| profiles::show(inv, s, out)),
+        C::ProfileRm => books(inv, Write, |s, _, out| profiles::rm(inv, s, out)),
+        C::ProfilePause => books(inv, Write, |s, _, out| {
             profiles::set_active(inv, s, out, false)
         }),
-        C::ProfileResume => books(inv, Existing, |s, _, out| {
+        C::ProfileResume => books(inv, Write, |s, _, out| {
             profiles::set_active(inv, s, out, true)
         }),
-        C::HostShow => books(inv, Existing, |s, _, out| host::show(s, out)),
+        C::HostShow => books(inv, Read, |s, _, out| host::show(s, out)),
         C::HostSet => books(inv, Create, |s, _, out| host::set(inv, s, out)),
-        C::Status => books(inv, Existing, |s, dir, out| host::status(s, out, dir)),
-        C::Attempts => books(inv, Existing, |s, _, out| attempts::list(inv, s, out)),
-        C::AttemptShow => books(inv, Existing, |s, _, out| attempts::show(inv, s, out)),
+        C::Status => books(inv, Read, |s, dir, out| host::status(s, out, dir)),
+        C::Attempts => books(inv, Read, |s, _, out| attempts::list(inv, s, out)),
+        C::AttemptShow => books(inv, Read, |s, _, out| attempts::show(inv, s, out)),
         C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
         C::Drain => books(inv, Create, |s, _, out| run::drain(inv, s, out)),
-        C::Top => books(inv, Existing, |s, dir, _| top::top(s, dir)),
-        C::RunnerInstall => books(inv, Existing, |s, dir, _| install::run(inv, s, dir)),
-        C::Update => books(inv, Existing, |s, _, out| update::run(inv, s, out)),
+        C::Top => books(inv, Write, |s, dir, _| top::top(s, dir)),
+        C::RunnerInstall => books(inv, Write, |s, dir, _| install::run(inv, s, dir)),
+        C::Update => books(inv, Write, |s, _, out| update::run(inv, s, out)),
     }
 }
 
@@ -320,17 +323,23 @@ fn books(
     })
 }
 
-/// Whether a command may create the store. Those that can write the books on a fresh
-/// machine, and the daemon, may; every other command needs a store to be there
-/// already, so a mistyped `--state-dir` is an error naming it, not a new empty store.
+/// Whether a command may create the store, and whether it writes. Those that can
+/// write the books on a fresh machine, and the daemon, may create it; every other
+/// command needs a store to be there already, so a mistyped `--state-dir` is an error
+/// naming it, not a new empty store. A command that writes checks the store is sound
+/// first (`PRAGMA quick_check`) and refuses a damaged one with exit 8, writing nothing.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Books {
+    /// Writes, and creates the store if there is none.
     Create,
-    Existing,
+    /// Writes an existing store.
+    Write,
+    /// Only reads an existing store.
+    Read,
 }
 
-/// Opens the store in the state directory (creating it only when `may` says so), runs
-/// the command on it, and takes a store it created away again when the command
+/// Opens the store in the state directory (creating it only when `may` says so),
+/// checks it is sound when the command writes, runs the command on it, and takes a store it created away again when the command
 /// refused its input (exit 2).
 fn in_store(
     inv: &Invocation,
@@ -341,7 +350,7 @@ fn in_store(
     let db = dir.join(crate::store::DB_FILE);
     let missing =
         matches!(std::fs::metadata(&db), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
-    if missing && may == Books::Existing {
+    if missing && may != Books::Create {
         return Err(CliError::classed(
             Failure::NoStore,
             format!(
@@ -353,6 +362,11 @@ fn in_store(
     }
     let created = missing.then(|| Created::before(&dir));
     let store = SqliteStore::open(&dir)?;
+    if may != Books::Read {
+        // Issue 33: a damaged page past the schema opens fine, and a write to it
+        // succeeded; refuse before anything is written.
+        store.check_sound()?;
+    }
     let result = f(&store, &dir);
     drop(store);
     if let (Some(created), Err(e)) = (created, &result)
@@ -427,6 +441,51 @@ fn default_state_dir() -> Result<PathBuf, CliError> {
             "neither HOME nor XDG_STATE_HOME is set; give --state-dir DIR",
         )),
     }
+}
+
+/// The risks of the `KEY=VALUE`s of `host set` or `profile set` (`domain::risks`):
+/// warnings to print once the change is written, or the refusal of one nothing good
+/// can come of (exit 2, nothing written). Each value is checked as its setting checks
+/// it first, so a malformed one gets that setting's own message.
+fn setting_risks(kvs: &[String]) -> Result<Vec<String>, CliError> {
+    use crate::domain::{risks, runner_env};
+    use std::os::unix::fs::MetadataExt;
+    let mut warnings = Vec::new();
+    for kv in kvs {
+        let Ok((key, value)) = crate::domain::validate::key_value(kv) else {
+            continue;
+        };
+        if let Some(name) = key.strip_prefix(runner_env::ENV_PREFIX) {
+            runner_env::check_name(key, name)?;
+            if value.is_empty() {
+                continue;
+            }
+            runner_env::check_value(key, name, value)?;
+            let stat = |d: &str| {
+                std::fs::metadata(d).ok().map(|m| risks::DirFacts {
+                    uid: m.uid(),
+                    mode: m.mode() & 0o7777,
+                })
+            };
+            warnings.extend(risks::env(key, name, value, effective_uid(), stat)?);
+        } else if key == "run_as" && !value.is_empty() {
+            let uid = crate::runner::user::lookup_user(value).ok().map(|u| u.uid);
+            warnings.extend(risks::run_as(key, value, uid));
+        }
+    }
+    Ok(warnings)
+}
+
+/// Prints `setting_risks`' warnings on stderr (the change stands).
+fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("runner-manager: warning: {w}");
+    }
+}
+
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// Checks that a file the daemon will read later exists and is readable now.

@@ -29,11 +29,14 @@ impl Out {
         if self.json {
             // Pretty JSON, one document per command; serde_json's maps are sorted, so
             // the key order is stable whatever order the code builds them in.
-            self.text
-                .push_str(&serde_json::to_string_pretty(&machine()).expect("JSON values print"));
+            // What a job or a peer sent (a job's name, a host's) reaches a terminal
+            // here: its control and bidirectional characters are escaped (`printable`),
+            // the JSON keeping its values.
+            let text = serde_json::to_string_pretty(&machine()).expect("JSON values print");
+            self.text.push_str(&crate::printable::json(&text));
             self.text.push('\n');
         } else {
-            self.text.push_str(&human());
+            self.text.push_str(&crate::printable::escape_text(&human()));
         }
     }
 

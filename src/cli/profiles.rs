@@ -3,7 +3,7 @@
 
 use super::output::{self, Out, or_dash, profile_json, table, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult};
+use super::{CliError, CliResult, setting_risks, warn};
 use crate::domain::profile::{Change, Mode};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, ScalePolicy, labels};
@@ -109,6 +109,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         .iter()
         .map(|kv| Change::Setting(kv.clone()))
         .collect();
+    let warnings = setting_risks(&inv.positionals[1..])?;
     let p = edit_profile(store, &host, &inv.positionals[0], &changes, expected)?;
     for kv in &inv.positionals[1..] {
         if let Ok(("labels", v)) = validate::key_value(kv) {
@@ -119,6 +120,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         || format!("profile {} updated (revision {})\n", p.name, p.revision),
         || profile_json(&p, &host),
     );
+    warn(&warnings);
     Ok(())
 }
 

@@ -418,22 +418,13 @@ impl CoordMsg {
 }
 
 /// Rewrites each control character (C0, DEL, C1: what moves a terminal's cursor,
-/// clears its screen or sets its title) as `\u{HEX}`, as the log writes them. Real
-/// names, labels and reasons have none, so they pass unchanged; an escaped string may
-/// then be past [`MAX_STR`], which refuses the frame.
+/// clears its screen or sets its title) and each bidirectional control (U+202E and
+/// the like, which make a line read otherwise than it is: issue 33) as `\u{HEX}`, as
+/// the log writes them (`printable`). Real names, labels and reasons have none, so
+/// they pass unchanged; an escaped string may then be past [`MAX_STR`], which refuses
+/// the frame.
 pub fn escape_controls(s: &mut String) {
-    if !s.chars().any(char::is_control) {
-        return;
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if c.is_control() {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    *s = out;
+    crate::printable::escape_in_place(s);
 }
 
 fn strs(fields: &[&String]) -> Result<(), FrameError> {
@@ -685,6 +676,13 @@ mod tests {
         assert_eq!(h.targets[0].name, "t\\u{d}");
         assert_eq!(h.profiles[0].name, "p\\u{1b}]0;pwned\\u{7}");
         assert_eq!(h.profiles[0].labels, vec!["a\\u{a}".to_string()]);
+        // Issue 33: bidirectional controls are escaped as well.
+        let frame = r#"{"type":"hello","version":3,"host":{"id":"i","name":"gpu\u202e1-tsoh",
+            "os":"linux","arch":"x86_64","capacity":1},"targets":[],"profiles":[]}"#;
+        let Ok(HostMsg::Hello(h)) = HostMsg::decode(frame) else {
+            panic!("decodes")
+        };
+        assert_eq!(h.host.name, "gpu\\u{202e}1-tsoh");
         let text = format!("{h:?}");
         assert!(!text.chars().any(char::is_control), "{text}");
         // Escaping may take a string past its bound: the frame is refused, not cut.

@@ -70,6 +70,12 @@ pub fn spawn(
         source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
     })?;
     let image = policy.image.as_deref().unwrap_or_default();
+    // Checked again here: a store written before `image=` refused Podman transports
+    // (issue 33) may still hold one, and a local archive defeats the digest pin.
+    crate::domain::execution::image("image", image).map_err(|i| SpawnError::Spawn {
+        program: "podman".into(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, i.to_string()),
+    })?;
     let args = command::run_args(&command::RunSpec {
         host_id: &a.host_id,
         attempt: a.id,

@@ -58,6 +58,10 @@ struct RunnerList {
     fresh: Option<Vec<RegisteredRunner>>,
 }
 
+/// Lines of one failure that repeats pass after pass, at most so many a window.
+const REPEATED_LINES: u32 = 3;
+const REPEATED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 pub struct TargetLoop {
     name: String,
     shared: Arc<Shared>,
@@ -87,6 +91,11 @@ pub struct TargetLoop {
     /// The store write of a pass that last failed (a full disk: SQLITE_FULL), so it
     /// is logged when it fails and when writes work again, not every pass.
     write_failing: Option<String>,
+    /// Whether a store write of this pass failed.
+    write_failed_now: bool,
+    /// Bounds the lines of failures that repeat pass after pass (issue 33: a full
+    /// disk logged `store_write_failed` about 4.6 times a second).
+    repeats: crate::logging::Repeats,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
     jitter: Jitter,
@@ -134,6 +143,8 @@ impl TargetLoop {
             install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
             write_failing: None,
+            write_failed_now: false,
+            repeats: crate::logging::Repeats::new(REPEATED_LINES, REPEATED_WINDOW),
             jitter: Jitter::seeded(seed),
             read_cost: ReadCost::default(),
             pace: None,
@@ -198,14 +209,21 @@ impl TargetLoop {
 
     fn pass_logged(&mut self) {
         if let Err(e) = self.pass(now_millis()) {
-            log_error!("pass_failed", target = self.name, error = e);
+            match self.repeats.admit("pass_failed", std::time::Instant::now()) {
+                Some(0) => log_error!("pass_failed", target = self.name, error = e),
+                Some(n) => {
+                    log_error!("pass_failed", target = self.name, error = e, suppressed = n)
+                }
+                None => {}
+            }
         }
         metrics_feed::passed(&self.shared, &self.name);
     }
 
     /// Gather, plan, record, act.
     fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
-        let failed_before = self.write_failing.take().is_some();
+        let failed_before = self.write_failing.is_some();
+        self.write_failed_now = false;
         let Some(set) = self.settle(now)? else {
             return Ok(());
         };
@@ -222,8 +240,11 @@ impl TargetLoop {
             self.send_start(&set.target, &set.profiles, a, now)?;
         }
         self.persist_hold(now)?;
-        if failed_before && self.write_failing.is_none() {
-            log_info!("store_writes_recovered", target = self.name);
+        if !self.write_failed_now {
+            if failed_before {
+                log_info!("store_writes_recovered", target = self.name);
+            }
+            self.write_failing = None;
         }
         Ok(())
     }
@@ -386,9 +407,24 @@ impl TargetLoop {
     /// fails differently), and the pass goes on.
     fn wrote(&mut self, what: &str, r: Result<(), StoreError>) {
         if let Err(e) = r {
+            self.write_failed_now = true;
             let msg = format!("{what}: {e}");
+            // Writes of one pass may fail in turn with different words: the repeats
+            // bound what the change of words lets through.
             if self.write_failing.as_deref() != Some(msg.as_str()) {
-                log_warn!("store_write_failed", target = self.name, error = msg);
+                match self
+                    .repeats
+                    .admit("store_write_failed", std::time::Instant::now())
+                {
+                    Some(0) => log_warn!("store_write_failed", target = self.name, error = msg),
+                    Some(n) => log_warn!(
+                        "store_write_failed",
+                        target = self.name,
+                        error = msg,
+                        suppressed = n
+                    ),
+                    None => {}
+                }
             }
             self.write_failing = Some(msg);
         }

@@ -10,6 +10,7 @@ pub mod job;
 pub mod labels;
 pub mod profile;
 pub mod reason;
+pub mod risks;
 pub mod runner_env;
 pub mod session;
 pub mod status;

@@ -411,6 +411,11 @@ impl ScalePolicy {
                 "execution=oci needs an image pinned by digest: image=REF@sha256:<64 hex>",
             ));
         }
+        if let Some(image) = &self.image {
+            // A stored image from before transports were refused is refused at the
+            // next edit too, naming it.
+            super::execution::image("image", image)?;
+        }
         super::workspace::check(self, None)?;
         if self.max_capacity > validate::MAX_CAPACITY {
             return Err(Invalid::new(

@@ -68,9 +68,36 @@ pub fn keeps_work(p: &ScalePolicy, scope: &TargetScope) -> bool {
     p.workspace == Workspace::Persistent && check(p, Some(scope)).is_ok()
 }
 
+/// Directories that belong to the system: a runtime root is never one of these nor
+/// inside the first group, since runner roots, caches and kept workspaces are made
+/// and removed under it with the manager's rights (issue 33: `runtime_root=/etc`
+/// was accepted). Beneath the second group (`/var/lib/runner-manager`,
+/// `/run/runner-manager`, `/srv/rm`) is where a runtime root belongs.
+const SYSTEM_TREES: &[&str] = &[
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev",
+    "/proc", "/sys",
+];
+const SYSTEM_DIRS: &[&str] = &[
+    "/home",
+    "/root",
+    "/tmp",
+    "/var",
+    "/var/tmp",
+    "/var/lib",
+    "/var/log",
+    "/var/cache",
+    "/run",
+    "/opt",
+    "/srv",
+    "/mnt",
+    "/media",
+    "/nix",
+    "/snap",
+];
+
 /// `runtime_root=PATH`: an absolute path with no `.` or `..` component, not `/`
-/// (every path the host's runners write under is checked like this; the CLI then
-/// checks the directory on disk).
+/// and not a system directory (every path the host's runners write under is checked
+/// like this; the CLI then checks the directory on disk).
 pub fn runtime_root(key: &str, value: &str) -> Result<std::path::PathBuf, Invalid> {
     let p = validate::path(key, value)?;
     let bad = p.components().any(|c| {
@@ -87,6 +114,22 @@ pub fn runtime_root(key: &str, value: &str) -> Result<std::path::PathBuf, Invali
     }
     if p.parent().is_none() {
         return Err(Invalid::new(key, "must not be / itself"));
+    }
+    // /usr/local/... is the operator's, not the distribution's.
+    let in_tree = SYSTEM_TREES.iter().any(|t| p.starts_with(t)) && !p.starts_with("/usr/local/");
+    if in_tree
+        || SYSTEM_DIRS.iter().any(|d| p == std::path::Path::new(d))
+        || p == std::path::Path::new("/usr/local")
+    {
+        return Err(Invalid::new(
+            key,
+            format!(
+                "{} is a system directory: runner roots, caches and kept workspaces are \
+                 made and removed under it with the manager's rights; use a directory of \
+                 its own (mkdir -m 0711 /var/lib/runner-manager/run)",
+                p.display()
+            ),
+        ));
     }
     Ok(p)
 }
@@ -122,6 +165,31 @@ mod tests {
         assert!(runtime_root("runtime_root", "/srv/rm").is_ok());
         for bad in ["srv/rm", "/", "/srv/../etc", "/srv/./rm", ""] {
             assert!(runtime_root("runtime_root", bad).is_err(), "{bad}");
+        }
+        // Issue 33: system directories, where nothing good can come of roots.
+        for bad in [
+            "/etc",
+            "/etc/rm",
+            "/usr",
+            "/usr/lib/rm",
+            "/var",
+            "/tmp",
+            "/home",
+            "/run",
+            "/usr/local",
+            "/proc/1",
+        ] {
+            let e = runtime_root("runtime_root", bad).unwrap_err();
+            assert!(e.reason.contains("system directory"), "{bad}: {e}");
+        }
+        for ok in [
+            "/var/lib/runner-manager/run",
+            "/run/runner-manager",
+            "/usr/local/rm",
+            "/tmp/rm-test",
+            "/home/ci/rm",
+        ] {
+            assert!(runtime_root("runtime_root", ok).is_ok(), "{ok}");
         }
     }
 }

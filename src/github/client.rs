@@ -909,7 +909,11 @@ fn error_message(status: u16, body: &[u8]) -> String {
         .ok()
         .and_then(|b| b.message)
         .unwrap_or_else(|| "no message".to_string());
-    let mut msg: String = msg.chars().filter(|c| !c.is_control()).take(200).collect();
+    let mut msg: String = msg
+        .chars()
+        .filter(|c| !crate::printable::is_hazard(*c))
+        .take(200)
+        .collect();
     if msg.is_empty() {
         msg = "no message".into();
     }

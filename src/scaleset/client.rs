@@ -157,7 +157,7 @@ fn service_error(reply: &Reply) -> ScaleSetError {
     };
     let mut message: String = message
         .chars()
-        .filter(|c| !c.is_control())
+        .filter(|c| !crate::printable::is_hazard(*c))
         .take(200)
         .collect();
     if message.is_empty() {

@@ -2,12 +2,14 @@
 //! release's `SHA256SUMS`, and asks the running daemon to hand over to it. `release`
 //! reads the release source (`host set release_source=`), `owner` decides whether a
 //! package manager owns the binary, `replace` stages, probes and renames it into
-//! place, and `handover` is the store flag the daemon watches and its drain's end.
+//! place, `handover` is the store flag the daemon watches and its drain's end, and
+//! `trust` refuses a release directory that anyone but root or the updater could write.
 
 pub mod handover;
 pub mod owner;
 pub mod release;
 pub mod replace;
+pub mod trust;
 
 use std::cmp::Ordering;
 use std::fmt;

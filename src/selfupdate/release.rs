@@ -14,7 +14,7 @@ pub const KV_RELEASE_SOURCE: &str = "host:release_source";
 /// The index file a release source holds.
 pub const SUMS: &str = "SHA256SUMS";
 /// The most `SHA256SUMS` may hold; a real one is a few lines.
-const MAX_SUMS_BYTES: u64 = 1 << 20;
+pub const MAX_SUMS_BYTES: u64 = 1 << 20;
 
 /// Where releases come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,9 +136,11 @@ pub fn read_sums(source: &Source) -> Result<String, UpdateError> {
     let mut text = String::new();
     match source {
         Source::Dir(d) => {
-            std::fs::File::open(d.join(SUMS))
-                .and_then(|f| f.take(MAX_SUMS_BYTES).read_to_string(&mut text))
-                .map_err(|e| fail(e.to_string()))?;
+            // Checked on every read, not only at `host set`: the directory may have
+            // changed hands since (issue 33).
+            text = super::trust::audit(d)
+                .map_err(UpdateError::Source)?
+                .ok_or_else(|| fail("not found".into()))?;
         }
         Source::Url(u) => {
             let resp = crate::install::agent()
@@ -177,7 +179,9 @@ pub fn fetch(source: &Source, entry: &Entry, dest: &Path) -> Result<(), UpdateEr
             }
             other => UpdateError::Source(other.to_string()),
         }),
-        Source::Dir(d) => copy_checked(&d.join(&entry.file), dest, &entry.sha256),
+        Source::Dir(d) => super::trust::check_dir(d)
+            .map_err(UpdateError::Source)
+            .and_then(|()| copy_checked(d, &entry.file, dest, &entry.sha256)),
     };
     if result.is_err() {
         let _ = std::fs::remove_file(dest);
@@ -185,17 +189,24 @@ pub fn fetch(source: &Source, entry: &Entry, dest: &Path) -> Result<(), UpdateEr
     result
 }
 
-/// Copies `from` to the new file `dest`, hashing on the way, and syncs it.
-fn copy_checked(from: &Path, dest: &Path, expected: &str) -> Result<(), UpdateError> {
+/// Copies `dir/file` (trusted, at most `trust::MAX_BINARY_BYTES`) to the new file
+/// `dest`, hashing on the way, and syncs it.
+fn copy_checked(dir: &Path, file: &str, dest: &Path, expected: &str) -> Result<(), UpdateError> {
+    let from = &dir.join(file);
     let io = |what: &Path, e: std::io::Error| {
         UpdateError::Io(format!("cannot copy {}: {e}", what.display()))
     };
-    let mut src = std::fs::File::open(from).map_err(|e| {
-        UpdateError::Source(format!(
-            "cannot read {}: {e}; SHA256SUMS lists it, so the release is incomplete",
+    if !from.exists() && std::fs::symlink_metadata(from).is_err() {
+        return Err(UpdateError::Source(format!(
+            "cannot read {}: not found; SHA256SUMS lists it, so the release is incomplete",
             from.display()
-        ))
-    })?;
+        )));
+    }
+    let max = super::trust::MAX_BINARY_BYTES;
+    // A file that grows while it is copied stops at the cap and fails its sum.
+    let mut src = super::trust::open(dir, file, max)
+        .map_err(UpdateError::Source)?
+        .take(max + 1);
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -121,6 +121,11 @@ impl SqliteStore {
             Found::Empty => true,
             Found::Ours(v) => v < schema::CURRENT_VERSION,
         };
+        if behind && !matches!(found, Found::Empty) {
+            // A migration writes: a damaged older store is refused before it, as
+            // every CLI write refuses one (`check_sound`).
+            quick_check(&conn, &path)?;
+        }
         if behind {
             schema::migrate(&conn).map_err(|e| match e {
                 StoreError::Sqlite(e) => classify(e),
@@ -157,6 +162,15 @@ impl SqliteStore {
             Ok(out)
         };
         self.wrap(run())
+    }
+
+    /// `PRAGMA quick_check`: refuses a damaged file as [`StoreError::Corrupt`], for the
+    /// CLI to call before any command that writes (a write to a damaged file can
+    /// spread the damage, and the file must stay as it was for whoever restores it).
+    /// Opening reads only the schema, so a damaged page elsewhere is found only here.
+    /// It reads every page once: a few milliseconds at 10,000 attempts (BENCHMARKS).
+    pub fn check_sound(&self) -> Result<()> {
+        quick_check(&self.conn, &self.path)
     }
 
     /// The underlying connection, for the store's own modules and tests (query plans,
@@ -221,6 +235,39 @@ impl SqliteStore {
             e => e,
         })
     }
+}
+
+/// `PRAGMA quick_check` on `conn`: `Ok` for a sound file, else [`StoreError::Corrupt`]
+/// with SQLite's first findings.
+fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+    let run = || -> rusqlite::Result<Vec<String>> {
+        let mut stmt = conn.prepare("PRAGMA quick_check(5)")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    };
+    let found = run().map_err(|e| match schema::classify_open_error(e, path) {
+        StoreError::Corrupt { path, detail } => StoreError::Corrupt {
+            path,
+            detail: format!("quick_check: {detail}"),
+        },
+        other => other,
+    })?;
+    if found.len() == 1 && found[0] == "ok" {
+        return Ok(());
+    }
+    let mut detail = found.join("; ");
+    if detail.len() > 300 {
+        let cut = (0..=300)
+            .rev()
+            .find(|i| detail.is_char_boundary(*i))
+            .unwrap_or(0);
+        detail.truncate(cut);
+        detail.push('…');
+    }
+    Err(StoreError::Corrupt {
+        path: path.to_path_buf(),
+        detail: format!("quick_check: {detail}"),
+    })
 }
 
 /// 16 lowercase hex digits from the kernel's random source.

@@ -632,6 +632,32 @@ fn foreign_and_corrupt_files_are_refused_untouched() {
         std::fs::write(f, bytes).unwrap();
     });
     assert!(matches!(e, StoreError::Corrupt { .. }), "{e:?}");
+
+    // Issue 33: a page past the schema damaged in a store an older build wrote: the
+    // migration would write to it, so it is checked first and refused untouched.
+    let e = refused_untouched("damaged-older", |f| {
+        let d = f.parent().unwrap();
+        let s = SqliteStore::open(d).unwrap();
+        s.connection()
+            .execute_batch(
+                "CREATE TABLE filler (x BLOB);
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+                 INSERT INTO filler SELECT randomblob(200) FROM n;",
+            )
+            .unwrap();
+        drop(s);
+        let mut bytes = std::fs::read(f).unwrap();
+        let pages = bytes.len() / 4096;
+        bytes[(pages / 2) * 4096..(pages / 2 + 1) * 4096].fill(0xA5);
+        // user_version, at offset 60 of the header: one version behind.
+        let older = (schema::CURRENT_VERSION - 1) as u32;
+        bytes[60..64].copy_from_slice(&older.to_be_bytes());
+        std::fs::write(f, bytes).unwrap();
+    });
+    match e {
+        StoreError::Corrupt { detail, .. } => assert!(detail.contains("quick_check"), "{detail}"),
+        e => panic!("{e:?}"),
+    }
 }
 
 fn live_meter(attempt: i64, at: Millis, rss: u64, peak: u64, cpu: u64, seq: u64) -> LiveMeter {

@@ -168,3 +168,70 @@ fn a_poll_interval_past_the_budget_is_warned_with_the_figure() {
     let r = d.ok(&["target", "set", "octo", "poll_interval=10"]);
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
 }
+
+/// Issue 33: risky settings are no longer taken silently. A runtime root in a system
+/// directory and a PATH entry anyone can write are refused (exit 2, naming the
+/// setting, nothing written); a preload, a PATH directory its group can write and a
+/// shared uid for run_as are taken with a warning that names the risk.
+#[test]
+fn risky_settings_are_refused_or_warned_of_naming_the_risk() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = seeded("risks");
+    let snapshot = || crate::support::snapshot(&d.state());
+    let before = snapshot();
+    for (kv, said) in [
+        ("runtime_root=/etc", "system directory"),
+        ("env.PATH=/tmp:/usr/bin", "/tmp is writable by anyone"),
+    ] {
+        let r = d.run(&["host", "set", kv]);
+        assert_eq!(r.code, 2, "{kv}: {}", r.stderr);
+        let key = kv.split('=').next().unwrap();
+        assert!(
+            r.stderr.contains(key) && r.stderr.contains(said),
+            "{kv}: {}",
+            r.stderr
+        );
+        assert!(snapshot() == before, "{kv} was written");
+    }
+    let r = d.run(&["profile", "set", "linux", "env.PATH=/usr/bin:/tmp"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(snapshot() == before, "the profile's PATH was written");
+
+    let shared = d.subdir("shared-bin");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).unwrap();
+    for (args, said) in [
+        (
+            vec!["host", "set", "env.LD_PRELOAD=/usr/lib/libeatmydata.so"],
+            "every program of every job loads",
+        ),
+        (
+            vec!["profile", "set", "linux", "env.LD_PRELOAD=/usr/lib/x.so"],
+            "every program of every job loads",
+        ),
+        (
+            vec![
+                "profile",
+                "set",
+                "linux",
+                &format!("env.PATH={shared}:/usr/bin"),
+            ],
+            "can be written by its group",
+        ),
+        (
+            vec!["profile", "set", "linux", "run_as=nobody"],
+            "a uid other services share",
+        ),
+    ] {
+        let r = d.ok(&args);
+        assert!(
+            r.stderr.contains("warning:") && r.stderr.contains(said),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    let shown = d.ok(&["profile", "show", "linux"]).stdout;
+    assert!(
+        shown.contains("nobody") && shown.contains("LD_PRELOAD"),
+        "{shown}"
+    );
+}

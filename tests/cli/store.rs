@@ -98,3 +98,114 @@ fn a_refused_first_command_leaves_no_store_behind() {
         "the store kept its capacity: {host}"
     );
 }
+
+/// Issue 33, item 4: a store with one page overwritten past the schema still opens,
+/// and writes to it used to succeed. Every command that writes checks the store first
+/// (`PRAGMA quick_check`): exit 8 naming the file, and not a byte of it changes.
+#[test]
+fn writes_to_a_damaged_store_exit_8_and_change_nothing() {
+    use runner_manager::domain::AttemptState;
+    use runner_manager::store::{HistorySeed, SqliteStore, Store};
+    let d = crate::support::seeded("damaged");
+    {
+        // A history, so the books span many pages past the schema's. Closing the
+        // last connection moves the WAL into the file.
+        let s = SqliteStore::open(&d.state()).unwrap();
+        let h = s.host_or_create().unwrap();
+        s.seed_history(&HistorySeed {
+            host_id: &h.id,
+            target: "octo",
+            profiles: &["linux"],
+            n: 2000,
+            open: 0,
+            closed: AttemptState::Destroying,
+            base: 0,
+        })
+        .unwrap();
+    }
+    let db = d.state().join("state.db");
+    let mut bytes = std::fs::read(&db).unwrap();
+    let page = match u16::from_be_bytes([bytes[16], bytes[17]]) {
+        1 => 65536,
+        n => usize::from(n),
+    };
+    let pages = bytes.len() / page;
+    assert!(
+        pages > 8,
+        "{pages} pages: too few to damage one past the schema"
+    );
+    let victim = pages / 2;
+    bytes[victim * page..(victim + 1) * page].fill(0xA5);
+    std::fs::write(&db, &bytes).unwrap();
+    let before = crate::support::snapshot(&d.state());
+    // Opening reads only the schema: a read that does not touch the page answers.
+    d.ok(&["host", "show"]);
+    assert!(crate::support::snapshot(&d.state()) == before);
+    let writes: &[&[&str]] = &[
+        &["host", "set", "capacity=5"],
+        &["coordinator", "host", "add", "h2"],
+        &["profile", "set", "linux", "max=2"],
+        &["profile", "pause", "linux"],
+        &["target", "rm", "octo"],
+        &["drain"],
+        &["update", "--check"],
+    ];
+    for args in writes {
+        let r = d.run(args);
+        assert_eq!(r.code, 8, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("corrupt (quick_check")
+                && r.stderr.contains(&db.display().to_string()),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(
+            crate::support::snapshot(&d.state()) == before,
+            "{args:?} changed the store"
+        );
+    }
+}
+
+/// Issue 33: what a job sends reaches the operator's terminal. A job named with a
+/// right-to-left override and an escape sequence is shown escaped by `attempts`, in
+/// text and in JSON (whose value is still the job's name).
+#[test]
+fn a_jobs_name_reaches_the_terminal_escaped() {
+    use runner_manager::domain::AttemptState;
+    use runner_manager::store::{AttemptFilter, HistorySeed, SqliteStore, Store};
+    let d = crate::support::seeded("bidi");
+    let name = "build\u{202E}exe.txt\u{1b}]0;owned\u{7}";
+    {
+        let s = SqliteStore::open(&d.state()).unwrap();
+        let h = s.host_or_create().unwrap();
+        s.seed_history(&HistorySeed {
+            host_id: &h.id,
+            target: "octo",
+            profiles: &["linux"],
+            n: 1,
+            open: 0,
+            closed: AttemptState::Destroying,
+            base: 0,
+        })
+        .unwrap();
+        let mut a = s.attempts(&AttemptFilter::default()).unwrap().remove(0);
+        a.job_name = Some(name.into());
+        s.save_attempt(&a).unwrap();
+    }
+    let hazard = |c: char| c.is_control() && c != '\n' || ('\u{202A}'..='\u{202E}').contains(&c);
+    let text = d.ok(&["attempts"]).stdout;
+    assert!(!text.chars().any(hazard), "{text:?}");
+    assert!(
+        text.contains("build\\u{202e}exe.txt\\u{1b}]0;owned\\u{7}"),
+        "{text}"
+    );
+    let json = d.ok(&["attempts", "--json"]).stdout;
+    assert!(!json.chars().any(hazard), "{json:?}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v.to_string().contains("\\u001b]0;owned"), "{v}");
+    let back = serde_json::to_string(&v).unwrap();
+    assert!(
+        back.contains('\u{202E}'),
+        "the JSON value is the job's name: {back}"
+    );
+}

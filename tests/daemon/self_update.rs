@@ -291,3 +291,149 @@ fn a_binary_that_does_not_run_here_is_refused_and_removed() {
     assert_eq!(std::fs::read(&bin).unwrap(), old, "the binary changed");
     assert!(leftovers(&bin).is_empty(), "{:?}", leftovers(&bin));
 }
+
+/// A release directory that a canary stands in for: `runner-manager-99.0.0-TARGET` is a
+/// script that leaves `ran` beside it when anything runs it (as `update`'s `--version`
+/// probe would), listed in SHA256SUMS with its true sum.
+fn canary_release(dir: &Path) -> (PathBuf, PathBuf) {
+    let rel = dir.join("hostile-release");
+    let _ = std::fs::remove_dir_all(&rel);
+    std::fs::create_dir_all(&rel).unwrap();
+    let ran = dir.join("ran");
+    let name = release::asset_name("99.0.0", &release::target());
+    let script = format!(
+        "#!/bin/sh\ntouch {}\necho runner-manager 99.0.0\n",
+        ran.display()
+    );
+    std::fs::write(rel.join(&name), &script).unwrap();
+    std::fs::set_permissions(rel.join(&name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        rel.join(release::SUMS),
+        format!("{}  {name}\n", sha256(script.as_bytes())),
+    )
+    .unwrap();
+    (rel, ran)
+}
+
+/// Issue 33, items 2 and 3: a release directory others can write, files another uid
+/// owns, a FIFO for SHA256SUMS and a linked binary are refused by `host set` (exit 2,
+/// naming release_source, nothing written) and again by `update` (for a source stored
+/// before the check, or changed since), which runs nothing from them and leaves the
+/// binary as it was.
+#[test]
+fn a_release_source_others_can_write_is_refused_and_nothing_in_it_runs() {
+    use std::os::unix::fs::symlink;
+    let w = World::new("selfupdate-hostile", 1);
+    let bin = installed_copy(&w.dir);
+    let old = std::fs::read(&bin).unwrap();
+    let name = release::asset_name("99.0.0", &release::target());
+    let root = nix_geteuid() == 0;
+    type Spoil = Box<dyn Fn(&Path)>;
+    let chmod = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let mut cases: Vec<(&str, &str, Spoil)> = vec![
+        ("mode 1777", "1777", Box::new(move |rel| chmod(rel, 0o1777))),
+        ("group-writable sums", "0664", {
+            Box::new(move |rel| chmod(&rel.join(release::SUMS), 0o664))
+        }),
+        ("others-writable binary", "0757", {
+            let name = name.clone();
+            Box::new(move |rel| chmod(&rel.join(&name), 0o757))
+        }),
+        ("ancestor others can write", "0777", {
+            Box::new(move |rel| {
+                // The release directory inside a world-writable (not sticky) one.
+                let open = rel.parent().unwrap().join("open");
+                std::fs::create_dir_all(&open).unwrap();
+                chmod(&open, 0o777);
+                std::fs::rename(rel, open.join("r")).unwrap();
+                symlink(open.join("r"), rel).unwrap();
+            })
+        }),
+        ("a FIFO for SHA256SUMS", "FIFO", {
+            Box::new(move |rel| {
+                let sums = rel.join(release::SUMS);
+                std::fs::remove_file(&sums).unwrap();
+                let c = std::ffi::CString::new(sums.as_os_str().as_encoded_bytes()).unwrap();
+                // SAFETY: a valid NUL-terminated path.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+            })
+        }),
+        ("a linked binary", "symbolic link", {
+            let name = name.clone();
+            Box::new(move |rel| {
+                let elsewhere = rel.parent().unwrap().join("elsewhere");
+                std::fs::rename(rel.join(&name), &elsewhere).unwrap();
+                symlink(&elsewhere, rel.join(&name)).unwrap();
+            })
+        }),
+    ];
+    if root {
+        cases.push(("binary another uid owns", "uid 65534", {
+            let name = name.clone();
+            Box::new(move |rel| {
+                std::os::unix::fs::chown(rel.join(&name), Some(65534), None).unwrap()
+            })
+        }));
+        cases.push(("directory another uid owns", "uid 65534", {
+            Box::new(move |rel| std::os::unix::fs::chown(rel, Some(65534), None).unwrap())
+        }));
+    } else {
+        eprintln!("not root: the cases of files another uid owns are left to the unit tests");
+    }
+    for (case, said, spoil) in &cases {
+        let (rel, ran) = canary_release(&w.dir);
+        spoil(&rel);
+        // The ancestor case names the release through a link; the check must see the
+        // real path, so it is given as such.
+        let rel = std::fs::canonicalize(&rel).unwrap_or(rel);
+        let before = w.store().kv_get(release::KV_RELEASE_SOURCE).unwrap();
+        let out = w.cli(&["host", "set", &format!("release_source={}", rel.display())]);
+        assert_eq!(out.status.code(), Some(2), "{case}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("release_source") && err.contains(said),
+            "{case}: {err}"
+        );
+        assert_eq!(
+            w.store().kv_get(release::KV_RELEASE_SOURCE).unwrap(),
+            before,
+            "{case}: host set wrote the source"
+        );
+        // Stored anyway (set before the check existed, or spoiled after): update
+        // refuses it too, with and without --check.
+        w.store()
+            .kv_put(release::KV_RELEASE_SOURCE, &rel.display().to_string())
+            .unwrap();
+        for args in [&["--check"][..], &[][..]] {
+            let out = update(&bin, &w, args);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{case} {args:?}: {}",
+                text(&out)
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("not trusted") && err.contains(said),
+                "{case}: {err}"
+            );
+        }
+        assert!(!ran.exists(), "{case}: the release's binary ran");
+        assert_eq!(
+            std::fs::read(&bin).unwrap(),
+            old,
+            "{case}: the binary changed"
+        );
+        assert!(leftovers(&bin).is_empty(), "{case}: {:?}", leftovers(&bin));
+        w.store().kv_delete(release::KV_RELEASE_SOURCE).unwrap();
+        let _ = std::fs::remove_dir_all(w.dir.join("open"));
+        let _ = std::fs::remove_file(w.dir.join("elsewhere"));
+    }
+}
+
+fn nix_geteuid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
