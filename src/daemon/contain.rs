@@ -7,7 +7,7 @@
 use crate::domain::isolation::{self, Powers};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
-use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, uid};
+use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, uid};
 use crate::secret::Secret;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -382,6 +382,52 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
         gone &= uid::processes_of_uid(u).is_empty();
     }
     gone
+}
+
+/// Removes what the attempt's uid left outside its root, once nothing of it runs: its
+/// files in the shared temporary directories and its SysV IPC objects
+/// (`runner::leftovers`). True when none is left; false defers the cleanup, so the
+/// uid stays held until they are gone. An attempt without a uid of its own has none.
+pub fn remove_leftovers(a: &Attempt) -> bool {
+    let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) else {
+        return true;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if u == 0 || u == unsafe { libc::geteuid() } {
+        log_warn!("attempt_leftovers_refused", attempt = a.id, uid = u);
+        return true;
+    }
+    match leftovers::clear(u, g) {
+        Ok(c) => {
+            let removed = c.files.files + c.files.dirs + c.ipc as u64;
+            if removed > 0 {
+                log_info!(
+                    "attempt_leftovers_removed",
+                    attempt = a.id,
+                    uid = u,
+                    files = c.files.files,
+                    dirs = c.files.dirs,
+                    ipc = c.ipc,
+                    looked = c.files.looked,
+                    micros = c.micros
+                );
+            }
+            true
+        }
+        Err((c, why)) => {
+            log_warn!(
+                "attempt_leftovers_kept",
+                attempt = a.id,
+                uid = u,
+                files = c.files.files,
+                dirs = c.files.dirs,
+                ipc = c.ipc,
+                kept = c.files.kept,
+                error = why
+            );
+            false
+        }
+    }
 }
 
 /// Removes the attempt's cgroup once it is empty. True when it is gone.
