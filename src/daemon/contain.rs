@@ -7,6 +7,7 @@
 use crate::domain::isolation::{self, Powers};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
+use crate::runner::claim::{self, ClaimError, UidClaim};
 use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, uid};
 use crate::secret::Secret;
 use crate::timefmt::Millis;
@@ -99,6 +100,39 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
         isolation: in_effect,
         cgroups,
         runtime_root: host.runtime_root.clone(),
+    }
+}
+
+/// Claims the containment's runner uids host-wide (`runner::claim`, in the directory
+/// `claim::lock_dir` names), so no other daemon on the host hands them out, kills
+/// their processes or removes their files. A refusal makes the isolation `refused`
+/// (no runner starts) and is returned: at start the daemon exits on it. Without
+/// per-attempt uids nothing is claimed, and what was held is kept until the daemon
+/// ends (attempts of those uids may still be cleaning up).
+pub fn claim_uids(
+    slot: &std::sync::Mutex<Option<UidClaim>>,
+    state_dir: &Path,
+    c: &mut Containment,
+) -> Option<ClaimError> {
+    let InEffect::Uids(range) = c.isolation else {
+        return None;
+    };
+    let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    let result = match held.as_mut() {
+        Some(claim) => claim.claim(range),
+        None => UidClaim::open(&claim::lock_dir(), state_dir).and_then(|mut claim| {
+            claim.claim(range)?;
+            *held = Some(claim);
+            Ok(())
+        }),
+    };
+    match result {
+        Ok(()) => None,
+        Err(e) => {
+            log_warn!("runner_uids_not_claimed", uids = range, error = e);
+            c.isolation = InEffect::Refused { why: e.to_string() };
+            Some(e)
+        }
     }
 }
 
