@@ -62,6 +62,7 @@ fn main() {
         },
         cgroups: Cgroups::none("isolation none: no cgroup"),
         runtime_root: None,
+        host_tag: "bench".into(),
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
     match users::try_runner_uids(n.min(16) as u32) {
@@ -71,6 +72,7 @@ fn main() {
                 isolation: InEffect::Uids(block.range()),
                 cgroups: cgroups.clone(),
                 runtime_root: None,
+                host_tag: "bench".into(),
             };
             let dir = base.join("uids");
             contain::open_for_runners(&dir).expect("open the state directory");

@@ -30,6 +30,9 @@ pub struct Containment {
     /// Where runner roots, caches and kept workspaces live (the host's
     /// `runtime_root`); `None` is the state directory.
     pub runtime_root: Option<PathBuf>,
+    /// The host's short id: names our cgroup base, so a process in another daemon's
+    /// base is never ours to signal (`uid::foreign_processes`).
+    pub host_tag: String,
 }
 
 impl Containment {
@@ -41,6 +44,7 @@ impl Containment {
             },
             cgroups: Cgroups::none("not yet detected"),
             runtime_root: None,
+            host_tag: String::new(),
         }
     }
 
@@ -100,6 +104,7 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
         isolation: in_effect,
         cgroups,
         runtime_root: host.runtime_root.clone(),
+        host_tag: host.short_id().to_string(),
     }
 }
 
@@ -303,7 +308,7 @@ pub fn ready(
             }
             Err(e) => return Err(HostFailure(format!("identity: looking up uid {u}: {e}"))),
         };
-        clear_leftovers(&user)?;
+        clear_leftovers(c, &user)?;
         Some(user)
     } else {
         match policy.run_as.as_deref().map(runner::lookup_user) {
@@ -354,18 +359,20 @@ pub fn ready(
 
 /// Kills what still runs under a uid the books say is free: a crash between a
 /// runner's spawn and its record, or a process that escaped a previous attempt. The
-/// range is the host's, so whatever runs under it is ours to stop.
-fn clear_leftovers(user: &RunAsUser) -> Result<(), HostFailure> {
+/// range is claimed host-wide (`claim_uids`), so whatever runs under it is ours to
+/// stop, unless it lives in another daemon's cgroup (a claim bypassed, e.g. two lock
+/// directories): then nothing is signalled and the start fails.
+fn clear_leftovers(c: &Containment, user: &RunAsUser) -> Result<(), HostFailure> {
     if uid::processes_of_uid(user.uid).is_empty() {
         return Ok(());
     }
-    log_warn!("runner_uid_leftovers_killed", uid = user.uid);
-    uid::kill_uid(user.uid, user.gid).map_err(|e| {
+    kill_uid_if_ours(c, user.uid, user.gid).map_err(|e| {
         HostFailure(format!(
             "identity: stopping what uid {} left: {e}",
             user.uid
         ))
     })?;
+    log_warn!("runner_uid_leftovers_killed", uid = user.uid);
     if !uid::processes_of_uid(user.uid).is_empty() {
         return Err(HostFailure(format!(
             "identity: processes of uid {} survive SIGKILL",
@@ -373,6 +380,19 @@ fn clear_leftovers(user: &RunAsUser) -> Result<(), HostFailure> {
         )));
     }
     Ok(())
+}
+
+/// Kills every process of `uid` (`uid::kill_uid`), unless one of them lives in another
+/// daemon's cgroup base: that one is not ours, and a uid-wide kill cannot spare it, so
+/// nothing is signalled and the refusal says whose it is.
+pub fn kill_uid_if_ours(c: &Containment, u: u32, g: u32) -> Result<(), String> {
+    if let Some((pid, base)) = uid::foreign_processes(u, &c.host_tag).first() {
+        return Err(format!(
+            "uid {u} runs pid {pid} in another daemon's cgroup {base}: not ours to signal \
+             (give each daemon its own runner_uids)"
+        ));
+    }
+    uid::kill_uid(u, g).map_err(|e| e.to_string())
 }
 
 /// Points `STATE_DIR/homes/<user>` at the attempt's home, when the user's passwd home
@@ -408,7 +428,7 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
     }
     if let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) {
         if !uid::processes_of_uid(u).is_empty() {
-            if let Err(e) = uid::kill_uid(u, g) {
+            if let Err(e) = kill_uid_if_ours(c, u, g) {
                 log_warn!("uid_kill_failed", attempt = a.id, uid = u, error = e);
             }
             log_info!("runner_uid_killed", attempt = a.id, uid = u);

@@ -89,7 +89,7 @@ fn kill_orphan(store: &dyn Store, contain: &Containment, id: i64, held_uids: &Ha
         && !runner::uid::processes_of_uid(u).is_empty()
     {
         log_info!("orphan_uid_killed", attempt = id, uid = u);
-        if let Err(e) = runner::uid::kill_uid(u, g) {
+        if let Err(e) = super::contain::kill_uid_if_ours(contain, u, g) {
             log_warn!("orphan_uid_kill_failed", attempt = id, error = e);
         }
     }

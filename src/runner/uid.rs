@@ -59,6 +59,35 @@ pub fn processes_of_uid(uid: u32) -> Vec<i32> {
     out
 }
 
+/// The prefix of every daemon's cgroup base (`runner-manager-<tag>`, as `cgroup`
+/// names it); the systemd unit's own cgroup (`runner-manager.service`) is not one.
+const BASE_PREFIX: &str = "runner-manager-";
+
+/// Pure: the cgroup base of another daemon that a `/proc/PID/cgroup` text places the
+/// process in (a path component `runner-manager-<tag>` whose tag is not `our_tag`), if
+/// any. A process in no daemon's base, or in ours, gives `None`.
+pub fn foreign_base(cgroup: &str, our_tag: &str) -> Option<String> {
+    let ours = format!("{BASE_PREFIX}{our_tag}");
+    cgroup.lines().find_map(|l| {
+        let path = l.splitn(3, ':').nth(2)?;
+        path.split('/')
+            .find(|c| c.starts_with(BASE_PREFIX) && *c != ours)
+            .map(str::to_string)
+    })
+}
+
+/// The processes of `uid` that live in another daemon's cgroup base (see
+/// [`foreign_base`]), with that base: not ours to signal, whatever uid they run as.
+pub fn foreign_processes(uid: u32, our_tag: &str) -> Vec<(i32, String)> {
+    processes_of_uid(uid)
+        .into_iter()
+        .filter_map(|pid| {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+            foreign_base(&text, our_tag).map(|b| (pid, b))
+        })
+        .collect()
+}
+
 /// The uids of `range` some live process runs as: one /proc scan for a whole range.
 pub fn busy_uids(range: UidRange) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
@@ -300,6 +329,36 @@ mod tests {
             pick_uid(UidRange { start: 5, end: 1 }, &held, |_| true),
             None
         );
+    }
+
+    #[test]
+    fn another_daemons_cgroup_is_foreign_and_ours_or_none_is_not() {
+        let v2 = |p: &str| format!("0::{p}\n");
+        let ours = "abcd1234";
+        assert_eq!(
+            foreign_base(&v2("/runner-manager-abcd1234/att-7"), ours),
+            None
+        );
+        assert_eq!(
+            foreign_base(
+                &v2("/system.slice/runner-manager.service/runner-manager-ffff0000/att-3"),
+                ours
+            ),
+            Some("runner-manager-ffff0000".into())
+        );
+        assert_eq!(foreign_base(&v2("/user.slice/session-1.scope"), ours), None);
+        assert_eq!(
+            foreign_base(&v2("/system.slice/runner-manager.service/daemon"), ours),
+            None
+        );
+        // Hybrid: a v1 hierarchy names the base as well.
+        let hybrid = "5:pids:/runner-manager-ffff0000/att-3\n0::/\n";
+        assert_eq!(
+            foreign_base(hybrid, ours),
+            Some("runner-manager-ffff0000".into())
+        );
+        // Our own tag empty (no cgroups): every daemon's base is another's.
+        assert!(foreign_base(&v2("/runner-manager-abcd1234/att-7"), "").is_some());
     }
 
     #[test]
