@@ -62,6 +62,7 @@ fn main() {
         },
         cgroups: Cgroups::none("isolation none: no cgroup"),
         runtime_root: None,
+        legacy_runtime: None,
         host_tag: "bench".into(),
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
@@ -72,6 +73,7 @@ fn main() {
                 isolation: InEffect::Uids(block.range()),
                 cgroups: cgroups.clone(),
                 runtime_root: None,
+                legacy_runtime: None,
                 host_tag: "bench".into(),
             };
             let dir = base.join("uids");

@@ -258,7 +258,7 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
     if !super::contain::remove_leftovers(a) {
         return false;
     }
-    let root = runner::attempt_root(contain.runtime_dir(&cx.shared.state_dir), a.id);
+    let root = contain.attempt_root(&cx.shared.state_dir, a);
     // Its slot back: the kept `_work` to the slot, the caches to the manager. A cache
     // slot still its uid's is not given up (that uid may run another target's job next).
     if !super::slots::release(cx.store, &contain, &cx.shared.state_dir, a, &root) {

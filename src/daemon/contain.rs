@@ -27,9 +27,14 @@ pub const KV_CGROUPS: &str = "daemon:cgroups";
 pub struct Containment {
     pub isolation: InEffect,
     pub cgroups: Cgroups,
-    /// Where runner roots, caches and kept workspaces live (the host's
-    /// `runtime_root`); `None` is the state directory.
+    /// Where runner roots, caches and kept workspaces live: this host's own directory
+    /// in the host's `runtime_root` (`runner::root::runtime_dir`), so hosts given one
+    /// `runtime_root` never see each other's; `None` is the state directory.
     pub runtime_root: Option<PathBuf>,
+    /// The host's `runtime_root` itself, where roots lived before they moved into a
+    /// directory per host: an attempt started before the upgrade still has its root
+    /// there (`attempt_root`).
+    pub legacy_runtime: Option<PathBuf>,
     /// The host's short id: names our cgroup base, so a process in another daemon's
     /// base is never ours to signal (`uid::foreign_processes`).
     pub host_tag: String,
@@ -44,6 +49,7 @@ impl Containment {
             },
             cgroups: Cgroups::none("not yet detected"),
             runtime_root: None,
+            legacy_runtime: None,
             host_tag: String::new(),
         }
     }
@@ -51,6 +57,28 @@ impl Containment {
     /// The directory runner roots (`attempts/`), caches and kept workspaces live in.
     pub fn runtime_dir<'a>(&'a self, state_dir: &'a Path) -> &'a Path {
         self.runtime_root.as_deref().unwrap_or(state_dir)
+    }
+
+    /// Where attempt `a`'s root is: under this host's runtime directory, or, for an
+    /// attempt started before roots moved into a directory per host, at
+    /// `RUNTIME/attempts/<id>` when that is a real directory owned by the attempt's uid
+    /// (the daemon's, without one). Another host's root in the old shared layout has
+    /// another owner once runner uids are claimed host-wide, so it is never taken for
+    /// this attempt's. The slots of such an attempt are in the old layout too: its
+    /// runtime directory is its root's grandparent.
+    pub fn attempt_root(&self, state_dir: &Path, a: &Attempt) -> PathBuf {
+        let root = runner::attempt_root(self.runtime_dir(state_dir), a.id);
+        if let Some(old) = &self.legacy_runtime
+            && std::fs::symlink_metadata(&root).is_err()
+        {
+            let legacy = runner::attempt_root(old, a.id);
+            // SAFETY: geteuid has no preconditions.
+            let owner = a.runner_uid.unwrap_or_else(|| unsafe { libc::geteuid() });
+            if std::fs::symlink_metadata(&legacy).is_ok_and(|m| m.is_dir() && m.uid() == owner) {
+                return legacy;
+            }
+        }
+        root
     }
 }
 
@@ -73,7 +101,8 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
             Err(e) => Cgroups::none(&e.to_string()),
         }
     });
-    let runtime = host.runtime_root.as_deref();
+    let host_runtime = runner::root::host_runtime(host);
+    let runtime = host_runtime.as_deref();
     let open = |d: &Path| {
         open_for_runners(d)?;
         match runtime {
@@ -103,7 +132,8 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
     Containment {
         isolation: in_effect,
         cgroups,
-        runtime_root: host.runtime_root.clone(),
+        runtime_root: runner::root::host_runtime(host),
+        legacy_runtime: host.runtime_root.clone(),
         host_tag: host.short_id().to_string(),
     }
 }
