@@ -18,4 +18,5 @@ mod hostile {
 
     mod attacks;
     mod containment;
+    mod leftovers;
 }
