@@ -19,4 +19,5 @@ mod hostile {
     mod attacks;
     mod containment;
     mod leftovers;
+    mod two_daemons;
 }
