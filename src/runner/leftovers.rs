@@ -101,8 +101,8 @@ pub struct Report {
     /// Entries removed: files (and links, sockets, pipes, queues), then directories.
     pub files: u64,
     pub dirs: u64,
-    /// Entries of the uid's that could not be removed (a directory others still use,
-    /// an error), with the first error seen.
+    /// Entries of the uid's left: its directories others' entries are still in (by
+    /// design), and those an error kept (the first error is `first_error`).
     pub kept: u64,
     pub first_error: Option<String>,
     /// Entries looked at.
@@ -311,8 +311,12 @@ fn walk(
                         r.dirs += 1;
                     } else {
                         let e = io::Error::last_os_error();
-                        if e.kind() != io::ErrorKind::NotFound {
-                            r.error(format!("{}: {e}", path.display()));
+                        match e.raw_os_error() {
+                            Some(libc::ENOENT) => {}
+                            // Others' entries are still in it: kept with them, as
+                            // decided (nothing of the uid's is left in it).
+                            Some(libc::ENOTEMPTY | libc::EEXIST) => r.kept += 1,
+                            _ => r.error(format!("{}: {e}", path.display())),
                         }
                     }
                 }
