@@ -180,7 +180,7 @@ fn fstatat(dir: i32, name: &CStr) -> io::Result<libc::stat> {
 /// The names in the directory `fd` (not `.` or `..`), at most `max`; a second
 /// descriptor is read so `fd` stays usable for the `*at` calls.
 fn names(fd: &OwnedFd, max: usize) -> io::Result<(Vec<CString>, bool)> {
-    let dot = CStr::from_bytes_with_nul(b".\0").expect("literal");
+    let dot = c".";
     // SAFETY: fd is open; "." is a valid C string.
     let dup = unsafe {
         libc::openat(
