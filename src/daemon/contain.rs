@@ -62,7 +62,8 @@ impl Containment {
     /// Where attempt `a`'s root is: under this host's runtime directory, or, for an
     /// attempt started before roots moved into a directory per host, at
     /// `RUNTIME/attempts/<id>` when that is a real directory owned by the attempt's uid
-    /// (the daemon's, without one). Another host's root in the old shared layout has
+    /// (without one: whose `.runner` names the attempt's runner, which carries this
+    /// host's short id). Another host's root in the old shared layout has
     /// another owner once runner uids are claimed host-wide, so it is never taken for
     /// this attempt's. The slots of such an attempt are in the old layout too: its
     /// runtime directory is its root's grandparent.
@@ -72,14 +73,40 @@ impl Containment {
             && std::fs::symlink_metadata(&root).is_err()
         {
             let legacy = runner::attempt_root(old, a.id);
-            // SAFETY: geteuid has no preconditions.
-            let owner = a.runner_uid.unwrap_or_else(|| unsafe { libc::geteuid() });
-            if std::fs::symlink_metadata(&legacy).is_ok_and(|m| m.is_dir() && m.uid() == owner) {
+            let ours = match a.runner_uid {
+                Some(u) => {
+                    std::fs::symlink_metadata(&legacy).is_ok_and(|m| m.is_dir() && m.uid() == u)
+                }
+                // Without a uid of its own, every host's roots have one owner: only the
+                // runner's registration, which carries this host's runner name, tells.
+                None => {
+                    std::fs::symlink_metadata(&legacy).is_ok_and(|m| m.is_dir())
+                        && registered_as(&legacy, &a.runner_name)
+                }
+            };
+            if ours {
                 return legacy;
             }
         }
         root
     }
+}
+
+/// Whether the root's registration file (`.runner`, read without following a link and
+/// no more than 64 KiB of it) names `runner_name`.
+fn registered_as(root: &Path, runner_name: &str) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(root.join(".runner"))
+    else {
+        return false;
+    };
+    let mut text = String::new();
+    let _ = f.take(64 * 1024).read_to_string(&mut text);
+    text.contains(&format!("\"{runner_name}\""))
 }
 
 /// Decides the containment for `host` and gets the host ready for it: the cgroup
@@ -103,8 +130,15 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
     });
     let host_runtime = runner::root::host_runtime(host);
     let runtime = host_runtime.as_deref();
+
     let open = |d: &Path| {
         open_for_runners(d)?;
+        // The runtime root itself lets runners through to this host's directory in
+        // it, as it did when roots lived in it (0711: traversable, not listable).
+        if let Some(r) = &host.runtime_root {
+            std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| format!("cannot set the mode of {}: {e}", r.display()))?;
+        }
         match runtime {
             Some(r) if r != d => open_for_runners(r),
             _ => Ok(()),

@@ -76,6 +76,25 @@ pub fn note_text(pid: u32, state_dir: &Path) -> String {
     format!("pid {pid}, state dir {}", state_dir.display())
 }
 
+/// How long a claim whose noted holder is dead is waited for.
+const DEAD_HOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Pure: the pid a note names.
+pub fn holder_pid(text: &str) -> Option<i32> {
+    text.strip_prefix("pid ")?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+}
+
+fn pid_gone(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
 /// Pure: the range a note's file name (`<start>-<end>`) names.
 pub fn note_range(name: &str) -> Option<UidRange> {
     UidRange::parse(name).ok()
@@ -172,25 +191,13 @@ fn open_lock(dir: &Path) -> Result<File, ClaimError> {
         .map_err(|e| io_err(&path, e))
 }
 
-/// Who holds `held`, from its note ("holder unknown" without one).
+/// Who holds `held`, from the note of exactly that range (a daemon's lock covers
+/// exactly the range it claimed); "holder unknown" without one.
 fn holder_of(dir: &Path, held: UidRange) -> String {
-    let exact = dir.join(NOTES).join(held.to_string());
-    if let Ok(t) = std::fs::read_to_string(&exact) {
-        return t.trim().to_string();
+    match std::fs::read_to_string(dir.join(NOTES).join(held.to_string())) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => "holder unknown".into(),
     }
-    // Locks of one description merge: look for a note inside the range.
-    if let Ok(rd) = std::fs::read_dir(dir.join(NOTES)) {
-        for e in rd.flatten() {
-            let name = e.file_name();
-            if let Some(r) = name.to_str().and_then(note_range)
-                && overlap(r, held)
-                && let Ok(t) = std::fs::read_to_string(e.path())
-            {
-                return t.trim().to_string();
-            }
-        }
-    }
-    "holder unknown".into()
 }
 
 /// A daemon's claim on its runner uids; dropped (or the process dead), it is gone.
@@ -230,19 +237,31 @@ impl UidClaim {
             path: self.dir.join(LOCK_FILE),
             error: e.to_string(),
         };
-        match set_lock(&self.file, libc::F_WRLCK, range) {
-            Ok(()) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
-                let held = conflict(&self.file, range)
-                    .map_err(io_err)?
-                    .unwrap_or(range);
-                return Err(ClaimError::Held {
-                    wanted: range,
-                    held,
-                    holder: holder_of(&self.dir, held),
-                });
+        // A daemon SIGKILLed while a child it forked had not yet exec'd (or exited)
+        // leaves its lock with that child a moment: while the holder is dead, wait.
+        let deadline = std::time::Instant::now() + DEAD_HOLDER_WAIT;
+        loop {
+            match set_lock(&self.file, libc::F_WRLCK, range) {
+                Ok(()) => break,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
+                    let held = conflict(&self.file, range)
+                        .map_err(io_err)?
+                        .unwrap_or(range);
+                    let holder = holder_of(&self.dir, held);
+                    if holder_pid(&holder).is_some_and(pid_gone)
+                        && std::time::Instant::now() < deadline
+                    {
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                        continue;
+                    }
+                    return Err(ClaimError::Held {
+                        wanted: range,
+                        held,
+                        holder,
+                    });
+                }
+                Err(e) => return Err(io_err(e)),
             }
-            Err(e) => return Err(io_err(e)),
         }
         if let Some(old) = self.held {
             for r in uncovered(old, range) {
@@ -283,49 +302,41 @@ impl Drop for UidClaim {
 
 /// Whether a daemon other than the one of `state_dir` holds any uid of `range` now
 /// (for `host set runner_uids=`: the daemon of `state_dir` itself will move its own
-/// claim). A claims' directory that does not exist holds nothing.
+/// claim). Every live lock over the range is looked at in turn; its holder is the note
+/// of exactly its range. A claims' directory that does not exist holds nothing.
 pub fn check(dir: &Path, state_dir: &Path, range: UidRange) -> Result<(), ClaimError> {
-    if !dir.join(LOCK_FILE).exists() {
+    let path = dir.join(LOCK_FILE);
+    if !path.exists() {
         return Ok(());
     }
     let mine = std::fs::canonicalize(state_dir).unwrap_or_else(|_| state_dir.into());
-    let file = File::open(dir.join(LOCK_FILE)).map_err(|e| ClaimError::Io {
-        path: dir.join(LOCK_FILE),
+    let io_err = |e: io::Error| ClaimError::Io {
+        path: path.clone(),
         error: e.to_string(),
-    })?;
-    let Ok(rd) = std::fs::read_dir(dir.join(NOTES)) else {
-        return Ok(());
     };
-    for e in rd.flatten() {
-        let name = e.file_name();
-        let Some(r) = name.to_str().and_then(note_range) else {
-            continue;
+    let file = File::open(&path).map_err(io_err)?;
+    let mut from = range.start;
+    loop {
+        let rest = UidRange {
+            start: from,
+            end: range.end,
         };
-        if !overlap(r, range) {
-            continue;
-        }
-        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-        if note_state_dir(text.trim()).is_some_and(|d| Path::new(d) == mine) {
-            continue;
-        }
-        let part = UidRange {
-            start: r.start.max(range.start),
-            end: r.end.min(range.end),
+        let Some(held) = conflict(&file, rest).map_err(io_err)? else {
+            return Ok(());
         };
-        // A note is only a name: the lock says whether anyone still holds the range.
-        if let Ok(Some(held)) = conflict(&file, part) {
+        let holder = holder_of(dir, held);
+        if !note_state_dir(&holder).is_some_and(|d| Path::new(d) == mine) {
             return Err(ClaimError::Held {
                 wanted: range,
-                held: r,
-                holder: if text.trim().is_empty() {
-                    holder_of(dir, held)
-                } else {
-                    text.trim().to_string()
-                },
+                held,
+                holder,
             });
         }
+        if held.end >= range.end {
+            return Ok(());
+        }
+        from = held.end + 1;
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -355,6 +366,8 @@ mod tests {
         let t = note_text(42, Path::new("/var/lib/runner-manager"));
         assert_eq!(t, "pid 42, state dir /var/lib/runner-manager");
         assert_eq!(note_state_dir(&t), Some("/var/lib/runner-manager"));
+        assert_eq!(holder_pid(&t), Some(42));
+        assert_eq!(holder_pid("holder unknown"), None);
         assert_eq!(note_range("61000-61009"), Some(r("61000-61009")));
         assert_eq!(note_range(".61000-61009.7"), None);
     }
@@ -390,6 +403,15 @@ mod tests {
         assert!(check(&dir, &sa, r("118-125")).is_err());
         assert!(check(&dir, &sb, r("100-100")).is_err());
         assert!(check(&dir, &sb, r("120-130")).is_ok());
+        // A stale note (its daemon SIGKILLed) over b's range names nobody: b's own
+        // lock is b's.
+        std::fs::write(
+            dir.join(NOTES).join("108-125"),
+            "pid 2147483000, state dir /gone",
+        )
+        .unwrap();
+        assert!(check(&dir, &sb, r("110-119")).is_ok());
+        assert!(check(&dir, &sb, r("121-125")).is_ok());
         // a moves within and beyond its range: nothing it still wants is let go.
         a.claim(r("95-104")).unwrap();
         assert!(b.claim(r("105-119")).is_ok());
