@@ -207,3 +207,64 @@ fn two_hosts_given_one_runtime_root_keep_their_roots_and_slots_apart() {
     b.stop_daemon();
     let _ = std::fs::remove_dir_all(&rt);
 }
+
+/// Upgrading from roots shared in `runtime_root/attempts/` to a directory per host: a
+/// busy runner whose root and cache slot are in the old layout is re-adopted, its job
+/// ends well, and its cleanup removes its old root and takes its cache slot back.
+#[test]
+fn an_attempt_rooted_in_the_old_layout_is_readopted_and_cleaned_where_it_is() {
+    use std::os::unix::fs::MetadataExt;
+    let Some((mut w, _uids)) = contained_world("hostile-rt-upgrade", 2, 1) else {
+        return;
+    };
+    let rt = std::env::temp_dir().join(format!("rm-upgrade-runtime-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&rt);
+    std::fs::create_dir_all(&rt).unwrap();
+    w.cli_ok(&["host", "set", &format!("runtime_root={}", rt.display())]);
+    w.start_daemon();
+    let release = w.dir.join("release");
+    let job = run_script(&w, "victim", &victim(&release));
+    let v = busy(&w);
+    // The old layout, as the daemon before the upgrade left it.
+    w.kill_daemon();
+    let mine = rt.join(format!("host-{}", &w.host_id[..8]));
+    std::fs::create_dir_all(rt.join("attempts")).unwrap();
+    let old_root = rt.join("attempts").join(v.id.to_string());
+    std::fs::rename(mine.join("attempts").join(v.id.to_string()), &old_root).unwrap();
+    std::fs::rename(mine.join("caches"), rt.join("caches")).unwrap();
+    w.start_daemon();
+    let pid = w.daemon_pid();
+    wait_until(SETTLE, "the new daemon runs", || {
+        w.status_json()["daemon"]["pid"].as_u64() == Some(u64::from(pid))
+    });
+    assert_eq!(
+        runner_manager::runner::process_start_time(v.pid.unwrap()),
+        v.pid_start,
+        "the upgrade's daemon killed the runner"
+    );
+    assert!(old_root.is_dir(), "the sweep removed a live root in the old layout");
+    std::fs::write(&release, "").unwrap();
+    let j = finished(&w, job);
+    assert_eq!(j.conclusion.as_deref(), Some("success"), "{j:?}");
+    wait_until(SETTLE, "the attempt is cleaned", || w.attempt(v.id).cleaned);
+    assert!(
+        std::fs::symlink_metadata(&old_root).is_err(),
+        "its old root outlived it"
+    );
+    let octo = w.store().target("octo").unwrap();
+    let key = runner_manager::domain::caches::target_key(&octo);
+    let slot = rt
+        .join("caches")
+        .join(key)
+        .join(format!("slot-{}", v.slot.unwrap()));
+    let m = std::fs::metadata(&slot).unwrap();
+    assert_eq!(
+        (m.uid(), m.mode() & 0o777),
+        (0, 0o700),
+        "its cache slot was not taken back from its uid"
+    );
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+    w.stop_daemon();
+    let _ = std::fs::remove_dir_all(&rt);
+}
