@@ -325,7 +325,7 @@ pub fn check(dir: &Path, state_dir: &Path, range: UidRange) -> Result<(), ClaimE
             return Ok(());
         };
         let holder = holder_of(dir, held);
-        if !note_state_dir(&holder).is_some_and(|d| Path::new(d) == mine) {
+        if note_state_dir(&holder).is_none_or(|d| Path::new(d) != mine) {
             return Err(ClaimError::Held {
                 wanted: range,
                 held,

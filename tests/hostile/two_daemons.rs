@@ -242,7 +242,10 @@ fn an_attempt_rooted_in_the_old_layout_is_readopted_and_cleaned_where_it_is() {
         v.pid_start,
         "the upgrade's daemon killed the runner"
     );
-    assert!(old_root.is_dir(), "the sweep removed a live root in the old layout");
+    assert!(
+        old_root.is_dir(),
+        "the sweep removed a live root in the old layout"
+    );
     std::fs::write(&release, "").unwrap();
     let j = finished(&w, job);
     assert_eq!(j.conclusion.as_deref(), Some("success"), "{j:?}");
