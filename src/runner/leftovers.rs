@@ -15,7 +15,10 @@
 //! `/tmp/.ICE-unix` are found; others' entries are left alone, and so is a directory of
 //! the uid's that still holds them. It is bounded in entries and depth; a walk that hit
 //! a bound says so, and the caller defers the cleanup (each walk removes as it goes, so
-//! the next one gets further).
+//! the next one gets further). Between `fstatat` and `unlinkat` an entry can be
+//! replaced only by those who may write its directory: in a sticky one (`/tmp`) no
+//! other uid can replace the uid's entry, and in a non-sticky world-writable one any
+//! uid may remove any entry itself, so the walk unlinks nothing a live job could not.
 //!
 //! SysV IPC objects ([`remove_ipc_of`]) are found in `/proc/sysvipc/{shm,sem,msg}` by
 //! owner or creator uid and removed by a helper that has become the uid
