@@ -126,3 +126,62 @@ fn the_next_job_on_a_uid_finds_nothing_the_last_one_left_or_planted() {
     w.check_invariants(&[REPO, "evil/fork"]);
     let _ = std::fs::remove_dir_all(&shared);
 }
+
+/// A leftover the cleanup cannot remove (made immutable here) defers the cleanup, and
+/// the uid stays held: no other job runs under it until its leftovers are gone.
+#[test]
+fn a_leftover_that_cannot_be_removed_keeps_the_uid_held() {
+    use runner_manager::domain::AttemptState;
+    use std::time::Duration;
+    let test = "a_leftover_that_cannot_be_removed_keeps_the_uid_held";
+    let Some((mut w, uids)) = contained_world("hostile-stuck-leftover", 1, 1) else {
+        return;
+    };
+    let uid = uids.range().start;
+    let stuck = format!("/tmp/rm-stuck-{}-{uid}", std::process::id());
+    let release = w.dir.join("release");
+    w.start_daemon();
+    let first = run_script(
+        &w,
+        "stuck",
+        &format!(
+            "echo DEPLOY_KEY=secret > {stuck}; echo up; while [ ! -e {} ]; do sleep 0.05; done\n",
+            release.display()
+        ),
+    );
+    wait_until(SETTLE, "the job left its file", || {
+        std::path::Path::new(&stuck).exists()
+    });
+    let immutable = |on: bool| {
+        std::process::Command::new("chattr")
+            .arg(if on { "+i" } else { "-i" })
+            .arg(&stuck)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !immutable(true) {
+        std::fs::write(&release, "").unwrap();
+        let _ = std::fs::remove_file(&stuck);
+        return crate::users::skip(test, "chattr +i is not available on /tmp here");
+    }
+    std::fs::write(&release, "").unwrap();
+    finished(&w, first);
+    let a = w.attempt_of_job("stuck");
+    wait_until(SETTLE, "the cleanup is deferred", || {
+        w.attempt(a.id).state == AttemptState::CleanupDeferred
+    });
+    // The next job waits for the uid: it is not handed out while the cleanup is not done.
+    let next = run_script(&w, "next", &attempt("stuck-file", &format!("cat {stuck}")));
+    let started = poll_until(Duration::from_secs(2), || w.attempts().len() > 1);
+    assert!(!started, "a second attempt started on the held uid");
+    assert!(!w.attempt(a.id).cleaned);
+    assert!(immutable(false));
+    wait_until(Duration::from_secs(60), "the cleanup finishes", || {
+        w.attempt(a.id).cleaned
+    });
+    let j = finished(&w, next);
+    assert_denied(&j, &["stuck-file"]);
+    assert!(std::fs::symlink_metadata(&stuck).is_err());
+    w.wait_settled(&[REPO]);
+    w.check_invariants(&[REPO]);
+}
