@@ -62,6 +62,8 @@ fn main() {
         },
         cgroups: Cgroups::none("isolation none: no cgroup"),
         runtime_root: None,
+        legacy_runtime: None,
+        host_tag: "bench".into(),
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
     match users::try_runner_uids(n.min(16) as u32) {
@@ -71,6 +73,8 @@ fn main() {
                 isolation: InEffect::Uids(block.range()),
                 cgroups: cgroups.clone(),
                 runtime_root: None,
+                legacy_runtime: None,
+                host_tag: "bench".into(),
             };
             let dir = base.join("uids");
             contain::open_for_runners(&dir).expect("open the state directory");

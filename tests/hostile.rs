@@ -18,4 +18,6 @@ mod hostile {
 
     mod attacks;
     mod containment;
+    mod leftovers;
+    mod two_daemons;
 }

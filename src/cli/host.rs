@@ -368,6 +368,18 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             "a coordinator needs coordinator_token_file=PATH (the host's token)",
         ));
     }
+    // A range another daemon on this host holds would be refused at its daemon's next
+    // start (exit 7) or left `refused` while it runs: refused here first.
+    if let Some(range) = h.runner_uids
+        && h.runner_uids != before.runner_uids
+        && let Err(e @ crate::runner::claim::ClaimError::Held { .. }) = crate::runner::claim::check(
+            &crate::runner::claim::lock_dir(),
+            &super::state_dir(inv)?,
+            range,
+        )
+    {
+        return Err(CliError::usage("runner_uids", &e.to_string()));
+    }
     if h.runtime_root != before.runtime_root && !store.open_attempts(&h.id)?.is_empty() {
         return Err(CliError::usage(
             "runtime_root",

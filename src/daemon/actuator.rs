@@ -253,7 +253,12 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
         log_warn!("cleanup_survivors", attempt = a.id);
         return false;
     }
-    let root = runner::attempt_root(contain.runtime_dir(&cx.shared.state_dir), a.id);
+    // What its uid left in /tmp, /var/tmp, /dev/shm and SysV IPC, now that nothing of
+    // it runs: the uid is handed out again only once this is done.
+    if !super::contain::remove_leftovers(a) {
+        return false;
+    }
+    let root = contain.attempt_root(&cx.shared.state_dir, a);
     // Its slot back: the kept `_work` to the slot, the caches to the manager. A cache
     // slot still its uid's is not given up (that uid may run another target's job next).
     if !super::slots::release(cx.store, &contain, &cx.shared.state_dir, a, &root) {

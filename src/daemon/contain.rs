@@ -7,7 +7,8 @@
 use crate::domain::isolation::{self, Powers};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
-use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, uid};
+use crate::runner::claim::{self, ClaimError, UidClaim};
+use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, uid};
 use crate::secret::Secret;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -29,9 +30,17 @@ pub const KV_ENFORCED: &str = "daemon:cgroups_enforced";
 pub struct Containment {
     pub isolation: InEffect,
     pub cgroups: Cgroups,
-    /// Where runner roots, caches and kept workspaces live (the host's
-    /// `runtime_root`); `None` is the state directory.
+    /// Where runner roots, caches and kept workspaces live: this host's own directory
+    /// in the host's `runtime_root` (`runner::root::runtime_dir`), so hosts given one
+    /// `runtime_root` never see each other's; `None` is the state directory.
     pub runtime_root: Option<PathBuf>,
+    /// The host's `runtime_root` itself, where roots lived before they moved into a
+    /// directory per host: an attempt started before the upgrade still has its root
+    /// there (`attempt_root`).
+    pub legacy_runtime: Option<PathBuf>,
+    /// The host's short id: names our cgroup base, so a process in another daemon's
+    /// base is never ours to signal (`uid::foreign_processes`).
+    pub host_tag: String,
 }
 
 impl Containment {
@@ -43,6 +52,8 @@ impl Containment {
             },
             cgroups: Cgroups::none("not yet detected"),
             runtime_root: None,
+            legacy_runtime: None,
+            host_tag: String::new(),
         }
     }
 
@@ -50,6 +61,55 @@ impl Containment {
     pub fn runtime_dir<'a>(&'a self, state_dir: &'a Path) -> &'a Path {
         self.runtime_root.as_deref().unwrap_or(state_dir)
     }
+
+    /// Where attempt `a`'s root is: under this host's runtime directory, or, for an
+    /// attempt started before roots moved into a directory per host, at
+    /// `RUNTIME/attempts/<id>` when that is a real directory owned by the attempt's uid
+    /// (without one: whose `.runner` names the attempt's runner, which carries this
+    /// host's short id). Another host's root in the old shared layout has
+    /// another owner once runner uids are claimed host-wide, so it is never taken for
+    /// this attempt's. The slots of such an attempt are in the old layout too: its
+    /// runtime directory is its root's grandparent.
+    pub fn attempt_root(&self, state_dir: &Path, a: &Attempt) -> PathBuf {
+        let root = runner::attempt_root(self.runtime_dir(state_dir), a.id);
+        if let Some(old) = &self.legacy_runtime
+            && std::fs::symlink_metadata(&root).is_err()
+        {
+            let legacy = runner::attempt_root(old, a.id);
+            let ours = match a.runner_uid {
+                Some(u) => {
+                    std::fs::symlink_metadata(&legacy).is_ok_and(|m| m.is_dir() && m.uid() == u)
+                }
+                // Without a uid of its own, every host's roots have one owner: only the
+                // runner's registration, which carries this host's runner name, tells.
+                None => {
+                    std::fs::symlink_metadata(&legacy).is_ok_and(|m| m.is_dir())
+                        && registered_as(&legacy, &a.runner_name)
+                }
+            };
+            if ours {
+                return legacy;
+            }
+        }
+        root
+    }
+}
+
+/// Whether the root's registration file (`.runner`, read without following a link and
+/// no more than 64 KiB of it) names `runner_name`.
+fn registered_as(root: &Path, runner_name: &str) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(root.join(".runner"))
+    else {
+        return false;
+    };
+    let mut text = String::new();
+    let _ = f.take(64 * 1024).read_to_string(&mut text);
+    text.contains(&format!("\"{runner_name}\""))
 }
 
 /// Decides the containment for `host` and gets the host ready for it: the cgroup
@@ -71,9 +131,17 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
             Err(e) => Cgroups::none(&e.to_string()),
         }
     });
-    let runtime = host.runtime_root.as_deref();
+    let host_runtime = runner::root::host_runtime(host);
+    let runtime = host_runtime.as_deref();
+
     let open = |d: &Path| {
         open_for_runners(d)?;
+        // The runtime root itself lets runners through to this host's directory in
+        // it, as it did when roots lived in it (0711: traversable, not listable).
+        if let Some(r) = &host.runtime_root {
+            std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| format!("cannot set the mode of {}: {e}", r.display()))?;
+        }
         match runtime {
             Some(r) if r != d => open_for_runners(r),
             _ => Ok(()),
@@ -101,7 +169,42 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
     Containment {
         isolation: in_effect,
         cgroups,
-        runtime_root: host.runtime_root.clone(),
+        runtime_root: runner::root::host_runtime(host),
+        legacy_runtime: host.runtime_root.clone(),
+        host_tag: host.short_id().to_string(),
+    }
+}
+
+/// Claims the containment's runner uids host-wide (`runner::claim`, in the directory
+/// `claim::lock_dir` names), so no other daemon on the host hands them out, kills
+/// their processes or removes their files. A refusal makes the isolation `refused`
+/// (no runner starts) and is returned: at start the daemon exits on it. Without
+/// per-attempt uids nothing is claimed, and what was held is kept until the daemon
+/// ends (attempts of those uids may still be cleaning up).
+pub fn claim_uids(
+    slot: &std::sync::Mutex<Option<UidClaim>>,
+    state_dir: &Path,
+    c: &mut Containment,
+) -> Option<ClaimError> {
+    let InEffect::Uids(range) = c.isolation else {
+        return None;
+    };
+    let mut held = slot.lock().unwrap_or_else(|p| p.into_inner());
+    let result = match held.as_mut() {
+        Some(claim) => claim.claim(range),
+        None => UidClaim::open(&claim::lock_dir(), state_dir).and_then(|mut claim| {
+            claim.claim(range)?;
+            *held = Some(claim);
+            Ok(())
+        }),
+    };
+    match result {
+        Ok(()) => None,
+        Err(e) => {
+            log_warn!("runner_uids_not_claimed", uids = range, error = e);
+            c.isolation = InEffect::Refused { why: e.to_string() };
+            Some(e)
+        }
     }
 }
 
@@ -272,7 +375,7 @@ pub fn ready(
             }
             Err(e) => return Err(HostFailure(format!("identity: looking up uid {u}: {e}"))),
         };
-        clear_leftovers(&user)?;
+        clear_leftovers(c, &user)?;
         Some(user)
     } else {
         match policy.run_as.as_deref().map(runner::lookup_user) {
@@ -318,18 +421,20 @@ pub fn ready(
 
 /// Kills what still runs under a uid the books say is free: a crash between a
 /// runner's spawn and its record, or a process that escaped a previous attempt. The
-/// range is the host's, so whatever runs under it is ours to stop.
-fn clear_leftovers(user: &RunAsUser) -> Result<(), HostFailure> {
+/// range is claimed host-wide (`claim_uids`), so whatever runs under it is ours to
+/// stop, unless it lives in another daemon's cgroup (a claim bypassed, e.g. two lock
+/// directories): then nothing is signalled and the start fails.
+fn clear_leftovers(c: &Containment, user: &RunAsUser) -> Result<(), HostFailure> {
     if uid::processes_of_uid(user.uid).is_empty() {
         return Ok(());
     }
-    log_warn!("runner_uid_leftovers_killed", uid = user.uid);
-    uid::kill_uid(user.uid, user.gid).map_err(|e| {
+    kill_uid_if_ours(c, user.uid, user.gid).map_err(|e| {
         HostFailure(format!(
             "identity: stopping what uid {} left: {e}",
             user.uid
         ))
     })?;
+    log_warn!("runner_uid_leftovers_killed", uid = user.uid);
     if !uid::processes_of_uid(user.uid).is_empty() {
         return Err(HostFailure(format!(
             "identity: processes of uid {} survive SIGKILL",
@@ -337,6 +442,19 @@ fn clear_leftovers(user: &RunAsUser) -> Result<(), HostFailure> {
         )));
     }
     Ok(())
+}
+
+/// Kills every process of `uid` (`uid::kill_uid`), unless one of them lives in another
+/// daemon's cgroup base: that one is not ours, and a uid-wide kill cannot spare it, so
+/// nothing is signalled and the refusal says whose it is.
+pub fn kill_uid_if_ours(c: &Containment, u: u32, g: u32) -> Result<(), String> {
+    if let Some((pid, base)) = uid::foreign_processes(u, &c.host_tag).first() {
+        return Err(format!(
+            "uid {u} runs pid {pid} in another daemon's cgroup {base}: not ours to signal \
+             (give each daemon its own runner_uids)"
+        ));
+    }
+    uid::kill_uid(u, g).map_err(|e| e.to_string())
 }
 
 /// Points `STATE_DIR/homes/<user>` at the attempt's home, when the user's passwd home
@@ -372,7 +490,7 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
     }
     if let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) {
         if !uid::processes_of_uid(u).is_empty() {
-            if let Err(e) = uid::kill_uid(u, g) {
+            if let Err(e) = kill_uid_if_ours(c, u, g) {
                 log_warn!("uid_kill_failed", attempt = a.id, uid = u, error = e);
             }
             log_info!("runner_uid_killed", attempt = a.id, uid = u);
@@ -380,6 +498,52 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
         gone &= uid::processes_of_uid(u).is_empty();
     }
     gone
+}
+
+/// Removes what the attempt's uid left outside its root, once nothing of it runs: its
+/// files in the shared temporary directories and its SysV IPC objects
+/// (`runner::leftovers`). True when none is left; false defers the cleanup, so the
+/// uid stays held until they are gone. An attempt without a uid of its own has none.
+pub fn remove_leftovers(a: &Attempt) -> bool {
+    let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) else {
+        return true;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if u == 0 || u == unsafe { libc::geteuid() } {
+        log_warn!("attempt_leftovers_refused", attempt = a.id, uid = u);
+        return true;
+    }
+    match leftovers::clear(u, g) {
+        Ok(c) => {
+            let removed = c.files.files + c.files.dirs + c.ipc as u64;
+            if removed > 0 {
+                log_info!(
+                    "attempt_leftovers_removed",
+                    attempt = a.id,
+                    uid = u,
+                    files = c.files.files,
+                    dirs = c.files.dirs,
+                    ipc = c.ipc,
+                    looked = c.files.looked,
+                    micros = c.micros
+                );
+            }
+            true
+        }
+        Err((c, why)) => {
+            log_warn!(
+                "attempt_leftovers_kept",
+                attempt = a.id,
+                uid = u,
+                files = c.files.files,
+                dirs = c.files.dirs,
+                ipc = c.ipc,
+                kept = c.files.kept,
+                error = why
+            );
+            false
+        }
+    }
 }
 
 /// Removes the attempt's cgroup once it is empty. True when it is gone.

@@ -26,6 +26,9 @@ pub enum LockError {
         path: PathBuf,
         err: io::Error,
     },
+    /// Another daemon on this host holds some of the host's runner uids
+    /// (`runner::claim`).
+    Uids(crate::runner::claim::ClaimError),
 }
 
 impl std::fmt::Display for LockError {
@@ -39,6 +42,7 @@ impl std::fmt::Display for LockError {
             LockError::Io { path, err } => {
                 write!(f, "cannot take the daemon lock {}: {err}", path.display())
             }
+            LockError::Uids(e) => write!(f, "{e}"),
         }
     }
 }

@@ -36,6 +36,7 @@ pub use fitness_watch::CHECK_EVERY as FITNESS_EVERY;
 pub use shared::LoopMsg;
 
 use crate::logging::Level;
+use crate::runner::claim::ClaimError;
 use crate::store::{Heartbeat, SqliteStore, Store, StoreError};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
@@ -152,7 +153,11 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         opts.runner_check.as_millis() as Millis
     });
     let contained = containment_key(&host);
-    apply_containment(&shared, &store, &host, None)?;
+    // A second daemon whose runner uids overlap a running one's would kill and delete
+    // what that one's jobs run and leave: refused at once, naming the holder.
+    if let Some(held @ ClaimError::Held { .. }) = apply_containment(&shared, &store, &host, None)? {
+        return Err(DaemonError::Lock(LockError::Uids(held)));
+    }
     contain::restore_limits(
         &shared.containment(),
         &store.open_attempts(&host.id)?,
@@ -281,15 +286,18 @@ fn containment_key(host: &crate::domain::Host) -> String {
     )
 }
 
-/// Decides the containment (see `contain::establish`), says it once in the log and
-/// keeps it in the store for `status`, `top` and `doctor`.
+/// Decides the containment (see `contain::establish`), claims its runner uids
+/// host-wide (`contain::claim_uids`), says it once in the log and keeps it in the
+/// store for `status`, `top` and `doctor`. A refused claim leaves the isolation
+/// `refused` (no runner starts) and is returned.
 fn apply_containment(
     shared: &Shared,
     store: &SqliteStore,
     host: &crate::domain::Host,
     cgroups: Option<crate::runner::cgroup::Cgroups>,
-) -> Result<(), StoreError> {
-    let c = contain::establish(host, &shared.state_dir, cgroups);
+) -> Result<Option<ClaimError>, StoreError> {
+    let mut c = contain::establish(host, &shared.state_dir, cgroups);
+    let refused = contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
         log_warn!("not_isolated", detail = c.isolation.describe());
     }
@@ -300,7 +308,7 @@ fn apply_containment(
     let enforced = serde_json::to_string(&c.cgroups.enforced()).unwrap_or_default();
     store.kv_put(contain::KV_ENFORCED, &enforced)?;
     *lock_mutex(&shared.contain) = Arc::new(c);
-    Ok(())
+    Ok(refused)
 }
 
 /// Restarts the coordinator link when the host's coordinator settings changed, and

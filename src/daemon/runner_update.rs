@@ -510,8 +510,7 @@ fn collect(shared: &Shared, store: &dyn Store, out: &mut Outcome) -> Result<bool
     let host = store.host_or_create().map_err(|e| e.to_string())?;
     let mut in_use = versions::InUse::default();
     for a in store.open_attempts(&host.id).map_err(|e| e.to_string())? {
-        let root =
-            crate::runner::attempt_root(shared.containment().runtime_dir(&shared.state_dir), a.id);
+        let root = shared.containment().attempt_root(&shared.state_dir, &a);
         match managed::root_links(&root) {
             Ok(links) => {
                 for l in links {

@@ -52,6 +52,9 @@ pub struct Shared {
     /// The containment runners start with; replaced whole when the host's settings
     /// change, read by each start.
     pub contain: Mutex<Arc<super::contain::Containment>>,
+    /// This daemon's host-wide claim on its runner uids (`runner::claim`), moved with
+    /// `runner_uids` and let go when per-attempt uids are not in effect.
+    pub uid_claim: Mutex<Option<crate::runner::claim::UidClaim>>,
     /// The state directory's free space as last sampled, and whether starts are held
     /// for want of it (`disk_watch`).
     pub disk: Mutex<super::disk_watch::DiskState>,
@@ -79,6 +82,7 @@ impl Shared {
             passes: Mutex::new(HashMap::new()),
             last_tick: AtomicI64::new(crate::timefmt::now_millis()),
             contain: Mutex::new(Arc::new(super::contain::Containment::none())),
+            uid_claim: Mutex::new(None),
             disk: Mutex::new(Default::default()),
             free_space: super::disk_watch::free_bytes,
             fitness: Mutex::new(Default::default()),

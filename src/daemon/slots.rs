@@ -90,7 +90,12 @@ pub fn release(
     let Ok(target) = store.target(&a.target) else {
         return true;
     };
-    let runtime = c.runtime_dir(state_dir);
+    // The root's runtime directory (`RUNTIME/attempts/<id>`): the old layout's for an
+    // attempt started before roots moved into a directory per host.
+    let runtime = root
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(c.runtime_dir(state_dir));
     let key = caches::target_key(&target);
     if a.keeps_work {
         let work = root.join(crate::runner::root::WORK_DIR);
@@ -241,9 +246,9 @@ pub fn shown(
         .ok()
         .flatten()
         .and_then(|j| serde_json::from_str::<Measured>(&j).ok());
-    let runtime = host.runtime_root.as_deref().unwrap_or(state_dir);
+    let runtime = crate::runner::root::host_runtime(host).unwrap_or_else(|| state_dir.into());
     let touched = match recorded {
-        Some(_) => slots::last_touched(runtime),
+        Some(_) => slots::last_touched(&runtime),
         None => 0,
     };
     match fresh(recorded, touched, host.cache_cap_bytes, now) {

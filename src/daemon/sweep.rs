@@ -7,6 +7,14 @@
 //! process is killed only through the attempt's own cgroup, its own uid (when no open
 //! attempt holds that uid), or its recorded pid when the pid's start time and owner
 //! still match the record.
+//!
+//! With a `runtime_root`, the sweep lists only this host's own directory in it
+//! (`runner::root::host_runtime`): another host given the same `runtime_root` has its
+//! own, which is never listed. Roots left in the old shared layout (`RUNTIME/attempts`,
+//! before the directory per host) are removed only when they are provably this host's:
+//! the store has the attempt, it is closed, and the root is a real directory owned by
+//! the runner uid the attempt ran as (claimed host-wide, so no other host's); anything
+//! else there is left alone.
 
 use super::contain::Containment;
 use crate::domain::{Attempt, Host};
@@ -14,6 +22,7 @@ use crate::runner::{self, RootKind};
 use crate::store::Store;
 use crate::{log_info, log_warn};
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Containment) {
@@ -55,6 +64,9 @@ pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Contain
             Err(e) => log_warn!("orphan_root_kept", attempt = r.attempt, error = e),
         }
     }
+    if let Some(old) = &contain.legacy_runtime {
+        sweep_legacy(store, old, &open);
+    }
     for id in cgroups {
         if open.contains_key(&id) {
             continue;
@@ -64,6 +76,31 @@ pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Contain
         }
         if let Err(e) = contain.cgroups.attempt(id).remove() {
             log_warn!("orphan_cgroup_kept", attempt = id, error = e);
+        }
+    }
+}
+
+/// Removes this host's closed attempts' roots from the old shared layout (see the
+/// module's description); never kills: their attempts are closed, so what ran in them
+/// was killed at their cleanup or by the cgroup and uid passes.
+fn sweep_legacy(store: &dyn Store, runtime: &Path, open: &HashMap<i64, Attempt>) {
+    let Ok(roots) = runner::list_attempt_roots(runtime) else {
+        return;
+    };
+    for r in roots {
+        if open.contains_key(&r.attempt) || r.kind != RootKind::Dir {
+            continue;
+        }
+        let Ok(a) = store.attempt(r.attempt) else {
+            continue;
+        };
+        let owner = std::fs::symlink_metadata(&r.path).map(|m| m.uid()).ok();
+        if a.runner_uid.is_none() || owner != a.runner_uid {
+            continue;
+        }
+        match runner::remove_root(&r.path) {
+            Ok(()) => log_info!("legacy_root_removed", attempt = r.attempt),
+            Err(e) => log_warn!("legacy_root_kept", attempt = r.attempt, error = e),
         }
     }
 }
@@ -89,7 +126,7 @@ fn kill_orphan(store: &dyn Store, contain: &Containment, id: i64, held_uids: &Ha
         && !runner::uid::processes_of_uid(u).is_empty()
     {
         log_info!("orphan_uid_killed", attempt = id, uid = u);
-        if let Err(e) = runner::uid::kill_uid(u, g) {
+        if let Err(e) = super::contain::kill_uid_if_ours(contain, u, g) {
             log_warn!("orphan_uid_kill_failed", attempt = id, error = e);
         }
     }

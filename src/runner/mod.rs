@@ -5,6 +5,8 @@
 
 pub mod caps;
 pub mod cgroup;
+pub mod claim;
+pub mod leftovers;
 pub mod log;
 pub mod oci;
 pub mod proc;

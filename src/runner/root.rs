@@ -458,6 +458,20 @@ impl std::error::Error for RemoveError {}
 /// refill a directory between listing and rmdir.
 const REMOVE_TRIES: usize = 4;
 
+/// The name of a host's own directory in a shared `runtime_root`: `host-<short id>`.
+pub fn host_dir_name(host: &crate::domain::Host) -> String {
+    format!("host-{}", host.short_id())
+}
+
+/// Where the host's runner roots, caches and kept workspaces live when it sets a
+/// `runtime_root`: its own directory there (`host_dir_name`), so hosts given one
+/// `runtime_root` never list, sweep or lease each other's. `None`: the state directory.
+pub fn host_runtime(host: &crate::domain::Host) -> Option<PathBuf> {
+    host.runtime_root
+        .as_ref()
+        .map(|r| r.join(host_dir_name(host)))
+}
+
 /// Removes `root` (and its `.partial`, if any). A missing root is success. Read-only
 /// directories inside are made writable first; the walk never follows symlinks.
 pub fn remove_root(root: &Path) -> Result<(), RemoveError> {

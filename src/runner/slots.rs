@@ -388,9 +388,9 @@ impl Footprint {
     /// Measures the slots under the runtime root `host` names (`runtime_root`, else
     /// `state_dir`). A root that cannot be read counts as holding nothing.
     pub fn read(state_dir: &Path, host: &crate::domain::Host) -> Footprint {
-        let runtime = host.runtime_root.as_deref().unwrap_or(state_dir);
+        let runtime = super::root::host_runtime(host).unwrap_or_else(|| state_dir.into());
         Footprint::of(
-            &list_slots(runtime).unwrap_or_default(),
+            &list_slots(&runtime).unwrap_or_default(),
             host.cache_cap_bytes,
         )
     }

@@ -59,6 +59,35 @@ pub fn processes_of_uid(uid: u32) -> Vec<i32> {
     out
 }
 
+/// The prefix of every daemon's cgroup base (`runner-manager-<tag>`, as `cgroup`
+/// names it); the systemd unit's own cgroup (`runner-manager.service`) is not one.
+const BASE_PREFIX: &str = "runner-manager-";
+
+/// Pure: the cgroup base of another daemon that a `/proc/PID/cgroup` text places the
+/// process in (a path component `runner-manager-<tag>` whose tag is not `our_tag`), if
+/// any. A process in no daemon's base, or in ours, gives `None`.
+pub fn foreign_base(cgroup: &str, our_tag: &str) -> Option<String> {
+    let ours = format!("{BASE_PREFIX}{our_tag}");
+    cgroup.lines().find_map(|l| {
+        let path = l.splitn(3, ':').nth(2)?;
+        path.split('/')
+            .find(|c| c.starts_with(BASE_PREFIX) && *c != ours)
+            .map(str::to_string)
+    })
+}
+
+/// The processes of `uid` that live in another daemon's cgroup base (see
+/// [`foreign_base`]), with that base: not ours to signal, whatever uid they run as.
+pub fn foreign_processes(uid: u32, our_tag: &str) -> Vec<(i32, String)> {
+    processes_of_uid(uid)
+        .into_iter()
+        .filter_map(|pid| {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+            foreign_base(&text, our_tag).map(|b| (pid, b))
+        })
+        .collect()
+}
+
 /// The uids of `range` some live process runs as: one /proc scan for a whole range.
 pub fn busy_uids(range: UidRange) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
@@ -108,7 +137,7 @@ const STEP_SETRESGID: i32 = 11;
 const STEP_SETRESUID: i32 = 12;
 const STEP_CHECK_IDS: i32 = 13;
 const STEP_CAPS: i32 = 14;
-const STEP_KILL: i32 = 15;
+const STEP_BODY: i32 = 15;
 
 /// Kills every process of `uid`, exactly: a forked child becomes `uid` (groups `gid`
 /// only, no capabilities) and calls `kill(-1, SIGKILL)`, which on Linux signals every
@@ -116,18 +145,40 @@ const STEP_KILL: i32 = 15;
 /// forking meanwhile cannot escape. Refuses uid 0 and this process's own uids. Needs
 /// CAP_SETUID and CAP_SETGID (root).
 pub fn kill_uid(uid: u32, gid: u32) -> io::Result<()> {
+    as_uid(uid, gid, "killing the processes", || {
+        // ESRCH: nothing of this uid is running, which is what we want.
+        // SAFETY: a raw syscall; reads errno of this thread.
+        unsafe {
+            if libc::syscall(libc::SYS_kill, -1 as libc::pid_t, libc::SIGKILL) != 0
+                && *libc::__errno_location() != libc::ESRCH
+            {
+                return STEP_BODY;
+            }
+        }
+        0
+    })
+}
+
+/// Runs `body` in a forked child that has become `uid` (groups `gid` only, no
+/// capabilities), and waits for it: what `body` does, the uid itself could have done,
+/// and nothing more. `body` returns the child's exit code (0: done); it runs in the
+/// child of a threaded process, so it may only make raw, async-signal-safe syscalls
+/// over memory prepared before the call: no allocation, no locks. Refuses uid 0 and
+/// this process's own uids. Needs CAP_SETUID and CAP_SETGID (root). `what` names the
+/// work in the error.
+pub fn as_uid(uid: u32, gid: u32, what: &str, body: impl FnOnce() -> i32) -> io::Result<()> {
     // SAFETY: getuid/geteuid have no preconditions.
     let (ruid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
     if uid == 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "refusing to kill every process of uid 0 (root)",
+            format!("refusing {what} of uid 0 (root)"),
         ));
     }
     if uid == ruid || uid == euid {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("refusing to kill every process of uid {uid}: it is this process's own uid"),
+            format!("refusing {what} of uid {uid}: it is this process's own uid"),
         ));
     }
     // SAFETY: the child runs only raw, async-signal-safe syscalls and _exit: nothing that
@@ -138,7 +189,10 @@ pub fn kill_uid(uid: u32, gid: u32) -> io::Result<()> {
     }
     if pid == 0 {
         // SAFETY: see above; never returns.
-        unsafe { kill_as(uid, gid) }
+        unsafe {
+            become_uid(uid, gid);
+            libc::_exit(body())
+        }
     }
     let status = loop {
         let mut status = 0;
@@ -165,7 +219,7 @@ pub fn kill_uid(uid: u32, gid: u32) -> io::Result<()> {
             STEP_SETRESUID => "setresuid",
             STEP_CHECK_IDS => "checking its ids after setresuid",
             STEP_CAPS => "dropping its capabilities",
-            STEP_KILL => "kill(-1)",
+            STEP_BODY => "its work",
             _ => "an unknown step",
         }
     } else {
@@ -174,16 +228,16 @@ pub fn kill_uid(uid: u32, gid: u32) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::PermissionDenied,
         format!(
-            "killing the processes of uid {uid}: the helper failed at {step} (it needs CAP_SETUID and CAP_SETGID: run the daemon as root)"
+            "{what} of uid {uid}: the helper failed at {step} (it needs CAP_SETUID and CAP_SETGID: run the daemon as root)"
         ),
     ))
 }
 
-/// The killing child: become `uid`, drop every capability, `kill(-1, SIGKILL)`, exit.
-/// Raw syscalls only (glibc's set*id wrappers synchronise threads, which a forked child
-/// of a threaded process must not rely on); no allocation.
-unsafe fn kill_as(uid: u32, gid: u32) -> ! {
-    let errno = || unsafe { *libc::__errno_location() };
+/// The helper child's first steps: become `uid`, drop every capability; on any
+/// failure, exit with the step's code. Raw syscalls only (glibc's set*id wrappers
+/// synchronise threads, which a forked child of a threaded process must not rely on);
+/// no allocation.
+unsafe fn become_uid(uid: u32, gid: u32) {
     unsafe {
         if libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>()) != 0 {
             libc::_exit(STEP_SETGROUPS);
@@ -229,13 +283,6 @@ unsafe fn kill_as(uid: u32, gid: u32) -> ! {
         {
             libc::_exit(STEP_CAPS);
         }
-        // ESRCH: nothing of this uid is running, which is what we want.
-        if libc::syscall(libc::SYS_kill, -1 as libc::pid_t, libc::SIGKILL) != 0
-            && errno() != libc::ESRCH
-        {
-            libc::_exit(STEP_KILL);
-        }
-        libc::_exit(0)
     }
 }
 
@@ -282,6 +329,36 @@ mod tests {
             pick_uid(UidRange { start: 5, end: 1 }, &held, |_| true),
             None
         );
+    }
+
+    #[test]
+    fn another_daemons_cgroup_is_foreign_and_ours_or_none_is_not() {
+        let v2 = |p: &str| format!("0::{p}\n");
+        let ours = "abcd1234";
+        assert_eq!(
+            foreign_base(&v2("/runner-manager-abcd1234/att-7"), ours),
+            None
+        );
+        assert_eq!(
+            foreign_base(
+                &v2("/system.slice/runner-manager.service/runner-manager-ffff0000/att-3"),
+                ours
+            ),
+            Some("runner-manager-ffff0000".into())
+        );
+        assert_eq!(foreign_base(&v2("/user.slice/session-1.scope"), ours), None);
+        assert_eq!(
+            foreign_base(&v2("/system.slice/runner-manager.service/daemon"), ours),
+            None
+        );
+        // Hybrid: a v1 hierarchy names the base as well.
+        let hybrid = "5:pids:/runner-manager-ffff0000/att-3\n0::/\n";
+        assert_eq!(
+            foreign_base(hybrid, ours),
+            Some("runner-manager-ffff0000".into())
+        );
+        // Our own tag empty (no cgroups): every daemon's base is another's.
+        assert!(foreign_base(&v2("/runner-manager-abcd1234/att-7"), "").is_some());
     }
 
     #[test]

@@ -68,8 +68,10 @@ fn a_targets_jobs_share_its_cache_another_target_has_its_own_and_the_operator_wi
     let two = run(&w, "acme/app", "two", &["self-hosted", "linux"], DUMP);
     let lib = run(&w, "acme/lib", "lib", &["self-hosted", "lib"], DUMP);
     let npm = printed(&one, "NPM");
+    // This host's own directory in the runtime root, so hosts sharing it never collide.
+    let mine = rt.join(format!("host-{}", &w.host_id[..8]));
     assert!(
-        npm.starts_with(&format!("{}/caches/t-", rt.display())),
+        npm.starts_with(&format!("{}/caches/t-", mine.display())),
         "{one:#?}"
     );
     assert!(one.contains(&"WROTE".to_string()), "{one:#?}");
@@ -77,7 +79,7 @@ fn a_targets_jobs_share_its_cache_another_target_has_its_own_and_the_operator_wi
     assert_eq!(printed(&two, "XDG"), printed(&one, "XDG"));
     assert!(printed(&one, "TOOLS").ends_with("/tool-cache"), "{one:#?}");
     assert!(
-        printed(&one, "PWD").starts_with(&format!("{}/attempts/", rt.display())),
+        printed(&one, "PWD").starts_with(&format!("{}/attempts/", mine.display())),
         "{one:#?}"
     );
     assert_eq!(printed(&lib, "NPM"), "/srv/npm", "the operator's variable");
@@ -91,7 +93,7 @@ fn a_targets_jobs_share_its_cache_another_target_has_its_own_and_the_operator_wi
     );
     w.stop_daemon();
     w.check_invariants(&["acme/app", "acme/lib"]);
-    let left: Vec<_> = std::fs::read_dir(rt.join("attempts"))
+    let left: Vec<_> = std::fs::read_dir(mine.join("attempts"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name())

@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use runner_manager::runner::{
-    AttemptCgroup, CgroupError, CgroupMode, Cgroups, Limits, UidRange, kill_uid, lookup_uid,
-    pick_uid, processes_of_uid,
+    AttemptCgroup, CgroupError, CgroupMode, Cgroups, Limits, RunAsUser, UidRange, kill_uid,
+    lookup_uid, pick_uid, processes_of_uid,
 };
 
 use super::util::{TempDir, WAIT, wait_until};
@@ -992,4 +992,178 @@ fn containment_costs() {
         idle.push(t.elapsed());
     }
     eprintln!("COST kill_uid with nothing to kill: {:?}", median(idle));
+}
+
+/// The leftovers walk (`runner::leftovers`) over a shared directory of its own: it
+/// removes the uid's entries wherever the uid could have made them, leaves everyone
+/// else's, never follows a link (a link of the uid's pointing at the uid's own files
+/// elsewhere removes the link, not the files), stops at its bounds and makes progress
+/// from one walk to the next; and the uid's SysV IPC goes, another uid's stays.
+#[test]
+fn leftovers_of_a_uid_go_and_nothing_else_does() {
+    use runner_manager::runner::leftovers::{self, Bounds};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    let test = "leftovers_of_a_uid_go_and_nothing_else_does";
+    let block = match users::try_runner_uids(2) {
+        Ok(b) => b,
+        Err(why) => return skip(test, &why),
+    };
+    let (x, y) = (block.user(0), block.user(1));
+    let top = TempDir::new("leftovers");
+    let outside = TempDir::new("leftovers-outside");
+    let t = top.path();
+    let mode = |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+    let own =
+        |p: &Path, uid: u32, gid: u32| std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+    let file = |p: &Path, uid: u32, gid: u32| {
+        fs::write(p, "DEPLOY_KEY=secret").unwrap();
+        own(p, uid, gid);
+    };
+    let dir = |p: &Path, uid: u32, gid: u32, m: u32| {
+        fs::create_dir_all(p).unwrap();
+        mode(p, m);
+        own(p, uid, gid);
+    };
+    mode(t, 0o1777);
+    file(&t.join("x-file"), x.uid, x.gid);
+    file(&t.join("y-file"), y.uid, y.gid);
+    dir(&t.join("x-dir"), x.uid, x.gid, 0o777);
+    file(&t.join("x-dir/inner"), x.uid, x.gid);
+    file(&t.join("x-dir/y-inner"), y.uid, y.gid);
+    dir(&t.join("x-tree/a/b"), x.uid, x.gid, 0o700);
+    own(&t.join("x-tree/a"), x.uid, x.gid);
+    own(&t.join("x-tree"), x.uid, x.gid);
+    file(&t.join("x-tree/a/b/c"), x.uid, x.gid);
+    dir(&t.join("shared"), 0, 0, 0o1777);
+    file(&t.join("shared/x-in-shared"), x.uid, x.gid);
+    dir(&t.join("y-open"), y.uid, y.gid, 0o777);
+    file(&t.join("y-open/x-in-y-open"), x.uid, x.gid);
+    dir(&t.join("closed"), 0, 0, 0o755);
+    file(&t.join("closed/x-in-closed"), x.uid, x.gid);
+    // The uid's own files elsewhere, reachable only through links it planted.
+    dir(&outside.path().join("d"), x.uid, x.gid, 0o700);
+    file(&outside.path().join("d/victim"), x.uid, x.gid);
+    symlink(outside.path().join("d"), t.join("x-link")).unwrap();
+    own(&t.join("x-link"), x.uid, x.gid);
+    symlink(outside.path().join("d"), t.join("x-dir/link")).unwrap();
+    own(&t.join("x-dir/link"), x.uid, x.gid);
+
+    let r = leftovers::remove_files_of(x.uid, x.gid, &[t], &Bounds::default());
+    assert!(!r.truncated && r.first_error.is_none(), "{r:?}");
+    for gone in [
+        "x-file",
+        "x-dir/inner",
+        "x-dir/link",
+        "x-tree",
+        "shared/x-in-shared",
+        "y-open/x-in-y-open",
+        "x-link",
+    ] {
+        assert!(
+            fs::symlink_metadata(t.join(gone)).is_err(),
+            "{gone} is left"
+        );
+    }
+    for kept in [
+        "y-file",
+        "x-dir",
+        "x-dir/y-inner",
+        "shared",
+        "y-open",
+        "closed/x-in-closed",
+    ] {
+        assert!(
+            fs::symlink_metadata(t.join(kept)).is_ok(),
+            "{kept} was removed"
+        );
+    }
+    assert!(
+        outside.path().join("d/victim").exists(),
+        "the walk followed a link"
+    );
+    assert_eq!(fs::metadata(t).unwrap().mode() & 0o7777, 0o1777);
+    assert_eq!((r.files, r.dirs), (7, 3), "{r:?}");
+
+    // Bounds: depth, then entries; each walk removes what it reached.
+    let deep = t.join("x-deep/1/2/3/4");
+    fs::create_dir_all(&deep).unwrap();
+    for p in deep.ancestors().take_while(|p| *p != t) {
+        own(p, x.uid, x.gid);
+    }
+    file(&deep.join("f"), x.uid, x.gid);
+    let r = leftovers::remove_files_of(
+        x.uid,
+        x.gid,
+        &[t],
+        &Bounds {
+            entries: 1000,
+            depth: 3,
+        },
+    );
+    assert!(r.truncated, "{r:?}");
+    assert!(deep.join("f").exists());
+    for i in 0..50 {
+        file(&t.join(format!("many-{i}")), x.uid, x.gid);
+    }
+    let small = Bounds {
+        entries: 20,
+        depth: 32,
+    };
+    let mut walks = 0;
+    loop {
+        walks += 1;
+        let r = leftovers::remove_files_of(x.uid, x.gid, &[t], &small);
+        if !r.truncated {
+            break;
+        }
+        assert!(walks < 20, "no progress: {r:?}");
+    }
+    assert!(walks > 2, "the bound never held");
+    assert!(fs::symlink_metadata(t.join("x-deep")).is_err());
+    assert!(fs::symlink_metadata(t.join("many-0")).is_err());
+
+    // SysV IPC: the uid's own goes, another uid's stays.
+    let ipcmk = |u: &RunAsUser| {
+        let out = Command::new("ipcmk")
+            .args(["-M", "4096"])
+            .uid(u.uid)
+            .gid(u.gid)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    ipcmk(&x);
+    ipcmk(&y);
+    assert_eq!(leftovers::ipc_of(x.uid).len(), 1);
+    assert_eq!(leftovers::remove_ipc_of(x.uid, x.gid).unwrap(), 1);
+    assert!(leftovers::ipc_of(x.uid).is_empty());
+    assert_eq!(
+        leftovers::ipc_of(y.uid).len(),
+        1,
+        "another uid's segment went"
+    );
+    leftovers::remove_ipc_of(y.uid, y.gid).unwrap();
+
+    // What a walk costs: 10,000 entries of others in a shared directory, 1,000 of the
+    // uid's beside them.
+    let crowd = t.join("crowd");
+    dir(&crowd, 0, 0, 0o1777);
+    for i in 0..10_000 {
+        fs::write(crowd.join(format!("o{i}")), "").unwrap();
+    }
+    for i in 0..1_000 {
+        file(&crowd.join(format!("x{i}")), x.uid, x.gid);
+    }
+    let started = Instant::now();
+    let r = leftovers::remove_files_of(x.uid, x.gid, &[t], &Bounds::default());
+    let took = started.elapsed();
+    assert_eq!(r.files, 1_000, "{r:?}");
+    let started = Instant::now();
+    let again = leftovers::remove_files_of(x.uid, x.gid, &[t], &Bounds::default());
+    let clean = started.elapsed();
+    assert_eq!(again.files, 0);
+    eprintln!(
+        "{test}: a walk over {} entries removing 1,000 took {took:?}; with nothing to remove {clean:?}",
+        r.looked
+    );
 }
