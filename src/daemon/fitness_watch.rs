@@ -11,7 +11,7 @@
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Host, ScalePolicy, runner_env};
-use crate::reconcile::fitness::{self, Class, Facts, LimitFacts, ToolFacts};
+use crate::reconcile::fitness::{self, Class, Facts, LimitFacts, OciFacts, ToolFacts};
 use crate::runner::cgroup::Enforced;
 use crate::runner::tools;
 use crate::{log_info, log_warn};
@@ -31,6 +31,9 @@ pub struct FitnessState {
     /// The `oci` profiles the last look found the host ready for: the starter starts
     /// a container for no other (not looked yet is not ready).
     pub oci_ready: std::collections::BTreeSet<String>,
+    /// Whether a container's size holds here (`readiness::quota_holds`): containers
+    /// get one only then (rootless Podman cannot set one on most hosts).
+    pub oci_quota: bool,
 }
 
 /// Total memory from `/proc/meminfo`.
@@ -64,19 +67,41 @@ pub fn tool_facts(host: &Host, profiles: &[ScalePolicy]) -> BTreeMap<String, Too
         .collect()
 }
 
-/// Each native profile that sets a cgroup limit, against what `enforced` says the
-/// daemon's cgroups apply. (An `oci` profile's limits are Podman's: its readiness
-/// check covers them.)
-pub fn limit_facts(profiles: &[ScalePolicy], enforced: &Enforced) -> BTreeMap<String, LimitFacts> {
+/// Each profile that sets a limit, against what the host enforces: a native
+/// profile's cgroup limits against what `enforced` says the daemon's cgroups apply;
+/// an `oci` profile's `disk_max` against whether a container size holds (`oci`,
+/// Podman's facts; its cgroup limits are Podman's, which readiness requires).
+pub fn limit_facts(
+    profiles: &[ScalePolicy],
+    enforced: &Enforced,
+    oci: Option<&OciFacts>,
+) -> BTreeMap<String, LimitFacts> {
+    let quota = oci.is_some_and(crate::runner::oci::readiness::quota_holds);
+    let quota_why = oci
+        .and_then(|f| {
+            crate::runner::oci::readiness::checks(f)
+                .into_iter()
+                .find(|c| c.name == "disk-quota")
+        })
+        .map(|c| format!("disk-quota: {}", c.detail))
+        .unwrap_or_else(|| "Podman's storage not looked at yet".into());
     profiles
         .iter()
-        .filter(|p| p.execution == crate::domain::Execution::Native)
         .filter_map(|p| {
-            let asked = [
-                ("memory_max", p.memory_max.is_some(), enforced.memory),
-                ("cpu_max", p.cpu_max.is_some(), enforced.cpu),
-                ("pids_max", p.pids_max.is_some(), enforced.pids),
-            ];
+            let (asked, why) = match p.execution {
+                crate::domain::Execution::Native => (
+                    vec![
+                        ("memory_max", p.memory_max.is_some(), enforced.memory),
+                        ("cpu_max", p.cpu_max.is_some(), enforced.cpu),
+                        ("pids_max", p.pids_max.is_some(), enforced.pids),
+                    ],
+                    enforced.why.join("; "),
+                ),
+                crate::domain::Execution::Oci => (
+                    vec![("disk_max", p.disk_max.is_some(), quota)],
+                    quota_why.clone(),
+                ),
+            };
             let set: Vec<String> = asked
                 .iter()
                 .filter(|(_, s, _)| *s)
@@ -93,7 +118,7 @@ pub fn limit_facts(profiles: &[ScalePolicy], enforced: &Enforced) -> BTreeMap<St
             let why = if unenforced.is_empty() {
                 String::new()
             } else {
-                enforced.why.join("; ")
+                why
             };
             let l = LimitFacts {
                 set,
@@ -112,6 +137,7 @@ pub fn limit_facts(profiles: &[ScalePolicy], enforced: &Enforced) -> BTreeMap<St
 /// apply.
 pub fn read_facts(host: &Host, profiles: &[ScalePolicy], enforced: &Enforced) -> Facts {
     let oci_profiles = oci_profiles(profiles);
+    let oci = (!oci_profiles.is_empty()).then(crate::runner::oci::podman::facts);
     Facts {
         capacity: host.capacity,
         memory_bytes: memory_bytes(),
@@ -122,9 +148,9 @@ pub fn read_facts(host: &Host, profiles: &[ScalePolicy], enforced: &Enforced) ->
             .runner_uids
             .map(|r| crate::runner::uid::count_users(r, 1)),
         tools: tool_facts(host, profiles),
-        oci: (!oci_profiles.is_empty()).then(crate::runner::oci::podman::facts),
+        limits: limit_facts(profiles, enforced, oci.as_ref()),
+        oci,
         oci_profiles,
-        limits: limit_facts(profiles, enforced),
     }
 }
 
@@ -153,6 +179,10 @@ pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> Fitnes
             .filter(|f| f.ok && f.check.starts_with("oci:"))
             .filter_map(|f| f.profile)
             .collect(),
+        oci_quota: facts
+            .oci
+            .as_ref()
+            .is_some_and(crate::runner::oci::readiness::quota_holds),
     };
     let before = std::mem::replace(&mut *lock(&shared.fitness), now.clone());
     for (p, why) in &now.unfit {

@@ -57,13 +57,15 @@ fn not_checked(profile: &str) -> String {
 }
 
 /// Starts the attempt's container: the marker first, then `podman run` with the JIT
-/// config on its stdin.
+/// config on its stdin. `quota`: whether a container size holds here (the last
+/// fitness look's `oci_quota`).
 pub fn spawn(
     state_dir: &Path,
     policy: &ScalePolicy,
     a: &Attempt,
     env: &[(String, String)],
     jit: &Secret,
+    quota: bool,
 ) -> Result<Spawned, SpawnError> {
     let podman = Podman::locate().map_err(|why| SpawnError::Spawn {
         program: "podman".into(),
@@ -84,7 +86,7 @@ pub fn spawn(
         cpu_max: policy.cpu_max,
         memory_max: policy.memory_max,
         pids_max: policy.pids_max,
-        disk_max: policy.disk_max,
+        disk_size: command::disk_size(policy.disk_max, quota),
         env,
     });
     let mark = marker(state_dir, a.id);

@@ -143,7 +143,8 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     match &ready {
         Some(r) => launch(cx, a, &jit, r),
         None => {
-            let spawned = super::oci::spawn(&cx.shared.state_dir, cx.policy, a, &env, &jit);
+            let quota = super::shared::lock(&cx.shared.fitness).oci_quota;
+            let spawned = super::oci::spawn(&cx.shared.state_dir, cx.policy, a, &env, &jit, quota);
             after_spawn(cx, a, spawned)
         }
     }

@@ -36,13 +36,23 @@ pub struct RunSpec<'a> {
     pub runner_name: &'a str,
     /// `REF@sha256:...`, checked by `domain::execution::image`.
     pub image: &'a str,
-    /// Thousandths of a CPU, bytes, processes, bytes; `None` = the default.
+    /// Thousandths of a CPU, bytes, processes; `None` = the default.
     pub cpu_max: Option<u32>,
     pub memory_max: Option<u64>,
     pub pids_max: Option<u32>,
-    pub disk_max: Option<u64>,
+    /// The writable layer's size in bytes ([`disk_size`]); `None` gives none, where
+    /// none can hold (rootless Podman cannot set a size on most hosts).
+    pub disk_size: Option<u64>,
     /// The host's and profile's variables (not secrets; checked by `runner_env`).
     pub env: &'a [(String, String)],
+}
+
+/// The size a container's writable layer gets: the profile's `disk_max`, or the
+/// default, where a size holds (`quota`); none where it cannot, since Podman would
+/// refuse the container (a profile that sets `disk_max` starts nowhere a size cannot
+/// hold unless it says `limits=best-effort`: `reconcile::fitness`).
+pub fn disk_size(disk_max: Option<u64>, quota: bool) -> Option<u64> {
+    quota.then(|| disk_max.unwrap_or(DEFAULT_DISK_MAX))
 }
 
 /// `podman run ...` for one attempt, without the program name. Nothing from the host
@@ -68,10 +78,9 @@ pub fn run_args(s: &RunSpec) -> Vec<String> {
         a.push(format!("--memory={b}"));
         a.push(format!("--memory-swap={b}"));
     }
-    a.push(format!(
-        "--storage-opt=size={}",
-        s.disk_max.unwrap_or(DEFAULT_DISK_MAX)
-    ));
+    if let Some(size) = s.disk_size {
+        a.push(format!("--storage-opt=size={size}"));
+    }
     a.push(format!("--label={HOST_LABEL}={}", s.host_id));
     a.push(format!("--label={ATTEMPT_LABEL}={}", s.attempt));
     a.push(format!("--label={RUNNER_LABEL}={}", s.runner_name));
@@ -167,7 +176,7 @@ mod tests {
             cpu_max: Some(1500),
             memory_max: Some(2 << 30),
             pids_max: None,
-            disk_max: None,
+            disk_size: disk_size(None, true),
             env,
         }
     }
@@ -229,10 +238,14 @@ mod tests {
     #[test]
     fn the_profile_limits_replace_the_defaults() {
         let mut s = spec(&[]);
-        (s.cpu_max, s.memory_max, s.pids_max, s.disk_max) = (None, None, Some(512), Some(8 << 30));
+        (s.cpu_max, s.memory_max, s.pids_max) = (None, None, Some(512));
+        s.disk_size = disk_size(Some(8 << 30), true);
         let a = run_args(&s);
         assert!(a.contains(&"--pids-limit=512".to_string()));
         assert!(a.contains(&"--storage-opt=size=8589934592".to_string()));
+        // Where no size can hold, the container gets none (Podman would refuse it).
+        s.disk_size = disk_size(Some(8 << 30), false);
+        assert!(!run_args(&s).iter().any(|x| x.starts_with("--storage-opt")));
         assert!(
             !a.iter()
                 .any(|x| x.starts_with("--cpus") || x.starts_with("--memory"))
