@@ -211,13 +211,20 @@ pub fn run(args: Vec<OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("runner-manager: {e}");
             let failure = e.failure();
             if let Some(s) = e.subject() {
                 subject.target = s.target.clone();
                 subject.until = s.until.clone();
             }
-            eprintln!("{}", exit::fix_line(failure, &subject));
+            // Not eprintln!, which panics when the write fails: after `top` lost its
+            // terminal, stderr is that hung-up terminal (EIO), and the exit code must
+            // still be the failure's.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "runner-manager: {e}\n{}",
+                exit::fix_line(failure, &subject)
+            );
             failure.code()
         }
     }
