@@ -134,6 +134,15 @@ fn read_until(master: &OwnedFd, want: &str, within: Duration) -> String {
     }
 }
 
+/// Kills a program that outlived its bound, with what it started in its session (the
+/// demo's daemon): it leads its own session and process group (`spawn_on`).
+fn kill_session(child: &std::process::Child) {
+    // SAFETY: kill(2) on the process group this test made the child lead.
+    unsafe {
+        libc::kill(-(child.id() as i32), libc::SIGKILL);
+    }
+}
+
 /// User plus system CPU ticks of `pid`, and its threads' names.
 fn ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -255,7 +264,7 @@ fn hang_up(pty: Pty, child: &mut std::process::Child, tui_gone: bool) -> (Durati
     let used = ticks(pid) - before;
     let Some(after) = gone else {
         let names = thread_names(pid);
-        let _ = child.kill();
+        kill_session(child);
         let _ = child.wait();
         panic!(
             "still running {:?} after the terminal closed ({used} ticks used meanwhile; threads {names:?})",
@@ -334,7 +343,7 @@ fn the_demos_top_ends_when_its_terminal_closes() {
     let code = if waited.is_some() {
         child.wait().unwrap().code()
     } else {
-        let _ = child.kill();
+        kill_session(&child);
         let _ = child.wait();
         None
     };
