@@ -24,6 +24,15 @@ macro_rules! say {
     }};
 }
 
+/// `eprintln!` that ignores a failed write: after the demo's `top` lost its terminal,
+/// stderr is that hung-up terminal (EIO), and the demo must still stop its daemon.
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     pub state_dir: Option<PathBuf>,
@@ -436,7 +445,7 @@ fn wind_down(
                 break;
             }
             if Instant::now() >= deadline {
-                eprintln!(
+                warn!(
                     "{live} runners still alive after {}s; their attempts stay open until the \
                      next daemon on {}",
                     (longest_job + Duration::from_secs(10)).as_secs(),
@@ -486,6 +495,14 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
     let mut daemon = world.spawn_daemon(&log)?;
     let started = Instant::now();
     let stop = std::sync::atomic::AtomicBool::new(false);
+    /// Tells the feeder to stop however `top` ends, a panic included: the scope joins
+    /// the feeder, and a feeder never told would keep the demo alive for ever.
+    struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     let result = std::thread::scope(|s| {
         let feeder = s.spawn(|| {
             let mut n = 0u64;
@@ -513,10 +530,11 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
                 let _ = rx.recv_timeout(Duration::from_millis(1500));
             }
         });
+        let stopping = StopOnDrop(&stop);
         let r = SqliteStore::open(&world.state_dir)
             .map_err(|e| e.to_string())
             .and_then(|store| crate::tui::run(&store, &world.state_dir).map_err(|e| e.to_string()));
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(stopping);
         let _ = feeder.join();
         r
     });
@@ -532,7 +550,7 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
         say!("state directory kept: {}", world.state_dir.display());
     }
     match result? {
-        crate::tui::Ending::Interrupted => Err(served.interrupted()),
+        crate::tui::Ending::Interrupted | crate::tui::Ending::Hangup => Err(served.interrupted()),
         crate::tui::Ending::Quit => served.verdict(),
     }
 }
@@ -665,7 +683,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
     if let Some(st) = status
         && !st.success()
     {
-        eprintln!("the daemon exited with {st}; see {}", log.display());
+        warn!("the daemon exited with {st}; see {}", log.display());
     }
     if world.owned_dir && !opts.keep && result.is_ok() {
         let _ = std::fs::remove_dir_all(&world.state_dir);

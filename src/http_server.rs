@@ -241,12 +241,45 @@ impl Drop for Server {
     }
 }
 
+/// How long to wait before accepting again after `failed` accept errors in a row, or
+/// None to go on at once. A connection its client reset before it was accepted
+/// (ECONNABORTED) or a signal (EINTR) says nothing about the next one; anything else
+/// (EMFILE or ENFILE with the descriptors used up, ENOBUFS, ENOMEM) fails again at
+/// once while it lasts, with the pending connection still queued: retrying at once
+/// would spin a core, so the wait doubles from 10 ms to 1 s.
+fn accept_backoff(e: &io::Error, failed: u32) -> Option<Duration> {
+    if matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
+    ) {
+        return None;
+    }
+    Some(
+        Duration::from_millis(10u64 << failed.saturating_sub(1).min(7)).min(Duration::from_secs(1)),
+    )
+}
+
 fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>, shared: Arc<Shared>) {
+    let mut failed = 0u32;
     for stream in listener.incoming() {
         if shared.closing.load(Ordering::SeqCst) {
             break;
         }
-        let Ok(stream) = stream else { continue };
+        let stream = match stream {
+            Ok(s) => {
+                failed = 0;
+                s
+            }
+            Err(e) => {
+                failed = failed.saturating_add(1);
+                if let Some(wait) = accept_backoff(&e, failed)
+                    && shared.stopper.wait(wait)
+                {
+                    break;
+                }
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
         {
@@ -524,6 +557,28 @@ pub fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lasting_accept_error_backs_off_and_a_reset_client_does_not() {
+        let check = |kind: io::ErrorKind, failed: u32, want: Option<u64>| {
+            let got = accept_backoff(&io::Error::from(kind), failed);
+            assert_eq!(
+                got,
+                want.map(Duration::from_millis),
+                "{kind:?} after {failed}"
+            );
+        };
+        check(io::ErrorKind::ConnectionAborted, 5, None);
+        check(io::ErrorKind::Interrupted, 5, None);
+        // EMFILE: too many open files.
+        let emfile = |failed| accept_backoff(&io::Error::from_raw_os_error(libc::EMFILE), failed);
+        assert_eq!(emfile(1), Some(Duration::from_millis(10)));
+        assert_eq!(emfile(2), Some(Duration::from_millis(20)));
+        assert_eq!(emfile(7), Some(Duration::from_millis(640)));
+        assert_eq!(emfile(8), Some(Duration::from_secs(1)));
+        assert_eq!(emfile(u32::MAX), Some(Duration::from_secs(1)));
+        check(io::ErrorKind::OutOfMemory, 1, Some(10));
+    }
 
     #[test]
     fn dates_and_targets() {

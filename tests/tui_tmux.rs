@@ -390,3 +390,51 @@ fn figure_top_idle_cpu_with_200_live_attempts() {
     drop(tmux);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// Whether `pid` has exited: gone from `/proc`, or a zombie waiting for init (the
+/// pane's shell, its parent, died with the session) to reap it.
+fn exited(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .and_then(|(_, after)| after.split_whitespace().next())
+            .is_none_or(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// Issue 36: `top` in a tmux pane whose session is killed (as a closed terminal tab
+/// or a dropped SSH session ends it) is gone within 2 s, instead of spinning a core
+/// for ever on a terminal that reads 0.
+#[test]
+fn top_is_gone_within_2s_of_its_tmux_session_closing() {
+    let (root, state) = with_target("hangup");
+    let tmux = Tmux::start(&[("TERM", "xterm-256color")]);
+    tmux.wait("the shell prompt", |s| s.contains(PROMPT.trim()));
+    tmux.type_text(&format!("{BIN} --state-dir {} top", state.display()));
+    tmux.key("Enter");
+    tmux.wait_alternate(true);
+    tmux.wait("the overview", |s| s.contains("Profiles (0)"));
+    let shell = tmux.display("#{pane_pid}");
+    let top = child_of(&shell).expect("top's pid");
+    let killed = Instant::now();
+    assert!(tmux.cmd(&["kill-session", "-t", "t"]).status.success());
+    while !exited(&top) && killed.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let after = killed.elapsed();
+    let ended = exited(&top);
+    if !ended {
+        let _ = Command::new("kill").args(["-KILL", &top]).output();
+    }
+    eprintln!(
+        "figure: top ended {:.0} ms after its tmux session was killed",
+        after.as_secs_f64() * 1000.0
+    );
+    assert!(
+        ended,
+        "top still running {after:?} after its tmux session was killed"
+    );
+    drop(tmux);
+    let _ = std::fs::remove_dir_all(&root);
+}

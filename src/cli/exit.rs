@@ -156,7 +156,7 @@ pub const TABLE: &[Row] = &[
         failure: Failure::Interrupted,
         code: 130,
         name: "interrupted",
-        meaning: "stopped by SIGINT or SIGTERM, as a shell reports it",
+        meaning: "stopped by SIGINT or SIGTERM, or (top, and the demo's top) by Ctrl-C, SIGHUP or its terminal closing, as a shell reports an interrupt",
         remedy: "runner-manager {command}",
     },
 ];

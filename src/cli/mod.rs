@@ -211,16 +211,21 @@ pub fn run(args: Vec<OsString>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!(
-                "runner-manager: {}",
-                crate::printable::escape_text(&e.to_string())
-            );
             let failure = e.failure();
             if let Some(s) = e.subject() {
                 subject.target = s.target.clone();
                 subject.until = s.until.clone();
             }
-            eprintln!("{}", exit::fix_line(failure, &subject));
+            // Not eprintln!, which panics when the write fails: after `top` lost its
+            // terminal, stderr is that hung-up terminal (EIO), and the exit code must
+            // still be the failure's.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "runner-manager: {}\n{}",
+                crate::printable::escape_text(&e.to_string()),
+                exit::fix_line(failure, &subject)
+            );
             failure.code()
         }
     }

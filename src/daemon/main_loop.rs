@@ -85,6 +85,32 @@ pub struct Start<'a> {
     pub process_start: Millis,
     pub started_at: Millis,
     pub contained: String,
+    /// Where configuration stood before the first loops were started.
+    pub config_seen: ConfigSeen,
+}
+
+/// The store's `data_version` and the configuration's fingerprint, read in that
+/// order before the daemon acts on its configuration at start. An edit committed
+/// after the first read moves `data_version`, so the first tick after it compares
+/// fingerprints and starts what is missing. Read later (after the first loops were
+/// started, as it once was), an edit landing in between was in the fingerprint
+/// already and no tick ever saw it: a target added while a slow (loaded) daemon
+/// started never got a loop, and its jobs were never served (issue 36).
+#[derive(Debug, Clone)]
+pub struct ConfigSeen {
+    data_version: i64,
+    fingerprint: String,
+}
+
+impl ConfigSeen {
+    pub fn read(store: &SqliteStore) -> Result<ConfigSeen, DaemonError> {
+        let data_version = store.data_version()?;
+        let fingerprint = config_fingerprint(store)?;
+        Ok(ConfigSeen {
+            data_version,
+            fingerprint,
+        })
+    }
 }
 
 impl<'a> MainLoop<'a> {
@@ -99,12 +125,15 @@ impl<'a> MainLoop<'a> {
             process_start,
             started_at,
             contained,
+            config_seen,
         } = start;
         notify::notify("READY=1");
         let watchdog = notify::watchdog_interval();
         let ticker = tick(Duration::from_secs(1));
-        let fingerprint = config_fingerprint(store)?;
-        let data_version = store.data_version()?;
+        let ConfigSeen {
+            data_version,
+            fingerprint,
+        } = config_seen;
         let fitness_every = opts.fitness_every.as_millis() as Millis;
         Ok(MainLoop {
             opts,

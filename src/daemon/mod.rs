@@ -140,6 +140,8 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         Ok(false) => {}
         Err(e) => log_warn!("store_not_reclaimable", error = e),
     }
+    // Before anything reads the configuration to act on it (see `ConfigSeen`).
+    let config_seen = main_loop::ConfigSeen::read(&store)?;
     let host = store.host_or_create()?;
     let started_at = now_millis();
     let shared = Arc::new(Shared::new(opts.state_dir.clone()));
@@ -223,6 +225,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         process_start,
         started_at,
         contained,
+        config_seen,
     };
     let mut main = MainLoop::new(start, threads)?;
     main.check_handover();

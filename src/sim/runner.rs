@@ -235,14 +235,16 @@ fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
             }
             Ok(r) if r.status == 204 => failing_since = None,
             Ok(r) if r.status == 404 || r.status == 401 => return gone(),
-            Ok(r) => eprintln!(
-                "{}: Runner connect error: the server answered {}. Retrying until reconnected.",
-                stamp(),
-                r.status
-            ),
-            Err(e) => {
+            // Any other answer (a 5xx, a 409) is retried as an unreachable server is,
+            // a second apart and for GIVE_UP_AFTER at most: asked again at once, a
+            // server that keeps failing fast would have this loop spin a core.
+            failed => {
+                let why = match failed {
+                    Ok(r) => format!("the server answered {}", r.status),
+                    Err(e) => e.to_string(),
+                };
                 eprintln!(
-                    "{}: Runner connect error: {e}. Retrying until reconnected.",
+                    "{}: Runner connect error: {why}. Retrying until reconnected.",
                     stamp()
                 );
                 if failing_since.get_or_insert_with(Instant::now).elapsed() > GIVE_UP_AFTER {

@@ -8,7 +8,8 @@
 //! sized to their content by [`columns`]; [`actions`] carries out the few edits
 //! through the CLI's validated path; [`logfile`] reads an attempt's whole log with a
 //! bound; [`terminal`] is the one place that touches the real terminal (raw mode, the
-//! alternate screen, the event loop, and restoring the terminal on every way out).
+//! alternate screen, the event loop, and restoring the terminal on every way out), and
+//! [`tty`] asks poll(2) whether that terminal has input or is gone.
 
 pub mod actions;
 pub mod activity;
@@ -27,6 +28,7 @@ pub mod runners;
 pub mod settings;
 pub mod terminal;
 pub mod theme;
+pub mod tty;
 pub mod ui;
 
 pub use app::{App, Pane, Request};

@@ -1,45 +1,72 @@
 //! The real terminal: raw mode, the alternate screen and mouse capture, the event
 //! loop, the clipboard (OSC 52), and putting the terminal back on every way out (quit,
-//! error, panic, SIGTERM/SIGHUP/SIGINT).
+//! error, panic, SIGTERM/SIGHUP/SIGINT, the terminal going away).
 //!
-//! The loop is synchronous and sleeps in `select!` over two channels: keys from an
-//! input thread, and a 1 s `tick` that reloads the store (only when its
-//! `data_version` moved) and redraws. Nothing spins.
+//! The loop is synchronous and sleeps in `select!` over four channels: input from an
+//! input thread, signals from a signal thread, the terminal's hang-up from a watcher
+//! thread, and a 1 s `tick` that reloads the store (only when its `data_version`
+//! moved) and redraws. Nothing spins, not even on a terminal that is gone: the watcher
+//! ([`super::tty`]) takes a dead terminal from under crossterm's reader, and the end
+//! of `top` never waits on a thread that may not end.
 
 use super::actions;
 use super::app::{App, Request};
 use super::detail::LOG_LINES;
 use super::model::Snapshot;
 use super::theme::Theme;
+use super::tty;
 use super::ui;
 use crate::store::{Store, StoreError};
 use crate::timefmt::{Millis, now_millis};
-use crossbeam_channel::{Receiver, select, tick, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, select, tick, unbounded};
 use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind};
 use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute, terminal};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use std::io::{self, IsTerminal, Stdout, Write};
+use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// How `top` ended: the user quit (q), or was interrupted (Ctrl-C, or SIGINT, SIGTERM
-/// or SIGHUP). The demo exits 130 after an interruption.
+/// How `top` ended: the user quit (q), was interrupted (Ctrl-C, SIGINT or SIGTERM), or
+/// lost its terminal (SIGHUP, or the terminal hung up: a closed tmux pane, terminal tab
+/// or SSH session). `top` and the demo exit 130 after either of the last two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
     Quit,
     Interrupted,
+    Hangup,
+}
+
+impl Ending {
+    /// What the exit message says, for an ending that is not a quit.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Ending::Quit => "quit",
+            Ending::Interrupted => "interrupted",
+            Ending::Hangup => "its terminal went away",
+        }
+    }
 }
 
 /// How often the views refresh.
 pub const REFRESH: Duration = Duration::from_secs(1);
 
-/// How long the input thread waits for a key before looking at its stop flag: the
-/// longest quitting can take, and four wake-ups a second while idle.
+/// How long the input thread waits for a key before looking at its stop flag: four
+/// wake-ups a second while idle.
 const INPUT_POLL: Duration = Duration::from_millis(250);
+
+/// How long the end of `top` waits for the input thread to notice its stop flag. A
+/// thread stuck inside crossterm (should neutralising the dead terminal fail) would
+/// never end: it is then left behind, and ends with the process.
+const INPUT_JOIN_WAIT: Duration = Duration::from_millis(500);
+
+/// The descriptor crossterm reads keys from (it uses stdin when stdin is a terminal,
+/// which `run` checks), and so the one `top` watches for a hang-up.
+const TTY_FD: RawFd = libc::STDIN_FILENO;
 
 #[derive(Debug)]
 pub enum TuiError {
@@ -118,27 +145,155 @@ fn install_panic_hook() {
     }));
 }
 
+/// What the input thread sends.
+#[derive(Debug)]
+enum Input {
+    Event(Event),
+    /// Reading failed; the thread has ended.
+    Failed(io::Error),
+}
+
+/// The input thread: its channel, and a channel that disconnects when it has ended
+/// (so the end of `top` can wait for it with a deadline instead of a join that might
+/// never return).
+struct InputThread {
+    events: Receiver<Input>,
+    ended: Receiver<()>,
+    handle: std::thread::JoinHandle<()>,
+}
+
 /// Reads terminal events into a channel until `stop` is set or the receiver is gone.
-fn spawn_input(
-    stop: Arc<AtomicBool>,
-) -> io::Result<(Receiver<io::Result<Event>>, std::thread::JoinHandle<()>)> {
-    let (tx, rx) = unbounded();
+/// crossterm does the waiting (so a resize and a key arriving together are both
+/// seen); should the terminal hang up meanwhile, [`spawn_tty_watch`] takes the
+/// descriptor away from under it.
+fn spawn_input(stop: Arc<AtomicBool>) -> io::Result<InputThread> {
+    let (tx, events) = unbounded();
+    let (ended_tx, ended) = crossbeam_channel::bounded::<()>(0);
     let handle = std::thread::Builder::new()
         .name("tui-input".into())
         .spawn(move || {
+            let _ended = ended_tx;
             while !stop.load(Ordering::Relaxed) {
                 let ev = match event::poll(INPUT_POLL) {
                     Ok(false) => continue,
                     Ok(true) => event::read(),
                     Err(e) => Err(e),
                 };
-                let failed = ev.is_err();
-                if tx.send(ev).is_err() || failed {
+                let msg = ev.map_or_else(Input::Failed, Input::Event);
+                let failed = matches!(msg, Input::Failed(_));
+                if tx.send(msg).is_err() || failed {
                     break;
                 }
             }
         })?;
-    Ok((rx, handle))
+    Ok(InputThread {
+        events,
+        ended,
+        handle,
+    })
+}
+
+impl InputThread {
+    /// Stops the thread: joins it if it ends within [`INPUT_JOIN_WAIT`], else leaves
+    /// it to end with the process. Never a join that may not return.
+    fn finish(self, stop: &AtomicBool) {
+        stop.store(true, Ordering::Relaxed);
+        drop(self.events);
+        match self.ended.recv_timeout(INPUT_JOIN_WAIT) {
+            Err(RecvTimeoutError::Disconnected) | Ok(()) => {
+                let _ = self.handle.join();
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// The watcher of the terminal: a thread asleep in poll(2) until the terminal hangs
+/// up (then it neutralises the descriptor, so crossterm's reader stops reading 0 for
+/// ever, and says so on `gone`) or `top` ends (dropping `wake` wakes it).
+struct TtyWatch {
+    gone: Receiver<()>,
+    wake: std::os::unix::net::UnixStream,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Set once the terminal has hung up. Process-wide, as the terminal is: after
+/// [`tty::neutralise`], descriptor 0 is a pipe and poll(2) can no longer tell.
+static TTY_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Whether the terminal has gone away: the watcher saw it, or poll(2) says so now.
+fn terminal_gone() -> bool {
+    TTY_GONE.load(Ordering::SeqCst) || tty::gone(TTY_FD)
+}
+
+fn spawn_tty_watch() -> io::Result<TtyWatch> {
+    let (wake, woken) = std::os::unix::net::UnixStream::pair()?;
+    let (tx, gone) = crossbeam_channel::bounded(1);
+    let thread = std::thread::Builder::new()
+        .name("tui-tty".into())
+        .spawn(move || {
+            // An error from poll(2) itself (not a hang-up) leaves the tick's check.
+            if let Ok(tty::Watch::Gone) = tty::watch(TTY_FD, &woken) {
+                TTY_GONE.store(true, Ordering::SeqCst);
+                let _ = tty::neutralise(TTY_FD);
+                let _ = tx.send(());
+            }
+        })?;
+    Ok(TtyWatch { gone, wake, thread })
+}
+
+impl TtyWatch {
+    fn finish(self) {
+        // The peer's end of file wakes the poll, so this join returns.
+        drop(self.wake);
+        let _ = self.thread.join();
+    }
+}
+
+/// The signals that end `top`, as values on a channel, from a thread that a
+/// `Handle::close` always ends.
+struct SignalThread {
+    signals: Receiver<i32>,
+    handle: signal_hook::iterator::Handle,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn spawn_signals() -> io::Result<SignalThread> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut it = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT])?;
+    let handle = it.handle();
+    let (tx, signals) = unbounded();
+    let thread = std::thread::Builder::new()
+        .name("tui-signals".into())
+        .spawn(move || {
+            for sig in it.forever() {
+                if tx.send(sig).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(SignalThread {
+        signals,
+        handle,
+        thread,
+    })
+}
+
+impl SignalThread {
+    fn finish(self) {
+        // close() wakes the thread and ends `forever`, so this join returns.
+        self.handle.close();
+        let _ = self.thread.join();
+    }
+}
+
+/// How a signal ends `top`: SIGHUP says the terminal went away.
+pub fn ending_for(signal: i32) -> Ending {
+    if signal == signal_hook::consts::SIGHUP {
+        Ending::Hangup
+    } else {
+        Ending::Interrupted
+    }
 }
 
 /// Runs `top` on an open store until the operator quits or a signal asks to stop.
@@ -153,26 +308,39 @@ pub fn run(store: &dyn Store, state_dir: &Path) -> Result<Ending, TuiError> {
     // Load before touching the terminal: a store error is then an ordinary message.
     let snap = Snapshot::load(store, now_millis())?.with_pool(coord.as_ref())?;
     let mut app = App::new(snap, Theme::from_env());
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-        signal_hook::consts::SIGINT,
-    ] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
+    let signals = spawn_signals()?;
     install_panic_hook();
     let guard = Guard::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout()))?;
-    let (keys, input) = spawn_input(Arc::clone(&stop))?;
+    let watch = spawn_tty_watch()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let input = spawn_input(Arc::clone(&stop))?;
     let stores = Stores {
         main: store,
         coord: coord.as_ref(),
     };
-    let result = event_loop(&mut term, &mut app, &stores, state_dir, &keys, &stop);
-    stop.store(true, Ordering::Relaxed);
-    drop(keys);
-    let _ = input.join();
+    let result = event_loop(
+        &mut term,
+        &mut app,
+        &stores,
+        state_dir,
+        &Inputs {
+            input: &input.events,
+            signals: &signals.signals,
+            gone: &watch.gone,
+        },
+    );
+    let gone = terminal_gone();
+    watch.finish();
+    input.finish(&stop);
+    signals.finish();
+    if gone {
+        // Ratatui's `Drop` shows the cursor and reports a failure with `eprintln!`,
+        // which panics when stderr is the hung-up terminal (EIO): the process would
+        // end 101 instead of 130. There is no cursor left to show, so skip it.
+        std::mem::forget(term);
+    }
+    // On a terminal that is gone these writes fail; restore ignores that.
     drop(guard);
     result
 }
@@ -184,34 +352,53 @@ struct Stores<'a> {
     coord: Option<&'a crate::store::SqliteStore>,
 }
 
+/// What the loop waits on besides its tick: keys and mouse, signals, the terminal
+/// going away.
+struct Inputs<'a> {
+    input: &'a Receiver<Input>,
+    signals: &'a Receiver<i32>,
+    gone: &'a Receiver<()>,
+}
+
 fn event_loop(
     term: &mut Terminal<CrosstermBackend<Stdout>>,
     app: &mut App,
     stores: &Stores,
     state_dir: &Path,
-    keys: &Receiver<io::Result<Event>>,
-    stop: &AtomicBool,
+    from: &Inputs,
 ) -> Result<Ending, TuiError> {
     let ticker = tick(REFRESH);
     loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(Ending::Interrupted);
+        if let Err(e) = term.draw(|f| ui::draw(f, app)) {
+            // A write to a hung-up terminal fails (EIO): that is a hang-up, not an error.
+            return if terminal_gone() {
+                Ok(Ending::Hangup)
+            } else {
+                Err(e.into())
+            };
         }
-        term.draw(|f| ui::draw(f, app))?;
         let request = select! {
-            recv(keys) -> ev => match ev {
-                Ok(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
-                Ok(Ok(Event::Mouse(m))) => {
+            recv(from.input) -> ev => match ev {
+                Ok(Input::Event(Event::Key(k))) if k.kind == KeyEventKind::Press => app.key(k),
+                Ok(Input::Event(Event::Mouse(m))) => {
                     let size = term.size()?;
                     app.mouse(m, ratatui::layout::Rect::new(0, 0, size.width, size.height))
                 }
                 // A resize redraws at the new size on the next pass; so does anything else.
-                Ok(Ok(_)) => Request::None,
-                Ok(Err(e)) => return Err(e.into()),
-                // The input thread stopped: a signal set the flag (checked above).
-                Err(_) => Request::Interrupt,
+                Ok(Input::Event(_)) => Request::None,
+                Ok(Input::Failed(e)) => {
+                    return if terminal_gone() { Ok(Ending::Hangup) } else { Err(e.into()) };
+                }
+                // The input thread only ends by sending a failure (above).
+                Err(_) => return Ok(Ending::Hangup),
             },
+            recv(from.signals) -> sig => return Ok(sig.map_or(Ending::Interrupted, ending_for)),
+            recv(from.gone) -> _ => return Ok(Ending::Hangup),
             recv(ticker) -> _ => {
+                // A backstop beside the watcher, should its poll(2) ever fail.
+                if terminal_gone() {
+                    return Ok(Ending::Hangup);
+                }
                 refresh_in(app, stores, state_dir, false, now_millis());
                 Request::None
             }
