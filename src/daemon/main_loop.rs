@@ -263,6 +263,9 @@ impl<'a> MainLoop<'a> {
     fn on_meters(&mut self, batch: &[MeterReport]) {
         for r in batch {
             self.shared.record_meter(r.attempt, &r.meter);
+            if r.oom_killed {
+                super::oci::note_oom(&self.opts.state_dir, r.attempt);
+            }
         }
         // The live figures reach the store while the runner lives: what to write and
         // when is `LiveBook`'s (pure) decision.

@@ -100,6 +100,25 @@ pub fn spawn(
     podman.spawn_run(&args, &log, Some(&pid_file), jit)
 }
 
+/// The file beside the marker that says the meter sampler saw the container's memory
+/// limit kill something in it (`note_oom`).
+fn oom_note(state_dir: &Path, attempt: i64) -> PathBuf {
+    state_dir.join("logs").join(format!("{attempt}.oci-oom"))
+}
+
+/// Remembers that the container's memory limit killed something in it, as the meter
+/// sampler read from its cgroup while it lived: Podman's `OOMKilled` speaks only of
+/// the container's init, and the cgroup is gone when the attempt ends, so this is what
+/// `oom_killed` finds then. Only for an attempt that runs in a container.
+pub fn note_oom(state_dir: &Path, attempt: i64) {
+    let note = oom_note(state_dir, attempt);
+    if marker(state_dir, attempt).exists() && !note.exists() {
+        if let Err(e) = std::fs::write(&note, b"") {
+            log_warn!("oom_not_noted", attempt = attempt, error = e);
+        }
+    }
+}
+
 /// The attempt's container's name when it runs in one (its marker names it), for the
 /// meter sampler, which reads the container's own cgroup.
 pub fn container_of(state_dir: &Path, a: &Attempt) -> Option<String> {
@@ -113,6 +132,9 @@ pub fn container_of(state_dir: &Path, a: &Attempt) -> Option<String> {
 pub fn oom_killed(state_dir: &Path, a: &Attempt) -> bool {
     if !marker(state_dir, a.id).exists() {
         return false;
+    }
+    if oom_note(state_dir, a.id).exists() {
+        return true;
     }
     Podman::locate()
         .ok()
@@ -133,6 +155,7 @@ pub fn remove(state_dir: &Path, a: &Attempt) -> bool {
         Err(why) => {
             // No Podman, no container of it can run.
             log_warn!("container_not_removed", attempt = a.id, error = why);
+            let _ = std::fs::remove_file(oom_note(state_dir, a.id));
             let _ = std::fs::remove_file(&mark);
             return true;
         }
@@ -146,6 +169,7 @@ pub fn remove(state_dir: &Path, a: &Attempt) -> bool {
             if n > 0 {
                 log_info!("container_removed", attempt = a.id, count = n);
             }
+            let _ = std::fs::remove_file(oom_note(state_dir, a.id));
             let _ = std::fs::remove_file(&mark);
             true
         }

@@ -203,6 +203,7 @@ mod tests {
             attempt,
             usage,
             meter: *meter,
+            oom_killed: false,
         }
     }
 

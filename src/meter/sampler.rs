@@ -38,6 +38,10 @@ pub struct MeterReport {
     pub attempt: i64,
     pub usage: Usage,
     pub meter: Meter,
+    /// A container's memory limit killed something in it (its cgroup's `oom_kill`
+    /// count, read while the container lives: Podman's `OOMKilled` speaks only of
+    /// the container's init, and the cgroup is gone once the container ends).
+    pub oom_killed: bool,
 }
 
 /// The sampler's body. Runs until `shutdown` yields a message or disconnects, or
@@ -70,13 +74,13 @@ pub fn run_sampler(
                 let batch: Vec<MeterReport> = live
                     .iter()
                     .filter_map(|a| {
-                        let usage = match &a.container {
+                        let (usage, oom_killed) = match &a.container {
                             Some(name) => sample_container(a.attempt, name, &mut containers)?,
-                            None => sample_attempt(a)?,
+                            None => (sample_attempt(a)?, false),
                         };
                         let meter = meters.entry(a.attempt).or_default();
                         meter.observe(usage);
-                        Some(MeterReport { attempt: a.attempt, usage, meter: *meter })
+                        Some(MeterReport { attempt: a.attempt, usage, meter: *meter, oom_killed })
                     })
                     .collect();
                 if batch.is_empty() {
@@ -124,13 +128,14 @@ enum ContainerCgroup {
 }
 
 /// A container's usage from its own cgroup, found by asking Podman (once it runs; asked
-/// again every [`ASK_AGAIN`] until it answers) and kept for the attempt's life. `None`
-/// until then and once the cgroup is gone: a container's meter is its cgroup's or none.
+/// again every [`ASK_AGAIN`] until it answers) and kept for the attempt's life, with
+/// whether its memory limit has killed anything in it. `None` until then and once the
+/// cgroup is gone: a container's meter is its cgroup's or none.
 fn sample_container(
     attempt: i64,
     name: &str,
     known: &mut HashMap<i64, ContainerCgroup>,
-) -> Option<Usage> {
+) -> Option<(Usage, bool)> {
     use crate::runner::oci::{Podman, cgroup};
     let dir = match known.get(&attempt) {
         Some(ContainerCgroup::Found(dir)) => dir.clone(),
@@ -147,7 +152,8 @@ fn sample_container(
             dir
         }
     };
-    usage_from_cgroup(&cgroup::usage(&dir)?)
+    let usage = usage_from_cgroup(&cgroup::usage(&dir)?)?;
+    Some((usage, cgroup::oom_kills(&dir).is_some_and(|n| n > 0)))
 }
 
 /// Starts [`run_sampler`] on a thread named `meter-sampler`; join it after sending

@@ -335,3 +335,55 @@ fn a_containers_meters_are_read_from_its_own_cgroup() {
     );
     w.stop_daemon();
 }
+
+/// A kill by the container's memory limit inside it (a job's process, not the
+/// container's init, which Podman's `OOMKilled` alone would speak of) ends the attempt
+/// as `oom`: the sampler reads the container cgroup's `oom_kill` while it lives (issue
+/// 31: on Debian 12, Podman said nothing of a job's 600 MB allocation it killed).
+#[test]
+fn a_kill_by_the_containers_memory_limit_inside_it_ends_the_attempt_as_oom() {
+    let (mut w, fake) = oci_world("oci-oom-inside");
+    std::fs::write(fake.join("info.json"), info(true)).unwrap();
+    let root = w.dir.join("cgroupfs");
+    let scope = "user.slice/user-1000.slice/user@1000.service/user.slice/libpod-oom.scope";
+    let cg = root.join(scope);
+    std::fs::create_dir_all(&cg).unwrap();
+    std::fs::write(cg.join("memory.current"), "200000000\n").unwrap();
+    std::fs::write(cg.join("cpu.stat"), "usage_usec 1000\n").unwrap();
+    std::fs::write(
+        cg.join("memory.events"),
+        "low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\noom_group_kill 0\n",
+    )
+    .unwrap();
+    std::fs::write(fake.join("cgroup-path"), format!("/{scope}\n")).unwrap();
+    w.env.push((
+        "RUNNER_MANAGER_CGROUP_ROOT".into(),
+        root.display().to_string(),
+    ));
+    w.start_daemon();
+    let id = w.enqueue("acme/app", "hungry", &["boxed"], 4_000);
+    wait_until(SETTLE, "the container's runner to take the job", || {
+        !w.in_state(AttemptState::Busy).is_empty()
+    });
+    let a = w.in_state(AttemptState::Busy).pop().unwrap();
+    wait_until(SETTLE, "live figures from the container's cgroup", || {
+        !w.active_json(a.id)["meter"].is_null()
+    });
+    // The limit kills a process of the job; the container and its runner go on.
+    std::fs::write(
+        cg.join("memory.events"),
+        "low 0\nhigh 0\nmax 9\noom 2\noom_kill 1\noom_group_kill 0\n",
+    )
+    .unwrap();
+    w.finished(id);
+    wait_until(SETTLE, "the attempt to end", || {
+        w.attempt(a.id).ended_at.is_some()
+    });
+    let done = w.attempt(a.id);
+    assert_eq!(
+        done.reason.as_ref().map(|r| r.kind()),
+        Some(ReasonKind::Oom),
+        "{done:?}"
+    );
+    w.stop_daemon();
+}

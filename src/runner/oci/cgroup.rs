@@ -67,9 +67,33 @@ pub fn usage(dir: &Path) -> Option<CgroupUsage> {
     })
 }
 
+/// How many processes the container's memory limit has killed (`oom_kill` in its
+/// cgroup's `memory.events`); `None` once the cgroup is gone.
+pub fn oom_kills(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(dir.join("memory.events"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_oom_kills_are_read_from_memory_events_and_none_once_gone() {
+        let dir = std::env::temp_dir().join(format!("rm-oci-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(oom_kills(&dir), None);
+        std::fs::write(
+            dir.join("memory.events"),
+            "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n",
+        )
+        .unwrap();
+        assert_eq!(oom_kills(&dir), Some(2));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn podmans_answer_is_a_path_under_the_root_never_outside_it() {
