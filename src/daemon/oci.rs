@@ -112,10 +112,11 @@ fn oom_note(state_dir: &Path, attempt: i64) -> PathBuf {
 /// `oom_killed` finds then. Only for an attempt that runs in a container.
 pub fn note_oom(state_dir: &Path, attempt: i64) {
     let note = oom_note(state_dir, attempt);
-    if marker(state_dir, attempt).exists() && !note.exists() {
-        if let Err(e) = std::fs::write(&note, b"") {
-            log_warn!("oom_not_noted", attempt = attempt, error = e);
-        }
+    if marker(state_dir, attempt).exists()
+        && !note.exists()
+        && let Err(e) = std::fs::write(&note, b"")
+    {
+        log_warn!("oom_not_noted", attempt = attempt, error = e);
     }
 }
 

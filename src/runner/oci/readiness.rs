@@ -328,7 +328,8 @@ mod tests {
     #[test]
     fn a_size_that_cannot_hold_is_said_but_does_not_make_the_host_unready() {
         assert!(quota_holds(&ready()));
-        let cases: Vec<(&str, Box<dyn Fn(&mut Facts)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Facts)>;
+        let cases: Vec<(&str, Edit)> = vec![
             (
                 "overlay on extfs: podman takes a size but only overlay on xfs enforces it",
                 Box::new(|f| f.storage = Some(("overlay".into(), "extfs".into()))),
