@@ -150,15 +150,9 @@ fn turn_off(dir: &Path) -> Result<Option<Vec<String>>, CgroupError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::comps;
     use super::*;
     use std::os::unix::fs::PermissionsExt;
-
-    fn comps(p: &str) -> Vec<String> {
-        p.split('/')
-            .filter(|c| !c.is_empty())
-            .map(String::from)
-            .collect()
-    }
 
     #[test]
     fn the_unit_is_the_cgroup_above_a_control_or_daemon_leaf() {

@@ -213,7 +213,8 @@ fn relative_components_refuse_escapes() {
     assert!(relative_components("/", "a").is_err());
 }
 
-fn comps(p: &str) -> Vec<String> {
+/// A cgroup path's components (also `handover`'s tests').
+pub(super) fn comps(p: &str) -> Vec<String> {
     p.split('/')
         .filter(|c| !c.is_empty())
         .map(String::from)

@@ -5,30 +5,9 @@
 
 use super::setup::*;
 use crate::support::*;
-use runner_manager::domain::{AttemptState, Outcome, Reason, ReasonKind};
+use runner_manager::domain::{Outcome, Reason, ReasonKind};
 use runner_manager::runner::uid::processes_of_uid;
 use std::time::Duration;
-
-/// A victim job that runs until the file `release` appears.
-fn victim(release: &std::path::Path) -> String {
-    format!(
-        "echo victim-up; while [ ! -e {} ]; do sleep 0.05; done; echo victim-done\n",
-        release.display()
-    )
-}
-
-/// Waits for the victim's attempt to be busy with its process known, and returns it.
-fn busy_victim(w: &World) -> runner_manager::domain::Attempt {
-    let mut v = None;
-    wait_until(SETTLE, "the victim runs", || {
-        v = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
-        v.is_some()
-    });
-    v.unwrap()
-}
 
 #[test]
 fn a_job_reaches_no_secret_no_book_and_no_other_runner() {

@@ -5,29 +5,7 @@
 
 use super::setup::*;
 use crate::support::*;
-use runner_manager::domain::AttemptState;
 use runner_manager::store::Store;
-use std::path::Path;
-
-/// A victim job that runs until the file `release` appears.
-fn victim(release: &Path) -> String {
-    format!(
-        "echo victim-up; while [ ! -e {} ]; do sleep 0.05; done; echo victim-done\n",
-        release.display()
-    )
-}
-
-fn busy(w: &World) -> runner_manager::domain::Attempt {
-    let mut v = None;
-    wait_until(SETTLE, "the victim runs", || {
-        v = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
-        v.is_some()
-    });
-    v.unwrap()
-}
 
 #[test]
 fn a_second_daemon_never_takes_or_kills_the_first_ones_runner_uids() {
@@ -37,7 +15,7 @@ fn a_second_daemon_never_takes_or_kills_the_first_ones_runner_uids() {
     first.start_daemon();
     let release = first.dir.join("release-victim");
     let victim_job = run_script(&first, "victim", &victim(&release));
-    let v = busy(&first);
+    let v = busy_victim(&first);
     let range = uids.range();
     let set = format!("runner_uids={}-{}", range.start, range.end);
 
@@ -148,7 +126,7 @@ fn two_hosts_given_one_runtime_root_keep_their_roots_and_slots_apart() {
             victim(&release_a)
         ),
     );
-    let va = busy(&a);
+    let va = busy_victim(&a);
     b.start_daemon();
     let release_b = b.dir.join("release");
     let job_b = run_script(
@@ -159,7 +137,7 @@ fn two_hosts_given_one_runtime_root_keep_their_roots_and_slots_apart() {
             victim(&release_b)
         ),
     );
-    let vb = busy(&b);
+    let vb = busy_victim(&b);
     assert_eq!(
         va.id, vb.id,
         "the collision needs one attempt id on both hosts"
@@ -224,7 +202,7 @@ fn an_attempt_rooted_in_the_old_layout_is_readopted_and_cleaned_where_it_is() {
     w.start_daemon();
     let release = w.dir.join("release");
     let job = run_script(&w, "victim", &victim(&release));
-    let v = busy(&w);
+    let v = busy_victim(&w);
     // The old layout, as the daemon before the upgrade left it.
     w.kill_daemon();
     let mine = rt.join(format!("host-{}", &w.host_id[..8]));
