@@ -5,21 +5,52 @@
 //!
 //! Our own instead of a crate because a fault injector must be able to misbehave at the
 //! byte level, which well-behaved server crates are built to prevent.
+//!
+//! Slow and silent clients go through the [`gate`] the coordinator uses for its
+//! handshakes: a connection waiting for or reading a request (the first, or the next
+//! one on a kept-alive connection) has [`REQUEST_DEADLINE`] from its accept or its last
+//! response, counted from outside its thread; waiting connections are capped per
+//! source and in total, and a newcomer is never turned away: room is made from the
+//! source that holds the most. So a flood of half-sent requests cannot keep a
+//! well-formed one from being answered.
+
+pub mod gate;
+
+use gate::{ConnId, Gate, GateLimits};
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Largest request head (request line and headers) accepted.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Connections served at once; beyond this a connection gets 503 and is closed.
+/// Connections served at once; beyond this a connection gets 503 and is closed. Only
+/// connections past the gate (a request being handled) can fill it: waiting ones are
+/// capped lower, by [`MAX_WAITING`].
 pub const MAX_CONNECTIONS: usize = 512;
+/// Connections waiting for or reading a request at once, from every source.
+pub const MAX_WAITING: usize = 256;
+/// Connections waiting for or reading a request at once from one source address.
+pub const MAX_WAITING_PER_SOURCE: usize = 128;
+/// The wait for a request and the reading of its head and body must end within this,
+/// counted from the accept or from the end of the previous response (so it is also the
+/// keep-alive idle timeout).
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The gate's limits a [`Server`] runs with unless told otherwise.
+pub fn default_limits() -> GateLimits {
+    GateLimits {
+        max_unauthenticated: MAX_WAITING,
+        max_per_source: MAX_WAITING_PER_SOURCE,
+        handshake: REQUEST_DEADLINE,
+    }
+}
 
 /// One parsed request.
 #[derive(Debug, Clone)]
@@ -159,6 +190,7 @@ impl Stopper {
 
 struct Shared {
     stopper: Arc<Stopper>,
+    gate: Gate,
     open: Mutex<HashMap<u64, TcpStream>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     next_conn: AtomicU64,
@@ -170,20 +202,32 @@ pub struct Server {
     addr: SocketAddr,
     shared: Arc<Shared>,
     listener: Option<JoinHandle<()>>,
+    reaper: Option<JoinHandle<()>>,
 }
 
 impl Server {
     /// Binds `addr` and serves with `handler` on a listener thread plus one thread per
-    /// connection (at most [`MAX_CONNECTIONS`]).
+    /// connection (at most [`MAX_CONNECTIONS`]), with [`default_limits`].
     pub fn start(
         addr: SocketAddr,
         handler: Arc<dyn Handler>,
         stopper: Arc<Stopper>,
     ) -> io::Result<Server> {
+        Server::start_with(addr, handler, stopper, default_limits())
+    }
+
+    /// [`Server::start`] with the gate's limits given.
+    pub fn start_with(
+        addr: SocketAddr,
+        handler: Arc<dyn Handler>,
+        stopper: Arc<Stopper>,
+        limits: GateLimits,
+    ) -> io::Result<Server> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             stopper,
+            gate: Gate::new(limits),
             open: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(0),
@@ -193,15 +237,34 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("http-listen".into())
             .spawn(move || accept_loop(listener, handler, s))?;
-        Ok(Server {
+        let s = shared.clone();
+        let every =
+            (limits.handshake / 10).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        let reaper = std::thread::Builder::new()
+            .name("http-gate".into())
+            .spawn(move || {
+                while !s.stopper.wait(every) {
+                    s.gate.expire(Instant::now());
+                }
+            });
+        let mut server = Server {
             addr,
             shared,
             listener: Some(thread),
-        })
+            reaper: None,
+        };
+        // On a failed spawn, `server` drops here and stops the listener.
+        server.reaper = Some(reaper?);
+        Ok(server)
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Connections waiting for or reading a request now.
+    pub fn waiting(&self) -> usize {
+        self.shared.gate.pending()
     }
 
     pub fn shutdown(&mut self) {
@@ -213,6 +276,9 @@ impl Server {
         // Wake the blocking accept() with a connection of our own.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         let _ = listener.join();
+        if let Some(reaper) = self.reaper.take() {
+            let _ = reaper.join();
+        }
         for (_, s) in self
             .shared
             .open
@@ -281,7 +347,11 @@ fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>, shared: Arc<Sha
             }
         };
         let _ = stream.set_nodelay(true);
-        let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let id: ConnId = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+        let source = stream
+            .peer_addr()
+            .map(|a| a.ip())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         {
             let mut open = shared.open.lock().unwrap_or_else(|e| e.into_inner());
             if open.len() >= MAX_CONNECTIONS {
@@ -290,15 +360,21 @@ fn accept_loop(listener: TcpListener, handler: Arc<dyn Handler>, shared: Arc<Sha
                 let _ = s.write_all(&Response::new(503).head_bytes(0));
                 continue;
             }
-            if let Ok(clone) = stream.try_clone() {
-                open.insert(id, clone);
-            }
+            // Without both clones the connection could be neither closed at shutdown
+            // nor held to its deadline: refuse it.
+            let (Ok(for_open), Ok(for_gate)) = (stream.try_clone(), stream.try_clone()) else {
+                continue;
+            };
+            open.insert(id, for_open);
+            // Never turned away: room is made from the source holding the most.
+            shared.gate.admit(id, source, for_gate, Instant::now());
         }
         let (h, s) = (handler.clone(), shared.clone());
         let spawned = std::thread::Builder::new()
             .name("http-conn".into())
             .spawn(move || {
-                serve_connection(stream, &*h, &s.stopper);
+                serve_connection(stream, &*h, &s, id, source);
+                s.gate.left(id);
                 s.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             });
         if let Ok(t) = spawned {
@@ -316,14 +392,39 @@ enum ReadError {
     Bad,
 }
 
-fn serve_connection(stream: TcpStream, handler: &dyn Handler, stopper: &Stopper) {
+/// Serves one connection; it is in the gate (admitted by the acceptor) on entry, and
+/// in it again whenever it waits for its next request.
+fn serve_connection(
+    stream: TcpStream,
+    handler: &dyn Handler,
+    shared: &Shared,
+    id: ConnId,
+    source: IpAddr,
+) {
+    let stopper = &*shared.stopper;
     let Ok(write_half) = stream.try_clone() else {
         return;
     };
     let mut writer = write_half;
     let mut reader = BufReader::new(stream);
+    let mut first = true;
     loop {
-        let request = match read_request(&mut reader) {
+        if !first {
+            // Kept alive: back through the gate for the next request, with a fresh
+            // deadline that is also the idle timeout.
+            let Ok(for_gate) = writer.try_clone() else {
+                return;
+            };
+            shared.gate.admit(id, source, for_gate, Instant::now());
+        }
+        first = false;
+        let read = read_request(&mut reader);
+        // Out of the gate before answering; `false` if it was closed meanwhile (out of
+        // time, or room made for another), and then nothing more is said on it.
+        if !shared.gate.passed(id) {
+            return;
+        }
+        let request = match read {
             Ok(r) => r,
             Err(ReadError::Closed) => return,
             Err(ReadError::TooLarge(status)) => {
@@ -411,9 +512,13 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Result<Request, ReadError>
         let (k, v) = l.split_once(':').ok_or(ReadError::Bad)?;
         headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
     }
-    let len = match headers.iter().find(|(k, _)| k == "content-length") {
-        Some((_, v)) => v.parse::<usize>().map_err(|_| ReadError::Bad)?,
-        None => 0,
+    // Two lengths (even equal ones) mean two parsers may frame the body differently:
+    // refused, as RFC 9112 lets a server and as proxies expect.
+    let mut lengths = headers.iter().filter(|(k, _)| k == "content-length");
+    let len = match (lengths.next(), lengths.next()) {
+        (Some(_), Some(_)) => return Err(ReadError::Bad),
+        (Some((_, v)), None) => v.parse::<usize>().map_err(|_| ReadError::Bad)?,
+        (None, _) => 0,
     };
     if headers
         .iter()
@@ -578,6 +683,270 @@ mod tests {
         assert_eq!(emfile(8), Some(Duration::from_secs(1)));
         assert_eq!(emfile(u32::MAX), Some(Duration::from_secs(1)));
         check(io::ErrorKind::OutOfMemory, 1, Some(10));
+    }
+
+    struct Health;
+    impl Handler for Health {
+        fn handle(&self, request: Request) -> Reply {
+            match request.path.as_str() {
+                "/healthz" => Reply::Send(Response::new(200).with_body(b"ok".to_vec())),
+                _ => Reply::Send(
+                    Response::new(200).with_body(format!("{}", request.body.len()).into()),
+                ),
+            }
+        }
+    }
+
+    fn serve(limits: GateLimits) -> Server {
+        let addr: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        Server::start_with(addr, Arc::new(Health), Arc::default(), limits).expect("start")
+    }
+
+    /// The flood needs some 5 descriptors a connection between both ends.
+    fn raise_fd_limit(want: libc::rlim_t) {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain syscalls on a local struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+                lim.rlim_cur = want.min(lim.rlim_max);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+    }
+
+    /// A TCP connection to `to` from the loopback address `from` (a distinct source).
+    fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
+        use std::os::fd::FromRawFd;
+        let sa = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(ip).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let SocketAddr::V4(to) = to else {
+            panic!("IPv4 only")
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: a fresh socket, bound and connected with valid sockaddr_in values;
+        // the descriptor is owned by the TcpStream from here on.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+            let stream = TcpStream::from_raw_fd(fd);
+            let local = sa(from, 0);
+            let r = libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len);
+            assert_eq!(r, 0, "bind {from}: {}", io::Error::last_os_error());
+            let remote = sa(*to.ip(), to.port());
+            let r = libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len);
+            assert_eq!(r, 0, "connect: {}", io::Error::last_os_error());
+            stream
+        }
+    }
+
+    /// Sends `request` and reads the reply until the server closes or `within` passes.
+    fn exchange(stream: &mut TcpStream, request: &[u8], within: Duration) -> String {
+        stream.write_all(request).expect("send");
+        let deadline = Instant::now() + within;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    /// Waits (bounded by `within`) until the server closes `stream`, writing one byte
+    /// every 50 ms as a slow-loris client does; returns how long that took, or None.
+    fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<Duration> {
+        let start = Instant::now();
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+        let mut buf = [0u8; 512];
+        while start.elapsed() < within {
+            if stream.write_all(b"x").is_err() {
+                return Some(start.elapsed());
+            }
+            match stream.read(&mut buf) {
+                Ok(0) => return Some(start.elapsed()),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return Some(start.elapsed()),
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_flood_of_half_sent_requests_never_starves_a_well_formed_one() {
+        raise_fd_limit(8192);
+        let server = serve(default_limits());
+        let addr = server.addr();
+        let flood_from = Ipv4Addr::new(127, 0, 0, 1);
+        let started = Instant::now();
+        let mut flood: Vec<TcpStream> = (0..515)
+            .map(|_| {
+                let mut s = connect_from(flood_from, addr);
+                s.write_all(b"POST / HTTP/1.1\r\n").expect("flood send");
+                s
+            })
+            .collect();
+        // A second source floods too: the cap per source keeps either from all slots.
+        flood.extend((0..200).map(|_| {
+            let mut s = connect_from(Ipv4Addr::new(127, 0, 0, 2), addr);
+            s.write_all(b"POST / HTTP/1.1\r\n").expect("flood send");
+            s
+        }));
+        println!("flood of {} opened in {:?}", flood.len(), started.elapsed());
+        let get = b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n";
+        // From a third source, from the flooding source itself, and once more after.
+        for from in [
+            Ipv4Addr::new(127, 0, 0, 3),
+            flood_from,
+            Ipv4Addr::new(127, 0, 0, 2),
+        ] {
+            let t = Instant::now();
+            let mut good = connect_from(from, addr);
+            let reply = exchange(&mut good, get, Duration::from_secs(5));
+            let took = t.elapsed();
+            println!("GET /healthz from {from} under the flood: {took:?}");
+            assert!(
+                reply.starts_with("HTTP/1.1 200") && reply.ends_with("ok"),
+                "from {from}: {reply:?}"
+            );
+            assert!(took < Duration::from_secs(5), "{took:?}");
+            let _ = good.shutdown(Shutdown::Both);
+        }
+        // A signed-webhook-sized POST with a body, from the flooding source.
+        let t = Instant::now();
+        let mut post = connect_from(flood_from, addr);
+        let body = "{\"action\":\"queued\"}";
+        let req = format!(
+            "POST /hooks HTTP/1.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let reply = exchange(&mut post, req.as_bytes(), Duration::from_secs(5));
+        println!("POST under the flood: {:?}", t.elapsed());
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+        assert!(
+            server.waiting() <= MAX_WAITING,
+            "{} waiting",
+            server.waiting()
+        );
+        for s in &flood {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        drop(flood);
+        drop(server);
+    }
+
+    #[test]
+    fn a_slow_request_and_an_idle_keep_alive_are_closed_at_the_deadline() {
+        let deadline = Duration::from_millis(400);
+        let mut server = serve(GateLimits {
+            handshake: deadline,
+            ..default_limits()
+        });
+        let addr = server.addr();
+        // Slow loris: a head that never ends, one byte every 50 ms.
+        let mut slow = TcpStream::connect(addr).expect("connect");
+        slow.write_all(b"POST / HTTP/1.1\r\nx-slow: ")
+            .expect("send");
+        let took = closed_within(&mut slow, Duration::from_secs(10));
+        println!("slow loris closed after {took:?} (deadline {deadline:?})");
+        let took = took.expect("the slow client was never closed");
+        assert!(took >= deadline / 2, "closed too early: {took:?}");
+        // Kept alive, then silent: closed after the same deadline.
+        let mut idle = TcpStream::connect(addr).expect("connect");
+        let reply = exchange(
+            &mut idle,
+            b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n",
+            Duration::from_secs(5),
+        );
+        assert!(reply.starts_with("HTTP/1.1 200"), "{reply:?}");
+        let _ = idle.set_read_timeout(Some(Duration::from_millis(50)));
+        let start = Instant::now();
+        let mut buf = [0u8; 64];
+        let mut closed = None;
+        while start.elapsed() < Duration::from_secs(10) {
+            match idle.read(&mut buf) {
+                Ok(0) => {
+                    closed = Some(start.elapsed());
+                    break;
+                }
+                Ok(n) => panic!("unexpected bytes: {:?}", &buf[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => {
+                    closed = Some(start.elapsed());
+                    break;
+                }
+            }
+        }
+        println!("idle keep-alive closed after {closed:?}");
+        assert!(closed.is_some(), "the idle connection was never closed");
+        assert_eq!(server.waiting(), 0);
+        server.shutdown();
+    }
+
+    #[test]
+    fn two_content_lengths_are_refused_with_400() {
+        let mut server = serve(default_limits());
+        let addr = server.addr();
+        for req in [
+            &b"POST /hooks HTTP/1.1\r\ncontent-length: 2\r\ncontent-length: 5\r\n\r\nhello"[..],
+            b"POST /hooks HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\nhello",
+            b"POST /hooks HTTP/1.1\r\ncontent-length: 5, 5\r\n\r\nhello",
+        ] {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            let reply = exchange(&mut s, req, Duration::from_secs(5));
+            assert!(reply.starts_with("HTTP/1.1 400"), "{reply:?}");
+        }
+        // One length still works.
+        let mut s = TcpStream::connect(addr).expect("connect");
+        let reply = exchange(
+            &mut s,
+            b"POST /hooks HTTP/1.1\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+            Duration::from_secs(5),
+        );
+        assert!(
+            reply.starts_with("HTTP/1.1 200") && reply.ends_with('5'),
+            "{reply:?}"
+        );
+        server.shutdown();
     }
 
     #[test]
