@@ -408,3 +408,69 @@ fn a_secret_file_that_no_longer_reads_fails_doctor_and_starts_no_listener() {
     assert!(answer.is_err(), "something listens: {answer:?}");
     assert!(w.stop_daemon().success());
 }
+
+/// Issue 33: 515 connections that sent only `POST / HTTP/1.1\r\n` used to keep a
+/// signed delivery answered 503; now it is answered 200 within seconds, a half-sent
+/// request is closed at its deadline by the listener (not tested here: 10 s; see
+/// `cargo test --lib http_server`), and two `Content-Length` headers get 400.
+#[test]
+fn a_flood_of_half_sent_requests_does_not_keep_a_signed_delivery_out() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+    let mut w = World::new("hooks-flood", 2);
+    w.add_target("t", "acme/app", true);
+    let url = hooks_on(&w);
+    w.sim.set_webhook(None);
+    w.start_daemon();
+    wait_listening(&url);
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/webhook")
+        .to_string();
+    let started = Instant::now();
+    let flood: Vec<TcpStream> = (0..515)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            s.write_all(b"POST / HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    println!("flood of {} opened in {:?}", flood.len(), started.elapsed());
+    let body = std::fs::read("tests/fixtures/github/workflow_job.webhook-examples.json").unwrap();
+    let examples: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
+    let queued = serde_json::to_vec(&examples[5]).unwrap();
+    let right = runner_manager::github::hooks::sign(SECRET.as_bytes(), &queued);
+    let t = Instant::now();
+    let status = runner_manager::sim::client::request(
+        &format!("http://{addr}"),
+        "POST",
+        "/webhook",
+        &[
+            ("x-github-event", "workflow_job"),
+            ("content-type", "application/json"),
+            ("x-hub-signature-256", &right),
+        ],
+        Some(&queued),
+        Duration::from_secs(5),
+    )
+    .map(|r| r.status);
+    let took = t.elapsed();
+    println!("signed delivery under the flood: {status:?} in {took:?}");
+    assert_eq!(status.ok(), Some(200));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Two lengths: refused before the handler sees it.
+    let mut two = TcpStream::connect(&addr).unwrap();
+    two.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    two.write_all(b"POST /webhook HTTP/1.1\r\ncontent-length: 2\r\ncontent-length: 4\r\n\r\n{}{}")
+        .unwrap();
+    let mut head = [0u8; 12];
+    two.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 400");
+    for s in &flood {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    drop(flood);
+    drop(two);
+    assert!(w.stop_daemon().success());
+}
