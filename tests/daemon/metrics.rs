@@ -386,6 +386,48 @@ fn a_non_loopback_metrics_address_is_refused_with_exit_2() {
     );
 }
 
+/// Issue 33: 515 connections that sent only `POST / HTTP/1.1\r\n` made `/healthz`
+/// answer 503 for as long as they stayed open; now it answers 200 within seconds.
+#[test]
+fn a_flood_of_half_sent_requests_does_not_keep_healthz_from_answering() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let w = World::new("metrics-flood", 1);
+    let d = Spawned::start(
+        &w.dir,
+        "daemon-metrics-flood.log",
+        &["--metrics-listen", "127.0.0.1:0"],
+        None,
+    );
+    let addr = d.metrics_addr();
+    let flood: Vec<TcpStream> = (0..515)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).expect("connect");
+            s.write_all(b"POST / HTTP/1.1\r\n").expect("send");
+            s
+        })
+        .collect();
+    let t = Instant::now();
+    let r = request(
+        &format!("http://{addr}"),
+        "GET",
+        "/healthz",
+        &[],
+        None,
+        Duration::from_secs(5),
+    )
+    .map(|r| r.status);
+    let took = t.elapsed();
+    println!("GET /healthz under a flood of 515: {r:?} in {took:?}");
+    assert_eq!(r.ok(), Some(200));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    for s in &flood {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    drop(flood);
+    drop(d);
+}
+
 #[test]
 fn scrape_figure_with_200_live_attempts() {
     use runner_manager::domain::AttemptState;
