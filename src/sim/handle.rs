@@ -58,6 +58,16 @@ impl Handler for Sim {
     }
 }
 
+/// The simulated GitHub's listener limits: its clients are our own daemons, runners
+/// and tests on this machine, so no source is a stranger to be capped, and a kept-alive
+/// connection is closed only after minutes idle (`http_server`'s defaults, for the
+/// daemon's own listeners, close it after 10 s and cap each source: issue 33).
+const SIM_LIMITS: crate::http_server::gate::GateLimits = crate::http_server::gate::GateLimits {
+    max_unauthenticated: 512,
+    max_per_source: 512,
+    handshake: std::time::Duration::from_secs(300),
+};
+
 /// The entry point: `SimGitHub::start(SimConfig::default())`.
 pub struct SimGitHub;
 
@@ -70,7 +80,7 @@ impl SimGitHub {
             changed: Condvar::new(),
             stopper: stopper.clone(),
         });
-        let server = Server::start(listen, sim.clone(), stopper)?;
+        let server = Server::start_with(listen, sim.clone(), stopper, SIM_LIMITS)?;
         let url = format!("http://{}", server.addr());
         sim.lock().base_url = url.clone();
         let hooks = Some(super::webhooks::start_sender(sim.clone())?);
