@@ -121,4 +121,23 @@ fn draw_all(f: &mut Frame, app: &App) {
     if app.help {
         overlay::draw_help(f, f.area(), &cx);
     }
+    defuse(f.buffer_mut());
+}
+
+/// Nothing a job, a host or GitHub sent acts on the terminal: whatever a view drew,
+/// each cell is stripped of control and bidirectional characters
+/// (`printable::is_hazard`) before the frame is written. ratatui drops control
+/// characters but appends zero-width ones, U+202E among them, to the cell before them
+/// (issue 33: a job named with one reversed what `top` showed after it).
+pub fn defuse(buf: &mut ratatui::buffer::Buffer) {
+    for cell in buf.content.iter_mut() {
+        if cell.symbol().chars().any(crate::printable::is_hazard) {
+            let clean: String = cell
+                .symbol()
+                .chars()
+                .filter(|c| !crate::printable::is_hazard(*c))
+                .collect();
+            cell.set_symbol(if clean.is_empty() { " " } else { &clean });
+        }
+    }
 }

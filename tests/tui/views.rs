@@ -263,3 +263,45 @@ fn a_click_selects_the_row_under_it_in_the_overview_and_the_attempts() {
     a.mouse(click(row as u16), area);
     assert_eq!(a.attempts.selected, Some(3));
 }
+
+/// A job named with a right-to-left override and an escape sequence (a job's name is
+/// whatever its workflow says) reaches no cell of the screen as it is: `top` draws the
+/// rest of its name, and nothing it holds acts on the terminal (issue 33).
+#[test]
+fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
+    use runner_manager::domain::AttemptState;
+    let store = runner_manager::store::SqliteStore::open_in_memory().unwrap();
+    crate::support::seed(&store);
+    crate::support::attempt(
+        &store,
+        "linux",
+        Some("build\u{202e}exe.\u{1b}[2Jtxt"),
+        NOW - 60_000,
+        &[
+            AttemptState::Starting,
+            AttemptState::Idle,
+            AttemptState::Busy,
+        ],
+        None,
+        None,
+    );
+    let mut a = app(crate::support::load(&store));
+    a.pane = Pane::Attempts;
+    let buf = crate::support::render(&a, 160, 48);
+    let hazards: Vec<(u16, u16, String)> = buf
+        .content
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.symbol().chars().any(runner_manager::printable::is_hazard))
+        .map(|(i, c)| {
+            (
+                (i % 160) as u16,
+                (i / 160) as u16,
+                c.symbol().escape_unicode().to_string(),
+            )
+        })
+        .collect();
+    assert!(hazards.is_empty(), "{hazards:?}");
+    let screen = crate::support::text(&buf);
+    assert!(screen.contains("buildexe."), "{screen}");
+}
