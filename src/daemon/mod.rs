@@ -155,16 +155,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         opts.runner_check.as_millis() as Millis
     });
     let contained = containment_key(&host);
-    // A second daemon whose runner uids overlap a running one's would kill and delete
-    // what that one's jobs run and leave: refused at once, naming the holder.
-    if let Some(held @ ClaimError::Held { .. }) = apply_containment(&shared, &store, &host, None)? {
-        return Err(DaemonError::Lock(LockError::Uids(held)));
-    }
-    contain::restore_limits(
-        &shared.containment(),
-        &store.open_attempts(&host.id)?,
-        &store.profiles()?,
-    );
+    contain_at_start(&shared, &store, &host)?;
     // The first passes, and the first scrape, know whether there is room to start
     // runners.
     disk_watch::sample(&shared, host.disk_reserve_bytes);
@@ -287,6 +278,28 @@ fn containment_key(host: &crate::domain::Host) -> String {
         "{:?} {:?} {:?}",
         host.isolation, host.runner_uids, host.runtime_root
     )
+}
+
+/// The containment a starting daemon runs with: decided and kept (`apply_containment`),
+/// refused when another daemon holds some of the host's runner uids, and the live
+/// attempts' limits written back (the unit turned the controllers off when the last
+/// daemon stopped: `runner::cgroup::handover`).
+fn contain_at_start(
+    shared: &Shared,
+    store: &SqliteStore,
+    host: &crate::domain::Host,
+) -> Result<(), DaemonError> {
+    // A second daemon whose runner uids overlap a running one's would kill and delete
+    // what that one's jobs run and leave: refused at once, naming the holder.
+    if let Some(held @ ClaimError::Held { .. }) = apply_containment(shared, store, host, None)? {
+        return Err(DaemonError::Lock(LockError::Uids(held)));
+    }
+    contain::restore_limits(
+        &shared.containment(),
+        &store.open_attempts(&host.id)?,
+        &store.profiles()?,
+    );
+    Ok(())
 }
 
 /// Decides the containment (see `contain::establish`), claims its runner uids
