@@ -81,7 +81,7 @@ pub fn limit_facts(
         .and_then(|f| {
             crate::runner::oci::readiness::checks(f)
                 .into_iter()
-                .find(|c| c.name == "disk-quota")
+                .find(|c| c.name == crate::runner::oci::readiness::QUOTA)
         })
         .map(|c| format!("disk-quota: {}", c.detail))
         .unwrap_or_else(|| "Podman's storage not looked at yet".into());

@@ -211,7 +211,7 @@ pub fn checks(f: &Facts) -> Vec<Check> {
 }
 
 /// The check that judges the container size: a limit, not readiness.
-const QUOTA: &str = "disk-quota";
+pub const QUOTA: &str = "disk-quota";
 
 /// Whether a container's size (`--storage-opt size=`) is taken and enforced here.
 pub fn quota_holds(f: &Facts) -> bool {
