@@ -20,6 +20,7 @@ use super::starter::{self, StartCx, Started};
 use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
 use crate::github::{GhError, GitHubClient, QueueRead, ReadCaps};
+use crate::reconcile::pass::{GuardFound, GuardRead};
 use crate::reconcile::watch::{self, Action, Timeouts};
 use crate::scaleset::ScaleSetClient;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -71,6 +72,11 @@ pub enum Task {
     ListRunners { host_id: String },
     /// Keep the managed runner installs current (`runner_update`), as claimed.
     RunnerRelease { job: super::runner_update::Job },
+    /// Read the public-repository guard's facts (`public_guard`).
+    Guard {
+        read: GuardRead,
+        profiles: Vec<ScalePolicy>,
+    },
 }
 
 impl Task {
@@ -78,7 +84,10 @@ impl Task {
     pub fn attempt(&self) -> Option<i64> {
         match self {
             Task::Start { attempt, .. } | Task::Apply { attempt, .. } => Some(attempt.id),
-            Task::ReadDemand { .. } | Task::ListRunners { .. } | Task::RunnerRelease { .. } => None,
+            Task::ReadDemand { .. }
+            | Task::ListRunners { .. }
+            | Task::RunnerRelease { .. }
+            | Task::Guard { .. } => None,
         }
     }
 
@@ -114,6 +123,9 @@ pub enum Done {
     },
     /// A runner install check ended (what it did is in the log and the store).
     RunnerRelease,
+    Guard {
+        result: Result<GuardFound, GhError>,
+    },
     /// The store refused a write: the attempt is left as the store has it.
     Failed {
         attempt: Option<i64>,
@@ -554,6 +566,9 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
             super::runner_update::run(&c.shared, store, &client, &target, job);
             Done::RunnerRelease
         }
+        Task::Guard { read, profiles } => Done::Guard {
+            result: super::public_guard::read(&client, &target, &profiles, read),
+        },
     })
 }
 

@@ -1,10 +1,12 @@
-//! One target's loop, on its own thread with its own GitHub client and pace. A pass
-//! gathers one `reconcile::plan::Observed` snapshot, asks `reconcile::plan` what to
-//! do, records the intents under the allocation lock, and acts: store writes and
-//! signals inline, GitHub and disk work (starts, deregistrations, cleanups, demand
-//! reads, the runner list) on the target's I/O workers (`io`), whose results come
-//! back as messages. So watching runners never waits behind a start, a cleanup or a
-//! demand read, however far GitHub is.
+//! One target's loop, on its own thread with its own GitHub client and workers. It
+//! only gathers, carries out and joins: what to read and when, GitHub's holds, the
+//! profiles' start holds and what `status` shows are the pure pass's
+//! (`reconcile::pass::TargetState::on_event`), and what to start, stop and clean is
+//! `reconcile::plan`'s. A pass gathers one `Observed` snapshot, plans and records the
+//! intents under the allocation lock, and acts: store writes and signals inline,
+//! GitHub and disk work (starts, deregistrations, cleanups, demand reads, the runner
+//! list, the guard's facts) on the target's I/O workers (`io`), whose results come
+//! back as events. So watching runners never waits on GitHub, however far it is.
 
 use super::actuator::{self, Ctx};
 use super::contain::{self, UidBook};
@@ -12,7 +14,6 @@ use super::io::{Done, IoPool, Task};
 use super::metrics_feed;
 use super::observe::Observer;
 use super::pool::TargetView;
-use super::public_guard::PublicGuard;
 use super::rest_queue::{RestQueue, Scope};
 use super::scaleset_feed::ScaleSetFeed;
 use super::shared::{LoopMsg, Shared, lock};
@@ -23,9 +24,11 @@ use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Targ
 use crate::domain::{AttemptState, TargetScope};
 use crate::github::etag::Cached;
 use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
-use crate::reconcile::budget::{self, Budget, Pace, ReadCost};
-use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
+use crate::reconcile::budget::Budget;
+use crate::reconcile::hold::Refusal;
 use crate::reconcile::launch_book::{TargetMode, is_directed};
+use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
+use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
 use crate::reconcile::plan::{self, Fitness, Observed, Plan, Seen};
 use crate::reconcile::watch;
 use crate::runner;
@@ -33,14 +36,12 @@ use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, Targe
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_debug, log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, select, tick};
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a loop looks at its runners between other reasons to.
 pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as u64);
-/// How often GitHub's runner list is read to cross-check and to find orphans.
-const RUNNER_LIST_EVERY: Millis = 60_000;
 
 /// What a pass reads first: the host, the target, its profiles and its mode.
 struct Setting {
@@ -50,62 +51,42 @@ struct Setting {
     mode: TargetMode,
 }
 
-/// GitHub's runner list: read every minute on a worker, judged once when it comes.
-#[derive(Default)]
-struct RunnerList {
-    next: Millis,
-    reading: bool,
-    fresh: Option<Vec<RegisteredRunner>>,
-}
-
 /// Lines of one failure that repeats pass after pass, at most so many a window.
 const REPEATED_LINES: u32 = 3;
 const REPEATED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The store writes of the loop's passes, as far as logging them goes.
+struct Writes {
+    /// The write of a pass that last failed (a full disk: SQLITE_FULL), so it is
+    /// logged when it fails and when writes work again, not every pass.
+    failing: Option<String>,
+    /// Whether a write of this pass failed.
+    failed_now: bool,
+    /// Bounds the lines of failures that repeat pass after pass (issue 33: a full
+    /// disk logged `store_write_failed` about 4.6 times a second).
+    repeats: crate::logging::Repeats,
+}
 
 pub struct TargetLoop {
     name: String,
     shared: Arc<Shared>,
     store: SqliteStore,
+    /// What the pass decides from (`reconcile::pass`).
+    state: TargetState,
     client: Option<Arc<GitHubClient>>,
     shutdown_rx: Receiver<()>,
     io: IoPool,
-    /// Attempts a worker holds: the loop does not watch them until it reports.
-    in_flight: BTreeSet<i64>,
     observer: Observer,
+    /// The queued jobs as the demand reads brought them.
     queue: RestQueue,
-    runners: RunnerList,
-    hold: TargetHold,
-    /// The hold last written to the store (see `persist_hold`).
-    persisted_hold: Millis,
-    last_error: Option<String>,
-    guard: PublicGuard,
-    /// Profiles whose starts are held after a host failure, by name.
-    holds: BTreeMap<String, StartHold>,
-    surplus: HashSet<i64>,
+    /// GitHub's runner list, as a read brought it, until a pass judges it.
+    fresh_runners: Option<Vec<RegisteredRunner>>,
     uids: UidBook,
-    uids_used_up: Option<String>,
-    /// Each profile's broken runner install as last logged, so it is logged once when
-    /// it breaks (and once when it is whole again), not every pass.
-    install_logged: BTreeMap<String, String>,
     status: StatusWriter,
-    /// The store write of a pass that last failed (a full disk: SQLITE_FULL), so it
-    /// is logged when it fails and when writes work again, not every pass.
-    write_failing: Option<String>,
-    /// Whether a store write of this pass failed.
-    write_failed_now: bool,
-    /// Bounds the lines of failures that repeat pass after pass (issue 33: a full
-    /// disk logged `store_write_failed` about 4.6 times a second).
-    repeats: crate::logging::Repeats,
+    writes: Writes,
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
     jitter: Jitter,
-    /// What a read of the queue costs, for the budget governor.
-    read_cost: ReadCost,
-    /// How often the queue is read now (the governor's last word).
-    pace: Option<Pace>,
-    /// The last plan had room beyond the jobs known (a profile polling the queue
-    /// limited by its demand): runs left unread are worth reading before the pace.
-    room_left: bool,
 }
 
 impl TargetLoop {
@@ -126,29 +107,20 @@ impl TargetLoop {
             name,
             shared,
             store,
+            state: TargetState::default(),
             client: None,
             shutdown_rx,
-            in_flight: BTreeSet::new(),
             observer: Observer::default(),
             queue: RestQueue::default(),
-            runners: RunnerList::default(),
-            hold: TargetHold::default(),
-            persisted_hold: 0,
-            last_error: None,
-            guard: PublicGuard::default(),
-            holds: BTreeMap::new(),
-            surplus: HashSet::new(),
+            fresh_runners: None,
             uids: UidBook::default(),
-            uids_used_up: None,
-            install_logged: BTreeMap::new(),
             status: StatusWriter::default(),
-            write_failing: None,
-            write_failed_now: false,
-            repeats: crate::logging::Repeats::new(REPEATED_LINES, REPEATED_WINDOW),
+            writes: Writes {
+                failing: None,
+                failed_now: false,
+                repeats: crate::logging::Repeats::new(REPEATED_LINES, REPEATED_WINDOW),
+            },
             jitter: Jitter::seeded(seed),
-            read_cost: ReadCost::default(),
-            pace: None,
-            room_left: false,
         })
     }
 
@@ -162,9 +134,9 @@ impl TargetLoop {
         let done = self.io.done().clone();
         metrics_feed::passed(&self.shared, &self.name);
         if once {
-            // A pass sends the demand read; the next allocates from it and sends the
-            // starts; the last records how they went.
-            for _ in 0..3 {
+            // A pass sends the guard's read, the next the demand read; the next
+            // allocates from it and sends the starts; the last records how they went.
+            for _ in 0..4 {
                 self.pass_logged();
                 while self.io.outstanding() > 0 {
                     match done.recv() {
@@ -175,7 +147,7 @@ impl TargetLoop {
             }
             self.io.stop();
             keep_etags(&self.store, &self.name, self.client.as_deref());
-            return self.last_error.take();
+            return self.state.take_error().map(|e| e.to_string());
         }
         loop {
             self.pass_logged();
@@ -184,9 +156,8 @@ impl TargetLoop {
                     Ok(LoopMsg::Wake) => {}
                     Ok(LoopMsg::Reload) => {
                         self.scaleset.reset();
-                        self.client = None;
-                        self.queue.next_poll = 0;
-                        self.hold = TargetHold::default();
+                        let effects = self.state.on_event(Event::Reload, now_millis());
+                        self.carry(effects, None, now_millis());
                     }
                     Ok(LoopMsg::Stop) | Err(_) => break,
                 },
@@ -209,7 +180,11 @@ impl TargetLoop {
 
     fn pass_logged(&mut self) {
         if let Err(e) = self.pass(now_millis()) {
-            match self.repeats.admit("pass_failed", std::time::Instant::now()) {
+            match self
+                .writes
+                .repeats
+                .admit("pass_failed", std::time::Instant::now())
+            {
                 Some(0) => log_error!("pass_failed", target = self.name, error = e),
                 Some(n) => {
                     log_error!("pass_failed", target = self.name, error = e, suppressed = n)
@@ -222,13 +197,16 @@ impl TargetLoop {
 
     /// Gather, plan, record, act.
     fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
-        let failed_before = self.write_failing.is_some();
-        self.write_failed_now = false;
+        let failed_before = self.writes.failing.is_some();
+        self.writes.failed_now = false;
         let Some(set) = self.settle(now)? else {
             return Ok(());
         };
         let contain = self.shared.containment();
-        let (open, seen) = self.gather(&set, &contain, now)?;
+        let facts = self.facts(&set);
+        let effects = self.state.on_event(Event::Tick(&facts), now);
+        self.carry(effects, Some(&set), now);
+        let (open, seen) = self.gather(&set, &contain)?;
         let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
         let (plan, intents) = self.plan_and_record(&set, &seen, &unfit, &contain, now)?;
         self.note_plan(&plan, &set, now);
@@ -237,14 +215,25 @@ impl TargetLoop {
         // the starts.
         self.act(&set.target, &set.profiles, &open, &seen, plan.actions, now)?;
         for a in intents {
-            self.send_start(&set.target, &set.profiles, a, now)?;
+            let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
+            let attempt = a.id;
+            let effects = self.state.on_event(
+                Event::Intent {
+                    attempt,
+                    has_policy,
+                },
+                now,
+            );
+            self.start_or_end(&set, a, effects, now)?;
         }
-        self.persist_hold(now)?;
-        if !self.write_failed_now {
+        let credential_hold = self.credential_hold();
+        let effects = self.state.on_event(Event::PassEnd { credential_hold }, now);
+        self.carry(effects, Some(&set), now);
+        if !self.writes.failed_now {
             if failed_before {
                 log_info!("store_writes_recovered", target = self.name);
             }
-            self.write_failing = None;
+            self.writes.failing = None;
         }
         Ok(())
     }
@@ -269,38 +258,173 @@ impl TargetLoop {
         // workers may grow to it as tasks come.
         self.scaleset.in_flight().set_limit(target.max_in_flight);
         self.io.set_limit(target.max_in_flight as usize);
-        self.ensure_client(&target, now);
+        let fit = if self
+            .client
+            .as_ref()
+            .is_some_and(|c| c.base_url() == target.api_url && c.scope() == &target.scope)
+        {
+            ClientFit::Fits
+        } else {
+            self.client = None;
+            ClientFit::Missing
+        };
+        let poll_every = poll_every(&target);
+        let effects = self.state.on_event(Event::Client { fit, poll_every }, now);
         let mode = self.shared.pool.mode(&self.name, now);
-        self.scaleset
-            .sync(&target, &profiles, &host, mode, &self.shared);
-        Ok(Some(Setting {
+        let set = Setting {
             host,
             target,
             profiles,
             mode,
-        }))
+        };
+        self.carry(effects, Some(&set), now);
+        self.scaleset
+            .sync(&set.target, &set.profiles, &set.host, mode, &self.shared);
+        Ok(Some(set))
     }
 
-    /// Gather: send the reads that are due, refresh the guard's facts, look at each
-    /// attempt no worker holds, take what the scale set listeners handed over.
-    /// Returns the open attempts and what was seen of each live one.
+    /// The facts the pass's reads are decided from.
+    fn facts(&self, set: &Setting) -> Facts {
+        let rate = self
+            .client
+            .as_ref()
+            .map(|c| c.rate_limit_snapshot())
+            .unwrap_or_default();
+        let budget = match (rate.limit, rate.remaining, rate.reset) {
+            (Some(limit), Some(remaining), Some(reset)) => Some(Budget {
+                limit,
+                remaining,
+                reset,
+            }),
+            _ => None,
+        };
+        Facts {
+            poll_every: poll_every(&set.target),
+            reads_queue: !all_directed(&set.host, &set.profiles, set.mode)
+                && plan::needs_rest_demand(&set.profiles),
+            budget,
+            polled_max: polled_max(&set.profiles),
+            queued: self.queue.jobs.len() as u64,
+            unread_runs: self.queue.unread_runs,
+            queue_read_at: self.queue.read_at,
+            guard: super::public_guard::due_read(&set.target, &set.profiles),
+        }
+    }
+
+    /// Carries out what the pass decided (a start's effects are `start_or_end`'s).
+    fn carry(&mut self, effects: Vec<Effect>, set: Option<&Setting>, now: Millis) {
+        for e in effects {
+            match e {
+                Effect::BuildClient => {
+                    if let Some(set) = set {
+                        self.build_client(&set.target, now);
+                    }
+                }
+                Effect::DropClient => self.client = None,
+                Effect::Send(read) => {
+                    if let Some(set) = set {
+                        self.send(read, set, now);
+                    }
+                }
+                Effect::QueueEmpty => self.queue.empty_at(now),
+                Effect::PersistHold(until) => {
+                    let r = self.store.kv_put(&hold_key(&self.name), &until.to_string());
+                    if r.is_ok() {
+                        self.state.on_event(Event::HoldKept(until), now);
+                    }
+                    self.wrote("hold", r);
+                }
+                Effect::HoldStarts { profile, until } => {
+                    metrics_feed::start_held(&self.shared.metrics, &profile, true);
+                    self.io.hold_profile(&profile, until);
+                }
+                Effect::StartsResumed { profile } => {
+                    metrics_feed::start_held(&self.shared.metrics, &profile, false);
+                }
+                Effect::Start(_) | Effect::EndNotStarted { .. } => {}
+                Effect::Log(line) => self.log(line),
+            }
+        }
+    }
+
+    /// Hands a read to a worker.
+    fn send(&mut self, read: Read, set: &Setting, now: Millis) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        let task = match read {
+            Read::Runners => Task::ListRunners {
+                host_id: set.host.id.clone(),
+            },
+            Read::Demand {
+                new_runs,
+                known_runs,
+            } => Task::ReadDemand {
+                repos: self.queue.begin_read(),
+                any_public: set.profiles.iter().any(|p| p.allow_public),
+                caps: (new_runs, known_runs),
+                held: self.queue.held_runs(),
+            },
+            Read::Guard(read) => Task::Guard {
+                read,
+                profiles: set.profiles.clone(),
+            },
+            // No other loop holds the host's runner install check, and it is due.
+            Read::RunnerRelease => match self.shared.runner_update.claim(now) {
+                Some(job) => Task::RunnerRelease { job },
+                None => return,
+            },
+        };
+        self.io.send(task, client, &set.target);
+    }
+
+    fn log(&self, line: Line) {
+        let target = &self.name;
+        match line {
+            Line::TargetError(error) => log_warn!("target_error", target = target, error = error),
+            Line::TargetRecovered => log_info!("target_recovered", target = target),
+            Line::PollingPaced { every, remaining } => log_info!(
+                "polling_paced",
+                target = target,
+                every_ms = every,
+                remaining = remaining
+            ),
+            Line::StartsHeld { profile, hold } => log_warn!(
+                "starts_held",
+                target = target,
+                profile = profile,
+                failures = hold.failures,
+                until = crate::timefmt::format_rfc3339(hold.until),
+                reason = hold.reason
+            ),
+            Line::InstallUnusable { profile, why } => log_warn!(
+                "runner_install_unusable",
+                target = target,
+                profile = profile,
+                error = why
+            ),
+            Line::InstallUsable { profile } => {
+                log_info!("runner_install_usable", target = target, profile = profile)
+            }
+        }
+    }
+
+    /// Gather: look at each attempt no worker holds, take what the scale set
+    /// listeners handed over. Returns the open attempts and what was seen of each
+    /// live one.
     fn gather(
         &mut self,
         set: &Setting,
         contain: &contain::Containment,
-        now: Millis,
     ) -> Result<(Vec<Attempt>, BTreeMap<i64, Seen>), StoreError> {
-        self.send_reads(&set.target, &set.host, &set.profiles, set.mode, now);
-        self.refresh_guard(&set.target, &set.profiles, now);
-        self.check_runner_release(&set.target, now);
         let mut open = self.store.open_attempts(&set.host.id)?;
         self.recover_pids(&mut open)?;
-        let fresh_list = self.runners.fresh.take();
+        let fresh_list = self.fresh_runners.take();
         let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
         for a in open
             .iter()
             .filter(|a| a.target == self.name && a.state.is_live())
-            .filter(|a| !self.in_flight.contains(&a.id))
+            .filter(|a| !self.state.in_flight().contains(&a.id))
         {
             let s = self
                 .observer
@@ -323,7 +447,8 @@ impl TargetLoop {
         now: Millis,
     ) -> Result<(Plan, Vec<Attempt>), StoreError> {
         let draining = set.host.draining || self.shared.stopping();
-        let can_start = self.client.is_some() && !self.hold.holds(now);
+        let can_start = self.state.can_start(now);
+        let credential_hold = self.credential_hold();
         let shared = self.shared.clone();
         let _guard = lock(&shared.alloc_lock);
         let host = self.store.host_or_create()?;
@@ -348,7 +473,7 @@ impl TargetLoop {
             profiles: &set.profiles,
             open: &open,
             seen,
-            in_flight: &self.in_flight,
+            in_flight: self.state.in_flight(),
             mode: set.mode,
             draining,
             jobs: &jobs,
@@ -358,9 +483,9 @@ impl TargetLoop {
             scaleset_queued: &scaleset_queued,
             unfit,
             can_start,
-            rate_limited_until: self.rate_limited_until(now),
+            rate_limited_until: self.state.rate_limited_until(credential_hold, now),
             free_uids: free_uids.as_deref(),
-            surplus: &self.surplus,
+            surplus: self.state.surplus(),
         };
         let mut book = lock(&shared.pool.book);
         let plan = plan::plan(&observed, &mut book, now);
@@ -382,15 +507,19 @@ impl TargetLoop {
     /// What the plan leaves for later passes (surplus, room, uids), the status rows
     /// and the metrics; the scale set messages it acted on are acknowledged.
     fn note_plan(&mut self, plan: &Plan, set: &Setting, now: Millis) {
-        self.surplus = plan.surplus.clone();
-        self.room_left = plan.allocation.profiles.iter().any(|pa| {
+        let room_left = plan.allocation.profiles.iter().any(|pa| {
             pa.limit == crate::domain::Limit::Demand
                 && set
                     .profiles
                     .iter()
                     .any(|p| p.name == pa.profile && p.demand == crate::domain::DemandSource::Poll)
         });
-        self.uids_used_up = plan.uids_used_up.clone();
+        let planned = pass::Planned {
+            surplus: plan.surplus.clone(),
+            room_left,
+            uids_used_up: plan.uids_used_up.clone(),
+        };
+        self.state.on_event(Event::Planned(planned), now);
         let status = self.record_status(plan, &set.profiles, set.mode, now);
         self.wrote("status", status);
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
@@ -398,7 +527,7 @@ impl TargetLoop {
             &self.shared.metrics,
             &self.name,
             self.client.as_deref(),
-            self.pace.map(|p| p.every),
+            self.state.pace().map(|p| p.every),
         );
         self.scaleset.handed_over();
     }
@@ -407,12 +536,13 @@ impl TargetLoop {
     /// fails differently), and the pass goes on.
     fn wrote(&mut self, what: &str, r: Result<(), StoreError>) {
         if let Err(e) = r {
-            self.write_failed_now = true;
+            self.writes.failed_now = true;
             let msg = format!("{what}: {e}");
             // Writes of one pass may fail in turn with different words: the repeats
             // bound what the change of words lets through.
-            if self.write_failing.as_deref() != Some(msg.as_str()) {
+            if self.writes.failing.as_deref() != Some(msg.as_str()) {
                 match self
+                    .writes
                     .repeats
                     .admit("store_write_failed", std::time::Instant::now())
                 {
@@ -426,7 +556,7 @@ impl TargetLoop {
                     None => {}
                 }
             }
-            self.write_failing = Some(msg);
+            self.writes.failing = Some(msg);
         }
     }
 
@@ -438,7 +568,7 @@ impl TargetLoop {
             a.target == self.name
                 && a.state == AttemptState::Starting
                 && a.pid.is_none()
-                && !self.in_flight.contains(&a.id)
+                && !self.state.in_flight().contains(&a.id)
         }) {
             let file = runner::attempt_pid_file(&self.shared.state_dir, a.id);
             let since = watch::entered_at(a, AttemptState::Starting);
@@ -566,7 +696,7 @@ impl TargetLoop {
                 // No client: nothing on GitHub can be done; the next pass decides again.
                 continue;
             };
-            self.in_flight.insert(a.id);
+            self.state.on_event(Event::Handed(a.id), now);
             self.io.send(
                 Task::Apply {
                     attempt: a,
@@ -603,45 +733,56 @@ impl TargetLoop {
         self.queue.note(a);
     }
 
-    /// Hands a recorded intent to a worker, or ends it when nothing can start it now.
-    fn send_start(
+    /// Hands a recorded intent to a worker, or ends it, as the pass decided.
+    fn start_or_end(
         &mut self,
-        target: &Target,
-        profiles: &[ScalePolicy],
+        set: &Setting,
         mut a: Attempt,
+        effects: Vec<Effect>,
         now: Millis,
     ) -> Result<(), StoreError> {
-        let policy = profiles.iter().find(|p| p.name == a.profile);
-        let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
-            let _ = a.end(
-                crate::domain::Outcome::Failed,
-                Some(crate::domain::Reason::message(
-                    crate::domain::ReasonKind::NotStarted,
-                    "no GitHub client",
-                )),
-                now,
-            );
-            metrics_feed::ended(&self.shared.metrics, &a);
-            return self.store.save_attempt(&a);
-        };
-        let scaleset = self
-            .scaleset
-            .launcher(&a.profile)
-            .map(|(c, id)| (c.clone(), id));
-        self.in_flight.insert(a.id);
-        self.io.send(
-            Task::Start {
-                attempt: a,
-                policy: Box::new(policy.clone()),
-                scaleset,
-            },
-            client,
-            target,
-        );
+        for e in effects {
+            match e {
+                Effect::Start(_) => {
+                    let policy = set.profiles.iter().find(|p| p.name == a.profile);
+                    let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
+                        continue;
+                    };
+                    let scaleset = self
+                        .scaleset
+                        .launcher(&a.profile)
+                        .map(|(c, id)| (c.clone(), id));
+                    self.io.send(
+                        Task::Start {
+                            attempt: a,
+                            policy: Box::new(policy.clone()),
+                            scaleset,
+                        },
+                        client,
+                        &set.target,
+                    );
+                    return Ok(());
+                }
+                Effect::EndNotStarted { why, .. } => {
+                    let _ = a.end(
+                        crate::domain::Outcome::Failed,
+                        Some(crate::domain::Reason::message(
+                            crate::domain::ReasonKind::NotStarted,
+                            why,
+                        )),
+                        now,
+                    );
+                    metrics_feed::ended(&self.shared.metrics, &a);
+                    return self.store.save_attempt(&a);
+                }
+                other => self.carry(vec![other], Some(set), now),
+            }
+        }
         Ok(())
     }
 
-    /// A worker's result.
+    /// A worker's result: what it brought is kept here (the queue, the runner list,
+    /// the attempt), and what it means for the target is the pass's.
     fn on_done(&mut self, d: Done) {
         if let Done::DemandRun { run, jobs } = d {
             // Part of a read still going on: not the end of a task.
@@ -651,109 +792,102 @@ impl TargetLoop {
         }
         self.io.received();
         let now = now_millis();
-        match d {
-            Done::DemandRun { .. } => {}
+        let outcome = match d {
+            Done::DemandRun { .. } => return,
             Done::Started { attempt, outcome } => {
-                self.in_flight.remove(&attempt.id);
-                match outcome {
-                    Started::Spawned => {
-                        if self.holds.remove(&attempt.profile).is_some() {
-                            metrics_feed::start_held(&self.shared.metrics, &attempt.profile, false);
-                        }
-                    }
-                    Started::GitHub(e) => self.note_error(&e, now),
-                    Started::Host(why) => self.hold_profile(&attempt.profile, why, now),
-                    Started::Skipped => {}
-                }
                 self.after_attempt(&attempt);
+                let end = match outcome {
+                    Started::Spawned => StartEnd::Spawned,
+                    Started::GitHub(e) => StartEnd::GitHub(target_error(&e)),
+                    Started::Host(why) => StartEnd::Host(why),
+                    Started::Skipped => StartEnd::Skipped,
+                };
+                Outcome::Started {
+                    attempt: attempt.id,
+                    profile: attempt.profile.clone(),
+                    end,
+                }
             }
             Done::Applied { attempt } => {
-                self.in_flight.remove(&attempt.id);
                 self.after_attempt(&attempt);
+                Outcome::Applied {
+                    attempt: attempt.id,
+                }
             }
             Done::Demand {
                 repos,
                 read_at,
                 result,
                 units,
-            } => {
-                self.queue.end_read(repos);
-                // A new run's first read is part of what its jobs cost (like their JIT
-                // configs); polling is the rest: the runs lists and re-reads of runs
-                // that changed. That is what the governor paces.
-                let first_reads = result.as_ref().map_or(0, |r| r.read.new_runs as u64);
-                if let Ok(r) = &result
-                    && r.read.failed_runs > 0
-                {
-                    log_warn!(
-                        "queue_read_failed_in_part",
-                        target = self.name,
-                        failed_runs = r.read.failed_runs
-                    );
-                }
-                self.read_cost.observe(units.saturating_sub(first_reads));
+            } => self.took_demand(repos, read_at, result, units),
+            Done::Runners { result } => Outcome::Runners {
+                result: match result {
+                    Ok(list) => {
+                        self.fresh_runners = Some(list);
+                        Ok(())
+                    }
+                    Err(e) => Err(target_error(&e)),
+                },
+            },
+            Done::Guard { result } => Outcome::Guard {
+                result: result.map_err(|e| target_error(&e)),
+            },
+            Done::RunnerRelease => {
                 self.persist_etags();
-                match result {
-                    Ok(read) => self.take_queue(read, read_at),
-                    Err(e) => self.note_error(&e, now),
-                }
+                Outcome::RunnerRelease
             }
-            Done::Runners { result } => {
-                self.runners.reading = false;
-                match result {
-                    Ok(list) => self.runners.fresh = Some(list),
-                    Err(e) => self.note_error(&e, now),
-                }
-            }
-            Done::RunnerRelease => self.persist_etags(),
             Done::Failed { attempt, error } => {
-                if let Some(id) = attempt {
-                    self.in_flight.remove(&id);
-                }
                 log_error!("io_failed", target = self.name, error = error);
+                Outcome::Failed { attempt }
             }
-        }
-    }
-
-    /// A profile's start failed for a host reason: hold its starts. Starts that fail
-    /// together while a hold already stands (sent before it) do not lengthen it.
-    fn hold_profile(&mut self, profile: &str, why: String, now: Millis) {
-        let prev = self.holds.get(profile);
-        if prev.is_some_and(|h| h.holds(now)) {
-            return;
-        }
-        let hold = StartHold::after_failure(prev, why, now);
-        log_warn!(
-            "starts_held",
-            target = self.name,
-            profile = profile,
-            failures = hold.failures,
-            until = crate::timefmt::format_rfc3339(hold.until),
-            reason = hold.reason
-        );
-        metrics_feed::start_held(&self.shared.metrics, profile, true);
-        self.io.hold_profile(profile, hold.until);
-        self.holds.insert(profile.to_string(), hold);
+        };
+        let effects = self.state.on_event(Event::Done(outcome), now);
+        self.carry(effects, None, now);
     }
 
     /// A demand read came back: its jobs become the queue (what it did not read again
-    /// keeps its earlier view), and its time the queue's.
-    fn take_queue(&mut self, read: super::io::DemandRead, read_at: Millis) {
-        let profiles = self.org_profiles();
-        if read.read.unread_runs > 0 || !read.read.whole() {
-            // A deep queue: what was read fills the room; the rest waits (issue 20).
-            log_debug!(
-                "queue_read_in_part",
-                target = self.name,
-                unread_runs = read.read.unread_runs,
-                whole = read.read.whole()
-            );
-        }
-        self.queue
-            .take_read(read.read, read.not_polled, read_at, scope(&profiles));
-        self.hold = self.hold.recovered();
-        if self.last_error.take().is_some() {
-            log_info!("target_recovered", target = self.name);
+    /// keeps its earlier view), and its time the queue's. A new run's first read is
+    /// part of what its jobs cost (like their JIT configs); polling is the rest: the
+    /// runs lists and re-reads of runs that changed. That is what the pace follows.
+    fn took_demand(
+        &mut self,
+        repos: crate::github::visibility::OrgRepos,
+        read_at: Millis,
+        result: Result<super::io::DemandRead, GhError>,
+        units: u64,
+    ) -> Outcome {
+        self.queue.end_read(repos);
+        let first_reads = result.as_ref().map_or(0, |r| r.read.new_runs as u64);
+        self.persist_etags();
+        let result = match result {
+            Ok(read) => {
+                if read.read.failed_runs > 0 {
+                    log_warn!(
+                        "queue_read_failed_in_part",
+                        target = self.name,
+                        failed_runs = read.read.failed_runs
+                    );
+                }
+                if read.read.unread_runs > 0 || !read.read.whole() {
+                    // A deep queue: what was read fills the room; the rest waits.
+                    log_debug!(
+                        "queue_read_in_part",
+                        target = self.name,
+                        unread_runs = read.read.unread_runs,
+                        whole = read.read.whole()
+                    );
+                }
+                let profiles = self.org_profiles();
+                self.queue
+                    .take_read(read.read, read.not_polled, read_at, scope(&profiles));
+                Ok(())
+            }
+            Err(e) => Err(target_error(&e)),
+        };
+        Outcome::Demand {
+            units,
+            first_reads,
+            result,
         }
     }
 
@@ -774,143 +908,11 @@ impl TargetLoop {
         })
     }
 
-    /// Sends the demand read and the runner list read when they are due and none is
-    /// on a worker already.
-    fn send_reads(
-        &mut self,
-        target: &Target,
-        host: &Host,
-        profiles: &[ScalePolicy],
-        mode: TargetMode,
-        now: Millis,
-    ) {
-        let Some(client) = self.client.clone() else {
-            return;
-        };
-        // One read at a time (the queue, the runner list, the guard's facts): when
-        // GitHub answers one with a rate limit, no other is already on its way.
-        if self.hold.holds(now) || self.queue.reading || self.runners.reading {
-            return;
-        }
-        if now >= self.runners.next {
-            self.runners.next = now + RUNNER_LIST_EVERY;
-            self.runners.reading = true;
-            self.io.send(
-                Task::ListRunners {
-                    host_id: host.id.clone(),
-                },
-                client.clone(),
-                target,
-            );
-        }
-        // Runs a deep queue's last read left unread are read as soon as there is room
-        // for their jobs, at most once per poll_interval, unless the budget governor
-        // is stretching the reads: what that costs is their first read, which serving
-        // them needs anyway, and the run lists again.
-        let base = (target.poll_interval_secs as Millis) * 1000;
-        let paced = self.pace.is_some_and(|p| p.stretched);
-        let more_room = self.queue.unread_runs > 0
-            && self.room_left
-            && !paced
-            && now >= self.queue.read_at + base;
-        if self.runners.reading || (now < self.queue.next_poll && !more_room) {
-            return;
-        }
-        // A coordinated target whose profiles are all directed reads no demand of
-        // its own (the coordinator reads the queue once for the pool); one whose
-        // profiles all use scale sets reads no REST queue, and a scale set's long
-        // poll costs no units: neither is paced.
-        if all_directed(host, profiles, mode) || !plan::needs_rest_demand(profiles) {
-            self.pace = None;
-            self.queue.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
-            self.queue.empty_at(now);
-            return;
-        }
-        let pace = self.pace_reads(&client, target, profiles, now);
-        if pace.stretched && !self.pace.is_some_and(|p| p.stretched) {
-            log_info!(
-                "polling_paced",
-                target = self.name,
-                every_ms = pace.every,
-                remaining = client.rate_limit_snapshot().remaining.unwrap_or(0)
-            );
-        }
-        self.pace = Some(pace);
-        self.queue.next_poll = now + pace.every;
-        let repos = self.queue.begin_read();
-        self.io.send(
-            Task::ReadDemand {
-                repos,
-                any_public: profiles.iter().any(|p| p.allow_public),
-                caps: (
-                    budget::new_runs_per_read(polled_max(profiles)),
-                    budget::known_runs_per_read(polled_max(profiles)),
-                ),
-                held: self.queue.held_runs(),
-            },
-            client,
-            target,
-        );
-    }
-
-    /// How often to read the queue so the credential's budget lasts to its reset,
-    /// keeping back what serving the queue needs (see `reconcile::budget`).
-    fn pace_reads(
-        &self,
-        client: &GitHubClient,
-        target: &Target,
-        profiles: &[ScalePolicy],
-        now: Millis,
-    ) -> Pace {
-        let rate = client.rate_limit_snapshot();
-        let b = match (rate.limit, rate.remaining, rate.reset) {
-            (Some(limit), Some(remaining), Some(reset)) => Some(Budget {
-                limit,
-                remaining,
-                reset,
-            }),
-            _ => None,
-        };
-        let max = polled_max(profiles);
-        let reserve = b.map_or(0, |b| {
-            budget::reserve(max, self.queue.jobs.len() as u64, b.limit)
-        });
-        let base = (target.poll_interval_secs as Millis) * 1000;
-        budget::pace(base, b, reserve, self.read_cost, now)
-    }
-
     /// Writes what changed in the client's conditional-request cache to the store, so
     /// the next daemon's first poll is answered with 304s (issue 20). A failed write
     /// costs only that: the entries are written again when they change.
     fn persist_etags(&self) {
         keep_etags(&self.store, &self.name, self.client.as_deref());
-    }
-
-    /// Hands the host's runner install check to a worker when it is due and no other
-    /// loop holds it (`runner_update`); not while GitHub holds this target.
-    fn check_runner_release(&mut self, target: &Target, now: Millis) {
-        let Some(client) = self.client.clone() else {
-            return;
-        };
-        if self.hold.holds(now) {
-            return;
-        }
-        if let Some(job) = self.shared.runner_update.claim(now) {
-            self.io.send(Task::RunnerRelease { job }, client, target);
-        }
-    }
-
-    /// Refreshes the public-repository guard's facts when due (at most hourly).
-    fn refresh_guard(&mut self, target: &Target, profiles: &[ScalePolicy], now: Millis) {
-        let Some(client) = self.client.clone() else {
-            return;
-        };
-        if self.hold.holds(now) || self.queue.reading || self.runners.reading {
-            return;
-        }
-        if let Err(e) = self.guard.refresh(&client, target, profiles, now) {
-            self.note_error(&e, now);
-        }
     }
 
     /// Profiles that cannot start runners now, with the reason `status` shows.
@@ -931,23 +933,24 @@ impl TargetLoop {
                     .map(|e| (p.name.clone(), e.to_string()))
             })
             .collect();
-        self.log_install_changes(&install_errors, profiles);
+        let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
+        let installs = Event::Installs {
+            errors: &install_errors,
+            profiles: &names,
+        };
+        let effects = self.state.on_event(installs, now);
+        self.carry(effects, None, now);
         let mut scaleset_unready = BTreeMap::new();
         self.scaleset.add_unfit(profiles, &mut scaleset_unready);
         let refused = match &contain.isolation {
             InEffect::Refused { why } => Some(why.as_str()),
             _ => None,
         };
-        let no_client = self.client.is_none().then(|| {
-            self.last_error
-                .clone()
-                .unwrap_or_else(|| "no credentials".into())
+        let no_client = (!self.state.has_client()).then(|| {
+            self.state
+                .error()
+                .map_or_else(|| "no credentials".into(), ToString::to_string)
         });
-        for (p, h) in &self.holds {
-            if !h.holds(now) {
-                metrics_feed::start_held(&self.shared.metrics, p, false);
-            }
-        }
         let disk_full = self.shared.disk_reason();
         let mut host_unfit = self.shared.fitness_reasons();
         super::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
@@ -958,10 +961,10 @@ impl TargetLoop {
                 isolation_refused: refused,
                 disk_full: disk_full.as_deref(),
                 host_unfit: &host_unfit,
-                holds: &self.holds,
+                holds: self.state.holds(),
                 no_client: no_client.as_deref(),
-                public_repo: self.guard.public_repo,
-                group_public: &self.guard.group_public,
+                public_repo: self.state.public_repo(),
+                group_public: self.state.group_public(),
                 install_errors: &install_errors,
                 scaleset_unready: &scaleset_unready,
             },
@@ -969,133 +972,57 @@ impl TargetLoop {
         )
     }
 
-    /// Logs a profile's runner install breaking (a warning naming what is missing) and
-    /// being whole again, once each, however many passes see it.
-    fn log_install_changes(&mut self, errors: &BTreeMap<String, String>, profiles: &[ScalePolicy]) {
-        for (profile, why) in errors {
-            if self.install_logged.get(profile) != Some(why) {
-                log_warn!(
-                    "runner_install_unusable",
-                    target = self.name,
-                    profile = profile,
-                    error = why
-                );
-            }
-        }
-        for profile in self.install_logged.keys() {
-            if !errors.contains_key(profile) && profiles.iter().any(|p| &p.name == profile) {
-                log_info!(
-                    "runner_install_usable",
-                    target = self.name,
-                    profile = profile
-                );
-            }
-        }
-        self.install_logged = errors.clone();
-    }
-
-    /// Builds the GitHub client from the target's credentials; a failure is the
-    /// target's visible error, retried at the next poll, and stops nothing else.
-    fn ensure_client(&mut self, target: &Target, now: Millis) {
-        if self
-            .client
-            .as_ref()
-            .is_some_and(|c| c.base_url() == target.api_url && c.scope() == &target.scope)
-        {
-            return;
-        }
-        if now < self.queue.next_poll && self.client.is_none() && self.last_error.is_some() {
-            return;
-        }
-        match load_credential(&target.credential) {
-            Ok(cred) => {
-                let observer = metrics_feed::github_observer(&self.shared.metrics, &self.name);
-                let client = GitHubClient::new(target, cred)
-                    .with_shutdown(self.shutdown_rx.clone())
-                    .with_observer(observer)
-                    .with_shared_hold(self.scaleset.shared_hold())
-                    .with_in_flight(self.scaleset.in_flight())
-                    .with_hooks(self.shared.hooks.clone())
-                    .with_etag_journal();
-                // A retry-after or rate-limit reset recorded before a restart still holds.
-                let hold = self
-                    .store
-                    .kv_get(&hold_key(&self.name))
-                    .ok()
-                    .flatten()
-                    .and_then(|v| v.parse::<Millis>().ok())
-                    .filter(|t| *t > now);
-                // What the last daemon's reads were answered with: its first poll
-                // costs 304s for whatever has not changed since.
-                match self.store.etags(&self.name) {
-                    Ok(kept) => client.seed_etags(kept.into_iter().map(|e| {
-                        let entry = Cached {
-                            etag: e.etag,
-                            body: e.body,
-                            link: e.link,
-                        };
-                        (e.url, entry)
-                    })),
-                    Err(e) => log_warn!("etags_not_read", target = self.name, error = e),
-                }
-                if let Some(t) = hold {
-                    client.hold_until(t);
-                    self.hold = self.hold.at_least(t);
-                    self.queue.next_poll = self.queue.next_poll.max(t);
-                    self.persisted_hold = t;
-                }
-                self.client = Some(Arc::new(client));
-            }
+    /// Builds the GitHub client from the target's credentials, with the hold and the
+    /// conditional-request cache the last daemon kept; a failure is the target's
+    /// visible error, tried again at the next poll, and stops nothing else.
+    fn build_client(&mut self, target: &Target, now: Millis) {
+        let cred = match load_credential(&target.credential) {
+            Ok(cred) => cred,
             Err(e) => {
                 self.client = None;
-                self.set_error(format!("credentials: {e}"));
-                self.queue.next_poll = now + (target.poll_interval_secs as Millis) * 1000;
+                let failed = Event::ClientFailed {
+                    error: e.to_string(),
+                    poll_every: poll_every(target),
+                };
+                let effects = self.state.on_event(failed, now);
+                self.carry(effects, None, now);
+                return;
             }
-        }
-    }
-
-    fn set_error(&mut self, msg: String) {
-        if self.last_error.as_deref() != Some(msg.as_str()) {
-            log_warn!("target_error", target = self.name, error = msg);
-        }
-        self.last_error = Some(msg);
-    }
-
-    /// A GitHub error holds the target as its class says: a rate limit until its
-    /// reset (durable at once: a kill right now must not forget the wait), a
-    /// deterministic error with backoff.
-    fn note_error(&mut self, e: &GhError, now: Millis) {
-        let why = match e.class() {
-            ErrorClass::RateLimitedUntil(until) => Refusal::RateLimitedUntil(until),
-            ErrorClass::Deterministic => Refusal::Deterministic,
-            ErrorClass::Transient => Refusal::Transient,
         };
-        self.hold = self.hold.after(why, now);
-        if let Refusal::RateLimitedUntil(until) = why {
-            self.queue.next_poll = self.queue.next_poll.max(until);
-            if until != self.persisted_hold
-                && self
-                    .store
-                    .kv_put(&hold_key(&self.name), &until.to_string())
-                    .is_ok()
-            {
-                self.persisted_hold = until;
-            }
+        let observer = metrics_feed::github_observer(&self.shared.metrics, &self.name);
+        let client = GitHubClient::new(target, cred)
+            .with_shutdown(self.shutdown_rx.clone())
+            .with_observer(observer)
+            .with_shared_hold(self.scaleset.shared_hold())
+            .with_in_flight(self.scaleset.in_flight())
+            .with_hooks(self.shared.hooks.clone())
+            .with_etag_journal();
+        // A retry-after or rate-limit reset recorded before a restart still holds.
+        let kept_hold = self
+            .store
+            .kv_get(&hold_key(&self.name))
+            .ok()
+            .flatten()
+            .and_then(|v| v.parse::<Millis>().ok())
+            .filter(|t| *t > now);
+        // What the last daemon's reads were answered with: its first poll costs 304s
+        // for whatever has not changed since.
+        match self.store.etags(&self.name) {
+            Ok(kept) => client.seed_etags(kept.into_iter().map(|e| {
+                let entry = Cached {
+                    etag: e.etag,
+                    body: e.body,
+                    link: e.link,
+                };
+                (e.url, entry)
+            })),
+            Err(e) => log_warn!("etags_not_read", target = self.name, error = e),
         }
-        self.set_error(e.to_string());
-    }
-
-    /// Until when GitHub's rate limit (or a `retry-after`) holds the target, if it
-    /// does now: the client's own, the credential's shared hold, or the loop's hold
-    /// when no deterministic error made it.
-    fn rate_limited_until(&self, now: Millis) -> Option<Millis> {
-        let loop_hold = if self.hold.failures == 0 {
-            self.hold.until
-        } else {
-            0
-        };
-        let until = self.credential_hold().max(loop_hold);
-        (until > now).then_some(until)
+        if let Some(t) = kept_hold {
+            client.hold_until(t);
+        }
+        self.client = Some(Arc::new(client));
+        self.state.on_event(Event::ClientBuilt { kept_hold }, now);
     }
 
     /// Until when the credential is held: the client's own rate-limit hold, or the
@@ -1106,18 +1033,6 @@ impl TargetLoop {
             .and_then(|c| c.rate_limit_snapshot().limited_until)
             .unwrap_or(0)
             .max(self.scaleset.shared_hold().until())
-    }
-
-    /// Records the client's rate-limit hold in the store, so a daemon restarted while
-    /// it lasts sends nothing before it ends either.
-    fn persist_hold(&mut self, now: Millis) -> Result<(), StoreError> {
-        let until = self.credential_hold().max(self.hold.until);
-        if until > now && until != self.persisted_hold {
-            self.store
-                .kv_put(&hold_key(&self.name), &until.to_string())?;
-            self.persisted_hold = until;
-        }
-        Ok(())
     }
 
     /// Writes what `status` and `top` show, when it changed.
@@ -1136,20 +1051,19 @@ impl TargetLoop {
         let target = TargetStatus {
             target: self.name.clone(),
             mode: mode.into(),
-            last_error: self.last_error.clone(),
+            last_error: self.state.error().map(ToString::to_string),
             rate_limit_remaining: rate.remaining.map(|r| r as i64),
             rate_limit_limit: rate.limit.map(|r| r as i64),
             rate_limit_reset: rate.reset,
-            poll_every_ms: self.pace.map(|p| p.every),
+            poll_every_ms: self.state.pace().map(|p| p.every),
             updated_at: now,
         };
         let last_error = |profile: &str| {
-            self.last_error
-                .clone()
-                .or_else(|| self.uids_used_up.clone())
-                .or_else(|| self.queue.visibility_note.clone())
-                .or_else(|| self.scaleset.error(profile))
-                .or_else(|| plan.demand.unfit_reason_for(profile))
+            self.state.status_error(
+                self.queue.visibility_note.as_deref(),
+                self.scaleset.error(profile),
+                plan.demand.unfit_reason_for(profile),
+            )
         };
         self.status
             .record(&self.store, &plan.allocation, target, last_error, now)?;
@@ -1180,6 +1094,23 @@ impl TargetLoop {
             log_warn!("session_rows_not_written", target = self.name, error = e);
         }
     }
+}
+
+/// A GitHub error as the pass holds the target for it.
+fn target_error(e: &GhError) -> TargetError {
+    let refusal = match e.class() {
+        ErrorClass::RateLimitedUntil(until) => Refusal::RateLimitedUntil(until),
+        ErrorClass::Deterministic => Refusal::Deterministic,
+        ErrorClass::Transient => Refusal::Transient,
+    };
+    TargetError::GitHub {
+        refusal,
+        text: e.to_string(),
+    }
+}
+
+fn poll_every(target: &Target) -> Millis {
+    (target.poll_interval_secs as Millis) * 1000
 }
 
 /// A coordinated target whose profiles are all directed reads no demand of its own.

@@ -10,6 +10,7 @@ pub mod fitness;
 pub mod hold;
 pub mod launch_book;
 pub mod lines;
+pub mod pass;
 pub mod plan;
 pub mod watch;
 
