@@ -12,6 +12,7 @@ pub mod launch_book;
 pub mod lines;
 pub mod pass;
 pub mod plan;
+pub mod record;
 pub mod watch;
 
 #[cfg(test)]

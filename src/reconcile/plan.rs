@@ -112,13 +112,6 @@ pub struct Plan {
     pub uids_used_up: Option<String>,
 }
 
-impl Plan {
-    /// Whether any attempt's actions include work for a worker (GitHub or disk).
-    pub fn has_io(&self) -> bool {
-        self.actions.iter().any(|(_, a)| a.iter().any(needs_worker))
-    }
-}
-
 /// Whether an action is carried out on a worker: it calls GitHub (a deregistration,
 /// a cleanup that may deregister) or removes a root. Everything else is a store write
 /// or a signal, done inline.
@@ -484,13 +477,6 @@ pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, String> {
         }
     }
     unfit
-}
-
-/// When the loop should look again: at the latest after [`OBSERVE_EVERY`], sooner
-/// never (wake-ups come as messages), and not before a hold ends if that is all
-/// there is to do.
-pub fn next_wake(now: Millis) -> Millis {
-    now + OBSERVE_EVERY
 }
 
 #[cfg(test)]
