@@ -3,6 +3,7 @@
 //! and joins them all.
 
 mod actuator;
+mod clients;
 pub mod contain;
 mod disk_watch;
 pub use disk_watch::free_bytes;

@@ -4,7 +4,8 @@
 //! what they mean for each profile, is the pure pass's (`reconcile::pass`,
 //! `reconcile::plan::unfit`).
 
-use crate::domain::{DemandSource, RunnerGroup, ScalePolicy, Target, TargetScope};
+use crate::domain::runner_group::GroupIds;
+use crate::domain::{DemandSource, ScalePolicy, Target, TargetScope};
 use crate::github::{GhError, GitHubClient};
 use crate::reconcile::pass::{GuardFound, GuardRead};
 use std::collections::BTreeMap;
@@ -27,31 +28,34 @@ pub fn read(
     target: &Target,
     profiles: &[ScalePolicy],
     what: GuardRead,
+    groups: &GroupIds,
 ) -> Result<GuardFound, GhError> {
     match (&target.scope, what) {
         (TargetScope::Repo { owner, repo }, _) => Ok(GuardFound::Visibility(
             client.repository_is_public(owner, repo)?,
         )),
-        (TargetScope::Org { org }, _) => Ok(GuardFound::Groups(groups(client, org, profiles)?)),
+        (TargetScope::Org { org }, _) => Ok(GuardFound::Groups(group_facts(
+            client, org, profiles, groups,
+        )?)),
     }
 }
 
 /// A scale set takes every job its runner group lets through, so the group's setting
 /// is the guard for a scale set profile of an organization.
-fn groups(
+fn group_facts(
     client: &GitHubClient,
     org: &str,
     profiles: &[ScalePolicy],
+    groups: &GroupIds,
 ) -> Result<BTreeMap<String, Option<bool>>, GhError> {
     let mut out = BTreeMap::new();
     for p in profiles
         .iter()
         .filter(|p| p.demand == DemandSource::Scaleset)
     {
-        let id = match p.runner_group_ref() {
-            RunnerGroup::Name(g) => client.runner_group_id_by_name(org, g)?,
-            known => known.known_id(),
-        };
+        let id = groups.resolve(p.runner_group_ref(), |name| {
+            client.runner_group_id_by_name(org, name)
+        })?;
         let public = match id {
             Some(id) => client.runner_group_allows_public(org, id)?,
             None => None,

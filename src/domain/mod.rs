@@ -12,6 +12,7 @@ pub mod profile;
 pub mod reason;
 pub mod risks;
 pub mod runner_env;
+pub mod runner_group;
 pub mod session;
 pub mod status;
 pub mod target;

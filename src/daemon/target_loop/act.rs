@@ -142,14 +142,7 @@ impl TargetLoop {
                     return Ok(());
                 }
                 Effect::EndNotStarted { why, .. } => {
-                    let _ = a.end(
-                        crate::domain::Outcome::Failed,
-                        Some(crate::domain::Reason::message(
-                            crate::domain::ReasonKind::NotStarted,
-                            why,
-                        )),
-                        now,
-                    );
+                    let _ = a.end_not_started(why, now);
                     metrics_feed::ended(&self.shared.metrics, &a);
                     return self.store.save_attempt(&a);
                 }

@@ -15,12 +15,13 @@ impl TargetLoop {
     /// conditional-request cache the last daemon kept; a failure is the target's
     /// visible error, tried again at the next poll, and stops nothing else.
     pub(super) fn build_client(&mut self, target: &Target, now: Millis) {
-        let cred = match load_credential(&target.credential) {
-            Ok(cred) => cred,
-            Err(e) => {
+        let ties = self.scaleset.ties();
+        let client = match clients::build(&self.shared, target, ties, self.shutdown_rx.clone()) {
+            Ok(client) => client.with_etag_journal(),
+            Err(error) => {
                 self.client = None;
                 let failed = Event::ClientFailed {
-                    error: e.to_string(),
+                    error,
                     poll_every: poll_every(target),
                 };
                 let effects = self.state.on_event(failed, now);
@@ -28,14 +29,6 @@ impl TargetLoop {
                 return;
             }
         };
-        let observer = metrics_feed::github_observer(&self.shared.metrics, &self.name);
-        let client = GitHubClient::new(target, cred)
-            .with_shutdown(self.shutdown_rx.clone())
-            .with_observer(observer)
-            .with_shared_hold(self.scaleset.shared_hold())
-            .with_in_flight(self.scaleset.in_flight())
-            .with_hooks(self.shared.hooks.clone())
-            .with_etag_journal();
         // A retry-after or rate-limit reset recorded before a restart still holds.
         let kept_hold = self
             .store

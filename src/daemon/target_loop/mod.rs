@@ -19,6 +19,7 @@ mod status;
 use client::{hold_key, keep_etags};
 
 use super::actuator::{self, Ctx};
+use super::clients;
 use super::contain::{self, UidBook};
 use super::io::{Done, IoPool, Task};
 use super::metrics_feed;
@@ -33,7 +34,7 @@ use crate::backoff::Jitter;
 use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
 use crate::github::etag::Cached;
-use crate::github::{ErrorClass, GhError, GitHubClient, load_credential};
+use crate::github::{ErrorClass, GhError, GitHubClient};
 use crate::reconcile::budget::Budget;
 use crate::reconcile::hold::Refusal;
 use crate::reconcile::launch_book::{TargetMode, is_directed};
@@ -112,7 +113,7 @@ impl TargetLoop {
             .unwrap_or(crate::domain::target::DEFAULT_MAX_IN_FLIGHT as usize);
         let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
         Ok(TargetLoop {
-            scaleset: ScaleSetFeed::new(&name),
+            scaleset: ScaleSetFeed::new(&name, shutdown_rx.clone()),
             io: IoPool::start(&shared, &name, workers),
             name,
             shared,
@@ -288,8 +289,14 @@ impl TargetLoop {
             mode,
         };
         self.carry(effects, Some(&set), now);
-        self.scaleset
-            .sync(&set.target, &set.profiles, &set.host, mode, &self.shared);
+        self.scaleset.sync(
+            &set.target,
+            &set.profiles,
+            &set.host,
+            mode,
+            &self.shared,
+            now,
+        );
         Ok(Some(set))
     }
 
