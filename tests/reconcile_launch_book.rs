@@ -10,6 +10,7 @@ use runner_manager::reconcile::allocate::{Counts, HostAllocator};
 use runner_manager::reconcile::launch_book::{Launch, LaunchBook, OfferCtx, TargetMode};
 use runner_manager::reconcile::plan::{self, Intent, Observed, Seen};
 use runner_manager::reconcile::record::{self, Books};
+use runner_manager::reconcile::unfit::Unfit;
 use runner_manager::reconcile::watch::{ProcessStatus, Registration};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -72,7 +73,7 @@ struct Sim {
     attempts: Vec<Attempt>,
     demand: BTreeMap<String, u32>,
     modes: BTreeMap<String, TargetMode>,
-    unfit: BTreeMap<String, String>,
+    unfit: BTreeMap<String, Unfit>,
     book: LaunchBook,
     now: i64,
     accepted: u32,

@@ -13,6 +13,7 @@ pub mod lines;
 pub mod pass;
 pub mod plan;
 pub mod record;
+pub mod unfit;
 pub mod watch;
 
 #[cfg(test)]

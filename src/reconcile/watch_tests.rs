@@ -601,7 +601,14 @@ fn a_cleanup_deregisters_unless_the_runner_is_known_to_be_gone() {
         let mut a = at(Finished, 0);
         a.runner_id = runner_id;
         a.outcome = Some(outcome);
-        a.reason = Some(Reason::message(kind, "x"));
+        a.reason = Some(match kind {
+            ReasonKind::Host
+            | ReasonKind::RunnerGroup
+            | ReasonKind::JitConfig
+            | ReasonKind::Spawn
+            | ReasonKind::NotStarted => Reason::message(kind, "x"),
+            _ => Reason::new(kind),
+        });
         a
     };
     // Finished its job, or deleted by GitHub when idle: nothing to ask.

@@ -38,7 +38,7 @@ impl TargetLoop {
         &mut self,
         set: &Setting,
         seen: &BTreeMap<i64, Seen>,
-        unfit: &BTreeMap<String, String>,
+        unfit: &BTreeMap<String, Unfit>,
         contain: &contain::Containment,
         now: Millis,
     ) -> Result<(Plan, Vec<Attempt>), StoreError> {

@@ -39,7 +39,7 @@ impl TargetLoop {
         profiles: &[ScalePolicy],
         contain: &contain::Containment,
         now: Millis,
-    ) -> BTreeMap<String, String> {
+    ) -> BTreeMap<String, Unfit> {
         // An `oci` profile's runner install is in its image, not on the host.
         let install_errors: BTreeMap<String, String> = profiles
             .iter()
@@ -71,7 +71,7 @@ impl TargetLoop {
         let disk_full = self.shared.disk_reason();
         let mut host_unfit = self.shared.fitness_reasons();
         crate::daemon::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
-        plan::unfit(
+        unfit::unfit(
             &Fitness {
                 profiles,
                 org: matches!(target.scope, TargetScope::Org { .. }),
