@@ -271,7 +271,7 @@ pub fn shown_line(f: &Footprint, at: Option<Millis>, now: Millis) -> String {
 
 /// `1.6 GiB of 10 GiB: caches 1.2 GiB (3 targets), workspaces 400 MiB (2)`.
 fn line(f: &Footprint) -> String {
-    let b = crate::meter::units::bytes;
+    let b = crate::units::bytes;
     format!(
         "{} of {}: caches {} ({} target{}), workspaces {} ({})",
         b(f.caches_bytes + f.workspaces_bytes),

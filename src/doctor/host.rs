@@ -185,8 +185,8 @@ pub(super) fn disk_line(
     fail_under: u64,
     warn_under: u64,
 ) -> CheckLine {
-    use crate::meter::units::bytes;
     use crate::reconcile::disk;
+    use crate::units::bytes;
     let hint =
         "free space there (old logs, build caches) or move the state directory with --state-dir";
     let warn_under = warn_under.max(disk::resume_above(fail_under));

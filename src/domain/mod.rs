@@ -8,6 +8,7 @@ pub mod host;
 pub mod isolation;
 pub mod job;
 pub mod labels;
+pub mod oci_readiness;
 pub mod profile;
 pub mod reason;
 pub mod risks;
