@@ -7,6 +7,7 @@ pub mod execution;
 pub mod host;
 pub mod isolation;
 pub mod job;
+pub mod job_phase;
 pub mod labels;
 pub mod oci_readiness;
 pub mod profile;
