@@ -8,7 +8,10 @@
 //! - GitHub's runner list per target as last read ([`RunnersSeen`]);
 //! - the caches' and kept workspaces' last measure ([`Measured`]);
 //! - the webhook listener's own report ([`WebhookSeen`]) and its book's snapshot;
-//! - a handover request `update` leaves for it ([`HandoverRequest`]).
+//! - a handover request `update` leaves for it ([`HandoverRequest`]);
+//! - each target's rate-limit hold, which a restarted daemon still honours
+//!   ([`rate_limit_hold`]; `daemon::target_loop` still names this key itself, the
+//!   same words, until it calls these).
 //!
 //! A row another build wrote in a form this one cannot read is read as absent.
 
@@ -254,6 +257,22 @@ pub fn handover_request(store: &dyn Store) -> Result<Option<HandoverRequest>> {
             version: version.to_string(),
         })
     }))
+}
+
+/// A target's rate-limit hold's key.
+fn hold_key(target: &str) -> String {
+    format!("target:{target}:rate_limit_hold_until")
+}
+
+/// Until when GitHub holds `target`'s reads, as recorded; unreadable is none.
+pub fn rate_limit_hold(store: &dyn Store, target: &str) -> Result<Option<Millis>> {
+    Ok(store
+        .kv_get(&hold_key(target))?
+        .and_then(|v| v.parse().ok()))
+}
+
+pub fn put_rate_limit_hold(store: &dyn Store, target: &str, until: Millis) -> Result<()> {
+    store.kv_put(&hold_key(target), &until.to_string())
 }
 
 #[cfg(test)]

@@ -127,6 +127,18 @@ fn a_handover_request_reads_back_and_an_unreadable_one_is_none() {
     }
 }
 
+#[test]
+fn a_rate_limit_hold_reads_back_per_target() {
+    let s = store();
+    assert_eq!(rate_limit_hold(&s, "octo").unwrap(), None);
+    put_rate_limit_hold(&s, "octo", 1_234).unwrap();
+    assert_eq!(rate_limit_hold(&s, "octo").unwrap(), Some(1_234));
+    assert_eq!(rate_limit_hold(&s, "other").unwrap(), None);
+    s.kv_put("target:octo:rate_limit_hold_until", "soon")
+        .unwrap();
+    assert_eq!(rate_limit_hold(&s, "octo").unwrap(), None);
+}
+
 /// The keys are a stored format: a `status` after an upgrade reads what the daemon
 /// before it wrote, and `update` asks an older daemon to hand over.
 #[test]
@@ -155,7 +167,9 @@ fn the_keys_are_those_earlier_builds_wrote() {
         },
     )
     .unwrap();
+    put_rate_limit_hold(&s, "octo", 9).unwrap();
     for key in [
+        "target:octo:rate_limit_hold_until",
         "daemon:isolation",
         "daemon:containment",
         "daemon:cgroups",
