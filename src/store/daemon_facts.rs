@@ -23,12 +23,14 @@ use crate::timefmt::Millis;
 use serde::{Deserialize, Serialize};
 
 /// The containment: the one word (`uids`, `none`, `refused`) and the whole line.
+/// Public only while `cli/host.rs`'s `status` reads them by key (through
+/// `daemon::contain`); every other reader calls the functions below.
 pub const KV_ISOLATION: &str = "daemon:isolation";
 pub const KV_CONTAINMENT: &str = "daemon:containment";
 pub const KV_CGROUPS: &str = "daemon:cgroups";
 /// What the daemon's cgroups enforce ([`Enforced`], as JSON): `doctor` judges
 /// profiles' limits by the daemon's cgroup, not by its own.
-pub const KV_ENFORCED: &str = "daemon:cgroups_enforced";
+const KV_ENFORCED: &str = "daemon:cgroups_enforced";
 /// The newest runner release the downloads API listed for this machine.
 const KV_NEWEST: &str = "runner:newest";
 /// When the last runner check ended (milliseconds).
@@ -87,9 +89,14 @@ pub fn containment_line(store: &dyn Store) -> Result<Option<String>> {
     store.kv_get(KV_CONTAINMENT)
 }
 
+/// The daemon's cgroup summary line, as `status` shows it.
+pub fn cgroups_summary(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_CGROUPS)
+}
+
 /// The daemon's cgroup summary and what its cgroups enforce, when both read.
 pub fn cgroups(store: &dyn Store) -> Result<Option<(String, Enforced)>> {
-    let Some(summary) = store.kv_get(KV_CGROUPS)? else {
+    let Some(summary) = cgroups_summary(store)? else {
         return Ok(None);
     };
     Ok(json(store, KV_ENFORCED)?.map(|e| (summary, e)))

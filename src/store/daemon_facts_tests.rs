@@ -31,6 +31,11 @@ fn the_containment_reads_back_and_is_absent_before_a_daemon_ran() {
     assert_eq!(cgroups(&s).unwrap(), Some((c.cgroups.clone(), c.enforced)));
     s.kv_put(KV_ENFORCED, "not json").unwrap();
     assert_eq!(cgroups(&s).unwrap(), None, "a summary without its enforced");
+    assert_eq!(
+        cgroups_summary(&s).unwrap(),
+        Some(c.cgroups),
+        "status's line"
+    );
 }
 
 #[test]
