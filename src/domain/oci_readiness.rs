@@ -1,7 +1,8 @@
 //! Whether this host can run `oci` runners: the pure judgement of the facts `podman
 //! info` (and a disk quota probe) give, which the edge reads (`runner::oci::info`,
-//! `runner::oci::podman::Podman::facts`). Unlike the rest of the fitness checks, not knowing fails here: a container
-//! backend we cannot see working is not one to hand a job to.
+//! `runner::oci::podman::Podman::facts`). Unlike the rest of the fitness checks, not
+//! knowing fails here: a container backend we cannot see working is not one to hand
+//! a job to.
 //!
 //! Ready means: Podman answers, runs rootless, the user's subordinate uid and gid
 //! ranges hold at least [`MIN_ID_MAP`] ids each, and the cgroups are v2 with the `cpu`,
