@@ -27,7 +27,7 @@ use crate::{log_info, log_warn};
 pub const KV_LISTEN: &str = "webhook_listen";
 pub const KV_SECRET_FILE: &str = "webhook_secret_file";
 /// What the listener last wrote of itself (`store::daemon_facts`'s, kept in the store
-/// for `status` and `doctor`), under the name `status` and `doctor` call it by.
+/// for `status` and `doctor`), under the name `cli/host.rs`'s `status` calls it by.
 pub use crate::store::daemon_facts::WebhookSeen as Seen;
 
 const DELIVERIES: &str = "runner_manager_webhook_deliveries_total";
