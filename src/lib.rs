@@ -28,3 +28,4 @@ pub mod sim;
 pub mod store;
 pub mod timefmt;
 pub mod tui;
+pub mod units;
