@@ -22,7 +22,7 @@ use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
 use crate::github::{GhError, GitHubClient, QueueRead, ReadCaps};
 use crate::reconcile::pass::{GuardFound, GuardRead};
-use crate::reconcile::watch::{self, Action, Timeouts};
+use crate::reconcile::watch::{Action, Timeouts};
 use crate::scaleset::ScaleSetClient;
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::timefmt::{Millis, now_millis};
@@ -68,9 +68,11 @@ pub enum Task {
         /// The runs the loop's queue holds a view of (sorted).
         held: Vec<i64>,
     },
-    /// Read GitHub's runner list, deleting registrations with this host's names that
-    /// no open attempt explains.
-    ListRunners { host_id: String },
+    /// Read GitHub's runner list (and publish it for `top`).
+    ListRunners,
+    /// Delete registrations under this host's names that no open attempt explains
+    /// (the pass found them: `reconcile::plan::Plan::orphans`).
+    DeleteRunners { runners: Vec<RegisteredRunner> },
     /// Keep the managed runner installs current (`runner_update`), as claimed.
     RunnerRelease { job: super::runner_update::Job },
     /// Read the public-repository guard's facts (`public_guard`).
@@ -86,7 +88,8 @@ impl Task {
         match self {
             Task::Start { attempt, .. } | Task::Apply { attempt, .. } => Some(attempt.id),
             Task::ReadDemand { .. }
-            | Task::ListRunners { .. }
+            | Task::ListRunners
+            | Task::DeleteRunners { .. }
             | Task::RunnerRelease { .. }
             | Task::Guard { .. } => None,
         }
@@ -124,6 +127,8 @@ pub enum Done {
     },
     /// A runner install check ended (what it did is in the log and the store).
     RunnerRelease,
+    /// Orphan registrations were deleted (each result is in the log).
+    RunnersDeleted,
     Guard {
         result: Result<GuardFound, GhError>,
     },
@@ -541,9 +546,21 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
                 units: client.stats().get_units - before,
             }
         }
-        Task::ListRunners { host_id } => Done::Runners {
-            result: list_runners(&client, &target, store, &host_id),
+        Task::ListRunners => Done::Runners {
+            result: list_runners(&client, &target, store),
         },
+        Task::DeleteRunners { runners } => {
+            for r in runners {
+                let res = client.delete_runner(&target.scope, r.id);
+                log_info!(
+                    "orphan_registration_deleted",
+                    target = target.name,
+                    runner = r.name,
+                    result = format!("{res:?}")
+                );
+            }
+            Done::RunnersDeleted
+        }
         Task::RunnerRelease { job } => {
             super::runner_update::run(&c.shared, store, &client, &target, job);
             Done::RunnerRelease
@@ -583,31 +600,21 @@ fn read_demand(
     })
 }
 
-/// GitHub's runner list; registrations with this host's names that no open attempt
-/// explains are deleted (foreign ones never reach here).
+/// GitHub's runner list, published for `top`'s Runners view.
 fn list_runners(
     client: &GitHubClient,
     target: &Target,
     store: &SqliteStore,
-    host_id: &str,
 ) -> Result<Vec<RegisteredRunner>, GhError> {
     let list = client.list_runners(&target.scope)?;
     // For `top`'s Runners view; a failed write costs only that view's freshness.
-    if let Err(e) = super::runners_seen::publish(store, &target.name, &list, now_millis()) {
+    if let Err(e) =
+        crate::store::daemon_facts::publish_runners(store, &target.name, &list, now_millis())
+    {
         log_info!(
             "runners_publish_failed",
             target = target.name,
             error = e.to_string()
-        );
-    }
-    let attempts = store.open_attempts(host_id).unwrap_or_default();
-    for r in watch::unexplained_registrations(host_id, &list, &attempts) {
-        let res = client.delete_runner(&target.scope, r.id);
-        log_info!(
-            "orphan_registration_deleted",
-            target = target.name,
-            runner = r.name,
-            result = format!("{res:?}")
         );
     }
     Ok(list)
@@ -725,9 +732,7 @@ mod tests {
             Credential::Token(Secret::new("x")),
         ));
         tx.send(Work {
-            task: Task::ListRunners {
-                host_id: "h".into(),
-            },
+            task: Task::ListRunners,
             client,
             target: target(),
         })

@@ -13,7 +13,8 @@ use super::lines::RunnerEvent;
 use super::unfit::Unfit;
 use super::watch::{self, Action, Observation, ProcessStatus, Registration, Timeouts, Want};
 use crate::domain::{
-    Attempt, AttemptState, DemandSource, Host, Limit, NotReconciling, QueuedJob, ScalePolicy,
+    Attempt, AttemptState, DemandSource, Host, Limit, NotReconciling, QueuedJob, RegisteredRunner,
+    ScalePolicy,
 };
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -79,6 +80,8 @@ pub struct Observed<'a> {
     pub free_uids: Option<&'a [(u32, u32)]>,
     /// Attempts the last pass judged surplus (idle beyond demand).
     pub surplus: &'a HashSet<i64>,
+    /// GitHub's runner list, when a read just brought it.
+    pub runners: Option<&'a [RegisteredRunner]>,
 }
 
 /// One runner to start: its `pending` row is recorded (and a launch bound to it) by the
@@ -110,6 +113,9 @@ pub struct Plan {
     pub standalone: BTreeMap<String, u32>,
     /// Set when every runner uid is held: why a profile that wanted more got none.
     pub uids_used_up: Option<String>,
+    /// Registrations under this host's runner names that no open attempt explains,
+    /// from the runner list this pass saw: to delete.
+    pub orphans: Vec<RegisteredRunner>,
 }
 
 /// Whether an action is carried out on a worker: it calls GitHub (a deregistration,
@@ -141,7 +147,17 @@ pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
         .collect();
     let starts = plan_starts(o, &mine, book, now);
     let actions = plan_watch(o, &mine, &starts.surplus, now);
-    Plan { actions, ..starts }
+    let orphans = o.runners.map_or_else(Vec::new, |list| {
+        watch::unexplained_registrations(&o.host.id, list, o.open)
+            .into_iter()
+            .cloned()
+            .collect()
+    });
+    Plan {
+        actions,
+        orphans,
+        ..starts
+    }
 }
 
 /// Each of this target's attempts not in flight, watched.
@@ -331,6 +347,7 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         demand,
         standalone,
         uids_used_up,
+        orphans: Vec::new(),
     }
 }
 
@@ -445,6 +462,7 @@ mod tests {
         /// The host drains or the daemon stops (`Observed::draining`).
         draining: bool,
         rate_limited_until: Option<Millis>,
+        runners: Option<Vec<RegisteredRunner>>,
     }
 
     impl Fixture {
@@ -463,6 +481,7 @@ mod tests {
                 scaleset_queued: BTreeMap::new(),
                 draining: false,
                 rate_limited_until: None,
+                runners: None,
             }
         }
 
@@ -486,9 +505,37 @@ mod tests {
                 rate_limited_until: self.rate_limited_until,
                 free_uids: self.uids.as_deref(),
                 surplus: &self.surplus,
+                runners: self.runners.as_deref(),
             };
             plan(&o, &mut LaunchBook::new(), now)
         }
+    }
+
+    #[test]
+    fn registrations_no_open_attempt_explains_are_orphans_and_others_never() {
+        let mut f = Fixture::new(4, vec![profile("linux", 2)]);
+        let mut live = Attempt::new(7, "linux", "t", HOST, 0);
+        live.runner_name = crate::domain::runner_name(HOST, 7);
+        f.open = vec![live];
+        let reg = |id: i64, name: String| RegisteredRunner {
+            id,
+            name,
+            online: true,
+            busy: false,
+            labels: Vec::new(),
+        };
+        assert!(
+            f.plan(1_000).orphans.is_empty(),
+            "no list read: nothing judged"
+        );
+        f.runners = Some(vec![
+            reg(1, crate::domain::runner_name(HOST, 7)),
+            reg(2, crate::domain::runner_name(HOST, 8)),
+            reg(3, crate::domain::runner_name("ffffeeeeddddcccc", 9)),
+            reg(4, "build-box".into()),
+        ]);
+        let orphans: Vec<i64> = f.plan(1_000).orphans.iter().map(|r| r.id).collect();
+        assert_eq!(orphans, vec![2], "only ours, and only unexplained");
     }
 
     #[test]
