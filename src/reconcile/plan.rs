@@ -139,6 +139,8 @@ pub fn split_at_io(actions: Vec<Action>) -> (Vec<Action>, Vec<Action>) {
 
 /// The pass's decisions, on `book` (the host's launch book, locked by the caller).
 pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
+    let open = as_the_loop_knows(o.open, o.in_flight);
+    let o = &Observed { open: &open, ..*o };
     let mine: Vec<Attempt> = o
         .open
         .iter()
@@ -158,6 +160,25 @@ pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
         orphans,
         ..starts
     }
+}
+
+/// The open attempts as the loop knows them. One a worker holds is the worker's
+/// until it reports: an end the worker already wrote (a start that failed) is not
+/// the pass's to count yet, so the attempt still holds its slot and its job as an
+/// unassigned start; else a pass in between would start a second runner for the job
+/// before the failure's hold is in place.
+fn as_the_loop_knows(open: &[Attempt], in_flight: &BTreeSet<i64>) -> Vec<Attempt> {
+    open.iter()
+        .map(|a| {
+            if in_flight.contains(&a.id) && !a.state.is_live() {
+                let mut a = a.clone();
+                a.state = AttemptState::Starting;
+                a
+            } else {
+                a.clone()
+            }
+        })
+        .collect()
 }
 
 /// Each of this target's attempts not in flight, watched.
@@ -509,6 +530,21 @@ mod tests {
             };
             plan(&o, &mut LaunchBook::new(), now)
         }
+    }
+
+    #[test]
+    fn a_start_a_worker_holds_keeps_its_job_until_the_worker_reports() {
+        let mut f = Fixture::new(4, vec![profile("linux", 2)]);
+        f.jobs = vec![job(1, "linux", 0)];
+        let mut a = Attempt::new(7, "linux", "t", HOST, 0);
+        a.end(Outcome::Failed, None, 500).unwrap();
+        f.open = vec![a];
+        f.in_flight = BTreeSet::from([7]);
+        // The worker wrote the failure; the loop has not heard: no second runner.
+        assert!(f.plan(1_000).intents.is_empty());
+        // Once it has, the job is served again (unless a hold says otherwise).
+        f.in_flight.clear();
+        assert_eq!(f.plan(1_000).intents.len(), 1);
     }
 
     #[test]
