@@ -11,7 +11,7 @@ mod codec;
 
 pub use codec::{FrameError, escape_controls};
 
-use crate::reconcile::launch_book::{self, Refusal};
+use crate::reconcile::launch_book;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -106,7 +106,7 @@ impl Hello {
 pub struct LaunchAck {
     pub lease_id: String,
     pub accepted: bool,
-    /// A refusal's reason (`Refusal::as_str`); unknown words are kept as `other`.
+    /// A refusal's reason (`Refusal::as_str`), kept as the word the host sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -225,22 +225,6 @@ pub fn is_directable(version: u32) -> bool {
 /// when it is older (then the host is never directed). `None`: too old to stay.
 pub fn negotiate(host_version: u32) -> Option<u32> {
     (host_version >= MIN_VERSION).then(|| host_version.min(VERSION))
-}
-
-/// A refusal's protocol word back to the launch book's reason; unknown words (a newer
-/// host) count as `other`.
-pub fn refusal_from_str(s: &str) -> Refusal {
-    match s {
-        "stale" => Refusal::Stale,
-        "draining" => Refusal::Draining,
-        "unfit" => Refusal::Unfit,
-        "unknown_profile" => Refusal::UnknownProfile,
-        "disabled" => Refusal::Disabled,
-        "not_coordinated" => Refusal::NotCoordinated,
-        "max_capacity" => Refusal::MaxCapacity,
-        "host_capacity" => Refusal::HostCapacity,
-        _ => Refusal::Other,
-    }
 }
 
 #[cfg(test)]

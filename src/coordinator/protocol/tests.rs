@@ -268,18 +268,4 @@ fn versions() {
     assert_eq!(negotiate(2), Some(2));
     assert_eq!(negotiate(1), None);
     assert!(is_directable(3) && !is_directable(2));
-    for r in [
-        Refusal::Stale,
-        Refusal::Draining,
-        Refusal::Unfit,
-        Refusal::UnknownProfile,
-        Refusal::Disabled,
-        Refusal::NotCoordinated,
-        Refusal::MaxCapacity,
-        Refusal::HostCapacity,
-        Refusal::Other,
-    ] {
-        assert_eq!(refusal_from_str(r.as_str()), r);
-    }
-    assert_eq!(refusal_from_str("brand_new"), Refusal::Other);
 }
