@@ -7,6 +7,7 @@
 use crate::daemon::DaemonError;
 use crate::daemon::lock::LockError;
 use crate::github::{AuthError, GhError};
+use crate::reconcile::pass::Cause;
 use crate::store::StoreError;
 
 /// A failure class. Its code, name and remedy are its row in [`TABLE`].
@@ -267,7 +268,14 @@ impl Failure {
         match e {
             DaemonError::Store(s) => Failure::of_store(s),
             DaemonError::Lock(l) => Failure::of_lock(l),
-            DaemonError::Io(_) | DaemonError::Failed(_) => Failure::Other,
+            DaemonError::Failed { cause, .. } => match cause {
+                Some(Cause::Credentials) => Failure::Credentials,
+                Some(Cause::NotFound) => Failure::TargetNotFound,
+                Some(Cause::RateLimited) => Failure::RateLimited,
+                Some(Cause::Unreachable) => Failure::GitHubUnreachable,
+                Some(Cause::Other) | None => Failure::Other,
+            },
+            DaemonError::Io(_) => Failure::Other,
         }
     }
 
@@ -492,5 +500,20 @@ mod tests {
             Failure::of_daemon(&DaemonError::Lock(io)),
             Failure::PermissionDenied
         );
+        // `daemon --once`: the class of what GitHub said of the first failed target.
+        let once = |cause| DaemonError::Failed {
+            text: "target bad: ...".into(),
+            cause,
+        };
+        for (cause, want) in [
+            (Some(Cause::Credentials), Failure::Credentials),
+            (Some(Cause::NotFound), Failure::TargetNotFound),
+            (Some(Cause::RateLimited), Failure::RateLimited),
+            (Some(Cause::Unreachable), Failure::GitHubUnreachable),
+            (Some(Cause::Other), Failure::Other),
+            (None, Failure::Other),
+        ] {
+            assert_eq!(Failure::of_daemon(&once(cause)), want, "{cause:?}");
+        }
     }
 }

@@ -6,6 +6,7 @@
 use super::shared::{LoopMsg, lock};
 use super::target_loop::TargetLoop;
 use crate::meter::{LiveAttempt, MeterReport, spawn_sampler};
+use crate::reconcile::pass::TargetError;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,7 +18,7 @@ pub struct LoopHandle {
     tx: Sender<LoopMsg>,
     /// The loop's error at the end, with `--once` (see `TargetLoop::run`); `None`
     /// once joined.
-    thread: Option<JoinHandle<Option<String>>>,
+    thread: Option<JoinHandle<Option<TargetError>>>,
 }
 
 impl LoopHandle {
@@ -29,7 +30,7 @@ impl LoopHandle {
     /// Runs `body` on a thread named `target:<name>` with the handle's inbox.
     fn spawn_with(
         name: &str,
-        body: impl FnOnce(Receiver<LoopMsg>) -> Option<String> + Send + 'static,
+        body: impl FnOnce(Receiver<LoopMsg>) -> Option<TargetError> + Send + 'static,
     ) -> std::io::Result<LoopHandle> {
         let (tx, rx) = bounded::<LoopMsg>(4);
         let thread = std::thread::Builder::new()
@@ -53,7 +54,7 @@ impl LoopHandle {
 
     /// Waits for the loop to end (after `ask_stop`, or on its own with `--once`) and
     /// gives what it returned; `Err` if it panicked.
-    pub fn join(mut self) -> std::thread::Result<Option<String>> {
+    pub fn join(mut self) -> std::thread::Result<Option<TargetError>> {
         match self.thread.take() {
             Some(t) => t.join(),
             None => Ok(None),
@@ -164,6 +165,18 @@ impl Drop for SamplerHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a test loop returns: its words, as a target error.
+    fn said(words: String) -> TargetError {
+        TargetError::Credentials(words)
+    }
+
+    fn text(e: Option<TargetError>) -> Option<String> {
+        e.map(|e| match e {
+            TargetError::Credentials(words) => words,
+            other => other.to_string(),
+        })
+    }
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -195,10 +208,10 @@ mod tests {
     fn join_gives_what_the_loop_returned_without_telling_it_to_stop() {
         let handle = LoopHandle::spawn_with("a", |inbox| {
             // `--once` reads no inbox: a Stop here would be the handle's doing.
-            Some(format!("inbox: {:?}", inbox.try_recv().ok()))
+            Some(said(format!("inbox: {:?}", inbox.try_recv().ok())))
         })
         .unwrap();
-        assert_eq!(handle.join().unwrap().as_deref(), Some("inbox: None"));
+        assert_eq!(text(handle.join().unwrap()).as_deref(), Some("inbox: None"));
     }
 
     #[test]
@@ -211,9 +224,10 @@ mod tests {
     fn the_map_tells_each_loop_and_a_removed_loop_is_stopped_when_dropped() {
         let loops = Loops::default();
         for name in ["a", "b"] {
-            let handle =
-                LoopHandle::spawn_with(name, |inbox| inbox.recv().ok().map(|m| format!("{m:?}")))
-                    .unwrap();
+            let handle = LoopHandle::spawn_with(name, |inbox| {
+                inbox.recv().ok().map(|m| said(format!("{m:?}")))
+            })
+            .unwrap();
             loops.insert(name.into(), handle);
         }
         let mut names = loops.names();
@@ -221,7 +235,7 @@ mod tests {
         assert_eq!(names, ["a", "b"]);
         loops.tell("a", LoopMsg::Reload);
         assert_eq!(
-            loops.remove("a").unwrap().join().unwrap().as_deref(),
+            text(loops.remove("a").unwrap().join().unwrap()).as_deref(),
             Some("Reload")
         );
         assert!(!loops.contains("a"));
@@ -229,7 +243,7 @@ mod tests {
         let rest: Vec<_> = loops.take_all();
         assert_eq!(rest.len(), 1);
         for (_, h) in rest {
-            assert_eq!(h.join().unwrap().as_deref(), Some("Wake"));
+            assert_eq!(text(h.join().unwrap()).as_deref(), Some("Wake"));
         }
         assert!(loops.names().is_empty());
 

@@ -78,8 +78,12 @@ pub enum DaemonError {
     Store(StoreError),
     Lock(LockError),
     Io(String),
-    /// `--once`: these targets' passes ended with an error.
-    Failed(String),
+    /// `--once`: these targets' passes ended with an error; what the first one's
+    /// says of its target gives the exit class.
+    Failed {
+        text: String,
+        cause: Option<crate::reconcile::pass::Cause>,
+    },
 }
 
 impl std::fmt::Display for DaemonError {
@@ -87,7 +91,7 @@ impl std::fmt::Display for DaemonError {
         match self {
             DaemonError::Store(e) => write!(f, "{e}"),
             DaemonError::Lock(e) => write!(f, "{e}"),
-            DaemonError::Io(e) | DaemonError::Failed(e) => f.write_str(e),
+            DaemonError::Io(e) | DaemonError::Failed { text: e, .. } => f.write_str(e),
         }
     }
 }
@@ -237,22 +241,26 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
 }
 
 /// `--once`: waits for every loop's pass. A pass that could not reach its target
-/// (credentials, GitHub's refusal) is a failed `--once`: exit 1 naming each such
-/// target, not 0.
+/// (credentials, GitHub's refusal) is a failed `--once`, naming each such target, with
+/// the class of the first (by name): a 401 is the credentials class, not 0.
 fn once_ended(shared: &Shared) -> Result<Stopped, DaemonError> {
-    let mut failed: Vec<String> = Vec::new();
+    let mut failed: Vec<(String, Option<crate::reconcile::pass::Cause>)> = Vec::new();
     for (name, l) in shared.loops.take_all() {
         match l.join() {
             Ok(None) => {}
-            Ok(Some(e)) => failed.push(format!("target {name}: {e}")),
-            Err(_) => failed.push(format!("target {name}: its loop panicked")),
+            Ok(Some(e)) => failed.push((format!("target {name}: {e}"), Some(e.cause()))),
+            Err(_) => failed.push((format!("target {name}: its loop panicked"), None)),
         }
     }
-    failed.sort();
-    if !failed.is_empty() {
-        return Err(DaemonError::Failed(failed.join("; ")));
-    }
-    Ok(Stopped::Terminated)
+    failed.sort_by(|a, b| a.0.cmp(&b.0));
+    let Some((_, cause)) = failed.first().cloned() else {
+        return Ok(Stopped::Terminated);
+    };
+    let text: Vec<String> = failed.into_iter().map(|(t, _)| t).collect();
+    Err(DaemonError::Failed {
+        text: text.join("; "),
+        cause,
+    })
 }
 
 /// Prunes the dependency caches to the host's `cache_cap` on a thread of its own

@@ -27,8 +27,36 @@ pub const GUARD_RETRY: Millis = 30_000;
 pub enum TargetError {
     /// The credential could not be loaded (a missing file, a bad key).
     Credentials(String),
-    /// GitHub refused a call: how it refused, and its words.
-    GitHub { refusal: Refusal, text: String },
+    /// GitHub refused a call: how it refused, what that says of the target, and its
+    /// words.
+    GitHub {
+        refusal: Refusal,
+        cause: Cause,
+        text: String,
+    },
+}
+
+/// What a refusal says of the target, for the exit class of `daemon --once`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// 401 or 403: the credential, or what it may do.
+    Credentials,
+    /// 404: the repository or organization (or the credential cannot see it).
+    NotFound,
+    RateLimited,
+    /// A 5xx, a timeout, an answer that is not GitHub's.
+    Unreachable,
+    Other,
+}
+
+impl TargetError {
+    /// What the error says of the target.
+    pub fn cause(&self) -> Cause {
+        match self {
+            TargetError::Credentials(_) => Cause::Credentials,
+            TargetError::GitHub { cause, .. } => *cause,
+        }
+    }
 }
 
 impl std::fmt::Display for TargetError {

@@ -44,6 +44,7 @@ fn sends(effects: &[Effect]) -> Vec<Read> {
 fn github(refusal: Refusal) -> TargetError {
     TargetError::GitHub {
         refusal,
+        cause: Cause::Other,
         text: "GitHub said no".into(),
     }
 }

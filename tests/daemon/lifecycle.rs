@@ -196,7 +196,7 @@ fn status_json_shows_demand_limit_and_counts_while_running() {
 }
 
 #[test]
-fn daemon_once_exits_1_naming_a_target_github_refused_and_0_when_all_answered() {
+fn daemon_once_exits_with_the_class_of_a_target_github_refused_and_0_when_all_answered() {
     let mut w = World::new("once", 4);
     w.add_target("good", "acme/app", true);
     w.add_profile(ProfileSpec::new("linux", "good", &["linux"]));
@@ -204,12 +204,12 @@ fn daemon_once_exits_1_naming_a_target_github_refused_and_0_when_all_answered() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 
-    // A token the sim does not know: GitHub answers 401.
+    // A token the sim does not know: GitHub answers 401, the credentials class.
     w.add_target("bad", "acme/other", false);
     w.add_profile(ProfileSpec::new("gpu", "bad", &["gpu"]));
     let out = w.cli(&["daemon", "--once"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     // The error, then the line naming the fix.
     let last = stderr.lines().rev().nth(1).unwrap_or_default();
     assert!(

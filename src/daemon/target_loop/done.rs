@@ -140,11 +140,25 @@ pub(super) fn target_error(e: &GhError) -> TargetError {
         ErrorClass::Deterministic => Refusal::Deterministic,
         ErrorClass::Transient => Refusal::Transient,
     };
+    let cause = match e {
+        GhError::Unauthorized { .. } | GhError::Forbidden { .. } => Cause::Credentials,
+        GhError::NotFound => Cause::NotFound,
+        GhError::RateLimited { .. } => Cause::RateLimited,
+        GhError::Transport { .. }
+        | GhError::Server { .. }
+        | GhError::Unexpected { .. }
+        | GhError::Malformed { .. }
+        | GhError::TooLarge { .. } => Cause::Unreachable,
+        GhError::Interrupted | GhError::Gone | GhError::Conflict { .. } => Cause::Other,
+        GhError::Unprocessable { .. } => Cause::Other,
+    };
     TargetError::GitHub {
         refusal,
+        cause,
         text: e.to_string(),
     }
 }
+
 /// How the queue judges its jobs: by the organization's profiles, or not at all.
 pub(super) fn scope(org_profiles: &Option<Vec<ScalePolicy>>) -> Scope<'_> {
     match org_profiles {

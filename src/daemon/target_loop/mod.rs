@@ -39,7 +39,7 @@ use crate::reconcile::budget::Budget;
 use crate::reconcile::hold::Refusal;
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
-use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
+use crate::reconcile::pass::{Cause, StartEnd, TargetError, TargetState};
 use crate::reconcile::plan::{self, Observed, Plan, Seen};
 use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
@@ -150,7 +150,7 @@ impl TargetLoop {
     /// done, then returns the target's error if its last pass ended with one
     /// (credentials, GitHub's refusal), so `daemon --once` can fail. Either way the
     /// workers finish what they hold first.
-    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) -> Option<String> {
+    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) -> Option<TargetError> {
         let ticker = tick(OBSERVE_EVERY);
         let done = self.io.done().clone();
         metrics_feed::passed(&self.shared, &self.name);
@@ -168,7 +168,7 @@ impl TargetLoop {
             }
             self.io.stop();
             keep_etags(&self.store, &self.name, self.client.as_deref());
-            return self.state.take_error().map(|e| e.to_string());
+            return self.state.take_error();
         }
         loop {
             self.pass_logged();
