@@ -157,7 +157,7 @@ pub const TABLE: &[Row] = &[
         failure: Failure::Interrupted,
         code: 130,
         name: "interrupted",
-        meaning: "stopped by SIGINT or SIGTERM, or (top, and the demo's top) by Ctrl-C, SIGHUP or its terminal closing, as a shell reports an interrupt",
+        meaning: "stopped by Ctrl-C or SIGINT (the daemon: its runners keep running; its SIGTERM is a normal stop, 0), the demo also by SIGTERM, top and the demo's top also by SIGHUP or their terminal closing, as a shell reports an interrupt",
         remedy: "runner-manager {command}",
     },
 ];

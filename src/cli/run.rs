@@ -65,6 +65,11 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
     };
     match crate::daemon::run(opts) {
         Ok(crate::daemon::Stopped::Terminated) => Ok(()),
+        Ok(crate::daemon::Stopped::Interrupted) => Err(CliError::Interrupted(
+            "daemon: interrupted (SIGINT); runners still running keep running, and the next \
+             daemon on this state directory adopts them"
+                .into(),
+        )),
         Ok(crate::daemon::Stopped::Handover) => Err(CliError::classed(
             Failure::Handover,
             format!(

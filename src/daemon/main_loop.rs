@@ -4,7 +4,7 @@
 
 use super::handles::SamplerHandle;
 use super::shared::{LoopMsg, Shared};
-use super::signals::{Signal, SignalWatch};
+use super::signals::{Signal, SignalWatch, Stop};
 use super::{
     DaemonError, DaemonOptions, HEARTBEAT_EVERY, SWEEP_EVERY, Stopped, apply_containment,
     config_fingerprint, containment_key, disk_watch, fitness_watch, metrics_feed, notify, oci,
@@ -70,6 +70,8 @@ pub struct MainLoop<'a> {
     fitness_every: Millis,
     next_fitness: Millis,
     drain: Option<(Drain, Instant)>,
+    /// A SIGINT asked the daemon to stop: it exits as interrupted.
+    interrupted: bool,
     /// The store changed since the handover request was last read.
     handover_due: bool,
     live_book: LiveBook,
@@ -157,6 +159,7 @@ impl<'a> MainLoop<'a> {
             fitness_every,
             next_fitness: now_millis() + fitness_every,
             drain: None,
+            interrupted: false,
             // A request written before the loop's first data_version read is seen
             // at the first check.
             handover_due: true,
@@ -184,7 +187,7 @@ impl<'a> MainLoop<'a> {
     /// cannot be read ends the daemon with its error.
     pub fn handle_event(&mut self, event: Event) -> Result<ControlFlow<()>, DaemonError> {
         let flow = match event {
-            Event::Signal(Signal::Terminate) => self.on_terminate(),
+            Event::Signal(Signal::Terminate(stop)) => self.on_terminate(stop),
             Event::Signal(Signal::Reload) => {
                 log_info!("reload", reason = "SIGHUP");
                 self.shared.tell_all(LoopMsg::Reload);
@@ -231,14 +234,18 @@ impl<'a> MainLoop<'a> {
         }
     }
 
-    /// SIGTERM: drain, or turn a handover into a plain drain; a second one stops now.
-    fn on_terminate(&mut self) -> ControlFlow<()> {
+    /// SIGTERM or SIGINT: drain, or turn a handover into a plain drain; a second one
+    /// stops now. A SIGINT makes the stop an interrupt (exit 130).
+    fn on_terminate(&mut self, stop: Stop) -> ControlFlow<()> {
+        if stop == Stop::Int {
+            self.interrupted = true;
+        }
         match self.drain {
             None => {
                 let timeout = self.opts.drain_timeout;
                 log_info!(
                     "draining",
-                    reason = "SIGTERM",
+                    reason = stop.name(),
                     timeout_secs = timeout.as_secs()
                 );
                 notify::notify("STOPPING=1");
@@ -248,12 +255,15 @@ impl<'a> MainLoop<'a> {
             }
             // Stopped during a handover: a plain drain, exit 0, no restart.
             Some((Drain::Handover, deadline)) => {
-                log_info!("draining", reason = "SIGTERM during handover");
+                log_info!(
+                    "draining",
+                    reason = format!("{} during handover", stop.name())
+                );
                 notify::notify("STOPPING=1");
                 self.drain = Some((Drain::Terminate, deadline));
             }
             Some((Drain::Terminate, _)) => {
-                log_warn!("second_sigterm", action = "exit now");
+                log_warn!("second_signal", signal = stop.name(), action = "exit now");
                 return ControlFlow::Break(());
             }
         }
@@ -482,9 +492,24 @@ impl<'a> MainLoop<'a> {
             let _ = t.join();
         }
         drop(signal_watch);
+        // Runners live in their own sessions: say how many outlive this daemon.
+        let left = self
+            .store
+            .host_or_create()
+            .and_then(|h| self.store.open_attempts(&h.id))
+            .map(|open| open.iter().filter(|a| a.state.is_live()).count())
+            .unwrap_or(0);
+        if left > 0 {
+            log_info!(
+                "runners_keep_running",
+                runners = left,
+                note = "the next daemon on this state directory adopts them"
+            );
+        }
         let _ = self.store.clear_heartbeat();
         let stopped = match self.drain {
             Some((Drain::Handover, _)) => Stopped::Handover,
+            _ if self.interrupted => Stopped::Interrupted,
             _ => Stopped::Terminated,
         };
         log_info!("daemon_stopped", handover = stopped == Stopped::Handover);

@@ -113,6 +113,8 @@ pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
 pub enum Stopped {
     /// SIGTERM (or `--once` done): exit 0.
     Terminated,
+    /// SIGINT (Ctrl-C): exit 130, the table's `interrupted`.
+    Interrupted,
     /// `update` replaced the binary and the daemon drained for it: exit
     /// `selfupdate::EXIT_HANDOVER`, which the systemd unit restarts on.
     Handover,

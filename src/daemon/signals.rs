@@ -7,10 +7,29 @@ use signal_hook::iterator::{Handle, Signals};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
-    /// SIGTERM or SIGINT: stop starting runners, drain, exit.
-    Terminate,
+    /// SIGTERM (a service manager's stop) or SIGINT (Ctrl-C): stop starting runners,
+    /// drain, exit.
+    Terminate(Stop),
     /// SIGHUP: re-read settings.
     Reload,
+}
+
+/// Which signal asked the daemon to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM: a normal stop (exit 0).
+    Term,
+    /// SIGINT: an interrupt (exit 130, the table's `interrupted`).
+    Int,
+}
+
+impl Stop {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::Term => "SIGTERM",
+            Stop::Int => "SIGINT",
+        }
+    }
 }
 
 /// The forwarding thread; `close` stops it and joins.
@@ -28,10 +47,10 @@ impl SignalWatch {
             .name("signals".into())
             .spawn(move || {
                 for sig in signals.forever() {
-                    let s = if sig == SIGHUP {
-                        Signal::Reload
-                    } else {
-                        Signal::Terminate
+                    let s = match sig {
+                        SIGHUP => Signal::Reload,
+                        SIGINT => Signal::Terminate(Stop::Int),
+                        _ => Signal::Terminate(Stop::Term),
                     };
                     if tx.send(s).is_err() {
                         break;

@@ -1,11 +1,44 @@
 //! SIGTERM drains: idle runners are deregistered and stopped, busy ones keep running
-//! (a restarted daemon re-adopts and finishes them), the daemon exits 0. `drain
+//! (a restarted daemon re-adopts and finishes them), the daemon exits 0; SIGINT
+//! (Ctrl-C) does the same and exits 130, as the exit table says. `drain
 //! --wait` from the shell waits until no runner is alive.
 
 use super::support::*;
 use runner_manager::domain::{AttemptState, Outcome, Reason, ReasonKind};
 use runner_manager::runner::{ProcessStatus, is_alive};
 use std::process::{Command, Stdio};
+
+#[test]
+fn ctrl_c_is_named_sigint_exits_130_and_says_which_runners_keep_running() {
+    let mut w = World::new("sigint", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(2));
+    w.enqueue("acme/app", "long", &["p"], 4000);
+    w.start_daemon();
+    wait_until(SETTLE, "a busy runner", || {
+        w.in_state(AttemptState::Busy).len() == 1
+    });
+    let busy = w.in_state(AttemptState::Busy).remove(0);
+    let status = w.stop_daemon_with(libc::SIGINT);
+    let logs = w.daemon_logs();
+    assert_eq!(status.code(), Some(130), "the table's interrupted:\n{logs}");
+    assert!(logs.contains("reason=SIGINT"), "{logs}");
+    assert!(!logs.contains("SIGTERM"), "{logs}");
+    let line = logs
+        .lines()
+        .find(|l| l.contains("runners_keep_running"))
+        .unwrap_or_else(|| panic!("no line says what keeps running:\n{logs}"));
+    assert!(
+        line.contains("runners=1") && line.contains("adopts"),
+        "{line}"
+    );
+    // The next daemon adopts it, and its job ends well.
+    w.start_daemon();
+    wait_until(SETTLE, "the adopted runner finishes its job", || {
+        w.attempt(busy.id).outcome == Some(Outcome::CompletedJob)
+    });
+    assert!(w.stop_daemon().success());
+}
 
 #[test]
 fn sigterm_drains_idle_runners_and_leaves_busy_ones_running() {

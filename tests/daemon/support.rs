@@ -291,9 +291,14 @@ impl World {
 
     /// SIGTERM, then waits (bounded) for the daemon to exit.
     pub fn stop_daemon(&mut self) -> ExitStatus {
+        self.stop_daemon_with(libc::SIGTERM)
+    }
+
+    /// `signal` (SIGTERM, SIGINT), then waits (bounded) for the daemon to exit.
+    pub fn stop_daemon_with(&mut self, signal: i32) -> ExitStatus {
         let mut child = self.daemon.take().expect("a daemon runs");
         // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        unsafe { libc::kill(child.id() as i32, signal) };
         let mut status = None;
         let ok = poll_until(SETTLE, || {
             status = child.try_wait().unwrap();
