@@ -28,6 +28,7 @@ pub enum Failure {
     Conflict,
     Handover,
     PackageManaged,
+    UpdateAvailable,
     Interrupted,
 }
 
@@ -138,6 +139,13 @@ pub const TABLE: &[Row] = &[
         name: "conflict",
         meaning: "another edit came first (a stale --revision) or the thing is still in use; nothing was written",
         remedy: "runner-manager {command} again, after what the message names (a fresh show for the revision, or removing what uses it)",
+    },
+    Row {
+        failure: Failure::UpdateAvailable,
+        code: 14,
+        name: "update-available",
+        meaning: "update --check: the release source has a newer release than this binary (0: up to date, or this binary is newer)",
+        remedy: "runner-manager update",
     },
     Row {
         failure: Failure::Handover,
@@ -299,7 +307,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    const ALL: [Failure; 16] = [
+    const ALL: [Failure; 17] = [
         Failure::Other,
         Failure::Usage,
         Failure::Credentials,
@@ -315,6 +323,7 @@ mod tests {
         Failure::Conflict,
         Failure::Handover,
         Failure::PackageManaged,
+        Failure::UpdateAvailable,
         Failure::Interrupted,
     ];
 

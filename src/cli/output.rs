@@ -40,10 +40,18 @@ impl Out {
         }
     }
 
-    pub fn flush(self) -> CliResult {
+    pub fn flush(mut self) -> CliResult {
+        self.flush_now()
+    }
+
+    /// Prints what was gathered so far, for a command that reports and then exits
+    /// with a class that is not a failure of what it printed (`update --check`'s
+    /// `update-available`).
+    pub fn flush_now(&mut self) -> CliResult {
+        let text = std::mem::take(&mut self.text);
         let mut stdout = std::io::stdout().lock();
         match stdout
-            .write_all(self.text.as_bytes())
+            .write_all(text.as_bytes())
             .and_then(|_| stdout.flush())
         {
             Ok(()) => Ok(()),

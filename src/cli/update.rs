@@ -74,6 +74,17 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             },
             || json!({"current": CURRENT, "newest": newest.version, "update_available": available}),
         );
+        // A script tells "newer available" from "up to date" by the exit status.
+        if available {
+            out.flush_now()?;
+            return Err(CliError::classed(
+                Failure::UpdateAvailable,
+                format!(
+                    "runner-manager {} is available (this is {CURRENT})",
+                    newest.version
+                ),
+            ));
+        }
         return Ok(());
     }
     let Decision::Install { version, .. } = decision else {
@@ -96,7 +107,7 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     replace::check_writable(&exe).map_err(failed)?;
     let staged = replace::staging_path(&exe);
     release::fetch(&source, newest, &staged).map_err(failed)?;
-    let said = replace::prepare(&staged, &exe).map_err(failed)?;
+    let said = replace::prepare(&staged, &exe, &version).map_err(failed)?;
     // The daemon is asked to hand over only if it runs this file (or cannot be told).
     let now = now_millis();
     let daemon = store.heartbeat()?.filter(|b| b.alive_at(now));

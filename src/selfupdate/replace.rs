@@ -51,9 +51,11 @@ pub fn check_writable(exe: &Path) -> Result<(), UpdateError> {
 }
 
 /// Gives the staged file `exe`'s mode, syncs it and runs it once with `--version`: a
-/// binary for another architecture, or a truncated one, is refused here. Returns what
+/// binary for another architecture, or a truncated one, is refused here, and so is one
+/// whose own version is not the `version` `SHA256SUMS` lists it as (trusting the name
+/// would install it, and `update --check` would then offer it for ever). Returns what
 /// it printed. The staged file is removed on failure.
-pub fn prepare(staged: &Path, exe: &Path) -> Result<String, UpdateError> {
+pub fn prepare(staged: &Path, exe: &Path, version: &str) -> Result<String, UpdateError> {
     let result = (|| {
         let mode = std::fs::metadata(exe)
             .map_err(|e| UpdateError::Io(format!("cannot read {}: {e}", exe.display())))?
@@ -63,7 +65,15 @@ pub fn prepare(staged: &Path, exe: &Path) -> Result<String, UpdateError> {
         std::fs::set_permissions(staged, std::fs::Permissions::from_mode(mode))
             .and_then(|()| std::fs::File::open(staged)?.sync_all())
             .map_err(|e| UpdateError::Io(format!("cannot prepare {}: {e}", staged.display())))?;
-        probe(staged)
+        let said = probe(staged)?;
+        if said.split_whitespace().nth(1) != Some(version) {
+            return Err(UpdateError::Probe(format!(
+                "the binary listed as {version} says it is {said:?}: refused, the running binary \
+                 is unchanged; the release source's file names and SHA256SUMS do not match its \
+                 binaries"
+            )));
+        }
+        Ok(said)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(staged);

@@ -56,12 +56,21 @@ fn release_dir(dir: &Path, version: &str, sum: Option<&str>) -> (PathBuf, Vec<u8
     (rel, bytes)
 }
 
+/// `update ARGS` by `bin`. The release's binary is this test binary: it says it is
+/// 99.0.0, as its name does, through the debug build's `RUNNER_MANAGER_TEST_VERSION`
+/// (a release whose binary says otherwise is refused: see below).
 fn update(bin: &Path, w: &World, args: &[&str]) -> Output {
+    update_saying(bin, w, args, "99.0.0")
+}
+
+/// `update ARGS`, the staged binary saying it is `version`.
+fn update_saying(bin: &Path, w: &World, args: &[&str], version: &str) -> Output {
     Command::new(bin)
         .arg("--state-dir")
         .arg(&w.dir)
         .arg("update")
         .args(args)
+        .env("RUNNER_MANAGER_TEST_VERSION", version)
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -83,6 +92,29 @@ fn leftovers(bin: &Path) -> Vec<String> {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n != "runner-manager")
         .collect()
+}
+
+#[test]
+fn a_binary_that_is_not_the_version_its_name_says_is_refused_and_nothing_changes() {
+    let w = World::new("selfupdate-liar", 1);
+    let bin = installed_copy(&w.dir);
+    let before = std::fs::read(&bin).unwrap();
+    let (rel, _) = release_dir(&w.dir, "99.0.0", None);
+    w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
+    // Listed (and named) 99.0.0, its checksum true, but it says it is this version.
+    let out = update_saying(&bin, &w, &[], CURRENT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("listed as 99.0.0") && err.contains(&format!("runner-manager {CURRENT}")),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&bin).unwrap(),
+        before,
+        "the binary was replaced"
+    );
+    assert!(leftovers(&bin).is_empty(), "{:?}", leftovers(&bin));
 }
 
 #[test]
@@ -182,11 +214,13 @@ fn check_and_an_up_to_date_binary_change_nothing() {
     let ino = std::fs::metadata(&bin).unwrap().ino();
     let (rel, _) = release_dir(&w.dir, "99.0.0", None);
     w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
+    // A newer release: exit 14 (update-available), so a script can tell it from 0.
     let out = update(&bin, &w, &["--check"]);
-    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(14), "{}", text(&out));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains(&format!("current {CURRENT}")), "{said}");
     assert!(said.contains("newest  99.0.0"), "{said}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fix: runner-manager update"));
     assert_eq!(std::fs::metadata(&bin).unwrap().ino(), ino);
 
     let out = update(&bin, &w, &["--check", "--force"]);
@@ -201,6 +235,9 @@ fn check_and_an_up_to_date_binary_change_nothing() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to do"));
     assert_eq!(std::fs::metadata(&bin).unwrap().ino(), ino);
     assert!(leftovers(&bin).is_empty());
+    let out = update(&bin, &w, &["--check"]);
+    assert_eq!(out.status.code(), Some(0), "up to date: {}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("up to date"));
 
     // A release source that is not a directory is refused, naming it.
     let out = w.cli(&["host", "set", "release_source=/nonexistent/releases"]);
