@@ -10,10 +10,10 @@ use crate::coordinator::scaleset_demand::{self, ScaleSetDemand};
 use crate::coordinator::server::{ServeOptions, serve as start_server};
 use crate::coordinator::tls;
 use crate::domain::validate::{self, Invalid};
-use crate::log_warn;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, Store};
 use crate::timefmt::now_millis;
 use crate::units;
+use crate::{log_info, log_warn};
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
@@ -288,6 +288,8 @@ pub(super) fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
 
 pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliResult {
     crate::alloc::cap_malloc_arenas();
+    // Logs as the daemon's: logfmt, with journald priorities under systemd.
+    crate::logging::init(crate::logging::Level::Info);
     let listen = inv.value("--listen").unwrap_or_default();
     let addr: std::net::SocketAddr = listen
         .parse()
@@ -363,9 +365,9 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
         sources.push(src);
     }
     if sources.is_empty() {
-        eprintln!(
-            "runner-manager: the coordinator has no targets yet: add them with 'target add' \
-             on this state directory"
+        log_warn!(
+            "coordinator_no_targets",
+            fix = "add them with 'target add' on this state directory"
         );
     }
     let tokens = Arc::new(StoreTokens::new(dir.to_path_buf()));
@@ -389,6 +391,7 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
             detail = format!("--insecure: {}", tls::PLAIN_TEXT_RISK)
         );
     }
+    log_info!("coordinator_listening", listen = url);
     println!("coordinator listening on {url}");
     let _ = std::io::stdout().flush();
     signals.forever().next();

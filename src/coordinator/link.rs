@@ -76,7 +76,7 @@ impl LinkConfig {
             ping_interval: Duration::from_secs(15),
             backoff_min: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
-            log: ws::stderr_log("coordinator link"),
+            log: ws::stderr_log("coordinator_link"),
         }
     }
 }

@@ -85,7 +85,7 @@ impl ScaleSetDemand {
             .spawn(move || {
                 let _ = shutdown.recv();
                 if let Err(e) = watcher.close() {
-                    eprintln!("runner-manager: coordinator: closing a scale set session: {e}");
+                    crate::log_warn!("scaleset_session_not_closed", error = e);
                 }
             })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
@@ -311,9 +311,10 @@ impl Drop for ScaleSetDemand {
         if let Some(l) = self.listener.take()
             && let Err(e) = l.close()
         {
-            eprintln!(
-                "runner-manager: coordinator: closing the session of scale set {}: {e}",
-                self.name
+            crate::log_warn!(
+                "scaleset_session_not_closed",
+                scale_set = self.name,
+                error = e
             );
         }
     }

@@ -20,8 +20,9 @@ use tungstenite::{Message, WebSocket};
 /// Where log lines go (the daemon routes them to its log; the CLI to stderr).
 pub type LogFn = Arc<dyn Fn(&str) + Send + Sync>;
 
-pub fn stderr_log(prefix: &'static str) -> LogFn {
-    Arc::new(move |line| eprintln!("{prefix}: {line}"))
+/// Log lines as the daemon writes them (logfmt on stderr): `msg=EVENT detail="…"`.
+pub fn stderr_log(event: &'static str) -> LogFn {
+    Arc::new(move |line| crate::log_info!(event, detail = line))
 }
 
 /// A connection's byte stream.

@@ -155,9 +155,16 @@ pub struct App {
 
 impl App {
     pub fn new(snap: Snapshot, theme: Theme) -> App {
+        // A coordinator's store (a pool, and no profile of its own) opens on its pool:
+        // its Overview would say only that nothing is configured.
+        let pane = if snap.pool.is_some() && snap.profiles.is_empty() {
+            Pane::Pool
+        } else {
+            Pane::Overview
+        };
         let mut app = App {
             snap,
-            pane: Pane::Overview,
+            pane,
             overview: OverviewView::default(),
             attempts: AttemptsView::default(),
             pictures: PicturesView::default(),

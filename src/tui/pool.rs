@@ -92,7 +92,7 @@ impl Component for PoolView {
 fn draw_hosts(f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
     let th = &cx.theme;
     let wide = area.width >= 120;
-    let mut header = vec!["HOST", "CONNECTED", "VER", "FREE", "LEASES"];
+    let mut header = vec!["HOST", "CONNECTED", "PROTO", "FREE", "LEASES"];
     if wide {
         header.extend(["STARTED", "FINISHED", "REFUSED", "PROFILES", "LAST SEEN"]);
     }
@@ -134,10 +134,19 @@ fn draw_hosts(f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
             Row::new(cells)
         })
         .collect();
+    // The host's name as wide as the longest (a pool's names are short), the rest of
+    // the line to the profiles when wide.
+    let host_width = pool
+        .hosts
+        .iter()
+        .map(|h| h.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(4, 40) as u16;
     let mut widths = vec![
-        Constraint::Fill(1),
+        Constraint::Length(host_width),
         Constraint::Length(9),
-        Constraint::Length(3),
+        Constraint::Length(5),
         Constraint::Length(7),
         Constraint::Length(6),
     ];

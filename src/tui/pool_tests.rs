@@ -140,6 +140,12 @@ fn the_pane_is_shown_only_when_the_store_has_coordinator_hosts() {
     let s = coordinator_store();
     let mut app = app_of(&s);
     assert!(screen(&app, 80, 24).contains("7 Pool"));
+    assert_eq!(
+        app.pane,
+        Pane::Pool,
+        "a coordinator's store opens on its pool"
+    );
+    app.key(KeyCode::Tab.into());
     app.key(KeyCode::BackTab.into());
     assert_eq!(app.pane, Pane::Pool);
     // Lease rows move with j/k, clamped at the ends.
