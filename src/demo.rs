@@ -106,6 +106,7 @@ fn wind_down(
     world: &World,
     daemon: &mut Child,
     longest_job: Duration,
+    interrupted: bool,
 ) -> Option<std::process::ExitStatus> {
     let store = SqliteStore::open(&world.state_dir).ok();
     if let Some(store) = &store {
@@ -134,7 +135,7 @@ fn wind_down(
                 break;
             }
             if !said {
-                say!("stopping: {live} runners finish their jobs first (Ctrl-C again to stop now)");
+                say!("{}", stopping_line(live, interrupted));
                 said = true;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -145,6 +146,40 @@ fn wind_down(
         let _ = store.set_draining(false);
     }
     status
+}
+
+/// What the demo says while its runners finish. Only once a first Ctrl-C stopped the
+/// headless demo does a second one end it at once, so only then is it offered.
+fn stopping_line(live: usize, interrupted: bool) -> String {
+    let what = if live == 1 {
+        "1 runner finishes its job first".to_string()
+    } else {
+        format!("{live} runners finish their jobs first")
+    };
+    let hint = if interrupted {
+        " (Ctrl-C again to stop now)"
+    } else {
+        ""
+    };
+    format!("stopping: {what}{hint}")
+}
+
+/// The demo's world on this binary; a `--far` one says first that it lays out a
+/// release-sized install, which takes a moment.
+fn prepare_world(opts: &DemoOptions) -> Result<World, DemoError> {
+    let binary =
+        std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
+    if opts.far {
+        say!(
+            "laying out a runner install with a real release's {} files…",
+            InstallShape::Realistic.counts().files
+        );
+    }
+    Ok(World::prepare_with(
+        opts.state_dir.clone(),
+        &binary,
+        world_options(opts),
+    )?)
 }
 
 /// The demo's world: a one-second poll, far away with `--far`.
@@ -168,9 +203,7 @@ pub fn run(opts: &DemoOptions) -> Result<(), DemoError> {
 /// user quits, then the daemon is stopped and the summary printed. Quitting with jobs
 /// unserved is exit 1, Ctrl-C or a signal exit 130.
 fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
-    let binary =
-        std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
+    let world = prepare_world(opts)?;
     let log = world.state_dir.join("daemon.log");
     let mut daemon = world.spawn_daemon(&log)?;
     let started = Instant::now();
@@ -222,6 +255,7 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
         &world,
         &mut daemon,
         Duration::from_millis(opts.job_ms + 4000),
+        false,
     );
     let served = summary(&world, started.elapsed());
     if world.owned_dir && !opts.keep {
@@ -265,9 +299,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
             .and_then(|_| signal_hook::flag::register(sig, interrupted.clone()))
             .map_err(|e| format!("cannot watch signals: {e}"))?;
     }
-    let binary =
-        std::env::current_exe().map_err(|e| format!("cannot find my own executable: {e}"))?;
-    let world = World::prepare_with(opts.state_dir.clone(), &binary, world_options(opts))?;
+    let world = prepare_world(opts)?;
     let log = world.state_dir.join("daemon.log");
     say!(
         "runner-manager demo: simulated GitHub at {}, state in {}",
@@ -275,11 +307,7 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
         world.state_dir.display()
     );
     if opts.far {
-        say!(
-            "GitHub is far away: {}; the runner install has a real release's {} files",
-            Latency::FAR.describe(),
-            InstallShape::Realistic.counts().files
-        );
+        say!("GitHub is far away: {}", Latency::FAR.describe());
     }
     say!(
         "profiles: linux (max 4, labels self-hosted,linux) and gpu (max 2, labels self-hosted,gpu)"
@@ -353,7 +381,13 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let status = wind_down(&world, &mut daemon, Duration::from_millis(opts.job_ms));
+    let interrupted_now = matches!(result, Err(None));
+    let status = wind_down(
+        &world,
+        &mut daemon,
+        Duration::from_millis(opts.job_ms),
+        interrupted_now,
+    );
     let served = summary(&world, started.elapsed());
     let result = match result {
         Ok(()) => served.verdict(),
@@ -371,4 +405,21 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
         say!("state directory kept: {}", world.state_dir.display());
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stopping_line_counts_right_and_offers_ctrl_c_only_after_one() {
+        assert_eq!(
+            stopping_line(1, false),
+            "stopping: 1 runner finishes its job first"
+        );
+        assert_eq!(
+            stopping_line(3, true),
+            "stopping: 3 runners finish their jobs first (Ctrl-C again to stop now)"
+        );
+    }
 }

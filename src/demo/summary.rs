@@ -12,6 +12,9 @@ pub struct Served {
     pub queued: usize,
 }
 
+/// Below this many samples, percentiles say nothing a median and a maximum do not.
+const FEW: usize = 20;
+
 impl Served {
     /// The verdict on a demo that ran to its end or was quit: every queued job served,
     /// or exit 1 saying how many were not.
@@ -119,6 +122,7 @@ impl Tally {
     }
 
     fn pct(&self, p: f64) -> i64 {
+        // (Below `FEW` samples the lines say median and max, not percentiles.)
         let i = ((self.latencies.len() as f64 - 1.0) * p).round();
         self.latencies.get(i as usize).copied().unwrap_or(0)
     }
@@ -138,15 +142,24 @@ impl Tally {
                 self.runners, self.ran_a_job, self.live, self.ended_without_one
             ),
         ];
-        out.push(if self.latencies.is_empty() {
-            "queue-to-spawn    no runner was spawned for a job".to_string()
-        } else {
-            format!(
-                "queue-to-spawn    p50 {} ms, p99 {} ms, over the {} runners spawned",
+        let n = self.latencies.len();
+        out.push(match n {
+            0 => "queue-to-spawn    no runner was spawned for a job".to_string(),
+            1 => format!(
+                "queue-to-spawn    {} ms, the one runner spawned",
+                self.latencies[0]
+            ),
+            // A p99 of a handful is its maximum: say what it is.
+            n if n < FEW => format!(
+                "queue-to-spawn    median {} ms, max {} ms, over {n} runners spawned",
                 self.pct(0.5),
-                self.pct(0.99),
-                self.latencies.len()
-            )
+                self.latencies[n - 1]
+            ),
+            n => format!(
+                "queue-to-spawn    p50 {} ms, p99 {} ms, over {n} runners spawned",
+                self.pct(0.5),
+                self.pct(0.99)
+            ),
         });
         out.push(format!(
             "rate-limit units  {} spent, {:.1} per completed job",
@@ -224,7 +237,7 @@ mod tests {
                 "jobs              5 queued: 3 completed, 1 running, 1 still queued",
                 "taken by          our runners 3, other runners 1",
                 "our runners       4 started: 2 ran a job to its end, 1 still live, 1 ended without a job",
-                "queue-to-spawn    p50 600 ms, p99 900 ms, over the 3 runners spawned",
+                "queue-to-spawn    median 600 ms, max 900 ms, over 3 runners spawned",
                 "rate-limit units  40 spent, 13.3 per completed job",
             ]
         );
@@ -237,6 +250,16 @@ mod tests {
         );
         let none = Tally::of(&[], &[], vec![], 0);
         assert!(none.lines()[3].contains("no runner was spawned"));
+        let one = Tally::of(&[], &[], vec![1734], 0);
+        assert_eq!(
+            one.lines()[3],
+            "queue-to-spawn    1734 ms, the one runner spawned"
+        );
+        let many = Tally::of(&[], &[], (1..=100).collect(), 0);
+        assert_eq!(
+            many.lines()[3],
+            "queue-to-spawn    p50 51 ms, p99 99 ms, over 100 runners spawned"
+        );
     }
 
     #[test]
