@@ -174,9 +174,16 @@ pub fn github_observer(m: &Arc<Metrics>, target: &str) -> Observer {
 }
 
 /// A target's per-pass gauges: the rate limit as GitHub last said (remaining, size,
-/// reset), how often the queue is read now (`poll_every_ms`, when it reads one), and
-/// the link mode (standalone until the coordinator link reports otherwise).
-pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>, poll_every_ms: Option<i64>) {
+/// and the seconds left until its window resets, as of `now`), how often the queue is
+/// read now (`poll_every_ms`, when it reads one), and the link mode (standalone until
+/// the coordinator link reports otherwise).
+pub fn target(
+    m: &Metrics,
+    name: &str,
+    client: Option<&GitHubClient>,
+    poll_every_ms: Option<i64>,
+    now: crate::timefmt::Millis,
+) {
     let rate = client.map(|c| c.rate_limit_snapshot()).unwrap_or_default();
     if let Some(r) = rate.remaining {
         m.set_rate_limit_remaining(name, r);
@@ -189,7 +196,7 @@ pub fn target(m: &Metrics, name: &str, client: Option<&GitHubClient>, poll_every
         m.gauge_set(
             crate::metrics::names::RATE_LIMIT_RESET,
             &t,
-            (r / 1000) as f64,
+            ((r - now).max(0) / 1000) as f64,
         );
     }
     if let Some(p) = poll_every_ms {

@@ -196,7 +196,7 @@ const DEFINITIONS: &[Definition] = {
         ),
         gauge(
             RATE_LIMIT_RESET,
-            "When GitHub's rate-limit window resets, unix seconds, as last reported, by target",
+            "Seconds until GitHub's rate-limit window resets, as last reported, by target",
         ),
         gauge(
             POLL_INTERVAL,

@@ -128,6 +128,7 @@ impl TargetLoop {
             &self.name,
             self.client.as_deref(),
             self.state.pace().map(|p| p.every),
+            now,
         );
         self.scaleset.handed_over();
     }
