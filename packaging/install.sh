@@ -94,7 +94,11 @@ if [ "$users_only" = 1 ]; then
         exit 1
     fi
     make_runner_users
-    echo "runner users rm-runner-$first .. rm-runner-$last ready; set them with: runner-manager host set runner_uids=$runner_users"
+    if [ "$dry" = 1 ]; then
+        echo "dry run: nothing was done; without --dry-run, runner users rm-runner-$first .. rm-runner-$last would be made"
+    else
+        echo "runner users rm-runner-$first .. rm-runner-$last ready; set them with: runner-manager host set runner_uids=$runner_users"
+    fi
     exit 0
 fi
 
@@ -196,4 +200,8 @@ fi
 if [ -d /run/systemd/system ]; then
     run systemctl daemon-reload
 fi
-echo "done: start it with 'systemctl enable --now runner-manager' (see runner-manager-daemon(8))"
+if [ "$dry" = 1 ]; then
+    echo "dry run: nothing was done; run it again without --dry-run to install"
+else
+    echo "done: start it with 'systemctl enable --now runner-manager' (see runner-manager-daemon(8))"
+fi

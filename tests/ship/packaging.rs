@@ -274,6 +274,10 @@ fn another_prefix_moves_exec_start_and_dry_run_writes_nothing() {
         said.contains("would install") && said.contains("/usr/bin/runner-manager"),
         "{said}"
     );
+    assert!(
+        said.contains("dry run: nothing was done") && !said.contains("done: start"),
+        "a dry run says it did nothing: {said}"
+    );
     assert!(!dry.exists(), "a dry run creates nothing");
 
     let bad = install(&d.path("x"), &["--prefix", "relative"]);
@@ -307,6 +311,8 @@ fn install_sh_makes_the_runner_users_of_a_range() {
         "{}",
         String::from_utf8_lossy(&dry.stderr)
     );
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(!said.contains(" ready;"), "a dry run made no users: {said}");
     for _ in 0..2 {
         let out = users(&[]);
         assert!(
