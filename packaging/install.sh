@@ -172,7 +172,11 @@ gen 0644 "$zshdir/_runner-manager" "$bin" completions zsh
 gen 0644 "$fishdir/runner-manager.fish" "$bin" completions fish
 
 if [ -n "$destdir" ]; then
-    echo "staged under $destdir; the user and state directory are created when installed for real"
+    if [ "$dry" = 1 ]; then
+        echo "dry run: nothing was done; run it again without --dry-run to stage under $destdir"
+    else
+        echo "staged under $destdir; the user and state directory are created when installed for real"
+    fi
     exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
