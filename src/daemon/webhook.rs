@@ -25,8 +25,8 @@ use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 
 /// The store's key-value rows: the settings, as `host set` wrote them.
-pub const KV_LISTEN: &str = "webhook_listen";
-pub const KV_SECRET_FILE: &str = "webhook_secret_file";
+pub const KV_LISTEN: &str = crate::domain::host_settings::KV_WEBHOOK_LISTEN;
+pub const KV_SECRET_FILE: &str = crate::domain::host_settings::KV_WEBHOOK_SECRET_FILE;
 /// What the listener saw (`Seen`), for `status` and `doctor`.
 pub const KV_SEEN: &str = "webhook:seen";
 /// The book's snapshot (`HookBook::snapshot`), which a restarted daemon starts from.
@@ -81,9 +81,8 @@ impl Seen {
 
 /// `webhook_listen=`: an address and port (`0.0.0.0:8090`, `[::1]:8090`).
 pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
-    value
-        .parse::<SocketAddr>()
-        .map_err(|_| format!("{key}: expected ADDR:PORT such as 127.0.0.1:8090 (got {value:?})"))
+    crate::domain::host_settings::parse_listen(key, value)
+        .map_err(|e| format!("{}: {}", e.arg, e.reason))
 }
 
 /// The settings as the store holds them: `None` while the listener is off (neither

@@ -299,6 +299,9 @@ impl Store for SqliteStore {
     fn update_host(&self, host: &Host) -> Result<()> {
         self.wrap(config::update_host(&self.conn, host))
     }
+    fn update_host_settings(&self, host: &Host, beside: &[(&str, Option<&str>)]) -> Result<()> {
+        self.wrap(config::update_host_settings(&self.conn, host, beside))
+    }
     fn set_draining(&self, draining: bool) -> Result<()> {
         self.wrap(config::set_draining(&self.conn, draining))
     }
