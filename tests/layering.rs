@@ -18,6 +18,7 @@ const FLOORS: &[&[&str]] = &[
         "http_server",
         "alloc",
         "printable",
+        "random",
     ],
     &["runner", "meter", "metrics", "reconcile"],
     &["store"],

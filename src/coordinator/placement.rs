@@ -50,9 +50,8 @@ const LATE_START_MS: Millis = 600_000;
 /// seen before, so ids never repeat across coordinator restarts either. `None` only
 /// if the kernel gives no randomness: the job then waits for the next pass.
 pub fn new_lease_id() -> Option<String> {
-    use ring::rand::SecureRandom;
     let mut bytes = [0u8; 16];
-    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    crate::random::fill(&mut bytes).ok()?;
     Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
