@@ -55,32 +55,22 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// The settings kept beside the host row, in `order`, as `host show` prints them.
-fn beside_fields(s: &HostSettings, order: [Beside; 3]) -> Vec<(&'static str, String)> {
-    order
-        .into_iter()
-        .map(|b| (b.name(), or_dash(s.beside(b))))
-        .collect()
+/// The host's settings as `host show` prints them: the row's, then those kept beside.
+fn settings_fields(s: &HostSettings) -> Vec<(&'static str, String)> {
+    let mut fields = host_fields(&s.host);
+    fields.extend(
+        Beside::ALL
+            .into_iter()
+            .map(|b| (b.name(), or_dash(s.beside(b)))),
+    );
+    fields
 }
 
 /// `host set`'s one line: the settings that changed, as `host show` prints them.
 fn host_changes(edit: &HostEdit) -> String {
-    let fields = |s: &HostSettings| {
-        let mut f = host_fields(&s.host);
-        // Webhook first, as `host set` said it before the rows were typed.
-        f.extend(beside_fields(
-            s,
-            [
-                Beside::WebhookListen,
-                Beside::WebhookSecretFile,
-                Beside::ReleaseSource,
-            ],
-        ));
-        f
-    };
-    let changed: Vec<String> = fields(&edit.before)
+    let changed: Vec<String> = settings_fields(&edit.before)
         .into_iter()
-        .zip(fields(&edit.after))
+        .zip(settings_fields(&edit.after))
         .filter(|(b, a)| b.1 != a.1)
         .map(|(_, (k, v))| format!("{k} {v}"))
         .collect();
@@ -96,11 +86,7 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
     store.host_or_create()?;
     let s = crate::store::read_host_settings(store)?;
     out.emit(
-        || {
-            let mut fields = host_fields(&s.host);
-            fields.extend(beside_fields(&s, Beside::ALL));
-            output::block(&fields)
-        },
+        || output::block(&settings_fields(&s)),
         || {
             let mut v = host_json(&s.host);
             for b in Beside::ALL {
