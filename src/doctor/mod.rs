@@ -131,12 +131,60 @@ fn fitness_lines(
         runner_users: None,
         ..crate::daemon::fitness_watch::read_facts(host, profiles, enforced)
     };
-    for f in crate::reconcile::fitness::findings(&facts) {
-        let line = match (f.ok, f.class, f.hint) {
-            (true, _, _) | (false, _, None) => CheckLine::ok(f.check, f.detail),
-            (false, Class::Required, Some(h)) => CheckLine::fail(f.check, f.detail, h),
-            (false, _, Some(h)) => CheckLine::warn(f.check, f.detail, h),
+    lines.extend(
+        crate::reconcile::fitness::findings(&facts)
+            .into_iter()
+            .map(finding_line),
+    );
+}
+
+/// A fitness finding as a line, in the class the finding gives it: a failed required
+/// check fails, any other warns.
+fn finding_line(f: crate::reconcile::fitness::Finding) -> CheckLine {
+    let line = match (f.ok, f.class, f.hint) {
+        (true, _, _) | (false, _, None) => CheckLine::ok(f.check, f.detail),
+        (false, Class::Required, Some(h)) => CheckLine::fail(f.check, f.detail, h),
+        (false, _, Some(h)) => CheckLine::warn(f.check, f.detail, h),
+    };
+    line.with_class(f.class)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::fitness::Finding;
+
+    /// Required-ness is the finding's, whatever its name says: a best-effort profile's
+    /// limits not in effect warn among the recommended checks, a strict one's fail
+    /// among the required.
+    #[test]
+    fn a_fitness_line_keeps_its_findings_class() {
+        let finding = |class| Finding {
+            check: "limits:p".into(),
+            class,
+            ok: false,
+            detail: "memory_max set but not in effect".into(),
+            hint: Some("delegate cgroup v2".into()),
+            profile: Some("p".into()),
         };
-        lines.push(line.with_class(f.class));
+        let loose = finding_line(finding(Class::Recommended));
+        assert_eq!(
+            (loose.status, loose.class),
+            (Status::Warn, Class::Recommended)
+        );
+        let strict = finding_line(finding(Class::Required));
+        assert_eq!(
+            (strict.status, strict.class),
+            (Status::Fail, Class::Required)
+        );
+        let text = render(&[strict, loose]);
+        assert!(
+            text.find("FAIL limits:p") < text.find("recommended:"),
+            "{text}"
+        );
+        assert!(
+            text.find("recommended:") < text.find("WARN limits:p"),
+            "{text}"
+        );
     }
 }
