@@ -85,6 +85,7 @@ fn placement_run() -> PlacementFigures {
             scope: "octo/app".into(),
             api_url: "https://api.github.com".into(),
         }],
+        [7; 32],
     );
     let mut f = PlacementFigures {
         calls: 0,

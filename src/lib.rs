@@ -29,3 +29,4 @@ pub mod sim;
 pub mod store;
 pub mod timefmt;
 pub mod tui;
+pub mod units;

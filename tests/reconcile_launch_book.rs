@@ -8,7 +8,9 @@
 use runner_manager::domain::{Attempt, AttemptState, Host, QueuedJob, ScalePolicy};
 use runner_manager::reconcile::allocate::{Counts, HostAllocator};
 use runner_manager::reconcile::launch_book::{Launch, LaunchBook, OfferCtx, TargetMode};
-use runner_manager::reconcile::plan::{self, Observed, Seen};
+use runner_manager::reconcile::plan::{self, Intent, Observed, Seen};
+use runner_manager::reconcile::record::{self, Books};
+use runner_manager::reconcile::unfit::Unfit;
 use runner_manager::reconcile::watch::{ProcessStatus, Registration};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -41,13 +43,37 @@ fn policy(name: &str, target: &str, pool: bool, min: u32, max: u32) -> ScalePoli
     p
 }
 
+/// The test's books: the attempts as a list.
+struct Ledger<'a> {
+    attempts: &'a mut Vec<Attempt>,
+    target: &'a str,
+    now: i64,
+}
+
+impl Books for Ledger<'_> {
+    type Error = std::convert::Infallible;
+
+    fn intent(&mut self, i: &Intent) -> Result<i64, Self::Error> {
+        let id = self.attempts.len() as i64 + 1;
+        let a = Attempt::new(id, &i.profile, self.target, HOST, self.now);
+        self.attempts.push(a);
+        Ok(id)
+    }
+
+    fn lease(&mut self, attempt: i64, lease: &str) -> Result<(), Self::Error> {
+        let a = self.attempts.iter_mut().find(|a| a.id == attempt);
+        a.expect("a lease for an attempt the books hold").lease_id = Some(lease.to_string());
+        Ok(())
+    }
+}
+
 struct Sim {
     host: Host,
     policies: Vec<ScalePolicy>,
     attempts: Vec<Attempt>,
     demand: BTreeMap<String, u32>,
     modes: BTreeMap<String, TargetMode>,
-    unfit: BTreeMap<String, String>,
+    unfit: BTreeMap<String, Unfit>,
     book: LaunchBook,
     now: i64,
     accepted: u32,
@@ -137,12 +163,14 @@ impl Sim {
                 surplus: &HashSet::new(),
             };
             let plan = plan::plan(&observed, &mut self.book, self.now);
-            for i in plan.intents {
-                let id = self.attempts.len() as i64 + 1;
-                let mut a = Attempt::new(id, &i.profile, target, HOST, self.now);
-                a.lease_id = self.book.bind_next(target, &i.profile, id);
-                self.attempts.push(a);
-            }
+            // The daemon's own record step, bindings included.
+            let mut books = Ledger {
+                attempts: &mut self.attempts,
+                target,
+                now: self.now,
+            };
+            let (_, failed) = record::record(&plan, &mut self.book, target, &mut books);
+            assert!(failed.is_none());
         }
         for p in &self.policies {
             assert_eq!(

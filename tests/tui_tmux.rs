@@ -132,7 +132,7 @@ fn top_in_a_real_terminal() {
             busy,
             labels: vec!["self-hosted".into()],
         };
-        runner_manager::daemon::runners_seen::publish(
+        runner_manager::store::daemon_facts::publish_runners(
             &store,
             "octo",
             &[

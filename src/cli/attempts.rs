@@ -4,8 +4,8 @@ use super::output::{self, Out, attempt_figures, attempt_json, live_meter, or_das
 use super::parse::Invocation;
 use super::{CliError, CliResult};
 use crate::domain::validate;
-use crate::meter::units;
 use crate::store::{AttemptFilter, Store};
+use crate::units;
 use serde_json::json;
 
 const DEFAULT_LIMIT: u64 = 50;

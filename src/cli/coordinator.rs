@@ -11,9 +11,9 @@ use crate::coordinator::server::{ServeOptions, serve as start_server};
 use crate::coordinator::tls;
 use crate::domain::validate::{self, Invalid};
 use crate::log_warn;
-use crate::meter::units;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, Store};
 use crate::timefmt::now_millis;
+use crate::units;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
@@ -144,7 +144,7 @@ fn job_json(j: &CoordJobRow) -> Value {
         "name": j.name,
         "labels": j.labels,
         "queued_at": output::time(j.queued_at),
-        "phase": j.phase,
+        "phase": j.phase.to_string(),
         "lease_id": j.lease_id,
         "host": j.host,
         "profile": j.profile,
@@ -209,7 +209,7 @@ pub(super) fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
                     vec![
                         j.job_key.clone(),
                         j.target.clone(),
-                        j.phase.clone(),
+                        j.phase.to_string(),
                         or_dash(j.host.as_ref()),
                         or_dash(j.profile.as_ref()),
                         or_dash(j.lease_id.as_ref()),
@@ -240,7 +240,7 @@ pub(super) fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
     let connected = hs.iter().filter(|h| h.connected).count();
     let mut phases = std::collections::BTreeMap::<String, usize>::new();
     for j in &js {
-        *phases.entry(j.phase.clone()).or_default() += 1;
+        *phases.entry(j.phase.to_string()).or_default() += 1;
     }
     out.emit(
         || {

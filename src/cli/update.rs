@@ -6,11 +6,10 @@ use super::exit::Failure;
 use super::output::Out;
 use super::parse::Invocation;
 use super::{CliError, CliResult};
-use crate::selfupdate::handover::{KV_HANDOVER, request};
 use crate::selfupdate::owner::{self, Verdict};
 use crate::selfupdate::release::{self, KV_RELEASE_SOURCE, Source};
 use crate::selfupdate::{CURRENT, Decision, UpdateError, decide, replace};
-use crate::store::Store;
+use crate::store::{Store, daemon_facts};
 use crate::timefmt::now_millis;
 use serde_json::json;
 use std::path::PathBuf;
@@ -119,7 +118,11 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ),
     };
     if other_exe.is_none() {
-        store.kv_put(KV_HANDOVER, &request(now_millis(), &version))?;
+        let request = daemon_facts::HandoverRequest {
+            at: now_millis(),
+            version: version.clone(),
+        };
+        daemon_facts::put_handover_request(store, &request)?;
     }
     out.emit(
         || {

@@ -1,8 +1,11 @@
 //! Placement (pure): the coordinator's book of queued jobs and connected hosts, and
 //! the decision of which host gets a launch for which job. Every method takes `now`
-//! (the coordinator's clock) and returns the frames to send; the server does the I/O.
+//! (the coordinator's clock) and returns the frames to send; the server does the I/O,
+//! and draws the key lease ids come from (`lease_ids`). `place` places, `book` is the
+//! book as the store keeps it and a restart takes it up.
 //!
-//! One job is in exactly one phase, so it never has two open leases:
+//! One job is in exactly one phase ([`JobState`]; its word is `domain::job_phase::Phase`),
+//! so it never has two open leases:
 //! `Waiting` (no lease) → `Leased` (a launch sent to one host) → `Started` (the host
 //! reported a runner for the lease: the lease is closed) → `Held` (that runner
 //! finished while the job still looked queued: wait for a fresh queue snapshot before
@@ -17,14 +20,19 @@
 //! cancelled, and A does not wait for its supposed runner to finish.
 
 use super::protocol::{
-    self, AttemptFinished, AttemptStarted, CoordMsg, Hello, HelloAck, LaunchAck, LaunchFrame,
-    ProfileMeters, Status,
+    self, AttemptFinished, AttemptStarted, CoordMsg, Hello, HelloAck, LaunchAck, ProfileMeters,
+    Status,
 };
 use crate::domain::QueuedJob;
-use crate::domain::labels::{extra_labels, job_fits};
-use crate::store::CoordJobRow;
-use crate::timefmt::{Millis, format_rfc3339};
+use crate::domain::job_phase::Phase;
+use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet};
+
+mod book;
+mod lease_ids;
+mod place;
+
+pub use lease_ids::LeaseIds;
 
 /// One connection; a host that reconnects gets a new one.
 pub type ConnId = u64;
@@ -44,16 +52,6 @@ const LEASE_MEMORY: usize = 65_536;
 /// was kept until 65,536 more had been issued, and a coordinator's RSS grew by about
 /// 300 bytes a job for its first 65,536 jobs.
 const LATE_START_MS: Millis = 600_000;
-
-/// A new lease id: 128 random bits from the kernel (getrandom(2) through ring), as 32
-/// hex digits. A host cannot guess another host's lease, and hosts refuse a lease id
-/// seen before, so ids never repeat across coordinator restarts either. `None` only
-/// if the kernel gives no randomness: the job then waits for the next pass.
-pub fn new_lease_id() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    crate::random::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
 
 /// A lease as remembered: its job and the host it was issued to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,8 +128,9 @@ pub enum CloseWhy {
     UnsupportedVersion(u32),
 }
 
+/// A job's [`Phase`] with what it holds: its lease, its runner, since when it is held.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
+pub enum JobState {
     Waiting,
     Leased {
         lease_id: String,
@@ -156,14 +155,15 @@ pub enum Phase {
     },
 }
 
-impl Phase {
-    pub fn as_str(&self) -> &'static str {
+impl JobState {
+    /// Its phase, the word the store keeps and people see.
+    pub fn phase(&self) -> Phase {
         match self {
-            Phase::Waiting => "waiting",
-            Phase::Leased { acked: false, .. } => "offered",
-            Phase::Leased { acked: true, .. } => "accepted",
-            Phase::Started { .. } => "started",
-            Phase::Held { .. } => "held",
+            JobState::Waiting => Phase::Waiting,
+            JobState::Leased { acked: false, .. } => Phase::Offered,
+            JobState::Leased { acked: true, .. } => Phase::Accepted,
+            JobState::Started { .. } => Phase::Started,
+            JobState::Held { .. } => Phase::Held,
         }
     }
 }
@@ -173,7 +173,7 @@ pub struct JobEntry {
     /// The coordinator's target name.
     pub target: String,
     pub job: QueuedJob,
-    pub phase: Phase,
+    pub state: JobState,
     /// Hosts passed over for this job, until when.
     pub refused: BTreeMap<String, Millis>,
     pub placements: u32,
@@ -209,6 +209,7 @@ pub struct Placement {
     /// Lease id → its job and host, for open leases and those recently closed
     /// without a runner.
     lease_jobs: BTreeMap<String, LeaseOf>,
+    lease_ids: LeaseIds,
 }
 
 /// The key a job is known by on the wire.
@@ -228,124 +229,17 @@ fn same_api(a: &str, b: &str) -> bool {
 }
 
 impl Placement {
-    /// Lease ids are random ([`new_lease_id`]), so they are unique across restarts
-    /// (hosts refuse a lease id they saw before) and cannot be guessed.
-    pub fn new(cfg: PlacementConfig, targets: Vec<CoordTarget>) -> Placement {
+    /// `lease_key` is the caller's: fresh random bytes at each start, from which every
+    /// lease id of this life is derived ([`LeaseIds`]), so placement itself draws no
+    /// randomness and a test's placement is reproducible.
+    pub fn new(cfg: PlacementConfig, targets: Vec<CoordTarget>, lease_key: [u8; 32]) -> Placement {
         Placement {
             cfg,
             targets,
             hosts: BTreeMap::new(),
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
-        }
-    }
-
-    /// The book as the store keeps it: one row per job, with its lease or runner.
-    /// [`Placement::restore`] reads it back.
-    pub fn book_rows(&self, now: Millis) -> Vec<CoordJobRow> {
-        self.jobs
-            .iter()
-            .map(|(k, j)| {
-                let mut row = CoordJobRow {
-                    job_key: k.clone(),
-                    target: j.target.clone(),
-                    repo: j.job.repo.clone(),
-                    name: j.job.name.clone(),
-                    labels: j.job.labels.clone(),
-                    queued_at: j.job.created_at,
-                    phase: j.phase.as_str().to_string(),
-                    placements: j.placements,
-                    updated_at: now,
-                    ..Default::default()
-                };
-                match &j.phase {
-                    Phase::Leased {
-                        lease_id,
-                        host,
-                        profile,
-                        expires_at,
-                        ..
-                    } => {
-                        row.lease_id = Some(lease_id.clone());
-                        row.host = Some(host.clone());
-                        row.profile = Some(profile.clone());
-                        row.expires_at = Some(*expires_at);
-                    }
-                    Phase::Started {
-                        host, runner_name, ..
-                    } => {
-                        row.host = Some(host.clone());
-                        row.runner_name = Some(runner_name.clone());
-                    }
-                    Phase::Waiting | Phase::Held { .. } => {}
-                }
-                row
-            })
-            .collect()
-    }
-
-    /// A restarted coordinator takes up the book its last life wrote (the server
-    /// writes it before it sends a launch), so a job whose runner was asked for or
-    /// started before the crash is not placed again beside it:
-    /// - a lease, offered or accepted, waits `away_grace_ms` for its host, as the
-    ///   accepted leases of a host whose link dropped do (an offer may have been
-    ///   accepted in the frame the crash cut off);
-    /// - a started runner serves its job for `orphan_grace_ms`, or until its host
-    ///   says hello;
-    /// - a held job waits for a fresh snapshot, and a waiting one waits.
-    ///
-    /// Jobs no longer queued leave with their target's first snapshot; rows of
-    /// targets this coordinator no longer serves, or that cannot be read, are dropped.
-    pub fn restore(&mut self, rows: &[CoordJobRow], now: Millis) {
-        for r in rows {
-            if !self.targets.iter().any(|t| t.name == r.target) {
-                continue;
-            }
-            let Ok(id) = r.job_key.parse::<i64>() else {
-                continue;
-            };
-            let phase = match (r.phase.as_str(), &r.lease_id, &r.host, &r.runner_name) {
-                ("offered" | "accepted", Some(lease_id), Some(host), _) => {
-                    let forget_at = r.expires_at.unwrap_or(now) + LATE_START_MS;
-                    self.remember_lease(lease_id, &r.job_key, host, forget_at);
-                    Phase::Leased {
-                        lease_id: lease_id.clone(),
-                        conn: NO_CONN,
-                        host: host.clone(),
-                        profile: r.profile.clone().unwrap_or_default(),
-                        expires_at: r
-                            .expires_at
-                            .unwrap_or(now)
-                            .min(now + self.cfg.away_grace_ms),
-                        acked: true,
-                    }
-                }
-                ("started", _, Some(host), Some(runner_name)) => Phase::Started {
-                    host: host.clone(),
-                    runner_name: runner_name.clone(),
-                    orphan_at: Some(now + self.cfg.orphan_grace_ms),
-                },
-                ("held", ..) => Phase::Held { since: now },
-                _ => Phase::Waiting,
-            };
-            let job = QueuedJob {
-                id,
-                run_id: 0,
-                repo: r.repo.clone(),
-                name: r.name.clone(),
-                labels: r.labels.clone(),
-                created_at: r.queued_at,
-            };
-            self.jobs.insert(
-                r.job_key.clone(),
-                JobEntry {
-                    target: r.target.clone(),
-                    job,
-                    phase,
-                    refused: BTreeMap::new(),
-                    placements: r.placements,
-                },
-            );
+            lease_ids: LeaseIds::new(&lease_key),
         }
     }
 
@@ -365,7 +259,7 @@ impl Placement {
     pub fn outstanding(&self, conn: ConnId) -> u32 {
         self.jobs
             .values()
-            .filter(|j| matches!(&j.phase, Phase::Leased { conn: c, .. } if *c == conn))
+            .filter(|j| matches!(&j.state, JobState::Leased { conn: c, .. } if *c == conn))
             .count() as u32
     }
 
@@ -430,12 +324,12 @@ impl Placement {
         // within the grace: by then a runner that lived on has taken its job (which
         // leaves the queue), and a start the crash cut short is placed again.
         for j in self.jobs.values_mut() {
-            if let Phase::Leased {
+            if let JobState::Leased {
                 conn: c,
                 host,
                 expires_at,
                 ..
-            } = &mut j.phase
+            } = &mut j.state
                 && host == name
                 && !self.hosts.contains_key(c)
                 && protocol::is_directable(version)
@@ -446,9 +340,9 @@ impl Placement {
         }
         // The host is back: its started runners serve their jobs again.
         for j in self.jobs.values_mut() {
-            if let Phase::Started {
+            if let JobState::Started {
                 host, orphan_at, ..
-            } = &mut j.phase
+            } = &mut j.state
                 && host == name
             {
                 *orphan_at = None;
@@ -485,8 +379,8 @@ impl Placement {
             return Vec::new();
         };
         for j in self.jobs.values_mut() {
-            match &mut j.phase {
-                Phase::Leased {
+            match &mut j.state {
+                JobState::Leased {
                     conn: c,
                     acked: true,
                     expires_at,
@@ -494,8 +388,8 @@ impl Placement {
                 } if *c == conn && !removed => {
                     *expires_at = (*expires_at).min(now + self.cfg.away_grace_ms)
                 }
-                Phase::Leased { conn: c, .. } if *c == conn => j.phase = Phase::Waiting,
-                Phase::Started {
+                JobState::Leased { conn: c, .. } if *c == conn => j.state = JobState::Waiting,
+                JobState::Started {
                     host: h, orphan_at, ..
                 } if *h == host.name => *orphan_at = Some(now + self.cfg.orphan_grace_ms),
                 _ => {}
@@ -518,8 +412,8 @@ impl Placement {
     /// The job and phase of an open lease held by `conn`.
     fn leased_by(&self, conn: ConnId, lease_id: &str) -> Option<String> {
         let key = &self.lease_jobs.get(lease_id)?.job;
-        match &self.jobs.get(key)?.phase {
-            Phase::Leased {
+        match &self.jobs.get(key)?.state {
+            JobState::Leased {
                 lease_id: l,
                 conn: c,
                 ..
@@ -535,15 +429,15 @@ impl Placement {
         let until = now + self.cfg.refusal_memory_ms;
         let job = self.jobs.get_mut(&key).expect("leased job exists");
         if a.accepted {
-            if let Phase::Leased { acked, .. } = &mut job.phase {
+            if let JobState::Leased { acked, .. } = &mut job.state {
                 *acked = true;
             }
             return Vec::new();
         }
-        if let Phase::Leased { host, .. } = &job.phase {
+        if let JobState::Leased { host, .. } = &job.state {
             job.refused.insert(host.clone(), until);
         }
-        job.phase = Phase::Waiting;
+        job.state = JobState::Waiting;
         if let Some(h) = self.hosts.get_mut(&conn) {
             h.refusals += 1;
         }
@@ -581,9 +475,9 @@ impl Placement {
         let Some(job) = self.jobs.get_mut(&key) else {
             return out;
         };
-        match &job.phase {
-            Phase::Started { .. } | Phase::Held { .. } => return out,
-            Phase::Leased {
+        match &job.state {
+            JobState::Started { .. } | JobState::Held { .. } => return out,
+            JobState::Leased {
                 lease_id, conn: c, ..
             } if Some(lease_id) != s.lease_id.as_ref() => {
                 out.push(Action::Send(
@@ -595,7 +489,7 @@ impl Placement {
             }
             _ => {}
         }
-        job.phase = Phase::Started {
+        job.state = JobState::Started {
             host,
             runner_name: s.runner_name,
             orphan_at: None,
@@ -612,19 +506,19 @@ impl Placement {
         host.finished += 1;
         let host = host.name.clone();
         for j in self.jobs.values_mut() {
-            let ours = match &j.phase {
-                Phase::Started {
+            let ours = match &j.state {
+                JobState::Started {
                     host: h,
                     runner_name,
                     ..
                 } => *h == host && *runner_name == f.runner_name,
-                Phase::Leased {
+                JobState::Leased {
                     lease_id, conn: c, ..
                 } => *c == conn && Some(lease_id) == f.lease_id.as_ref(),
                 _ => false,
             };
             if ours {
-                j.phase = Phase::Held { since: now };
+                j.state = JobState::Held { since: now };
             }
         }
         Vec::new()
@@ -661,17 +555,17 @@ impl Placement {
             .collect();
         for k in gone {
             let j = self.jobs.remove(&k).expect("listed");
-            if let Phase::Leased { lease_id, conn, .. } = j.phase {
+            if let JobState::Leased { lease_id, conn, .. } = j.state {
                 out.push(Action::Send(conn, CoordMsg::CancelLaunch { lease_id }));
             }
         }
         for (k, job) in present {
             match self.jobs.get_mut(&k) {
                 Some(j) if j.target == target => {
-                    if let Phase::Held { since } = j.phase
+                    if let JobState::Held { since } = j.state
                         && read_at >= since
                     {
-                        j.phase = Phase::Waiting;
+                        j.state = JobState::Waiting;
                     }
                 }
                 Some(_) => {}
@@ -681,7 +575,7 @@ impl Placement {
                         JobEntry {
                             target: target.to_string(),
                             job,
-                            phase: Phase::Waiting,
+                            state: JobState::Waiting,
                             refused: BTreeMap::new(),
                             placements: 0,
                         },
@@ -703,7 +597,7 @@ impl Placement {
         present: &BTreeMap<String, QueuedJob>,
         t: &Taken,
     ) -> Vec<Action> {
-        let runs_it = |j: &JobEntry| matches!(&j.phase, Phase::Started { runner_name, .. } if *runner_name == t.runner_name);
+        let runs_it = |j: &JobEntry| matches!(&j.state, JobState::Started { runner_name, .. } if *runner_name == t.runner_name);
         if self.jobs.get(&t.job_key).is_some_and(runs_it) {
             return Vec::new();
         }
@@ -724,27 +618,27 @@ impl Placement {
         let (labels, phase) = match self.jobs.get_mut(&t.job_key) {
             Some(x) if x.target == target => (
                 x.job.labels.clone(),
-                std::mem::replace(&mut x.phase, Phase::Waiting),
+                std::mem::replace(&mut x.state, JobState::Waiting),
             ),
-            _ => (Vec::new(), Phase::Waiting),
+            _ => (Vec::new(), JobState::Waiting),
         };
         let job = self.jobs.get_mut(&other).expect("found above");
         let mut out = Vec::new();
-        job.phase = match phase {
+        job.state = match phase {
             // A lease is only moved to a job with the same labels: its profile fits.
-            Phase::Leased { lease_id, conn, .. } if !same_labels(&labels, &job.job.labels) => {
+            JobState::Leased { lease_id, conn, .. } if !same_labels(&labels, &job.job.labels) => {
                 out.push(Action::Send(conn, CoordMsg::CancelLaunch { lease_id }));
-                Phase::Waiting
+                JobState::Waiting
             }
-            Phase::Leased { .. } | Phase::Started { .. } => phase,
-            Phase::Waiting | Phase::Held { .. } => Phase::Waiting,
+            JobState::Leased { .. } | JobState::Started { .. } => phase,
+            JobState::Waiting | JobState::Held { .. } => JobState::Waiting,
         };
-        if let Phase::Leased {
+        if let JobState::Leased {
             lease_id,
             host,
             expires_at,
             ..
-        } = &job.phase
+        } = &job.state
         {
             let (lease_id, host, forget_at) =
                 (lease_id.clone(), host.clone(), expires_at + LATE_START_MS);
@@ -759,8 +653,8 @@ impl Placement {
         let mut out = Vec::new();
         for j in self.jobs.values_mut() {
             j.refused.retain(|_, until| *until > now);
-            match &j.phase {
-                Phase::Leased {
+            match &j.state {
+                JobState::Leased {
                     lease_id,
                     conn,
                     host,
@@ -775,189 +669,17 @@ impl Placement {
                     ));
                     j.refused
                         .insert(host.clone(), now + self.cfg.refusal_memory_ms);
-                    j.phase = Phase::Waiting;
+                    j.state = JobState::Waiting;
                 }
-                Phase::Started {
+                JobState::Started {
                     orphan_at: Some(t), ..
-                } if now >= *t => j.phase = Phase::Waiting,
+                } if now >= *t => j.state = JobState::Waiting,
                 _ => {}
             }
         }
         self.forget_leases(now);
         out.extend(self.place(now));
         out
-    }
-
-    /// Places every waiting job it can, oldest first.
-    pub fn place(&mut self, now: Millis) -> Vec<Action> {
-        let mut out = Vec::new();
-        let mut waiting: Vec<(Millis, i64, String)> = self
-            .jobs
-            .iter()
-            .filter(|(_, j)| j.phase == Phase::Waiting)
-            .map(|(k, j)| (j.job.created_at, j.job.id, k.clone()))
-            .collect();
-        if waiting.is_empty() || self.hosts.is_empty() {
-            return out;
-        }
-        waiting.sort();
-        // Counted once per call: placing is then linear in waiting jobs times hosts.
-        let mut open: BTreeMap<ConnId, u32> = BTreeMap::new();
-        let mut per_profile: BTreeMap<(ConnId, String), u32> = BTreeMap::new();
-        for j in self.jobs.values() {
-            if let Phase::Leased { conn, profile, .. } = &j.phase {
-                *open.entry(*conn).or_default() += 1;
-                *per_profile.entry((*conn, profile.clone())).or_default() += 1;
-            }
-        }
-        let mut free: BTreeMap<ConnId, u32> = self
-            .hosts
-            .iter()
-            .map(|(c, h)| (*c, h.free.saturating_sub(open.get(c).copied().unwrap_or(0))))
-            .collect();
-        for (_, _, key) in waiting {
-            let job = &self.jobs[&key];
-            let mut best: Option<(ConnId, String, String)> = None;
-            let mut best_rank = None;
-            for (conn, h) in &self.hosts {
-                let f = free[conn];
-                if f == 0 || h.draining || !protocol::is_directable(h.version) {
-                    continue;
-                }
-                if job.refused.get(&h.name).is_some_and(|until| *until > now) {
-                    continue;
-                }
-                let Some((profile, host_target)) =
-                    self.fitting_profile(h, job, *conn, &per_profile)
-                else {
-                    continue;
-                };
-                // Most free first; then the host with fewer open leases; then name.
-                let rank = (
-                    std::cmp::Reverse(f),
-                    open.get(conn).copied().unwrap_or(0),
-                    h.name.clone(),
-                );
-                if best_rank.as_ref().is_none_or(|b| rank < *b) {
-                    best_rank = Some(rank);
-                    best = Some((*conn, profile, host_target));
-                }
-            }
-            let Some((conn, profile, host_target)) = best else {
-                continue;
-            };
-            let Some(lease_id) = new_lease_id() else {
-                break;
-            };
-            let ttl = self.cfg.ttl_secs.min(protocol::MAX_TTL_SECS);
-            let expires_at = now + ttl as Millis * 1000;
-            *free.get_mut(&conn).expect("host listed") -= 1;
-            *open.entry(conn).or_default() += 1;
-            *per_profile.entry((conn, profile.clone())).or_default() += 1;
-            let host = self.hosts[&conn].name.clone();
-            self.remember_lease(&lease_id, &key, &host, expires_at + LATE_START_MS);
-            let job = self.jobs.get_mut(&key).expect("waiting job");
-            job.placements += 1;
-            job.phase = Phase::Leased {
-                lease_id: lease_id.clone(),
-                conn,
-                host,
-                profile: profile.clone(),
-                expires_at,
-                acked: false,
-            };
-            out.push(Action::Send(
-                conn,
-                CoordMsg::Launch(LaunchFrame {
-                    target: host_target,
-                    profile,
-                    job_key: key.clone(),
-                    lease_id,
-                    expires_at: format_rfc3339(expires_at),
-                    ttl_secs: ttl,
-                }),
-            ));
-        }
-        out
-    }
-
-    /// The host's most specific pool profile (fewest extra labels, then name) for the
-    /// job's target whose labels the job fits, that is not unfit and below its max.
-    fn fitting_profile(
-        &self,
-        h: &HostView,
-        job: &JobEntry,
-        conn: ConnId,
-        per_profile: &BTreeMap<(ConnId, String), u32>,
-    ) -> Option<(String, String)> {
-        let pool = format!("rm-pool-{}", h.hello.host.os);
-        h.hello
-            .profiles
-            .iter()
-            .filter(|p| {
-                h.covered.get(&p.target) == Some(&job.target)
-                    && p.labels.iter().any(|l| l.eq_ignore_ascii_case(&pool))
-                    && !h.unfit.contains(&p.name)
-                    && job_fits(&job.job.labels, &p.labels)
-                    && per_profile
-                        .get(&(conn, p.name.clone()))
-                        .copied()
-                        .unwrap_or(0)
-                        < p.max
-            })
-            .min_by_key(|p| (extra_labels(&job.job.labels, &p.labels), p.name.clone()))
-            .map(|p| (p.name.clone(), p.target.clone()))
-    }
-
-    fn remember_lease(&mut self, lease_id: &str, key: &str, host: &str, forget_at: Millis) {
-        self.lease_jobs.insert(
-            lease_id.to_string(),
-            LeaseOf {
-                job: key.to_string(),
-                host: host.to_string(),
-                forget_at,
-            },
-        );
-    }
-
-    /// Forgets closed leases past their `forget_at` or whose job left the queue (a
-    /// start naming them would change nothing), and the oldest closed ones beyond
-    /// [`LEASE_MEMORY`]. An open lease is always kept.
-    fn forget_leases(&mut self, now: Millis) {
-        let open: BTreeSet<&str> = self
-            .jobs
-            .values()
-            .filter_map(|j| match &j.phase {
-                Phase::Leased { lease_id, .. } => Some(lease_id.as_str()),
-                _ => None,
-            })
-            .collect();
-        let mut closed: Vec<(Millis, String)> = self
-            .lease_jobs
-            .iter()
-            .filter(|(id, _)| !open.contains(id.as_str()))
-            .map(|(id, l)| {
-                let forget_at = if self.jobs.contains_key(&l.job) {
-                    l.forget_at
-                } else {
-                    Millis::MIN
-                };
-                (forget_at, id.clone())
-            })
-            .collect();
-        closed.sort();
-        let over = self.lease_jobs.len().saturating_sub(LEASE_MEMORY);
-        for (i, (forget_at, id)) in closed.into_iter().enumerate() {
-            if i >= over && forget_at > now {
-                break;
-            }
-            self.lease_jobs.remove(&id);
-        }
-    }
-
-    /// How many lease ids are remembered (open, or closed without a runner lately).
-    pub fn leases_remembered(&self) -> usize {
-        self.lease_jobs.len()
     }
 }
 

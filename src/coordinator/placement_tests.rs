@@ -15,6 +15,11 @@ fn cfg() -> PlacementConfig {
 }
 
 fn placement() -> Placement {
+    placement_keyed([7; 32])
+}
+
+/// A coordinator life: each draws its own lease key.
+fn placement_keyed(lease_key: [u8; 32]) -> Placement {
     Placement::new(
         cfg(),
         vec![CoordTarget {
@@ -22,6 +27,7 @@ fn placement() -> Placement {
             scope: "octo/app".into(),
             api_url: "https://api.github.com".into(),
         }],
+        lease_key,
     )
 }
 
@@ -231,7 +237,7 @@ fn a_launch_accepted_by_a_host_that_goes_away_waits_for_its_return() {
     assert!(launches(&a).is_empty());
     assert_eq!(p.outstanding(3), 1);
     p.started(3, started(&l[0].2, "rm-h1-1"), T0 + 4_600);
-    assert!(matches!(p.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(matches!(p.jobs()["1"].state, JobState::Started { .. }));
     assert!(launches(&p.tick(T0 + 60_000)).is_empty());
 }
 
@@ -263,7 +269,7 @@ fn a_launch_taken_back_by_a_returning_host_ends_within_the_grace() {
     let a = p.tick(T0 + 1_000 + cfg().away_grace_ms);
     assert_eq!(cancels(&a), vec![(3, l[0].2.clone())]);
     assert!(
-        !matches!(p.jobs()["1"].phase, Phase::Leased { ref lease_id, .. } if *lease_id == l[0].2),
+        !matches!(p.jobs()["1"].state, JobState::Leased { ref lease_id, .. } if *lease_id == l[0].2),
         "the old lease is closed"
     );
 }
@@ -303,7 +309,7 @@ fn a_late_start_for_an_expired_lease_cancels_the_new_one() {
         T0 + 60_001,
     );
     assert_eq!(cancels(&a), vec![(l2[0].0, l2[0].2.clone())]);
-    assert!(matches!(p.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(matches!(p.jobs()["1"].state, JobState::Started { .. }));
 }
 
 #[test]
@@ -321,7 +327,7 @@ fn a_started_lease_is_forgotten_and_an_unstarted_one_after_its_late_window() {
     // A second start naming the same lease changes nothing.
     assert!(p.started(1, started(&l[0].2, "rm-b"), T0 + 2).is_empty());
     assert!(
-        matches!(&p.jobs()["1"].phase, Phase::Started { runner_name, .. } if runner_name == "rm-a")
+        matches!(&p.jobs()["1"].state, JobState::Started { runner_name, .. } if runner_name == "rm-a")
     );
     // Job 2's lease expires unstarted (60 s) and its job is placed again once h1's
     // refusal is forgotten; the old lease is still matched by a start that comes late,
@@ -333,7 +339,7 @@ fn a_started_lease_is_forgotten_and_an_unstarted_one_after_its_late_window() {
     let a = p.started(1, started(&l[1].2, "rm-late"), late);
     assert_eq!(cancels(&a), vec![(1, again[0].2.clone())]);
     assert!(
-        matches!(&p.jobs()["2"].phase, Phase::Started { runner_name, .. } if runner_name == "rm-late")
+        matches!(&p.jobs()["2"].state, JobState::Started { runner_name, .. } if runner_name == "rm-late")
     );
     // A lease closed unstarted is forgotten once its window is over; open ones never.
     let mut p = placement();
@@ -352,7 +358,7 @@ fn a_started_lease_is_forgotten_and_an_unstarted_one_after_its_late_window() {
             .is_empty()
     );
     assert!(
-        matches!(p.jobs()["1"].phase, Phase::Leased { .. }),
+        matches!(p.jobs()["1"].state, JobState::Leased { .. }),
         "a forgotten lease names nothing"
     );
     // A lease whose job left the queue is forgotten at the next tick, window or not.
@@ -462,14 +468,14 @@ fn a_runner_that_took_another_job_moves_that_jobs_lease_to_its_own() {
     );
     assert!(a.is_empty(), "no cancel, no new launch: {a:?}");
     assert!(
-        matches!(&p.jobs()["1"].phase, Phase::Leased { lease_id, .. } if *lease_id == l[1].2),
+        matches!(&p.jobs()["1"].state, JobState::Leased { lease_id, .. } if *lease_id == l[1].2),
         "job 1 now waits on job 2's launch: {:?}",
-        p.jobs()["1"].phase
+        p.jobs()["1"].state
     );
     // That launch's runner serves job 1.
     assert!(p.started(l[1].0, started(&l[1].2, "r2"), T0 + 3).is_empty());
     assert!(
-        matches!(&p.jobs()["1"].phase, Phase::Started { runner_name, .. } if runner_name == "r2")
+        matches!(&p.jobs()["1"].state, JobState::Started { runner_name, .. } if runner_name == "r2")
     );
     // A runner that took its own job changes nothing.
     let a = p.snapshot("ct", vec![], &[took(1, "r2")], T0 + 4, T0 + 4);
@@ -491,7 +497,9 @@ fn a_taken_jobs_lease_is_cancelled_when_its_taker_is_not_known() {
     );
     assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
     assert!(launches(&a).is_empty());
-    assert!(matches!(&p.jobs()["1"].phase, Phase::Leased { lease_id, .. } if *lease_id == l[0].2));
+    assert!(
+        matches!(&p.jobs()["1"].state, JobState::Leased { lease_id, .. } if *lease_id == l[0].2)
+    );
 }
 
 #[test]
@@ -509,20 +517,27 @@ fn a_lease_is_not_moved_to_a_job_with_other_labels() {
     // Job 2's launch may be for a profile job 1 does not fit: cancelled, and job 1
     // is placed again instead of waiting for r1 to finish.
     assert_eq!(cancels(&a), vec![(l[1].0, l[1].2.clone())]);
-    assert_eq!(p.jobs()["1"].phase.as_str(), "offered");
+    assert_eq!(p.jobs()["1"].state.phase(), Phase::Offered);
 }
 
 #[test]
-fn lease_ids_are_128_random_bits() {
-    let mut p = placement();
-    p.hello(1, "h1", hello("h1", 3, 4, POOL), T0);
-    let l = launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0));
+fn lease_ids_are_128_bits_from_the_callers_key() {
+    let run = |key| {
+        let mut p = placement_keyed(key);
+        p.hello(1, "h1", hello("h1", 3, 4, POOL), T0);
+        launches(&p.queue("ct", vec![job(1, &["linux"]), job(2, &["linux"])], T0))
+    };
+    let l = run([7; 32]);
     assert_eq!(l.len(), 2);
     for (_, _, id) in &l {
         assert_eq!(id.len(), 32, "{id}");
         assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
     }
     assert_ne!(l[0].2, l[1].2);
+    // Pure: the same key places the same; a restart's new key gives new ids.
+    assert_eq!(run([7; 32]), l);
+    let other = run([8; 32]);
+    assert!(other.iter().all(|(_, _, id)| l.iter().all(|x| x.2 != *id)));
 }
 
 #[test]
@@ -532,7 +547,7 @@ fn a_lease_named_by_another_host_changes_nothing() {
     p.hello(2, "h2", hello("h2", 3, 1, POOL), T0);
     let l = launches(&p.queue("ct", vec![job(1, &["linux"])], T0));
     assert_eq!(l[0].0, 1, "h1 has the most free");
-    let before = p.jobs()["1"].phase.clone();
+    let before = p.jobs()["1"].state.clone();
     // h2 names h1's lease in every frame that carries one.
     let a = p.started(2, started(&l[0].2, "rm-h2-1"), T0 + 1);
     assert!(a.is_empty(), "{a:?}");
@@ -550,21 +565,21 @@ fn a_lease_named_by_another_host_changes_nothing() {
         reason: Some("other".into()),
     };
     assert!(p.ack(2, refuse, T0 + 3).is_empty());
-    assert_eq!(p.jobs()["1"].phase, before);
+    assert_eq!(p.jobs()["1"].state, before);
     assert_eq!(p.hosts()[&2].started, 0);
     // h1's own report still closes it.
     p.started(1, started(&l[0].2, "rm-h1-1"), T0 + 4);
     assert!(
-        matches!(&p.jobs()["1"].phase, Phase::Started { host, .. } if host == "h1"),
+        matches!(&p.jobs()["1"].state, JobState::Started { host, .. } if host == "h1"),
         "{:?}",
-        p.jobs()["1"].phase
+        p.jobs()["1"].state
     );
 }
 
 /// A coordinator killed and started again: what the first placed is taken up from
 /// its book, and what the second sees first is the hosts saying hello again.
 fn restarted(p: &Placement, now: Millis) -> Placement {
-    let mut q = placement();
+    let mut q = placement_keyed([8; 32]);
     q.restore(&p.book_rows(now), now);
     q
 }
@@ -592,7 +607,7 @@ fn a_restarted_coordinator_does_not_place_again_a_job_its_last_life_leased() {
     assert_eq!(q.outstanding(conn), 1);
     let a = q.started(conn, started(&l[0].2, "rm-x-1"), T0 + 500);
     assert!(cancels(&a).is_empty());
-    assert!(matches!(q.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(matches!(q.jobs()["1"].state, JobState::Started { .. }));
     assert!(launches(&q.tick(T0 + 120_000)).is_empty());
 }
 
@@ -623,7 +638,7 @@ fn a_restored_runner_serves_its_job_and_a_job_gone_from_the_queue_is_forgotten()
     }
     p.started(1, started(&l[0].2, "rm-h1-1"), T0 + 10);
     let mut q = restarted(&p, T0 + 100);
-    assert!(matches!(q.jobs()["1"].phase, Phase::Started { .. }));
+    assert!(matches!(q.jobs()["1"].state, JobState::Started { .. }));
     q.hello(2, "h1", hello("h1", 3, 2, POOL), T0 + 200);
     // Job 2's runner took it while no coordinator ran: it leaves with the snapshot.
     let a = q.queue("ct", vec![job(1, &["linux"])], T0 + 300);
@@ -670,7 +685,7 @@ fn a_held_job_waits_for_a_read_begun_after_its_runner_finished() {
         launches(&stale).is_empty(),
         "read before the hold: {stale:?}"
     );
-    assert_eq!(p.jobs()["1"].phase.as_str(), "held");
+    assert_eq!(p.jobs()["1"].state.phase(), Phase::Held);
     let fresh = p.snapshot("ct", vec![job(1, &["linux"])], &[], T0 + 1_200, T0 + 1_300);
     assert_eq!(
         launches(&fresh).len(),

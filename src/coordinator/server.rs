@@ -215,6 +215,18 @@ impl Drop for ServerHandle {
     }
 }
 
+/// The key this life's lease ids come from (`placement::LeaseIds`): the coordinator's
+/// one draw of kernel randomness, fresh at each start. None to be had is an error.
+fn lease_key() -> io::Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    crate::random::fill(&mut key).map_err(|e| {
+        io::Error::other(format!(
+            "the kernel gave no random bytes for lease ids: {e}"
+        ))
+    })?;
+    Ok(key)
+}
+
 /// Starts the coordinator: binds `opts.listen`, spawns the acceptor, the placer and
 /// one demand thread per source.
 pub fn serve(
@@ -225,7 +237,8 @@ pub fn serve(
     let listener = TcpListener::bind(opts.listen)?;
     let addr = listener.local_addr()?;
     let targets = sources.iter().map(|s| s.target().clone()).collect();
-    let placement = Arc::new(Mutex::new(Placement::new(opts.placement.clone(), targets)));
+    let placement = Placement::new(opts.placement.clone(), targets, lease_key()?);
+    let placement = Arc::new(Mutex::new(placement));
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let (ev_tx, ev_rx) = unbounded::<Event>();
     let stopping = Arc::new(AtomicBool::new(false));

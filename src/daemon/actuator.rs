@@ -3,7 +3,7 @@
 //! signalling and cleanup are the only I/O, and each is safe to repeat.
 
 use super::shared::Shared;
-use crate::domain::{Attempt, AttemptState, Outcome, ReasonKind, TargetScope};
+use crate::domain::{Attempt, AttemptState, TargetScope};
 use crate::github::{Deleted, GitHubClient};
 use crate::reconcile::watch::{self, Action, DeregisterResult, Timeouts};
 use crate::runner::{self, SignalOutcome};
@@ -189,18 +189,6 @@ fn signal_runner(a: &Attempt, signal: i32) {
     }
 }
 
-/// Whether an attempt may have reached its JIT call: every start does, except those
-/// refused before it (`not_started`: the pass's target failed; `runner_group`: the
-/// profile's group could not be resolved; `host`: readying it on the host failed).
-fn jit_was_asked(a: &Attempt) -> bool {
-    !a.reason.as_ref().is_some_and(|r| {
-        matches!(
-            r.kind(),
-            ReasonKind::NotStarted | ReasonKind::RunnerGroup | ReasonKind::Host
-        )
-    })
-}
-
 /// Kills what is left of the attempt (its cgroup and its own uid first: nothing a job
 /// forked or detached survives them; then its session), deregisters if still
 /// registered, removes the root and the cgroup, and bounds the log. True when all of
@@ -222,21 +210,7 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
         // Reap it if it was our child, so no zombie is left behind.
         let _ = runner::reap_child(pid);
     }
-    // An ephemeral runner that finished its job, or that GitHub already confirmed
-    // deleted, has no registration left: asking again would only spend rate limit.
-    // Anything else may still be registered (the orphan sweep is the second net).
-    let registered = a.runner_id.is_some()
-        && !matches!(a.outcome, Some(Outcome::CompletedJob))
-        && !(a.outcome == Some(Outcome::ExitedIdleWithoutWork)
-            && a.reason
-                .as_ref()
-                .is_some_and(|r| matches!(r.kind(), ReasonKind::IdleTimeout | ReasonKind::Drain)));
-    // An attempt without a registration id may be registered all the same: its JIT
-    // answer was lost after GitHub registered the runner (a cut connection, a 5xx), or
-    // the daemon stopped during the call. Only its name finds it; a start refused
-    // before any JIT call spends no lookup.
-    let registered = registered || (a.runner_id.is_none() && jit_was_asked(a));
-    if registered {
+    if watch::may_be_registered(a) {
         match deregister(cx, a) {
             DeregisterResult::Deleted | DeregisterResult::NotFound => {}
             other => {

@@ -16,14 +16,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// The store keys the daemon keeps its containment under, for `status` and `top`:
-/// the one word (`uids`, `none`, `refused`) and the whole line.
-pub const KV_ISOLATION: &str = "daemon:isolation";
-pub const KV_CONTAINMENT: &str = "daemon:containment";
-pub const KV_CGROUPS: &str = "daemon:cgroups";
-/// What the daemon's cgroups enforce (`Enforced`, as JSON): `doctor` judges profiles'
-/// limits by the daemon's cgroup, not by its own.
-pub const KV_ENFORCED: &str = "daemon:cgroups_enforced";
+/// The store keys the containment is kept under are `store::daemon_facts`'s (written
+/// by `daemon::apply_containment` through `daemon_facts::put_containment`); named here
+/// only for `cli/host.rs`'s `status` until it reads them through `daemon_facts` too.
+pub use crate::store::daemon_facts::{KV_CGROUPS, KV_CONTAINMENT, KV_ISOLATION};
 
 /// What the daemon runs runners with.
 #[derive(Debug, Clone)]

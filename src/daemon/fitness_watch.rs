@@ -31,7 +31,7 @@ pub struct FitnessState {
     /// The `oci` profiles the last look found the host ready for: the starter starts
     /// a container for no other (not looked yet is not ready).
     pub oci_ready: std::collections::BTreeSet<String>,
-    /// Whether a container's size holds here (`readiness::quota_holds`): containers
+    /// Whether a container's size holds here (`domain::oci_readiness::quota_holds`): containers
     /// get one only then (rootless Podman cannot set one on most hosts).
     pub oci_quota: bool,
 }
@@ -76,12 +76,12 @@ pub fn limit_facts(
     enforced: &Enforced,
     oci: Option<&OciFacts>,
 ) -> BTreeMap<String, LimitFacts> {
-    let quota = oci.is_some_and(crate::runner::oci::readiness::quota_holds);
+    let quota = oci.is_some_and(crate::domain::oci_readiness::quota_holds);
     let quota_why = oci
         .and_then(|f| {
-            crate::runner::oci::readiness::checks(f)
+            crate::domain::oci_readiness::checks(f)
                 .into_iter()
-                .find(|c| c.name == crate::runner::oci::readiness::QUOTA)
+                .find(|c| c.name == crate::domain::oci_readiness::QUOTA)
         })
         .map(|c| format!("disk-quota: {}", c.detail))
         .unwrap_or_else(|| "Podman's storage not looked at yet".into());
@@ -182,7 +182,7 @@ pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> Fitnes
         oci_quota: facts
             .oci
             .as_ref()
-            .is_some_and(crate::runner::oci::readiness::quota_holds),
+            .is_some_and(crate::domain::oci_readiness::quota_holds),
     };
     let before = std::mem::replace(&mut *lock(&shared.fitness), now.clone());
     for (p, why) in &now.unfit {

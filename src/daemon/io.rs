@@ -17,9 +17,11 @@
 use super::actuator::{self, Ctx};
 use super::shared::Shared;
 use super::starter::{self, StartCx, Started};
+use crate::domain::runner_group::GroupIds;
 use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
 use crate::github::{GhError, GitHubClient, QueueRead, ReadCaps};
+use crate::reconcile::pass::{GuardFound, GuardRead};
 use crate::reconcile::watch::{self, Action, Timeouts};
 use crate::scaleset::ScaleSetClient;
 use crate::store::{SqliteStore, Store, StoreError};
@@ -71,6 +73,11 @@ pub enum Task {
     ListRunners { host_id: String },
     /// Keep the managed runner installs current (`runner_update`), as claimed.
     RunnerRelease { job: super::runner_update::Job },
+    /// Read the public-repository guard's facts (`public_guard`).
+    Guard {
+        read: GuardRead,
+        profiles: Vec<ScalePolicy>,
+    },
 }
 
 impl Task {
@@ -78,7 +85,10 @@ impl Task {
     pub fn attempt(&self) -> Option<i64> {
         match self {
             Task::Start { attempt, .. } | Task::Apply { attempt, .. } => Some(attempt.id),
-            Task::ReadDemand { .. } | Task::ListRunners { .. } | Task::RunnerRelease { .. } => None,
+            Task::ReadDemand { .. }
+            | Task::ListRunners { .. }
+            | Task::RunnerRelease { .. }
+            | Task::Guard { .. } => None,
         }
     }
 
@@ -114,6 +124,9 @@ pub enum Done {
     },
     /// A runner install check ended (what it did is in the log and the store).
     RunnerRelease,
+    Guard {
+        result: Result<GuardFound, GhError>,
+    },
     /// The store refused a write: the attempt is left as the store has it.
     Failed {
         attempt: Option<i64>,
@@ -157,7 +170,7 @@ pub struct IoPool {
 struct Common {
     shared: Arc<Shared>,
     /// Runner group ids by name (an organization's groups are looked up once).
-    group_ids: Mutex<HashMap<String, i64>>,
+    group_ids: GroupIds,
     /// Set by [`IoPool::stop`]: starts still queued end `not_started`, cleanups still
     /// queued are left to the next pass of the next daemon.
     stopping: AtomicBool,
@@ -189,7 +202,7 @@ impl IoPool {
         let (done_tx, done) = unbounded::<Done>();
         let common = Arc::new(Common {
             shared: shared.clone(),
-            group_ids: Mutex::new(HashMap::new()),
+            group_ids: GroupIds::default(),
             stopping: AtomicBool::new(false),
             live: AtomicUsize::new(0),
             idle_retire,
@@ -415,17 +428,7 @@ fn wind_down(c: &Common, store: &SqliteStore, work: Work, why: &str) -> Option<A
     let Task::Start { mut attempt, .. } = work.task else {
         return None;
     };
-    if attempt
-        .end(
-            crate::domain::Outcome::Failed,
-            Some(crate::domain::Reason::message(
-                crate::domain::ReasonKind::NotStarted,
-                why,
-            )),
-            now_millis(),
-        )
-        .is_ok()
-    {
+    if attempt.end_not_started(why, now_millis()).is_ok() {
         super::metrics_feed::ended(&c.shared.metrics, &attempt);
         if let Err(e) = store.save_attempt(&attempt) {
             log_error!("io_wind_down", attempt = attempt.id, error = e);
@@ -462,26 +465,17 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
             policy,
             scaleset,
         } => {
-            let mut groups = c
-                .group_ids
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
             let mut cx = StartCx {
                 shared: &c.shared,
                 store,
                 client: &client,
                 target: &target,
                 policy: &policy,
-                group_ids: &mut groups,
+                group_ids: &c.group_ids,
                 now: now_millis(),
                 scaleset: scaleset.as_ref().map(|(ss, id)| (ss.as_ref(), *id)),
             };
             let outcome = starter::start(&mut cx, &mut attempt);
-            c.group_ids
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(groups);
             match outcome {
                 Ok(outcome) => Done::Started { attempt, outcome },
                 Err(e) => failed(e),
@@ -554,6 +548,9 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
             super::runner_update::run(&c.shared, store, &client, &target, job);
             Done::RunnerRelease
         }
+        Task::Guard { read, profiles } => Done::Guard {
+            result: super::public_guard::read(&client, &target, &profiles, read, &c.group_ids),
+        },
     })
 }
 
@@ -567,12 +564,12 @@ fn read_demand(
     now: Millis,
     each_run: &(dyn Fn(i64, &[QueuedJob]) + Sync),
 ) -> Result<DemandRead, GhError> {
-    let is_repo = matches!(target.scope, crate::domain::TargetScope::Repo { .. });
+    let org = matches!(target.scope, crate::domain::TargetScope::Org { .. });
     let mut not_polled = 0;
     let mut read = Vec::new();
     for (owner, repo) in repos.repos(client, target, now)? {
-        let private = repos.public(&format!("{owner}/{repo}")) == Some(false);
-        if !is_repo && !any_public && !private {
+        let public = repos.public(&format!("{owner}/{repo}"));
+        if !crate::reconcile::demand::polls_repository(org, any_public, public) {
             not_polled += 1;
             continue;
         }
@@ -713,7 +710,7 @@ mod tests {
         let (_utx, urx) = unbounded::<Work>();
         let common = Common {
             shared: Arc::new(Shared::new(std::env::temp_dir())),
-            group_ids: Mutex::new(HashMap::new()),
+            group_ids: GroupIds::default(),
             stopping: AtomicBool::new(false),
             live: AtomicUsize::new(1),
             idle_retire: IDLE_RETIRE,

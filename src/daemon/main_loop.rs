@@ -12,8 +12,8 @@ use super::{
 };
 use crate::domain::{Attempt, AttemptState, Host};
 use crate::meter::{LiveAttempt, LiveBook, MeterReport};
-use crate::selfupdate::handover::{Drain, DrainEnd, KV_HANDOVER, drain_end, requested};
-use crate::store::{Heartbeat, SqliteStore, Store};
+use crate::selfupdate::handover::{Drain, DrainEnd, drain_end, requested};
+use crate::store::{Heartbeat, SqliteStore, Store, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender, select, tick};
@@ -211,11 +211,11 @@ impl<'a> MainLoop<'a> {
         }
         self.handover_due = false;
         // An unreadable request is read again when the store next changes.
-        let request = self.store.kv_get(KV_HANDOVER).unwrap_or_else(|e| {
+        let request = daemon_facts::handover_request(self.store).unwrap_or_else(|e| {
             log_warn!("handover_not_read", error = e);
             None
         });
-        if let Some(version) = requested(request.as_deref(), self.process_start) {
+        if let Some(version) = requested(request.as_ref(), self.process_start) {
             // As SIGTERM, without STOPPING=1: systemd is to restart the unit, not
             // stop it. Starts stop before the log says so.
             self.shared.stopping.store(true, Ordering::SeqCst);

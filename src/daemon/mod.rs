@@ -3,6 +3,7 @@
 //! and joins them all.
 
 mod actuator;
+mod clients;
 pub mod contain;
 mod disk_watch;
 pub use disk_watch::free_bytes;
@@ -38,7 +39,7 @@ pub use shared::LoopMsg;
 
 use crate::logging::Level;
 use crate::runner::claim::ClaimError;
-use crate::store::{Heartbeat, SqliteStore, Store, StoreError};
+use crate::store::{Heartbeat, SqliteStore, Store, StoreError, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use crossbeam_channel::{Receiver, bounded};
@@ -319,11 +320,15 @@ fn apply_containment(
         log_warn!("not_isolated", detail = c.isolation.describe());
     }
     shared.metrics.set_isolation(c.isolation.word());
-    store.kv_put(contain::KV_ISOLATION, c.isolation.word())?;
-    store.kv_put(contain::KV_CONTAINMENT, &c.isolation.describe())?;
-    store.kv_put(contain::KV_CGROUPS, &c.cgroups.summary())?;
-    let enforced = serde_json::to_string(&c.cgroups.enforced()).unwrap_or_default();
-    store.kv_put(contain::KV_ENFORCED, &enforced)?;
+    daemon_facts::put_containment(
+        store,
+        &daemon_facts::Containment {
+            isolation: c.isolation.word().to_string(),
+            line: c.isolation.describe(),
+            cgroups: c.cgroups.summary(),
+            enforced: c.cgroups.enforced(),
+        },
+    )?;
     *lock_mutex(&shared.contain) = Arc::new(c);
     Ok(refused)
 }

@@ -7,6 +7,7 @@ use crate::coordinator::link::Report;
 use crate::coordinator::protocol::{AttemptFinished, AttemptStarted, UsageInfo};
 use crate::domain::Attempt;
 use crate::reconcile::launch_book::{LaunchBook, Link, TargetMode, target_mode};
+use crate::reconcile::unfit::Unfit;
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use crossbeam_channel::Sender;
@@ -21,7 +22,7 @@ pub const FALLBACK_GRACE: Millis = 30_000;
 /// What one target loop last concluded, for judging offers between its passes.
 #[derive(Debug, Clone, Default)]
 pub struct TargetView {
-    pub unfit: BTreeMap<String, String>,
+    pub unfit: BTreeMap<String, Unfit>,
     /// Demand of the profiles that are not directed.
     pub demand: BTreeMap<String, u32>,
 }
@@ -155,7 +156,7 @@ impl Pool {
     }
 
     /// Every target's unfit profiles and undirected demand, merged.
-    pub(super) fn views(&self) -> (BTreeMap<String, String>, BTreeMap<String, u32>) {
+    pub(super) fn views(&self) -> (BTreeMap<String, Unfit>, BTreeMap<String, u32>) {
         let mut unfit = BTreeMap::new();
         let mut demand = BTreeMap::new();
         for v in lock(&self.views).values() {

@@ -25,7 +25,6 @@ pub struct RestQueue {
     /// When the last read that read every listed run began: what `jobs` may still
     /// list of the attempts that ended is judged against it.
     whole_at: Millis,
-    pub next_poll: Millis,
     /// A read is on a worker (it holds `repos` meanwhile).
     pub reading: bool,
     repos: Option<OrgRepos>,

@@ -158,10 +158,10 @@ impl Kept {
         format!(
             "ended attempts for {}; logs {} of {} ({} attempts); store {}",
             crate::timefmt::duration(self.retention_secs),
-            crate::meter::units::bytes(self.logs_bytes),
-            crate::meter::units::bytes(self.logs_max_bytes),
+            crate::units::bytes(self.logs_bytes),
+            crate::units::bytes(self.logs_max_bytes),
             self.logs_attempts,
-            crate::meter::units::bytes(self.store_bytes)
+            crate::units::bytes(self.store_bytes)
         )
     }
 }

@@ -15,14 +15,14 @@
 //! attempt's root links into them; that part needs no network and runs every
 //! [`GC_EVERY`] while a version is left to remove.
 //!
-//! What it found is kept in the store's key-value rows (`KV_*`) for `status`,
-//! `doctor` and `top`.
+//! What it found is kept in the store's key-value rows (`store::daemon_facts`'s
+//! `RunnerCheck`) for `status`, `doctor` and `top`.
 
 use super::shared::Shared;
 use crate::domain::{Attempt, ReasonKind, Target};
 use crate::github::GitHubClient;
 use crate::install::{self, managed, versions};
-use crate::store::Store;
+use crate::store::{Store, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use std::collections::BTreeSet;
@@ -33,17 +33,6 @@ use std::sync::Mutex;
 pub const DEFAULT_EVERY_MS: Millis = 6 * 3_600_000;
 /// How often a version left to remove is looked at again.
 pub const GC_EVERY: Millis = 30_000;
-
-/// The newest release the downloads API listed for this machine.
-pub const KV_NEWEST: &str = "runner:newest";
-/// When the last check ended (milliseconds).
-pub const KV_CHECKED_AT: &str = "runner:checked_at";
-/// Why the last check failed, or what it could not do (absent when all went well).
-pub const KV_PROBLEM: &str = "runner:problem";
-
-/// The versions the host's profiles' installs are at, as the last check saw them
-/// (comma-separated), for `top`, which reads only the store.
-pub const KV_IN_USE: &str = "runner:in_use";
 
 /// What `status`, `doctor` and `top` show of the runner installs: the versions in
 /// use, the newest release seen, the pin, and the last check.
@@ -65,27 +54,16 @@ impl Seen {
         pin: Option<&str>,
         installs: Option<&[PathBuf]>,
     ) -> Result<Seen, crate::store::StoreError> {
-        let in_use = match installs {
-            Some(paths) => in_use(paths),
-            None => store
-                .kv_get(KV_IN_USE)?
-                .map(|v| {
-                    v.split(',')
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
+        let check = daemon_facts::runner_check(store)?;
         Ok(Seen {
             runner_version: pin.unwrap_or("latest").to_string(),
-            in_use,
-            newest: store.kv_get(KV_NEWEST)?,
-            checked_at: store
-                .kv_get(KV_CHECKED_AT)?
-                .and_then(|v| v.parse::<Millis>().ok())
-                .map(crate::timefmt::format_rfc3339),
-            problem: store.kv_get(KV_PROBLEM)?,
+            in_use: match installs {
+                Some(paths) => in_use(paths),
+                None => check.in_use,
+            },
+            newest: check.newest,
+            checked_at: check.checked_at.map(crate::timefmt::format_rfc3339),
+            problem: check.problem,
         })
     }
 
@@ -334,19 +312,13 @@ pub fn run(shared: &Shared, store: &dyn Store, client: &GitHubClient, target: &T
             .iter()
             .map(|p| super::starter::runner_dir(&shared.state_dir, p))
             .collect();
-        let _ = store.kv_put(KV_IN_USE, &in_use(&paths).join(","));
+        let _ = daemon_facts::put_runner_in_use(store, &in_use(&paths));
     }
     if job == Job::Check {
-        let _ = store.kv_put(KV_CHECKED_AT, &now_millis().to_string());
-        match &out.problem {
-            Some(p) => {
-                log_warn!("runner_check_failed", target = target.name, problem = p);
-                let _ = store.kv_put(KV_PROBLEM, p);
-            }
-            None => {
-                let _ = store.kv_delete(KV_PROBLEM);
-            }
+        if let Some(p) = &out.problem {
+            log_warn!("runner_check_failed", target = target.name, problem = p);
         }
+        let _ = daemon_facts::put_runner_checked(store, now_millis(), out.problem.as_deref());
     }
     claim.1 = true;
     shared
@@ -371,11 +343,12 @@ fn check(
         .runner_downloads(&target.scope)
         .map_err(|e| format!("asking {} for runner downloads: {e}", target.name))?;
     let newest = install::choose(&downloads, os, arch, None).map_err(|e| e.to_string())?;
-    if store.kv_get(KV_NEWEST).ok().flatten().as_deref() != Some(newest.version.as_str()) {
+    let seen = daemon_facts::runner_check(store)
+        .ok()
+        .and_then(|c| c.newest);
+    if seen.as_deref() != Some(newest.version.as_str()) {
         log_info!("runner_release_seen", version = newest.version);
-        store
-            .kv_put(KV_NEWEST, &newest.version)
-            .map_err(|e| e.to_string())?;
+        daemon_facts::put_runner_newest(store, &newest.version).map_err(|e| e.to_string())?;
     }
     let pin = store
         .host_or_create()

@@ -14,10 +14,12 @@
 //! polling then is left to the process exit. The session is gone either way, so the
 //! next holder opens its own at once instead of meeting 409 until it expires.
 
+use super::clients::{self, Ties};
 use super::shared::{LoopMsg, Shared};
+use crate::backoff::Backoff;
+use crate::domain::runner_group::GroupIds;
 use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, SessionPhase, SessionState, Target};
-use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
-use crate::github::{GhError, GitHubClient, InFlight, SharedHold, load_credential};
+use crate::github::{GhError, InFlight, SharedHold};
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::plan::ScaleSetSeen;
 use crate::reconcile::watch::DeregisterResult;
@@ -37,8 +39,8 @@ use std::time::{Duration, Instant};
 
 /// How long stopping the feed waits for listeners to close their sessions.
 pub const STOP_WAIT: Duration = Duration::from_secs(10);
-/// Wait between tries to resolve a runner group by name.
-const GROUP_RETRY: Duration = Duration::from_secs(30);
+/// Waits between tries to resolve a runner group by name: 30 s, doubling to 10 min.
+const GROUP_RETRY: Backoff = Backoff::new(Duration::from_secs(30), Duration::from_secs(600));
 
 /// The scale set a profile registers its runners in: named after the profile, which
 /// is also its only label.
@@ -109,32 +111,41 @@ pub struct ScaleSetFeed {
     /// Results taken this pass, released by `handed_over`.
     held: Vec<Sender<()>>,
     /// Credential failures are retried no sooner than this.
-    next_try: Instant,
+    next_try: Millis,
     /// On a coordinated host: the scale sets the coordinator holds sessions on, found
     /// by name (no session here), so directed launches take their JIT from them.
     remote: HashMap<String, Remote>,
-    /// The target's rate-limit hold (a `retry-after`, a reset), shared live by every
-    /// client of the target, the loop's included: the feed's send no REST call
-    /// (registration tokens, lookups) before it.
-    shared_hold: SharedHold,
-    /// The target's bound on requests in flight, shared by every client of its
-    /// credential (the loop's, the workers', each listener's) the same way.
-    in_flight: InFlight,
+    /// The target's rate-limit hold (a `retry-after`, a reset) and bound on requests
+    /// in flight, shared live by every client of the target, the loop's included:
+    /// the feed's send no REST call (registration tokens, lookups) before the hold
+    /// ends (`clients`).
+    ties: Ties,
+    /// Runner group ids found by name, for every listener and lookup of the target.
+    groups: Arc<GroupIds>,
+    /// The loop's shutdown: ends a lookup's waits.
+    shutdown: Receiver<()>,
 }
+
+/// A lookup's answer: the scale set's client and id, `None` while it does not exist.
+type Found = Result<Option<(Arc<ScaleSetClient>, i64)>, String>;
 
 /// A scale set found by name, for starting and removing runners without a session.
 struct Remote {
     fingerprint: String,
     /// `None` until found; looked up again no sooner than `next_try`.
     found: Option<(Arc<ScaleSetClient>, i64)>,
-    next_try: Instant,
+    next_try: Millis,
+    /// A lookup on its own thread (never the loop's), until it answers.
+    looking: Option<Receiver<Found>>,
 }
 
 /// Wait between lookups of a scale set the coordinator has not created yet.
-const REMOTE_RETRY: Duration = Duration::from_secs(2);
+const REMOTE_RETRY: Millis = 2_000;
+/// Wait before a listener whose credentials failed is started again.
+const START_RETRY: Millis = 30_000;
 
 impl ScaleSetFeed {
-    pub fn new(target: &str) -> ScaleSetFeed {
+    pub fn new(target: &str, shutdown: Receiver<()>) -> ScaleSetFeed {
         let (tx, rx) = unbounded();
         ScaleSetFeed {
             target: target.to_string(),
@@ -143,21 +154,27 @@ impl ScaleSetFeed {
             rx,
             known: HashMap::new(),
             held: Vec::new(),
-            next_try: Instant::now(),
+            next_try: 0,
             remote: HashMap::new(),
-            shared_hold: SharedHold::default(),
-            in_flight: InFlight::default(),
+            ties: Ties::default(),
+            groups: Arc::default(),
+            shutdown,
         }
     }
 
-    /// The hold every client of the target shares; give it to the loop's client.
-    pub fn shared_hold(&self) -> SharedHold {
-        self.shared_hold.clone()
+    /// What every client of the target shares; give it to the loop's client.
+    pub fn ties(&self) -> &Ties {
+        &self.ties
     }
 
-    /// The bound every client of the target shares; give it to the loop's client.
-    pub fn in_flight(&self) -> InFlight {
-        self.in_flight.clone()
+    /// The hold every client of the target shares.
+    pub fn shared_hold(&self) -> &SharedHold {
+        &self.ties.hold
+    }
+
+    /// The bound every client of the target shares.
+    pub fn in_flight(&self) -> &InFlight {
+        &self.ties.in_flight
     }
 
     /// Starts a listener for every scale set profile of this host that is not directed
@@ -174,6 +191,7 @@ impl ScaleSetFeed {
         host: &Host,
         mode: TargetMode,
         shared: &Arc<Shared>,
+        now: Millis,
     ) {
         let mut wanted = scaleset_profiles(target, profiles, host);
         wanted.retain(|_, (p, _)| !is_directed(host, p, mode));
@@ -199,9 +217,9 @@ impl ScaleSetFeed {
             }
             self.known.remove(&name);
         }
-        self.sync_remote(target, profiles, host);
+        self.sync_remote(target, profiles, host, shared, now);
         for (name, (policy, fp)) in wanted {
-            if self.listeners.contains_key(name) || Instant::now() < self.next_try {
+            if self.listeners.contains_key(name) || now < self.next_try {
                 continue;
             }
             match self.start(target, policy, fp, &host.id, shared) {
@@ -215,7 +233,7 @@ impl ScaleSetFeed {
                         profile = name,
                         error = e
                     );
-                    self.next_try = Instant::now() + Duration::from_secs(30);
+                    self.next_try = now + START_RETRY;
                 }
             }
         }
@@ -223,7 +241,15 @@ impl ScaleSetFeed {
 
     /// On a coordinated host, finds each scale set profile's scale set by name (the
     /// coordinator created it and holds its session), retrying while it is missing.
-    fn sync_remote(&mut self, target: &Target, profiles: &[ScalePolicy], host: &Host) {
+    /// Each lookup runs on a thread of its own; its answer is taken at a later pass.
+    fn sync_remote(
+        &mut self,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        host: &Host,
+        shared: &Arc<Shared>,
+        now: Millis,
+    ) {
         let wanted: BTreeMap<&str, (&ScalePolicy, String)> = if host.coordinator.is_none() {
             BTreeMap::new()
         } else {
@@ -241,33 +267,38 @@ impl ScaleSetFeed {
                 .or_insert_with(|| Remote {
                     fingerprint: fp,
                     found: None,
-                    next_try: Instant::now(),
+                    next_try: now,
+                    looking: None,
                 });
-            if r.found.is_some() || Instant::now() < r.next_try {
+            if let Some(rx) = &r.looking {
+                match rx.try_recv() {
+                    Ok(answer) => {
+                        r.looking = None;
+                        note_found(&self.target, name, r, answer);
+                    }
+                    Err(TryRecvError::Empty) => {}
+                    Err(TryRecvError::Disconnected) => r.looking = None,
+                }
                 continue;
             }
-            r.next_try = Instant::now() + REMOTE_RETRY;
-            match find_remote(target, policy, &self.shared_hold, &self.in_flight) {
-                Ok(Some(found)) => {
-                    log_info!(
-                        "scaleset_found",
-                        target = self.target,
-                        profile = name,
-                        scale_set = found.1
-                    );
-                    r.found = Some(found);
-                }
-                Ok(None) => log_info!(
-                    "scaleset_not_created_yet",
-                    target = self.target,
-                    profile = name
-                ),
-                Err(e) => log_warn!(
-                    "scaleset_lookup_failed",
-                    target = self.target,
-                    profile = name,
-                    error = e
-                ),
+            if r.found.is_some() || now < r.next_try {
+                continue;
+            }
+            r.next_try = now + REMOTE_RETRY;
+            let lookup = Lookup {
+                shared: shared.clone(),
+                target: target.clone(),
+                policy: policy.clone(),
+                ties: self.ties.clone(),
+                groups: self.groups.clone(),
+                stop: self.shutdown.clone(),
+            };
+            let (tx, rx) = bounded(1);
+            let spawned = std::thread::Builder::new()
+                .name(format!("scaleset-find:{name}"))
+                .spawn(move || drop(tx.send(lookup.find())));
+            if spawned.is_ok() {
+                r.looking = Some(rx);
             }
         }
     }
@@ -280,12 +311,9 @@ impl ScaleSetFeed {
         host_id: &str,
         shared: &Arc<Shared>,
     ) -> Result<Listener, String> {
-        let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
         let (stop, stop_rx) = bounded::<()>(0);
-        let gh = GitHubClient::new(target, cred)
-            .with_shutdown(stop_rx.clone())
-            .with_shared_hold(self.shared_hold.clone())
-            .with_in_flight(self.in_flight.clone());
+        let gh = clients::build(shared, target, &self.ties, stop_rx.clone())
+            .map_err(|e| format!("credentials: {e}"))?;
         let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
         let store = SqliteStore::open(&shared.state_dir).map_err(|e| format!("store: {e}"))?;
         let (done_tx, done) = bounded::<()>(0);
@@ -302,6 +330,7 @@ impl ScaleSetFeed {
             watch: watch.clone(),
             tx: self.tx.clone(),
             shared: shared.clone(),
+            groups: self.groups.clone(),
             _done: done_tx,
         };
         let thread = std::thread::Builder::new()
@@ -449,31 +478,66 @@ impl ScaleSetFeed {
     }
 }
 
-/// A scale set profile's scale set, by name in the profile's runner group (its id,
-/// else the Default group: the group a coordinator creates it in).
-fn find_remote(
-    target: &Target,
-    policy: &ScalePolicy,
-    shared_hold: &SharedHold,
-    in_flight: &InFlight,
-) -> Result<Option<(Arc<ScaleSetClient>, i64)>, String> {
-    let cred = load_credential(&target.credential).map_err(|e| format!("credentials: {e}"))?;
-    let gh = GitHubClient::new(target, cred)
-        .with_shared_hold(shared_hold.clone())
-        .with_in_flight(in_flight.clone());
-    let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
-    let group = match policy.runner_group_ref() {
-        RunnerGroup::Name(name) => match client.runner_group_by_name(name) {
-            Ok(Some(g)) => g.id,
-            Ok(None) => return Err(format!("no runner group named {name}")),
-            Err(e) => return Err(e.to_string()),
-        },
-        known => known.known_id().unwrap_or(DEFAULT_RUNNER_GROUP_ID),
-    };
-    match client.scale_set_by_name(group, &policy.name) {
-        Ok(Some(s)) => Ok(Some((client, s.id))),
-        Ok(None) => Ok(None),
-        Err(e) => Err(e.to_string()),
+/// A lookup of a scale set profile's scale set, on its own thread.
+struct Lookup {
+    shared: Arc<Shared>,
+    target: Target,
+    policy: ScalePolicy,
+    ties: Ties,
+    groups: Arc<GroupIds>,
+    stop: Receiver<()>,
+}
+
+impl Lookup {
+    /// The scale set, by name in the profile's runner group (its id, else the Default
+    /// group: the group a coordinator creates it in).
+    fn find(self) -> Found {
+        let gh = clients::build(&self.shared, &self.target, &self.ties, self.stop)
+            .map_err(|e| format!("credentials: {e}"))?;
+        let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
+        let group = self
+            .groups
+            .resolve(self.policy.runner_group_ref(), |name| {
+                client.runner_group_by_name(name).map(|g| g.map(|g| g.id))
+            })
+            .map_err(|e| e.to_string())?;
+        let Some(group) = group else {
+            return Err(format!(
+                "no runner group named {}",
+                self.policy.runner_group.as_deref().unwrap_or_default()
+            ));
+        };
+        match client.scale_set_by_name(group, &self.policy.name) {
+            Ok(Some(s)) => Ok(Some((client, s.id))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// Keeps a lookup's answer, and says what it was.
+fn note_found(target: &str, profile: &str, r: &mut Remote, answer: Found) {
+    match answer {
+        Ok(Some(found)) => {
+            log_info!(
+                "scaleset_found",
+                target = target,
+                profile = profile,
+                scale_set = found.1
+            );
+            r.found = Some(found);
+        }
+        Ok(None) => log_info!(
+            "scaleset_not_created_yet",
+            target = target,
+            profile = profile
+        ),
+        Err(e) => log_warn!(
+            "scaleset_lookup_failed",
+            target = target,
+            profile = profile,
+            error = e
+        ),
     }
 }
 
@@ -561,6 +625,7 @@ struct ListenCx {
     watch: SessionWatch,
     tx: Sender<Update>,
     shared: Arc<Shared>,
+    groups: Arc<GroupIds>,
     /// Dropped when the thread ends, which is what `done` waits for.
     _done: Sender<()>,
 }
@@ -652,17 +717,19 @@ impl ListenCx {
     /// The profile's runner group: its id, its name looked up (retried while the
     /// service fails), or the Default group. `None` when stopped meanwhile.
     fn runner_group(&self) -> Option<i64> {
-        let name = match self.policy.runner_group_ref() {
-            RunnerGroup::Name(name) => name,
-            known => return known.known_id(),
-        };
-        loop {
-            match self.client.runner_group_by_name(name) {
-                Ok(Some(g)) => return Some(g.id),
+        let group = self.policy.runner_group_ref();
+        for n in 0.. {
+            let lookup = |name: &str| {
+                self.client
+                    .runner_group_by_name(name)
+                    .map(|g| g.map(|g| g.id))
+            };
+            match self.groups.resolve(group, lookup) {
+                Ok(Some(id)) => return Some(id),
                 Ok(None) => log_warn!(
                     "scaleset_runner_group_missing",
                     profile = self.policy.name,
-                    group = name
+                    group = self.policy.runner_group.as_deref().unwrap_or_default()
                 ),
                 Err(ScaleSetError::Interrupted) => return None,
                 Err(e) => log_warn!(
@@ -671,15 +738,12 @@ impl ListenCx {
                     error = e
                 ),
             }
-            if self
-                .client
-                .github()
-                .wait_interruptibly(GROUP_RETRY)
-                .is_err()
-            {
+            let wait = GROUP_RETRY.step(n);
+            if self.client.github().wait_interruptibly(wait).is_err() {
                 return None;
             }
         }
+        None
     }
 }
 

@@ -4,7 +4,7 @@
 //! and the cache slot taken back from its uid; and the hourly prune of the caches and
 //! kept workspaces together to the host's `cache_cap` (`domain::caches::prune_plan`),
 //! never of a slot an attempt not yet cleaned holds, and what it measured recorded
-//! (`KV_FOOTPRINT`) for `status` and `doctor` (`shown`). The store is the book of who holds which
+//! (`store::daemon_facts::Measured`) for `status` and `doctor` (`shown`). The store is the book of who holds which
 //! slot (`attempts.slot`), so a restart finds every lease where it was.
 
 use super::contain::{Containment, Ready};
@@ -13,6 +13,7 @@ use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
 use crate::runner::slots::{self, Footprint, Kept};
 use crate::store::Store;
+use crate::store::daemon_facts::{self, Measured};
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
@@ -185,26 +186,15 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     removed
 }
 
-/// The key-value row the prune writes what it measured to ([`Measured`], JSON).
-pub const KV_FOOTPRINT: &str = "caches:footprint";
-
 /// How old a recorded measure `status` and `doctor` still show: two prunes' span.
 pub const MEASURE_FRESH_MS: Millis = 2 * 3600 * 1000;
-
-/// What the hourly prune measured (after its removals), and when.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Measured {
-    pub at: Millis,
-    pub footprint: Footprint,
-}
 
 fn record(store: &dyn Store, at: Millis, left: &[slots::FoundSlot], host: &Host) {
     let m = Measured {
         at,
         footprint: Footprint::of(left, host.cache_cap_bytes),
     };
-    let json = serde_json::to_string(&m).unwrap_or_default();
-    if let Err(e) = store.kv_put(KV_FOOTPRINT, &json) {
+    if let Err(e) = daemon_facts::put_measured(store, &m) {
         log_warn!("caches_not_recorded", error = e);
     }
 }
@@ -241,11 +231,7 @@ pub fn shown(
     host: &Host,
     now: Millis,
 ) -> (Footprint, Option<Millis>) {
-    let recorded = store
-        .kv_get(KV_FOOTPRINT)
-        .ok()
-        .flatten()
-        .and_then(|j| serde_json::from_str::<Measured>(&j).ok());
+    let recorded = daemon_facts::measured(store).ok().flatten();
     let runtime = crate::runner::root::host_runtime(host).unwrap_or_else(|| state_dir.into());
     let touched = match recorded {
         Some(_) => slots::last_touched(&runtime),
@@ -271,7 +257,7 @@ pub fn shown_line(f: &Footprint, at: Option<Millis>, now: Millis) -> String {
 
 /// `1.6 GiB of 10 GiB: caches 1.2 GiB (3 targets), workspaces 400 MiB (2)`.
 fn line(f: &Footprint) -> String {
-    let b = crate::meter::units::bytes;
+    let b = crate::units::bytes;
     format!(
         "{} of {}: caches {} ({} target{}), workspaces {} ({})",
         b(f.caches_bytes + f.workspaces_bytes),

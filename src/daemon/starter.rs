@@ -8,17 +8,16 @@
 
 use super::contain;
 use super::shared::Shared;
+use crate::domain::runner_group::GroupIds;
 use crate::domain::{
     Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
 };
-use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
 use crate::github::{GhError, GitHubClient};
 use crate::runner;
 use crate::secret::Secret;
 use crate::store::{LatencySample, NewAttempt, Store, StoreError};
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The runner install of a profile: its `runner_dir`, or `STATE_DIR/runner`.
@@ -73,7 +72,7 @@ pub struct StartCx<'a> {
     pub client: &'a GitHubClient,
     pub target: &'a Target,
     pub policy: &'a ScalePolicy,
-    pub group_ids: &'a mut HashMap<String, i64>,
+    pub group_ids: &'a GroupIds,
     pub now: Millis,
     /// A `demand=scaleset` profile's client and scale set: the JIT config comes from
     /// the scale set instead of REST.
@@ -256,26 +255,17 @@ fn after_spawn(
     }
 }
 
-/// The runner group to register in: the profile's id, its name resolved (org targets),
-/// or the Default group.
+/// The runner group to register in (`domain::runner_group`): a name is looked up in
+/// an organization's groups; a repository's runners join the Default group only.
 fn group_id(cx: &mut StartCx) -> Result<i64, GhError> {
-    let g = match cx.policy.runner_group_ref() {
-        RunnerGroup::Name(g) => g,
-        known => return Ok(known.known_id().unwrap_or(DEFAULT_RUNNER_GROUP_ID)),
-    };
-    if let Some(id) = cx.group_ids.get(g) {
-        return Ok(*id);
-    }
-    match &cx.target.scope {
-        TargetScope::Org { org } => match cx.client.runner_group_id_by_name(org, g)? {
-            Some(id) => {
-                cx.group_ids.insert(g.to_string(), id);
-                Ok(id)
-            }
-            None => Err(GhError::NotFound),
-        },
-        TargetScope::Repo { .. } => Err(GhError::Unprocessable {
-            message: "runner groups by name need an organization target".into(),
-        }),
-    }
+    let (client, scope) = (cx.client, &cx.target.scope);
+    let found = cx
+        .group_ids
+        .resolve(cx.policy.runner_group_ref(), |name| match scope {
+            TargetScope::Org { org } => client.runner_group_id_by_name(org, name),
+            TargetScope::Repo { .. } => Err(GhError::Unprocessable {
+                message: "runner groups by name need an organization target".into(),
+            }),
+        })?;
+    found.ok_or(GhError::NotFound)
 }

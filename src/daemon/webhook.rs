@@ -13,24 +13,22 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
-use serde::{Deserialize, Serialize};
 
 use super::shared::Shared;
 use crate::github::hooks::{self, MAX_DELIVERY_BYTES, Refused, SharedBook};
 use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
 use crate::metrics::{Kind, Metrics};
 use crate::secret::Secret;
-use crate::store::{SqliteStore, Store};
+use crate::store::{SqliteStore, Store, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 
 /// The store's key-value rows: the settings, as `host set` wrote them.
 pub const KV_LISTEN: &str = crate::domain::host_settings::KV_WEBHOOK_LISTEN;
 pub const KV_SECRET_FILE: &str = crate::domain::host_settings::KV_WEBHOOK_SECRET_FILE;
-/// What the listener saw (`Seen`), for `status` and `doctor`.
-pub const KV_SEEN: &str = "webhook:seen";
-/// The book's snapshot (`HookBook::snapshot`), which a restarted daemon starts from.
-pub const KV_BOOK: &str = "webhook:book";
+/// What the listener last wrote of itself (`store::daemon_facts`'s, kept in the store
+/// for `status` and `doctor`), under the name `cli/host.rs`'s `status` calls it by.
+pub use crate::store::daemon_facts::WebhookSeen as Seen;
 
 const DELIVERIES: &str = "runner_manager_webhook_deliveries_total";
 const SPARED: &str = "runner_manager_webhook_jobs_lists_spared_total";
@@ -39,45 +37,6 @@ const SPARED: &str = "runner_manager_webhook_jobs_lists_spared_total";
 const SEEN_EVERY_MS: Millis = 5_000;
 /// How often the book's snapshot is written while it changes.
 const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// What the listener last wrote of itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Seen {
-    pub listen: String,
-    pub since: Millis,
-    pub last_delivery: Option<Millis>,
-    pub accepted: u64,
-    pub rejected: u64,
-    pub spared: u64,
-    /// Set when the listener could not start (the reason).
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-impl Seen {
-    pub fn read(store: &dyn Store) -> Option<Seen> {
-        store
-            .kv_get(KV_SEEN)
-            .ok()
-            .flatten()
-            .and_then(|v| serde_json::from_str(&v).ok())
-    }
-
-    /// One line for people: where it listens and the last delivery.
-    pub fn describe(&self, now: Millis) -> String {
-        if let Some(e) = &self.error {
-            return format!("not listening: {e}");
-        }
-        let last = match self.last_delivery {
-            Some(t) => format!("last delivery {} ago", crate::timefmt::age(now - t)),
-            None => "no delivery yet".into(),
-        };
-        format!(
-            "listening on {} ({last}; {} accepted, {} rejected, {} jobs lists spared)",
-            self.listen, self.accepted, self.rejected, self.spared
-        )
-    }
-}
 
 /// `webhook_listen=`: an address and port (`0.0.0.0:8090`, `[::1]:8090`).
 pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
@@ -131,7 +90,7 @@ impl HookHandler {
         };
         let g = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(store) = &g.1 {
-            match store.kv_put(KV_BOOK, &text) {
+            match daemon_facts::put_webhook_book(store, &text) {
                 Ok(()) => self.saved.store(version, Ordering::Relaxed),
                 Err(e) => log_warn!("webhook_book_not_written", error = e),
             }
@@ -154,11 +113,10 @@ impl HookHandler {
         seen.last_delivery = last;
         seen.spared = spared;
         seen.rejected = self.rejected.load(Ordering::Relaxed);
-        if let Some(store) = store {
-            let text = serde_json::to_string(seen).unwrap_or_default();
-            if let Err(e) = store.kv_put(KV_SEEN, &text) {
-                log_warn!("webhook_seen_not_written", error = e);
-            }
+        if let Some(store) = store
+            && let Err(e) = seen.write(store)
+        {
+            log_warn!("webhook_seen_not_written", error = e);
         }
     }
 }
@@ -236,13 +194,12 @@ pub fn serve(
             error: Some(e),
             ..Seen::default()
         };
-        let _ = store.kv_put(KV_SEEN, &serde_json::to_string(&seen).unwrap_or_default());
+        let _ = seen.write(store);
         None
     };
     let (listen, file) = match settings(store) {
         Ok(None) => {
-            let _ = store.kv_delete(KV_SEEN);
-            let _ = store.kv_delete(KV_BOOK);
+            let _ = daemon_facts::clear_webhook(store);
             return None;
         }
         Ok(Some(s)) => s,
@@ -253,7 +210,7 @@ pub fn serve(
         Err(e) => return failed(listen.to_string(), format!("webhook_secret_file: {e}")),
     };
     // What the last daemon heard: runs announced before a restart are not read again.
-    if let Ok(Some(text)) = store.kv_get(KV_BOOK) {
+    if let Ok(Some(text)) = daemon_facts::webhook_book(store) {
         let mut b = shared.hooks.lock().unwrap_or_else(|e| e.into_inner());
         b.restore(&text, now);
         log_info!("webhook_book_restored", runs = b.runs());

@@ -7,7 +7,7 @@ use crate::domain::isolation::{self, Powers};
 use crate::domain::{Host, InEffect, ScalePolicy};
 use crate::runner::cgroup::{Cgroups, Enforced};
 use crate::runner::{self, caps};
-use crate::store::{SqliteStore, Store};
+use crate::store::{SqliteStore, Store, daemon_facts};
 use std::path::Path;
 
 /// Every containment line, in order.
@@ -40,10 +40,9 @@ pub(super) fn check(state_dir: &Path, store: &SqliteStore, lines: &mut Vec<Check
 /// settings would give a daemon with this process's powers.
 fn isolation_in_effect(store: &SqliteStore, host: &Host, daemon_pid: Option<u32>) -> InEffect {
     if daemon_pid.is_some()
-        && let Ok(Some(word)) = store.kv_get(crate::daemon::contain::KV_ISOLATION)
+        && let Ok(Some(word)) = daemon_facts::isolation(store)
     {
-        let line = store
-            .kv_get(crate::daemon::contain::KV_CONTAINMENT)
+        let line = daemon_facts::containment_line(store)
             .ok()
             .flatten()
             .unwrap_or_default();
@@ -177,10 +176,7 @@ fn cgroups_line(store: &SqliteStore, host: &Host, daemon_pid: Option<u32>) -> Ch
 /// The running daemon's cgroup summary and what its cgroups enforce, as it recorded
 /// them at start.
 fn daemon_cgroups(store: &SqliteStore) -> Option<(String, Enforced)> {
-    use crate::daemon::contain::{KV_CGROUPS, KV_ENFORCED};
-    let summary = store.kv_get(KV_CGROUPS).ok().flatten()?;
-    let enforced = serde_json::from_str(&store.kv_get(KV_ENFORCED).ok().flatten()?).ok()?;
-    Some((summary, enforced))
+    daemon_facts::cgroups(store).ok().flatten()
 }
 
 /// What limits a profile's runners would get: the running daemon's word, or, with no

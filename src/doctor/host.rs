@@ -185,8 +185,8 @@ pub(super) fn disk_line(
     fail_under: u64,
     warn_under: u64,
 ) -> CheckLine {
-    use crate::meter::units::bytes;
     use crate::reconcile::disk;
+    use crate::units::bytes;
     let hint =
         "free space there (old logs, build caches) or move the state directory with --state-dir";
     let warn_under = warn_under.max(disk::resume_above(fail_under));
@@ -417,7 +417,8 @@ pub fn check_webhook(
     store: &dyn crate::store::Store,
     now: crate::timefmt::Millis,
 ) -> Option<crate::doctor::CheckLine> {
-    use crate::daemon::webhook::{Seen, read_secret, settings};
+    use crate::daemon::webhook::{read_secret, settings};
+    use crate::store::daemon_facts::WebhookSeen;
     let (listen, file) = match settings(store) {
         Ok(None) => return None,
         Ok(Some(s)) => s,
@@ -449,7 +450,7 @@ pub fn check_webhook(
             format!("set to {listen}; no daemon listens (it starts the listener)"),
         ));
     }
-    let seen = Seen::read(store);
+    let seen = WebhookSeen::read(store);
     Some(match seen {
         Some(s) if s.error.is_some() => CheckLine::fail(
             "webhook",

@@ -2,7 +2,7 @@
 //! cleanup. The state machine is the one table in [`AttemptState::can_step`]; recovery
 //! may skip forward past missed states ([`AttemptState::can_recover`]), never back.
 
-use super::reason::Reason;
+use super::reason::{Reason, ReasonKind};
 use crate::timefmt::Millis;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -299,6 +299,13 @@ impl Attempt {
         }
         self.enter(to, now);
         Ok(())
+    }
+
+    /// Ends a recorded start that will not be tried (`not_started`, saying why):
+    /// nothing external was done for it.
+    pub fn end_not_started(&mut self, why: &str, now: Millis) -> Result<(), IllegalTransition> {
+        let reason = Reason::message(ReasonKind::NotStarted, why);
+        self.end(Outcome::Failed, Some(reason), now)
     }
 
     /// Ends the runner's life with an outcome: moves to `Finished` or `Failed`

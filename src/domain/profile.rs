@@ -426,42 +426,14 @@ impl ScalePolicy {
         Ok(())
     }
 
-    /// The runner group its runners register in, as far as the profile alone says:
-    /// the one place the setting is read (the starter, the public guard, the scale set
-    /// listener and `target check` resolve a name each with their own client).
+    /// The runner group its runners register in, as far as the profile alone says
+    /// (`domain::runner_group` resolves it to an id).
     pub fn runner_group_ref(&self) -> RunnerGroup<'_> {
-        match self.runner_group.as_deref() {
-            None => RunnerGroup::Default,
-            Some(g) => match g.parse::<i64>() {
-                Ok(id) => RunnerGroup::Id(id),
-                Err(_) => RunnerGroup::Name(g),
-            },
-        }
+        RunnerGroup::of(self.runner_group.as_deref())
     }
 }
 
-/// GitHub's Default runner group, where a runner registers unless told otherwise.
-pub const DEFAULT_RUNNER_GROUP_ID: i64 = 1;
-
-/// A profile's runner group: the Default one, one by id, or one by name (an
-/// organization's, to look up).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunnerGroup<'a> {
-    Default,
-    Id(i64),
-    Name(&'a str),
-}
-
-impl RunnerGroup<'_> {
-    /// The group's id when no lookup is needed.
-    pub fn known_id(&self) -> Option<i64> {
-        match self {
-            RunnerGroup::Default => Some(DEFAULT_RUNNER_GROUP_ID),
-            RunnerGroup::Id(id) => Some(*id),
-            RunnerGroup::Name(_) => None,
-        }
-    }
-}
+pub use super::runner_group::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
 
 /// A runner group: an id (digits) or a name (1-100 printable characters).
 fn runner_group(arg: &str, value: &str) -> Result<Option<String>, Invalid> {

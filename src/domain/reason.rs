@@ -234,6 +234,20 @@ impl Reason {
     /// Reads the text the store keeps (see the module documentation). Never fails:
     /// text in no known form is `Other`, with the text as its detail, so a reason an
     /// older or newer build wrote is shown as it was and matches no decision.
+    /// A reason from its kind's word and its detail as the store keeps them; `None`
+    /// for a word this build does not know, or a detail its kind's form refuses (the
+    /// caller falls back to the text).
+    pub fn from_parts(word: &str, detail: Option<String>) -> Option<Reason> {
+        let kind = ReasonKind::from_word(word)?;
+        let ok = match (kind.form(), detail.as_deref()) {
+            (_, None) => true,
+            (Form::Exit, Some(d)) => d.parse::<i32>().is_ok_and(|c| c.to_string() == d),
+            (Form::Message | Form::Job, Some(_)) => true,
+            (Form::Other, Some(_)) => false,
+        };
+        ok.then_some(Reason { kind, detail })
+    }
+
     pub fn parse(text: &str) -> Reason {
         Reason::known(text).unwrap_or_else(|| Reason {
             kind: ReasonKind::Other,
@@ -372,6 +386,23 @@ mod tests {
             assert_eq!(Reason::new(k).to_string(), k.as_str());
             assert_eq!(Reason::parse(k.as_str()), Reason::new(k));
         }
+    }
+
+    #[test]
+    fn a_reason_comes_back_from_its_parts_as_the_store_keeps_them() {
+        for r in [
+            Reason::exit(ReasonKind::ExitedDuringJob, 137),
+            Reason::message(ReasonKind::JitConfig, "422: no"),
+            Reason::job("Succeeded"),
+            Reason::new(ReasonKind::Drain),
+        ] {
+            let back = Reason::from_parts(r.kind().as_str(), r.detail().map(str::to_string));
+            assert_eq!(back, Some(r));
+        }
+        assert_eq!(Reason::from_parts("evicted", None), None, "an unknown word");
+        assert_eq!(Reason::from_parts("other", Some("x".into())), None);
+        let bad_code = Reason::from_parts("exited_during_job", Some("nine".into()));
+        assert_eq!(bad_code, None);
     }
 
     #[test]

@@ -187,6 +187,13 @@ impl<T> Reported<T> {
     }
 }
 
+/// A known default: what a row built in code, not read, starts from.
+impl<T: Default> Default for Reported<T> {
+    fn default() -> Reported<T> {
+        Reported::Known(T::default())
+    }
+}
+
 impl<T> From<T> for Reported<T> {
     fn from(v: T) -> Reported<T> {
         Reported::Known(v)

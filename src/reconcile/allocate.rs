@@ -7,6 +7,7 @@
 //! where `demand = queued + min_capacity`. Host capacity is shared: a profile earlier
 //! in the order takes first, and what it starts counts as live for the next.
 
+use super::unfit::Unfit;
 use super::watch::entered_at;
 use crate::domain::profile::Mode;
 use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
@@ -111,7 +112,7 @@ pub struct HostAllocator<'a> {
     /// `policies`, e.g. removed while their runners live): all of it is host load.
     pub counts: &'a BTreeMap<String, Counts>,
     /// Profiles that cannot start runners now, with the reason.
-    pub unfit: &'a BTreeMap<String, String>,
+    pub unfit: &'a BTreeMap<String, Unfit>,
 }
 
 impl HostAllocator<'_> {
@@ -189,7 +190,9 @@ impl HostAllocator<'_> {
             return Some(Limit::NotReconciling(NotReconciling::Draining));
         }
         if let Some(why) = self.unfit.get(&p.name) {
-            return Some(Limit::NotReconciling(NotReconciling::Unfit(why.clone())));
+            return Some(Limit::NotReconciling(NotReconciling::Unfit(
+                why.to_string(),
+            )));
         }
         if p.mode == Mode::Monitor {
             return Some(Limit::MonitorOnly);
@@ -327,7 +330,10 @@ mod tests {
             ("d-unfit".to_string(), counts(0, 0, 2, 0)),
         ]);
         let demand: BTreeMap<String, u32> = ps.iter().map(|p| (p.name.clone(), 3)).collect();
-        let unfit = BTreeMap::from([("d-unfit".to_string(), "runner_dir missing".to_string())]);
+        let unfit = BTreeMap::from([(
+            "d-unfit".to_string(),
+            Unfit::Install("runner_dir missing".into()),
+        )]);
         let run = |h: &Host| {
             HostAllocator {
                 host: h,
@@ -350,7 +356,11 @@ mod tests {
         assert_eq!(row(&a, "c-foreign"), (0, "foreign_host".into(), 0));
         assert_eq!(
             row(&a, "d-unfit"),
-            (0, "not_reconciling (unfit: runner_dir missing)".into(), 0),
+            (
+                0,
+                "not_reconciling (unfit: runner install: runner_dir missing)".into(),
+                0
+            ),
             "an unfit profile keeps the idle runners demand still wants"
         );
         assert_eq!(row(&a, "e-ok"), (3, "demand".into(), 0));

@@ -267,9 +267,30 @@ pub fn assign(profiles: &[ScalePolicy], jobs: &[QueuedJob], attempts: &[Attempt]
     out
 }
 
+/// Whether a demand read reads a repository's queue: a repository target's always;
+/// an organization's only when it is known private, or some profile may serve public
+/// repositories (`allow_public`), since their jobs would be left out anyway.
+pub fn polls_repository(org: bool, any_public: bool, public: Option<bool>) -> bool {
+    !org || any_public || public == Some(false)
+}
+
 #[cfg(test)]
 mod visibility_tests {
     use super::*;
+
+    #[test]
+    fn an_organization_reads_a_public_or_unknown_repository_only_if_a_profile_may_serve_it() {
+        for public in [None, Some(true), Some(false)] {
+            assert!(
+                polls_repository(false, false, public),
+                "a repository target"
+            );
+            assert!(polls_repository(true, true, public), "allow_public");
+        }
+        assert!(polls_repository(true, false, Some(false)));
+        assert!(!polls_repository(true, false, Some(true)));
+        assert!(!polls_repository(true, false, None));
+    }
 
     fn job(id: i64, repo: &str, labels: &[&str]) -> QueuedJob {
         QueuedJob {

@@ -6,7 +6,7 @@
 //! reserve, so a filesystem hovering at the mark does not flap. Watching, recording
 //! and cleaning never depend on it: cleanups are what give the space back.
 
-use crate::meter::units;
+use crate::units;
 
 /// Free space above which held starts resume: twice the reserve.
 pub fn resume_above(reserve: u64) -> u64 {

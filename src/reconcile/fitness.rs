@@ -9,7 +9,7 @@
 //! Required here: the tools a profile's jobs need, on the `PATH` its runners get;
 //! runner users when the host has a uid range (with none, no start could get an
 //! identity); for an `oci` profile, the host's readiness for rootless containers
-//! (`runner::oci::readiness`); and a profile's `memory_max`, `cpu_max` and
+//! (`domain::oci_readiness`); and a profile's `memory_max`, `cpu_max` and
 //! `pids_max` being in effect, unless the profile says `limits=best-effort` (then a
 //! limit not in effect is recommended: reported, never stopping). Recommended: memory
 //! and cores against the host's capacity (capacity is the owner's explicit bound and a
@@ -88,7 +88,7 @@ pub struct LimitFacts {
     pub best_effort: bool,
 }
 
-pub use crate::runner::oci::readiness::Facts as OciFacts;
+pub use crate::domain::oci_readiness::Facts as OciFacts;
 
 /// One judged check: `doctor`'s line and the daemon's reason come from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,7 +110,7 @@ fn gib(b: u64) -> String {
 
 /// Every check the facts allow, in a stable order: memory, cores, runner users,
 /// then each profile's tools by name, then each `oci` profile's readiness (judged by
-/// `runner::oci::readiness`, where not knowing fails).
+/// `domain::oci_readiness`, where not knowing fails).
 pub fn findings(f: &Facts) -> Vec<Finding> {
     let mut out = Vec::new();
     let line = |check: &str, class, ok, detail: String, hint: Option<&str>| Finding {
@@ -193,7 +193,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         out.push(limits_finding(profile, l));
     }
     let oci = f.oci.clone().unwrap_or_default();
-    let verdict = crate::runner::oci::readiness::verdict(&oci);
+    let verdict = crate::domain::oci_readiness::verdict(&oci);
     for profile in &f.oci_profiles {
         let (ok, detail) = match &verdict {
             Ok(summary) => (true, format!("ready for rootless containers: {summary}")),
@@ -204,7 +204,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             class: Class::Required,
             ok,
             detail,
-            hint: crate::runner::oci::readiness::first_hint(&oci).map(String::from),
+            hint: crate::domain::oci_readiness::first_hint(&oci).map(String::from),
             profile: Some(profile.clone()),
         });
     }

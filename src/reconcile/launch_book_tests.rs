@@ -3,6 +3,7 @@
 
 use super::allocate::{Counts, HostAllocator};
 use super::launch_book::*;
+use super::unfit::Unfit;
 use crate::domain::profile::Mode;
 use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
 use crate::timefmt::Millis;
@@ -33,7 +34,7 @@ struct World {
     host: Host,
     policies: Vec<ScalePolicy>,
     attempts: Vec<Attempt>,
-    unfit: BTreeMap<String, String>,
+    unfit: BTreeMap<String, Unfit>,
     demand: BTreeMap<String, u32>,
     modes: BTreeMap<String, TargetMode>,
     book: LaunchBook,
@@ -60,7 +61,10 @@ impl World {
                 foreign,
             ],
             attempts: Vec::new(),
-            unfit: BTreeMap::from([("sick".to_string(), "runner_dir missing".to_string())]),
+            unfit: BTreeMap::from([(
+                "sick".to_string(),
+                Unfit::Install("runner_dir missing".into()),
+            )]),
             demand: BTreeMap::new(),
             modes: BTreeMap::from([
                 ("octo".to_string(), TargetMode::Coordinated),

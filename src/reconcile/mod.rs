@@ -10,7 +10,10 @@ pub mod fitness;
 pub mod hold;
 pub mod launch_book;
 pub mod lines;
+pub mod pass;
 pub mod plan;
+pub mod record;
+pub mod unfit;
 pub mod watch;
 
 #[cfg(test)]

@@ -8,9 +8,9 @@
 
 use super::allocate::{Allocation, Counts, HostAllocator, pick_surplus};
 use super::demand::{self, Demand};
-use super::hold::StartHold;
 use super::launch_book::{Closed, LaunchBook, OfferCtx, TargetMode};
 use super::lines::RunnerEvent;
+use super::unfit::Unfit;
 use super::watch::{self, Action, Observation, ProcessStatus, Registration, Timeouts, Want};
 use crate::domain::{
     Attempt, AttemptState, DemandSource, Host, Limit, NotReconciling, QueuedJob, ScalePolicy,
@@ -68,7 +68,7 @@ pub struct Observed<'a> {
     pub scaleset: &'a BTreeMap<String, ScaleSetSeen>,
     pub scaleset_queued: &'a BTreeMap<String, Vec<Millis>>,
     /// Profiles that cannot start runners now, with the reason.
-    pub unfit: &'a BTreeMap<String, String>,
+    pub unfit: &'a BTreeMap<String, Unfit>,
     /// The target may start runners (it has a client and no hold).
     pub can_start: bool,
     /// GitHub's rate limit (or a `retry-after`) holds the target until then: the
@@ -110,13 +110,6 @@ pub struct Plan {
     pub standalone: BTreeMap<String, u32>,
     /// Set when every runner uid is held: why a profile that wanted more got none.
     pub uids_used_up: Option<String>,
-}
-
-impl Plan {
-    /// Whether any attempt's actions include work for a worker (GitHub or disk).
-    pub fn has_io(&self) -> bool {
-        self.actions.iter().any(|(_, a)| a.iter().any(needs_worker))
-    }
 }
 
 /// Whether an action is carried out on a worker: it calls GitHub (a deregistration,
@@ -272,7 +265,7 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         }
     }
     if let Some(until) = o.rate_limited_until.filter(|u| *u > now) {
-        rate_limited(&mut allocation, until);
+        rate_limited(&mut allocation, o.unfit, until);
     }
     let mut intents = Vec::new();
     let mut uids = o.free_uids.map(|u| u.iter().copied());
@@ -391,106 +384,21 @@ pub fn needs_rest_demand(profiles: &[ScalePolicy]) -> bool {
     profiles.is_empty() || profiles.iter().any(|p| p.demand == DemandSource::Poll)
 }
 
-/// What decides whether each profile may start runners now, gathered by the loop.
-#[derive(Debug, Clone, Copy)]
-pub struct Fitness<'a> {
-    pub profiles: &'a [ScalePolicy],
-    /// The target is an organization (else one repository).
-    pub org: bool,
-    /// Isolation is required but cannot be had: why.
-    pub isolation_refused: Option<&'a str>,
-    /// The state directory's filesystem is under its reserve: why (`reconcile::disk`).
-    pub disk_full: Option<&'a str>,
-    /// Profiles a required fitness check stops, with why (`reconcile::fitness::unfit`,
-    /// from the daemon's `fitness_watch`).
-    pub host_unfit: &'a BTreeMap<String, String>,
-    /// Profiles whose starts are held after a host failure.
-    pub holds: &'a BTreeMap<String, StartHold>,
-    /// Why the target has no GitHub client, when it has none.
-    pub no_client: Option<&'a str>,
-    /// A repository target's visibility (`None` until read).
-    pub public_repo: Option<bool>,
-    /// Per scale set profile of an organization: its runner group admits public
-    /// repositories' jobs (absent until read).
-    pub group_public: &'a BTreeMap<String, bool>,
-    /// Profiles whose runner install is missing or broken, with why.
-    pub install_errors: &'a BTreeMap<String, String>,
-    /// Scale set profiles whose scale set is not known yet, with why.
-    pub scaleset_unready: &'a BTreeMap<String, String>,
-}
-
-/// Unfit until a read tells: the reasons a rate limit stands in for.
-const GROUP_NOT_YET_KNOWN: &str = "runner group visibility not yet known";
-const REPO_NOT_YET_KNOWN: &str = "repository visibility not yet known";
-
 /// A rate limit holds the target until `until`: every profile that would otherwise
 /// be limited by its demand or a ceiling is limited by it, to the second it ends, and
 /// starts nothing (the allocation would otherwise show starts that cannot happen, and
 /// `max_capacity` where the queue is only waiting for the limit to end).
 /// A fact not yet learnt (a visibility) is the rate limit's doing too: it is what
 /// keeps the fact from being read.
-fn rate_limited(allocation: &mut Allocation, until: Millis) {
+fn rate_limited(allocation: &mut Allocation, unfit: &BTreeMap<String, Unfit>, until: Millis) {
     let until = (until + 999) / 1000 * 1000;
     for pa in &mut allocation.profiles {
-        let not_yet_known = matches!(
-            &pa.limit,
-            Limit::NotReconciling(NotReconciling::Unfit(why))
-                if why == GROUP_NOT_YET_KNOWN || why == REPO_NOT_YET_KNOWN
-        );
+        let not_yet_known = unfit.get(&pa.profile).is_some_and(Unfit::not_yet_known);
         if pa.limit.reconciles() || not_yet_known {
             pa.limit = Limit::RateLimited(until);
             pa.to_start = 0;
         }
     }
-}
-
-/// Profiles that cannot start runners now, with the reason `status` shows, first
-/// reason first: isolation refused, a full disk, starts held, no credentials, a public runner
-/// group or repository, a broken install, an unknown visibility, no scale set yet.
-pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, String> {
-    let mut unfit = BTreeMap::new();
-    for p in f.profiles {
-        let public_repo = "repository is public: a fork's pull request would run on this \
-                           host; set allow_public=true only if you mean it";
-        let public_group = "the scale set's runner group allows public repositories: a \
-                            fork's pull request would run on this host; turn that off in the \
-                            group's settings, or set allow_public=true only if you mean it";
-        let scaleset_org = f.org && p.demand == DemandSource::Scaleset && !p.allow_public;
-        let why = if let Some(why) = f.isolation_refused {
-            Some(format!("isolation: {why}"))
-        } else if let Some(why) = f.disk_full {
-            Some(why.to_string())
-        } else if let Some(why) = f.host_unfit.get(&p.name) {
-            Some(why.clone())
-        } else if let Some(h) = f.holds.get(&p.name).filter(|h| h.holds(now)) {
-            Some(h.describe(now))
-        } else if let Some(why) = f.no_client {
-            Some(why.to_string())
-        } else if scaleset_org && f.group_public.get(&p.name) == Some(&true) {
-            Some(public_group.to_string())
-        } else if scaleset_org && !f.group_public.contains_key(&p.name) {
-            Some(GROUP_NOT_YET_KNOWN.to_string())
-        } else if f.public_repo == Some(true) && !p.allow_public {
-            Some(public_repo.to_string())
-        } else if let Some(e) = f.install_errors.get(&p.name) {
-            Some(format!("runner install: {e}"))
-        } else if !f.org && f.public_repo.is_none() {
-            Some(REPO_NOT_YET_KNOWN.to_string())
-        } else {
-            f.scaleset_unready.get(&p.name).cloned()
-        };
-        if let Some(why) = why {
-            unfit.insert(p.name.clone(), why);
-        }
-    }
-    unfit
-}
-
-/// When the loop should look again: at the latest after [`OBSERVE_EVERY`], sooner
-/// never (wake-ups come as messages), and not before a hold ends if that is all
-/// there is to do.
-pub fn next_wake(now: Millis) -> Millis {
-    now + OBSERVE_EVERY
 }
 
 #[cfg(test)]
@@ -529,7 +437,7 @@ mod tests {
         seen: BTreeMap<i64, Seen>,
         in_flight: BTreeSet<i64>,
         jobs: Vec<QueuedJob>,
-        unfit: BTreeMap<String, String>,
+        unfit: BTreeMap<String, Unfit>,
         uids: Option<Vec<(u32, u32)>>,
         surplus: HashSet<i64>,
         scaleset: BTreeMap<String, ScaleSetSeen>,
@@ -608,7 +516,7 @@ mod tests {
             "a profile that would not start anyway keeps its own reason"
         );
         // A visibility the limit kept from being read is the limit's doing too.
-        f.unfit.insert("linux".into(), REPO_NOT_YET_KNOWN.into());
+        f.unfit.insert("linux".into(), Unfit::RepoNotYetKnown);
         let held = f.plan(1_000);
         assert_eq!(
             held.allocation.get("linux").unwrap().limit,
@@ -697,7 +605,7 @@ mod tests {
         f.jobs = vec![job(1, "linux", 0)];
         f.unfit.insert(
             "linux".into(),
-            "starts held 30s after a host failure".into(),
+            Unfit::Held("starts held 30s after a host failure".into()),
         );
         let p = f.plan(1_000);
         assert!(p.intents.is_empty());
@@ -766,75 +674,6 @@ mod tests {
         };
         let jobs = [job(&["A"]), job(&["self-hosted", "a"])];
         assert_eq!(rest_jobs(&jobs, &[a]).len(), 1);
-    }
-
-    #[test]
-    fn the_first_reason_a_profile_cannot_start_is_the_one_shown() {
-        let profiles = vec![profile("linux", 2), profile("gpu", 1)];
-        let holds = BTreeMap::from([(
-            "gpu".to_string(),
-            StartHold::after_failure(None, "spawn: denied".into(), 0),
-        )]);
-        let (no_groups, none) = (BTreeMap::new(), BTreeMap::new());
-        let f = Fitness {
-            profiles: &profiles,
-            org: false,
-            isolation_refused: None,
-            disk_full: None,
-            host_unfit: &none,
-            holds: &holds,
-            no_client: None,
-            public_repo: Some(false),
-            group_public: &no_groups,
-            install_errors: &none,
-            scaleset_unready: &none,
-        };
-        let u = unfit(&f, 1_000);
-        assert_eq!(u.len(), 1);
-        assert!(u["gpu"].starts_with("starts held 29s"), "{u:?}");
-        // The hold over, gpu may start again.
-        assert!(unfit(&f, 31_000).is_empty());
-        // Isolation refused outranks everything; an unknown visibility holds all.
-        let refused = Fitness {
-            isolation_refused: Some("no runner users"),
-            ..f
-        };
-        assert!(unfit(&refused, 1_000)["linux"].starts_with("isolation: "));
-        // A full disk holds every profile, whatever else holds one.
-        let full = Fitness {
-            disk_full: Some("disk: 3.0 MiB free"),
-            ..f
-        };
-        let u = unfit(&full, 1_000);
-        assert_eq!(
-            (u["linux"].as_str(), u["gpu"].as_str()),
-            ("disk: 3.0 MiB free", "disk: 3.0 MiB free")
-        );
-        let unknown = Fitness {
-            public_repo: None,
-            ..f
-        };
-        assert_eq!(
-            unfit(&unknown, 40_000)["linux"],
-            "repository visibility not yet known"
-        );
-        let public = Fitness {
-            public_repo: Some(true),
-            ..f
-        };
-        assert!(unfit(&public, 40_000)["linux"].starts_with("repository is public"));
-        // A failed required fitness check stops the profile it names, before its hold.
-        let tools = BTreeMap::from([(
-            "gpu".to_string(),
-            "required check tools:gpu: not on the runner's PATH /bin: nvcc".to_string(),
-        )]);
-        let unfit_host = Fitness {
-            host_unfit: &tools,
-            ..f
-        };
-        let u = unfit(&unfit_host, 1_000);
-        assert_eq!(u.len(), 1);
-        assert!(u["gpu"].starts_with("required check tools:gpu"), "{u:?}");
     }
 
     #[test]

@@ -504,3 +504,28 @@ pub fn unexplained_registrations<'a>(
         })
         .collect()
 }
+
+/// Whether a cleaned-up attempt's runner may still be registered with GitHub, so its
+/// cleanup must deregister it. An ephemeral runner that finished its job, or that
+/// GitHub already confirmed deleted (idle past its timeout, drained), has no
+/// registration left: asking again would only spend rate limit. Anything else may
+/// still be registered (the orphan sweep is the second net), even without a
+/// registration id: its JIT answer was lost after GitHub registered the runner (a
+/// cut connection, a 5xx), or the daemon stopped during the call. Only a start
+/// refused before any JIT call (`not_started`, `runner_group`, `host`) is known not
+/// to be.
+pub fn may_be_registered(a: &Attempt) -> bool {
+    if a.runner_id.is_none() {
+        return !a.reason.as_ref().is_some_and(|r| {
+            matches!(
+                r.kind(),
+                ReasonKind::NotStarted | ReasonKind::RunnerGroup | ReasonKind::Host
+            )
+        });
+    }
+    let deleted_idle = a.outcome == Some(Outcome::ExitedIdleWithoutWork)
+        && a.reason
+            .as_ref()
+            .is_some_and(|r| matches!(r.kind(), ReasonKind::IdleTimeout | ReasonKind::Drain));
+    !matches!(a.outcome, Some(Outcome::CompletedJob)) && !deleted_idle
+}

@@ -593,3 +593,54 @@ fn an_oom_kill_ends_the_attempt_failed_with_reason_oom() {
     let got = watch(&a, &obs(Alive, &[]), &NO_JOB_CEILING, Want::Needed, 1_000);
     assert!(got.is_empty(), "{}", show(&got));
 }
+
+#[test]
+fn a_cleanup_deregisters_unless_the_runner_is_known_to_be_gone() {
+    use crate::domain::Outcome;
+    let ended = |runner_id: Option<i64>, outcome: Outcome, kind: ReasonKind| {
+        let mut a = at(Finished, 0);
+        a.runner_id = runner_id;
+        a.outcome = Some(outcome);
+        a.reason = Some(match kind {
+            ReasonKind::Host
+            | ReasonKind::RunnerGroup
+            | ReasonKind::JitConfig
+            | ReasonKind::Spawn
+            | ReasonKind::NotStarted => Reason::message(kind, "x"),
+            _ => Reason::new(kind),
+        });
+        a
+    };
+    // Finished its job, or deleted by GitHub when idle: nothing to ask.
+    assert!(!may_be_registered(&ended(
+        Some(4),
+        Outcome::CompletedJob,
+        ReasonKind::Job
+    )));
+    for kind in [ReasonKind::IdleTimeout, ReasonKind::Drain] {
+        let a = ended(Some(4), Outcome::ExitedIdleWithoutWork, kind);
+        assert!(!may_be_registered(&a), "{kind:?}");
+    }
+    // Anything else with an id may be; so may one whose JIT answer was lost.
+    assert!(may_be_registered(&ended(
+        Some(4),
+        Outcome::Failed,
+        ReasonKind::Spawn
+    )));
+    assert!(may_be_registered(&ended(
+        None,
+        Outcome::Failed,
+        ReasonKind::JitConfig
+    )));
+    // A start refused before its JIT call never registered.
+    for kind in [
+        ReasonKind::NotStarted,
+        ReasonKind::RunnerGroup,
+        ReasonKind::Host,
+    ] {
+        assert!(
+            !may_be_registered(&ended(None, Outcome::Failed, kind)),
+            "{kind:?}"
+        );
+    }
+}

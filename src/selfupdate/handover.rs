@@ -1,27 +1,19 @@
 //! The handover from a daemon to the binary that replaced it. `update` writes a
-//! request to the store (a kv row, so it needs no signal permission and reaches a
-//! daemon run by another user); the daemon reads it every tick, drains, and exits
+//! request to the store (`store::daemon_facts::HandoverRequest`, a kv row, so it needs
+//! no signal permission and reaches a daemon run by another user); the daemon reads it every tick, drains, and exits
 //! with `EXIT_HANDOVER`. When a drain is over is `drain_end`'s pure decision, for a
 //! SIGTERM drain and a handover alike.
 
+use crate::store::daemon_facts::HandoverRequest;
 use crate::timefmt::Millis;
-
-/// The store's key for a handover request: `<millis> <version>`.
-pub const KV_HANDOVER: &str = "daemon:handover";
-
-/// The request `update` writes after replacing the binary with `version` at `now`.
-pub fn request(now: Millis, version: &str) -> String {
-    format!("{now} {version}")
-}
 
 /// The version to hand over to, when the stored request was made at or after the
 /// daemon started (`started_at`): an older one was for a daemon before it, which this
-/// one, started from the new binary, has already replaced. An unreadable value is
-/// no request.
-pub fn requested(value: Option<&str>, started_at: Millis) -> Option<String> {
-    let (at, version) = value?.split_once(' ')?;
-    let at: Millis = at.parse().ok()?;
-    (at >= started_at).then(|| version.to_string())
+/// one, started from the new binary, has already replaced.
+pub fn requested(request: Option<&HandoverRequest>, started_at: Millis) -> Option<String> {
+    request
+        .filter(|r| r.at >= started_at)
+        .map(|r| r.version.clone())
 }
 
 /// Why the daemon drains.
@@ -66,13 +58,14 @@ mod tests {
 
     #[test]
     fn a_request_counts_for_daemons_started_before_it_only() {
-        let r = request(1_000, "0.2.0");
+        let r = HandoverRequest {
+            at: 1_000,
+            version: "0.2.0".into(),
+        };
         assert_eq!(requested(Some(&r), 900).as_deref(), Some("0.2.0"));
         assert_eq!(requested(Some(&r), 1_000).as_deref(), Some("0.2.0"));
         assert_eq!(requested(Some(&r), 1_001), None);
         assert_eq!(requested(None, 0), None);
-        assert_eq!(requested(Some("garbage"), 0), None);
-        assert_eq!(requested(Some("x 0.2.0"), 0), None);
     }
 
     #[test]

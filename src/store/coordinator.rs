@@ -6,6 +6,8 @@
 use super::SqliteStore;
 use super::error::{Result, StoreError};
 use super::rows::{sql_u64, to_json, write_tx};
+use crate::domain::Reported;
+use crate::domain::job_phase::Phase;
 use crate::meter::ProfileMeters;
 use crate::timefmt::Millis;
 use rusqlite::{OptionalExtension, Row, params};
@@ -48,8 +50,8 @@ pub struct CoordJobRow {
     pub name: String,
     pub labels: Vec<String>,
     pub queued_at: Millis,
-    /// `waiting`, `offered`, `accepted`, `started`, `held`.
-    pub phase: String,
+    /// Written as its word; a word this build does not know is kept as written.
+    pub phase: Reported<Phase>,
     pub lease_id: Option<String>,
     pub host: Option<String>,
     pub profile: Option<String>,
@@ -102,7 +104,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<CoordJobRow> {
         name: r.get(3)?,
         labels: list(r, 4)?,
         queued_at: r.get(5)?,
-        phase: r.get(6)?,
+        phase: Reported::read(r.get(6)?, |w| w.parse().ok()),
         lease_id: r.get(7)?,
         host: r.get(8)?,
         profile: r.get(9)?,
@@ -235,7 +237,7 @@ impl SqliteStore {
                     j.name,
                     to_json(&j.labels),
                     j.queued_at,
-                    j.phase,
+                    j.phase.to_string(),
                     j.lease_id,
                     j.host,
                     j.profile,
@@ -286,7 +288,7 @@ mod tests {
             name: "build".into(),
             labels: vec!["linux".into()],
             queued_at: 1,
-            phase: "offered".into(),
+            phase: Phase::Offered.into(),
             lease_id: Some("c-1".into()),
             host: Some("h1".into()),
             placements: 1,
@@ -314,5 +316,32 @@ mod tests {
             s.coord_remove_host("h1"),
             Err(StoreError::NotFound { .. })
         ));
+    }
+
+    /// A phase is written as its word and read back as the phase; a word a later build
+    /// wrote is kept as written, not read as another phase.
+    #[test]
+    fn a_jobs_phase_reads_back_and_an_unknown_word_is_kept() {
+        let s = SqliteStore::open_in_memory().unwrap();
+        let jobs: Vec<CoordJobRow> = crate::domain::job_phase::PHASES
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| CoordJobRow {
+                job_key: i.to_string(),
+                phase: p.into(),
+                ..Default::default()
+            })
+            .collect();
+        s.coord_put_view(&[], &jobs).unwrap();
+        assert_eq!(s.coord_jobs().unwrap(), jobs);
+        s.connection()
+            .execute(
+                "UPDATE coord_jobs SET phase = 'parked' WHERE job_key = '0'",
+                [],
+            )
+            .unwrap();
+        let read = s.coord_jobs().unwrap();
+        assert_eq!(read[0].phase, Reported::Unrecognized("parked".into()));
+        assert_eq!(read[0].phase.to_string(), "parked");
     }
 }

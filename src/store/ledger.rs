@@ -134,7 +134,8 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
          ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
          job_name = ?11, job_id = ?12, job_queued_at = ?13, lease_id = ?14, \
          peak_rss_bytes = ?15, cpu_millis = ?16, cleaned = ?17, cleanup_tries = ?18, \
-         next_cleanup_at = ?19, runner_uid = ?20, runner_gid = ?21 WHERE id = ?1",
+         next_cleanup_at = ?19, runner_uid = ?20, runner_gid = ?21, reason_kind = ?22, \
+         reason_detail = ?23 WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),
@@ -156,7 +157,9 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.cleanup_tries,
             a.next_cleanup_at,
             a.runner_uid,
-            a.runner_gid
+            a.runner_gid,
+            a.reason.as_ref().map(|r| r.kind().as_str()),
+            a.reason.as_ref().and_then(|r| r.detail())
         ],
     )?;
     if n == 0 {

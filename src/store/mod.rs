@@ -6,6 +6,7 @@
 
 mod config;
 mod coordinator;
+pub mod daemon_facts;
 mod edit;
 mod error;
 mod etags;

@@ -129,7 +129,20 @@ pub fn isolation(s: &str) -> crate::domain::Isolation {
 pub const ATTEMPT_COLUMNS: &str = "id, profile, target, host_id, runner_name, state, outcome, \
      reason, created_at, updated_at, ended_at, pid, pid_start, exit_code, runner_id, job_name, \
      job_id, job_queued_at, lease_id, peak_rss_bytes, cpu_millis, cleaned, cleanup_tries, \
-     next_cleanup_at, runner_uid, runner_gid, slot, keeps_work";
+     next_cleanup_at, runner_uid, runner_gid, slot, keeps_work, reason_kind, reason_detail";
+
+/// An attempt's reason: from its kind and detail where this build wrote them, else
+/// (a row an older build wrote) from its text. Lenient: a reason another build wrote
+/// is kept as `Other`, never a bad row.
+fn reason(text: Option<String>, kind: Option<String>, detail: Option<String>) -> Option<Reason> {
+    match kind {
+        Some(kind) => Some(
+            Reason::from_parts(&kind, detail)
+                .unwrap_or_else(|| Reason::parse(text.as_deref().unwrap_or_default())),
+        ),
+        None => text.map(|t| Reason::parse(&t)),
+    }
+}
 
 /// An attempt without its history (the caller loads the events).
 pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
@@ -146,10 +159,7 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
             None => None,
             Some(o) => Some(Outcome::parse(&o).ok_or_else(|| bad("attempt", &o))?),
         },
-        // Lenient: a reason another build wrote is kept as `Other`, never a bad row.
-        reason: r
-            .get::<_, Option<String>>(7)?
-            .map(|text| Reason::parse(&text)),
+        reason: reason(r.get(7)?, r.get(28)?, r.get(29)?),
         created_at: r.get(8)?,
         updated_at: r.get(9)?,
         ended_at: r.get(10)?,

@@ -11,7 +11,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18,
 ];
 
 /// The schema version this build writes.
@@ -339,6 +339,14 @@ CREATE UNIQUE INDEX attempts_slot_lease ON attempts (target, slot)
 /// runners to start (`required`) or may go unenforced (`best-effort`).
 pub const V17: &str = r#"
 ALTER TABLE profiles ADD COLUMN limits TEXT NOT NULL DEFAULT 'required';
+"#;
+
+/// Version 18 (issue 32): an attempt's reason kept as data, its kind's word and its
+/// detail, beside the text people read (kept for older builds and scripts). A row an
+/// older build wrote has only the text, read back with `Reason::parse`.
+pub const V18: &str = r#"
+ALTER TABLE attempts ADD COLUMN reason_kind TEXT;
+ALTER TABLE attempts ADD COLUMN reason_detail TEXT;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

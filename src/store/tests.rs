@@ -371,7 +371,7 @@ fn every_pass_reads_use_the_partial_indexes() {
 }
 
 #[test]
-fn reasons_are_kept_as_their_text_and_read_back_leniently() {
+fn reasons_are_kept_as_data_beside_their_text_and_old_rows_read_back_leniently() {
     let (s, h, _) = seeded();
     let mut a = s.create_attempt(&new_attempt(&h, "linux"), 0).unwrap();
     let why = Reason::exit(ReasonKind::ExitedDuringJob, 137);
@@ -387,12 +387,32 @@ fn reasons_are_kept_as_their_text_and_read_back_leniently() {
         text, "exited_during_job (exit 137)",
         "the text older builds wrote"
     );
+    let parts: (String, String) = s
+        .connection()
+        .query_row(
+            "SELECT reason_kind, reason_detail FROM attempts WHERE id = ?1",
+            [a.id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        parts,
+        ("exited_during_job".into(), "137".into()),
+        "kept as data"
+    );
+    assert_eq!(s.attempt(a.id).unwrap().reason, Some(why.clone()));
+    // The data wins over the text.
+    s.connection()
+        .execute("UPDATE attempts SET reason = 'x' WHERE id = ?1", [a.id])
+        .unwrap();
     assert_eq!(s.attempt(a.id).unwrap().reason, Some(why));
 
-    // Another build's words: read as `Other`, shown and saved back unchanged.
+    // A row from before V18 (text only), in another build's words: read as `Other`,
+    // shown and saved back unchanged.
     s.connection()
         .execute(
-            "UPDATE attempts SET reason = 'evicted by the scheduler' WHERE id = ?1",
+            "UPDATE attempts SET reason = 'evicted by the scheduler', reason_kind = NULL, \
+             reason_detail = NULL WHERE id = ?1",
             [a.id],
         )
         .unwrap();

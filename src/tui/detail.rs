@@ -265,7 +265,7 @@ impl DetailView {
             format!(
                 "{} {} · {} procs",
                 fmt::cpu(m.cpu_millis),
-                crate::meter::units::percent(m.cpu_percent),
+                crate::units::percent(m.cpu_percent),
                 m.processes
             ),
         );

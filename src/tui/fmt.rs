@@ -1,5 +1,5 @@
 //! Human forms for the views' columns: short ages, and sizes and CPU time in the
-//! CLI's units (`meter::units`), so a figure reads the same in `top` and `attempts`.
+//! CLI's units (`units`), so a figure reads the same in `top` and `attempts`.
 
 use crate::timefmt::Millis;
 
@@ -8,12 +8,12 @@ pub use crate::timefmt::age;
 /// Sizes in the CLI's human units (`612 MiB`), so `top`, `attempts` and
 /// `attempt show` say the same figure the same way.
 pub fn bytes(b: u64) -> String {
-    crate::meter::units::bytes(b)
+    crate::units::bytes(b)
 }
 
 /// CPU time in the CLI's human units (`0.85 s`, `12.3 s`, `3m 12s`).
 pub fn cpu(ms: u64) -> String {
-    crate::meter::units::cpu(ms)
+    crate::units::cpu(ms)
 }
 
 /// When an ended attempt ended, as its AGE column says it: `ended 3m12s ago`.

@@ -8,7 +8,7 @@ use crate::meter::LiveMeter;
 use crate::reconcile::allocate::Counts;
 use crate::store::{
     AttemptFilter, Heartbeat, LatencySample, ProfileStatus, QueueSample, SqliteStore, Store,
-    StoreError, TargetStatus,
+    StoreError, TargetStatus, daemon_facts,
 };
 use crate::timefmt::Millis;
 use std::collections::BTreeMap;
@@ -48,7 +48,7 @@ pub struct TargetRow {
     pub status: Option<TargetStatus>,
     /// GitHub's runner list for it as the daemon last published it; `None` before
     /// the daemon's first list (the TUI never asks GitHub itself).
-    pub runners: Option<crate::daemon::runners_seen::RunnersSeen>,
+    pub runners: Option<daemon_facts::RunnersSeen>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +62,7 @@ pub struct Snapshot {
     /// The daemon's containment word (`uids`, `none`, `refused`) as it last recorded it.
     pub isolation: Option<String>,
     /// The runner installs' versions and the newest release, as the daemon last saw.
-    pub runner: crate::daemon::runner_update::Seen,
+    pub runner: daemon_facts::RunnerCheck,
     pub targets: Vec<TargetRow>,
     pub profiles: Vec<ProfileRow>,
     /// Every live attempt and the most recent others, newest first.
@@ -85,12 +85,8 @@ impl Snapshot {
         let data_version = store.data_version()?;
         let host = store.host()?;
         let heartbeat = store.heartbeat()?;
-        let isolation = store.kv_get(crate::daemon::contain::KV_ISOLATION)?;
-        let runner = crate::daemon::runner_update::Seen::read(
-            store,
-            host.as_ref().and_then(|h| h.runner_version.as_deref()),
-            None,
-        )?;
+        let isolation = daemon_facts::isolation(store)?;
+        let runner = daemon_facts::runner_check(store)?;
         let tstat = store.target_statuses()?;
         let targets: Vec<TargetRow> = store
             .targets()?
@@ -98,7 +94,7 @@ impl Snapshot {
             .map(|t| -> Result<TargetRow, StoreError> {
                 Ok(TargetRow {
                     status: tstat.iter().find(|s| s.target == t.name).cloned(),
-                    runners: crate::daemon::runners_seen::read(store, &t.name)?,
+                    runners: daemon_facts::runners_seen(store, &t.name)?,
                     poll_interval_ms: t.poll_interval_secs as i64 * 1000,
                     name: t.name,
                 })

@@ -353,7 +353,7 @@ fn draw_live(f: &mut Frame, area: Rect, cx: &Ctx) {
                 Span::raw(fmt::or_dash(a.cpu_millis, fmt::cpu)),
                 Span::raw(fmt::or_dash(
                     m.map(|m| m.cpu_percent),
-                    crate::meter::units::percent,
+                    crate::units::percent,
                 )),
                 Span::raw(fmt::or_dash(m.map(|m| m.processes), |p| p.to_string())),
             ]

@@ -6,6 +6,7 @@
 use super::app::{Component, Ctx, Handled, movement, step_index};
 use super::fmt;
 use super::model::Snapshot;
+use crate::domain::job_phase::Phase;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, StoreError};
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
@@ -35,11 +36,11 @@ impl PoolSnapshot {
             return Ok(None);
         }
         let jobs = store.coord_jobs()?;
-        let count = |phase: &str| jobs.iter().filter(|j| j.phase == phase).count();
-        let (waiting, started) = (count("waiting"), count("started"));
+        let count = |p: Phase| jobs.iter().filter(|j| j.phase == p.into()).count();
+        let (waiting, started) = (count(Phase::Waiting), count(Phase::Started));
         let leases = jobs
             .into_iter()
-            .filter(|j| j.lease_id.is_some() && matches!(j.phase.as_str(), "offered" | "accepted"))
+            .filter(|j| j.lease_id.is_some() && j.phase.known().is_some_and(|p| p.is_leased()))
             .collect();
         Ok(Some(PoolSnapshot {
             hosts,
@@ -174,10 +175,10 @@ impl PoolView {
             .leases
             .iter()
             .map(|j| {
-                let phase = if j.phase == "accepted" {
-                    Span::styled(j.phase.clone(), th.good())
+                let phase = if j.phase == Phase::Accepted.into() {
+                    Span::styled(j.phase.to_string(), th.good())
                 } else {
-                    Span::styled(j.phase.clone(), th.waiting())
+                    Span::styled(j.phase.to_string(), th.waiting())
                 };
                 let mut cells = vec![
                     Cell::from(j.job_key.clone()),

@@ -34,7 +34,7 @@ fn host(name: &str, connected: bool, free: u32, leases: u32) -> CoordHostRow {
     }
 }
 
-fn job(key: &str, phase: &str, host: Option<&str>, age_s: i64) -> CoordJobRow {
+fn job(key: &str, phase: Phase, host: Option<&str>, age_s: i64) -> CoordJobRow {
     CoordJobRow {
         job_key: key.into(),
         target: "pool".into(),
@@ -65,10 +65,10 @@ fn coordinator_store() -> SqliteStore {
     s.coord_put_view(
         &[host("build-a", true, 6, 1), draining],
         &[
-            job("1001", "accepted", Some("build-a"), 12),
-            job("1002", "offered", Some("build-b"), 3),
-            job("1003", "waiting", None, 2),
-            job("1000", "started", None, 65),
+            job("1001", Phase::Accepted, Some("build-a"), 12),
+            job("1002", Phase::Offered, Some("build-b"), 3),
+            job("1003", Phase::Waiting, None, 2),
+            job("1000", Phase::Started, None, 65),
         ],
     )
     .unwrap();

@@ -4,7 +4,7 @@ use crate::link::Recorder;
 use crate::support::*;
 use crossbeam_channel::{bounded, unbounded};
 use runner_manager::coordinator::link::{LinkConfig, Report, spawn_link};
-use runner_manager::coordinator::placement::Phase;
+use runner_manager::coordinator::placement::JobState;
 use runner_manager::coordinator::protocol::AttemptStarted;
 use runner_manager::coordinator::{server, tls};
 use runner_manager::secret::Secret;
@@ -69,7 +69,7 @@ fn round_trip(secure: bool) {
         srv.placement()
             .jobs()
             .get("5")
-            .is_some_and(|j| matches!(j.phase, Phase::Leased { acked: true, .. }))
+            .is_some_and(|j| matches!(j.state, JobState::Leased { acked: true, .. }))
     });
     let lease = rec.offers.lock().unwrap()[0].clone();
     rep_tx
@@ -81,7 +81,7 @@ fn round_trip(secure: bool) {
         }))
         .unwrap();
     wait_until(10, "started", || {
-        matches!(srv.placement().jobs()["5"].phase, Phase::Started { .. })
+        matches!(srv.placement().jobs()["5"].state, JobState::Started { .. })
     });
     q.lock().unwrap().clear();
     drop(stop_tx);

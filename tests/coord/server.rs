@@ -1,7 +1,7 @@
 //! The coordinator server with scripted hosts on loopback.
 
 use crate::support::*;
-use runner_manager::coordinator::placement::Phase;
+use runner_manager::coordinator::placement::JobState;
 use runner_manager::coordinator::protocol::{
     AttemptFinished, AttemptStarted, CoordMsg, HostMsg, LaunchAck, MAX_MESSAGE, Status,
 };
@@ -51,8 +51,8 @@ fn launches_refusals_go_to_the_next_host_and_acks_hold() {
     h2.send(&ack(&l2.lease_id, true, None));
     wait_until(5, "accepted", || {
         matches!(
-            srv.placement().jobs()["1"].phase,
-            Phase::Leased { acked: true, .. }
+            srv.placement().jobs()["1"].state,
+            JobState::Leased { acked: true, .. }
         )
     });
     assert!(
@@ -66,7 +66,7 @@ fn launches_refusals_go_to_the_next_host_and_acks_hold() {
         profile: "p".into(),
     }));
     wait_until(5, "started", || {
-        matches!(srv.placement().jobs()["1"].phase, Phase::Started { .. })
+        matches!(srv.placement().jobs()["1"].state, JobState::Started { .. })
     });
 }
 
@@ -211,8 +211,8 @@ fn a_host_cannot_start_finish_or_refuse_another_hosts_lease() {
     }));
     h2.send(&ack(&l.lease_id, false, Some("other")));
     handled(&srv, &mut h2, 9);
-    match &srv.placement().jobs()["1"].phase {
-        Phase::Leased { lease_id, host, .. } => {
+    match &srv.placement().jobs()["1"].state {
+        JobState::Leased { lease_id, host, .. } => {
             assert_eq!((lease_id, host.as_str()), (&l.lease_id, "h1"))
         }
         other => panic!("h2 moved h1's lease: {other:?}"),
@@ -246,10 +246,10 @@ fn a_replayed_old_lease_does_not_cancel_the_current_one() {
     h2.send(&started_frame(&old.lease_id, "rm-h2-1"));
     handled(&srv, &mut h2, 9);
     assert!(
-        matches!(&srv.placement().jobs()["1"].phase,
-            Phase::Leased { lease_id, .. } if *lease_id == new.lease_id),
+        matches!(&srv.placement().jobs()["1"].state,
+            JobState::Leased { lease_id, .. } if *lease_id == new.lease_id),
         "{:?}",
-        srv.placement().jobs()["1"].phase
+        srv.placement().jobs()["1"].state
     );
     q.lock().unwrap().clear();
     match h1.next(5) {

@@ -170,7 +170,7 @@ fn status_json_shows_demand_limit_and_counts_while_running() {
     });
     // GitHub's runner list, read for the sweep, is published for top's Runners pane.
     wait_until(SETTLE, "the runner list published for top", || {
-        runner_manager::daemon::runners_seen::read(&w.store(), "t")
+        runner_manager::store::daemon_facts::runners_seen(&w.store(), "t")
             .unwrap()
             .is_some()
     });

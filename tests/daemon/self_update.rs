@@ -171,10 +171,7 @@ fn a_checksum_mismatch_leaves_the_binary_as_it_was() {
     assert_eq!(std::fs::read(&bin).unwrap(), old, "the binary changed");
     assert_eq!(std::fs::metadata(&bin).unwrap().ino(), ino);
     assert!(leftovers(&bin).is_empty(), "{:?}", leftovers(&bin));
-    let handover = w
-        .store()
-        .kv_get(runner_manager::selfupdate::handover::KV_HANDOVER)
-        .unwrap();
+    let handover = runner_manager::store::daemon_facts::handover_request(&w.store()).unwrap();
     assert_eq!(handover, None, "the daemon was asked to hand over");
 }
 
@@ -255,10 +252,7 @@ fn a_daemon_running_another_binary_is_not_asked_to_hand_over() {
     assert!(out.status.success(), "{}", text(&out));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("not asked to hand over"), "{said}");
-    let handover = w
-        .store()
-        .kv_get(runner_manager::selfupdate::handover::KV_HANDOVER)
-        .unwrap();
+    let handover = runner_manager::store::daemon_facts::handover_request(&w.store()).unwrap();
     assert_eq!(handover, None);
     let st = w.stop_daemon();
     assert!(st.success(), "{st}");

@@ -631,8 +631,7 @@ pub fn assert_quiet_within_since(log: &[LogEntry], limited: &LogEntry, ms: i64, 
 /// a restarted daemon reads back).
 pub fn wait_hold_recorded(w: &World, t: &str) {
     wait_until(SETTLE, "the hold is recorded", || {
-        w.store()
-            .kv_get(&format!("target:{t}:rate_limit_hold_until"))
+        runner_manager::store::daemon_facts::rate_limit_hold(&w.store(), t)
             .unwrap()
             .is_some()
     });

@@ -215,12 +215,12 @@ fn no_color_draws_without_colours_but_keeps_the_selection_visible() {
 
 #[test]
 fn the_host_pane_shows_the_runner_version_in_use_and_the_newest() {
-    use runner_manager::daemon::runner_update::{KV_IN_USE, KV_NEWEST};
+    use runner_manager::store::daemon_facts::{put_runner_in_use, put_runner_newest};
     let (store, snap) = seeded();
     let before = screen(&app(snap), 200, 40);
     assert!(!before.contains("runner 2."), "{before}");
-    store.kv_put(KV_IN_USE, "2.336.0").unwrap();
-    store.kv_put(KV_NEWEST, "2.337.0").unwrap();
+    put_runner_in_use(&store, &["2.336.0".into()]).unwrap();
+    put_runner_newest(&store, "2.337.0").unwrap();
     let s = screen(&app(load(&store)), 200, 40);
     assert!(s.contains("runner 2.336.0 (newest 2.337.0)"), "{s}");
 }

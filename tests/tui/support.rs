@@ -247,7 +247,7 @@ pub fn seed(store: &dyn Store) {
         busy,
         labels: vec!["self-hosted".into(), "linux".into(), "gpu".into()],
     };
-    runner_manager::daemon::runners_seen::publish(
+    runner_manager::store::daemon_facts::publish_runners(
         store,
         "octo",
         &[

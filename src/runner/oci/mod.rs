@@ -1,14 +1,14 @@
 //! The `oci` execution backend: each attempt's runner in a rootless Podman container.
-//! `readiness` judges whether the host can run one (pure, over the facts `podman`
-//! reads), `command` builds every Podman command line (pure), `podman` runs them,
+//! `info` reads `podman info` into the facts `domain::oci_readiness` judges,
+//! `command` builds every Podman command line (pure), `podman` runs them,
 //! `cgroup` finds and reads a container's own cgroup for its meters.
 //! Containers carry the labels below, so whatever a crash leaves is found again by
 //! them and removed.
 
 pub mod cgroup;
 pub mod command;
+pub mod info;
 pub mod podman;
-pub mod readiness;
 
 pub use podman::{PODMAN_ENV, Podman};
 

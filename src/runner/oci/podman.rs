@@ -7,7 +7,7 @@
 //! fitness look and sweep, a pass's OOM read).
 
 use super::command;
-use super::readiness::{self, Facts};
+use crate::domain::oci_readiness::Facts;
 use crate::runner::proc::process_start_time;
 use crate::runner::spawn::{SpawnError, Spawned, open_log};
 use crate::secret::Secret;
@@ -159,7 +159,7 @@ impl Podman {
                 };
             }
         };
-        let mut f = readiness::parse_info(&info);
+        let mut f = super::info::parse_info(&info);
         if matches!(f.podman, Some(Ok(_))) {
             f.quota_probe = Some(self.call(&command::quota_probe_args()).map(|_| ()));
         }

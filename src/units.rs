@@ -1,4 +1,5 @@
-//! Human units for the meters where a person reads them: `612 MiB`, `1.2 s`, `35%`.
+//! Human units where a person reads a figure: `612 MiB`, `1.2 s`, `35%`. On the ground
+//! floor, so the pure plan, the meters and every view print a figure the same way.
 
 /// Binary units with one decimal under 10 and none above: `512 B`, `1.5 KiB`,
 /// `612 MiB`, `2.0 GiB`.

@@ -1,0 +1,96 @@
+//! The target's GitHub client: built from its credentials with the hold and the
+//! conditional-request cache the last daemon kept, and what it keeps for the next.
+
+use super::*;
+
+impl TargetLoop {
+    /// Writes what changed in the client's conditional-request cache to the store, so
+    /// the next daemon's first poll is answered with 304s (issue 20). A failed write
+    /// costs only that: the entries are written again when they change.
+    pub(super) fn persist_etags(&self) {
+        keep_etags(&self.store, &self.name, self.client.as_deref());
+    }
+
+    /// Builds the GitHub client from the target's credentials, with the hold and the
+    /// conditional-request cache the last daemon kept; a failure is the target's
+    /// visible error, tried again at the next poll, and stops nothing else.
+    pub(super) fn build_client(&mut self, target: &Target, now: Millis) {
+        let ties = self.scaleset.ties();
+        let client = match clients::build(&self.shared, target, ties, self.shutdown_rx.clone()) {
+            Ok(client) => client.with_etag_journal(),
+            Err(error) => {
+                self.client = None;
+                let failed = Event::ClientFailed {
+                    error,
+                    poll_every: poll_every(target),
+                };
+                let effects = self.state.on_event(failed, now);
+                self.carry(effects, None, now);
+                return;
+            }
+        };
+        // A retry-after or rate-limit reset recorded before a restart still holds.
+        let kept_hold = self
+            .store
+            .kv_get(&hold_key(&self.name))
+            .ok()
+            .flatten()
+            .and_then(|v| v.parse::<Millis>().ok())
+            .filter(|t| *t > now);
+        // What the last daemon's reads were answered with: its first poll costs 304s
+        // for whatever has not changed since.
+        match self.store.etags(&self.name) {
+            Ok(kept) => client.seed_etags(kept.into_iter().map(|e| {
+                let entry = Cached {
+                    etag: e.etag,
+                    body: e.body,
+                    link: e.link,
+                };
+                (e.url, entry)
+            })),
+            Err(e) => log_warn!("etags_not_read", target = self.name, error = e),
+        }
+        if let Some(t) = kept_hold {
+            client.hold_until(t);
+        }
+        self.client = Some(Arc::new(client));
+        self.state.on_event(Event::ClientBuilt { kept_hold }, now);
+    }
+
+    /// Until when the credential is held: the client's own rate-limit hold, or the
+    /// hold it shares with the scale set listeners (which may have met it).
+    pub(super) fn credential_hold(&self) -> Millis {
+        self.client
+            .as_ref()
+            .and_then(|c| c.rate_limit_snapshot().limited_until)
+            .unwrap_or(0)
+            .max(self.scaleset.shared_hold().until())
+    }
+}
+
+/// The store key of a target's rate-limit hold.
+pub(super) fn hold_key(target: &str) -> String {
+    format!("target:{target}:rate_limit_hold_until")
+}
+/// [`TargetLoop::persist_etags`], for `name`'s `client`.
+pub(super) fn keep_etags(store: &SqliteStore, name: &str, client: Option<&GitHubClient>) {
+    let Some(client) = client else {
+        return;
+    };
+    let changes: Vec<EtagChange> = client
+        .take_etag_changes()
+        .into_iter()
+        .map(|(url, entry)| match entry {
+            Some(c) => EtagChange::Put(StoredEtag {
+                url,
+                etag: c.etag,
+                body: c.body,
+                link: c.link,
+            }),
+            None => EtagChange::Gone(url),
+        })
+        .collect();
+    if let Err(e) = store.save_etags(name, &changes) {
+        log_warn!("etags_not_kept", target = name, error = e);
+    }
+}

@@ -1,0 +1,104 @@
+//! Carrying out what the pass decided (`reconcile::pass::Effect`): building the
+//! client, handing reads to the workers, recording holds, logging.
+
+use super::*;
+
+impl TargetLoop {
+    /// Carries out what the pass decided (a start's effects are `start_or_end`'s).
+    pub(super) fn carry(&mut self, effects: Vec<Effect>, set: Option<&Setting>, now: Millis) {
+        for e in effects {
+            match e {
+                Effect::BuildClient => {
+                    if let Some(set) = set {
+                        self.build_client(&set.target, now);
+                    }
+                }
+                Effect::DropClient => self.client = None,
+                Effect::Send(read) => {
+                    if let Some(set) = set {
+                        self.send(read, set, now);
+                    }
+                }
+                Effect::QueueEmpty => self.queue.empty_at(now),
+                Effect::PersistHold(until) => {
+                    let r = self.store.kv_put(&hold_key(&self.name), &until.to_string());
+                    if r.is_ok() {
+                        self.state.on_event(Event::HoldKept(until), now);
+                    }
+                    self.wrote("hold", r);
+                }
+                Effect::HoldStarts { profile, until } => {
+                    metrics_feed::start_held(&self.shared.metrics, &profile, true);
+                    self.io.hold_profile(&profile, until);
+                }
+                Effect::StartsResumed { profile } => {
+                    metrics_feed::start_held(&self.shared.metrics, &profile, false);
+                }
+                Effect::Start(_) | Effect::EndNotStarted { .. } => {}
+                Effect::Log(line) => self.log(line),
+            }
+        }
+    }
+
+    /// Hands a read to a worker.
+    pub(super) fn send(&mut self, read: Read, set: &Setting, now: Millis) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        let task = match read {
+            Read::Runners => Task::ListRunners {
+                host_id: set.host.id.clone(),
+            },
+            Read::Demand {
+                new_runs,
+                known_runs,
+            } => Task::ReadDemand {
+                repos: self.queue.begin_read(),
+                any_public: set.profiles.iter().any(|p| p.allow_public),
+                caps: (new_runs, known_runs),
+                held: self.queue.held_runs(),
+            },
+            Read::Guard(read) => Task::Guard {
+                read,
+                profiles: set.profiles.clone(),
+            },
+            // No other loop holds the host's runner install check, and it is due.
+            Read::RunnerRelease => match self.shared.runner_update.claim(now) {
+                Some(job) => Task::RunnerRelease { job },
+                None => return,
+            },
+        };
+        self.io.send(task, client, &set.target);
+    }
+
+    pub(super) fn log(&self, line: Line) {
+        let target = &self.name;
+        match line {
+            Line::TargetError(error) => log_warn!("target_error", target = target, error = error),
+            Line::TargetRecovered => log_info!("target_recovered", target = target),
+            Line::PollingPaced { every, remaining } => log_info!(
+                "polling_paced",
+                target = target,
+                every_ms = every,
+                remaining = remaining
+            ),
+            Line::StartsHeld { profile, hold } => log_warn!(
+                "starts_held",
+                target = target,
+                profile = profile,
+                failures = hold.failures,
+                until = crate::timefmt::format_rfc3339(hold.until),
+                reason = hold.reason
+            ),
+            Line::InstallUnusable { profile, why } => log_warn!(
+                "runner_install_unusable",
+                target = target,
+                profile = profile,
+                error = why
+            ),
+            Line::InstallUsable { profile } => {
+                log_info!("runner_install_usable", target = target, profile = profile)
+            }
+        }
+    }
+}

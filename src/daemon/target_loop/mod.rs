@@ -1,0 +1,353 @@
+//! One target's loop, on its own thread with its own GitHub client and workers. It
+//! only gathers, carries out and joins: what to read and when, GitHub's holds, the
+//! profiles' start holds and what `status` shows are the pure pass's
+//! (`reconcile::pass::TargetState::on_event`), and what to start, stop and clean is
+//! `reconcile::plan`'s. A pass gathers one `Observed` snapshot, plans and records the
+//! intents under the allocation lock, and acts: store writes and signals inline,
+//! GitHub and disk work (starts, deregistrations, cleanups, demand reads, the runner
+//! list, the guard's facts) on the target's I/O workers (`io`), whose results come
+//! back as events. So watching runners never waits on GitHub, however far it is.
+
+mod act;
+mod books;
+mod client;
+mod done;
+mod effects;
+mod planning;
+mod status;
+
+use client::{hold_key, keep_etags};
+
+use super::actuator::{self, Ctx};
+use super::clients;
+use super::contain::{self, UidBook};
+use super::io::{Done, IoPool, Task};
+use super::metrics_feed;
+use super::observe::Observer;
+use super::pool::TargetView;
+use super::rest_queue::{RestQueue, Scope};
+use super::scaleset_feed::ScaleSetFeed;
+use super::shared::{LoopMsg, Shared, lock};
+use super::starter::{self, Started};
+use super::status_writer::StatusWriter;
+use crate::backoff::Jitter;
+use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
+use crate::domain::{AttemptState, TargetScope};
+use crate::github::etag::Cached;
+use crate::github::{ErrorClass, GhError, GitHubClient};
+use crate::reconcile::budget::Budget;
+use crate::reconcile::hold::Refusal;
+use crate::reconcile::launch_book::{TargetMode, is_directed};
+use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
+use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
+use crate::reconcile::plan::{self, Observed, Plan, Seen};
+use crate::reconcile::unfit::{self, Fitness, Unfit};
+use crate::reconcile::watch;
+use crate::runner;
+use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
+use crate::timefmt::{Millis, now_millis};
+use crate::{log_debug, log_error, log_info, log_warn};
+use crossbeam_channel::{Receiver, select, tick};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a loop looks at its runners between other reasons to.
+pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as u64);
+
+/// What a pass reads first: the host, the target, its profiles and its mode.
+struct Setting {
+    host: Host,
+    target: Target,
+    profiles: Vec<ScalePolicy>,
+    mode: TargetMode,
+}
+
+/// Lines of one failure that repeats pass after pass, at most so many a window.
+const REPEATED_LINES: u32 = 3;
+const REPEATED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The store writes of the loop's passes, as far as logging them goes.
+struct Writes {
+    /// The write of a pass that last failed (a full disk: SQLITE_FULL), so it is
+    /// logged when it fails and when writes work again, not every pass.
+    failing: Option<String>,
+    /// Whether a write of this pass failed.
+    failed_now: bool,
+    /// Bounds the lines of failures that repeat pass after pass (issue 33: a full
+    /// disk logged `store_write_failed` about 4.6 times a second).
+    repeats: crate::logging::Repeats,
+}
+
+pub struct TargetLoop {
+    name: String,
+    shared: Arc<Shared>,
+    store: SqliteStore,
+    /// What the pass decides from (`reconcile::pass`).
+    state: TargetState,
+    client: Option<Arc<GitHubClient>>,
+    shutdown_rx: Receiver<()>,
+    io: IoPool,
+    observer: Observer,
+    /// The queued jobs as the demand reads brought them.
+    queue: RestQueue,
+    /// GitHub's runner list, as a read brought it, until a pass judges it.
+    fresh_runners: Option<Vec<RegisteredRunner>>,
+    uids: UidBook,
+    status: StatusWriter,
+    writes: Writes,
+    /// The listeners of this target's `demand=scaleset` profiles and what they saw.
+    scaleset: ScaleSetFeed,
+    jitter: Jitter,
+}
+
+impl TargetLoop {
+    pub fn new(
+        name: String,
+        shared: Arc<Shared>,
+        shutdown_rx: Receiver<()>,
+    ) -> Result<TargetLoop, StoreError> {
+        let store = SqliteStore::open(&shared.state_dir)?;
+        let workers = store
+            .target(&name)
+            .map(|t| t.max_in_flight as usize)
+            .unwrap_or(crate::domain::target::DEFAULT_MAX_IN_FLIGHT as usize);
+        let seed = now_millis() as u64 ^ (std::process::id() as u64) << 17 ^ name.len() as u64;
+        Ok(TargetLoop {
+            scaleset: ScaleSetFeed::new(&name, shutdown_rx.clone()),
+            io: IoPool::start(&shared, &name, workers),
+            name,
+            shared,
+            store,
+            state: TargetState::default(),
+            client: None,
+            shutdown_rx,
+            observer: Observer::default(),
+            queue: RestQueue::default(),
+            fresh_runners: None,
+            uids: UidBook::default(),
+            status: StatusWriter::default(),
+            writes: Writes {
+                failing: None,
+                failed_now: false,
+                repeats: crate::logging::Repeats::new(REPEATED_LINES, REPEATED_WINDOW),
+            },
+            jitter: Jitter::seeded(seed),
+        })
+    }
+
+    /// The thread body: a pass on every tick, message or worker result until told to
+    /// stop. `once` runs passes until the demand read and the starts it led to are
+    /// done, then returns the target's error if its last pass ended with one
+    /// (credentials, GitHub's refusal), so `daemon --once` can fail. Either way the
+    /// workers finish what they hold first.
+    pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) -> Option<String> {
+        let ticker = tick(OBSERVE_EVERY);
+        let done = self.io.done().clone();
+        metrics_feed::passed(&self.shared, &self.name);
+        if once {
+            // A pass sends the guard's read, the next the demand read; the next
+            // allocates from it and sends the starts; the last records how they went.
+            for _ in 0..4 {
+                self.pass_logged();
+                while self.io.outstanding() > 0 {
+                    match done.recv() {
+                        Ok(d) => self.on_done(d),
+                        Err(_) => break,
+                    }
+                }
+            }
+            self.io.stop();
+            keep_etags(&self.store, &self.name, self.client.as_deref());
+            return self.state.take_error().map(|e| e.to_string());
+        }
+        loop {
+            self.pass_logged();
+            select! {
+                recv(inbox) -> msg => match msg {
+                    Ok(LoopMsg::Wake) => {}
+                    Ok(LoopMsg::Reload) => {
+                        self.scaleset.reset();
+                        let effects = self.state.on_event(Event::Reload, now_millis());
+                        self.carry(effects, None, now_millis());
+                    }
+                    Ok(LoopMsg::Stop) | Err(_) => break,
+                },
+                recv(done) -> d => if let Ok(d) = d {
+                    self.on_done(d);
+                },
+                recv(ticker) -> _ => {}
+            }
+            // Whatever else the workers finished meanwhile, before the next pass.
+            while let Ok(d) = done.try_recv() {
+                self.on_done(d);
+            }
+        }
+        self.close_sessions();
+        self.io.stop();
+        // After the workers: a read that ended meanwhile is kept too.
+        keep_etags(&self.store, &self.name, self.client.as_deref());
+        None
+    }
+
+    fn pass_logged(&mut self) {
+        if let Err(e) = self.pass(now_millis()) {
+            match self
+                .writes
+                .repeats
+                .admit("pass_failed", std::time::Instant::now())
+            {
+                Some(0) => log_error!("pass_failed", target = self.name, error = e),
+                Some(n) => {
+                    log_error!("pass_failed", target = self.name, error = e, suppressed = n)
+                }
+                None => {}
+            }
+        }
+        metrics_feed::passed(&self.shared, &self.name);
+    }
+
+    /// Gather, plan, record, act.
+    fn pass(&mut self, now: Millis) -> Result<(), StoreError> {
+        let failed_before = self.writes.failing.is_some();
+        self.writes.failed_now = false;
+        let Some(set) = self.settle(now)? else {
+            return Ok(());
+        };
+        let contain = self.shared.containment();
+        let facts = self.facts(&set);
+        let effects = self.state.on_event(Event::Tick(&facts), now);
+        self.carry(effects, Some(&set), now);
+        let (open, seen) = self.gather(&set, &contain)?;
+        let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
+        let (plan, intents) = self.plan_and_record(&set, &seen, &unfit, &contain, now)?;
+        self.note_plan(&plan, &set, now);
+
+        // Act: each attempt's actions (the GitHub and disk part on a worker), then
+        // the starts.
+        self.act(&set.target, &set.profiles, &open, &seen, plan.actions, now)?;
+        for a in intents {
+            let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
+            let attempt = a.id;
+            let effects = self.state.on_event(
+                Event::Intent {
+                    attempt,
+                    has_policy,
+                },
+                now,
+            );
+            self.start_or_end(&set, a, effects, now)?;
+        }
+        let credential_hold = self.credential_hold();
+        let effects = self.state.on_event(Event::PassEnd { credential_hold }, now);
+        self.carry(effects, Some(&set), now);
+        if !self.writes.failed_now {
+            if failed_before {
+                log_info!("store_writes_recovered", target = self.name);
+            }
+            self.writes.failing = None;
+        }
+        Ok(())
+    }
+
+    /// Reads what the pass works from and follows the target's settings (the bound
+    /// on requests in flight, the client, the scale set listeners); `None` when the
+    /// target is gone.
+    fn settle(&mut self, now: Millis) -> Result<Option<Setting>, StoreError> {
+        let host = self.store.host_or_create()?;
+        let target = match self.store.target(&self.name) {
+            Ok(t) => t,
+            Err(StoreError::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let profiles: Vec<ScalePolicy> = self
+            .store
+            .profiles()?
+            .into_iter()
+            .filter(|p| p.target == self.name)
+            .collect();
+        // The bound on requests in flight follows the target's setting at once; the
+        // workers may grow to it as tasks come.
+        self.scaleset.in_flight().set_limit(target.max_in_flight);
+        self.io.set_limit(target.max_in_flight as usize);
+        let fit = if self
+            .client
+            .as_ref()
+            .is_some_and(|c| c.base_url() == target.api_url && c.scope() == &target.scope)
+        {
+            ClientFit::Fits
+        } else {
+            self.client = None;
+            ClientFit::Missing
+        };
+        let poll_every = poll_every(&target);
+        let effects = self.state.on_event(Event::Client { fit, poll_every }, now);
+        let mode = self.shared.pool.mode(&self.name, now);
+        let set = Setting {
+            host,
+            target,
+            profiles,
+            mode,
+        };
+        self.carry(effects, Some(&set), now);
+        self.scaleset.sync(
+            &set.target,
+            &set.profiles,
+            &set.host,
+            mode,
+            &self.shared,
+            now,
+        );
+        Ok(Some(set))
+    }
+
+    /// The facts the pass's reads are decided from.
+    fn facts(&self, set: &Setting) -> Facts {
+        let rate = self
+            .client
+            .as_ref()
+            .map(|c| c.rate_limit_snapshot())
+            .unwrap_or_default();
+        let budget = match (rate.limit, rate.remaining, rate.reset) {
+            (Some(limit), Some(remaining), Some(reset)) => Some(Budget {
+                limit,
+                remaining,
+                reset,
+            }),
+            _ => None,
+        };
+        Facts {
+            poll_every: poll_every(&set.target),
+            reads_queue: !all_directed(&set.host, &set.profiles, set.mode)
+                && plan::needs_rest_demand(&set.profiles),
+            budget,
+            polled_max: polled_max(&set.profiles),
+            queued: self.queue.jobs.len() as u64,
+            unread_runs: self.queue.unread_runs,
+            queue_read_at: self.queue.read_at,
+            guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
+        }
+    }
+}
+
+fn poll_every(target: &Target) -> Millis {
+    (target.poll_interval_secs as Millis) * 1000
+}
+
+/// A coordinated target whose profiles are all directed reads no demand of its own.
+fn all_directed(host: &Host, profiles: &[ScalePolicy], mode: TargetMode) -> bool {
+    mode == TargetMode::Coordinated
+        && profiles
+            .iter()
+            .filter(|p| p.host_id == host.id)
+            .all(|p| is_directed(host, p, mode))
+}
+
+/// How many runners the profiles that poll the REST queue may run at once.
+fn polled_max(profiles: &[ScalePolicy]) -> u64 {
+    profiles
+        .iter()
+        .filter(|p| p.demand == crate::domain::DemandSource::Poll)
+        .map(|p| p.max_capacity as u64)
+        .sum()
+}

@@ -1,0 +1,130 @@
+//! Gather, plan and record: what each live attempt shows, then `reconcile::plan`
+//! and `reconcile::record` under the allocation lock, then what the plan leaves for
+//! later passes.
+
+use super::*;
+
+impl TargetLoop {
+    /// Gather: look at each attempt no worker holds, take what the scale set
+    /// listeners handed over. Returns the open attempts and what was seen of each
+    /// live one.
+    pub(super) fn gather(
+        &mut self,
+        set: &Setting,
+        contain: &contain::Containment,
+    ) -> Result<(Vec<Attempt>, BTreeMap<i64, Seen>), StoreError> {
+        let mut open = self.store.open_attempts(&set.host.id)?;
+        self.recover_pids(&mut open)?;
+        let fresh_list = self.fresh_runners.take();
+        let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
+        for a in open
+            .iter()
+            .filter(|a| a.target == self.name && a.state.is_live())
+            .filter(|a| !self.state.in_flight().contains(&a.id))
+        {
+            let s = self
+                .observer
+                .see(&self.shared.state_dir, a, fresh_list.as_deref(), contain);
+            seen.insert(a.id, s);
+        }
+        self.scaleset.take();
+        Ok((open, seen))
+    }
+
+    /// Plan and record under the allocation lock, so two loops (or a loop and a
+    /// coordinator launch) never spend one slot of capacity or one uid. Returns the
+    /// plan and the intents recorded.
+    pub(super) fn plan_and_record(
+        &mut self,
+        set: &Setting,
+        seen: &BTreeMap<i64, Seen>,
+        unfit: &BTreeMap<String, Unfit>,
+        contain: &contain::Containment,
+        now: Millis,
+    ) -> Result<(Plan, Vec<Attempt>), StoreError> {
+        let draining = set.host.draining || self.shared.stopping();
+        let can_start = self.state.can_start(now);
+        let credential_hold = self.credential_hold();
+        let shared = self.shared.clone();
+        let _guard = lock(&shared.alloc_lock);
+        let host = self.store.host_or_create()?;
+        let open = self.store.open_attempts(&host.id)?;
+        let free_uids = match &contain.isolation {
+            InEffect::Uids(range) if can_start => {
+                Some(self.uids.free(*range, &open, host.capacity as usize, now))
+            }
+            _ => None,
+        };
+        let ended = self.queue.ended_since_read();
+        let jobs = if all_directed(&host, &set.profiles, set.mode) {
+            Vec::new()
+        } else {
+            self.queue.jobs.clone()
+        };
+        let scaleset_seen = self.scaleset.seen();
+        let scaleset_queued = self.scaleset.queued();
+        let observed = Observed {
+            target: &self.name,
+            host: &host,
+            profiles: &set.profiles,
+            open: &open,
+            seen,
+            in_flight: self.state.in_flight(),
+            mode: set.mode,
+            draining,
+            jobs: &jobs,
+            queue_read_at: self.queue.read_at,
+            ended_since_read: &ended,
+            scaleset: &scaleset_seen,
+            scaleset_queued: &scaleset_queued,
+            unfit,
+            can_start,
+            rate_limited_until: self.state.rate_limited_until(credential_hold, now),
+            free_uids: free_uids.as_deref(),
+            surplus: self.state.surplus(),
+        };
+        let mut book = lock(&shared.pool.book);
+        let plan = plan::plan(&observed, &mut book, now);
+        // An intent that cannot be written is a start that does not happen; the
+        // pass still watches and cleans.
+        let (intents, failed) = self.record(&host, &set.target, &plan, &mut book, now);
+        self.wrote("intents", failed.map_or(Ok(()), Err));
+        drop(book);
+        shared.pool.set_view(
+            &self.name,
+            TargetView {
+                unfit: unfit.clone(),
+                demand: plan.standalone.clone(),
+            },
+        );
+        Ok((plan, intents))
+    }
+
+    /// What the plan leaves for later passes (surplus, room, uids), the status rows
+    /// and the metrics; the scale set messages it acted on are acknowledged.
+    pub(super) fn note_plan(&mut self, plan: &Plan, set: &Setting, now: Millis) {
+        let room_left = plan.allocation.profiles.iter().any(|pa| {
+            pa.limit == crate::domain::Limit::Demand
+                && set
+                    .profiles
+                    .iter()
+                    .any(|p| p.name == pa.profile && p.demand == crate::domain::DemandSource::Poll)
+        });
+        let planned = pass::Planned {
+            surplus: plan.surplus.clone(),
+            room_left,
+            uids_used_up: plan.uids_used_up.clone(),
+        };
+        self.state.on_event(Event::Planned(planned), now);
+        let status = self.record_status(plan, &set.profiles, set.mode, now);
+        self.wrote("status", status);
+        metrics_feed::demand(&self.shared.metrics, &plan.allocation);
+        metrics_feed::target(
+            &self.shared.metrics,
+            &self.name,
+            self.client.as_deref(),
+            self.state.pace().map(|p| p.every),
+        );
+        self.scaleset.handed_over();
+    }
+}

@@ -1,0 +1,151 @@
+//! What the loop shows and keeps apart from the plan: why profiles are unfit, the
+//! status rows, and store writes that fail.
+
+use super::*;
+
+impl TargetLoop {
+    /// Notes a store write of the pass: a failure is logged when it first fails (or
+    /// fails differently), and the pass goes on.
+    pub(super) fn wrote(&mut self, what: &str, r: Result<(), StoreError>) {
+        if let Err(e) = r {
+            self.writes.failed_now = true;
+            let msg = format!("{what}: {e}");
+            // Writes of one pass may fail in turn with different words: the repeats
+            // bound what the change of words lets through.
+            if self.writes.failing.as_deref() != Some(msg.as_str()) {
+                match self
+                    .writes
+                    .repeats
+                    .admit("store_write_failed", std::time::Instant::now())
+                {
+                    Some(0) => log_warn!("store_write_failed", target = self.name, error = msg),
+                    Some(n) => log_warn!(
+                        "store_write_failed",
+                        target = self.name,
+                        error = msg,
+                        suppressed = n
+                    ),
+                    None => {}
+                }
+            }
+            self.writes.failing = Some(msg);
+        }
+    }
+
+    /// Profiles that cannot start runners now, with the reason `status` shows.
+    pub(super) fn unfit(
+        &mut self,
+        target: &Target,
+        profiles: &[ScalePolicy],
+        contain: &contain::Containment,
+        now: Millis,
+    ) -> BTreeMap<String, Unfit> {
+        // An `oci` profile's runner install is in its image, not on the host.
+        let install_errors: BTreeMap<String, String> = profiles
+            .iter()
+            .filter(|p| p.execution != crate::domain::Execution::Oci)
+            .filter_map(|p| {
+                runner::check_install(&starter::runner_dir(&self.shared.state_dir, p))
+                    .err()
+                    .map(|e| (p.name.clone(), e.to_string()))
+            })
+            .collect();
+        let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
+        let installs = Event::Installs {
+            errors: &install_errors,
+            profiles: &names,
+        };
+        let effects = self.state.on_event(installs, now);
+        self.carry(effects, None, now);
+        let mut scaleset_unready = BTreeMap::new();
+        self.scaleset.add_unfit(profiles, &mut scaleset_unready);
+        let refused = match &contain.isolation {
+            InEffect::Refused { why } => Some(why.as_str()),
+            _ => None,
+        };
+        let no_client = (!self.state.has_client()).then(|| {
+            self.state
+                .error()
+                .map_or_else(|| "no credentials".into(), ToString::to_string)
+        });
+        let disk_full = self.shared.disk_reason();
+        let mut host_unfit = self.shared.fitness_reasons();
+        crate::daemon::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
+        unfit::unfit(
+            &Fitness {
+                profiles,
+                org: matches!(target.scope, TargetScope::Org { .. }),
+                isolation_refused: refused,
+                disk_full: disk_full.as_deref(),
+                host_unfit: &host_unfit,
+                holds: self.state.holds(),
+                no_client: no_client.as_deref(),
+                public_repo: self.state.public_repo(),
+                group_public: self.state.group_public(),
+                install_errors: &install_errors,
+                scaleset_unready: &scaleset_unready,
+            },
+            now,
+        )
+    }
+
+    /// Writes what `status` and `top` show, when it changed.
+    pub(super) fn record_status(
+        &mut self,
+        plan: &Plan,
+        profiles: &[ScalePolicy],
+        mode: TargetMode,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let rate = self
+            .client
+            .as_ref()
+            .map(|c| c.rate_limit_snapshot())
+            .unwrap_or_default();
+        let target = TargetStatus {
+            target: self.name.clone(),
+            mode: mode.into(),
+            last_error: self.state.error().map(ToString::to_string),
+            rate_limit_remaining: rate.remaining.map(|r| r as i64),
+            rate_limit_limit: rate.limit.map(|r| r as i64),
+            rate_limit_reset: rate.reset,
+            poll_every_ms: self.state.pace().map(|p| p.every),
+            updated_at: now,
+        };
+        let last_error = |profile: &str| {
+            self.state.status_error(
+                self.queue.visibility_note.as_deref(),
+                self.scaleset.error(profile),
+                plan.demand.unfit_reason_for(profile),
+            )
+        };
+        self.status
+            .record(&self.store, &plan.allocation, target, last_error, now)?;
+        // Every profile of the target, so a row outlives neither its listener nor a
+        // switch back to REST polling.
+        let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
+        self.status.record_sessions(
+            &self.store,
+            &self.name,
+            &self.scaleset.sessions(),
+            &names,
+            now,
+        )
+    }
+
+    /// Stops the scale set listeners (their sessions are deleted) and records their
+    /// rows as closed, so `status` does not show a session the daemon gave up.
+    pub(super) fn close_sessions(&mut self) {
+        let ended = self.scaleset.stop();
+        if ended.is_empty() {
+            return;
+        }
+        let now = now_millis();
+        if let Err(e) = self
+            .status
+            .record_sessions(&self.store, &self.name, &ended, &[], now)
+        {
+            log_warn!("session_rows_not_written", target = self.name, error = e);
+        }
+    }
+}

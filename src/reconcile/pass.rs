@@ -1,0 +1,654 @@
+//! One target's pass as a pure state machine (ntpd-rs's `source.rs` shape): a
+//! [`TargetState`] holds everything the loop decides from between passes (the read
+//! schedule and its pace, GitHub's holds, the profiles' start holds, the guard's
+//! facts, the attempts on workers, what the last plan left), and one function,
+//! [`TargetState::on_event`], turns what happened into [`Effect`]s for the loop to
+//! carry out. No clock, no I/O, no randomness: `now` and every fact come in as
+//! arguments, so each rule here is tested without threads (see `pass_tests.rs`).
+//!
+//! The loop (`daemon::target_loop`) gathers, feeds events, carries effects out and
+//! joins the workers' results back in as [`Event::Done`].
+
+use crate::reconcile::budget::{self, Budget, Pace, ReadCost};
+use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
+use crate::timefmt::Millis;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+/// How often GitHub's runner list is read to cross-check and to find orphans.
+pub const RUNNER_LIST_EVERY: Millis = 60_000;
+/// How often the public-repository guard's facts are read again (GitHub's visibility
+/// and runner group settings change rarely).
+pub const GUARD_EVERY: Millis = 3_600_000;
+/// How soon a guard read that failed is tried again (its facts keep their last word).
+pub const GUARD_RETRY: Millis = 30_000;
+
+/// Why the target cannot use GitHub now, as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetError {
+    /// The credential could not be loaded (a missing file, a bad key).
+    Credentials(String),
+    /// GitHub refused a call: how it refused, and its words.
+    GitHub { refusal: Refusal, text: String },
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetError::Credentials(e) => write!(f, "credentials: {e}"),
+            TargetError::GitHub { text, .. } => f.write_str(text),
+        }
+    }
+}
+
+/// A read the loop hands to a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// GitHub's runner list.
+    Runners,
+    /// The queued jobs: at most `new_runs` runs never read before, `known_runs` again.
+    Demand { new_runs: usize, known_runs: usize },
+    /// The guard's facts: a repository's visibility, or the scale set profiles'
+    /// runner groups.
+    Guard(GuardRead),
+    /// The host's runner install check, if no other loop holds it.
+    RunnerRelease,
+}
+
+/// Which of the guard's facts a read fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardRead {
+    Visibility,
+    Groups,
+}
+
+/// What the loop logs, typed so a test can see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Line {
+    TargetError(String),
+    TargetRecovered,
+    PollingPaced { every: Millis, remaining: u64 },
+    StartsHeld { profile: String, hold: StartHold },
+    InstallUnusable { profile: String, why: String },
+    InstallUsable { profile: String },
+}
+
+/// What the loop carries out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Build the target's GitHub client (its credentials, the kept hold and ETags).
+    BuildClient,
+    /// Drop the client (a reload re-reads the credentials).
+    DropClient,
+    Send(Read),
+    /// The target reads no REST queue of its own: its queue is empty as of now.
+    QueueEmpty,
+    /// Record the target's hold in the store, so a restarted daemon keeps it.
+    PersistHold(Millis),
+    /// A profile's starts are held until then (its queued starts wait on workers).
+    HoldStarts {
+        profile: String,
+        until: Millis,
+    },
+    /// A profile's hold ended (a start went through, or its time passed).
+    StartsResumed {
+        profile: String,
+    },
+    /// Start the recorded intent on a worker.
+    Start(i64),
+    /// End the recorded intent `not-started`: nothing can start it now.
+    EndNotStarted {
+        attempt: i64,
+        why: &'static str,
+    },
+    Log(Line),
+}
+
+/// Whether the loop's client fits the target as it is set now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFit {
+    /// Built for the target's API and scope.
+    Fits,
+    /// None, or built for another API URL or scope.
+    Missing,
+}
+
+/// What a pass begins from: the facts of the target gathered this pass.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// The target's `poll_interval`, in milliseconds.
+    pub poll_every: Millis,
+    /// The target reads a REST queue of its own (not all directed, and some profile
+    /// polls).
+    pub reads_queue: bool,
+    /// The credential's budget as GitHub last stated it.
+    pub budget: Option<Budget>,
+    /// How many runners the polling profiles may run at once.
+    pub polled_max: u64,
+    /// Jobs the queue holds now.
+    pub queued: u64,
+    /// Runs the last read left unread.
+    pub unread_runs: u32,
+    /// When the queue was last read.
+    pub queue_read_at: Millis,
+    /// The guard's read for this target's scope, or `None` when it has nothing to
+    /// read (an organization with no scale set profile).
+    pub guard: Option<GuardRead>,
+}
+
+/// How a start a worker carried ended, as the pass cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartEnd {
+    Spawned,
+    GitHub(TargetError),
+    Host(String),
+    Skipped,
+}
+
+/// What the guard's read found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardFound {
+    /// A repository target is public (or not).
+    Visibility(bool),
+    /// Per scale set profile, whether its runner group admits public repositories
+    /// (`None`: not known, the group was not found).
+    Groups(BTreeMap<String, Option<bool>>),
+}
+
+/// A worker's result, as the pass cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Started {
+        attempt: i64,
+        profile: String,
+        end: StartEnd,
+    },
+    Applied {
+        attempt: i64,
+    },
+    Demand {
+        /// Rate-limit units the read spent, and how many of them were new runs'
+        /// first reads (part of serving them, not of polling).
+        units: u64,
+        first_reads: u64,
+        result: Result<(), TargetError>,
+    },
+    Runners {
+        result: Result<(), TargetError>,
+    },
+    Guard {
+        result: Result<GuardFound, TargetError>,
+    },
+    RunnerRelease,
+    Failed {
+        attempt: Option<i64>,
+    },
+}
+
+/// What the plan left for later passes.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    pub surplus: HashSet<i64>,
+    /// The plan had room beyond the jobs known for a profile that polls.
+    pub room_left: bool,
+    pub uids_used_up: Option<String>,
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    /// A pass begins: first the client (is one there, fitting the target?).
+    Client {
+        fit: ClientFit,
+        poll_every: Millis,
+    },
+    /// The client was built; a hold recorded before a restart comes with it.
+    ClientBuilt {
+        kept_hold: Option<Millis>,
+    },
+    /// The client could not be built.
+    ClientFailed {
+        error: String,
+        poll_every: Millis,
+    },
+    /// The pass's facts: what to read now.
+    Tick(&'a Facts),
+    /// Each profile's broken runner install (by name), among the target's profiles.
+    Installs {
+        errors: &'a BTreeMap<String, String>,
+        profiles: &'a [String],
+    },
+    Planned(Planned),
+    /// A recorded intent: start it, or end it (no policy or no client).
+    Intent {
+        attempt: i64,
+        has_policy: bool,
+    },
+    /// The loop handed an attempt's GitHub or disk actions to a worker.
+    Handed(i64),
+    /// The pass ends: the credential's own hold as the client knows it.
+    PassEnd {
+        credential_hold: Millis,
+    },
+    /// The store holds the target's hold up to this time.
+    HoldKept(Millis),
+    Done(Outcome),
+    /// SIGHUP: credentials, listeners and holds are read again.
+    Reload,
+}
+
+/// One target's state between passes.
+#[derive(Debug, Default)]
+pub struct TargetState {
+    has_client: bool,
+    next_poll: Millis,
+    demand_reading: bool,
+    runners_next: Millis,
+    runners_reading: bool,
+    guard_next: Millis,
+    guard_reading: bool,
+    /// A repository target's visibility; `None` until read.
+    public_repo: Option<bool>,
+    /// Per scale set profile: its runner group admits public repositories.
+    group_public: BTreeMap<String, bool>,
+    hold: TargetHold,
+    /// The hold last written to the store.
+    persisted_hold: Millis,
+    holds: BTreeMap<String, StartHold>,
+    pace: Option<Pace>,
+    read_cost: ReadCost,
+    room_left: bool,
+    surplus: HashSet<i64>,
+    uids_used_up: Option<String>,
+    in_flight: BTreeSet<i64>,
+    error: Option<TargetError>,
+    /// Each profile's broken install as last logged.
+    install_logged: BTreeMap<String, String>,
+}
+
+impl TargetState {
+    /// Everything that happens to the target goes through here.
+    pub fn on_event(&mut self, event: Event, now: Millis) -> Vec<Effect> {
+        let mut out = Vec::new();
+        match event {
+            Event::Client { fit, .. } => self.client(fit, now, &mut out),
+            Event::ClientBuilt { kept_hold } => {
+                self.has_client = true;
+                if let Some(t) = kept_hold.filter(|t| *t > now) {
+                    self.hold = self.hold.at_least(t);
+                    self.next_poll = self.next_poll.max(t);
+                    self.persisted_hold = t;
+                }
+            }
+            Event::ClientFailed { error, poll_every } => {
+                self.has_client = false;
+                self.set_error(TargetError::Credentials(error), &mut out);
+                self.next_poll = now + poll_every;
+            }
+            Event::Tick(facts) => self.tick(facts, now, &mut out),
+            Event::Installs { errors, profiles } => self.installs(errors, profiles, &mut out),
+            Event::Planned(p) => {
+                self.surplus = p.surplus;
+                self.room_left = p.room_left;
+                self.uids_used_up = p.uids_used_up;
+            }
+            Event::Intent {
+                attempt,
+                has_policy,
+            } => {
+                if has_policy && self.has_client {
+                    self.in_flight.insert(attempt);
+                    out.push(Effect::Start(attempt));
+                } else {
+                    let why = if has_policy {
+                        "no GitHub client"
+                    } else {
+                        "its profile is gone"
+                    };
+                    out.push(Effect::EndNotStarted { attempt, why });
+                }
+            }
+            Event::Handed(id) => {
+                self.in_flight.insert(id);
+            }
+            Event::PassEnd { credential_hold } => {
+                let until = credential_hold.max(self.hold.until);
+                if until > now && until != self.persisted_hold {
+                    out.push(Effect::PersistHold(until));
+                }
+                self.expire_holds(now, &mut out);
+            }
+            Event::HoldKept(until) => self.persisted_hold = until,
+            Event::Done(o) => self.done(o, now, &mut out),
+            Event::Reload => {
+                self.has_client = false;
+                self.next_poll = 0;
+                self.hold = TargetHold::default();
+                out.push(Effect::DropClient);
+            }
+        }
+        out
+    }
+
+    /// Builds the client unless one fits, or the last try failed and the next poll
+    /// (when it is tried again) has not come.
+    fn client(&mut self, fit: ClientFit, now: Millis, out: &mut Vec<Effect>) {
+        if fit == ClientFit::Fits && self.has_client {
+            return;
+        }
+        self.has_client = false;
+        if now < self.next_poll && self.error.is_some() {
+            return;
+        }
+        out.push(Effect::BuildClient);
+    }
+
+    /// Sends the reads that are due, one at a time: when GitHub answers one with a
+    /// rate limit, no other is already on its way. The guard's facts first (starts
+    /// wait for a visibility not yet known), then the queue, then the runner list;
+    /// and the runner install check, if due, beside them.
+    fn tick(&mut self, f: &Facts, now: Millis, out: &mut Vec<Effect>) {
+        if !self.has_client || self.hold.holds(now) {
+            return;
+        }
+        out.push(Effect::Send(Read::RunnerRelease));
+        if self.reading() {
+            return;
+        }
+        if now >= self.guard_next {
+            self.guard_next = now + GUARD_EVERY;
+            match f.guard {
+                Some(g) => {
+                    self.guard_reading = true;
+                    out.push(Effect::Send(Read::Guard(g)));
+                    return;
+                }
+                None => self.group_public.clear(),
+            }
+        }
+        if self.demand_due(f, now) {
+            self.read_demand(f, now, out);
+            if self.demand_reading {
+                return;
+            }
+        }
+        if now >= self.runners_next {
+            self.runners_next = now + RUNNER_LIST_EVERY;
+            self.runners_reading = true;
+            out.push(Effect::Send(Read::Runners));
+        }
+    }
+
+    fn reading(&self) -> bool {
+        self.demand_reading || self.runners_reading || self.guard_reading
+    }
+
+    /// The queue is due at its pace; runs a deep queue's last read left unread are
+    /// read as soon as there is room for their jobs, at most once per poll interval,
+    /// unless the pace is stretched: what that costs is their first read, which
+    /// serving them needs anyway, and the run lists again.
+    fn demand_due(&self, f: &Facts, now: Millis) -> bool {
+        let paced = self.pace.is_some_and(|p| p.stretched);
+        let more_room =
+            f.unread_runs > 0 && self.room_left && !paced && now >= f.queue_read_at + f.poll_every;
+        now >= self.next_poll || more_room
+    }
+
+    /// A coordinated target whose profiles are all directed reads no demand of its
+    /// own, and one whose profiles all use scale sets reads no REST queue (a long poll
+    /// costs no units): neither is paced. Otherwise the read is paced so the budget
+    /// lasts to its reset, keeping back what serving the queue needs.
+    fn read_demand(&mut self, f: &Facts, now: Millis, out: &mut Vec<Effect>) {
+        if !f.reads_queue {
+            self.pace = None;
+            self.next_poll = now + f.poll_every;
+            out.push(Effect::QueueEmpty);
+            return;
+        }
+        let reserve = f
+            .budget
+            .map_or(0, |b| budget::reserve(f.polled_max, f.queued, b.limit));
+        let pace = budget::pace(f.poll_every, f.budget, reserve, self.read_cost, now);
+        if pace.stretched && !self.pace.is_some_and(|p| p.stretched) {
+            let remaining = f.budget.map_or(0, |b| b.remaining);
+            out.push(Effect::Log(Line::PollingPaced {
+                every: pace.every,
+                remaining,
+            }));
+        }
+        self.pace = Some(pace);
+        self.next_poll = now + pace.every;
+        self.demand_reading = true;
+        out.push(Effect::Send(Read::Demand {
+            new_runs: budget::new_runs_per_read(f.polled_max),
+            known_runs: budget::known_runs_per_read(f.polled_max),
+        }));
+    }
+
+    fn done(&mut self, o: Outcome, now: Millis, out: &mut Vec<Effect>) {
+        match o {
+            Outcome::Started {
+                attempt,
+                profile,
+                end,
+            } => {
+                self.in_flight.remove(&attempt);
+                match end {
+                    StartEnd::Spawned => {
+                        if self.holds.remove(&profile).is_some() {
+                            out.push(Effect::StartsResumed { profile });
+                        }
+                    }
+                    StartEnd::GitHub(e) => self.refused(e, now, out),
+                    StartEnd::Host(why) => self.hold_profile(profile, why, now, out),
+                    StartEnd::Skipped => {}
+                }
+            }
+            Outcome::Applied { attempt } => {
+                self.in_flight.remove(&attempt);
+            }
+            Outcome::Failed { attempt } => {
+                if let Some(id) = attempt {
+                    self.in_flight.remove(&id);
+                }
+            }
+            Outcome::Demand {
+                units,
+                first_reads,
+                result,
+            } => {
+                self.demand_reading = false;
+                self.read_cost.observe(units.saturating_sub(first_reads));
+                match result {
+                    Ok(()) => {
+                        self.hold = self.hold.recovered();
+                        if self.error.take().is_some() {
+                            out.push(Effect::Log(Line::TargetRecovered));
+                        }
+                    }
+                    Err(e) => self.refused(e, now, out),
+                }
+            }
+            Outcome::Runners { result } => {
+                self.runners_reading = false;
+                if let Err(e) = result {
+                    self.refused(e, now, out);
+                }
+            }
+            Outcome::Guard { result } => {
+                self.guard_reading = false;
+                match result {
+                    Ok(GuardFound::Visibility(public)) => self.public_repo = Some(public),
+                    Ok(GuardFound::Groups(groups)) => {
+                        self.group_public = groups
+                            .into_iter()
+                            .filter_map(|(p, public)| Some((p, public?)))
+                            .collect();
+                    }
+                    Err(e) => {
+                        // What was known stays known; tried again soon, not at
+                        // every pass (a transient error holds nothing).
+                        self.guard_next = now + GUARD_RETRY;
+                        self.refused(e, now, out);
+                    }
+                }
+            }
+            Outcome::RunnerRelease => {}
+        }
+    }
+
+    /// GitHub refused a call: the target is held as the refusal says (a rate limit
+    /// until its time, recorded at once so a kill now does not forget it; a
+    /// deterministic error with backoff; a transient one not at all).
+    fn refused(&mut self, e: TargetError, now: Millis, out: &mut Vec<Effect>) {
+        if let TargetError::GitHub { refusal, .. } = &e {
+            self.hold = self.hold.after(*refusal, now);
+            if let Refusal::RateLimitedUntil(until) = *refusal {
+                self.next_poll = self.next_poll.max(until);
+                if until != self.persisted_hold {
+                    out.push(Effect::PersistHold(until));
+                }
+            }
+        }
+        self.set_error(e, out);
+    }
+
+    fn set_error(&mut self, e: TargetError, out: &mut Vec<Effect>) {
+        if self.error.as_ref().map(|x| x.to_string()) != Some(e.to_string()) {
+            out.push(Effect::Log(Line::TargetError(e.to_string())));
+        }
+        self.error = Some(e);
+    }
+
+    /// A profile's start failed for a host reason: its starts are held. Starts that
+    /// fail together while a hold already stands (sent before it) do not lengthen it.
+    fn hold_profile(&mut self, profile: String, why: String, now: Millis, out: &mut Vec<Effect>) {
+        let prev = self.holds.get(&profile);
+        if prev.is_some_and(|h| h.holds(now)) {
+            return;
+        }
+        let hold = StartHold::after_failure(prev, why, now);
+        out.push(Effect::Log(Line::StartsHeld {
+            profile: profile.clone(),
+            hold: hold.clone(),
+        }));
+        out.push(Effect::HoldStarts {
+            profile: profile.clone(),
+            until: hold.until,
+        });
+        self.holds.insert(profile, hold);
+    }
+
+    /// A hold whose time passed is shown as ended (it stays, so the next failure
+    /// waits longer, until a start goes through).
+    fn expire_holds(&self, now: Millis, out: &mut Vec<Effect>) {
+        for (p, h) in &self.holds {
+            if !h.holds(now) {
+                out.push(Effect::StartsResumed { profile: p.clone() });
+            }
+        }
+    }
+
+    /// Logs a profile's runner install breaking and being whole again, once each,
+    /// however many passes see it.
+    fn installs(
+        &mut self,
+        errors: &BTreeMap<String, String>,
+        profiles: &[String],
+        out: &mut Vec<Effect>,
+    ) {
+        for (profile, why) in errors {
+            if self.install_logged.get(profile) != Some(why) {
+                out.push(Effect::Log(Line::InstallUnusable {
+                    profile: profile.clone(),
+                    why: why.clone(),
+                }));
+            }
+        }
+        for profile in self.install_logged.keys() {
+            if !errors.contains_key(profile) && profiles.contains(profile) {
+                out.push(Effect::Log(Line::InstallUsable {
+                    profile: profile.clone(),
+                }));
+            }
+        }
+        self.install_logged = errors.clone();
+    }
+
+    /// Starts may be tried now: a client, and no hold on the target.
+    pub fn can_start(&self, now: Millis) -> bool {
+        self.has_client && !self.hold.holds(now)
+    }
+
+    /// Until when GitHub's rate limit (or a `retry-after`) holds the target, if it
+    /// does now: the credential's own hold, or the target's when no deterministic
+    /// error made it.
+    pub fn rate_limited_until(&self, credential_hold: Millis, now: Millis) -> Option<Millis> {
+        let own = if self.hold.failures == 0 {
+            self.hold.until
+        } else {
+            0
+        };
+        let until = credential_hold.max(own);
+        (until > now).then_some(until)
+    }
+
+    /// What `status` shows as a profile's last error, the first that applies: the
+    /// target's own, the uids used up, what visibility left out, the profile's scale
+    /// set listener's, why the profile is unfit.
+    pub fn status_error(
+        &self,
+        visibility: Option<&str>,
+        scaleset: Option<String>,
+        unfit: Option<String>,
+    ) -> Option<String> {
+        self.error
+            .as_ref()
+            .map(ToString::to_string)
+            .or_else(|| self.uids_used_up.clone())
+            .or_else(|| visibility.map(str::to_string))
+            .or(scaleset)
+            .or(unfit)
+    }
+
+    /// The target's error, if its last call ended with one.
+    pub fn error(&self) -> Option<&TargetError> {
+        self.error.as_ref()
+    }
+
+    /// Takes the target's error (`daemon --once` fails with it).
+    pub fn take_error(&mut self) -> Option<TargetError> {
+        self.error.take()
+    }
+
+    pub fn has_client(&self) -> bool {
+        self.has_client
+    }
+
+    pub fn in_flight(&self) -> &BTreeSet<i64> {
+        &self.in_flight
+    }
+
+    pub fn surplus(&self) -> &HashSet<i64> {
+        &self.surplus
+    }
+
+    pub fn holds(&self) -> &BTreeMap<String, StartHold> {
+        &self.holds
+    }
+
+    pub fn pace(&self) -> Option<Pace> {
+        self.pace
+    }
+
+    pub fn public_repo(&self) -> Option<bool> {
+        self.public_repo
+    }
+
+    pub fn group_public(&self) -> &BTreeMap<String, bool> {
+        &self.group_public
+    }
+}
+
+#[cfg(test)]
+#[path = "pass_tests.rs"]
+mod tests;

@@ -1,0 +1,480 @@
+//! The pass's rules, driven through `on_event` alone: no threads, no clock.
+
+use super::*;
+
+fn ready(now: Millis) -> TargetState {
+    let mut s = TargetState::default();
+    assert_eq!(
+        s.on_event(
+            Event::Client {
+                fit: ClientFit::Missing,
+                poll_every: 5_000
+            },
+            now
+        ),
+        vec![Effect::BuildClient]
+    );
+    assert!(
+        s.on_event(Event::ClientBuilt { kept_hold: None }, now)
+            .is_empty()
+    );
+    s
+}
+
+fn facts() -> Facts {
+    Facts {
+        poll_every: 5_000,
+        reads_queue: true,
+        polled_max: 4,
+        guard: Some(GuardRead::Visibility),
+        ..Facts::default()
+    }
+}
+
+fn sends(effects: &[Effect]) -> Vec<Read> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send(r) if *r != Read::RunnerRelease => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn github(refusal: Refusal) -> TargetError {
+    TargetError::GitHub {
+        refusal,
+        text: "GitHub said no".into(),
+    }
+}
+
+fn demand_done(result: Result<(), TargetError>) -> Event<'static> {
+    Event::Done(Outcome::Demand {
+        units: 3,
+        first_reads: 1,
+        result,
+    })
+}
+
+#[test]
+fn reads_go_one_at_a_time_guard_then_queue_then_runner_list() {
+    let mut s = ready(0);
+    let f = facts();
+    let e = s.on_event(Event::Tick(&f), 0);
+    assert_eq!(sends(&e), vec![Read::Guard(GuardRead::Visibility)]);
+    assert!(e.contains(&Effect::Send(Read::RunnerRelease)));
+    // Nothing else while the guard's read is out.
+    assert!(sends(&s.on_event(Event::Tick(&f), 250)).is_empty());
+    let found = Outcome::Guard {
+        result: Ok(GuardFound::Visibility(false)),
+    };
+    s.on_event(Event::Done(found), 300);
+    assert_eq!(s.public_repo(), Some(false));
+    let e = s.on_event(Event::Tick(&f), 300);
+    assert_eq!(
+        sends(&e),
+        vec![Read::Demand {
+            new_runs: budget::new_runs_per_read(4),
+            known_runs: budget::known_runs_per_read(4)
+        }]
+    );
+    s.on_event(demand_done(Ok(())), 400);
+    assert_eq!(
+        sends(&s.on_event(Event::Tick(&f), 400)),
+        vec![Read::Runners]
+    );
+    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 500);
+    // The queue is next due at its pace, the list a minute on, the guard an hour on.
+    assert!(sends(&s.on_event(Event::Tick(&f), 5_000)).is_empty());
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&f), 5_300))[..],
+        [Read::Demand { .. }]
+    ));
+}
+
+#[test]
+fn a_target_without_a_queue_of_its_own_reads_none_and_empties_it() {
+    let mut s = ready(0);
+    let f = Facts {
+        reads_queue: false,
+        guard: None,
+        ..facts()
+    };
+    let e = s.on_event(Event::Tick(&f), 0);
+    assert!(e.contains(&Effect::QueueEmpty));
+    assert_eq!(sends(&e), vec![Read::Runners]);
+    assert_eq!(s.pace(), None);
+}
+
+#[test]
+fn a_rate_limit_holds_every_read_until_its_time_and_is_recorded_at_once() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        ..facts()
+    };
+    s.on_event(Event::Tick(&f), 0);
+    let e = s.on_event(
+        demand_done(Err(github(Refusal::RateLimitedUntil(60_000)))),
+        100,
+    );
+    assert!(e.contains(&Effect::PersistHold(60_000)));
+    assert!(e.contains(&Effect::Log(Line::TargetError("GitHub said no".into()))));
+    assert!(!s.can_start(59_999) && s.can_start(60_000));
+    assert_eq!(s.rate_limited_until(0, 100), Some(60_000));
+    assert!(s.on_event(Event::Tick(&f), 59_999).is_empty());
+    // Recorded once: the pass's end does not write it again once the store holds it.
+    s.on_event(Event::HoldKept(60_000), 100);
+    assert!(
+        !s.on_event(Event::PassEnd { credential_hold: 0 }, 200)
+            .contains(&Effect::PersistHold(60_000))
+    );
+    // The credential's own, longer hold is recorded at the pass's end.
+    let e = s.on_event(
+        Event::PassEnd {
+            credential_hold: 90_000,
+        },
+        200,
+    );
+    assert!(e.contains(&Effect::PersistHold(90_000)));
+    assert_eq!(s.rate_limited_until(90_000, 200), Some(90_000));
+    // After it, reads go again, and a read that works clears the error once.
+    assert!(!sends(&s.on_event(Event::Tick(&f), 90_000)).is_empty());
+    let e = s.on_event(demand_done(Ok(())), 90_100);
+    assert_eq!(e, vec![Effect::Log(Line::TargetRecovered)]);
+    assert!(s.error().is_none());
+}
+
+#[test]
+fn deterministic_refusals_back_off_and_are_no_rate_limit() {
+    let mut s = ready(0);
+    s.on_event(demand_done(Err(github(Refusal::Deterministic))), 1_000);
+    assert!(!s.can_start(60_999) && s.can_start(61_000));
+    assert_eq!(s.rate_limited_until(0, 1_000), None);
+    s.on_event(demand_done(Err(github(Refusal::Deterministic))), 61_000);
+    assert!(!s.can_start(180_999) && s.can_start(181_000));
+    // A transient refusal holds nothing, but is the target's error.
+    let mut t = ready(0);
+    t.on_event(demand_done(Err(github(Refusal::Transient))), 1_000);
+    assert!(t.can_start(1_000));
+    assert_eq!(
+        t.error().map(ToString::to_string).as_deref(),
+        Some("GitHub said no")
+    );
+}
+
+#[test]
+fn a_failed_client_is_tried_again_at_the_next_poll_not_every_pass() {
+    let mut s = TargetState::default();
+    let missing = |poll_every| Event::Client {
+        fit: ClientFit::Missing,
+        poll_every,
+    };
+    assert_eq!(s.on_event(missing(5_000), 0), vec![Effect::BuildClient]);
+    let e = s.on_event(
+        Event::ClientFailed {
+            error: "no such file".into(),
+            poll_every: 5_000,
+        },
+        0,
+    );
+    assert_eq!(
+        e,
+        vec![Effect::Log(Line::TargetError(
+            "credentials: no such file".into()
+        ))]
+    );
+    assert!(s.on_event(missing(5_000), 4_999).is_empty());
+    assert!(!s.can_start(4_999));
+    assert_eq!(s.on_event(missing(5_000), 5_000), vec![Effect::BuildClient]);
+    // A hold kept from the last daemon holds the new client's reads.
+    s.on_event(
+        Event::ClientBuilt {
+            kept_hold: Some(30_000),
+        },
+        5_000,
+    );
+    assert!(s.on_event(Event::Tick(&facts()), 29_999).is_empty());
+    assert!(
+        s.on_event(Event::PassEnd { credential_hold: 0 }, 6_000)
+            .is_empty()
+    );
+    // A client that fits is kept; a reload drops it.
+    assert!(
+        s.on_event(
+            Event::Client {
+                fit: ClientFit::Fits,
+                poll_every: 5_000
+            },
+            6_000
+        )
+        .is_empty()
+    );
+    assert_eq!(s.on_event(Event::Reload, 6_000), vec![Effect::DropClient]);
+    assert!(!s.has_client());
+}
+
+#[test]
+fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthen_it() {
+    let mut s = ready(0);
+    let failed = |attempt| {
+        Event::Done(Outcome::Started {
+            attempt,
+            profile: "linux".into(),
+            end: StartEnd::Host("spawn: permission denied".into()),
+        })
+    };
+    for id in [1, 2, 3] {
+        assert_eq!(
+            s.on_event(
+                Event::Intent {
+                    attempt: id,
+                    has_policy: true
+                },
+                0
+            ),
+            vec![Effect::Start(id)]
+        );
+    }
+    assert_eq!(s.in_flight().len(), 3);
+    let e = s.on_event(failed(1), 1_000);
+    assert!(e.contains(&Effect::HoldStarts {
+        profile: "linux".into(),
+        until: 31_000
+    }));
+    // The two sent with it fail the same way: the hold stands as it was.
+    assert!(s.on_event(failed(2), 1_500).is_empty());
+    assert!(s.on_event(failed(3), 2_000).is_empty());
+    assert!(s.in_flight().is_empty());
+    assert_eq!(s.holds()["linux"].until, 31_000);
+    // After it, the next failure waits twice as long; a spawn ends the hold.
+    let e = s.on_event(failed(4), 31_000);
+    assert!(e.contains(&Effect::HoldStarts {
+        profile: "linux".into(),
+        until: 91_000
+    }));
+    let spawned = Outcome::Started {
+        attempt: 5,
+        profile: "linux".into(),
+        end: StartEnd::Spawned,
+    };
+    assert_eq!(
+        s.on_event(Event::Done(spawned), 92_000),
+        vec![Effect::StartsResumed {
+            profile: "linux".into()
+        }]
+    );
+    assert!(s.holds().is_empty());
+}
+
+#[test]
+fn an_intent_nothing_can_start_ends_not_started() {
+    let mut s = TargetState::default();
+    assert_eq!(
+        s.on_event(
+            Event::Intent {
+                attempt: 7,
+                has_policy: true
+            },
+            0
+        ),
+        vec![Effect::EndNotStarted {
+            attempt: 7,
+            why: "no GitHub client"
+        }]
+    );
+    let mut s = ready(0);
+    assert!(matches!(
+        s.on_event(
+            Event::Intent {
+                attempt: 8,
+                has_policy: false
+            },
+            0
+        )[..],
+        [Effect::EndNotStarted { attempt: 8, .. }]
+    ));
+    assert!(s.in_flight().is_empty());
+}
+
+#[test]
+fn a_deep_queue_is_read_again_when_there_is_room_at_most_once_a_poll_interval() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        ..facts()
+    };
+    s.on_event(Event::Tick(&f), 0);
+    s.on_event(demand_done(Ok(())), 100);
+    s.on_event(Event::Tick(&f), 100); // the runner list
+    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 200);
+    let deep = Facts {
+        unread_runs: 3,
+        queue_read_at: 0,
+        poll_every: 2_000,
+        ..f.clone()
+    };
+    // No room: the pace decides.
+    assert!(sends(&s.on_event(Event::Tick(&deep), 2_000)).is_empty());
+    s.on_event(
+        Event::Planned(Planned {
+            room_left: true,
+            ..Planned::default()
+        }),
+        2_000,
+    );
+    assert!(sends(&s.on_event(Event::Tick(&deep), 1_999)).is_empty());
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&deep), 2_000))[..],
+        [Read::Demand { .. }]
+    ));
+}
+
+#[test]
+fn a_budget_that_runs_low_stretches_the_pace_and_says_so_once() {
+    let mut s = ready(0);
+    let low = Facts {
+        guard: None,
+        budget: Some(Budget {
+            limit: 5_000,
+            remaining: 10,
+            reset: 3_600_000,
+        }),
+        ..facts()
+    };
+    let e = s.on_event(Event::Tick(&low), 0);
+    let paced = s.pace().expect("paced");
+    assert!(paced.stretched && paced.every > 5_000, "{paced:?}");
+    assert!(
+        e.iter()
+            .any(|e| matches!(e, Effect::Log(Line::PollingPaced { .. })))
+    );
+    s.on_event(demand_done(Ok(())), 10);
+    s.on_event(Event::Tick(&low), 10);
+    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 20);
+    let e = s.on_event(Event::Tick(&low), paced.every);
+    assert!(matches!(sends(&e)[..], [Read::Demand { .. }]));
+    assert!(
+        !e.iter()
+            .any(|e| matches!(e, Effect::Log(Line::PollingPaced { .. })))
+    );
+}
+
+#[test]
+fn status_shows_the_first_error_that_applies() {
+    let mut s = ready(0);
+    let unfit = || Some("runner install: missing".to_string());
+    assert_eq!(s.status_error(None, None, unfit()), unfit());
+    assert_eq!(
+        s.status_error(None, Some("listener: 401".into()), unfit())
+            .as_deref(),
+        Some("listener: 401")
+    );
+    assert_eq!(
+        s.status_error(Some("2 public repositories left out"), None, unfit())
+            .as_deref(),
+        Some("2 public repositories left out")
+    );
+    s.on_event(
+        Event::Planned(Planned {
+            uids_used_up: Some("all 64 runner uids in use".into()),
+            ..Planned::default()
+        }),
+        0,
+    );
+    assert_eq!(
+        s.status_error(Some("x"), None, None).as_deref(),
+        Some("all 64 runner uids in use")
+    );
+    s.on_event(demand_done(Err(github(Refusal::Transient))), 0);
+    assert_eq!(
+        s.status_error(Some("x"), None, None).as_deref(),
+        Some("GitHub said no")
+    );
+}
+
+#[test]
+fn a_broken_install_is_logged_when_it_breaks_and_when_it_is_whole_again() {
+    let mut s = TargetState::default();
+    let names = vec!["linux".to_string()];
+    let broken = BTreeMap::from([(
+        "linux".to_string(),
+        "bin/Runner.Listener missing".to_string(),
+    )]);
+    let e = s.on_event(
+        Event::Installs {
+            errors: &broken,
+            profiles: &names,
+        },
+        0,
+    );
+    assert_eq!(e.len(), 1);
+    assert!(
+        s.on_event(
+            Event::Installs {
+                errors: &broken,
+                profiles: &names
+            },
+            1
+        )
+        .is_empty()
+    );
+    let whole = BTreeMap::new();
+    assert_eq!(
+        s.on_event(
+            Event::Installs {
+                errors: &whole,
+                profiles: &names
+            },
+            2
+        ),
+        vec![Effect::Log(Line::InstallUsable {
+            profile: "linux".into()
+        })]
+    );
+}
+
+#[test]
+fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: Some(GuardRead::Groups),
+        ..facts()
+    };
+    s.on_event(Event::Tick(&f), 0);
+    let groups = BTreeMap::from([
+        ("a".to_string(), Some(true)),
+        ("b".to_string(), Some(false)),
+        ("c".to_string(), None),
+    ]);
+    s.on_event(
+        Event::Done(Outcome::Guard {
+            result: Ok(GuardFound::Groups(groups)),
+        }),
+        10,
+    );
+    assert_eq!(
+        s.group_public(),
+        &BTreeMap::from([("a".to_string(), true), ("b".to_string(), false)])
+    );
+    // An hour on it is read again; a transient failure keeps the facts and retries.
+    s.on_event(demand_done(Ok(())), 20);
+    let at = GUARD_EVERY;
+    assert_eq!(
+        sends(&s.on_event(Event::Tick(&f), at)),
+        vec![Read::Guard(GuardRead::Groups)]
+    );
+    s.on_event(
+        Event::Done(Outcome::Guard {
+            result: Err(github(Refusal::Transient)),
+        }),
+        at,
+    );
+    assert_eq!(s.group_public().len(), 2);
+    let e = s.on_event(Event::Tick(&f), at + 1);
+    assert!(!sends(&e).contains(&Read::Guard(GuardRead::Groups)));
+    s.on_event(demand_done(Ok(())), at + 2);
+    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), at + 3);
+    let e = s.on_event(Event::Tick(&f), at + GUARD_RETRY);
+    assert_eq!(sends(&e), vec![Read::Guard(GuardRead::Groups)]);
+}

@@ -1,0 +1,287 @@
+//! What the daemon keeps of itself in the store's key-value rows, for `status`, `top`
+//! and `doctor` (which never ask the daemon), and what it is asked through them: every
+//! such key is named here and nowhere else, each with its typed writer and reader.
+//!
+//! - its containment, decided at start: the isolation word and line, the cgroups'
+//!   summary and what they enforce;
+//! - the managed runner installs' last check ([`RunnerCheck`]);
+//! - GitHub's runner list per target as last read ([`RunnersSeen`]);
+//! - the caches' and kept workspaces' last measure ([`Measured`]);
+//! - the webhook listener's own report ([`WebhookSeen`]) and its book's snapshot;
+//! - a handover request `update` leaves for it ([`HandoverRequest`]);
+//! - each target's rate-limit hold, which a restarted daemon still honours
+//!   ([`rate_limit_hold`]; `daemon::target_loop` still names this key itself, the
+//!   same words, until it calls these).
+//!
+//! A row another build wrote in a form this one cannot read is read as absent.
+
+use super::{Result, Store};
+use crate::domain::RegisteredRunner;
+use crate::runner::cgroup::Enforced;
+use crate::runner::slots::Footprint;
+use crate::timefmt::Millis;
+use serde::{Deserialize, Serialize};
+
+/// The containment: the one word (`uids`, `none`, `refused`) and the whole line.
+/// Public only while `cli/host.rs`'s `status` reads them by key (through
+/// `daemon::contain`); every other reader calls the functions below.
+pub const KV_ISOLATION: &str = "daemon:isolation";
+pub const KV_CONTAINMENT: &str = "daemon:containment";
+pub const KV_CGROUPS: &str = "daemon:cgroups";
+/// What the daemon's cgroups enforce ([`Enforced`], as JSON): `doctor` judges
+/// profiles' limits by the daemon's cgroup, not by its own.
+const KV_ENFORCED: &str = "daemon:cgroups_enforced";
+/// The newest runner release the downloads API listed for this machine.
+const KV_NEWEST: &str = "runner:newest";
+/// When the last runner check ended (milliseconds).
+const KV_CHECKED_AT: &str = "runner:checked_at";
+/// Why the last runner check failed (absent when all went well).
+const KV_PROBLEM: &str = "runner:problem";
+/// The versions the profiles' installs are at (comma-separated).
+const KV_IN_USE: &str = "runner:in_use";
+/// A target's runner list: this prefix and the target's name.
+const KV_RUNNERS: &str = "runners:";
+/// The caches' last measure ([`Measured`], JSON).
+const KV_FOOTPRINT: &str = "caches:footprint";
+/// The webhook listener's report ([`WebhookSeen`], JSON).
+const KV_WEBHOOK_SEEN: &str = "webhook:seen";
+/// The webhook book's snapshot, which a restarted daemon starts from.
+const KV_WEBHOOK_BOOK: &str = "webhook:book";
+/// A handover request: `<millis> <version>`.
+const KV_HANDOVER: &str = "daemon:handover";
+
+fn json<T: serde::de::DeserializeOwned>(store: &dyn Store, key: &str) -> Result<Option<T>> {
+    Ok(store
+        .kv_get(key)?
+        .and_then(|t| serde_json::from_str(&t).ok()))
+}
+
+fn put_json<T: Serialize>(store: &dyn Store, key: &str, value: &T) -> Result<()> {
+    store.kv_put(key, &serde_json::to_string(value).unwrap_or_default())
+}
+
+/// The containment as the daemon decided it at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Containment {
+    /// `uids`, `none` or `refused`.
+    pub isolation: String,
+    /// `InEffect::describe`'s line: the word, then why.
+    pub line: String,
+    /// `Cgroups::summary`'s line.
+    pub cgroups: String,
+    pub enforced: Enforced,
+}
+
+pub fn put_containment(store: &dyn Store, c: &Containment) -> Result<()> {
+    store.kv_put(KV_ISOLATION, &c.isolation)?;
+    store.kv_put(KV_CONTAINMENT, &c.line)?;
+    store.kv_put(KV_CGROUPS, &c.cgroups)?;
+    put_json(store, KV_ENFORCED, &c.enforced)
+}
+
+/// The isolation word the daemon last recorded; `None` before any daemon ran.
+pub fn isolation(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_ISOLATION)
+}
+
+/// The containment line the daemon last recorded.
+pub fn containment_line(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_CONTAINMENT)
+}
+
+/// The daemon's cgroup summary line, as `status` shows it.
+pub fn cgroups_summary(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_CGROUPS)
+}
+
+/// The daemon's cgroup summary and what its cgroups enforce, when both read.
+pub fn cgroups(store: &dyn Store) -> Result<Option<(String, Enforced)>> {
+    let Some(summary) = cgroups_summary(store)? else {
+        return Ok(None);
+    };
+    Ok(json(store, KV_ENFORCED)?.map(|e| (summary, e)))
+}
+
+/// The runner installs as the daemon's last check saw them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunnerCheck {
+    /// The distinct versions the profiles' installs are at, oldest first.
+    pub in_use: Vec<String>,
+    pub newest: Option<String>,
+    pub checked_at: Option<Millis>,
+    /// Why the last check failed, or what it could not do.
+    pub problem: Option<String>,
+}
+
+pub fn runner_check(store: &dyn Store) -> Result<RunnerCheck> {
+    Ok(RunnerCheck {
+        in_use: store
+            .kv_get(KV_IN_USE)?
+            .map(|v| {
+                v.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        newest: store.kv_get(KV_NEWEST)?,
+        checked_at: store.kv_get(KV_CHECKED_AT)?.and_then(|v| v.parse().ok()),
+        problem: store.kv_get(KV_PROBLEM)?,
+    })
+}
+
+pub fn put_runner_in_use(store: &dyn Store, versions: &[String]) -> Result<()> {
+    store.kv_put(KV_IN_USE, &versions.join(","))
+}
+
+pub fn put_runner_newest(store: &dyn Store, version: &str) -> Result<()> {
+    store.kv_put(KV_NEWEST, version)
+}
+
+/// A check ended at `at`, with its problem or none.
+pub fn put_runner_checked(store: &dyn Store, at: Millis, problem: Option<&str>) -> Result<()> {
+    store.kv_put(KV_CHECKED_AT, &at.to_string())?;
+    match problem {
+        Some(p) => store.kv_put(KV_PROBLEM, p),
+        None => store.kv_delete(KV_PROBLEM),
+    }
+}
+
+/// One target's runner list and when it was read: runner names and labels only, no
+/// secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnersSeen {
+    pub at: Millis,
+    pub runners: Vec<RegisteredRunner>,
+}
+
+/// Writes what a list read of `target` found at `at`, over the last.
+pub fn publish_runners(
+    store: &dyn Store,
+    target: &str,
+    runners: &[RegisteredRunner],
+    at: Millis,
+) -> Result<()> {
+    let seen = RunnersSeen {
+        at,
+        runners: runners.to_vec(),
+    };
+    put_json(store, &format!("{KV_RUNNERS}{target}"), &seen)
+}
+
+/// What the daemon last published for `target`; `None` before its first list.
+pub fn runners_seen(store: &dyn Store, target: &str) -> Result<Option<RunnersSeen>> {
+    json(store, &format!("{KV_RUNNERS}{target}"))
+}
+
+/// What the hourly cache prune measured (after its removals), and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measured {
+    pub at: Millis,
+    pub footprint: Footprint,
+}
+
+pub fn put_measured(store: &dyn Store, m: &Measured) -> Result<()> {
+    put_json(store, KV_FOOTPRINT, m)
+}
+
+pub fn measured(store: &dyn Store) -> Result<Option<Measured>> {
+    json(store, KV_FOOTPRINT)
+}
+
+/// What the webhook listener last wrote of itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookSeen {
+    pub listen: String,
+    pub since: Millis,
+    pub last_delivery: Option<Millis>,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub spared: u64,
+    /// Set when the listener could not start (the reason).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl WebhookSeen {
+    /// The listener's last report; `None` without one (or one that does not read).
+    pub fn read(store: &dyn Store) -> Option<WebhookSeen> {
+        json(store, KV_WEBHOOK_SEEN).ok().flatten()
+    }
+
+    pub fn write(&self, store: &dyn Store) -> Result<()> {
+        put_json(store, KV_WEBHOOK_SEEN, self)
+    }
+
+    /// One line for people: where it listens and the last delivery.
+    pub fn describe(&self, now: Millis) -> String {
+        if let Some(e) = &self.error {
+            return format!("not listening: {e}");
+        }
+        let last = match self.last_delivery {
+            Some(t) => format!("last delivery {} ago", crate::timefmt::age(now - t)),
+            None => "no delivery yet".into(),
+        };
+        format!(
+            "listening on {} ({last}; {} accepted, {} rejected, {} jobs lists spared)",
+            self.listen, self.accepted, self.rejected, self.spared
+        )
+    }
+}
+
+/// The webhook book's snapshot (`HookBook::snapshot`'s text).
+pub fn webhook_book(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_WEBHOOK_BOOK)
+}
+
+pub fn put_webhook_book(store: &dyn Store, snapshot: &str) -> Result<()> {
+    store.kv_put(KV_WEBHOOK_BOOK, snapshot)
+}
+
+/// No listener: neither its report nor its book is kept.
+pub fn clear_webhook(store: &dyn Store) -> Result<()> {
+    store.kv_delete(KV_WEBHOOK_SEEN)?;
+    store.kv_delete(KV_WEBHOOK_BOOK)
+}
+
+/// `update` replaced the binary with `version` at `at`: the daemon is to hand over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoverRequest {
+    pub at: Millis,
+    pub version: String,
+}
+
+pub fn put_handover_request(store: &dyn Store, r: &HandoverRequest) -> Result<()> {
+    store.kv_put(KV_HANDOVER, &format!("{} {}", r.at, r.version))
+}
+
+/// The request left in the store; an unreadable one is none.
+pub fn handover_request(store: &dyn Store) -> Result<Option<HandoverRequest>> {
+    Ok(store.kv_get(KV_HANDOVER)?.and_then(|v| {
+        let (at, version) = v.split_once(' ')?;
+        Some(HandoverRequest {
+            at: at.parse().ok()?,
+            version: version.to_string(),
+        })
+    }))
+}
+
+/// A target's rate-limit hold's key.
+fn hold_key(target: &str) -> String {
+    format!("target:{target}:rate_limit_hold_until")
+}
+
+/// Until when GitHub holds `target`'s reads, as recorded; unreadable is none.
+pub fn rate_limit_hold(store: &dyn Store, target: &str) -> Result<Option<Millis>> {
+    Ok(store
+        .kv_get(&hold_key(target))?
+        .and_then(|v| v.parse().ok()))
+}
+
+pub fn put_rate_limit_hold(store: &dyn Store, target: &str, until: Millis) -> Result<()> {
+    store.kv_put(&hold_key(target), &until.to_string())
+}
+
+#[cfg(test)]
+#[path = "daemon_facts_tests.rs"]
+mod tests;
