@@ -360,3 +360,114 @@ fn the_scan_sees_paths_groups_and_macros_and_skips_tests() {
     assert!(may_import("reconcile", "units") && may_import("reconcile", "domain"));
     assert!(!may_import("daemon", "doctor") && !may_import("nowhere", "store"));
 }
+
+/// The files of `src/` as ARCHITECTURE.md's codemap names them, resolved to paths:
+/// a heading naming one directory (`### \`daemon/\`: …`) is the base of every path
+/// under it; elsewhere a path that starts with a top-level module is whole (a bare
+/// file name only where no directory is in force); another path is relative to the bullet's base (its first
+/// whole path's directory), and a bare file name to the directory a whole path or a
+/// directory named last.
+fn codemap_paths(doc: &str, top: &BTreeSet<String>) -> BTreeSet<String> {
+    let start = doc.find("## Codemap").expect("a codemap");
+    let end = doc[start..]
+        .find("\n## ")
+        .map_or(doc.len(), |i| start + i + 1);
+    let mut out = BTreeSet::new();
+    let mut section = String::new();
+    let (mut base, mut dir) = (String::new(), String::new());
+    for line in doc[start..end].lines() {
+        let tokens: Vec<&str> = line
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|t| {
+                (t.ends_with(".rs") || t.ends_with('/'))
+                    && !t.starts_with(['/', '.'])
+                    && t.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_/.".contains(c))
+            })
+            .collect();
+        if line.starts_with("### Outside") {
+            break;
+        }
+        if line.starts_with("### ") {
+            let dirs: Vec<&&str> = tokens.iter().filter(|t| t.ends_with('/')).collect();
+            section = match dirs.as_slice() {
+                [one] => one.to_string(),
+                _ => String::new(),
+            };
+            continue;
+        }
+        if line.starts_with("- ") {
+            (base, dir) = (section.clone(), section.clone());
+        }
+        for t in tokens {
+            let first = t
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(".rs");
+            // Under a heading that names its directory, every path is relative to it;
+            // elsewhere a bare file name is whole only where no directory is in force.
+            let whole =
+                section.is_empty() && top.contains(first) && (t.contains('/') || dir.is_empty());
+            let path = if whole {
+                t.to_string()
+            } else if t.contains('/') {
+                format!("{base}{t}")
+            } else {
+                format!("{dir}{t}")
+            };
+            if whole && base == section {
+                base = path[..path.rfind('/').map_or(0, |i| i + 1)].to_string();
+            }
+            if path.ends_with('/') {
+                dir = path;
+            } else {
+                if whole {
+                    dir = path[..path.rfind('/').map_or(0, |i| i + 1)].to_string();
+                }
+                out.insert(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_codemap_names_every_module() {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.strip_prefix(src())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .collect();
+    let top: BTreeSet<String> = names
+        .iter()
+        .map(|n| {
+            n.split('/')
+                .next()
+                .unwrap()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    let named = codemap_paths(&doc, &top);
+    let missing: Vec<&String> = names.iter().filter(|n| !named.contains(*n)).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's codemap does not name: {missing:?}"
+    );
+    let gone: Vec<&String> = named.iter().filter(|n| !names.contains(n)).collect();
+    assert!(
+        gone.is_empty(),
+        "ARCHITECTURE.md's codemap names files that are gone: {gone:?}"
+    );
+}

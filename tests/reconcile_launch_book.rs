@@ -161,6 +161,7 @@ impl Sim {
                 rate_limited_until: None,
                 free_uids: None,
                 surplus: &HashSet::new(),
+                runners: None,
             };
             let plan = plan::plan(&observed, &mut self.book, self.now);
             // The daemon's own record step, bindings included.

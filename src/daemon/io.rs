@@ -22,7 +22,7 @@ use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
 use crate::github::{GhError, GitHubClient, QueueRead, ReadCaps};
 use crate::reconcile::pass::{GuardFound, GuardRead};
-use crate::reconcile::watch::{self, Action, Timeouts};
+use crate::reconcile::watch::{Action, Timeouts};
 use crate::scaleset::ScaleSetClient;
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::timefmt::{Millis, now_millis};
@@ -68,9 +68,11 @@ pub enum Task {
         /// The runs the loop's queue holds a view of (sorted).
         held: Vec<i64>,
     },
-    /// Read GitHub's runner list, deleting registrations with this host's names that
-    /// no open attempt explains.
-    ListRunners { host_id: String },
+    /// Read GitHub's runner list (and publish it for `top`).
+    ListRunners,
+    /// Delete registrations under this host's names that no open attempt explains
+    /// (the pass found them: `reconcile::plan::Plan::orphans`).
+    DeleteRunners { runners: Vec<RegisteredRunner> },
     /// Keep the managed runner installs current (`runner_update`), as claimed.
     RunnerRelease { job: super::runner_update::Job },
     /// Read the public-repository guard's facts (`public_guard`).
@@ -86,7 +88,8 @@ impl Task {
         match self {
             Task::Start { attempt, .. } | Task::Apply { attempt, .. } => Some(attempt.id),
             Task::ReadDemand { .. }
-            | Task::ListRunners { .. }
+            | Task::ListRunners
+            | Task::DeleteRunners { .. }
             | Task::RunnerRelease { .. }
             | Task::Guard { .. } => None,
         }
@@ -124,6 +127,8 @@ pub enum Done {
     },
     /// A runner install check ended (what it did is in the log and the store).
     RunnerRelease,
+    /// Orphan registrations were deleted (each result is in the log).
+    RunnersDeleted,
     Guard {
         result: Result<GuardFound, GhError>,
     },
@@ -541,9 +546,21 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
                 units: client.stats().get_units - before,
             }
         }
-        Task::ListRunners { host_id } => Done::Runners {
-            result: list_runners(&client, &target, store, &host_id),
+        Task::ListRunners => Done::Runners {
+            result: list_runners(&client, &target, store),
         },
+        Task::DeleteRunners { runners } => {
+            for r in runners {
+                let res = client.delete_runner(&target.scope, r.id);
+                log_info!(
+                    "orphan_registration_deleted",
+                    target = target.name,
+                    runner = r.name,
+                    result = format!("{res:?}")
+                );
+            }
+            Done::RunnersDeleted
+        }
         Task::RunnerRelease { job } => {
             super::runner_update::run(&c.shared, store, &client, &target, job);
             Done::RunnerRelease
@@ -583,168 +600,26 @@ fn read_demand(
     })
 }
 
-/// GitHub's runner list; registrations with this host's names that no open attempt
-/// explains are deleted (foreign ones never reach here).
+/// GitHub's runner list, published for `top`'s Runners view.
 fn list_runners(
     client: &GitHubClient,
     target: &Target,
     store: &SqliteStore,
-    host_id: &str,
 ) -> Result<Vec<RegisteredRunner>, GhError> {
     let list = client.list_runners(&target.scope)?;
     // For `top`'s Runners view; a failed write costs only that view's freshness.
-    if let Err(e) = super::runners_seen::publish(store, &target.name, &list, now_millis()) {
+    if let Err(e) =
+        crate::store::daemon_facts::publish_runners(store, &target.name, &list, now_millis())
+    {
         log_info!(
             "runners_publish_failed",
             target = target.name,
             error = e.to_string()
         );
     }
-    let attempts = store.open_attempts(host_id).unwrap_or_default();
-    for r in watch::unexplained_registrations(host_id, &list, &attempts) {
-        let res = client.delete_runner(&target.scope, r.id);
-        log_info!(
-            "orphan_registration_deleted",
-            target = target.name,
-            runner = r.name,
-            result = format!("{res:?}")
-        );
-    }
     Ok(list)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::target::{CredentialRef, TargetScope};
-    use crate::github::auth::Credential;
-    use crate::secret::Secret;
-    use crate::store::tests::TempDir;
-    use std::time::Instant;
-
-    fn target() -> Target {
-        Target {
-            name: "t".into(),
-            scope: TargetScope::Repo {
-                owner: "octo".into(),
-                repo: "app".into(),
-            },
-            // Nothing here is ever asked: the tasks below need no GitHub.
-            api_url: "http://127.0.0.1:9".into(),
-            credential: CredentialRef::TokenEnv { var: "NONE".into() },
-            poll_interval_secs: 5,
-            repos: vec![],
-            max_in_flight: 4,
-        }
-    }
-
-    /// A task that needs neither GitHub nor the disk: an attempt with nothing to do.
-    fn nothing(pool: &mut IoPool, client: &Arc<GitHubClient>, id: i64) {
-        let task = Task::Apply {
-            attempt: Attempt::new(id, "p", "t", "h", 0),
-            actions: vec![],
-            timeouts: Timeouts {
-                bootstrap: 1,
-                idle: 1,
-                job: None,
-                stop_grace: 1,
-            },
-            scaleset: None,
-            jitter: 0.0,
-        };
-        pool.send(task, client.clone(), &target());
-    }
-
-    fn until(what: &str, mut ok: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ok() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::yield_now();
-        }
-    }
-
-    #[test]
-    fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
-        let dir = TempDir::new("io-elastic");
-        std::fs::create_dir_all(&dir.0).unwrap();
-        let shared = Arc::new(Shared::new(dir.0.clone()));
-        let client = Arc::new(GitHubClient::new(
-            &target(),
-            Credential::Token(Secret::new("x")),
-        ));
-        let mut pool = IoPool::start_with(&shared, "t", 4, Duration::from_millis(20));
-        assert_eq!(pool.workers(), 1, "a quiet target keeps one worker");
-
-        for id in 1..=3 {
-            nothing(&mut pool, &client, id);
-        }
-        assert!(pool.workers() >= 3, "a worker for each outstanding task");
-        for id in 4..=9 {
-            nothing(&mut pool, &client, id);
-        }
-        assert!(pool.workers() <= 4, "never more than the limit");
-        for _ in 1..=9 {
-            let d = pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
-            assert!(matches!(d, Done::Applied { .. }));
-            pool.received();
-        }
-        assert_eq!(pool.outstanding(), 0);
-        until("idle workers to retire", || pool.workers() == 1);
-
-        // A lowered limit holds what grows next; a raised one lets it grow again.
-        pool.set_limit(2);
-        for id in 10..=15 {
-            nothing(&mut pool, &client, id);
-        }
-        assert!(pool.workers() <= 2);
-        for _ in 10..=15 {
-            pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
-            pool.received();
-        }
-        pool.stop();
-    }
-
-    #[test]
-    fn the_last_worker_never_retires_and_none_retires_while_tasks_wait() {
-        let (tx, rx) = unbounded::<Work>();
-        let (_utx, urx) = unbounded::<Work>();
-        let common = Common {
-            shared: Arc::new(Shared::new(std::env::temp_dir())),
-            group_ids: GroupIds::default(),
-            stopping: AtomicBool::new(false),
-            live: AtomicUsize::new(1),
-            idle_retire: IDLE_RETIRE,
-            held: Mutex::new(HashMap::new()),
-        };
-        assert!(!retire(&common, &urx, &rx), "the last worker stays");
-        assert_eq!(common.live.load(Ordering::SeqCst), 1);
-
-        common.live.store(2, Ordering::SeqCst);
-        let client = Arc::new(GitHubClient::new(
-            &target(),
-            Credential::Token(Secret::new("x")),
-        ));
-        tx.send(Work {
-            task: Task::ListRunners {
-                host_id: "h".into(),
-            },
-            client,
-            target: target(),
-        })
-        .unwrap();
-        assert!(!retire(&common, &urx, &rx), "a task waits: stay for it");
-        assert_eq!(common.live.load(Ordering::SeqCst), 2);
-
-        rx.try_recv().unwrap();
-        assert!(retire(&common, &urx, &rx));
-        assert_eq!(common.live.load(Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn one_worker_per_outstanding_task_within_the_limit() {
-        assert_eq!(wanted_workers(0, 8), 1);
-        assert_eq!(wanted_workers(3, 8), 3);
-        assert_eq!(wanted_workers(30, 8), 8);
-        assert_eq!(wanted_workers(5, 0), 1);
-    }
-}
+#[path = "io_tests.rs"]
+mod tests;

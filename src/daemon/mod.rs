@@ -23,7 +23,6 @@ mod public_guard;
 mod rest_queue;
 pub mod retention;
 pub mod runner_update;
-pub mod runners_seen;
 mod scaleset_feed;
 mod shared;
 pub mod signals;

@@ -29,6 +29,12 @@ impl Observer {
         runners: Option<&[RegisteredRunner]>,
         contain: &Containment,
     ) -> Seen {
+        // The process first, then its log: a runner seen gone has written every line it
+        // ever will, so its last lines (the job it ran) are read in this very pass.
+        // The other way round, a runner that printed its job and exited between the
+        // two reads was ended with its job unread, and an ended attempt's log is not
+        // read again.
+        let process = process_status(a);
         let events: Vec<RunnerEvent> = if a.state.is_live() {
             let path = runner::attempt_log(state_dir, a.id);
             let tail = self.tails.entry(a.id).or_insert_with(|| LogTail::new(path));
@@ -40,7 +46,6 @@ impl Observer {
         } else {
             Vec::new()
         };
-        let process = process_status(a);
         let registration = match runners {
             Some(list) => match list.iter().find(|r| r.name == a.runner_name) {
                 Some(r) => Registration::Present { busy: r.busy },

@@ -15,6 +15,9 @@
 //! next holder opens its own at once instead of meeting 409 until it expires.
 
 use super::clients::{self, Ties};
+mod listen;
+mod lookup;
+
 use super::shared::{LoopMsg, Shared};
 use crate::backoff::Backoff;
 use crate::domain::runner_group::GroupIds;
@@ -32,6 +35,8 @@ use crate::store::SqliteStore;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, select, unbounded};
+use listen::ListenCx;
+use lookup::{Lookup, note_found};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -39,8 +44,6 @@ use std::time::{Duration, Instant};
 
 /// How long stopping the feed waits for listeners to close their sessions.
 pub const STOP_WAIT: Duration = Duration::from_secs(10);
-/// Waits between tries to resolve a runner group by name: 30 s, doubling to 10 min.
-const GROUP_RETRY: Backoff = Backoff::new(Duration::from_secs(30), Duration::from_secs(600));
 
 /// The scale set a profile registers its runners in: named after the profile, which
 /// is also its only label.
@@ -478,69 +481,6 @@ impl ScaleSetFeed {
     }
 }
 
-/// A lookup of a scale set profile's scale set, on its own thread.
-struct Lookup {
-    shared: Arc<Shared>,
-    target: Target,
-    policy: ScalePolicy,
-    ties: Ties,
-    groups: Arc<GroupIds>,
-    stop: Receiver<()>,
-}
-
-impl Lookup {
-    /// The scale set, by name in the profile's runner group (its id, else the Default
-    /// group: the group a coordinator creates it in).
-    fn find(self) -> Found {
-        let gh = clients::build(&self.shared, &self.target, &self.ties, self.stop)
-            .map_err(|e| format!("credentials: {e}"))?;
-        let client = Arc::new(ScaleSetClient::new(Arc::new(gh)));
-        let group = self
-            .groups
-            .resolve(self.policy.runner_group_ref(), |name| {
-                client.runner_group_by_name(name).map(|g| g.map(|g| g.id))
-            })
-            .map_err(|e| e.to_string())?;
-        let Some(group) = group else {
-            return Err(format!(
-                "no runner group named {}",
-                self.policy.runner_group.as_deref().unwrap_or_default()
-            ));
-        };
-        match client.scale_set_by_name(group, &self.policy.name) {
-            Ok(Some(s)) => Ok(Some((client, s.id))),
-            Ok(None) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-}
-
-/// Keeps a lookup's answer, and says what it was.
-fn note_found(target: &str, profile: &str, r: &mut Remote, answer: Found) {
-    match answer {
-        Ok(Some(found)) => {
-            log_info!(
-                "scaleset_found",
-                target = target,
-                profile = profile,
-                scale_set = found.1
-            );
-            r.found = Some(found);
-        }
-        Ok(None) => log_info!(
-            "scaleset_not_created_yet",
-            target = target,
-            profile = profile
-        ),
-        Err(e) => log_warn!(
-            "scaleset_lookup_failed",
-            target = target,
-            profile = profile,
-            error = e
-        ),
-    }
-}
-
 impl ScaleSetFeed {
     /// Stops every listener and waits (at most [`STOP_WAIT`]) for them to close their
     /// sessions, so a restart can open new ones at once. Returns each one's session
@@ -608,143 +548,6 @@ fn fingerprint(target: &Target, p: &ScalePolicy) -> String {
         "{}|{:?}|{:?}|{:?}|{}",
         target.api_url, target.scope, target.credential, p.runner_group, p.max_capacity
     )
-}
-
-/// A listener thread's world.
-struct ListenCx {
-    client: Arc<ScaleSetClient>,
-    policy: ScalePolicy,
-    target: String,
-    owner: String,
-    /// The checkpoint's own connection (taken by the listener).
-    store: Option<SqliteStore>,
-    stop: Receiver<()>,
-    /// Shares the listener's session with the feed, which ends it when stopping.
-    closer: SessionCloser,
-    /// Where the listener reports its session (the feed reads it).
-    watch: SessionWatch,
-    tx: Sender<Update>,
-    shared: Arc<Shared>,
-    groups: Arc<GroupIds>,
-    /// Dropped when the thread ends, which is what `done` waits for.
-    _done: Sender<()>,
-}
-
-impl ListenCx {
-    fn stopped(&self) -> bool {
-        !matches!(self.stop.try_recv(), Err(TryRecvError::Empty))
-    }
-
-    fn run(mut self) {
-        let Some(group) = self.runner_group() else {
-            return;
-        };
-        let spec = spec_for(&self.policy, group);
-        let cfg = ListenerConfig::new(&self.target, &self.owner, spec, self.policy.max_capacity);
-        let Some(store) = self.store.take() else {
-            return;
-        };
-        let mut listener =
-            ScaleSetListener::new(self.client.clone(), cfg, Box::new(StoreCheckpoint(store)))
-                .closed_by(&self.closer)
-                .watched_by(&self.watch);
-        let mut last_error: Option<String> = None;
-        let mut sent_statistics: Option<Option<Statistics>> = None;
-        loop {
-            if self.stopped() {
-                break;
-            }
-            let r = match listener.poll_once() {
-                Ok(r) => r,
-                Err(ScaleSetError::Interrupted) => break,
-                Err(e) => {
-                    // `poll_once` already waited (jittered, growing): log and go on.
-                    let msg = e.to_string();
-                    if last_error.as_deref() != Some(msg.as_str()) {
-                        log_warn!(
-                            "scaleset_poll_failed",
-                            target = self.target,
-                            profile = self.policy.name,
-                            error = msg
-                        );
-                    }
-                    last_error = Some(msg);
-                    continue;
-                }
-            };
-            if last_error.take().is_some() {
-                log_info!(
-                    "scaleset_poll_recovered",
-                    target = self.target,
-                    profile = self.policy.name
-                );
-            }
-            // Nothing new (a 202 with the same statistics): nothing to hand over.
-            if r.message.is_none() && sent_statistics == Some(r.statistics) {
-                continue;
-            }
-            let (handed, handed_rx) = bounded::<()>(1);
-            let update = Update {
-                profile: self.policy.name.clone(),
-                scale_set_id: r.scale_set_id,
-                statistics: r.statistics,
-                jobs: r.message.map(|m| m.jobs).unwrap_or_default(),
-                handed,
-            };
-            if self.tx.send(update).is_err() {
-                // The loop is gone: the message stays unacknowledged for the next one.
-                return;
-            }
-            self.shared.tell(&self.target, LoopMsg::Wake);
-            select! {
-                recv(handed_rx) -> r => if r.is_err() {
-                    // Dropped without a pass acting on it: do not acknowledge it.
-                    return;
-                },
-                recv(self.stop) -> _ => return,
-            }
-            sent_statistics = Some(r.statistics);
-        }
-        if let Err(e) = listener.close() {
-            log_warn!(
-                "scaleset_session_not_closed",
-                profile = self.policy.name,
-                error = e
-            );
-        }
-    }
-
-    /// The profile's runner group: its id, its name looked up (retried while the
-    /// service fails), or the Default group. `None` when stopped meanwhile.
-    fn runner_group(&self) -> Option<i64> {
-        let group = self.policy.runner_group_ref();
-        for n in 0.. {
-            let lookup = |name: &str| {
-                self.client
-                    .runner_group_by_name(name)
-                    .map(|g| g.map(|g| g.id))
-            };
-            match self.groups.resolve(group, lookup) {
-                Ok(Some(id)) => return Some(id),
-                Ok(None) => log_warn!(
-                    "scaleset_runner_group_missing",
-                    profile = self.policy.name,
-                    group = self.policy.runner_group.as_deref().unwrap_or_default()
-                ),
-                Err(ScaleSetError::Interrupted) => return None,
-                Err(e) => log_warn!(
-                    "scaleset_runner_group_failed",
-                    profile = self.policy.name,
-                    error = e
-                ),
-            }
-            let wait = GROUP_RETRY.step(n);
-            if self.client.github().wait_interruptibly(wait).is_err() {
-                return None;
-            }
-        }
-        None
-    }
 }
 
 /// The scale set's JIT config for an attempt's runner, replacing a registration of

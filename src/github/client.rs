@@ -1,22 +1,31 @@
 //! The transport: one `GitHubClient` per target and credential. Headers, timeouts, the
 //! body cap, retries with backoff, rate-limit gating, the bound on requests in flight,
 //! the ETag cache, App tokens.
+//!
+//! Here: the settings, the call loop (gate, permit, retries, what a status means) and the
+//! client's state. One exchange on the wire is `wire`, the App's token `app_token`, GETs,
+//! pages and the ETag cache `reads`.
+
+mod app_token;
+mod reads;
+mod wire;
+
+pub(crate) use wire::ExternalCall;
 
 use super::auth::{Credential, InstallationToken};
 use super::error::GhError;
-use super::etag::{Cached, EtagCache};
+use super::etag::EtagCache;
 use super::headers::{Headers, parse_http_date};
 use super::inflight::{AcquireError, InFlight, Permit};
 use super::jwt::app_jwt;
-use super::pagination::{MAX_PAGES, next_link, origin};
+use super::pagination::{MAX_PAGES, origin};
 use super::ratelimit::{RateLimitSnapshot, SharedHold, limited_until};
 use super::retry::{Clock, RetryPolicy, SystemClock};
 use super::types;
 use crate::domain::{Target, TargetScope};
 use crate::secret::Secret;
-use crate::timefmt::{Millis, parse_rfc3339};
+use crate::timefmt::Millis;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -140,26 +149,6 @@ pub(crate) struct Reply {
     pub status: u16,
     pub headers: Headers,
     pub body: Vec<u8>,
-}
-
-/// A request to a service other than the REST API; see [`GitHubClient::send_external`].
-pub(crate) struct ExternalCall<'a> {
-    pub method: &'static str,
-    pub url: String,
-    /// The whole `Authorization` value (`Bearer ...`, `RemoteAuth ...`).
-    pub authorization: &'a Secret,
-    pub accept: &'static str,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Option<Vec<u8>>,
-    pub retry: bool,
-    /// Per-read timeout for a long poll; `None` keeps the client's.
-    pub read_timeout: Option<Duration>,
-    /// A held-open wait (the scale set's message long poll) rather than work: it takes
-    /// no permit of the credential's `InFlight`. The service holds it silent for up to
-    /// ~50 s until a message comes; counted, each listener would keep a slot for good,
-    /// and a target with as many scale set profiles as `max_in_flight` could send
-    /// nothing else. It costs GitHub no work while it waits.
-    pub long_poll: bool,
 }
 
 /// One sending of a call: an answer, or a transport failure the call may retry.
@@ -520,46 +509,6 @@ impl GitHubClient {
         Step::Done(result)
     }
 
-    /// Keeps a 2xx body under its validator, or forgets the URL's entry when the
-    /// answer has none (a stale one must not be sent next time).
-    fn keep_etag(&self, url: &str, reply: &Reply) {
-        match reply.headers.get("etag") {
-            Some(tag) => {
-                let entry = Cached {
-                    etag: tag.to_string(),
-                    body: reply.body.clone(),
-                    link: reply.headers.get("link").map(str::to_string),
-                };
-                lock(&self.state).etags.put(url, entry);
-            }
-            None => lock(&self.state).etags.remove(url),
-        }
-    }
-
-    /// A 304's answer: the cached body, as a 200.
-    fn cached_reply(&self, url: &str) -> Result<Reply, GhError> {
-        let mut st = lock(&self.state);
-        match st.etags.get(url).cloned() {
-            Some(hit) => {
-                let mut pairs = vec![("etag".to_string(), hit.etag)];
-                if let Some(l) = hit.link {
-                    pairs.push(("link".to_string(), l));
-                }
-                Ok(Reply {
-                    status: 200,
-                    headers: Headers::new(pairs),
-                    body: hit.body,
-                })
-            }
-            None => {
-                st.etags.remove(url);
-                Err(GhError::Malformed {
-                    detail: "304 Not Modified for a request sent without an ETag".into(),
-                })
-            }
-        }
-    }
-
     /// Refuses to send while the credential is held (this client's hold or the one
     /// its credential's clients share).
     fn gate(&self, now: Millis) -> Result<(), GhError> {
@@ -609,131 +558,6 @@ impl GitHubClient {
         }
     }
 
-    fn send_once(&self, c: &Call, auth: &Secret, etag: Option<&str>) -> Result<Reply, GhError> {
-        let mut b = ureq::http::Request::builder()
-            .method(c.method)
-            .uri(&c.url)
-            .header("accept", "application/vnd.github+json")
-            .header("x-github-api-version", API_VERSION)
-            .header("user-agent", USER_AGENT)
-            .header(
-                "authorization",
-                sensitive(&format!("Bearer {}", auth.expose()))?,
-            );
-        if let Some(tag) = etag {
-            b = b.header("if-none-match", tag);
-        }
-        self.exchange(b, c.body.as_deref(), &c.url, None)
-    }
-
-    /// Sends `req` on the agent, with the per-read and per-call timeouts overridden
-    /// when `read_timeout` is given (a body or none: the request's type differs).
-    fn run<B: ureq::AsSendBody>(
-        &self,
-        req: ureq::http::Request<B>,
-        read_timeout: Option<Duration>,
-        per_call: Option<Duration>,
-    ) -> Result<ureq::http::Response<ureq::Body>, ureq::Error> {
-        match read_timeout {
-            Some(t) => self.agent.run(
-                self.agent
-                    .configure_request(req)
-                    .timeout_per_read(Some(t))
-                    .timeout_per_call(per_call)
-                    .build(),
-            ),
-            None => self.agent.run(req),
-        }
-    }
-
-    /// Runs one built request: sends the body, maps transport errors, and reads the
-    /// response under the body cap. `read_timeout` overrides the per-read timeout (a
-    /// long poll holds the socket silent longer than a REST call may).
-    fn exchange(
-        &self,
-        b: ureq::http::request::Builder,
-        body: Option<&[u8]>,
-        url: &str,
-        read_timeout: Option<Duration>,
-    ) -> Result<Reply, GhError> {
-        let per_call = read_timeout.map(|t| t + self.config.call_timeout);
-        let result = match body {
-            Some(body) => {
-                let req = b
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .map_err(|_| bad_url(url))?;
-                self.run(req, read_timeout, per_call)
-            }
-            None => {
-                let req = b.body(()).map_err(|_| bad_url(url))?;
-                self.run(req, read_timeout, per_call)
-            }
-        };
-        let resp = result.map_err(transport)?;
-        let status = resp.status().as_u16();
-        let headers = Headers::new(resp.headers().iter().filter_map(|(k, v)| {
-            v.to_str()
-                .ok()
-                .map(|v| (k.as_str().to_string(), v.to_string()))
-        }));
-        let body = resp
-            .into_body()
-            .into_with_config()
-            .limit(self.config.body_limit)
-            .read_to_vec()
-            .map_err(|e| match e {
-                ureq::Error::BodyExceedsLimit(_) => GhError::TooLarge {
-                    limit: self.config.body_limit,
-                },
-                e => transport(e),
-            })?;
-        Ok(Reply {
-            status,
-            headers,
-            body,
-        })
-    }
-
-    /// Sends a request to a service beside the REST API (the Actions service of the
-    /// runner scale set API) through this client's transport: its agent, timeouts,
-    /// body cap, and retries of transport errors and 5xx with the same interruptible
-    /// backoff, and the credential's bound on requests in flight (except for a long
-    /// poll). No rate-limit gate, ETag or status mapping: every status comes back for
-    /// the caller to read.
-    pub(crate) fn send_external(&self, c: &ExternalCall<'_>) -> Result<Reply, GhError> {
-        let mut tried = 0u32;
-        loop {
-            tried += 1;
-            let mut b = ureq::http::Request::builder()
-                .method(c.method)
-                .uri(&c.url)
-                .header("accept", c.accept)
-                .header("user-agent", USER_AGENT)
-                .header("authorization", sensitive(c.authorization.expose())?);
-            for (k, v) in &c.headers {
-                b = b.header(*k, v.as_str());
-            }
-            let retryable = c.retry && self.config.retry.should_retry(tried);
-            // One permit per try, given back before any backoff (see `long_poll`).
-            let permit = if c.long_poll {
-                None
-            } else {
-                Some(self.permit()?)
-            };
-            let result = self.exchange(b, c.body.as_deref(), &c.url, c.read_timeout);
-            drop(permit);
-            match result {
-                Ok(r) if r.status >= 500 && retryable => self.backoff(tried)?,
-                // Not counted in `stats.requests`: that count means REST rate-limit
-                // units, and the Actions service does not charge them.
-                Ok(r) => return Ok(r),
-                Err(GhError::Transport { .. }) if retryable => self.backoff(tried)?,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
     /// Waits like a retry backoff: interruptible by the shutdown channel, never a bare
     /// sleep. For callers with their own retry decisions (a scale set session conflict).
     pub(crate) fn wait_interruptibly(&self, d: Duration) -> Result<(), GhError> {
@@ -743,138 +567,6 @@ impl GitHubClient {
     /// A number in [0, 1) from the client's clock, for callers' own jittered waits.
     pub(crate) fn jitter(&self) -> f64 {
         self.clock.jitter()
-    }
-
-    /// The bearer secret for API calls: the PAT, or a fresh installation token.
-    fn bearer(&self) -> Result<Secret, GhError> {
-        match &self.credential {
-            Credential::Token(t) => Ok(t.clone()),
-            Credential::App { .. } => self.installation_token(),
-        }
-    }
-
-    /// The cached installation token, minted when missing or near expiry. The lock is
-    /// held while minting so that concurrent callers wait for one token.
-    pub(crate) fn installation_token(&self) -> Result<Secret, GhError> {
-        let mut slot = lock(&self.token);
-        let now = self.now();
-        if let Some(t) = slot.as_ref().filter(|t| t.is_fresh(now)) {
-            return Ok(t.token.clone());
-        }
-        let id = self.installation_id()?;
-        let mut c = Call::post(
-            self.url(&format!("/app/installations/{id}/access_tokens")),
-            b"{}".to_vec(),
-        );
-        c.auth = Auth::AppJwt;
-        c.ignore_limit = true;
-        let reply = self.call(&c)?;
-        let parsed: types::TokenResponse = parse_json(&reply.body)?;
-        let expires_at = parse_rfc3339(&parsed.expires_at).ok_or_else(|| GhError::Malformed {
-            detail: "installation token expires_at is not a timestamp".into(),
-        })?;
-        let token = Secret::new(parsed.token);
-        lock(&self.state).stats.tokens_minted += 1;
-        *slot = Some(InstallationToken {
-            token: token.clone(),
-            expires_at,
-        });
-        Ok(token)
-    }
-
-    /// The App installation for this target: configured, or looked up once.
-    pub(crate) fn installation_id(&self) -> Result<u64, GhError> {
-        if let Credential::App {
-            installation_id: Some(id),
-            ..
-        } = &self.credential
-        {
-            return Ok(*id);
-        }
-        if let Some(id) = lock(&self.state).installation_id {
-            return Ok(id);
-        }
-        let path = match &self.scope {
-            TargetScope::Repo { owner, repo } => format!("/repos/{owner}/{repo}/installation"),
-            TargetScope::Org { org } => format!("/orgs/{org}/installation"),
-        };
-        let mut c = Call::get(self.url(&path));
-        c.auth = Auth::AppJwt;
-        c.conditional = false;
-        c.ignore_limit = true;
-        let inst: types::Installation = parse_json(&self.call(&c)?.body)?;
-        lock(&self.state).installation_id = Some(inst.id);
-        Ok(inst.id)
-    }
-
-    /// GETs and parses one resource.
-    pub(crate) fn get_json<T: DeserializeOwned + Serialize>(
-        &self,
-        path: &str,
-    ) -> Result<T, GhError> {
-        let url = self.url(path);
-        let parsed = parse_json(&self.call(&Call::get(url.clone()))?.body)?;
-        self.compact_cached(&url, &parsed);
-        Ok(parsed)
-    }
-
-    /// Keeps what `parsed` declares, re-encoded, in place of the body cached for `url`
-    /// (see [`EtagCache::compact`]): the cache, and the store that keeps it, hold only
-    /// the fields the client reads.
-    fn compact_cached<T: Serialize>(&self, url: &str, parsed: &T) {
-        if let Ok(body) = serde_json::to_vec(parsed) {
-            lock(&self.state).etags.compact(url, body);
-        }
-    }
-
-    /// Whether a conditional GET of `path` has a cached answer (its next read of an
-    /// unchanged resource is a 304).
-    pub(crate) fn is_cached(&self, path: &str) -> bool {
-        lock(&self.state).etags.get(&self.url(path)).is_some()
-    }
-
-    /// Entries kept from an earlier run (the daemon's store), so its first conditional
-    /// GETs can be answered with 304s.
-    pub fn seed_etags(&self, entries: impl IntoIterator<Item = (String, Cached)>) {
-        let mut st = lock(&self.state);
-        for (url, entry) in entries {
-            st.etags.seed(&url, entry);
-        }
-    }
-
-    /// The cache entries changed since the last call (`None`: dropped), to keep; only
-    /// with [`GitHubClient::with_etag_journal`], else always empty.
-    pub fn take_etag_changes(&self) -> Vec<(String, Option<Cached>)> {
-        lock(&self.state).etags.take_changes()
-    }
-
-    /// GETs every page of a listing (`per_page` must already be in `path`), following
-    /// `Link: rel="next"` on our own origin only, up to `max_pages`.
-    pub(crate) fn get_pages<T: DeserializeOwned + Serialize, U>(
-        &self,
-        path: &str,
-        mut take: impl FnMut(T) -> Vec<U>,
-    ) -> Result<Vec<U>, GhError> {
-        let mut out = Vec::new();
-        let mut url = self.url(path);
-        for _ in 0..self.config.max_pages {
-            let reply = self.call(&Call::get(url.clone()))?;
-            let parsed = parse_json(&reply.body)?;
-            self.compact_cached(&url, &parsed);
-            out.extend(take(parsed));
-            match reply.headers.get("link").and_then(next_link) {
-                Some(next) => {
-                    if origin(&next).as_deref() != Some(self.origin.as_str()) {
-                        return Err(GhError::Malformed {
-                            detail: "a Link header points away from the API host".into(),
-                        });
-                    }
-                    url = next;
-                }
-                None => return Ok(out),
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -918,35 +610,4 @@ fn error_message(status: u16, body: &[u8]) -> String {
         msg = "no message".into();
     }
     msg
-}
-
-/// A header value marked sensitive so that it never appears in ureq's logs.
-fn sensitive(value: &str) -> Result<ureq::http::HeaderValue, GhError> {
-    let mut v = ureq::http::HeaderValue::from_str(value)
-        .map_err(|_| GhError::Unauthorized { clock_hint: false })?;
-    v.set_sensitive(true);
-    Ok(v)
-}
-
-fn bad_url(url: &str) -> GhError {
-    // The URL is built from api_url and validated names; it holds no secret.
-    GhError::Transport {
-        detail: format!("invalid request URL {url}"),
-    }
-}
-
-fn transport(e: ureq::Error) -> GhError {
-    let detail = match e {
-        ureq::Error::Timeout(t) => format!("timed out ({t})"),
-        ureq::Error::Io(io) => format!("connection error: {}", io.kind()),
-        ureq::Error::HostNotFound => "host not found".into(),
-        ureq::Error::ConnectionFailed => "connection failed".into(),
-        ureq::Error::Protocol(p) => format!("HTTP protocol error: {p}"),
-        ureq::Error::Tls(t) => format!("TLS error: {t}"),
-        ureq::Error::Rustls(r) => format!("TLS error: {r}"),
-        ureq::Error::TooManyRedirects => "too many redirects".into(),
-        ureq::Error::BadUri(_) => "invalid request URL".into(),
-        other => format!("transport error: {other}"),
-    };
-    GhError::Transport { detail }
 }

@@ -179,6 +179,7 @@ pub enum Outcome {
         result: Result<GuardFound, TargetError>,
     },
     RunnerRelease,
+    RunnersDeleted,
     Failed {
         attempt: Option<i64>,
     },
@@ -492,7 +493,7 @@ impl TargetState {
                     }
                 }
             }
-            Outcome::RunnerRelease => {}
+            Outcome::RunnerRelease | Outcome::RunnersDeleted => {}
         }
     }
 

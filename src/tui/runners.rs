@@ -1,5 +1,5 @@
 //! The Runners pane: every runner GitHub lists for each target, as the daemon last
-//! read the list (`daemon::runners_seen`; `top` never asks GitHub), each marked by
+//! read the list (`store::daemon_facts::runners_seen`; `top` never asks GitHub), each marked by
 //! whose it is: ours (this host's name, with its attempt), another runner-manager
 //! host's, or foreign (registered by something else), and busy, idle or offline.
 

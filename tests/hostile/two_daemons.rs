@@ -203,9 +203,18 @@ fn an_attempt_rooted_in_the_old_layout_is_readopted_and_cleaned_where_it_is() {
     let release = w.dir.join("release");
     let job = run_script(&w, "victim", &victim(&release));
     let v = busy_victim(&w);
+    let mine = rt.join(format!("host-{}", &w.host_id[..8]));
+    // Its script runs (busy comes a moment before): moving the root from under a job
+    // that is still starting fails the job, which is not what this test is about.
+    let output = mine
+        .join("attempts")
+        .join(v.id.to_string())
+        .join("_work/_job_output.txt");
+    wait_until(SETTLE, "the victim's script runs", || {
+        std::fs::read_to_string(&output).is_ok_and(|o| o.contains("victim-up"))
+    });
     // The old layout, as the daemon before the upgrade left it.
     w.kill_daemon();
-    let mine = rt.join(format!("host-{}", &w.host_id[..8]));
     std::fs::create_dir_all(rt.join("attempts")).unwrap();
     let old_root = rt.join("attempts").join(v.id.to_string());
     std::fs::rename(mine.join("attempts").join(v.id.to_string()), &old_root).unwrap();

@@ -30,12 +30,9 @@ impl TargetLoop {
             }
         };
         // A retry-after or rate-limit reset recorded before a restart still holds.
-        let kept_hold = self
-            .store
-            .kv_get(&hold_key(&self.name))
+        let kept_hold = daemon_facts::rate_limit_hold(&self.store, &self.name)
             .ok()
             .flatten()
-            .and_then(|v| v.parse::<Millis>().ok())
             .filter(|t| *t > now);
         // What the last daemon's reads were answered with: its first poll costs 304s
         // for whatever has not changed since.
@@ -68,10 +65,6 @@ impl TargetLoop {
     }
 }
 
-/// The store key of a target's rate-limit hold.
-pub(super) fn hold_key(target: &str) -> String {
-    format!("target:{target}:rate_limit_hold_until")
-}
 /// [`TargetLoop::persist_etags`], for `name`'s `client`.
 pub(super) fn keep_etags(store: &SqliteStore, name: &str, client: Option<&GitHubClient>) {
     let Some(client) = client else {

@@ -55,6 +55,7 @@ impl TargetLoop {
             Done::Guard { result } => Outcome::Guard {
                 result: result.map_err(|e| target_error(&e)),
             },
+            Done::RunnersDeleted => Outcome::RunnersDeleted,
             Done::RunnerRelease => {
                 self.persist_etags();
                 Outcome::RunnerRelease

@@ -21,7 +21,7 @@ impl TargetLoop {
                 }
                 Effect::QueueEmpty => self.queue.empty_at(now),
                 Effect::PersistHold(until) => {
-                    let r = self.store.kv_put(&hold_key(&self.name), &until.to_string());
+                    let r = daemon_facts::put_rate_limit_hold(&self.store, &self.name, until);
                     if r.is_ok() {
                         self.state.on_event(Event::HoldKept(until), now);
                     }
@@ -46,9 +46,7 @@ impl TargetLoop {
             return;
         };
         let task = match read {
-            Read::Runners => Task::ListRunners {
-                host_id: set.host.id.clone(),
-            },
+            Read::Runners => Task::ListRunners,
             Read::Demand {
                 new_runs,
                 known_runs,
@@ -100,5 +98,24 @@ impl TargetLoop {
                 log_info!("runner_install_usable", target = target, profile = profile)
             }
         }
+    }
+
+    /// Hands the registrations the plan found unexplained to a worker, saying first
+    /// which: the log is their record (no attempt holds them).
+    pub(super) fn delete_orphans(&mut self, runners: Vec<RegisteredRunner>, target: &Target) {
+        let Some(client) = self.client.clone() else {
+            return;
+        };
+        if runners.is_empty() {
+            return;
+        }
+        let names: Vec<&str> = runners.iter().map(|r| r.name.as_str()).collect();
+        log_info!(
+            "orphan_registrations_found",
+            target = self.name,
+            runners = names.join(",")
+        );
+        self.io
+            .send(Task::DeleteRunners { runners }, client, target);
     }
 }

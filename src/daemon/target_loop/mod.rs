@@ -16,7 +16,7 @@ mod effects;
 mod planning;
 mod status;
 
-use client::{hold_key, keep_etags};
+use client::keep_etags;
 
 use super::actuator::{self, Ctx};
 use super::clients;
@@ -44,6 +44,7 @@ use crate::reconcile::plan::{self, Observed, Plan, Seen};
 use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
 use crate::runner;
+use crate::store::daemon_facts;
 use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_debug, log_error, log_info, log_warn};
@@ -61,6 +62,14 @@ struct Setting {
     target: Target,
     profiles: Vec<ScalePolicy>,
     mode: TargetMode,
+}
+
+/// What a pass gathered: this host's open attempts, what each live attempt of the
+/// target showed, and GitHub's runner list when a read just brought it.
+struct Gathered {
+    open: Vec<Attempt>,
+    seen: BTreeMap<i64, Seen>,
+    runners: Option<Vec<RegisteredRunner>>,
 }
 
 /// Lines of one failure that repeats pass after pass, at most so many a window.
@@ -218,14 +227,22 @@ impl TargetLoop {
         let facts = self.facts(&set);
         let effects = self.state.on_event(Event::Tick(&facts), now);
         self.carry(effects, Some(&set), now);
-        let (open, seen) = self.gather(&set, &contain)?;
+        let g = self.gather(&set, &contain)?;
         let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
-        let (plan, intents) = self.plan_and_record(&set, &seen, &unfit, &contain, now)?;
+        let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
         self.note_plan(&plan, &set, now);
+        self.delete_orphans(std::mem::take(&mut plan.orphans), &set.target);
 
         // Act: each attempt's actions (the GitHub and disk part on a worker), then
         // the starts.
-        self.act(&set.target, &set.profiles, &open, &seen, plan.actions, now)?;
+        self.act(
+            &set.target,
+            &set.profiles,
+            &g.open,
+            &g.seen,
+            plan.actions,
+            now,
+        )?;
         for a in intents {
             let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
             let attempt = a.id;

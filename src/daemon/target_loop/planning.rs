@@ -6,13 +6,12 @@ use super::*;
 
 impl TargetLoop {
     /// Gather: look at each attempt no worker holds, take what the scale set
-    /// listeners handed over. Returns the open attempts and what was seen of each
-    /// live one.
+    /// listeners handed over and the runner list a read brought.
     pub(super) fn gather(
         &mut self,
         set: &Setting,
         contain: &contain::Containment,
-    ) -> Result<(Vec<Attempt>, BTreeMap<i64, Seen>), StoreError> {
+    ) -> Result<Gathered, StoreError> {
         let mut open = self.store.open_attempts(&set.host.id)?;
         self.recover_pids(&mut open)?;
         let fresh_list = self.fresh_runners.take();
@@ -28,7 +27,11 @@ impl TargetLoop {
             seen.insert(a.id, s);
         }
         self.scaleset.take();
-        Ok((open, seen))
+        Ok(Gathered {
+            open,
+            seen,
+            runners: fresh_list,
+        })
     }
 
     /// Plan and record under the allocation lock, so two loops (or a loop and a
@@ -37,7 +40,7 @@ impl TargetLoop {
     pub(super) fn plan_and_record(
         &mut self,
         set: &Setting,
-        seen: &BTreeMap<i64, Seen>,
+        g: &Gathered,
         unfit: &BTreeMap<String, Unfit>,
         contain: &contain::Containment,
         now: Millis,
@@ -68,7 +71,7 @@ impl TargetLoop {
             host: &host,
             profiles: &set.profiles,
             open: &open,
-            seen,
+            seen: &g.seen,
             in_flight: self.state.in_flight(),
             mode: set.mode,
             draining,
@@ -82,6 +85,7 @@ impl TargetLoop {
             rate_limited_until: self.state.rate_limited_until(credential_hold, now),
             free_uids: free_uids.as_deref(),
             surplus: self.state.surplus(),
+            runners: g.runners.as_deref(),
         };
         let mut book = lock(&shared.pool.book);
         let plan = plan::plan(&observed, &mut book, now);

@@ -1,6 +1,9 @@
 //! Unit tests of cgroup detection: the pure parsers, the v2 layout, and whole detections
 //! against fixture trees (a fake /proc/self and /sys/fs/cgroup in a temp directory).
 
+use super::attempt::cpu_quota_us;
+use super::detect::{Membership, parse_mountinfo, parse_proc_cgroup, relative_components};
+use super::v2::{release_has_cgroup_kill, v2_layout};
 use super::*;
 use std::sync::atomic::{AtomicU32, Ordering};
 

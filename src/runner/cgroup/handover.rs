@@ -22,10 +22,11 @@
 //! of the `runner-manager-*` directories in it and of the root, each opened without
 //! following a link.
 
-use super::{
-    BASE_PREFIX, CgroupError, LEAF, check_cgroupfs, is_delegated, is_real_dir, parse_mountinfo,
-    parse_proc_cgroup, read_value, relative_components, under_root, write_value,
+use super::detect::{
+    is_delegated, parse_mountinfo, parse_proc_cgroup, relative_components, under_root,
 };
+use super::files::{check_cgroupfs, is_real_dir, read_value, write_value};
+use super::{BASE_PREFIX, CgroupError, LEAF};
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,271 @@
+//! Tests of the wire: round trips, unknown and malformed frames, bounds, escaping, and versions.
+
+use super::*;
+
+fn hello(version: u32) -> HostMsg {
+    HostMsg::Hello(Hello::fixture(
+        "0123456789abcdef",
+        "h1",
+        version,
+        4,
+        &["self-hosted", "rm-pool-linux"],
+    ))
+}
+
+#[test]
+fn frames_round_trip_with_their_type_tag() {
+    let msgs = vec![
+        hello(3),
+        HostMsg::LaunchAck(LaunchAck {
+            lease_id: "l1".into(),
+            accepted: false,
+            reason: Some("draining".into()),
+        }),
+        HostMsg::AttemptStarted(AttemptStarted {
+            lease_id: None,
+            runner_name: "rm-01234567-1".into(),
+            target: "t".into(),
+            profile: "p".into(),
+        }),
+        HostMsg::AttemptFinished(AttemptFinished {
+            lease_id: Some("l1".into()),
+            runner_name: "rm-01234567-1".into(),
+            outcome: "completed_job".into(),
+            duration_secs: Some(3),
+            usage: Some(UsageInfo {
+                peak_rss_bytes: 1 << 20,
+                cpu_secs: 1.5,
+                samples: 4,
+            }),
+        }),
+        HostMsg::Status(Status {
+            free: 2,
+            draining: false,
+            unfit: vec![],
+            meters: Default::default(),
+        }),
+    ];
+    for m in msgs {
+        let text = m.encode();
+        assert_eq!(HostMsg::decode(&text).unwrap(), m, "{text}");
+    }
+    let ack = HostMsg::LaunchAck(LaunchAck {
+        lease_id: "l".into(),
+        accepted: true,
+        reason: None,
+    })
+    .encode();
+    assert_eq!(
+        ack,
+        r#"{"type":"launch_ack","lease_id":"l","accepted":true}"#
+    );
+    let coord = vec![
+        CoordMsg::HelloAck(HelloAck {
+            version: 3,
+            reconcile_interval_secs: Some(5),
+            covered: vec!["t".into()],
+        }),
+        CoordMsg::Launch(LaunchFrame {
+            target: "t".into(),
+            profile: "p".into(),
+            job_key: "42".into(),
+            lease_id: "c-1".into(),
+            expires_at: "2026-01-01T00:00:00Z".into(),
+            ttl_secs: 60,
+        }),
+        CoordMsg::CancelLaunch {
+            lease_id: "c-1".into(),
+        },
+    ];
+    for m in coord {
+        let text = m.encode();
+        assert_eq!(CoordMsg::decode(&text).unwrap(), m, "{text}");
+    }
+    assert_eq!(
+        CoordMsg::CancelLaunch {
+            lease_id: "x".into()
+        }
+        .encode(),
+        r#"{"type":"cancel_launch","lease_id":"x"}"#
+    );
+}
+
+#[test]
+fn unknown_types_are_skippable_and_malformed_frames_are_not() {
+    let e = HostMsg::decode(r#"{"type":"gossip","x":1}"#).unwrap_err();
+    assert_eq!(e, FrameError::UnknownType("gossip".into()));
+    assert!(e.is_skippable());
+    // A coordinator frame type is unknown to the coordinator's own reader.
+    assert!(matches!(
+        HostMsg::decode(r#"{"type":"launch"}"#),
+        Err(FrameError::UnknownType(_))
+    ));
+    for bad in [
+        "",
+        "not json",
+        "[]",
+        r#"{"lease_id":"x"}"#,
+        r#"{"type":7}"#,
+        r#"{"type":"launch_ack","lease_id":"x"}"#,
+        r#"{"type":"status","free":-1,"draining":false}"#,
+        r#"{"type":"hello","version":3}"#,
+    ] {
+        let e = HostMsg::decode(bad).unwrap_err();
+        assert!(matches!(e, FrameError::Malformed(_)), "{bad}: {e:?}");
+        assert!(!e.is_skippable());
+    }
+    assert!(matches!(
+        CoordMsg::decode(r#"{"type":"launch","lease_id":"x"}"#),
+        Err(FrameError::Malformed(_))
+    ));
+}
+
+#[test]
+fn bounds_refuse_oversized_frames_counts_and_strings() {
+    let big = format!(
+        r#"{{"type":"status","free":1,"draining":false,"pad":"{}"}}"#,
+        "x".repeat(MAX_MESSAGE)
+    );
+    assert!(matches!(
+        HostMsg::decode(&big),
+        Err(FrameError::TooLarge(_))
+    ));
+    let HostMsg::Hello(mut h) = hello(3) else {
+        unreachable!()
+    };
+    h.profiles[0].labels = (0..=MAX_LABELS).map(|i| format!("l{i}")).collect();
+    let text = HostMsg::Hello(h.clone()).encode();
+    assert!(matches!(
+        HostMsg::decode(&text),
+        Err(FrameError::OutOfBounds(_))
+    ));
+    h.profiles[0].labels = vec!["x".repeat(MAX_STR + 1)];
+    let text = HostMsg::Hello(h.clone()).encode();
+    assert!(matches!(
+        HostMsg::decode(&text),
+        Err(FrameError::OutOfBounds(_))
+    ));
+    h.profiles = (0..=MAX_PROFILES)
+        .map(|i| ProfileInfo {
+            name: format!("p{i}"),
+            target: "t".into(),
+            labels: vec![],
+            max: 1,
+        })
+        .collect();
+    let text = HostMsg::Hello(h).encode();
+    assert!(matches!(
+        HostMsg::decode(&text),
+        Err(FrameError::OutOfBounds(_))
+    ));
+    let launch = CoordMsg::Launch(LaunchFrame {
+        target: "t".into(),
+        profile: "p".into(),
+        job_key: "1".into(),
+        lease_id: "".into(),
+        expires_at: "".into(),
+        ttl_secs: 1,
+    });
+    assert!(matches!(
+        CoordMsg::decode(&launch.encode()),
+        Err(FrameError::OutOfBounds(_))
+    ));
+}
+
+/// Issue 17, item 5: what a host names reaches no store or terminal raw.
+#[test]
+fn control_characters_a_host_sends_are_escaped_then_bounded() {
+    let frame = r#"{"type":"hello","version":3,"host":{"id":"i","name":"h\u001b[2J",
+        "os":"linux\u0007","arch":"x86_64\u009b31m","capacity":1},
+        "targets":[{"name":"t\r","scope":"o/r","api_url":"https://x"}],
+        "profiles":[{"name":"p\u001b]0;pwned\u0007","target":"t","labels":["a\n"],"max":1}]}"#;
+    let Ok(HostMsg::Hello(h)) = HostMsg::decode(frame) else {
+        panic!("decodes")
+    };
+    assert_eq!(h.host.name, "h\\u{1b}[2J");
+    assert_eq!(h.host.os, "linux\\u{7}");
+    assert_eq!(h.host.arch, "x86_64\\u{9b}31m");
+    assert_eq!(h.targets[0].name, "t\\u{d}");
+    assert_eq!(h.profiles[0].name, "p\\u{1b}]0;pwned\\u{7}");
+    assert_eq!(h.profiles[0].labels, vec!["a\\u{a}".to_string()]);
+    // Issue 33: bidirectional controls are escaped as well.
+    let frame = r#"{"type":"hello","version":3,"host":{"id":"i","name":"gpu\u202e1-tsoh",
+        "os":"linux","arch":"x86_64","capacity":1},"targets":[],"profiles":[]}"#;
+    let Ok(HostMsg::Hello(h)) = HostMsg::decode(frame) else {
+        panic!("decodes")
+    };
+    assert_eq!(h.host.name, "gpu\\u{202e}1-tsoh");
+    let text = format!("{h:?}");
+    assert!(!text.chars().any(char::is_control), "{text}");
+    // Escaping may take a string past its bound: the frame is refused, not cut.
+    let many = "\\u001b".repeat(MAX_STR / 2);
+    let frame = format!(r#"{{"type":"status","free":1,"draining":false,"unfit":["{many}"]}}"#);
+    assert!(matches!(
+        HostMsg::decode(&frame),
+        Err(FrameError::OutOfBounds(_))
+    ));
+    let r = r#"{"type":"launch_ack","lease_id":"l\u001b","accepted":false,"reason":"x\u0000"}"#;
+    let Ok(HostMsg::LaunchAck(a)) = HostMsg::decode(r) else {
+        panic!()
+    };
+    assert_eq!(
+        (a.lease_id.as_str(), a.reason.as_deref()),
+        ("l\\u{1b}", Some("x\\u{0}"))
+    );
+}
+
+#[test]
+fn a_status_carries_bounded_per_profile_meters_and_old_frames_still_decode() {
+    let mut meters = BTreeMap::new();
+    meters.insert(
+        "linux".to_string(),
+        ProfileMeters {
+            runners: 2,
+            rss_bytes: 612 << 20,
+            cpu_millis: 1200,
+            cpu_percent: 35,
+            processes: 9,
+        },
+    );
+    let s = HostMsg::Status(Status {
+        free: 1,
+        draining: false,
+        unfit: vec![],
+        meters,
+    });
+    assert_eq!(HostMsg::decode(&s.encode()), Ok(s));
+    // A host from before meters sends none: the frame is the same as ever.
+    let old = r#"{"type":"status","free":1,"draining":false,"unfit":[]}"#;
+    let Ok(HostMsg::Status(st)) = HostMsg::decode(old) else {
+        panic!("decodes")
+    };
+    assert!(st.meters.is_empty());
+    assert!(!HostMsg::Status(st).encode().contains("meters"));
+    // A profile name with control characters is escaped; too many profiles refuse
+    // the frame.
+    let esc = r#"{"type":"status","free":1,"draining":false,"meters":{"p\u001b[2J":{"runners":1,"rss_bytes":1,"cpu_millis":1,"cpu_percent":1,"processes":1}}}"#;
+    let Ok(HostMsg::Status(st)) = HostMsg::decode(esc) else {
+        panic!("decodes")
+    };
+    assert!(st.meters.contains_key("p\\u{1b}[2J"));
+    let many: Vec<String> = (0..=MAX_PROFILES)
+        .map(|i| format!(r#""p{i}":{{"runners":0,"rss_bytes":0,"cpu_millis":0,"cpu_percent":0,"processes":0}}"#))
+        .collect();
+    let frame = format!(
+        r#"{{"type":"status","free":1,"draining":false,"meters":{{{}}}}}"#,
+        many.join(",")
+    );
+    assert!(matches!(
+        HostMsg::decode(&frame),
+        Err(FrameError::OutOfBounds(_))
+    ));
+}
+
+#[test]
+fn versions() {
+    assert_eq!(negotiate(3), Some(3));
+    assert_eq!(negotiate(4), Some(3));
+    assert_eq!(negotiate(2), Some(2));
+    assert_eq!(negotiate(1), None);
+    assert!(is_directable(3) && !is_directable(2));
+}

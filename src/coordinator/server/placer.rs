@@ -1,0 +1,213 @@
+//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections, and writes the live view to the store.
+
+use super::{Closing, ConnOut, Event, Out};
+use crate::coordinator::auth::{self, TokenBook};
+use crate::coordinator::placement::{Action, CloseWhy, ConnId, Placement};
+use crate::coordinator::protocol::{CoordMsg, HostMsg};
+use crate::coordinator::ws::LogFn;
+use crate::store::{CoordHostRow, SqliteStore};
+use crate::timefmt::{Millis, now_millis};
+use crossbeam_channel::{Receiver, select, tick};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub(super) fn placer(
+    placement: Arc<Mutex<Placement>>,
+    events: Receiver<Event>,
+    stop: Receiver<()>,
+    every: Duration,
+    dir: Option<PathBuf>,
+    tokens: Arc<dyn TokenBook>,
+    log: LogFn,
+) {
+    let store = dir.and_then(|d| match SqliteStore::open(&d) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log(&format!("no live view: {e}"));
+            None
+        }
+    });
+    // Before any event: what the last life placed is taken up, not placed again.
+    if let Some(s) = &store {
+        match s.coord_jobs() {
+            Ok(rows) => {
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                p.restore(&rows, now_millis());
+            }
+            Err(e) => log(&format!("the last life's jobs are not readable: {e}")),
+        }
+    }
+    let mut outs: BTreeMap<ConnId, ConnOut> = BTreeMap::new();
+    let ticker = tick(every);
+    let mut dirty = true;
+    let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
+    loop {
+        let now = now_millis();
+        if now >= next_trim {
+            next_trim = now + crate::alloc::TRIM_EVERY_MS;
+            crate::alloc::trim();
+        }
+        let actions = select! {
+            recv(stop) -> _ => break,
+            recv(ticker) -> _ => {
+                if dirty {
+                    if let Some(s) = &store {
+                        let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Err(e) = write_view(s, &p, now) {
+                            log(&format!("writing the live view: {e}"));
+                        }
+                    }
+                    dirty = false;
+                }
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                let mut actions = cut_off_removed(&mut p, &mut outs, tokens.as_ref(), now, &log);
+                actions.extend(p.tick(now));
+                actions
+            }
+            recv(events) -> ev => {
+                let Ok(ev) = ev else { break };
+                dirty = true;
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                match ev {
+                    Event::Open { conn, name, token, out, waker } => {
+                        outs.insert(conn, ConnOut { out, waker, name, token });
+                        Vec::new()
+                    }
+                    Event::Closed { conn } => {
+                        outs.remove(&conn);
+                        p.disconnect(conn, now)
+                    }
+                    Event::Queue {
+                        target,
+                        jobs,
+                        taken,
+                        read_at,
+                    } => p.snapshot(&target, jobs, &taken, read_at, now),
+                    Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
+                }
+            }
+        };
+        if !actions.is_empty() {
+            dirty = true;
+        }
+        // Intent first: a lease is in the store before its launch leaves, so a
+        // coordinator killed after sending it takes it up again (`Placement::restore`)
+        // instead of placing its job a second time.
+        let launches = actions
+            .iter()
+            .any(|a| matches!(a, Action::Send(_, CoordMsg::Launch(_))));
+        if launches && let Some(s) = &store {
+            let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = write_view(s, &p, now) {
+                log(&format!("writing the live view: {e}"));
+            }
+        }
+        for a in actions {
+            let (conn, out) = match a {
+                Action::Send(c, m) => (c, Out::Frame(m)),
+                Action::Close(c, CloseWhy::Replaced) => (c, Out::Close(Closing::Replaced)),
+                Action::Close(c, CloseWhy::UnsupportedVersion(v)) => {
+                    (c, Out::Close(Closing::Unsupported(v)))
+                }
+            };
+            if let Some(c) = outs.get(&conn) {
+                let _ = c.out.send(out);
+                c.waker.wake();
+            }
+        }
+    }
+    for c in outs.values() {
+        let _ = c.out.send(Out::Close(Closing::Stopping));
+        c.waker.wake();
+    }
+    if let Some(s) = &store {
+        let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = s.coord_put_view(&[], &p.book_rows(now_millis()));
+    }
+}
+
+/// Closes the connections whose token is no longer in the book (`coordinator host
+/// rm`, or the host added again with a new token): their leases go back to waiting
+/// and are placed elsewhere. A book that cannot be read cuts nobody off.
+pub(super) fn cut_off_removed(
+    p: &mut Placement,
+    outs: &mut BTreeMap<ConnId, ConnOut>,
+    tokens: &dyn TokenBook,
+    now: Millis,
+    log: &LogFn,
+) -> Vec<Action> {
+    let Some(book) = tokens.hashes() else {
+        return Vec::new();
+    };
+    let gone: Vec<ConnId> = outs
+        .iter()
+        .filter(|(_, c)| {
+            !book
+                .iter()
+                .any(|(n, h)| *n == c.name && auth::constant_time_eq(h, &c.token))
+        })
+        .map(|(id, _)| *id)
+        .collect();
+    let mut actions = Vec::new();
+    for id in gone {
+        let Some(c) = outs.remove(&id) else { continue };
+        log(&format!("host {} removed: closing its connection", c.name));
+        let _ = c.out.send(Out::Close(Closing::Removed));
+        c.waker.wake();
+        actions.extend(p.remove_host(id, now));
+    }
+    actions
+}
+
+pub(super) fn frame(
+    p: &mut Placement,
+    outs: &BTreeMap<ConnId, ConnOut>,
+    conn: ConnId,
+    msg: HostMsg,
+    now: Millis,
+) -> Vec<Action> {
+    match msg {
+        HostMsg::Hello(h) => {
+            // The name its token was added under, not the one the host claims.
+            match outs.get(&conn) {
+                Some(c) => p.hello(conn, &c.name, h, now),
+                None => Vec::new(),
+            }
+        }
+        HostMsg::LaunchAck(a) => p.ack(conn, a, now),
+        HostMsg::AttemptStarted(s) => p.started(conn, s, now),
+        HostMsg::AttemptFinished(f) => p.finished(conn, f, now),
+        HostMsg::Status(s) => p.status(conn, s, now),
+    }
+}
+
+pub(super) fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::store::Result<()> {
+    let hosts: Vec<CoordHostRow> = p
+        .hosts()
+        .iter()
+        .map(|(c, h)| CoordHostRow {
+            name: h.name.clone(),
+            connected: true,
+            version: Some(h.version),
+            host_id: Some(h.hello.host.id.clone()),
+            os: Some(h.hello.host.os.clone()),
+            arch: Some(h.hello.host.arch.clone()),
+            capacity: Some(h.hello.host.capacity),
+            free: Some(h.free),
+            draining: h.draining,
+            unfit: h.unfit.iter().cloned().collect(),
+            covered: h.covered.keys().cloned().collect(),
+            profiles: h.hello.profiles.iter().map(|p| p.name.clone()).collect(),
+            open_leases: p.outstanding(*c),
+            started: h.started,
+            finished: h.finished,
+            refusals: h.refusals,
+            last_seen_at: Some(now),
+            meters: h.meters.clone(),
+            ..Default::default()
+        })
+        .collect();
+    s.coord_put_view(&hosts, &p.book_rows(now))
+}

@@ -1,0 +1,132 @@
+//! The I/O workers: how many run for the tasks outstanding, and when one retires.
+
+use super::*;
+use crate::domain::target::{CredentialRef, TargetScope};
+use crate::github::auth::Credential;
+use crate::secret::Secret;
+use crate::store::tests::TempDir;
+use std::time::Instant;
+
+fn target() -> Target {
+    Target {
+        name: "t".into(),
+        scope: TargetScope::Repo {
+            owner: "octo".into(),
+            repo: "app".into(),
+        },
+        // Nothing here is ever asked: the tasks below need no GitHub.
+        api_url: "http://127.0.0.1:9".into(),
+        credential: CredentialRef::TokenEnv { var: "NONE".into() },
+        poll_interval_secs: 5,
+        repos: vec![],
+        max_in_flight: 4,
+    }
+}
+
+/// A task that needs neither GitHub nor the disk: an attempt with nothing to do.
+fn nothing(pool: &mut IoPool, client: &Arc<GitHubClient>, id: i64) {
+    let task = Task::Apply {
+        attempt: Attempt::new(id, "p", "t", "h", 0),
+        actions: vec![],
+        timeouts: Timeouts {
+            bootstrap: 1,
+            idle: 1,
+            job: None,
+            stop_grace: 1,
+        },
+        scaleset: None,
+        jitter: 0.0,
+    };
+    pool.send(task, client.clone(), &target());
+}
+
+fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
+    let dir = TempDir::new("io-elastic");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let shared = Arc::new(Shared::new(dir.0.clone()));
+    let client = Arc::new(GitHubClient::new(
+        &target(),
+        Credential::Token(Secret::new("x")),
+    ));
+    let mut pool = IoPool::start_with(&shared, "t", 4, Duration::from_millis(20));
+    assert_eq!(pool.workers(), 1, "a quiet target keeps one worker");
+
+    for id in 1..=3 {
+        nothing(&mut pool, &client, id);
+    }
+    assert!(pool.workers() >= 3, "a worker for each outstanding task");
+    for id in 4..=9 {
+        nothing(&mut pool, &client, id);
+    }
+    assert!(pool.workers() <= 4, "never more than the limit");
+    for _ in 1..=9 {
+        let d = pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(matches!(d, Done::Applied { .. }));
+        pool.received();
+    }
+    assert_eq!(pool.outstanding(), 0);
+    until("idle workers to retire", || pool.workers() == 1);
+
+    // A lowered limit holds what grows next; a raised one lets it grow again.
+    pool.set_limit(2);
+    for id in 10..=15 {
+        nothing(&mut pool, &client, id);
+    }
+    assert!(pool.workers() <= 2);
+    for _ in 10..=15 {
+        pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
+        pool.received();
+    }
+    pool.stop();
+}
+
+#[test]
+fn the_last_worker_never_retires_and_none_retires_while_tasks_wait() {
+    let (tx, rx) = unbounded::<Work>();
+    let (_utx, urx) = unbounded::<Work>();
+    let common = Common {
+        shared: Arc::new(Shared::new(std::env::temp_dir())),
+        group_ids: GroupIds::default(),
+        stopping: AtomicBool::new(false),
+        live: AtomicUsize::new(1),
+        idle_retire: IDLE_RETIRE,
+        held: Mutex::new(HashMap::new()),
+    };
+    assert!(!retire(&common, &urx, &rx), "the last worker stays");
+    assert_eq!(common.live.load(Ordering::SeqCst), 1);
+
+    common.live.store(2, Ordering::SeqCst);
+    let client = Arc::new(GitHubClient::new(
+        &target(),
+        Credential::Token(Secret::new("x")),
+    ));
+    tx.send(Work {
+        task: Task::ListRunners,
+        client,
+        target: target(),
+    })
+    .unwrap();
+    assert!(!retire(&common, &urx, &rx), "a task waits: stay for it");
+    assert_eq!(common.live.load(Ordering::SeqCst), 2);
+
+    rx.try_recv().unwrap();
+    assert!(retire(&common, &urx, &rx));
+    assert_eq!(common.live.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn one_worker_per_outstanding_task_within_the_limit() {
+    assert_eq!(wanted_workers(0, 8), 1);
+    assert_eq!(wanted_workers(3, 8), 3);
+    assert_eq!(wanted_workers(30, 8), 8);
+    assert_eq!(wanted_workers(5, 0), 1);
+}
