@@ -18,6 +18,7 @@ pub mod logging;
 pub mod meter;
 pub mod metrics;
 pub mod printable;
+pub mod random;
 pub mod reconcile;
 pub mod runner;
 pub mod scaleset;

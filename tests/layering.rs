@@ -19,6 +19,7 @@ const FLOORS: &[&[&str]] = &[
         "http_server",
         "alloc",
         "printable",
+        "random",
     ],
     &["runner", "meter", "metrics", "reconcile"],
     &["store"],

@@ -34,7 +34,8 @@ pub(super) fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> 
             &format!("host {name} is already in the pool: 'coordinator host rm {name}' first"),
         ));
     }
-    let token = new_token().map_err(|e| CliError::Failed(format!("reading /dev/urandom: {e}")))?;
+    let token = new_token()
+        .map_err(|e| CliError::Failed(format!("reading the kernel's random bytes: {e}")))?;
     let Some(path) = token_out else {
         store.coord_add_host(&name, &token_hash(&token), now_millis())?;
         // The one place the token is shown: stdout only, so it can be piped to the host.

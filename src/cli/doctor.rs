@@ -1,12 +1,13 @@
 //! `runner-manager doctor`: prints `doctor::run_checks` one line each; exits
 //! `host-unfit` while a required check fails, else with the class of the first GitHub
 //! error a target's line met, else `coordinator-unreachable` when the coordinator's
-//! check failed, else 1 on any other failure (`doctor_failure`).
+//! check failed, else 1 on any other failure (`doctor_failure`): each decided from the
+//! lines' types (`Class`, `Cause`), never from their names or text.
 
 use super::exit::Failure;
 use super::parse::Invocation;
 use super::{CliError, CliResult};
-use crate::doctor::{self, CheckLine, Class, Status};
+use crate::doctor::{self, Cause, CheckLine, Class, Status};
 use std::path::Path;
 
 pub fn run(inv: &Invocation, state_dir: &Path) -> CliResult {
@@ -40,8 +41,7 @@ pub fn run(inv: &Invocation, state_dir: &Path) -> CliResult {
     // then names the target.
     let github = lines
         .iter()
-        .filter(|l| l.status == Status::Fail)
-        .find_map(|l| l.github.as_ref())
+        .find_map(CheckLine::github_error)
         .filter(|(_, e)| Failure::of_github(e) == class);
     Err(match github {
         Some((target, e)) => CliError::github(target, e, message),
@@ -59,9 +59,12 @@ pub(crate) fn doctor_failure(lines: &[CheckLine]) -> Option<Failure> {
         None
     } else if failed.iter().any(|l| l.class == Class::Required) {
         Some(Failure::HostUnfit)
-    } else if let Some((_, e)) = failed.iter().find_map(|l| l.github.as_ref()) {
+    } else if let Some((_, e)) = failed.iter().find_map(|l| l.github_error()) {
         Some(Failure::of_github(e))
-    } else if failed.iter().any(|l| l.name == doctor::COORDINATOR_CHECK) {
+    } else if failed
+        .iter()
+        .any(|l| l.cause == Some(Cause::CoordinatorUnreachable))
+    {
         Some(Failure::CoordinatorUnreachable)
     } else {
         Some(Failure::Other)
@@ -73,10 +76,23 @@ mod tests {
     use super::*;
     use crate::github::GhError;
 
+    /// A line as its check makes it: `tools:` and `disk` are required, a target's
+    /// line carries its GitHub error, the coordinator's says it did not answer.
     fn line(name: &str, status: Status) -> CheckLine {
         let mut l = CheckLine::fail(name, "d", "h");
         l.status = status;
-        l.class = doctor::class_of(name);
+        if name == "disk" || name.starts_with("tools:") {
+            l.class = Class::Required;
+        }
+        if name.starts_with("target ") {
+            l.cause = Some(Cause::GitHub {
+                target: "t".into(),
+                error: GhError::Unauthorized { clock_hint: false },
+            });
+        }
+        if name == "coordinator" {
+            l.cause = Some(Cause::CoordinatorUnreachable);
+        }
         l
     }
 
@@ -102,15 +118,7 @@ mod tests {
             ),
         ];
         for (lines, want) in cases {
-            let lines: Vec<CheckLine> = lines
-                .iter()
-                .map(|(n, s)| CheckLine {
-                    github: n
-                        .starts_with("target ")
-                        .then(|| ("t".to_string(), GhError::Unauthorized { clock_hint: false })),
-                    ..line(n, *s)
-                })
-                .collect();
+            let lines: Vec<CheckLine> = lines.iter().map(|(n, s)| line(n, *s)).collect();
             assert_eq!(doctor_failure(&lines), want, "{lines:?}");
         }
     }

@@ -3,12 +3,12 @@
 
 use super::output::{self, Out, host_json, or_dash, table, time, yes_no};
 use super::parse::Invocation;
-use super::{CliError, CliResult, readable_file, secret_file, setting_risks, warn};
-use crate::domain::validate::{self, Invalid};
-use crate::domain::{DemandSource, Host, Isolation, ScalePolicy, UidRange};
+use super::{CliError, CliResult, setting_risks, warn};
+use crate::domain::host_settings::{Beside, HostSettings};
+use crate::domain::validate;
+use crate::domain::{DemandSource, Host, Isolation, ScalePolicy};
 use crate::meter::units;
-use crate::selfupdate::release::KV_RELEASE_SOURCE;
-use crate::store::{SessionStatus, Store};
+use crate::store::{HostEdit, SessionStatus, Store};
 use crate::timefmt::{Millis, now_millis};
 use serde_json::{Value, json};
 
@@ -55,363 +55,66 @@ fn host_fields(h: &Host) -> Vec<(&'static str, String)> {
     ]
 }
 
-/// `host set`'s one line: the fields that changed, as `host show` prints them.
-fn host_changes(before: &Host, after: &Host) -> String {
-    let changed: Vec<String> = host_fields(before)
+/// The host's settings as `host show` prints them: the row's, then those kept beside.
+fn settings_fields(s: &HostSettings) -> Vec<(&'static str, String)> {
+    let mut fields = host_fields(&s.host);
+    fields.extend(
+        Beside::ALL
+            .into_iter()
+            .map(|b| (b.name(), or_dash(s.beside(b)))),
+    );
+    fields
+}
+
+/// `host set`'s one line: the settings that changed, as `host show` prints them.
+fn host_changes(edit: &HostEdit) -> String {
+    let changed: Vec<String> = settings_fields(&edit.before)
         .into_iter()
-        .zip(host_fields(after))
+        .zip(settings_fields(&edit.after))
         .filter(|(b, a)| b.1 != a.1)
         .map(|(_, (k, v))| format!("{k} {v}"))
         .collect();
+    let name = &edit.after.host.name;
     if changed.is_empty() {
-        format!("host {} unchanged\n", after.name)
+        format!("host {name} unchanged\n")
     } else {
-        format!("host {} updated: {}\n", after.name, changed.join(", "))
+        format!("host {name} updated: {}\n", changed.join(", "))
     }
 }
 
 pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
-    let h = store.host_or_create()?;
-    let source = store.kv_get(KV_RELEASE_SOURCE)?;
-    let hooks = (
-        store.kv_get(crate::daemon::webhook::KV_LISTEN)?,
-        store.kv_get(crate::daemon::webhook::KV_SECRET_FILE)?,
-    );
+    store.host_or_create()?;
+    let s = crate::store::read_host_settings(store)?;
     out.emit(
+        || output::block(&settings_fields(&s)),
         || {
-            let mut fields = host_fields(&h);
-            fields.push(("release_source", or_dash(source.as_ref())));
-            fields.push(("webhook_listen", or_dash(hooks.0.as_ref())));
-            fields.push(("webhook_secret_file", or_dash(hooks.1.as_ref())));
-            output::block(&fields)
-        },
-        || {
-            let mut v = host_json(&h);
-            v["release_source"] = json!(source);
-            v["webhook_listen"] = json!(hooks.0);
-            v["webhook_secret_file"] = json!(hooks.1);
+            let mut v = host_json(&s.host);
+            for b in Beside::ALL {
+                v[b.name()] = json!(s.beside(b));
+            }
             v
         },
     );
     Ok(())
 }
 
-/// `release_source=`: where `update` finds releases (a kv row, not a host column).
-/// A directory must be one now, and one nobody but root or this user can write
-/// (`selfupdate::trust`: `update` runs what it holds); `None` unsets it.
-fn release_source(key: &str, value: &str) -> Result<Option<String>, CliError> {
-    match crate::selfupdate::release::Source::parse(key, value)? {
-        None => Ok(None),
-        Some(crate::selfupdate::release::Source::Dir(d)) if !d.is_dir() => Err(CliError::usage(
-            key,
-            &format!("{} is not a directory", d.display()),
-        )),
-        Some(crate::selfupdate::release::Source::Dir(d)) => {
-            crate::selfupdate::trust::audit(&d).map_err(|why| CliError::usage(key, &why))?;
-            Ok(Some(value.trim_end_matches('/').to_string()))
-        }
-        Some(_) => Ok(Some(value.trim_end_matches('/').to_string())),
-    }
-}
-
-/// `webhook_listen` and `webhook_secret_file`: key-value rows the daemon's webhook
-/// listener reads at start (`daemon::webhook`), not host columns.
-fn webhook_key(key: &str) -> Option<&'static str> {
-    use crate::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
-    [KV_LISTEN, KV_SECRET_FILE].into_iter().find(|k| *k == key)
-}
-
-/// A webhook setting checked as the daemon will read it: an address and port, or a
-/// secret file (absolute, a regular file nobody else can read, not empty); empty unsets.
-fn webhook_setting(key: &str, value: &str) -> Result<Option<String>, CliError> {
-    if value.is_empty() {
-        return Ok(None);
-    }
-    if key == crate::daemon::webhook::KV_LISTEN {
-        crate::daemon::webhook::parse_listen(key, value)
-            .map_err(|e| CliError::usage(key, e.trim_start_matches(&format!("{key}: "))))?;
-    } else {
-        let p = validate::path(key, value)?;
-        crate::daemon::webhook::read_secret(&p).map_err(|e| CliError::usage(key, &e))?;
-    }
-    Ok(Some(value.to_string()))
-}
-
-/// The listener needs both settings: refuses an edit that leaves one set alone.
-fn webhook_pair(store: &dyn Store, edits: &[(&str, Option<String>)]) -> Result<(), CliError> {
-    use crate::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
-    let after = |key: &str| -> Result<bool, CliError> {
-        Ok(match edits.iter().rev().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.is_some(),
-            None => store.kv_get(key)?.is_some(),
-        })
-    };
-    match (after(KV_LISTEN)?, after(KV_SECRET_FILE)?) {
-        (true, false) => Err(CliError::usage(
-            KV_SECRET_FILE,
-            "webhook_listen needs webhook_secret_file=PATH too (the secret that signs \
-             the deliveries); set both, or unset both",
-        )),
-        (false, true) => Err(CliError::usage(
-            KV_LISTEN,
-            "webhook_secret_file needs webhook_listen=ADDR:PORT too; set both, or unset both",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The longest coordinator URL `host set` takes: far past any real one (a host name
-/// is at most 253 characters), short enough that the books never hold a page of it.
-const MAX_URL_LEN: usize = 2048;
-
 /// The keys `host set` accepts.
-pub const SETTABLE_KEYS: &[&str] = &[
-    "capacity",
-    "coordinator",
-    "coordinator_token_file",
-    "coordinator_ca_file",
-    "coordinator_insecure",
-    "isolation",
-    "runner_uids",
-    "retention",
-    "logs_max",
-    "disk_reserve",
-    "env.NAME",
-    "runner_version",
-    "runtime_root",
-    "cache_cap",
-    "release_source",
-    "webhook_listen",
-    "webhook_secret_file",
-];
+pub const SETTABLE_KEYS: &[&str] = crate::domain::host::SETTABLE_KEYS;
 
-/// Applies one `host set` key. Coordinator URLs are `ws://` or `wss://` (plain `ws://`
-/// off loopback only with `coordinator_insecure=true`, checked by `set` once every key
-/// is applied); an empty value leaves the pool.
-fn apply(h: &mut Host, key: &str, value: &str) -> Result<(), CliError> {
-    if h.apply_setting(key, value)? {
-        return Ok(());
-    }
-    match key {
-        "coordinator" => {
-            h.coordinator = if value.is_empty() {
-                None
-            } else {
-                if value.len() > MAX_URL_LEN {
-                    return Err(Invalid::new(
-                        key,
-                        format!(
-                            "is {} characters long; a coordinator URL has at most {MAX_URL_LEN}",
-                            value.len()
-                        ),
-                    )
-                    .into());
-                }
-                let ok = (value.starts_with("ws://") || value.starts_with("wss://"))
-                    && value.split("://").nth(1).is_some_and(|r| {
-                        !r.is_empty()
-                            && !r.contains(char::is_whitespace)
-                            && !r.contains(char::is_control)
-                            && !r.contains('@')
-                    });
-                if !ok {
-                    return Err(Invalid::new(
-                        key,
-                        format!("expected ws://HOST:PORT or wss://HOST:PORT (got {value:?})"),
-                    )
-                    .into());
-                }
-                Some(value.to_string())
-            }
-        }
-        "coordinator_token_file" => {
-            h.coordinator_token_file = if value.is_empty() {
-                None
-            } else {
-                let p = validate::path(key, value)?;
-                secret_file(key, &p)?;
-                Some(p)
-            }
-        }
-        "coordinator_ca_file" => {
-            h.coordinator_ca_file = if value.is_empty() {
-                None
-            } else {
-                let p = validate::path(key, value)?;
-                readable_file(key, &p)?;
-                crate::coordinator::tls::check_ca_file(&p).map_err(|e| Invalid::new(key, e))?;
-                Some(p)
-            }
-        }
-        "runtime_root" => {
-            h.runtime_root = if value.is_empty() {
-                None
-            } else {
-                let p = crate::domain::workspace::runtime_root(key, value)?;
-                runtime_root_on_disk(key, &p)?;
-                Some(p)
-            }
-        }
-        "runner_version" => h.runner_version = crate::install::parse_pin(key, value)?,
-        "runner_uids" => {
-            h.runner_uids = if value.is_empty() {
-                None
-            } else {
-                let r = UidRange::parse_arg(key, value)?;
-                runner_users_exist(key, r)?;
-                Some(r)
-            }
-        }
-        _ => {
-            return Err(Invalid::new(
-                key,
-                format!("unknown host setting; known: {}", SETTABLE_KEYS.join(", ")),
-            )
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// A runtime root must be a directory now, reached through no symbolic link, the
-/// manager's, and writable by nobody else: runner roots, caches and kept workspaces
-/// are made and removed under it with the manager's rights.
-fn runtime_root_on_disk(key: &str, p: &std::path::Path) -> Result<(), CliError> {
-    use std::os::unix::fs::MetadataExt;
-    let bad = |why: String| Err(CliError::usage(key, &format!("{}: {why}", p.display())));
-    let m = match std::fs::symlink_metadata(p) {
-        Ok(m) => m,
-        Err(e) => {
-            return bad(format!(
-                "cannot be read ({e}); create it first (mkdir -m 0711)"
-            ));
-        }
-    };
-    if !m.is_dir() {
-        return bad("is not a directory".into());
-    }
-    match std::fs::canonicalize(p) {
-        Ok(c) if c == p => {}
-        _ => return bad("is reached through a symbolic link; name the real directory".into()),
-    }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if m.uid() != me {
-        return bad(format!(
-            "belongs to uid {}, not to the manager (uid {me})",
-            m.uid()
-        ));
-    }
-    if m.mode() & 0o022 != 0 {
-        return bad(format!(
-            "group or others can write it (mode {:o}); chmod go-w it",
-            m.mode() & 0o7777
-        ));
-    }
-    Ok(())
-}
-
-/// A range is only of use if its uids are users: jobs run ssh, git and package
-/// managers, which look the user up. Refuses a range none of whose uids has a passwd
-/// entry (the users were not created yet), naming how to create them.
-fn runner_users_exist(key: &str, r: UidRange) -> Result<(), CliError> {
-    let found = crate::runner::uid::count_users(r, 1);
-    if found == 0 {
-        return Err(CliError::usage(
-            key,
-            &format!(
-                "no uid of {r} has a passwd entry; create the runner users first \
-                 (packaging/install.sh --runner-users {r}, or useradd one per uid)"
-            ),
-        ));
-    }
-    Ok(())
-}
-
+/// `host set KEY=VALUE...`: one `store::edit_host`, checked on this machine
+/// (`daemon::host_probe`), written whole or not at all.
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
-    let before = store.host_or_create()?;
-    let mut h = before.clone();
-    let mut source: Option<Option<String>> = None;
-    let mut hooks: Vec<(&str, Option<String>)> = Vec::new();
+    store.host_or_create()?;
+    let mut settings = Vec::new();
     for kv in &inv.positionals {
-        let (k, v) = validate::key_value(kv)?;
-        if k == "release_source" {
-            source = Some(release_source(k, v)?);
-            continue;
-        }
-        if let Some(key) = webhook_key(k) {
-            hooks.push((key, webhook_setting(k, v)?));
-            continue;
-        }
-        apply(&mut h, k, v)?;
+        settings.push(validate::key_value(kv)?);
     }
-    h.check()?;
     let warnings = setting_risks(&inv.positionals)?;
-    webhook_pair(store, &hooks)?;
-    if let Some(url) = &h.coordinator
-        && !h.coordinator_insecure
-        && crate::coordinator::tls::is_plain_off_loopback(url)
-    {
-        return Err(CliError::usage(
-            "coordinator",
-            &format!(
-                "plain ws:// to {url} is off loopback: {}; use wss:// (with \
-                 coordinator_ca_file=PATH for a private CA), or accept the risk with \
-                 coordinator_insecure=true",
-                crate::coordinator::tls::PLAIN_TEXT_RISK
-            ),
-        ));
-    }
-    if h.coordinator.is_some() && h.coordinator_token_file.is_none() {
-        return Err(CliError::usage(
-            "coordinator_token_file",
-            "a coordinator needs coordinator_token_file=PATH (the host's token)",
-        ));
-    }
-    // A range another daemon on this host holds would be refused at its daemon's next
-    // start (exit 7) or left `refused` while it runs: refused here first.
-    if let Some(range) = h.runner_uids
-        && h.runner_uids != before.runner_uids
-        && let Err(e @ crate::runner::claim::ClaimError::Held { .. }) = crate::runner::claim::check(
-            &crate::runner::claim::lock_dir(),
-            &super::state_dir(inv)?,
-            range,
-        )
-    {
-        return Err(CliError::usage("runner_uids", &e.to_string()));
-    }
-    if h.runtime_root != before.runtime_root && !store.open_attempts(&h.id)?.is_empty() {
-        return Err(CliError::usage(
-            "runtime_root",
-            "attempts not yet cleaned have their roots under the current one; drain the \
-             host and wait for them to be cleaned (nothing is moved or removed)",
-        ));
-    }
-    store.update_host(&h)?;
-    let mut changes = host_changes(&before, &h);
-    for (key, value) in &hooks {
-        match value {
-            None => store.kv_delete(key)?,
-            Some(v) => store.kv_put(key, v)?,
-        }
-        let shown = format!("{key} {}", or_dash(value.as_ref()));
-        changes = match changes.trim_end().split_once(" updated: ") {
-            Some((head, rest)) => format!("{head} updated: {rest}, {shown}\n"),
-            None => format!("host {} updated: {shown}\n", h.name),
-        };
-    }
-    if let Some(s) = &source {
-        match s {
-            None => store.kv_delete(KV_RELEASE_SOURCE)?,
-            Some(s) => store.kv_put(KV_RELEASE_SOURCE, s)?,
-        }
-        let shown = format!("release_source {}", or_dash(s.as_ref()));
-        changes = match changes.trim_end().split_once(" updated: ") {
-            Some((head, rest)) => format!("{head} updated: {rest}, {shown}\n"),
-            None => format!("host {} updated: {shown}\n", h.name),
-        };
-    }
-    out.emit(|| changes, || host_json(&h));
+    let probe = crate::daemon::host_probe::Probe {
+        state_dir: super::state_dir(inv)?,
+    };
+    let edit = crate::store::edit_host(store, &settings, &probe)?;
+    out.emit(|| host_changes(&edit), || host_json(&edit.after.host));
     warn(&warnings);
     Ok(())
 }

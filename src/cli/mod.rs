@@ -495,25 +495,13 @@ fn effective_uid() -> u32 {
 
 /// Checks that a file the daemon will read later exists and is readable now.
 fn readable_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    match std::fs::File::open(path) {
-        Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => Ok(()),
-        Ok(_) => Err(CliError::usage(
-            arg,
-            &format!("{} is not a file", path.display()),
-        )),
-        Err(e) => Err(CliError::usage(
-            arg,
-            &format!("cannot read {}: {e}", path.display()),
-        )),
-    }
+    Ok(crate::daemon::host_probe::readable_file(arg, path)?)
 }
 
 /// Checks that a token or key file the daemon will read later is one it will accept:
 /// readable now, a regular file, private to its owner (see `secret::read_secret_file`).
 fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    crate::secret::read_secret_file(path)
-        .map(drop)
-        .map_err(|e| CliError::usage(arg, &e.to_string()))
+    Ok(crate::daemon::host_probe::secret_file(arg, path)?)
 }
 
 /// A GitHub App key file: readable as a secret and a PEM RSA private key, so a wrong

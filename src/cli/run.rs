@@ -7,7 +7,7 @@ use super::parse::Invocation;
 use super::{CliError, CliResult};
 use crate::daemon::{DaemonError, DaemonOptions};
 use crate::domain::{AttemptState, validate};
-use crate::github::{CheckOptions, GitHubClient, check_target, load_credential};
+use crate::github::{CheckOptions, GitHubClient, check_line, check_target, load_credential};
 use crate::logging::Level;
 use crate::scaleset;
 use crate::store::{AttemptFilter, Store};
@@ -196,7 +196,7 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
             ));
         }
     };
-    if lines.iter().all(|l| l.name != "credentials" || l.ok) {
+    if lines.iter().all(|l| l.name != "credentials" || l.passed()) {
         lines.extend(scaleset::check::check_target(&target, &profiles));
     }
     // What the running daemon's listeners hold, from the store: known without asking
@@ -210,29 +210,24 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
         alive,
         now,
     ));
-    let failed = lines.iter().filter(|l| !l.ok).count();
+    let failed = lines.iter().filter(|l| !l.passed()).count();
     if inv.json {
-        let v: Vec<_> = lines
-            .iter()
-            .map(|l| json!({"check": l.name, "ok": l.ok, "detail": l.detail}))
-            .collect();
+        let checks = check_line::to_json(&lines);
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({"target": name, "checks": v})).unwrap_or_default()
+            serde_json::to_string_pretty(&json!({"target": name, "checks": checks}))
+                .unwrap_or_default()
         );
     } else {
-        print!("{}", crate::github::check::render(&lines));
+        print!("{}", check_line::render(&lines, check_line::TARGET_CHECK));
     }
     if failed > 0 {
         let message = format!("target {name}: {failed} check(s) failed");
         // Classed by the first GitHub error met (the later lines often repeat it);
         // a failure GitHub did not cause (a public repository refused) is `other`.
         return Err(
-            match lines
-                .iter()
-                .find_map(|l| l.cause.as_ref().filter(|_| !l.ok))
-            {
-                Some(cause) => CliError::github(name, cause, message),
+            match lines.iter().find_map(check_line::CheckLine::github_error) {
+                Some((_, cause)) => CliError::github(name, cause, message),
                 None => CliError::about_target(Failure::Other, name, message),
             },
         );

@@ -353,7 +353,11 @@ fn target_lines(store: &dyn Store) -> Result<Vec<TargetLine>, CliError> {
             };
             let last_error = st.and_then(|s| s.last_error.clone());
             TargetLine {
-                credential: svc::credential(loaded, var, last_error.as_deref()),
+                credential: svc::credential(
+                    loaded,
+                    var,
+                    last_error.as_deref().map(svc::LastError::read).as_ref(),
+                ),
                 name: t.name,
                 last_report: st.map(|s| time(s.updated_at)),
                 last_error,

@@ -4,14 +4,13 @@
 
 use crate::secret::Secret;
 use crate::store::SqliteStore;
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 /// A new host token (64 lowercase hex digits).
 pub fn new_token() -> std::io::Result<Secret> {
     let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    crate::random::fill(&mut bytes)?;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     bytes.fill(0);
     Ok(Secret::new(hex))

@@ -222,8 +222,11 @@ impl Drop for ServerHandle {
 /// one draw of kernel randomness, fresh at each start. None to be had is an error.
 fn lease_key() -> io::Result<[u8; 32]> {
     let mut key = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-        .map_err(|_| io::Error::other("the kernel gave no random bytes for lease ids"))?;
+    crate::random::fill(&mut key).map_err(|e| {
+        io::Error::other(format!(
+            "the kernel gave no random bytes for lease ids: {e}"
+        ))
+    })?;
     Ok(key)
 }
 

@@ -1,7 +1,7 @@
 //! TLS for the coordinator link: the server's configuration from a PEM certificate
 //! chain and key, and the host's client configuration (the public web PKI roots, plus
-//! an optional CA file for a private pool), and the one judgement of when plain text is
-//! exposed (`ws://` off loopback). rustls with ring, as ureq already links it.
+//! an optional CA file for a private pool). When plain text is exposed (`ws://` off
+//! loopback) is judged in `domain::validate`. rustls with ring, as ureq already links it.
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -9,25 +9,9 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::path::Path;
 use std::sync::Arc;
 
-/// Why plain text needs an opt-in: said by `host set`, `coordinator serve` and the
-/// warnings both log at every start.
-pub const PLAIN_TEXT_RISK: &str = "the host's token and every launch cross the network \
-     unencrypted, so anyone on the path can read the token and direct the host";
-
-/// Whether `url` is plain `ws://` to somewhere other than loopback (`localhost`,
-/// 127.0.0.0/8, `[::1]`; a private network is off loopback): allowed only with an
-/// explicit opt-in (`coordinator_insecure=true`), and warned about at every start.
-pub fn is_plain_off_loopback(url: &str) -> bool {
-    let Some(rest) = url
-        .get(..5)
-        .filter(|s| s.eq_ignore_ascii_case("ws://"))
-        .map(|_| &url[5..])
-    else {
-        return false;
-    };
-    let host_port = rest.split(['/', '?', '#']).next().unwrap_or("");
-    !crate::domain::validate::is_loopback_host(host_port)
-}
+/// The plain-text rule is the domain's (`host set` checks it there); said here too by
+/// `coordinator serve` and the warnings both log at every start.
+pub use crate::domain::validate::{PLAIN_TEXT_RISK, is_plain_off_loopback};
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

@@ -9,6 +9,7 @@ mod disk_watch;
 pub use disk_watch::free_bytes;
 pub mod fitness_watch;
 mod handles;
+pub mod host_probe;
 mod io;
 pub mod lock;
 mod main_loop;

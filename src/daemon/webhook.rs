@@ -24,8 +24,8 @@ use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 
 /// The store's key-value rows: the settings, as `host set` wrote them.
-pub const KV_LISTEN: &str = "webhook_listen";
-pub const KV_SECRET_FILE: &str = "webhook_secret_file";
+pub const KV_LISTEN: &str = crate::domain::host_settings::KV_WEBHOOK_LISTEN;
+pub const KV_SECRET_FILE: &str = crate::domain::host_settings::KV_WEBHOOK_SECRET_FILE;
 /// What the listener last wrote of itself (`store::daemon_facts`'s, kept in the store
 /// for `status` and `doctor`), under the name `cli/host.rs`'s `status` calls it by.
 pub use crate::store::daemon_facts::WebhookSeen as Seen;
@@ -40,9 +40,8 @@ const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `webhook_listen=`: an address and port (`0.0.0.0:8090`, `[::1]:8090`).
 pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
-    value
-        .parse::<SocketAddr>()
-        .map_err(|_| format!("{key}: expected ADDR:PORT such as 127.0.0.1:8090 (got {value:?})"))
+    crate::domain::host_settings::parse_listen(key, value)
+        .map_err(|e| format!("{}: {}", e.arg, e.reason))
 }
 
 /// The settings as the store holds them: `None` while the listener is off (neither

@@ -2,7 +2,7 @@
 //! the host's uid range, the daemon's capabilities, the cgroups the host has and which
 //! limits they enforce, and whether each runner install is safe to share with jobs.
 
-use super::CheckLine;
+use super::{CheckLine, Class};
 use crate::domain::isolation::{self, Powers};
 use crate::domain::{Host, InEffect, ScalePolicy};
 use crate::runner::cgroup::{Cgroups, Enforced};
@@ -23,11 +23,11 @@ pub(super) fn check(state_dir: &Path, store: &SqliteStore, lines: &mut Vec<Check
         .filter(|b| crate::timefmt::now_millis() - b.heartbeat_at < 60_000)
         .map(|b| b.pid);
     let in_effect = isolation_in_effect(store, &host, daemon_pid);
-    lines.push(isolation_line(&in_effect));
+    lines.push(isolation_line(&in_effect).with_class(Class::Required));
     if let Some(r) = host.runner_uids {
-        lines.push(users_line(r, host.capacity));
+        lines.push(users_line(r, host.capacity).with_class(Class::Required));
     }
-    lines.push(capabilities_line(daemon_pid, &in_effect));
+    lines.push(capabilities_line(daemon_pid, &in_effect).with_class(Class::Required));
     lines.push(cgroups_line(store, &host, daemon_pid));
     if let InEffect::Uids(_) = in_effect {
         for p in &profiles {

@@ -1,6 +1,6 @@
 //! The checks of this machine: the store, disk space, runner installs, systemd.
 
-use super::{CheckLine, Options};
+use super::{CheckLine, Class, Options};
 use crate::domain::ScalePolicy;
 use crate::install::{compare_versions, installed_version};
 use crate::store::{DB_FILE, SqliteStore};
@@ -271,10 +271,10 @@ pub(super) fn check_runners(
     lines: &mut Vec<CheckLine>,
 ) {
     if profiles.is_empty() {
-        lines.push(CheckLine::skip(
-            "runner",
-            "no profiles, so no runner installs to check",
-        ));
+        lines.push(
+            CheckLine::skip("runner", "no profiles, so no runner installs to check")
+                .with_class(Class::Required),
+        );
         return;
     }
     let mut dirs: BTreeMap<PathBuf, Vec<&ScalePolicy>> = BTreeMap::new();
@@ -296,7 +296,9 @@ pub(super) fn check_runners(
             .iter()
             .filter_map(|p| newest.get(&p.target).cloned().flatten())
             .max_by(|a, b| compare_versions(a, b));
-        lines.push(runner_line(&name, &dir, newest_here.as_deref(), opts));
+        lines.push(
+            runner_line(&name, &dir, newest_here.as_deref(), opts).with_class(Class::Required),
+        );
     }
 }
 

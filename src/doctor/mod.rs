@@ -6,171 +6,30 @@
 //! systemd unit; memory and cores against capacity, and each profile's required tools
 //! on the `PATH` its runners get; the host's coordinator, dialled. One `CheckLine` per
 //! fact; a failure carries a hint.
-//! Each line has a [`Class`]: `required` checks are the ones under which the daemon
-//! starts no runner (`reconcile::fitness`, the disk reserve, refused containment, a
-//! broken runner install), printed first; then `recommended`, then `info`.
+//! Each line has a [`Class`], given by the check that made it: `required` checks are
+//! the ones under which the daemon starts no runner (`reconcile::fitness`'s own class,
+//! the disk reserve, refused containment, a broken runner install), printed first;
+//! then `recommended`, then `info`.
 
 mod contain;
 mod host;
 mod remote;
 
-pub use crate::reconcile::fitness::Class;
+pub use crate::github::check_line::{Cause, CheckLine, Class, Status};
 pub use remote::COORDINATOR_CHECK;
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// How a check came out. `Warn` and `Skip` do not fail `doctor`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    Warn,
-    Fail,
-    /// Not applicable here (no systemctl, no store yet, target unreachable).
-    Skip,
-}
-
-/// One line of `doctor`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckLine {
-    pub name: String,
-    pub status: Status,
-    pub detail: String,
-    /// What to do; set on every `Fail` and `Warn`.
-    pub hint: Option<String>,
-    /// Whether the daemon starts runners while it fails (see [`class_of`]).
-    pub class: Class,
-    /// A failed target line: the target and the GitHub error it met, so `cli::doctor`
-    /// classes the run by type (credentials, not found, rate limited, unreachable).
-    pub github: Option<(String, crate::github::GhError)>,
-}
-
-impl CheckLine {
-    pub fn ok(name: impl Into<String>, detail: impl Into<String>) -> CheckLine {
-        CheckLine {
-            name: name.into(),
-            status: Status::Ok,
-            detail: detail.into(),
-            hint: None,
-            class: Class::Recommended,
-            github: None,
-        }
-    }
-
-    pub fn skip(name: impl Into<String>, detail: impl Into<String>) -> CheckLine {
-        CheckLine {
-            status: Status::Skip,
-            ..CheckLine::ok(name, detail)
-        }
-    }
-
-    pub fn fail(
-        name: impl Into<String>,
-        detail: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> CheckLine {
-        CheckLine {
-            name: name.into(),
-            status: Status::Fail,
-            detail: detail.into(),
-            hint: Some(hint.into()),
-            class: Class::Recommended,
-            github: None,
-        }
-    }
-
-    pub fn warn(
-        name: impl Into<String>,
-        detail: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> CheckLine {
-        CheckLine {
-            status: Status::Warn,
-            ..CheckLine::fail(name, detail, hint)
-        }
-    }
-}
-
-/// The class of a check, by its name: required where the daemon starts no runner
-/// while it fails (its disk reserve, refused isolation and what per-attempt uids
-/// need, a runner install, a profile's tools), informational for what is only a fact
-/// (what is kept, the caches' size, the polling pace), recommended for the rest.
-pub fn class_of(name: &str) -> Class {
-    let required = matches!(
-        name,
-        "disk" | "isolation" | "runner-users" | "capabilities" | "runner"
-    ) || name.starts_with("tools:")
-        || name.starts_with("oci:")
-        || name.starts_with("limits:")
-        || name.starts_with("runner ");
-    if required {
-        Class::Required
-    } else if name == "kept" || name == "caches" || name.ends_with(" polling") {
-        Class::Info
-    } else {
-        Class::Recommended
-    }
-}
-
-/// The name column's least width.
-const NAME_WIDTH: usize = 22;
-
-impl CheckLine {
-    /// The line with its name padded to `width` and two spaces before the detail:
-    /// names have spaces of their own (`target octo rate limit`), so one space would
-    /// run the name into its detail.
-    pub fn render(&self, width: usize) -> String {
-        let mark = match self.status {
-            Status::Ok => "ok  ",
-            Status::Warn => "WARN",
-            Status::Fail => "FAIL",
-            Status::Skip => "skip",
-        };
-        let mut out = format!("{mark} {:<width$}  {}", self.name, self.detail);
-        if let Some(h) = &self.hint {
-            out.push_str(&format!("; hint: {h}"));
-        }
-        out
-    }
-}
-
-impl fmt::Display for CheckLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render(NAME_WIDTH))
-    }
-}
-
-/// Every line, one per row, the details aligned after the widest name, under a
-/// heading per class: required, recommended, info (each in check order).
+/// Every line under a heading per class (`check_line::render`, as `target check`).
 pub fn render(lines: &[CheckLine]) -> String {
-    let width = lines
-        .iter()
-        .map(|l| l.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(NAME_WIDTH);
-    let mut out = String::new();
-    for (class, heading) in [
-        (
-            Class::Required,
-            "required (while one fails, the daemon starts no runner):",
-        ),
-        (Class::Recommended, "recommended:"),
-        (Class::Info, "info:"),
-    ] {
-        let these: Vec<&CheckLine> = lines.iter().filter(|l| l.class == class).collect();
-        if these.is_empty() {
-            continue;
-        }
-        out.push_str(heading);
-        out.push('\n');
-        for l in these {
-            out.push_str(&l.render(width));
-            out.push('\n');
-        }
-    }
-    out
+    crate::github::check_line::render(lines, crate::github::check_line::DOCTOR)
+}
+
+/// The documented `--json` shape: `[{check, status, ok, detail, hint, class}]`
+/// (`check_line::to_json`).
+pub fn to_json(lines: &[CheckLine]) -> serde_json::Value {
+    crate::github::check_line::to_json(lines)
 }
 
 /// What to check and the thresholds. `for_state_dir` gives the defaults.
@@ -218,13 +77,12 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         .map_or(crate::domain::host::DEFAULT_DISK_RESERVE_BYTES, |h| {
             h.disk_reserve_bytes
         });
-    lines.push(host::check_disk(
-        opts,
-        opts.fail_free_bytes.unwrap_or(reserve),
-    ));
+    lines.push(
+        host::check_disk(opts, opts.fail_free_bytes.unwrap_or(reserve)).with_class(Class::Required),
+    );
     if let Some(s) = &store {
-        lines.push(host::check_kept(&opts.state_dir, s));
-        lines.push(host::check_caches(&opts.state_dir, s));
+        lines.push(host::check_kept(&opts.state_dir, s).with_class(Class::Info));
+        lines.push(host::check_caches(&opts.state_dir, s).with_class(Class::Info));
         contain::check(&opts.state_dir, s, &mut lines);
     }
     let (targets, profiles) = match &store {
@@ -256,9 +114,6 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         remote::check_coordinator(&h, opts.command_timeout, &mut lines);
     }
     lines.push(host::check_systemd(opts));
-    for l in &mut lines {
-        l.class = class_of(&l.name);
-    }
     lines
 }
 
@@ -276,84 +131,60 @@ fn fitness_lines(
         runner_users: None,
         ..crate::daemon::fitness_watch::read_facts(host, profiles, enforced)
     };
-    for f in crate::reconcile::fitness::findings(&facts) {
-        lines.push(match (f.ok, f.class, f.hint) {
-            (true, _, _) | (false, _, None) => CheckLine::ok(f.check, f.detail),
-            (false, Class::Required, Some(h)) => CheckLine::fail(f.check, f.detail, h),
-            (false, _, Some(h)) => CheckLine::warn(f.check, f.detail, h),
-        });
-    }
+    lines.extend(
+        crate::reconcile::fitness::findings(&facts)
+            .into_iter()
+            .map(finding_line),
+    );
 }
 
-/// The documented `--json` shape: `[{check, status, detail, hint, class}]`, `class`
-/// one of `required`, `recommended`, `info`.
-pub fn to_json(lines: &[CheckLine]) -> serde_json::Value {
-    serde_json::Value::Array(
-        lines
-            .iter()
-            .map(|l| {
-                serde_json::json!({
-                    "check": l.name,
-                    "status": match l.status {
-                        Status::Ok => "ok",
-                        Status::Warn => "warn",
-                        Status::Fail => "fail",
-                        Status::Skip => "skip",
-                    },
-                    "detail": l.detail,
-                    "hint": l.hint,
-                    "class": l.class.as_str(),
-                })
-            })
-            .collect(),
-    )
+/// A fitness finding as a line, in the class the finding gives it: a failed required
+/// check fails, any other warns.
+fn finding_line(f: crate::reconcile::fitness::Finding) -> CheckLine {
+    let line = match (f.ok, f.class, f.hint) {
+        (true, _, _) | (false, _, None) => CheckLine::ok(f.check, f.detail),
+        (false, Class::Required, Some(h)) => CheckLine::fail(f.check, f.detail, h),
+        (false, _, Some(h)) => CheckLine::warn(f.check, f.detail, h),
+    };
+    line.with_class(f.class)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reconcile::fitness::Finding;
 
+    /// Required-ness is the finding's, whatever its name says: a best-effort profile's
+    /// limits not in effect warn among the recommended checks, a strict one's fail
+    /// among the required.
     #[test]
-    fn details_start_in_one_column_after_the_widest_name() {
-        let lines = vec![
-            CheckLine::ok("disk", "63 GiB free"),
-            CheckLine::ok("target octo rate limit", "4882 of 5000"),
-            CheckLine::fail("target octo-long-name credentials", "401", "fix it"),
-        ];
-        let text = render(&lines);
-        // Under the one heading, "recommended:".
-        let rows: Vec<&str> = text.lines().skip(1).collect();
-        let col = |row: &str, detail: &str| row.find(detail).unwrap();
-        assert_eq!(col(rows[0], "63 GiB"), col(rows[1], "4882"));
-        assert_eq!(col(rows[1], "4882"), col(rows[2], "401"));
-        assert!(rows[2].contains("credentials  401; hint: fix it"), "{text}");
-        assert!(rows[1].contains("rate limit  "), "{text}");
-    }
-
-    #[test]
-    fn checks_are_sorted_into_required_recommended_and_info() {
-        assert_eq!(class_of("disk"), Class::Required);
-        assert_eq!(class_of("tools:linux"), Class::Required);
-        assert_eq!(class_of("oci:linux"), Class::Required);
-        assert_eq!(class_of("runner linux,gpu"), Class::Required);
-        assert_eq!(class_of("isolation"), Class::Required);
-        assert_eq!(class_of("memory"), Class::Recommended);
-        assert_eq!(class_of("systemd"), Class::Recommended);
-        assert_eq!(class_of("kept"), Class::Info);
-        let mut lines = vec![
-            CheckLine::ok("kept", "1 MiB"),
-            CheckLine::warn("memory", "1 GiB", "more"),
-            CheckLine::fail("tools:linux", "node missing", "install it"),
-        ];
-        for l in &mut lines {
-            l.class = class_of(&l.name);
-        }
-        let text = render(&lines);
-        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
-        assert!(at("required (") < at("FAIL tools:linux"));
-        assert!(at("FAIL tools:linux") < at("recommended:"));
-        assert!(at("WARN memory") < at("info:"));
-        assert!(at("info:") < at("ok   kept"));
-        assert_eq!(to_json(&lines)[2]["class"], "required");
+    fn a_fitness_line_keeps_its_findings_class() {
+        let finding = |class| Finding {
+            check: "limits:p".into(),
+            class,
+            ok: false,
+            detail: "memory_max set but not in effect".into(),
+            hint: Some("delegate cgroup v2".into()),
+            profile: Some("p".into()),
+        };
+        let loose = finding_line(finding(Class::Recommended));
+        assert_eq!(
+            (loose.status, loose.class),
+            (Status::Warn, Class::Recommended)
+        );
+        let strict = finding_line(finding(Class::Required));
+        assert_eq!(
+            (strict.status, strict.class),
+            (Status::Fail, Class::Required)
+        );
+        let text = render(&[strict, loose]);
+        assert!(
+            text.find("FAIL limits:p") < text.find("recommended:"),
+            "{text}"
+        );
+        assert!(
+            text.find("recommended:") < text.find("WARN limits:p"),
+            "{text}"
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! reads to its rate-limit budget (`check_pacing`); and whether the host's coordinator
 //! answers at its URL (`check_coordinator`: a TCP dial, no token sent).
 
-use super::{CheckLine, Options};
+use super::{Cause, CheckLine, Class, Options};
 use crate::domain::{ScalePolicy, Target};
 use crate::github::{CheckOptions, GitHubClient, check_target, load_credential};
 use crate::install::{platform, version_of};
@@ -50,24 +50,24 @@ pub(super) fn check_targets(
             runner_group: used.iter().find_map(|p| p.runner_group.clone()),
         };
         let mut results = check_target(t, &client, &copts);
-        if results.iter().all(|l| l.name != "credentials" || l.ok) {
+        if results
+            .iter()
+            .all(|l| l.name != "credentials" || l.passed())
+        {
             results.extend(crate::scaleset::check::check_target(t, profiles));
         }
-        for c in &results {
+        for c in results {
             let n = format!("{name} {}", c.name);
-            lines.push(if c.ok {
-                CheckLine::ok(n, c.detail.clone())
+            lines.push(if c.passed() {
+                CheckLine { name: n, ..c }
             } else {
                 CheckLine {
-                    github: c.cause.clone().map(|e| (t.name.clone(), e)),
-                    ..CheckLine::fail(
-                        n,
-                        c.detail.clone(),
-                        format!(
-                            "see 'runner-manager target show {}' and the token's permissions",
-                            t.name
-                        ),
-                    )
+                    name: n,
+                    hint: Some(format!(
+                        "see 'runner-manager target show {}' and the token's permissions",
+                        t.name
+                    )),
+                    ..c
                 }
             });
         }
@@ -114,7 +114,7 @@ pub(super) fn check_sessions(
         let of: Vec<&ScalePolicy> = profiles.iter().filter(|p| p.target == t).collect();
         for c in crate::scaleset::check::session_lines(&of, &rows, alive, now) {
             let n = format!("target {t} {}", c.name);
-            lines.push(if c.ok {
+            lines.push(if c.passed() {
                 CheckLine::ok(n, c.detail)
             } else {
                 CheckLine::warn(
@@ -184,7 +184,7 @@ pub(super) fn check_pacing(
             continue;
         };
         if let Some(line) = pacing_line(t, row) {
-            lines.push(line);
+            lines.push(line.with_class(Class::Info));
         }
     }
 }
@@ -290,7 +290,8 @@ pub(super) fn check_coordinator(
                 "{url} does not answer: {why}; runners start standalone after the fallback grace"
             ),
             hint,
-        ),
+        )
+        .with_cause(Some(Cause::CoordinatorUnreachable)),
     });
 }
 

@@ -69,10 +69,9 @@ pub const DEFAULT_LOGS_MAX_BYTES: u64 = 1 << 30;
 /// `doctor`'s disk check fails.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 256 << 20;
 
-/// The `host set` keys whose values need nothing but themselves to check, in the
-/// order `host show` prints them: what [`Host::apply_setting`] takes, and what `top`
-/// edits in place. The others name files, users or releases, which `host set` checks
-/// on the disk or the network.
+/// The `host set` keys `top` edits in place, in the order `host show` prints them:
+/// their values need nothing but themselves to check. The others name files, users,
+/// releases or addresses, which [`crate::store::edit_host`]'s probe checks on the disk.
 pub const PLAIN_KEYS: &[&str] = &[
     "capacity",
     "coordinator_insecure",
@@ -83,11 +82,36 @@ pub const PLAIN_KEYS: &[&str] = &[
     "cache_cap",
 ];
 
+/// Every key `host set` takes: the host row's ([`Host::apply_setting`]) and those kept
+/// beside it (`host_settings::Beside`).
+pub const SETTABLE_KEYS: &[&str] = &[
+    "capacity",
+    "coordinator",
+    "coordinator_token_file",
+    "coordinator_ca_file",
+    "coordinator_insecure",
+    "isolation",
+    "runner_uids",
+    "retention",
+    "logs_max",
+    "disk_reserve",
+    "env.NAME",
+    "runner_version",
+    "runtime_root",
+    "cache_cap",
+    "release_source",
+    "webhook_listen",
+    "webhook_secret_file",
+];
+
 /// The longest retention `host set retention=` takes: a year.
 const MAX_RETENTION_SECS: u64 = 365 * 86_400;
 /// The smallest logs cap: below it a busy host would drop logs of attempts ended
 /// minutes ago.
 const MIN_LOGS_MAX: u64 = 16 << 20;
+/// The longest coordinator URL `host set` takes: far past any real one (a host name
+/// is at most 253 characters), short enough that the books never hold a page of it.
+const MAX_URL_LEN: usize = 2048;
 
 impl Host {
     /// A host with every setting at its default: what a new store records (with this
@@ -117,11 +141,18 @@ impl Host {
         }
     }
 
-    /// Applies one of [`PLAIN_KEYS`] (or an `env.NAME`); `Ok(false)` for any other
-    /// key, which the caller checks itself. The one validation of these keys, shared
-    /// by `host set` and `top`.
-    pub fn apply_setting(&mut self, key: &str, value: &str) -> Result<bool, super::Invalid> {
+    /// Applies one `host set` key of the host row (or an `env.NAME`), checking its
+    /// value as far as the value alone tells; an empty value unsets an optional one.
+    /// The one validation of these keys, shared by `host set` and `top` through
+    /// `store::edit_host` (which checks the disk after). Any other key is refused.
+    pub fn apply_setting(&mut self, key: &str, value: &str) -> Result<(), super::Invalid> {
         use super::validate;
+        let path = |value: &str| -> Result<_, super::Invalid> {
+            match value {
+                "" => Ok(None),
+                v => validate::path(key, v).map(Some),
+            }
+        };
         match key {
             "capacity" => {
                 self.capacity =
@@ -144,20 +175,64 @@ impl Host {
             }
             "disk_reserve" => self.disk_reserve_bytes = super::isolation::parse_bytes(key, value)?,
             "cache_cap" => self.cache_cap_bytes = super::isolation::parse_bytes(key, value)?,
+            "coordinator" => self.coordinator = coordinator_url(key, value)?,
+            "coordinator_token_file" => self.coordinator_token_file = path(value)?,
+            "coordinator_ca_file" => self.coordinator_ca_file = path(value)?,
+            "runtime_root" => {
+                self.runtime_root = match value {
+                    "" => None,
+                    v => Some(super::workspace::runtime_root(key, v)?),
+                }
+            }
+            "runner_version" => self.runner_version = validate::runner_version(key, value)?,
+            "runner_uids" => {
+                self.runner_uids = match value {
+                    "" => None,
+                    v => Some(super::UidRange::parse_arg(key, v)?),
+                }
+            }
             k if k.starts_with(super::runner_env::ENV_PREFIX) => {
                 super::runner_env::apply(&mut self.env, key, value)?
             }
-            _ => return Ok(false),
+            _ => {
+                return Err(super::Invalid::new(
+                    key,
+                    format!("unknown host setting; known: {}", SETTABLE_KEYS.join(", ")),
+                ));
+            }
         }
-        Ok(true)
+        Ok(())
     }
 
-    /// The rules across keys that need no disk: `isolation=uids` needs its uids.
+    /// The rules across the host row's keys, which need no disk: `isolation=uids`
+    /// needs its uids; a coordinator needs the host's token, and plain `ws://` off
+    /// loopback needs the owner's `coordinator_insecure=true`.
     pub fn check(&self) -> Result<(), super::Invalid> {
+        use super::Invalid;
         if self.isolation == super::Isolation::Uids && self.runner_uids.is_none() {
-            return Err(super::Invalid::new(
+            return Err(Invalid::new(
                 "isolation",
                 "isolation=uids needs runner_uids=START-END (uids with passwd entries the host owns)",
+            ));
+        }
+        if let Some(url) = &self.coordinator
+            && !self.coordinator_insecure
+            && super::validate::is_plain_off_loopback(url)
+        {
+            return Err(Invalid::new(
+                "coordinator",
+                format!(
+                    "plain ws:// to {url} is off loopback: {}; use wss:// (with \
+                     coordinator_ca_file=PATH for a private CA), or accept the risk with \
+                     coordinator_insecure=true",
+                    super::validate::PLAIN_TEXT_RISK
+                ),
+            ));
+        }
+        if self.coordinator.is_some() && self.coordinator_token_file.is_none() {
+            return Err(Invalid::new(
+                "coordinator_token_file",
+                "a coordinator needs coordinator_token_file=PATH (the host's token)",
             ));
         }
         Ok(())
@@ -172,6 +247,38 @@ impl Host {
     pub fn pool_label(&self) -> String {
         format!("rm-pool-{}", self.os)
     }
+}
+
+/// `coordinator=`: `ws://` or `wss://` with a host and no credentials; empty leaves
+/// the pool.
+fn coordinator_url(key: &str, value: &str) -> Result<Option<String>, super::Invalid> {
+    use super::Invalid;
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if value.len() > MAX_URL_LEN {
+        return Err(Invalid::new(
+            key,
+            format!(
+                "is {} characters long; a coordinator URL has at most {MAX_URL_LEN}",
+                value.len()
+            ),
+        ));
+    }
+    let ok = (value.starts_with("ws://") || value.starts_with("wss://"))
+        && value.split("://").nth(1).is_some_and(|r| {
+            !r.is_empty()
+                && !r.contains(char::is_whitespace)
+                && !r.contains(char::is_control)
+                && !r.contains('@')
+        });
+    if !ok {
+        return Err(Invalid::new(
+            key,
+            format!("expected ws://HOST:PORT or wss://HOST:PORT (got {value:?})"),
+        ));
+    }
+    Ok(Some(value.to_string()))
 }
 
 pub fn short_id(host_id: &str) -> &str {

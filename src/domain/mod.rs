@@ -5,6 +5,7 @@ pub mod attempt;
 pub mod caches;
 pub mod execution;
 pub mod host;
+pub mod host_settings;
 pub mod isolation;
 pub mod job;
 pub mod job_phase;

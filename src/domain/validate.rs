@@ -335,6 +335,48 @@ pub fn key_value(arg: &str) -> Result<(&str, &str), Invalid> {
     }
 }
 
+/// Whether `v` reads as a runner version: 2 to 4 dot-separated numbers (`2.330.0`).
+pub fn is_version(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    v.len() <= 32
+        && (2..=4).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `runner_version=`: `latest` (or empty) follows the newest release; a version pins it.
+pub fn runner_version(key: &str, value: &str) -> Result<Option<String>, Invalid> {
+    match value {
+        "" | "latest" => Ok(None),
+        v if is_version(v) => Ok(Some(v.to_string())),
+        v => Err(Invalid::new(
+            key,
+            format!("expected latest or a runner version like 2.330.0 (got {v:?})"),
+        )),
+    }
+}
+
+/// Why plain text needs an opt-in: said by `host set`, `coordinator serve` and the
+/// warnings both log at every start.
+pub const PLAIN_TEXT_RISK: &str = "the host's token and every launch cross the network \
+     unencrypted, so anyone on the path can read the token and direct the host";
+
+/// Whether `url` is plain `ws://` to somewhere other than loopback (`localhost`,
+/// 127.0.0.0/8, `[::1]`; a private network is off loopback): allowed only with an
+/// explicit opt-in (`coordinator_insecure=true`), and warned about at every start.
+pub fn is_plain_off_loopback(url: &str) -> bool {
+    let Some(rest) = url
+        .get(..5)
+        .filter(|s| s.eq_ignore_ascii_case("ws://"))
+        .map(|_| &url[5..])
+    else {
+        return false;
+    };
+    let host_port = rest.split(['/', '?', '#']).next().unwrap_or("");
+    !is_loopback_host(host_port)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

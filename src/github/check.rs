@@ -1,53 +1,13 @@
 //! `runner-manager target check NAME`: proves a target works before the daemon relies
-//! on it, one line per check.
+//! on it, one line per check (`check_line::CheckLine`).
 
 use super::auth::Credential;
+use super::check_line::{Cause, CheckLine};
 use super::client::{Call, GitHubClient};
 use super::error::GhError;
 use super::ops::{DEFAULT_RUNNER_GROUP_ID, Deleted, jit_body};
 use crate::domain::{Target, TargetScope};
 use crate::timefmt::format_rfc3339;
-use std::fmt;
-
-/// One proven (or failed) fact about a target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckLine {
-    pub name: &'static str,
-    pub ok: bool,
-    pub detail: String,
-    /// The GitHub error a failed line met, so a caller classes it by type (the
-    /// CLI's exit code) rather than by its text.
-    pub cause: Option<GhError>,
-}
-
-/// The name column's least width.
-const NAME_WIDTH: usize = 13;
-
-impl CheckLine {
-    /// The line with its name padded to `width`.
-    pub fn render(&self, width: usize) -> String {
-        let mark = if self.ok { "ok  " } else { "FAIL" };
-        format!("{mark} {:<width$} {}", self.name, self.detail)
-    }
-}
-
-impl fmt::Display for CheckLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render(NAME_WIDTH))
-    }
-}
-
-/// Every line, one per row, the details aligned after the widest name (`scale set
-/// session` is wider than the rest).
-pub fn render(lines: &[CheckLine]) -> String {
-    let width = lines
-        .iter()
-        .map(|l| l.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(NAME_WIDTH);
-    lines.iter().map(|l| l.render(width) + "\n").collect()
-}
 
 /// What the profiles using the target allow and ask for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,30 +19,21 @@ pub struct CheckOptions {
 }
 
 fn line(name: &'static str, r: Result<String, String>) -> CheckLine {
-    match r {
-        Ok(detail) => CheckLine {
-            name,
-            ok: true,
-            detail,
-            cause: None,
-        },
-        Err(detail) => CheckLine {
-            name,
-            ok: false,
-            detail,
-            cause: None,
-        },
-    }
+    CheckLine::of(name, r)
 }
 
 /// A line whose failure is a GitHub error, kept with it.
-fn gh_line(name: &'static str, r: Result<String, GhError>) -> CheckLine {
+fn gh_line(target: &Target, name: &'static str, r: Result<String, GhError>) -> CheckLine {
     match r {
-        Ok(detail) => line(name, Ok(detail)),
-        Err(e) => CheckLine {
-            cause: Some(e.clone()),
-            ..line(name, Err(e.to_string()))
-        },
+        Ok(detail) => CheckLine::ok(name, detail),
+        Err(e) => CheckLine::failed(name, e.to_string()).with_cause(Some(cause(target, e))),
+    }
+}
+
+fn cause(target: &Target, error: GhError) -> Cause {
+    Cause::GitHub {
+        target: target.name.clone(),
+        error,
     }
 }
 
@@ -102,7 +53,7 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
         Credential::App { app_id, .. } => match client.installation_id() {
             Ok(i) => format!("app {app_id}, installation {i}"),
             Err(e) => {
-                lines.push(gh_line("credentials", Err(e)));
+                lines.push(gh_line(target, "credentials", Err(e)));
                 return lines;
             }
         },
@@ -113,25 +64,26 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
         Err(e) => Err(e.clone()),
     };
     let creds_ok = creds.is_ok();
-    lines.push(gh_line("credentials", creds));
+    lines.push(gh_line(target, "credentials", creds));
     if !creds_ok {
         return lines;
     }
     let rate_line = match rate {
         Ok(s) => match (s.remaining, s.limit) {
-            (Some(0), _) => CheckLine {
-                // The limit is spent: the class of a refused request, until its reset.
-                cause: s.reset.map(|until| GhError::RateLimited { until }),
-                ..line(
-                    "rate limit",
-                    Err(format!(
-                        "none left; resets at {}",
-                        s.reset
-                            .map(format_rfc3339)
-                            .unwrap_or_else(|| "an unknown time".into())
-                    )),
-                )
-            },
+            // The limit is spent: the class of a refused request, until its reset.
+            (Some(0), _) => line(
+                "rate limit",
+                Err(format!(
+                    "none left; resets at {}",
+                    s.reset
+                        .map(format_rfc3339)
+                        .unwrap_or_else(|| "an unknown time".into())
+                )),
+            )
+            .with_cause(
+                s.reset
+                    .map(|until| cause(target, GhError::RateLimited { until })),
+            ),
             (Some(r), Some(l)) => line(
                 "rate limit",
                 Ok(format!("{r} of {l} requests left this hour")),
@@ -141,11 +93,12 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
                 Ok("no limit reported (rate limiting off on this server)".into()),
             ),
         },
-        Err(e) => gh_line("rate limit", Err(e)),
+        Err(e) => gh_line(target, "rate limit", Err(e)),
     };
     lines.push(rate_line);
     let scope = &target.scope;
     lines.push(gh_line(
+        target,
         "list runners",
         client
             .list_runners(scope)
@@ -312,23 +265,5 @@ fn runner_group(
                 Err(e) => Err(e.to_string()),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn details_start_in_one_column_after_the_widest_name() {
-        let line = |name, ok| CheckLine {
-            name,
-            ok,
-            detail: "d".into(),
-            cause: None,
-        };
-        let text = render(&[line("credentials", true), line("scale set session", false)]);
-        assert_eq!(text, "ok   credentials       d\nFAIL scale set session d\n");
-        assert_eq!(line("rate limit", true).to_string(), "ok   rate limit    d");
     }
 }

@@ -71,22 +71,44 @@ impl GhError {
     pub fn is_transient(&self) -> bool {
         self.class() == ErrorClass::Transient
     }
+
+    /// Whether GitHub refused the credentials themselves: a 401, or a 403 other than a
+    /// rate limit (missing permission).
+    pub fn refuses_credentials(&self) -> bool {
+        matches!(
+            self,
+            GhError::Unauthorized { .. } | GhError::Forbidden { .. }
+        )
+    }
+
+    /// Whether `text`, a `GhError`'s message as the daemon recorded it (a target's
+    /// `last_error`), is one that [`refuses_credentials`](Self::refuses_credentials):
+    /// the one reading of that text, kept beside the `Display` that writes the marks
+    /// it looks for.
+    pub fn text_refuses_credentials(text: &str) -> bool {
+        text.contains(MARK_401) || text.contains(MARK_403)
+    }
 }
+
+/// What every 401 message carries, and only they.
+const MARK_401: &str = "(401)";
+/// What every refusing 403 message carries, and only they.
+const MARK_403: &str = "(403: ";
 
 impl fmt::Display for GhError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             GhError::Unauthorized { clock_hint: true } => write!(
                 f,
-                "GitHub rejected the App's JWT (401); check the host clock (it may run ahead), the app id and the private key"
+                "GitHub rejected the App's JWT {MARK_401}; check the host clock (it may run ahead), the app id and the private key"
             ),
             GhError::Unauthorized { clock_hint: false } => write!(
                 f,
-                "GitHub rejected the credentials (401); check that the token is valid and not expired, or that the App is still installed"
+                "GitHub rejected the credentials {MARK_401}; check that the token is valid and not expired, or that the App is still installed"
             ),
             GhError::Forbidden { message } => write!(
                 f,
-                "GitHub refused the request (403: {message}); give the token or App permission to manage self-hosted runners"
+                "GitHub refused the request {MARK_403}{message}); give the token or App permission to manage self-hosted runners"
             ),
             GhError::RateLimited { until } => write!(
                 f,
@@ -196,6 +218,43 @@ mod tests {
             .is_transient()
         );
         assert!(!GhError::Unauthorized { clock_hint: false }.is_transient());
+    }
+
+    #[test]
+    fn a_recorded_message_refuses_credentials_exactly_when_its_error_does() {
+        let all = [
+            GhError::Unauthorized { clock_hint: true },
+            GhError::Unauthorized { clock_hint: false },
+            GhError::Forbidden {
+                message: "Resource not accessible".into(),
+            },
+            GhError::RateLimited { until: 0 },
+            GhError::NotFound,
+            GhError::Conflict {
+                message: "taken".into(),
+            },
+            GhError::Unprocessable {
+                message: "x".into(),
+            },
+            GhError::Gone,
+            GhError::Server { status: 502 },
+            GhError::Unexpected { status: 401 },
+            GhError::Transport {
+                detail: "reset".into(),
+            },
+            GhError::Malformed { detail: "x".into() },
+            GhError::TooLarge { limit: 1 },
+            GhError::Interrupted,
+        ];
+        for e in all {
+            let refuses = matches!(e, GhError::Unauthorized { .. } | GhError::Forbidden { .. });
+            assert_eq!(e.refuses_credentials(), refuses, "{e:?}");
+            assert_eq!(
+                GhError::text_refuses_credentials(&e.to_string()),
+                refuses,
+                "{e}"
+            );
+        }
     }
 
     #[test]

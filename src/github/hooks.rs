@@ -45,24 +45,71 @@ pub struct HookJob {
     pub repo: String,
     pub name: String,
     pub labels: Vec<String>,
-    /// `queued`, `waiting`, `in_progress`, `completed` (the job's own `status`).
-    pub status: String,
+    /// The job's own `status`, read at the edge ([`HookStatus::parse`]).
+    pub status: HookStatus,
     pub created_at: Millis,
+}
+
+/// A job's `status` as a delivery says it. Stored in the book's snapshot as GitHub's
+/// word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum HookStatus {
+    /// `waiting`, `requested` or `pending`: not yet queued (a deployment's reviewers,
+    /// a concurrency group).
+    Waiting,
+    Queued,
+    InProgress,
+    /// `completed`, and any word GitHub may add: past running, never queued again.
+    Completed,
+}
+
+impl HookStatus {
+    /// GitHub's word; an unknown one is past running (it never reads as queued).
+    pub fn parse(word: &str) -> HookStatus {
+        match word {
+            "waiting" | "requested" | "pending" => HookStatus::Waiting,
+            "queued" => HookStatus::Queued,
+            "in_progress" => HookStatus::InProgress,
+            _ => HookStatus::Completed,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookStatus::Waiting => "waiting",
+            HookStatus::Queued => "queued",
+            HookStatus::InProgress => "in_progress",
+            HookStatus::Completed => "completed",
+        }
+    }
+
+    /// A job only moves forward; a delivery that arrives late never moves it back.
+    fn rank(self) -> u8 {
+        match self {
+            HookStatus::Waiting => 0,
+            HookStatus::Queued => 1,
+            HookStatus::InProgress => 2,
+            HookStatus::Completed => 3,
+        }
+    }
+}
+
+impl From<String> for HookStatus {
+    fn from(word: String) -> HookStatus {
+        HookStatus::parse(&word)
+    }
+}
+
+impl From<HookStatus> for String {
+    fn from(s: HookStatus) -> String {
+        s.as_str().to_string()
+    }
 }
 
 impl HookJob {
     fn rank(&self) -> u8 {
-        status_rank(&self.status)
-    }
-}
-
-/// A job only moves forward; a delivery that arrives late never moves it back.
-fn status_rank(status: &str) -> u8 {
-    match status {
-        "waiting" | "requested" | "pending" => 0,
-        "queued" => 1,
-        "in_progress" => 2,
-        _ => 3,
+        self.status.rank()
     }
 }
 
@@ -132,7 +179,7 @@ pub fn parse(event: Option<&str>, body: &[u8], now: Millis) -> Result<Option<Hoo
         name: w.name,
         labels: w.labels,
         // The job's own status: GitHub sends action `queued` for a job still `waiting`.
-        status: w.status.unwrap_or(p.action),
+        status: HookStatus::parse(w.status.as_deref().unwrap_or(&p.action)),
         created_at,
     }))
 }
@@ -260,7 +307,7 @@ impl HookBook {
         let jobs: Vec<QueuedJob> = entry
             .jobs
             .values()
-            .filter(|j| j.status == "queued")
+            .filter(|j| j.status == HookStatus::Queued)
             .map(|j| QueuedJob {
                 id: j.id,
                 run_id: j.run_id,
@@ -358,7 +405,7 @@ mod tests {
             repo: "o/r".into(),
             name: format!("j{id}"),
             labels: vec!["self-hosted".into()],
-            status: status.into(),
+            status: HookStatus::parse(status),
             created_at: 1,
         }
     }
@@ -371,7 +418,7 @@ mod tests {
             .collect();
         assert_eq!(parsed.len(), 8);
         let queued = &parsed[5];
-        assert_eq!(queued.status, "queued");
+        assert_eq!(queued.status, HookStatus::Queued);
         assert_eq!((queued.id, queued.run_id), (289782451, 2202229078));
         assert_eq!(queued.repo, "Codertocat/Hello-World");
         assert_eq!(queued.labels, vec!["ubuntu-latest".to_string()]);
@@ -380,14 +427,14 @@ mod tests {
             parse_rfc3339("2021-09-13T02:21:13Z").unwrap()
         );
         // Action `queued` for a job still waiting on its environment: it is waiting.
-        assert_eq!(parsed[6].status, "waiting");
+        assert_eq!(parsed[6].status, HookStatus::Waiting);
         assert_eq!(parsed[6].labels, vec!["self-hosted", "k8s"]);
         // No created_at in this one: its started_at stands in.
         assert_eq!(
             parsed[0].created_at,
             parse_rfc3339("2021-06-15T19:22:27Z").unwrap()
         );
-        assert_eq!(parsed[1].status, "completed");
+        assert_eq!(parsed[1].status, HookStatus::Completed);
     }
 
     #[test]
@@ -449,7 +496,10 @@ mod tests {
         assert_eq!(b.answer("o/r", 9, false, 200), Answer::Jobs(vec![]));
         b.record(job(1, 9, "completed"), 102);
         b.record(job(1, 9, "in_progress"), 103);
-        assert_eq!(b.runs[&key("o/r", 9)].jobs[&1].status, "completed");
+        assert_eq!(
+            b.runs[&key("o/r", 9)].jobs[&1].status,
+            HookStatus::Completed
+        );
     }
 
     #[test]
@@ -502,6 +552,29 @@ mod tests {
         b.record(job(3, 7, "completed"), 0);
         assert_eq!(b.loss_seen, Some(0));
         assert_eq!(b.answer("o/r", 9, true, STALE_LOSSY_MS), Answer::Read);
+    }
+
+    #[test]
+    fn a_status_is_read_once_ranked_and_kept_as_githubs_word() {
+        use HookStatus::*;
+        let read = |w: &str| HookStatus::parse(w);
+        assert_eq!(read("requested"), Waiting);
+        assert_eq!(read("pending"), Waiting);
+        assert_eq!(read("queued"), Queued);
+        assert_eq!(read("in_progress"), InProgress);
+        assert_eq!(read("a word GitHub adds"), Completed);
+        assert!(Waiting.rank() < Queued.rank() && Queued.rank() < InProgress.rank());
+        assert!(InProgress.rank() < Completed.rank());
+        for s in [Waiting, Queued, InProgress, Completed] {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+            assert_eq!(serde_json::from_str::<HookStatus>(&json).unwrap(), s);
+        }
+        // A snapshot written before the status was typed reads back.
+        assert_eq!(
+            serde_json::from_str::<HookStatus>("\"requested\"").unwrap(),
+            Waiting
+        );
     }
 
     #[test]

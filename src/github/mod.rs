@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod check;
+pub mod check_line;
 pub mod client;
 pub mod endpoint;
 pub mod error;
@@ -21,7 +22,8 @@ mod types;
 pub mod visibility;
 
 pub use auth::{Credential, InstallationToken, load_credential, load_credential_with};
-pub use check::{CheckLine, CheckOptions, check_target};
+pub use check::{CheckOptions, check_target};
+pub use check_line::CheckLine;
 pub use client::{ClientConfig, ClientStats, GitHubClient, Observer};
 pub use error::{AuthError, ErrorClass, GhError};
 pub use inflight::{InFlight, InFlightUsage};

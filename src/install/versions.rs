@@ -4,32 +4,12 @@
 //! versions may be removed given what live attempts' roots still link to.
 
 use super::compare_versions;
-use crate::domain::validate::Invalid;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Whether `v` reads as a runner version: 2 to 4 dot-separated numbers (`2.330.0`).
-pub fn is_version(v: &str) -> bool {
-    let parts: Vec<&str> = v.split('.').collect();
-    v.len() <= 32
-        && (2..=4).contains(&parts.len())
-        && parts
-            .iter()
-            .all(|p| !p.is_empty() && p.len() <= 9 && p.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// `runner_version=`: `latest` (or empty) follows the newest release; a version pins it.
-pub fn parse_pin(key: &str, value: &str) -> Result<Option<String>, Invalid> {
-    match value {
-        "" | "latest" => Ok(None),
-        v if is_version(v) => Ok(Some(v.to_string())),
-        v => Err(Invalid::new(
-            key,
-            format!("expected latest or a runner version like 2.330.0 (got {v:?})"),
-        )),
-    }
-}
+/// A version and a pin are read by the domain's rule (`host set` checks it there).
+pub use crate::domain::validate::{is_version, runner_version as parse_pin};
 
 /// The version an install should switch to, or `None` to keep what it has. A pin is
 /// followed either way (down too: the operator asked for it); without one the newest

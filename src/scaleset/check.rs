@@ -46,11 +46,11 @@ pub fn session_lines(
                     r.session.describe(now),
                 ),
             };
-            CheckLine {
-                name: SESSION_CHECK,
-                ok,
-                detail: format!("profile {}: {said}", p.name),
-                cause: None,
+            let detail = format!("profile {}: {said}", p.name);
+            if ok {
+                CheckLine::ok(SESSION_CHECK, detail)
+            } else {
+                CheckLine::failed(SESSION_CHECK, detail)
             }
         })
         .collect()
@@ -100,21 +100,11 @@ pub fn check_profiles(client: &ScaleSetClient, profiles: &[&ScalePolicy]) -> Vec
 }
 
 fn pass(name: &'static str, detail: String) -> CheckLine {
-    CheckLine {
-        name,
-        ok: true,
-        detail,
-        cause: None,
-    }
+    CheckLine::ok(name, detail)
 }
 
 fn fail(name: &'static str, detail: String) -> CheckLine {
-    CheckLine {
-        name,
-        ok: false,
-        detail,
-        cause: None,
-    }
+    CheckLine::failed(name, detail)
 }
 
 fn profile_line(client: &ScaleSetClient, p: &ScalePolicy) -> CheckLine {
@@ -194,12 +184,12 @@ mod tests {
         let lines = session_lines(&profiles, &rows, true, NOW);
         let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
         assert_eq!(lines.len(), 2, "{text:?}");
-        assert!(lines[0].ok, "{text:?}");
+        assert!(lines[0].passed(), "{text:?}");
         assert_eq!(
             lines[0].detail,
             "profile ss: held for 1m05s, last message none, last poll 2s ago"
         );
-        assert!(!lines[1].ok);
+        assert!(!lines[1].passed());
         assert_eq!(
             lines[1].detail,
             "profile other: conflict: another listener holds it (owner x@y); next try in 9s"
@@ -213,7 +203,7 @@ mod tests {
         };
         let lines = session_lines(&[&ss], &[row("ss", blip)], true, NOW);
         assert!(
-            lines[0].ok && lines[0].detail.contains("last poll failed"),
+            lines[0].passed() && lines[0].detail.contains("last poll failed"),
             "{}",
             lines[0]
         );
@@ -222,12 +212,12 @@ mod tests {
         assert!(
             lines
                 .iter()
-                .all(|l| l.ok && l.detail.contains("not running"))
+                .all(|l| l.passed() && l.detail.contains("not running"))
         );
         // A daemon with no row for the profile (directed, or not started yet).
         let lines = session_lines(&[&ss], &[], true, NOW);
         assert!(
-            lines[0].ok && lines[0].detail.contains("no listener"),
+            lines[0].passed() && lines[0].detail.contains("no listener"),
             "{}",
             lines[0]
         );

@@ -221,10 +221,28 @@ impl Credential {
 /// The prefix the daemon gives its target error when it cannot load the credential.
 pub const DAEMON_CREDENTIAL_ERROR: &str = "credentials: ";
 
-/// Whether a target's last error is GitHub refusing the credential: a 401, or a 403
-/// other than a rate limit (the words of `github::GhError`'s messages).
-pub fn refused(last_error: &str) -> bool {
-    last_error.contains("(401)") || last_error.contains("(403:")
+/// A target's last error as the daemon recorded it, read once, where it is read from
+/// the store: what it says of the credential decides `service status`'s word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LastError {
+    /// The daemon could not load the credential (its `credentials: ` errors).
+    CredentialUnreadable(String),
+    /// GitHub refused the credential (`GhError::refuses_credentials`).
+    CredentialRefused(String),
+    /// Anything else (a rate limit, a network error): nothing about the credential.
+    Other(String),
+}
+
+impl LastError {
+    pub fn read(text: &str) -> LastError {
+        if let Some(rest) = text.strip_prefix(DAEMON_CREDENTIAL_ERROR) {
+            LastError::CredentialUnreadable(rest.to_string())
+        } else if crate::github::GhError::text_refuses_credentials(text) {
+            LastError::CredentialRefused(text.to_string())
+        } else {
+            LastError::Other(text.to_string())
+        }
+    }
 }
 
 /// The pure judgement of a credential: `loaded` is what loading it here gave (`None`
@@ -233,18 +251,17 @@ pub fn refused(last_error: &str) -> bool {
 pub fn credential(
     loaded: Option<Result<(), String>>,
     env_var: Option<&str>,
-    last_error: Option<&str>,
+    last_error: Option<&LastError>,
 ) -> Credential {
     if let Some(Err(e)) = loaded {
         return Credential::Unreadable(e);
     }
-    if let Some(e) = last_error {
-        if let Some(rest) = e.strip_prefix(DAEMON_CREDENTIAL_ERROR) {
+    match last_error {
+        Some(LastError::CredentialUnreadable(rest)) => {
             return Credential::Unreadable(format!("the daemon could not load it: {rest}"));
         }
-        if refused(e) {
-            return Credential::Refused(e.to_string());
-        }
+        Some(LastError::CredentialRefused(e)) => return Credential::Refused(e.clone()),
+        Some(LastError::Other(_)) | None => {}
     }
     match (loaded, env_var) {
         (None, Some(v)) => Credential::NotChecked(format!(
@@ -334,21 +351,21 @@ mod tests {
         for e in [&e401, &jwt, &e403] {
             assert!(
                 matches!(
-                    credential(Some(Ok(())), None, Some(e)),
+                    credential(Some(Ok(())), None, Some(&LastError::read(e))),
                     Credential::Refused(_)
                 ),
                 "{e}"
             );
         }
         assert_eq!(
-            credential(Some(Ok(())), None, Some(&limit)),
+            credential(Some(Ok(())), None, Some(&LastError::read(&limit))),
             Credential::Readable
         );
         assert_eq!(
             credential(
                 Some(Err("token file /t: not found".into())),
                 None,
-                Some(&e401)
+                Some(&LastError::read(&e401))
             ),
             Credential::Unreadable("token file /t: not found".into())
         );
@@ -356,7 +373,7 @@ mod tests {
             credential(
                 None,
                 Some("GH_TOKEN"),
-                Some("credentials: $GH_TOKEN is not set")
+                Some(&LastError::read("credentials: $GH_TOKEN is not set"))
             )
             .word(),
             "unreadable"
@@ -366,7 +383,7 @@ mod tests {
             "not checked"
         );
         assert_eq!(
-            credential(None, Some("GH_TOKEN"), Some(&e401)).word(),
+            credential(None, Some("GH_TOKEN"), Some(&LastError::read(&e401))).word(),
             "refused"
         );
         assert_eq!(credential(Some(Ok(())), None, None), Credential::Readable);

@@ -63,6 +63,25 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
     host(c)?.ok_or_else(|| rows::bad("host", "vanished after insert"))
 }
 
+/// The host row and the key-value rows kept beside it (`None` deletes one), in one
+/// transaction: an edit is written whole or not at all.
+pub fn update_host_settings(
+    c: &Connection,
+    h: &Host,
+    beside: &[(&str, Option<&str>)],
+) -> Result<()> {
+    let tx = rows::write_tx(c)?;
+    update_host(&tx, h)?;
+    for (key, value) in beside {
+        match value {
+            Some(v) => super::live::kv_put(&tx, key, v)?,
+            None => super::live::kv_delete(&tx, key)?,
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
 pub fn update_host(c: &Connection, h: &Host) -> Result<()> {
     let n = c.execute(
         "UPDATE host SET capacity = ?1, coordinator = ?2, coordinator_token_file = ?3, \

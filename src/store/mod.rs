@@ -19,7 +19,9 @@ mod sqlite;
 mod upkeep;
 
 pub use coordinator::{CoordHostRow, CoordJobRow};
-pub use edit::{EditError, check_runner_dir, edit_host, edit_profile};
+pub use edit::{
+    EditError, HostEdit, HostProbe, check_runner_dir, edit_host, edit_profile, read_host_settings,
+};
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;
@@ -185,6 +187,9 @@ pub trait Store {
     /// Writes the host's editable fields: capacity, draining, coordinator and its token
     /// file. The id, name, OS and arch stay as created.
     fn update_host(&self, host: &Host) -> Result<()>;
+    /// Writes the host as `update_host` does and the key-value rows kept beside it
+    /// (`None` deletes one), in one transaction.
+    fn update_host_settings(&self, host: &Host, beside: &[(&str, Option<&str>)]) -> Result<()>;
     /// Sets only the draining flag (so `drain` never races with `host set`).
     fn set_draining(&self, draining: bool) -> Result<()>;
 

@@ -270,22 +270,15 @@ fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
     })
 }
 
-/// 16 lowercase hex digits from the kernel's random source.
+/// 16 lowercase hex digits from the kernel's random source (`random::fill`:
+/// getrandom(2) first, so the static binary works in an empty chroot or a minimal
+/// container; .ci/static-check runs `status` in one).
 fn random_host_id() -> Result<String> {
     let mut b = [0u8; 8];
-    // getrandom(2) (through ring) first: it needs no /dev, so the static binary works in
-    // an empty chroot or a minimal container (.ci/static-check runs `status` in one).
-    use ring::rand::SecureRandom;
-    if ring::rand::SystemRandom::new().fill(&mut b).is_ok() {
-        return Ok(b.iter().map(|x| format!("{x:02x}")).collect());
-    }
-    let path = Path::new("/dev/urandom");
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|source| StoreError::Io {
-            path: path.into(),
-            source,
-        })?;
+    crate::random::fill(&mut b).map_err(|source| StoreError::Io {
+        path: Path::new("getrandom(2)").into(),
+        source,
+    })?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
@@ -298,6 +291,9 @@ impl Store for SqliteStore {
     }
     fn update_host(&self, host: &Host) -> Result<()> {
         self.wrap(config::update_host(&self.conn, host))
+    }
+    fn update_host_settings(&self, host: &Host, beside: &[(&str, Option<&str>)]) -> Result<()> {
+        self.wrap(config::update_host_settings(&self.conn, host, beside))
     }
     fn set_draining(&self, draining: bool) -> Result<()> {
         self.wrap(config::set_draining(&self.conn, draining))

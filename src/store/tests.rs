@@ -46,7 +46,7 @@ fn target(name: &str) -> Target {
     }
 }
 
-fn seeded() -> (SqliteStore, Host, ScalePolicy) {
+pub(super) fn seeded() -> (SqliteStore, Host, ScalePolicy) {
     let s = SqliteStore::open_in_memory().unwrap();
     let h = s.host_or_create().unwrap();
     s.add_target(&target("octo")).unwrap();
@@ -58,7 +58,7 @@ fn seeded() -> (SqliteStore, Host, ScalePolicy) {
     (s, h, p)
 }
 
-fn new_attempt(h: &Host, profile: &str) -> NewAttempt {
+pub(super) fn new_attempt(h: &Host, profile: &str) -> NewAttempt {
     NewAttempt {
         profile: profile.into(),
         target: "octo".into(),

@@ -108,7 +108,7 @@ pub enum Done {
 
 /// Carries out one action. A refusal is a message for the operator, never a panic or
 /// an exit: `top` keeps running and reloads.
-pub fn apply(store: &dyn Store, action: &Action) -> Done {
+pub fn apply(store: &dyn Store, action: &Action, probe: &dyn crate::store::HostProbe) -> Done {
     let result = match action {
         Action::SetDraining(d) => store
             .set_draining(*d)
@@ -126,8 +126,8 @@ pub fn apply(store: &dyn Store, action: &Action) -> Done {
             setting,
         } => edit(store, profile, Change::Setting(setting.clone()), *revision)
             .map(|rev| format!("profile {profile} {setting} (revision {rev})")),
-        Action::SetHost { key, value } => crate::store::edit_host(store, key, value)
-            .map(|h| format!("host {} {key}={value}", h.name))
+        Action::SetHost { key, value } => crate::store::edit_host(store, &[(key, value)], probe)
+            .map(|e| format!("host {} {key}={value}", e.after.host.name))
             .map_err(Refusal::Edit),
         Action::SetActive {
             profile,

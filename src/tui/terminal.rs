@@ -463,7 +463,10 @@ fn perform_in(
             });
         }
         Request::Run(action) => {
-            let done = actions::apply(stores.main, &action);
+            let probe = crate::daemon::host_probe::Probe {
+                state_dir: state_dir.to_path_buf(),
+            };
+            let done = actions::apply(stores.main, &action, &probe);
             app.done(done);
             refresh_in(app, stores, state_dir, true, now);
         }

@@ -7,6 +7,7 @@ mod demo;
 mod exits;
 mod golden;
 mod help;
+mod host_set;
 mod man;
 mod man8;
 mod once;

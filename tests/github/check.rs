@@ -27,7 +27,7 @@ fn a_healthy_private_repository_passes_every_check() {
     let t = repo_target(&r.url());
     let (c, _) = pat_client(&r.url());
     let lines = check_target(&t, &c, &CheckOptions::default());
-    let names: Vec<&str> = lines.iter().map(|l| l.name).collect();
+    let names: Vec<&str> = lines.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(
         names,
         [
@@ -39,7 +39,7 @@ fn a_healthy_private_repository_passes_every_check() {
             "runner group"
         ]
     );
-    assert!(lines.iter().all(|l| l.ok), "{lines:#?}");
+    assert!(lines.iter().all(|l| l.passed()), "{lines:#?}");
     assert!(lines[1].detail.contains("4999 of 5000"));
     let reqs = r.requests();
     let probe: serde_json::Value = serde_json::from_slice(&reqs[3].body).unwrap();
@@ -78,7 +78,7 @@ fn a_public_repository_is_refused_unless_allowed_and_bad_credentials_stop_early(
     let (c, _) = pat_client(&r.url());
     let lines = check_target(&t, &c, &CheckOptions::default());
     let vis = lines.iter().find(|l| l.name == "visibility").unwrap();
-    assert!(!vis.ok);
+    assert!(!vis.passed());
     assert!(vis.to_string().starts_with("FAIL visibility"), "{vis}");
     assert!(vis.detail.contains("allow_public=true"));
 
@@ -89,13 +89,13 @@ fn a_public_repository_is_refused_unless_allowed_and_bad_credentials_stop_early(
         runner_group: None,
     };
     let lines = check_target(&repo_target(&r.url()), &c, &opts);
-    assert!(lines.iter().all(|l| l.ok), "{lines:#?}");
+    assert!(lines.iter().all(|l| l.passed()), "{lines:#?}");
 
     let r = Responder::start(vec![status(401, "Bad credentials")]);
     let (c, _) = pat_client(&r.url());
     let lines = check_target(&repo_target(&r.url()), &c, &CheckOptions::default());
     assert_eq!(lines.len(), 1);
-    assert!(!lines[0].ok && lines[0].detail.contains("401"));
+    assert!(!lines[0].passed() && lines[0].detail.contains("401"));
 }
 
 #[test]
@@ -119,10 +119,10 @@ fn an_org_target_resolves_its_group_and_reports_a_missing_jit_endpoint() {
     };
     let lines = check_target(&t, &c, &opts);
     let by = |n: &str| lines.iter().find(|l| l.name == n).unwrap().clone();
-    assert!(!by("jit endpoint").ok);
+    assert!(!by("jit endpoint").passed());
     assert!(by("jit endpoint").detail.contains("3.10"));
-    assert!(by("visibility").ok);
-    assert!(!by("runner group").ok);
+    assert!(by("visibility").passed());
+    assert!(!by("runner group").passed());
     assert!(
         by("runner group")
             .detail

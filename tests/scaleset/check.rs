@@ -22,7 +22,7 @@ fn each_scale_set_profile_gets_a_line_and_nothing_is_created() {
     );
     let lines = check_profiles(&e.client, &[&ss, &polled]);
     assert_eq!(lines.len(), 1, "{lines:#?}");
-    assert!(lines[0].ok, "{lines:#?}");
+    assert!(lines[0].passed(), "{lines:#?}");
     assert_eq!(lines[0].name, "scale set");
     assert!(lines[0].detail.contains("not created yet"), "{lines:#?}");
     assert!(
@@ -32,7 +32,7 @@ fn each_scale_set_profile_gets_a_line_and_nothing_is_created() {
 
     let set = e.client.ensure_scale_set(&spec("ss")).unwrap();
     let lines = check_profiles(&e.client, &[&ss]);
-    assert!(lines[0].ok, "{lines:#?}");
+    assert!(lines[0].passed(), "{lines:#?}");
     assert!(
         lines[0].detail.contains(&format!("exists (id {}", set.id)),
         "{lines:#?}"
@@ -49,7 +49,7 @@ fn an_unreachable_service_and_a_missing_runner_group_fail() {
     let mut named = profile("ss", DemandSource::Scaleset);
     named.runner_group = Some("no-such-group".into());
     let lines = check_profiles(&e.client, &[&named]);
-    assert!(!lines[0].ok, "{lines:#?}");
+    assert!(!lines[0].passed(), "{lines:#?}");
     assert!(
         lines[0].detail.contains("no runner group named"),
         "{lines:#?}"
@@ -66,7 +66,7 @@ fn an_unreachable_service_and_a_missing_runner_group_fail() {
     let ss = profile("ss", DemandSource::Scaleset);
     let lines = check_profiles(&client, &[&ss]);
     assert_eq!(lines.len(), 1);
-    assert!(!lines[0].ok, "{lines:#?}");
+    assert!(!lines[0].passed(), "{lines:#?}");
     assert!(
         lines[0].detail.contains("cannot be reached for ss"),
         "{lines:#?}"

@@ -111,7 +111,10 @@ fn scenes() -> Vec<(&'static str, Setup)> {
                 let Request::Run(action) = r else {
                     panic!("{r:?}")
                 };
-                a.done(runner_manager::tui::actions::apply(&store, &action));
+                let probe = runner_manager::daemon::host_probe::Probe {
+                    state_dir: std::env::temp_dir(),
+                };
+                a.done(runner_manager::tui::actions::apply(&store, &action, &probe));
             }),
         ),
         ("help", Box::new(|a: &mut App| press(a, &[Char('?')]))),
