@@ -6,6 +6,7 @@ use super::check_line::{Cause, CheckLine};
 use super::client::{Call, GitHubClient};
 use super::error::GhError;
 use super::ops::{DEFAULT_RUNNER_GROUP_ID, Deleted, jit_body};
+use crate::domain::runner_group::{GroupIds, RunnerGroup};
 use crate::domain::{Target, TargetScope};
 use crate::timefmt::format_rfc3339;
 
@@ -226,17 +227,18 @@ fn runner_group(
     scope: &TargetScope,
     group: Option<&str>,
 ) -> Result<String, String> {
-    match (scope, group) {
-        (TargetScope::Repo { .. }, None) => Ok("Default (id 1) for a repository runner".into()),
-        (TargetScope::Repo { .. }, Some(g)) if g == "1" || g.eq_ignore_ascii_case("default") => {
+    // The one rule (`domain::runner_group`): none, `1` and `Default` are the Default
+    // group, a number is that id, anything else a name to look up.
+    match (scope, RunnerGroup::of(group)) {
+        (TargetScope::Repo { .. }, RunnerGroup::Default) => {
             Ok("Default (id 1) for a repository runner".into())
         }
-        (TargetScope::Repo { .. }, Some(g)) => Err(format!(
-            "repository runners join the Default group only; remove group {g} from the profile or use an organization target"
+        (TargetScope::Repo { .. }, _) => Err(format!(
+            "repository runners join the Default group only; remove group {} from the profile or use an organization target",
+            group.unwrap_or_default()
         )),
         (TargetScope::Org { org }, g) => {
-            let name = g.unwrap_or("Default");
-            if let Ok(id) = name.parse::<i64>() {
+            if let Some(id) = g.known_id() {
                 // A numeric group: prove it exists by listing groups.
                 let groups = client
                     .get_pages(
@@ -257,7 +259,9 @@ fn runner_group(
                     ))
                 };
             }
-            match client.runner_group_id_by_name(org, name) {
+            let name = group.unwrap_or_default();
+            let found = GroupIds::default().resolve(g, |n| client.runner_group_id_by_name(org, n));
+            match found {
                 Ok(Some(id)) => Ok(format!("{name} resolves to id {id}")),
                 Ok(None) => Err(format!(
                     "{org} has no runner group named {name}; create it or fix the profile's group"

@@ -6,7 +6,7 @@
 //! ([`session_lines`]).
 
 use super::client::ScaleSetClient;
-use crate::domain::{DEFAULT_RUNNER_GROUP_ID, RunnerGroup};
+use crate::domain::runner_group::GroupIds;
 use crate::domain::{DemandSource, ScalePolicy, Target};
 use crate::github::{CheckLine, GitHubClient, load_credential};
 use crate::store::SessionStatus;
@@ -108,18 +108,20 @@ fn fail(name: &'static str, detail: String) -> CheckLine {
 }
 
 fn profile_line(client: &ScaleSetClient, p: &ScalePolicy) -> CheckLine {
-    let group = match p.runner_group_ref() {
-        RunnerGroup::Name(name) => match client.runner_group_by_name(name) {
-            Ok(Some(g)) => g.id,
-            Ok(None) => {
-                return fail(
-                    "scale set",
-                    format!("profile {}: no runner group named {name:?}", p.name),
-                );
-            }
-            Err(e) => return fail("scale set", format!("profile {}: {e}", p.name)),
-        },
-        known => known.known_id().unwrap_or(DEFAULT_RUNNER_GROUP_ID),
+    // The one rule (`domain::runner_group`), through the scale set service.
+    let found = GroupIds::default().resolve(p.runner_group_ref(), |name| {
+        client.runner_group_by_name(name).map(|g| g.map(|g| g.id))
+    });
+    let group = match found {
+        Ok(Some(id)) => id,
+        Ok(None) => {
+            let name = p.runner_group.as_deref().unwrap_or_default();
+            return fail(
+                "scale set",
+                format!("profile {}: no runner group named {name:?}", p.name),
+            );
+        }
+        Err(e) => return fail("scale set", format!("profile {}: {e}", p.name)),
     };
     match client.scale_set_by_name(group, &p.name) {
         Ok(Some(s)) => pass(
