@@ -167,11 +167,20 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
         }
     }
     now.sort_by_key(|e| e.level);
-    let mut past: Vec<Event> = snap.attempts.iter().flat_map(attempt_events).collect();
-    past.sort_by(|a, b| b.at.cmp(&a.at).then(a.level.cmp(&b.level)));
-    now.extend(past);
+    now.extend(newest_first(
+        snap.attempts.iter().flat_map(attempt_events).collect(),
+    ));
     now.truncate(MAX_EVENTS);
     now
+}
+
+/// Attempts' events newest first; within one millisecond (a runner that went idle and
+/// took a job at once), the later step first, since each attempt's events come in the
+/// order they happened.
+fn newest_first(past: Vec<Event>) -> Vec<Event> {
+    let mut past: Vec<(usize, Event)> = past.into_iter().enumerate().collect();
+    past.sort_by(|(i, a), (j, b)| b.at.cmp(&a.at).then(j.cmp(i)));
+    past.into_iter().map(|(_, e)| e).collect()
 }
 
 /// An attempt's steps, and its end with the remedy if it failed.
@@ -406,6 +415,19 @@ mod tests {
             "runner-manager profile set linux memory_max=SIZE (a larger one)"
         );
         assert!(remedy(&failed("exited_during_job (exit 1)")).contains("attempt show 7"));
+    }
+
+    #[test]
+    fn steps_of_one_millisecond_are_listed_newest_first_too() {
+        let mut a = Attempt::new(57, "linux", "octo", "h", 1_000);
+        a.step(AttemptState::Starting, 2_000).unwrap();
+        a.step(AttemptState::Idle, 3_000).unwrap();
+        a.step(AttemptState::Busy, 3_000).unwrap();
+        let texts: Vec<String> = newest_first(attempt_events(&a))
+            .into_iter()
+            .map(|e| e.text)
+            .collect();
+        assert_eq!(texts, ["busy", "idle", "starting", "asked for"]);
     }
 
     #[test]
