@@ -32,6 +32,11 @@ use std::time::{Duration, Instant};
 
 pub const API_VERSION: &str = "2022-11-28";
 pub const USER_AGENT: &str = concat!("runner-manager/", env!("CARGO_PKG_VERSION"));
+/// Each pooled connection's read buffer: a response's head must fit (GitHub's are a
+/// few kB; ureq refuses a head over 64 kB anyway), the body streams through it.
+const INPUT_BUFFER: usize = 64 * 1024;
+/// Each pooled connection's write buffer: a request's head, and its body in chunks.
+const OUTPUT_BUFFER: usize = 16 * 1024;
 
 /// Transport settings. The defaults suit GitHub; tests shorten them.
 #[derive(Debug, Clone)]
@@ -241,6 +246,12 @@ impl GitHubClient {
             // GitHub redirects renamed repositories; ureq drops Authorization on a
             // redirect to another host by default.
             .max_redirects(3)
+            // A pooled connection keeps both buffers, touched whole, as long as it
+            // lives: ureq's 128 kB each were a quarter of an idle target's memory
+            // (issue 32). GitHub's response heads are a few kB and bodies stream
+            // through; our requests are smaller still.
+            .input_buffer_size(INPUT_BUFFER)
+            .output_buffer_size(OUTPUT_BUFFER)
             .build()
             .new_agent();
         let base = target.api_url.trim_end_matches('/').to_string();
