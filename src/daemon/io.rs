@@ -353,6 +353,7 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
         count: &c.live,
         counted: true,
     };
+    let _trim = super::quiet::TrimOnExit;
     let store = match SqliteStore::open(&c.shared.state_dir) {
         Ok(s) => s,
         Err(e) => {

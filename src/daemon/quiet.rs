@@ -3,7 +3,8 @@
 //! [`LAST_WORKER_QUIET`], so a quiet target holds no worker thread and no worker store
 //! connection between its polls (each connection's page cache, schema and statements,
 //! and each thread's touched stack, were most of an idle target's memory:
-//! BENCHMARKS.md, "Idle memory"). The next task starts a worker again.
+//! BENCHMARKS.md, "Idle memory"). The next task starts a worker again; a worker that
+//! ends gives its freed memory back at once ([`TrimOnExit`]).
 
 use std::time::Duration;
 
@@ -18,6 +19,18 @@ pub fn worker_wait(live: usize, idle_retire: Duration) -> Duration {
         idle_retire.min(LAST_WORKER_QUIET)
     } else {
         idle_retire
+    }
+}
+
+/// Held by a worker from before it opens its store connection: when the worker ends,
+/// after the connection has closed, malloc's free pages go back to the kernel
+/// ([`crate::alloc::trim`]), or the connection's page cache and statements would stay
+/// in the daemon's RSS until the next minute's trim.
+pub struct TrimOnExit;
+
+impl Drop for TrimOnExit {
+    fn drop(&mut self) {
+        crate::alloc::trim();
     }
 }
 
