@@ -11,7 +11,7 @@
 //! reclaims them first under pressure, and code that runs again maps them back at the
 //! cost of a minor fault. An idle pass maps back about 6 MB within its first tenth of
 //! a second (its code is spread as widely), so what stays given back is the code only
-//! start-up ran, about 1 MB (BENCHMARKS.md, "Idle memory").
+//! start-up ran, 0.2 to 1 MB (BENCHMARKS.md, "Idle memory").
 //! A mapping with any page of its own (`Anonymous` above 0: relocated data made
 //! read-only, RELRO) is never touched, since dropping it would lose what was written.
 
