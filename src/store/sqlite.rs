@@ -85,11 +85,10 @@ impl SqliteStore {
     fn setup(conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Memory per connection, of which an idle daemon holds one per target loop
-        // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection),
-        // and at most 512 kB of cached pages instead of 2 MB; a page read past that
-        // comes from the kernel's page cache.
+        // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection;
+        // only before the first statement), and at most 512 kB of cached pages instead
+        // of 2 MB (below); a page read past that comes from the kernel's page cache.
         no_lookaside(&conn);
-        conn.execute_batch("PRAGMA cache_size = -512")?;
         // Inspect before writing anything: a foreign or damaged file must stay as it is.
         let found = schema::inspect(&conn, &path)?;
         let classify = |e: rusqlite::Error| schema::classify_open_error(e, &path);
@@ -122,6 +121,8 @@ impl SqliteStore {
                 .map_err(classify)?;
         }
         conn.execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(classify)?;
+        conn.execute_batch("PRAGMA cache_size = -512")
             .map_err(classify)?;
         let behind = match found {
             Found::Empty => true,
