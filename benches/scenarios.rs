@@ -10,13 +10,13 @@
 //! unless scenarios are named. Asserts no timing: it fails only when a scenario cannot
 //! complete.
 
+#[path = "scenarios/idle.rs"]
+mod idle;
 #[path = "support/mod.rs"]
 mod support;
 
 use runner_manager::demo::{World, stop_child};
-use runner_manager::domain::{
-    AttemptState, CredentialRef, DemandSource, ScalePolicy, Target, TargetScope,
-};
+use runner_manager::domain::{AttemptState, DemandSource};
 use runner_manager::sim::JobStatus;
 use runner_manager::store::{AttemptFilter, HistorySeed, SqliteStore, Store};
 use runner_manager::timefmt::{Millis, now_millis};
@@ -202,7 +202,7 @@ fn main() {
             "steady" => steady(cfg),
             "burst" => burst(cfg, BurstKind::Large),
             "burst60" => burst(cfg, BurstKind::Sixty),
-            "idle" => idle(cfg),
+            "idle" => idle::idle(cfg),
             "history" => history(cfg),
             "scaleset" => scaleset(cfg),
             "budget" => budget(cfg),
@@ -807,124 +807,6 @@ fn scaleset(cfg: Cfg) -> Result<Vec<Row>, String> {
 
 fn a_p99(o: &Outcome) -> i64 {
     pcts(&o.to_spawn).1
-}
-
-/// Ten repository targets, nothing queued: what waiting costs.
-fn idle(cfg: Cfg) -> Result<Vec<Row>, String> {
-    let (warm, window) = match cfg.size {
-        // CI's: two polls measured after one, enough to see an idle poll costs 0.
-        Size::Small => (5, 12),
-        Size::Default => (10, 60),
-        Size::Long => (10, 600),
-    };
-    const TARGETS: usize = 10;
-    const POLL: u64 = 5;
-    println!(
-        "idle: {TARGETS} repository targets, nothing queued, poll {POLL} s; measured over {window} s after {warm} s, extrapolated to an hour; fixed pool of {TARGETS} (one per target)"
-    );
-    let scn = cfg.scenario("idle");
-    let hour = 3600.0 / window as f64;
-
-    // Ours: the daemon with ten targets.
-    let w = support::world_at(cfg.distance, POLL, 4, 8, 5);
-    add_idle_targets(&w, TARGETS - 1)?;
-    let mut d = w.spawn_daemon(&w.state_dir.join("daemon.log"))?;
-    let pid = d.id() as i32;
-    std::thread::sleep(Duration::from_secs(warm));
-    let (u0, c0) = (units(&w.sim), proc::usage(pid).map_or(0, |u| u.cpu_ticks));
-    std::thread::sleep(Duration::from_secs(window));
-    let usage = proc::usage(pid).unwrap_or_default();
-    let ours_units = (units(&w.sim) - u0) as f64 * hour;
-    let cpu_pct = proc::cpu_secs(usage.cpu_ticks - c0) / window as f64 * 100.0;
-    let polls = w.sim.count("GET", "/repos/{owner}/{repo}/actions/runs");
-    stop_child(&mut d, Duration::from_secs(20));
-    support::discard(w);
-    if polls == 0 {
-        return Err("the daemon never polled".into());
-    }
-
-    // The naive poller, one per target.
-    let w = support::world_at(cfg.distance, POLL, 4, 8, 5);
-    let mut running = Vec::new();
-    for i in 0..TARGETS {
-        let mut env = baseline::env_for(&w, &format!("naive-{i}"));
-        env.repo = idle_repo(&w, i);
-        running.push(baseline::naive(env, Duration::from_secs(POLL)));
-    }
-    std::thread::sleep(Duration::from_secs(warm));
-    let u0 = units(&w.sim);
-    std::thread::sleep(Duration::from_secs(window));
-    let naive_units = (units(&w.sim) - u0) as f64 * hour;
-    running.into_iter().for_each(|r| {
-        r.finish();
-    });
-    support::discard(w);
-
-    // A fixed pool of one runner per target.
-    let w = support::world_at(cfg.distance, POLL, 4, 8, 5);
-    let p = baseline::pool(baseline::env_for(&w, "pool"), TARGETS);
-    std::thread::sleep(Duration::from_secs(warm));
-    let u0 = units(&w.sim);
-    let sampler = Sampler::start(&w.sim, None, Duration::from_millis(200));
-    std::thread::sleep(Duration::from_secs(window));
-    let pool_idle = sampler.finish().idle_runner_secs * hour;
-    let pool_units = (units(&w.sim) - u0) as f64 * hour;
-    p.finish();
-    support::discard(w);
-
-    Ok(vec![
-        Row::new(&scn, "rate-limit units per idle hour", "units/h")
-            .ours(ours_units)
-            .naive(naive_units)
-            .pool(pool_units),
-        Row::new(&scn, "idle runner time per hour", "runner-s/h")
-            .ours(0.0)
-            .pool(pool_idle),
-        Row::new(&scn, "daemon RSS", "MB").ours(usage.rss_kb as f64 / 1024.0),
-        Row::new(&scn, "daemon CPU", "% of a core").ours(cpu_pct),
-    ])
-}
-
-fn idle_repo(w: &World, i: usize) -> String {
-    if i == 0 {
-        support::REPO.to_string()
-    } else {
-        let r = format!("demo-org/idle-{i}");
-        w.sim.add_repo(&r, true);
-        r
-    }
-}
-
-/// Adds `n` more repository targets, each with one profile, sharing the world's token.
-fn add_idle_targets(w: &World, n: usize) -> Result<(), String> {
-    let store = SqliteStore::open(&w.state_dir).map_err(|e| e.to_string())?;
-    let host = store.host_or_create().map_err(|e| e.to_string())?;
-    let base = store.target("demo").map_err(|e| e.to_string())?;
-    for i in 1..=n {
-        let repo = format!("idle-{i}");
-        w.sim.add_repo(&format!("demo-org/{repo}"), true);
-        let t = Target {
-            name: repo.clone(),
-            scope: TargetScope::Repo {
-                owner: "demo-org".into(),
-                repo: repo.clone(),
-            },
-            credential: match &base.credential {
-                CredentialRef::TokenFile { path } => {
-                    CredentialRef::TokenFile { path: path.clone() }
-                }
-                other => other.clone(),
-            },
-            ..base.clone()
-        };
-        store.add_target(&t).map_err(|e| e.to_string())?;
-        let mut p = ScalePolicy::new(&format!("p-{repo}"), &repo, &host.id);
-        p.set_labels("--labels", &["linux".into()], &host.os, &host.arch)
-            .map_err(|e| e.to_string())?;
-        p.runner_dir = Some(w.state_dir.join("runner"));
-        store.add_profile(&p).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 /// Pass time over a growing history: the wall time of `runner-manager daemon --once`

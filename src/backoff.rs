@@ -1,6 +1,8 @@
 //! Exponential backoff with jitter, and the one source of jitter: the rule every retry
-//! in the tree waits by (GitHub calls, cleanups, the coordinator link). The jitter is a
-//! number in `[0, 1)` handed in, so a test pins it; [`Jitter`] makes them.
+//! in the tree waits by (GitHub calls, cleanups, the coordinator link, the holds). The
+//! jitter is a number in `[0, 1)` handed in, so a test pins it; [`Jitter`] makes them.
+//! Where a schedule must be the same every time (a hold that `status` shows and a test
+//! pins), [`Backoff::after_failures`] is its form with no jitter.
 
 use std::time::Duration;
 
@@ -19,6 +21,13 @@ impl Backoff {
     /// Step `n` (0 first): `base * 2^n`, at most `cap`.
     pub fn step(&self, n: u32) -> Duration {
         self.base.saturating_mul(1u32 << n.min(16)).min(self.cap)
+    }
+
+    /// The wait after `failures` failures in a row (1 the first, 0 counted as 1), with
+    /// no jitter: `base`, doubling to `cap`, the same every time. A caller that wants
+    /// spread draws its jitter itself and passes it to [`Backoff::equal`] instead.
+    pub fn after_failures(&self, failures: u32) -> Duration {
+        self.step(failures.saturating_sub(1))
     }
 
     /// "Equal jitter": half of step `n` fixed, half spread by `jitter`, so clients that
@@ -88,6 +97,22 @@ mod tests {
         }
         // Out-of-range jitter is clamped, never past the step.
         assert_eq!(b.equal(1, 7.0), b.step(1));
+    }
+
+    #[test]
+    fn the_no_jitter_schedule_doubles_from_the_first_failure_to_the_cap_every_time() {
+        let b = Backoff::new(MS(30_000), MS(600_000));
+        let waits: Vec<u64> = (1..=7)
+            .map(|f| b.after_failures(f).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            waits,
+            vec![30_000, 60_000, 120_000, 240_000, 480_000, 600_000, 600_000]
+        );
+        // The same answer twice, for a count of 0 as for 1, and no overflow far out.
+        assert_eq!(b.after_failures(3), b.after_failures(3));
+        assert_eq!(b.after_failures(0), b.after_failures(1));
+        assert_eq!(b.after_failures(u32::MAX), b.cap);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod printable;
 pub mod random;
 pub mod reconcile;
+pub mod resident;
 pub mod runner;
 pub mod scaleset;
 pub mod secret;

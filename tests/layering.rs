@@ -18,6 +18,7 @@ const FLOORS: &[&[&str]] = &[
         "domain",
         "http_server",
         "alloc",
+        "resident",
         "printable",
         "random",
     ],

@@ -25,8 +25,12 @@ pub const JOB_LABELS: &[&str] = &["self-hosted", "linux"];
 
 /// The real `runner-manager` executable. Cargo builds it for bench targets and says
 /// where at compile time; a binary copied elsewhere falls back to its own directory
-/// (`target/<profile>/deps/..`).
+/// (`target/<profile>/deps/..`). `RM_BENCH_DAEMON=PATH` measures another build, such
+/// as the static release binary `.ci/static-check` makes, from a quick debug bench.
 pub fn daemon_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("RM_BENCH_DAEMON") {
+        return PathBuf::from(p);
+    }
     if let Some(p) = option_env!("CARGO_BIN_EXE_runner-manager") {
         let p = PathBuf::from(p);
         if p.exists() {

@@ -1,6 +1,8 @@
-//! Readings of a process from /proc: resident memory (VmRSS) and CPU time (utime +
-//! stime), and scans for runner processes by their environment.
+//! Readings of a process from /proc: resident memory (VmRSS, and its anonymous and
+//! file-backed parts), threads and CPU time (utime + stime), and scans for runner
+//! processes by their environment.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -34,6 +36,49 @@ pub fn usage(pid: i32) -> Option<Usage> {
         rss_kb,
         cpu_ticks: utime + stime,
     })
+}
+
+/// A process's resident memory and threads, from /proc/PID/status: what is its own
+/// (`RssAnon`: heaps, stacks, SQLite's caches) apart from the pages of its binary and
+/// libraries (`RssFile`), which other processes of the same binary share.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    pub rss_kb: u64,
+    pub anon_kb: u64,
+    pub file_kb: u64,
+    pub threads: u64,
+}
+
+pub fn memory(pid: i32) -> Option<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    Some(Memory {
+        rss_kb: field("VmRSS"),
+        anon_kb: field("RssAnon"),
+        file_kb: field("RssFile"),
+        threads: field("Threads"),
+    })
+}
+
+/// A process's threads counted by the part of their name before the first `:` (`io`
+/// for `io:demo:0`), from /proc/PID/task/*/comm.
+pub fn thread_kinds(pid: i32) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return kinds;
+    };
+    for e in rd.flatten() {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let kind = comm.trim().split(':').next().unwrap_or("").to_string();
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
 }
 
 pub fn cpu_secs(ticks: u64) -> f64 {

@@ -5,10 +5,11 @@
 //! second. Deregistrations and cleanups go first: a worker takes from the urgent queue
 //! before the other, so a runner's exit is cleaned up while a burst is still starting.
 //!
-//! The workers are elastic: one waits while the target is quiet, more are started as
-//! tasks outnumber them (up to the target's `max_in_flight`), and a worker with nothing
-//! to do for [`IDLE_RETIRE`] ends. A quiet host with many targets keeps one thread and
-//! one store connection per target, and a burst still gets every request in flight.
+//! The workers are elastic: they are started as tasks outnumber them (up to the
+//! target's `max_in_flight`), a worker with nothing to do for [`IDLE_RETIRE`] ends, and
+//! the last one ends sooner (`quiet`). A quiet target keeps no worker thread and no
+//! worker store connection between its polls, and a burst still gets every request in
+//! flight.
 //!
 //! Each worker has its own store connection; what it does to an attempt it writes
 //! itself, intent first as the starter and the actuator always have, and tells the loop
@@ -34,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// How long a worker waits for a task before it ends (the last one never does).
+/// How long a worker waits for a task before it ends (the last one: `quiet`).
 pub const IDLE_RETIRE: Duration = Duration::from_secs(30);
 
 /// What a worker does.
@@ -352,6 +353,7 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
         count: &c.live,
         counted: true,
     };
+    let _trim = super::quiet::TrimOnExit;
     let store = match SqliteStore::open(&c.shared.state_dir) {
         Ok(s) => s,
         Err(e) => {
@@ -365,7 +367,7 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
         let work = select_biased! {
             recv(urgent) -> w => w.ok(),
             recv(normal) -> w => w.ok(),
-            default(c.idle_retire) => {
+            default(super::quiet::worker_wait(c.live.load(Ordering::SeqCst), c.idle_retire)) => {
                 if retire(c, urgent, normal) {
                     live.counted = false;
                     return;
@@ -404,18 +406,18 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
     }
 }
 
-/// Workers wanted for `outstanding` tasks: one each, at least one, at most `limit`.
+/// Workers wanted for `outstanding` tasks: one each, at most `limit`.
 fn wanted_workers(outstanding: usize, limit: usize) -> usize {
-    outstanding.clamp(1, limit.max(1))
+    outstanding.min(limit.max(1))
 }
 
-/// Whether an idle worker ends: never the last one, and never while tasks wait (one
-/// sent as it timed out would otherwise wait for a busy worker).
+/// Whether an idle worker ends: never while tasks wait (one sent as it timed out would
+/// otherwise wait for a busy worker, or for none).
 fn retire(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>) -> bool {
     let left = c
         .live
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n > 1).then(|| n - 1)
+            (n > 0).then(|| n - 1)
         });
     if left.is_err() {
         return false;

@@ -49,7 +49,7 @@ fn until(what: &str, mut ok: impl FnMut() -> bool) {
 }
 
 #[test]
-fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
+fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_none() {
     let dir = TempDir::new("io-elastic");
     std::fs::create_dir_all(&dir.0).unwrap();
     let shared = Arc::new(Shared::new(dir.0.clone()));
@@ -58,7 +58,7 @@ fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
         Credential::Token(Secret::new("x")),
     ));
     let mut pool = IoPool::start_with(&shared, "t", 4, Duration::from_millis(20));
-    assert_eq!(pool.workers(), 1, "a quiet target keeps one worker");
+    assert_eq!(pool.workers(), 0, "a quiet target keeps no worker");
 
     for id in 1..=3 {
         nothing(&mut pool, &client, id);
@@ -74,7 +74,7 @@ fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
         pool.received();
     }
     assert_eq!(pool.outstanding(), 0);
-    until("idle workers to retire", || pool.workers() == 1);
+    until("idle workers to retire", || pool.workers() == 0);
 
     // A lowered limit holds what grows next; a raised one lets it grow again.
     pool.set_limit(2);
@@ -90,7 +90,7 @@ fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_one() {
 }
 
 #[test]
-fn the_last_worker_never_retires_and_none_retires_while_tasks_wait() {
+fn the_last_worker_retires_too_and_none_retires_while_tasks_wait() {
     let (tx, rx) = unbounded::<Work>();
     let (_utx, urx) = unbounded::<Work>();
     let common = Common {
@@ -101,8 +101,8 @@ fn the_last_worker_never_retires_and_none_retires_while_tasks_wait() {
         idle_retire: IDLE_RETIRE,
         held: Mutex::new(HashMap::new()),
     };
-    assert!(!retire(&common, &urx, &rx), "the last worker stays");
-    assert_eq!(common.live.load(Ordering::SeqCst), 1);
+    assert!(retire(&common, &urx, &rx), "the last worker ends too");
+    assert_eq!(common.live.load(Ordering::SeqCst), 0);
 
     common.live.store(2, Ordering::SeqCst);
     let client = Arc::new(GitHubClient::new(
@@ -125,7 +125,7 @@ fn the_last_worker_never_retires_and_none_retires_while_tasks_wait() {
 
 #[test]
 fn one_worker_per_outstanding_task_within_the_limit() {
-    assert_eq!(wanted_workers(0, 8), 1);
+    assert_eq!(wanted_workers(0, 8), 0);
     assert_eq!(wanted_workers(3, 8), 3);
     assert_eq!(wanted_workers(30, 8), 8);
     assert_eq!(wanted_workers(5, 0), 1);

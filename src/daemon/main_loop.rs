@@ -65,6 +65,9 @@ pub struct MainLoop<'a> {
     last_watchdog: Instant,
     next_heartbeat: Millis,
     next_sweep: Millis,
+    /// When free memory is next given back (`alloc::trim`, `resident::drop_code_pages`):
+    /// first once start-up is over, then each minute.
+    next_give_back: Millis,
     next_prune: Millis,
     next_disk: Millis,
     fitness_every: Millis,
@@ -154,6 +157,7 @@ impl<'a> MainLoop<'a> {
             last_watchdog: Instant::now(),
             next_heartbeat: started_at + HEARTBEAT_EVERY,
             next_sweep: now_millis() + SWEEP_EVERY,
+            next_give_back: now_millis() + crate::resident::FIRST_AFTER_MS,
             next_prune: 0,
             next_disk: now_millis() + disk_watch::SAMPLE_EVERY,
             fitness_every,
@@ -421,7 +425,11 @@ impl<'a> MainLoop<'a> {
             if let Ok(profiles) = self.store.profiles() {
                 oci::sweep(self.store, &host.id, &profiles);
             }
+        }
+        if now >= self.next_give_back {
+            self.next_give_back = now + crate::alloc::TRIM_EVERY_MS;
             crate::alloc::trim();
+            crate::resident::drop_code_pages();
         }
         if now >= self.next_prune {
             self.next_prune = now + self.opts.upkeep_every.as_millis() as Millis;

@@ -20,6 +20,7 @@ mod oci;
 mod pool;
 mod pool_link;
 mod public_guard;
+mod quiet;
 mod rest_queue;
 pub mod retention;
 pub mod runner_update;

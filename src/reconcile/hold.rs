@@ -8,13 +8,24 @@
 //! are deleted again). A rate limit holds the target to the second GitHub named; a
 //! deterministic GitHub error (401, 403, 404) backs off from a minute to a quarter of
 //! an hour; a transient one (5xx, a reset) is the client's to retry and holds nothing.
+//!
+//! Both waits are [`Backoff`]'s schedule with no jitter (`after_failures`): a hold is
+//! the same for the same failures, as `status` shows it and the tests pin it. Nothing
+//! here reads a clock or draws a random number; the caller gives `now`.
 
+use crate::backoff::Backoff;
 use crate::timefmt::Millis;
+use std::time::Duration;
 
 /// The first wait after a host failure.
 pub const FIRST_WAIT: Millis = 30_000;
 /// The longest wait: doubling stops here.
 pub const MAX_WAIT: Millis = 600_000;
+/// The waits after host failures: [`FIRST_WAIT`] doubling to [`MAX_WAIT`].
+pub const START_BACKOFF: Backoff = Backoff::new(
+    Duration::from_millis(FIRST_WAIT as u64),
+    Duration::from_millis(MAX_WAIT as u64),
+);
 
 /// One profile's hold: how many host failures in a row, the last one's reason, and
 /// until when no start is tried.
@@ -53,8 +64,11 @@ impl StartHold {
 
 /// The wait after `failures` host failures in a row (1 = the first).
 pub fn wait_after(failures: u32) -> Millis {
-    let doublings = failures.saturating_sub(1).min(20);
-    FIRST_WAIT.saturating_mul(1 << doublings).min(MAX_WAIT)
+    millis(START_BACKOFF.after_failures(failures))
+}
+
+fn millis(d: Duration) -> Millis {
+    Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)
 }
 
 /// Why GitHub refused a target's call, as far as holding it goes (the loop maps
@@ -72,6 +86,12 @@ pub enum Refusal {
 /// The first wait after a deterministic GitHub error, and the longest.
 pub const TARGET_FIRST_WAIT: Millis = 60_000;
 pub const TARGET_MAX_WAIT: Millis = 900_000;
+/// The waits after deterministic GitHub errors: [`TARGET_FIRST_WAIT`] doubling to
+/// [`TARGET_MAX_WAIT`].
+pub const TARGET_BACKOFF: Backoff = Backoff::new(
+    Duration::from_millis(TARGET_FIRST_WAIT as u64),
+    Duration::from_millis(TARGET_MAX_WAIT as u64),
+);
 
 /// A target's hold: demand reads, starts and the runner list wait until `until`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,8 +145,7 @@ impl TargetHold {
 
 /// The wait after `failures` deterministic errors in a row: 1, 2, 4, 8 min, then 15.
 pub fn target_wait_after(failures: u32) -> Millis {
-    let doublings = failures.saturating_sub(1).min(4);
-    (TARGET_FIRST_WAIT << doublings).min(TARGET_MAX_WAIT)
+    millis(TARGET_BACKOFF.after_failures(failures))
 }
 
 #[cfg(test)]

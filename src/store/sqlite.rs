@@ -84,6 +84,11 @@ impl SqliteStore {
 
     fn setup(conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Memory per connection, of which an idle daemon holds one per target loop
+        // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection;
+        // only before the first statement), and at most 512 kB of cached pages instead
+        // of 2 MB (below); a page read past that comes from the kernel's page cache.
+        no_lookaside(&conn);
         // Inspect before writing anything: a foreign or damaged file must stay as it is.
         let found = schema::inspect(&conn, &path)?;
         let classify = |e: rusqlite::Error| schema::classify_open_error(e, &path);
@@ -116,6 +121,8 @@ impl SqliteStore {
                 .map_err(classify)?;
         }
         conn.execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(classify)?;
+        conn.execute_batch("PRAGMA cache_size = -512")
             .map_err(classify)?;
         let behind = match found {
             Found::Empty => true,
@@ -234,6 +241,23 @@ impl SqliteStore {
             StoreError::Sqlite(e) => schema::classify_open_error(e, &self.path),
             e => e,
         })
+    }
+}
+
+/// Turns SQLite's per-connection lookaside allocator off (its small allocations then
+/// come from malloc). Only before the connection's first statement: SQLite refuses it
+/// (SQLITE_BUSY, ignored here) while lookaside memory is in use.
+fn no_lookaside(conn: &Connection) {
+    // SAFETY: the handle is this open connection's; a null buffer with a zero slot
+    // size and count is SQLite's documented way to turn lookaside off.
+    unsafe {
+        rusqlite::ffi::sqlite3_db_config(
+            conn.handle(),
+            rusqlite::ffi::SQLITE_DBCONFIG_LOOKASIDE,
+            std::ptr::null_mut::<std::ffi::c_void>(),
+            std::ffi::c_int::from(0u8),
+            std::ffi::c_int::from(0u8),
+        );
     }
 }
 
