@@ -99,7 +99,7 @@ fn draw_all(f: &mut Frame, app: &App) {
         // Each pane's own keys first; all of them under ?. Each fits 80 columns.
         None => Line::raw(match app.pane {
             Pane::Overview => {
-                "Tab panes · Enter attempts · e settings · n runners · a activity · ? help"
+                "Tab panes · Enter attempts · e settings · a activity · ? help · q quit"
             }
             Pane::Attempts => {
                 "Enter detail · / filter · s sort · c copy id · d drain · ? help · q quit"
