@@ -222,7 +222,10 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
         print!("{}", check_line::render(&lines, check_line::TARGET_CHECK));
     }
     if failed > 0 {
-        let message = format!("target {name}: {failed} check(s) failed");
+        let message = format!(
+            "target {name}: {failed} {} failed",
+            if failed == 1 { "check" } else { "checks" }
+        );
         // Classed by the first GitHub error met (the later lines often repeat it);
         // a failure GitHub did not cause (a public repository refused) is `other`.
         return Err(
@@ -343,8 +346,9 @@ pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
                 Some(_) => "each running its script".to_string(),
                 None => format!("{secs}s each"),
             };
+            let jobs = if added.len() == 1 { "job" } else { "jobs" };
             format!(
-                "queued {} job(s) in {owner}/{repo} asking for [{}], {each}: {}\n",
+                "queued {} {jobs} in {owner}/{repo} asking for [{}], {each}: {}\n",
                 added.len(),
                 labels.join(", "),
                 added.join(" ")

@@ -391,7 +391,10 @@ pub fn remove_profile(c: &Connection, name: &str) -> Result<()> {
         return Err(StoreError::InUse {
             what: "profile",
             name: name.into(),
-            users: format!("{live} live attempt(s)"),
+            users: format!(
+                "{live} live {}",
+                if live == 1 { "attempt" } else { "attempts" }
+            ),
             hint: "pause it and wait for its runners to finish, or drain",
         });
     }

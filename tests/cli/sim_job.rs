@@ -27,7 +27,7 @@ fn sim_job_add_queues_jobs_with_their_labels_and_duration() {
         "--name",
         "build",
     ]);
-    assert!(r.stdout.contains("queued 3 job(s)"), "{}", r.stdout);
+    assert!(r.stdout.contains("queued 3 jobs"), "{}", r.stdout);
     let mut jobs = sim.jobs();
     jobs.sort_by_key(|j| j.name.clone());
     let names: Vec<_> = jobs.iter().map(|j| j.name.as_str()).collect();
@@ -56,7 +56,7 @@ fn sim_job_add_script_gives_each_job_its_steps() {
         "sim", "job", "add", "--url", &url, "--repo", "acme/app", "--labels", "linux", "--count",
         "2", "--script", cmd,
     ]);
-    assert!(r.stdout.contains("queued 2 job(s)"), "{}", r.stdout);
+    assert!(r.stdout.contains("queued 2 jobs"), "{}", r.stdout);
     let jobs = sim.jobs();
     assert_eq!(jobs.len(), 2);
     for j in &jobs {
