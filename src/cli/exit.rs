@@ -220,19 +220,18 @@ impl Failure {
 
     /// A GitHub call's error.
     pub fn of_github(e: &GhError) -> Failure {
-        match e {
-            GhError::Unauthorized { .. } | GhError::Forbidden { .. } => Failure::Credentials,
-            GhError::NotFound => Failure::TargetNotFound,
-            GhError::RateLimited { .. } => Failure::RateLimited,
-            GhError::Transport { .. }
-            | GhError::Server { .. }
-            | GhError::Unexpected { .. }
-            | GhError::Malformed { .. }
-            | GhError::TooLarge { .. } => Failure::GitHubUnreachable,
-            GhError::Interrupted => Failure::Interrupted,
-            GhError::Gone | GhError::Conflict { .. } | GhError::Unprocessable { .. } => {
-                Failure::Other
-            }
+        Failure::of_cause(e.cause())
+    }
+
+    /// The class of what a GitHub error says of its target (`GhError::cause`).
+    pub fn of_cause(c: Cause) -> Failure {
+        match c {
+            Cause::Credentials => Failure::Credentials,
+            Cause::NotFound => Failure::TargetNotFound,
+            Cause::RateLimited => Failure::RateLimited,
+            Cause::Unreachable => Failure::GitHubUnreachable,
+            Cause::Interrupted => Failure::Interrupted,
+            Cause::Other => Failure::Other,
         }
     }
 
@@ -276,13 +275,7 @@ impl Failure {
         match e {
             DaemonError::Store(s) => Failure::of_store(s),
             DaemonError::Lock(l) => Failure::of_lock(l),
-            DaemonError::Failed { cause, .. } => match cause {
-                Some(Cause::Credentials) => Failure::Credentials,
-                Some(Cause::NotFound) => Failure::TargetNotFound,
-                Some(Cause::RateLimited) => Failure::RateLimited,
-                Some(Cause::Unreachable) => Failure::GitHubUnreachable,
-                Some(Cause::Other) | None => Failure::Other,
-            },
+            DaemonError::Failed { cause, .. } => cause.map_or(Failure::Other, Failure::of_cause),
             DaemonError::Io(_) => Failure::Other,
         }
     }

@@ -1,5 +1,6 @@
 //! Typed errors of the GitHub client, and how a caller should react to each.
 
+pub use crate::reconcile::pass::Cause;
 use crate::timefmt::{Millis, format_rfc3339};
 use std::fmt;
 
@@ -49,6 +50,25 @@ pub enum ErrorClass {
 }
 
 impl GhError {
+    /// What the error says of the target (the one mapping: the pass holds it, and
+    /// the CLI's exit classes follow it).
+    pub fn cause(&self) -> Cause {
+        match self {
+            GhError::Unauthorized { .. } | GhError::Forbidden { .. } => Cause::Credentials,
+            GhError::NotFound => Cause::NotFound,
+            GhError::RateLimited { .. } => Cause::RateLimited,
+            GhError::Transport { .. }
+            | GhError::Server { .. }
+            | GhError::Unexpected { .. }
+            | GhError::Malformed { .. }
+            | GhError::TooLarge { .. } => Cause::Unreachable,
+            GhError::Interrupted => Cause::Interrupted,
+            GhError::Gone | GhError::Conflict { .. } | GhError::Unprocessable { .. } => {
+                Cause::Other
+            }
+        }
+    }
+
     pub fn class(&self) -> ErrorClass {
         match self {
             GhError::RateLimited { until } => ErrorClass::RateLimitedUntil(*until),

@@ -46,6 +46,8 @@ pub enum Cause {
     RateLimited,
     /// A 5xx, a timeout, an answer that is not GitHub's.
     Unreachable,
+    /// The call was cut short by a shutdown.
+    Interrupted,
     Other,
 }
 

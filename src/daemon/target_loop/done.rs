@@ -140,18 +140,7 @@ pub(super) fn target_error(e: &GhError) -> TargetError {
         ErrorClass::Deterministic => Refusal::Deterministic,
         ErrorClass::Transient => Refusal::Transient,
     };
-    let cause = match e {
-        GhError::Unauthorized { .. } | GhError::Forbidden { .. } => Cause::Credentials,
-        GhError::NotFound => Cause::NotFound,
-        GhError::RateLimited { .. } => Cause::RateLimited,
-        GhError::Transport { .. }
-        | GhError::Server { .. }
-        | GhError::Unexpected { .. }
-        | GhError::Malformed { .. }
-        | GhError::TooLarge { .. } => Cause::Unreachable,
-        GhError::Interrupted | GhError::Gone | GhError::Conflict { .. } => Cause::Other,
-        GhError::Unprocessable { .. } => Cause::Other,
-    };
+    let cause = e.cause();
     TargetError::GitHub {
         refusal,
         cause,

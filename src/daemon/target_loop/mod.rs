@@ -39,7 +39,7 @@ use crate::reconcile::budget::Budget;
 use crate::reconcile::hold::Refusal;
 use crate::reconcile::launch_book::{TargetMode, is_directed};
 use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
-use crate::reconcile::pass::{Cause, StartEnd, TargetError, TargetState};
+use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
 use crate::reconcile::plan::{self, Observed, Plan, Seen};
 use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
