@@ -59,33 +59,7 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     })?;
     let decision = decide(CURRENT, &newest.version, force);
     if check {
-        let available = matches!(decision, Decision::Install { .. });
-        out.emit(
-            || {
-                format!(
-                    "current {CURRENT}\nnewest  {}\n{}\n",
-                    newest.version,
-                    match decision {
-                        Decision::Install { .. } => "an update is available: runner-manager update",
-                        Decision::Ahead => "this binary is newer than the release source's",
-                        Decision::UpToDate => "up to date",
-                    }
-                )
-            },
-            || json!({"current": CURRENT, "newest": newest.version, "update_available": available}),
-        );
-        // A script tells "newer available" from "up to date" by the exit status.
-        if available {
-            out.flush_now()?;
-            return Err(CliError::classed(
-                Failure::UpdateAvailable,
-                format!(
-                    "runner-manager {} is available (this is {CURRENT})",
-                    newest.version
-                ),
-            ));
-        }
-        return Ok(());
+        return report(&decision, &newest.version, out);
     }
     let Decision::Install { version, .. } = decision else {
         out.emit(
@@ -160,4 +134,31 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
 fn runs_other(pid: u32, exe: &std::path::Path) -> Option<PathBuf> {
     let runs = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
     (runs != exe).then_some(runs)
+}
+
+/// `update --check`: this version, the newest, and whether to update. A script tells
+/// "newer available" (exit 14, `update-available`) from "up to date" (0) by the status.
+fn report(decision: &Decision, newest: &str, out: &mut Out) -> CliResult {
+    let available = matches!(decision, Decision::Install { .. });
+    out.emit(
+        || {
+            format!(
+                "current {CURRENT}\nnewest  {newest}\n{}\n",
+                match decision {
+                    Decision::Install { .. } => "an update is available: runner-manager update",
+                    Decision::Ahead => "this binary is newer than the release source's",
+                    Decision::UpToDate => "up to date",
+                }
+            )
+        },
+        || json!({"current": CURRENT, "newest": newest, "update_available": available}),
+    );
+    if !available {
+        return Ok(());
+    }
+    out.flush_now()?;
+    Err(CliError::classed(
+        Failure::UpdateAvailable,
+        format!("runner-manager {newest} is available (this is {CURRENT})"),
+    ))
 }
