@@ -151,10 +151,12 @@ fn wind_down(
 /// What the demo says while its runners finish. Only once a first Ctrl-C stopped the
 /// headless demo does a second one end it at once, so only then is it offered.
 fn stopping_line(live: usize, interrupted: bool) -> String {
+    // Live attempts: a job still running, or a runner whose job is done but whose
+    // attempt is still being cleaned.
     let what = if live == 1 {
-        "1 runner finishes its job first".to_string()
+        "1 runner ends first".to_string()
     } else {
-        format!("{live} runners finish their jobs first")
+        format!("{live} runners end first")
     };
     let hint = if interrupted {
         " (Ctrl-C again to stop now)"
