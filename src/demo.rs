@@ -415,13 +415,10 @@ mod tests {
 
     #[test]
     fn the_stopping_line_counts_right_and_offers_ctrl_c_only_after_one() {
-        assert_eq!(
-            stopping_line(1, false),
-            "stopping: 1 runner finishes its job first"
-        );
+        assert_eq!(stopping_line(1, false), "stopping: 1 runner ends first");
         assert_eq!(
             stopping_line(3, true),
-            "stopping: 3 runners finish their jobs first (Ctrl-C again to stop now)"
+            "stopping: 3 runners end first (Ctrl-C again to stop now)"
         );
     }
 }
