@@ -232,7 +232,7 @@ impl PoolView {
             .header(Row::new(header).style(th.header()))
             .row_highlight_style(th.selected())
             .block(Block::bordered().title(title));
-        let selected = (!pool.leases.is_empty()).then_some(self.index.min(pool.leases.len() - 1));
+        let selected = (!pool.leases.is_empty()).then(|| self.index.min(pool.leases.len() - 1));
         let mut state = TableState::default().with_selected(selected);
         f.render_stateful_widget(table, area, &mut state);
     }

@@ -190,3 +190,18 @@ fn a_click_on_a_tab_opens_its_pane_and_the_wheel_moves_the_selection() {
     app.mouse(wheel, area);
     assert_eq!(app.pool.index, 1, "the wheel moves as j does");
 }
+
+#[test]
+fn a_new_coordinator_with_a_host_and_no_lease_opens_on_its_pool() {
+    // The first hour: `coordinator host add`, then `top`, before any host connects.
+    let s = SqliteStore::open_in_memory().unwrap();
+    s.coord_add_host("build-1", &[1u8; 32], NOW - 60_000)
+        .unwrap();
+    let app = app_of(&s);
+    assert_eq!(app.pane, Pane::Pool);
+    let drawn = screen(&app, 80, 24);
+    assert!(
+        drawn.contains("build-1") && drawn.contains("Open leases (0)"),
+        "{drawn}"
+    );
+}
