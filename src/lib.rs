@@ -31,3 +31,4 @@ pub mod store;
 pub mod timefmt;
 pub mod tui;
 pub mod units;
+pub mod version;

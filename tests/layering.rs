@@ -21,6 +21,7 @@ const FLOORS: &[&[&str]] = &[
         "resident",
         "printable",
         "random",
+        "version",
     ],
     &["runner", "meter", "metrics", "reconcile"],
     &["store"],

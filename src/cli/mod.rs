@@ -189,7 +189,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
             (Ok(()), Subject::default())
         }
         Ok(Parsed::Version) => {
-            println!("runner-manager {}", reported_version());
+            println!("runner-manager {}", crate::version::version());
             (Ok(()), Subject::default())
         }
         Ok(Parsed::Run(inv)) => {
@@ -520,16 +520,4 @@ fn app_key_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
                 ),
             )
         })
-}
-
-/// The version `--version` prints: this build's. A debug build (the tests') takes
-/// `RUNNER_MANAGER_TEST_VERSION` instead when set, so a test's release of this very
-/// binary can say it is the version its `SHA256SUMS` lists (`update` checks that); a
-/// release build never reads it.
-fn reported_version() -> String {
-    #[cfg(debug_assertions)]
-    if let Some(v) = std::env::var_os("RUNNER_MANAGER_TEST_VERSION") {
-        return v.to_string_lossy().into_owned();
-    }
-    env!("CARGO_PKG_VERSION").to_string()
 }

@@ -8,7 +8,7 @@ use super::parse::Invocation;
 use super::{CliError, CliResult};
 use crate::selfupdate::owner::{self, Verdict};
 use crate::selfupdate::release::{self, KV_RELEASE_SOURCE, Source};
-use crate::selfupdate::{CURRENT, Decision, UpdateError, decide, replace};
+use crate::selfupdate::{Decision, UpdateError, decide, replace};
 use crate::store::{Store, daemon_facts};
 use crate::timefmt::now_millis;
 use serde_json::json;
@@ -24,6 +24,8 @@ fn failed(e: UpdateError) -> CliError {
 }
 
 pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
+    // What this binary says it is, as `--version` does (`crate::version`).
+    let current = crate::version::version();
     let check = inv.flag("--check");
     let force = inv.flag("--force");
     if check && force {
@@ -57,20 +59,20 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             release::asset_name("VERSION", &target)
         ))
     })?;
-    let decision = decide(CURRENT, &newest.version, force);
+    let decision = decide(&current, &newest.version, force);
     if check {
-        return report(&decision, &newest.version, out);
+        return report(&decision, &current, &newest.version, out);
     }
     let Decision::Install { version, .. } = decision else {
         out.emit(
             || match decision {
                 Decision::Ahead => format!(
-                    "runner-manager {CURRENT} is newer than the newest release ({}): nothing to do (--force installs it)\n",
+                    "runner-manager {current} is newer than the newest release ({}): nothing to do (--force installs it)\n",
                     newest.version
                 ),
-                _ => format!("runner-manager {CURRENT} is the newest release: nothing to do\n"),
+                _ => format!("runner-manager {current} is the newest release: nothing to do\n"),
             },
-            || json!({"current": CURRENT, "newest": newest.version, "updated": false}),
+            || json!({"current": current, "newest": newest.version, "updated": false}),
         );
         return Ok(());
     };
@@ -112,13 +114,13 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     out.emit(
         || {
             format!(
-                "runner-manager {CURRENT} -> {version}: {} replaced, verified against SHA256SUMS ({said})\n{daemon_line}\n",
+                "runner-manager {current} -> {version}: {} replaced, verified against SHA256SUMS ({said})\n{daemon_line}\n",
                 exe.display()
             )
         },
         || {
             json!({
-                "current": CURRENT,
+                "current": current,
                 "newest": version,
                 "updated": true,
                 "path": exe.display().to_string(),
@@ -138,12 +140,12 @@ fn runs_other(pid: u32, exe: &std::path::Path) -> Option<PathBuf> {
 
 /// `update --check`: this version, the newest, and whether to update. A script tells
 /// "newer available" (exit 14, `update-available`) from "up to date" (0) by the status.
-fn report(decision: &Decision, newest: &str, out: &mut Out) -> CliResult {
+fn report(decision: &Decision, current: &str, newest: &str, out: &mut Out) -> CliResult {
     let available = matches!(decision, Decision::Install { .. });
     out.emit(
         || {
             format!(
-                "current {CURRENT}\nnewest  {newest}\n{}\n",
+                "current {current}\nnewest  {newest}\n{}\n",
                 match decision {
                     Decision::Install { .. } => "an update is available: runner-manager update",
                     Decision::Ahead => "this binary is newer than the release source's",
@@ -151,7 +153,7 @@ fn report(decision: &Decision, newest: &str, out: &mut Out) -> CliResult {
                 }
             )
         },
-        || json!({"current": CURRENT, "newest": newest, "update_available": available}),
+        || json!({"current": current, "newest": newest, "update_available": available}),
     );
     if !available {
         return Ok(());
@@ -159,6 +161,6 @@ fn report(decision: &Decision, newest: &str, out: &mut Out) -> CliResult {
     out.flush_now()?;
     Err(CliError::classed(
         Failure::UpdateAvailable,
-        format!("runner-manager {newest} is available (this is {CURRENT})"),
+        format!("runner-manager {newest} is available (this is {current})"),
     ))
 }

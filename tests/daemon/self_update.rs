@@ -33,13 +33,25 @@ fn installed_copy(dir: &Path) -> PathBuf {
     path
 }
 
-/// A release directory offering `version`: the test binary with a trailer (so its
-/// bytes differ from the running copy's and it still runs) and SHA256SUMS, whose sum
-/// is `sum` when given, else the true one. Returns the directory and the bytes.
+/// A release directory offering `version`: the test binary stamped to say it is that
+/// version (`runner_manager::version`), with a trailer (so its bytes differ from the
+/// running copy's and it still runs), and SHA256SUMS, whose sum is `sum` when given,
+/// else the true one. Returns the directory and the bytes.
 fn release_dir(dir: &Path, version: &str, sum: Option<&str>) -> (PathBuf, Vec<u8>) {
+    release_dir_saying(dir, version, version, sum)
+}
+
+/// [`release_dir`] whose binary, listed as `version`, says it is `says`.
+fn release_dir_saying(
+    dir: &Path,
+    version: &str,
+    says: &str,
+    sum: Option<&str>,
+) -> (PathBuf, Vec<u8>) {
     let rel = dir.join("release");
     std::fs::create_dir_all(&rel).unwrap();
-    let mut bytes = std::fs::read(BIN).unwrap();
+    let bin = std::fs::read(BIN).unwrap();
+    let mut bytes = runner_manager::version::stamped(&bin, says).expect("the version slot");
     bytes.extend_from_slice(format!("\nrelease {version}\n").as_bytes());
     let name = release::asset_name(version, &release::target());
     std::fs::write(rel.join(&name), &bytes).unwrap();
@@ -56,21 +68,12 @@ fn release_dir(dir: &Path, version: &str, sum: Option<&str>) -> (PathBuf, Vec<u8
     (rel, bytes)
 }
 
-/// `update ARGS` by `bin`. The release's binary is this test binary: it says it is
-/// 99.0.0, as its name does, through the debug build's `RUNNER_MANAGER_TEST_VERSION`
-/// (a release whose binary says otherwise is refused: see below).
 fn update(bin: &Path, w: &World, args: &[&str]) -> Output {
-    update_saying(bin, w, args, "99.0.0")
-}
-
-/// `update ARGS`, the staged binary saying it is `version`.
-fn update_saying(bin: &Path, w: &World, args: &[&str], version: &str) -> Output {
     Command::new(bin)
         .arg("--state-dir")
         .arg(&w.dir)
         .arg("update")
         .args(args)
-        .env("RUNNER_MANAGER_TEST_VERSION", version)
         .stdin(Stdio::null())
         .output()
         .unwrap()
@@ -99,10 +102,10 @@ fn a_binary_that_is_not_the_version_its_name_says_is_refused_and_nothing_changes
     let w = World::new("selfupdate-liar", 1);
     let bin = installed_copy(&w.dir);
     let before = std::fs::read(&bin).unwrap();
-    let (rel, _) = release_dir(&w.dir, "99.0.0", None);
-    w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
     // Listed (and named) 99.0.0, its checksum true, but it says it is this version.
-    let out = update_saying(&bin, &w, &[], CURRENT);
+    let (rel, _) = release_dir_saying(&w.dir, "99.0.0", CURRENT, None);
+    w.cli_ok(&["host", "set", &format!("release_source={}", rel.display())]);
+    let out = update(&bin, &w, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
