@@ -20,9 +20,6 @@ pub const EXIT_HANDOVER: i32 = 75;
 /// `update`'s exit status when a package manager owns the binary (EX_NOPERM).
 pub const EXIT_PACKAGE_MANAGED: i32 = 77;
 
-/// The version this binary was built as.
-pub const CURRENT: &str = env!("CARGO_PKG_VERSION");
-
 /// What `update` should do, given this binary's version and the newest release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
