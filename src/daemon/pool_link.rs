@@ -8,7 +8,7 @@ use crate::coordinator::link::{LaunchHandler, Report};
 use crate::coordinator::protocol::{Hello, HostInfo, ProfileInfo, TargetInfo};
 use crate::coordinator::tls;
 use crate::domain::{Host, ScalePolicy};
-use crate::reconcile::allocate::{Counts, HostAllocator};
+use crate::reconcile::allocate::HostAllocator;
 use crate::reconcile::launch_book::{Accepted, Launch, OfferCtx, Refusal};
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::timefmt::now_millis;
@@ -81,10 +81,11 @@ impl Handler {
             .filter(|p| p.host_id == host.id)
             .collect();
         let attempts = store.open_attempts(&host.id)?;
-        let counts = Counts::of(&attempts);
         let (unfit, demand) = self.shared.pool.views();
         let targets: Vec<String> = store.targets()?.into_iter().map(|t| t.name).collect();
         let modes = self.shared.pool.modes(&targets, now);
+        let mut book = lock(&self.shared.pool.book);
+        let counts = book.counts(&attempts);
         let ctx = OfferCtx {
             alloc: HostAllocator {
                 host: &host,
@@ -96,12 +97,14 @@ impl Handler {
             modes: &modes,
             attempts: &attempts,
         };
-        let verdict = lock(&self.shared.pool.book).offer(launch.clone(), &ctx, now);
-        if let Ok(Accepted::ServedBy { attempt }) = &verdict
-            && let Ok(mut a) = store.attempt(*attempt)
-        {
-            a.lease_id = Some(launch.lease_id.clone());
-            store.save_attempt(&a)?;
+        let verdict = book.offer(launch.clone(), &ctx, now);
+        drop(book);
+        if let Ok(Accepted::ServedBy { attempt }) = &verdict {
+            match store.set_lease(*attempt, &launch.lease_id) {
+                // Gone meanwhile: the book closes the launch at the next pass.
+                Err(StoreError::NotFound { .. }) | Ok(()) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(verdict)
     }

@@ -11,7 +11,7 @@ use super::unfit::Unfit;
 use super::watch::entered_at;
 use crate::domain::profile::Mode;
 use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 // The store keeps the limiting factor, so its type is the domain's.
 pub use crate::domain::status::{Limit, NotReconciling};
@@ -23,6 +23,9 @@ pub struct Counts {
     pub starting: u32,
     pub idle: u32,
     pub busy: u32,
+    /// Unassigned runners a worker is removing (a deregistration in flight): they
+    /// hold capacity, and take no job the allocator could count on.
+    pub leaving: u32,
 }
 
 impl Counts {
@@ -38,15 +41,21 @@ impl Counts {
 
     /// Runners that count toward capacity.
     pub fn live(&self) -> u32 {
-        self.unassigned() + self.busy
+        self.unassigned() + self.busy + self.leaving
     }
 
     /// Counts per profile name, from attempts in any state (ended ones count nothing).
     pub fn of(attempts: &[Attempt]) -> BTreeMap<String, Counts> {
+        Counts::with_leaving(attempts, &BTreeSet::new())
+    }
+
+    /// As `of`, with the unassigned attempts among `leaving` counted as leaving.
+    pub fn with_leaving(attempts: &[Attempt], leaving: &BTreeSet<i64>) -> BTreeMap<String, Counts> {
         let mut out: BTreeMap<String, Counts> = BTreeMap::new();
         for a in attempts {
             let c = out.entry(a.profile.clone()).or_default();
             match a.state {
+                s if s.is_unassigned() && leaving.contains(&a.id) => c.leaving += 1,
                 AttemptState::Pending => c.pending += 1,
                 AttemptState::Starting => c.starting += 1,
                 AttemptState::Idle => c.idle += 1,
@@ -258,6 +267,7 @@ mod tests {
             starting,
             idle,
             busy,
+            leaving: 0,
         }
     }
 

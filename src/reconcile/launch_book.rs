@@ -21,12 +21,12 @@
 //!   lost link drops every open launch.
 //! - Open launches per profile are that profile's directed demand.
 
-use super::allocate::{HostAllocator, Limit};
+use super::allocate::{Counts, HostAllocator, Limit};
 use super::watch::entered_at;
 use crate::domain::profile::Mode;
 use crate::domain::{Attempt, AttemptState, Host, ScalePolicy};
 use crate::timefmt::Millis;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 // The store keeps the mode, so its type is the domain's.
 pub use crate::domain::status::TargetMode;
@@ -181,6 +181,9 @@ pub struct LaunchBook {
     seen_order: VecDeque<String>,
     seen: HashSet<String>,
     closed: Vec<Closed>,
+    /// Attempts a worker is removing (handed over with a deregistration or cleanup):
+    /// whatever the store still says of them, they serve no launch.
+    leaving: BTreeSet<i64>,
 }
 
 impl LaunchBook {
@@ -260,6 +263,28 @@ impl LaunchBook {
         true
     }
 
+    /// A worker is removing `attempt`: until it reports (`left`), the attempt serves
+    /// no launch and counts as leaving, not as a runner that can take a job. The store
+    /// may still show it idle: the worker writes its end only once GitHub answers.
+    pub fn leaving(&mut self, attempt: i64) {
+        self.leaving.insert(attempt);
+    }
+
+    /// The worker removing `attempt` reported.
+    pub fn left(&mut self, attempt: i64) {
+        self.leaving.remove(&attempt);
+    }
+
+    /// Whether a worker is removing `attempt`.
+    pub fn is_leaving(&self, attempt: i64) -> bool {
+        self.leaving.contains(&attempt)
+    }
+
+    /// The allocator's counts of `attempts`, those being removed counted as leaving.
+    pub fn counts(&self, attempts: &[Attempt]) -> BTreeMap<String, Counts> {
+        Counts::with_leaving(attempts, &self.leaving)
+    }
+
     /// An unassigned runner of the profile no launch holds: the longest idle, else
     /// the oldest starting or pending one.
     fn free_runner(&self, policy: &ScalePolicy, attempts: &[Attempt]) -> Option<i64> {
@@ -271,6 +296,7 @@ impl LaunchBook {
                     && !a.cleaned
                     && a.state.is_unassigned()
                     && !self.holds(a.id)
+                    && !self.leaving.contains(&a.id)
             })
             .min_by_key(|a| {
                 let idle = a.state == AttemptState::Idle;

@@ -1,7 +1,7 @@
 //! Unit tests of the launch book: every refusal reason, leases that repeat, expire
 //! or are cancelled, runners that serve launches, and the target modes.
 
-use super::allocate::{Counts, HostAllocator};
+use super::allocate::HostAllocator;
 use super::launch_book::*;
 use super::unfit::Unfit;
 use crate::domain::profile::Mode;
@@ -76,7 +76,7 @@ impl World {
     }
 
     fn offer_as(&mut self, lease: &str, profile: &str, ttl: u64, now: Millis) -> String {
-        let counts = Counts::of(&self.attempts);
+        let counts = self.book.counts(&self.attempts);
         let ctx = OfferCtx {
             alloc: HostAllocator {
                 host: &self.host,
@@ -330,6 +330,25 @@ fn free_runners_are_bound_to_waiting_launches() {
         vec![("L1".to_string(), cancelled_for)]
     );
     assert!(w.book.bind_free(&w.policies, &w.attempts).is_empty());
+}
+
+#[test]
+fn a_runner_a_worker_removes_serves_no_launch_and_keeps_its_slot() {
+    let mut w = World::new();
+    w.host.capacity = 2;
+    let going = w.runner("pool", AttemptState::Idle, 10);
+    w.book.leaving(going);
+    // The store still says idle (its DELETE is in flight): a new runner, not it.
+    check(&mut w, "pool", "start");
+    // It holds its slot until the worker reports: one more fills the host.
+    check(&mut w, "pool", "host_capacity");
+    assert_eq!(w.book.counts(&w.attempts)["pool"].leaving, 1);
+    assert!(w.book.bind_free(&w.policies, &w.attempts).is_empty());
+    // Reported (its deregistration refused: it took a job after all), it is a
+    // runner again.
+    w.book.left(going);
+    assert!(!w.book.is_leaving(going));
+    assert_eq!(w.book.counts(&w.attempts)["pool"].idle, 1);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! `status` shows, and when to look again. The loop only gathers, plans, records and
 //! acts; nothing here does I/O or reads a clock.
 
-use super::allocate::{Allocation, Counts, HostAllocator, pick_surplus};
+use super::allocate::{Allocation, HostAllocator, pick_surplus};
 use super::demand::{self, Demand};
 use super::launch_book::{Closed, LaunchBook, OfferCtx, TargetMode};
 use super::lines::RunnerEvent;
@@ -139,7 +139,7 @@ pub fn split_at_io(actions: Vec<Action>) -> (Vec<Action>, Vec<Action>) {
 
 /// The pass's decisions, on `book` (the host's launch book, locked by the caller).
 pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
-    let open = as_the_loop_knows(o.open, o.in_flight);
+    let open = as_the_loop_knows(o.open, o.in_flight, book);
     let o = &Observed { open: &open, ..*o };
     let mine: Vec<Attempt> = o
         .open
@@ -163,14 +163,19 @@ pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
 }
 
 /// The open attempts as the loop knows them. One a worker holds is the worker's
-/// until it reports: an end the worker already wrote (a start that failed) is not
-/// the pass's to count yet, so the attempt still holds its slot and its job as an
-/// unassigned start; else a pass in between would start a second runner for the job
-/// before the failure's hold is in place.
-fn as_the_loop_knows(open: &[Attempt], in_flight: &BTreeSet<i64>) -> Vec<Attempt> {
+/// until it reports: an end a starting worker already wrote (a start that failed) is
+/// not the pass's to count yet, so the attempt still holds its slot and its job as
+/// an unassigned start; else a pass in between would start a second runner for the
+/// job before the failure's hold is in place. One a worker is removing (the book's
+/// `leaving`) stays as the store shows it: it is going, and serves nothing.
+fn as_the_loop_knows(
+    open: &[Attempt],
+    in_flight: &BTreeSet<i64>,
+    book: &LaunchBook,
+) -> Vec<Attempt> {
     open.iter()
         .map(|a| {
-            if in_flight.contains(&a.id) && !a.state.is_live() {
+            if in_flight.contains(&a.id) && !a.state.is_live() && !book.is_leaving(a.id) {
                 let mut a = a.clone();
                 a.state = AttemptState::Starting;
                 a
@@ -252,7 +257,7 @@ pub fn timeouts_of(profiles: &[ScalePolicy], profile: &str) -> Timeouts {
 
 /// Demand, the launch book, allocation, intents and surplus.
 fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Millis) -> Plan {
-    let counts = Counts::of(o.open);
+    let counts = book.counts(o.open);
     // Ended attempts take their job out of the queue only while the queue is older
     // than their job (see the loop's `ended_since_read`).
     let mut for_demand: Vec<Attempt> = mine

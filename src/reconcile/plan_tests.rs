@@ -66,6 +66,10 @@ impl Fixture {
     }
 
     fn plan(&self, now: Millis) -> Plan {
+        self.plan_on(&mut LaunchBook::new(), now)
+    }
+
+    fn plan_on(&self, book: &mut LaunchBook, now: Millis) -> Plan {
         let o = Observed {
             target: "t",
             host: &self.host,
@@ -87,7 +91,7 @@ impl Fixture {
             surplus: &self.surplus,
             runners: self.runners.as_deref(),
         };
-        plan(&o, &mut LaunchBook::new(), now)
+        plan(&o, book, now)
     }
 }
 
@@ -334,4 +338,34 @@ fn actions_split_where_a_worker_takes_over() {
     assert_eq!(tail, vec![Action::Cleanup, Action::MarkCleaned]);
     let (head, tail) = split_at_io(vec![Action::Kill]);
     assert_eq!((head.len(), tail.len()), (1, 0));
+}
+
+#[test]
+fn a_runner_a_worker_removes_serves_no_job_and_holds_its_slot() {
+    let mut f = Fixture::new(2, vec![profile("linux", 2)]);
+    f.jobs = vec![job(1, "linux", 0)];
+    f.open = vec![attempt(5, "linux", AttemptState::Idle)];
+    f.in_flight.insert(5);
+    let mut book = LaunchBook::new();
+    // Its idle timeout's DELETE on a worker: the store still says idle.
+    book.leaving(5);
+    let p = f.plan_on(&mut book, 1_000);
+    assert_eq!(p.intents.len(), 1, "the job gets a runner of its own");
+    assert_eq!(
+        p.allocation.profiles[0].live, 1,
+        "the leaving runner holds its slot"
+    );
+    // Ended by its worker (destroying, not yet cleaned): still not a runner to count
+    // on, not even as a start the worker holds.
+    let mut ended = attempt(5, "linux", AttemptState::Idle);
+    ended.end(Outcome::CompletedJob, None, 900).unwrap();
+    ended.recover(AttemptState::Destroying, 950).unwrap();
+    f.open = vec![ended];
+    let p = f.plan_on(&mut book, 1_000);
+    assert_eq!(p.intents.len(), 1);
+    assert_eq!(p.allocation.profiles[0].live, 0);
+    // Without the book's word, the same idle runner serves the job.
+    f.open = vec![attempt(5, "linux", AttemptState::Idle)];
+    book.left(5);
+    assert!(f.plan_on(&mut book, 1_000).intents.is_empty());
 }

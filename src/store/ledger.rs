@@ -127,15 +127,32 @@ fn append_events(c: &Connection, id: i64, from: usize, history: &[StateChange]) 
     Ok(())
 }
 
+/// Records that attempt `id` serves the launch `lease`. Its own statement, not part
+/// of `save`: a launch binds to an attempt a worker may hold (and save) at that
+/// moment, and a whole-row write from either side would undo the other's.
+pub fn set_lease(c: &Connection, id: i64, lease: &str) -> Result<()> {
+    let n = c.execute(
+        "UPDATE attempts SET lease_id = ?2 WHERE id = ?1",
+        params![id, lease],
+    )?;
+    if n == 0 {
+        return Err(StoreError::NotFound {
+            what: "attempt",
+            name: id.to_string(),
+        });
+    }
+    Ok(())
+}
+
 pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
     let tx = rows::write_tx(c)?;
     let n = tx.execute(
         "UPDATE attempts SET state = ?2, outcome = ?3, reason = ?4, updated_at = ?5, \
          ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
-         job_name = ?11, job_id = ?12, job_queued_at = ?13, lease_id = ?14, \
-         peak_rss_bytes = ?15, cpu_millis = ?16, cleaned = ?17, cleanup_tries = ?18, \
-         next_cleanup_at = ?19, runner_uid = ?20, runner_gid = ?21, reason_kind = ?22, \
-         reason_detail = ?23 WHERE id = ?1",
+         job_name = ?11, job_id = ?12, job_queued_at = ?13, \
+         peak_rss_bytes = ?14, cpu_millis = ?15, cleaned = ?16, cleanup_tries = ?17, \
+         next_cleanup_at = ?18, runner_uid = ?19, runner_gid = ?20, reason_kind = ?21, \
+         reason_detail = ?22 WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),
@@ -150,7 +167,6 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.job_name,
             a.job_id,
             a.job_queued_at,
-            a.lease_id,
             a.peak_rss_bytes.map(sql_u64),
             a.cpu_millis.map(sql_u64),
             a.cleaned,

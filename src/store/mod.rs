@@ -217,10 +217,14 @@ pub trait Store {
 
     /// Inserts a `pending` attempt; the store assigns the id and the runner name.
     fn create_attempt(&self, new: &NewAttempt, now: Millis) -> Result<Attempt>;
-    /// Writes the attempt's state and fields, and appends the entries of
-    /// `attempt.history` not yet stored. Attempts read from the store carry their whole
-    /// history, so read, change, save is always right.
+    /// Writes the attempt's state and fields (all but its lease: `set_lease`), and
+    /// appends the entries of `attempt.history` not yet stored. Attempts read from the
+    /// store carry their whole history, so read, change, save is right for the one
+    /// actor that holds the attempt (the loop, or the worker it handed it to).
     fn save_attempt(&self, attempt: &Attempt) -> Result<()>;
+    /// Records that the attempt serves the launch `lease`, touching nothing else: a
+    /// launch may bind to an attempt while a worker holds it.
+    fn set_lease(&self, attempt: i64, lease: &str) -> Result<()>;
     fn attempt(&self, id: i64) -> Result<Attempt>;
     fn attempts(&self, filter: &AttemptFilter) -> Result<Vec<Attempt>>;
     /// The host's attempts not yet cleaned (live, ended, or being cleaned up), oldest

@@ -362,6 +362,9 @@ impl Store for SqliteStore {
     fn save_attempt(&self, attempt: &Attempt) -> Result<()> {
         self.wrap(ledger::save(&self.conn, attempt))
     }
+    fn set_lease(&self, attempt: i64, lease: &str) -> Result<()> {
+        self.wrap(ledger::set_lease(&self.conn, attempt, lease))
+    }
     fn attempt(&self, id: i64) -> Result<Attempt> {
         self.wrap(ledger::get(&self.conn, id))
     }

@@ -272,6 +272,32 @@ fn attempts_keep_their_history_and_the_profile_stays_while_live() {
 }
 
 #[test]
+fn a_lease_and_a_workers_save_never_undo_each_other() {
+    let (s, h, _) = seeded();
+    let mut a = s.create_attempt(&new_attempt(&h, "linux"), 1_000).unwrap();
+    a.step(AttemptState::Starting, 2_000).unwrap();
+    a.step(AttemptState::Idle, 3_000).unwrap();
+    s.save_attempt(&a).unwrap();
+    // The pass binds a launch from the row it read; a worker holding the attempt
+    // ends and cleans it meanwhile, from its own copy (no lease on it).
+    let read_by_the_pass = s.attempt(a.id).unwrap();
+    a.end(Outcome::ExitedIdleWithoutWork, None, 4_000).unwrap();
+    a.mark_cleaned(5_000);
+    s.save_attempt(&a).unwrap();
+    s.set_lease(read_by_the_pass.id, "L1").unwrap();
+    let back = s.attempt(a.id).unwrap();
+    assert!(back.cleaned, "the lease did not bring the attempt back");
+    assert_eq!(back.lease_id.as_deref(), Some("L1"));
+    // And the worker's next save keeps the lease it never saw.
+    s.save_attempt(&a).unwrap();
+    assert_eq!(s.attempt(a.id).unwrap().lease_id.as_deref(), Some("L1"));
+    assert!(matches!(
+        s.set_lease(999, "L2"),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
 fn listing_filters_and_open_reads() {
     let (s, h, _) = seeded();
     let mut ids = Vec::new();

@@ -75,6 +75,9 @@ impl TargetLoop {
                 continue;
             };
             self.state.on_event(Event::Handed(a.id), now);
+            // What a worker finishes (a deregistration, a cleanup) ends the attempt:
+            // from now on it serves no launch, whatever the store still says.
+            lock(&self.shared.pool.book).leaving(a.id);
             self.io.send(
                 Task::Apply {
                     attempt: a,

@@ -72,16 +72,11 @@ impl crate::reconcile::record::Books for StoreBooks<'_> {
     fn lease(&mut self, attempt: i64, lease: &str) -> Result<(), StoreError> {
         if let Some(a) = self.recorded.iter_mut().find(|a| a.id == attempt) {
             a.lease_id = Some(lease.to_string());
-            return self.store.save_attempt(a);
         }
-        match self.store.attempt(attempt) {
-            Ok(mut a) => {
-                a.lease_id = Some(lease.to_string());
-                self.store.save_attempt(&a)
-            }
+        match self.store.set_lease(attempt, lease) {
             // Gone meanwhile: nothing to bind.
             Err(StoreError::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e),
+            r => r,
         }
     }
 }

@@ -32,6 +32,7 @@ impl TargetLoop {
                 }
             }
             Done::Applied { attempt } => {
+                lock(&self.shared.pool.book).left(attempt.id);
                 self.after_attempt(&attempt);
                 Outcome::Applied {
                     attempt: attempt.id,
@@ -62,6 +63,9 @@ impl TargetLoop {
             }
             Done::Failed { attempt, error } => {
                 log_error!("io_failed", target = self.name, error = error);
+                if let Some(id) = attempt {
+                    lock(&self.shared.pool.book).left(id);
+                }
                 Outcome::Failed { attempt }
             }
         };
