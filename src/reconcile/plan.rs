@@ -137,6 +137,21 @@ pub fn split_at_io(actions: Vec<Action>) -> (Vec<Action>, Vec<Action>) {
     (head, tail)
 }
 
+/// The host's open attempts a pass plans from: this target's as the pass gathered
+/// them (the same read `seen` came from, and the copies the pass acts on), the other
+/// targets' as `now_read` shows them under the allocation lock (their loops may have
+/// recorded starts since). Only this loop and the workers it handed attempts to write
+/// this target's attempts, so its own read is as new as any.
+pub fn host_view(gathered: &[Attempt], now_read: Vec<Attempt>, target: &str) -> Vec<Attempt> {
+    let mut open: Vec<Attempt> = now_read
+        .into_iter()
+        .filter(|a| a.target != target)
+        .collect();
+    open.extend(gathered.iter().filter(|a| a.target == target).cloned());
+    open.sort_by_key(|a| a.id);
+    open
+}
+
 /// The pass's decisions, on `book` (the host's launch book, locked by the caller).
 pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
     let open = as_the_loop_knows(o.open, o.in_flight, book);

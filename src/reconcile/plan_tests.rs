@@ -369,3 +369,20 @@ fn a_runner_a_worker_removes_serves_no_job_and_holds_its_slot() {
     book.left(5);
     assert!(f.plan_on(&mut book, 1_000).intents.is_empty());
 }
+
+#[test]
+fn a_pass_plans_from_its_own_gathered_attempts_and_the_others_read_under_the_lock() {
+    let mine_then = attempt(2, "linux", AttemptState::Idle);
+    let mut mine_now = mine_then.clone();
+    mine_now.recover(AttemptState::Busy, 10).unwrap();
+    let mut theirs = Attempt::new(3, "gpu", "other", HOST, 0);
+    theirs.recover(AttemptState::Starting, 5).unwrap();
+    let theirs_then = Attempt::new(1, "gpu", "other", HOST, 0);
+    let view = host_view(
+        &[theirs_then, mine_then.clone()],
+        vec![mine_now, theirs.clone()],
+        "t",
+    );
+    // Ours as gathered (what `seen` was taken with), theirs as read now, by id.
+    assert_eq!(view, vec![mine_then, theirs]);
+}

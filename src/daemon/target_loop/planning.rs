@@ -51,7 +51,7 @@ impl TargetLoop {
         let shared = self.shared.clone();
         let _guard = lock(&shared.alloc_lock);
         let host = self.store.host_or_create()?;
-        let open = self.store.open_attempts(&host.id)?;
+        let open = plan::host_view(&g.open, self.store.open_attempts(&host.id)?, &self.name);
         let free_uids = match &contain.isolation {
             InEffect::Uids(range) if can_start => {
                 Some(self.uids.free(*range, &open, host.capacity as usize, now))
