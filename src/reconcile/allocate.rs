@@ -127,8 +127,14 @@ pub struct HostAllocator<'a> {
 impl HostAllocator<'_> {
     /// `demand`: queued jobs (or open launches) per profile name; missing = 0.
     pub fn allocate(&self, demand: &BTreeMap<String, u32>) -> Allocation {
+        self.allocate_reserving(demand, 0)
+    }
+
+    /// As `allocate`, with `reserved` slots of the host already promised (accepted
+    /// launches this allocation cannot start: `LaunchBook::reserved`).
+    pub fn allocate_reserving(&self, demand: &BTreeMap<String, u32>, reserved: u32) -> Allocation {
         let live_on_host: u32 = self.counts.values().map(Counts::live).sum();
-        let mut host_live = live_on_host;
+        let mut host_live = live_on_host.saturating_add(reserved);
         let mut order: Vec<&ScalePolicy> = self.policies.iter().collect();
         order.sort_by(|a, b| (&a.name, &a.target).cmp(&(&b.name, &b.target)));
         let mut profiles = Vec::with_capacity(order.len());
@@ -186,6 +192,14 @@ impl HostAllocator<'_> {
             capacity: self.host.capacity,
             live_on_host,
         }
+    }
+
+    /// Whether `p` is one this allocation may start runners for.
+    pub fn may_start(&self, p: &ScalePolicy) -> bool {
+        self.policies
+            .iter()
+            .any(|q| q.name == p.name && q.target == p.target)
+            && self.not_reconciling(p).is_none()
     }
 
     fn not_reconciling(&self, p: &ScalePolicy) -> Option<Limit> {

@@ -310,13 +310,39 @@ impl LaunchBook {
             .map(|a| a.id)
     }
 
+    /// Slots of the host promised to accepted launches that `ctx`'s allocation
+    /// cannot start: launches of another target's profiles (their own loop starts
+    /// them) and of profiles that may not start now (held, paused, unfit). Each still
+    /// needs its slot when its loop or its hold comes round, so no other start and no
+    /// other launch may take it.
+    pub fn reserved(&self, ctx: &OfferCtx) -> u32 {
+        let waiting = self.open.iter().filter(|o| o.attempt.is_none());
+        waiting
+            .filter(|o| {
+                !ctx.alloc.policies.iter().any(|p| {
+                    p.name == o.launch.profile
+                        && p.target == o.launch.target
+                        && ctx.alloc.may_start(p)
+                })
+            })
+            .count() as u32
+    }
+
+    /// The pass's allocation: this target's demand (`demand`), with what the book
+    /// promised elsewhere reserved.
+    pub fn allocate(&self, ctx: &OfferCtx) -> super::allocate::Allocation {
+        ctx.alloc
+            .allocate_reserving(&self.demand(ctx), self.reserved(ctx))
+    }
+
     /// Whether the allocator, asked for one launch more than are open, starts one
     /// runner more on the host (see the module documentation).
     fn grants_one_more(&self, policy: &ScalePolicy, ctx: &OfferCtx) -> Result<(), Refusal> {
         let mut demand = self.demand(ctx);
-        let base = ctx.alloc.allocate(&demand);
+        let reserved = self.reserved(ctx);
+        let base = ctx.alloc.allocate_reserving(&demand, reserved);
         *demand.entry(policy.name.clone()).or_default() += 1;
-        let plus = ctx.alloc.allocate(&demand);
+        let plus = ctx.alloc.allocate_reserving(&demand, reserved);
         if plus.total_to_start() > base.total_to_start() {
             return Ok(());
         }

@@ -1,7 +1,7 @@
 //! Unit tests of the launch book: every refusal reason, leases that repeat, expire
 //! or are cancelled, runners that serve launches, and the target modes.
 
-use super::allocate::HostAllocator;
+use super::allocate::{HostAllocator, Limit};
 use super::launch_book::*;
 use super::unfit::Unfit;
 use crate::domain::profile::Mode;
@@ -378,4 +378,47 @@ fn target_modes() {
     assert!(!is_directed(&h, &prof("p", "t", true, 1), Fallback));
     assert!(!is_directed(&h, &prof("p", "t", false, 1), Coordinated));
     assert_eq!(Refusal::UnknownProfile.as_str(), "unknown_profile");
+}
+
+#[test]
+fn waiting_launches_keep_their_slots_from_other_targets_and_while_held() {
+    let mut w = World::new();
+    w.host.capacity = 2;
+    check(&mut w, "pool", "start");
+    check(&mut w, "pool", "start");
+    // The other target's loop passes before `octo`'s: its queued job may not take a
+    // slot the two launches were promised.
+    w.demand.insert("solo".into(), 1);
+    let mine: Vec<ScalePolicy> = w
+        .policies
+        .iter()
+        .filter(|p| p.target == "mine")
+        .cloned()
+        .collect();
+    let counts = w.book.counts(&w.attempts);
+    let ctx = OfferCtx {
+        alloc: HostAllocator {
+            host: &w.host,
+            policies: &mine,
+            counts: &counts,
+            unfit: &w.unfit,
+        },
+        demand: &w.demand,
+        modes: &w.modes,
+        attempts: &w.attempts,
+    };
+    assert_eq!(w.book.reserved(&ctx), 2);
+    let a = w.book.allocate(&ctx);
+    assert_eq!(a.to_start("solo"), 0);
+    assert_eq!(a.get("solo").unwrap().limit, Limit::HostCapacity);
+    // Held after a failed start, `pool` starts nothing; its launches still hold
+    // their slots against another profile's launch.
+    w.demand.clear();
+    w.policies.push(prof("apool", "octo", true, 3));
+    w.unfit
+        .insert("pool".into(), Unfit::Held("a start failed".into()));
+    check(&mut w, "apool", "host_capacity");
+    w.unfit.remove("pool");
+    w.host.capacity = 3;
+    check(&mut w, "apool", "start");
 }

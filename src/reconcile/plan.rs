@@ -311,7 +311,7 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         modes: &modes,
         attempts: mine,
     };
-    let mut allocation = alloc.allocate(&book.demand(&ctx));
+    let mut allocation = book.allocate(&ctx);
     if o.draining && !o.host.draining {
         // The daemon stops, the host does not drain: say so, or `status` after the
         // daemon is gone shows `draining no` above profiles limited by draining.
