@@ -1057,12 +1057,15 @@ fn hooks_on(w: &World, drop: f64) -> std::net::SocketAddr {
     std::fs::write(&file, secret).expect("write the secret");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let store = SqliteStore::open(&w.state_dir).expect("open the world's store");
-    use runner_manager::daemon::webhook::{KV_LISTEN, KV_SECRET_FILE};
+    use runner_manager::domain::host_settings::Beside;
     store
-        .kv_put(KV_LISTEN, &addr.to_string())
+        .kv_put(Beside::WebhookListen.kv_key(), &addr.to_string())
         .expect("set webhook_listen");
     store
-        .kv_put(KV_SECRET_FILE, &file.display().to_string())
+        .kv_put(
+            Beside::WebhookSecretFile.kv_key(),
+            &file.display().to_string(),
+        )
         .expect("set webhook_secret_file");
     w.sim
         .set_webhook(Some((&format!("http://{addr}/webhook"), secret)));

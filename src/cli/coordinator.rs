@@ -19,9 +19,6 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The kv key under which a serving coordinator says where it listens.
-const SERVE_KEY: &str = "coordinator.serve";
-
 pub(super) fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
     let name = validate::name("NAME", &inv.positionals[0])?;
     let token_out = inv
@@ -231,9 +228,7 @@ pub(super) fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
 }
 
 pub(super) fn status(store: &SqliteStore, out: &mut Out) -> CliResult {
-    let serving: Option<Value> = store
-        .kv_get(SERVE_KEY)?
-        .and_then(|s| serde_json::from_str(&s).ok());
+    let serving: Option<Value> = store.coord_serving()?;
     let hs = store.coord_hosts()?;
     let js = store.coord_jobs()?;
     let targets = store.targets()?;
@@ -380,10 +375,8 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
         "ws"
     };
     let url = format!("{scheme}://{}", server.addr());
-    store.kv_put(
-        SERVE_KEY,
-        &json!({ "listen": url, "pid": std::process::id(), "started_at": time(now_millis()) })
-            .to_string(),
+    store.put_coord_serving(
+        &json!({ "listen": url, "pid": std::process::id(), "started_at": time(now_millis()) }),
     )?;
     if plain_exposed {
         log_warn!(
@@ -398,6 +391,6 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
     signals.forever().next();
     drop(stop_tx);
     server.shutdown();
-    store.kv_delete(SERVE_KEY)?;
+    store.clear_coord_serving()?;
     Ok(())
 }

@@ -127,10 +127,10 @@ fn isolation_line(
     h: &Host,
     alive: bool,
 ) -> Result<(Option<String>, String, String), CliError> {
-    let word = store.kv_get(crate::daemon::contain::KV_ISOLATION)?;
-    let line = store.kv_get(crate::daemon::contain::KV_CONTAINMENT)?;
-    let cgroups = store
-        .kv_get(crate::daemon::contain::KV_CGROUPS)?
+    use crate::store::daemon_facts;
+    let word = daemon_facts::isolation(store)?;
+    let line = daemon_facts::containment_line(store)?;
+    let cgroups = daemon_facts::cgroups_summary(store)?
         .filter(|_| alive)
         .unwrap_or_else(|| "- (the daemon detects them when it starts)".into());
     Ok(match (alive, word, line) {

@@ -6,8 +6,9 @@ use super::exit::Failure;
 use super::output::Out;
 use super::parse::Invocation;
 use super::{CliError, CliResult};
+use crate::domain::host_settings::Beside;
 use crate::selfupdate::owner::{self, Verdict};
-use crate::selfupdate::release::{self, KV_RELEASE_SOURCE, Source};
+use crate::selfupdate::release::{self, Source};
 use crate::selfupdate::{Decision, UpdateError, decide, replace};
 use crate::store::{Store, daemon_facts};
 use crate::timefmt::now_millis;
@@ -34,7 +35,7 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             "cannot be given with --check, which changes nothing",
         ));
     }
-    let stored = store.kv_get(KV_RELEASE_SOURCE)?.unwrap_or_default();
+    let stored = crate::store::beside(store, Beside::ReleaseSource)?.unwrap_or_default();
     let source = Source::parse("release_source", &stored)
         .map_err(|i| {
             CliError::Failed(format!(

@@ -16,11 +16,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// The store keys the containment is kept under are `store::daemon_facts`'s (written
-/// by `daemon::apply_containment` through `daemon_facts::put_containment`); named here
-/// only for `cli/host.rs`'s `status` until it reads them through `daemon_facts` too.
-pub use crate::store::daemon_facts::{KV_CGROUPS, KV_CONTAINMENT, KV_ISOLATION};
-
 /// What the daemon runs runners with.
 #[derive(Debug, Clone)]
 pub struct Containment {

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::Receiver;
 
 use super::shared::Shared;
+use crate::domain::host_settings::Beside;
 use crate::github::hooks::{self, MAX_DELIVERY_BYTES, Refused, SharedBook};
 use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
 use crate::metrics::{Kind, Metrics};
@@ -23,9 +24,6 @@ use crate::store::{SqliteStore, Store, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 
-/// The store's key-value rows: the settings, as `host set` wrote them.
-pub const KV_LISTEN: &str = crate::domain::host_settings::KV_WEBHOOK_LISTEN;
-pub const KV_SECRET_FILE: &str = crate::domain::host_settings::KV_WEBHOOK_SECRET_FILE;
 /// What the listener last wrote of itself (`store::daemon_facts`'s, kept in the store
 /// for `status` and `doctor`), under the name `cli/host.rs`'s `status` calls it by.
 pub use crate::store::daemon_facts::WebhookSeen as Seen;
@@ -47,13 +45,17 @@ pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
 /// The settings as the store holds them: `None` while the listener is off (neither
 /// set), an error when only one of the two is set or one does not read.
 pub fn settings(store: &dyn Store) -> Result<Option<(SocketAddr, PathBuf)>, String> {
-    let listen = store.kv_get(KV_LISTEN).map_err(|e| e.to_string())?;
-    let file = store.kv_get(KV_SECRET_FILE).map_err(|e| e.to_string())?;
+    use crate::store::beside;
+    let listen = beside(store, Beside::WebhookListen).map_err(|e| e.to_string())?;
+    let file = beside(store, Beside::WebhookSecretFile).map_err(|e| e.to_string())?;
     match (listen, file) {
         (None, None) => Ok(None),
         (Some(_), None) => Err("webhook_listen is set but webhook_secret_file is not".into()),
         (None, Some(_)) => Err("webhook_secret_file is set but webhook_listen is not".into()),
-        (Some(l), Some(f)) => Ok(Some((parse_listen(KV_LISTEN, &l)?, PathBuf::from(f)))),
+        (Some(l), Some(f)) => Ok(Some((
+            parse_listen(Beside::WebhookListen.name(), &l)?,
+            PathBuf::from(f),
+        ))),
     }
 }
 
@@ -269,9 +271,11 @@ mod tests {
     fn settings_are_both_or_neither() {
         let s = SqliteStore::open_in_memory().unwrap();
         assert_eq!(settings(&s), Ok(None));
-        s.kv_put(KV_LISTEN, "127.0.0.1:8090").unwrap();
+        s.kv_put(Beside::WebhookListen.kv_key(), "127.0.0.1:8090")
+            .unwrap();
         assert!(settings(&s).unwrap_err().contains("webhook_secret_file"));
-        s.kv_put(KV_SECRET_FILE, "/etc/x").unwrap();
+        s.kv_put(Beside::WebhookSecretFile.kv_key(), "/etc/x")
+            .unwrap();
         assert_eq!(
             settings(&s),
             Ok(Some(("127.0.0.1:8090".parse().unwrap(), "/etc/x".into())))

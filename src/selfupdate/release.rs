@@ -9,8 +9,6 @@ use crate::install::versions::is_version;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-/// The store's key for `host set release_source=` (a kv row: no migration).
-pub const KV_RELEASE_SOURCE: &str = crate::domain::host_settings::KV_RELEASE_SOURCE;
 /// The index file a release source holds.
 pub const SUMS: &str = "SHA256SUMS";
 /// The most `SHA256SUMS` may hold; a real one is a few lines.

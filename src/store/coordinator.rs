@@ -121,7 +121,27 @@ const HOST_COLUMNS: &str = "name, created_at, connected, version, host_id, os, a
 const JOB_COLUMNS: &str = "job_key, target, repo, name, labels, queued_at, phase, lease_id, \
      host, profile, runner_name, expires_at, placements, updated_at";
 
+/// The kv key under which a serving coordinator says where it listens.
+const KV_SERVE: &str = "coordinator.serve";
+
 impl SqliteStore {
+    /// What a serving coordinator wrote of itself (`listen`, `pid`, `started_at`, as
+    /// JSON), for `coordinator status`; `None` when none serves (or the row is not
+    /// JSON).
+    pub fn coord_serving(&self) -> Result<Option<serde_json::Value>> {
+        Ok(super::Store::kv_get(self, KV_SERVE)?.and_then(|s| serde_json::from_str(&s).ok()))
+    }
+
+    /// A coordinator starts serving: where it listens, for `coordinator status`.
+    pub fn put_coord_serving(&self, serving: &serde_json::Value) -> Result<()> {
+        super::Store::kv_put(self, KV_SERVE, &serving.to_string())
+    }
+
+    /// The coordinator stopped serving.
+    pub fn clear_coord_serving(&self) -> Result<()> {
+        super::Store::kv_delete(self, KV_SERVE)
+    }
+
     /// Allows a host to connect with the token whose SHA-256 is `token_hash`.
     /// Refused with `Exists` when the name is taken.
     pub fn coord_add_host(&self, name: &str, token_hash: &[u8], now: Millis) -> Result<()> {

@@ -10,8 +10,12 @@
 //! - the webhook listener's own report ([`WebhookSeen`]) and its book's snapshot;
 //! - a handover request `update` leaves for it ([`HandoverRequest`]);
 //! - each target's rate-limit hold, which a restarted daemon still honours
-//!   ([`rate_limit_hold`]; `daemon::target_loop` still names this key itself, the
-//!   same words, until it calls these).
+//!   ([`rate_limit_hold`]).
+//!
+//! The host settings kept beside the host row (`release_source`, the webhook's) are
+//! read through `store::beside`, a serving coordinator's own row through
+//! `SqliteStore::coord_serving`. A scale set listener's checkpoint rows are named by
+//! `scaleset::listener` and kept through its `Checkpoint` trait.
 //!
 //! A row another build wrote in a form this one cannot read is read as absent.
 
@@ -23,11 +27,9 @@ use crate::timefmt::Millis;
 use serde::{Deserialize, Serialize};
 
 /// The containment: the one word (`uids`, `none`, `refused`) and the whole line.
-/// Public only while `cli/host.rs`'s `status` reads them by key (through
-/// `daemon::contain`); every other reader calls the functions below.
-pub const KV_ISOLATION: &str = "daemon:isolation";
-pub const KV_CONTAINMENT: &str = "daemon:containment";
-pub const KV_CGROUPS: &str = "daemon:cgroups";
+const KV_ISOLATION: &str = "daemon:isolation";
+const KV_CONTAINMENT: &str = "daemon:containment";
+const KV_CGROUPS: &str = "daemon:cgroups";
 /// What the daemon's cgroups enforce ([`Enforced`], as JSON): `doctor` judges
 /// profiles' limits by the daemon's cgroup, not by its own.
 const KV_ENFORCED: &str = "daemon:cgroups_enforced";

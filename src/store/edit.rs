@@ -110,18 +110,24 @@ pub struct HostEdit {
 }
 
 /// The host's settings as stored: its row and the key-value rows beside it.
+/// One host setting kept beside the host row (`release_source`, the webhook's), as
+/// last set; `None` when unset.
+pub fn beside(store: &dyn Store, b: Beside) -> Result<Option<String>, StoreError> {
+    store.kv_get(b.kv_key())
+}
+
 pub fn read_host_settings(store: &dyn Store) -> Result<HostSettings, StoreError> {
     let host = store.host()?.ok_or_else(|| StoreError::NotFound {
         what: "host",
         name: "this host".into(),
     })?;
-    let mut beside = std::collections::BTreeMap::new();
+    let mut kept = std::collections::BTreeMap::new();
     for b in Beside::ALL {
-        if let Some(v) = store.kv_get(b.kv_key())? {
-            beside.insert(b, v);
+        if let Some(v) = beside(store, b)? {
+            kept.insert(b, v);
         }
     }
-    Ok(HostSettings { host, beside })
+    Ok(HostSettings { host, beside: kept })
 }
 
 /// The one edit of the host's settings, shared by `host set` and `top`: applies each

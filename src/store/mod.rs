@@ -20,7 +20,8 @@ mod upkeep;
 
 pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use edit::{
-    EditError, HostEdit, HostProbe, check_runner_dir, edit_host, edit_profile, read_host_settings,
+    EditError, HostEdit, HostProbe, beside, check_runner_dir, edit_host, edit_profile,
+    read_host_settings,
 };
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};

@@ -142,6 +142,18 @@ impl SqliteStore {
         Ok(SqliteStore { conn, path })
     }
 
+    /// Keeps at most `kib` KiB of cached pages on this connection (512 by default):
+    /// for a connection that reads a few rows every pass and holds still between, as
+    /// each target loop's does. A page past that is read again from the kernel's
+    /// page cache.
+    pub fn cache_at_most(&self, kib: u32) -> Result<()> {
+        self.wrap(
+            self.conn
+                .execute_batch(&format!("PRAGMA cache_size = -{kib}"))
+                .map_err(Into::into),
+        )
+    }
+
     /// The store's file (`:memory:` for an in-memory store).
     pub fn path(&self) -> &Path {
         &self.path

@@ -6,6 +6,7 @@
 
 use super::support::*;
 use runner_manager::domain::AttemptState;
+use runner_manager::domain::host_settings::Beside;
 use runner_manager::selfupdate::release;
 use runner_manager::sim::JobStatus;
 use runner_manager::store::Store;
@@ -422,7 +423,7 @@ fn a_release_source_others_can_write_is_refused_and_nothing_in_it_runs() {
         // The ancestor case names the release through a link; the check must see the
         // real path, so it is given as such.
         let rel = std::fs::canonicalize(&rel).unwrap_or(rel);
-        let before = w.store().kv_get(release::KV_RELEASE_SOURCE).unwrap();
+        let before = w.store().kv_get(Beside::ReleaseSource.kv_key()).unwrap();
         let out = w.cli(&["host", "set", &format!("release_source={}", rel.display())]);
         assert_eq!(out.status.code(), Some(2), "{case}: {}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
@@ -431,14 +432,14 @@ fn a_release_source_others_can_write_is_refused_and_nothing_in_it_runs() {
             "{case}: {err}"
         );
         assert_eq!(
-            w.store().kv_get(release::KV_RELEASE_SOURCE).unwrap(),
+            w.store().kv_get(Beside::ReleaseSource.kv_key()).unwrap(),
             before,
             "{case}: host set wrote the source"
         );
         // Stored anyway (set before the check existed, or spoiled after): update
         // refuses it too, with and without --check.
         w.store()
-            .kv_put(release::KV_RELEASE_SOURCE, &rel.display().to_string())
+            .kv_put(Beside::ReleaseSource.kv_key(), &rel.display().to_string())
             .unwrap();
         for args in [&["--check"][..], &[][..]] {
             let out = update(&bin, &w, args);
@@ -461,7 +462,7 @@ fn a_release_source_others_can_write_is_refused_and_nothing_in_it_runs() {
             "{case}: the binary changed"
         );
         assert!(leftovers(&bin).is_empty(), "{case}: {:?}", leftovers(&bin));
-        w.store().kv_delete(release::KV_RELEASE_SOURCE).unwrap();
+        w.store().kv_delete(Beside::ReleaseSource.kv_key()).unwrap();
         let _ = std::fs::remove_dir_all(w.dir.join("open"));
         let _ = std::fs::remove_file(w.dir.join("elsewhere"));
     }

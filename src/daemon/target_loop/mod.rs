@@ -88,6 +88,11 @@ struct Writes {
     repeats: crate::logging::Repeats,
 }
 
+/// The page cache of a loop's store connection, in KiB: a pass reads the same few
+/// dozen pages (its target, profiles, open attempts, kv rows), and an idle daemon holds
+/// one such connection per target.
+const LOOP_CACHE_KIB: u32 = 128;
+
 pub struct TargetLoop {
     name: String,
     shared: Arc<Shared>,
@@ -117,6 +122,8 @@ impl TargetLoop {
         shutdown_rx: Receiver<()>,
     ) -> Result<TargetLoop, StoreError> {
         let store = SqliteStore::open(&shared.state_dir)?;
+        // An idle target's memory is mostly this connection's (issue 32, "Idle").
+        store.cache_at_most(LOOP_CACHE_KIB)?;
         let workers = store
             .target(&name)
             .map(|t| t.max_in_flight as usize)
