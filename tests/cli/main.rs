@@ -4,6 +4,7 @@
 mod bad_input;
 mod concurrent;
 mod demo;
+mod docs;
 mod exits;
 mod golden;
 mod help;
