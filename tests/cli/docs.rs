@@ -121,8 +121,7 @@ fn shown_in(path: &Path) -> Vec<Shown> {
     }
     // Inline code in the prose: `runner-manager ...`, possibly across a line break.
     let mut line_no = 1;
-    let mut parts = prose.split('`').enumerate().peekable();
-    while let Some((n, part)) = parts.next() {
+    for (n, part) in prose.split('`').enumerate() {
         let at = line_no;
         line_no += part.matches('\n').count();
         if n % 2 == 0 {
@@ -291,10 +290,8 @@ fn check(c: &Command, rest: &[String]) -> Result<(), String> {
     }
     let given: Vec<&str> = rest
         .iter()
-        .filter_map(|w| {
-            w.starts_with("--")
-                .then(|| w.split('=').next().unwrap_or(w))
-        })
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.split('=').next().unwrap_or(w))
         .collect();
     for alternatives in required_options(c.args) {
         if !alternatives

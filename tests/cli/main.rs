@@ -12,6 +12,7 @@ mod host_set;
 mod man;
 mod man8;
 mod once;
+mod permissions;
 mod service;
 mod settings;
 mod sim_job;
