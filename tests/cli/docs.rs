@@ -9,6 +9,8 @@
 //! inline code that starts with `runner-manager`. Inline synopses that name a
 //! placeholder command (`COMMAND`, `WORDS...`) or alternatives (`[...]`, `a|b`) are
 //! grammar, not commands, and are left out.
+//!
+//! And every link between the pages leads to a file, and to a heading in it.
 
 use crate::support::Dir;
 use runner_manager::cli::spec::{self, Command, GLOBAL};
@@ -441,6 +443,64 @@ fn every_command_the_docs_show_is_one_the_binary_takes() {
                 s.at,
                 s.words.join(" ")
             ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to `-`, punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_between_the_pages_leads_somewhere() {
+    assert_eq!(anchor("### 3 `credentials`"[4..].trim()), "3-credentials");
+    assert_eq!(anchor("GitHub's rate limit"), "githubs-rate-limit");
+    let mut wrong = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let dir = page.parent().unwrap();
+        // `](target)`: a Markdown link's target.
+        for (i, _) in text.match_indices("](") {
+            let rest = &text[i + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let link = &rest[..end];
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (file, frag) = link.split_once('#').unwrap_or((link, ""));
+            let target = if file.is_empty() {
+                page.clone()
+            } else {
+                dir.join(file)
+            };
+            let name = page.file_name().unwrap().to_string_lossy();
+            if !target.exists() {
+                wrong.push(format!("{name}: {link}: no such file"));
+                continue;
+            }
+            if frag.is_empty() {
+                continue;
+            }
+            let headings: Vec<String> = std::fs::read_to_string(&target)
+                .unwrap()
+                .lines()
+                .filter(|l| l.starts_with('#'))
+                .map(|l| anchor(l.trim_start_matches('#')))
+                .collect();
+            if !headings.iter().any(|h| h == frag) {
+                wrong.push(format!("{name}: {link}: no such heading"));
+            }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

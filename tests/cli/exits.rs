@@ -446,8 +446,14 @@ fn the_man_page_and_troubleshooting_list_the_exit_codes_the_table_gives() {
             "docs/troubleshooting.md has no section {heading:?}"
         );
     }
-    // The README points there rather than keeping a copy that could drift.
+    // The README names every class by its code and points there for the rest, rather
+    // than keeping a copy of the table that could drift.
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (code, name, _, _) in &want {
+        let named = format!("{code} `{name}`");
+        assert!(readme.contains(&named), "README.md does not name {named}");
+    }
     assert!(
         readme.contains("(docs/troubleshooting.md)"),
         "README links the exit codes"
