@@ -3,9 +3,10 @@
 
 use super::auth::Credential;
 use super::check_line::{Cause, CheckLine};
-use super::client::{Call, GitHubClient};
+use super::client::{Call, GitHubClient, parse_json};
 use super::error::GhError;
 use super::ops::{DEFAULT_RUNNER_GROUP_ID, Deleted, jit_body};
+use super::permission::{self, Kind, Need};
 use crate::domain::runner_group::{GroupIds, RunnerGroup};
 use crate::domain::{Target, TargetScope};
 use crate::timefmt::format_rfc3339;
@@ -28,6 +29,47 @@ fn gh_line(target: &Target, name: &'static str, r: Result<String, GhError>) -> C
     match r {
         Ok(detail) => CheckLine::ok(name, detail),
         Err(e) => CheckLine::failed(name, e.to_string()).with_cause(Some(cause(target, e))),
+    }
+}
+
+/// A line of a call that needs `need`: a failure is a GitHub error kept with it, and a
+/// refusal (403) names the setting that grants what the call needs.
+fn needs_line(
+    target: &Target,
+    kind: Kind,
+    name: &'static str,
+    need: Need,
+    r: Result<String, GhError>,
+) -> CheckLine {
+    match r {
+        Err(e) => {
+            let detail = refused(target, kind, need, &e);
+            CheckLine::failed(name, detail).with_cause(Some(cause(target, e)))
+        }
+        ok => gh_line(target, name, ok),
+    }
+}
+
+/// What to say of a failed call that needs `need`: GitHub's error, and when it is a
+/// refusal (403, not a rate limit), the setting that grants the permission.
+fn refused(target: &Target, kind: Kind, need: Need, e: &GhError) -> String {
+    match e {
+        GhError::Forbidden { message } => format!(
+            "GitHub refused it (403: {message}); {}",
+            permission::grant(kind, &target.scope, need)
+        ),
+        e => e.to_string(),
+    }
+}
+
+/// A check's failure: what to say, and the GitHub error behind it, if one is.
+type Failed = (String, Option<GhError>);
+
+/// A line from a check whose failure may carry its GitHub error.
+fn failed_line(target: &Target, name: &'static str, r: Result<String, Failed>) -> CheckLine {
+    match r {
+        Ok(detail) => CheckLine::ok(name, detail),
+        Err((detail, e)) => CheckLine::failed(name, detail).with_cause(e.map(|e| cause(target, e))),
     }
 }
 
@@ -98,29 +140,46 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
     };
     lines.push(rate_line);
     let scope = &target.scope;
-    lines.push(gh_line(
+    let kind = Kind::of(client.credential());
+    lines.push(needs_line(
         target,
+        kind,
         "list runners",
+        Need::Runners,
         client
             .list_runners(scope)
             .map(|r| format!("allowed; {} runners registered", r.len())),
     ));
-    lines.push(line("jit endpoint", jit_reachable(client, scope)));
-    lines.push(line(
-        "visibility",
-        visibility(target, client, opts.allow_public),
+    lines.push(failed_line(
+        target,
+        "jit endpoint",
+        jit_reachable(target, kind, client, scope),
     ));
-    lines.push(line(
+    lines.push(failed_line(target, "queue", queue(target, kind, client)));
+    lines.push(failed_line(
+        target,
+        "visibility",
+        visibility(target, kind, client, opts.allow_public),
+    ));
+    lines.push(failed_line(
+        target,
         "runner group",
-        runner_group(client, scope, opts.runner_group.as_deref()),
+        runner_group(target, kind, client, scope, opts.runner_group.as_deref()),
     ));
     lines
 }
 
-fn jit_reachable(client: &GitHubClient, scope: &TargetScope) -> Result<String, String> {
-    client
-        .can_register_runners(scope)
-        .map_err(|e| format!("cannot mint a registration token: {e}"))?;
+fn jit_reachable(
+    target: &Target,
+    kind: Kind,
+    client: &GitHubClient,
+    scope: &TargetScope,
+) -> Result<String, Failed> {
+    let manage = |e: GhError| (refused(target, kind, Need::Runners, &e), Some(e));
+    client.can_register_runners(scope).map_err(|e| {
+        let (detail, e) = manage(e);
+        (format!("cannot mint a registration token: {detail}"), e)
+    })?;
     let path = match scope {
         TargetScope::Repo { owner, repo } => {
             format!("/repos/{owner}/{repo}/actions/runners/generate-jitconfig")
@@ -141,10 +200,11 @@ fn jit_reachable(client: &GitHubClient, scope: &TargetScope) -> Result<String, S
         Err(GhError::Unprocessable { .. }) | Err(GhError::Unexpected { status: 400 }) => {
             Ok("reachable (manage-runners permission proven by a registration token)".into())
         }
-        Err(GhError::NotFound) => Err(
+        Err(GhError::NotFound) => Err((
             "generate-jitconfig answered 404; GitHub Enterprise Server must be 3.10 or newer, and the credentials must manage runners".into(),
-        ),
-        Err(e) => Err(e.to_string()),
+            None,
+        )),
+        Err(e) => Err(manage(e)),
         Ok(reply) => {
             // Not expected: remove the probe so no registration is left behind.
             let id = serde_json::from_slice::<serde_json::Value>(&reply.body)
@@ -154,22 +214,52 @@ fn jit_reachable(client: &GitHubClient, scope: &TargetScope) -> Result<String, S
                 Some(Ok(Deleted::Removed | Deleted::AlreadyGone)) => {
                     Ok("reachable (a probe runner was registered and removed)".into())
                 }
-                _ => Err("a probe runner named runner-manager-check-probe was registered and could not be removed; delete it in GitHub's settings".into()),
+                _ => Err(("a probe runner named runner-manager-check-probe was registered and could not be removed; delete it in GitHub's settings".into(), None)),
             }
         }
     }
 }
 
+/// The queue can be read: the daemon's demand comes from a repository's queued runs
+/// (the first repository of an organization target's, as the daemon reads them).
+fn queue(target: &Target, kind: Kind, client: &GitHubClient) -> Result<String, Failed> {
+    let gh = |e: GhError| (refused(target, kind, Need::Actions, &e), Some(e));
+    let (owner, repo) = match &target.scope {
+        TargetScope::Repo { owner, repo } => (owner.clone(), repo.clone()),
+        TargetScope::Org { org } => match target.repos.first() {
+            Some(r) => (org.clone(), r.clone()),
+            None => {
+                let repos = match client.credential() {
+                    Credential::App { .. } => client.installation_repositories(),
+                    Credential::Token(_) => client.org_repositories(org),
+                }
+                .map_err(|e| (refused(target, kind, Need::Metadata, &e), Some(e)))?;
+                match repos.into_iter().next() {
+                    Some(r) => (r.owner, r.name),
+                    None => return Ok(format!("{org} has no repository to read yet")),
+                }
+            }
+        },
+    };
+    let path = format!("/repos/{owner}/{repo}/actions/runs?status=queued&per_page=1");
+    let reply = client.call(&Call::get(client.url(&path))).map_err(gh)?;
+    let body: serde_json::Value = parse_json(&reply.body).map_err(gh)?;
+    let queued = body["total_count"].as_u64().unwrap_or(0);
+    Ok(format!("{owner}/{repo}: allowed; {queued} runs queued"))
+}
+
 fn visibility(
     target: &Target,
+    kind: Kind,
     client: &GitHubClient,
     allow_public: bool,
-) -> Result<String, String> {
+) -> Result<String, Failed> {
+    let gh = |e: GhError| (refused(target, kind, Need::Metadata, &e), Some(e));
     let public: Vec<String> = match &target.scope {
         TargetScope::Repo { owner, repo } => match client.repository_is_public(owner, repo) {
             Ok(true) => vec![format!("{owner}/{repo}")],
             Ok(false) => vec![],
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(gh(e)),
         },
         TargetScope::Org { org } if !target.repos.is_empty() => {
             let mut p = Vec::new();
@@ -177,7 +267,10 @@ fn visibility(
                 match client.repository_is_public(org, r) {
                     Ok(true) => p.push(format!("{org}/{r}")),
                     Ok(false) => {}
-                    Err(e) => return Err(format!("{org}/{r}: {e}")),
+                    Err(e) => {
+                        let (detail, e) = gh(e);
+                        return Err((format!("{org}/{r}: {detail}"), e));
+                    }
                 }
             }
             p
@@ -193,7 +286,7 @@ fn visibility(
                     .filter(|r| r.public)
                     .map(|r| format!("{}/{}", r.owner, r.name))
                     .collect(),
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(gh(e)),
             }
         }
     };
@@ -216,26 +309,35 @@ fn visibility(
             "public: {shown}{more} (allowed by allow_public=true)"
         ))
     } else {
-        Err(format!(
-            "public: {shown}{more}; a fork's pull request could run code on this host; refused unless a profile sets allow_public=true"
+        Err((
+            format!(
+                "public: {shown}{more}; a fork's pull request could run code on this host; refused unless a profile sets allow_public=true"
+            ),
+            None,
         ))
     }
 }
 
 fn runner_group(
+    target: &Target,
+    kind: Kind,
     client: &GitHubClient,
     scope: &TargetScope,
     group: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, Failed> {
+    let gh = |e: GhError| (refused(target, kind, Need::Runners, &e), Some(e));
     // The one rule (`domain::runner_group`): none, `1` and `Default` are the Default
     // group, a number is that id, anything else a name to look up.
     match (scope, RunnerGroup::of(group)) {
         (TargetScope::Repo { .. }, RunnerGroup::Default) => {
             Ok("Default (id 1) for a repository runner".into())
         }
-        (TargetScope::Repo { .. }, _) => Err(format!(
-            "repository runners join the Default group only; remove group {} from the profile or use an organization target",
-            group.unwrap_or_default()
+        (TargetScope::Repo { .. }, _) => Err((
+            format!(
+                "repository runners join the Default group only; remove group {} from the profile or use an organization target",
+                group.unwrap_or_default()
+            ),
+            None,
         )),
         (TargetScope::Org { org }, g) => {
             if let Some(id) = g.known_id() {
@@ -250,12 +352,15 @@ fn runner_group(
                                 .unwrap_or_default()
                         },
                     )
-                    .map_err(|e| e.to_string())?;
+                    .map_err(gh)?;
                 return if groups.contains(&id) {
                     Ok(format!("group id {id} exists in {org}"))
                 } else {
-                    Err(format!(
-                        "{org} has no runner group with id {id}; check the profile's group"
+                    Err((
+                        format!(
+                            "{org} has no runner group with id {id}; check the profile's group"
+                        ),
+                        None,
                     ))
                 };
             }
@@ -263,10 +368,13 @@ fn runner_group(
             let found = GroupIds::default().resolve(g, |n| client.runner_group_id_by_name(org, n));
             match found {
                 Ok(Some(id)) => Ok(format!("{name} resolves to id {id}")),
-                Ok(None) => Err(format!(
-                    "{org} has no runner group named {name}; create it or fix the profile's group"
+                Ok(None) => Err((
+                    format!(
+                        "{org} has no runner group named {name}; create it or fix the profile's group"
+                    ),
+                    None,
                 )),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(gh(e)),
             }
         }
     }

@@ -16,6 +16,7 @@ pub mod inflight;
 pub mod jwt;
 pub mod ops;
 pub mod pagination;
+pub mod permission;
 pub mod ratelimit;
 pub mod retry;
 mod types;

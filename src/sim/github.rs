@@ -384,6 +384,14 @@ fn serve_normally(
         return (r, None);
     };
     let free = template == "/rate_limit";
+    if let Some(accepted) = super::permissions::refusal(&st, caller, &req.method, template) {
+        let (b, _) = st.charge(&cid, !free, now);
+        log.counted = !free;
+        let mut r = out_to_response(Out::error(403, super::permissions::REFUSED), now);
+        r.set_header("x-accepted-github-permissions", accepted);
+        rate_headers(&mut r, b);
+        return (r, None);
+    }
     if req.method == "GET" {
         let out = super::endpoints::dispatch(&mut st, caller, template, &params, req, now);
         let runner_id = out.runner_id;

@@ -192,6 +192,24 @@ impl SimHandle {
         })
     }
 
+    /// Makes `token` a valid fine-grained PAT holding only `permissions` (GitHub's
+    /// names and levels: `("administration", "write")`, `("actions", "read")`); an
+    /// endpoint that needs another answers 403 naming it. Returns its log id.
+    pub fn add_fine_grained_pat(&self, token: &str, permissions: &[(&str, &str)]) -> String {
+        let id = self.add_pat(token);
+        self.with_state(|s| {
+            let n = s.pats[token];
+            s.fine_grained.insert(
+                n,
+                permissions
+                    .iter()
+                    .map(|(p, l)| (p.to_string(), l.to_string()))
+                    .collect(),
+            );
+        });
+        id
+    }
+
     /// Registers a GitHub App by its PKCS#1 private key PEM (only the public half is kept).
     pub fn add_app(
         &self,

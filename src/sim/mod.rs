@@ -16,6 +16,7 @@ pub mod install;
 pub mod jit;
 pub mod latency;
 pub mod model;
+pub mod permissions;
 pub mod rng;
 pub mod runner;
 pub mod scaleset;

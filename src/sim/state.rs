@@ -235,6 +235,9 @@ pub struct State {
     pub installations: BTreeMap<u64, InstallationState>,
     /// PAT -> its index (`pat:N` in the log).
     pub pats: HashMap<String, usize>,
+    /// Fine-grained PATs, by index: the permissions each holds (`permissions.rs`);
+    /// a PAT not here holds every permission.
+    pub fine_grained: HashMap<usize, BTreeMap<String, String>>,
     pub tokens: HashMap<String, TokenState>,
     pub buckets: HashMap<String, Bucket>,
     pub log: Vec<LogEntry>,
@@ -288,6 +291,7 @@ impl State {
             apps: HashMap::new(),
             installations: BTreeMap::new(),
             pats: HashMap::new(),
+            fine_grained: HashMap::new(),
             tokens: HashMap::new(),
             buckets: HashMap::new(),
             log: Vec::new(),

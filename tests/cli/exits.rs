@@ -1,6 +1,7 @@
 //! Exit codes that name the fix: each failure class, met through a simulated fault,
 //! exits with its code from `exit::TABLE` and ends stderr with its `fix:` line; and the
-//! man page's EXIT STATUS and the README's table say what the table says.
+//! man page's EXIT STATUS and the table in docs/troubleshooting.md say what the table
+//! says, the page with a section on each code.
 
 use super::support::{Dir, Run};
 use runner_manager::cli::exit::{Failure, Subject, TABLE, fix_line};
@@ -401,11 +402,10 @@ fn man_rows(page: &str) -> Rows {
         .collect()
 }
 
-fn readme_rows(readme: &str) -> Rows {
-    readme
-        .split("<!-- exit-codes:")
+fn doc_rows(doc: &str) -> Rows {
+    doc.split("<!-- exit-codes:")
         .nth(1)
-        .expect("the README's exit-code table")
+        .expect("docs/troubleshooting.md's exit-code table")
         .split("<!-- /exit-codes -->")
         .next()
         .unwrap()
@@ -430,12 +430,36 @@ fn readme_rows(readme: &str) -> Rows {
 }
 
 #[test]
-fn the_man_page_and_readme_list_the_exit_codes_the_table_gives() {
+fn the_man_page_and_troubleshooting_list_the_exit_codes_the_table_gives() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let page = std::fs::read_to_string(root.join("man/runner-manager.1")).unwrap();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/troubleshooting.md")).unwrap();
     let want = table_rows();
     assert_eq!(man_rows(&page), want, "man/runner-manager.1 EXIT STATUS");
-    assert_eq!(readme_rows(&readme), want, "README.md exit codes");
+    assert_eq!(doc_rows(&doc), want, "docs/troubleshooting.md exit codes");
     assert!(page.contains("\n.TP\n.B 0\nSuccess.\n"), "0 is documented");
+    // Each code has its own section saying what to do, under the class's name.
+    for (code, name, _, _) in &want {
+        let heading = format!("\n### {code} `{name}`\n");
+        assert!(
+            doc.contains(&heading),
+            "docs/troubleshooting.md has no section {heading:?}"
+        );
+    }
+    // The README names every class by its code and points there for the rest, rather
+    // than keeping a copy of the table that could drift.
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (code, name, _, _) in &want {
+        let named = format!("{code} `{name}`");
+        assert!(readme.contains(&named), "README.md does not name {named}");
+    }
+    assert!(
+        readme.contains("(docs/troubleshooting.md)"),
+        "README links the exit codes"
+    );
+    assert!(
+        !readme.contains("<!-- exit-codes"),
+        "one exit-code table, in docs/"
+    );
 }

@@ -4,6 +4,7 @@
 mod bad_input;
 mod concurrent;
 mod demo;
+mod docs;
 mod exits;
 mod golden;
 mod help;
@@ -11,6 +12,7 @@ mod host_set;
 mod man;
 mod man8;
 mod once;
+mod permissions;
 mod service;
 mod settings;
 mod sim_job;

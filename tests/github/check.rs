@@ -7,6 +7,7 @@ use runner_manager::github::{CheckOptions, check_target};
 const RATE: &str =
     r#"{"resources":{},"rate":{"limit":5000,"remaining":4999,"reset":1800000600,"used":1}}"#;
 const REG_TOKEN: &str = r#"{"token":"AREGTOKENSECRET","expires_at":"2027-01-15T09:00:00Z"}"#;
+const RUNS: &str = r#"{"total_count":2,"workflow_runs":[{"id":7}]}"#;
 
 fn repo_json(visibility: &str) -> String {
     format!(
@@ -22,6 +23,7 @@ fn a_healthy_private_repository_passes_every_check() {
         json(RUNNERS),
         ok(201, &[], REG_TOKEN),
         status(422, "Invalid request. labels must have at least 1 item"),
+        json(RUNS),
         json(&repo_json("private")),
     ]);
     let t = repo_target(&r.url());
@@ -35,12 +37,14 @@ fn a_healthy_private_repository_passes_every_check() {
             "rate limit",
             "list runners",
             "jit endpoint",
+            "queue",
             "visibility",
             "runner group"
         ]
     );
     assert!(lines.iter().all(|l| l.passed()), "{lines:#?}");
     assert!(lines[1].detail.contains("4999 of 5000"));
+    assert!(lines[4].detail.contains("octo/app: allowed; 2 runs queued"));
     let reqs = r.requests();
     let probe: serde_json::Value = serde_json::from_slice(&reqs[3].body).unwrap();
     assert_eq!(
@@ -51,6 +55,10 @@ fn a_healthy_private_repository_passes_every_check() {
     assert_eq!(
         reqs[2].path,
         "/repos/octo/app/actions/runners/registration-token"
+    );
+    assert_eq!(
+        reqs[4].path,
+        "/repos/octo/app/actions/runs?status=queued&per_page=1"
     );
     for l in &lines {
         let shown = l.to_string();
@@ -70,6 +78,7 @@ fn a_public_repository_is_refused_unless_allowed_and_bad_credentials_stop_early(
             json(RUNNERS),
             ok(201, &[], REG_TOKEN),
             status(422, "bad"),
+            json(RUNS),
             json(&repo_json("public")),
         ]
     };
@@ -106,6 +115,8 @@ fn an_org_target_resolves_its_group_and_reports_a_missing_jit_endpoint() {
         ok(201, &[], REG_TOKEN),
         status(404, "Not Found"),
         json(r#"[{"id":1,"name":"a","owner":{"login":"acme"},"private":true}]"#),
+        json(RUNS),
+        json(r#"[{"id":1,"name":"a","owner":{"login":"acme"},"private":true}]"#),
         json(r#"{"total_count":1,"runner_groups":[{"id":1,"name":"Default"}]}"#),
     ]);
     let t = org_target(&r.url());
@@ -121,6 +132,7 @@ fn an_org_target_resolves_its_group_and_reports_a_missing_jit_endpoint() {
     let by = |n: &str| lines.iter().find(|l| l.name == n).unwrap().clone();
     assert!(!by("jit endpoint").passed());
     assert!(by("jit endpoint").detail.contains("3.10"));
+    assert!(by("queue").detail.contains("acme/a: allowed"), "{lines:#?}");
     assert!(by("visibility").passed());
     assert!(!by("runner group").passed());
     assert!(
