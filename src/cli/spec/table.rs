@@ -92,7 +92,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["target", "check"],
         args: "NAME",
         positionals: (1, Some(1)),
-        about: "Prove a target works: credentials, permission to manage runners, visibility, runner group, rate limit",
+        about: "Prove a target works: credentials, permission to manage runners and read the queue, visibility, runner group, rate limit",
         options: &[],
     },
     Command {
