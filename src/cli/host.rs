@@ -338,7 +338,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     )?;
     let sessions = store.session_statuses()?;
     let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
-    let webhook_line = webhook_line(store, alive, now);
+    let webhook = webhook_status(store, alive, now);
     out.emit(
         || {
             let daemon = daemon_line(hb.as_ref(), alive);
@@ -359,8 +359,8 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 ),
                 ("runner", runner.line()),
             ];
-            if let Some(w) = &webhook_line {
-                rows.push(("webhook", w.clone()));
+            if let Some((line, _)) = &webhook {
+                rows.push(("webhook", line.clone()));
             }
             let mut s = output::block(&rows);
             s.push('\n');
@@ -381,7 +381,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
                 "kept": kept,
                 "caches": caches_json(&caches, measured),
                 "runner": runner,
-                "webhook": webhook_line,
+                "webhook": webhook.as_ref().map(|(_, v)| v),
                 "isolation": {
                     "setting": h.isolation.as_str(),
                     "runner_uids": h.runner_uids.map(|r| r.to_string()),
@@ -425,16 +425,44 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
     Ok(())
 }
 
-/// `status`'s webhook line: the running listener's, or that none listens; `None`
-/// while no webhook is set up.
-fn webhook_line(store: &dyn Store, alive: bool, now: Millis) -> Option<String> {
+/// `status`'s webhook line and its `--json` entry: the running listener's report, or
+/// that none listens; `None` while no webhook is set up. The entry is fields
+/// (`listening`, `listen`, `since`, `last_delivery`, the counts, `error`), with the
+/// line as `detail`.
+fn webhook_status(store: &dyn Store, alive: bool, now: Millis) -> Option<(String, Value)> {
     let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
-    match (&webhook, crate::daemon::webhook::settings(store)) {
-        (Some(seen), _) => Some(seen.describe(now)),
-        (None, Ok(Some((listen, _)))) => Some(format!("set to {listen}; no daemon listens")),
-        (None, Err(e)) => Some(e),
-        (None, Ok(None)) => None,
-    }
+    let setting = crate::daemon::webhook::settings(store);
+    let entry = |listening: bool, listen: Option<String>, error: Option<String>, line: &str| {
+        let seen = webhook.as_ref();
+        json!({
+            "listening": listening,
+            "listen": listen,
+            "since": seen.map(|w| time(w.since)),
+            "last_delivery": seen.and_then(|w| w.last_delivery).map(time),
+            "accepted": seen.map(|w| w.accepted),
+            "rejected": seen.map(|w| w.rejected),
+            "jobs_lists_spared": seen.map(|w| w.spared),
+            "error": error,
+            "detail": line,
+        })
+    };
+    let line = match (&webhook, &setting) {
+        (Some(seen), _) => seen.describe(now),
+        (None, Ok(Some((listen, _)))) => format!("set to {listen}; no daemon listens"),
+        (None, Err(e)) => e.clone(),
+        (None, Ok(None)) => return None,
+    };
+    let value = match (&webhook, setting) {
+        (Some(seen), _) => entry(
+            seen.error.is_none(),
+            Some(seen.listen.clone()),
+            seen.error.clone(),
+            &line,
+        ),
+        (None, Ok(set)) => entry(false, set.map(|(l, _)| l.to_string()), None, &line),
+        (None, Err(e)) => entry(false, None, Some(e), &line),
+    };
+    Some((line, value))
 }
 
 /// `status --json`'s `caches`: what caches and kept workspaces hold against the cap,
