@@ -273,29 +273,41 @@ fn profiles_table(
     meters: &std::collections::BTreeMap<String, crate::meter::Totals>,
     alive: bool,
 ) -> String {
+    // With no daemon running, live counts and meters are what a gone daemon
+    // recorded: marked, and said so under the table.
+    let mut marked = false;
+    let mut stale = |cell: String, recorded: bool| {
+        if alive || !recorded {
+            cell
+        } else {
+            marked = true;
+            format!("{cell}{STALE_MARK}")
+        }
+    };
     let prows: Vec<Vec<String>> = profiles
         .iter()
         .map(|p| {
             let st = pstat.iter().find(|s| s.profile == p.name);
+            let n = live.get(&p.name).copied().unwrap_or(0);
+            let m = meters.get(&p.name);
             vec![
                 p.name.clone(),
                 p.target.clone(),
                 super::profiles::state(p),
-                format!(
-                    "{}/{}",
-                    live.get(&p.name).copied().unwrap_or(0),
-                    p.max_capacity
-                ),
+                stale(format!("{n}/{}", p.max_capacity), n > 0),
                 p.min_capacity.to_string(),
-                or_dash(meters.get(&p.name).map(|t| units::bytes(t.rss_bytes))),
-                or_dash(meters.get(&p.name).map(|t| units::percent(t.cpu_percent))),
+                stale(or_dash(m.map(|t| units::bytes(t.rss_bytes))), m.is_some()),
+                stale(
+                    or_dash(m.map(|t| units::percent(t.cpu_percent))),
+                    m.is_some(),
+                ),
                 or_dash(st.map(|s| s.demand)),
                 or_dash(st.map(|s| limit_shown(&s.limiting, alive))),
                 or_dash(st.and_then(|s| s.last_error.as_ref())),
             ]
         })
         .collect();
-    table(
+    let mut t = table(
         &[
             "PROFILE",
             "TARGET",
@@ -309,132 +321,320 @@ fn profiles_table(
             "LAST ERROR",
         ],
         &prows,
-    )
+    );
+    if marked {
+        t.push_str(&format!("{STALE_MARK} {STALE_NOTE}\n"));
+    }
+    t
+}
+
+/// What marks a count or meter a gone daemon recorded, and what the mark says.
+const STALE_MARK: &str = "*";
+const STALE_NOTE: &str = "stale: recorded by a daemon that is not running; nothing measures it now";
+
+/// Everything `status` shows, read once.
+struct StatusView {
+    now: Millis,
+    dir: std::path::PathBuf,
+    h: Host,
+    targets: Vec<crate::domain::Target>,
+    tstat: Vec<crate::store::TargetStatus>,
+    profiles: Vec<ScalePolicy>,
+    pstat: Vec<crate::store::ProfileStatus>,
+    live: std::collections::BTreeMap<String, u32>,
+    live_total: u32,
+    hb: Option<crate::store::Heartbeat>,
+    alive: bool,
+    meters: std::collections::BTreeMap<String, crate::meter::Totals>,
+    isolation: (Option<String>, String, String),
+    kept: crate::daemon::retention::Kept,
+    caches: (crate::runner::slots::Footprint, Option<Millis>),
+    runner: crate::daemon::runner_update::Seen,
+    sessions: Vec<SessionStatus>,
+    webhook: Option<(String, Value)>,
+    link: Option<LinkView>,
+}
+
+impl StatusView {
+    fn read(store: &dyn Store, dir: &std::path::Path) -> Result<StatusView, CliError> {
+        let now = now_millis();
+        let h = store.host_or_create()?;
+        let profiles = store.profiles()?;
+        let live = store.live_counts()?;
+        let hb = store.heartbeat()?;
+        let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
+        let installs: Vec<std::path::PathBuf> = profiles
+            .iter()
+            .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
+            .collect();
+        let runner = crate::daemon::runner_update::Seen::read(
+            store,
+            h.runner_version.as_deref(),
+            Some(&installs),
+        )?;
+        Ok(StatusView {
+            dir: dir.to_path_buf(),
+            targets: store.targets()?,
+            tstat: store.target_statuses()?,
+            pstat: store.profile_statuses()?,
+            live_total: live.values().sum(),
+            meters: output::profile_meters(store)?,
+            isolation: isolation_line(store, &h, alive)?,
+            kept: crate::daemon::retention::Kept::read(dir, &h),
+            caches: crate::daemon::slots::shown(store, dir, &h, now),
+            sessions: store.session_statuses()?,
+            webhook: webhook_status(store, alive, now),
+            link: LinkView::read(store, &h, hb.as_ref(), alive),
+            runner,
+            live,
+            profiles,
+            hb,
+            alive,
+            h,
+            now,
+        })
+    }
+
+    /// The capacity line: live of capacity, or what a gone daemon recorded as live.
+    fn capacity(&self) -> String {
+        let cap = self.h.capacity;
+        if self.alive || self.live_total == 0 {
+            format!("{} live of {cap}", self.live_total)
+        } else {
+            format!(
+                "{} recorded live of {cap} (stale: no daemon running)",
+                self.live_total
+            )
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut rows = vec![
+            ("state_dir", self.dir.display().to_string()),
+            ("host", format!("{} ({})", self.h.name, self.h.id)),
+            ("platform", format!("{}/{}", self.h.os, self.h.arch)),
+            ("capacity", self.capacity()),
+            ("draining", yes_no(self.h.draining)),
+            (
+                "coordinator",
+                match &self.link {
+                    Some(l) => l.line(self.now),
+                    None => or_dash(self.h.coordinator.as_ref()),
+                },
+            ),
+            ("daemon", daemon_line(self.hb.as_ref(), self.alive)),
+            ("isolation", self.isolation.1.clone()),
+            ("cgroups", self.isolation.2.clone()),
+            ("kept", self.kept.line()),
+            (
+                "caches",
+                crate::daemon::slots::shown_line(&self.caches.0, self.caches.1, self.now),
+            ),
+            ("runner", self.runner.line()),
+        ];
+        if let Some((line, _)) = &self.webhook {
+            rows.push(("webhook", line.clone()));
+        }
+        let mut s = output::block(&rows);
+        s.push('\n');
+        s.push_str(&targets_table(&self.targets, &self.tstat));
+        s.push('\n');
+        s.push_str(&profiles_table(
+            &self.profiles,
+            &self.pstat,
+            &self.live,
+            &self.meters,
+            self.alive,
+        ));
+        if let Some(t) = scalesets_table(&self.profiles, &self.sessions, self.alive, self.now) {
+            s.push('\n');
+            s.push_str(&t);
+        }
+        s
+    }
+
+    fn json(&self) -> Value {
+        let (h, alive, hb) = (&self.h, self.alive, self.hb.as_ref());
+        let session_of = |p: &str| self.sessions.iter().find(|r| r.profile == p);
+        json!({
+            "state_dir": self.dir.display().to_string(),
+            "host": host_json(h),
+            "live": self.live_total,
+            "live_stale": !alive,
+            "coordinator_link": self.link.as_ref().map(LinkView::json),
+            "kept": self.kept,
+            "caches": caches_json(&self.caches.0, self.caches.1),
+            "runner": self.runner,
+            "webhook": self.webhook.as_ref().map(|(_, v)| v),
+            "isolation": {
+                "setting": h.isolation.as_str(),
+                "runner_uids": h.runner_uids.map(|r| r.to_string()),
+                "in_effect": self.isolation.0,
+                "detail": self.isolation.1,
+                "cgroups": self.isolation.2,
+            },
+            "daemon": {
+                "running": alive,
+                "pid": hb.map(|b| b.pid),
+                "version": hb.map(|b| b.version.clone()),
+                "started_at": hb.map(|b| time(b.started_at)),
+                "heartbeat_at": hb.map(|b| time(b.heartbeat_at)),
+            },
+            "targets": self.targets.iter().map(|t| {
+                target_json(t, self.tstat.iter().find(|s| s.target == t.name))
+            }).collect::<Vec<_>>(),
+            "profiles": self.profiles.iter().map(|p| {
+                let st = self.pstat.iter().find(|s| s.profile == p.name);
+                let mut meters = output::totals_json(self.meters.get(&p.name));
+                meters["stale"] = json!(!alive);
+                json!({
+                    "name": p.name,
+                    "target": p.target,
+                    "active": p.active,
+                    "mode": p.mode.as_str(),
+                    "live": self.live.get(&p.name).copied().unwrap_or(0),
+                    "live_stale": !alive,
+                    "min": p.min_capacity,
+                    "max": p.max_capacity,
+                    "meters": meters,
+                    "demand": st.map(|s| s.demand),
+                    "limiting": st.map(|s| limit_shown(&s.limiting, alive)),
+                    "last_error": st.and_then(|s| s.last_error.clone()),
+                    "updated_at": st.map(|s| time(s.updated_at)),
+                    "session": (p.demand == DemandSource::Scaleset)
+                        .then(|| output::session_json(session_of(&p.name), alive))
+                        .flatten(),
+                })
+            }).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// A coordinated host's link to its coordinator, as `status` shows it: what the
+/// running daemon last recorded, or down with no daemon running (since it was last
+/// seen).
+struct LinkView {
+    url: String,
+    /// `None`: the daemon has not recorded its link yet.
+    up: Option<bool>,
+    since: Option<Millis>,
+    last_error: Option<String>,
+    last_error_at: Option<Millis>,
+}
+
+impl LinkView {
+    fn read(
+        store: &dyn Store,
+        h: &Host,
+        hb: Option<&crate::store::Heartbeat>,
+        alive: bool,
+    ) -> Option<LinkView> {
+        let url = h.coordinator.clone()?;
+        let seen = crate::store::daemon_facts::LinkSeen::read(store).filter(|s| s.url == url);
+        Some(match seen {
+            _ if !alive => LinkView {
+                url,
+                up: Some(false),
+                since: hb.map(|b| b.heartbeat_at),
+                last_error: Some("no daemon running".into()),
+                last_error_at: None,
+            },
+            Some(s) => LinkView {
+                url,
+                up: Some(s.up),
+                since: Some(s.since),
+                last_error: s.last_error,
+                last_error_at: s.last_error_at,
+            },
+            None => LinkView {
+                url,
+                up: None,
+                since: None,
+                last_error: None,
+                last_error_at: None,
+            },
+        })
+    }
+
+    fn state(&self) -> &'static str {
+        match self.up {
+            Some(true) => "up",
+            Some(false) => "down",
+            None => "unknown",
+        }
+    }
+
+    fn line(&self, now: Millis) -> String {
+        let since = self
+            .since
+            .map(|t| format!(" since {} ({} ago)", time(t), crate::timefmt::age(now - t)))
+            .unwrap_or_default();
+        let error = match (self.up, &self.last_error) {
+            (Some(false), Some(e)) => format!(": {e}"),
+            (Some(true), Some(e)) => format!(" (last error: {e})"),
+            _ => String::new(),
+        };
+        match self.up {
+            None => format!("{} (link not reported yet)", self.url),
+            Some(_) => format!("{} (link {}{since}{error})", self.url, self.state()),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "url": self.url,
+            "state": self.state(),
+            "since": self.since.map(time),
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at.map(time),
+        })
+    }
 }
 
 pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliResult {
-    let now = now_millis();
-    let h = store.host_or_create()?;
-    let targets = store.targets()?;
-    let tstat = store.target_statuses()?;
-    let profiles = store.profiles()?;
-    let pstat = store.profile_statuses()?;
-    let live = store.live_counts()?;
-    let hb = store.heartbeat()?;
-    let alive = hb.as_ref().is_some_and(|b| b.alive_at(now));
-    let live_total: u32 = live.values().sum();
-    let meters = output::profile_meters(store)?;
-    let isolation = isolation_line(store, &h, alive)?;
-    let kept = crate::daemon::retention::Kept::read(dir, &h);
-    let (caches, measured) = crate::daemon::slots::shown(store, dir, &h, now);
-    let installs: Vec<std::path::PathBuf> = profiles
-        .iter()
-        .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
-        .collect();
-    let runner = crate::daemon::runner_update::Seen::read(
-        store,
-        h.runner_version.as_deref(),
-        Some(&installs),
-    )?;
-    let sessions = store.session_statuses()?;
-    let session_of = |p: &str| sessions.iter().find(|r| r.profile == p);
-    let webhook_line = webhook_line(store, alive, now);
-    out.emit(
-        || {
-            let daemon = daemon_line(hb.as_ref(), alive);
-            let mut rows = vec![
-                ("state_dir", dir.display().to_string()),
-                ("host", format!("{} ({})", h.name, h.id)),
-                ("platform", format!("{}/{}", h.os, h.arch)),
-                ("capacity", format!("{live_total} live of {}", h.capacity)),
-                ("draining", yes_no(h.draining)),
-                ("coordinator", or_dash(h.coordinator.as_ref())),
-                ("daemon", daemon),
-                ("isolation", isolation.1.clone()),
-                ("cgroups", isolation.2.clone()),
-                ("kept", kept.line()),
-                (
-                    "caches",
-                    crate::daemon::slots::shown_line(&caches, measured, now),
-                ),
-                ("runner", runner.line()),
-            ];
-            if let Some(w) = &webhook_line {
-                rows.push(("webhook", w.clone()));
-            }
-            let mut s = output::block(&rows);
-            s.push('\n');
-            s.push_str(&targets_table(&targets, &tstat));
-            s.push('\n');
-            s.push_str(&profiles_table(&profiles, &pstat, &live, &meters, alive));
-            if let Some(t) = scalesets_table(&profiles, &sessions, alive, now) {
-                s.push('\n');
-                s.push_str(&t);
-            }
-            s
-        },
-        || {
-            json!({
-                "state_dir": dir.display().to_string(),
-                "host": host_json(&h),
-                "live": live_total,
-                "kept": kept,
-                "caches": caches_json(&caches, measured),
-                "runner": runner,
-                "webhook": webhook_line,
-                "isolation": {
-                    "setting": h.isolation.as_str(),
-                    "runner_uids": h.runner_uids.map(|r| r.to_string()),
-                    "in_effect": isolation.0,
-                    "detail": isolation.1,
-                    "cgroups": isolation.2,
-                },
-                "daemon": {
-                    "running": alive,
-                    "pid": hb.as_ref().map(|b| b.pid),
-                    "version": hb.as_ref().map(|b| b.version.clone()),
-                    "started_at": hb.as_ref().map(|b| time(b.started_at)),
-                    "heartbeat_at": hb.as_ref().map(|b| time(b.heartbeat_at)),
-                },
-                "targets": targets.iter().map(|t| {
-                    target_json(t, tstat.iter().find(|s| s.target == t.name))
-                }).collect::<Vec<_>>(),
-                "profiles": profiles.iter().map(|p| {
-                    let st = pstat.iter().find(|s| s.profile == p.name);
-                    json!({
-                        "name": p.name,
-                        "target": p.target,
-                        "active": p.active,
-                        "mode": p.mode.as_str(),
-                        "live": live.get(&p.name).copied().unwrap_or(0),
-                        "min": p.min_capacity,
-                        "max": p.max_capacity,
-                        "meters": output::totals_json(meters.get(&p.name)),
-                        "demand": st.map(|s| s.demand),
-                        "limiting": st.map(|s| limit_shown(&s.limiting, alive)),
-                        "last_error": st.and_then(|s| s.last_error.clone()),
-                        "updated_at": st.map(|s| time(s.updated_at)),
-                        "session": (p.demand == DemandSource::Scaleset)
-                            .then(|| output::session_json(session_of(&p.name), alive))
-                            .flatten(),
-                    })
-                }).collect::<Vec<_>>(),
-            })
-        },
-    );
+    let v = StatusView::read(store, dir)?;
+    out.emit(|| v.text(), || v.json());
     Ok(())
 }
 
-/// `status`'s webhook line: the running listener's, or that none listens; `None`
-/// while no webhook is set up.
-fn webhook_line(store: &dyn Store, alive: bool, now: Millis) -> Option<String> {
+/// `status`'s webhook line and its `--json` entry: the running listener's report, or
+/// that none listens; `None` while no webhook is set up. The entry is fields
+/// (`listening`, `listen`, `since`, `last_delivery`, the counts, `error`), with the
+/// line as `detail`.
+fn webhook_status(store: &dyn Store, alive: bool, now: Millis) -> Option<(String, Value)> {
     let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
-    match (&webhook, crate::daemon::webhook::settings(store)) {
-        (Some(seen), _) => Some(seen.describe(now)),
-        (None, Ok(Some((listen, _)))) => Some(format!("set to {listen}; no daemon listens")),
-        (None, Err(e)) => Some(e),
-        (None, Ok(None)) => None,
-    }
+    let setting = crate::daemon::webhook::settings(store);
+    let entry = |listening: bool, listen: Option<String>, error: Option<String>, line: &str| {
+        let seen = webhook.as_ref();
+        json!({
+            "listening": listening,
+            "listen": listen,
+            "since": seen.map(|w| time(w.since)),
+            "last_delivery": seen.and_then(|w| w.last_delivery).map(time),
+            "accepted": seen.map(|w| w.accepted),
+            "rejected": seen.map(|w| w.rejected),
+            "jobs_lists_spared": seen.map(|w| w.spared),
+            "error": error,
+            "detail": line,
+        })
+    };
+    let line = match (&webhook, &setting) {
+        (Some(seen), _) => seen.describe(now),
+        (None, Ok(Some((listen, _)))) => format!("set to {listen}; no daemon listens"),
+        (None, Err(e)) => e.clone(),
+        (None, Ok(None)) => return None,
+    };
+    let value = match (&webhook, setting) {
+        (Some(seen), _) => entry(
+            seen.error.is_none(),
+            Some(seen.listen.clone()),
+            seen.error.clone(),
+            &line,
+        ),
+        (None, Ok(set)) => entry(false, set.map(|(l, _)| l.to_string()), None, &line),
+        (None, Err(e)) => entry(false, None, Some(e), &line),
+    };
+    Some((line, value))
 }
 
 /// `status --json`'s `caches`: what caches and kept workspaces hold against the cap,

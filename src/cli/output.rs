@@ -296,6 +296,21 @@ pub fn attempt_json(a: &Attempt, meters: &BTreeMap<i64, LiveMeter>) -> Value {
         "meter": meter_json(m),
         "cleaned": a.cleaned,
         "cleanup_tries": a.cleanup_tries,
-        "history": a.history.iter().map(|h| json!({"state": h.state.as_str(), "at": time(h.at)})).collect::<Vec<_>>(),
+        "history": history_json(a),
     })
+}
+
+/// An attempt's steps to its end: each state it entered, then `cleaned` once its
+/// cleanup is done (a flag, not a state, so the events stop at `destroying`; the
+/// timeline of `attempt show` ends the same way).
+fn history_json(a: &Attempt) -> Value {
+    let mut steps: Vec<Value> = a
+        .history
+        .iter()
+        .map(|h| json!({"state": h.state.as_str(), "at": time(h.at)}))
+        .collect();
+    if a.cleaned {
+        steps.push(json!({"state": "cleaned", "at": time(a.state_since())}));
+    }
+    Value::Array(steps)
 }

@@ -122,17 +122,24 @@ fn command_option(
     command: Option<&'static Command>,
     flag: &str,
 ) -> Result<(&'static str, Option<String>), CliError> {
+    let guess = spec::suggest_option(command, flag);
     let Some(cmd) = command else {
-        return Err(CliError::usage(
-            flag,
-            "unknown option here; options follow the command (see --help)",
-        ));
+        // Before the command only the global options are known: a near one is what
+        // was meant; anything else belongs after the command.
+        let why = match guess {
+            Some(o) => format!("unknown option; did you mean {o}?"),
+            None => "unknown option here; options follow the command (see --help)".into(),
+        };
+        return Err(CliError::usage(flag, &why));
     };
     let Some(o) = cmd.option(flag) else {
+        let guess = guess
+            .map(|o| format!("did you mean {o}? "))
+            .unwrap_or_default();
         return Err(CliError::usage(
             flag,
             &format!(
-                "is not an option of '{}' (see '{} --help')",
+                "is not an option of '{}'; {guess}see '{} --help'",
                 cmd.name(),
                 cmd.name()
             ),

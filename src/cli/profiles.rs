@@ -110,6 +110,10 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         .map(|kv| Change::Setting(kv.clone()))
         .collect();
     let warnings = setting_risks(&inv.positionals[1..])?;
+    // The edit is checked against the revision read here (unless --revision names
+    // one), so what it says changed is exactly what it wrote.
+    let before = store.profile(&inv.positionals[0])?;
+    let expected = expected.or(Some(before.revision));
     let p = edit_profile(store, &host, &inv.positionals[0], &changes, expected)?;
     for kv in &inv.positionals[1..] {
         if let Ok(("labels", v)) = validate::key_value(kv) {
@@ -117,7 +121,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         }
     }
     out.emit(
-        || format!("profile {} updated (revision {})\n", p.name, p.revision),
+        || self::changes(&before, &p, &host),
         || profile_json(&p, &host),
     );
     warn(&warnings);
@@ -193,7 +197,36 @@ pub fn list(store: &dyn Store, out: &mut Out) -> CliResult {
 }
 
 pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
-    output::block(&[
+    output::block(&fields(p, host, live))
+}
+
+/// `profile set`'s line: each setting that changed, as `profile show` prints it (as
+/// `host set` says its own). `state` and `revision` follow from the settings.
+fn changes(before: &ScalePolicy, after: &ScalePolicy, host: &Host) -> String {
+    let changed: Vec<String> = fields(before, host, 0)
+        .into_iter()
+        .zip(fields(after, host, 0))
+        .filter(|(b, a)| b.1 != a.1 && !["state", "revision"].contains(&a.0))
+        .map(|(_, (k, v))| format!("{k} {v}"))
+        .collect();
+    if changed.is_empty() {
+        format!(
+            "profile {}: no setting changed (revision {})\n",
+            after.name, after.revision
+        )
+    } else {
+        format!(
+            "profile {} updated (revision {}): {}\n",
+            after.name,
+            after.revision,
+            changed.join(", ")
+        )
+    }
+}
+
+/// A profile's fields as `profile show` prints them, in its order.
+fn fields(p: &ScalePolicy, host: &Host, live: u32) -> Vec<(&'static str, String)> {
+    vec![
         ("name", p.name.clone()),
         ("target", p.target.clone()),
         ("state", state(p)),
@@ -259,7 +292,7 @@ pub fn show_block(p: &ScalePolicy, host: &Host, live: u32) -> String {
                 p.host_id.clone()
             },
         ),
-    ])
+    ]
 }
 
 pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {

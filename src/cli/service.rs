@@ -112,10 +112,72 @@ fn refuse(path: &Path, why: &str) -> CliError {
     ))
 }
 
+/// The manager that would load the unit: none without a running systemd, which
+/// `install` refuses (exit 2, nothing written) and `status` reports.
+fn need_systemd() -> Result<(), CliError> {
+    let run = svc::systemd_run_dir();
+    if svc::systemd_runs(&run) {
+        Ok(())
+    } else {
+        Err(CliError::Usage(svc::without_systemd(&run)))
+    }
+}
+
+/// A state directory without a store is most likely a mistyped `--state-dir`: the
+/// service's daemon would start on an empty host there. Refused (exit 12) unless
+/// `--force`. A store this user cannot see is the daemon's to judge.
+fn need_store(inv: &Invocation, state: &Path) -> Result<(), CliError> {
+    let db = state.join(crate::store::DB_FILE);
+    match std::fs::symlink_metadata(&db) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !inv.flag("--force") => {
+            Err(CliError::classed(
+                super::exit::Failure::NoStore,
+                format!(
+                    "{} holds no store ({} is missing): is --state-dir mistyped? Set this \
+                     host up there first (target add, profile add), or pass --force to \
+                     install a unit whose daemon starts on an empty state directory",
+                    state.display(),
+                    crate::store::DB_FILE
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Our unit already there runs a daemon on another state directory: replacing it
+/// would move the service (and restart it) onto `state`. Refused (exit 2, naming
+/// `--state-dir` and both paths) unless `--force`.
+fn same_state_dir(
+    inv: &Invocation,
+    existing: &Existing,
+    path: &Path,
+    state: &Path,
+) -> Result<(), CliError> {
+    let Existing::Ours(text) = existing else {
+        return Ok(());
+    };
+    match unit::state_dir_of(text) {
+        Some(old) if Path::new(old) != state && !inv.flag("--force") => Err(CliError::usage(
+            "--state-dir",
+            &format!(
+                "{} is not the state directory of the installed unit {}, which runs on {old}; \
+                 give --state-dir {old} to update that unit, or --force to move the service \
+                 to {} (its daemon restarts there)",
+                state.display(),
+                path.display(),
+                state.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv);
     let (dir, explicit) = unit_dir(inv, kind)?;
     let state = daemon_state_dir(inv, kind)?;
+    need_systemd()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     if kind == Kind::System && !explicit && unsafe { libc::geteuid() } != 0 {
         return Err(CliError::usage(
@@ -127,10 +189,13 @@ pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     let bin = unit_binary(kind)?;
     let text = unit::render(kind, &bin, &state, env!("CARGO_PKG_VERSION"));
     let path = dir.join(unit::UNIT_NAME);
-    let w = svc::decide_write(&inspect(&path)?, &text);
+    let existing = inspect(&path)?;
+    let w = svc::decide_write(&existing, &text);
     if let UnitWrite::Refuse(why) = &w {
         return Err(refuse(&path, why));
     }
+    same_state_dir(inv, &existing, &path, &state)?;
+    need_store(inv, &state)?;
     // A daemon already on this state directory, started by hand, holds its lock: the
     // service's would fail to start. (Over our own unit it is the service's daemon.)
     if w == UnitWrite::Create
@@ -281,32 +346,33 @@ pub(super) fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
         }
         Existing::Ours(_) => {}
     }
-    let sc = Systemctl::find(kind == Kind::User, CALL_TIMEOUT);
+    // Without a running systemd nothing can be stopped or disabled, and systemctl would
+    // only fail: the file we wrote is removed all the same.
+    let booted = svc::systemd_runs(&svc::systemd_run_dir());
+    let sc = Systemctl::find(kind == Kind::User, CALL_TIMEOUT).filter(|_| booted);
     let mut ran = Vec::new();
-    if let Some(sc) = &sc {
-        for c in svc::UNINSTALL_BEFORE {
-            let a = sc.call(c).map_err(CliError::Failed)?;
-            let tolerated = c[0] == "stop" && a.code == svc::STOP_NOT_LOADED;
-            if a.code != 0 && !tolerated {
-                return Err(CliError::Failed(format!(
-                    "'{}' failed (exit {}): {}; {} is kept",
-                    sc.describe(c),
-                    a.code,
-                    a.first_line(),
-                    path.display()
-                )));
-            }
-            ran.push(sc.describe(c));
+    let mut failed = Vec::new();
+    let mut call = |sc: &Systemctl, c: &[&str]| match sc.call(c) {
+        Ok(a) if a.code == 0 || (c[0] == "stop" && a.code == svc::STOP_NOT_LOADED) => {
+            ran.push(sc.describe(c))
         }
+        Ok(a) => failed.push(format!(
+            "'{}' failed (exit {}): {}",
+            sc.describe(c),
+            a.code,
+            a.first_line()
+        )),
+        Err(e) => failed.push(e),
+    };
+    if let Some(sc) = &sc {
+        svc::UNINSTALL_BEFORE.iter().for_each(|c| call(sc, c));
     }
+    // Removed even when a call failed: the unit is ours, and the operator asked for it
+    // gone. What failed is said below, with what may still run.
     std::fs::remove_file(&path)
         .map_err(|e| CliError::Failed(format!("removing {}: {e}", path.display())))?;
     if let Some(sc) = &sc {
-        for c in svc::UNINSTALL_AFTER {
-            sc.must(c)
-                .map_err(|e| CliError::Failed(format!("{} is removed, but {e}", path.display())))?;
-            ran.push(sc.describe(c));
-        }
+        svc::UNINSTALL_AFTER.iter().for_each(|c| call(sc, c));
     }
     out.emit(
         || {
@@ -314,15 +380,30 @@ pub(super) fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
             for r in &ran {
                 s.push_str(&format!("ran: {r}\n"));
             }
-            if sc.is_none() {
+            if !booted {
+                s.push_str("systemd is not running here: nothing was stopped or disabled\n");
+            } else if sc.is_none() {
                 s.push_str("no systemctl on PATH: nothing was stopped or disabled\n");
             }
             s.push_str("runners already started finish their jobs (KillMode=process)\n");
             s
         },
-        || json!({"unit": path.display().to_string(), "removed": true, "ran": ran}),
+        || {
+            json!({"unit": path.display().to_string(), "removed": true, "ran": ran,
+                   "failed": failed, "systemd_running": booted})
+        },
     );
-    Ok(())
+    if failed.is_empty() {
+        return Ok(());
+    }
+    out.flush_now()?;
+    Err(CliError::Failed(format!(
+        "{} is removed, but {}; a daemon it started may still run: see 'systemctl{} status {}'",
+        path.display(),
+        failed.join("; "),
+        if kind == Kind::User { " --user" } else { "" },
+        unit::UNIT_NAME
+    )))
 }
 
 /// One target's line of `service status`.
@@ -401,11 +482,16 @@ struct DaemonLine {
     running: bool,
 }
 
-/// What `systemctl is-enabled|is-active` said, when there is a systemctl.
+/// What `systemctl is-enabled|is-active` said, when systemd runs and there is a
+/// systemctl.
 struct Systemd {
+    /// Whether systemd runs here (`/run/systemd/system`).
+    running: bool,
     checked: bool,
     enabled: Option<String>,
     active: Option<String>,
+    /// The questions systemctl failed to answer (its own failures, not a state).
+    failed: Vec<String>,
 }
 
 pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
@@ -438,6 +524,23 @@ pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
         targets,
     };
     out.emit(|| status_text(&report), || status_json(&report));
+    // The report is printed whole, then the exit says that the service cannot be
+    // trusted to be what it shows: no systemd (the class `install` refuses with), or a
+    // systemctl that failed to answer.
+    let sd = &report.systemd;
+    if !sd.running {
+        out.flush_now()?;
+        return Err(CliError::Usage(svc::without_systemd(
+            &svc::systemd_run_dir(),
+        )));
+    }
+    if !sd.failed.is_empty() {
+        out.flush_now()?;
+        return Err(CliError::Failed(format!(
+            "systemctl did not answer: {}",
+            sd.failed.join("; ")
+        )));
+    }
     Ok(())
 }
 
@@ -466,24 +569,47 @@ fn read_unit(existing: Existing, this: &Path) -> UnitFile {
 }
 
 fn ask_systemd(kind: Kind) -> Systemd {
-    let sc = Systemctl::find(kind == Kind::User, QUERY_TIMEOUT);
-    let ask = |verb: &str| -> Option<String> {
+    let running = svc::systemd_runs(&svc::systemd_run_dir());
+    let sc = Systemctl::find(kind == Kind::User, QUERY_TIMEOUT).filter(|_| running);
+    let mut failed = Vec::new();
+    let mut ask = |verb: &str| -> Option<String> {
         let sc = sc.as_ref()?;
-        Some(match sc.call(&[verb, unit::UNIT_NAME]) {
-            Ok(a) => match a.first_line() {
-                l if l.is_empty() => format!("unknown (exit {})", a.code),
-                l => l,
-            },
-            Err(e) => e,
-        })
+        let said = match sc.call(&[verb, unit::UNIT_NAME]) {
+            Ok(a) => answer(verb, &a.first_line()).map_err(|said| {
+                format!("'{}' said {said:?}", sc.describe(&[verb, unit::UNIT_NAME]))
+            }),
+            Err(e) => Err(e),
+        };
+        Some(said.unwrap_or_else(|e| {
+            failed.push(e.clone());
+            format!("FAILED: {e}")
+        }))
     };
     let enabled = ask("is-enabled");
     let active = ask("is-active");
     Systemd {
+        running,
         checked: sc.is_some(),
         enabled,
         active,
+        failed,
     }
+}
+
+/// systemctl's answer to `verb`, or what it said instead. Before systemd
+/// 250 `is-enabled` said a unit it does not know as a failure to read its file, which
+/// is the answer `not-found`.
+fn answer(verb: &str, line: &str) -> Result<String, String> {
+    if svc::is_answer(verb, line) {
+        return Ok(line.to_string());
+    }
+    if verb == "is-enabled"
+        && line.starts_with("Failed to get unit file state")
+        && line.ends_with("No such file or directory")
+    {
+        return Ok("not-found".into());
+    }
+    Err(line.to_string())
 }
 
 /// The daemon's line and the targets' lines from the store in `state`. No store yet is
@@ -517,7 +643,11 @@ fn read_store(state: &Path) -> Result<(Option<DaemonLine>, Vec<TargetLine>), Cli
 }
 
 fn status_text(r: &Report) -> String {
-    const NO_SYSTEMCTL: &str = "skipped: no systemctl on PATH";
+    let no_systemctl = if r.systemd.running {
+        "skipped: no systemctl on PATH"
+    } else {
+        "skipped: systemd is not running on this host"
+    };
     let mut binary = match (&r.unit.binary, &r.unit.stale) {
         (_, Some(s)) => format!("STALE: {s}"),
         (Some(b), None) => format!("{b} (this binary)"),
@@ -528,7 +658,7 @@ fn status_text(r: &Report) -> String {
             "; under {top}, which ProtectHome=yes hides from the service: it cannot start"
         ));
     }
-    let asked = |a: &Option<String>| a.clone().unwrap_or_else(|| NO_SYSTEMCTL.into());
+    let asked = |a: &Option<String>| a.clone().unwrap_or_else(|| no_systemctl.into());
     let mut s = block(&[
         (
             "unit",
@@ -589,6 +719,8 @@ fn status_json(r: &Report) -> serde_json::Value {
             "state_dir": r.unit.state.as_ref().map(|p| p.display().to_string()),
         },
         "systemd": {
+            "running": r.systemd.running,
+            "failed": r.systemd.failed,
             "checked": r.systemd.checked,
             "enabled": r.systemd.enabled,
             "active": r.systemd.active,

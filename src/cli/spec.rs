@@ -144,35 +144,17 @@ pub fn suggest(words: &[String]) -> Option<String> {
         .map(|c| c.path[head.len()])
         .collect();
     candidates.dedup();
-    let limit = (last.chars().count() / 3).max(1);
-    let best = candidates
-        .iter()
-        .map(|c| (edit_distance(last, c), *c))
-        .filter(|(d, c)| *d <= limit || (last.len() >= 3 && c.starts_with(last.as_str())))
-        .min()?;
+    let best = crate::domain::validate::nearest(last, candidates)?;
     let mut out: Vec<&str> = head.iter().map(String::as_str).collect();
-    out.push(best.1);
+    out.push(best);
     Some(out.join(" "))
 }
 
-/// Levenshtein distance, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(row[j]).min(cur)
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
+/// The option the user most likely meant by `typed`, among `command`'s options (none:
+/// only the global ones) and the global ones.
+pub fn suggest_option(command: Option<&Command>, typed: &str) -> Option<&'static str> {
+    let own = command.map_or(&[][..], |c| c.options);
+    crate::domain::validate::nearest(typed, own.iter().chain(GLOBAL).map(|o| o.name))
 }
 
 #[cfg(test)]
@@ -211,7 +193,19 @@ mod tests {
         ] {
             assert_eq!(suggest(&words(typed)).as_deref(), meant, "{typed}");
         }
+        use crate::domain::validate::edit_distance;
         assert_eq!(edit_distance("stats", "status"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn a_mistyped_option_gets_the_nearest_of_its_command_or_the_global_ones() {
+        let status = find(&words("status"));
+        let install = find(&words("service install"));
+        assert_eq!(suggest_option(status, "--jsn"), Some("--json"));
+        assert_eq!(suggest_option(None, "--jsn"), Some("--json"));
+        assert_eq!(suggest_option(install, "--nostart"), Some("--no-start"));
+        assert_eq!(suggest_option(install, "--state-dr"), Some("--state-dir"));
+        assert_eq!(suggest_option(install, "--frob"), None);
     }
 }

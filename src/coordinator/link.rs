@@ -40,6 +40,10 @@ pub trait LaunchHandler: Send + Sync {
     /// The link went down after it was up (`LaunchBook::link_lost`; the target
     /// modes' link is `Down { since: now }`).
     fn link_lost(&self);
+    /// Why the link is not up: a session that ended (after `link_lost` when it was
+    /// up) or a dial that failed. For the daemon's record of the link, which `status`
+    /// and `top` show.
+    fn link_error(&self, _why: &str) {}
 }
 
 /// What the daemon tells the coordinator.
@@ -270,6 +274,7 @@ fn run(
                 }
                 if !shared.stopping.load(Ordering::SeqCst) {
                     (cfg.log)(&format!("link to {} lost: {why}", cfg.url));
+                    handler.link_error(&why);
                 }
             }
             Err(Dial { why, absent: gone }) => {
@@ -279,6 +284,7 @@ fn run(
                 if !gone || failures < 3 || failures.is_multiple_of(12) {
                     (cfg.log)(&format!("cannot connect to {}: {why}", cfg.url));
                 }
+                handler.link_error(&format!("cannot connect: {why}"));
             }
         }
         if shared.stopping.load(Ordering::SeqCst) {

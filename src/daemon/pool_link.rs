@@ -1,6 +1,7 @@
 //! The daemon's coordinator link: the `hello` this host sends, the `Handler` the
 //! link calls (it judges each launch under the allocation lock and wakes the target
-//! loops), and `start_link`, which dials with the host's `LinkSettings`. It stands on
+//! loops), the link's state it records for `status` and `top` (`LinkSeen`), and
+//! `start_link`, which dials with the host's `LinkSettings`. It stands on
 //! `shared::Shared` and the `pool::Pool` that `Shared` holds, never the other way.
 
 use super::shared::{LoopMsg, Shared, lock};
@@ -10,6 +11,7 @@ use crate::coordinator::tls;
 use crate::domain::{Host, ScalePolicy};
 use crate::reconcile::allocate::HostAllocator;
 use crate::reconcile::launch_book::{Accepted, Launch, OfferCtx, Refusal};
+use crate::store::daemon_facts::LinkSeen;
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::timefmt::now_millis;
 use crate::{log_info, log_warn};
@@ -66,9 +68,41 @@ pub fn hello(store: &dyn Store) -> Result<Hello, StoreError> {
 pub struct Handler {
     pub shared: Arc<Shared>,
     pub store: Mutex<SqliteStore>,
+    /// The link's state as last recorded.
+    pub seen: Mutex<LinkSeen>,
+}
+
+/// Records the link's state when it changed: `status` and `top` read it (they never
+/// ask the daemon). A failed write only costs what they show.
+fn record(store: &dyn Store, seen: &mut LinkSeen, change: impl FnOnce(&mut LinkSeen)) {
+    let before = seen.clone();
+    change(seen);
+    if *seen != before
+        && let Err(e) = seen.write(store)
+    {
+        log_warn!("coordinator_link_unrecorded", error = e);
+    }
+}
+
+/// The link is down for `why`, since now unless it was down already.
+fn down(seen: &mut LinkSeen, why: &str) {
+    let now = now_millis();
+    if seen.up || seen.since == 0 {
+        seen.since = now;
+    }
+    seen.up = false;
+    if seen.last_error.as_deref() != Some(why) {
+        seen.last_error = Some(why.to_string());
+        seen.last_error_at = Some(now);
+    }
 }
 
 impl Handler {
+    fn record(&self, change: impl FnOnce(&mut LinkSeen)) {
+        let store = lock(&self.store);
+        record(&*store, &mut lock(&self.seen), change);
+    }
+
     fn judge(&self, launch: &Launch) -> Result<Result<Accepted, Refusal>, StoreError> {
         let now = now_millis();
         let _guard = lock(&self.shared.alloc_lock);
@@ -148,12 +182,25 @@ impl LaunchHandler for Handler {
     fn link_up(&self, covered: &[String]) {
         log_info!("coordinator_link_up", covered = covered.join(","));
         self.shared.pool.link_up(covered);
+        self.record(|s| {
+            s.up = true;
+            s.since = now_millis();
+        });
         self.shared.tell_all(LoopMsg::Wake);
     }
 
     fn link_lost(&self) {
         self.shared.pool.link_lost();
+        // Why comes next, from `link_error`.
+        self.record(|s| {
+            s.up = false;
+            s.since = now_millis();
+        });
         self.shared.tell_all(LoopMsg::Wake);
+    }
+
+    fn link_error(&self, why: &str) {
+        self.record(|s| down(s, why));
     }
 }
 
@@ -210,8 +257,17 @@ pub fn start_link(
     let now = now_millis();
     let Some(url) = host.coordinator.clone() else {
         shared.pool.configure(false, None, now);
+        LinkSeen::clear(store)?;
         return Ok(None);
     };
+    // Down until the coordinator's hello_ack: what a previous daemon recorded is not
+    // this one's link.
+    let mut seen = LinkSeen {
+        url: url.clone(),
+        since: now,
+        ..LinkSeen::default()
+    };
+    seen.write(store)?;
     if tls::is_plain_off_loopback(&url) {
         if !host.coordinator_insecure {
             log_warn!(
@@ -223,6 +279,12 @@ pub fn start_link(
                 )
             );
             shared.pool.configure(true, None, now);
+            record(store, &mut seen, |s| {
+                down(
+                    s,
+                    "plain ws:// off loopback is refused without coordinator_insecure=true",
+                )
+            });
             return Ok(None);
         }
         log_warn!(
@@ -246,6 +308,9 @@ pub fn start_link(
             };
             log_warn!("coordinator_token_unreadable", error = why);
             shared.pool.configure(true, None, now);
+            record(store, &mut seen, |s| {
+                down(s, &format!("coordinator_token_file: {why}"))
+            });
             return Ok(None);
         }
     };
@@ -258,6 +323,7 @@ pub fn start_link(
     let handler = Arc::new(Handler {
         shared: shared.clone(),
         store: Mutex::new(SqliteStore::open(&shared.state_dir)?),
+        seen: Mutex::new(seen.clone()),
     });
     match crate::coordinator::link::spawn_link(cfg, handler, report_rx, shutdown_rx) {
         Ok(handle) => {
@@ -270,6 +336,7 @@ pub fn start_link(
         }
         Err(e) => {
             log_warn!("coordinator_link_failed", error = e);
+            record(store, &mut seen, |s| down(s, &e.to_string()));
             Ok(None)
         }
     }

@@ -197,7 +197,7 @@ impl Host {
             _ => {
                 return Err(super::Invalid::new(
                     key,
-                    format!("unknown host setting; known: {}", SETTABLE_KEYS.join(", ")),
+                    super::validate::unknown_key("host", key, SETTABLE_KEYS),
                 ));
             }
         }

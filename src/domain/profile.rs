@@ -375,10 +375,7 @@ impl ScalePolicy {
             _ => {
                 return Err(Invalid::new(
                     key,
-                    format!(
-                        "unknown profile setting; known: {}",
-                        SETTABLE_KEYS.join(", ")
-                    ),
+                    validate::unknown_key("profile", key, SETTABLE_KEYS),
                 ));
             }
         }

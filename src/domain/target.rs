@@ -188,10 +188,7 @@ impl Target {
             _ => {
                 return Err(Invalid::new(
                     key,
-                    format!(
-                        "unknown target setting; known: {}",
-                        SETTABLE_KEYS.join(", ")
-                    ),
+                    validate::unknown_key("target", key, SETTABLE_KEYS),
                 ));
             }
         }

@@ -377,6 +377,54 @@ pub fn is_plain_off_loopback(url: &str) -> bool {
     !is_loopback_host(host_port)
 }
 
+/// The known word a mistyped one most likely meant: the nearest in spelling (at most
+/// one edit per three characters typed), or one it begins when three or more were
+/// typed (`prof` → `profile`). One rule for commands, options and setting keys.
+pub fn nearest<'a>(typed: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = (typed.chars().count() / 3).max(1);
+    known
+        .into_iter()
+        .map(|k| (edit_distance(typed, k), k))
+        .filter(|(d, k)| *d <= limit || (typed.len() >= 3 && k.starts_with(typed)))
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// An unknown key's reason: what it most likely meant, then every key known
+/// (`env.NAME` stands for the variables, which are not guessed at).
+pub fn unknown_key(what: &str, typed: &str, known: &[&str]) -> String {
+    let guess = nearest(
+        typed,
+        known.iter().copied().filter(|k| !k.ends_with(".NAME")),
+    )
+    .map(|k| format!("; did you mean '{k}'?"))
+    .unwrap_or_default();
+    format!(
+        "unknown {what} setting{guess} (known: {})",
+        known.join(", ")
+    )
+}
+
+/// Levenshtein distance, by characters.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(cur)
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

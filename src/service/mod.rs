@@ -1,6 +1,7 @@
 //! `runner-manager service install|status|uninstall`: the systemd unit rendered from
 //! the packaged one (`unit`), the bounded `systemctl` calls (`systemctl`), and the
-//! pure decisions both commands carry out: what to do with the file already at the
+//! pure decisions both commands carry out: whether systemd runs here at all, what to
+//! do with the file already at the
 //! unit's path (only a unit carrying our marker is ever replaced or removed), which
 //! `systemctl` calls follow, whether the unit's binary is stale, and what `status`
 //! says of each target's credential.
@@ -10,6 +11,78 @@ pub mod unit;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+/// The directory systemd makes when it runs as this machine's init system, as
+/// sd_booted(3) checks: without it there is no manager to load a unit.
+pub const SYSTEMD_RUN_DIR: &str = "/run/systemd/system";
+
+/// The variable that moves [`SYSTEMD_RUN_DIR`], so tests can run `service` both with
+/// and without a systemd.
+pub const SYSTEMD_RUN_DIR_ENV: &str = "RUNNER_MANAGER_SYSTEMD_RUN_DIR";
+
+/// Where to look for a running systemd: `$RUNNER_MANAGER_SYSTEMD_RUN_DIR`, else
+/// `/run/systemd/system`.
+pub fn systemd_run_dir() -> PathBuf {
+    match std::env::var_os(SYSTEMD_RUN_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(SYSTEMD_RUN_DIR),
+    }
+}
+
+/// Whether systemd runs: `dir` is a directory (not followed if a link, as
+/// sd_booted(3) does not).
+pub fn systemd_runs(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
+}
+
+/// What to do on a host where systemd does not run.
+pub fn without_systemd(dir: &Path) -> String {
+    format!(
+        "systemd is not running on this host (no {}), so there is no manager to run a \
+         unit; run 'runner-manager daemon' under the supervisor this host has instead \
+         (runit, s6, OpenRC, supervisord, a container's init)",
+        dir.display()
+    )
+}
+
+/// Whether `line`, the first line `systemctl VERB` printed, is one of the answers
+/// systemctl(1) gives for that verb, or a failure of systemctl itself ("Failed to get
+/// unit file state", "System has not been booted with systemd", a bus error). A
+/// state's word comes with a nonzero exit too (`disabled`, `inactive`), so the exit
+/// code cannot tell them apart.
+pub fn is_answer(verb: &str, line: &str) -> bool {
+    const ENABLED: &[&str] = &[
+        "enabled",
+        "enabled-runtime",
+        "linked",
+        "linked-runtime",
+        "alias",
+        "masked",
+        "masked-runtime",
+        "static",
+        "indirect",
+        "disabled",
+        "generated",
+        "transient",
+        "bad",
+        "not-found",
+    ];
+    const ACTIVE: &[&str] = &[
+        "active",
+        "reloading",
+        "inactive",
+        "failed",
+        "activating",
+        "deactivating",
+        "maintenance",
+        "refreshing",
+    ];
+    match verb {
+        "is-enabled" => ENABLED.contains(&line),
+        "is-active" => ACTIVE.contains(&line),
+        _ => false,
+    }
+}
 
 /// What is at the unit's path now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -387,6 +460,39 @@ mod tests {
             "refused"
         );
         assert_eq!(credential(Some(Ok(())), None, None), Credential::Readable);
+    }
+
+    #[test]
+    fn systemd_runs_only_where_its_run_directory_is_a_directory() {
+        let dir = std::env::temp_dir().join(format!("rm-service-booted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("system")).unwrap();
+        assert!(systemd_runs(&dir.join("system")));
+        assert!(!systemd_runs(&dir.join("none")));
+        std::fs::write(dir.join("file"), "").unwrap();
+        assert!(!systemd_runs(&dir.join("file")));
+        std::os::unix::fs::symlink(dir.join("system"), dir.join("link")).unwrap();
+        assert!(!systemd_runs(&dir.join("link")), "a link is not followed");
+        assert!(without_systemd(&dir.join("none")).contains("runner-manager daemon"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn systemctls_own_failures_are_not_answers() {
+        assert!(is_answer("is-enabled", "disabled"));
+        assert!(is_answer("is-enabled", "not-found"));
+        assert!(is_answer("is-active", "inactive"));
+        assert!(is_answer("is-active", "failed"));
+        for failure in [
+            "Failed to get unit file state for runner-manager.service: No such file or directory",
+            "System has not been booted with systemd as init system (PID 1). Can't operate.",
+            "Failed to connect to bus: No such file or directory",
+            "",
+        ] {
+            assert!(!is_answer("is-enabled", failure), "{failure}");
+            assert!(!is_answer("is-active", failure), "{failure}");
+        }
+        assert!(!is_answer("start", "active"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - GitHub's runner list per target as last read ([`RunnersSeen`]);
 //! - the caches' and kept workspaces' last measure ([`Measured`]);
 //! - the webhook listener's own report ([`WebhookSeen`]) and its book's snapshot;
+//! - its coordinator link: up or down, since when, the last error ([`LinkSeen`]);
 //! - a handover request `update` leaves for it ([`HandoverRequest`]);
 //! - each target's rate-limit hold, which a restarted daemon still honours
 //!   ([`rate_limit_hold`]).
@@ -51,6 +52,8 @@ const KV_WEBHOOK_SEEN: &str = "webhook:seen";
 const KV_WEBHOOK_BOOK: &str = "webhook:book";
 /// A handover request: `<millis> <version>`.
 const KV_HANDOVER: &str = "daemon:handover";
+/// The coordinator link's state ([`LinkSeen`], JSON).
+const KV_LINK: &str = "coordinator:link";
 
 fn json<T: serde::de::DeserializeOwned>(store: &dyn Store, key: &str) -> Result<Option<T>> {
     Ok(store
@@ -244,6 +247,35 @@ pub fn put_webhook_book(store: &dyn Store, snapshot: &str) -> Result<()> {
 pub fn clear_webhook(store: &dyn Store) -> Result<()> {
     store.kv_delete(KV_WEBHOOK_SEEN)?;
     store.kv_delete(KV_WEBHOOK_BOOK)
+}
+
+/// The coordinator link as the daemon last wrote it: whether it is up, since when
+/// it is up or down, and the last reason it was not (kept while it is up again, so
+/// a flapping link shows why it went down).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkSeen {
+    pub url: String,
+    pub up: bool,
+    pub since: Millis,
+    pub last_error: Option<String>,
+    pub last_error_at: Option<Millis>,
+}
+
+impl LinkSeen {
+    /// The link's last report; `None` without one (a standalone host, or a daemon
+    /// that has not started its link yet).
+    pub fn read(store: &dyn Store) -> Option<LinkSeen> {
+        json(store, KV_LINK).ok().flatten()
+    }
+
+    pub fn write(&self, store: &dyn Store) -> Result<()> {
+        put_json(store, KV_LINK, self)
+    }
+
+    /// No link (the host is standalone): nothing of an old one is kept.
+    pub fn clear(store: &dyn Store) -> Result<()> {
+        store.kv_delete(KV_LINK)
+    }
 }
 
 /// `update` replaced the binary with `version` at `at`: the daemon is to hand over.

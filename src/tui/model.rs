@@ -76,6 +76,8 @@ pub struct Snapshot {
     /// A coordinator's pool, when the store has coordinator hosts (the Pool pane is
     /// shown only then). Filled by [`Snapshot::with_pool`].
     pub pool: Option<super::pool::PoolSnapshot>,
+    /// A coordinated host's link as the daemon last recorded it.
+    pub link: Option<daemon_facts::LinkSeen>,
 }
 
 impl Snapshot {
@@ -179,6 +181,7 @@ impl Snapshot {
             latency: store.latency_samples(None, since)?,
             meters,
             pool: None,
+            link: daemon_facts::LinkSeen::read(store),
         })
     }
 

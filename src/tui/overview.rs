@@ -209,6 +209,10 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
                 cap.push(Span::raw("   "));
                 cap.push(Span::styled("DRAINING", th.waiting()));
             }
+            if let Some(url) = &h.coordinator {
+                cap.push(Span::raw("   "));
+                cap.push(link_span(url, cx));
+            }
             lines.push(Line::from(cap));
         }
         None => lines.push(Line::styled(
@@ -300,6 +304,33 @@ fn draw_host(f: &mut Frame, area: Rect, cx: &Ctx) {
         Paragraph::new(lines).block(Block::bordered().title(title)),
         area,
     );
+}
+
+/// A coordinated host's link to its coordinator (issue 38: a lost link was hidden
+/// behind the targets' mode): up for how long, or down for how long and why; with
+/// no daemon running there is no link.
+fn link_span(url: &str, cx: &Ctx) -> Span<'static> {
+    let (snap, th) = (cx.snap, &cx.theme);
+    let seen = snap.link.as_ref().filter(|l| l.url == url);
+    match seen {
+        _ if !snap.daemon_alive() => Span::styled("link DOWN: no daemon running", th.bad()),
+        None => Span::styled("link not reported yet", th.waiting()),
+        Some(l) if l.up => Span::styled(
+            format!("link up {}", fmt::age(snap.now - l.since)),
+            th.good(),
+        ),
+        Some(l) => Span::styled(
+            format!(
+                "link DOWN {}{}",
+                fmt::age(snap.now - l.since),
+                l.last_error
+                    .as_ref()
+                    .map(|e| format!(": {}", crate::printable::escape(e)))
+                    .unwrap_or_default()
+            ),
+            th.bad(),
+        ),
+    }
 }
 
 /// ` (paced 12s, 85/100 left)` when the budget governor stretched the target's poll

@@ -55,3 +55,50 @@ fn an_unknown_command_gets_a_did_you_mean() {
     assert_eq!(r.code, 2);
     assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
 }
+
+/// Issue 38: did-you-mean for setting keys and options, as for commands. Each is exit
+/// 2 naming what was typed, and nothing is written.
+#[test]
+fn a_mistyped_key_or_option_gets_a_did_you_mean_and_writes_nothing() {
+    let d = crate::support::seeded("did-you-mean-keys");
+    let before = crate::support::snapshot(&d.state());
+    for (args, named, meant) in [
+        (vec!["profile", "set", "linux", "maxx=3"], "maxx", "'max'"),
+        (
+            vec!["profile", "set", "linux", "idle_timout=5m"],
+            "idle_timout",
+            "'idle_timeout'",
+        ),
+        (vec!["host", "set", "capacty=3"], "capacty", "'capacity'"),
+        (
+            vec!["target", "set", "octo", "poll_intervl=30s"],
+            "poll_intervl",
+            "'poll_interval'",
+        ),
+        (vec!["status", "--jsn"], "--jsn", "--json"),
+        (vec!["--jsn", "status"], "--jsn", "--json"),
+        (
+            vec!["profile", "add", "x", "--target", "octo", "--lables", "a"],
+            "--lables",
+            "--labels",
+        ),
+    ] {
+        let r = d.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("invalid {named}:"))
+                && r.stderr.contains(&format!("did you mean {meant}?")),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    // Nothing near: no guess, and the known keys are still listed.
+    let r = d.run(&["profile", "set", "linux", "frobnicate=1"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        !r.stderr.contains("did you mean") && r.stderr.contains("(known: target, labels,"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(crate::support::snapshot(&d.state()), before);
+}

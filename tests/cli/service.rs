@@ -11,7 +11,8 @@ use std::process::Command;
 
 const UNIT: &str = "runner-manager.service";
 
-/// A test's world: its directory, a unit directory, and a fake `systemctl`.
+/// A test's world: its directory, a unit directory, a fake `systemctl`, and a
+/// directory that stands for `/run/systemd/system` (systemd runs while it is there).
 struct World {
     d: Dir,
 }
@@ -37,7 +38,13 @@ impl World {
         std::fs::write(&p, script).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         d.subdir("units");
+        d.subdir("run-systemd-system");
         World { d }
+    }
+
+    /// From now on, systemd does not run on this world's host.
+    fn stop_systemd(&self) {
+        std::fs::remove_dir(self.d.path("run-systemd-system")).unwrap();
     }
 
     fn units(&self) -> PathBuf {
@@ -61,6 +68,10 @@ impl World {
             .env_remove("RUNNER_MANAGER_STATE_DIR")
             .env_remove("FAKE_SYSTEMCTL_FAIL")
             .env_remove("FAKE_SYSTEMCTL_CODE")
+            .env(
+                "RUNNER_MANAGER_SYSTEMD_RUN_DIR",
+                self.d.path("run-systemd-system"),
+            )
             .env("PATH", path)
             .current_dir(&self.d.root);
         for (k, v) in env {
@@ -88,8 +99,9 @@ impl World {
     }
 }
 
+/// A world whose state directory holds a store, as `service install` wants.
 fn world(tag: &str) -> World {
-    World::new(Dir::new(tag))
+    World::new(seeded(tag))
 }
 
 fn this_binary() -> String {
@@ -98,9 +110,21 @@ fn this_binary() -> String {
 
 #[test]
 fn install_writes_our_unit_then_reloads_enables_and_starts_it_and_again_is_unchanged() {
-    let w = world("svc-install");
+    let w = World::new(Dir::new("svc-install"));
     let units = w.units().display().to_string();
-    let r = w.ok(&["service", "install", "--unit-dir", &units]);
+    // No store in the state directory: a mistyped --state-dir, most likely (issue 38).
+    let r = w.run(&["service", "install", "--unit-dir", &units]);
+    assert_eq!(r.code, 12, "no-store: {}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("{} holds no store", w.d.state().display()))
+            && r.stderr.contains("--force"),
+        "{}",
+        r.stderr
+    );
+    assert!(!w.unit().exists());
+    assert_eq!(w.calls(), Vec::<String>::new());
+    let r = w.ok(&["service", "install", "--unit-dir", &units, "--force"]);
     assert!(r.stdout.contains("(created)"), "{}", r.stdout);
     assert_eq!(
         w.calls(),
@@ -125,7 +149,14 @@ fn install_writes_our_unit_then_reloads_enables_and_starts_it_and_again_is_uncha
     let mode = std::fs::metadata(w.unit()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o644);
 
-    let again = w.ok(&["--json", "service", "install", "--unit-dir", &units]);
+    let again = w.ok(&[
+        "--json",
+        "service",
+        "install",
+        "--unit-dir",
+        &units,
+        "--force",
+    ]);
     assert!(
         again.stdout.contains("\"written\": \"unchanged\""),
         "{}",
@@ -143,14 +174,21 @@ fn install_writes_our_unit_then_reloads_enables_and_starts_it_and_again_is_uncha
 
     // Our unit, changed (an older version wrote it): replaced, reloaded, restarted.
     std::fs::write(w.unit(), text.replace("RestartSec=5s", "RestartSec=9s")).unwrap();
-    let r = w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
+    let r = w.ok(&[
+        "service",
+        "install",
+        "--unit-dir",
+        &units,
+        "--no-start",
+        "--force",
+    ]);
     assert!(r.stdout.contains("(replaced)"), "{}", r.stdout);
     assert_eq!(
         w.calls(),
         ["daemon-reload", "enable runner-manager.service"]
     );
     std::fs::write(w.unit(), text.replace("RestartSec=5s", "RestartSec=9s")).unwrap();
-    w.ok(&["service", "install", "--unit-dir", &units]);
+    w.ok(&["service", "install", "--unit-dir", &units, "--force"]);
     assert_eq!(
         w.calls(),
         [
@@ -254,28 +292,40 @@ fn uninstall_stops_disables_removes_and_reloads_only_our_unit() {
     );
 }
 
+/// Issue 38: uninstall refused to remove the unit it had written when systemctl
+/// failed. Our unit goes whatever systemctl says; what failed is named, and the exit
+/// is not 0 while a daemon may still run from it.
 #[test]
-fn uninstall_keeps_the_unit_when_stop_fails_and_goes_on_when_it_was_not_loaded() {
+fn uninstall_removes_our_unit_even_when_stop_fails_and_says_what_failed() {
     let w = world("svc-uninstall-stop");
     let units = w.units().display().to_string();
     w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
     w.calls();
     let stop = "stop runner-manager.service";
     let r = w.run_env(
-        &["service", "uninstall", "--unit-dir", &units],
+        &["--json", "service", "uninstall", "--unit-dir", &units],
         &[("FAKE_SYSTEMCTL_FAIL", stop)],
     );
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
         r.stderr
             .contains("'systemctl stop runner-manager.service' failed (exit 1): Job failed: boom")
-            && r.stderr.contains("is kept"),
+            && r.stderr.contains("is removed, but")
+            && r.stderr.contains("may still run"),
         "{}",
         r.stderr
     );
-    assert_eq!(w.calls(), [stop]);
-    assert!(w.unit().is_file());
-    // Exit 5: the manager has not loaded the unit, so nothing runs from it.
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["removed"], true);
+    assert_eq!(v["failed"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(
+        w.calls(),
+        [stop, "disable runner-manager.service", "daemon-reload"]
+    );
+    assert!(!w.unit().exists());
+    // Exit 5: the manager has not loaded the unit, so nothing runs from it: exit 0.
+    w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
+    w.calls();
     let r = w.run_env(
         &["service", "uninstall", "--unit-dir", &units],
         &[("FAKE_SYSTEMCTL_FAIL", stop), ("FAKE_SYSTEMCTL_CODE", "5")],
@@ -286,6 +336,167 @@ fn uninstall_keeps_the_unit_when_stop_fails_and_goes_on_when_it_was_not_loaded()
         [stop, "disable runner-manager.service", "daemon-reload"]
     );
     assert!(!w.unit().exists());
+}
+
+/// Issue 38: without systemd, `install` wrote the unit and then failed on
+/// `daemon-reload`, `uninstall` refused to remove it, and `status` exited 0. Now
+/// install writes nothing and says what to run instead, uninstall removes our unit
+/// without calling systemctl, and status reports and exits 2.
+#[test]
+fn without_systemd_install_writes_nothing_and_says_to_run_the_daemon_under_a_supervisor() {
+    let w = world("svc-nosystemd");
+    let units = w.units().display().to_string();
+    w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
+    let written = std::fs::read_to_string(w.unit()).unwrap();
+    std::fs::remove_file(w.unit()).unwrap();
+    w.calls();
+    w.stop_systemd();
+    let before = snapshot(&w.d.state());
+    for args in [
+        vec!["service", "install", "--unit-dir", &units],
+        vec!["service", "install", "--unit-dir", &units, "--no-start"],
+        vec!["service", "install", "--unit-dir", &units, "--force"],
+        vec!["service", "install", "--user", "--unit-dir", &units],
+    ] {
+        let r = w.run(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("systemd is not running on this host")
+                && r.stderr.contains("run-systemd-system")
+                && r.stderr
+                    .contains("run 'runner-manager daemon' under the supervisor"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+        assert!(!w.unit().exists(), "{args:?} wrote the unit");
+        assert_eq!(w.calls(), Vec::<String>::new(), "{args:?}");
+    }
+    assert_eq!(snapshot(&w.d.state()), before);
+
+    // A unit written while systemd ran (or by hand): status says so and exits 2 ...
+    std::fs::write(w.unit(), &written).unwrap();
+    let r = w.run(&["--json", "service", "status", "--unit-dir", &units]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("systemd is not running"), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["systemd"]["running"], false);
+    assert_eq!(v["systemd"]["checked"], false);
+    assert_eq!(v["unit"]["ours"], true);
+    let r = w.run(&["service", "status", "--unit-dir", &units]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stdout
+            .contains("skipped: systemd is not running on this host"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(w.calls(), Vec::<String>::new());
+    // ... and uninstall removes it without a systemctl call.
+    let r = w.ok(&["service", "uninstall", "--unit-dir", &units]);
+    assert!(
+        r.stdout
+            .contains("systemd is not running here: nothing was stopped or disabled"),
+        "{}",
+        r.stdout
+    );
+    assert!(!w.unit().exists());
+    assert_eq!(w.calls(), Vec::<String>::new());
+}
+
+/// Issue 38: `service status` exited 0 while systemctl printed `Failed to get unit
+/// file state`. A systemctl that fails to answer is a failed status (exit 1), with the
+/// report printed whole; a state word with a nonzero exit (`inactive`) is an answer.
+#[test]
+fn status_fails_when_systemctl_fails_to_answer() {
+    let w = world("svc-status-fails");
+    let units = w.units().display().to_string();
+    w.ok(&["service", "install", "--unit-dir", &units, "--no-start"]);
+    w.calls();
+    let script = w.d.path("fakebin/systemctl");
+    let fake = |body: &str| {
+        std::fs::write(&script, format!("#!/bin/sh\n{body}\n")).unwrap();
+    };
+    fake("echo 'Failed to connect to bus: No such file or directory' >&2; exit 1");
+    let r = w.run(&["--json", "service", "status", "--unit-dir", &units]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("systemctl did not answer")
+            && r.stderr.contains(
+                "'systemctl is-enabled runner-manager.service' said \"Failed to connect to bus"
+            ),
+        "{}",
+        r.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["systemd"]["failed"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["unit"]["ours"], true);
+    fake("case \"$*\" in *is-enabled*) echo disabled; exit 1;; *) echo inactive; exit 3;; esac");
+    let r = w.ok(&["service", "status", "--unit-dir", &units]);
+    assert!(
+        r.stdout.contains("enabled    disabled") && r.stdout.contains("active     inactive"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Issue 38: a mistyped --state-dir replaced the live unit and restarted it on a
+/// directory that did not exist. A unit of ours on another state directory is kept
+/// (exit 2, both paths named) unless --force; a state directory without a store is
+/// refused with exit 12 unless --force.
+#[test]
+fn install_keeps_our_unit_on_its_state_dir_unless_forced() {
+    let w = world("svc-other-state");
+    let units = w.units().display().to_string();
+    w.ok(&["service", "install", "--unit-dir", &units]);
+    let live = std::fs::read_to_string(w.unit()).unwrap();
+    w.calls();
+    let other = seeded("svc-other-state-2");
+    let other_state = other.state().display().to_string();
+    let mistyped = w.d.path("stat").display().to_string();
+    for dir in [&other_state, &mistyped] {
+        let r = w.run(&[
+            "--state-dir",
+            dir,
+            "service",
+            "install",
+            "--unit-dir",
+            &units,
+        ]);
+        assert_eq!(r.code, 2, "{dir}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("invalid --state-dir")
+                && r.stderr.contains(dir.as_str())
+                && r.stderr.contains(&w.d.state().display().to_string())
+                && r.stderr.contains("--force"),
+            "{dir}: {}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read_to_string(w.unit()).unwrap(), live);
+        assert_eq!(w.calls(), Vec::<String>::new());
+    }
+    // Forced: the service moves to the other state directory, and restarts there.
+    let r = w.run(&[
+        "--state-dir",
+        &other_state,
+        "service",
+        "install",
+        "--unit-dir",
+        &units,
+        "--force",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("(replaced)"), "{}", r.stdout);
+    let moved = std::fs::read_to_string(w.unit()).unwrap();
+    assert!(moved.contains(&format!("RUNNER_MANAGER_STATE_DIR={other_state}\n")));
+    assert_eq!(
+        w.calls(),
+        [
+            "daemon-reload",
+            "enable runner-manager.service",
+            "restart runner-manager.service"
+        ]
+    );
 }
 
 #[test]
@@ -595,7 +806,14 @@ fn rendered_units_pass_systemd_analyze_verify_where_it_works() {
             );
             continue;
         }
-        let mut args = vec!["service", "install", "--unit-dir", &dir, "--no-start"];
+        let mut args = vec![
+            "service",
+            "install",
+            "--unit-dir",
+            &dir,
+            "--no-start",
+            "--force",
+        ];
         if user {
             args.push("--user");
         }

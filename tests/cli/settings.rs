@@ -235,3 +235,22 @@ fn risky_settings_are_refused_or_warned_of_naming_the_risk() {
         "{shown}"
     );
 }
+
+/// Issue 38: `profile set` printed only `updated (revision 2)`. It says what changed,
+/// as `profile show` prints it (as `host set` does), and when nothing did.
+#[test]
+fn profile_set_says_what_changed() {
+    let d = seeded("profile-set-changes");
+    let r = d.ok(&["profile", "set", "linux", "max=6", "idle_timeout=5m"]);
+    assert_eq!(
+        r.stdout, "profile linux updated (revision 2): max 6\n",
+        "idle_timeout was 300s already"
+    );
+    let r = d.ok(&["profile", "set", "linux", "active=false", "min=1"]);
+    assert_eq!(
+        r.stdout,
+        "profile linux updated (revision 3): min 1, active no\n"
+    );
+    let r = d.ok(&["profile", "set", "linux", "max=6"]);
+    assert_eq!(r.stdout, "profile linux: no setting changed (revision 4)\n");
+}

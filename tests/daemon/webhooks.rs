@@ -106,11 +106,17 @@ fn runs_the_webhooks_announced_are_served_without_reading_their_jobs() {
         SETTLE,
         "status showing the listener and its deliveries",
         || {
+            // Fields, not prose (issue 38); the line people read is `detail`.
             let st = w.status_json();
-            st["webhook"]
-                .as_str()
-                .is_some_and(|l| l.contains(&url["http://".len()..url.len() - "/webhook".len()]))
-                && !st["webhook"].as_str().unwrap().contains("no delivery yet")
+            let hook = &st["webhook"];
+            hook["listening"] == true
+                && hook["listen"].as_str()
+                    == Some(&url["http://".len()..url.len() - "/webhook".len()])
+                && hook["last_delivery"].is_string()
+                && hook["accepted"].as_u64().is_some_and(|n| n > 0)
+                && hook["detail"]
+                    .as_str()
+                    .is_some_and(|l| l.starts_with("listening on "))
         },
     );
     // The metrics count the deliveries taken and the reads spared.
@@ -160,6 +166,12 @@ fn runs_the_webhooks_announced_are_served_without_reading_their_jobs() {
         text.lines()
             .any(|l| l.contains("webhook") && l.contains("no daemon listens")),
         "{text}"
+    );
+    let hook = &w.status_json()["webhook"];
+    assert_eq!(hook["listening"], false, "{hook}");
+    assert!(
+        hook["listen"].is_string() && hook["accepted"].is_null(),
+        "{hook}"
     );
 }
 
@@ -241,9 +253,8 @@ fn a_bad_signature_is_refused_and_changes_nothing() {
         SETTLE,
         "status counting three refusals and nothing taken",
         || {
-            w.status_json()["webhook"]
-                .as_str()
-                .is_some_and(|l| l.contains("no delivery yet; 0 accepted, 3 rejected"))
+            let hook = &w.status_json()["webhook"];
+            hook["last_delivery"].is_null() && hook["accepted"] == 0 && hook["rejected"] == 3
         },
     );
     // The right secret is taken; another event is ignored.
@@ -254,10 +265,8 @@ fn a_bad_signature_is_refused_and_changes_nothing() {
         SETTLE,
         "status counting one delivery and three refusals",
         || {
-            let st = w.status_json();
-            st["webhook"]
-                .as_str()
-                .is_some_and(|l| l.contains("1 accepted, 3 rejected"))
+            let hook = &w.status_json()["webhook"];
+            hook["accepted"] == 1 && hook["rejected"] == 3
         },
     );
     assert!(w.stop_daemon().success());
@@ -392,9 +401,11 @@ fn a_secret_file_that_no_longer_reads_fails_doctor_and_starts_no_listener() {
     assert!(!text.contains(SECRET), "{text}");
     w.start_daemon();
     wait_until(SETTLE, "status saying the listener did not start", || {
-        w.status_json()["webhook"]
-            .as_str()
-            .is_some_and(|l| l.starts_with("not listening: webhook_secret_file"))
+        let hook = &w.status_json()["webhook"];
+        hook["listening"] == false
+            && hook["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("webhook_secret_file"))
     });
     let base = url.trim_end_matches("/webhook");
     let answer = runner_manager::sim::client::request(

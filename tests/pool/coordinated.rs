@@ -82,6 +82,10 @@ fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_retu
         "both hosts are coordinated",
         || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
     );
+    // Issue 38: the link's state is shown, not only the targets' mode.
+    let link = pool.hosts[0].link();
+    assert_eq!(link["state"], "up", "{link}");
+    assert!(link["since"].is_string(), "{link}");
     pool.enqueue(3, "before", 400);
     wait_until(Duration::from_secs(40), "the first jobs are done", || {
         pool.all_done()
@@ -93,6 +97,27 @@ fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_retu
     wait_until(Duration::from_secs(20), "both hosts fall back", || {
         pool.hosts.iter().all(|h| h.mode() == "fallback")
     });
+    // A lost link is not hidden: down, since when, and why.
+    wait_until(
+        Duration::from_secs(20),
+        "status showing the link down with its error",
+        || {
+            let link = pool.hosts[0].link();
+            link["state"] == "down"
+                && link["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("cannot connect"))
+        },
+    );
+    let text = run_ok(&pool.hosts[0].dir, &["status"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("coordinator"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("(link down since ") && line.contains("cannot connect"),
+        "{text}"
+    );
     pool.enqueue(3, "during", 400);
     wait_until(
         Duration::from_secs(40),
@@ -109,6 +134,12 @@ fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_retu
         Duration::from_secs(40),
         "both hosts are coordinated again",
         || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
+    );
+    let link = pool.hosts[0].link();
+    assert_eq!(link["state"], "up", "{link}");
+    assert!(
+        link["last_error"].is_string(),
+        "why it last went down is kept: {link}"
     );
     // Issue 17's figure (printed, not asserted): a host dials an absent coordinator
     // at most about 5 s apart, so both are directed again within about 5 s.
@@ -129,6 +160,11 @@ fn hosts_fall_back_when_the_coordinator_dies_and_are_directed_again_when_it_retu
         "directed again: one runner per job\n{}",
         pool.dump()
     );
+    // With no daemon running there is no link, whatever the last one recorded.
+    pool.hosts[1].stop();
+    let link = pool.hosts[1].link();
+    assert_eq!(link["state"], "down", "{link}");
+    assert_eq!(link["last_error"], "no daemon running", "{link}");
 }
 
 /// The test TLS identity (`tests/fixtures/coord_tls`): a CA and a localhost leaf. The

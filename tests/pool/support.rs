@@ -149,6 +149,13 @@ impl Host {
         v["targets"][0]["mode"].as_str().unwrap_or("").to_string()
     }
 
+    /// `status --json`'s `coordinator_link`: state, since, last error (issue 38).
+    pub fn link(&self) -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&run_ok(&self.dir, &["--json", "status"])).unwrap();
+        v["coordinator_link"].clone()
+    }
+
     /// Whether the daemon has judged every profile fit to start: a status row written
     /// and no "not yet known" fact (a repository's visibility is read once the link is
     /// up; until then a launch is refused as unfit).

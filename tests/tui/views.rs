@@ -305,3 +305,53 @@ fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
     let screen = crate::support::text(&buf);
     assert!(screen.contains("buildexe."), "{screen}");
 }
+
+/// Issue 38: a lost coordinator link was hidden behind the targets' mode. The Host
+/// box says the link's state: up for how long, or down for how long and why.
+#[test]
+fn the_host_box_shows_the_coordinator_links_state() {
+    use runner_manager::store::daemon_facts::LinkSeen;
+    let (store, _) = seeded();
+    let mut h = store.host_or_create().unwrap();
+    h.coordinator = Some("wss://coord.example:7700".into());
+    store.update_host(&h).unwrap();
+    let seen = |up: bool, since: i64, error: Option<&str>| LinkSeen {
+        url: "wss://coord.example:7700".into(),
+        up,
+        since,
+        last_error: error.map(String::from),
+        last_error_at: error.map(|_| since),
+    };
+    let host_box = |store: &dyn Store| {
+        let s = crate::support::screen(&app(crate::support::load(store)), 140, 40);
+        s.lines()
+            .find(|l| l.contains("capacity"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(host_box(&store).contains("link not reported yet"));
+    seen(
+        false,
+        NOW - 125_000,
+        Some("cannot connect: connection refused"),
+    )
+    .write(&store)
+    .unwrap();
+    let line = host_box(&store);
+    assert!(
+        line.contains("link DOWN 2m05s: cannot connect: connection refused"),
+        "{line}"
+    );
+    seen(
+        true,
+        NOW - 30_000,
+        Some("cannot connect: connection refused"),
+    )
+    .write(&store)
+    .unwrap();
+    let line = host_box(&store);
+    assert!(
+        line.contains("link up 30s") && !line.contains("DOWN"),
+        "{line}"
+    );
+}

@@ -517,9 +517,9 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::ServiceInstall,
         path: &["service", "install"],
-        args: "[--user] [--no-start] [--unit-dir DIR]",
+        args: "[--user] [--no-start] [--unit-dir DIR] [--force]",
         positionals: (0, Some(0)),
-        about: "Install the daemon as a systemd unit for this binary and state directory, enable and start it",
+        about: "Install the daemon as a systemd unit for this binary and state directory, enable and start it (where systemd runs)",
         options: &[
             switch(
                 "--user",
@@ -530,6 +530,10 @@ pub const COMMANDS: &[Command] = &[
                 "--unit-dir",
                 "DIR",
                 "Write the unit in this existing directory (default /etc/systemd/system, or the user's with --user)",
+            ),
+            switch(
+                "--force",
+                "Install even when the state directory holds no store yet, or over our unit when it runs on another state directory",
             ),
         ],
     },
