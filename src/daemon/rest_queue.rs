@@ -6,6 +6,7 @@
 
 use crate::domain::{Attempt, QueuedJob, ScalePolicy};
 use crate::github::QueueRead;
+use crate::github::hooks::HookBook;
 use crate::github::visibility::OrgRepos;
 use crate::reconcile::demand;
 use crate::timefmt::Millis;
@@ -38,6 +39,8 @@ pub struct RestQueue {
     not_polled: u32,
     /// Runs the last read left unread (a deep queue is read as room frees up).
     pub unread_runs: u32,
+    /// The webhook book's version this queue has heard up to (`hear`).
+    heard_up_to: u64,
 }
 
 /// When the attempt took its job (entered `busy`; its last change if it never did).
@@ -92,6 +95,29 @@ impl RestQueue {
         if whole {
             self.forget_ended_before(read_at);
         }
+    }
+
+    /// What webhook deliveries said since the queue last heard, for the runs of
+    /// repositories `wanted`: a queued job joins the queue at once (a delivery starts
+    /// its runner without waiting for a poll), and a job a delivery took past `queued`
+    /// leaves it (its hold on capacity ends). The REST reads stay the truth: the next
+    /// one replaces what it reads.
+    pub fn hear(&mut self, book: &HookBook, wanted: impl Fn(&str) -> bool, scope: Scope) {
+        let (version, heard) = book.heard_since(self.heard_up_to, wanted);
+        self.heard_up_to = version;
+        if heard.is_empty() {
+            return;
+        }
+        for h in heard {
+            let jobs = self.runs.entry(h.run).or_default();
+            jobs.retain(|j| !h.gone.contains(&j.id));
+            for q in h.queued {
+                if !jobs.iter().any(|j| j.id == q.id) {
+                    jobs.push(q);
+                }
+            }
+        }
+        self.rebuild(scope);
     }
 
     /// The runs the queue holds a view of (sorted), read whole or in part before.
@@ -264,5 +290,40 @@ mod tests {
         assert!(q.ended_since_read().is_empty());
         q.empty_at(400);
         assert!(q.jobs.is_empty() && q.read_at == 400);
+    }
+
+    #[test]
+    fn a_delivery_joins_the_queue_at_once_and_a_taken_job_leaves_it() {
+        use crate::github::hooks::{HookBook, HookJob, HookStatus};
+        let hook = |id: i64, run: i64, status: HookStatus| HookJob {
+            id,
+            run_id: run,
+            repo: "octo/app".into(),
+            name: "build".into(),
+            labels: vec![],
+            status,
+            created_at: 0,
+        };
+        let mut q = RestQueue::default();
+        q.take_read(whole(vec![job(1, 10)], &[]), 0, 100, Scope::Repo);
+        let mut book = HookBook::default();
+        book.record(hook(2, 11, HookStatus::Queued), 150);
+        book.record(hook(3, 12, HookStatus::Queued), 150);
+        q.hear(&book, |r| r == "octo/app", Scope::Repo);
+        assert_eq!(ids(&q), vec![1, 2, 3], "no poll needed");
+        // Heard again with nothing new: unchanged; the REST job of run 10 stays.
+        q.hear(&book, |r| r == "octo/app", Scope::Repo);
+        assert_eq!(ids(&q), vec![1, 2, 3]);
+        // Job 2 taken, job 1 (which the book never heard of queued) done.
+        book.record(hook(2, 11, HookStatus::InProgress), 160);
+        book.record(hook(1, 10, HookStatus::Completed), 160);
+        q.hear(&book, |r| r == "octo/app", Scope::Repo);
+        assert_eq!(ids(&q), vec![3]);
+        // Another repository's deliveries are not this queue's.
+        let mut other = hook(4, 13, HookStatus::Queued);
+        other.repo = "octo/other".into();
+        book.record(other, 170);
+        q.hear(&book, |r| r == "octo/app", Scope::Repo);
+        assert_eq!(ids(&q), vec![3]);
     }
 }

@@ -4,7 +4,9 @@
 //! `X-Hub-Signature-256` against the secret, and records each `workflow_job` delivery
 //! in the book the target loops' clients answer runs from (`github::hooks`). A bad or
 //! missing signature is 401 and changes nothing; other events are 202 and ignored.
-//! The listener is a hint only: polling stays as the backstop.
+//! A delivery that changes demand wakes the target loops, which take its run into
+//! their queues at once (`RestQueue::hear`): a queued job's runner starts without
+//! waiting for a poll. Polling stays as the backstop.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -72,6 +74,8 @@ pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
 struct HookHandler {
     secret: Secret,
     book: SharedBook,
+    /// The target loops, woken by a delivery that changes their demand.
+    shared: Arc<Shared>,
     metrics: Arc<Metrics>,
     rejected: AtomicU64,
     seen_at: AtomicI64,
@@ -150,8 +154,15 @@ impl Handler for HookHandler {
         let (status, word, text) = match hooks::parse(req.header("x-github-event"), &req.body, now)
         {
             Ok(Some(job)) => {
+                let wakes = job.status != hooks::HookStatus::Waiting;
                 let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
                 b.record(job, now);
+                drop(b);
+                if wakes {
+                    // Queued: demand now, not at the next poll; taken or done: what it
+                    // held is free. Each loop takes its own runs (`RestQueue::hear`).
+                    self.shared.tell_all(super::shared::LoopMsg::Wake);
+                }
                 (200, "accepted", "recorded")
             }
             Ok(None) => (202, "ignored", "not a workflow_job delivery; ignored"),
@@ -220,6 +231,7 @@ pub fn serve(
     let handler = Arc::new(HookHandler {
         secret,
         book: shared.hooks.clone(),
+        shared: shared.clone(),
         metrics,
         rejected: AtomicU64::new(0),
         saved: AtomicU64::new(0),

@@ -37,6 +37,21 @@ pub enum TargetScope {
 }
 
 impl TargetScope {
+    /// Whether the repository `owner/repo` is this target's (GitHub's names ignore
+    /// case).
+    pub fn covers(&self, repo: &str) -> bool {
+        match self {
+            TargetScope::Repo { owner, repo: name } => {
+                repo.split_once('/').is_some_and(|(o, r)| {
+                    o.eq_ignore_ascii_case(owner) && r.eq_ignore_ascii_case(name)
+                })
+            }
+            TargetScope::Org { org } => repo
+                .split_once('/')
+                .is_some_and(|(o, _)| o.eq_ignore_ascii_case(org)),
+        }
+    }
+
     /// `owner/repo` or `org`, as users write it.
     pub fn display(&self) -> String {
         match self {

@@ -221,6 +221,38 @@ struct RunEntry {
     heard_at: Millis,
     /// More jobs than [`MAX_JOBS_PER_RUN`]: left to REST.
     overflow: bool,
+    /// The book's `version` when the run was last heard of (not kept in snapshots: a
+    /// restored run is news to no loop).
+    #[serde(skip)]
+    seq: u64,
+}
+
+/// A run heard of since a loop last asked (`HookBook::heard_since`): its jobs queued
+/// now, and those a delivery took past `queued` (which no longer wait for a runner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heard {
+    pub run: i64,
+    pub queued: Vec<QueuedJob>,
+    pub gone: Vec<i64>,
+}
+
+impl RunEntry {
+    /// The run's jobs queued now, as the queue holds jobs (`repo` as the caller
+    /// spells it).
+    fn queued(&self, repo: &str) -> Vec<QueuedJob> {
+        self.jobs
+            .values()
+            .filter(|j| j.status == HookStatus::Queued)
+            .map(|j| QueuedJob {
+                id: j.id,
+                run_id: j.run_id,
+                repo: repo.to_string(),
+                name: j.name.clone(),
+                labels: j.labels.clone(),
+                created_at: j.created_at,
+            })
+            .collect()
+    }
 }
 
 /// What the book says of a listed run.
@@ -272,8 +304,10 @@ impl HookBook {
                 jobs: BTreeMap::new(),
                 heard_at: now,
                 overflow: false,
+                seq: 0,
             });
         entry.heard_at = entry.heard_at.max(now);
+        entry.seq = self.version;
         let room = entry.jobs.len() < MAX_JOBS_PER_RUN;
         let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
         let rank = job.rank();
@@ -304,19 +338,7 @@ impl HookBook {
         if entry.overflow || now - entry.heard_at >= FORGET_AFTER_MS {
             return Answer::Read;
         }
-        let jobs: Vec<QueuedJob> = entry
-            .jobs
-            .values()
-            .filter(|j| j.status == HookStatus::Queued)
-            .map(|j| QueuedJob {
-                id: j.id,
-                run_id: j.run_id,
-                repo: repo.to_string(),
-                name: j.name.clone(),
-                labels: j.labels.clone(),
-                created_at: j.created_at,
-            })
-            .collect();
+        let jobs = entry.queued(repo);
         let age = now - entry.heard_at;
         // GitHub lists a run `queued` while it holds a queued job, and `in_progress`
         // only once none is: where the book disagrees it missed a delivery, unless the
@@ -332,6 +354,30 @@ impl HookBook {
             return Answer::Read;
         }
         Answer::Jobs(jobs)
+    }
+
+    /// The runs of repositories `wanted` (by `owner/repo`) heard of after the book's
+    /// version `since`, and the version they bring it to: a loop's queue takes them at
+    /// once, so a queued delivery is demand without waiting for a poll, and one past
+    /// `queued` frees what its job held. A run past the cap is REST's alone.
+    pub fn heard_since(&self, since: u64, wanted: impl Fn(&str) -> bool) -> (u64, Vec<Heard>) {
+        let mut out = Vec::new();
+        for e in self.runs.values().filter(|e| e.seq > since && !e.overflow) {
+            let Some(first) = e.jobs.values().next() else {
+                continue;
+            };
+            if !wanted(&first.repo) {
+                continue;
+            }
+            let gone = e.jobs.values().filter(|j| j.rank() > 1).map(|j| j.id);
+            out.push(Heard {
+                run: first.run_id,
+                queued: e.queued(&first.repo),
+                gone: gone.collect(),
+            });
+        }
+        out.sort_by_key(|h| h.run);
+        (self.version, out)
     }
 
     /// Forgets runs not heard of for [`FORGET_AFTER_MS`], then, past [`MAX_RUNS`], the
@@ -616,5 +662,31 @@ mod tests {
             b.record(job(id, 9, "queued"), 5);
         }
         assert_eq!(b.answer("o/r", 9, true, 5), Answer::Read);
+    }
+
+    #[test]
+    fn a_loop_hears_each_run_of_its_repositories_once_per_change() {
+        let mut b = HookBook::default();
+        b.record(job(1, 10, "queued"), 100);
+        let mut other = job(2, 20, "queued");
+        other.repo = "elsewhere/r".into();
+        b.record(other, 100);
+        let ours = |repo: &str| repo.eq_ignore_ascii_case("O/R");
+        let (v, heard) = b.heard_since(0, ours);
+        assert_eq!(heard.len(), 1, "only our repository's runs");
+        assert_eq!((heard[0].run, heard[0].queued.len()), (10, 1));
+        assert!(heard[0].gone.is_empty());
+        // Nothing new: nothing heard.
+        assert!(b.heard_since(v, ours).1.is_empty());
+        // Taken by a runner: it leaves the queue at once.
+        b.record(job(1, 10, "in_progress"), 200);
+        let (v2, heard) = b.heard_since(v, ours);
+        assert!(heard[0].queued.is_empty());
+        assert_eq!(heard[0].gone, vec![1]);
+        // A run restored from a snapshot is news to no loop.
+        let mut restored = HookBook::default();
+        restored.restore(&b.snapshot(), 300);
+        assert!(restored.heard_since(0, ours).1.is_empty());
+        assert!(v2 > v);
     }
 }

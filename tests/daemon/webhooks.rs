@@ -1,5 +1,6 @@
 //! `workflow_job` webhooks (issue 20): runs the webhooks announced are answered from
-//! them with no jobs-list GET; with deliveries lost, polling still serves every job
+//! them with no jobs-list GET; a queued delivery starts its runner without waiting for
+//! a poll (issue 37); with deliveries lost, polling still serves every job
 //! (the backstop); a bad signature is refused and changes nothing; bad settings are
 //! refused by `host set` with the store untouched.
 
@@ -65,6 +66,54 @@ fn jobs_reads(log: &[LogEntry], repo: &str) -> usize {
                 && e.path.starts_with(&format!("/repos/{repo}/"))
         })
         .count()
+}
+
+/// Reads of `repo`'s run lists: the polls.
+fn polls(log: &[LogEntry], repo: &str) -> usize {
+    log.iter()
+        .filter(|e| {
+            e.method == "GET"
+                && e.endpoint == "/repos/{owner}/{repo}/actions/runs"
+                && e.path.starts_with(&format!("/repos/{repo}/"))
+        })
+        .count()
+}
+
+#[test]
+fn a_queued_delivery_starts_its_runner_without_waiting_for_a_poll() {
+    let mut w = World::new("hooks-wake", 4);
+    w.add_target("t", "acme/app", true);
+    // A poll every five minutes: a job served within the test's wait was served by
+    // its delivery.
+    w.cli_ok(&["target", "set", "t", "poll_interval=300"]);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(3));
+    let url = hooks_on(&w);
+    w.start_daemon();
+    wait_listening(&url);
+    // A poll reads two run lists (queued, then in progress): the first one whole.
+    wait_until(SETTLE, "the first poll", || {
+        polls(&w.log(), "acme/app") >= 2
+    });
+    let before = polls(&w.log(), "acme/app");
+    let jobs: Vec<u64> = (0..2)
+        .map(|i| w.enqueue("acme/app", &format!("job-{i}"), &["p"], 300))
+        .collect();
+    wait_until(SETTLE, "both jobs served", || {
+        jobs.iter().all(|id| {
+            w.sim
+                .job(*id)
+                .is_some_and(|j| j.conclusion.as_deref() == Some("success"))
+        })
+    });
+    assert_eq!(
+        polls(&w.log(), "acme/app"),
+        before,
+        "the jobs waited for a poll\n{}",
+        w.daemon_logs()
+    );
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert!(w.stop_daemon().success());
 }
 
 #[test]

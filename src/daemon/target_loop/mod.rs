@@ -88,10 +88,11 @@ struct Writes {
     repeats: crate::logging::Repeats,
 }
 
-/// The page cache of a loop's store connection, in KiB: a pass reads the same few
-/// dozen pages (its target, profiles, open attempts, kv rows), and an idle daemon holds
-/// one such connection per target.
+/// A loop's store connection (`SqliteStore::keep_small`): an idle daemon holds one
+/// per target. A pass reads the same few dozen pages (its target, profiles, open
+/// attempts, kv rows); its statements are prepared again when not kept.
 const LOOP_CACHE_KIB: u32 = 128;
+const LOOP_STATEMENTS: usize = 6;
 
 pub struct TargetLoop {
     name: String,
@@ -123,7 +124,7 @@ impl TargetLoop {
     ) -> Result<TargetLoop, StoreError> {
         let store = SqliteStore::open(&shared.state_dir)?;
         // An idle target's memory is mostly this connection's (issue 32, "Idle").
-        store.cache_at_most(LOOP_CACHE_KIB)?;
+        store.keep_small(LOOP_CACHE_KIB, LOOP_STATEMENTS)?;
         let workers = store
             .target(&name)
             .map(|t| t.max_in_flight as usize)
@@ -232,6 +233,9 @@ impl TargetLoop {
         };
         let contain = self.shared.containment();
         let facts = self.facts(&set);
+        if facts.reads_queue {
+            self.hear_webhooks(&set);
+        }
         let effects = self.state.on_event(Event::Tick(&facts), now);
         self.carry(effects, Some(&set), now);
         let g = self.gather(&set, &contain)?;

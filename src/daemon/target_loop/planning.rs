@@ -5,6 +5,18 @@
 use super::*;
 
 impl TargetLoop {
+    /// What the webhook deliveries said of this target's runs since the last pass
+    /// joins its queue (`RestQueue::hear`): a queued job is demand at this pass.
+    pub(super) fn hear_webhooks(&mut self, set: &Setting) {
+        let scope = match set.target.scope {
+            TargetScope::Org { .. } => Scope::Org(&set.profiles),
+            TargetScope::Repo { .. } => Scope::Repo,
+        };
+        let book = lock(&self.shared.hooks);
+        self.queue
+            .hear(&book, |repo| set.target.scope.covers(repo), scope);
+    }
+
     /// Gather: look at each attempt no worker holds, take what the scale set
     /// listeners handed over and the runner list a read brought.
     pub(super) fn gather(
