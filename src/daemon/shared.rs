@@ -27,6 +27,7 @@ pub enum LoopMsg {
 pub struct Peak {
     pub rss_bytes: u64,
     pub cpu_millis: u64,
+    pub mean_rss_bytes: u64,
 }
 
 pub struct Shared {
@@ -128,6 +129,7 @@ impl Shared {
             Peak {
                 rss_bytes: meter.peak_rss_bytes,
                 cpu_millis: meter.cpu_millis,
+                mean_rss_bytes: meter.mean_rss_bytes(),
             },
         );
     }

@@ -135,7 +135,9 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
          job_name = ?11, job_id = ?12, job_queued_at = ?13, lease_id = ?14, \
          peak_rss_bytes = ?15, cpu_millis = ?16, cleaned = ?17, cleanup_tries = ?18, \
          next_cleanup_at = ?19, runner_uid = ?20, runner_gid = ?21, reason_kind = ?22, \
-         reason_detail = ?23 WHERE id = ?1",
+         reason_detail = ?23, owner_repo = ?24, owner_workflow = ?25, owner_job = ?26, \
+         owner_run_id = ?27, owner_run_attempt = ?28, owner_job_id = ?29, \
+         owner_queued_at = ?30, owner_source = ?31, mean_rss_bytes = ?32 WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),
@@ -159,7 +161,16 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.runner_uid,
             a.runner_gid,
             a.reason.as_ref().map(|r| r.kind().as_str()),
-            a.reason.as_ref().and_then(|r| r.detail())
+            a.reason.as_ref().and_then(|r| r.detail()),
+            a.owner.as_ref().map(|o| &o.repo),
+            a.owner.as_ref().and_then(|o| o.workflow.as_ref()),
+            a.owner.as_ref().map(|o| &o.job_name),
+            a.owner.as_ref().map(|o| o.run_id),
+            a.owner.as_ref().and_then(|o| o.run_attempt),
+            a.owner.as_ref().and_then(|o| o.job_id),
+            a.owner.as_ref().and_then(|o| o.queued_at),
+            a.owner.as_ref().map(|o| o.source.as_str()),
+            a.mean_rss_bytes.map(sql_u64)
         ],
     )?;
     if n == 0 {
@@ -174,6 +185,8 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
         |r| r.get(0),
     )?;
     append_events(&tx, a.id, stored as usize, &a.history)?;
+    // With its events stored: the roll-up reads when it took its job from them.
+    super::usage::roll_up(&tx, a)?;
     if a.cleaned {
         super::meters::forget(&tx, a.id)?;
     }
