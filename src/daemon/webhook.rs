@@ -76,6 +76,8 @@ struct HookHandler {
     seen: Mutex<(Seen, Option<SqliteStore>)>,
     /// The book's version last written.
     saved: AtomicU64,
+    /// Where whose job each runner took is kept (`Shared::note_owners`).
+    shared: Arc<Shared>,
 }
 
 impl HookHandler {
@@ -148,6 +150,9 @@ impl Handler for HookHandler {
         let (status, word, text) = match hooks::parse(req.header("x-github-event"), &req.body, now)
         {
             Ok(Some(job)) => {
+                if let Some((runner, owner)) = job.owner() {
+                    self.shared.note_owners([(runner.as_str(), owner)]);
+                }
                 let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
                 b.record(job, now);
                 (200, "accepted", "recorded")
@@ -223,6 +228,7 @@ pub fn serve(
         saved: AtomicU64::new(0),
         seen_at: AtomicI64::new(0),
         seen: Mutex::new((Seen::default(), SqliteStore::open(&shared.state_dir).ok())),
+        shared: shared.clone(),
     });
     let mut server = match Server::start(listen, handler.clone(), Arc::new(Stopper::default())) {
         Ok(s) => s,
