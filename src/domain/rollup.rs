@@ -25,6 +25,12 @@ pub fn day_of(at: Millis) -> Day {
     at.div_euclid(DAY_MS)
 }
 
+/// The oldest day a roll-up kept for `retention_secs` still holds at `now`.
+pub fn first_kept_day(now: Millis, retention_secs: u64) -> Day {
+    let keep = (retention_secs as Millis).saturating_mul(1000);
+    day_of(now.saturating_sub(keep))
+}
+
 /// One roll-up row's key. An attempt whose job's owner is unknown (an idle runner
 /// that took none, or a job no source named) has empty texts, shown as `-`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -342,5 +348,6 @@ mod tests {
         assert_eq!((f.busy_ms, f.peak_rss_bytes), (3_000, 9));
         assert!((f.cost(0.5, 0.25) - 0.75).abs() < 1e-9);
         assert_eq!(day_of(-1), -1);
+        assert_eq!(first_kept_day(400 * DAY_MS + 5, 400 * 86_400), 0);
     }
 }
