@@ -20,6 +20,7 @@ pub mod spec;
 mod targets;
 mod top;
 mod update;
+mod usage;
 
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, StoreError};
@@ -302,6 +303,7 @@ fn execute(inv: &Invocation) -> CliResult {
         C::Status => books(inv, Read, |s, dir, out| host::status(s, out, dir)),
         C::Attempts => books(inv, Read, |s, _, out| attempts::list(inv, s, out)),
         C::AttemptShow => books(inv, Read, |s, _, out| attempts::show(inv, s, out)),
+        C::Usage => books(inv, Read, |s, _, out| usage::run(inv, s, out)),
         C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
         C::Drain => books(inv, Create, |s, _, out| run::drain(inv, s, out)),
         C::Top => books(inv, Write, |s, dir, _| top::top(s, dir)),

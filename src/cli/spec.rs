@@ -58,6 +58,7 @@ command_ids! {
     Status,
     Attempts,
     AttemptShow,
+    Usage,
     Daemon,
     Drain,
     Demo,

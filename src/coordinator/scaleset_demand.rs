@@ -342,6 +342,7 @@ mod tests {
             workflow_run_id: 7,
             labels: vec!["ss".into()],
             queued_at: Some(5),
+            workflow_file: None,
         }
     }
 

@@ -119,6 +119,9 @@ fn copy_meter(shared: &Shared, a: &mut Attempt) {
     if let Some(p) = shared.peak(a.id) {
         a.peak_rss_bytes = Some(a.peak_rss_bytes.unwrap_or(0).max(p.rss_bytes));
         a.cpu_millis = Some(a.cpu_millis.unwrap_or(0).max(p.cpu_millis));
+        if p.mean_rss_bytes > 0 {
+            a.mean_rss_bytes = Some(p.mean_rss_bytes);
+        }
     }
 }
 

@@ -541,6 +541,10 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
                 read_at,
                 &each_run,
             );
+            if let Ok(r) = &result {
+                c.shared
+                    .note_owners(r.read.owners.iter().map(|(n, o)| (n.as_str(), o.clone())));
+            }
             Done::Demand {
                 repos,
                 read_at,

@@ -303,6 +303,9 @@ mod tests {
             labels: vec![],
             status,
             created_at: 0,
+            workflow: None,
+            run_attempt: None,
+            runner_name: None,
         };
         let mut q = RestQueue::default();
         q.take_read(whole(vec![job(1, 10)], &[]), 0, 100, Scope::Repo);

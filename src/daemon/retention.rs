@@ -1,5 +1,6 @@
 //! What a host keeps, and for how long: ended attempts with their samples and logs for
-//! `retention`, and the logs directory under `logs_max`, the oldest logs of ended
+//! `retention`, the daily usage roll-up for its own `usage_retention` (it outlives
+//! the attempts it came from), and the logs directory under `logs_max`, the oldest logs of ended
 //! attempts going first and a live attempt's log never. [`plan`] decides from what the
 //! directory and the store hold; [`upkeep`] (hourly, in the daemon) carries it out and
 //! gives the space of pruned rows back to the filesystem.
@@ -76,6 +77,7 @@ pub fn plan(logs: &[AttemptLogs], known: &HashSet<i64>, open: &HashSet<i64>, cap
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Upkept {
     pub attempts_pruned: usize,
+    pub usage_rows_pruned: usize,
     pub logs_removed: usize,
     pub logs_bytes_removed: u64,
     pub free_pages: i64,
@@ -95,6 +97,12 @@ pub fn upkeep(
         ..Upkept::default()
     };
     store.prune_samples(before)?;
+    let usage =
+        crate::domain::host_settings::UsageSettings::of(&crate::store::read_host_settings(store)?);
+    done.usage_rows_pruned = store.prune_usage(crate::domain::rollup::first_kept_day(
+        now,
+        usage.retention_secs,
+    ))?;
     // Ids first, the directory second: an attempt's row is written before its log, so
     // a log listed here without a row is truly one whose attempt was pruned.
     let known: HashSet<i64> = store.attempt_ids()?.into_iter().collect();
@@ -123,6 +131,7 @@ pub fn upkeep(
         log_info!(
             "upkeep",
             attempts_pruned = done.attempts_pruned,
+            usage_rows_pruned = done.usage_rows_pruned,
             logs_removed = done.logs_removed,
             logs_bytes_removed = done.logs_bytes_removed,
             free_pages = done.free_pages
@@ -256,6 +265,23 @@ mod tests {
             "a trimmed log keeps its attempt"
         );
         assert_eq!(done.logs_removed, 3);
+        // The usage roll-up outlives the attempts it came from, for its own retention.
+        let days = |s: &SqliteStore| -> Vec<i64> {
+            s.usage_rows(0, 1_000)
+                .unwrap()
+                .iter()
+                .map(|r| r.key.day)
+                .collect()
+        };
+        assert_eq!(
+            days(&store),
+            vec![80, 98, 99],
+            "the pruned attempt's day is kept"
+        );
+        store.kv_put("usage_retention", "10d").unwrap();
+        let done = upkeep(&store, &host, &d.0, now).unwrap();
+        assert_eq!(done.usage_rows_pruned, 1);
+        assert_eq!(days(&store), vec![98, 99]);
     }
 
     #[test]

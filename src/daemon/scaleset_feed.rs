@@ -20,6 +20,7 @@ mod lookup;
 
 use super::shared::{LoopMsg, Shared};
 use crate::backoff::Backoff;
+use crate::domain::job_owner::JobOwner;
 use crate::domain::runner_group::GroupIds;
 use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, SessionPhase, SessionState, Target};
 use crate::github::{GhError, InFlight, SharedHold};
@@ -356,9 +357,11 @@ impl ScaleSetFeed {
         })
     }
 
-    /// Takes every result the listeners handed in since the last pass. Call
+    /// Takes every result the listeners handed in since the last pass, and returns
+    /// whose job each runner that started one took (for the usage roll-up). Call
     /// `handed_over` once the pass recorded what they ask for.
-    pub fn take(&mut self) {
+    pub fn take(&mut self) -> Vec<(String, JobOwner)> {
+        let mut owners = Vec::new();
         while let Ok(u) = self.rx.try_recv() {
             if !self.listeners.contains_key(&u.profile) {
                 // From a listener stopped since: dropped unhandled, not acknowledged.
@@ -377,14 +380,21 @@ impl ScaleSetFeed {
                     JobMessage::Assigned { job } => {
                         k.waiting.insert(job.job_id.clone(), job.queued_at);
                     }
-                    JobMessage::Started { job, .. } | JobMessage::Completed { job, .. } => {
+                    JobMessage::Started {
+                        job, runner_name, ..
+                    }
+                    | JobMessage::Completed {
+                        job, runner_name, ..
+                    } => {
                         k.waiting.remove(&job.job_id);
+                        owners.push((runner_name.clone(), job.owner()));
                     }
                     JobMessage::Available { .. } | JobMessage::Unknown { .. } => {}
                 }
             }
             self.held.push(u.handed);
         }
+        owners
     }
 
     /// The pass acted on what `take` took: the listeners may poll (and acknowledge).

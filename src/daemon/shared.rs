@@ -1,9 +1,10 @@
 //! What the daemon's threads share: the allocation lock (so two target loops never
 //! both spend the last slot of host capacity), the drain flag, meter readings,
 //! the target loops' handles, the metrics registry with the times
-//! `/healthz` judges freshness by, the state directory's free space and the host's
-//! fitness.
+//! `/healthz` judges freshness by, the state directory's free space, the host's
+//! fitness, and whose job each runner took.
 
+use crate::domain::job_owner::{JobOwner, OwnerBook};
 use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::timefmt::Millis;
@@ -27,7 +28,11 @@ pub enum LoopMsg {
 pub struct Peak {
     pub rss_bytes: u64,
     pub cpu_millis: u64,
+    pub mean_rss_bytes: u64,
 }
+
+/// How every runner name of ours begins (`domain::runner_name`).
+const RUNNER_PREFIX: &str = "rm-";
 
 pub struct Shared {
     pub state_dir: PathBuf,
@@ -67,6 +72,10 @@ pub struct Shared {
     pub runner_update: super::runner_update::UpdateBook,
     /// The jobs heard of by webhook, which every target loop's client reads (`webhook`).
     pub hooks: crate::github::hooks::SharedBook,
+    /// Whose job each runner took, as the demand sources said (the REST reads, the
+    /// webhook listener, the scale set listeners); the target loops copy an entry
+    /// into its attempt for the usage roll-up.
+    pub owners: Mutex<OwnerBook>,
 }
 
 impl Shared {
@@ -90,7 +99,21 @@ impl Shared {
                 super::runner_update::DEFAULT_EVERY_MS,
             ),
             hooks: crate::github::hooks::HookBook::shared(),
+            owners: Mutex::new(OwnerBook::default()),
         }
+    }
+
+    /// Keeps whose job each named runner took (only names shaped as ours).
+    pub fn note_owners<'a>(&self, owners: impl IntoIterator<Item = (&'a str, JobOwner)>) {
+        let mut book = lock(&self.owners);
+        for (runner, owner) in owners {
+            book.put(RUNNER_PREFIX, runner, owner);
+        }
+    }
+
+    /// Whose job `runner` took, if a source said.
+    pub fn owner_of(&self, runner: &str) -> Option<JobOwner> {
+        lock(&self.owners).get(runner).cloned()
     }
 
     /// The containment in effect now.
@@ -128,6 +151,7 @@ impl Shared {
             Peak {
                 rss_bytes: meter.peak_rss_bytes,
                 cpu_millis: meter.cpu_millis,
+                mean_rss_bytes: meter.mean_rss_bytes(),
             },
         );
     }

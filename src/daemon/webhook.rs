@@ -74,7 +74,8 @@ pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
 struct HookHandler {
     secret: Secret,
     book: SharedBook,
-    /// The target loops, woken by a delivery that changes their demand.
+    /// The target loops, woken by a delivery that changes their demand, and where
+    /// whose job each runner took is kept (`Shared::note_owners`).
     shared: Arc<Shared>,
     metrics: Arc<Metrics>,
     rejected: AtomicU64,
@@ -155,6 +156,9 @@ impl Handler for HookHandler {
         {
             Ok(Some(job)) => {
                 let wakes = job.status != hooks::HookStatus::Waiting;
+                if let Some((runner, owner)) = job.owner() {
+                    self.shared.note_owners([(runner.as_str(), owner)]);
+                }
                 let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
                 b.record(job, now);
                 drop(b);

@@ -241,6 +241,12 @@ pub struct Attempt {
     pub slot: Option<u32>,
     /// Whether its `_work` goes back to its slot at cleanup (`workspace=persistent`).
     pub keeps_work: bool,
+    /// Whose job it ran, once a demand source said (`domain::job_owner`).
+    pub owner: Option<super::job_owner::JobOwner>,
+    /// The mean of its RSS samples, copied with the peak when its life ends.
+    pub mean_rss_bytes: Option<u64>,
+    /// Its figures were added to the daily usage roll-up (`domain::rollup`), once.
+    pub rolled_up: bool,
     pub history: Vec<StateChange>,
 }
 
@@ -276,6 +282,9 @@ impl Attempt {
             runner_gid: None,
             slot: None,
             keeps_work: false,
+            owner: None,
+            mean_rss_bytes: None,
+            rolled_up: false,
             history: vec![StateChange {
                 state: AttemptState::Pending,
                 at: now,

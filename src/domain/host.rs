@@ -102,6 +102,10 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "release_source",
     "webhook_listen",
     "webhook_secret_file",
+    "usage_retention",
+    "cost_per_cpu_hour",
+    "cost_per_gib_hour",
+    "usage_metrics_top",
 ];
 
 /// The longest retention `host set retention=` takes: a year.

@@ -12,6 +12,10 @@ pub enum Beside {
     ReleaseSource,
     WebhookListen,
     WebhookSecretFile,
+    UsageRetention,
+    CostPerCpuHour,
+    CostPerGibHour,
+    UsageMetricsTop,
 }
 
 /// The key-value row of `release_source=`.
@@ -21,12 +25,27 @@ pub const KV_WEBHOOK_LISTEN: &str = "webhook_listen";
 /// The key-value row of `webhook_secret_file=`.
 pub const KV_WEBHOOK_SECRET_FILE: &str = "webhook_secret_file";
 
+/// How long the daily usage roll-up is kept unless `host set usage_retention=` says
+/// otherwise: about 13 months, so a month is compared with the same month a year ago.
+pub const DEFAULT_USAGE_RETENTION_SECS: u64 = 400 * 86_400;
+/// The longest `usage_retention=` takes: ten years.
+const MAX_USAGE_RETENTION_SECS: u64 = 3_650 * 86_400;
+/// The repositories the usage metrics name unless `host set usage_metrics_top=` says
+/// otherwise; the rest are `other`.
+pub const DEFAULT_USAGE_METRICS_TOP: u64 = 10;
+/// The most repositories the usage metrics may name: a bound on their series.
+const MAX_USAGE_METRICS_TOP: u64 = 200;
+
 impl Beside {
     /// In the order `host show` prints them.
-    pub const ALL: [Beside; 3] = [
+    pub const ALL: [Beside; 7] = [
         Beside::ReleaseSource,
         Beside::WebhookListen,
         Beside::WebhookSecretFile,
+        Beside::UsageRetention,
+        Beside::CostPerCpuHour,
+        Beside::CostPerGibHour,
+        Beside::UsageMetricsTop,
     ];
 
     /// The `host set` key.
@@ -35,6 +54,10 @@ impl Beside {
             Beside::ReleaseSource => "release_source",
             Beside::WebhookListen => "webhook_listen",
             Beside::WebhookSecretFile => "webhook_secret_file",
+            Beside::UsageRetention => "usage_retention",
+            Beside::CostPerCpuHour => "cost_per_cpu_hour",
+            Beside::CostPerGibHour => "cost_per_gib_hour",
+            Beside::UsageMetricsTop => "usage_metrics_top",
         }
     }
 
@@ -44,6 +67,8 @@ impl Beside {
             Beside::ReleaseSource => KV_RELEASE_SOURCE,
             Beside::WebhookListen => KV_WEBHOOK_LISTEN,
             Beside::WebhookSecretFile => KV_WEBHOOK_SECRET_FILE,
+            // The rest are kept under their own names.
+            other => other.name(),
         }
     }
 
@@ -69,6 +94,67 @@ impl Beside {
             Beside::WebhookSecretFile => {
                 super::validate::path(key, value).map(|_| Some(value.into()))
             }
+            Beside::UsageRetention => {
+                let secs =
+                    super::validate::seconds_in(key, value, 86_400, MAX_USAGE_RETENTION_SECS)?;
+                Ok(Some(crate::timefmt::duration(secs)))
+            }
+            Beside::CostPerCpuHour | Beside::CostPerGibHour => {
+                price(key, value).map(|p| Some(p.to_string()))
+            }
+            Beside::UsageMetricsTop => {
+                super::validate::number_in(key, value, 1, MAX_USAGE_METRICS_TOP)
+                    .map(|n| Some(n.to_string()))
+            }
+        }
+    }
+}
+
+/// A price per hour: a finite number, zero or more, in whatever currency the owner
+/// bills in.
+fn price(key: &str, value: &str) -> Result<f64, Invalid> {
+    match value.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err(Invalid::new(
+            key,
+            format!(
+                "expected a price per hour, a number of 0 or more such as 0.04 (got {value:?})"
+            ),
+        )),
+    }
+}
+
+/// What the usage roll-up and its readers take from the host's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UsageSettings {
+    pub retention_secs: u64,
+    /// The cost model: both prices, or none (no cost column).
+    pub prices: Option<(f64, f64)>,
+    pub metrics_top: usize,
+}
+
+impl UsageSettings {
+    /// From the rows kept beside the host's; what does not read is its default (the
+    /// values were checked when set). A cost model needs at least one price; the
+    /// other is 0.
+    pub fn of(s: &HostSettings) -> UsageSettings {
+        let retention_secs = s
+            .beside(Beside::UsageRetention)
+            .and_then(|v| super::validate::seconds_in("", v, 0, u64::MAX).ok())
+            .unwrap_or(DEFAULT_USAGE_RETENTION_SECS);
+        let p = |b| s.beside(b).and_then(|v| price("", v).ok());
+        let prices = match (p(Beside::CostPerCpuHour), p(Beside::CostPerGibHour)) {
+            (None, None) => None,
+            (cpu, gib) => Some((cpu.unwrap_or(0.0), gib.unwrap_or(0.0))),
+        };
+        let metrics_top = s
+            .beside(Beside::UsageMetricsTop)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_USAGE_METRICS_TOP) as usize;
+        UsageSettings {
+            retention_secs,
+            prices,
+            metrics_top,
         }
     }
 }
@@ -180,6 +266,32 @@ mod tests {
         assert_eq!(s.check().unwrap_err().arg, "webhook_listen");
         s.apply_setting("isolation", "uids").unwrap();
         assert_eq!(s.check().unwrap_err().arg, "isolation");
+    }
+
+    #[test]
+    fn usage_settings_have_defaults_and_refuse_what_does_not_read() {
+        let mut s = settings();
+        let u = UsageSettings::of(&s);
+        assert_eq!(
+            (u.retention_secs, u.prices, u.metrics_top),
+            (DEFAULT_USAGE_RETENTION_SECS, None, 10)
+        );
+        s.apply_setting("usage_retention", "400d").unwrap();
+        s.apply_setting("cost_per_cpu_hour", "0.04").unwrap();
+        s.apply_setting("usage_metrics_top", "3").unwrap();
+        let u = UsageSettings::of(&s);
+        assert_eq!(
+            (u.retention_secs, u.prices, u.metrics_top),
+            (400 * 86_400, Some((0.04, 0.0)), 3)
+        );
+        for (k, v) in [
+            ("usage_retention", "1h"),
+            ("cost_per_cpu_hour", "-1"),
+            ("cost_per_gib_hour", "NaN"),
+            ("usage_metrics_top", "0"),
+        ] {
+            assert_eq!(s.apply_setting(k, v).unwrap_err().arg, k);
+        }
     }
 
     #[test]

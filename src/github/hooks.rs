@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::QueuedJob;
+use crate::domain::job_owner::{JobOwner, OwnerSource};
 use crate::timefmt::{Millis, parse_rfc3339};
 
 /// How long a run the book shows with no queued job may be listed `queued` before it
@@ -48,6 +49,14 @@ pub struct HookJob {
     /// The job's own `status`, read at the edge ([`HookStatus::parse`]).
     pub status: HookStatus,
     pub created_at: Millis,
+    /// The runner that took it, its workflow's name and its run attempt (for the
+    /// usage roll-up); absent before a runner took it, and in older snapshots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_attempt: Option<u32>,
 }
 
 /// A job's `status` as a delivery says it. Stored in the book's snapshot as GitHub's
@@ -111,6 +120,24 @@ impl HookJob {
     fn rank(&self) -> u8 {
         self.status.rank()
     }
+
+    /// Whose job this is, by the runner that took it; `None` before one did.
+    pub fn owner(&self) -> Option<(String, JobOwner)> {
+        let runner = self.runner_name.as_deref().filter(|n| !n.is_empty())?;
+        Some((
+            runner.to_string(),
+            JobOwner {
+                repo: self.repo.clone(),
+                workflow: self.workflow.clone(),
+                job_name: self.name.clone(),
+                run_id: self.run_id,
+                run_attempt: self.run_attempt,
+                job_id: Some(self.id),
+                queued_at: Some(self.created_at),
+                source: OwnerSource::Webhook,
+            },
+        ))
+    }
 }
 
 #[derive(Deserialize)]
@@ -134,6 +161,12 @@ struct PayloadJob {
     created_at: Option<String>,
     #[serde(default)]
     started_at: Option<String>,
+    #[serde(default)]
+    runner_name: Option<String>,
+    #[serde(default)]
+    workflow_name: Option<String>,
+    #[serde(default)]
+    run_attempt: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -181,6 +214,9 @@ pub fn parse(event: Option<&str>, body: &[u8], now: Millis) -> Result<Option<Hoo
         // The job's own status: GitHub sends action `queued` for a job still `waiting`.
         status: HookStatus::parse(w.status.as_deref().unwrap_or(&p.action)),
         created_at,
+        runner_name: w.runner_name,
+        workflow: w.workflow_name,
+        run_attempt: w.run_attempt,
     }))
 }
 
@@ -453,6 +489,9 @@ mod tests {
             labels: vec!["self-hosted".into()],
             status: HookStatus::parse(status),
             created_at: 1,
+            runner_name: None,
+            workflow: None,
+            run_attempt: None,
         }
     }
 
@@ -481,6 +520,14 @@ mod tests {
             parse_rfc3339("2021-06-15T19:22:27Z").unwrap()
         );
         assert_eq!(parsed[1].status, HookStatus::Completed);
+        // A taken job names its runner, workflow and run attempt: whose job it was.
+        let (runner, owner) = parsed[4].owner().unwrap();
+        assert_eq!(runner, "GitHub Actions 6");
+        assert_eq!(
+            (owner.workflow.as_deref(), owner.run_attempt, owner.source),
+            (Some("Test"), Some(1), OwnerSource::Webhook)
+        );
+        assert_eq!(parsed[6].owner(), None, "no runner took it yet");
     }
 
     #[test]

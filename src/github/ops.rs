@@ -6,6 +6,7 @@ use super::fanout::fan_out;
 use super::pagination::{PER_PAGE, with_query};
 use super::ratelimit::RateLimitSnapshot;
 use super::types;
+use crate::domain::job_owner::JobOwner;
 use crate::domain::{QueuedJob, RegisteredRunner, TargetScope};
 use crate::secret::Secret;
 
@@ -90,6 +91,9 @@ pub struct QueueRead {
     /// Run reads that failed that way, and the first such failure.
     pub failed_runs: u32,
     pub failure: Option<GhError>,
+    /// Whose job each of the read runs' taken jobs is, by the runner that took it:
+    /// the jobs lists name it, so the usage roll-up costs no call of its own.
+    pub owners: Vec<(String, JobOwner)>,
 }
 
 impl QueueRead {
@@ -278,10 +282,17 @@ impl GitHubClient {
         let failures = std::sync::atomic::AtomicU32::new(0);
         let failure: std::sync::Mutex<Option<GhError>> = Default::default();
         let got: std::sync::Mutex<Vec<(i64, Vec<QueuedJob>)>> = std::sync::Mutex::new(from_book);
+        let owners: std::sync::Mutex<Vec<(String, JobOwner)>> = Default::default();
         let outcome = fan_out(width, &plan.reads, |(i, run)| {
             let (owner, repo) = &repos[*i];
             let jobs = match self.run_queued_jobs(owner.as_ref(), repo.as_ref(), *run) {
-                Ok(jobs) => jobs,
+                Ok((jobs, taken)) => {
+                    owners
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(taken);
+                    jobs
+                }
                 // Deleted between the list and its read: it holds no job.
                 Err(GhError::NotFound) => Vec::new(),
                 Err(e) if e.is_transient() => {
@@ -328,6 +339,7 @@ impl GitHubClient {
             failed_runs,
             failure: failure.into_inner().unwrap_or_else(|e| e.into_inner()),
             read_runs,
+            owners: owners.into_inner().unwrap_or_else(|e| e.into_inner()),
         })
     }
 
@@ -355,18 +367,19 @@ impl GitHubClient {
         Ok(run_ids)
     }
 
-    /// One run's jobs still `queued` (all pages of its jobs list).
+    /// One run's jobs still `queued` (all pages of its jobs list), and the owners of
+    /// its jobs a runner took, by runner name.
+    #[allow(clippy::type_complexity)]
     fn run_queued_jobs(
         &self,
         owner: &str,
         repo: &str,
         run: i64,
-    ) -> Result<Vec<QueuedJob>, GhError> {
+    ) -> Result<(Vec<QueuedJob>, Vec<(String, JobOwner)>), GhError> {
         let full = format!("{owner}/{repo}");
-        demand_of(
-            &full,
-            self.get_pages(&jobs_path(owner, repo, run), |j: types::Jobs| j.jobs)?,
-        )
+        let jobs = self.get_pages(&jobs_path(owner, repo, run), |j: types::Jobs| j.jobs)?;
+        let taken = jobs.iter().filter_map(|j| j.owner(&full)).collect();
+        Ok((demand_of(&full, jobs)?, taken))
     }
 
     /// Repositories of an organization (`GET /orgs/{org}/repos`, all pages).
@@ -584,6 +597,27 @@ fn demand_of(repo: &str, jobs: Vec<types::Job>) -> Result<Vec<QueuedJob>, GhErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_taken_job_in_a_jobs_list_says_whose_it_is_and_a_queued_one_does_not() {
+        let jobs: types::Jobs = serde_json::from_value(serde_json::json!({"jobs": [
+            {"id": 1, "run_id": 7, "status": "in_progress", "name": "build",
+             "created_at": "2026-01-01T00:00:00Z", "runner_name": "rm-0123abcd-4",
+             "workflow_name": "CI", "run_attempt": 2},
+            {"id": 2, "run_id": 7, "status": "queued", "name": "test",
+             "created_at": "2026-01-01T00:00:00Z", "runner_name": null},
+        ]}))
+        .unwrap();
+        let owners: Vec<_> = jobs.jobs.iter().filter_map(|j| j.owner("o/r")).collect();
+        assert_eq!(owners.len(), 1);
+        let (runner, o) = &owners[0];
+        assert_eq!(runner, "rm-0123abcd-4");
+        assert_eq!(
+            (o.repo.as_str(), o.workflow.as_deref(), o.job_name.as_str()),
+            ("o/r", Some("CI"), "build")
+        );
+        assert_eq!((o.run_id, o.run_attempt, o.job_id), (7, Some(2), Some(1)));
+    }
 
     #[test]
     fn only_queued_jobs_are_demand_never_waiting_requested_or_pending_ones() {

@@ -2,6 +2,7 @@
 //! at the edge. Only the fields the client reads are declared: GitHub adds fields
 //! freely, and unknown ones are ignored.
 
+use crate::domain::job_owner::{JobOwner, OwnerSource};
 use crate::domain::{QueuedJob, RegisteredRunner};
 use crate::timefmt::parse_rfc3339;
 use serde::{Deserialize, Serialize};
@@ -35,9 +36,34 @@ pub(crate) struct Job {
     #[serde(default)]
     pub labels: Vec<String>,
     pub created_at: String,
+    /// Set once a runner took the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_attempt: Option<u32>,
 }
 
 impl Job {
+    /// Whose job this is, by the runner that took it; `None` before one did.
+    pub fn owner(&self, repo: &str) -> Option<(String, JobOwner)> {
+        let runner = self.runner_name.as_deref().filter(|n| !n.is_empty())?;
+        Some((
+            runner.to_string(),
+            JobOwner {
+                repo: repo.to_string(),
+                workflow: self.workflow_name.clone(),
+                job_name: self.name.clone(),
+                run_id: self.run_id,
+                run_attempt: self.run_attempt,
+                job_id: Some(self.id),
+                queued_at: parse_rfc3339(&self.created_at),
+                source: OwnerSource::Rest,
+            },
+        ))
+    }
+
     /// `None` when the timestamp cannot be read: the caller reports malformed JSON.
     pub fn into_domain(self, repo: &str) -> Option<QueuedJob> {
         Some(QueuedJob {

@@ -53,6 +53,9 @@ pub struct Meter {
     pub cpu_millis: u64,
     pub peak_processes: u32,
     pub samples: u32,
+    /// The sum of the samples' RSS, for the mean (samples come at a steady pace, so
+    /// their mean is the time-weighted one the usage roll-up needs).
+    pub rss_sum_bytes: u128,
     pub last: Option<Usage>,
 }
 
@@ -66,7 +69,16 @@ impl Meter {
         self.cpu_millis = self.cpu_millis.max(usage.cpu_millis);
         self.peak_processes = self.peak_processes.max(usage.processes);
         self.samples = self.samples.saturating_add(1);
+        self.rss_sum_bytes += usage.rss_bytes as u128;
         self.last = Some(usage);
+    }
+
+    /// The mean RSS over the samples (0 with none).
+    pub fn mean_rss_bytes(&self) -> u64 {
+        match self.samples {
+            0 => 0,
+            n => (self.rss_sum_bytes / n as u128) as u64,
+        }
     }
 
     /// CPU seconds, as the attempt record and the coordinator report it.
@@ -106,6 +118,19 @@ mod tests {
         assert_eq!(u.processes, 2);
         assert_eq!(u.rss_bytes, 1500 * 4096);
         assert_eq!(u.cpu_millis, 2150);
+    }
+
+    #[test]
+    fn meter_means_its_samples() {
+        let mut m = Meter::new();
+        assert_eq!(m.mean_rss_bytes(), 0);
+        for rss in [100, 300, 200] {
+            m.observe(Usage {
+                rss_bytes: rss,
+                ..Usage::default()
+            });
+        }
+        assert_eq!(m.mean_rss_bytes(), 200);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::error::ScaleSetError;
 use super::types;
+use crate::domain::job_owner::{JobOwner, OwnerSource, workflow_of_ref};
 use crate::timefmt::{Millis, parse_rfc3339};
 use serde::de::DeserializeOwned;
 
@@ -70,6 +71,29 @@ pub struct JobInfo {
     pub workflow_run_id: i64,
     pub labels: Vec<String>,
     pub queued_at: Option<Millis>,
+    /// The workflow's file (from `jobWorkflowRef`); the messages do not carry its name.
+    pub workflow_file: Option<String>,
+}
+
+impl JobInfo {
+    /// Whose job this is, as far as a scale set says (no workflow name, no run
+    /// attempt, and its job id is not REST's).
+    pub fn owner(&self) -> JobOwner {
+        let repo = match (self.owner.as_str(), self.repository.as_str()) {
+            ("", r) => r.to_string(),
+            (o, r) => format!("{o}/{r}"),
+        };
+        JobOwner {
+            repo,
+            workflow: self.workflow_file.clone(),
+            job_name: self.display_name.clone(),
+            run_id: self.workflow_run_id,
+            run_attempt: None,
+            job_id: None,
+            queued_at: self.queued_at,
+            source: OwnerSource::ScaleSet,
+        }
+    }
 }
 
 /// One element of a message's body.
@@ -142,6 +166,7 @@ fn job_message(m: types::JobMessage) -> JobMessage {
         workflow_run_id: m.workflow_run_id,
         labels: m.request_labels,
         queued_at: m.queue_time.as_deref().and_then(parse_rfc3339),
+        workflow_file: m.job_workflow_ref.as_deref().and_then(workflow_of_ref),
     };
     match m.message_type.as_str() {
         "JobAvailable" => JobMessage::Available {

@@ -149,6 +149,9 @@ pub(crate) struct JobMessage {
     pub request_labels: Vec<String>,
     #[serde(default)]
     pub queue_time: Option<String>,
+    /// `owner/repo/.github/workflows/FILE@REF`: the workflow's file, not its name.
+    #[serde(default)]
+    pub job_workflow_ref: Option<String>,
     #[serde(default)]
     pub acquire_job_url: Option<String>,
     #[serde(default)]

@@ -225,6 +225,10 @@ mod tests {
         ("release_source", "https://releases.example/rm/"),
         ("webhook_listen", "127.0.0.1:8090"),
         ("webhook_secret_file", "/etc/rm/hook"),
+        ("usage_retention", "400d"),
+        ("cost_per_cpu_hour", "0.04"),
+        ("cost_per_gib_hour", "0.005"),
+        ("usage_metrics_top", "5"),
     ];
 
     #[test]
@@ -265,7 +269,18 @@ mod tests {
             Some("127.0.0.1:8090")
         );
         // Unset again: the rows beside the host are deleted.
-        let unset = [("webhook_listen", ""), ("webhook_secret_file", "")];
+        assert_eq!(
+            s.kv_get("cost_per_cpu_hour").unwrap().as_deref(),
+            Some("0.04")
+        );
+        let unset = [
+            ("webhook_listen", ""),
+            ("webhook_secret_file", ""),
+            ("usage_retention", ""),
+            ("cost_per_cpu_hour", ""),
+            ("cost_per_gib_hour", ""),
+            ("usage_metrics_top", ""),
+        ];
         let edit = edit_host(&s, &unset, &probe).unwrap();
         assert!(
             edit.after

@@ -152,7 +152,9 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
          job_name = ?11, job_id = ?12, job_queued_at = ?13, \
          peak_rss_bytes = ?14, cpu_millis = ?15, cleaned = ?16, cleanup_tries = ?17, \
          next_cleanup_at = ?18, runner_uid = ?19, runner_gid = ?20, reason_kind = ?21, \
-         reason_detail = ?22 WHERE id = ?1",
+         reason_detail = ?22, owner_repo = ?23, owner_workflow = ?24, owner_job = ?25, \
+         owner_run_id = ?26, owner_run_attempt = ?27, owner_job_id = ?28, \
+         owner_queued_at = ?29, owner_source = ?30, mean_rss_bytes = ?31 WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),
@@ -175,7 +177,16 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.runner_uid,
             a.runner_gid,
             a.reason.as_ref().map(|r| r.kind().as_str()),
-            a.reason.as_ref().and_then(|r| r.detail())
+            a.reason.as_ref().and_then(|r| r.detail()),
+            a.owner.as_ref().map(|o| &o.repo),
+            a.owner.as_ref().and_then(|o| o.workflow.as_ref()),
+            a.owner.as_ref().map(|o| &o.job_name),
+            a.owner.as_ref().map(|o| o.run_id),
+            a.owner.as_ref().and_then(|o| o.run_attempt),
+            a.owner.as_ref().and_then(|o| o.job_id),
+            a.owner.as_ref().and_then(|o| o.queued_at),
+            a.owner.as_ref().map(|o| o.source.as_str()),
+            a.mean_rss_bytes.map(sql_u64)
         ],
     )?;
     if n == 0 {
@@ -190,6 +201,8 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
         |r| r.get(0),
     )?;
     append_events(&tx, a.id, stored as usize, &a.history)?;
+    // With its events stored: the roll-up reads when it took its job from them.
+    super::usage::roll_up(&tx, a)?;
     if a.cleaned {
         super::meters::forget(&tx, a.id)?;
     }

@@ -17,6 +17,7 @@ mod rows;
 pub mod schema;
 mod sqlite;
 mod upkeep;
+mod usage;
 
 pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use edit::{
@@ -26,6 +27,7 @@ pub use edit::{
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;
+pub use usage::UsageRow;
 
 use crate::domain::{
     Attempt, AttemptState, Host, Limit, Reported, ScalePolicy, SessionState, Target, TargetMode,
@@ -239,6 +241,15 @@ pub trait Store {
     /// Deletes cleaned attempts last updated before `before`, with their events.
     /// Returns how many attempts went.
     fn prune_attempts(&self, before: Millis) -> Result<usize>;
+    /// The daily usage roll-up's rows of days `from..=until` (days since the epoch,
+    /// UTC), written as attempts end and kept past their retention.
+    fn usage_rows(
+        &self,
+        from: crate::domain::rollup::Day,
+        until: crate::domain::rollup::Day,
+    ) -> Result<Vec<UsageRow>>;
+    /// Deletes the roll-up's rows of days before `before`; returns how many went.
+    fn prune_usage(&self, before: crate::domain::rollup::Day) -> Result<usize>;
 
     fn put_profile_status(&self, status: &ProfileStatus) -> Result<()>;
     fn profile_statuses(&self) -> Result<Vec<ProfileStatus>>;
@@ -288,3 +299,5 @@ pub trait Store {
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod usage_tests;

@@ -3,6 +3,7 @@
 //! nested values (scope, credential, labels) as JSON text.
 
 use super::error::{Result, StoreError};
+use crate::domain::job_owner::{JobOwner, OwnerSource};
 use crate::domain::profile::{DemandSource, Mode};
 use crate::domain::{Attempt, AttemptState, Outcome, Reason, ScalePolicy, Target};
 use rusqlite::Row;
@@ -129,7 +130,31 @@ pub fn isolation(s: &str) -> crate::domain::Isolation {
 pub const ATTEMPT_COLUMNS: &str = "id, profile, target, host_id, runner_name, state, outcome, \
      reason, created_at, updated_at, ended_at, pid, pid_start, exit_code, runner_id, job_name, \
      job_id, job_queued_at, lease_id, peak_rss_bytes, cpu_millis, cleaned, cleanup_tries, \
-     next_cleanup_at, runner_uid, runner_gid, slot, keeps_work, reason_kind, reason_detail";
+     next_cleanup_at, runner_uid, runner_gid, slot, keeps_work, reason_kind, reason_detail, \
+     owner_repo, owner_workflow, owner_job, owner_run_id, owner_run_attempt, owner_job_id, \
+     owner_queued_at, owner_source, mean_rss_bytes, rolled_up";
+
+/// An attempt's job owner from its columns (30 to 37): `None` without a repository.
+fn owner(r: &Row<'_>) -> Result<Option<JobOwner>> {
+    let Some(repo) = r.get::<_, Option<String>>(30)? else {
+        return Ok(None);
+    };
+    let source: Option<String> = r.get(37)?;
+    Ok(Some(JobOwner {
+        repo,
+        workflow: r.get(31)?,
+        job_name: r.get::<_, Option<String>>(32)?.unwrap_or_default(),
+        run_id: r.get::<_, Option<i64>>(33)?.unwrap_or_default(),
+        run_attempt: r.get(34)?,
+        job_id: r.get(35)?,
+        queued_at: r.get(36)?,
+        // Lenient: a source another build wrote reads as REST's.
+        source: source
+            .as_deref()
+            .and_then(OwnerSource::parse)
+            .unwrap_or(OwnerSource::Rest),
+    }))
+}
 
 /// An attempt's reason: from its kind and detail where this build wrote them, else
 /// (a row an older build wrote) from its text. Lenient: a reason another build wrote
@@ -180,6 +205,9 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
         runner_gid: r.get(25)?,
         slot: r.get(26)?,
         keeps_work: r.get(27)?,
+        owner: owner(r)?,
+        mean_rss_bytes: get_opt_u64(r, 38)?,
+        rolled_up: r.get(39)?,
         history: Vec::new(),
     })
 }

@@ -11,7 +11,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
 ];
 
 /// The schema version this build writes.
@@ -347,6 +347,44 @@ ALTER TABLE profiles ADD COLUMN limits TEXT NOT NULL DEFAULT 'required';
 pub const V18: &str = r#"
 ALTER TABLE attempts ADD COLUMN reason_kind TEXT;
 ALTER TABLE attempts ADD COLUMN reason_detail TEXT;
+"#;
+
+/// Version 19 (issue 35): whose job each attempt ran (the repository, workflow, job,
+/// run and run attempt, from the source that said), its mean RSS, and whether its
+/// figures were added to the daily usage roll-up; and the roll-up itself, one row per
+/// day, repository, workflow, job name and profile, kept past the attempts'
+/// retention. Attempts that ended before this version are not rolled up (no source
+/// named their owner).
+pub const V19: &str = r#"
+ALTER TABLE attempts ADD COLUMN owner_repo TEXT;
+ALTER TABLE attempts ADD COLUMN owner_workflow TEXT;
+ALTER TABLE attempts ADD COLUMN owner_job TEXT;
+ALTER TABLE attempts ADD COLUMN owner_run_id INTEGER;
+ALTER TABLE attempts ADD COLUMN owner_run_attempt INTEGER;
+ALTER TABLE attempts ADD COLUMN owner_job_id INTEGER;
+ALTER TABLE attempts ADD COLUMN owner_queued_at INTEGER;
+ALTER TABLE attempts ADD COLUMN owner_source TEXT;
+ALTER TABLE attempts ADD COLUMN mean_rss_bytes INTEGER;
+ALTER TABLE attempts ADD COLUMN rolled_up INTEGER NOT NULL DEFAULT 0;
+UPDATE attempts SET rolled_up = 1 WHERE ended_at IS NOT NULL;
+CREATE TABLE usage_daily (
+    day INTEGER NOT NULL,
+    repo TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    job TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    runners INTEGER NOT NULL,
+    jobs INTEGER NOT NULL,
+    busy_ms INTEGER NOT NULL,
+    idle_ms INTEGER NOT NULL,
+    cpu_ms INTEGER NOT NULL,
+    peak_rss_bytes INTEGER NOT NULL,
+    rss_byte_secs INTEGER NOT NULL,
+    wait_hist TEXT NOT NULL,
+    lost INTEGER NOT NULL DEFAULT 0,
+    reruns INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, repo, workflow, job, profile)
+) WITHOUT ROWID;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -5,8 +5,9 @@ use super::error::{Result, StoreError};
 use super::schema::{self, Found};
 use super::{
     AttemptFilter, EtagChange, Heartbeat, LatencySample, NewAttempt, ProfileStatus, QueueSample,
-    SessionStatus, Store, StoredEtag, TargetStatus, config, etags, ledger, live, meters,
+    SessionStatus, Store, StoredEtag, TargetStatus, config, etags, ledger, live, meters, usage,
 };
+use crate::domain::rollup::Day;
 use crate::domain::{Attempt, Host, ScalePolicy, Target};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, OpenFlags};
@@ -396,6 +397,12 @@ impl Store for SqliteStore {
     }
     fn prune_attempts(&self, before: Millis) -> Result<usize> {
         self.wrap(ledger::prune(&self.conn, before))
+    }
+    fn usage_rows(&self, from: Day, until: Day) -> Result<Vec<super::UsageRow>> {
+        self.wrap(usage::rows_between(&self.conn, from, until))
+    }
+    fn prune_usage(&self, before: Day) -> Result<usize> {
+        self.wrap(usage::prune(&self.conn, before))
     }
     fn put_profile_status(&self, status: &ProfileStatus) -> Result<()> {
         self.wrap(live::put_profile_status(&self.conn, status))

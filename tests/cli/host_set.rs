@@ -96,6 +96,24 @@ fn every_settable_key_is_set_and_said() {
                 ("webhook_secret_file", hook.clone()),
             ],
         ),
+        (
+            vec!["usage_retention=9408h".into()],
+            vec![("usage_retention", "392d".into())],
+        ),
+        (
+            vec![
+                "cost_per_cpu_hour=0.040".into(),
+                "cost_per_gib_hour=0.005".into(),
+            ],
+            vec![
+                ("cost_per_cpu_hour", "0.04".into()),
+                ("cost_per_gib_hour", "0.005".into()),
+            ],
+        ),
+        (
+            vec!["usage_metrics_top=5".into()],
+            vec![("usage_metrics_top", "5".into())],
+        ),
     ];
     let mut covered: Vec<&str> = Vec::new();
     for (typed, said) in &edits {

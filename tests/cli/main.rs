@@ -18,3 +18,4 @@ mod settings;
 mod sim_job;
 mod store;
 mod support;
+mod usage;

@@ -25,6 +25,7 @@ fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
         &["status"],
         &["attempts"],
         &["attempt", "show", "1"],
+        &["usage"],
         &["target", "list"],
         &["target", "show", "octo"],
         &["profile", "list"],

@@ -239,6 +239,36 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::Usage,
+        path: &["usage"],
+        args: "[--since WHEN] [--until WHEN] [--by KEYS] [--top N] [--csv]",
+        positionals: (0, Some(0)),
+        about: "Who used the host, and how much: jobs, runner hours, CPU and memory per repository, workflow, job, profile or day, from the daily roll-up (kept for usage_retention)",
+        options: &[
+            opt(
+                "--since",
+                "WHEN",
+                "First day: a date YYYY-MM-DD or a time ago such as 30d (default 30d: the last 30 days)",
+            ),
+            opt(
+                "--until",
+                "WHEN",
+                "Last day, as --since (default today, UTC)",
+            ),
+            opt(
+                "--by",
+                "KEYS",
+                "Group by repo, workflow, job, profile or day, comma-separated (default repo)",
+            ),
+            opt(
+                "--top",
+                "N",
+                "The N biggest groups by runner time; the rest summed as other",
+            ),
+            switch("--csv", "Print CSV (for a spreadsheet) instead of a table"),
+        ],
+    },
+    Command {
         id: CommandId::Daemon,
         path: &["daemon"],
         args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION] [--release-cgroups]",

@@ -38,12 +38,32 @@ impl TargetLoop {
                 .see(&self.shared.state_dir, a, fresh_list.as_deref(), contain);
             seen.insert(a.id, s);
         }
-        self.scaleset.take();
+        let owners = self.scaleset.take();
+        self.shared
+            .note_owners(owners.iter().map(|(n, o)| (n.as_str(), o.clone())));
+        self.attach_owners(&mut open)?;
         Ok(Gathered {
             open,
             seen,
             runners: fresh_list,
         })
+    }
+
+    /// Copies whose job each of this target's attempts ran into its row, from what
+    /// the demand sources said (`Shared::owners`), before the plan reads them: once
+    /// per attempt, and never into one a worker holds (its copy would overwrite it).
+    fn attach_owners(&self, open: &mut [Attempt]) -> Result<(), StoreError> {
+        let in_flight = self.state.in_flight();
+        for a in open
+            .iter_mut()
+            .filter(|a| a.target == self.name && a.owner.is_none() && !in_flight.contains(&a.id))
+        {
+            if let Some(owner) = self.shared.owner_of(&a.runner_name) {
+                a.owner = Some(owner);
+                self.store.save_attempt(a)?;
+            }
+        }
+        Ok(())
     }
 
     /// Plan and record under the allocation lock, so two loops (or a loop and a
