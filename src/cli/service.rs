@@ -437,7 +437,10 @@ fn target_lines(store: &dyn Store) -> Result<Vec<TargetLine>, CliError> {
                 credential: svc::credential(
                     loaded,
                     var,
-                    last_error.as_deref().map(svc::LastError::read).as_ref(),
+                    last_error
+                        .as_deref()
+                        .map(|e| svc::LastError::of(st.and_then(|s| s.error_kind), e))
+                        .as_ref(),
                 ),
                 name: t.name,
                 last_report: st.map(|s| time(s.updated_at)),

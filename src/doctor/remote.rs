@@ -244,6 +244,7 @@ mod pacing_tests {
             target: "octo".into(),
             mode: TargetMode::Standalone.into(),
             last_error: None,
+            error_kind: None,
             rate_limit_remaining: Some(85),
             rate_limit_limit: Some(100),
             rate_limit_reset: Some(1_796_130_303_000),

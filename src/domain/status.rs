@@ -161,6 +161,56 @@ impl fmt::Display for TargetMode {
     }
 }
 
+/// What a target's last error says of it, kept beside its words so that `service
+/// status` and `--once` judge it without reading the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The daemon could not load the credential (a missing file, a bad key).
+    CredentialsUnreadable,
+    /// GitHub refused the credential, or what it may do (401, 403).
+    CredentialsRefused,
+    /// 404: the repository or organization, or the credential cannot see it.
+    NotFound,
+    RateLimited,
+    /// A 5xx, a timeout, an answer that is not GitHub's.
+    Unreachable,
+    /// Cut short by a shutdown.
+    Interrupted,
+    Other,
+}
+
+impl ErrorKind {
+    const ALL: [ErrorKind; 7] = [
+        ErrorKind::CredentialsUnreadable,
+        ErrorKind::CredentialsRefused,
+        ErrorKind::NotFound,
+        ErrorKind::RateLimited,
+        ErrorKind::Unreachable,
+        ErrorKind::Interrupted,
+        ErrorKind::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::CredentialsUnreadable => "credentials_unreadable",
+            ErrorKind::CredentialsRefused => "credentials_refused",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Unreachable => "unreachable",
+            ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// A stored word; one another build wrote that this one does not know is `Other`.
+    pub fn parse(word: &str) -> ErrorKind {
+        ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == word)
+            .unwrap_or(ErrorKind::Other)
+    }
+}
+
 /// A reported word as a reader gets it back from the store: one this build knows, or
 /// the text another build wrote, kept so it can be shown as it was.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -100,19 +100,11 @@ impl GhError {
             GhError::Unauthorized { .. } | GhError::Forbidden { .. }
         )
     }
-
-    /// Whether `text`, a `GhError`'s message as the daemon recorded it (a target's
-    /// `last_error`), is one that [`refuses_credentials`](Self::refuses_credentials):
-    /// the one reading of that text, kept beside the `Display` that writes the marks
-    /// it looks for.
-    pub fn text_refuses_credentials(text: &str) -> bool {
-        text.contains(MARK_401) || text.contains(MARK_403)
-    }
 }
 
-/// What every 401 message carries, and only they.
+/// What every 401 message carries.
 const MARK_401: &str = "(401)";
-/// What every refusing 403 message carries, and only they.
+/// What every refusing 403 message carries.
 const MARK_403: &str = "(403: ";
 
 impl fmt::Display for GhError {
@@ -270,7 +262,7 @@ mod tests {
             let refuses = matches!(e, GhError::Unauthorized { .. } | GhError::Forbidden { .. });
             assert_eq!(e.refuses_credentials(), refuses, "{e:?}");
             assert_eq!(
-                GhError::text_refuses_credentials(&e.to_string()),
+                e.cause() == crate::reconcile::pass::Cause::Credentials,
                 refuses,
                 "{e}"
             );

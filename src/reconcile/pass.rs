@@ -9,6 +9,7 @@
 //! The loop (`daemon::target_loop`) gathers, feeds events, carries effects out and
 //! joins the workers' results back in as [`Event::Done`].
 
+use crate::domain::status::ErrorKind;
 use crate::reconcile::budget::{self, Budget, Pace, ReadCost};
 use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
 use crate::timefmt::Millis;
@@ -57,6 +58,23 @@ impl TargetError {
         match self {
             TargetError::Credentials(_) => Cause::Credentials,
             TargetError::GitHub { cause, .. } => *cause,
+        }
+    }
+}
+
+impl TargetError {
+    /// What the error says of the target, as the store keeps it.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            TargetError::Credentials(_) => ErrorKind::CredentialsUnreadable,
+            TargetError::GitHub { cause, .. } => match cause {
+                Cause::Credentials => ErrorKind::CredentialsRefused,
+                Cause::NotFound => ErrorKind::NotFound,
+                Cause::RateLimited => ErrorKind::RateLimited,
+                Cause::Unreachable => ErrorKind::Unreachable,
+                Cause::Interrupted => ErrorKind::Interrupted,
+                Cause::Other => ErrorKind::Other,
+            },
         }
     }
 }

@@ -9,6 +9,7 @@
 pub mod systemctl;
 pub mod unit;
 
+use crate::domain::status::ErrorKind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -291,11 +292,12 @@ impl Credential {
     }
 }
 
-/// The prefix the daemon gives its target error when it cannot load the credential.
-pub const DAEMON_CREDENTIAL_ERROR: &str = "credentials: ";
+/// The prefix the daemon gives its target error when it cannot load the credential
+/// (left out of what `service status` shows after `unreadable:`).
+const DAEMON_CREDENTIAL_ERROR: &str = "credentials: ";
 
-/// A target's last error as the daemon recorded it, read once, where it is read from
-/// the store: what it says of the credential decides `service status`'s word.
+/// A target's last error as the daemon recorded it, with its kind: what it says of
+/// the credential decides `service status`'s word.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LastError {
     /// The daemon could not load the credential (its `credentials: ` errors).
@@ -307,13 +309,17 @@ pub enum LastError {
 }
 
 impl LastError {
-    pub fn read(text: &str) -> LastError {
-        if let Some(rest) = text.strip_prefix(DAEMON_CREDENTIAL_ERROR) {
-            LastError::CredentialUnreadable(rest.to_string())
-        } else if crate::github::GhError::text_refuses_credentials(text) {
-            LastError::CredentialRefused(text.to_string())
-        } else {
-            LastError::Other(text.to_string())
+    /// The error `text` the daemon recorded, of `kind` (`None`: a daemon older than
+    /// schema 20 said no kind, and nothing is concluded of the credential).
+    pub fn of(kind: Option<ErrorKind>, text: &str) -> LastError {
+        match kind {
+            Some(ErrorKind::CredentialsUnreadable) => LastError::CredentialUnreadable(
+                text.strip_prefix(DAEMON_CREDENTIAL_ERROR)
+                    .unwrap_or(text)
+                    .to_string(),
+            ),
+            Some(ErrorKind::CredentialsRefused) => LastError::CredentialRefused(text.to_string()),
+            _ => LastError::Other(text.to_string()),
         }
     }
 }
@@ -424,21 +430,29 @@ mod tests {
         for e in [&e401, &jwt, &e403] {
             assert!(
                 matches!(
-                    credential(Some(Ok(())), None, Some(&LastError::read(e))),
+                    credential(
+                        Some(Ok(())),
+                        None,
+                        Some(&LastError::of(Some(ErrorKind::CredentialsRefused), e))
+                    ),
                     Credential::Refused(_)
                 ),
                 "{e}"
             );
         }
         assert_eq!(
-            credential(Some(Ok(())), None, Some(&LastError::read(&limit))),
+            credential(
+                Some(Ok(())),
+                None,
+                Some(&LastError::of(Some(ErrorKind::RateLimited), &limit))
+            ),
             Credential::Readable
         );
         assert_eq!(
             credential(
                 Some(Err("token file /t: not found".into())),
                 None,
-                Some(&LastError::read(&e401))
+                Some(&LastError::of(Some(ErrorKind::CredentialsRefused), &e401))
             ),
             Credential::Unreadable("token file /t: not found".into())
         );
@@ -446,7 +460,10 @@ mod tests {
             credential(
                 None,
                 Some("GH_TOKEN"),
-                Some(&LastError::read("credentials: $GH_TOKEN is not set"))
+                Some(&LastError::of(
+                    Some(ErrorKind::CredentialsUnreadable),
+                    "credentials: $GH_TOKEN is not set"
+                ))
             )
             .word(),
             "unreadable"
@@ -456,7 +473,12 @@ mod tests {
             "not checked"
         );
         assert_eq!(
-            credential(None, Some("GH_TOKEN"), Some(&LastError::read(&e401))).word(),
+            credential(
+                None,
+                Some("GH_TOKEN"),
+                Some(&LastError::of(Some(ErrorKind::CredentialsRefused), &e401))
+            )
+            .word(),
             "refused"
         );
         assert_eq!(credential(Some(Ok(())), None, None), Credential::Readable);

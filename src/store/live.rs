@@ -45,8 +45,8 @@ pub fn profile_statuses(c: &Connection) -> Result<Vec<ProfileStatus>> {
 pub fn put_target_status(c: &Connection, s: &TargetStatus) -> Result<()> {
     c.prepare_cached(
         "INSERT OR REPLACE INTO target_status (target, mode, last_error, \
-         rate_limit_remaining, rate_limit_limit, rate_limit_reset, poll_every_ms, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         rate_limit_remaining, rate_limit_limit, rate_limit_reset, poll_every_ms, updated_at, \
+         error_kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         s.target,
@@ -56,7 +56,8 @@ pub fn put_target_status(c: &Connection, s: &TargetStatus) -> Result<()> {
         s.rate_limit_limit,
         s.rate_limit_reset,
         s.poll_every_ms,
-        s.updated_at
+        s.updated_at,
+        s.error_kind.map(|k| k.as_str())
     ])?;
     Ok(())
 }
@@ -64,7 +65,8 @@ pub fn put_target_status(c: &Connection, s: &TargetStatus) -> Result<()> {
 pub fn target_statuses(c: &Connection) -> Result<Vec<TargetStatus>> {
     let mut st = c.prepare_cached(
         "SELECT target, mode, last_error, rate_limit_remaining, rate_limit_limit, \
-         rate_limit_reset, poll_every_ms, updated_at FROM target_status ORDER BY target",
+         rate_limit_reset, poll_every_ms, updated_at, error_kind FROM target_status \
+         ORDER BY target",
     )?;
     let rows = st.query_map([], |r| {
         Ok(TargetStatus {
@@ -76,6 +78,9 @@ pub fn target_statuses(c: &Connection) -> Result<Vec<TargetStatus>> {
             rate_limit_reset: r.get(5)?,
             poll_every_ms: r.get(6)?,
             updated_at: r.get(7)?,
+            error_kind: r
+                .get::<_, Option<String>>(8)?
+                .map(|w| crate::domain::status::ErrorKind::parse(&w)),
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -105,6 +105,9 @@ pub struct TargetStatus {
     /// leniently.
     pub mode: Reported<TargetMode>,
     pub last_error: Option<String>,
+    /// What `last_error` says of the target (`None` with no error, or from a daemon
+    /// older than schema 20).
+    pub error_kind: Option<crate::domain::status::ErrorKind>,
     pub rate_limit_remaining: Option<i64>,
     /// The rate limit's size per window, and when the window resets (unix ms), as
     /// GitHub last said.

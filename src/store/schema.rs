@@ -11,7 +11,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
 ];
 
 /// The schema version this build writes.
@@ -385,6 +385,13 @@ CREATE TABLE usage_daily (
     reruns INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (day, repo, workflow, job, profile)
 ) WITHOUT ROWID;
+"#;
+
+/// Version 20: what a target's last error says of it, as a word beside its text
+/// (`domain::status::ErrorKind`), so that `service status` judges the credential
+/// without reading the text.
+pub const V20: &str = r#"
+ALTER TABLE target_status ADD COLUMN error_kind TEXT;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

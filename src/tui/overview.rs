@@ -607,6 +607,7 @@ mod tests {
             target: "octo".into(),
             mode: crate::domain::TargetMode::Standalone.into(),
             last_error: None,
+            error_kind: None,
             rate_limit_remaining: Some(85),
             rate_limit_limit: Some(100),
             rate_limit_reset: None,

@@ -5,6 +5,7 @@
 
 use crate::support::{BIN, Dir, seeded, snapshot};
 use runner_manager::domain::TargetMode;
+use runner_manager::domain::status::ErrorKind;
 use runner_manager::store::{Heartbeat, SqliteStore, Store, TargetStatus};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -650,6 +651,7 @@ fn status_says_stale_binary_last_report_and_refused_or_unreadable_credentials() 
                 last_error: Some(
                     "GitHub rejected the credentials (401); check that the token is valid and not expired, or that the App is still installed".into(),
                 ),
+                error_kind: Some(ErrorKind::CredentialsRefused),
                 rate_limit_remaining: None,
                 rate_limit_limit: None,
                 rate_limit_reset: None,

@@ -106,6 +106,10 @@ impl TargetLoop {
             target: self.name.clone(),
             mode: mode.into(),
             last_error: self.state.error().map(ToString::to_string),
+            error_kind: self
+                .state
+                .error()
+                .map(crate::reconcile::pass::TargetError::kind),
             rate_limit_remaining: rate.remaining.map(|r| r as i64),
             rate_limit_limit: rate.limit.map(|r| r as i64),
             rate_limit_reset: rate.reset,
