@@ -84,6 +84,8 @@ struct Workload {
     /// The daemon's `max` for the profile and the host's capacity.
     max: u32,
     deadline: Duration,
+    /// `workflow_job` webhooks on, each delivery this many ms after its change.
+    hooks_late_ms: Option<u64>,
 }
 
 /// What one system did with one workload.
@@ -177,7 +179,7 @@ fn main() {
             ],
             // Idle and history do not depend on distance: waiting costs no request, and
             // `daemon --once` is one pass.
-            Distance::Far => &["steady", "burst60", "burst", "scaleset"],
+            Distance::Far => &["steady", "burst60", "burst", "scaleset", "wake"],
         };
         names = all.iter().map(|s| s.to_string()).collect();
     }
@@ -206,10 +208,11 @@ fn main() {
             "history" => history(cfg),
             "scaleset" => scaleset(cfg),
             "budget" => budget(cfg),
+            "wake" => wake(cfg),
             // Only the webhook rows of `budget`.
             "budget-hooks" => budget_hooks(cfg),
             other => Err(format!(
-                "unknown scenario {other}; use steady, burst, burst60, idle, history, scaleset \
+                "unknown scenario {other}; use steady, burst, burst60, idle, history, scaleset, wake, \
                  budget or budget-hooks"
             )),
         };
@@ -239,6 +242,10 @@ fn run(system: System, wl: &Workload, cfg: Cfg) -> Result<Outcome, String> {
     let w = support::world_at(cfg.distance, wl.poll_secs, wl.max, wl.max, 5);
     if system == System::OursScaleSet {
         use_scale_set(&w)?;
+    }
+    if let Some(late) = wl.hooks_late_ms {
+        hooks_on(&w, 0.0);
+        w.sim.set_webhook_delay(Duration::from_millis(late));
     }
     let res = run_in(&w, system, wl).map_err(|e| {
         let who = match system {
@@ -525,6 +532,7 @@ fn steady(cfg: Cfg) -> Result<Vec<Row>, String> {
         poll_secs: 2,
         max: 16,
         deadline: Duration::from_millis(n * every_ms + cfg.slack_ms(n)),
+        hooks_late_ms: None,
     };
     let scn = cfg.scenario("steady");
     let ours = run(System::Ours, &wl, cfg)?;
@@ -548,6 +556,44 @@ fn steady(cfg: Cfg) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// Webhooks that start runners (issue 37): a burst queued at once, polled every
+/// 30 s, with each `workflow_job` delivery 0.5 s late, and the same polled alone.
+fn wake(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let n: usize = match cfg.size {
+        Size::Small => 10,
+        _ => 20,
+    };
+    let mut wl = Workload {
+        arrivals: (0..n).map(|_| (0, 2000)).collect(),
+        poll_secs: 30,
+        max: n as u32 + 5,
+        deadline: Duration::from_millis(120_000 + cfg.slack_ms(n as u64)),
+        hooks_late_ms: Some(500),
+    };
+    let scn = cfg.scenario("wake");
+    let hooked = run(System::Ours, &wl, cfg)?;
+    wl.hooks_late_ms = None;
+    let polled = run(System::Ours, &wl, cfg)?;
+    println!(
+        "wake: {n} jobs queued at once, 2000 ms each; poll 30 s; deliveries 0.5 s late; {}",
+        cfg.distance.describe()
+    );
+    for (who, o) in [
+        ("ours, webhooks", &hooked),
+        ("ours, polling alone", &polled),
+    ] {
+        println!("{}", o.summary(&scn, who));
+    }
+    let secs = |ms: i64| ms as f64 / 1000.0;
+    Ok(vec![
+        Row::new(&scn, "first runner spawned, webhooks", "s").ours(secs(hooked.first_spawn_ms)),
+        Row::new(&scn, "all runners spawned, webhooks", "s").ours(secs(hooked.spawn_span_ms)),
+        Row::new(&scn, "first runner spawned, polling alone", "s")
+            .ours(secs(polled.first_spawn_ms)),
+        Row::new(&scn, "all runners spawned, polling alone", "s").ours(secs(polled.spawn_span_ms)),
+    ])
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum BurstKind {
     /// `burst`: 200 jobs (50 small), ours on REST against both baselines.
@@ -569,6 +615,7 @@ fn burst(cfg: Cfg, kind: BurstKind) -> Result<Vec<Row>, String> {
         poll_secs: 2,
         max: n as u32 + 10,
         deadline: Duration::from_millis(120_000 + n * 500 + cfg.slack_ms(n)),
+        hooks_late_ms: None,
     };
     let name = match kind {
         BurstKind::Large => "burst",
@@ -695,6 +742,7 @@ fn scaleset(cfg: Cfg) -> Result<Vec<Row>, String> {
         poll_secs: 2,
         max: 24,
         deadline: Duration::from_millis(n * every_ms + cfg.slack_ms(n)),
+        hooks_late_ms: None,
     };
     let ss = run(System::OursScaleSet, &wl, cfg)?;
     let rest = run(System::Ours, &wl, cfg)?;

@@ -2,12 +2,13 @@
 //! through `SimHandle::set_webhook` or `POST /_sim/webhook`; each job's change of
 //! state (queued, in_progress, completed) is rendered, under the lock, into an outbox
 //! that a background thread sends, signed (`X-Hub-Signature-256`), never holding the
-//! lock. A drop share loses deliveries on purpose, as GitHub's are lost in the field.
+//! lock. A drop share loses deliveries on purpose, as GitHub's are lost in the field,
+//! and a delay holds each back, as GitHub's arrive some time after the change.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -40,7 +41,10 @@ pub struct HookStats {
 #[derive(Default)]
 pub struct Webhooks {
     pub config: Option<HookConfig>,
-    outbox: VecDeque<Vec<u8>>,
+    /// Each delivery, with when it is due.
+    outbox: VecDeque<(Instant, Vec<u8>)>,
+    /// How long after its change a delivery is sent.
+    delay: Duration,
     pub stats: HookStats,
     rng: Option<SplitMix64>,
     next_delivery: u64,
@@ -68,7 +72,7 @@ impl State {
                 hooks.stats.dropped += 1;
                 continue;
             }
-            hooks.outbox.push_back(body);
+            hooks.outbox.push_back((Instant::now() + hooks.delay, body));
         }
     }
 }
@@ -137,26 +141,31 @@ fn send_loop(sim: &Sim) {
                 if sim.stopper.is_stopped() {
                     return;
                 }
-                if !st.webhooks.outbox.is_empty() && st.webhooks.config.is_some() {
+                let now = Instant::now();
+                let due = st.webhooks.outbox.front().map(|d| d.0);
+                if due.is_some_and(|d| d <= now) && st.webhooks.config.is_some() {
                     break;
                 }
+                let wait = due.map_or(Duration::from_millis(50), |d| {
+                    d.saturating_duration_since(now)
+                        .min(Duration::from_millis(50))
+                });
                 st = sim
                     .changed
-                    .wait_timeout(st, Duration::from_millis(50))
+                    .wait_timeout(st, wait)
                     .map(|(g, _)| g)
                     .unwrap_or_else(|e| e.into_inner().0);
             }
             let hooks = &mut st.webhooks;
             let cfg = hooks.config.as_ref().expect("checked above");
             let target = (cfg.url.clone(), Secret::new(cfg.secret.expose()));
-            let batch: Vec<(u64, Vec<u8>)> = hooks
-                .outbox
-                .drain(..)
-                .map(|b| {
-                    hooks.next_delivery += 1;
-                    (hooks.next_delivery, b)
-                })
-                .collect();
+            let now = Instant::now();
+            let mut batch: Vec<(u64, Vec<u8>)> = Vec::new();
+            while hooks.outbox.front().is_some_and(|d| d.0 <= now) {
+                let (_, b) = hooks.outbox.pop_front().expect("checked above");
+                hooks.next_delivery += 1;
+                batch.push((hooks.next_delivery, b));
+            }
             (batch, target)
         };
         // Sent without the lock: the receiver may call the sim back meanwhile.
@@ -278,6 +287,12 @@ impl SimHandle {
                 c.drop = share.clamp(0.0, 1.0);
             }
         });
+    }
+
+    /// Sends each delivery this long after its change, from now on (GitHub's arrive
+    /// some hundreds of milliseconds late).
+    pub fn set_webhook_delay(&self, delay: Duration) {
+        self.with_state(|s| s.webhooks.delay = delay);
     }
 
     /// What the hook delivered, dropped and failed to deliver so far.
