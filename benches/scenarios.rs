@@ -86,6 +86,9 @@ struct Workload {
     deadline: Duration,
     /// `workflow_job` webhooks on, each delivery this many ms after its change.
     hooks_late_ms: Option<u64>,
+    /// Queue the jobs only once the daemon's first poll has read the (empty) queue,
+    /// so that they wait for the next poll unless something else brings them.
+    after_first_poll: bool,
 }
 
 /// What one system did with one workload.
@@ -276,6 +279,14 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
                 w.sim.count("GET", "/repos/{owner}/{repo}") > 0
             }) {
                 return Err("the daemon never made its first pass".into());
+            }
+            // Both run lists (queued, then in progress) read once.
+            if wl.after_first_poll
+                && !wait_until(Duration::from_secs(30), || {
+                    w.sim.count("GET", "/repos/{owner}/{repo}/actions/runs") >= 2
+                })
+            {
+                return Err("the daemon never polled".into());
             }
         }
         System::OursScaleSet => {
@@ -533,6 +544,7 @@ fn steady(cfg: Cfg) -> Result<Vec<Row>, String> {
         max: 16,
         deadline: Duration::from_millis(n * every_ms + cfg.slack_ms(n)),
         hooks_late_ms: None,
+        after_first_poll: false,
     };
     let scn = cfg.scenario("steady");
     let ours = run(System::Ours, &wl, cfg)?;
@@ -569,6 +581,7 @@ fn wake(cfg: Cfg) -> Result<Vec<Row>, String> {
         max: n as u32 + 5,
         deadline: Duration::from_millis(120_000 + cfg.slack_ms(n as u64)),
         hooks_late_ms: Some(500),
+        after_first_poll: true,
     };
     let scn = cfg.scenario("wake");
     let hooked = run(System::Ours, &wl, cfg)?;
@@ -616,6 +629,7 @@ fn burst(cfg: Cfg, kind: BurstKind) -> Result<Vec<Row>, String> {
         max: n as u32 + 10,
         deadline: Duration::from_millis(120_000 + n * 500 + cfg.slack_ms(n)),
         hooks_late_ms: None,
+        after_first_poll: false,
     };
     let name = match kind {
         BurstKind::Large => "burst",
@@ -743,6 +757,7 @@ fn scaleset(cfg: Cfg) -> Result<Vec<Row>, String> {
         max: 24,
         deadline: Duration::from_millis(n * every_ms + cfg.slack_ms(n)),
         hooks_late_ms: None,
+        after_first_poll: false,
     };
     let ss = run(System::OursScaleSet, &wl, cfg)?;
     let rest = run(System::Ours, &wl, cfg)?;

@@ -55,7 +55,11 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                         a.profile.clone(),
                         a.runner_name.clone(),
                         a.state_word().into(),
-                        or_dash(a.outcome.map(|o| o.as_str())),
+                        match (a.outcome, crate::domain::loss::loss(a)) {
+                            (Some(o), Some(_)) => format!("{} (job lost)", o.as_str()),
+                            (o, None) => or_dash(o.map(|o| o.as_str())),
+                            (None, Some(_)) => "-".into(),
+                        },
                         time(a.created_at),
                         // A live runner's RSS now; an ended one's peak.
                         or_dash(m.map(|m| m.rss_bytes).or(peak).map(units::bytes)),
@@ -98,6 +102,10 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                 ("state", a.state_word().into()),
                 ("outcome", or_dash(a.outcome.map(|o| o.as_str()))),
                 ("reason", or_dash(a.reason.as_ref())),
+                (
+                    "job_lost",
+                    or_dash(crate::domain::loss::loss(&a).map(|l| l.describe())),
+                ),
                 ("created", time(a.created_at)),
                 ("ended", or_dash(a.ended_at.map(time))),
                 ("pid", or_dash(a.pid)),

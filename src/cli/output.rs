@@ -282,6 +282,8 @@ pub fn attempt_json(a: &Attempt, meters: &BTreeMap<i64, LiveMeter>) -> Value {
         "state": a.state_word(),
         "outcome": a.outcome.map(|o| o.as_str()),
         "reason": a.reason.as_ref().map(ToString::to_string),
+        "job_lost": crate::domain::loss::loss(a)
+            .map(|l| json!({"reason": l.as_str(), "detail": l.describe()})),
         "created_at": time(a.created_at),
         "updated_at": time(a.updated_at),
         "ended_at": a.ended_at.map(time),

@@ -151,10 +151,14 @@ pub fn started(m: &Metrics, a: &Attempt, now: Millis) {
     }
 }
 
-/// An attempt ended: counted as a failure when its outcome is failed or orphaned.
+/// An attempt ended: counted as a failure when its outcome is failed or orphaned, and
+/// as a job lost when its job was lost to the host (`domain::loss`).
 pub fn ended(m: &Metrics, a: &Attempt) {
     if matches!(a.outcome, Some(Outcome::Failed | Outcome::Orphaned)) {
         m.runner_failed(&a.profile, reason_label(a.reason.as_ref()));
+    }
+    if let Some(l) = crate::domain::loss::loss(a) {
+        m.job_lost(&a.profile, l.as_str());
     }
 }
 

@@ -11,6 +11,7 @@ pub mod job;
 pub mod job_owner;
 pub mod job_phase;
 pub mod labels;
+pub mod loss;
 pub mod oci_readiness;
 pub mod profile;
 pub mod reason;

@@ -120,8 +120,8 @@ pub struct UsageFigures {
     /// divided); the rows' mean RSS is this over their runner time.
     pub rss_byte_secs: u64,
     pub wait: WaitHistogram,
-    /// Jobs lost to the host, and jobs run again for it (0 until a job lost to the
-    /// host is run again).
+    /// Jobs lost to the host (`domain::loss`), and jobs run again for it (0 until a
+    /// lost job is run again).
     pub lost: u64,
     pub reruns: u64,
 }
@@ -223,7 +223,7 @@ pub fn contribution(a: &Attempt) -> Option<(UsageKey, UsageFigures)> {
         peak_rss_bytes: a.peak_rss_bytes.unwrap_or(0),
         rss_byte_secs: a.mean_rss_bytes.unwrap_or(0).saturating_mul(runner_secs),
         wait,
-        lost: 0,
+        lost: super::loss::loss(a).is_some() as u64,
         reruns: 0,
     };
     Some((key, figures))

@@ -57,6 +57,7 @@ pub mod names {
     pub const DEMAND: &str = "runner_manager_demand";
     pub const STARTS: &str = "runner_manager_runner_starts_total";
     pub const FAILURES: &str = "runner_manager_runner_failures_total";
+    pub const JOBS_LOST: &str = "runner_manager_jobs_lost_total";
     pub const QUEUE_TO_START: &str = "runner_manager_queue_to_start_seconds";
     pub const GITHUB_REQUESTS: &str = "runner_manager_github_requests_total";
     pub const RATE_LIMIT_REMAINING: &str = "runner_manager_github_rate_limit_remaining";
@@ -163,6 +164,10 @@ const DEFINITIONS: &[Definition] = {
         counter(
             FAILURES,
             "Attempts that ended failed or orphaned, by profile and reason",
+        ),
+        counter(
+            JOBS_LOST,
+            "Jobs lost to the host (the runner killed, crashed or gone mid-job), by profile and reason",
         ),
         histogram(
             QUEUE_TO_START,
@@ -465,6 +470,14 @@ impl Metrics {
     pub fn runner_failed(&self, profile: &str, reason: &str) {
         self.counter_add(
             names::FAILURES,
+            &[("profile", profile), ("reason", reason)],
+            1.0,
+        );
+    }
+
+    pub fn job_lost(&self, profile: &str, reason: &str) {
+        self.counter_add(
+            names::JOBS_LOST,
             &[("profile", profile), ("reason", reason)],
             1.0,
         );

@@ -69,3 +69,43 @@ fn crash_hang_and_bad_exit_are_recorded_cleaned_and_the_job_still_served() {
     assert_eq!(w.attempt_of_job("build").id, served.id);
     assert!(w.stop_daemon().success());
 }
+
+/// Issue 34, item 1: a runner killed mid-job by a signal we did not send (a host's OOM
+/// killer, a `kill -9`) lost its job to the host, and the ledger says so.
+#[test]
+fn a_runner_killed_mid_job_is_a_job_lost_to_the_host() {
+    let mut w = World::new("rfaults-lost", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    w.enqueue("acme/app", "long", &["p"], 60_000);
+    w.start_daemon();
+    let mut busy = None;
+    wait_until(SETTLE, "the runner busy with the job", || {
+        busy = w
+            .attempts()
+            .into_iter()
+            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
+        busy.is_some()
+    });
+    let busy = busy.unwrap();
+    // SAFETY: the runner's own pid, as the daemon recorded it while it runs.
+    unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
+    wait_until(SETTLE, "the attempt ended", || {
+        w.attempts()
+            .iter()
+            .any(|a| a.id == busy.id && a.outcome.is_some())
+    });
+    let ended = w.attempts().into_iter().find(|a| a.id == busy.id).unwrap();
+    assert_eq!(
+        runner_manager::domain::loss::loss(&ended),
+        Some(runner_manager::domain::loss::Loss::Killed { signal: 9 }),
+        "{ended:?}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&w.cli_ok(&["--json", "attempt", "show", &busy.id.to_string()]))
+            .unwrap();
+    assert_eq!(v["job_lost"]["reason"], "killed", "{v}");
+    let list = w.cli_ok(&["attempts"]);
+    assert!(list.contains("(job lost)"), "{list}");
+    w.stop_daemon();
+}
