@@ -555,18 +555,7 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
         Task::ListRunners => Done::Runners {
             result: list_runners(&client, &target, store),
         },
-        Task::DeleteRunners { runners } => {
-            for r in runners {
-                let res = client.delete_runner(&target.scope, r.id);
-                log_info!(
-                    "orphan_registration_deleted",
-                    target = target.name,
-                    runner = r.name,
-                    result = format!("{res:?}")
-                );
-            }
-            Done::RunnersDeleted
-        }
+        Task::DeleteRunners { runners } => delete_runners(&client, &target, runners),
         Task::RunnerRelease { job } => {
             super::runner_update::run(&c.shared, store, &client, &target, job);
             Done::RunnerRelease
@@ -575,6 +564,20 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
             result: super::public_guard::read(&client, &target, &profiles, read, &c.group_ids),
         },
     })
+}
+
+/// Deletes registrations no open attempt explains (the plan's orphans).
+fn delete_runners(client: &GitHubClient, target: &Target, runners: Vec<RegisteredRunner>) -> Done {
+    for r in runners {
+        let res = client.delete_runner(&target.scope, r.id);
+        log_info!(
+            "orphan_registration_deleted",
+            target = target.name,
+            runner = r.name,
+            result = format!("{res:?}")
+        );
+    }
+    Done::RunnersDeleted
 }
 
 /// The target's queued jobs. An organization's public repositories (and ones whose
