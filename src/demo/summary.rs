@@ -198,6 +198,7 @@ mod tests {
             completed_at: None,
             script: None,
             output: None,
+            renewed_at: None,
         }
     }
 

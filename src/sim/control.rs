@@ -381,10 +381,13 @@ fn serve_runner(sim: &Sim, rest: &str, req: &Request, now: Millis) -> Reply {
                 match st.runner_take_job(id, &cred, now_millis()) {
                     Err(e) => return runner_error(e),
                     Ok(Some(job)) => {
+                        // The runner renews its job a few times within the timeout
+                        // (GitHub's runner: every minute of ten).
+                        let renew_ms = (st.cfg.lost_runner_ms / 4).clamp(100, 60_000);
                         drop(st);
                         sim.changed.notify_all();
                         return ok(serde_json::json!({
-                            "job": { "id": job.id, "name": job.name, "duration_ms": job.duration_ms, "repo": job.repo, "script": job.script }
+                            "job": { "id": job.id, "name": job.name, "duration_ms": job.duration_ms, "repo": job.repo, "script": job.script, "renew_ms": renew_ms }
                         }));
                     }
                     Ok(None) => {}
@@ -398,6 +401,13 @@ fn serve_runner(sim: &Sim, rest: &str, req: &Request, now: Millis) -> Reply {
                     .wait_timeout(st, left)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+            }
+        }
+        ("POST", "renew") => {
+            let c: RunnerCall = parse_or_reply!(req);
+            match sim.lock().runner_renew(c.runner_id, &cred, c.job_id, now) {
+                Ok(()) => ok(serde_json::json!({ "renewed": c.job_id })),
+                Err(e) => runner_error(e),
             }
         }
         ("POST", "complete") => {

@@ -46,6 +46,7 @@ pub fn dispatch(
         ("GET", "/actions/runs") => workflow_runs(st, &scope, req),
         ("GET", "/actions/runs/{run_id}/jobs") => run_jobs(st, &scope, id("run_id"), req),
         ("GET", "/actions/jobs/{job_id}") => job(st, &scope, id("job_id")),
+        ("POST", "/actions/jobs/{job_id}/rerun") => rerun(st, &scope, id("job_id"), now),
         ("GET", "/actions/runner-groups") => runner_groups(st, &scope, req),
         ("GET", "/actions/runners") => runners(st, &scope, req),
         ("GET", "/actions/runners/{runner_id}") => runner(st, &scope, id("runner_id")),
@@ -207,6 +208,22 @@ fn job(st: &State, scope: &Scope, id: u64) -> Out {
     {
         Some(j) => Out::json(200, &render_job(st, j)),
         None => Out::error(404, "Not Found"),
+    }
+}
+
+/// `POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun`: 201 with an empty object,
+/// or 403 while the job's run still runs.
+fn rerun(st: &mut State, scope: &Scope, id: u64, now: Millis) -> Out {
+    if !st
+        .jobs
+        .get(&id)
+        .is_some_and(|j| *scope == Scope::Repo(j.repo.clone()))
+    {
+        return Out::error(404, "Not Found");
+    }
+    match st.rerun_job(id, now) {
+        Ok(_) => Out::json(201, &serde_json::json!({})),
+        Err(why) => Out::error(403, why),
     }
 }
 

@@ -36,6 +36,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/repos/{owner}/{repo}/actions/runs"),
     ("GET", "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs"),
     ("GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}"),
+    ("POST", "/repos/{owner}/{repo}/actions/jobs/{job_id}/rerun"),
     ("GET", "/repos/{owner}/{repo}/actions/runners"),
     ("GET", "/repos/{owner}/{repo}/actions/runners/downloads"),
     (

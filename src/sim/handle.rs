@@ -28,6 +28,15 @@ impl Sim {
 impl Handler for Sim {
     fn handle(&self, request: Request) -> Reply {
         use super::latency::carry;
+        // GitHub fails a job whose runner stopped renewing it; the sim does so as
+        // time comes up in any request.
+        if !self
+            .lock()
+            .fail_lost_jobs(crate::timefmt::now_millis())
+            .is_empty()
+        {
+            self.changed.notify_all();
+        }
         // The runner's calls go to GitHub too, so they travel as far; the sim's own
         // controls do not (they are the test's hands, not GitHub). Runner calls are not
         // counted in flight: their credentials are the runners', not a client's.
@@ -328,6 +337,17 @@ impl SimHandle {
 
     pub fn job(&self, id: u64) -> Option<JobState> {
         self.sim.lock().jobs.get(&id).cloned()
+    }
+
+    /// A job whose runner stops renewing it fails this long after its last renewal
+    /// (GitHub: ten minutes), from now on.
+    pub fn set_lost_runner_timeout(&self, after: std::time::Duration) {
+        self.with_state(|s| s.cfg.lost_runner_ms = after.as_millis() as u64);
+    }
+
+    /// Jobs re-run through `POST .../actions/jobs/{job_id}/rerun`.
+    pub fn reruns(&self) -> u64 {
+        self.sim.lock().reruns
     }
 
     pub fn runners(&self) -> Vec<RunnerState> {

@@ -19,7 +19,8 @@ pub fn required(method: &str, template: &str) -> Option<(&'static str, &'static 
         return if rest.starts_with("/actions/runners") {
             Some(("administration", level))
         } else if rest.starts_with("/actions/runs") || rest.starts_with("/actions/jobs") {
-            Some(("actions", "read"))
+            // Reading runs and jobs; re-running a job writes (`actions:write`).
+            Some(("actions", level))
         } else if rest.is_empty() {
             Some(("metadata", "read"))
         } else {

@@ -230,6 +230,7 @@ fn run(cfg: &JitConfig, root: &Path, term: &AtomicBool) -> i32 {
                     name: job["name"].as_str().unwrap_or("job").to_string(),
                     ms: job["duration_ms"].as_u64().unwrap_or(0),
                     script: job["script"].as_str().map(str::to_string),
+                    renew_ms: job["renew_ms"].as_u64().unwrap_or(60_000),
                 };
                 return run_job(cfg, root, term, &call, &j);
             }
@@ -276,6 +277,8 @@ struct Job {
     ms: u64,
     /// Steps to run with `/bin/sh -c` (see `SCRIPT_ENV`).
     script: Option<String>,
+    /// How often to renew the job while it runs.
+    renew_ms: u64,
 }
 
 /// The variable the listener hands a job's script to its worker in.
@@ -298,8 +301,19 @@ fn run_job(cfg: &JitConfig, root: &Path, term: &AtomicBool, call: &Call<'_>, job
     }
     let mut child: Option<Child> = cmd.spawn().ok();
     let started = Instant::now();
+    let mut renewed = Instant::now();
     let mut result = "Succeeded";
     loop {
+        if renewed.elapsed() >= Duration::from_millis(job.renew_ms) {
+            renewed = Instant::now();
+            let body = serde_json::json!({"runner_id": cfg.runner_id, "job_id": id});
+            let _ = call(
+                "POST",
+                "/_sim/runner/renew",
+                Some(body),
+                Duration::from_secs(10),
+            );
+        }
         let done = match &mut child {
             Some(c) => !matches!(c.try_wait(), Ok(None)),
             None => started.elapsed() >= Duration::from_millis(ms),

@@ -33,6 +33,23 @@ pub struct SimConfig {
     pub runner_poll_ms: u64,
     /// How far away GitHub is (`latency.rs`); zero is loopback.
     pub latency: super::latency::Latency,
+    /// How long a job's runner may go without renewing it before the job fails as
+    /// GitHub fails it ("lost communication with the server"): ten minutes on GitHub
+    /// (the runner renews every minute).
+    pub lost_runner_ms: u64,
+}
+
+/// GitHub's: a job whose runner has not renewed it for ten minutes fails.
+pub const LOST_RUNNER_MS: u64 = 600_000;
+
+/// The message GitHub ends such a job with.
+pub fn lost_runner_message(runner: &str) -> String {
+    format!(
+        "The self-hosted runner: {runner} lost communication with the server. Verify the \
+         machine is running and has a healthy network connection. Anything in your workflow \
+         that terminates the runner process, starves it for CPU/Memory, or blocks its \
+         network access can cause this error."
+    )
 }
 
 impl Default for SimConfig {
@@ -45,6 +62,7 @@ impl Default for SimConfig {
             installation_token_ttl_secs: 3600,
             runner_poll_ms: 1000,
             latency: Default::default(),
+            lost_runner_ms: LOST_RUNNER_MS,
         }
     }
 }
@@ -126,6 +144,9 @@ pub struct JobState {
     /// as the runner reported it with the job's result.
     #[serde(default)]
     pub output: Option<String>,
+    /// When its runner last renewed it (took it, or said it still runs it).
+    #[serde(default)]
+    pub renewed_at: Option<Millis>,
 }
 
 /// The most of a job's output the simulation keeps.
@@ -229,6 +250,8 @@ pub struct State {
     pub orgs: BTreeMap<String, OrgState>,
     pub runs: BTreeMap<u64, RunState>,
     pub jobs: BTreeMap<u64, JobState>,
+    /// Jobs re-run through the REST endpoint.
+    pub reruns: u64,
     pub runners: BTreeMap<u64, RunnerState>,
     pub groups: Vec<GroupState>,
     pub apps: HashMap<u64, AppState>,
@@ -286,6 +309,7 @@ impl State {
             orgs: BTreeMap::new(),
             runs: BTreeMap::new(),
             jobs: BTreeMap::new(),
+            reruns: 0,
             runners: BTreeMap::new(),
             groups: Vec::new(),
             apps: HashMap::new(),
@@ -431,6 +455,7 @@ impl State {
                     completed_at: None,
                     script: None,
                     output: None,
+                    renewed_at: None,
                 },
             );
             ids.push(id);

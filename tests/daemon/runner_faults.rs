@@ -5,6 +5,7 @@
 use super::support::*;
 use runner_manager::domain::{AttemptState, Outcome, Reason, ReasonKind};
 use runner_manager::sim::{RunnerFault, RunnerFaultRule, Trigger};
+use std::time::Duration;
 
 #[test]
 fn crash_hang_and_bad_exit_are_recorded_cleaned_and_the_job_still_served() {
@@ -107,5 +108,48 @@ fn a_runner_killed_mid_job_is_a_job_lost_to_the_host() {
     assert_eq!(v["job_lost"]["reason"], "killed", "{v}");
     let list = w.cli_ok(&["attempts"]);
     assert!(list.contains("(job lost)"), "{list}");
+
+    // GitHub's verdict: the runner stopped renewing the job, which fails with its
+    // message once the lost-runner timeout passes (ten minutes on GitHub).
+    let job = w.sim.jobs().into_iter().find(|j| j.name == "long").unwrap();
+    assert_eq!(job.conclusion, None, "in progress until GitHub gives up");
+    w.sim.set_lost_runner_timeout(Duration::from_secs(1));
+    wait_until(SETTLE, "GitHub failing the lost job", || {
+        w.sim
+            .job(job.id)
+            .is_some_and(|j| j.conclusion.as_deref() == Some("failure"))
+    });
+    let failed = w.sim.job(job.id).unwrap();
+    assert!(
+        failed
+            .output
+            .as_deref()
+            .is_some_and(|o| o.contains("lost communication with the server")),
+        "{failed:?}"
+    );
+    // Re-run through GitHub's endpoint: queued again as a new job, and served.
+    let token = std::fs::read_to_string(w.dir.join("token-t")).unwrap();
+    let auth = format!("Bearer {}", token.trim());
+    let rerun = |id: u64| {
+        runner_manager::sim::client::request(
+            w.sim.url(),
+            "POST",
+            &format!("/repos/acme/app/actions/jobs/{id}/rerun"),
+            &[("authorization", &auth)],
+            None,
+            Duration::from_secs(5),
+        )
+        .unwrap()
+        .status
+    };
+    assert_eq!(rerun(job.id), 201);
+    assert_eq!(w.sim.reruns(), 1);
+    wait_until(SETTLE, "the re-run job served", || {
+        w.sim.jobs().iter().any(|j| {
+            j.name == "long"
+                && j.id != job.id
+                && j.status == runner_manager::sim::JobStatus::InProgress
+        })
+    });
     w.stop_daemon();
 }

@@ -84,6 +84,15 @@ fn every_response_conforms_to_its_schema() {
         None,
         200,
     );
+    // Re-running a job: refused while its run still runs, then queued again.
+    let rerun = format!("/repos/octo/app/actions/jobs/{job}/rerun");
+    check("POST", &rerun, PAT, None, 403);
+    h.with_state(|s| {
+        let j = s.jobs.get_mut(&job).unwrap();
+        j.status = runner_manager::sim::JobStatus::Completed;
+        j.conclusion = Some("failure".into());
+    });
+    check("POST", &rerun, PAT, None, 201);
     for scope in ["/repos/octo/app", "/orgs/octo"] {
         let body = json!({"name": "rm-1", "runner_group_id": 1, "labels": ["self-hosted", "linux"], "work_folder": "_work"});
         let r = check(

@@ -131,6 +131,7 @@ impl State {
         job.runner_name = Some(r.name.clone());
         job.runner_group_id = Some(group_id);
         job.started_at = Some(now);
+        job.renewed_at = Some(now);
         let job = job.clone();
         let runner = self.runners.get_mut(&id).expect("runner checked above");
         runner.busy = true;
@@ -185,5 +186,90 @@ impl State {
             self.runners.remove(&id);
         }
         Ok(())
+    }
+
+    /// The runner says it still runs `job_id`: the job's lease on it is renewed.
+    pub fn runner_renew(
+        &mut self,
+        id: u64,
+        credential: &str,
+        job_id: u64,
+        now: Millis,
+    ) -> Result<(), RunnerCallError> {
+        let r = self.runner_checked(id, credential)?;
+        if r.job_id != Some(job_id) {
+            return Err(RunnerCallError::Gone);
+        }
+        if let Some(job) = self.jobs.get_mut(&job_id) {
+            job.renewed_at = Some(now);
+        }
+        Ok(())
+    }
+
+    /// Fails every job whose runner has not renewed it for `lost_runner_ms`, with
+    /// GitHub's message; the runner's registration is offline and free again (as
+    /// GitHub shows a runner that stopped talking), so it may be deleted. Returns the
+    /// jobs failed.
+    pub fn fail_lost_jobs(&mut self, now: Millis) -> Vec<u64> {
+        let limit = self.cfg.lost_runner_ms as Millis;
+        let lost: Vec<u64> = self
+            .jobs
+            .values()
+            .filter(|j| j.status == JobStatus::InProgress)
+            .filter(|j| j.renewed_at.is_some_and(|at| now - at >= limit))
+            .map(|j| j.id)
+            .collect();
+        for id in &lost {
+            let job = self.jobs.get_mut(id).expect("listed above");
+            job.status = JobStatus::Completed;
+            job.conclusion = Some("failure".into());
+            job.completed_at = Some(now);
+            job.output = Some(super::lost_runner_message(
+                job.runner_name.as_deref().unwrap_or("unknown"),
+            ));
+            if let Some(r) = job.runner_id.and_then(|r| self.runners.get_mut(&r)) {
+                r.busy = false;
+                r.online = false;
+                r.job_id = None;
+            }
+        }
+        if !lost.is_empty() {
+            self.hook_jobs(&lost, "completed");
+        }
+        lost
+    }
+
+    /// GitHub's "Re-run a job from a workflow run" (`POST .../actions/jobs/{id}/rerun`):
+    /// the job is queued again as a new job of the same run (GitHub re-runs a job in
+    /// a new attempt of its run, under a new job id). Refused while its run still runs
+    /// (GitHub: 403 "This workflow is already running"). Dependent jobs are not
+    /// modelled: the sim's runs have no `needs`.
+    pub fn rerun_job(&mut self, id: u64, now: Millis) -> Result<u64, &'static str> {
+        let job = self.jobs.get(&id).ok_or("Not Found")?.clone();
+        if self.run_status(job.run_id) != JobStatus::Completed {
+            return Err("This workflow is already running");
+        }
+        let new = self.next_id();
+        self.jobs.insert(
+            new,
+            JobState {
+                id: new,
+                status: JobStatus::Queued,
+                conclusion: None,
+                runner_id: None,
+                runner_name: None,
+                runner_group_id: None,
+                created_at: now,
+                started_at: None,
+                completed_at: None,
+                output: None,
+                renewed_at: None,
+                ..job
+            },
+        );
+        self.reruns += 1;
+        self.scaleset_jobs_queued(&[new]);
+        self.hook_jobs(&[new], "queued");
+        Ok(new)
     }
 }
