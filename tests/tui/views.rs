@@ -355,3 +355,67 @@ fn the_host_box_shows_the_coordinator_links_state() {
         "{line}"
     );
 }
+
+/// Issue 38, "Copying": a command copied from the demo's `top` edited
+/// /var/lib/runner-manager. A command copied from a state directory that is not the
+/// default names it; a name (a profile's, a runner's) is copied as it is.
+#[test]
+fn a_copied_command_names_a_state_dir_that_is_not_the_default() {
+    use runner_manager::tui::app::{shell_quote, state_dir_arg, with_state_dir};
+    let demo = Path::new("/tmp/runner-manager-demo-1/");
+    let default = Path::new("/var/lib/runner-manager");
+    assert_eq!(state_dir_arg(default, Some(default)), None);
+    assert_eq!(
+        state_dir_arg(Path::new("/var/lib/runner-manager/"), Some(default)),
+        None,
+        "the same directory, however written"
+    );
+    assert_eq!(
+        state_dir_arg(demo, Some(default)).as_deref(),
+        Some("/tmp/runner-manager-demo-1")
+    );
+    assert_eq!(
+        state_dir_arg(demo, None).as_deref(),
+        Some("/tmp/runner-manager-demo-1")
+    );
+    let relative = state_dir_arg(Path::new("demo-state"), Some(default)).unwrap();
+    assert!(relative.starts_with('/'), "pasted elsewhere: {relative}");
+    assert_eq!(shell_quote("/tmp/my dir/it's"), r"'/tmp/my dir/it'\''s'");
+    assert_eq!(
+        with_state_dir("runner-manager host set capacity=4", Some("/d")),
+        "runner-manager --state-dir /d host set capacity=4"
+    );
+    assert_eq!(with_state_dir("linux", Some("/d")), "linux");
+
+    // Through the keys: Settings' `c` and Activity's remedy carry it; a profile's
+    // name on the Overview does not.
+    let (_s, snap) = seeded();
+    let mut a = app(snap).with_state_dir_arg(Some("/tmp/demo".into()));
+    assert_eq!(key(&mut a, KeyCode::Char('c')), Request::Copy("arm".into()));
+    key(&mut a, KeyCode::Char('e'));
+    assert_eq!(a.pane, Pane::Settings);
+    let Request::Copy(cmd) = key(&mut a, KeyCode::Char('c')) else {
+        panic!("c copies the setting's command");
+    };
+    assert!(
+        cmd.starts_with("runner-manager --state-dir /tmp/demo profile set arm "),
+        "{cmd}"
+    );
+    key(&mut a, KeyCode::Char('a'));
+    key(&mut a, KeyCode::Char('!'));
+    let Request::Copy(fix) = key(&mut a, KeyCode::Char('c')) else {
+        panic!("c copies the remedy");
+    };
+    assert!(
+        fix.starts_with("runner-manager --state-dir /tmp/demo "),
+        "{fix}"
+    );
+    // Without one (the default directory), as before.
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('e'));
+    let Request::Copy(cmd) = key(&mut a, KeyCode::Char('c')) else {
+        panic!("c copies the setting's command");
+    };
+    assert!(cmd.starts_with("runner-manager profile set arm "), "{cmd}");
+}
