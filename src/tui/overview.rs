@@ -397,6 +397,38 @@ fn draw_live(f: &mut Frame, area: Rect, cx: &Ctx) {
     f.render_widget(table, area);
 }
 
+/// Every label a profile's runners carry, the user's first (what tells profiles
+/// apart, and what a narrow column keeps), then the defaults (issue 38: LABELS was
+/// blank for a profile whose labels are all defaults).
+pub fn labels_shown(r: &ProfileRow) -> String {
+    let defaults = r
+        .policy
+        .labels
+        .iter()
+        .filter(|l| !r.user_labels.contains(l));
+    r.user_labels
+        .iter()
+        .chain(defaults)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// LIMITED BY: what the daemon last wrote while it runs. With no daemon running
+/// nothing reconciles, whatever it last wrote (the drain it stopped in, its own
+/// stop), so that is what is said, as `status` says it (issue 38: `draining` after a
+/// drained demo).
+fn limit_cell(st: Option<&crate::store::ProfileStatus>, cx: &Ctx) -> Span<'static> {
+    match st {
+        _ if !cx.snap.daemon_alive() => Span::styled(DAEMON_STOPPED, cx.theme.quiet()),
+        Some(s) => Span::raw(s.limiting.to_string()),
+        None => Span::raw("-"),
+    }
+}
+
+/// LIMITED BY with no daemon running.
+pub const DAEMON_STOPPED: &str = "daemon stopped";
+
 fn mode_style(mode: Option<&Reported<TargetMode>>, cx: &Ctx) -> ratatui::style::Style {
     match mode.and_then(Reported::known) {
         Some(TargetMode::Standalone | TargetMode::Coordinated) => cx.theme.good(),
@@ -439,7 +471,7 @@ impl OverviewView {
                 let st = r.status.as_ref();
                 let mut cells = vec![Span::raw(p.name.clone()), Span::raw(p.target.clone())];
                 if wide {
-                    cells.push(Span::raw(r.user_labels.join(",")));
+                    cells.push(Span::raw(labels_shown(r)));
                 }
                 let mode = r.mode.as_ref();
                 cells.push(Span::styled(
@@ -461,7 +493,7 @@ impl OverviewView {
                 cells.push(Span::styled(r.counts.idle.to_string(), th.good()));
                 cells.push(Span::styled(r.counts.busy.to_string(), th.working()));
                 cells.push(Span::raw(p.max_capacity.to_string()));
-                cells.push(Span::raw(fmt::or_dash(st, |s| s.limiting.to_string())));
+                cells.push(limit_cell(st, cx));
                 if wide {
                     let (word, style) = session_word(r, cx);
                     cells.push(Span::styled(word, style));
@@ -557,8 +589,9 @@ impl OverviewView {
         let st = r.status.as_ref();
         let mut lines = vec![Line::from(vec![
             Span::styled("labels ", th.title()),
-            Span::raw(r.user_labels.join(",")),
-            Span::raw(if p.default_labels { " + defaults" } else { "" }),
+            // Every label its runners carry, the defaults among them: what a job's
+            // `runs-on` is matched against (issue 38: `labels + defaults` said none).
+            Span::raw(labels_shown(r)),
             Span::styled("  min ", th.title()),
             Span::raw(p.min_capacity.to_string()),
             Span::styled("  rev ", th.title()),

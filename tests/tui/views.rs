@@ -419,3 +419,43 @@ fn a_copied_command_names_a_state_dir_that_is_not_the_default() {
     };
     assert!(cmd.starts_with("runner-manager profile set arm "), "{cmd}");
 }
+
+/// Issue 38, "Small things": LABELS was blank for a profile whose labels are all
+/// defaults (the demo's `linux`), the detail read `labels + defaults`, and after a
+/// drained demo LIMITED BY still said `draining` with no daemon running.
+#[test]
+fn labels_are_shown_whole_and_a_stopped_daemon_limits_every_profile() {
+    use runner_manager::tui::overview::{DAEMON_STOPPED, labels_shown};
+    let (_s, mut snap) = seeded();
+    let linux = snap.profiles.iter_mut().find(|p| p.policy.name == "linux");
+    let linux = linux.unwrap();
+    linux.policy.labels = vec!["self-hosted".into(), "Linux".into(), "X64".into()];
+    linux.user_labels = vec![];
+    assert_eq!(labels_shown(linux), "self-hosted,Linux,X64");
+    let arm = snap.profile("arm").unwrap();
+    assert_eq!(
+        labels_shown(arm),
+        "arm64,big,self-hosted,Linux,X64",
+        "the user's first: what a narrow column keeps"
+    );
+    // The daemon stopped in a drain: what it last wrote no longer holds.
+    for p in snap.profiles.iter_mut() {
+        if let Some(st) = p.status.as_mut() {
+            st.limiting = runner_manager::domain::Limit::NotReconciling(
+                runner_manager::domain::NotReconciling::Draining,
+            )
+            .into();
+        }
+    }
+    snap.heartbeat.as_mut().unwrap().heartbeat_at = NOW - 600_000;
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Down);
+    let drawn = crate::support::screen(&a, 160, 48);
+    assert!(drawn.contains("self-hosted,Linux,X64"), "{drawn}");
+    assert!(
+        drawn.contains("labels self-hosted,Linux,X64  min"),
+        "the detail shows the labels: {drawn}"
+    );
+    assert!(!drawn.contains("draining"), "{drawn}");
+    assert_eq!(drawn.matches(DAEMON_STOPPED).count(), 3, "{drawn}");
+}
