@@ -31,18 +31,59 @@ fn runners_lists_githubs_runners_ours_first_and_opens_ours() {
     let rows = runners::rows(&snap);
     let got: Vec<(&str, Whose, &str)> = rows
         .iter()
-        .map(|r| (r.runner.name.as_str(), r.whose, runners::activity(r.runner)))
+        .map(|r| (r.name.as_str(), r.whose, r.github()))
         .collect();
+    // Issue 38: the list is a minute old at worst, the attempts are live: ours that
+    // it does not have yet (5, 7 and arm's 8) are shown beside it, not left out.
     assert_eq!(
         got,
         [
             ("rm-0123abcd-4", Whose::Ours(4), "busy"),
+            ("rm-0123abcd-5", Whose::Ours(5), runners::NOT_LISTED),
             ("rm-0123abcd-6", Whose::Ours(6), "idle"),
+            ("rm-0123abcd-7", Whose::Ours(7), runners::NOT_LISTED),
+            ("rm-0123abcd-8", Whose::Ours(8), runners::NOT_LISTED),
             ("rm-0123abcd-99", Whose::Ours(99), "offline"),
             ("rm-deadbeef-12", Whose::OtherHost, "busy"),
             ("build-box-1", Whose::Foreign, "offline"),
             ("gpu-rig", Whose::Foreign, "idle"),
         ]
+    );
+    assert_eq!(
+        runners::freshness(&snap),
+        "as GitHub listed them 40s ago (acme not yet)"
+    );
+    assert_eq!(
+        runners::busy(&snap, &rows),
+        4,
+        "4, 5 and 8 ours, and another host's"
+    );
+    // Each column says one thing: whose, the attempt, its state, GitHub's word.
+    let drawn = crate::support::screen(
+        &{
+            let mut a = app(snap.clone());
+            key(&mut a, KeyCode::Char('n'));
+            a
+        },
+        160,
+        48,
+    );
+    let line = |name: &str| {
+        let l = drawn.lines().find(|l| l.contains(name)).unwrap();
+        l.split_whitespace().map(String::from).collect::<Vec<_>>()
+    };
+    assert_eq!(line("rm-0123abcd-4")[2..6], ["ours", "#4", "busy", "busy"]);
+    assert_eq!(
+        line("rm-0123abcd-7")[2..7],
+        ["ours", "#7", "starting", "not", "listed"]
+    );
+    assert_eq!(line("rm-deadbeef-12")[2..6], ["other", "host", "-", "-"]);
+    assert!(
+        drawn.contains(
+            " Runners as GitHub listed them 40s ago (acme not yet): 6 listed + 3 of ours \
+             not yet, 4 busy "
+        ),
+        "{drawn}"
     );
     let mut a = app(snap);
     key(&mut a, KeyCode::Char('n'));
@@ -55,8 +96,13 @@ fn runners_lists_githubs_runners_ours_first_and_opens_ours() {
     assert_eq!(key(&mut a, KeyCode::Char('o')), Request::LoadLog(4));
     key(&mut a, KeyCode::Esc);
     // No attempt 99 in the store, and a foreign runner has none: Enter stays put.
-    key(&mut a, KeyCode::Char('j'));
-    key(&mut a, KeyCode::Char('j'));
+    for _ in 0..5 {
+        key(&mut a, KeyCode::Char('j'));
+    }
+    assert_eq!(
+        a.runners.selected,
+        Some(("octo".into(), "rm-0123abcd-99".into()))
+    );
     assert_eq!(key(&mut a, KeyCode::Enter), Request::None);
     assert!(a.detail.is_none());
     key(&mut a, KeyCode::End);
