@@ -505,3 +505,27 @@ fn labels_are_shown_whole_and_a_stopped_daemon_limits_every_profile() {
     assert!(!drawn.contains("draining"), "{drawn}");
     assert_eq!(drawn.matches(DAEMON_STOPPED).count(), 3, "{drawn}");
 }
+
+/// Issue 38, "Charts": the Overview's chart had no legend at 120 and 160 columns, its
+/// legend covered the newest points at 250x70, and its y axis was labelled only at 0
+/// and the top. The legend is now the bottom border's title at every size, and the
+/// axis has a middle label.
+#[test]
+fn the_overview_chart_has_its_legend_below_the_plot_and_a_middle_label() {
+    let (_s, snap) = seeded();
+    let a = app(snap);
+    for (w, h) in [(120, 40), (160, 48), (250, 70)] {
+        let drawn = crate::support::screen(&a, w, h);
+        let legend = drawn
+            .lines()
+            .find(|l| l.contains("── queued jobs"))
+            .unwrap_or_else(|| panic!("no legend at {w}x{h}:\n{drawn}"));
+        assert!(
+            legend.contains("└ ── queued jobs 1  ── live runners 1 ─"),
+            "on the bottom border at {w}x{h}: {legend}"
+        );
+        for label in ["2  │", "1  │", "0  │"] {
+            assert!(drawn.contains(label), "{label:?} at {w}x{h}:\n{drawn}");
+        }
+    }
+}
