@@ -328,19 +328,33 @@ impl Component for RunnersView {
         }
         title.push(Span::raw(format!(", {} busy ", busy(snap, &rows))));
         let empty = rows.is_empty();
-        let mut table = Table::new(body, widths)
+        let table = Table::new(body, widths)
             .header(header.style(th.header()))
             .row_highlight_style(th.selected())
             .block(th.block().title(Line::from(title)));
-        if empty {
-            table = table.footer(ratatui::widgets::Row::new([Span::styled(
-                "no list yet: the daemon lists each target's runners every few minutes",
-                th.quiet(),
-            )]));
-        }
         let selected = (!empty).then_some(self.index - first);
         let mut state = TableState::default().with_selected(selected);
         f.render_stateful_widget(table, area, &mut state);
+        if empty {
+            // Under the header, across the whole width (a table's footer row would
+            // be cut to its first column's width).
+            let at = Rect::new(area.x + 1, area.y + 2, area.width.saturating_sub(2), 1);
+            if area.height > 3 {
+                f.render_widget(
+                    ratatui::widgets::Paragraph::new(Span::styled(empty_word(snap), th.quiet())),
+                    at,
+                );
+            }
+        }
+    }
+}
+
+/// What an empty pane says: GitHub listed none, or there is no list yet.
+pub fn empty_word(snap: &Snapshot) -> &'static str {
+    if snap.targets.iter().any(|t| t.runners.is_some()) {
+        "GitHub listed no runners, and no attempt of ours is live"
+    } else {
+        "no list yet: the daemon lists each target's runners each minute while it runs"
     }
 }
 

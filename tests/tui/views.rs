@@ -529,3 +529,31 @@ fn the_overview_chart_has_its_legend_below_the_plot_and_a_middle_label() {
         }
     }
 }
+
+/// An empty Runners pane says why across its width (it was cut to `no lis` in the
+/// first column), and does not call a list GitHub gave "no list yet".
+#[test]
+fn an_empty_runners_pane_says_whether_github_listed_none_or_nothing_was_read() {
+    let (_s, mut snap) = seeded();
+    snap.attempts.clear();
+    for t in snap.targets.iter_mut() {
+        if let Some(seen) = t.runners.as_mut() {
+            seen.runners.clear();
+        }
+    }
+    let mut a = app(snap.clone());
+    key(&mut a, KeyCode::Char('n'));
+    let drawn = crate::support::screen(&a, 80, 24);
+    assert!(
+        drawn.contains("GitHub listed no runners, and no attempt of ours is live"),
+        "{drawn}"
+    );
+    for t in snap.targets.iter_mut() {
+        t.runners = None;
+    }
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('n'));
+    let drawn = crate::support::screen(&a, 80, 24);
+    assert!(drawn.contains("no list yet: the daemon lists"), "{drawn}");
+    assert!(drawn.contains("Runners not listed by GitHub yet: 0 listed"), "{drawn}");
+}
