@@ -692,7 +692,7 @@ mod tests {
         // Issue 38: a middle label, and a whole number, whatever the peak.
         for peak in 0..5000 {
             let top = chart_top(peak);
-            assert!(top >= peak && top % 2 == 0, "{peak} -> {top}");
+            assert!(top >= peak && top.is_multiple_of(2), "{peak} -> {top}");
         }
         assert_eq!(chart_y_labels(40), ["0", "20", "40"]);
     }
