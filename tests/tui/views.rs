@@ -555,5 +555,8 @@ fn an_empty_runners_pane_says_whether_github_listed_none_or_nothing_was_read() {
     key(&mut a, KeyCode::Char('n'));
     let drawn = crate::support::screen(&a, 80, 24);
     assert!(drawn.contains("no list yet: the daemon lists"), "{drawn}");
-    assert!(drawn.contains("Runners not listed by GitHub yet: 0 listed"), "{drawn}");
+    assert!(
+        drawn.contains("Runners not listed by GitHub yet: 0 listed"),
+        "{drawn}"
+    );
 }
