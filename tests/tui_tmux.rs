@@ -200,10 +200,15 @@ fn top_in_a_real_terminal() {
         let store = SqliteStore::open(&state).unwrap();
         assert_eq!(store.profile("linux").unwrap().max_capacity, 4);
     }
-    // The Runners pane by the original's key: ours apart from the foreign one.
+    // The Runners pane by the original's key: ours apart from the foreign one, and
+    // our live attempt the list does not have yet (issue 38).
     tmux.key("n");
     tmux.wait("the runners pane", |s| {
-        s.contains("Runners: 2 listed, 1 ours") && s.contains("ours #1") && s.contains("foreign")
+        s.contains("Runners as GitHub listed them")
+            && s.contains("2 listed + 1 of ours not yet")
+            && s.contains("#1")
+            && s.contains("not listed")
+            && s.contains("foreign")
     });
     // c copies the selected runner's name over OSC 52, which tmux keeps as a buffer.
     assert!(
@@ -232,7 +237,9 @@ fn top_in_a_real_terminal() {
     let tabs = s.lines().nth(1).unwrap();
     let col = tabs[..tabs.find("4 Runners").unwrap()].chars().count() + 1;
     tmux.type_text(&format!("\x1b[<0;{col};2M\x1b[<0;{col};2m"));
-    tmux.wait("the clicked tab", |s| s.contains("Runners: 2 listed"));
+    tmux.wait("the clicked tab", |s| {
+        s.contains("Runners as GitHub listed them")
+    });
     // A setting edited in place: linux's max, a bad value first (refused, nothing
     // written, the editor stays), then a good one.
     tmux.key("1");

@@ -95,6 +95,43 @@ pub enum Request {
     CopyLogPath(i64),
 }
 
+/// `runner-manager …` with `--state-dir DIR` put after the program's name when `arg`
+/// names one; other text (a profile's or a runner's name) as it is.
+pub fn with_state_dir(text: &str, arg: Option<&str>) -> String {
+    match (text.strip_prefix("runner-manager "), arg) {
+        (Some(rest), Some(dir)) => format!("runner-manager --state-dir {dir} {rest}"),
+        _ => text.to_string(),
+    }
+}
+
+/// The `--state-dir` a copied command needs to reach `dir`: `None` when `dir` is
+/// `default` (a plain shell of this user reaches it without one), else the absolute
+/// path, shell-quoted, since it may be pasted in another directory.
+pub fn state_dir_arg(dir: &std::path::Path, default: Option<&std::path::Path>) -> Option<String> {
+    let abs: std::path::PathBuf = std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_path_buf())
+        .components()
+        .collect();
+    let same = |d: &std::path::Path| {
+        std::path::absolute(d).is_ok_and(|d| d.components().eq(abs.components()))
+    };
+    if default.is_some_and(same) {
+        return None;
+    }
+    Some(shell_quote(&abs.to_string_lossy()))
+}
+
+/// A word the shell reads back as `s`: as it is when only safe characters, else in
+/// single quotes.
+pub fn shell_quote(s: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 /// What a view asks of the app when a key means more than its own state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
@@ -151,6 +188,10 @@ pub struct App {
     /// What `u` puts back: the last max step, until another action runs.
     pub undo: Option<Action>,
     pub theme: Theme,
+    /// `--state-dir DIR`, shell-quoted, when `top` reads a state directory other
+    /// than the default: every command `c` copies carries it, so a command copied
+    /// from the demo edits the demo's store, not `/var/lib/runner-manager` (issue 38).
+    pub state_dir_arg: Option<String>,
 }
 
 impl App {
@@ -178,6 +219,7 @@ impl App {
             message: None,
             undo: None,
             theme,
+            state_dir_arg: None,
         };
         app.follow();
         app
@@ -443,7 +485,7 @@ impl App {
             Pane::Settings => self.settings.copy_text(&self.snap),
             Pane::Pictures | Pane::Pool => None,
         };
-        match text {
+        match text.map(|t| with_state_dir(&t, self.state_dir_arg.as_deref())) {
             Some(t) => {
                 self.note(format!("copied: {t}"), false);
                 Request::Copy(t)
@@ -453,6 +495,12 @@ impl App {
                 Request::None
             }
         }
+    }
+
+    /// The state directory every copied command names: `None` for the default one.
+    pub fn with_state_dir_arg(mut self, arg: Option<String>) -> App {
+        self.state_dir_arg = arg;
+        self
     }
 
     fn note(&mut self, text: String, error: bool) {

@@ -21,7 +21,7 @@ pub mod fmt;
 pub mod logfile;
 pub mod model;
 mod overlay;
-mod overview;
+pub mod overview;
 mod pictures;
 pub mod pool;
 pub mod runners;

@@ -26,16 +26,21 @@ pub const ROOMY_HEIGHT: u16 = 30;
 /// From this many columns the live attempts and the chart sit side by side.
 pub const SIDE_BY_SIDE_WIDTH: u16 = 200;
 
-/// The top of the chart's y axis: the larger peak, rounded up to a round number
-/// (at least 1), so the axis reads `0 … 35`, not `0 … 33`.
+/// The top of the chart's y axis: the larger peak rounded up to a round, even number
+/// (at least 2), so the axis reads `0 … 20 … 40`, not `0 … 33`, and its middle
+/// label is a whole number.
 pub fn chart_top(peak: u64) -> u64 {
     let step = match peak {
-        0..=10 => 1,
-        11..=50 => 5,
-        51..=100 => 10,
-        _ => 10u64.pow(peak.ilog10() - 1),
+        0..=20 => 2,
+        21..=100 => 10,
+        _ => 2 * 10u64.pow(peak.ilog10() - 1),
     };
     peak.div_ceil(step).max(1) * step
+}
+
+/// The y axis' labels: 0, the middle and the top (issue 38: only 0 and the top).
+pub fn chart_y_labels(top: u64) -> [String; 3] {
+    ["0".into(), (top / 2).to_string(), top.to_string()]
 }
 
 /// A series as chart points: seconds before `now` (negative) against the value.
@@ -397,6 +402,38 @@ fn draw_live(f: &mut Frame, area: Rect, cx: &Ctx) {
     f.render_widget(table, area);
 }
 
+/// Every label a profile's runners carry, the user's first (what tells profiles
+/// apart, and what a narrow column keeps), then the defaults (issue 38: LABELS was
+/// blank for a profile whose labels are all defaults).
+pub fn labels_shown(r: &ProfileRow) -> String {
+    let defaults = r
+        .policy
+        .labels
+        .iter()
+        .filter(|l| !r.user_labels.contains(l));
+    r.user_labels
+        .iter()
+        .chain(defaults)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// LIMITED BY: what the daemon last wrote while it runs. With no daemon running
+/// nothing reconciles, whatever it last wrote (the drain it stopped in, its own
+/// stop), so that is what is said, as `status` says it (issue 38: `draining` after a
+/// drained demo).
+fn limit_cell(st: Option<&crate::store::ProfileStatus>, cx: &Ctx) -> Span<'static> {
+    match st {
+        _ if !cx.snap.daemon_alive() => Span::styled(DAEMON_STOPPED, cx.theme.quiet()),
+        Some(s) => Span::raw(s.limiting.to_string()),
+        None => Span::raw("-"),
+    }
+}
+
+/// LIMITED BY with no daemon running.
+pub const DAEMON_STOPPED: &str = "daemon stopped";
+
 fn mode_style(mode: Option<&Reported<TargetMode>>, cx: &Ctx) -> ratatui::style::Style {
     match mode.and_then(Reported::known) {
         Some(TargetMode::Standalone | TargetMode::Coordinated) => cx.theme.good(),
@@ -439,7 +476,7 @@ impl OverviewView {
                 let st = r.status.as_ref();
                 let mut cells = vec![Span::raw(p.name.clone()), Span::raw(p.target.clone())];
                 if wide {
-                    cells.push(Span::raw(r.user_labels.join(",")));
+                    cells.push(Span::raw(labels_shown(r)));
                 }
                 let mode = r.mode.as_ref();
                 cells.push(Span::styled(
@@ -461,7 +498,7 @@ impl OverviewView {
                 cells.push(Span::styled(r.counts.idle.to_string(), th.good()));
                 cells.push(Span::styled(r.counts.busy.to_string(), th.working()));
                 cells.push(Span::raw(p.max_capacity.to_string()));
-                cells.push(Span::raw(fmt::or_dash(st, |s| s.limiting.to_string())));
+                cells.push(limit_cell(st, cx));
                 if wide {
                     let (word, style) = session_word(r, cx);
                     cells.push(Span::styled(word, style));
@@ -505,29 +542,43 @@ impl OverviewView {
             chart_points(&queued, snap.now),
             chart_points(&live, snap.now),
         );
+        // No dataset names: ratatui's legend sits over the plot (over the newest
+        // points at the top right) or hides when the chart is small (issue 38); the
+        // legend is the bottom border's title instead, always shown, never over data.
         let datasets = vec![
             Dataset::default()
-                .name("queued jobs")
                 .marker(th.marker())
                 .graph_type(GraphType::Line)
                 .style(th.series_a())
                 .data(&q),
             Dataset::default()
-                .name("live runners")
                 .marker(th.marker())
                 .graph_type(GraphType::Line)
                 .style(th.series_b())
                 .data(&l),
         ];
+        let now_of = |v: &[(Millis, u64)]| fmt::or_dash(v.last().map(|p| p.1), |n| n.to_string());
+        let legend = Line::from(vec![
+            Span::raw(" "),
+            Span::styled("── queued jobs ", th.series_a()),
+            Span::raw(format!("{}  ", now_of(&queued))),
+            Span::styled("── live runners ", th.series_b()),
+            Span::raw(format!("{} ", now_of(&live))),
+        ]);
         let window = PICTURE_WINDOW_MS as f64 / 1000.0;
         let chart = Chart::new(datasets)
-            .block(Block::bordered().title(Line::from(vec![
-                Span::raw(format!(" {name}: ")),
-                Span::styled("queued jobs", th.series_a()),
-                Span::raw(" vs "),
-                Span::styled("live runners", th.series_b()),
-                Span::raw(format!(", last {mins} min ")),
-            ])))
+            .block(
+                Block::bordered()
+                    .title(Line::from(vec![
+                        Span::raw(format!(" {name}: ")),
+                        Span::styled("queued jobs", th.series_a()),
+                        Span::raw(" vs "),
+                        Span::styled("live runners", th.series_b()),
+                        Span::raw(format!(", last {mins} min ")),
+                    ]))
+                    .title_bottom(legend),
+            )
+            .legend_position(None)
             .x_axis(
                 Axis::default()
                     .bounds([-window, 0.0])
@@ -537,7 +588,7 @@ impl OverviewView {
             .y_axis(
                 Axis::default()
                     .bounds([0.0, top as f64])
-                    .labels(["0".to_string(), top.to_string()])
+                    .labels(chart_y_labels(top))
                     .style(th.quiet()),
             );
         f.render_widget(chart, area);
@@ -557,8 +608,9 @@ impl OverviewView {
         let st = r.status.as_ref();
         let mut lines = vec![Line::from(vec![
             Span::styled("labels ", th.title()),
-            Span::raw(r.user_labels.join(",")),
-            Span::raw(if p.default_labels { " + defaults" } else { "" }),
+            // Every label its runners carry, the defaults among them: what a job's
+            // `runs-on` is matched against (issue 38: `labels + defaults` said none).
+            Span::raw(labels_shown(r)),
             Span::styled("  min ", th.title()),
             Span::raw(p.min_capacity.to_string()),
             Span::styled("  rev ", th.title()),
@@ -627,15 +679,22 @@ mod tests {
     }
 
     #[test]
-    fn the_chart_top_is_a_round_number_at_or_above_the_peak() {
-        assert_eq!(chart_top(0), 1, "an empty chart still has an axis");
-        assert_eq!(chart_top(3), 3);
+    fn the_chart_top_is_a_round_even_number_at_or_above_the_peak() {
+        assert_eq!(chart_top(0), 2, "an empty chart still has an axis");
+        assert_eq!(chart_top(3), 4);
         assert_eq!(chart_top(10), 10);
-        assert_eq!(chart_top(33), 35, "issue 16: a queue peak of 33");
+        assert_eq!(chart_top(13), 14);
+        assert_eq!(chart_top(33), 40, "issue 16: a queue peak of 33");
         assert_eq!(chart_top(50), 50);
         assert_eq!(chart_top(51), 60);
-        assert_eq!(chart_top(101), 110);
-        assert_eq!(chart_top(1234), 1300);
+        assert_eq!(chart_top(101), 120);
+        assert_eq!(chart_top(1234), 1400);
+        // Issue 38: a middle label, and a whole number, whatever the peak.
+        for peak in 0..5000 {
+            let top = chart_top(peak);
+            assert!(top >= peak && top.is_multiple_of(2), "{peak} -> {top}");
+        }
+        assert_eq!(chart_y_labels(40), ["0", "20", "40"]);
     }
 
     #[test]

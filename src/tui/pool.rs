@@ -1,9 +1,16 @@
-//! The Pool pane: what a coordinator's store says about its pool, its hosts (name,
-//! connected, version, free capacity, open leases) and its open leases (job, host,
-//! profile, age). Shown only when the store has coordinator hosts, so `top` pointed at
+//! The Pool pane: what a coordinator's store says about its pool. Its hosts: name,
+//! connected, free capacity, open leases, their runners' meters (RSS, CPU,
+//! processes, as each last reported them) and whether each takes launches now, or
+//! why not (draining, full, unfit profiles), which is why a launch is refused. Its
+//! jobs: which host holds or runs which (leases offered or accepted, runners started)
+//! and those waiting, the selected one's story below (tried and back, or what it
+//! waits for). Shown only when the store has coordinator hosts, so `top` pointed at
 //! a coordinator's state directory shows the pool and a plain host's `top` does not.
+//! The coordinator keeps no refusal's own reason word in its store; a host's standing
+//! (draining, full, unfit) and its REFUSED count are what the store records.
 
 use super::app::{Component, Ctx, Handled, movement, step_index};
+use super::columns::{self, Col};
 use super::fmt;
 use super::model::Snapshot;
 use crate::domain::job_phase::Phase;
@@ -11,8 +18,8 @@ use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, StoreError};
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::text::Span;
-use ratatui::widgets::{Block, Cell, Row, Table, TableState};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Paragraph, Table, TableState, Wrap};
 
 /// The coordinator's tables, read once per refresh.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -21,6 +28,10 @@ pub struct PoolSnapshot {
     pub hosts: Vec<CoordHostRow>,
     /// Jobs with an open lease (offered or accepted), oldest queued first.
     pub leases: Vec<CoordJobRow>,
+    /// Jobs a started runner serves, with the host it runs on.
+    pub running: Vec<CoordJobRow>,
+    /// Jobs waiting for a host, oldest first.
+    pub queued: Vec<CoordJobRow>,
     /// Jobs waiting for a host.
     pub waiting: usize,
     /// Jobs served by a started runner.
@@ -36,23 +47,100 @@ impl PoolSnapshot {
             return Ok(None);
         }
         let jobs = store.coord_jobs()?;
-        let count = |p: Phase| jobs.iter().filter(|j| j.phase == p.into()).count();
-        let (waiting, started) = (count(Phase::Waiting), count(Phase::Started));
+        let of = |p: Phase| -> Vec<CoordJobRow> {
+            jobs.iter()
+                .filter(|j| j.phase == p.into())
+                .cloned()
+                .collect()
+        };
+        let (queued, running) = (of(Phase::Waiting), of(Phase::Started));
         let leases = jobs
-            .into_iter()
+            .iter()
             .filter(|j| j.lease_id.is_some() && j.phase.known().is_some_and(|p| p.is_leased()))
+            .cloned()
             .collect();
         Ok(Some(PoolSnapshot {
             hosts,
             leases,
-            waiting,
-            started,
+            waiting: queued.len(),
+            started: running.len(),
+            running,
+            queued,
         }))
     }
 
     pub fn connected(&self) -> usize {
         self.hosts.iter().filter(|h| h.connected).count()
     }
+
+    /// The jobs table's rows: leases, then runners, then the waiting.
+    pub fn jobs(&self) -> impl Iterator<Item = &CoordJobRow> {
+        self.leases.iter().chain(&self.running).chain(&self.queued)
+    }
+}
+
+/// Whether a host takes launches now, and if not why: what it last reported that
+/// makes it refuse one (`None` when it takes them).
+pub fn refuses(h: &CoordHostRow) -> Option<String> {
+    if !h.connected {
+        return Some("not connected".into());
+    }
+    if h.draining {
+        return Some("draining".into());
+    }
+    if h.free == Some(0) {
+        return Some("full".into());
+    }
+    if !h.unfit.is_empty() && h.unfit.len() >= h.profiles.len() {
+        return Some(format!("unfit: {}", h.unfit.join(",")));
+    }
+    None
+}
+
+/// A host's word in TAKES: `yes`, `yes, not <unfit profiles>`, or `no: <why>`.
+pub fn takes(h: &CoordHostRow) -> String {
+    match refuses(h) {
+        Some(why) => format!("no: {why}"),
+        None if !h.unfit.is_empty() => format!("yes, not {}", h.unfit.join(",")),
+        None => "yes".into(),
+    }
+}
+
+/// What the selected job's line says: where it runs or is offered, or why it waits.
+pub fn story(pool: &PoolSnapshot, j: &CoordJobRow, now: crate::timefmt::Millis) -> String {
+    let what = format!("{} {} {}", j.job_key, j.repo, j.name);
+    let host = j.host.as_deref().unwrap_or("-");
+    match j.phase.known() {
+        Some(Phase::Started) => format!(
+            "{what}: runs on {host} as {}",
+            j.runner_name.as_deref().unwrap_or("-")
+        ),
+        Some(p @ (Phase::Offered | Phase::Accepted)) => format!(
+            "{what}: {p} to {host} for profile {}, the lease ends in {}",
+            j.profile.as_deref().unwrap_or("-"),
+            fmt::or_dash(j.expires_at, |e| fmt::age(e - now))
+        ),
+        Some(Phase::Waiting) => format!("{what}: waits {}", waiting_why(pool, j)),
+        _ => format!("{what}: {}", j.phase),
+    }
+}
+
+fn waiting_why(pool: &PoolSnapshot, j: &CoordJobRow) -> String {
+    let labels = j.labels.join(",");
+    if pool.connected() == 0 {
+        return "for a host: none is connected".into();
+    }
+    if pool.hosts.iter().all(|h| refuses(h).is_some()) {
+        return "for a host: no connected host takes launches (see TAKES)".into();
+    }
+    if j.placements > 0 {
+        return format!(
+            "again after {} offer(s) refused or let expire (see REFUSED); a host that \
+             refused is passed over for a minute",
+            j.placements
+        );
+    }
+    format!("for a host with a profile for [{labels}] and room")
 }
 
 /// The Pool pane's own state: which lease row is selected.
@@ -63,7 +151,7 @@ pub struct PoolView {
 
 impl Component for PoolView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
-        let len = snap.pool.as_ref().map_or(0, |p| p.leases.len());
+        let len = snap.pool.as_ref().map_or(0, |p| p.jobs().count());
         match movement(&key, 10) {
             Some(by) => {
                 self.index = step_index(self.index, by, len);
@@ -77,164 +165,190 @@ impl Component for PoolView {
         let Some(pool) = cx.snap.pool.as_ref() else {
             return;
         };
-        // The hosts table takes what it needs up to half the pane; leases the rest.
+        // The hosts table takes what it needs up to half the pane; the jobs the rest
+        // but the selected job's story, in full below them.
         let want = pool.hosts.len() as u16 + 3;
-        let [top, bottom] = Layout::vertical([
+        let [top, bottom, story] = Layout::vertical([
             Constraint::Length(want.min(area.height / 2).max(4)),
             Constraint::Fill(1),
+            Constraint::Length(4),
         ])
         .areas(area);
         draw_hosts(f, top, cx, pool);
-        self.draw_leases(f, bottom, cx, pool);
+        self.draw_jobs(f, bottom, cx, pool);
+        self.draw_story(f, story, cx, pool);
     }
 }
 
 fn draw_hosts(f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
     let th = &cx.theme;
     let wide = area.width >= 120;
-    let mut header = vec!["HOST", "CONNECTED", "PROTO", "FREE", "LEASES"];
+    let mut cols = vec![
+        Col::shrink("HOST", 4).keep(2),
+        Col::fixed("CONNECTED"),
+        Col::fixed("FREE"),
+        Col::fixed("LEASES"),
+        Col::fixed("RUNNERS"),
+        Col::fixed("RSS"),
+        Col::fixed("CPU%"),
+        Col::grow("TAKES", 4),
+    ];
     if wide {
-        header.extend(["STARTED", "FINISHED", "REFUSED", "PROFILES", "LAST SEEN"]);
+        cols.last_mut().unwrap().grow = false;
+        cols.extend([
+            Col::fixed("PROTO"),
+            Col::fixed("STARTED"),
+            Col::fixed("FINISHED"),
+            Col::fixed("REFUSED"),
+            Col::grow("PROFILES", 8),
+            Col::fixed("LAST SEEN"),
+        ]);
     }
-    let rows: Vec<Row> = pool
+    let rows: Vec<Vec<Span>> = pool
         .hosts
         .iter()
         .map(|h| {
-            let conn = if !h.connected {
-                Span::styled("no", th.quiet())
-            } else if h.draining {
-                Span::styled("draining", th.waiting())
-            } else if !h.unfit.is_empty() {
-                Span::styled("unfit", th.bad())
-            } else {
+            let conn = if h.connected {
                 Span::styled("yes", th.good())
+            } else {
+                Span::styled("no", th.quiet())
             };
             let free = match (h.free, h.capacity) {
                 (Some(f), Some(c)) => format!("{f}/{c}"),
                 (f, _) => fmt::or_dash(f, |f| f.to_string()),
             };
+            // What it last reported of its runners; nothing for a host away.
+            let m = h.connected.then(|| {
+                h.meters.values().fold((0u32, 0u64, 0u32), |(n, r, c), m| {
+                    (n + m.runners, r + m.rss_bytes, c + m.cpu_percent)
+                })
+            });
+            let takes_style = match refuses(h) {
+                None => th.good(),
+                Some(_) if !h.connected => th.quiet(),
+                Some(_) if h.draining || h.free == Some(0) => th.waiting(),
+                Some(_) => th.bad(),
+            };
             let mut cells = vec![
-                Cell::from(h.name.clone()),
-                Cell::from(conn),
-                Cell::from(fmt::or_dash(h.version, |v| v.to_string())),
-                Cell::from(free),
-                Cell::from(h.open_leases.to_string()),
+                Span::raw(h.name.clone()),
+                conn,
+                Span::raw(free),
+                Span::raw(h.open_leases.to_string()),
+                Span::raw(fmt::or_dash(m, |m| m.0.to_string())),
+                Span::raw(fmt::or_dash(m, |m| fmt::bytes(m.1))),
+                Span::raw(fmt::or_dash(m, |m| format!("{}%", m.2))),
+                Span::styled(takes(h), takes_style),
             ];
             if wide {
                 cells.extend([
-                    Cell::from(h.started.to_string()),
-                    Cell::from(h.finished.to_string()),
-                    Cell::from(h.refusals.to_string()),
-                    Cell::from(h.profiles.join(",")),
-                    Cell::from(fmt::or_dash(h.last_seen_at, |t| {
+                    Span::raw(fmt::or_dash(h.version, |v| v.to_string())),
+                    Span::raw(h.started.to_string()),
+                    Span::raw(h.finished.to_string()),
+                    Span::raw(h.refusals.to_string()),
+                    Span::raw(h.profiles.join(",")),
+                    Span::raw(fmt::or_dash(h.last_seen_at, |t| {
                         format!("{} ago", fmt::age(cx.snap.now - t))
                     })),
                 ]);
             }
-            Row::new(cells)
+            cells
         })
         .collect();
-    // The host's name as wide as the longest (a pool's names are short), the rest of
-    // the line to the profiles when wide.
-    let host_width = pool
-        .hosts
-        .iter()
-        .map(|h| h.name.chars().count())
-        .max()
-        .unwrap_or(0)
-        .clamp(4, 40) as u16;
-    let mut widths = vec![
-        Constraint::Length(host_width),
-        Constraint::Length(9),
-        Constraint::Length(5),
-        Constraint::Length(7),
-        Constraint::Length(6),
-    ];
-    if wide {
-        widths.extend([
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Fill(1),
-            Constraint::Length(10),
-        ]);
-    }
+    let (header, body, widths) = columns::table(&cols, rows, area.width.saturating_sub(2));
     let title = format!(
         " Pool hosts ({}, {} connected) ",
         pool.hosts.len(),
         pool.connected()
     );
     f.render_widget(
-        Table::new(rows, widths)
-            .header(Row::new(header).style(th.header()))
+        Table::new(body, widths)
+            .header(header.style(th.header()))
             .block(Block::bordered().title(title)),
         area,
     );
 }
 
 impl PoolView {
-    fn draw_leases(&self, f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
+    /// Which host holds or runs which job, and the jobs waiting for one.
+    fn draw_jobs(&self, f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
         let (th, now) = (&cx.theme, cx.snap.now);
         let wide = area.width >= 120;
-        let mut header = vec!["JOB", "HOST", "PROFILE", "AGE", "PHASE"];
+        let mut cols = vec![
+            Col::fixed("JOB"),
+            Col::shrink("HOST", 4).keep(2),
+            Col::shrink("PROFILE", 7),
+            Col::fixed("AGE"),
+            Col::fixed("PHASE"),
+        ];
         if wide {
-            header.extend(["EXPIRES IN", "TRIES", "LEASE", "NAME"]);
+            cols.extend([
+                Col::fixed("EXPIRES IN"),
+                Col::fixed("TRIES"),
+                Col::shrink("LEASE/RUNNER", 8),
+                Col::grow("NAME", 8),
+            ]);
+        } else {
+            cols.last_mut().unwrap().grow = true;
         }
-        let rows: Vec<Row> = pool
-            .leases
-            .iter()
+        let rows: Vec<Vec<Span>> = pool
+            .jobs()
             .map(|j| {
-                let phase = if j.phase == Phase::Accepted.into() {
-                    Span::styled(j.phase.to_string(), th.good())
-                } else {
-                    Span::styled(j.phase.to_string(), th.waiting())
+                let phase = match j.phase.known() {
+                    Some(Phase::Accepted | Phase::Started) => th.good(),
+                    _ => th.waiting(),
                 };
                 let mut cells = vec![
-                    Cell::from(j.job_key.clone()),
-                    Cell::from(j.host.clone().unwrap_or_else(|| "-".into())),
-                    Cell::from(j.profile.clone().unwrap_or_else(|| "-".into())),
-                    Cell::from(fmt::age(now - j.queued_at)),
-                    Cell::from(phase),
+                    Span::raw(j.job_key.clone()),
+                    Span::raw(j.host.clone().unwrap_or_else(|| "-".into())),
+                    Span::raw(j.profile.clone().unwrap_or_else(|| "-".into())),
+                    Span::raw(fmt::age(now - j.queued_at)),
+                    Span::styled(j.phase.to_string(), phase),
                 ];
                 if wide {
                     cells.extend([
-                        Cell::from(fmt::or_dash(j.expires_at, |e| fmt::age(e - now))),
-                        Cell::from(j.placements.to_string()),
-                        Cell::from(j.lease_id.clone().unwrap_or_default()),
-                        Cell::from(format!("{} {}", j.repo, j.name)),
+                        Span::raw(fmt::or_dash(j.expires_at, |e| fmt::age(e - now))),
+                        Span::raw(j.placements.to_string()),
+                        Span::raw(
+                            j.lease_id
+                                .clone()
+                                .or_else(|| j.runner_name.clone())
+                                .unwrap_or_else(|| "-".into()),
+                        ),
+                        Span::raw(format!("{} {}", j.repo, j.name)),
                     ]);
                 }
-                Row::new(cells)
+                cells
             })
             .collect();
-        let mut widths = vec![
-            Constraint::Length(12),
-            Constraint::Fill(1),
-            Constraint::Fill(1),
-            Constraint::Length(6),
-            Constraint::Length(8),
-        ];
-        if wide {
-            widths.extend([
-                Constraint::Length(10),
-                Constraint::Length(5),
-                Constraint::Length(20),
-                Constraint::Fill(2),
-            ]);
-        }
+        let len = rows.len();
+        let (header, body, widths) = columns::table(&cols, rows, area.width.saturating_sub(2));
         let title = format!(
-            " Open leases ({}) · {} waiting · {} started ",
+            " Jobs: {} leased · {} running · {} waiting ",
             pool.leases.len(),
-            pool.waiting,
-            pool.started
+            pool.started,
+            pool.waiting
         );
-        let table = Table::new(rows, widths)
-            .header(Row::new(header).style(th.header()))
+        let table = Table::new(body, widths)
+            .header(header.style(th.header()))
             .row_highlight_style(th.selected())
             .block(Block::bordered().title(title));
-        let selected = (!pool.leases.is_empty()).then(|| self.index.min(pool.leases.len() - 1));
+        let selected = (len > 0).then(|| self.index.min(len - 1));
         let mut state = TableState::default().with_selected(selected);
         f.render_stateful_widget(table, area, &mut state);
+    }
+
+    fn draw_story(&self, f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
+        let th = &cx.theme;
+        let text = match pool.jobs().nth(self.index) {
+            Some(j) => Line::raw(story(pool, j, cx.snap.now)),
+            None => Line::styled("no job queued in the pool", th.quiet()),
+        };
+        f.render_widget(
+            Paragraph::new(text)
+                .wrap(Wrap { trim: true })
+                .block(Block::bordered().title(" Selected job ")),
+            area,
+        );
     }
 }
 

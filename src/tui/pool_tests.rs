@@ -62,13 +62,29 @@ fn coordinator_store() -> SqliteStore {
     }
     let mut draining = host("build-b", true, 0, 1);
     draining.draining = true;
+    let mut working = host("build-a", true, 6, 1);
+    working.meters.insert(
+        "pool".into(),
+        crate::meter::ProfileMeters {
+            runners: 1,
+            rss_bytes: 512 << 20,
+            cpu_millis: 40_000,
+            cpu_percent: 85,
+            processes: 6,
+        },
+    );
+    let mut running = job("1000", Phase::Started, None, 65);
+    running.host = Some("build-a".into());
+    running.runner_name = Some("rm-0000buil-17".into());
+    let mut waiting = job("1003", Phase::Waiting, None, 2);
+    waiting.placements = 2;
     s.coord_put_view(
-        &[host("build-a", true, 6, 1), draining],
+        &[working, draining],
         &[
             job("1001", Phase::Accepted, Some("build-a"), 12),
             job("1002", Phase::Offered, Some("build-b"), 3),
-            job("1003", Phase::Waiting, None, 2),
-            job("1000", Phase::Started, None, 65),
+            waiting,
+            running,
         ],
     )
     .unwrap();
@@ -122,6 +138,58 @@ fn the_pane_reads_hosts_and_open_leases_only() {
     let keys: Vec<&str> = pool.leases.iter().map(|j| j.job_key.as_str()).collect();
     assert_eq!(keys, ["1001", "1002"], "offered and accepted leases only");
     assert_eq!((pool.waiting, pool.started), (1, 1));
+    // Issue 38: which host runs which job, the waiting ones after them.
+    let keys: Vec<&str> = pool.jobs().map(|j| j.job_key.as_str()).collect();
+    assert_eq!(keys, ["1001", "1002", "1000", "1003"]);
+}
+
+/// Issue 38, item 9: the pane shows which host runs which job, why a launch is
+/// refused (what each host reported that makes it refuse one) and each host's meters.
+#[test]
+fn the_pane_says_who_runs_what_who_refuses_and_why() {
+    let s = coordinator_store();
+    let pool = PoolSnapshot::load(&s).unwrap().unwrap();
+    let takes_of = |name: &str| takes(pool.hosts.iter().find(|h| h.name == name).unwrap());
+    assert_eq!(takes_of("build-a"), "yes");
+    assert_eq!(takes_of("build-b"), "no: draining");
+    assert_eq!(takes_of("build-c"), "no: not connected");
+    let mut h = host("x", true, 0, 0);
+    assert_eq!(takes(&h), "no: full");
+    h.free = Some(2);
+    h.unfit = vec!["pool".into()];
+    assert_eq!(takes(&h), "no: unfit: pool", "every profile unfit");
+    h.profiles.push("gpu".into());
+    assert_eq!(takes(&h), "yes, not pool");
+
+    let story_of = |key: &str| story(&pool, pool.jobs().find(|j| j.job_key == key).unwrap(), NOW);
+    assert_eq!(
+        story_of("1000"),
+        "1000 acme/app build 1000: runs on build-a as rm-0000buil-17"
+    );
+    assert_eq!(
+        story_of("1001"),
+        "1001 acme/app build 1001: accepted to build-a for profile pool, the lease ends in 1m30s"
+    );
+    assert!(
+        story_of("1003").contains("again after 2 offer(s) refused or let expire"),
+        "{}",
+        story_of("1003")
+    );
+
+    let mut app = app_of(&s);
+    app.key(KeyCode::Char('7').into());
+    let drawn = screen(&app, 80, 24);
+    let row = drawn.lines().find(|l| l.contains("build-a")).unwrap();
+    assert!(
+        row.contains("512 MiB") && row.contains("85%") && row.contains("yes"),
+        "build-a's meters at 80 columns: {row}"
+    );
+    assert!(drawn.contains("no: draining"), "{drawn}");
+    assert!(
+        drawn.contains("1000 acme/app build 1000")
+            || drawn.contains("1001 acme/app build 1001: accepted to build-a"),
+        "the selected job's story: {drawn}"
+    );
 }
 
 #[test]
@@ -148,10 +216,11 @@ fn the_pane_is_shown_only_when_the_store_has_coordinator_hosts() {
     app.key(KeyCode::Tab.into());
     app.key(KeyCode::BackTab.into());
     assert_eq!(app.pane, Pane::Pool);
-    // Lease rows move with j/k, clamped at the ends.
-    app.key(KeyCode::Char('j').into());
-    app.key(KeyCode::Char('j').into());
-    assert_eq!(app.pool.index, 1);
+    // Job rows move with j/k, clamped at the ends (four jobs).
+    for _ in 0..5 {
+        app.key(KeyCode::Char('j').into());
+    }
+    assert_eq!(app.pool.index, 3);
     // The hosts removed (a refresh with no pool): back to Overview.
     let snap = Snapshot::load(&plain, NOW)
         .unwrap()
@@ -201,7 +270,7 @@ fn a_new_coordinator_with_a_host_and_no_lease_opens_on_its_pool() {
     assert_eq!(app.pane, Pane::Pool);
     let drawn = screen(&app, 80, 24);
     assert!(
-        drawn.contains("build-1") && drawn.contains("Open leases (0)"),
+        drawn.contains("build-1") && drawn.contains("Jobs: 0 leased"),
         "{drawn}"
     );
 }

@@ -1,13 +1,15 @@
 //! The Runners pane: every runner GitHub lists for each target, as the daemon last
-//! read the list (`store::daemon_facts::runners_seen`; `top` never asks GitHub), each marked by
-//! whose it is: ours (this host's name, with its attempt), another runner-manager
-//! host's, or foreign (registered by something else), and busy, idle or offline.
+//! read the list (`store::daemon_facts::runners_seen`, each minute; `top` never asks
+//! GitHub, so the title says how old each list is), and beside them our live
+//! attempts the list does not have yet. Each row says whose the runner is (ours,
+//! another runner-manager host's, or foreign), our attempt and its state, and what
+//! GitHub said: busy, idle, offline or not listed.
 
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
 use super::model::Snapshot;
-use crate::domain::{RegisteredRunner, parse_runner_name};
+use crate::domain::{RegisteredRunner, parse_runner_name, runner_name};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -46,11 +48,12 @@ impl Whose {
         }
     }
 
-    pub fn word(self) -> String {
+    /// WHOSE: whose runner it is, the attempt being its own column.
+    pub fn word(self) -> &'static str {
         match self {
-            Whose::Ours(id) => format!("ours #{id}"),
-            Whose::OtherHost => "other host".into(),
-            Whose::Foreign => "foreign".into(),
+            Whose::Ours(_) => "ours",
+            Whose::OtherHost => "other host",
+            Whose::Foreign => "foreign",
         }
     }
 
@@ -72,15 +75,32 @@ pub fn activity(r: &RegisteredRunner) -> &'static str {
     }
 }
 
-/// One row: the target it is listed for, the runner, whose it is.
+/// GITHUB for a live attempt of ours the last list did not have: started since, or
+/// not registered yet.
+pub const NOT_LISTED: &str = "not listed";
+
+/// One row: the target it is listed for, the runner, whose it is. `listed` is
+/// GitHub's entry; `None` for a live attempt of ours the last list did not have
+/// (the list is read each minute, the attempts live: issue 38, `0 listed` while 3
+/// were busy).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunnerRow<'a> {
     pub target: &'a str,
-    pub runner: &'a RegisteredRunner,
+    pub name: String,
+    pub listed: Option<&'a RegisteredRunner>,
     pub whose: Whose,
+    pub labels: &'a [String],
 }
 
-/// Every listed runner, by target, then ours, other hosts', foreign, then name.
+impl RunnerRow<'_> {
+    /// GITHUB: busy, idle or offline as listed, or [`NOT_LISTED`].
+    pub fn github(&self) -> &'static str {
+        self.listed.map_or(NOT_LISTED, activity)
+    }
+}
+
+/// Every listed runner, and every live attempt of ours the list does not have yet,
+/// by target, then ours, other hosts', foreign, then name.
 pub fn rows(snap: &Snapshot) -> Vec<RunnerRow<'_>> {
     let host_id = snap.host.as_ref().map_or("", |h| h.id.as_str());
     let mut rows: Vec<RunnerRow> = snap
@@ -90,15 +110,74 @@ pub fn rows(snap: &Snapshot) -> Vec<RunnerRow<'_>> {
         .flat_map(|(target, seen)| {
             seen.runners.iter().map(move |r| RunnerRow {
                 target,
-                runner: r,
+                name: r.name.clone(),
+                listed: Some(r),
                 whose: Whose::of(host_id, &r.name),
+                labels: &r.labels,
             })
         })
         .collect();
+    let unlisted: Vec<RunnerRow> = snap
+        .attempts
+        .iter()
+        .filter(|a| a.state.is_live() && !a.cleaned)
+        .filter(|a| {
+            !rows
+                .iter()
+                .any(|r| r.target == a.target && r.whose == Whose::Ours(a.id))
+        })
+        .map(|a| RunnerRow {
+            target: a.target.as_str(),
+            name: runner_name(host_id, a.id),
+            listed: None,
+            whose: Whose::Ours(a.id),
+            labels: snap.profile(&a.profile).map_or(&[], |p| &p.policy.labels),
+        })
+        .collect();
+    rows.extend(unlisted);
     rows.sort_by(|a, b| {
-        (a.target, a.whose.rank(), &a.runner.name).cmp(&(b.target, b.whose.rank(), &b.runner.name))
+        (a.target, a.whose.rank(), &a.name).cmp(&(b.target, b.whose.rank(), &b.name))
     });
     rows
+}
+
+/// How fresh the pane is, for its title: as fresh as the daemon's last read of
+/// each target's list (each minute; `top` never asks GitHub itself), so the oldest
+/// list's age, and the targets not listed yet.
+pub fn freshness(snap: &Snapshot) -> String {
+    let oldest = snap
+        .targets
+        .iter()
+        .filter_map(|t| t.runners.as_ref().map(|s| s.at))
+        .min();
+    let missing: Vec<&str> = snap
+        .targets
+        .iter()
+        .filter(|t| t.runners.is_none())
+        .map(|t| t.name.as_str())
+        .collect();
+    match oldest {
+        None => "not listed by GitHub yet".into(),
+        Some(at) if missing.is_empty() => {
+            format!("as GitHub listed them {} ago", fmt::age(snap.now - at))
+        }
+        Some(at) => format!(
+            "as GitHub listed them {} ago ({} not yet)",
+            fmt::age(snap.now - at),
+            missing.join(", ")
+        ),
+    }
+}
+
+/// Runners at work: GitHub says busy, or our attempt is (the list may be older).
+pub fn busy(snap: &Snapshot, rows: &[RunnerRow]) -> usize {
+    rows.iter()
+        .filter(|r| {
+            r.github() == "busy"
+                || matches!(r.whose, Whose::Ours(id)
+                    if snap.attempt(id).is_some_and(|a| a.state == crate::domain::AttemptState::Busy))
+        })
+        .count()
 }
 
 /// The Runners pane's own state: the selected runner, followed by target and name.
@@ -114,9 +193,7 @@ impl RunnersView {
     pub fn follow(&mut self, snap: &Snapshot) {
         let rows = rows(snap);
         if let Some((t, n)) = &self.selected
-            && let Some(i) = rows
-                .iter()
-                .position(|r| r.target == t && &r.runner.name == n)
+            && let Some(i) = rows.iter().position(|r| r.target == t && &r.name == n)
         {
             self.index = i;
         }
@@ -127,7 +204,7 @@ impl RunnersView {
     fn remember(&mut self, rows: &[RunnerRow]) {
         self.selected = rows
             .get(self.index)
-            .map(|r| (r.target.to_string(), r.runner.name.clone()));
+            .map(|r| (r.target.to_string(), r.name.clone()));
     }
 
     /// The selected runner's name, for `c`.
@@ -188,8 +265,9 @@ impl Component for RunnersView {
             Col::shrink("TARGET", 6),
             Col::shrink("NAME", 12).keep(2),
             Col::fixed("WHOSE"),
-            Col::fixed("STATUS"),
             Col::fixed("ATTEMPT"),
+            Col::fixed("STATE"),
+            Col::fixed("GITHUB"),
             Col::grow("LABELS", 8),
         ];
         let height = area.height.saturating_sub(3) as usize;
@@ -204,62 +282,79 @@ impl Component for RunnersView {
                     Whose::OtherHost => Span::raw(r.whose.word()),
                     Whose::Foreign => Span::styled(r.whose.word(), th.waiting()),
                 };
-                let word = activity(r.runner);
-                let status = match word {
+                let word = r.github();
+                let github = match word {
                     "busy" => Span::styled(word, th.working()),
                     "idle" => Span::styled(word, th.good()),
+                    NOT_LISTED => Span::styled(word, th.waiting()),
                     _ => Span::styled(word, th.quiet()),
                 };
-                // Our runner's attempt as the store has it: its state, or gone.
-                let attempt = match r.whose {
-                    Whose::Ours(id) => match snap.attempt(id) {
-                        Some(a) => Span::styled(a.state_word(), th.state(a.state)),
-                        None => Span::styled("unknown", th.bad()),
-                    },
-                    _ => Span::raw("-"),
+                // Our runner's attempt and its state as the store has it, or none.
+                let (attempt, state) = match r.whose {
+                    Whose::Ours(id) => (
+                        Span::raw(format!("#{id}")),
+                        match snap.attempt(id) {
+                            Some(a) => Span::styled(a.state_word(), th.state(a.state)),
+                            None => Span::styled("no record", th.bad()),
+                        },
+                    ),
+                    _ => (Span::raw("-"), Span::raw("-")),
                 };
                 vec![
                     Span::raw(r.target.to_string()),
-                    Span::raw(r.runner.name.clone()),
+                    Span::raw(r.name.clone()),
                     whose,
-                    status,
                     attempt,
-                    Span::raw(r.runner.labels.join(",")),
+                    state,
+                    github,
+                    Span::raw(r.labels.join(",")),
                 ]
             })
             .collect();
         let (header, body, widths) = columns::table(&cols, cells, area.width.saturating_sub(2));
-        let ours = rows
-            .iter()
-            .filter(|r| matches!(r.whose, Whose::Ours(_)))
-            .count();
-        let busy = rows.iter().filter(|r| activity(r.runner) == "busy").count();
-        let mut title = vec![Span::raw(format!(
-            " Runners: {} listed, {ours} ours, {busy} busy ",
-            rows.len()
-        ))];
-        // When each target's list was read: the view is as fresh as the oldest.
-        for t in &snap.targets {
-            let when = match &t.runners {
-                Some(s) => format!("{} read {} ago ", t.name, fmt::age(snap.now - s.at)),
-                None => format!("{} not listed yet ", t.name),
-            };
-            title.push(Span::styled(format!("· {when}"), th.quiet()));
+        let listed = rows.iter().filter(|r| r.listed.is_some()).count();
+        let unlisted = rows.len() - listed;
+        // Freshness first: a narrow title keeps what says how far to trust the rest.
+        let mut title = vec![
+            Span::raw(" Runners "),
+            Span::styled(freshness(snap), th.quiet()),
+            Span::raw(format!(": {listed} listed")),
+        ];
+        if unlisted > 0 {
+            title.push(Span::styled(
+                format!(" + {unlisted} of ours not yet"),
+                th.waiting(),
+            ));
         }
+        title.push(Span::raw(format!(", {} busy ", busy(snap, &rows))));
         let empty = rows.is_empty();
-        let mut table = Table::new(body, widths)
+        let table = Table::new(body, widths)
             .header(header.style(th.header()))
             .row_highlight_style(th.selected())
             .block(th.block().title(Line::from(title)));
-        if empty {
-            table = table.footer(ratatui::widgets::Row::new([Span::styled(
-                "no list yet: the daemon lists each target's runners every few minutes",
-                th.quiet(),
-            )]));
-        }
         let selected = (!empty).then_some(self.index - first);
         let mut state = TableState::default().with_selected(selected);
         f.render_stateful_widget(table, area, &mut state);
+        if empty {
+            // Under the header, across the whole width (a table's footer row would
+            // be cut to its first column's width).
+            let at = Rect::new(area.x + 1, area.y + 2, area.width.saturating_sub(2), 1);
+            if area.height > 3 {
+                f.render_widget(
+                    ratatui::widgets::Paragraph::new(Span::styled(empty_word(snap), th.quiet())),
+                    at,
+                );
+            }
+        }
+    }
+}
+
+/// What an empty pane says: GitHub listed none, or there is no list yet.
+pub fn empty_word(snap: &Snapshot) -> &'static str {
+    if snap.targets.iter().any(|t| t.runners.is_some()) {
+        "GitHub listed no runners, and no attempt of ours is live"
+    } else {
+        "no list yet: the daemon lists each target's runners each minute while it runs"
     }
 }
 

@@ -307,7 +307,10 @@ pub fn run(store: &dyn Store, state_dir: &Path) -> Result<Ending, TuiError> {
     let coord = crate::store::SqliteStore::open(state_dir).ok();
     // Load before touching the terminal: a store error is then an ordinary message.
     let snap = Snapshot::load(store, now_millis())?.with_pool(coord.as_ref())?;
-    let mut app = App::new(snap, Theme::from_env());
+    let mut app = App::new(snap, Theme::from_env()).with_state_dir_arg(super::app::state_dir_arg(
+        state_dir,
+        default_state_dir().as_deref(),
+    ));
     let signals = spawn_signals()?;
     install_panic_hook();
     let guard = Guard::enter()?;
@@ -343,6 +346,22 @@ pub fn run(store: &dyn Store, state_dir: &Path) -> Result<Ending, TuiError> {
     // On a terminal that is gone these writes fail; restore ignores that.
     drop(guard);
     result
+}
+
+/// The state directory a command reaches without `--state-dir` in a plain shell of
+/// this user: the CLI's default less `RUNNER_MANAGER_STATE_DIR`, which the shell a
+/// copied command is pasted into may not have (naming the directory then is harmless).
+fn default_state_dir() -> Option<std::path::PathBuf> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return Some("/var/lib/runner-manager".into());
+    }
+    let var = |k| std::env::var_os(k).filter(|d| !d.is_empty());
+    match (var("XDG_STATE_HOME"), var("HOME")) {
+        (Some(x), _) => Some(std::path::PathBuf::from(x).join("runner-manager")),
+        (None, Some(h)) => Some(std::path::PathBuf::from(h).join(".local/state/runner-manager")),
+        (None, None) => None,
+    }
 }
 
 /// The store `top` was given, and a connection to the same file for the

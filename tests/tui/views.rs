@@ -31,18 +31,59 @@ fn runners_lists_githubs_runners_ours_first_and_opens_ours() {
     let rows = runners::rows(&snap);
     let got: Vec<(&str, Whose, &str)> = rows
         .iter()
-        .map(|r| (r.runner.name.as_str(), r.whose, runners::activity(r.runner)))
+        .map(|r| (r.name.as_str(), r.whose, r.github()))
         .collect();
+    // Issue 38: the list is a minute old at worst, the attempts are live: ours that
+    // it does not have yet (5, 7 and arm's 8) are shown beside it, not left out.
     assert_eq!(
         got,
         [
             ("rm-0123abcd-4", Whose::Ours(4), "busy"),
+            ("rm-0123abcd-5", Whose::Ours(5), runners::NOT_LISTED),
             ("rm-0123abcd-6", Whose::Ours(6), "idle"),
+            ("rm-0123abcd-7", Whose::Ours(7), runners::NOT_LISTED),
+            ("rm-0123abcd-8", Whose::Ours(8), runners::NOT_LISTED),
             ("rm-0123abcd-99", Whose::Ours(99), "offline"),
             ("rm-deadbeef-12", Whose::OtherHost, "busy"),
             ("build-box-1", Whose::Foreign, "offline"),
             ("gpu-rig", Whose::Foreign, "idle"),
         ]
+    );
+    assert_eq!(
+        runners::freshness(&snap),
+        "as GitHub listed them 40s ago (acme not yet)"
+    );
+    assert_eq!(
+        runners::busy(&snap, &rows),
+        4,
+        "4, 5 and 8 ours, and another host's"
+    );
+    // Each column says one thing: whose, the attempt, its state, GitHub's word.
+    let drawn = crate::support::screen(
+        &{
+            let mut a = app(snap.clone());
+            key(&mut a, KeyCode::Char('n'));
+            a
+        },
+        160,
+        48,
+    );
+    let line = |name: &str| {
+        let l = drawn.lines().find(|l| l.contains(name)).unwrap();
+        l.split_whitespace().map(String::from).collect::<Vec<_>>()
+    };
+    assert_eq!(line("rm-0123abcd-4")[2..6], ["ours", "#4", "busy", "busy"]);
+    assert_eq!(
+        line("rm-0123abcd-7")[2..7],
+        ["ours", "#7", "starting", "not", "listed"]
+    );
+    assert_eq!(line("rm-deadbeef-12")[2..6], ["other", "host", "-", "-"]);
+    assert!(
+        drawn.contains(
+            " Runners as GitHub listed them 40s ago (acme not yet): 6 listed + 3 of ours \
+             not yet, 4 busy "
+        ),
+        "{drawn}"
     );
     let mut a = app(snap);
     key(&mut a, KeyCode::Char('n'));
@@ -55,8 +96,13 @@ fn runners_lists_githubs_runners_ours_first_and_opens_ours() {
     assert_eq!(key(&mut a, KeyCode::Char('o')), Request::LoadLog(4));
     key(&mut a, KeyCode::Esc);
     // No attempt 99 in the store, and a foreign runner has none: Enter stays put.
-    key(&mut a, KeyCode::Char('j'));
-    key(&mut a, KeyCode::Char('j'));
+    for _ in 0..5 {
+        key(&mut a, KeyCode::Char('j'));
+    }
+    assert_eq!(
+        a.runners.selected,
+        Some(("octo".into(), "rm-0123abcd-99".into()))
+    );
     assert_eq!(key(&mut a, KeyCode::Enter), Request::None);
     assert!(a.detail.is_none());
     key(&mut a, KeyCode::End);
@@ -353,5 +399,164 @@ fn the_host_box_shows_the_coordinator_links_state() {
     assert!(
         line.contains("link up 30s") && !line.contains("DOWN"),
         "{line}"
+    );
+}
+
+/// Issue 38, "Copying": a command copied from the demo's `top` edited
+/// /var/lib/runner-manager. A command copied from a state directory that is not the
+/// default names it; a name (a profile's, a runner's) is copied as it is.
+#[test]
+fn a_copied_command_names_a_state_dir_that_is_not_the_default() {
+    use runner_manager::tui::app::{shell_quote, state_dir_arg, with_state_dir};
+    let demo = Path::new("/tmp/runner-manager-demo-1/");
+    let default = Path::new("/var/lib/runner-manager");
+    assert_eq!(state_dir_arg(default, Some(default)), None);
+    assert_eq!(
+        state_dir_arg(Path::new("/var/lib/runner-manager/"), Some(default)),
+        None,
+        "the same directory, however written"
+    );
+    assert_eq!(
+        state_dir_arg(demo, Some(default)).as_deref(),
+        Some("/tmp/runner-manager-demo-1")
+    );
+    assert_eq!(
+        state_dir_arg(demo, None).as_deref(),
+        Some("/tmp/runner-manager-demo-1")
+    );
+    let relative = state_dir_arg(Path::new("demo-state"), Some(default)).unwrap();
+    assert!(relative.starts_with('/'), "pasted elsewhere: {relative}");
+    assert_eq!(shell_quote("/tmp/my dir/it's"), r"'/tmp/my dir/it'\''s'");
+    assert_eq!(
+        with_state_dir("runner-manager host set capacity=4", Some("/d")),
+        "runner-manager --state-dir /d host set capacity=4"
+    );
+    assert_eq!(with_state_dir("linux", Some("/d")), "linux");
+
+    // Through the keys: Settings' `c` and Activity's remedy carry it; a profile's
+    // name on the Overview does not.
+    let (_s, snap) = seeded();
+    let mut a = app(snap).with_state_dir_arg(Some("/tmp/demo".into()));
+    assert_eq!(key(&mut a, KeyCode::Char('c')), Request::Copy("arm".into()));
+    key(&mut a, KeyCode::Char('e'));
+    assert_eq!(a.pane, Pane::Settings);
+    let Request::Copy(cmd) = key(&mut a, KeyCode::Char('c')) else {
+        panic!("c copies the setting's command");
+    };
+    assert!(
+        cmd.starts_with("runner-manager --state-dir /tmp/demo profile set arm "),
+        "{cmd}"
+    );
+    key(&mut a, KeyCode::Char('a'));
+    key(&mut a, KeyCode::Char('!'));
+    let Request::Copy(fix) = key(&mut a, KeyCode::Char('c')) else {
+        panic!("c copies the remedy");
+    };
+    assert!(
+        fix.starts_with("runner-manager --state-dir /tmp/demo "),
+        "{fix}"
+    );
+    // Without one (the default directory), as before.
+    let (_s, snap) = seeded();
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('e'));
+    let Request::Copy(cmd) = key(&mut a, KeyCode::Char('c')) else {
+        panic!("c copies the setting's command");
+    };
+    assert!(cmd.starts_with("runner-manager profile set arm "), "{cmd}");
+}
+
+/// Issue 38, "Small things": LABELS was blank for a profile whose labels are all
+/// defaults (the demo's `linux`), the detail read `labels + defaults`, and after a
+/// drained demo LIMITED BY still said `draining` with no daemon running.
+#[test]
+fn labels_are_shown_whole_and_a_stopped_daemon_limits_every_profile() {
+    use runner_manager::tui::overview::{DAEMON_STOPPED, labels_shown};
+    let (_s, mut snap) = seeded();
+    let linux = snap.profiles.iter_mut().find(|p| p.policy.name == "linux");
+    let linux = linux.unwrap();
+    linux.policy.labels = vec!["self-hosted".into(), "Linux".into(), "X64".into()];
+    linux.user_labels = vec![];
+    assert_eq!(labels_shown(linux), "self-hosted,Linux,X64");
+    let arm = snap.profile("arm").unwrap();
+    assert_eq!(
+        labels_shown(arm),
+        "arm64,big,self-hosted,Linux,X64",
+        "the user's first: what a narrow column keeps"
+    );
+    // The daemon stopped in a drain: what it last wrote no longer holds.
+    for p in snap.profiles.iter_mut() {
+        if let Some(st) = p.status.as_mut() {
+            st.limiting = runner_manager::domain::Limit::NotReconciling(
+                runner_manager::domain::NotReconciling::Draining,
+            )
+            .into();
+        }
+    }
+    snap.heartbeat.as_mut().unwrap().heartbeat_at = NOW - 600_000;
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Down);
+    let drawn = crate::support::screen(&a, 160, 48);
+    assert!(drawn.contains("self-hosted,Linux,X64"), "{drawn}");
+    assert!(
+        drawn.contains("labels self-hosted,Linux,X64  min"),
+        "the detail shows the labels: {drawn}"
+    );
+    assert!(!drawn.contains("draining"), "{drawn}");
+    assert_eq!(drawn.matches(DAEMON_STOPPED).count(), 3, "{drawn}");
+}
+
+/// Issue 38, "Charts": the Overview's chart had no legend at 120 and 160 columns, its
+/// legend covered the newest points at 250x70, and its y axis was labelled only at 0
+/// and the top. The legend is now the bottom border's title at every size, and the
+/// axis has a middle label.
+#[test]
+fn the_overview_chart_has_its_legend_below_the_plot_and_a_middle_label() {
+    let (_s, snap) = seeded();
+    let a = app(snap);
+    for (w, h) in [(120, 40), (160, 48), (250, 70)] {
+        let drawn = crate::support::screen(&a, w, h);
+        let legend = drawn
+            .lines()
+            .find(|l| l.contains("── queued jobs"))
+            .unwrap_or_else(|| panic!("no legend at {w}x{h}:\n{drawn}"));
+        assert!(
+            legend.contains("└ ── queued jobs 1  ── live runners 1 ─"),
+            "on the bottom border at {w}x{h}: {legend}"
+        );
+        for label in ["2  │", "1  │", "0  │"] {
+            assert!(drawn.contains(label), "{label:?} at {w}x{h}:\n{drawn}");
+        }
+    }
+}
+
+/// An empty Runners pane says why across its width (it was cut to `no lis` in the
+/// first column), and does not call a list GitHub gave "no list yet".
+#[test]
+fn an_empty_runners_pane_says_whether_github_listed_none_or_nothing_was_read() {
+    let (_s, mut snap) = seeded();
+    snap.attempts.clear();
+    for t in snap.targets.iter_mut() {
+        if let Some(seen) = t.runners.as_mut() {
+            seen.runners.clear();
+        }
+    }
+    let mut a = app(snap.clone());
+    key(&mut a, KeyCode::Char('n'));
+    let drawn = crate::support::screen(&a, 80, 24);
+    assert!(
+        drawn.contains("GitHub listed no runners, and no attempt of ours is live"),
+        "{drawn}"
+    );
+    for t in snap.targets.iter_mut() {
+        t.runners = None;
+    }
+    let mut a = app(snap);
+    key(&mut a, KeyCode::Char('n'));
+    let drawn = crate::support::screen(&a, 80, 24);
+    assert!(drawn.contains("no list yet: the daemon lists"), "{drawn}");
+    assert!(
+        drawn.contains("Runners not listed by GitHub yet: 0 listed"),
+        "{drawn}"
     );
 }
