@@ -15,8 +15,11 @@ pub struct Tmux {
 
 impl Tmux {
     pub fn start(shell_env: &[(&str, &str)]) -> Tmux {
+        // One socket per server: two tests of one binary never share one.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let t = Tmux {
-            socket: format!("rm-tui-test-{}-{}", std::process::id(), shell_env.len()),
+            socket: format!("rm-tui-test-{}-{n}", std::process::id()),
         };
         let mut cmd = String::from("env");
         for (k, v) in shell_env {
