@@ -64,6 +64,7 @@ fn main() {
         runtime_root: None,
         legacy_runtime: None,
         host_tag: "bench".into(),
+        run_as_blocked: None,
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
     match users::try_runner_uids(n.min(16) as u32) {
@@ -75,6 +76,7 @@ fn main() {
                 runtime_root: None,
                 legacy_runtime: None,
                 host_tag: "bench".into(),
+                run_as_blocked: None,
             };
             let dir = base.join("uids");
             contain::open_for_runners(&dir).expect("open the state directory");

@@ -28,15 +28,7 @@ pub fn run(inv: &Invocation, state_dir: &Path) -> CliResult {
     let Some(class) = doctor_failure(&lines) else {
         return Ok(());
     };
-    let unfit = if required > 0 {
-        format!(" ({required} required: the daemon starts no runner until they pass)")
-    } else {
-        String::new()
-    };
-    let message = format!(
-        "{failed} check{} failed{unfit}; see the hints above",
-        if failed == 1 { "" } else { "s" }
-    );
+    let message = failure_message(failed, required);
     // A GitHub error decides the class only where it is the class chosen: its remedy
     // then names the target.
     let github = lines
@@ -47,6 +39,21 @@ pub fn run(inv: &Invocation, state_dir: &Path) -> CliResult {
         Some((target, e)) => CliError::github(target, e, message),
         None => CliError::classed(class, message),
     })
+}
+
+/// The closing line: how many checks failed and how many of them stop runners, in
+/// words that agree with the counts (`1 check failed`, never `1 check(s)`).
+fn failure_message(failed: usize, required: usize) -> String {
+    let unfit = match required {
+        0 => String::new(),
+        1 if failed == 1 => " (required: the daemon starts no runner until it passes)".into(),
+        1 => " (1 required: the daemon starts no runner until it passes)".into(),
+        n => format!(" ({n} required: the daemon starts no runner until they pass)"),
+    };
+    format!(
+        "{} failed{unfit}; see the hints above",
+        crate::units::count(failed as u64, "check")
+    )
 }
 
 /// The class of a doctor run: none when nothing failed; an unfit host while a
@@ -121,5 +128,26 @@ mod tests {
             let lines: Vec<CheckLine> = lines.iter().map(|(n, s)| line(n, *s)).collect();
             assert_eq!(doctor_failure(&lines), want, "{lines:?}");
         }
+    }
+
+    /// Issue 38: `1 check(s) failed`. The words follow the counts.
+    #[test]
+    fn regression_38_failure_message_in_proper_plurals() {
+        assert_eq!(failure_message(1, 0), "1 check failed; see the hints above");
+        assert_eq!(
+            failure_message(1, 1),
+            "1 check failed (required: the daemon starts no runner until it passes); \
+             see the hints above"
+        );
+        assert_eq!(
+            failure_message(3, 1),
+            "3 checks failed (1 required: the daemon starts no runner until it passes); \
+             see the hints above"
+        );
+        assert_eq!(
+            failure_message(3, 2),
+            "3 checks failed (2 required: the daemon starts no runner until they pass); \
+             see the hints above"
+        );
     }
 }

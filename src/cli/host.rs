@@ -135,20 +135,23 @@ fn isolation_line(
         .unwrap_or_else(|| "- (the daemon detects them when it starts)".into());
     Ok(match (alive, word, line) {
         (true, Some(w), Some(l)) => (Some(w), l, cgroups),
-        _ => {
-            let asked = match (h.isolation, h.runner_uids) {
-                (Isolation::None, _) => "none".to_string(),
-                (_, Some(r)) => format!("uids {r}"),
-                (Isolation::Uids, None) => "uids, but runner_uids is not set".into(),
-                (Isolation::Auto, None) => "none (runner_uids is not set)".into(),
-            };
-            (
-                None,
-                format!("{asked} (the daemon decides when it starts)"),
-                cgroups,
-            )
-        }
+        _ => (None, isolation_asked(h.isolation, h.runner_uids), cgroups),
     })
+}
+
+/// What the settings ask for, said as one phrase while no daemon runs (the daemon
+/// decides, knowing what it can do): `none once the daemon starts: runner_uids is
+/// not set`.
+fn isolation_asked(isolation: Isolation, uids: Option<crate::domain::UidRange>) -> String {
+    let when = "once the daemon starts";
+    match (isolation, uids) {
+        (Isolation::None, _) => format!("none {when}: isolation=none"),
+        (_, Some(r)) => format!("uids {r} {when}"),
+        (Isolation::Uids, None) => {
+            format!("refused {when}: isolation=uids needs runner_uids")
+        }
+        (Isolation::Auto, None) => format!("none {when}: runner_uids is not set"),
+    }
 }
 
 /// A profile's limiting factor as `status` shows it: what the daemon last wrote while
@@ -223,17 +226,17 @@ fn budget_cell(st: &crate::store::TargetStatus) -> String {
     }
 }
 
-/// How often a target reads its queue now: `5s`, or `12s paced` when the budget
+/// How often a target reads its queue now: `5s`, `1m`, or `12s paced` when the budget
 /// governor stretched its `poll_interval` so the budget lasts to the reset.
 fn poll_cell(t: &crate::domain::Target, st: &crate::store::TargetStatus) -> String {
     match st.poll_every_ms {
         None => "-".into(),
         Some(ms) => {
-            let secs = (ms + 999) / 1000;
+            let every = crate::timefmt::duration(((ms.max(0) + 999) / 1000) as u64);
             if ms > t.poll_interval_secs as i64 * 1000 {
-                format!("{secs}s paced")
+                format!("{every} paced")
             } else {
-                format!("{secs}s")
+                every
             }
         }
     }
@@ -764,5 +767,72 @@ mod tests {
             ]
         );
         assert_eq!(session_cells(None, true, NOW), ["-"; 6]);
+    }
+
+    /// Issue 38: `status` said `none (runner_uids is not set) (the daemon decides when
+    /// it starts)`. Each case is one phrase now, with no parentheses.
+    #[test]
+    fn regression_38_isolation_asked_is_one_phrase() {
+        let r = crate::domain::UidRange::parse("60000-60009").unwrap();
+        let cases = [
+            (
+                Isolation::Auto,
+                None,
+                "none once the daemon starts: runner_uids is not set",
+            ),
+            (
+                Isolation::None,
+                Some(r),
+                "none once the daemon starts: isolation=none",
+            ),
+            (
+                Isolation::Auto,
+                Some(r),
+                "uids 60000-60009 once the daemon starts",
+            ),
+            (
+                Isolation::Uids,
+                None,
+                "refused once the daemon starts: isolation=uids needs runner_uids",
+            ),
+        ];
+        for (isolation, uids, want) in cases {
+            let got = isolation_asked(isolation, uids);
+            assert_eq!(got, want);
+            assert!(!got.contains('('), "{got}");
+        }
+    }
+
+    /// Issue 38: the POLL column said `60s` where `target show` and `top` say `1m`.
+    #[test]
+    fn regression_38_poll_cell_in_the_settings_form() {
+        use crate::domain::{CredentialRef, Target, TargetScope};
+        let t = Target {
+            name: "t".into(),
+            scope: TargetScope::Repo {
+                owner: "o".into(),
+                repo: "r".into(),
+            },
+            api_url: "https://api.github.com".into(),
+            credential: CredentialRef::TokenEnv { var: "T".into() },
+            poll_interval_secs: 60,
+            repos: vec![],
+            max_in_flight: 4,
+        };
+        let st = |ms| crate::store::TargetStatus {
+            target: "t".into(),
+            mode: crate::domain::status::Reported::Known(
+                crate::domain::status::TargetMode::Standalone,
+            ),
+            last_error: None,
+            error_kind: None,
+            rate_limit_remaining: None,
+            rate_limit_limit: None,
+            rate_limit_reset: None,
+            poll_every_ms: Some(ms),
+            updated_at: NOW,
+        };
+        assert_eq!(poll_cell(&t, &st(60_000)), "1m");
+        assert_eq!(poll_cell(&t, &st(90_000)), "90s paced");
     }
 }

@@ -8,6 +8,7 @@ use crate::domain::profile::{Change, Mode};
 use crate::domain::validate::{self, Invalid};
 use crate::domain::{Host, ScalePolicy, labels};
 use crate::store::{Store, check_runner_dir, edit_profile};
+use crate::timefmt::duration;
 use serde_json::json;
 
 /// `profile add`'s options, mapped onto `profile set` keys so both edit paths share
@@ -241,24 +242,17 @@ fn fields(p: &ScalePolicy, host: &Host, live: u32) -> Vec<(&'static str, String)
             or_dash(p.runner_dir.as_ref().map(|d| d.display())),
         ),
         ("runner_group", or_dash(p.runner_group.as_ref())),
-        ("idle_timeout", format!("{}s", p.idle_timeout_secs)),
-        (
-            "bootstrap_timeout",
-            format!("{}s", p.bootstrap_timeout_secs),
-        ),
-        (
-            "job_timeout",
-            or_dash(p.job_timeout_secs.map(|s| format!("{s}s"))),
-        ),
+        // Durations and sizes in the one form `top` and `host show` use too
+        // (`units`): `5m`, not `300s`.
+        ("idle_timeout", duration(p.idle_timeout_secs)),
+        ("bootstrap_timeout", duration(p.bootstrap_timeout_secs)),
+        ("job_timeout", or_dash(p.job_timeout_secs.map(duration))),
         ("mode", p.mode.as_str().into()),
         ("active", yes_no(p.active)),
         ("allow_public", yes_no(p.allow_public)),
         ("run_as", or_dash(p.run_as.as_ref())),
         ("demand", p.demand.as_str().into()),
-        (
-            "memory_max",
-            or_dash(p.memory_max.map(crate::domain::isolation::human_bytes)),
-        ),
+        ("memory_max", or_dash(p.memory_max.map(crate::units::bytes))),
         (
             "cpu_max",
             or_dash(p.cpu_max.map(crate::domain::isolation::human_cpus)),
@@ -275,10 +269,7 @@ fn fields(p: &ScalePolicy, host: &Host, live: u32) -> Vec<(&'static str, String)
         ),
         ("execution", p.execution.as_str().into()),
         ("image", or_dash(p.image.as_ref())),
-        (
-            "disk_max",
-            or_dash(p.disk_max.map(crate::domain::isolation::human_bytes)),
-        ),
+        ("disk_max", or_dash(p.disk_max.map(crate::units::bytes))),
         (
             "caches",
             crate::domain::caches::show_setting(p.caches).into(),

@@ -206,7 +206,10 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                 ("scope", t.scope.display()),
                 ("api_url", t.api_url.clone()),
                 ("credentials", t.credential.describe()),
-                ("poll_interval", format!("{}s", t.poll_interval_secs)),
+                (
+                    "poll_interval",
+                    crate::timefmt::duration(t.poll_interval_secs),
+                ),
                 ("max_in_flight", t.max_in_flight.to_string()),
                 (
                     "repos",

@@ -206,7 +206,8 @@ fn cells(f: &UsageFigures, prices: Option<(f64, f64)>, human: bool) -> Vec<Strin
             b.to_string()
         }
     };
-    let secs = |s: Option<u64>| s.map_or_else(|| "-".into(), |s| format!("{s}s"));
+    // The waits are the histogram's bucket bounds, whole seconds: `10s`, `1m`.
+    let secs = |s: Option<u64>| s.map_or_else(|| "-".into(), crate::timefmt::duration);
     let mut c = vec![
         f.jobs.to_string(),
         f.runners.to_string(),

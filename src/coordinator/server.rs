@@ -380,8 +380,8 @@ fn acceptor(listener: TcpListener, ctx: Arc<ConnCtx>) {
             ctx.refusals.log(
                 &ctx.log,
                 &format!(
-                    "{peer}: closed {closed} unauthenticated connection(s) to make room \
-                     (at most {} per source, {} in all)",
+                    "{peer}: closed {} to make room (at most {} per source, {} in all)",
+                    crate::units::count(closed as u64, "unauthenticated connection"),
                     ctx.gate.limits().max_per_source,
                     ctx.gate.limits().max_unauthenticated
                 ),

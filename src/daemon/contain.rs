@@ -15,6 +15,8 @@ use crate::{log_info, log_warn};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the daemon runs runners with.
 #[derive(Debug, Clone)]
@@ -32,6 +34,51 @@ pub struct Containment {
     /// The host's short id: names our cgroup base, so a process in another daemon's
     /// base is never ours to signal (`uid::foreign_processes`).
     pub host_tag: String,
+    /// Without per-attempt uids, why a profile's `run_as` user could not reach its
+    /// runner root (a directory above the state directory closed to others). Said
+    /// when such a runner starts, not before: a host with no `run_as` profile has
+    /// nothing to fix (issue 38).
+    pub run_as_blocked: Option<RunAsBlocked>,
+}
+
+/// A closed directory on the way to the runner roots, and whether the daemon has
+/// said so yet (once per containment decided).
+#[derive(Debug, Clone)]
+pub struct RunAsBlocked {
+    pub closed: PathBuf,
+    said: Arc<AtomicBool>,
+}
+
+impl RunAsBlocked {
+    pub fn new(closed: PathBuf) -> RunAsBlocked {
+        RunAsBlocked {
+            closed,
+            said: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The warning for `policy` when it runs as another user, the first time only.
+    pub fn warning(&self, policy: &ScalePolicy) -> Option<String> {
+        let user = policy.run_as.as_deref()?;
+        if self.said.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        Some(format!(
+            "profile {} runs as {user}, who cannot reach its runner root: {}",
+            policy.name,
+            closed_advice(&self.closed)
+        ))
+    }
+}
+
+/// What a directory closed to other users stops, and the two ways out.
+fn closed_advice(closed: &Path) -> String {
+    format!(
+        "{} is closed to other users; open it with chmod o+x {} (others may pass \
+         through, not list it), or move the state directory",
+        closed.display(),
+        closed.display()
+    )
 }
 
 impl Containment {
@@ -45,6 +92,7 @@ impl Containment {
             runtime_root: None,
             legacy_runtime: None,
             host_tag: String::new(),
+            run_as_blocked: None,
         }
     }
 
@@ -125,23 +173,25 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
     let host_runtime = runner::root::host_runtime(host);
     let runtime = host_runtime.as_deref();
 
-    let open = |d: &Path| {
+    let open = |d: &Path| -> Result<(), Unopened> {
         open_for_runners(d)?;
         // The runtime root itself lets runners through to this host's directory in
         // it, as it did when roots lived in it (0711: traversable, not listable).
         if let Some(r) = &host.runtime_root {
-            std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o711))
-                .map_err(|e| format!("cannot set the mode of {}: {e}", r.display()))?;
+            std::fs::set_permissions(r, std::fs::Permissions::from_mode(0o711)).map_err(|e| {
+                Unopened::Io(format!("cannot set the mode of {}: {e}", r.display()))
+            })?;
         }
         match runtime {
             Some(r) if r != d => open_for_runners(r),
             _ => Ok(()),
         }
     };
+    let mut run_as_blocked = None;
     match in_effect {
         InEffect::Uids(_) => {
-            if let Err(why) = open(state_dir) {
-                in_effect = InEffect::Refused { why };
+            if let Err(e) = open(state_dir) {
+                in_effect = InEffect::Refused { why: e.to_string() };
             } else if euid == 0
                 && let Err(e) = caps::keep_only_needed()
             {
@@ -149,12 +199,13 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
             }
         }
         // A profile's `run_as` user must reach its root too, with or without
-        // per-attempt uids; a daemon that cannot switch users runs none.
-        InEffect::None { .. } if powers.can_switch_users => {
-            if let Err(why) = open(state_dir) {
-                log_warn!("run_as_roots_unreachable", error = why);
-            }
-        }
+        // per-attempt uids; a daemon that cannot switch users runs none. Whether a
+        // profile has one is known at its start (`ready`), which says it then.
+        InEffect::None { .. } if powers.can_switch_users => match open(state_dir) {
+            Ok(()) => {}
+            Err(Unopened::Closed(dir)) => run_as_blocked = Some(RunAsBlocked::new(dir)),
+            Err(e @ Unopened::Io(_)) => log_warn!("state_dir_not_opened", error = e),
+        },
         _ => {}
     }
     Containment {
@@ -163,6 +214,7 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
         runtime_root: runner::root::host_runtime(host),
         legacy_runtime: host.runtime_root.clone(),
         host_tag: host.short_id().to_string(),
+        run_as_blocked,
     }
 }
 
@@ -204,10 +256,13 @@ pub fn claim_uids(
 /// its own root by name and nothing else; the store, the logs and the lock stay 0600
 /// and 0700. Every directory above the state directory must let others through too,
 /// or no runner can reach its root: that is refused, naming the directory.
-pub fn open_for_runners(state_dir: &Path) -> Result<(), String> {
+pub fn open_for_runners(state_dir: &Path) -> Result<(), Unopened> {
+    let io = |what: &str, p: &Path, e: std::io::Error| {
+        Unopened::Io(format!("cannot {what} {}: {e}", p.display()))
+    };
     for d in ["attempts", "homes"] {
         let p = state_dir.join(d);
-        std::fs::create_dir_all(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        std::fs::create_dir_all(&p).map_err(|e| io("create", &p, e))?;
     }
     for p in [
         state_dir.to_path_buf(),
@@ -215,19 +270,35 @@ pub fn open_for_runners(state_dir: &Path) -> Result<(), String> {
         state_dir.join("homes"),
     ] {
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))
-            .map_err(|e| format!("cannot set the mode of {}: {e}", p.display()))?;
+            .map_err(|e| io("set the mode of", &p, e))?;
     }
-    let abs = std::fs::canonicalize(state_dir)
-        .map_err(|e| format!("cannot resolve {}: {e}", state_dir.display()))?;
-    if let Some(blocked) = first_closed_ancestor(&abs) {
-        return Err(format!(
-            "runners under their own uids cannot reach their roots: {} lets others through \
-             only with chmod o+x {}; or put the state directory elsewhere",
-            blocked.display(),
-            blocked.display()
-        ));
+    let abs = std::fs::canonicalize(state_dir).map_err(|e| io("resolve", state_dir, e))?;
+    match first_closed_ancestor(&abs) {
+        Some(closed) => Err(Unopened::Closed(closed)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Why the state directory could not be opened to runners of other uids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unopened {
+    /// A directory above it lets no other user through.
+    Closed(PathBuf),
+    /// Creating, resolving or setting the mode of a directory failed.
+    Io(String),
+}
+
+impl std::fmt::Display for Unopened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unopened::Closed(dir) => write!(
+                f,
+                "runners under their own uids cannot reach their roots: {}",
+                closed_advice(dir)
+            ),
+            Unopened::Io(why) => f.write_str(why),
+        }
+    }
 }
 
 /// The first directory above `path` (the path itself excluded) that others cannot
@@ -369,11 +440,19 @@ pub fn ready(
         clear_leftovers(c, &user)?;
         Some(user)
     } else {
-        match policy.run_as.as_deref().map(runner::lookup_user) {
+        let user = match policy.run_as.as_deref().map(runner::lookup_user) {
             None => None,
             Some(Ok(u)) => Some(u),
             Some(Err(e)) => return Err(HostFailure(format!("run_as: {e}"))),
+        };
+        if let Some(why) = c.run_as_blocked.as_ref().and_then(|b| b.warning(policy)) {
+            log_warn!(
+                "run_as_root_unreachable",
+                profile = policy.name,
+                detail = why
+            );
         }
+        user
     };
     let (cgroup, join) = if c.cgroups.is_none() {
         (None, None)
@@ -589,5 +668,56 @@ pub fn restore_limits(c: &Containment, open: &[Attempt], profiles: &[ScalePolicy
     }
     if restored > 0 {
         log_info!("limits_restored", attempts = restored);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rm-contain-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Issue 38: a host without `runner_uids` warned `run_as_roots_unreachable` at
+    /// start whether or not any profile runs as another user. The closed directory is
+    /// kept, and said once, plainly, when a `run_as` profile's runner starts.
+    #[test]
+    fn regression_38_run_as_warning_only_when_a_profile_runs_as_another_user() {
+        let base = scratch("closed");
+        let closed = base.join("closed");
+        let state = closed.join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let Err(Unopened::Closed(dir)) = open_for_runners(&state) else {
+            panic!("{} is closed to others", closed.display());
+        };
+        assert_eq!(dir, std::fs::canonicalize(&closed).unwrap());
+
+        let blocked = RunAsBlocked::new(dir.clone());
+        let plain = ScalePolicy::new("plain", "t", "h");
+        assert_eq!(blocked.warning(&plain), None, "no run_as: nothing to say");
+        let mut as_runner = ScalePolicy::new("build", "t", "h");
+        as_runner.run_as = Some("runner".into());
+        let said = blocked
+            .warning(&as_runner)
+            .expect("said at the first start");
+        assert!(
+            said.starts_with("profile build runs as runner, who cannot reach its runner root:"),
+            "{said}"
+        );
+        assert_eq!(said.matches("chmod o+x").count(), 1, "{said}");
+        assert!(
+            said.contains(&format!("chmod o+x {}", dir.display())),
+            "{said}"
+        );
+        assert_eq!(blocked.warning(&as_runner), None, "said once");
+
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o711)).unwrap();
+        assert_eq!(open_for_runners(&state), Ok(()));
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -327,7 +327,11 @@ fn apply_containment(
     let mut c = contain::establish(host, &shared.state_dir, cgroups);
     let refused = contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
-        log_warn!("not_isolated", detail = c.isolation.describe());
+        log_warn!(
+            "not_isolated",
+            detail = c.isolation.describe(),
+            hint = crate::domain::isolation::CONTAIN_HINT
+        );
     }
     shared.metrics.set_isolation(c.isolation.word());
     daemon_facts::put_containment(

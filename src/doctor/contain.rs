@@ -68,12 +68,10 @@ fn isolation_in_effect(store: &SqliteStore, host: &Host, daemon_pid: Option<u32>
 fn isolation_line(e: &InEffect) -> CheckLine {
     match e {
         InEffect::Uids(_) => CheckLine::ok("isolation", e.describe()),
-        InEffect::None { .. } => CheckLine::warn(
-            "isolation",
-            e.describe(),
-            "a job can read what the daemon's user can: create runner users \
-             (packaging/install.sh --runner-users START-END) and set host runner_uids=START-END",
-        ),
+        // The reason says what a job can reach; the hint only what to do.
+        InEffect::None { .. } => {
+            CheckLine::warn("isolation", e.describe(), isolation::CONTAIN_HINT)
+        }
         InEffect::Refused { .. } => CheckLine::fail(
             "isolation",
             e.describe(),
@@ -213,5 +211,29 @@ fn install_line(state_dir: &Path, p: &ScalePolicy) -> CheckLine {
             ),
         ),
         Err(e) => CheckLine::fail(name, e.to_string(), "chmod -R go-w and chown -R root: it"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Isolation;
+
+    /// Issue 38: the warning said "set host runner_uids" and "a job can read what
+    /// the daemon's user can" in its reason and again in its hint. Each is said once.
+    #[test]
+    fn regression_38_isolation_warning_gives_its_advice_once() {
+        let root = Powers {
+            can_switch_users: true,
+            uid: 0,
+        };
+        for setting in [Isolation::Auto, Isolation::None] {
+            let line = isolation_line(&isolation::effective(setting, None, root));
+            let hint = line.hint.clone().unwrap();
+            let all = format!("{} {hint}", line.detail);
+            assert_eq!(all.matches("runner_uids=").count(), 1, "{all}");
+            assert_eq!(all.matches("can reach what it can").count(), 1, "{all}");
+            assert!(!line.detail.contains("install.sh"), "{all}");
+        }
     }
 }

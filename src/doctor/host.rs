@@ -112,10 +112,6 @@ pub(super) fn check_store(opts: &Options, lines: &mut Vec<CheckLine>) -> Option<
     Some(store)
 }
 
-fn gib(b: u64) -> String {
-    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
-}
-
 /// Free space in the state directory against `fail_under` (the host's
 /// `disk_reserve` unless the options say otherwise) and the warning mark.
 pub(super) fn check_disk(opts: &Options, fail_under: u64) -> CheckLine {
@@ -208,13 +204,13 @@ pub(super) fn disk_line(
             "disk",
             format!(
                 "{} free in {} (under {})",
-                gib(b),
+                bytes(b),
                 at.display(),
-                gib(warn_under)
+                bytes(warn_under)
             ),
             hint,
         ),
-        Ok(b) => CheckLine::ok("disk", format!("{} free in {}", gib(b), at.display())),
+        Ok(b) => CheckLine::ok("disk", format!("{} free in {}", bytes(b), at.display())),
     }
 }
 

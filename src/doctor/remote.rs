@@ -205,19 +205,20 @@ fn pacing_line(t: &Target, row: &crate::store::TargetStatus) -> Option<CheckLine
         ),
         _ => "budget not reported".into(),
     };
-    let secs = (every + 999) / 1000;
+    // The settings' one form (`1m`, `90s`), as `status` and `target show` say it.
+    let every_s = crate::timefmt::duration(((every.max(0) + 999) / 1000) as u64);
     Some(if every > base {
         CheckLine::warn(
             name,
             format!(
-                "every {secs}s, stretched from {}s so the budget lasts ({budget})",
-                t.poll_interval_secs
+                "every {every_s}, stretched from {} so the budget lasts ({budget})",
+                crate::timefmt::duration(t.poll_interval_secs)
             ),
             "the credential's budget is thin: give this target a token or App of its own, \
              share it with fewer hosts, or use demand=scaleset (its long poll costs no units)",
         )
     } else {
-        CheckLine::ok(name, format!("every {secs}s ({budget})"))
+        CheckLine::ok(name, format!("every {every_s} ({budget})"))
     })
 }
 
@@ -259,6 +260,10 @@ mod pacing_tests {
         row.poll_every_ms = Some(11_250);
         let warn = pacing_line(&t, &row).unwrap().render(30);
         assert!(warn.contains("every 12s, stretched from 5s"), "{warn}");
+        // Issue 38: in the settings' one form, as `target show` says it.
+        row.poll_every_ms = Some(120_000);
+        let warn = pacing_line(&t, &row).unwrap().render(30);
+        assert!(warn.contains("every 2m, stretched from 5s"), "{warn}");
         row.poll_every_ms = None;
         assert!(
             pacing_line(&t, &row).is_none(),

@@ -369,6 +369,18 @@ impl Attempt {
         self.history.last().map_or(self.updated_at, |h| h.at)
     }
 
+    /// Keeps whose job the runner ran, as a demand source said it, and the job's id
+    /// with it: REST and webhooks name the job by the runner that took it, so their
+    /// id is the job this runner served (issue 38: `attempts --json` said `job_id:
+    /// null` for served jobs). A scale set's owner has no REST id and leaves the
+    /// one known alone; a launch's id gives way to what GitHub says the runner took.
+    pub fn take_owner(&mut self, owner: super::job_owner::JobOwner) {
+        if let Some(id) = owner.job_id {
+            self.job_id = Some(id);
+        }
+        self.owner = Some(owner);
+    }
+
     /// Marks the cleanup done at `now` (the record stays, for history).
     pub fn mark_cleaned(&mut self, now: Millis) {
         self.cleaned = true;
@@ -506,5 +518,33 @@ mod tests {
         assert!(Pending.is_unassigned() && Starting.is_unassigned() && Idle.is_unassigned());
         assert!(!Busy.is_unassigned() && Busy.is_live());
         assert!(Finished.is_ended() && CleanupDeferred.is_ended());
+    }
+
+    /// Issue 38: an attempt whose owner a REST or webhook source named gets that
+    /// owner's job id; a scale set's owner (no REST id) keeps the one known.
+    #[test]
+    fn regression_38_owner_gives_the_job_id() {
+        use crate::domain::job_owner::{JobOwner, OwnerSource};
+        let owner = |job_id, source| JobOwner {
+            repo: "o/r".into(),
+            workflow: None,
+            job_name: "build".into(),
+            run_id: 7,
+            run_attempt: None,
+            job_id,
+            queued_at: None,
+            source,
+        };
+        let mut a = Attempt::new(1, "p", "t", "h", 0);
+        a.take_owner(owner(Some(70), OwnerSource::Rest));
+        assert_eq!(a.job_id, Some(70));
+        assert_eq!(a.owner.as_ref().map(|o| o.run_id), Some(7));
+
+        let mut launched = Attempt::new(2, "p", "t", "h", 0);
+        launched.job_id = Some(5);
+        launched.take_owner(owner(None, OwnerSource::ScaleSet));
+        assert_eq!(launched.job_id, Some(5), "no id from a scale set: kept");
+        launched.take_owner(owner(Some(71), OwnerSource::Webhook));
+        assert_eq!(launched.job_id, Some(71), "the job GitHub says it took");
     }
 }

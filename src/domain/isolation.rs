@@ -202,6 +202,13 @@ impl InEffect {
     }
 }
 
+/// What to do when jobs run uncontained (`InEffect::None`), said once beside the
+/// reason, which says only what is: from `isolation=none` and from an unset range
+/// alike (the package reserves a range of runner users).
+pub const CONTAIN_HINT: &str = "to give each job its own uid, create runner users \
+     (packaging/install.sh --runner-users START-END) and set host isolation=auto \
+     runner_uids=START-END";
+
 /// What the daemon can do, as read from the running process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Powers {
@@ -226,10 +233,7 @@ pub fn effective(setting: Isolation, range: Option<UidRange>, powers: Powers) ->
             why: format!("isolation=none: jobs run as {runs_as} and can reach what it can"),
         },
         (Isolation::Auto, None) => InEffect::None {
-            why: format!(
-                "runner_uids is not set: jobs run as {runs_as} and can reach what it can; \
-                 set host runner_uids=START-END (the package reserves one)"
-            ),
+            why: format!("runner_uids is not set: jobs run as {runs_as} and can reach what it can"),
         },
         (Isolation::Uids, None) => InEffect::Refused {
             why: "isolation=uids needs host runner_uids=START-END".into(),
@@ -338,22 +342,6 @@ pub fn pids_max(arg: &str, value: &str) -> Result<Option<u32>, Invalid> {
     }
     let n = super::validate::number_in(arg, value, MIN_PIDS_MAX as u64, MAX_PIDS_MAX as u64)?;
     Ok(Some(n as u32))
-}
-
-/// Prints a byte count the way a person reads it: `612 MiB`, `1.5 GiB`, `900 B`.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 || v >= 100.0 || v.fract() < 0.05 {
-        format!("{} {}", v.round() as u64, UNITS[i])
-    } else {
-        format!("{v:.1} {}", UNITS[i])
-    }
 }
 
 /// Thousandths of a CPU as a person reads them: `2`, `0.5`, `1.25`.
@@ -483,10 +471,6 @@ mod tests {
 
     #[test]
     fn human_units() {
-        assert_eq!(human_bytes(900), "900 B");
-        assert_eq!(human_bytes(612 << 20), "612 MiB");
-        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
-        assert_eq!(human_bytes(2 << 30), "2 GiB");
         assert_eq!(human_cpus(1500), "1.5");
         assert_eq!(human_cpus(2000), "2");
         assert_eq!(human_cpus(1250), "1.25");

@@ -1,6 +1,7 @@
 //! Validation of every value a user can type: names, GitHub owners and repositories,
 //! URLs, capacities, timeouts. Each check returns [`Invalid`] naming the argument.
 
+use crate::timefmt::duration;
 use std::fmt;
 
 /// A user value that was refused: which argument, and why. Shown as `ARG: REASON`;
@@ -217,8 +218,8 @@ pub fn seconds_in(arg: &str, value: &str, lo: u64, hi: u64) -> Result<u64, Inval
             arg,
             format!(
                 "expected a duration from {} to {}: seconds, or a number with a unit s, m, h or d such as 30s, 5m, 1h (got {value:?})",
-                human_secs(lo),
-                human_secs(hi)
+                duration(lo),
+                duration(hi)
             ),
         )
     };
@@ -257,24 +258,13 @@ pub fn seconds_in(arg: &str, value: &str, lo: u64, hi: u64) -> Result<u64, Inval
             arg,
             format!(
                 "must be from {} to {} (got {})",
-                human_secs(lo),
-                human_secs(hi),
-                human_secs(n)
+                duration(lo),
+                duration(hi),
+                duration(n)
             ),
         ));
     }
     Ok(n)
-}
-
-/// Seconds in the largest unit that divides them: `7d`, `1h`, `90s`, `0s`.
-pub fn human_secs(n: u64) -> String {
-    match n {
-        0 => "0s".into(),
-        n if n % 86_400 == 0 => format!("{}d", n / 86_400),
-        n if n % 3_600 == 0 => format!("{}h", n / 3_600),
-        n if n % 60 == 0 => format!("{}m", n / 60),
-        n => format!("{n}s"),
-    }
 }
 
 /// `true`/`false` (also `yes`/`no`, `1`/`0`, `on`/`off`).
@@ -458,8 +448,8 @@ mod tests {
         }
         let e = seconds_in("idle_timeout", "2h", 1, 3_600).unwrap_err();
         assert_eq!(e.reason, "must be from 1s to 1h (got 2h)");
-        assert_eq!(human_secs(90), "90s");
-        assert_eq!(human_secs(7 * 86_400), "7d");
+        assert_eq!(duration(90), "90s");
+        assert_eq!(duration(7 * 86_400), "7d");
     }
 
     #[test]

@@ -184,13 +184,14 @@ impl Visible {
         match (self.public_skipped, self.unknown_skipped) {
             (0, 0) => None,
             (p, 0) => Some(format!(
-                "{p} queued job(s) of public repositories not served: a fork's pull request \
-                 would run on this host; set allow_public=true on the profile only if you mean it"
+                "{} of public repositories not served: a fork's pull request would run on \
+                 this host; set allow_public=true on the profile only if you mean it",
+                crate::units::count(p, "queued job")
             )),
             (p, u) => Some(format!(
-                "{} queued job(s) not served: {p} of public repositories, {u} of repositories \
-                 whose visibility is not known yet",
-                p + u
+                "{} not served: {p} of public repositories, {u} of repositories whose \
+                 visibility is not known yet",
+                crate::units::count(p + u, "queued job")
             )),
         }
     }

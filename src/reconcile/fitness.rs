@@ -104,10 +104,6 @@ pub struct Finding {
     pub profile: Option<String>,
 }
 
-fn gib(b: u64) -> String {
-    format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
-}
-
 /// Every check the facts allow, in a stable order: memory, cores, runner users,
 /// then each profile's tools by name, then each `oci` profile's readiness (judged by
 /// `domain::oci_readiness`, where not knowing fails).
@@ -129,9 +125,9 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             m >= want,
             format!(
                 "{} for capacity {}: {} per runner is advised",
-                gib(m),
+                crate::units::bytes(m),
                 f.capacity,
-                gib(MEMORY_PER_RUNNER)
+                crate::units::bytes(MEMORY_PER_RUNNER)
             ),
             Some("lower it with host set capacity=N, or give the host more memory"),
         ));

@@ -144,12 +144,15 @@ pub fn set_lease(c: &Connection, id: i64, lease: &str) -> Result<()> {
     Ok(())
 }
 
+/// Writes the attempt's row and appends its new state changes. A known job id is
+/// never erased: a copy read before the id was learned (a worker's, the loop's)
+/// saves `None` for it, and the id stays (`COALESCE`).
 pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
     let tx = rows::write_tx(c)?;
     let n = tx.execute(
         "UPDATE attempts SET state = ?2, outcome = ?3, reason = ?4, updated_at = ?5, \
          ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
-         job_name = ?11, job_id = ?12, job_queued_at = ?13, \
+         job_name = ?11, job_id = COALESCE(?12, job_id), job_queued_at = ?13, \
          peak_rss_bytes = ?14, cpu_millis = ?15, cleaned = ?16, cleanup_tries = ?17, \
          next_cleanup_at = ?18, runner_uid = ?19, runner_gid = ?20, reason_kind = ?21, \
          reason_detail = ?22, owner_repo = ?23, owner_workflow = ?24, owner_job = ?25, \

@@ -297,6 +297,23 @@ fn a_lease_and_a_workers_save_never_undo_each_other() {
     ));
 }
 
+/// Issue 38: a copy read before the job id was learned saved `job_id: null` over it.
+#[test]
+fn regression_38_a_save_never_erases_a_known_job_id() {
+    let (s, h, _) = seeded();
+    let mut stale = s.create_attempt(&new_attempt(&h, "linux"), 1_000).unwrap();
+    let mut served = s.attempt(stale.id).unwrap();
+    served.job_id = Some(42);
+    s.save_attempt(&served).unwrap();
+    stale.step(AttemptState::Starting, 2_000).unwrap();
+    s.save_attempt(&stale).unwrap();
+    let back = s.attempt(stale.id).unwrap();
+    assert_eq!(
+        (back.job_id, back.state),
+        (Some(42), AttemptState::Starting)
+    );
+}
+
 #[test]
 fn listing_filters_and_open_reads() {
     let (s, h, _) = seeded();

@@ -1,4 +1,5 @@
-//! Settings as a user types them: what `profile show` prints is accepted back.
+//! Settings as a user types them: what `profile show` prints is accepted back, in the
+//! one form `top` and `host show` print too (`5m`, not `300s`: issue 38).
 
 use crate::support::seeded;
 
@@ -12,14 +13,15 @@ fn durations_take_what_profile_show_prints_and_units() {
         .map(str::trim)
         .expect("profile show prints idle_timeout")
         .to_string();
-    assert_eq!(idle, "300s");
+    assert_eq!(idle, "5m");
     d.ok(&["profile", "set", "linux", &format!("idle_timeout={idle}")]);
     for (value, shown) in [
         ("30s", "30s"),
-        ("5m", "300s"),
-        ("1h30m", "5400s"),
-        ("2d", "172800s"),
+        ("300", "5m"),
+        ("1h30m", "90m"),
+        ("2d", "2d"),
         ("45", "45s"),
+        ("90s", "90s"),
     ] {
         d.ok(&["profile", "set", "linux", &format!("idle_timeout={value}")]);
         let out = d.ok(&["profile", "show", "linux"]).stdout;
@@ -34,7 +36,7 @@ fn durations_take_what_profile_show_prints_and_units() {
         d.ok(&["target", "show", "octo"])
             .stdout
             .lines()
-            .any(|l| l.starts_with("poll_interval") && l.trim_end().ends_with("60s"))
+            .any(|l| l.starts_with("poll_interval") && l.trim_end().ends_with(" 1m"))
     );
     let r = d.run(&["profile", "set", "linux", "idle_timeout=soon"]);
     assert_eq!(r.code, 2);

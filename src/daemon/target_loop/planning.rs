@@ -49,9 +49,10 @@ impl TargetLoop {
         })
     }
 
-    /// Copies whose job each of this target's attempts ran into its row, from what
-    /// the demand sources said (`Shared::owners`), before the plan reads them: once
-    /// per attempt, and never into one a worker holds (its copy would overwrite it).
+    /// Copies whose job each of this target's attempts ran, and its job id, into its
+    /// row (`Attempt::take_owner`), from what the demand sources said
+    /// (`Shared::owners`), before the plan reads them: once per attempt, and never
+    /// into one a worker holds (its copy would overwrite it).
     fn attach_owners(&self, open: &mut [Attempt]) -> Result<(), StoreError> {
         let in_flight = self.state.in_flight();
         for a in open
@@ -59,7 +60,7 @@ impl TargetLoop {
             .filter(|a| a.target == self.name && a.owner.is_none() && !in_flight.contains(&a.id))
         {
             if let Some(owner) = self.shared.owner_of(&a.runner_name) {
-                a.owner = Some(owner);
+                a.take_owner(owner);
                 self.store.save_attempt(a)?;
             }
         }
