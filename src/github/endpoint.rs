@@ -23,6 +23,7 @@ pub const TEMPLATES: &[&str] = &[
     "/repos/{owner}/{repo}/actions/runs",
     "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs",
     "/repos/{owner}/{repo}/actions/jobs/{job_id}",
+    "/repos/{owner}/{repo}/actions/jobs/{job_id}/rerun",
     "/repos/{owner}/{repo}/actions/runners",
     "/repos/{owner}/{repo}/actions/runners/downloads",
     "/repos/{owner}/{repo}/actions/runners/generate-jitconfig",
