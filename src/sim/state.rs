@@ -33,6 +33,8 @@ pub struct SimConfig {
     pub runner_poll_ms: u64,
     /// How far away GitHub is (`latency.rs`); zero is loopback.
     pub latency: super::latency::Latency,
+    /// GitHub's secondary rate limits (`secondary.rs`); on by default.
+    pub secondary: super::secondary::SecondaryLimits,
 }
 
 impl Default for SimConfig {
@@ -45,6 +47,7 @@ impl Default for SimConfig {
             installation_token_ttl_secs: 3600,
             runner_poll_ms: 1000,
             latency: Default::default(),
+            secondary: Default::default(),
         }
     }
 }
@@ -249,6 +252,8 @@ pub struct State {
     pub latency_rng: SplitMix64,
     /// Requests in flight per credential, and the peak (`latency.rs`).
     pub in_flight: super::latency::InFlight,
+    /// Points spent per credential and endpoint, and the secondary limits hit.
+    pub secondary: super::secondary::SecondaryBook,
     /// Ids handed out by a JIT call that a `VanishRegistration` fault may delete.
     pub last_created_runner: Option<u64>,
     /// The runner scale set API's world (`scaleset_state.rs`).
@@ -300,6 +305,7 @@ impl State {
             rng,
             latency_rng,
             in_flight: Default::default(),
+            secondary: Default::default(),
             last_created_runner: None,
             scalesets: Default::default(),
             runner_binary: None,
