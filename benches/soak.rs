@@ -374,9 +374,11 @@ fn soak(cfg: &Config, w: &World) -> Result<usize, String> {
     );
     let total = promises::print(&checks);
     println!(
-        "soak summary: {} jobs, {} restarts, {injected} faults injected, violations: {total}",
+        "soak summary: {} jobs, {} restarts, {injected} faults injected, secondary limits hit \
+         {}, violations: {total}",
         completed,
-        restarts.0 + restarts.1
+        restarts.0 + restarts.1,
+        w.sim.secondary_hits().total
     );
     Ok(total)
 }
