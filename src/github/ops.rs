@@ -660,12 +660,13 @@ mod tests {
         };
         let c = GitHubClient::new(&target, super::super::Credential::Token(Secret::new("x")));
         let all = c.within_points(ReadCaps::ALL);
-        assert_eq!(all.new + all.known, c.points().book().ceiling(JOBS_ROUTE) as usize);
+        assert_eq!(
+            all.new + all.known,
+            c.points().book().ceiling(JOBS_ROUTE) as usize
+        );
         // All but ten points spent: new runs first, known ones with what is left.
         let spent = c.points().book().ceiling(JOBS_ROUTE) - 10;
-        c.points()
-            .book()
-            .reserve(JOBS_ROUTE, "GET", spent, c.now());
+        c.points().book().reserve(JOBS_ROUTE, "GET", spent, c.now());
         let caps = ReadCaps {
             new: 6,
             known: 100,
