@@ -234,6 +234,27 @@ impl PointsBook {
         }
     }
 
+    /// Counts `n` requests of `method` that an earlier life of the daemon sent within
+    /// the last window (GitHub still counts them; this book never saw them), as if
+    /// answered now: the safe side, since when they were answered is not known.
+    pub fn seed(&mut self, endpoint: &str, method: &str, n: u32, now: Millis) {
+        let e = self.endpoints.entry(endpoint.to_string()).or_default();
+        for _ in 0..n {
+            self.next_id += 1;
+            e.charges.push(Charge {
+                id: self.next_id,
+                points: cost(method),
+                expires: Some(now + WINDOW),
+                reserved: false,
+            });
+        }
+    }
+
+    /// Whether the book has counted nothing yet (a new daemon's).
+    pub fn is_empty(&self) -> bool {
+        self.endpoints.is_empty()
+    }
+
     /// GitHub answered a secondary limit on `endpoint`: counted, the endpoint blocked
     /// until `until` and its ceiling lowered from now on.
     pub fn hit(&mut self, endpoint: &str, until: Millis) {
@@ -331,6 +352,21 @@ mod tests {
         // claimed one a window after its answer.
         assert_eq!(b.used(JIT, T0 + WINDOW), 5);
         assert_eq!(b.used(JIT, T0 + 700 + WINDOW), 0);
+    }
+
+    #[test]
+    fn an_earlier_lifes_requests_count_a_window_and_are_never_claimed() {
+        let mut b = PointsBook::default();
+        assert!(b.is_empty());
+        let per = (LIMIT - MARGIN) / 5;
+        b.seed(JIT, "POST", per - 1, T0);
+        assert!(!b.is_empty());
+        assert_eq!(b.room(JIT, "POST", T0).fits, 1);
+        let t = b.admit(JIT, "POST", T0).unwrap();
+        assert_eq!(b.used(JIT, T0), per * 5, "a new charge, not a claim");
+        b.settle(&t, T0);
+        assert!(b.admit(JIT, "POST", T0 + 1).is_err());
+        assert_eq!(b.room(JIT, "POST", T0 + WINDOW).fits, per);
     }
 
     #[test]
