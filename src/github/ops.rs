@@ -163,13 +163,13 @@ impl GitHubClient {
     /// room for now (`reconcile::points`), new runs first: a read never waits inside
     /// for points, and what it leaves is read at a later poll (the runs it did not
     /// read keep their earlier view).
-    fn within_points<'a>(&self, caps: ReadCaps<'a>) -> ReadCaps<'a> {
+    fn within_points<'a>(&self, caps: ReadCaps<'a>, fresh: usize) -> ReadCaps<'a> {
         let room = self
             .points()
             .book()
             .room(JOBS_ROUTE, "GET", self.now())
             .fits as usize;
-        let new = caps.new.min(room);
+        let new = caps.new.min(fresh).min(room);
         ReadCaps {
             new,
             known: caps.known.min(room - new),
@@ -295,7 +295,7 @@ impl GitHubClient {
             self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
         };
         let (known, fresh): (Vec<RunAt>, Vec<RunAt>) = to_read.iter().copied().partition(cached);
-        let plan = plan_reads(&known, &fresh, self.within_points(caps));
+        let plan = plan_reads(&known, &fresh, self.within_points(caps, fresh.len()));
         let failures = std::sync::atomic::AtomicU32::new(0);
         let failure: std::sync::Mutex<Option<GhError>> = Default::default();
         let got: std::sync::Mutex<Vec<(i64, Vec<QueuedJob>)>> = std::sync::Mutex::new(from_book);
@@ -659,11 +659,9 @@ mod tests {
             max_in_flight: 8,
         };
         let c = GitHubClient::new(&target, super::super::Credential::Token(Secret::new("x")));
-        let all = c.within_points(ReadCaps::ALL);
-        assert_eq!(
-            all.new + all.known,
-            c.points().book().ceiling(JOBS_ROUTE) as usize
-        );
+        let all = c.within_points(ReadCaps::ALL, 5);
+        let ceiling = c.points().book().ceiling(JOBS_ROUTE) as usize;
+        assert_eq!((all.new, all.known), (5, ceiling - 5));
         // All but ten points spent: new runs first, known ones with what is left.
         let spent = c.points().book().ceiling(JOBS_ROUTE) - 10;
         c.points().book().reserve(JOBS_ROUTE, "GET", spent, c.now());
@@ -672,7 +670,7 @@ mod tests {
             known: 100,
             held: &[],
         };
-        let held = c.within_points(caps);
+        let held = c.within_points(caps, 8);
         assert_eq!((held.new, held.known), (6, 4));
     }
 
