@@ -490,9 +490,11 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let per_job = support::units(&w.sim) as f64 / served.max(1) as f64;
     println!(
         "chaos summary: 1 run, {kills} kills, {} jobs, {injected} faults injected, \
-         {per_job:.2} units per served job, {:.1} min run dry, violations: {total}",
+         {per_job:.2} units per served job, {:.1} min run dry, secondary limits hit {}, \
+         violations: {total}",
         jobs.len(),
-        dry_ms as f64 / 60_000.0
+        dry_ms as f64 / 60_000.0,
+        w.sim.secondary_hits().total
     );
     checks.clear();
     let _ = std::fs::remove_dir_all(&update_dir);

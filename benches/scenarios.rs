@@ -2,7 +2,7 @@
 //! beside two baselines in the same run (a naive poller and a fixed pool), printing
 //! one Markdown table. `cargo bench --bench scenarios [-- --small|--long] [--far]
 //! [SCENARIO...]` with scenarios `steady`, `burst` (200 jobs), `burst60` (60 jobs, also
-//! on a scale set), `idle`, `history`, `scaleset`, `budget` (rate-limit units per job
+//! on a scale set), `burst300` (300 jobs against GitHub's secondary limits, run alone), `idle`, `history`, `scaleset`, `budget` (rate-limit units per job
 //! draining a queue, with and without SIGKILLs, and a 500-unit budget's dry time; the
 //! same drain with `workflow_job` webhooks, also alone as `budget-hooks`). `--far` puts GitHub 120 ms away
 //! (500 ms more per JIT config, ±20%) and gives the runner install a real release's
@@ -10,6 +10,8 @@
 //! unless scenarios are named. Asserts no timing: it fails only when a scenario cannot
 //! complete.
 
+#[path = "scenarios/burst300.rs"]
+mod burst300;
 #[path = "scenarios/idle.rs"]
 mod idle;
 #[path = "support/mod.rs"]
@@ -117,6 +119,12 @@ struct Outcome {
     not_cleaned: usize,
     /// The sim's peak of requests in flight, per credential, over the run.
     peak_in_flight: BTreeMap<String, u32>,
+    /// GitHub's secondary rate limits the system went over (the sim's count).
+    secondary_hits: u64,
+    /// Every runner spawned, from the first job queued, in order.
+    spawns: Vec<i64>,
+    /// The sim's request log over the run.
+    log: Vec<runner_manager::sim::LogEntry>,
     units: u64,
     idle_runner_secs: f64,
     peak_rss_kb: u64,
@@ -150,12 +158,13 @@ impl Outcome {
             )
         };
         format!(
-            "{scn}: {who}: first runner {} ms after the first job, all {} spawned by {} ms ({:.2}/s); queue-to-spawn p50 {p50} ms, p99 {p99} ms{exits}; peak in flight {:?}",
+            "{scn}: {who}: first runner {} ms after the first job, all {} spawned by {} ms ({:.2}/s); queue-to-spawn p50 {p50} ms, p99 {p99} ms{exits}; peak in flight {:?}; secondary limits hit {}",
             self.first_spawn_ms,
             self.served,
             self.spawn_span_ms,
             self.rate(),
-            self.peak_in_flight
+            self.peak_in_flight,
+            self.secondary_hits
         )
     }
 }
@@ -207,6 +216,7 @@ fn main() {
             "steady" => steady(cfg),
             "burst" => burst(cfg, BurstKind::Large),
             "burst60" => burst(cfg, BurstKind::Sixty),
+            "burst300" => burst300::burst300(cfg),
             "idle" => idle::idle(cfg),
             "history" => history(cfg),
             "scaleset" => scaleset(cfg),
@@ -215,8 +225,8 @@ fn main() {
             // Only the webhook rows of `budget`.
             "budget-hooks" => budget_hooks(cfg),
             other => Err(format!(
-                "unknown scenario {other}; use steady, burst, burst60, idle, history, scaleset, wake, \
-                 budget or budget-hooks"
+                "unknown scenario {other}; use steady, burst, burst60, burst300, idle, history, \
+                 scaleset, wake, budget or budget-hooks"
             )),
         };
         match res {
@@ -371,6 +381,8 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         (None, None) => HashMap::new(),
     };
     out.peak_in_flight = w.sim.peak_in_flight();
+    out.secondary_hits = w.sim.secondary_hits().total;
+    out.log = w.sim.request_log();
     let jobs = w.sim.jobs();
     out.jobs = jobs.len();
     let first_queued = jobs.iter().map(|j| j.created_at).min().unwrap_or(0);
@@ -384,9 +396,11 @@ fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
         if let Some(at) = j.runner_name.as_ref().and_then(|n| spawned_at.get(n)) {
             out.to_spawn.push((at - j.created_at).max(0));
             last_spawn = last_spawn.max(*at);
+            out.spawns.push(at - first_queued);
             first_spawn = Some(first_spawn.map_or(*at, |f| f.min(*at)));
         }
     }
+    out.spawns.sort_unstable();
     out.spawn_span_ms = last_spawn - first_queued;
     out.first_spawn_ms = first_spawn.map_or(0, |f| (f - first_queued).max(0));
     for (exit, cleanup) in exits {
@@ -695,6 +709,10 @@ fn spawn_rows(scn: &str, what: &str, o: &Outcome, nv: &Outcome, pl: &Outcome) ->
             .naive(nv.rate())
             .pool(pl.rate())
             .higher_better(),
+        Row::new(scn, &format!("secondary limits hit{what}"), "403s")
+            .ours(o.secondary_hits as f64)
+            .naive(nv.secondary_hits as f64)
+            .pool(pl.secondary_hits as f64),
     ];
     if !what.is_empty() {
         rows.push(

@@ -293,6 +293,7 @@ impl Sim {
             unfit: &unfit,
             can_start: lp.state.can_start(now),
             rate_limited_until: None,
+            jit_room: None,
             free_uids: None,
             surplus: &HashSet::new(),
             runners: None,

@@ -13,4 +13,5 @@ mod sim {
     mod latency;
     mod rest;
     mod runner;
+    mod secondary;
 }

@@ -1,13 +1,14 @@
 //! The one way the daemon builds a target's GitHub client: its credential loaded,
 //! every request counted in the target's metrics, stoppable (a shutdown or a
-//! listener's stop ends its waits), and tied to the target's rate-limit hold and
-//! bound on requests in flight, which every client of the target shares (the loop's
-//! and its workers', each scale set listener's, each scale set lookup's).
+//! listener's stop ends its waits), and tied to the target's rate-limit hold, its
+//! bound on requests in flight and its secondary-limit points, which every client of
+//! the target shares (the loop's and its workers', each scale set listener's, each
+//! scale set lookup's).
 
 use super::metrics_feed;
 use super::shared::Shared;
 use crate::domain::Target;
-use crate::github::{GitHubClient, InFlight, SharedHold, load_credential};
+use crate::github::{GitHubClient, InFlight, SharedHold, SharedPoints, load_credential};
 use crossbeam_channel::Receiver;
 
 /// What every client of one target shares.
@@ -15,6 +16,7 @@ use crossbeam_channel::Receiver;
 pub struct Ties {
     pub hold: SharedHold,
     pub in_flight: InFlight,
+    pub points: SharedPoints,
 }
 
 /// A client for `target`, stopped by `stop`; `Err` says why its credential could not
@@ -31,5 +33,6 @@ pub fn build(
         .with_observer(metrics_feed::github_observer(&shared.metrics, &target.name))
         .with_shared_hold(ties.hold.clone())
         .with_in_flight(ties.in_flight.clone())
+        .with_points(ties.points.clone())
         .with_hooks(shared.hooks.clone()))
 }

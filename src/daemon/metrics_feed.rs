@@ -139,6 +139,15 @@ pub fn demand(m: &Metrics, alloc: &Allocation) {
     for pa in &alloc.profiles {
         m.set_demand(&pa.profile, pa.demand as u64);
         m.set_limited_by(&pa.profile, pa.limit.as_str());
+        let paced = match pa.limit {
+            crate::domain::Limit::Paced { waiting, .. } => waiting,
+            _ => 0,
+        };
+        m.gauge_set(
+            crate::metrics::names::STARTS_PACED,
+            &[("profile", &pa.profile)],
+            paced as f64,
+        );
     }
 }
 
@@ -207,6 +216,16 @@ pub fn target(
         m.gauge_set(crate::metrics::names::POLL_INTERVAL, &t, p as f64 / 1000.0);
     }
     m.set_link_mode(name, crate::domain::TargetMode::Standalone.as_str());
+    if let Some(c) = client {
+        // The credential's book outlives its clients: the counter follows its count.
+        let hits = c.points().hits() as f64;
+        let seen = m
+            .value(crate::metrics::names::SECONDARY_LIMITS, &t)
+            .unwrap_or(0.0);
+        if hits > seen {
+            m.counter_add(crate::metrics::names::SECONDARY_LIMITS, &t, hits - seen);
+        }
+    }
 }
 
 /// A profile's starts were held after a host failure, or are no longer.
@@ -310,6 +329,10 @@ mod tests {
             Limit::NotReconciling(NotReconciling::Paused),
             Limit::ForeignHost,
             Limit::RateLimited(0),
+            Limit::Paced {
+                waiting: 1,
+                next: 0,
+            },
         ];
         for l in &all {
             assert!(crate::metrics::LIMITS.contains(&l.as_str()), "{l}");

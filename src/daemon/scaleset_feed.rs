@@ -181,6 +181,11 @@ impl ScaleSetFeed {
         &self.ties.in_flight
     }
 
+    /// The secondary-limit points every client of the target shares.
+    pub fn points(&self) -> &crate::github::SharedPoints {
+        &self.ties.points
+    }
+
     /// Starts a listener for every scale set profile of this host that is not directed
     /// (or whose target, runner group or ceiling changed) and stops the others. A
     /// directed profile runs none: the coordinator holds its session. In fallback

@@ -42,7 +42,16 @@ pub enum Limit {
     /// GitHub's rate limit (or a `retry-after`) holds the target until this time
     /// (unix ms): nothing is read or started before it, whatever the queue holds.
     RateLimited(i64),
+    /// GitHub's per-minute points for JIT configs (its secondary rate limit) are spent
+    /// for now: `waiting` starts wait their turn, the next fits at `next` (unix ms).
+    Paced {
+        waiting: u32,
+        next: i64,
+    },
 }
+
+/// What `Display` writes between a paced profile's count and its time.
+const PACED_WORDS: &str = " starts wait for GitHub's per-minute limit (next at ";
 
 /// The variants without data, for lookups by word.
 const PLAIN_LIMITS: [Limit; 6] = [
@@ -66,6 +75,7 @@ impl Limit {
             Limit::NotReconciling(_) => "not_reconciling",
             Limit::ForeignHost => "foreign_host",
             Limit::RateLimited(_) => "rate_limited",
+            Limit::Paced { .. } => "paced",
         }
     }
 
@@ -85,6 +95,14 @@ impl Limit {
         if let Some(until) = text.strip_prefix("rate_limited (until ") {
             let until = crate::timefmt::parse_rfc3339(until.strip_suffix(')')?)?;
             return Some(Limit::RateLimited(until));
+        }
+        if let Some(rest) = text.strip_prefix("paced: ") {
+            let (waiting, next) = rest.split_once(PACED_WORDS)?;
+            let next = crate::timefmt::parse_rfc3339(next.strip_suffix(')')?)?;
+            return Some(Limit::Paced {
+                waiting: waiting.parse().ok()?,
+                next,
+            });
         }
         let inner = text.strip_prefix("not_reconciling (")?.strip_suffix(')')?;
         Some(Limit::NotReconciling(match inner {
@@ -115,6 +133,11 @@ impl fmt::Display for Limit {
                 f,
                 "rate_limited (until {})",
                 crate::timefmt::format_rfc3339(*until)
+            ),
+            Limit::Paced { waiting, next } => write!(
+                f,
+                "paced: {waiting}{PACED_WORDS}{})",
+                crate::timefmt::format_rfc3339(*next)
             ),
             other => f.write_str(other.as_str()),
         }
@@ -293,6 +316,13 @@ mod tests {
             (
                 Limit::RateLimited(1_796_130_303_000),
                 "rate_limited (until 2026-12-01T13:05:03Z)",
+            ),
+            (
+                Limit::Paced {
+                    waiting: 37,
+                    next: 1_796_130_303_000,
+                },
+                "paced: 37 starts wait for GitHub's per-minute limit (next at 2026-12-01T13:05:03Z)",
             ),
         ];
         for (limit, text) in all {

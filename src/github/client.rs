@@ -21,8 +21,10 @@ use super::jwt::app_jwt;
 use super::pagination::{MAX_PAGES, origin};
 use super::ratelimit::{RateLimitSnapshot, SharedHold, limited_until};
 use super::retry::{Clock, RetryPolicy, SystemClock};
+use super::secondary::{self, SharedPoints};
 use super::types;
 use crate::domain::{Target, TargetScope};
+use crate::reconcile::points::Ticket;
 use crate::secret::Secret;
 use crate::timefmt::Millis;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
@@ -88,6 +90,10 @@ pub struct ClientStats {
     pub retries: u64,
     /// Installation tokens minted.
     pub tokens_minted: u64,
+    /// Secondary rate limits GitHub answered (403 or 429 saying so): the goal is 0.
+    pub secondary_hits: u64,
+    /// Requests that waited for their endpoint's points (`reconcile::points`).
+    pub paced_waits: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,6 +206,9 @@ pub struct GitHubClient {
     /// The credential's bound on requests in flight, shared with its other clients
     /// (a client of its own until `with_in_flight`).
     in_flight: InFlight,
+    /// The credential's secondary-limit points, shared with its other clients (a book
+    /// of its own until `with_points`).
+    points: SharedPoints,
     state: Mutex<State>,
     token: Mutex<Option<InstallationToken>>,
     pub(crate) hooks: Option<super::hooks::SharedBook>,
@@ -267,6 +276,7 @@ impl GitHubClient {
             observer: None,
             shared_hold: None,
             in_flight: InFlight::default(),
+            points: SharedPoints::default(),
             state: Mutex::new(State::default()),
             token: Mutex::new(None),
             hooks: None,
@@ -287,6 +297,18 @@ impl GitHubClient {
     pub fn with_in_flight(mut self, limiter: InFlight) -> GitHubClient {
         self.in_flight = limiter;
         self
+    }
+
+    /// Shares the book of secondary-limit points with the other clients of the same
+    /// credential: each REST request is charged to its route before it is sent.
+    pub fn with_points(mut self, points: SharedPoints) -> GitHubClient {
+        self.points = points;
+        self
+    }
+
+    /// The credential's book of secondary-limit points.
+    pub fn points(&self) -> &SharedPoints {
+        &self.points
     }
 
     /// The limiter this client's requests take their permits from (its `usage()` for
@@ -406,6 +428,12 @@ impl GitHubClient {
         // Before the permit: minting a token is a request of its own, which takes
         // its own permit (holding one here could wait on itself at a limit of 1).
         let auth = self.authorization(c.auth, now)?;
+        // Charged before the permit (a charge counts until its answer, so waiting for
+        // a permit only counts it longer), settled when this returns.
+        let _charge = Charged {
+            client: self,
+            ticket: self.charge(c)?,
+        };
         let _permit = self.permit()?;
         // A hold raised while this call waited for its turn (another request met a
         // `retry-after`) stops it here: nothing is sent after a hold, even by a
@@ -467,6 +495,10 @@ impl GitHubClient {
         let answered = self.now();
         match limited_until(reply.status, &reply.headers, message, answered, strikes) {
             Some(until) => {
+                if secondary::is_secondary(reply.status, &reply.headers, message) {
+                    st.stats.secondary_hits += 1;
+                    self.points.book().hit(self.endpoint(c), until);
+                }
                 st.rate.limited_until = Some(until);
                 if let Some(h) = &self.shared_hold {
                     h.raise(until);
@@ -532,6 +564,36 @@ impl GitHubClient {
         Ok(())
     }
 
+    /// The route `c` is charged to.
+    fn endpoint(&self, c: &Call) -> &'static str {
+        super::endpoint::template_of(c.url.strip_prefix(&self.base).unwrap_or(""))
+    }
+
+    /// Charges `c`'s points to its route, waiting (interruptibly, and never past a
+    /// hold raised meanwhile) until they fit; `None` for a call that is never held.
+    fn charge(&self, c: &Call) -> Result<Option<Ticket>, GhError> {
+        if c.ignore_limit {
+            return Ok(None);
+        }
+        let endpoint = self.endpoint(c);
+        // A clock that does not move (a test's) must not wait forever.
+        for _ in 0..MAX_PACED_WAITS {
+            let now = self.now();
+            let until = match self.points.book().admit(endpoint, c.method, now) {
+                Ok(t) => return Ok(Some(t)),
+                Err(until) => until,
+            };
+            lock(&self.state).stats.paced_waits += 1;
+            self.wait(Duration::from_millis(
+                (until - now).clamp(1, PACED_SLICE_MS) as u64,
+            ))?;
+            self.gate(self.now())?;
+        }
+        Err(GhError::Transport {
+            detail: format!("{endpoint}: GitHub's per-minute points for it stayed spent"),
+        })
+    }
+
     /// This request's turn among the credential's requests in flight: waits in line,
     /// ends early on shutdown, and gives up after `permit_timeout`.
     fn permit(&self) -> Result<Permit, GhError> {
@@ -580,6 +642,25 @@ impl GitHubClient {
         self.clock.jitter()
     }
 }
+
+/// Settles a request's points when the request is done with, however it ended.
+struct Charged<'a> {
+    client: &'a GitHubClient,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for Charged<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = &self.ticket {
+            self.client.points.book().settle(t, self.client.now());
+        }
+    }
+}
+
+/// The longest one wait for an endpoint's points lasts before the hold and the book
+/// are looked at again, and how many such waits a request makes at most.
+const PACED_SLICE_MS: Millis = 5_000;
+const MAX_PACED_WAITS: u32 = 40;
 
 pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, GhError> {
     serde_json::from_slice(body).map_err(|e| GhError::Malformed {

@@ -19,6 +19,7 @@ pub mod pagination;
 pub mod permission;
 pub mod ratelimit;
 pub mod retry;
+pub mod secondary;
 mod types;
 pub mod visibility;
 
@@ -31,3 +32,4 @@ pub use inflight::{InFlight, InFlightUsage};
 pub use ops::{Deleted, QueueRead, ReadCaps, RepoInfo, RunnerDownload};
 pub use ratelimit::{RateLimitSnapshot, SharedHold};
 pub use retry::{Clock, RetryPolicy, SystemClock};
+pub use secondary::SharedPoints;

@@ -159,7 +159,28 @@ fn plan_reads(known: &[(usize, i64)], fresh: &[(usize, i64)], caps: ReadCaps) ->
     }
 }
 
+/// The route every run's jobs list is charged to.
+const JOBS_ROUTE: &str = "/repos/{owner}/{repo}/actions/runs/{run_id}/jobs";
+
 impl GitHubClient {
+    /// `caps` held to the jobs lists GitHub's per-minute points for their route have
+    /// room for now (`reconcile::points`), new runs first: a read never waits inside
+    /// for points, and what it leaves is read at a later poll (the runs it did not
+    /// read keep their earlier view).
+    fn within_points<'a>(&self, caps: ReadCaps<'a>, fresh: usize) -> ReadCaps<'a> {
+        let room = self
+            .points()
+            .book()
+            .room(JOBS_ROUTE, "GET", self.now())
+            .fits as usize;
+        let new = caps.new.min(fresh).min(room);
+        ReadCaps {
+            new,
+            known: caps.known.min(room - new),
+            held: caps.held,
+        }
+    }
+
     /// Jobs waiting for a runner in one repository: the runs queued and in progress (a
     /// run in progress can still have queued jobs), then their jobs still `queued`, in
     /// run order. Every GET is conditional, so an idle repository costs only 304s.
@@ -278,7 +299,7 @@ impl GitHubClient {
             self.is_cached(&jobs_path(owner.as_ref(), repo.as_ref(), *run))
         };
         let (known, fresh): (Vec<RunAt>, Vec<RunAt>) = to_read.iter().copied().partition(cached);
-        let plan = plan_reads(&known, &fresh, caps);
+        let plan = plan_reads(&known, &fresh, self.within_points(caps, fresh.len()));
         let failures = std::sync::atomic::AtomicU32::new(0);
         let failure: std::sync::Mutex<Option<GhError>> = Default::default();
         let got: std::sync::Mutex<Vec<(i64, Vec<QueuedJob>)>> = std::sync::Mutex::new(from_book);
@@ -654,6 +675,37 @@ mod tests {
 
     fn ids(plan: &ReadPlan) -> Vec<i64> {
         plan.reads.iter().map(|r| r.1).collect()
+    }
+
+    #[test]
+    fn a_read_takes_only_the_jobs_lists_the_routes_points_have_room_for() {
+        use crate::domain::{CredentialRef, Target, TargetScope};
+        let target = Target {
+            name: "t".into(),
+            scope: TargetScope::Repo {
+                owner: "o".into(),
+                repo: "r".into(),
+            },
+            api_url: "http://127.0.0.1:9".into(),
+            credential: CredentialRef::TokenEnv { var: "X".into() },
+            poll_interval_secs: 5,
+            repos: vec![],
+            max_in_flight: 8,
+        };
+        let c = GitHubClient::new(&target, super::super::Credential::Token(Secret::new("x")));
+        let all = c.within_points(ReadCaps::ALL, 5);
+        let ceiling = c.points().book().ceiling(JOBS_ROUTE) as usize;
+        assert_eq!((all.new, all.known), (5, ceiling - 5));
+        // All but ten points spent: new runs first, known ones with what is left.
+        let spent = c.points().book().ceiling(JOBS_ROUTE) - 10;
+        c.points().book().reserve(JOBS_ROUTE, "GET", spent, c.now());
+        let caps = ReadCaps {
+            new: 6,
+            known: 100,
+            held: &[],
+        };
+        let held = c.within_points(caps, 8);
+        assert_eq!((held.new, held.known), (6, 4));
     }
 
     #[test]

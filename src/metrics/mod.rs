@@ -79,6 +79,8 @@ pub mod names {
     pub const DISK_STARTS_HELD: &str = "runner_manager_disk_starts_held";
     pub const FITNESS_STARTS_HELD: &str = "runner_manager_fitness_starts_held";
     pub const PASS_CPU: &str = "runner_manager_pass_cpu_seconds";
+    pub const STARTS_PACED: &str = "runner_manager_starts_paced";
+    pub const SECONDARY_LIMITS: &str = "runner_manager_github_secondary_limits_total";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
@@ -109,6 +111,7 @@ pub const LIMITS: &[&str] = &[
     "not_reconciling",
     "foreign_host",
     "rate_limited",
+    "paced",
 ];
 
 /// One family the daemon registers: its name, kind, HELP text and (for a histogram)
@@ -194,6 +197,16 @@ const DEFINITIONS: &[Definition] = {
             LIMITED_BY,
             "What limits a profile's starts: 1 for the current one of the words `status` \
              shows (demand, max_capacity, rate_limited...), by profile",
+        ),
+        gauge(
+            STARTS_PACED,
+            "Starts of a profile waiting for GitHub's per-minute points for JIT configs \
+             (its secondary rate limit), by profile",
+        ),
+        counter(
+            SECONDARY_LIMITS,
+            "Secondary rate limits GitHub answered anyway (403 or 429 saying so), by \
+             target; the goal is 0",
         ),
         gauge(
             RATE_LIMIT_LIMIT,

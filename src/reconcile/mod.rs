@@ -12,6 +12,7 @@ pub mod launch_book;
 pub mod lines;
 pub mod pass;
 pub mod plan;
+pub mod points;
 pub mod record;
 pub mod unfit;
 pub mod watch;

@@ -10,6 +10,7 @@ use super::allocate::{Allocation, HostAllocator, pick_surplus};
 use super::demand::{self, Demand};
 use super::launch_book::{Closed, LaunchBook, OfferCtx, TargetMode};
 use super::lines::RunnerEvent;
+use super::points::Room;
 use super::unfit::Unfit;
 use super::watch::{self, Action, Observation, ProcessStatus, Registration, Timeouts, Want};
 use crate::domain::{
@@ -75,6 +76,10 @@ pub struct Observed<'a> {
     /// GitHub's rate limit (or a `retry-after`) holds the target until then: the
     /// profiles say so (`rate_limited`) rather than what they would be limited by.
     pub rate_limited_until: Option<Millis>,
+    /// How many REST JIT configs GitHub's per-minute points leave room for now
+    /// (`reconcile::points`); `None`: not counted. Starts beyond it wait, oldest job
+    /// first; scale set profiles' JIT configs go to another service and never wait.
+    pub jit_room: Option<Room>,
     /// With per-attempt uids: every usable uid of the range no open attempt holds, in
     /// the order to hand them out. `None` when runners do not get uids of their own.
     pub free_uids: Option<&'a [(u32, u32)]>,
@@ -373,6 +378,9 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
             });
         }
     }
+    if let Some(room) = o.jit_room {
+        pace_starts(&mut intents, &mut allocation, o.profiles, room);
+    }
     let surplus = allocation
         .profiles
         .iter()
@@ -389,6 +397,47 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         standalone,
         uids_used_up,
         orphans: Vec::new(),
+    }
+}
+
+/// Keeps the REST starts GitHub's per-minute points have room for, those for the
+/// oldest jobs first (an intent for no known job last); the profiles whose starts wait
+/// are `paced`, with how many wait and when the next fits.
+fn pace_starts(
+    intents: &mut Vec<Intent>,
+    allocation: &mut Allocation,
+    profiles: &[ScalePolicy],
+    room: Room,
+) {
+    let rest = |i: &Intent| {
+        profiles
+            .iter()
+            .any(|p| p.name == i.profile && p.demand != DemandSource::Scaleset)
+    };
+    let mut order: Vec<usize> = (0..intents.len()).filter(|i| rest(&intents[*i])).collect();
+    if order.len() <= room.fits as usize {
+        return;
+    }
+    order.sort_by_key(|i| (intents[*i].queued_at.is_none(), intents[*i].queued_at, *i));
+    let wait: BTreeSet<usize> = order.into_iter().skip(room.fits as usize).collect();
+    let mut waiting: BTreeMap<String, u32> = BTreeMap::new();
+    let mut kept = Vec::with_capacity(intents.len() - wait.len());
+    for (i, intent) in std::mem::take(intents).into_iter().enumerate() {
+        if wait.contains(&i) {
+            *waiting.entry(intent.profile).or_default() += 1;
+        } else {
+            kept.push(intent);
+        }
+    }
+    *intents = kept;
+    for pa in &mut allocation.profiles {
+        if let Some(n) = waiting.get(&pa.profile) {
+            pa.to_start -= n;
+            pa.limit = Limit::Paced {
+                waiting: *n,
+                next: room.next_at,
+            };
+        }
     }
 }
 

@@ -42,6 +42,7 @@ struct Fixture {
     /// The host drains or the daemon stops (`Observed::draining`).
     draining: bool,
     rate_limited_until: Option<Millis>,
+    jit_room: Option<crate::reconcile::points::Room>,
     runners: Option<Vec<RegisteredRunner>>,
 }
 
@@ -61,6 +62,7 @@ impl Fixture {
             scaleset_queued: BTreeMap::new(),
             draining: false,
             rate_limited_until: None,
+            jit_room: None,
             runners: None,
         }
     }
@@ -87,6 +89,7 @@ impl Fixture {
             unfit: &self.unfit,
             can_start: true,
             rate_limited_until: self.rate_limited_until,
+            jit_room: self.jit_room,
             free_uids: self.uids.as_deref(),
             surplus: &self.surplus,
             runners: self.runners.as_deref(),
@@ -135,6 +138,64 @@ fn registrations_no_open_attempt_explains_are_orphans_and_others_never() {
     ]);
     let orphans: Vec<i64> = f.plan(1_000).orphans.iter().map(|r| r.id).collect();
     assert_eq!(orphans, vec![2], "only ours, and only unexplained");
+}
+
+#[test]
+fn starts_beyond_the_jit_points_wait_oldest_job_first_and_the_profiles_say_so() {
+    use crate::reconcile::points::Room;
+    let mut scaleset = profile("big", 5);
+    scaleset.demand = DemandSource::Scaleset;
+    let mut f = Fixture::new(20, vec![profile("linux", 5), profile("arm", 5), scaleset]);
+    // arm's two jobs are the oldest, then linux's three.
+    f.jobs = vec![
+        job(1, "linux", 300),
+        job(2, "linux", 400),
+        job(3, "arm", 100),
+        job(4, "linux", 500),
+        job(5, "arm", 200),
+    ];
+    f.scaleset.insert(
+        "big".into(),
+        ScaleSetSeen {
+            assigned: 2,
+            running: 0,
+        },
+    );
+    let next = 61_000;
+    f.jit_room = Some(Room {
+        fits: 3,
+        next_at: next,
+    });
+    let p = f.plan(1_000);
+    let by = |name: &str| p.intents.iter().filter(|i| i.profile == name).count();
+    // Both of arm's and linux's oldest; the scale set's two never wait.
+    assert_eq!((by("arm"), by("linux"), by("big")), (2, 1, 2));
+    let linux = p.allocation.get("linux").unwrap();
+    assert_eq!(linux.limit, Limit::Paced { waiting: 2, next });
+    assert_eq!(linux.to_start, 1);
+    assert_eq!(p.allocation.get("arm").unwrap().limit, Limit::Demand);
+    assert_eq!(
+        linux.limit.to_string(),
+        "paced: 2 starts wait for GitHub's per-minute limit (next at 1970-01-01T00:01:01Z)"
+    );
+    // No room at all: every REST start waits; room enough: nothing is paced.
+    f.jit_room = Some(Room {
+        fits: 0,
+        next_at: next,
+    });
+    assert_eq!(f.plan(1_000).intents.len(), 2);
+    f.jit_room = Some(Room {
+        fits: 5,
+        next_at: next,
+    });
+    let p = f.plan(1_000);
+    assert_eq!(p.intents.len(), 7);
+    assert!(
+        p.allocation
+            .profiles
+            .iter()
+            .all(|pa| !matches!(pa.limit, Limit::Paced { .. }))
+    );
 }
 
 #[test]

@@ -149,6 +149,14 @@ fn control(st: &mut State, req: &Request, now: Millis) -> Reply {
         ("GET", "/log") => ok(serde_json::json!(st.log)),
         ("GET", "/units") => ok(serde_json::json!(st.units_used())),
         ("GET", "/in-flight") => ok(serde_json::json!(st.in_flight)),
+        ("GET", "/secondary-limits") => ok(serde_json::json!({
+            "limits": st.cfg.secondary,
+            "hits": st.secondary.hits(),
+        })),
+        ("PUT", "/secondary-limits") => {
+            st.cfg.secondary = parse_or_reply!(req);
+            ok(serde_json::json!({ "limits": st.cfg.secondary }))
+        }
         ("POST", "/orgs") => add_org(st, req),
         ("POST", "/repos") => add_repo(st, req, now),
         ("POST", "/pats") => add_pat(st, req),

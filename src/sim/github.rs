@@ -1,5 +1,6 @@
 //! The REST front of the simulated GitHub: routing by GitHub's own path templates, fault
-//! injection, authentication, ETag/304, primary rate-limit accounting and the request log.
+//! injection, authentication, ETag/304, primary rate-limit accounting, secondary limits
+//! (`secondary.rs`) and the request log.
 //! The endpoints themselves are in `endpoints.rs`.
 
 use std::time::Duration;
@@ -385,6 +386,9 @@ fn serve_normally(
         return (r, None);
     };
     let free = template == "/rate_limit";
+    if let Some(r) = secondary_limit(&mut st, &cid, template, &req.method, now) {
+        return (r, None);
+    }
     if let Some(accepted) = super::permissions::refusal(&st, caller, &req.method, template) {
         let (b, _) = st.charge(&cid, !free, now);
         log.counted = !free;
@@ -439,6 +443,35 @@ fn serve_normally(
     let mut r = out_to_response(out, now);
     rate_headers(&mut r, b);
     (r, runner_id)
+}
+
+/// A secondary limit the request went over, as GitHub answers it: 403, its message
+/// and `retry-after` (`secondary.rs`). Nothing is charged to the primary limit.
+fn secondary_limit(
+    st: &mut State,
+    credential: &str,
+    template: &str,
+    method: &str,
+    now: Millis,
+) -> Option<Response> {
+    let limits = st.cfg.secondary;
+    let in_flight = st.in_flight.now.get(credential).copied().unwrap_or(0);
+    st.secondary
+        .judge(&limits, credential, template, method, in_flight, now)
+        .err()?;
+    let mut r = out_to_response(
+        Out::error(
+            403,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you \
+             try again. If you reach out to GitHub Support for help, please include the \
+             request ID.",
+        ),
+        now,
+    );
+    r.set_header("retry-after", limits.retry_after_secs.to_string());
+    let (b, _) = st.charge(credential, false, now);
+    rate_headers(&mut r, b);
+    Some(r)
 }
 
 fn exhausted(st: &State, caller: Caller, b: super::state::Bucket, now: Millis) -> Response {

@@ -409,6 +409,16 @@ impl SimHandle {
         self.sim.lock().in_flight.peak.clone()
     }
 
+    /// GitHub's secondary limits from now on (`SecondaryLimits::off()` to lift them).
+    pub fn set_secondary_limits(&self, limits: super::secondary::SecondaryLimits) {
+        self.with_state(|s| s.cfg.secondary = limits);
+    }
+
+    /// The secondary limits requests went over since the sim started.
+    pub fn secondary_hits(&self) -> super::secondary::Hits {
+        self.sim.lock().secondary.hits().clone()
+    }
+
     /// Moves GitHub (further) away from now on; requests already in flight keep theirs.
     pub fn set_latency(&self, latency: super::latency::Latency) {
         self.with_state(|s| s.cfg.latency = latency);

@@ -22,6 +22,7 @@ pub mod runner;
 pub mod scaleset;
 pub mod scaleset_handle;
 pub mod scaleset_state;
+pub mod secondary;
 pub mod serve;
 pub mod state;
 pub mod webhooks;

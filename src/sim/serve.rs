@@ -8,7 +8,7 @@ use super::state::SimConfig;
 
 const USAGE: &str = "usage: runner-manager sim github [--listen ADDR] [--seed N] [--rate-limit N] \
 [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] \
-[--org LOGIN]... [--repo OWNER/NAME[:public]]... [--pat-file PATH]... \
+[--secondary-limits on|off] [--org LOGIN]... [--repo OWNER/NAME[:public]]... [--pat-file PATH]... \
 [--webhook URL --webhook-secret-file PATH]";
 
 /// Runs the sim until SIGTERM or SIGINT. Prints its URL on stdout (one line) once it
@@ -61,6 +61,13 @@ fn serve(args: &[String]) -> Result<(), String> {
             "--jitter" => {
                 cfg.latency.jitter = super::latency::parse_jitter(&value("--jitter")?)
                     .map_err(|e| format!("--jitter: {e}"))?
+            }
+            "--secondary-limits" => {
+                cfg.secondary.enabled = match value("--secondary-limits")?.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    other => return Err(format!("--secondary-limits: {other:?}: give on or off")),
+                }
             }
             "--org" => orgs.push(value("--org")?),
             "--repo" => repos.push(value("--repo")?),

@@ -37,6 +37,8 @@ pub struct SimConfig {
     /// GitHub fails it ("lost communication with the server"): ten minutes on GitHub
     /// (the runner renews every minute).
     pub lost_runner_ms: u64,
+    /// GitHub's secondary rate limits (`secondary.rs`); on by default.
+    pub secondary: super::secondary::SecondaryLimits,
 }
 
 /// GitHub's: a job whose runner has not renewed it for ten minutes fails.
@@ -63,6 +65,7 @@ impl Default for SimConfig {
             runner_poll_ms: 1000,
             latency: Default::default(),
             lost_runner_ms: LOST_RUNNER_MS,
+            secondary: Default::default(),
         }
     }
 }
@@ -272,6 +275,8 @@ pub struct State {
     pub latency_rng: SplitMix64,
     /// Requests in flight per credential, and the peak (`latency.rs`).
     pub in_flight: super::latency::InFlight,
+    /// Points spent per credential and endpoint, and the secondary limits hit.
+    pub secondary: super::secondary::SecondaryBook,
     /// Ids handed out by a JIT call that a `VanishRegistration` fault may delete.
     pub last_created_runner: Option<u64>,
     /// The runner scale set API's world (`scaleset_state.rs`).
@@ -324,6 +329,7 @@ impl State {
             rng,
             latency_rng,
             in_flight: Default::default(),
+            secondary: Default::default(),
             last_created_runner: None,
             scalesets: Default::default(),
             runner_binary: None,

@@ -163,6 +163,15 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
                 ),
                 format!("{RM} target check {} (the budget)", p.policy.target),
             )),
+            Reported::Known(Limit::Paced { waiting, next }) => now.push(condition(
+                Level::Info,
+                format!("profile {name}"),
+                format!(
+                    "paced: {waiting} starts wait for GitHub's per-minute limit (next in {})",
+                    fmt::age(next.saturating_sub(snap.now))
+                ),
+                "a scale set, or another credential, for larger bursts".to_string(),
+            )),
             _ => {}
         }
     }

@@ -353,7 +353,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::SimGithub,
         path: &["sim", "github"],
-        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]... [--webhook URL --webhook-secret-file PATH]",
+        args: "[--listen ADDR] [--seed N] [--rate-limit N] [--latency DURATION] [--jit-latency DURATION] [--jitter PERCENT] [--secondary-limits on|off] [--org LOGIN]... [--repo OWNER/REPO[:public]]... [--pat-file PATH]... [--webhook URL --webhook-secret-file PATH]",
         positionals: (0, Some(0)),
         about: "Serve the simulated GitHub (for tests, benchmarks and trying things out)",
         options: &[
@@ -386,6 +386,12 @@ pub const COMMANDS: &[Command] = &[
                 "--jitter",
                 "PERCENT",
                 "Each delay drawn within this much either side, e.g. 20% (seeded by --seed)",
+            ),
+            opt(
+                "--secondary-limits",
+                "on|off",
+                "GitHub's secondary rate limits: 100 requests in flight per credential, 900 \
+                 points a minute per endpoint, 403 with retry-after: 60 over either (default on)",
             ),
             opt("--org", "LOGIN", "Create this organization (repeatable)"),
             opt(

@@ -50,8 +50,35 @@ impl TargetLoop {
         if let Some(t) = kept_hold {
             client.hold_until(t);
         }
+        self.seed_points(target, now);
         self.client = Some(Arc::new(client));
         self.state.on_event(Event::ClientBuilt { kept_hold }, now);
+    }
+
+    /// A new daemon's points book counts the JIT configs an earlier life asked for
+    /// within the last minute (GitHub still counts them): their `pending` rows.
+    fn seed_points(&self, target: &Target, now: Millis) {
+        use crate::reconcile::points::WINDOW;
+        let points = self.scaleset.points();
+        if !points.book().is_empty() {
+            return;
+        }
+        let filter = crate::store::AttemptFilter {
+            limit: Some(1000),
+            ..Default::default()
+        };
+        let recent = match self.store.attempts(&filter) {
+            Ok(all) => all
+                .iter()
+                .filter(|a| a.target == self.name && a.created_at > now - WINDOW)
+                .count(),
+            Err(e) => {
+                log_warn!("recent_starts_not_read", target = self.name, error = e);
+                0
+            }
+        };
+        let route = crate::github::secondary::jit_endpoint(&target.scope);
+        points.book().seed(route, "POST", recent as u32, now);
     }
 
     /// Until when the credential is held: the client's own rate-limit hold, or the

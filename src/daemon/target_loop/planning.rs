@@ -116,6 +116,7 @@ impl TargetLoop {
             unfit,
             can_start,
             rate_limited_until: self.state.rate_limited_until(credential_hold, now),
+            jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now)),
             free_uids: free_uids.as_deref(),
             surplus: self.state.surplus(),
             runners: g.runners.as_deref(),
@@ -125,6 +126,19 @@ impl TargetLoop {
         // An intent that cannot be written is a start that does not happen; the
         // pass still watches and cleans.
         let (intents, failed) = self.record(&host, &set.target, &plan, &mut book, now);
+        // The REST starts' points are held from now, so the next pass (before their
+        // JIT calls go out) counts them.
+        let rest = intents
+            .iter()
+            .filter(|a| {
+                set.profiles.iter().any(|p| {
+                    p.name == a.profile && p.demand != crate::domain::DemandSource::Scaleset
+                })
+            })
+            .count();
+        self.scaleset
+            .points()
+            .reserve_jit(&set.target.scope, rest as u32, now);
         self.wrote("intents", failed.map_or(Ok(()), Err));
         drop(book);
         shared.pool.set_view(
