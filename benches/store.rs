@@ -66,6 +66,7 @@ fn main() {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     })
     .unwrap();
     for name in ["linux", "other"] {

@@ -818,6 +818,7 @@ mod tests {
             poll_interval_secs: 60,
             repos: vec![],
             max_in_flight: 4,
+            secondary_limit: Some(900),
         };
         let st = |ms| crate::store::TargetStatus {
             target: "t".into(),

@@ -147,6 +147,8 @@ pub fn target_json(t: &Target) -> Value {
         "credential": serde_json::to_value(&t.credential).expect("JSON values print"),
         "poll_interval_secs": t.poll_interval_secs,
         "max_in_flight": t.max_in_flight,
+        // Points a minute per endpoint; null when the target's GHES has none.
+        "secondary_limit": t.secondary_limit,
         "repos": t.repos,
     })
 }

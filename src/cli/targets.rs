@@ -96,6 +96,7 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
         poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
         repos: Vec::new(),
         max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        secondary_limit: Some(crate::domain::target::DEFAULT_SECONDARY_LIMIT),
     };
     t.validate()?;
     Ok(t)
@@ -211,6 +212,10 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                     crate::timefmt::duration(t.poll_interval_secs),
                 ),
                 ("max_in_flight", t.max_in_flight.to_string()),
+                (
+                    "secondary_limit",
+                    crate::domain::target::secondary_limit_text(t.secondary_limit),
+                ),
                 (
                     "repos",
                     if t.repos.is_empty() {

@@ -20,6 +20,7 @@ fn target() -> Target {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 4,
+        secondary_limit: Some(900),
     }
 }
 

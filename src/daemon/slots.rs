@@ -371,6 +371,7 @@ mod tests {
             poll_interval_secs: 10,
             repos: vec![],
             max_in_flight: 4,
+            secondary_limit: Some(900),
         };
         store.add_target(&t).unwrap();
         store

@@ -131,6 +131,7 @@ pub fn sim_target(
         poll_interval_secs,
         repos: vec![],
         max_in_flight: crate::domain::target::DEFAULT_MAX_IN_FLIGHT,
+        secondary_limit: Some(crate::domain::target::DEFAULT_SECONDARY_LIMIT),
     }
 }
 

@@ -240,6 +240,7 @@ mod pacing_tests {
             poll_interval_secs: 5,
             repos: vec![],
             max_in_flight: 24,
+            secondary_limit: Some(900),
         };
         let mut row = crate::store::TargetStatus {
             target: "octo".into(),

@@ -264,6 +264,7 @@ mod tests {
             poll_interval_secs: 10,
             repos: Vec::new(),
             max_in_flight: 4,
+            secondary_limit: Some(900),
         }
     }
 

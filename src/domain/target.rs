@@ -16,11 +16,18 @@ pub const DEFAULT_POLL_INTERVAL_SECS: u64 = 5;
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 24;
 /// GitHub's own ceiling: 100 concurrent requests per credential.
 pub const MAX_IN_FLIGHT: u32 = 100;
+/// The points a minute per REST endpoint github.com allows before its secondary limit
+/// (`reconcile::points`), unless a GHES admin set another.
+pub const DEFAULT_SECONDARY_LIMIT: u32 = 900;
+/// The range `secondary_limit` takes: from a JIT config's 5 points, 6 times over, to
+/// a thousand times GitHub's.
+pub const SECONDARY_LIMITS: std::ops::RangeInclusive<u32> = 30..=900_000;
 /// The keys `target set` accepts.
 pub const SETTABLE_KEYS: &[&str] = &[
     "api_url",
     "poll_interval",
     "max_in_flight",
+    "secondary_limit",
     "token_file",
     "token_env",
     "app_id",
@@ -112,10 +119,24 @@ pub struct Target {
     /// across the target's loop, its I/O workers and its scale set clients.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: u32,
+    /// Points a minute per REST endpoint its GitHub allows (`DEFAULT_SECONDARY_LIMIT` on
+    /// github.com); `None` for a GHES whose admin turned secondary limits off. The
+    /// daemon keeps its credential's requests below it.
+    #[serde(default = "default_secondary_limit")]
+    pub secondary_limit: Option<u32>,
 }
 
 fn default_max_in_flight() -> u32 {
     DEFAULT_MAX_IN_FLIGHT
+}
+
+fn default_secondary_limit() -> Option<u32> {
+    Some(DEFAULT_SECONDARY_LIMIT)
+}
+
+/// `secondary_limit` as users write it: points a minute, or `off`.
+pub fn secondary_limit_text(limit: Option<u32>) -> String {
+    limit.map_or_else(|| "off".to_string(), |n| n.to_string())
 }
 
 impl Target {
@@ -184,6 +205,31 @@ impl Target {
                 self.max_in_flight =
                     validate::number_in(key, value, 1, u64::from(MAX_IN_FLIGHT))? as u32
             }
+            "secondary_limit" => {
+                self.secondary_limit = match value {
+                    "" => Some(DEFAULT_SECONDARY_LIMIT),
+                    "off" => None,
+                    _ => Some(
+                        validate::number_in(
+                            key,
+                            value,
+                            u64::from(*SECONDARY_LIMITS.start()),
+                            u64::from(*SECONDARY_LIMITS.end()),
+                        )
+                        .map_err(|_| {
+                            Invalid::new(
+                                key,
+                                format!(
+                                    "give points a minute per endpoint, {} to {} (github.com: \
+                                     {DEFAULT_SECONDARY_LIMIT}), or off",
+                                    SECONDARY_LIMITS.start(),
+                                    SECONDARY_LIMITS.end()
+                                ),
+                            )
+                        })? as u32,
+                    ),
+                }
+            }
             "repos" => {
                 if matches!(self.scope, TargetScope::Repo { .. }) {
                     return Err(Invalid::new(
@@ -234,6 +280,19 @@ impl Target {
                 format!("give 1 to {MAX_IN_FLIGHT}"),
             ));
         }
+        if self
+            .secondary_limit
+            .is_some_and(|n| !SECONDARY_LIMITS.contains(&n))
+        {
+            return Err(Invalid::new(
+                "secondary_limit",
+                format!(
+                    "give {} to {}, or off",
+                    SECONDARY_LIMITS.start(),
+                    SECONDARY_LIMITS.end()
+                ),
+            ));
+        }
         Ok(())
     }
 }
@@ -256,6 +315,7 @@ mod tests {
             poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
             repos: vec![],
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            secondary_limit: Some(900),
         }
     }
 

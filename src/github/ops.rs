@@ -691,6 +691,7 @@ mod tests {
             poll_interval_secs: 5,
             repos: vec![],
             max_in_flight: 8,
+            secondary_limit: Some(900),
         };
         let c = GitHubClient::new(&target, super::super::Credential::Token(Secret::new("x")));
         let all = c.within_points(ReadCaps::ALL, 5);

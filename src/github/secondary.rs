@@ -38,6 +38,12 @@ impl SharedPoints {
         }
     }
 
+    /// The points a minute per endpoint the credential's GitHub allows (a target's
+    /// `secondary_limit`; `None`: none).
+    pub fn set_limit(&self, limit: Option<u32>) {
+        self.book().set_limit(limit);
+    }
+
     /// Secondary limits GitHub answered this credential.
     pub fn hits(&self) -> u64 {
         self.book().hits()

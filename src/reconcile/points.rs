@@ -31,7 +31,10 @@
 //! - Every method not GET, HEAD or OPTIONS costs 5.
 //!
 //! Each endpoint is kept [`MARGIN`] points below 900 (a request of another client of
-//! the same credential, an endpoint that costs more than documented). A secondary
+//! the same credential, an endpoint that costs more than documented). A GitHub
+//! Enterprise Server's admin may set other limits, or none: the target's
+//! `secondary_limit` gives the book another ceiling per endpoint, or none
+//! ([`PointsBook::set_limit`]). A secondary
 //! limit hit anyway (a 403 or 429 that says so) is counted, blocks the endpoint until
 //! its `retry-after`, and lowers that endpoint's ceiling by a quarter for good
 //! (down to [`FLOOR`]): what GitHub counts evidently differs from what we count.
@@ -42,11 +45,24 @@ use std::collections::BTreeMap;
 /// GitHub's window for the points of one endpoint.
 pub const WINDOW: Millis = 60_000;
 /// GitHub's points per endpoint per minute.
-pub const LIMIT: u32 = 900;
+pub const LIMIT: u32 = crate::domain::target::DEFAULT_SECONDARY_LIMIT;
 /// Points kept unused below [`LIMIT`] on every endpoint: six JIT configs' worth.
 pub const MARGIN: u32 = 30;
-/// The lowest an endpoint's ceiling falls after repeated hits.
+/// The lowest an endpoint's ceiling falls after repeated hits, as a share of the limit.
 pub const FLOOR: u32 = LIMIT / 4;
+/// The ceiling of a book with no limit (a GHES whose admin turned them off): never
+/// reached, and small enough that sums of points never overflow.
+const UNLIMITED: u32 = u32::MAX / 4;
+
+/// The most points an endpoint may count at once under `limit` points a minute (`None`:
+/// no limit), before any hit: the limit less [`MARGIN`], or less a thirtieth of a
+/// smaller limit.
+pub fn base_ceiling(limit: Option<u32>) -> u32 {
+    match limit {
+        None => UNLIMITED,
+        Some(l) => l - MARGIN.min(l / 30),
+    }
+}
 
 /// What a request costs: 1 for GET, HEAD and OPTIONS, 5 for anything else.
 pub fn cost(method: &str) -> u32 {
@@ -85,19 +101,20 @@ impl Endpoint {
         self.charges.iter().map(|c| c.points).sum()
     }
 
-    fn ceiling(&self) -> u32 {
-        let mut c = LIMIT - MARGIN;
+    fn ceiling(&self, limit: Option<u32>) -> u32 {
+        let base = base_ceiling(limit);
+        let mut c = base;
         for _ in 0..self.hits.min(8) {
             c = c * 3 / 4;
         }
-        c.max(FLOOR)
+        c.max(limit.map_or(FLOOR, |l| l / 4))
     }
 
     /// When `points` more fit: as soon as enough charges have expired. A book held up
     /// by unanswered requests says a window from now (an answer comes or fails by
     /// then, and the caller looks again).
-    fn next_fit(&self, points: u32, now: Millis) -> Millis {
-        let ceiling = self.ceiling();
+    fn next_fit(&self, points: u32, limit: Option<u32>, now: Millis) -> Millis {
+        let ceiling = self.ceiling(limit);
         let mut used = self.used();
         let mut ends: Vec<(Millis, u32)> = self
             .charges
@@ -137,18 +154,38 @@ pub struct Room {
 }
 
 /// One credential's points per endpoint.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PointsBook {
     endpoints: BTreeMap<String, Endpoint>,
     next_id: u64,
     hits: u64,
+    /// Points a minute per endpoint GitHub allows; `None`: no limit.
+    limit: Option<u32>,
+}
+
+impl Default for PointsBook {
+    fn default() -> PointsBook {
+        PointsBook {
+            endpoints: BTreeMap::new(),
+            next_id: 0,
+            hits: 0,
+            limit: Some(LIMIT),
+        }
+    }
 }
 
 impl PointsBook {
+    /// Sets the points a minute per endpoint the credential's GitHub allows (`None`: it
+    /// has no secondary limits). What is counted stays counted.
+    pub fn set_limit(&mut self, limit: Option<u32>) {
+        self.limit = limit;
+    }
+
     /// Charges a request about to be sent, or says when it may be sent. A reservation
     /// the pass made on the endpoint is claimed first.
     pub fn admit(&mut self, endpoint: &str, method: &str, now: Millis) -> Result<Ticket, Millis> {
         let points = cost(method);
+        let limit = self.limit;
         let e = self.endpoints.entry(endpoint.to_string()).or_default();
         e.prune(now);
         if e.blocked_until > now {
@@ -166,8 +203,8 @@ impl PointsBook {
                 id: c.id,
             });
         }
-        if e.used() + points > e.ceiling() {
-            return Err(e.next_fit(points, now));
+        if e.used() + points > e.ceiling(limit) {
+            return Err(e.next_fit(points, limit, now));
         }
         self.next_id += 1;
         let id = self.next_id;
@@ -198,9 +235,10 @@ impl PointsBook {
     /// How many requests of `method` fit on `endpoint` now.
     pub fn room(&mut self, endpoint: &str, method: &str, now: Millis) -> Room {
         let points = cost(method);
+        let limit = self.limit;
         let Some(e) = self.endpoints.get_mut(endpoint) else {
             return Room {
-                fits: (LIMIT - MARGIN) / points,
+                fits: base_ceiling(limit) / points,
                 next_at: now + WINDOW,
             };
         };
@@ -211,10 +249,10 @@ impl PointsBook {
                 next_at: e.blocked_until,
             };
         }
-        let fits = e.ceiling().saturating_sub(e.used()) / points;
+        let fits = e.ceiling(limit).saturating_sub(e.used()) / points;
         Room {
             fits,
-            next_at: e.next_fit((fits + 1) * points, now),
+            next_at: e.next_fit((fits + 1) * points, limit, now),
         }
     }
 
@@ -281,7 +319,7 @@ impl PointsBook {
     pub fn ceiling(&self, endpoint: &str) -> u32 {
         self.endpoints
             .get(endpoint)
-            .map_or(LIMIT - MARGIN, Endpoint::ceiling)
+            .map_or(base_ceiling(self.limit), |e| e.ceiling(self.limit))
     }
 }
 
@@ -400,5 +438,38 @@ mod tests {
         // Only the oldest must expire for one more to fit.
         assert_eq!(b.admit(JIT, "POST", now), Err(T0 + WINDOW));
         assert!(b.admit(JIT, "POST", T0 + WINDOW).is_ok());
+    }
+
+    #[test]
+    fn a_ghes_limit_sets_the_ceiling_and_none_lifts_it() {
+        let mut b = PointsBook::default();
+        b.set_limit(Some(300));
+        // 300 less a thirtieth: 290 points, 58 JIT configs.
+        assert_eq!(b.room(JIT, "POST", T0).fits, 58);
+        for _ in 0..58 {
+            b.admit(JIT, "POST", T0).unwrap();
+        }
+        assert!(b.admit(JIT, "POST", T0).is_err());
+        b.hit(JIT, T0 + 1);
+        assert_eq!(b.ceiling(JIT), 290 * 3 / 4);
+        for _ in 0..8 {
+            b.hit(JIT, T0 + 1);
+        }
+        assert_eq!(
+            b.ceiling(JIT),
+            300 / 4,
+            "hits never slow it below a quarter"
+        );
+
+        let mut off = PointsBook::default();
+        off.set_limit(None);
+        for i in 0..10_000 {
+            let t = off.admit(JIT, "POST", T0 + i).unwrap();
+            off.settle(&t, T0 + i);
+        }
+        assert!(off.room(JIT, "POST", T0 + 10_000).fits > 1_000_000);
+        // GitHub answering a limit anyway still blocks the endpoint until retry-after.
+        off.hit(JIT, T0 + 70_000);
+        assert_eq!(off.admit(JIT, "POST", T0 + 10_001), Err(T0 + 70_000));
     }
 }

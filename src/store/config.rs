@@ -177,8 +177,9 @@ fn all<T>(c: &Connection, sql: &str, map: fn(&Row<'_>) -> Result<T>) -> Result<V
     Ok(out)
 }
 
-/// A target's values in `TARGET_COLUMNS` order, bound as `?1` to `?7`.
-fn target_params(t: &Target) -> (&str, String, &str, String, i64, String, i64) {
+/// A target's values in `TARGET_COLUMNS` order, bound as `?1` to `?8` (a
+/// `secondary_limit` of none is stored as 0).
+fn target_params(t: &Target) -> (&str, String, &str, String, i64, String, i64, i64) {
     (
         &t.name,
         to_json(&t.scope),
@@ -187,13 +188,14 @@ fn target_params(t: &Target) -> (&str, String, &str, String, i64, String, i64) {
         sql_u64(t.poll_interval_secs),
         to_json(&t.repos),
         i64::from(t.max_in_flight),
+        i64::from(t.secondary_limit.unwrap_or(0)),
     )
 }
 
 pub fn add_target(c: &Connection, t: &Target) -> Result<()> {
     let n = c.execute(
         "INSERT OR IGNORE INTO targets (name, scope, api_url, credential, poll_interval_secs, repos, \
-         max_in_flight) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+         max_in_flight, secondary_limit) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         target_params(t),
     )?;
     if n == 0 {
@@ -226,7 +228,7 @@ pub fn targets(c: &Connection) -> Result<Vec<Target>> {
 pub fn update_target(c: &Connection, t: &Target) -> Result<()> {
     let n = c.execute(
         "UPDATE targets SET scope = ?2, api_url = ?3, credential = ?4, poll_interval_secs = ?5, \
-         repos = ?6, max_in_flight = ?7 WHERE name = ?1",
+         repos = ?6, max_in_flight = ?7, secondary_limit = ?8 WHERE name = ?1",
         target_params(t),
     )?;
     if n == 0 {

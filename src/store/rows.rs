@@ -45,7 +45,7 @@ pub fn sql_u64(v: u64) -> i64 {
 }
 
 pub const TARGET_COLUMNS: &str =
-    "name, scope, api_url, credential, poll_interval_secs, repos, max_in_flight";
+    "name, scope, api_url, credential, poll_interval_secs, repos, max_in_flight, secondary_limit";
 
 pub fn target(r: &Row<'_>) -> Result<Target> {
     Ok(Target {
@@ -57,6 +57,10 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
         repos: from_json("target", &r.get::<_, String>(5)?)?,
         max_in_flight: u32::try_from(get_u64(r, 6)?)
             .map_err(|_| bad("target", "max_in_flight out of range"))?,
+        secondary_limit: match get_u64(r, 7)? {
+            0 => None,
+            n => Some(u32::try_from(n).map_err(|_| bad("target", "secondary_limit out of range"))?),
+        },
     })
 }
 

@@ -11,7 +11,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
 ];
 
 /// The schema version this build writes.
@@ -392,6 +392,13 @@ CREATE TABLE usage_daily (
 /// without reading the text.
 pub const V20: &str = r#"
 ALTER TABLE target_status ADD COLUMN error_kind TEXT;
+"#;
+
+/// Version 21: the points a minute per endpoint a target's GitHub allows before its
+/// secondary limit (`target set NAME secondary_limit=N|off`; 0 is off, for a GitHub
+/// Enterprise Server whose admin turned them off). Every target before had GitHub's 900.
+pub const V21: &str = r#"
+ALTER TABLE targets ADD COLUMN secondary_limit INTEGER NOT NULL DEFAULT 900;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

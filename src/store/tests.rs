@@ -43,6 +43,7 @@ fn target(name: &str) -> Target {
         poll_interval_secs: DEFAULT_POLL_INTERVAL_SECS,
         repos: vec![],
         max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+        secondary_limit: Some(900),
     }
 }
 
@@ -744,6 +745,7 @@ fn the_runner_environment_and_tools_round_trip() {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     })
     .unwrap();
     let mut p = crate::domain::ScalePolicy::new("linux", "octo", &h.id);

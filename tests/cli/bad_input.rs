@@ -216,6 +216,14 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
             vec!["target", "set", "octo", "max_in_flight=lots"],
             "max_in_flight",
         ),
+        (
+            vec!["target", "set", "octo", "secondary_limit=10"],
+            "secondary_limit",
+        ),
+        (
+            vec!["target", "set", "octo", "secondary_limit=none"],
+            "secondary_limit",
+        ),
         (vec!["host", "set", "retention=10m"], "retention"),
         (vec!["host", "set", "retention=400d"], "retention"),
         (vec!["host", "set", "retention=soon"], "retention"),

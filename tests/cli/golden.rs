@@ -124,6 +124,7 @@ fn every_command_human_and_json() {
                 "repos=api,web",
                 "poll_interval=10",
                 "max_in_flight=20",
+                "secondary_limit=off",
             ],
         ),
         (

@@ -94,3 +94,39 @@ fn a_thin_budget_stretches_the_poll_interval_and_status_says_so() {
     );
     assert!(w.stop_daemon().success());
 }
+
+/// POSTs for JIT configs the simulated GitHub answered.
+fn jit_configs(log: &[LogEntry]) -> usize {
+    log.iter()
+        .filter(|e| e.method == "POST" && e.endpoint.ends_with("/generate-jitconfig"))
+        .count()
+}
+
+#[test]
+fn a_targets_secondary_limit_paces_its_jit_configs_and_off_lifts_it() {
+    let mut w = World::new("secondary-limit", 8);
+    w.add_target("t", "acme/app", true);
+    // 30 points a minute, kept a point below: five JIT configs (5 points each).
+    w.cli_ok(&["target", "set", "t", "secondary_limit=30"]);
+    let shown = w.cli_ok(&["--json", "target", "show", "t"]);
+    assert!(shown.contains("\"secondary_limit\": 30"), "{shown}");
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(8));
+    for i in 0..8 {
+        w.enqueue("acme/app", &format!("job-{i}"), &["p"], 60_000);
+    }
+    w.start_daemon();
+    wait_until(SETTLE, "five JIT configs, the other starts paced", || {
+        jit_configs(&w.log()) == 5 && w.limiting("p").starts_with("paced: 3 starts wait")
+    });
+    // The window is a minute: no sixth comes within the next few seconds.
+    let sixth = poll_until(std::time::Duration::from_secs(3), || {
+        jit_configs(&w.log()) > 5
+    });
+    assert!(!sixth, "a sixth JIT config inside the minute");
+    // A GHES whose admin turned the limits off: the daemon stops pacing at once.
+    w.cli_ok(&["target", "set", "t", "secondary_limit=off"]);
+    wait_until(SETTLE, "the three waiting starts made", || {
+        jit_configs(&w.log()) == 8
+    });
+    assert!(w.stop_daemon().success());
+}

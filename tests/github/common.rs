@@ -51,6 +51,7 @@ pub fn repo_target(api_url: &str) -> Target {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     }
 }
 

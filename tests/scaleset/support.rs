@@ -39,6 +39,7 @@ pub fn target(url: &str) -> Target {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     }
 }
 

@@ -50,6 +50,7 @@ fn target(h: &SimHandle) -> Target {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     }
 }
 

@@ -87,6 +87,7 @@ fn the_client_counts_a_secondary_limit_holds_for_its_retry_after_and_slows_the_r
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     };
     let points = SharedPoints::default();
     let c =

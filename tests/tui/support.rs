@@ -53,6 +53,7 @@ fn target(name: &str, scope: TargetScope) -> Target {
         poll_interval_secs: 5,
         repos: vec![],
         max_in_flight: 8,
+        secondary_limit: Some(900),
     }
 }
 

@@ -60,7 +60,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["target", "set"],
         args: "NAME KEY=VALUE...",
         positionals: (2, None),
-        about: "Change a target: api_url, poll_interval, max_in_flight, token_file, token_env, app_id, app_key, installation_id, repos",
+        about: "Change a target: api_url, poll_interval, max_in_flight, secondary_limit, token_file, token_env, app_id, app_key, installation_id, repos",
         options: &[],
     },
     Command {

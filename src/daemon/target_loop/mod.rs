@@ -298,6 +298,7 @@ impl TargetLoop {
         // workers may grow to it as tasks come.
         self.scaleset.in_flight().set_limit(target.max_in_flight);
         self.io.set_limit(target.max_in_flight as usize);
+        self.scaleset.points().set_limit(target.secondary_limit);
         let fit = if self
             .client
             .as_ref()
