@@ -15,6 +15,11 @@
 //! binary and `runner-manager update` replaces it N times mid-stream from a local
 //! release directory: each time the daemon must drain and exit 75, and is restarted at
 //! once (as systemd would); no SIGKILL falls inside a handover.
+//!
+//! Runners are SIGKILLed mid-job too (issue 34), with both profiles at
+//! `rerun_lost=on` and GitHub's lost-runner timeout at 4 s: every job so lost must be
+//! re-run once by the daemon and served, no job re-run twice, and no job that ended by
+//! itself re-run.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -43,6 +48,8 @@ struct Config {
     rate_limit: Option<u64>,
     /// How many times `update` replaces the daemon's binary mid-stream.
     updates: usize,
+    /// How many busy runners are SIGKILLed mid-job.
+    runner_kills: usize,
 }
 
 const LINUX_MAX: u32 = 4;
@@ -53,6 +60,9 @@ const RETRY_AFTER: u64 = 2;
 /// How long a SIGKILLed daemon's scale set session would outlive it if the next daemon
 /// did not delete it (it would meet 409 until then).
 const STALE_SESSION_MS: u64 = 3_000;
+/// GitHub's lost-runner timeout (ten minutes there): a runner renews its job four
+/// times within it.
+const LOST_RUNNER: Duration = Duration::from_secs(4);
 
 fn main() {
     let mut cfg = Config {
@@ -65,12 +75,19 @@ fn main() {
         distance: support::Distance::Loopback,
         rate_limit: None,
         updates: 0,
+        runner_kills: 6,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--small" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (40, 600, 4, "small"),
-            "--long" => (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (600, 300, 40, "long"),
+            "--small" => {
+                (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (40, 600, 4, "small");
+                cfg.runner_kills = 3;
+            }
+            "--long" => {
+                (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (600, 300, 40, "long");
+                cfg.runner_kills = 20;
+            }
             // Issue 18: at least 50 SIGKILLs over at least 2,000 jobs, arriving a little
             // slower than the 5 slots serve them (a job and its runner's start take
             // about 2.5 s in a debug build): at 350 ms the queue could only grow, and
@@ -84,6 +101,7 @@ fn main() {
             "--endurance" => {
                 (cfg.jobs, cfg.every_ms, cfg.kills, cfg.name) = (2000, 600, 55, "endurance");
                 cfg.rate_limit = Some(15_000);
+                cfg.runner_kills = 40;
             }
             "--scaleset" => cfg.scaleset = true,
             "--far" => cfg.distance = support::Distance::Far,
@@ -154,6 +172,8 @@ fn run(cfg: &Config) -> Result<usize, String> {
     for name in ["linux", "gpu"] {
         let mut p = store.profile(name).map_err(|e| e.to_string())?;
         p.bootstrap_timeout_secs = 8;
+        // Issue 34: lost jobs are re-run, with no hourly bound in the way of the run.
+        p.rerun_lost = Some(runner_manager::domain::rerun::MAX_RERUNS_PER_HOUR);
         if cfg.scaleset && name == "linux" {
             // Its scale set is named `linux`, its only label: jobs say `runs-on: linux`.
             p.set_labels("--labels", &[name.to_string()], &host.os, &host.arch)
@@ -172,6 +192,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
         }
         s.rng = SplitMix64::new(cfg.seed ^ 0x5eed);
         s.latency_rng = SplitMix64::new(cfg.seed ^ 0x1a7e);
+        s.cfg.lost_runner_ms = LOST_RUNNER.as_millis() as u64;
     });
     // Background faults for the whole run: some 5xx and slow answers on every
     // repository endpoint (JIT and DELETE included), and misbehaving runners.
@@ -219,6 +240,10 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let mut kills = 0usize;
     let mut killed_at: Vec<i64> = Vec::new();
     let mut next_kill = start + Duration::from_millis(1500 + rng.next_u64() % 4500);
+    // Issue 34: busy runners SIGKILLed mid-job, and the jobs they lost (id, name).
+    let mut lost: Vec<(u64, String)> = Vec::new();
+    let mut runner_kill_tries = 0usize;
+    let mut next_runner_kill = start + Duration::from_millis(3000 + rng.next_u64() % 4000);
     let mut restart_at: Option<Instant> = None;
     let mut next_fault = start + Duration::from_millis(2000 + rng.next_u64() % 4000);
     let (mut bursts, mut forbids) = (0usize, 0usize);
@@ -286,6 +311,18 @@ fn run(cfg: &Config) -> Result<usize, String> {
             restart_at = None;
             next_kill = now + Duration::from_millis(1500 + rng.next_u64() % 4500);
         }
+        if runner_kill_tries < cfg.runner_kills * 4
+            && lost.len() < cfg.runner_kills
+            && now >= next_runner_kill
+            && daemon.is_some()
+            && restart_at.is_none()
+        {
+            runner_kill_tries += 1;
+            if let Some(job) = kill_busy_runner(&w, &store, &host.id, &lost) {
+                lost.push(job);
+            }
+            next_runner_kill = now + Duration::from_millis(2000 + rng.next_u64() % 3000);
+        }
         if queued < cfg.jobs && now >= next_fault {
             let scale_set = w
                 .sim
@@ -322,7 +359,8 @@ fn run(cfg: &Config) -> Result<usize, String> {
             && kills == cfg.kills
             && handover.done == cfg.updates
             && daemon.is_some()
-            && support::all_completed(&w.sim, cfg.jobs);
+            && support::all_completed(&w.sim, cfg.jobs)
+            && rerun_for_each(&w.sim.jobs(), &lost);
         if done || now >= deadline {
             break;
         }
@@ -381,6 +419,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let files = promises::files_under(&w.state_dir, &[w.state_dir.join("demo-token")]);
     let mut checks: Vec<Check> = vec![
         promises::served_exactly_once(&jobs, &attempts),
+        lost_jobs_rerun_once(&jobs, &lost),
         promises::attempts_finished(&attempts),
         promises::registrations_left(&w.sim.runners(), &host.id),
         promises::leaked_processes(&w.state_dir, w.sim.url()),
@@ -438,12 +477,14 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let injected: usize = faults.values().sum();
     println!();
     println!(
-        "run: {:.1?}, {} jobs, {} attempts, {} daemon SIGKILLs ({} daemon starts), {} 5xx bursts and {} 403 retry-after scheduled, {} requests logged",
+        "run: {:.1?}, {} jobs, {} attempts, {} daemon SIGKILLs ({} daemon starts), {} runners SIGKILLed mid-job ({} re-runs asked), {} 5xx bursts and {} 403 retry-after scheduled, {} requests logged",
         elapsed,
         jobs.len(),
         attempts.len(),
         kills,
         daemon_n,
+        lost.len(),
+        w.sim.reruns(),
         bursts,
         forbids,
         log.len()
@@ -482,6 +523,20 @@ fn run(cfg: &Config) -> Result<usize, String> {
         "peak requests in flight per credential: {:?}",
         w.sim.peak_in_flight()
     );
+    // Issue 34's three counts, by job name (a re-run keeps it).
+    let runs_of = |name: &str| jobs.iter().filter(|j| j.name == name).count();
+    let rerun_once = lost.iter().filter(|(_, n)| runs_of(n) == 2).count();
+    let names: HashSet<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+    let twice = names.iter().filter(|n| runs_of(n) > 2).count();
+    let by_themselves = names
+        .iter()
+        .filter(|n| !lost.iter().any(|(_, l)| l == *n) && runs_of(n) > 1)
+        .count();
+    println!(
+        "jobs lost to runners SIGKILLed mid-job: {}; re-run once {rerun_once}, re-run twice \
+         {twice}, re-runs of jobs that ended by themselves {by_themselves}",
+        lost.len()
+    );
     let total = promises::print(&checks);
     let served = jobs
         .iter()
@@ -505,6 +560,87 @@ fn run(cfg: &Config) -> Result<usize, String> {
         support::kill_under(&w.state_dir);
     }
     Ok(total)
+}
+
+/// SIGKILLs one runner of ours busy with a job (as a host's OOM killer outside its
+/// cgroup would), and returns the job it lost as GitHub lists it: `None` when none is
+/// busy, or its job ended before the kill. A job lost before (its re-run) is spared:
+/// lost again it would rightly never be re-run, and the check counts each job once.
+fn kill_busy_runner(
+    w: &runner_manager::demo::World,
+    store: &SqliteStore,
+    host: &str,
+    lost: &[(u64, String)],
+) -> Option<(u64, String)> {
+    let jobs = w.sim.jobs();
+    let (busy, job) = store
+        .open_attempts(host)
+        .ok()?
+        .into_iter()
+        .filter(|a| a.state == runner_manager::domain::AttemptState::Busy && a.pid.is_some())
+        .find_map(|a| {
+            let job = jobs.iter().find(|j| {
+                j.status == runner_manager::sim::JobStatus::InProgress
+                    && j.runner_name.as_deref() == Some(a.runner_name.as_str())
+                    && !lost.iter().any(|(_, n)| *n == j.name)
+            })?;
+            Some((a, job.clone()))
+        })?;
+    // SAFETY: the runner's own pid, as the daemon recorded it while it runs.
+    unsafe { libc::kill(busy.pid?, libc::SIGKILL) };
+    Some((job.id, job.name))
+}
+
+/// A later job of the same name (GitHub's re-run) stands for every job lost.
+fn rerun_for_each(jobs: &[runner_manager::sim::JobState], lost: &[(u64, String)]) -> bool {
+    lost.iter()
+        .all(|(id, name)| jobs.iter().any(|j| j.name == *name && j.id > *id))
+}
+
+/// Issue 34's three counts: every job lost to a SIGKILLed runner re-run once (GitHub
+/// failed it first, and its re-run completed), none re-run twice, and no job that
+/// ended by itself re-run.
+fn lost_jobs_rerun_once(jobs: &[runner_manager::sim::JobState], lost: &[(u64, String)]) -> Check {
+    let mut c = Check::new(
+        "every job lost to a killed runner re-run once and served; none twice; none that ended by itself",
+        "jobs",
+    );
+    let mut by_name: BTreeMap<&str, Vec<&runner_manager::sim::JobState>> = BTreeMap::new();
+    for j in jobs {
+        by_name.entry(j.name.as_str()).or_default().push(j);
+    }
+    for (name, js) in &by_name {
+        c.checked += 1;
+        let was_lost = lost.iter().any(|(_, n)| n == name);
+        match (was_lost, js.len()) {
+            (false, 1) => {}
+            (false, n) => c
+                .violations
+                .push(format!("job {name} ended by itself and was run {n} times")),
+            (true, 2) => {
+                let (first, again) = if js[0].id < js[1].id {
+                    (js[0], js[1])
+                } else {
+                    (js[1], js[0])
+                };
+                if first.conclusion.as_deref() != Some("failure") {
+                    c.violations.push(format!(
+                        "job {name} was re-run though GitHub concluded it {:?}",
+                        first.conclusion
+                    ));
+                }
+                if again.conclusion.as_deref() != Some("success") {
+                    c.violations
+                        .push(format!("job {name}'s re-run ended {:?}", again.conclusion));
+                }
+            }
+            (true, 1) => c
+                .violations
+                .push(format!("job {name} was lost and not re-run")),
+            (true, n) => c.violations.push(format!("job {name} was run {n} times")),
+        }
+    }
+    c
 }
 
 /// Faults for the whole run on every endpoint under `paths`: some 5xx, some slow

@@ -133,6 +133,7 @@ impl Loop {
                 },
                 Read::Runners => Outcome::Runners { result: Ok(()) },
                 Read::RunnerRelease => Outcome::RunnerRelease,
+                Read::Reruns => Outcome::Reruns { result: Ok(()) },
             };
             self.state.on_event(Event::Done(outcome), now);
         }

@@ -62,7 +62,7 @@ pub fn exit_with(result: Result<usize, String>, what: &str, seed: u64) -> ! {
 }
 
 impl Check {
-    fn new(promise: &'static str, what: &'static str) -> Check {
+    pub fn new(promise: &'static str, what: &'static str) -> Check {
         Check {
             promise,
             checked: 0,

@@ -3,10 +3,12 @@
 use super::output::{self, Out, attempt_figures, attempt_json, live_meter, or_dash, table, time};
 use super::parse::Invocation;
 use super::{CliError, CliResult};
+use crate::domain::rerun::{Rerun, RerunState};
 use crate::domain::validate;
 use crate::store::{AttemptFilter, Store};
 use crate::units;
-use serde_json::json;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 const DEFAULT_LIMIT: u64 = 50;
 
@@ -43,6 +45,16 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     };
     let list = store.attempts(&filter)?;
     let meters = store.live_meters()?;
+    // Only attempts that lost their job have a re-run row: a read each, and rare.
+    let mut reruns = BTreeMap::new();
+    for a in list
+        .iter()
+        .filter(|a| crate::domain::loss::loss(a).is_some())
+    {
+        if let Some(r) = store.rerun_of(a.id)? {
+            reruns.insert(a.id, r);
+        }
+    }
     out.emit(
         || {
             let rows: Vec<Vec<String>> = list
@@ -56,7 +68,9 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                         a.runner_name.clone(),
                         a.state_word().into(),
                         match (a.outcome, crate::domain::loss::loss(a)) {
-                            (Some(o), Some(_)) => format!("{} (job lost)", o.as_str()),
+                            (Some(o), Some(_)) => {
+                                format!("{} ({})", o.as_str(), lost_words(reruns.get(&a.id)))
+                            }
                             (o, None) => or_dash(o.map(|o| o.as_str())),
                             (None, Some(_)) => "-".into(),
                         },
@@ -78,7 +92,7 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         || {
             json!(
                 list.iter()
-                    .map(|a| attempt_json(a, &meters))
+                    .map(|a| with_rerun(attempt_json(a, &meters), reruns.get(&a.id)))
                     .collect::<Vec<_>>()
             )
         },
@@ -86,9 +100,47 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     Ok(())
 }
 
+/// What OUTCOME says of a lost job: whether it was run again.
+fn lost_words(rerun: Option<&Rerun>) -> &'static str {
+    match rerun.map(|r| r.state) {
+        Some(RerunState::Rerun) => "job lost, re-run",
+        Some(RerunState::Waiting) => "job lost, re-run pending",
+        None | Some(RerunState::Off) => "job lost",
+        Some(_) => "job lost, not re-run",
+    }
+}
+
+/// `attempt show`'s line for a lost job's re-run: its state and why.
+fn rerun_line(rerun: Option<&Rerun>) -> String {
+    match rerun {
+        None => "-".into(),
+        Some(r) => match &r.detail {
+            Some(d) => format!("{}: {d}", r.state.as_str()),
+            None => r.state.as_str().into(),
+        },
+    }
+}
+
+/// An attempt's JSON with its lost job's re-run (`null` when it lost none).
+fn with_rerun(mut v: Value, rerun: Option<&Rerun>) -> Value {
+    v["rerun"] = rerun.map_or(Value::Null, |r| {
+        json!({
+            "state": r.state.as_str(),
+            "detail": r.detail,
+            "job_id": r.job_id,
+            "run_id": r.run_id,
+            "repo": r.repo,
+            "tries": r.tries,
+            "settled_at": r.done_at.map(time),
+        })
+    });
+    v
+}
+
 pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let id = validate::number_in("ID", &inv.positionals[0], 1, i64::MAX as u64)? as i64;
     let a = store.attempt(id)?;
+    let rerun = store.rerun_of(a.id)?;
     let meters = store.live_meters()?;
     let m = live_meter(&a, &meters);
     let (peak, cpu) = attempt_figures(&a, meters.get(&a.id));
@@ -106,6 +158,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                     "job_lost",
                     or_dash(crate::domain::loss::loss(&a).map(|l| l.describe())),
                 ),
+                ("rerun", rerun_line(rerun.as_ref())),
                 ("created", time(a.created_at)),
                 ("ended", or_dash(a.ended_at.map(time))),
                 ("pid", or_dash(a.pid)),
@@ -137,7 +190,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             }
             s
         },
-        || attempt_json(&a, &meters),
+        || with_rerun(attempt_json(&a, &meters), rerun.as_ref()),
     );
     Ok(())
 }

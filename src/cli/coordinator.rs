@@ -119,7 +119,19 @@ fn host_json(h: &CoordHostRow) -> Value {
         "refusals": h.refusals,
         "last_seen_at": h.last_seen_at.map(output::time),
         "meters": h.meters,
+        "last_refusal": h.last_refusal.as_ref().map(|why| json!({
+            "reason": why,
+            "at": h.last_refusal_at.map(output::time),
+        })),
     })
+}
+
+/// REFUSALS: the count, and the last one's reason word when there is one.
+fn refusals_cell(h: &CoordHostRow) -> String {
+    match &h.last_refusal {
+        Some(why) => format!("{} (last: {why})", h.refusals),
+        None => h.refusals.to_string(),
+    }
 }
 
 /// A host's live runners over all its profiles: RSS and CPU %, or `-` with none.
@@ -167,7 +179,7 @@ pub(super) fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
                         h.open_leases.to_string(),
                         h.started.to_string(),
                         h.finished.to_string(),
-                        h.refusals.to_string(),
+                        refusals_cell(h),
                         rss,
                         cpu,
                         or_dash(h.last_seen_at.map(time)),

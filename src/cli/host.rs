@@ -356,7 +356,12 @@ struct StatusView {
     sessions: Vec<SessionStatus>,
     webhook: Option<(String, Value)>,
     link: Option<LinkView>,
+    /// Per profile, over the last day: jobs lost to the host, and how many re-run.
+    lost: Vec<(String, u64, u64)>,
 }
+
+/// The window of `status`'s lost-job counts.
+const LOST_WINDOW: Millis = 24 * 3_600_000;
 
 impl StatusView {
     fn read(store: &dyn Store, dir: &std::path::Path) -> Result<StatusView, CliError> {
@@ -388,6 +393,7 @@ impl StatusView {
             sessions: store.session_statuses()?,
             webhook: webhook_status(store, alive, now),
             link: LinkView::read(store, &h, hb.as_ref(), alive),
+            lost: store.rerun_counts(now - LOST_WINDOW)?,
             runner,
             live,
             profiles,
@@ -449,6 +455,17 @@ impl StatusView {
             &self.meters,
             self.alive,
         ));
+        if !self.lost.is_empty() {
+            let each: Vec<String> = self
+                .lost
+                .iter()
+                .map(|(p, lost, rerun)| format!("{p} {lost} ({rerun} re-run)"))
+                .collect();
+            s.push_str(&format!(
+                "jobs lost to the host in the last day: {}\n",
+                each.join(", ")
+            ));
+        }
         if let Some(t) = scalesets_table(&self.profiles, &self.sessions, self.alive, self.now) {
             s.push('\n');
             s.push_str(&t);
@@ -490,6 +507,7 @@ impl StatusView {
                 let st = self.pstat.iter().find(|s| s.profile == p.name);
                 let mut meters = output::totals_json(self.meters.get(&p.name));
                 meters["stale"] = json!(!alive);
+                let lost = self.lost.iter().find(|(n, ..)| *n == p.name);
                 json!({
                     "name": p.name,
                     "target": p.target,
@@ -507,6 +525,8 @@ impl StatusView {
                     "session": (p.demand == DemandSource::Scaleset)
                         .then(|| output::session_json(session_of(&p.name), alive))
                         .flatten(),
+                    "jobs_lost_last_day": lost.map_or(0, |l| l.1),
+                    "jobs_rerun_last_day": lost.map_or(0, |l| l.2),
                 })
             }).collect::<Vec<_>>(),
         })

@@ -184,6 +184,7 @@ pub fn profile_json(p: &ScalePolicy, host: &Host) -> Value {
         "disk_max": p.disk_max,
         "caches": crate::domain::caches::show_setting(p.caches),
         "workspace": p.workspace.as_str(),
+        "rerun_lost": p.rerun_lost,
         "revision": p.revision,
     })
 }

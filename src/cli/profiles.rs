@@ -276,6 +276,10 @@ fn fields(p: &ScalePolicy, host: &Host, live: u32) -> Vec<(&'static str, String)
         ),
         ("workspace", p.workspace.as_str().into()),
         (
+            "rerun_lost",
+            crate::domain::rerun::setting_text(p.rerun_lost),
+        ),
+        (
             "host",
             if p.host_id == host.id {
                 format!("{} (this host)", p.host_id)

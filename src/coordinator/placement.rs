@@ -53,6 +53,10 @@ const LEASE_MEMORY: usize = 65_536;
 /// 300 bytes a job for its first 65,536 jobs.
 const LATE_START_MS: Millis = 600_000;
 
+/// A host's last refusal when it let an offer run out rather than answer it (counted
+/// among its refusals: either way the job goes to another host).
+pub const EXPIRED: &str = "expired";
+
 /// A lease as remembered: its job and the host it was issued to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LeaseOf {
@@ -197,7 +201,11 @@ pub struct HostView {
     pub connected_at: Millis,
     pub started: u64,
     pub finished: u64,
+    /// Launches it refused or let expire.
     pub refusals: u64,
+    /// Its last refusal's reason (the word the host sent, `expired` for an offer it
+    /// let run out) and when: why a launch was refused, for the Pool pane.
+    pub last_refusal: Option<(String, Millis)>,
 }
 
 #[derive(Debug, Clone)]
@@ -316,6 +324,7 @@ impl Placement {
             started: prev.as_ref().map_or(0, |p| p.started),
             finished: prev.as_ref().map_or(0, |p| p.finished),
             refusals: prev.as_ref().map_or(0, |p| p.refusals),
+            last_refusal: prev.as_ref().and_then(|p| p.last_refusal.clone()),
             hello,
         };
         self.hosts.insert(conn, view);
@@ -440,6 +449,8 @@ impl Placement {
         job.state = JobState::Waiting;
         if let Some(h) = self.hosts.get_mut(&conn) {
             h.refusals += 1;
+            let why = a.reason.unwrap_or_else(|| "refused".into());
+            h.last_refusal = Some((why, now));
         }
         self.place(now)
     }
@@ -669,6 +680,10 @@ impl Placement {
                     ));
                     j.refused
                         .insert(host.clone(), now + self.cfg.refusal_memory_ms);
+                    if let Some(h) = self.hosts.get_mut(conn) {
+                        h.refusals += 1;
+                        h.last_refusal = Some((EXPIRED.into(), now));
+                    }
                     j.state = JobState::Waiting;
                 }
                 JobState::Started {

@@ -126,6 +126,13 @@ fn spread_by_free_capacity_refusal_goes_to_the_next_host() {
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].0, again[0].1.as_str()), (2, "1"));
     assert_ne!(again[0].2, l[0].2, "a new lease id");
+    let h1 = &p.hosts()[&1];
+    assert_eq!(h1.refusals, 1);
+    assert_eq!(
+        h1.last_refusal,
+        Some(("host_capacity".into(), T0 + 1)),
+        "the host's own word is kept for the Pool pane"
+    );
 }
 
 #[test]
@@ -151,6 +158,11 @@ fn expiry_cancels_and_replaces_disconnect_replaces_queue_exit_cancels() {
     assert_eq!(cancels(&a), vec![(first, l[0].2.clone())]);
     let l2 = launches(&a);
     assert_eq!(l2[0].0, other, "placed on the other host");
+    assert_eq!(
+        p.hosts()[&first].last_refusal,
+        Some((super::EXPIRED.into(), T0 + 60_000)),
+        "an offer let run out counts as a refusal"
+    );
     let a = p.disconnect(other, T0 + 61_000);
     // The first host still is passed over (it let the lease expire), so nothing.
     assert!(launches(&a).is_empty());

@@ -81,6 +81,8 @@ pub enum Task {
         read: GuardRead,
         profiles: Vec<ScalePolicy>,
     },
+    /// Carry the lost jobs whose time has come to GitHub's re-run (`rerun`).
+    Reruns,
 }
 
 impl Task {
@@ -92,7 +94,8 @@ impl Task {
             | Task::ListRunners
             | Task::DeleteRunners { .. }
             | Task::RunnerRelease { .. }
-            | Task::Guard { .. } => None,
+            | Task::Guard { .. }
+            | Task::Reruns => None,
         }
     }
 
@@ -132,6 +135,11 @@ pub enum Done {
     RunnersDeleted,
     Guard {
         result: Result<GuardFound, GhError>,
+    },
+    /// The lost jobs due were carried as far as they go now (each row keeps its own
+    /// result); `Err` only for a rate limit that held the credential.
+    Reruns {
+        result: Result<(), GhError>,
     },
     /// The store refused a write: the attempt is left as the store has it.
     Failed {
@@ -562,6 +570,9 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
         }
         Task::Guard { read, profiles } => Done::Guard {
             result: super::public_guard::read(&client, &target, &profiles, read, &c.group_ids),
+        },
+        Task::Reruns => Done::Reruns {
+            result: super::rerun::run(&c.shared, store, &client, &target, now_millis()),
         },
     })
 }

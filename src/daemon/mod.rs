@@ -21,6 +21,7 @@ mod pool;
 mod pool_link;
 mod public_guard;
 mod quiet;
+mod rerun;
 mod rest_queue;
 pub mod retention;
 pub mod runner_update;

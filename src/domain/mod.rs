@@ -15,6 +15,7 @@ pub mod loss;
 pub mod oci_readiness;
 pub mod profile;
 pub mod reason;
+pub mod rerun;
 pub mod risks;
 pub mod rollup;
 pub mod runner_env;

@@ -129,6 +129,10 @@ pub struct ScalePolicy {
     /// Whether `_work` is kept between jobs (`workspace=persistent`).
     #[serde(default)]
     pub workspace: super::workspace::Workspace,
+    /// Whether a job its runner lost to the host is run again, and at most how many an
+    /// hour (`rerun_lost=on|N`); `None` is off (`domain::rerun`).
+    #[serde(default)]
+    pub rerun_lost: Option<u32>,
     /// Incremented by every edit; an edit names the revision it read.
     pub revision: u64,
 }
@@ -161,6 +165,7 @@ pub const SETTABLE_KEYS: &[&str] = &[
     "disk_max",
     "caches",
     "workspace",
+    "rerun_lost",
 ];
 
 impl ScalePolicy {
@@ -195,6 +200,7 @@ impl ScalePolicy {
             disk_max: None,
             caches: None,
             workspace: Default::default(),
+            rerun_lost: None,
             revision: 0,
         }
     }
@@ -363,6 +369,7 @@ impl ScalePolicy {
             "disk_max" => self.disk_max = super::execution::disk_max(key, value)?,
             "caches" => self.caches = super::caches::parse_setting(key, value)?,
             "workspace" => self.workspace = super::workspace::Workspace::parse(key, value)?,
+            "rerun_lost" => self.rerun_lost = super::rerun::parse_setting(key, value)?,
             k if k.starts_with(super::runner_env::ENV_PREFIX) => {
                 super::runner_env::apply(&mut self.env, key, value)?
             }
@@ -518,6 +525,7 @@ mod tests {
             ("disk_max", "20G"),
             ("caches", "on"),
             ("workspace", "disposable"),
+            ("rerun_lost", "5"),
         ];
         assert_eq!(samples.len(), SETTABLE_KEYS.len());
         let mut x = p();

@@ -570,6 +570,62 @@ impl GitHubClient {
         Ok(Secret::new(parsed.token))
     }
 
+    /// A run's jobs as they are now (`GET .../actions/runs/{run_id}/jobs`, its first
+    /// page, not answered from the ETag cache: a lost job's re-run decides on its
+    /// conclusion, which a cached body from an older build may lack).
+    pub fn run_jobs_now(
+        &self,
+        owner: &str,
+        repo: &str,
+        run: i64,
+    ) -> Result<Vec<crate::domain::rerun::JobSeen>, GhError> {
+        let mut c = Call::get(self.url(&jobs_path(owner, repo, run)));
+        c.conditional = false;
+        let jobs: types::Jobs = parse_json(&self.call(&c)?.body)?;
+        Ok(jobs.jobs.iter().map(types::Job::seen).collect())
+    }
+
+    /// The ids of a repository's newest runs in `status` (`in_progress`,
+    /// `completed`), at most `n` (one page, not cached).
+    pub fn runs_now(
+        &self,
+        owner: &str,
+        repo: &str,
+        status: &str,
+        n: usize,
+    ) -> Result<Vec<i64>, GhError> {
+        let path = with_query(
+            &format!(
+                "/repos/{owner}/{repo}/actions/runs?per_page={}",
+                n.min(PER_PAGE as usize)
+            ),
+            "status",
+            status,
+        );
+        let mut c = Call::get(self.url(&path));
+        c.conditional = false;
+        let runs: types::WorkflowRuns = parse_json(&self.call(&c)?.body)?;
+        Ok(runs
+            .workflow_runs
+            .into_iter()
+            .map(|r| r.id)
+            .take(n)
+            .collect())
+    }
+
+    /// GitHub's "Re-run a job from a workflow run" (`POST .../actions/jobs/{job_id}/
+    /// rerun`, 201). Sent once, never retried here: a repeat of one whose answer was
+    /// lost would ask for a second re-run.
+    pub fn rerun_job(&self, owner: &str, repo: &str, job: i64) -> Result<(), GhError> {
+        let mut c = Call::post(
+            self.url(&format!("/repos/{owner}/{repo}/actions/jobs/{job}/rerun")),
+            b"{}".to_vec(),
+        );
+        c.retry = false;
+        self.call(&c)?;
+        Ok(())
+    }
+
     /// Mints a registration token and drops it: proves permission to manage runners
     /// without creating one. The token itself is never returned.
     pub fn can_register_runners(&self, scope: &TargetScope) -> Result<(), GhError> {

@@ -43,9 +43,24 @@ pub(crate) struct Job {
     pub workflow_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_attempt: Option<u32>,
+    /// Once completed: `success`, `failure`, `cancelled`, ...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
 }
 
 impl Job {
+    /// The job as a lost job's re-run reads it.
+    pub fn seen(&self) -> crate::domain::rerun::JobSeen {
+        crate::domain::rerun::JobSeen {
+            id: self.id,
+            run_id: self.run_id,
+            name: self.name.clone(),
+            status: self.status.clone(),
+            conclusion: self.conclusion.clone(),
+            runner_name: self.runner_name.clone(),
+        }
+    }
+
     /// Whose job this is, by the runner that took it; `None` before one did.
     pub fn owner(&self, repo: &str) -> Option<(String, JobOwner)> {
         let runner = self.runner_name.as_deref().filter(|n| !n.is_empty())?;

@@ -58,6 +58,7 @@ pub mod names {
     pub const STARTS: &str = "runner_manager_runner_starts_total";
     pub const FAILURES: &str = "runner_manager_runner_failures_total";
     pub const JOBS_LOST: &str = "runner_manager_jobs_lost_total";
+    pub const JOBS_RERUN: &str = "runner_manager_jobs_rerun_total";
     pub const QUEUE_TO_START: &str = "runner_manager_queue_to_start_seconds";
     pub const GITHUB_REQUESTS: &str = "runner_manager_github_requests_total";
     pub const RATE_LIMIT_REMAINING: &str = "runner_manager_github_rate_limit_remaining";
@@ -171,6 +172,11 @@ const DEFINITIONS: &[Definition] = {
         counter(
             JOBS_LOST,
             "Jobs lost to the host (the runner killed, crashed or gone mid-job), by profile and reason",
+        ),
+        counter(
+            JOBS_RERUN,
+            "Jobs lost to the host, by profile and what became of them: rerun (GitHub queued \
+             them again), off, not_failed, refused, unknown or gave_up",
         ),
         histogram(
             QUEUE_TO_START,
@@ -492,6 +498,15 @@ impl Metrics {
         self.counter_add(
             names::JOBS_LOST,
             &[("profile", profile), ("reason", reason)],
+            1.0,
+        );
+    }
+
+    /// A lost job's row settled: `result` is its `domain::rerun::RerunState` word.
+    pub fn job_rerun(&self, profile: &str, result: &str) {
+        self.counter_add(
+            names::JOBS_RERUN,
+            &[("profile", profile), ("result", result)],
             1.0,
         );
     }

@@ -14,6 +14,7 @@ pub mod pass;
 pub mod plan;
 pub mod points;
 pub mod record;
+pub mod rerun;
 pub mod unfit;
 pub mod watch;
 

@@ -22,6 +22,9 @@ pub const RUNNER_LIST_EVERY: Millis = 60_000;
 pub const GUARD_EVERY: Millis = 3_600_000;
 /// How soon a guard read that failed is tried again (its facts keep their last word).
 pub const GUARD_RETRY: Millis = 30_000;
+/// At most how often the lost jobs waiting are looked at (each row keeps its own next
+/// time: `reconcile::rerun`).
+pub const RERUNS_EVERY: Millis = 5_000;
 
 /// Why the target cannot use GitHub now, as `status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +103,8 @@ pub enum Read {
     Guard(GuardRead),
     /// The host's runner install check, if no other loop holds it.
     RunnerRelease,
+    /// The lost jobs whose time has come (`reconcile::rerun`).
+    Reruns,
 }
 
 /// Which of the guard's facts a read fetches.
@@ -181,6 +186,8 @@ pub struct Facts {
     /// The guard's read for this target's scope, or `None` when it has nothing to
     /// read (an organization with no scale set profile).
     pub guard: Option<GuardRead>,
+    /// A lost job of the target waits for now.
+    pub reruns_due: bool,
 }
 
 /// How a start a worker carried ended, as the pass cares.
@@ -225,6 +232,10 @@ pub enum Outcome {
     },
     Guard {
         result: Result<GuardFound, TargetError>,
+    },
+    /// The lost jobs were carried; `Err` for a rate limit only.
+    Reruns {
+        result: Result<(), TargetError>,
     },
     RunnerRelease,
     RunnersDeleted,
@@ -295,6 +306,8 @@ pub struct TargetState {
     runners_reading: bool,
     guard_next: Millis,
     guard_reading: bool,
+    reruns_next: Millis,
+    reruns_reading: bool,
     /// A repository target's visibility; `None` until read.
     public_repo: Option<bool>,
     /// Per scale set profile: its runner group admits public repositories.
@@ -400,6 +413,12 @@ impl TargetState {
             return;
         }
         out.push(Effect::Send(Read::RunnerRelease));
+        // Beside the reads: a lost job waits on GitHub's verdict, not on the queue.
+        if f.reruns_due && !self.reruns_reading && now >= self.reruns_next {
+            self.reruns_reading = true;
+            self.reruns_next = now + RERUNS_EVERY;
+            out.push(Effect::Send(Read::Reruns));
+        }
         if self.reading() {
             return;
         }
@@ -539,6 +558,12 @@ impl TargetState {
                         self.guard_next = now + GUARD_RETRY;
                         self.refused(e, now, out);
                     }
+                }
+            }
+            Outcome::Reruns { result } => {
+                self.reruns_reading = false;
+                if let Err(e) = result {
+                    self.refused(e, now, out);
                 }
             }
             Outcome::RunnerRelease | Outcome::RunnersDeleted => {}

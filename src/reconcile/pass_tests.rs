@@ -479,3 +479,36 @@ fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
     let e = s.on_event(Event::Tick(&f), at + GUARD_RETRY);
     assert_eq!(sends(&e), vec![Read::Guard(GuardRead::Groups)]);
 }
+
+#[test]
+fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limit_holds() {
+    let mut s = ready(0);
+    let due = Facts {
+        reruns_due: true,
+        ..facts()
+    };
+    let first = sends(&s.on_event(Event::Tick(&due), 0));
+    assert!(first.contains(&Read::Reruns), "{first:?}");
+    assert!(
+        first.contains(&Read::Guard(GuardRead::Visibility)),
+        "a lost job never waits for the reads, nor they for it: {first:?}"
+    );
+    // While one look is out, and within RERUNS_EVERY after it, no other.
+    assert!(!sends(&s.on_event(Event::Tick(&due), 1_000)).contains(&Read::Reruns));
+    s.on_event(Event::Done(Outcome::Reruns { result: Ok(()) }), 1_500);
+    assert!(!sends(&s.on_event(Event::Tick(&due), RERUNS_EVERY - 1)).contains(&Read::Reruns));
+    assert!(sends(&s.on_event(Event::Tick(&due), RERUNS_EVERY)).contains(&Read::Reruns));
+    // Nothing due: nothing sent.
+    let idle = facts();
+    assert!(!sends(&s.on_event(Event::Tick(&idle), 3 * RERUNS_EVERY)).contains(&Read::Reruns));
+    // A rate limit met while carrying them holds the target like any read's.
+    let until = 60_000;
+    s.on_event(
+        Event::Done(Outcome::Reruns {
+            result: Err(github(Refusal::RateLimitedUntil(until))),
+        }),
+        RERUNS_EVERY + 1,
+    );
+    assert!(sends(&s.on_event(Event::Tick(&due), until - 1)).is_empty());
+    assert!(s.rate_limited_until(0, until - 1).is_some());
+}

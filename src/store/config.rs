@@ -259,7 +259,7 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
     Ok(())
 }
 
-fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 28] {
+fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 29] {
     [
         Box::new(&p.name),
         Box::new(&p.target),
@@ -293,6 +293,7 @@ fn profile_params(p: &ScalePolicy) -> [Box<dyn rusqlite::ToSql + '_>; 28] {
         Box::new(p.caches),
         Box::new(p.workspace.as_str()),
         Box::new(p.limits.as_str()),
+        Box::new(p.rerun_lost.unwrap_or(0)),
     ]
 }
 
@@ -320,7 +321,7 @@ pub fn add_profile(c: &Connection, p: &ScalePolicy) -> Result<ScalePolicy> {
         &format!(
             "INSERT INTO profiles ({PROFILE_COLUMNS}) VALUES \
              (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, \
-             ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)"
+             ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)"
         ),
         args.as_slice(),
     )?;
@@ -365,7 +366,8 @@ pub fn update_profile(c: &Connection, p: &ScalePolicy, expected: u64) -> Result<
          mode = ?13, active = ?14, allow_public = ?15, run_as = ?16, demand = ?17, \
          memory_max = ?18, cpu_max = ?19, pids_max = ?20, env = ?21, tools = ?22, \
          execution = ?23, image = ?24, disk_max = ?25, caches = ?26, workspace = ?27, \
-         limits = ?28, revision = revision + 1 WHERE name = ?1 AND revision = ?29",
+         limits = ?28, rerun_lost = ?29, revision = revision + 1 WHERE name = ?1 \
+         AND revision = ?30",
         args.as_slice(),
     )?;
     if n == 0 {

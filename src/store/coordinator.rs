@@ -38,6 +38,10 @@ pub struct CoordHostRow {
     pub last_seen_at: Option<Millis>,
     /// Each profile's live runners added up, from its last status report.
     pub meters: BTreeMap<String, ProfileMeters>,
+    /// Its last refusal's reason word (`host_capacity`, `draining`, `expired` for an
+    /// offer let run out, ...) and when the coordinator heard it.
+    pub last_refusal: Option<String>,
+    pub last_refusal_at: Option<Millis>,
 }
 
 /// One queued job the coordinator tracks and its lease, if any.
@@ -93,6 +97,8 @@ fn host_row(r: &Row<'_>) -> rusqlite::Result<CoordHostRow> {
         refusals: r.get::<_, i64>(16)?.max(0) as u64,
         last_seen_at: r.get(17)?,
         meters: json_column(r, 18)?,
+        last_refusal: r.get(19)?,
+        last_refusal_at: r.get(20)?,
     })
 }
 
@@ -117,7 +123,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<CoordJobRow> {
 
 const HOST_COLUMNS: &str = "name, created_at, connected, version, host_id, os, arch, capacity, \
      free, draining, unfit, covered, profiles, open_leases, started, finished, refusals, \
-     last_seen_at, meters";
+     last_seen_at, meters, last_refusal, last_refusal_at";
 const JOB_COLUMNS: &str = "job_key, target, repo, name, labels, queued_at, phase, lease_id, \
      host, profile, runner_name, expires_at, placements, updated_at";
 
@@ -221,7 +227,8 @@ impl SqliteStore {
                 "UPDATE coord_hosts SET connected = 1, version = ?2, host_id = ?3, os = ?4, \
                  arch = ?5, capacity = ?6, free = ?7, draining = ?8, unfit = ?9, covered = ?10, \
                  profiles = ?11, open_leases = ?12, started = ?13, finished = ?14, \
-                 refusals = ?15, last_seen_at = ?16, meters = ?17 WHERE name = ?1",
+                 refusals = ?15, last_seen_at = ?16, meters = ?17, last_refusal = ?18, \
+                 last_refusal_at = ?19 WHERE name = ?1",
             )?;
             for h in connected {
                 up.execute(params![
@@ -241,7 +248,9 @@ impl SqliteStore {
                     sql_u64(h.finished),
                     sql_u64(h.refusals),
                     h.last_seen_at,
-                    to_json(&h.meters)
+                    to_json(&h.meters),
+                    h.last_refusal,
+                    h.last_refusal_at
                 ])?;
             }
             tx.execute("DELETE FROM coord_jobs", [])?;
@@ -299,6 +308,9 @@ mod tests {
             open_leases: 1,
             started: 4,
             last_seen_at: Some(10),
+            refusals: 1,
+            last_refusal: Some("host_capacity".into()),
+            last_refusal_at: Some(9),
             ..Default::default()
         };
         let job = CoordJobRow {

@@ -13,6 +13,7 @@ mod etags;
 mod ledger;
 mod live;
 mod meters;
+mod reruns;
 mod rows;
 pub mod schema;
 mod sqlite;
@@ -253,6 +254,12 @@ pub trait Store {
     ) -> Result<Vec<UsageRow>>;
     /// Deletes the roll-up's rows of days before `before`; returns how many went.
     fn prune_usage(&self, before: crate::domain::rollup::Day) -> Result<usize>;
+    /// The row of the job an attempt lost to the host, if it lost one (`reruns`).
+    fn rerun_of(&self, attempt: i64) -> Result<Option<crate::domain::rerun::Rerun>>;
+    /// Per profile: its jobs lost since `since`, and how many were re-run.
+    fn rerun_counts(&self, since: Millis) -> Result<Vec<(String, u64, u64)>>;
+    /// The newest lost jobs and their re-runs, at most `limit`.
+    fn recent_reruns(&self, limit: usize) -> Result<Vec<crate::domain::rerun::Rerun>>;
 
     fn put_profile_status(&self, status: &ProfileStatus) -> Result<()>;
     fn profile_statuses(&self) -> Result<Vec<ProfileStatus>>;

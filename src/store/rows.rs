@@ -67,7 +67,7 @@ pub fn target(r: &Row<'_>) -> Result<Target> {
 pub const PROFILE_COLUMNS: &str = "name, target, host_id, labels, default_labels, min_capacity, \
      max_capacity, runner_dir, runner_group, idle_timeout_secs, bootstrap_timeout_secs, \
      job_timeout_secs, mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, \
-     env, tools, execution, image, disk_max, caches, workspace, limits, revision";
+     env, tools, execution, image, disk_max, caches, workspace, limits, rerun_lost, revision";
 
 pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
     let mode: String = r.get(12)?;
@@ -114,7 +114,11 @@ pub fn profile(r: &Row<'_>) -> Result<ScalePolicy> {
         )
         .unwrap_or_default(),
         limits: crate::domain::isolation::LimitsMode::from_stored(&r.get::<_, String>(27)?),
-        revision: get_u64(r, 28)?,
+        rerun_lost: match r.get::<_, u32>(28)? {
+            0 => None,
+            n => Some(n),
+        },
+        revision: get_u64(r, 29)?,
     })
 }
 

@@ -12,6 +12,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
+    V22, V23,
 ];
 
 /// The schema version this build writes.
@@ -399,6 +400,40 @@ ALTER TABLE target_status ADD COLUMN error_kind TEXT;
 /// Enterprise Server whose admin turned them off). Every target before had GitHub's 900.
 pub const V21: &str = r#"
 ALTER TABLE targets ADD COLUMN secondary_limit INTEGER NOT NULL DEFAULT 900;
+"#;
+
+/// Version 22: each pool host's last refusal of a launch, its reason word and when
+/// (the Pool pane and `coordinator hosts` say why a launch was refused).
+pub const V22: &str = r#"
+ALTER TABLE coord_hosts ADD COLUMN last_refusal TEXT;
+ALTER TABLE coord_hosts ADD COLUMN last_refusal_at INTEGER;
+"#;
+
+/// Version 23: jobs lost to the host and their re-runs (issue 34): a row per lost job,
+/// written as the attempt that lost it ends, unique by repository, run and job name
+/// (a re-run keeps all three, so a job is never re-run twice), and each profile's
+/// `rerun_lost` (re-runs an hour; 0 is off, every profile before).
+pub const V23: &str = r#"
+ALTER TABLE profiles ADD COLUMN rerun_lost INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE reruns (
+    attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id) ON DELETE CASCADE,
+    target TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    runner_name TEXT NOT NULL,
+    repo TEXT,
+    run_id INTEGER,
+    job_name TEXT,
+    job_id INTEGER,
+    loss TEXT NOT NULL,
+    lost_at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    tries INTEGER NOT NULL DEFAULT 0,
+    next_at INTEGER NOT NULL,
+    detail TEXT,
+    done_at INTEGER,
+    UNIQUE (repo, run_id, job_name)
+);
+CREATE INDEX reruns_due ON reruns(target, state, next_at);
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -251,7 +251,7 @@ impl SqliteStore {
     }
 
     /// Names the file in SQLite errors that are about the file.
-    fn wrap<T>(&self, r: Result<T>) -> Result<T> {
+    pub(super) fn wrap<T>(&self, r: Result<T>) -> Result<T> {
         r.map_err(|e| match e {
             StoreError::Sqlite(e) => schema::classify_open_error(e, &self.path),
             e => e,
@@ -403,6 +403,15 @@ impl Store for SqliteStore {
     }
     fn prune_usage(&self, before: Day) -> Result<usize> {
         self.wrap(usage::prune(&self.conn, before))
+    }
+    fn rerun_of(&self, attempt: i64) -> Result<Option<crate::domain::rerun::Rerun>> {
+        self.wrap(super::reruns::of_attempt(&self.conn, attempt))
+    }
+    fn rerun_counts(&self, since: Millis) -> Result<Vec<(String, u64, u64)>> {
+        self.wrap(super::reruns::counts(&self.conn, since))
+    }
+    fn recent_reruns(&self, limit: usize) -> Result<Vec<crate::domain::rerun::Rerun>> {
+        self.wrap(super::reruns::recent(&self.conn, limit))
     }
     fn put_profile_status(&self, status: &ProfileStatus) -> Result<()> {
         self.wrap(live::put_profile_status(&self.conn, status))

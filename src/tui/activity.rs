@@ -10,6 +10,7 @@ use super::columns::{self, Col};
 use super::fmt;
 use super::model::Snapshot;
 use super::runners::{clicked, first_shown};
+use crate::domain::rerun::{Rerun, RerunState};
 use crate::domain::{
     Attempt, AttemptState, Limit, NotReconciling, Outcome, ReasonKind, Reported, SessionPhase,
 };
@@ -177,7 +178,11 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
     }
     now.sort_by_key(|e| e.level);
     now.extend(newest_first(
-        snap.attempts.iter().flat_map(attempt_events).collect(),
+        snap.attempts
+            .iter()
+            .flat_map(attempt_events)
+            .chain(snap.reruns.iter().map(rerun_event))
+            .collect(),
     ));
     now.truncate(MAX_EVENTS);
     now
@@ -229,6 +234,38 @@ fn attempt_events(a: &Attempt) -> Vec<Event> {
         });
     }
     out
+}
+
+/// A lost job's re-run: waiting since the loss, or how it settled.
+fn rerun_event(r: &Rerun) -> Event {
+    let detail = r.detail.as_deref().unwrap_or("");
+    let (level, text, remedy) = match r.state {
+        RerunState::Waiting => (
+            Level::Warn,
+            format!("job lost ({}), re-run pending: {detail}", r.loss),
+            None,
+        ),
+        RerunState::Rerun => (Level::Info, format!("lost job re-run: {detail}"), None),
+        RerunState::Off => (
+            Level::Warn,
+            format!("job lost ({}), not re-run", r.loss),
+            Some(format!("{RM} profile set {} rerun_lost=on", r.profile)),
+        ),
+        RerunState::Refused => (
+            Level::Error,
+            format!("lost job not re-run: {detail}"),
+            Some(format!("{RM} target check {}", r.target)),
+        ),
+        _ => (Level::Warn, format!("lost job not re-run: {detail}"), None),
+    };
+    Event {
+        at: Some(r.done_at.unwrap_or(r.lost_at)),
+        level,
+        subject: format!("#{} {}", r.attempt_id, r.profile),
+        text,
+        remedy,
+        attempt: Some(r.attempt_id),
+    }
 }
 
 /// The one command that fixes a failed attempt's cause, or shows it.
@@ -424,6 +461,55 @@ mod tests {
             "runner-manager profile set linux memory_max=SIZE (a larger one)"
         );
         assert!(remedy(&failed("exited_during_job (exit 1)")).contains("attempt show 7"));
+    }
+
+    #[test]
+    fn a_lost_job_shows_how_its_rerun_went_with_the_fix_when_it_was_not() {
+        let mut r = Rerun {
+            attempt_id: 9,
+            target: "octo".into(),
+            profile: "linux".into(),
+            runner_name: "rm-h-9".into(),
+            repo: Some("octo/app".into()),
+            run_id: Some(1),
+            job_name: Some("build".into()),
+            job_id: Some(2),
+            loss: "killed".into(),
+            lost_at: 5_000,
+            state: RerunState::Waiting,
+            tries: 1,
+            next_at: 10_000,
+            detail: Some("GitHub shows the job in_progress".into()),
+            done_at: None,
+        };
+        let e = rerun_event(&r);
+        assert_eq!(
+            (e.level, e.at, e.attempt),
+            (Level::Warn, Some(5_000), Some(9))
+        );
+        assert!(
+            e.text.starts_with("job lost (killed), re-run pending"),
+            "{}",
+            e.text
+        );
+        r.state = RerunState::Rerun;
+        r.done_at = Some(8_000);
+        r.detail = Some("GitHub queued the job again".into());
+        let e = rerun_event(&r);
+        assert_eq!((e.level, e.at), (Level::Info, Some(8_000)));
+        assert_eq!(e.text, "lost job re-run: GitHub queued the job again");
+        r.state = RerunState::Off;
+        assert_eq!(
+            rerun_event(&r).remedy.as_deref(),
+            Some("runner-manager profile set linux rerun_lost=on")
+        );
+        r.state = RerunState::Refused;
+        let e = rerun_event(&r);
+        assert_eq!(e.level, Level::Error);
+        assert_eq!(
+            e.remedy.as_deref(),
+            Some("runner-manager target check octo")
+        );
     }
 
     #[test]

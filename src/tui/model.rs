@@ -78,7 +78,12 @@ pub struct Snapshot {
     pub pool: Option<super::pool::PoolSnapshot>,
     /// A coordinated host's link as the daemon last recorded it.
     pub link: Option<daemon_facts::LinkSeen>,
+    /// The newest jobs lost to the host and what became of their re-runs.
+    pub reruns: Vec<crate::domain::rerun::Rerun>,
 }
+
+/// How many lost jobs the Activity pane shows.
+pub const RECENT_RERUNS: usize = 50;
 
 impl Snapshot {
     /// Reads everything the views need. `data_version` is read first, so a commit made
@@ -182,6 +187,7 @@ impl Snapshot {
             meters,
             pool: None,
             link: daemon_facts::LinkSeen::read(store),
+            reruns: store.recent_reruns(RECENT_RERUNS)?,
         })
     }
 

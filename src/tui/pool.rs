@@ -6,8 +6,8 @@
 //! and those waiting, the selected one's story below (tried and back, or what it
 //! waits for). Shown only when the store has coordinator hosts, so `top` pointed at
 //! a coordinator's state directory shows the pool and a plain host's `top` does not.
-//! The coordinator keeps no refusal's own reason word in its store; a host's standing
-//! (draining, full, unfit) and its REFUSED count are what the store records.
+//! A host's REFUSED says how many launches it refused or let expire and the last
+//! one's reason word, as the host sent it (`host_capacity`, `draining`, ...).
 
 use super::app::{Component, Ctx, Handled, movement, step_index};
 use super::columns::{self, Col};
@@ -106,6 +106,15 @@ pub fn takes(h: &CoordHostRow) -> String {
     }
 }
 
+/// REFUSED: the count, and the last refusal's reason and age when there is one.
+pub fn refused(h: &CoordHostRow, now: crate::timefmt::Millis) -> String {
+    match (&h.last_refusal, h.last_refusal_at) {
+        (Some(why), Some(at)) => format!("{} ({why} {} ago)", h.refusals, fmt::age(now - at)),
+        (Some(why), None) => format!("{} ({why})", h.refusals),
+        _ => h.refusals.to_string(),
+    }
+}
+
 /// What the selected job's line says: where it runs or is offered, or why it waits.
 pub fn story(pool: &PoolSnapshot, j: &CoordJobRow, now: crate::timefmt::Millis) -> String {
     let what = format!("{} {} {}", j.job_key, j.repo, j.name);
@@ -134,9 +143,24 @@ fn waiting_why(pool: &PoolSnapshot, j: &CoordJobRow) -> String {
         return "for a host: no connected host takes launches (see TAKES)".into();
     }
     if j.placements > 0 {
+        // The pool's newest refusal says why, in the host's own word.
+        let last = pool
+            .hosts
+            .iter()
+            .filter_map(|h| {
+                Some((
+                    h.last_refusal_at?,
+                    h.name.as_str(),
+                    h.last_refusal.as_deref()?,
+                ))
+            })
+            .max();
+        let why = last.map_or(String::new(), |(_, host, why)| {
+            format!(", the last by {host}: {why}")
+        });
         return format!(
-            "again after {} offer(s) refused or let expire (see REFUSED); a host that \
-             refused is passed over for a minute",
+            "again after {} offer(s) refused or let expire{why} (see REFUSED); a host \
+             that refused is passed over for a minute",
             j.placements
         );
     }
@@ -244,7 +268,7 @@ fn draw_hosts(f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
                     Span::raw(fmt::or_dash(h.version, |v| v.to_string())),
                     Span::raw(h.started.to_string()),
                     Span::raw(h.finished.to_string()),
-                    Span::raw(h.refusals.to_string()),
+                    Span::raw(refused(h, cx.snap.now)),
                     Span::raw(h.profiles.join(",")),
                     Span::raw(fmt::or_dash(h.last_seen_at, |t| {
                         format!("{} ago", fmt::age(cx.snap.now - t))

@@ -62,6 +62,8 @@ fn coordinator_store() -> SqliteStore {
     }
     let mut draining = host("build-b", true, 0, 1);
     draining.draining = true;
+    draining.last_refusal = Some("draining".into());
+    draining.last_refusal_at = Some(NOW - 5_000);
     let mut working = host("build-a", true, 6, 1);
     working.meters.insert(
         "pool".into(),
@@ -171,9 +173,18 @@ fn the_pane_says_who_runs_what_who_refuses_and_why() {
         "1001 acme/app build 1001: accepted to build-a for profile pool, the lease ends in 1m30s"
     );
     assert!(
-        story_of("1003").contains("again after 2 offer(s) refused or let expire"),
-        "{}",
+        story_of("1003").contains(
+            "again after 2 offer(s) refused or let expire, the last by build-b: draining"
+        ),
+        "the waiting job's story names the newest refusal and its word: {}",
         story_of("1003")
+    );
+    let host_of = |name: &str| pool.hosts.iter().find(|h| h.name == name).unwrap();
+    assert_eq!(refused(host_of("build-b"), NOW), "2 (draining 5s ago)");
+    assert_eq!(
+        refused(host_of("build-a"), NOW),
+        "2",
+        "no reason kept: the count alone"
     );
 
     let mut app = app_of(&s);

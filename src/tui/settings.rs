@@ -105,7 +105,7 @@ pub fn profile_settings(p: &ScalePolicy, user_labels: &[String]) -> Vec<Setting>
         name: p.name.clone(),
         revision: p.revision,
     };
-    let rows: [(&'static str, String); 21] = [
+    let rows: [(&'static str, String); 22] = [
         ("labels", user_labels.join(",")),
         ("default_labels", yes(p.default_labels)),
         ("min", p.min_capacity.to_string()),
@@ -130,6 +130,10 @@ pub fn profile_settings(p: &ScalePolicy, user_labels: &[String]) -> Vec<Setting>
             crate::domain::caches::show_setting(p.caches).to_string(),
         ),
         ("workspace", p.workspace.as_str().to_string()),
+        (
+            "rerun_lost",
+            crate::domain::rerun::setting_text(p.rerun_lost),
+        ),
     ];
     rows.into_iter()
         .map(|(key, value)| Setting {

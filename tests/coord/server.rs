@@ -59,6 +59,18 @@ fn launches_refusals_go_to_the_next_host_and_acks_hold() {
         h1.quiet_for(150).is_empty(),
         "the refusing host is not asked again"
     );
+    let why = srv
+        .placement()
+        .hosts()
+        .values()
+        .find(|h| h.name == "h1")
+        .and_then(|h| h.last_refusal.clone())
+        .map(|(why, _)| why);
+    assert_eq!(
+        why.as_deref(),
+        Some("host_capacity"),
+        "h1's own reason is kept"
+    );
     h2.send(&HostMsg::AttemptStarted(AttemptStarted {
         lease_id: Some(l2.lease_id.clone()),
         runner_name: "rm-h2-1".into(),

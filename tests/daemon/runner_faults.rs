@@ -107,7 +107,8 @@ fn a_runner_killed_mid_job_is_a_job_lost_to_the_host() {
             .unwrap();
     assert_eq!(v["job_lost"]["reason"], "killed", "{v}");
     let list = w.cli_ok(&["attempts"]);
-    assert!(list.contains("(job lost)"), "{list}");
+    // "(job lost)" once the daemon settles it off, "(job lost, re-run pending)" before.
+    assert!(list.contains("(job lost"), "{list}");
 
     // GitHub's verdict: the runner stopped renewing the job, which fails with its
     // message once the lost-runner timeout passes (ten minutes on GitHub).
@@ -151,5 +152,94 @@ fn a_runner_killed_mid_job_is_a_job_lost_to_the_host() {
                 && j.status == runner_manager::sim::JobStatus::InProgress
         })
     });
+    w.stop_daemon();
+}
+
+/// Waits for a runner of ours busy with a job, other than the attempts in `not`, kills
+/// it with SIGKILL as a host's OOM killer would, and returns its attempt id once the
+/// daemon has ended it.
+fn kill_busy_runner(w: &World, not: &[i64]) -> i64 {
+    let mut busy = None;
+    wait_until(SETTLE, "a runner busy with a job", || {
+        busy = w
+            .attempts()
+            .into_iter()
+            .find(|a| a.state == AttemptState::Busy && a.pid.is_some() && !not.contains(&a.id));
+        busy.is_some()
+    });
+    let busy = busy.unwrap();
+    // SAFETY: the runner's own pid, as the daemon recorded it while it runs.
+    unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
+    wait_until(SETTLE, "the killed runner's attempt ended", || {
+        w.attempts()
+            .iter()
+            .any(|a| a.id == busy.id && a.outcome.is_some())
+    });
+    busy.id
+}
+
+fn rerun_of(w: &World, attempt: i64) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(&w.cli_ok(&["--json", "attempt", "show", &attempt.to_string()]))
+            .unwrap();
+    v["rerun"].clone()
+}
+
+/// Issue 34, items 2 and 4: with `rerun_lost=on`, a job lost to a SIGKILLed runner is
+/// re-run through GitHub's endpoint once GitHub has failed it, and served again; lost
+/// a second time, it is never re-run twice.
+#[test]
+fn a_lost_job_is_rerun_once_when_its_profile_asks_and_never_twice() {
+    let mut w = World::new("rfaults-rerun", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    let set = w.cli_ok(&["profile", "set", "p", "rerun_lost=on"]);
+    assert!(set.contains("rerun_lost"), "{set}");
+    // GitHub fails a lost job ten minutes after its last renewal; here, a second.
+    w.sim.set_lost_runner_timeout(Duration::from_secs(1));
+    w.enqueue("acme/app", "long", &["p"], 60_000);
+    w.start_daemon();
+
+    let first = kill_busy_runner(&w, &[]);
+    wait_until(SETTLE, "the daemon re-running the lost job", || {
+        rerun_of(&w, first)["state"] == "rerun"
+    });
+    assert_eq!(w.sim.reruns(), 1);
+    let failed: Vec<_> = w
+        .sim
+        .jobs()
+        .into_iter()
+        .filter(|j| j.name == "long" && j.conclusion.as_deref() == Some("failure"))
+        .collect();
+    assert_eq!(
+        failed.len(),
+        1,
+        "GitHub failed the lost job first: {failed:?}"
+    );
+    let list = w.cli_ok(&["attempts"]);
+    assert!(list.contains("(job lost, re-run)"), "{list}");
+    let status = w.cli_ok(&["status"]);
+    assert!(
+        status.contains("jobs lost to the host in the last day: p 1 (1 re-run)"),
+        "{status}"
+    );
+
+    // The re-run is served by a new runner, which is lost too: never a second re-run.
+    let second = kill_busy_runner(&w, &[first]);
+    wait_until(SETTLE, "the second loss settled", || {
+        let r = rerun_of(&w, second);
+        r.is_null() || (r["state"] != "waiting" && r["state"].is_string())
+    });
+    let r = rerun_of(&w, second);
+    assert!(r.is_null() || r["state"] == "again", "{r}");
+    wait_until(SETTLE, "GitHub failing the re-run job as lost", || {
+        w.sim
+            .jobs()
+            .iter()
+            .filter(|j| j.name == "long" && j.conclusion.as_deref() == Some("failure"))
+            .count()
+            == 2
+    });
+    assert_eq!(w.sim.reruns(), 1, "a job is re-run once, never twice");
     w.stop_daemon();
 }

@@ -206,6 +206,8 @@ pub(super) fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::
             refusals: h.refusals,
             last_seen_at: Some(now),
             meters: h.meters.clone(),
+            last_refusal: h.last_refusal.as_ref().map(|(why, _)| why.clone()),
+            last_refusal_at: h.last_refusal.as_ref().map(|(_, at)| *at),
             ..Default::default()
         })
         .collect();

@@ -56,6 +56,9 @@ impl TargetLoop {
             Done::Guard { result } => Outcome::Guard {
                 result: result.map_err(|e| target_error(&e)),
             },
+            Done::Reruns { result } => Outcome::Reruns {
+                result: result.map_err(|e| target_error(&e)),
+            },
             Done::RunnersDeleted => Outcome::RunnersDeleted,
             Done::RunnerRelease => {
                 self.persist_etags();

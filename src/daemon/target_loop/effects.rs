@@ -65,6 +65,7 @@ impl TargetLoop {
                 Some(job) => Task::RunnerRelease { job },
                 None => return,
             },
+            Read::Reruns => Task::Reruns,
         };
         self.io.send(task, client, &set.target);
     }

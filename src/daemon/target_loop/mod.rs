@@ -232,7 +232,7 @@ impl TargetLoop {
             return Ok(());
         };
         let contain = self.shared.containment();
-        let facts = self.facts(&set);
+        let facts = self.facts(&set, now);
         if facts.reads_queue {
             self.hear_webhooks(&set);
         }
@@ -331,7 +331,7 @@ impl TargetLoop {
     }
 
     /// The facts the pass's reads are decided from.
-    fn facts(&self, set: &Setting) -> Facts {
+    fn facts(&self, set: &Setting, now: Millis) -> Facts {
         let rate = self
             .client
             .as_ref()
@@ -355,6 +355,7 @@ impl TargetLoop {
             unread_runs: self.queue.unread_runs,
             queue_read_at: self.queue.read_at,
             guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
+            reruns_due: self.store.any_rerun_due(&self.name, now).unwrap_or(false),
         }
     }
 }

@@ -1,0 +1,209 @@
+//! Carrying lost jobs to GitHub's re-run (issue 34), as one task on a target's I/O
+//! workers: for each lost job whose time has come, ask GitHub only what
+//! `reconcile::rerun` says to ask (the job's run, then the re-run), and store what it
+//! concludes. Each row settles once, and is logged and counted then.
+
+use super::shared::Shared;
+use crate::domain::rerun::{JobSeen, Rerun, RerunState};
+use crate::domain::{Target, TargetScope};
+use crate::github::{GhError, GitHubClient};
+use crate::reconcile::rerun::{self, Next, Refusal};
+use crate::store::{SqliteStore, Store};
+use crate::timefmt::Millis;
+use crate::{log_info, log_warn};
+use std::collections::BTreeMap;
+
+/// How many of a repository's newest runs are looked through for a job no source
+/// named (a repository target polled over REST learns a job's runner only when it
+/// reads its run again).
+const RUNS_LOOKED_THROUGH: usize = 10;
+
+/// Works through the target's lost jobs that wait for now. Returns GitHub's rate limit
+/// when it holds the credential (the pass holds the target for it); any other error
+/// is the row's, kept with it.
+pub fn run(
+    shared: &Shared,
+    store: &SqliteStore,
+    client: &GitHubClient,
+    target: &Target,
+    now: Millis,
+) -> Result<(), GhError> {
+    let due = match store.reruns_due(&target.name, now) {
+        Ok(rows) => rows,
+        Err(e) => {
+            log_warn!("reruns_unreadable", target = target.name, error = e);
+            return Ok(());
+        }
+    };
+    let per_hour: BTreeMap<String, Option<u32>> = store
+        .profiles()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| (p.name, p.rerun_lost))
+        .collect();
+    for mut row in due {
+        if row.repo.is_none()
+            && let TargetScope::Repo { owner, repo } = &target.scope
+        {
+            row.repo = Some(format!("{owner}/{repo}"));
+        }
+        let recent = store
+            .reruns_asked_since(&row.profile, now - rerun::HOUR)
+            .unwrap_or_default();
+        let bound = per_hour.get(&row.profile).copied().flatten();
+        let first = rerun::before(&row, bound, &recent, now);
+        let next = step(client, store, &mut row, first, now)?;
+        settle(shared, store, target, &mut row, next, now);
+    }
+    Ok(())
+}
+
+/// Asks what `next` says to ask, and returns what comes of it.
+fn step(
+    client: &GitHubClient,
+    store: &SqliteStore,
+    row: &mut Rerun,
+    next: Next,
+    now: Millis,
+) -> Result<Next, GhError> {
+    let next = match next {
+        Next::Ask => {
+            let next = match look(client, row) {
+                Ok(jobs) => match rerun::ours(row, &jobs).cloned() {
+                    Some(j) if row.run_id.is_none() => {
+                        // Learned only now: another row may hold this job already.
+                        let logged = row.job_name.replace(j.name.clone());
+                        row.job_id = Some(j.id);
+                        row.run_id = Some(j.run_id);
+                        if store.rerun_identity_taken(row).unwrap_or(true) {
+                            // The identity stays the first row's (it is unique).
+                            row.run_id = None;
+                            row.job_name = logged;
+                            rerun::lost_before()
+                        } else {
+                            rerun::seen(row, &jobs, now)
+                        }
+                    }
+                    Some(j) => {
+                        row.job_id = Some(j.id);
+                        rerun::seen(row, &jobs, now)
+                    }
+                    None => rerun::seen(row, &jobs, now),
+                },
+                Err(e @ GhError::RateLimited { .. }) => return Err(e),
+                Err(GhError::NotFound) => rerun::seen(row, &[], now),
+                Err(e) => rerun::answered(row, Err(refusal(e)), now),
+            };
+            row.tries += 1;
+            next
+        }
+        other => other,
+    };
+    let Next::Rerun { job_id } = next else {
+        return Ok(next);
+    };
+    let (owner, repo) = split(row);
+    let result = client.rerun_job(owner, repo, job_id).map_err(refusal);
+    Ok(rerun::answered(row, result, now))
+}
+
+/// The run's jobs as GitHub lists them now; without a run, the newest runs of the
+/// repository are looked through for the one the runner took (in progress first:
+/// that is where a lost job stays until GitHub fails it).
+fn look(client: &GitHubClient, row: &Rerun) -> Result<Vec<JobSeen>, GhError> {
+    let (owner, repo) = split(row);
+    if let Some(run) = row.run_id {
+        return client.run_jobs_now(owner, repo, run);
+    }
+    for status in ["in_progress", "completed"] {
+        for run in client.runs_now(owner, repo, status, RUNS_LOOKED_THROUGH)? {
+            let jobs = client.run_jobs_now(owner, repo, run)?;
+            if rerun::find_by_runner(&jobs, &row.runner_name).is_some() {
+                return Ok(jobs);
+            }
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn split(row: &Rerun) -> (&str, &str) {
+    row.repo
+        .as_deref()
+        .and_then(|r| r.split_once('/'))
+        .unwrap_or(("", ""))
+}
+
+/// What a GitHub error says of a re-run.
+fn refusal(e: GhError) -> Refusal {
+    match e {
+        GhError::Forbidden { message } if rerun::is_run_still_running(&message) => {
+            Refusal::RunStillRuns
+        }
+        GhError::Forbidden { .. } | GhError::NotFound | GhError::Unprocessable { .. } => {
+            Refusal::Refused(e.to_string())
+        }
+        e => Refusal::Transient(e.to_string()),
+    }
+}
+
+/// Keeps what `next` concluded with the row; a settled row is logged and counted.
+fn settle(
+    shared: &Shared,
+    store: &SqliteStore,
+    target: &Target,
+    row: &mut Rerun,
+    next: Next,
+    now: Millis,
+) {
+    match next {
+        Next::Wait { until, why } => {
+            row.next_at = until;
+            row.detail = Some(why);
+        }
+        Next::Settle { state, detail } => {
+            row.state = state;
+            row.detail = Some(detail);
+            row.done_at = Some(now);
+        }
+        // `step` carries these out before it returns.
+        Next::Ask | Next::Rerun { .. } => return,
+    }
+    if let Err(e) = store.put_reruns(std::slice::from_ref(row)) {
+        log_warn!("rerun_unrecorded", target = target.name, error = e);
+        return;
+    }
+    if !row.state.is_final() {
+        return;
+    }
+    shared.metrics.job_rerun(&row.profile, row.state.as_str());
+    let detail = row.detail.as_deref().unwrap_or("");
+    let job = row.job_id.map_or("-".into(), |j| j.to_string());
+    let repo = row.repo.as_deref().unwrap_or("-");
+    match row.state {
+        RerunState::Rerun => log_info!(
+            "lost_job_rerun",
+            target = target.name,
+            profile = row.profile,
+            runner = row.runner_name,
+            repo = repo,
+            job_id = job,
+            detail = detail
+        ),
+        RerunState::Refused => log_warn!(
+            "lost_job_rerun_refused",
+            target = target.name,
+            profile = row.profile,
+            repo = repo,
+            job_id = job,
+            error = detail
+        ),
+        state => log_info!(
+            "lost_job_not_rerun",
+            target = target.name,
+            profile = row.profile,
+            runner = row.runner_name,
+            state = state.as_str(),
+            detail = detail
+        ),
+    }
+}
