@@ -231,6 +231,7 @@ impl Failure {
             Cause::RateLimited => Failure::RateLimited,
             Cause::Unreachable => Failure::GitHubUnreachable,
             Cause::Interrupted => Failure::Interrupted,
+            Cause::HostUnfit => Failure::HostUnfit,
             Cause::Other => Failure::Other,
         }
     }

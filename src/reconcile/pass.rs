@@ -31,6 +31,9 @@ pub const RERUNS_EVERY: Millis = 5_000;
 pub enum TargetError {
     /// The credential could not be loaded (a missing file, a bad key).
     Credentials(String),
+    /// A profile cannot start for a required check of the host (`Unfit::is_host_unfit`):
+    /// what `daemon --once` fails with when GitHub answered every call.
+    HostUnfit(String),
     /// GitHub refused a call: how it refused, what that says of the target, and its
     /// words.
     GitHub {
@@ -45,6 +48,8 @@ pub enum TargetError {
 pub enum Cause {
     /// 401 or 403: the credential, or what it may do.
     Credentials,
+    /// A required check of the host fails (`doctor`'s unfit).
+    HostUnfit,
     /// 404: the repository or organization (or the credential cannot see it).
     NotFound,
     RateLimited,
@@ -60,6 +65,7 @@ impl TargetError {
     pub fn cause(&self) -> Cause {
         match self {
             TargetError::Credentials(_) => Cause::Credentials,
+            TargetError::HostUnfit(_) => Cause::HostUnfit,
             TargetError::GitHub { cause, .. } => *cause,
         }
     }
@@ -70,8 +76,10 @@ impl TargetError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             TargetError::Credentials(_) => ErrorKind::CredentialsUnreadable,
+            TargetError::HostUnfit(_) => ErrorKind::Other,
             TargetError::GitHub { cause, .. } => match cause {
                 Cause::Credentials => ErrorKind::CredentialsRefused,
+                Cause::HostUnfit => ErrorKind::Other,
                 Cause::NotFound => ErrorKind::NotFound,
                 Cause::RateLimited => ErrorKind::RateLimited,
                 Cause::Unreachable => ErrorKind::Unreachable,
@@ -86,6 +94,7 @@ impl std::fmt::Display for TargetError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TargetError::Credentials(e) => write!(f, "credentials: {e}"),
+            TargetError::HostUnfit(e) => f.write_str(e),
             TargetError::GitHub { text, .. } => f.write_str(text),
         }
     }
@@ -325,6 +334,8 @@ pub struct TargetState {
     error: Option<TargetError>,
     /// Each profile's broken install as last logged.
     install_logged: BTreeMap<String, String>,
+    /// The last pass's first profile a required check of the host stopped, and why.
+    host_unfit: Option<String>,
 }
 
 impl TargetState {
@@ -689,9 +700,18 @@ impl TargetState {
         self.error.as_ref()
     }
 
-    /// Takes the target's error (`daemon --once` fails with it).
+    /// Takes the target's error (`daemon --once` fails with it): GitHub's, else a
+    /// required check of the host that stopped a profile in the last pass.
     pub fn take_error(&mut self) -> Option<TargetError> {
-        self.error.take()
+        self.error
+            .take()
+            .or_else(|| self.host_unfit.take().map(TargetError::HostUnfit))
+    }
+
+    /// What the last pass found of the host's required checks: the first profile they
+    /// stopped, and why (`None`: none).
+    pub fn host_unfit(&mut self, why: Option<String>) {
+        self.host_unfit = why;
     }
 
     pub fn has_client(&self) -> bool {

@@ -42,6 +42,16 @@ impl Unfit {
     pub fn not_yet_known(&self) -> bool {
         matches!(self, Unfit::GroupNotYetKnown | Unfit::RepoNotYetKnown)
     }
+
+    /// A required check of the host fails (isolation, the disk's reserve, a fitness
+    /// check, the runner install): what `doctor` calls unfit, exit class 9, and what
+    /// `status` keeps as the profile's last error whatever the demand.
+    pub fn is_host_unfit(&self) -> bool {
+        matches!(
+            self,
+            Unfit::IsolationRefused(_) | Unfit::DiskFull(_) | Unfit::Host(_) | Unfit::Install(_)
+        )
+    }
 }
 
 impl fmt::Display for Unfit {

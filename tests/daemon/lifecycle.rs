@@ -242,4 +242,22 @@ fn a_runner_install_gone_after_profile_add_is_logged_once() {
         "{}",
         lines[0]
     );
+    // Issue 38, item 8: --once fails with the required check's class, and status
+    // keeps the reason as the profile's last error.
+    assert_eq!(
+        out.status.code(),
+        Some(9),
+        "host-unfit, not 0, while a required check stops a profile: {stderr}"
+    );
+    assert!(
+        stderr.contains("profile linux: runner install:"),
+        "names the profile and the check: {stderr}"
+    );
+    let status = w.cli_ok(&["--json", "status"]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let last = v["profiles"][0]["last_error"].as_str().unwrap_or_default();
+    assert!(
+        last.contains("the directory cannot be read"),
+        "status keeps the reason: {status}"
+    );
 }

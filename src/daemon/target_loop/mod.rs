@@ -241,7 +241,18 @@ impl TargetLoop {
         let g = self.gather(&set, &contain)?;
         let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
         let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
-        self.note_plan(&plan, &set, now);
+        let host_unfit: BTreeMap<&str, String> = unfit
+            .iter()
+            .filter(|(_, u)| u.is_host_unfit())
+            .map(|(p, u)| (p.as_str(), u.to_string()))
+            .collect();
+        self.state.host_unfit(
+            host_unfit
+                .iter()
+                .next()
+                .map(|(p, why)| format!("profile {p}: {why}")),
+        );
+        self.note_plan(&plan, &set, &host_unfit, now);
         self.delete_orphans(std::mem::take(&mut plan.orphans), &set.target);
 
         // Act: each attempt's actions (the GitHub and disk part on a worker), then

@@ -153,7 +153,13 @@ impl TargetLoop {
 
     /// What the plan leaves for later passes (surplus, room, uids), the status rows
     /// and the metrics; the scale set messages it acted on are acknowledged.
-    pub(super) fn note_plan(&mut self, plan: &Plan, set: &Setting, now: Millis) {
+    pub(super) fn note_plan(
+        &mut self,
+        plan: &Plan,
+        set: &Setting,
+        host_unfit: &BTreeMap<&str, String>,
+        now: Millis,
+    ) {
         let room_left = plan.allocation.profiles.iter().any(|pa| {
             pa.limit == crate::domain::Limit::Demand
                 && set
@@ -167,7 +173,7 @@ impl TargetLoop {
             uids_used_up: plan.uids_used_up.clone(),
         };
         self.state.on_event(Event::Planned(planned), now);
-        let status = self.record_status(plan, &set.profiles, set.mode, now);
+        let status = self.record_status(plan, &set.profiles, set.mode, host_unfit, now);
         self.wrote("status", status);
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
         metrics_feed::target(

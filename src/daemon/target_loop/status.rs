@@ -95,6 +95,7 @@ impl TargetLoop {
         plan: &Plan,
         profiles: &[ScalePolicy],
         mode: TargetMode,
+        host_unfit: &BTreeMap<&str, String>,
         now: Millis,
     ) -> Result<(), StoreError> {
         let rate = self
@@ -120,7 +121,12 @@ impl TargetLoop {
             self.state.status_error(
                 self.queue.visibility_note.as_deref(),
                 self.scaleset.error(profile),
-                plan.demand.unfit_reason_for(profile),
+                // A required check of the host that stops the profile is its
+                // last error whatever the demand; else why waiting jobs do not fit.
+                host_unfit
+                    .get(profile)
+                    .cloned()
+                    .or_else(|| plan.demand.unfit_reason_for(profile)),
             )
         };
         self.status
