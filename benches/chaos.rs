@@ -16,10 +16,11 @@
 //! release directory: each time the daemon must drain and exit 75, and is restarted at
 //! once (as systemd would); no SIGKILL falls inside a handover.
 //!
-//! Runners are SIGKILLed mid-job too (issue 34), with both profiles at
-//! `rerun_lost=on` and GitHub's lost-runner timeout at 4 s: every job so lost must be
-//! re-run once by the daemon and served, no job re-run twice, and no job that ended by
-//! itself re-run.
+//! Runners are SIGKILLed mid-job too (issue 34), one at a time with the daemon up, and
+//! all the busy ones with every other daemon SIGKILL (the host crashing under them),
+//! with both profiles at `rerun_lost=on` and GitHub's lost-runner timeout at 4 s: every
+//! job so lost must be re-run once by the daemon and served, no job re-run twice, and
+//! no job that ended by itself re-run.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -60,6 +61,8 @@ const RETRY_AFTER: u64 = 2;
 /// How long a SIGKILLed daemon's scale set session would outlive it if the next daemon
 /// did not delete it (it would meet 409 until then).
 const STALE_SESSION_MS: u64 = 3_000;
+/// What names a job that fails by itself (issue 34: never re-run; never killed here).
+const FAILS: &str = "fails";
 /// GitHub's lost-runner timeout (ten minutes there): a runner renews its job four
 /// times within it.
 const LOST_RUNNER: Duration = Duration::from_secs(4);
@@ -243,6 +246,8 @@ fn run(cfg: &Config) -> Result<usize, String> {
     // Issue 34: busy runners SIGKILLed mid-job, and the jobs they lost (id, name).
     let mut lost: Vec<(u64, String)> = Vec::new();
     let mut runner_kill_tries = 0usize;
+    let mut host_kills = 0usize;
+    let mut lost_in_crashes = 0usize;
     let mut next_runner_kill = start + Duration::from_millis(3000 + rng.next_u64() % 4000);
     let mut restart_at: Option<Instant> = None;
     let mut next_fault = start + Duration::from_millis(2000 + rng.next_u64() % 4000);
@@ -273,8 +278,19 @@ fn run(cfg: &Config) -> Result<usize, String> {
                 (false, false) => support::JOB_LABELS,
             };
             let dur = 300 + rng.next_u64() % 1200;
-            w.sim
-                .enqueue_job(support::REPO, &format!("chaos-{queued}"), labels, dur);
+            if rng.next_u64().is_multiple_of(8) {
+                // A job that fails by itself (a step exits 3; the runner exits 0): it
+                // must never be re-run.
+                w.sim.enqueue_script_job(
+                    support::REPO,
+                    &format!("chaos-{queued}-{FAILS}"),
+                    labels,
+                    "sleep 0.5; exit 3",
+                );
+            } else {
+                w.sim
+                    .enqueue_job(support::REPO, &format!("chaos-{queued}"), labels, dur);
+            }
             queued += 1;
             next_job = now + Duration::from_millis(cfg.every_ms);
         }
@@ -300,6 +316,15 @@ fn run(cfg: &Config) -> Result<usize, String> {
                 let _ = d.kill(); // SIGKILL
                 let _ = d.wait();
             }
+            // Every other daemon SIGKILL is the host's crash: its runners die with it,
+            // and the next daemon finds them gone (issue 34: lost, re-run).
+            if kills % 2 == 1 {
+                host_kills += 1;
+                while let Some(job) = kill_busy_runner(&w, &store, &host.id, &lost) {
+                    lost.push(job);
+                    lost_in_crashes += 1;
+                }
+            }
             killed_at.push(runner_manager::timefmt::now_millis());
             kills += 1;
             restart_at = Some(now + Duration::from_millis(rng.next_u64() % 1500));
@@ -312,7 +337,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
             next_kill = now + Duration::from_millis(1500 + rng.next_u64() % 4500);
         }
         if runner_kill_tries < cfg.runner_kills * 4
-            && lost.len() < cfg.runner_kills
+            && lost.len() - lost_in_crashes < cfg.runner_kills
             && now >= next_runner_kill
             && daemon.is_some()
             && restart_at.is_none()
@@ -477,7 +502,7 @@ fn run(cfg: &Config) -> Result<usize, String> {
     let injected: usize = faults.values().sum();
     println!();
     println!(
-        "run: {:.1?}, {} jobs, {} attempts, {} daemon SIGKILLs ({} daemon starts), {} runners SIGKILLed mid-job ({} re-runs asked), {} 5xx bursts and {} 403 retry-after scheduled, {} requests logged",
+        "run: {:.1?}, {} jobs, {} attempts, {} daemon SIGKILLs ({host_kills} of them host crashes that took its runners; {} daemon starts), {} runners SIGKILLed mid-job ({} re-runs asked), {} 5xx bursts and {} 403 retry-after scheduled, {} requests logged",
         elapsed,
         jobs.len(),
         attempts.len(),
@@ -532,9 +557,14 @@ fn run(cfg: &Config) -> Result<usize, String> {
         .iter()
         .filter(|n| !lost.iter().any(|(_, l)| l == *n) && runs_of(n) > 1)
         .count();
+    let failed_by_themselves = jobs
+        .iter()
+        .filter(|j| j.name.ends_with(FAILS) && j.conclusion.as_deref() == Some("failure"))
+        .count();
     println!(
-        "jobs lost to runners SIGKILLed mid-job: {}; re-run once {rerun_once}, re-run twice \
-         {twice}, re-runs of jobs that ended by themselves {by_themselves}",
+        "jobs lost to runners SIGKILLed mid-job: {} ({lost_in_crashes} in host crashes); \
+         re-run once {rerun_once}, re-run twice {twice}; jobs that failed by themselves \
+         {failed_by_themselves}, re-runs of jobs that ended by themselves {by_themselves}",
         lost.len()
     );
     let total = promises::print(&checks);
@@ -583,6 +613,7 @@ fn kill_busy_runner(
                 j.status == runner_manager::sim::JobStatus::InProgress
                     && j.runner_name.as_deref() == Some(a.runner_name.as_str())
                     && !lost.iter().any(|(_, n)| *n == j.name)
+                    && !j.name.ends_with(FAILS)
             })?;
             Some((a, job.clone()))
         })?;

@@ -129,7 +129,10 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
             ),
             (Some(r), Some(l)) => line(
                 "rate limit",
-                Ok(format!("{r} of {l} requests left this hour")),
+                Ok(format!(
+                    "{r} of {l} requests left this hour; {}",
+                    starts_ceiling(target)
+                )),
             ),
             _ => line(
                 "rate limit",
@@ -167,6 +170,20 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
         runner_group(target, kind, client, scope, opts.runner_group.as_deref()),
     ));
     lines
+}
+
+/// The secondary limit's ceiling on runner starts over REST (issue 37), and what to do
+/// beyond it.
+fn starts_ceiling(target: &Target) -> String {
+    match crate::reconcile::points::jit_configs_a_minute(target.secondary_limit) {
+        Some(n) => format!(
+            "runner starts over REST: at most about {n} a minute per credential (GitHub's \
+             secondary limit, {} points a minute per endpoint); for larger bursts use \
+             demand=scaleset or spread targets over credentials",
+            target.secondary_limit.unwrap_or_default()
+        ),
+        None => "runner starts over REST: no secondary limit (secondary_limit=off)".into(),
+    }
 }
 
 fn jit_reachable(

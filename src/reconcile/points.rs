@@ -64,6 +64,12 @@ pub fn base_ceiling(limit: Option<u32>) -> u32 {
     }
 }
 
+/// How many runner JIT configs (POSTs, 5 points each) one credential gets a minute
+/// under `limit` (`None`: no limit, no ceiling), as `target check` explains it.
+pub fn jit_configs_a_minute(limit: Option<u32>) -> Option<u32> {
+    limit.map(|l| base_ceiling(Some(l)) / cost("POST"))
+}
+
 /// What a request costs: 1 for GET, HEAD and OPTIONS, 5 for anything else.
 pub fn cost(method: &str) -> u32 {
     match method {
@@ -446,6 +452,13 @@ mod tests {
         b.set_limit(Some(300));
         // 300 less a thirtieth: 290 points, 58 JIT configs.
         assert_eq!(b.room(JIT, "POST", T0).fits, 58);
+        assert_eq!(
+            jit_configs_a_minute(Some(300)),
+            Some(58),
+            "as target check says it"
+        );
+        assert_eq!(jit_configs_a_minute(Some(900)), Some(174));
+        assert_eq!(jit_configs_a_minute(None), None);
         for _ in 0..58 {
             b.admit(JIT, "POST", T0).unwrap();
         }

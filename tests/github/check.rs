@@ -44,6 +44,14 @@ fn a_healthy_private_repository_passes_every_check() {
     );
     assert!(lines.iter().all(|l| l.passed()), "{lines:#?}");
     assert!(lines[1].detail.contains("4999 of 5000"));
+    assert!(
+        lines[1]
+            .detail
+            .contains("at most about 174 a minute per credential")
+            && lines[1].detail.contains("demand=scaleset"),
+        "the secondary limit's ceiling on starts, and what to do beyond it: {}",
+        lines[1].detail
+    );
     assert!(lines[4].detail.contains("octo/app: allowed; 2 runs queued"));
     let reqs = r.requests();
     let probe: serde_json::Value = serde_json::from_slice(&reqs[3].body).unwrap();
