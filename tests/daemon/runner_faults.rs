@@ -243,3 +243,47 @@ fn a_lost_job_is_rerun_once_when_its_profile_asks_and_never_twice() {
     assert_eq!(w.sim.reruns(), 1, "a job is re-run once, never twice");
     w.stop_daemon();
 }
+
+/// Issue 34, item 2: when GitHub refuses the re-run (a fine-grained token without
+/// Actions: write), the daemon says so once, with the fix, and never asks again.
+#[test]
+fn a_rerun_github_refuses_is_said_once_with_the_fix_and_not_asked_again() {
+    let mut w = World::new("rfaults-refused", 4);
+    w.add_target("t", "acme/app", true);
+    let token = std::fs::read_to_string(w.dir.join("token-t")).unwrap();
+    // Everything the daemon needs but the right to re-run (Actions: read only).
+    w.sim.add_fine_grained_pat(
+        token.trim(),
+        &[
+            ("administration", "write"),
+            ("actions", "read"),
+            ("metadata", "read"),
+        ],
+    );
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    w.cli_ok(&["profile", "set", "p", "rerun_lost=on"]);
+    w.sim.set_lost_runner_timeout(Duration::from_secs(1));
+    w.enqueue("acme/app", "long", &["p"], 60_000);
+    w.start_daemon();
+    let lost = kill_busy_runner(&w, &[]);
+    wait_until(SETTLE, "the re-run settled", || {
+        rerun_of(&w, lost)["state"] != "waiting"
+    });
+    let r = rerun_of(&w, lost);
+    assert_eq!(r["state"], "refused", "{r}");
+    let detail = r["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("Actions: write") && detail.contains("Resource not accessible"),
+        "GitHub's words and the fix: {detail}"
+    );
+    assert_eq!(w.sim.reruns(), 0);
+    let list = w.cli_ok(&["attempts"]);
+    assert!(list.contains("(job lost, not re-run)"), "{list}");
+    w.stop_daemon();
+    let log = w.daemon_logs();
+    let said = log
+        .lines()
+        .filter(|l| l.contains("lost_job_rerun_refused"))
+        .count();
+    assert_eq!(said, 1, "said once:\n{log}");
+}
