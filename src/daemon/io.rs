@@ -128,6 +128,8 @@ pub enum Done {
     },
     Runners {
         result: Result<Vec<RegisteredRunner>, GhError>,
+        /// When the read began: a runner registered since may be missing from it.
+        read_at: Millis,
     },
     /// A runner install check ended (what it did is in the log and the store).
     RunnerRelease,
@@ -560,9 +562,13 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
                 units: client.stats().get_units - before,
             }
         }
-        Task::ListRunners => Done::Runners {
-            result: list_runners(&client, &target, store),
-        },
+        Task::ListRunners => {
+            let read_at = now_millis();
+            Done::Runners {
+                result: list_runners(&client, &target, store),
+                read_at,
+            }
+        }
         Task::DeleteRunners { runners } => delete_runners(&client, &target, runners),
         Task::RunnerRelease { job } => {
             super::runner_update::run(&c.shared, store, &client, &target, job);

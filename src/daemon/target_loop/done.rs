@@ -44,10 +44,10 @@ impl TargetLoop {
                 result,
                 units,
             } => self.took_demand(repos, read_at, result, units),
-            Done::Runners { result } => Outcome::Runners {
+            Done::Runners { result, read_at } => Outcome::Runners {
                 result: match result {
                     Ok(list) => {
-                        self.fresh_runners = Some(list);
+                        self.fresh_runners = Some((list, read_at));
                         Ok(())
                     }
                     Err(e) => Err(target_error(&e)),

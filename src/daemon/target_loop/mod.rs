@@ -107,7 +107,8 @@ pub struct TargetLoop {
     /// The queued jobs as the demand reads brought them.
     queue: RestQueue,
     /// GitHub's runner list, as a read brought it, until a pass judges it.
-    fresh_runners: Option<Vec<RegisteredRunner>>,
+    /// and when that read began.
+    fresh_runners: Option<(Vec<RegisteredRunner>, Millis)>,
     uids: UidBook,
     status: StatusWriter,
     writes: Writes,

@@ -33,9 +33,8 @@ impl TargetLoop {
             .filter(|a| a.target == self.name && a.state.is_live())
             .filter(|a| !self.state.in_flight().contains(&a.id))
         {
-            let s = self
-                .observer
-                .see(&self.shared.state_dir, a, fresh_list.as_deref(), contain);
+            let list = fresh_list.as_ref().map(|(l, at)| (l.as_slice(), *at));
+            let s = self.observer.see(&self.shared.state_dir, a, list, contain);
             seen.insert(a.id, s);
         }
         let owners = self.scaleset.take();
@@ -45,7 +44,7 @@ impl TargetLoop {
         Ok(Gathered {
             open,
             seen,
-            runners: fresh_list,
+            runners: fresh_list.map(|(l, _)| l),
         })
     }
 
