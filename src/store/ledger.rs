@@ -206,11 +206,14 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
     append_events(&tx, a.id, stored as usize, &a.history)?;
     // With its events stored: the roll-up reads when it took its job from them.
     super::usage::roll_up(&tx, a)?;
-    super::reruns::note_loss(&tx, a)?;
+    let lost = super::reruns::note_loss(&tx, a)?;
     if a.cleaned {
         super::meters::forget(&tx, a.id)?;
     }
     tx.commit()?;
+    if lost {
+        super::reruns::loss_committed();
+    }
     Ok(())
 }
 

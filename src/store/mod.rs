@@ -28,6 +28,7 @@ pub use edit::{
 pub use error::{Result, StoreError};
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;
+pub use reruns::losses_noted;
 pub use usage::UsageRow;
 
 use crate::domain::{

@@ -9,6 +9,7 @@ use crate::domain::Attempt;
 use crate::domain::rerun::{Rerun, RerunState};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const COLUMNS: &str = "attempt_id, target, profile, runner_name, repo, run_id, job_name, job_id, \
      loss, lost_at, state, tries, next_at, detail, done_at";
@@ -38,13 +39,14 @@ fn row(r: &Row<'_>) -> rusqlite::Result<Rerun> {
 
 /// Writes the row of a job the ended attempt `a` lost (`domain::loss`), once: a second
 /// save finds it there, and a job of the same repository, run and name (its re-run,
-/// lost again) is never given a second row, so never re-run twice.
-pub(super) fn note_loss(c: &Connection, a: &Attempt) -> Result<()> {
+/// lost again) is never given a second row, so never re-run twice. Says whether it
+/// wrote one: the caller raises [`losses_noted`] once its transaction is committed.
+pub(super) fn note_loss(c: &Connection, a: &Attempt) -> Result<bool> {
     let (Some(at), Some(loss)) = (a.ended_at, crate::domain::loss::loss(a)) else {
-        return Ok(());
+        return Ok(false);
     };
     let owner = a.owner.as_ref();
-    c.prepare_cached(&format!(
+    let written = c.prepare_cached(&format!(
         "INSERT OR IGNORE INTO reruns ({COLUMNS}) VALUES \
          (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'waiting', 0, ?10, NULL, NULL)"
     ))?
@@ -71,7 +73,12 @@ pub(super) fn note_loss(c: &Connection, a: &Attempt) -> Result<()> {
         )?
         .execute(params![a.id, o.repo, o.run_id, o.job_name, o.job_id])?;
     }
-    Ok(())
+    Ok(written > 0)
+}
+
+/// Says a lost job's row was committed: the target loops look again.
+pub(super) fn loss_committed() {
+    LOSSES_NOTED.fetch_add(1, Ordering::AcqRel);
 }
 
 /// The target's rows waiting whose time has come, the oldest loss first.
@@ -84,14 +91,27 @@ fn due(c: &Connection, target: &str, now: Millis) -> Result<Vec<Rerun>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// Whether any of the target's rows waits for now (a cheap look each pass).
-fn any_due(c: &Connection, target: &str, now: Millis) -> Result<bool> {
-    Ok(c.prepare_cached(
-        "SELECT 1 FROM reruns WHERE target = ?1 AND state = 'waiting' AND next_at <= ?2 LIMIT 1",
-    )?
-    .query_row(params![target, now], |_| Ok(()))
-    .optional()?
-    .is_some())
+/// When the target's first waiting row is due, if one waits. Asked only when a loss
+/// was noted or a look settled rows ([`losses_noted`]), so not cached: an idle loop
+/// keeps no statement for it (issue 32, "Idle").
+fn first_due(c: &Connection, target: &str) -> Result<Option<Millis>> {
+    Ok(c
+        .query_row(
+            "SELECT MIN(next_at) FROM reruns WHERE target = ?1 AND state = 'waiting'",
+            params![target],
+            |r| r.get::<_, Option<Millis>>(0),
+        )
+        .optional()?
+        .flatten())
+}
+
+/// How many lost jobs' rows this process has written: a target loop asks the store
+/// again only when this moved (or when its own look settled rows).
+static LOSSES_NOTED: AtomicU64 = AtomicU64::new(0);
+
+/// How many lost jobs' rows this process has written so far.
+pub fn losses_noted() -> u64 {
+    LOSSES_NOTED.load(Ordering::Acquire)
 }
 
 /// Writes what became of a row (its state, what GitHub said, when to ask again and
@@ -186,9 +206,9 @@ impl super::SqliteStore {
         self.wrap(due(self.connection(), target, now))
     }
 
-    /// Whether any of the target's lost jobs waits for now (a cheap look each pass).
-    pub fn any_rerun_due(&self, target: &str, now: Millis) -> Result<bool> {
-        self.wrap(any_due(self.connection(), target, now))
+    /// When the target's first waiting lost job is due, if one waits.
+    pub fn first_rerun_due(&self, target: &str) -> Result<Option<Millis>> {
+        self.wrap(first_due(self.connection(), target))
     }
 
     /// Writes what became of lost jobs, in one transaction; a job re-run is added to
@@ -258,7 +278,10 @@ mod tests {
         let (s, h, _) = seeded();
         let mut a = lost(&s, &h, 1_000);
         assert!(crate::domain::loss::loss(&a).is_some(), "{a:?}");
+        assert_eq!(s.first_rerun_due("octo").unwrap(), None);
+        let noted = losses_noted();
         s.save_attempt(&a).unwrap();
+        assert!(losses_noted() > noted, "the loops are told to look");
         s.save_attempt(&a).unwrap();
         let r = s.rerun_of(a.id).unwrap().expect("the loss has its row");
         assert_eq!(
@@ -271,9 +294,8 @@ mod tests {
             "no source named it"
         );
         assert_eq!(r.job_name.as_deref(), Some("build"), "the runner's log did");
-        assert!(s.any_rerun_due("octo", 1_010).unwrap());
-        assert!(!s.any_rerun_due("octo", 1_009).unwrap());
-        assert!(!s.any_rerun_due("other", 2_000).unwrap());
+        assert_eq!(s.first_rerun_due("octo").unwrap(), Some(1_010));
+        assert_eq!(s.first_rerun_due("other").unwrap(), None);
 
         // The next queue read names it: the row takes it while it waits.
         a.take_owner(owner(90));

@@ -56,9 +56,13 @@ impl TargetLoop {
             Done::Guard { result } => Outcome::Guard {
                 result: result.map_err(|e| target_error(&e)),
             },
-            Done::Reruns { result } => Outcome::Reruns {
-                result: result.map_err(|e| target_error(&e)),
-            },
+            Done::Reruns { result } => {
+                // The look settled or put off rows: ask the store again.
+                self.reruns.seen = None;
+                Outcome::Reruns {
+                    result: result.map_err(|e| target_error(&e)),
+                }
+            }
             Done::RunnersDeleted => Outcome::RunnersDeleted,
             Done::RunnerRelease => {
                 self.persist_etags();

@@ -115,6 +115,19 @@ pub struct TargetLoop {
     /// The listeners of this target's `demand=scaleset` profiles and what they saw.
     scaleset: ScaleSetFeed,
     jitter: Jitter,
+    reruns: RerunWatch,
+}
+
+/// What the loop knows of its lost jobs waiting for a re-run, so a pass does not ask
+/// the store each time (issue 32, "Idle": a look each pass cost about 50 kB a target).
+/// It asks again when a loss was committed anywhere in the process
+/// (`store::losses_noted` moved) or when its own look settled rows.
+#[derive(Default)]
+struct RerunWatch {
+    /// `losses_noted` at the last look; none before the first.
+    seen: Option<u64>,
+    /// When the first waiting row is due, as the last look found it.
+    first_due: Option<Millis>,
 }
 
 impl TargetLoop {
@@ -151,6 +164,7 @@ impl TargetLoop {
                 repeats: crate::logging::Repeats::new(REPEATED_LINES, REPEATED_WINDOW),
             },
             jitter: Jitter::seeded(seed),
+            reruns: RerunWatch::default(),
         })
     }
 
@@ -233,6 +247,7 @@ impl TargetLoop {
             return Ok(());
         };
         let contain = self.shared.containment();
+        self.look_for_reruns();
         let facts = self.facts(&set, now);
         if facts.reads_queue {
             self.hear_webhooks(&set);
@@ -367,7 +382,23 @@ impl TargetLoop {
             unread_runs: self.queue.unread_runs,
             queue_read_at: self.queue.read_at,
             guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
-            reruns_due: self.store.any_rerun_due(&self.name, now).unwrap_or(false),
+            reruns_due: self.reruns.first_due.is_some_and(|at| at <= now),
+        }
+    }
+
+    /// Asks the store when its first lost job is due, if a loss was committed or the
+    /// loop's own look settled rows since it last asked. A failed read asks again on
+    /// the next pass.
+    fn look_for_reruns(&mut self) {
+        let noted = crate::store::losses_noted();
+        if self.reruns.seen == Some(noted) {
+            return;
+        }
+        if let Ok(first) = self.store.first_rerun_due(&self.name) {
+            self.reruns = RerunWatch {
+                seen: Some(noted),
+                first_due: first,
+            };
         }
     }
 }
