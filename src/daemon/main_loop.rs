@@ -69,6 +69,10 @@ pub struct MainLoop<'a> {
     /// first once start-up is over, then each minute.
     next_give_back: Millis,
     next_prune: Millis,
+    /// When the usage counters next read the roll-up (each minute, or each upkeep
+    /// when sooner), and where they stand.
+    next_usage: Millis,
+    usage: Option<crate::metrics::usage::UsageCounters>,
     next_disk: Millis,
     fitness_every: Millis,
     next_fitness: Millis,
@@ -159,6 +163,8 @@ impl<'a> MainLoop<'a> {
             next_sweep: now_millis() + SWEEP_EVERY,
             next_give_back: now_millis() + crate::resident::FIRST_AFTER_MS,
             next_prune: 0,
+            next_usage: 0,
+            usage: None,
             next_disk: now_millis() + disk_watch::SAMPLE_EVERY,
             fitness_every,
             next_fitness: now_millis() + fitness_every,
@@ -416,7 +422,8 @@ impl<'a> MainLoop<'a> {
         metrics_feed::sessions(&self.shared.metrics, self.store, &host.id, now);
     }
 
-    /// The orphan sweep every minute, retention and the caches' prune hourly.
+    /// The orphan sweep every minute, retention and the caches' prune hourly, the
+    /// usage counters each minute.
     fn upkeep(&mut self, host: &Host, now: Millis) {
         let state_dir = &self.opts.state_dir;
         if now >= self.next_sweep {
@@ -440,6 +447,10 @@ impl<'a> MainLoop<'a> {
                 self.next_prune = now + SWEEP_EVERY;
             }
             prune_caches(&self.shared, state_dir, host);
+        }
+        if now >= self.next_usage {
+            self.next_usage = now + SWEEP_EVERY.min(self.opts.upkeep_every.as_millis() as Millis);
+            metrics_feed::usage(&self.shared.metrics, self.store, &mut self.usage, now);
         }
     }
 

@@ -171,6 +171,39 @@ pub fn ended(m: &Metrics, a: &Attempt) {
     }
 }
 
+/// Adds what the daily usage roll-up gained since the last read to the usage counters
+/// (`metrics::usage`). The first read names the repositories that used the most CPU
+/// over the kept days and sets the baseline; a failed read is tried at the next.
+pub fn usage(
+    m: &Metrics,
+    store: &crate::store::SqliteStore,
+    counters: &mut Option<crate::metrics::usage::UsageCounters>,
+    now: Millis,
+) {
+    use crate::domain::host_settings::UsageSettings;
+    use crate::domain::rollup::{day_of, first_kept_day};
+    use crate::metrics::usage::UsageCounters;
+    let Ok(settings) = crate::store::read_host_settings(store).map(|s| UsageSettings::of(&s))
+    else {
+        return;
+    };
+    let top = settings.metrics_top;
+    let today = day_of(now);
+    let c = match counters {
+        Some(c) => c,
+        None => {
+            let from = first_kept_day(now, settings.retention_secs);
+            let Ok(ranked) = store.usage_repos_by_cpu(from, top) else {
+                return;
+            };
+            counters.insert(UsageCounters::new(&ranked, top))
+        }
+    };
+    if let Ok(rows) = store.usage_by_day_and_repo(UsageCounters::from_day(today)) {
+        m.usage_gained(&c.step(&rows, today, top));
+    }
+}
+
 /// A bounded label for a reason: its kind's word (`jit_config: 422 ...` is
 /// `jit_config`, `exited_during_job (exit 3)` is `exited_during_job`), so error
 /// messages and exit codes never multiply the series; text from another build is

@@ -8,6 +8,7 @@
 
 mod exposition;
 mod serve;
+pub mod usage;
 
 pub use serve::{serve, serve_on};
 
@@ -82,6 +83,12 @@ pub mod names {
     pub const PASS_CPU: &str = "runner_manager_pass_cpu_seconds";
     pub const STARTS_PACED: &str = "runner_manager_starts_paced";
     pub const SECONDARY_LIMITS: &str = "runner_manager_github_secondary_limits_total";
+    pub const USAGE_CPU: &str = "runner_manager_usage_cpu_seconds_total";
+    pub const USAGE_RUNNER_SECONDS: &str = "runner_manager_usage_runner_seconds_total";
+    pub const USAGE_JOBS: &str = "runner_manager_usage_jobs_total";
+    pub const USAGE_GIB_SECONDS: &str = "runner_manager_usage_memory_gib_seconds_total";
+    pub const USAGE_LOST: &str = "runner_manager_usage_jobs_lost_total";
+    pub const USAGE_RERUN: &str = "runner_manager_usage_jobs_rerun_total";
 }
 
 /// Queue-to-start latency buckets, in seconds: a warm pool starts in seconds, a cold
@@ -278,6 +285,24 @@ const DEFINITIONS: &[Definition] = {
             "1 while no runner of the profile starts because a required fitness check \
              fails (doctor's required checks: its tools, the host's runner users)",
         ),
+        counter(
+            USAGE_CPU,
+            "CPU-seconds of ended runners, by repository (the usage_metrics_top most \
+             used by name, the rest `other`, jobs no source named `unknown`)",
+        ),
+        counter(
+            USAGE_RUNNER_SECONDS,
+            "Runner-seconds of ended runners, by repository and state (busy with its job, \
+             or idle before it)",
+        ),
+        counter(USAGE_JOBS, "Jobs run by ended runners, by repository"),
+        counter(
+            USAGE_GIB_SECONDS,
+            "Memory held by ended runners over their lives (mean RSS times runner time), \
+             in GiB-seconds, by repository",
+        ),
+        counter(USAGE_LOST, "Jobs lost to the host, by repository"),
+        counter(USAGE_RERUN, "Lost jobs run again, by repository"),
         histogram(
             PASS_CPU,
             "CPU time a target loop's thread spent per pass (with the worker results \
@@ -509,6 +534,23 @@ impl Metrics {
             &[("profile", profile), ("result", result)],
             1.0,
         );
+    }
+
+    /// What the usage roll-up gained per repository label (`usage::UsageCounters`).
+    pub fn usage_gained(&self, gains: &[(String, crate::domain::rollup::UsageFigures)]) {
+        use names::*;
+        for (repo, f) in gains {
+            let r = [("repo", repo.as_str())];
+            self.counter_add(USAGE_CPU, &r, f.cpu_ms as f64 / 1000.0);
+            for (state, ms) in [("busy", f.busy_ms), ("idle", f.idle_ms)] {
+                let l = [("repo", repo.as_str()), ("state", state)];
+                self.counter_add(USAGE_RUNNER_SECONDS, &l, ms as f64 / 1000.0);
+            }
+            self.counter_add(USAGE_JOBS, &r, f.jobs as f64);
+            self.counter_add(USAGE_GIB_SECONDS, &r, f.gib_secs());
+            self.counter_add(USAGE_LOST, &r, f.lost as f64);
+            self.counter_add(USAGE_RERUN, &r, f.reruns as f64);
+        }
     }
 
     pub fn queue_to_start(&self, profile: &str, seconds: f64) {

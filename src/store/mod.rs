@@ -26,9 +26,9 @@ pub use edit::{
     read_host_settings,
 };
 pub use error::{Result, StoreError};
+pub use reruns::losses_noted;
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;
-pub use reruns::losses_noted;
 pub use usage::UsageRow;
 
 use crate::domain::{

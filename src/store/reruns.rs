@@ -46,22 +46,23 @@ pub(super) fn note_loss(c: &Connection, a: &Attempt) -> Result<bool> {
         return Ok(false);
     };
     let owner = a.owner.as_ref();
-    let written = c.prepare_cached(&format!(
-        "INSERT OR IGNORE INTO reruns ({COLUMNS}) VALUES \
+    let written = c
+        .prepare_cached(&format!(
+            "INSERT OR IGNORE INTO reruns ({COLUMNS}) VALUES \
          (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, 'waiting', 0, ?10, NULL, NULL)"
-    ))?
-    .execute(params![
-        a.id,
-        a.target,
-        a.profile,
-        a.runner_name,
-        owner.map(|o| &o.repo),
-        owner.map(|o| o.run_id),
-        owner.map(|o| &o.job_name).or(a.job_name.as_ref()),
-        a.job_id.or(owner.and_then(|o| o.job_id)),
-        loss.as_str(),
-        at,
-    ])?;
+        ))?
+        .execute(params![
+            a.id,
+            a.target,
+            a.profile,
+            a.runner_name,
+            owner.map(|o| &o.repo),
+            owner.map(|o| o.run_id),
+            owner.map(|o| &o.job_name).or(a.job_name.as_ref()),
+            a.job_id.or(owner.and_then(|o| o.job_id)),
+            loss.as_str(),
+            at,
+        ])?;
     // Whose job it was may come a pass after the end (the next queue read): filled in
     // while the row waits, unless another row holds that job (then it stays unnamed,
     // and the worker finds it lost before).
@@ -95,14 +96,13 @@ fn due(c: &Connection, target: &str, now: Millis) -> Result<Vec<Rerun>> {
 /// was noted or a look settled rows ([`losses_noted`]), so not cached: an idle loop
 /// keeps no statement for it (issue 32, "Idle").
 fn first_due(c: &Connection, target: &str) -> Result<Option<Millis>> {
-    Ok(c
-        .query_row(
-            "SELECT MIN(next_at) FROM reruns WHERE target = ?1 AND state = 'waiting'",
-            params![target],
-            |r| r.get::<_, Option<Millis>>(0),
-        )
-        .optional()?
-        .flatten())
+    Ok(c.query_row(
+        "SELECT MIN(next_at) FROM reruns WHERE target = ?1 AND state = 'waiting'",
+        params![target],
+        |r| r.get::<_, Option<Millis>>(0),
+    )
+    .optional()?
+    .flatten())
 }
 
 /// How many lost jobs' rows this process has written: a target loop asks the store

@@ -124,3 +124,54 @@ pub fn prune(c: &Connection, before: Day) -> Result<usize> {
     tx.commit()?;
     Ok(n)
 }
+
+/// Each repository's figures per day, for days `from` on (one `GROUP BY`: the usage
+/// metrics' read, `metrics::usage`). The waits and peaks are not summed here.
+fn by_day_and_repo(c: &Connection, from: Day) -> Result<Vec<(Day, String, UsageFigures)>> {
+    let mut st = c.prepare(
+        "SELECT day, repo, SUM(runners), SUM(jobs), SUM(busy_ms), SUM(idle_ms), SUM(cpu_ms), \
+         SUM(rss_byte_secs), SUM(lost), SUM(reruns) FROM usage_daily WHERE day >= ?1 \
+         GROUP BY day, repo",
+    )?;
+    let rows = st.query_map([from], |r| {
+        let n = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.max(0) as u64) };
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            UsageFigures {
+                runners: n(2)?,
+                jobs: n(3)?,
+                busy_ms: n(4)?,
+                idle_ms: n(5)?,
+                cpu_ms: n(6)?,
+                rss_byte_secs: n(7)?,
+                lost: n(8)?,
+                reruns: n(9)?,
+                ..Default::default()
+            },
+        ))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The repositories that used the most CPU over days `from` on, the most first.
+fn repos_by_cpu(c: &Connection, from: Day, limit: usize) -> Result<Vec<String>> {
+    let mut st = c.prepare(
+        "SELECT repo FROM usage_daily WHERE day >= ?1 GROUP BY repo \
+         ORDER BY SUM(cpu_ms) DESC, repo LIMIT ?2",
+    )?;
+    let rows = st.query_map(params![from, limit as i64], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+impl super::SqliteStore {
+    /// Each repository's summed figures per day, for days `from` on.
+    pub fn usage_by_day_and_repo(&self, from: Day) -> Result<Vec<(Day, String, UsageFigures)>> {
+        self.wrap(by_day_and_repo(self.connection(), from))
+    }
+
+    /// At most `limit` repositories, by CPU used over days `from` on, the most first.
+    pub fn usage_repos_by_cpu(&self, from: Day, limit: usize) -> Result<Vec<String>> {
+        self.wrap(repos_by_cpu(self.connection(), from, limit))
+    }
+}

@@ -524,3 +524,77 @@ fn scrape_figure_with_200_live_attempts() {
     );
     parse(&m.render()).expect("the worst case parses strictly");
 }
+
+/// Issue 35, item 5: the usage counters per repository add up to what `usage` says,
+/// under at most `usage_metrics_top` names (here 1), the rest as `other`.
+#[test]
+fn usage_counters_name_the_top_repositories_and_add_up_to_the_usage_command() {
+    let mut w = World::new("metrics-usage", 4);
+    w.add_target("one", "acme/one", true);
+    w.add_target("two", "acme/two", true);
+    w.add_profile(ProfileSpec::new("p1", "one", &["u"]).max(2).idle_timeout(1));
+    w.add_profile(ProfileSpec::new("p2", "two", &["u"]).max(2).idle_timeout(1));
+    w.cli_ok(&["host", "set", "usage_metrics_top=1"]);
+    let d = Spawned::start(
+        &w.dir,
+        "daemon-metrics-usage.log",
+        &["--metrics-listen", "127.0.0.1:0", "--upkeep-every", "1"],
+        None,
+    );
+    let addr = d.metrics_addr();
+    for n in 0..2 {
+        // Long enough for a queue read to see each job in progress: that read names
+        // its repository (a REST job shorter than a poll may stay `unknown`).
+        w.enqueue("acme/one", &format!("one{n}"), &["u"], 3000);
+        w.enqueue("acme/two", &format!("two{n}"), &["u"], 3000);
+    }
+    w.wait_settled(&["acme/one", "acme/two"]);
+    let usage: serde_json::Value =
+        serde_json::from_str(&w.cli_ok(&["usage", "--by", "repo", "--json"])).unwrap();
+    let jobs_in_usage = usage["total"]["jobs"].as_f64().expect("usage totals jobs");
+    assert_eq!(jobs_in_usage, 4.0, "{usage}");
+    let mut fams = scrape(&addr);
+    wait_until(SETTLE, "the usage counters to reach the roll-up", || {
+        fams = scrape(&addr);
+        sum(&fams, names::USAGE_JOBS, &[]) >= jobs_in_usage
+    });
+    assert_eq!(sum(&fams, names::USAGE_JOBS, &[]), jobs_in_usage);
+    let labels: Vec<String> = fams[names::USAGE_JOBS]
+        .samples
+        .iter()
+        .map(|s| {
+            s.labels
+                .iter()
+                .find(|(k, _)| k == "repo")
+                .unwrap()
+                .1
+                .clone()
+        })
+        .collect();
+    let named: Vec<&String> = labels.iter().filter(|l| l.starts_with("acme/")).collect();
+    assert_eq!(
+        named.len(),
+        1,
+        "one repository named, the other is `other`: {labels:?}\n{usage}"
+    );
+    assert!(labels.iter().any(|l| l == "other"), "{labels:?}");
+    assert_eq!(
+        value(
+            &fams,
+            names::USAGE_JOBS,
+            names::USAGE_JOBS,
+            &[("repo", named[0])]
+        ),
+        Some(2.0)
+    );
+    // Every runner-second the roll-up holds is counted, busy and idle.
+    let busy = usage["total"]["busy_seconds"]
+        .as_f64()
+        .expect("busy_seconds");
+    let counted = sum(&fams, names::USAGE_RUNNER_SECONDS, &[("state", "busy")]);
+    assert!(
+        (counted - busy).abs() < 1.0,
+        "{counted} against {busy} (whole seconds)"
+    );
+    assert!(fams.contains_key(names::USAGE_CPU) && fams.contains_key(names::USAGE_GIB_SECONDS));
+}
