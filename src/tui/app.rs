@@ -31,18 +31,21 @@ pub enum Pane {
     Activity,
     /// The host's and the profiles' settings, edited in place.
     Settings,
+    /// Who used the host: the daily usage roll-up by repository and day.
+    Usage,
     /// A coordinator's hosts and leases: only while the store has coordinator hosts.
     Pool,
 }
 
 impl Pane {
-    pub const ALL: [Pane; 7] = [
+    pub const ALL: [Pane; 8] = [
         Pane::Overview,
         Pane::Attempts,
         Pane::Pictures,
         Pane::Runners,
         Pane::Activity,
         Pane::Settings,
+        Pane::Usage,
         Pane::Pool,
     ];
 
@@ -54,6 +57,7 @@ impl Pane {
             Pane::Runners => "Runners",
             Pane::Activity => "Activity",
             Pane::Settings => "Settings",
+            Pane::Usage => "Usage",
             Pane::Pool => "Pool",
         }
     }
@@ -63,7 +67,7 @@ impl Pane {
         if snap.pool.is_some() {
             &Pane::ALL
         } else {
-            &Pane::ALL[..6]
+            &Pane::ALL[..7]
         }
     }
 
@@ -180,6 +184,7 @@ pub struct App {
     pub runners: RunnersView,
     pub activity: ActivityView,
     pub settings: SettingsView,
+    pub usage: super::usage::UsageView,
     pub detail: Option<DetailView>,
     pub help: bool,
     /// A disruptive action waiting for y or n.
@@ -213,6 +218,7 @@ impl App {
             runners: RunnersView::default(),
             activity: ActivityView::default(),
             settings: SettingsView::default(),
+            usage: super::usage::UsageView::default(),
             detail: None,
             help: false,
             confirm: None,
@@ -322,6 +328,7 @@ impl App {
             Pane::Runners => self.runners.event(key, &self.snap),
             Pane::Activity => self.activity.event(key, &self.snap),
             Pane::Settings => self.settings.event(key, &self.snap),
+            Pane::Usage => self.usage.event(key, &self.snap),
             Pane::Pool => self.pool.event(key, &self.snap),
         };
         match handled {
@@ -444,10 +451,10 @@ impl App {
             KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
                 self.switch(self.pane.step(-1, Pane::shown(&self.snap)));
             }
-            KeyCode::Char(c @ '1'..='7') => {
+            KeyCode::Char(c @ '1'..='8') => {
                 match Pane::shown(&self.snap).get(c as usize - '1' as usize) {
                     Some(p) => self.switch(*p),
-                    // Only 7 can miss: the Pool pane needs a coordinator's hosts.
+                    // Only 8 can miss: the Pool pane needs a coordinator's hosts.
                     None => {
                         self.message = Some(Message {
                             text: "no Pool here: it shows a coordinator's hosts, and this \
@@ -483,7 +490,7 @@ impl App {
             Pane::Runners => self.runners.copy_text(),
             Pane::Activity => self.activity.copy_text(&self.snap),
             Pane::Settings => self.settings.copy_text(&self.snap),
-            Pane::Pictures | Pane::Pool => None,
+            Pane::Pictures | Pane::Usage | Pane::Pool => None,
         };
         match text.map(|t| with_state_dir(&t, self.state_dir_arg.as_deref())) {
             Some(t) => {
@@ -522,7 +529,7 @@ impl App {
                 let [_, tabs, body, _] = super::ui::areas(area);
                 if ev.row == tabs.y {
                     let shown = Pane::shown(&self.snap);
-                    let titles: Vec<String> = tab_titles(shown);
+                    let titles: Vec<String> = tab_titles(shown, tabs.width);
                     if let Some(i) = tab_at(&titles, ev.column.saturating_sub(tabs.x)) {
                         self.switch(shown[i]);
                     }
@@ -534,7 +541,7 @@ impl App {
                         Pane::Activity => self.activity.click(row, h, snap),
                         Pane::Settings => self.settings.click(row, h, snap),
                         Pane::Overview => self.overview.click(row, h, snap),
-                        Pane::Pictures | Pane::Pool => {}
+                        Pane::Pictures | Pane::Usage | Pane::Pool => {}
                     }
                 }
                 Request::None
@@ -569,17 +576,30 @@ impl App {
     }
 }
 
-/// The tabs as the header draws them: `1 Overview`, `2 Attempts`, ...
-pub fn tab_titles(shown: &[Pane]) -> Vec<String> {
-    shown
+/// The tabs as the header draws them in `width` columns: `1 Overview`, `2 Attempts`,
+/// ... with their keys when they fit, else the bare names (a coordinator's eight tabs
+/// at 80 columns).
+pub fn tab_titles(shown: &[Pane], width: u16) -> Vec<String> {
+    let numbered: Vec<String> = shown
         .iter()
         .enumerate()
         .map(|(i, p)| format!("{} {}", i + 1, p.title()))
-        .collect()
+        .collect();
+    // A space before each title and a divider between them.
+    let needs = numbered
+        .iter()
+        .map(|t| t.chars().count() + 2)
+        .sum::<usize>()
+        .saturating_sub(1);
+    if needs <= width as usize {
+        numbered
+    } else {
+        shown.iter().map(|p| p.title().to_string()).collect()
+    }
 }
 
 /// Which tab is at column `x` of the tab line (as `ui` draws ratatui's `Tabs`: a space
-/// before each title, one divider between; seven tabs fit 80 columns).
+/// before each title, one divider between).
 pub fn tab_at(titles: &[String], x: u16) -> Option<usize> {
     let mut start = 0u16;
     for (i, t) in titles.iter().enumerate() {

@@ -3,7 +3,7 @@
 //! [`model::Snapshot`] is one read of the store at a given `now`, with no terminal in
 //! sight; [`app::App`] holds what the operator is looking at and turns keys into state
 //! changes and [`app::Request`]s; the views (`overview`, `attempts`, `detail`,
-//! `pictures`, `runners`, `activity`, `settings`, `pool`, `overlay`) only draw an
+//! `pictures`, `runners`, `activity`, `usage`, `settings`, `pool`, `overlay`) only draw an
 //! `App` they are handed, their tables
 //! sized to their content by [`columns`]; [`actions`] carries out the few edits
 //! through the CLI's validated path; [`logfile`] reads an attempt's whole log with a
@@ -30,6 +30,7 @@ pub mod terminal;
 pub mod theme;
 pub mod tty;
 pub mod ui;
+pub mod usage;
 
 pub use app::{App, Pane, Request};
 pub use model::Snapshot;

@@ -80,6 +80,8 @@ pub struct Snapshot {
     pub link: Option<daemon_facts::LinkSeen>,
     /// The newest jobs lost to the host and what became of their re-runs.
     pub reruns: Vec<crate::domain::rerun::Rerun>,
+    /// The daily usage roll-up's rows of the last [`super::usage::CHART_DAYS`] days.
+    pub usage: Vec<crate::store::UsageRow>,
 }
 
 /// How many lost jobs the Activity pane shows.
@@ -188,6 +190,10 @@ impl Snapshot {
             pool: None,
             link: daemon_facts::LinkSeen::read(store),
             reruns: store.recent_reruns(RECENT_RERUNS)?,
+            usage: {
+                let today = crate::domain::rollup::day_of(now);
+                store.usage_rows(today - super::usage::CHART_DAYS + 1, today)?
+            },
         })
     }
 

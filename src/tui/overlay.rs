@@ -13,8 +13,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Tab l →", "next pane (in detail, l: the whole log)"),
     ("S-Tab h ←", "previous pane (in detail: back)"),
     (
-        "1 … 7",
-        "Overview Attempts Pictures Runners Activity Settings Pool",
+        "1 … 8",
+        "the panes, as the tabs number them (8: Pool, a coordinator's)",
     ),
     ("n a e", "Runners, Activity, Settings (e: the profile's)"),
     ("j k ↓ ↑ wheel", "move the selection / scroll"),
@@ -37,11 +37,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("q Ctrl-C", "quit"),
 ];
 
-/// The pane keys as this store has them: 7 only where there is a Pool to show.
-const PANES_NO_POOL: (&str, &str) = (
-    "1 … 6",
-    "Overview Attempts Pictures Runners Activity Settings",
-);
+/// The pane keys as this store has them: 8 only where there is a Pool to show.
+const PANES_NO_POOL: (&str, &str) = ("1 … 7", "the panes, as the tabs number them");
 
 /// A rectangle of at most `w`×`h` in the middle of `area`.
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -61,7 +58,7 @@ pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
     let keys: Vec<(&str, &str)> = KEYS
         .iter()
         .map(|&(k, what)| match k {
-            "1 … 7" if cx.snap.pool.is_none() => PANES_NO_POOL,
+            "1 … 8" if cx.snap.pool.is_none() => PANES_NO_POOL,
             _ => (k, what),
         })
         .collect();

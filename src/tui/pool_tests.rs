@@ -115,7 +115,7 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 fn the_pool_pane_against_its_golden_buffers() {
     let s = coordinator_store();
     let mut app = app_of(&s);
-    app.key(KeyCode::Char('7').into());
+    app.key(KeyCode::Char('8').into());
     assert_eq!(app.pane, Pane::Pool);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/tui");
     let update = std::env::var_os("RUNNER_MANAGER_UPDATE_GOLDEN").is_some();
@@ -188,7 +188,7 @@ fn the_pane_says_who_runs_what_who_refuses_and_why() {
     );
 
     let mut app = app_of(&s);
-    app.key(KeyCode::Char('7').into());
+    app.key(KeyCode::Char('8').into());
     let drawn = screen(&app, 80, 24);
     let row = drawn.lines().find(|l| l.contains("build-a")).unwrap();
     assert!(
@@ -209,16 +209,18 @@ fn the_pane_is_shown_only_when_the_store_has_coordinator_hosts() {
     plain.host_or_create().unwrap();
     let mut app = app_of(&plain);
     assert!(app.snap.pool.is_none());
-    assert_eq!(Pane::shown(&app.snap).len(), 6);
-    app.key(KeyCode::Char('7').into());
-    assert_eq!(app.pane, Pane::Overview, "7 does nothing without a pool");
+    assert_eq!(Pane::shown(&app.snap).len(), 7);
+    app.key(KeyCode::Char('8').into());
+    assert_eq!(app.pane, Pane::Overview, "8 does nothing without a pool");
     app.key(KeyCode::BackTab.into());
-    assert_eq!(app.pane, Pane::Settings, "Tab cycles past no Pool pane");
+    assert_eq!(app.pane, Pane::Usage, "Tab cycles past no Pool pane");
     assert!(!screen(&app, 80, 24).contains("Pool"));
 
     let s = coordinator_store();
     let mut app = app_of(&s);
-    assert!(screen(&app, 80, 24).contains("7 Pool"));
+    // Eight tabs do not fit 80 columns with their keys: the names alone do.
+    assert!(screen(&app, 80, 24).contains("Usage│ Pool"));
+    assert!(screen(&app, 160, 48).contains("8 Pool"));
     assert_eq!(
         app.pane,
         Pane::Pool,

@@ -60,7 +60,7 @@ fn draw_all(f: &mut Frame, app: &App) {
     f.render_widget(Paragraph::new(left), hl);
     f.render_widget(Paragraph::new(Span::styled(clock, th.quiet())), hr);
     let shown = Pane::shown(snap);
-    let titles = super::app::tab_titles(shown);
+    let titles = super::app::tab_titles(shown, tabs.width);
     let selected = shown.iter().position(|p| *p == app.pane).unwrap_or(0);
     f.render_widget(
         Tabs::new(titles)
@@ -77,6 +77,7 @@ fn draw_all(f: &mut Frame, app: &App) {
         (None, Pane::Runners) => app.runners.draw(f, body, &cx),
         (None, Pane::Activity) => app.activity.draw(f, body, &cx),
         (None, Pane::Settings) => app.settings.draw(f, body, &cx),
+        (None, Pane::Usage) => app.usage.draw(f, body, &cx),
         (None, Pane::Pool) => app.pool.draw(f, body, &cx),
     }
     let line = match &app.message {
@@ -112,6 +113,7 @@ fn draw_all(f: &mut Frame, app: &App) {
             }
             Pane::Activity => "! problems only · Enter attempt · c copy the fix · ? help · q quit",
             Pane::Settings => "Enter edit · c copy the set command · Tab panes · ? help · q quit",
+            Pane::Usage => "j/k select a repository · Tab panes · d drain · ? help · q quit",
         }),
     };
     f.render_widget(Paragraph::new(line), status);

@@ -17,7 +17,7 @@ const LARGE: [(&str, (u16, u16)); 1] = [("overview", (250, 70))];
 
 /// Scenes also drawn under `TERM=dumb` (and `NO_COLOR`), at 80×24: borders, the
 /// chart and the sparklines in ASCII.
-const ASCII: [&str; 4] = ["overview", "pictures", "runners", "detail"];
+const ASCII: [&str; 5] = ["overview", "pictures", "runners", "detail", "usage"];
 
 fn press(app: &mut App, keys: &[KeyCode]) {
     for k in keys {
@@ -100,6 +100,10 @@ fn scenes() -> Vec<(&'static str, Setup)> {
             Box::new(|a: &mut App| press(a, &[Char('a'), Char('!'), Char('j')])),
         ),
         ("settings", Box::new(|a: &mut App| press(a, &[Char('e')]))),
+        (
+            "usage",
+            Box::new(|a: &mut App| press(a, &[Char('7'), Char('j')])),
+        ),
         (
             "settings-refused",
             Box::new(|a: &mut App| {

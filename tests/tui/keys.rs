@@ -41,11 +41,15 @@ fn tab_and_hl_cycle_the_panes_and_numbers_jump() {
     key(&mut a, KeyCode::Tab);
     assert_eq!(a.pane, Pane::Settings);
     key(&mut a, KeyCode::Right);
+    assert_eq!(a.pane, Pane::Usage);
+    key(&mut a, KeyCode::Right);
     assert_eq!(a.pane, Pane::Overview, "wraps around");
     key(&mut a, KeyCode::BackTab);
-    assert_eq!(a.pane, Pane::Settings);
+    assert_eq!(a.pane, Pane::Usage);
     ch(&mut a, 'h');
-    assert_eq!(a.pane, Pane::Activity);
+    assert_eq!(a.pane, Pane::Settings);
+    ch(&mut a, '7');
+    assert_eq!(a.pane, Pane::Usage);
     ch(&mut a, '1');
     assert_eq!(a.pane, Pane::Overview);
     // The original's letters, where they do not clash with ours.
@@ -122,16 +126,16 @@ fn sort_cycles_and_the_selection_follows_its_attempt() {
     }
     assert_eq!(a.attempts.sort.as_str(), "newest");
     // A refresh with a newer attempt shifts the rows; the selection stays on 6.
-    attempt(&store, "linux", None, T0 + 590_000, &[], None, None);
+    let newer = attempt(&store, "linux", None, T0 + 590_000, &[], None, None);
     a.set_snapshot(load(&store));
-    assert_eq!(ids(&a)[0], 9);
+    assert_eq!(ids(&a)[0], newer);
     assert_eq!(a.attempts.selected, Some(6));
     key(&mut a, KeyCode::End);
     assert_eq!(a.attempts.selected, Some(1));
     key(&mut a, KeyCode::Home);
-    assert_eq!(a.attempts.selected, Some(9));
+    assert_eq!(a.attempts.selected, Some(newer));
     key(&mut a, KeyCode::Up);
-    assert_eq!(a.attempts.selected, Some(9), "the top stays put");
+    assert_eq!(a.attempts.selected, Some(newer), "the top stays put");
 }
 
 #[test]
@@ -341,17 +345,17 @@ fn plus_and_minus_both_apply_at_once_and_u_undoes() {
 
 /// Issue 16, item 22: the Pool's key did nothing on a plain host and help listed it.
 #[test]
-fn key_7_without_a_pool_says_why_and_help_does_not_list_it() {
+fn key_8_without_a_pool_says_why_and_help_does_not_list_it() {
     let (_s, snap) = seeded();
     let mut a = app(snap);
-    ch(&mut a, '7');
+    ch(&mut a, '8');
     assert_eq!(a.pane, Pane::Overview);
     let m = a.message.clone().unwrap();
     assert!(m.text.contains("coordinator"), "{m:?}");
     ch(&mut a, '?');
     let help = crate::support::screen(&a, 80, 24);
-    assert!(help.contains("1 … 6 "), "{help}");
-    assert!(!help.contains("1 … 7"), "{help}");
+    assert!(help.contains("1 … 7 "), "{help}");
+    assert!(!help.contains("1 … 8"), "{help}");
     assert!(!help.contains(" Pool"), "{help}");
 }
 

@@ -352,6 +352,57 @@ pub fn seed(store: &dyn Store) {
             })
             .unwrap();
     }
+    seed_usage(store);
+}
+
+/// Two weeks of the daily usage roll-up for the Usage pane: four repositories, their
+/// workflows, today's before `T0`. Written by ending and cleaning attempts, then
+/// pruning them, as retention would: only the roll-up stays, so the other panes see
+/// none of them.
+fn seed_usage(store: &dyn Store) {
+    use runner_manager::domain::job_owner::{JobOwner, OwnerSource};
+    let repos = [
+        ("acme/app", &["CI", "Release"][..], 6),
+        ("acme/web", &["CI"][..], 4),
+        ("acme/infra", &["Terraform", "Lint"][..], 2),
+        ("octo/tools", &["Nightly"][..], 1),
+    ];
+    for day in 0..14i64 {
+        for (r, (repo, workflows, weight)) in repos.iter().enumerate() {
+            for (w, workflow) in workflows.iter().enumerate() {
+                let jobs = (weight + (day * 3 + r as i64 + w as i64) % 4) as usize;
+                for j in 0..jobs {
+                    let start = T0 - 36_000_000 - day * 86_400_000 + (j as i64) * 600_000;
+                    let new = NewAttempt {
+                        profile: "linux".into(),
+                        target: store.profile("linux").unwrap().target,
+                        host_id: HOST_ID.into(),
+                        ..NewAttempt::default()
+                    };
+                    let mut a = store.create_attempt(&new, start).unwrap();
+                    a.recover(AttemptState::Busy, start + 20_000).unwrap();
+                    a.owner = Some(JobOwner {
+                        repo: (*repo).into(),
+                        workflow: Some((*workflow).into()),
+                        job_name: "build".into(),
+                        run_id: 9_000 + j as i64,
+                        run_attempt: Some(1),
+                        job_id: None,
+                        queued_at: Some(start - 5_000 - (j as i64 % 3) * 40_000),
+                        source: OwnerSource::Rest,
+                    });
+                    a.cpu_millis = Some(600_000 + r as u64 * 90_000);
+                    a.mean_rss_bytes = Some(1 << 30);
+                    let minutes = 12 + 9 * (r as i64 + j as i64 % 3);
+                    a.end(Outcome::CompletedJob, None, start + minutes * 60_000)
+                        .unwrap();
+                    a.mark_cleaned(start + minutes * 60_000 + 1_000);
+                    store.save_attempt(&a).unwrap();
+                }
+            }
+        }
+    }
+    store.prune_attempts(T0).unwrap();
 }
 
 /// The seeded store, read at `NOW`, with the machine's host name and id replaced so
