@@ -217,22 +217,30 @@ fn draw_bars(f: &mut Frame, area: Rect, cx: &Ctx, title: &str, used: &[Used], se
     }
 }
 
-/// Runner-hours a day over the last [`CHART_DAYS`] days, as bars labelled by day of
-/// the month.
+/// Runner time a day over the last [`CHART_DAYS`] days, as bars labelled by day of
+/// the month: in hours, or in minutes while no day reaches two hours (a new host's
+/// first jobs would draw no bar at all in hours).
 fn draw_chart(f: &mut Frame, area: Rect, cx: &Ctx, today: Day) {
     let th = &cx.theme;
     let days = per_day(&cx.snap.usage, today, CHART_DAYS);
     let peak = days.iter().map(|d| d.1).fold(0.0, f64::max);
+    let (unit, per_hour) = if peak < 2.0 {
+        ("minutes", 60.0)
+    } else {
+        ("hours", 1.0)
+    };
     let block = th.block().title(format!(
-        " Runner-hours a day, last {CHART_DAYS} days (peak {peak:.1} h) "
+        " Runner-{unit} a day, last {CHART_DAYS} days (peak {:.1}) ",
+        peak * per_hour
     ));
     let bars: Vec<Bar> = days
         .iter()
         .map(|(d, h)| {
             let date = format_rfc3339(d * crate::domain::rollup::DAY_MS);
+            let v = h * per_hour;
             Bar::default()
-                .value((h * 10.0).round() as u64)
-                .text_value(format!("{h:.1}"))
+                .value((v * 10.0).round() as u64)
+                .text_value(format!("{v:.1}"))
                 .label(Line::from(date[8..10].to_string()))
                 .style(th.series_b())
         })
