@@ -94,6 +94,7 @@ fn hello_ack(version: u32) -> CoordMsg {
         version,
         reconcile_interval_secs: None,
         covered: vec!["ht".into()],
+        ..Default::default()
     })
 }
 
@@ -185,6 +186,7 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
             draining: false,
             unfit: vec![],
             meters: Default::default(),
+            ..Default::default()
         }))
         .unwrap();
     let mut got = Vec::new();

@@ -1,5 +1,6 @@
-//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections, and writes the live view to the store.
+//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections, and writes the live view and the hosts' usage rows to the store.
 
+use super::usage::UsageBook;
 use super::{Closing, ConnOut, Event, Out};
 use crate::coordinator::auth::{self, TokenBook};
 use crate::coordinator::placement::{Action, CloseWhy, ConnId, Placement};
@@ -43,11 +44,15 @@ pub(super) fn placer(
     let ticker = tick(every);
     let mut dirty = true;
     let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
+    let mut usage = UsageBook::new(now_millis());
     loop {
         let now = now_millis();
         if now >= next_trim {
             next_trim = now + crate::alloc::TRIM_EVERY_MS;
             crate::alloc::trim();
+        }
+        if let Some(s) = &store {
+            usage.prune_when_due(s, now, &log);
         }
         let actions = select! {
             recv(stop) -> _ => break,
@@ -85,7 +90,16 @@ pub(super) fn placer(
                         taken,
                         read_at,
                     } => p.snapshot(&target, jobs, &taken, read_at, now),
-                    Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
+                    Event::Frame { conn, mut msg } => {
+                        if let Some(s) = &store {
+                            usage.take(s, &p, &outs, conn, &mut msg, &log);
+                        }
+                        let mut actions = frame(&mut p, &outs, conn, msg, now);
+                        if let Some(s) = &store {
+                            usage.resume(s, &p, &outs, &mut actions, &log);
+                        }
+                        actions
+                    }
                 }
             }
         };
