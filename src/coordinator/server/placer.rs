@@ -44,15 +44,15 @@ pub(super) fn placer(
     let ticker = tick(every);
     let mut dirty = true;
     let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
-    let mut usage = UsageBook::new(now_millis());
+    let mut usage = store.as_ref().map(|s| UsageBook::new(s, now_millis()));
     loop {
         let now = now_millis();
         if now >= next_trim {
             next_trim = now + crate::alloc::TRIM_EVERY_MS;
             crate::alloc::trim();
         }
-        if let Some(s) = &store {
-            usage.prune_when_due(s, now, &log);
+        if let Some(u) = &mut usage {
+            u.prune_when_due(now, &log);
         }
         let actions = select! {
             recv(stop) -> _ => break,
@@ -90,15 +90,8 @@ pub(super) fn placer(
                         taken,
                         read_at,
                     } => p.snapshot(&target, jobs, &taken, read_at, now),
-                    Event::Frame { conn, mut msg } => {
-                        if let Some(s) = &store {
-                            usage.take(s, &p, &outs, conn, &mut msg, &log);
-                        }
-                        let mut actions = frame(&mut p, &outs, conn, msg, now);
-                        if let Some(s) = &store {
-                            usage.resume(s, &p, &outs, &mut actions, &log);
-                        }
-                        actions
+                    Event::Frame { conn, msg } => {
+                        host_frame(&mut p, &outs, conn, msg, now, usage.as_ref(), &log)
                     }
                 }
             }
@@ -171,6 +164,27 @@ pub(super) fn cut_off_removed(
         let _ = c.out.send(Out::Close(Closing::Removed));
         c.waker.wake();
         actions.extend(p.remove_host(id, now));
+    }
+    actions
+}
+
+/// A host's frame: its usage rows kept first (when the coordinator keeps a store),
+/// then the placement's answer, with where its rows resume in a `hello_ack`.
+fn host_frame(
+    p: &mut Placement,
+    outs: &BTreeMap<ConnId, ConnOut>,
+    conn: ConnId,
+    mut msg: HostMsg,
+    now: Millis,
+    usage: Option<&UsageBook>,
+    log: &LogFn,
+) -> Vec<Action> {
+    if let Some(u) = usage {
+        u.take(p, outs, conn, &mut msg, log);
+    }
+    let mut actions = frame(p, outs, conn, msg, now);
+    if let Some(u) = usage {
+        u.resume(p, outs, &mut actions, log);
     }
     actions
 }

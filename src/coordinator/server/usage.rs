@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 /// How often the hosts' rows are pruned.
 const PRUNE_EVERY: Millis = 3_600_000;
 
-pub(super) struct UsageBook {
+pub(super) struct UsageBook<'a> {
+    store: &'a SqliteStore,
     next_prune: Millis,
 }
 
@@ -30,9 +31,12 @@ fn who<'a>(
     Some((name, id))
 }
 
-impl UsageBook {
-    pub(super) fn new(now: Millis) -> UsageBook {
-        UsageBook { next_prune: now }
+impl UsageBook<'_> {
+    pub(super) fn new(store: &SqliteStore, now: Millis) -> UsageBook<'_> {
+        UsageBook {
+            store,
+            next_prune: now,
+        }
     }
 
     /// Takes a `status` frame's rows out of it into the store. A host that has not
@@ -40,7 +44,6 @@ impl UsageBook {
     /// resume where the store has them when it says hello again.
     pub(super) fn take(
         &self,
-        s: &SqliteStore,
         p: &Placement,
         outs: &BTreeMap<ConnId, ConnOut>,
         conn: ConnId,
@@ -64,7 +67,7 @@ impl UsageBook {
                 figures: r.figures,
             })
             .collect();
-        if let Err(e) = s.coord_put_usage(name, id, &rows, upto) {
+        if let Err(e) = self.store.coord_put_usage(name, id, &rows, upto) {
             log(&format!("host {name}: its usage rows were not kept: {e}"));
         }
     }
@@ -73,7 +76,6 @@ impl UsageBook {
     /// read asks for them all again.
     pub(super) fn resume(
         &self,
-        s: &SqliteStore,
         p: &Placement,
         outs: &BTreeMap<ConnId, ConnOut>,
         actions: &mut [Action],
@@ -86,7 +88,8 @@ impl UsageBook {
             let Some((name, id)) = who(p, outs, *conn) else {
                 continue;
             };
-            ack.usage_after = Some(s.coord_usage_resume_after(name, id).unwrap_or_else(|e| {
+            let after = self.store.coord_usage_resume_after(name, id);
+            ack.usage_after = Some(after.unwrap_or_else(|e| {
                 log(&format!("host {name}: where its usage rows resume: {e}"));
                 0
             }));
@@ -94,7 +97,8 @@ impl UsageBook {
     }
 
     /// Prunes the hosts' rows past this store's `usage_retention`, hourly.
-    pub(super) fn prune_when_due(&mut self, s: &SqliteStore, now: Millis, log: &LogFn) {
+    pub(super) fn prune_when_due(&mut self, now: Millis, log: &LogFn) {
+        let s = self.store;
         if now < self.next_prune {
             return;
         }
