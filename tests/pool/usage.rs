@@ -4,8 +4,58 @@
 //! the hosts send their rows again.
 
 use super::support::*;
+use runner_manager::domain::job_owner::{JobOwner, OwnerSource};
+use runner_manager::domain::{AttemptState, Outcome};
+use runner_manager::store::{NewAttempt, SqliteStore, Store};
 use serde_json::Value;
 use std::time::Duration;
+
+/// Jobs each host ran yesterday, each of its own repository: more rows than one
+/// status frame carries, so they reach the coordinator over several.
+const SEEDED: usize = 150;
+
+/// Writes `SEEDED` ended and cleaned attempts into a host's store, as its daemon
+/// would have, each rolled up into a row of its own repository.
+fn seed_history(dir: &std::path::Path, tag: &str) {
+    let s = SqliteStore::open(dir).unwrap();
+    let host = s.host_or_create().unwrap();
+    let at = runner_manager::timefmt::now_millis() - 86_400_000;
+    for i in 0..SEEDED {
+        let new = NewAttempt {
+            profile: "pool".into(),
+            target: "app".into(),
+            host_id: host.id.clone(),
+            ..NewAttempt::default()
+        };
+        let mut a = s.create_attempt(&new, at).unwrap();
+        for (n, state) in [
+            AttemptState::Starting,
+            AttemptState::Idle,
+            AttemptState::Busy,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            a.step(state, at + n as i64 * 1_000).unwrap();
+        }
+        a.owner = Some(JobOwner {
+            repo: format!("seeded/{tag}-{i}"),
+            workflow: Some("CI".into()),
+            job_name: "test".into(),
+            run_id: i as i64,
+            run_attempt: Some(1),
+            job_id: None,
+            queued_at: Some(at - 5_000),
+            source: OwnerSource::Webhook,
+        });
+        a.cpu_millis = Some(20_000 + i as u64);
+        a.mean_rss_bytes = Some(256 << 20);
+        a.end(Outcome::CompletedJob, None, at + 90_000).unwrap();
+        a.step(AttemptState::Destroying, at + 91_000).unwrap();
+        a.mark_cleaned(at + 92_000);
+        s.save_attempt(&a).unwrap();
+    }
+}
 
 const EXACT: [&str; 9] = [
     "jobs",
@@ -108,6 +158,10 @@ fn wait_adds_up(pool: &Pool, jobs: u64, what: &str) {
 fn a_coordinator_adds_up_the_usage_each_host_reports() {
     const JOBS: usize = 8;
     let mut pool = Pool::new("usage", 2, 4, true);
+    for (i, h) in pool.hosts.iter().enumerate() {
+        seed_history(&h.dir, &format!("h{i}"));
+    }
+    let seeded = 2 * SEEDED as u64;
     pool.start_coordinator();
     for h in &mut pool.hosts {
         h.start();
@@ -115,17 +169,23 @@ fn a_coordinator_adds_up_the_usage_each_host_reports() {
     wait_until(Duration::from_secs(20), "every host is coordinated", || {
         pool.hosts.iter().all(|h| h.mode() == "coordinated")
     });
-    pool.enqueue(JOBS, "u", 400);
+    pool.enqueue(JOBS, "u", 1_500);
     wait_until(Duration::from_secs(60), "every job is done", || {
         pool.all_done()
     });
     pool.wait_quiet();
-    wait_adds_up(&pool, JOBS as u64, "first jobs");
+    wait_adds_up(&pool, seeded + JOBS as u64, "first jobs");
     let hosts = host_totals(&pool);
-    let used = hosts.iter().filter(|h| h["jobs"] != 0).count();
-    assert_eq!(used, 2, "both hosts ran jobs: {hosts:?}");
-    let total = coord(&pool, "repo")["total"].clone();
-    assert_eq!(total["jobs"], JOBS as u64);
+    assert!(
+        hosts
+            .iter()
+            .all(|h| h["jobs"].as_u64() > Some(SEEDED as u64)),
+        "both hosts ran jobs: {hosts:?}"
+    );
+    let by_repo = coord(&pool, "repo");
+    assert_eq!(by_repo["total"]["jobs"], seeded + JOBS as u64);
+    let repos = by_repo["rows"].as_array().unwrap();
+    assert!(repos.len() > 2 * SEEDED, "{} repositories", repos.len());
 
     // Restarted, the coordinator says where each host's rows resume: nothing is
     // counted twice, and what the hosts do meanwhile joins the sums.
@@ -136,17 +196,18 @@ fn a_coordinator_adds_up_the_usage_each_host_reports() {
         "every host is coordinated again",
         || pool.hosts.iter().all(|h| h.mode() == "coordinated"),
     );
-    pool.enqueue(2, "again", 400);
+    pool.enqueue(2, "again", 1_500);
     wait_until(Duration::from_secs(60), "the new jobs are done", || {
         pool.all_done()
     });
     pool.wait_quiet();
-    wait_adds_up(&pool, JOBS as u64 + 2, "after a restart");
+    wait_adds_up(&pool, seeded + JOBS as u64 + 2, "after a restart");
     let log = std::fs::read_to_string(pool.root.join("coordinator.log")).unwrap();
     assert!(!log.contains("usage rows were not kept"), "{log}");
 
     // The same report as a table and CSV, with the hosts' names.
     let table = run_ok(&pool.coord_dir, &["coordinator", "usage", "--by", "host"]);
+    println!("{table}");
     assert!(table.starts_with("pool usage "), "{table}");
     assert!(
         table.contains("host0") && table.contains("host1"),
@@ -157,8 +218,6 @@ fn a_coordinator_adds_up_the_usage_each_host_reports() {
         &["coordinator", "usage", "--by", "host,profile", "--csv"],
     );
     assert!(csv.starts_with("HOST,PROFILE,JOBS,"), "{csv}");
-    assert!(
-        csv.lines().last().unwrap().starts_with("total,,10,"),
-        "{csv}"
-    );
+    let last = format!("total,,{},", seeded + 10);
+    assert!(csv.lines().last().unwrap().starts_with(&last), "{csv}");
 }
