@@ -169,6 +169,7 @@ fn placement_run() -> PlacementFigures {
                         draining: false,
                         unfit: Vec::new(),
                         meters: Default::default(),
+                        ..Default::default()
                     };
                     pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
                 }
@@ -195,6 +196,7 @@ fn placement_run() -> PlacementFigures {
                 draining: false,
                 unfit: Vec::new(),
                 meters: Default::default(),
+                ..Default::default()
             };
             pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
         }

@@ -1,8 +1,11 @@
 //! Usage roll-up figures (issue 35): the rows and bytes a day of the daily roll-up
 //! takes for 100 repositories (3 workflows of 2 jobs each, one profile: 600 jobs a
 //! day, each ended through the store as the daemon ends it), and the time an attempt's
-//! end takes with the roll-up in its transaction. Prints; asserts nothing.
+//! end takes with the roll-up in its transaction; and what the rows take to reach a
+//! coordinator that has none of them: how many bounded `status` frames, their bytes,
+//! and the read of each batch. Prints; asserts nothing.
 
+use runner_manager::coordinator::protocol::{HostMsg, MAX_USAGE_ROWS, Status, UsageReport};
 use runner_manager::domain::job_owner::{JobOwner, OwnerSource};
 use runner_manager::domain::{AttemptState, Outcome};
 use runner_manager::store::{NewAttempt, SqliteStore, Store};
@@ -22,6 +25,32 @@ fn bytes(dir: &std::path::Path) -> u64 {
     let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
     let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
     (pages * size) as u64
+}
+
+/// Walks the roll-up as a host sends it to a new coordinator: the batches a status
+/// frame carries, from sequence number 0. Returns the frames, their bytes (mean,
+/// largest) and the median read of a batch.
+fn frames(s: &SqliteStore) -> (usize, usize, usize, std::time::Duration) {
+    let (mut after, mut n, mut total, mut largest) = (0, 0, 0, 0);
+    let mut reads = Vec::new();
+    loop {
+        let at = Instant::now();
+        let rows = s.usage_changed_after(after, 0, MAX_USAGE_ROWS).unwrap();
+        reads.push(at.elapsed());
+        let rows: Vec<(i64, UsageReport)> = rows
+            .into_iter()
+            .map(|(seq, r)| (seq, UsageReport::bounded(r.key, r.figures)))
+            .collect();
+        let mut st = Status::default();
+        if st.pack_usage(rows) == 0 {
+            break;
+        }
+        after = st.usage_upto.unwrap();
+        let len = HostMsg::Status(st).encode().len();
+        (n, total, largest) = (n + 1, total + len, largest.max(len));
+    }
+    reads.sort();
+    (n, total / n.max(1), largest, reads[reads.len() / 2])
 }
 
 fn main() {
@@ -73,6 +102,7 @@ fn main() {
         }
     }
     let rows = s.usage_rows(i64::MIN, i64::MAX).unwrap().len();
+    let (n, mean, largest, read) = frames(&s);
     // The attempts go (as retention takes them); what stays is the roll-up.
     s.prune_attempts(i64::MAX).unwrap();
     let with_rollup = bytes(&dir);
@@ -91,6 +121,9 @@ fn main() {
         ends.len(),
         ends[ends.len() / 2],
         ends[ends.len() * 99 / 100]
+    );
+    println!(
+        "to a new coordinator: {rows} rows in {n} status frames of at most {MAX_USAGE_ROWS} rows, mean {mean} bytes, largest {largest}; a batch read median {read:.3?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,4 +8,5 @@ mod pool {
     mod coordinated;
     mod refusals;
     mod scaleset;
+    mod usage;
 }

@@ -281,6 +281,9 @@ fn execute(inv: &Invocation) -> CliResult {
         C::CoordinatorStatus => books(inv, Read, |s, _, out| coordinator::status(s, out)),
         C::CoordinatorHosts => books(inv, Read, |s, _, out| coordinator::hosts(s, out)),
         C::CoordinatorLeases => books(inv, Read, |s, _, out| coordinator::leases(s, out)),
+        C::CoordinatorUsage => books(inv, Read, |s, _, out| {
+            usage::run(inv, s, out, usage::Books::Pool)
+        }),
         C::TargetAdd => books(inv, Create, |s, _, out| targets::add(inv, s, out)),
         C::TargetSet => books(inv, Write, |s, _, out| targets::set(inv, s, out)),
         C::TargetList => books(inv, Read, |s, _, out| targets::list(s, out)),
@@ -303,7 +306,9 @@ fn execute(inv: &Invocation) -> CliResult {
         C::Status => books(inv, Read, |s, dir, out| host::status(s, out, dir)),
         C::Attempts => books(inv, Read, |s, _, out| attempts::list(inv, s, out)),
         C::AttemptShow => books(inv, Read, |s, _, out| attempts::show(inv, s, out)),
-        C::Usage => books(inv, Read, |s, _, out| usage::run(inv, s, out)),
+        C::Usage => books(inv, Read, |s, _, out| {
+            usage::run(inv, s, out, usage::Books::Host)
+        }),
         C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
         C::Drain => books(inv, Create, |s, _, out| run::drain(inv, s, out)),
         C::Top => books(inv, Write, |s, dir, _| top::top(s, dir)),

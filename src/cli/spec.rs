@@ -71,6 +71,7 @@ command_ids! {
     CoordinatorStatus,
     CoordinatorHosts,
     CoordinatorLeases,
+    CoordinatorUsage,
     Doctor,
     ServiceInstall,
     ServiceStatus,

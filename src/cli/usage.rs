@@ -1,16 +1,16 @@
-//! `usage`: who used the host, and how much, from the daily roll-up: grouped by
-//! repository, workflow, job, profile or day (any of them together), the biggest
-//! first, as a table, JSON or CSV, with a cost column when the host has prices.
+//! `usage` and `coordinator usage`: who used the host (or, on a coordinator, the pool's
+//! hosts), and how much, from the daily roll-up: grouped by repository, workflow, job,
+//! profile, day or (on a coordinator) host, any of them together, the biggest first,
+//! as a table, JSON or CSV, with a cost column when the store has prices.
 //!
 //! [`parse_query`] and [`report`] are pure; `run` reads the store and prints.
 
 use super::output::{Out, table};
 use super::parse::Invocation;
 use super::{CliError, CliResult};
-use crate::domain::host_settings::UsageSettings;
 use crate::domain::rollup::{DAY_MS, Day, UsageFigures, WAIT_BOUNDS_SECS, day_of};
 use crate::domain::validate;
-use crate::store::{Store, UsageRow};
+use crate::store::{SqliteStore, Store, UsageRow};
 use crate::timefmt::{Millis, format_rfc3339, now_millis, parse_rfc3339};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -23,10 +23,19 @@ pub enum Dim {
     Job,
     Profile,
     Day,
+    /// The pool host that reported the row (`coordinator usage` only).
+    Host,
 }
 
 impl Dim {
-    const ALL: [Dim; 5] = [Dim::Repo, Dim::Workflow, Dim::Job, Dim::Profile, Dim::Day];
+    const ALL: [Dim; 6] = [
+        Dim::Repo,
+        Dim::Workflow,
+        Dim::Job,
+        Dim::Profile,
+        Dim::Day,
+        Dim::Host,
+    ];
 
     fn word(self) -> &'static str {
         match self {
@@ -35,6 +44,7 @@ impl Dim {
             Dim::Job => "job",
             Dim::Profile => "profile",
             Dim::Day => "day",
+            Dim::Host => "host",
         }
     }
 
@@ -46,6 +56,7 @@ impl Dim {
             Dim::Job => &k.job,
             Dim::Profile => &k.profile,
             Dim::Day => return day_text(k.day),
+            Dim::Host => &r.host,
         };
         if text.is_empty() {
             "-".into()
@@ -87,9 +98,16 @@ fn parse_day(arg: &str, value: &str, now: Millis) -> Result<Day, CliError> {
     Ok(day_of(now - secs as Millis * 1000))
 }
 
-/// The query `inv` asks for at `now`; any argument that does not read is exit 2,
-/// naming it.
-pub fn parse_query(inv: &Invocation, now: Millis) -> Result<Query, CliError> {
+/// Whose roll-up a report reads: this host's, or on a coordinator its hosts'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Books {
+    Host,
+    Pool,
+}
+
+/// The query `inv` asks for at `now` of `books`; any argument that does not read is
+/// exit 2, naming it.
+pub fn parse_query(inv: &Invocation, now: Millis, books: Books) -> Result<Query, CliError> {
     let from = match inv.value("--since") {
         Some(v) => parse_day("--since", v, now)?,
         None => day_of(now) - (DEFAULT_SINCE_DAYS - 1),
@@ -107,11 +125,18 @@ pub fn parse_query(inv: &Invocation, now: Millis) -> Result<Query, CliError> {
     let mut by = Vec::new();
     for w in inv.value("--by").unwrap_or("repo").split(',') {
         let w = w.trim();
-        let Some(d) = Dim::ALL.into_iter().find(|d| d.word() == w) else {
+        let found = Dim::ALL.into_iter().find(|d| d.word() == w);
+        let Some(d) = found.filter(|d| *d != Dim::Host || books == Books::Pool) else {
+            let host = if books == Books::Pool { ", host" } else { "" };
+            let pool = if found.is_some() {
+                " (host is for 'coordinator usage')"
+            } else {
+                ""
+            };
             return Err(CliError::usage(
                 "--by",
                 &format!(
-                    "unknown grouping {w:?}; use repo, workflow, job, profile or day, comma-separated"
+                    "unknown grouping {w:?}{pool}; use repo, workflow, job, profile, day{host}, comma-separated"
                 ),
             ));
         };
@@ -277,18 +302,15 @@ fn csv_line(cells: &[String]) -> String {
         + "\n"
 }
 
-/// `usage`: reads the roll-up of the asked days and prints the report.
-pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
-    let q = parse_query(inv, now_millis())?;
-    let settings = match store.host()? {
-        Some(_) => UsageSettings::of(&crate::store::read_host_settings(store)?),
-        None => UsageSettings::of(&crate::domain::host_settings::HostSettings {
-            host: crate::domain::Host::new(String::new(), String::new(), "", "", 1),
-            beside: Default::default(),
-        }),
+/// `usage` (`Books::Host`) and `coordinator usage` (`Books::Pool`): reads the roll-up
+/// of the asked days and prints the report, priced by this store's cost model.
+pub fn run(inv: &Invocation, store: &SqliteStore, out: &mut Out, books: Books) -> CliResult {
+    let q = parse_query(inv, now_millis(), books)?;
+    let prices = crate::store::usage_settings(store)?.prices;
+    let rows = match books {
+        Books::Host => store.usage_rows(q.from, q.until)?,
+        Books::Pool => store.coord_usage_rows(q.from, q.until)?,
     };
-    let prices = settings.prices;
-    let rows = store.usage_rows(q.from, q.until)?;
     let (lines, total) = report(&rows, &q);
     let body = |human: bool| -> Vec<Vec<String>> {
         let mut rows: Vec<Vec<String>> = lines
@@ -317,8 +339,12 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         || {
             let h = header(&q, prices);
             let h: Vec<&str> = h.iter().map(String::as_str).collect();
+            let whose = match books {
+                Books::Host => "usage",
+                Books::Pool => "pool usage",
+            };
             format!(
-                "usage {} to {} (UTC days)\n{}",
+                "{whose} {} to {} (UTC days)\n{}",
                 day_text(q.from),
                 day_text(q.until),
                 table(&h, &body(true))
@@ -354,6 +380,7 @@ mod tests {
 
     fn row(day: Day, repo: &str, workflow: &str, busy_ms: u64) -> UsageRow {
         UsageRow {
+            host: String::new(),
             key: UsageKey {
                 day,
                 repo: repo.into(),

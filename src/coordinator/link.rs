@@ -2,11 +2,14 @@
 //! blocking WebSocket (`ws://` or `wss://`) to the coordinator. It says `hello`,
 //! hands each `launch` to a [`LaunchHandler`] (the daemon's launch book) and answers
 //! `launch_ack`, passes `cancel_launch` on, and sends the daemon's [`Report`]s, each
-//! attempt's start and finish at most once. A lost link calls `link_lost` and is
-//! redialled with jittered backoff that shutdown interrupts.
+//! attempt's start and finish at most once. A coordinator that takes usage rows
+//! (`hello_ack`'s `usage_after`) gets the roll-up rows changed since, a bounded batch
+//! in each `status` frame. A lost link calls `link_lost` and is redialled with
+//! jittered backoff that shutdown interrupts.
 
 use super::protocol::{
-    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostMsg, LaunchAck, Status, VERSION,
+    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostMsg, LaunchAck, MAX_USAGE_ROWS, Status,
+    UsageReport, VERSION,
 };
 use super::ws::{self, LogFn, Stream, WakeRx, Waker};
 use crate::backoff::{Backoff, Jitter};
@@ -44,6 +47,12 @@ pub trait LaunchHandler: Send + Sync {
     /// up) or a dial that failed. For the daemon's record of the link, which `status`
     /// and `top` show.
     fn link_error(&self, _why: &str) {}
+    /// The host's usage roll-up rows whose sequence number is past `after`, lowest
+    /// first, at most `limit`, each with its number (none unless the daemon keeps a
+    /// roll-up).
+    fn usage_after(&self, _after: i64, _limit: usize) -> Vec<(i64, UsageReport)> {
+        Vec::new()
+    }
 }
 
 /// What the daemon tells the coordinator.
@@ -260,6 +269,7 @@ fn run(
                     shared: &shared,
                     ledger: &mut ledger,
                     was_up: false,
+                    usage_after: None,
                     unknown: ws::Throttle::new(
                         super::server::UNKNOWN_FRAME_LINES,
                         Duration::from_secs(60),
@@ -465,6 +475,9 @@ struct Session<'a> {
     shared: &'a Shared,
     ledger: &'a mut Ledger,
     was_up: bool,
+    /// Where the usage rows this coordinator takes resume; `None` when it takes none
+    /// (an older coordinator, or one without a store).
+    usage_after: Option<i64>,
     /// Lines about skipped frames, so many a minute (as the coordinator does).
     unknown: ws::Throttle,
 }
@@ -523,6 +536,7 @@ impl Session<'_> {
                     Vec::new()
                 };
                 self.handler.link_up(&covered);
+                self.usage_after = a.usage_after;
                 self.was_up = true;
                 self.shared.up.store(true, Ordering::SeqCst);
                 Ok(())
@@ -555,6 +569,14 @@ impl Session<'_> {
         }
     }
 
+    /// The status with the next batch of usage rows, when the coordinator takes them.
+    fn with_usage(&self, mut s: Status) -> Status {
+        if let Some(after) = self.usage_after {
+            s.pack_usage(self.handler.usage_after(after, MAX_USAGE_ROWS));
+        }
+        s
+    }
+
     fn drain_reports(&mut self, socket: &mut WebSocket<Stream>) -> Result<(), String> {
         loop {
             let Some(r) = self
@@ -572,13 +594,21 @@ impl Session<'_> {
             let msg = match &r {
                 Report::Started(s) => HostMsg::AttemptStarted(s.clone()),
                 Report::Finished(f) => HostMsg::AttemptFinished(f.clone()),
-                Report::Status(s) => HostMsg::Status(s.clone()),
+                Report::Status(s) => HostMsg::Status(self.with_usage(s.clone())),
             };
             // Recorded before the write: a write that fails half way may still have
             // reached the coordinator, and at most once is the promise.
             self.ledger.record(&r);
             self.send(socket, &msg)?;
             self.shared.sent.fetch_add(1, Ordering::SeqCst);
+            // Rows resend after a reconnect from where the coordinator says it has them.
+            if let HostMsg::Status(Status {
+                usage_upto: Some(upto),
+                ..
+            }) = msg
+            {
+                self.usage_after = Some(upto);
+            }
         }
     }
 }

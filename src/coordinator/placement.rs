@@ -363,6 +363,9 @@ impl Placement {
                 version,
                 reconcile_interval_secs: self.cfg.reconcile_interval_secs,
                 covered: covered.into_keys().collect(),
+                // The placer, which holds the store, says where the host's usage
+                // rows resume.
+                usage_after: None,
             }),
         ));
         out.extend(self.place(now));

@@ -83,6 +83,7 @@ fn hello_ack_covers_matching_targets_and_a_version_2_host_is_never_directed() {
                 version: 3,
                 reconcile_interval_secs: None,
                 covered: vec!["ht".into()],
+                ..Default::default()
             })
         )
     );
@@ -404,6 +405,7 @@ fn draining_and_unfit_hosts_get_nothing() {
             draining: true,
             unfit: vec![],
             meters: Default::default(),
+            ..Default::default()
         },
         T0,
     );
@@ -416,6 +418,7 @@ fn draining_and_unfit_hosts_get_nothing() {
                 draining: false,
                 unfit: vec!["p".into()],
                 meters: Default::default(),
+                ..Default::default()
             },
             T0
         ))
@@ -429,6 +432,7 @@ fn draining_and_unfit_hosts_get_nothing() {
                 draining: false,
                 unfit: vec![],
                 meters: Default::default(),
+                ..Default::default()
             },
             T0
         ))

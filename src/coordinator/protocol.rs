@@ -8,8 +8,10 @@
 //! and back, with the bounds and the escaping, is `codec`.
 
 mod codec;
+mod usage;
 
 pub use codec::{FrameError, escape_controls};
+pub use usage::{MAX_FIGURE, MAX_USAGE_ROWS, USAGE_BYTES, USAGE_DAYS, UsageReport};
 
 use crate::reconcile::launch_book;
 use serde::{Deserialize, Serialize};
@@ -141,7 +143,7 @@ pub struct AttemptFinished {
     pub usage: Option<UsageInfo>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     /// Runners the host could still start now (capacity less live runners).
     pub free: u32,
@@ -154,13 +156,23 @@ pub struct Status {
     /// know the field ignores it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub meters: BTreeMap<String, ProfileMeters>,
+    /// Daily usage roll-up rows changed since the coordinator's `usage_after`, at most
+    /// [`MAX_USAGE_ROWS`] and [`USAGE_BYTES`] (`usage`), sent only to a coordinator
+    /// that asked; absent from older hosts, ignored by older coordinators.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<UsageReport>,
+    /// The host's roll-up sequence number of the last row in `usage`: the
+    /// coordinator keeps it and answers it as `usage_after` when the host says hello
+    /// again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_upto: Option<i64>,
 }
 
 /// A `status` frame's per-profile meters: `meter::ProfileMeters`, which lives below
 /// both this module and the coordinator's store that keeps it.
 pub use crate::meter::ProfileMeters;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HelloAck {
     pub version: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +180,11 @@ pub struct HelloAck {
     /// The host's target names the coordinator covers (empty for a version-2 host).
     #[serde(default)]
     pub covered: Vec<String>,
+    /// The coordinator takes the host's usage rows: those of its roll-up sequence
+    /// numbers after this one (0: none kept yet, so the last [`USAGE_DAYS`] days).
+    /// Absent from an older coordinator: the host sends none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_after: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@
 
 mod connection;
 mod placer;
+mod usage;
 
 use connection::connection;
 use placer::placer;

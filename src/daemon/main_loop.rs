@@ -413,6 +413,8 @@ impl<'a> MainLoop<'a> {
                 draining: host.draining || self.shared.stopping(),
                 unfit: self.shared.pool.unfit_profiles(),
                 meters: metrics_feed::pool_meters(open, &self.live_book),
+                // The link adds the usage rows as it sends the frame.
+                ..Default::default()
             };
             self.shared
                 .pool

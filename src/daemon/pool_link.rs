@@ -6,7 +6,9 @@
 
 use super::shared::{LoopMsg, Shared, lock};
 use crate::coordinator::link::{LaunchHandler, Report};
-use crate::coordinator::protocol::{Hello, HostInfo, ProfileInfo, TargetInfo};
+use crate::coordinator::protocol::{
+    Hello, HostInfo, ProfileInfo, TargetInfo, USAGE_DAYS, UsageReport,
+};
 use crate::coordinator::tls;
 use crate::domain::{Host, ScalePolicy};
 use crate::reconcile::allocate::HostAllocator;
@@ -201,6 +203,22 @@ impl LaunchHandler for Handler {
 
     fn link_error(&self, why: &str) {
         self.record(|s| down(s, why));
+    }
+
+    /// The roll-up rows of the last `USAGE_DAYS` days changed past `after`; a store
+    /// that cannot be read sends none this time.
+    fn usage_after(&self, after: i64, limit: usize) -> Vec<(i64, UsageReport)> {
+        let from = crate::domain::rollup::day_of(now_millis()) - (USAGE_DAYS - 1);
+        match lock(&self.store).usage_changed_after(after, from, limit) {
+            Ok(rows) => rows
+                .into_iter()
+                .map(|(seq, r)| (seq, UsageReport::bounded(r.key, r.figures)))
+                .collect(),
+            Err(e) => {
+                log_warn!("usage_not_reported", error = e);
+                Vec::new()
+            }
+        }
     }
 }
 

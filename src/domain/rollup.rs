@@ -42,9 +42,21 @@ pub struct UsageKey {
     pub profile: String,
 }
 
-/// Queue waits, counted per bucket.
+/// Queue waits, counted per bucket. Read from a list leniently, as from the store's
+/// text: a peer with fewer buckets leaves the rest 0, extra counts are dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<u64>")]
 pub struct WaitHistogram(pub [u64; WAIT_BUCKETS]);
+
+impl From<Vec<u64>> for WaitHistogram {
+    fn from(counts: Vec<u64>) -> WaitHistogram {
+        let mut h = WaitHistogram::default();
+        for (slot, v) in h.0.iter_mut().zip(counts) {
+            *slot = v;
+        }
+        h
+    }
+}
 
 impl WaitHistogram {
     pub fn add_wait(&mut self, wait_ms: Millis) {

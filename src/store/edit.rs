@@ -130,6 +130,21 @@ pub fn read_host_settings(store: &dyn Store) -> Result<HostSettings, StoreError>
     Ok(HostSettings { host, beside: kept })
 }
 
+/// The usage roll-up's settings (retention, prices, metrics' top N) as this store
+/// keeps them; their defaults on a store with no host row yet (a coordinator's).
+pub fn usage_settings(
+    store: &dyn Store,
+) -> Result<crate::domain::host_settings::UsageSettings, StoreError> {
+    use crate::domain::host_settings::{HostSettings, UsageSettings};
+    Ok(match store.host()? {
+        Some(_) => UsageSettings::of(&read_host_settings(store)?),
+        None => UsageSettings::of(&HostSettings {
+            host: crate::domain::Host::new(String::new(), String::new(), "", "", 1),
+            beside: Default::default(),
+        }),
+    })
+}
+
 /// The one edit of the host's settings, shared by `host set` and `top`: applies each
 /// `KEY=VALUE` in order with `HostSettings::apply_setting`, checks the rules across
 /// keys (`HostSettings::check`), each named key on the disk (`probe`), a new uid range

@@ -226,3 +226,40 @@ fn a_reset_wal_is_truncated_to_its_limit() {
         .unwrap();
     assert_eq!(limit as u64, super::sqlite::WAL_SIZE_LIMIT);
 }
+
+#[test]
+fn a_version_23_roll_up_is_numbered_in_key_order_and_sent_whole() {
+    let d = TempDir::new("migrate-v23");
+    std::fs::create_dir_all(&d.0).unwrap();
+    {
+        let c = rusqlite::Connection::open(d.0.join(DB_FILE)).unwrap();
+        let mut script = format!("PRAGMA application_id = {};", schema::APPLICATION_ID);
+        for m in &schema::MIGRATIONS[..23] {
+            script.push_str(m);
+        }
+        script.push_str("PRAGMA user_version = 23;");
+        for (day, repo) in [(20_001, "o/a"), (20_000, "o/b"), (20_000, "o/a")] {
+            script.push_str(&format!(
+                "INSERT INTO usage_daily (day, repo, workflow, job, profile, runners, jobs, \
+                 busy_ms, idle_ms, cpu_ms, peak_rss_bytes, rss_byte_secs, wait_hist) \
+                 VALUES ({day}, '{repo}', 'CI', 'build', 'linux', 1, 1, 10, 0, 5, 0, 0, '');"
+            ));
+        }
+        c.execute_batch(&script).unwrap();
+    }
+    let s = SqliteStore::open(&d.0).unwrap();
+    let sent: Vec<(i64, i64, String)> = s
+        .usage_changed_after(0, 0, 10)
+        .unwrap()
+        .into_iter()
+        .map(|(n, r)| (n, r.key.day, r.key.repo))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            (1, 20_000, "o/a".to_string()),
+            (2, 20_000, "o/b".to_string()),
+            (3, 20_001, "o/a".to_string())
+        ]
+    );
+}

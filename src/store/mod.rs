@@ -23,7 +23,7 @@ mod usage;
 pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use edit::{
     EditError, HostEdit, HostProbe, beside, check_runner_dir, edit_host, edit_profile,
-    read_host_settings,
+    read_host_settings, usage_settings,
 };
 pub use error::{Result, StoreError};
 pub use reruns::losses_noted;

@@ -12,7 +12,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23,
+    V22, V23, V24,
 ];
 
 /// The schema version this build writes.
@@ -434,6 +434,48 @@ CREATE TABLE reruns (
     UNIQUE (repo, run_id, job_name)
 );
 CREATE INDEX reruns_due ON reruns(target, state, next_at);
+"#;
+
+/// Version 24: the usage roll-up across a pool (issue 35, item 6). Each roll-up row
+/// gets a sequence number, the next at every write (the rows before it numbered in
+/// key order), so a host sends its coordinator the rows changed since the last it
+/// took; a coordinator keeps its hosts' rows, one per host, day and key, and the
+/// number each host's rows resume after.
+pub const V24: &str = r#"
+ALTER TABLE usage_daily ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+UPDATE usage_daily SET seq = x.n FROM (
+    SELECT day AS d, repo AS r, workflow AS w, job AS j, profile AS p,
+           row_number() OVER (ORDER BY day, repo, workflow, job, profile) AS n
+    FROM usage_daily
+) AS x
+WHERE usage_daily.day = x.d AND usage_daily.repo = x.r AND usage_daily.workflow = x.w
+  AND usage_daily.job = x.j AND usage_daily.profile = x.p;
+CREATE INDEX usage_daily_seq ON usage_daily(seq);
+CREATE TABLE coord_usage (
+    host TEXT NOT NULL,
+    day INTEGER NOT NULL,
+    repo TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    job TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    runners INTEGER NOT NULL,
+    jobs INTEGER NOT NULL,
+    busy_ms INTEGER NOT NULL,
+    idle_ms INTEGER NOT NULL,
+    cpu_ms INTEGER NOT NULL,
+    peak_rss_bytes INTEGER NOT NULL,
+    rss_byte_secs INTEGER NOT NULL,
+    wait_hist TEXT NOT NULL,
+    lost INTEGER NOT NULL,
+    reruns INTEGER NOT NULL,
+    PRIMARY KEY (host, day, repo, workflow, job, profile)
+) WITHOUT ROWID;
+CREATE INDEX coord_usage_day ON coord_usage(day);
+CREATE TABLE coord_usage_cursors (
+    host TEXT PRIMARY KEY,
+    host_id TEXT NOT NULL,
+    seq INTEGER NOT NULL
+);
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

@@ -399,7 +399,7 @@ impl Store for SqliteStore {
         self.wrap(ledger::prune(&self.conn, before))
     }
     fn usage_rows(&self, from: Day, until: Day) -> Result<Vec<super::UsageRow>> {
-        self.wrap(usage::rows_between(&self.conn, from, until))
+        self.wrap(usage::rows_between(&self.conn, from, until, false))
     }
     fn prune_usage(&self, before: Day) -> Result<usize> {
         self.wrap(usage::prune(&self.conn, before))

@@ -169,3 +169,64 @@ fn a_migrated_store_does_not_roll_up_what_ended_before() {
     }
     assert!(s.usage_rows(i64::MIN, i64::MAX).unwrap().is_empty());
 }
+
+/// A host sends the rows changed since the coordinator last took them (each write
+/// numbers its row afresh); the coordinator keeps one row per host, day and key, so a
+/// row sent again replaces its first copy, and prunes them by day with the rest.
+#[test]
+fn hosts_send_rows_changed_since_and_a_coordinator_keeps_one_per_host_and_key() {
+    let (s, h, _) = seeded();
+    let day = 20_000 * DAY_MS;
+    life(&s, &h.id, day, Some(60_000), Some(owner("o/a", "CI", day)));
+    life(&s, &h.id, day, Some(30_000), Some(owner("o/b", "CI", day)));
+    let all = s.usage_changed_after(0, 0, 100).unwrap();
+    assert_eq!(all.len(), 2);
+    let (first, _) = all[0];
+    let after = s.usage_changed_after(first, 0, 100).unwrap();
+    assert_eq!(after.len(), 1, "only the row written after the first");
+    assert_eq!(
+        s.usage_changed_after(0, 0, 1).unwrap().len(),
+        1,
+        "the limit"
+    );
+    assert!(
+        s.usage_changed_after(0, 20_001, 100).unwrap().is_empty(),
+        "the window"
+    );
+    // Another job of o/a: its row is written again, with the newest number.
+    life(&s, &h.id, day, Some(10_000), Some(owner("o/a", "CI", day)));
+    let top = all.iter().map(|(n, _)| *n).max().unwrap();
+    let changed = s.usage_changed_after(top, 0, 100).unwrap();
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].1.key.repo, "o/a");
+    assert_eq!(changed[0].1.figures.jobs, 2);
+    // A number past every row's (a store numbered afresh) starts over.
+    assert_eq!(s.usage_changed_after(1_000_000, 0, 100).unwrap().len(), 2);
+
+    let rows: Vec<UsageRow> = all.into_iter().map(|(_, r)| r).collect();
+    assert_eq!(s.coord_usage_resume_after("h1", "id1").unwrap(), 0);
+    s.coord_put_usage("h1", "id1", &rows, Some(top)).unwrap();
+    s.coord_put_usage("h2", "id2", &rows, None).unwrap();
+    let changed_rows: Vec<UsageRow> = changed.into_iter().map(|(_, r)| r).collect();
+    s.coord_put_usage("h1", "id1", &changed_rows, Some(top + 1))
+        .unwrap();
+    assert_eq!(s.coord_usage_resume_after("h1", "id1").unwrap(), top + 1);
+    assert_eq!(s.coord_usage_resume_after("h1", "new-id").unwrap(), 0);
+    let kept = s.coord_usage_rows(20_000, 20_000).unwrap();
+    assert_eq!(kept.len(), 4, "two rows for each of two hosts");
+    let jobs = |host: &str| {
+        kept.iter()
+            .filter(|r| r.host == host)
+            .map(|r| r.figures.jobs)
+            .sum::<u64>()
+    };
+    assert_eq!((jobs("h1"), jobs("h2")), (3, 2), "h1's o/a row replaced");
+    assert!(
+        s.usage_rows(0, i64::MAX)
+            .unwrap()
+            .iter()
+            .all(|r| r.host.is_empty())
+    );
+    assert_eq!(s.prune_usage(20_001).unwrap(), 2 + 4);
+    assert!(s.coord_usage_rows(0, i64::MAX).unwrap().is_empty());
+}

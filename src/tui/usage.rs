@@ -309,6 +309,7 @@ mod tests {
 
     fn row(day: Day, repo: &str, workflow: &str, busy_min: u64, jobs: u64) -> UsageRow {
         UsageRow {
+            host: String::new(),
             key: UsageKey {
                 day,
                 repo: repo.into(),

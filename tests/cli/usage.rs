@@ -153,6 +153,11 @@ fn bad_usage_arguments_exit_2_naming_them_and_touch_nothing() {
         (&["usage", "--since", "last week"], "--since"),
         (&["usage", "--since", "2d", "--until", "9d"], "--until"),
         (&["usage", "--top", "0"], "--top"),
+        (&["usage", "--by", "repo,host"], "--by"),
+        (&["coordinator", "usage", "--by", "team"], "--by"),
+        (&["coordinator", "usage", "--until", "tomorrow"], "--until"),
+        (&["coordinator", "usage", "--top", "x"], "--top"),
+        (&["--json", "coordinator", "usage", "--csv"], "--csv"),
         (&["--json", "usage", "--csv"], "--csv"),
         (&["host", "set", "usage_retention=5m"], "usage_retention"),
         (

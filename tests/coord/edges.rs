@@ -77,6 +77,7 @@ fn unknown_frames_are_logged_a_few_times_a_minute_per_connection() {
         draining: false,
         unfit: vec![],
         meters: Default::default(),
+        ..Default::default()
     }));
     wait_until(10, "the status after the flood", || {
         srv.placement().hosts().values().any(|h| h.free == 7)
@@ -146,6 +147,7 @@ fn control_characters_from_a_host_never_reach_the_terminal_raw() {
         draining: false,
         unfit: vec!["u\u{1b}c".into()],
         meters: Default::default(),
+        ..Default::default()
     }));
     wait_until(10, "the view shows the started runner", || {
         show(&["coordinator", "leases"]).contains("red")

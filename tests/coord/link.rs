@@ -4,8 +4,9 @@ use crate::support::{hello, wait_until};
 use crossbeam_channel::{bounded, unbounded};
 use runner_manager::coordinator::link::{LaunchHandler, LinkConfig, Report, spawn_link};
 use runner_manager::coordinator::protocol::{
-    AttemptFinished, AttemptStarted, CoordMsg, HelloAck, HostMsg, LaunchFrame, Status,
+    AttemptFinished, AttemptStarted, CoordMsg, HelloAck, HostMsg, LaunchFrame, Status, UsageReport,
 };
+use runner_manager::domain::rollup::{UsageFigures, UsageKey};
 use runner_manager::reconcile::launch_book::{Accepted, Launch, Refusal};
 use runner_manager::secret::Secret;
 use std::net::{TcpListener, TcpStream};
@@ -94,6 +95,7 @@ fn hello_ack(version: u32) -> CoordMsg {
         version,
         reconcile_interval_secs: None,
         covered: vec!["ht".into()],
+        ..Default::default()
     })
 }
 
@@ -185,6 +187,7 @@ fn hello_launch_ack_cancel_reports_once_and_reconnect() {
             draining: false,
             unfit: vec![],
             meters: Default::default(),
+            ..Default::default()
         }))
         .unwrap();
     let mut got = Vec::new();
@@ -259,4 +262,79 @@ fn an_older_coordinator_directs_nothing_and_shutdown_interrupts_backoff() {
     drop(stop_tx);
     link.join();
     assert!(t.elapsed() < Duration::from_secs(30));
+}
+
+/// A host whose roll-up holds rows numbered 1..=100.
+struct Rows;
+
+impl LaunchHandler for Rows {
+    fn offer(&self, _: &Launch) -> Result<Accepted, Refusal> {
+        Err(Refusal::Other)
+    }
+    fn cancel(&self, _: &str) {}
+    fn link_up(&self, _: &[String]) {}
+    fn link_lost(&self) {}
+    fn usage_after(&self, after: i64, limit: usize) -> Vec<(i64, UsageReport)> {
+        ((after + 1)..=100)
+            .take(limit)
+            .map(|seq| {
+                let key = UsageKey {
+                    day: 20_000,
+                    repo: format!("o/r{seq}"),
+                    workflow: "CI".into(),
+                    job: "build".into(),
+                    profile: "p".into(),
+                };
+                (seq, UsageReport::bounded(key, UsageFigures::default()))
+            })
+            .collect()
+    }
+}
+
+/// The next status frame the host sends, with whatever usage rows it carries.
+fn rows_sent(ws: &mut WebSocket<TcpStream>, rep: &crossbeam_channel::Sender<Report>) -> Status {
+    rep.send(Report::Status(Status::default())).unwrap();
+    match next(ws, 5) {
+        Some(HostMsg::Status(s)) => s,
+        other => panic!("expected a status, got {other:?}"),
+    }
+}
+
+/// The rows go in batches from where the coordinator says it has them, each batch
+/// resuming after the last; a reconnect resumes where the coordinator says again; a
+/// coordinator that does not say (an older build) gets none.
+#[test]
+fn usage_rows_go_in_batches_from_where_the_coordinator_has_them() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut cfg = config(&listener, "t");
+    cfg.backoff_min = Duration::from_millis(20);
+    cfg.backoff_max = Duration::from_millis(100);
+    let (rep_tx, rep_rx) = unbounded::<Report>();
+    let (stop_tx, stop_rx) = bounded::<()>(0);
+    let link = spawn_link(cfg, Arc::new(Rows), rep_rx, stop_rx).unwrap();
+    let ack = |after: Option<i64>| {
+        CoordMsg::HelloAck(HelloAck {
+            version: 3,
+            usage_after: after,
+            ..Default::default()
+        })
+    };
+    let seqs = |s: &Status| (s.usage.len(), s.usage_upto);
+    for (connects, after, want) in [
+        (1, Some(0), [(64, Some(64)), (36, Some(100)), (0, None)]),
+        (2, Some(50), [(50, Some(100)), (0, None), (0, None)]),
+        (3, None, [(0, None), (0, None), (0, None)]),
+    ] {
+        let mut ws = accept(&listener, "t");
+        assert!(matches!(next(&mut ws, 5), Some(HostMsg::Hello(_))));
+        send(&mut ws, &ack(after));
+        wait_until(5, "link up", || link.is_up() && link.connects() == connects);
+        for w in want {
+            assert_eq!(seqs(&rows_sent(&mut ws, &rep_tx)), w, "after {after:?}");
+        }
+        drop(ws);
+        wait_until(5, "link down", || !link.is_up());
+    }
+    drop(stop_tx);
+    link.join();
 }

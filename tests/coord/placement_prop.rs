@@ -271,6 +271,7 @@ fn run(seed: u64) {
                             draining: rng.below(6) == 0,
                             unfit: vec![],
                             meters: Default::default(),
+                            ..Default::default()
                         },
                         now,
                     )

@@ -155,6 +155,7 @@ fn unknown_frames_are_skipped_malformed_and_oversized_ones_close() {
         draining: false,
         unfit: vec![],
         meters: Default::default(),
+        ..Default::default()
     }));
     wait_until(5, "status after an unknown frame", || {
         srv.placement().hosts().values().any(|h| h.free == 3)
@@ -197,6 +198,7 @@ fn handled(
         draining: false,
         unfit: vec![],
         meters: Default::default(),
+        ..Default::default()
     }));
     wait_until(5, "the marker status", || {
         srv.placement().hosts().values().any(|v| v.free == free)

@@ -570,6 +570,7 @@ impl ScriptedCoord {
             version: 3,
             reconcile_interval_secs: None,
             covered: covered.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
         }));
     }
 

@@ -244,29 +244,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--since WHEN] [--until WHEN] [--by KEYS] [--top N] [--csv]",
         positionals: (0, Some(0)),
         about: "Who used the host, and how much: jobs, runner hours, CPU and memory per repository, workflow, job, profile or day, from the daily roll-up (kept for usage_retention)",
-        options: &[
-            opt(
-                "--since",
-                "WHEN",
-                "First day: a date YYYY-MM-DD or a time ago such as 30d (default 30d: the last 30 days)",
-            ),
-            opt(
-                "--until",
-                "WHEN",
-                "Last day, as --since (default today, UTC)",
-            ),
-            opt(
-                "--by",
-                "KEYS",
-                "Group by repo, workflow, job, profile or day, comma-separated (default repo)",
-            ),
-            opt(
-                "--top",
-                "N",
-                "The N biggest groups by runner time; the rest summed as other",
-            ),
-            switch("--csv", "Print CSV (for a spreadsheet) instead of a table"),
-        ],
+        options: USAGE_OPTIONS,
     },
     Command {
         id: CommandId::Daemon,
@@ -543,6 +521,14 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::CoordinatorUsage,
+        path: &["coordinator", "usage"],
+        args: "[--since WHEN] [--until WHEN] [--by KEYS] [--top N] [--csv]",
+        positionals: (0, Some(0)),
+        about: "Who used the pool, and how much: the usage roll-ups the hosts reported, added up, grouped as usage groups them or by host (kept for this store's usage_retention)",
+        options: USAGE_OPTIONS,
+    },
+    Command {
         id: CommandId::Doctor,
         path: &["doctor"],
         args: "",
@@ -644,4 +630,29 @@ pub const COMMANDS: &[Command] = &[
         about: "Print a shell completion script",
         options: &[],
     },
+];
+
+/// The options of `usage` and `coordinator usage`.
+const USAGE_OPTIONS: &[Opt] = &[
+    opt(
+        "--since",
+        "WHEN",
+        "First day: a date YYYY-MM-DD or a time ago such as 30d (default 30d: the last 30 days)",
+    ),
+    opt(
+        "--until",
+        "WHEN",
+        "Last day, as --since (default today, UTC)",
+    ),
+    opt(
+        "--by",
+        "KEYS",
+        "Group by repo, workflow, job, profile, day (and host, on a coordinator), comma-separated (default repo)",
+    ),
+    opt(
+        "--top",
+        "N",
+        "The N biggest groups by runner time; the rest summed as other",
+    ),
+    switch("--csv", "Print CSV (for a spreadsheet) instead of a table"),
 ];

@@ -120,6 +120,7 @@ impl HostMsg {
             }
             HostMsg::Status(s) => {
                 each(&mut s.unfit);
+                s.escape_usage();
                 s.meters = std::mem::take(&mut s.meters)
                     .into_iter()
                     .map(|(mut k, v)| {
@@ -168,7 +169,8 @@ impl HostMsg {
                 labels(&s.unfit)?;
                 count("meters", s.meters.len(), MAX_PROFILES)?;
                 let names: Vec<&String> = s.meters.keys().collect();
-                strs(&names)
+                strs(&names)?;
+                s.check_usage()
             }
         }
     }

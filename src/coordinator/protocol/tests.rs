@@ -43,6 +43,7 @@ fn frames_round_trip_with_their_type_tag() {
             draining: false,
             unfit: vec![],
             meters: Default::default(),
+            ..Default::default()
         }),
     ];
     for m in msgs {
@@ -64,6 +65,7 @@ fn frames_round_trip_with_their_type_tag() {
             version: 3,
             reconcile_interval_secs: Some(5),
             covered: vec!["t".into()],
+            ..Default::default()
         }),
         CoordMsg::Launch(LaunchFrame {
             target: "t".into(),
@@ -232,6 +234,7 @@ fn a_status_carries_bounded_per_profile_meters_and_old_frames_still_decode() {
         draining: false,
         unfit: vec![],
         meters,
+        ..Default::default()
     });
     assert_eq!(HostMsg::decode(&s.encode()), Ok(s));
     // A host from before meters sends none: the frame is the same as ever.
@@ -268,4 +271,125 @@ fn versions() {
     assert_eq!(negotiate(2), Some(2));
     assert_eq!(negotiate(1), None);
     assert!(is_directable(3) && !is_directable(2));
+}
+
+fn usage_row(day: i64, name: &str) -> UsageReport {
+    use crate::domain::rollup::{UsageFigures, UsageKey, WaitHistogram};
+    let mut wait = WaitHistogram::default();
+    wait.add_wait(12_000);
+    UsageReport::bounded(
+        UsageKey {
+            day,
+            repo: format!("octo-org/{name}"),
+            workflow: "CI".into(),
+            job: format!("build ({name})"),
+            profile: "linux".into(),
+        },
+        UsageFigures {
+            runners: 3,
+            jobs: 2,
+            busy_ms: 1_234_567,
+            idle_ms: 45_678,
+            cpu_ms: 987_654,
+            peak_rss_bytes: 3 << 30,
+            rss_byte_secs: 1 << 40,
+            wait,
+            lost: 1,
+            reruns: 0,
+        },
+    )
+}
+
+/// A host's usage rows go in bounded batches: at most `MAX_USAGE_ROWS` rows and
+/// `USAGE_BYTES` of them a frame, however long the names, so the frame stays under
+/// `MAX_MESSAGE`; `usage_upto` is the last row's number, where the next batch resumes.
+#[test]
+fn a_status_carries_a_bounded_batch_of_usage_rows() {
+    let rows: Vec<(i64, UsageReport)> = (0..200)
+        .map(|i| (i + 10, usage_row(20_000 + i / 50, &format!("repo-{i}"))))
+        .collect();
+    let mut s = Status::default();
+    assert_eq!(s.pack_usage(rows.clone()), MAX_USAGE_ROWS);
+    assert_eq!(s.usage_upto, Some(10 + MAX_USAGE_ROWS as i64 - 1));
+    let text = HostMsg::Status(s.clone()).encode();
+    println!(
+        "status frame with {} usage rows: {} bytes",
+        s.usage.len(),
+        text.len()
+    );
+    assert!(text.len() < MAX_MESSAGE);
+    assert_eq!(HostMsg::decode(&text).unwrap(), HostMsg::Status(s));
+
+    // The longest names a row may carry: fewer rows, still under the bounds.
+    let long = "\u{1b}[2J".to_string() + &"é".repeat(400);
+    let wide: Vec<(i64, UsageReport)> = (0..200)
+        .map(|i| {
+            let mut r = usage_row(20_000, &long);
+            r.key.workflow = long.clone();
+            r.key.profile = format!("{i}{long}");
+            r.figures.busy_ms = u64::MAX;
+            (i, UsageReport::bounded(r.key, r.figures))
+        })
+        .collect();
+    let mut s = Status::default();
+    let n = s.pack_usage(wide);
+    let text = HostMsg::Status(s.clone()).encode();
+    println!(
+        "status frame with {n} rows of the longest names: {} bytes",
+        text.len()
+    );
+    assert!(n > 0 && n < MAX_USAGE_ROWS && text.len() < MAX_MESSAGE);
+    let Ok(HostMsg::Status(back)) = HostMsg::decode(&text) else {
+        panic!("refused: {text:.200}");
+    };
+    let r = &back.usage[0];
+    assert!(r.key.repo.len() <= MAX_STR && !r.key.repo.contains('\u{1b}'));
+    assert_eq!(r.figures.busy_ms, MAX_FIGURE);
+
+    // A coordinator refuses more rows than the bound, or a figure past it.
+    let over = Status {
+        usage: (0..=MAX_USAGE_ROWS as i64)
+            .map(|i| usage_row(1, &i.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let e = HostMsg::decode(&HostMsg::Status(over).encode()).unwrap_err();
+    assert!(matches!(e, FrameError::OutOfBounds(_)), "{e}");
+    let mut big = usage_row(1, "x");
+    big.figures.cpu_ms = MAX_FIGURE + 1;
+    let over = Status {
+        usage: vec![big],
+        ..Default::default()
+    };
+    let e = HostMsg::decode(&HostMsg::Status(over).encode()).unwrap_err();
+    assert!(matches!(e, FrameError::OutOfBounds(_)), "{e}");
+}
+
+/// An older host sends no usage and an older coordinator no `usage_after`: both read
+/// as before, and a status without rows is written as before.
+#[test]
+fn usage_fields_are_optional_both_ways() {
+    let old = r#"{"type":"status","free":2,"draining":false,"unfit":[]}"#;
+    let Ok(HostMsg::Status(s)) = HostMsg::decode(old) else {
+        panic!("an older host's status refused");
+    };
+    assert!(s.usage.is_empty() && s.usage_upto.is_none());
+    assert_eq!(HostMsg::Status(s).encode(), old);
+    let ack = r#"{"type":"hello_ack","version":3,"covered":[]}"#;
+    let Ok(CoordMsg::HelloAck(a)) = CoordMsg::decode(ack) else {
+        panic!("an older coordinator's hello_ack refused");
+    };
+    assert_eq!(a.usage_after, None);
+    // A row from a build with other wait buckets still reads.
+    let mut v = serde_json::to_value(usage_row(5, "r")).unwrap();
+    v["wait"] = serde_json::json!([1, 2]);
+    let r: UsageReport = serde_json::from_value(v).unwrap();
+    assert_eq!(
+        (
+            r.figures.wait.0[0],
+            r.figures.wait.0[1],
+            r.figures.wait.0[2]
+        ),
+        (1, 2, 0)
+    );
 }

@@ -1,5 +1,6 @@
-//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections, and writes the live view to the store.
+//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections, and writes the live view and the hosts' usage rows to the store.
 
+use super::usage::UsageBook;
 use super::{Closing, ConnOut, Event, Out};
 use crate::coordinator::auth::{self, TokenBook};
 use crate::coordinator::placement::{Action, CloseWhy, ConnId, Placement};
@@ -43,11 +44,15 @@ pub(super) fn placer(
     let ticker = tick(every);
     let mut dirty = true;
     let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
+    let mut usage = store.as_ref().map(|s| UsageBook::new(s, now_millis()));
     loop {
         let now = now_millis();
         if now >= next_trim {
             next_trim = now + crate::alloc::TRIM_EVERY_MS;
             crate::alloc::trim();
+        }
+        if let Some(u) = &mut usage {
+            u.prune_when_due(now, &log);
         }
         let actions = select! {
             recv(stop) -> _ => break,
@@ -85,7 +90,9 @@ pub(super) fn placer(
                         taken,
                         read_at,
                     } => p.snapshot(&target, jobs, &taken, read_at, now),
-                    Event::Frame { conn, msg } => frame(&mut p, &outs, conn, msg, now),
+                    Event::Frame { conn, msg } => {
+                        host_frame(&mut p, &outs, conn, msg, now, usage.as_ref(), &log)
+                    }
                 }
             }
         };
@@ -157,6 +164,27 @@ pub(super) fn cut_off_removed(
         let _ = c.out.send(Out::Close(Closing::Removed));
         c.waker.wake();
         actions.extend(p.remove_host(id, now));
+    }
+    actions
+}
+
+/// A host's frame: its usage rows kept first (when the coordinator keeps a store),
+/// then the placement's answer, with where its rows resume in a `hello_ack`.
+fn host_frame(
+    p: &mut Placement,
+    outs: &BTreeMap<ConnId, ConnOut>,
+    conn: ConnId,
+    mut msg: HostMsg,
+    now: Millis,
+    usage: Option<&UsageBook>,
+    log: &LogFn,
+) -> Vec<Action> {
+    if let Some(u) = usage {
+        u.take(p, outs, conn, &mut msg, log);
+    }
+    let mut actions = frame(p, outs, conn, msg, now);
+    if let Some(u) = usage {
+        u.resume(p, outs, &mut actions, log);
     }
     actions
 }
