@@ -96,6 +96,8 @@ pub struct Start<'a> {
     pub contained: String,
     /// Where configuration stood before the first loops were started.
     pub config_seen: ConfigSeen,
+    /// The usage counters, their baseline read before the first loops were started.
+    pub usage: Option<crate::metrics::usage::UsageCounters>,
 }
 
 /// The store's `data_version` and the configuration's fingerprint, read in that
@@ -135,6 +137,7 @@ impl<'a> MainLoop<'a> {
             started_at,
             contained,
             config_seen,
+            usage,
         } = start;
         notify::notify("READY=1");
         let watchdog = notify::watchdog_interval();
@@ -164,7 +167,7 @@ impl<'a> MainLoop<'a> {
             next_give_back: now_millis() + crate::resident::FIRST_AFTER_MS,
             next_prune: 0,
             next_usage: 0,
-            usage: None,
+            usage,
             next_disk: now_millis() + disk_watch::SAMPLE_EVERY,
             fitness_every,
             next_fitness: now_millis() + fitness_every,

@@ -197,6 +197,12 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
             version: env!("CARGO_PKG_VERSION").into(),
         })?;
     }
+    // The usage counters' baseline, before a loop can end an attempt: what ends from
+    // here on is counted.
+    let mut usage = None;
+    if !opts.once {
+        metrics_feed::usage(&shared.metrics, &store, &mut usage, now_millis());
+    }
     sync_loops(&store, &shared, &shutdown_rx, opts.once)?;
     if opts.once {
         return once_ended(&shared);
@@ -226,6 +232,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         started_at,
         contained,
         config_seen,
+        usage,
     };
     let mut main = MainLoop::new(start, threads)?;
     main.check_handover();
