@@ -241,10 +241,34 @@ pub fn contribution(a: &Attempt) -> Option<(UsageKey, UsageFigures)> {
     Some((key, figures))
 }
 
+/// A job no source named (a REST job that ended before a queue read saw it in
+/// progress), run on a repository's target, was that repository's: the runner could
+/// take no other's. `target_repo` is `owner/name` for such a target, else `None`.
+pub fn attribute_to_target(key: &mut UsageKey, f: &UsageFigures, target_repo: Option<&str>) {
+    if let (true, Some(repo)) = (key.repo.is_empty() && f.jobs > 0, target_repo) {
+        key.repo = repo.to_string();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::job_owner::{JobOwner, OwnerSource};
+
+    #[test]
+    fn a_job_no_source_named_is_its_repository_targets() {
+        let (mut key, f) = contribution(&ended_with_job()).unwrap();
+        key.repo.clear();
+        attribute_to_target(&mut key, &f, None);
+        assert_eq!(key.repo, "", "an organization's target names no repository");
+        attribute_to_target(&mut key, &f, Some("octo/app"));
+        assert_eq!(key.repo, "octo/app");
+        let idle = UsageFigures::default();
+        let mut k = key.clone();
+        k.repo.clear();
+        attribute_to_target(&mut k, &idle, Some("octo/app"));
+        assert_eq!(k.repo, "", "a runner that took no job is no one's");
+    }
 
     fn ended_with_job() -> Attempt {
         let mut a = Attempt::new(1, "linux", "octo", "0123abcd89ef4567", 10_000);

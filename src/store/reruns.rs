@@ -220,7 +220,7 @@ impl super::SqliteStore {
             put(&tx, r)?;
             if r.state == RerunState::Rerun {
                 let a = super::ledger::get(&tx, r.attempt_id)?;
-                if let Some((key, _)) = crate::domain::rollup::contribution(&a) {
+                if let Some((key, _)) = super::usage::contribution(&tx, &a)? {
                     let one = crate::domain::rollup::UsageFigures {
                         reruns: 1,
                         ..Default::default()

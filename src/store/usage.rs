@@ -29,7 +29,7 @@ pub(super) fn roll_up(c: &Connection, a: &Attempt) -> Result<()> {
     if !rollup::ready(a) {
         return Ok(());
     }
-    let Some((key, figures)) = rollup::contribution(a) else {
+    let Some((key, figures)) = contribution(c, a)? else {
         return Ok(());
     };
     let claimed = c.execute(
@@ -40,6 +40,32 @@ pub(super) fn roll_up(c: &Connection, a: &Attempt) -> Result<()> {
         add(c, &key, &figures)?;
     }
     Ok(())
+}
+
+/// What an ended attempt adds to its row (`rollup::contribution`), a job no source
+/// named counted under its target's repository when the target is one
+/// (`rollup::attribute_to_target`).
+pub(super) fn contribution(
+    c: &Connection,
+    a: &Attempt,
+) -> Result<Option<(UsageKey, UsageFigures)>> {
+    let Some((mut key, figures)) = rollup::contribution(a) else {
+        return Ok(None);
+    };
+    if key.repo.is_empty() {
+        let scope: Option<String> = c
+            .prepare_cached("SELECT scope FROM targets WHERE name = ?1")?
+            .query_row([&a.target], |r| r.get(0))
+            .optional()?;
+        let repo = scope
+            .and_then(|s| serde_json::from_str::<crate::domain::TargetScope>(&s).ok())
+            .and_then(|s| match s {
+                crate::domain::TargetScope::Repo { owner, repo } => Some(format!("{owner}/{repo}")),
+                crate::domain::TargetScope::Org { .. } => None,
+            });
+        rollup::attribute_to_target(&mut key, &figures, repo.as_deref());
+    }
+    Ok(Some((key, figures)))
 }
 
 /// Adds `f` to the row of `key` (read, merged, written: the histogram merges by
