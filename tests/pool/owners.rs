@@ -97,6 +97,9 @@ fn a_coordinated_host_learns_whose_job_its_runners_ran_from_the_coordinator() {
     );
     let coord = usage_by_repo(&pool.coord_dir, true);
     println!("{coord}");
+    // Learned from what the queue reads brought anyway: no job was asked for alone.
+    let single = "/repos/{owner}/{repo}/actions/jobs/{job_id}";
+    assert_eq!(pool.sim.count("GET", single), 0);
     let log = std::fs::read_to_string(pool.root.join("coordinator.log")).unwrap();
     assert!(!log.contains("unknown frame type"), "{log}");
 }
