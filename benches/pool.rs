@@ -174,7 +174,7 @@ fn placement_run() -> PlacementFigures {
                     pending.extend(timed(&mut f, &mut || p.status(conn, status.clone(), now)));
                 }
                 CoordMsg::CancelLaunch { lease_id } => open.retain(|_, l| *l != lease_id),
-                CoordMsg::HelloAck(_) => {}
+                CoordMsg::HelloAck(_) | CoordMsg::Owners(_) => {}
             }
         }
         f.rounds += 1;

@@ -6,6 +6,7 @@ mod pool {
     pub mod support;
 
     mod coordinated;
+    mod owners;
     mod refusals;
     mod scaleset;
     mod usage;

@@ -3,7 +3,9 @@
 //! `github::GitHubClient::queued_jobs`.
 
 use super::placement::{CoordTarget, Taken};
+use crate::domain::job_owner::JobOwner;
 use crate::domain::{QueuedJob, Target, TargetScope};
+use crate::github::ops::ReadCaps;
 use crate::github::visibility::OrgRepos;
 use crate::github::{GitHubClient, load_credential};
 use crossbeam_channel::Receiver;
@@ -20,6 +22,11 @@ pub trait DemandSource: Send {
     /// The runners seen taking jobs since the last call, where the source names them
     /// (the scale set's messages do; REST polling does not).
     fn taken(&mut self) -> Vec<Taken> {
+        Vec::new()
+    }
+    /// Whose job each runner took, by runner name, as the reads since the last call
+    /// saw it (REST: the jobs lists it read anyway; no call is spent for it).
+    fn owners(&mut self) -> Vec<(String, JobOwner)> {
         Vec::new()
     }
 }
@@ -41,6 +48,8 @@ pub struct RestDemand {
     repos: OrgRepos,
     client: GitHubClient,
     interval: Duration,
+    /// The owners the last read's jobs lists named, until `owners` takes them.
+    owners: Vec<(String, JobOwner)>,
 }
 
 impl RestDemand {
@@ -52,6 +61,7 @@ impl RestDemand {
             repos: OrgRepos::new(),
             client: GitHubClient::new(t, cred).with_shutdown(shutdown),
             interval: Duration::from_secs(t.poll_interval_secs.max(1)),
+            owners: Vec::new(),
         })
     }
 }
@@ -79,16 +89,28 @@ impl DemandSource for RestDemand {
             TargetScope::Org { .. } => self.repos.public(full),
         };
         let mut out = Vec::new();
+        let mut owners = Vec::new();
         for (owner, repo) in repos {
             if public(&format!("{owner}/{repo}")) != Some(false) {
                 continue;
             }
-            out.extend(
-                self.client
-                    .queued_jobs(&owner, &repo)
-                    .map_err(|e| format!("queued jobs of {owner}/{repo}: {e}"))?,
-            );
+            // The whole queue or an error (this source keeps no earlier view), and the
+            // owners its jobs lists named on the way.
+            let read = self
+                .client
+                .read_queue(&[(&owner, &repo)], ReadCaps::ALL, &|_, _| {})
+                .map_err(|e| format!("queued jobs of {owner}/{repo}: {e}"))?;
+            if let Some(e) = read.failure {
+                return Err(format!("queued jobs of {owner}/{repo}: {e}"));
+            }
+            out.extend(read.jobs);
+            owners.extend(read.owners);
         }
+        self.owners = owners;
         Ok(out)
+    }
+
+    fn owners(&mut self) -> Vec<(String, JobOwner)> {
+        std::mem::take(&mut self.owners)
     }
 }

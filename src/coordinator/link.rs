@@ -1,15 +1,15 @@
 //! The host side of the coordinator link, for the daemon: one named thread holding a
 //! blocking WebSocket (`ws://` or `wss://`) to the coordinator. It says `hello`,
 //! hands each `launch` to a [`LaunchHandler`] (the daemon's launch book) and answers
-//! `launch_ack`, passes `cancel_launch` on, and sends the daemon's [`Report`]s, each
+//! `launch_ack`, passes `cancel_launch` and `owners` on, and sends the daemon's [`Report`]s, each
 //! attempt's start and finish at most once. A coordinator that takes usage rows
 //! (`hello_ack`'s `usage_after`) gets the roll-up rows changed since, a bounded batch
 //! in each `status` frame. A lost link calls `link_lost` and is redialled with
 //! jittered backoff that shutdown interrupts.
 
 use super::protocol::{
-    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostMsg, LaunchAck, MAX_USAGE_ROWS, Status,
-    UsageReport, VERSION,
+    AttemptFinished, AttemptStarted, CoordMsg, Hello, HostMsg, LaunchAck, MAX_USAGE_ROWS,
+    OwnerReport, Status, UsageReport, VERSION,
 };
 use super::ws::{self, LogFn, Stream, WakeRx, Waker};
 use crate::backoff::{Backoff, Jitter};
@@ -53,6 +53,9 @@ pub trait LaunchHandler: Send + Sync {
     fn usage_after(&self, _after: i64, _limit: usize) -> Vec<(i64, UsageReport)> {
         Vec::new()
     }
+    /// Whose job some of the host's runners took, from the coordinator's queue read
+    /// (an `owners` frame; sent only when the `hello` names the `owners` feature).
+    fn owners(&self, _owners: Vec<OwnerReport>) {}
 }
 
 /// What the daemon tells the coordinator.
@@ -556,6 +559,10 @@ impl Session<'_> {
             }
             Ok(CoordMsg::CancelLaunch { lease_id }) => {
                 self.handler.cancel(&lease_id);
+                Ok(())
+            }
+            Ok(CoordMsg::Owners(o)) => {
+                self.handler.owners(o.owners);
                 Ok(())
             }
             Err(e) if e.is_skippable() => {

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod demand;
 pub mod gate;
 pub mod link;
+pub mod owner_relay;
 pub mod placement;
 pub mod protocol;
 pub mod scaleset_demand;

@@ -8,9 +8,11 @@
 //! and back, with the bounds and the escaping, is `codec`.
 
 mod codec;
+mod owners;
 mod usage;
 
 pub use codec::{FrameError, escape_controls};
+pub use owners::{MAX_FEATURES, MAX_OWNERS, OWNER_BYTES, OwnerReport, Owners};
 pub use usage::{MAX_FIGURE, MAX_USAGE_ROWS, USAGE_BYTES, USAGE_DAYS, UsageReport};
 
 use crate::reconcile::launch_book;
@@ -71,6 +73,22 @@ pub struct Hello {
     pub targets: Vec<TargetInfo>,
     #[serde(default)]
     pub profiles: Vec<ProfileInfo>,
+    /// The optional frames this host understands ([`FEATURE_OWNERS`]), so that a
+    /// coordinator sends them only to a host that asked. Absent from older hosts;
+    /// an older coordinator ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
+}
+
+/// A host's `hello` feature: it takes `owners` frames (whose job each of its runners
+/// took, from the coordinator's queue read).
+pub const FEATURE_OWNERS: &str = "owners";
+
+impl Hello {
+    /// Whether the host said it understands `feature`.
+    pub fn understands(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f == feature)
+    }
 }
 
 impl Hello {
@@ -100,6 +118,7 @@ impl Hello {
                 labels: labels.iter().map(|l| l.to_string()).collect(),
                 max: 10,
             }],
+            features: Vec::new(),
         }
     }
 }
@@ -230,7 +249,12 @@ pub enum HostMsg {
 pub enum CoordMsg {
     HelloAck(HelloAck),
     Launch(LaunchFrame),
-    CancelLaunch { lease_id: String },
+    CancelLaunch {
+        lease_id: String,
+    },
+    /// Whose job some of the host's runners took, as the coordinator's queue read
+    /// saw it; only to a host whose `hello` names [`FEATURE_OWNERS`].
+    Owners(Owners),
 }
 
 /// Whether a host speaking `version` may be sent launches.

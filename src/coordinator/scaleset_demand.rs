@@ -11,6 +11,7 @@
 
 use super::demand::{DemandSource, coord_target};
 use super::placement::{CoordTarget, Taken, job_key};
+use crate::domain::job_owner::JobOwner;
 use crate::domain::{QueuedJob, Target};
 use crate::github::{GitHubClient, load_credential};
 use crate::scaleset::{
@@ -59,6 +60,8 @@ pub struct ScaleSetDemand {
     loaded_for: i64,
     /// Runners seen taking jobs since placement last asked.
     taken: Vec<Taken>,
+    /// Whose job those runners took (`JobStarted` says), until `owners` takes them.
+    owners: Vec<(String, JobOwner)>,
 }
 
 impl ScaleSetDemand {
@@ -99,6 +102,7 @@ impl ScaleSetDemand {
             waiting: Waiting::default(),
             loaded_for: 0,
             taken: Vec::new(),
+            owners: Vec::new(),
         })
     }
 
@@ -285,6 +289,8 @@ impl DemandSource for ScaleSetDemand {
         // Statistics as fresh as the jobs: those of this message, or of the newest
         // one (a poll without news).
         let fresh = r.message.as_ref().is_none_or(|m| m.statistics.is_some());
+        let started = r.message.iter().flat_map(|m| &m.jobs);
+        self.owners.extend(started_owners(started));
         let name = &self.name;
         let (changed, taken) = self.waiting.update(
             sessions,
@@ -303,6 +309,22 @@ impl DemandSource for ScaleSetDemand {
     fn taken(&mut self) -> Vec<Taken> {
         std::mem::take(&mut self.taken)
     }
+
+    fn owners(&mut self) -> Vec<(String, JobOwner)> {
+        std::mem::take(&mut self.owners)
+    }
+}
+
+/// The owners of the jobs a message saw runners take, by runner name.
+fn started_owners<'a>(
+    jobs: impl Iterator<Item = &'a JobMessage>,
+) -> impl Iterator<Item = (String, JobOwner)> {
+    jobs.filter_map(|m| match m {
+        JobMessage::Started {
+            job, runner_name, ..
+        } if !runner_name.is_empty() => Some((runner_name.clone(), job.owner())),
+        _ => None,
+    })
 }
 
 impl Drop for ScaleSetDemand {

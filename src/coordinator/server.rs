@@ -6,8 +6,9 @@
 //! place (hosts are capped apart). An authenticated connection then pumps frames: host
 //! frames go to the placer thread as events, its launches and cancels come back
 //! through the connection's outbox and waker. The placer owns the pure [`Placement`],
-//! one demand thread per target feeds it queue snapshots, and it writes the live view
-//! to the coordinator's store for `coordinator status|hosts|leases`.
+//! one demand thread per target feeds it queue snapshots (and the owners each read
+//! found, which the placer relays to the hosts whose runners they name), and it writes
+//! the live view to the coordinator's store for `coordinator status|hosts|leases`.
 //!
 //! Here: the options, the handle, `serve` and the acceptor. One connection's life is
 //! `connection`, the placer thread `placer`.
@@ -26,6 +27,7 @@ use super::placement::{ConnId, Placement, PlacementConfig, Taken};
 use super::protocol::{CoordMsg, HostMsg};
 use super::ws::{self, LogFn, Throttle, Waker};
 use crate::domain::QueuedJob;
+use crate::domain::job_owner::JobOwner;
 use crate::timefmt::{Millis, now_millis};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select, tick, unbounded};
 use std::io;
@@ -96,6 +98,8 @@ enum Event {
         target: String,
         jobs: Vec<QueuedJob>,
         taken: Vec<Taken>,
+        /// Whose job each runner took, as the read saw it (`owner_relay`).
+        owners: Vec<(String, JobOwner)>,
         /// When the read began: a job held since after it stays held.
         read_at: Millis,
     },
@@ -271,11 +275,13 @@ pub fn serve(
                         Ok(jobs) => {
                             let target = src.target().name.clone();
                             let taken = src.taken();
+                            let owners = src.owners();
                             if ev
                                 .send(Event::Queue {
                                     target,
                                     jobs,
                                     taken,
+                                    owners,
                                     read_at,
                                 })
                                 .is_err()

@@ -7,7 +7,7 @@
 use super::shared::{LoopMsg, Shared, lock};
 use crate::coordinator::link::{LaunchHandler, Report};
 use crate::coordinator::protocol::{
-    Hello, HostInfo, ProfileInfo, TargetInfo, USAGE_DAYS, UsageReport,
+    FEATURE_OWNERS, Hello, HostInfo, OwnerReport, ProfileInfo, TargetInfo, USAGE_DAYS, UsageReport,
 };
 use crate::coordinator::tls;
 use crate::domain::{Host, ScalePolicy};
@@ -61,6 +61,8 @@ pub fn hello(store: &dyn Store) -> Result<Hello, StoreError> {
         },
         targets,
         profiles,
+        // It keeps the owners the coordinator's queue read finds for its runners.
+        features: vec![FEATURE_OWNERS.to_string()],
     })
 }
 
@@ -219,6 +221,13 @@ impl LaunchHandler for Handler {
                 Vec::new()
             }
         }
+    }
+
+    /// Into the owner book, where the target loops' `attach_owners` finds them.
+    fn owners(&self, owners: Vec<OwnerReport>) {
+        let owners: Vec<_> = owners.into_iter().map(OwnerReport::into_owner).collect();
+        self.shared
+            .note_owners(owners.iter().map(|(n, o)| (n.as_str(), o.clone())));
     }
 }
 

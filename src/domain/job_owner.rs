@@ -8,7 +8,9 @@
 //! - webhooks: a `workflow_job` delivery carries the same fields;
 //! - scale sets: `JobStarted` and `JobCompleted` name the runner, the repository and
 //!   the run, but not the workflow's name (only its file, from `jobWorkflowRef`) nor
-//!   the run attempt, and their job id is not REST's.
+//!   the run attempt, and their job id is not REST's;
+//! - a coordinated host reads no queue: the coordinator sends it, in `owners` frames,
+//!   the owners its own queue read found for the host's runners.
 
 use crate::timefmt::Millis;
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,9 @@ pub enum OwnerSource {
     Rest,
     Webhook,
     ScaleSet,
+    /// A coordinated host's runner, as the coordinator's queue read saw it (REST's
+    /// fields, or a scale set's, whichever the coordinator reads).
+    Coordinator,
 }
 
 impl OwnerSource {
@@ -35,6 +40,7 @@ impl OwnerSource {
             OwnerSource::Rest => "rest",
             OwnerSource::Webhook => "webhook",
             OwnerSource::ScaleSet => "scaleset",
+            OwnerSource::Coordinator => "coordinator",
         }
     }
 
@@ -43,6 +49,7 @@ impl OwnerSource {
             OwnerSource::Rest,
             OwnerSource::Webhook,
             OwnerSource::ScaleSet,
+            OwnerSource::Coordinator,
         ]
         .into_iter()
         .find(|o| o.as_str() == s)

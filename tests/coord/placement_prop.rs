@@ -66,7 +66,7 @@ impl World {
                     self.open.remove(&lease_id);
                     self.away.remove(&lease_id);
                 }
-                Action::Send(_, CoordMsg::HelloAck(_)) => {}
+                Action::Send(_, CoordMsg::HelloAck(_) | CoordMsg::Owners(_)) => {}
                 Action::Close(c, _) => self.drop_conn(c),
             }
         }

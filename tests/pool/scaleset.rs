@@ -142,6 +142,33 @@ fn the_coordinator_holds_the_scale_set_session_and_each_job_is_served_once() {
     let stats = pool.sim.scaleset_statistics(set);
     assert_eq!(stats["totalAssignedJobs"], 0);
     pool.wait_quiet();
+    // The hosts hold no session: whose job each runner took came from the
+    // coordinator's `JobStarted` messages, relayed in `owners` frames.
+    wait_until(
+        Duration::from_secs(30),
+        "every job's attempt has its owner",
+        || jobs_owned(&pool) == (JOBS, JOBS),
+    );
+}
+
+/// The hosts' attempts that completed a job, and those of them whose owner names the
+/// repository, as the coordinator relayed it.
+fn jobs_owned(pool: &Pool) -> (usize, usize) {
+    let (mut ran, mut owned) = (0, 0);
+    for h in &pool.hosts {
+        let s = SqliteStore::open(&h.dir).unwrap();
+        for a in s.attempts(&Default::default()).unwrap() {
+            if a.outcome != Some(runner_manager::domain::Outcome::CompletedJob) {
+                continue;
+            }
+            ran += 1;
+            owned += a.owner.is_some_and(|o| {
+                o.repo == REPO
+                    && o.source == runner_manager::domain::job_owner::OwnerSource::Coordinator
+            }) as usize;
+        }
+    }
+    (ran, owned)
 }
 
 /// What the coordinator's store says of the scale set: the message id it has

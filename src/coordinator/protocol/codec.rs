@@ -1,6 +1,8 @@
 //! Frames to and from text: the `type` tags each side knows, decoding and its `FrameError`, and the bounds and control-character escaping every host frame passes.
 
-use super::{CoordMsg, HostMsg, MAX_LABELS, MAX_MESSAGE, MAX_PROFILES, MAX_STR, MAX_TARGETS};
+use super::{
+    CoordMsg, HostMsg, MAX_FEATURES, MAX_LABELS, MAX_MESSAGE, MAX_PROFILES, MAX_STR, MAX_TARGETS,
+};
 use serde::Serialize;
 use std::fmt;
 
@@ -11,7 +13,7 @@ const HOST_TYPES: &[&str] = &[
     "attempt_finished",
     "status",
 ];
-const COORD_TYPES: &[&str] = &["hello_ack", "launch", "cancel_launch"];
+const COORD_TYPES: &[&str] = &["hello_ack", "launch", "cancel_launch", "owners"];
 
 /// Why a frame was not understood. `UnknownType` is logged and skipped (a newer peer
 /// may send frames we do not know); the others mean the peer is broken.
@@ -102,6 +104,7 @@ impl HostMsg {
                     escape_controls(&mut p.target);
                     each(&mut p.labels);
                 }
+                each(&mut h.features);
             }
             HostMsg::LaunchAck(a) => {
                 escape_controls(&mut a.lease_id);
@@ -151,7 +154,9 @@ impl HostMsg {
                     strs(&[&p.name, &p.target])?;
                     labels(&p.labels)?;
                 }
-                Ok(())
+                count("features", h.features.len(), MAX_FEATURES)?;
+                let f: Vec<&String> = h.features.iter().collect();
+                strs(&f)
             }
             HostMsg::LaunchAck(a) => {
                 strs(&[&a.lease_id])?;
@@ -209,6 +214,7 @@ impl CoordMsg {
                 Ok(())
             }
             CoordMsg::CancelLaunch { lease_id } => strs(&[lease_id]),
+            CoordMsg::Owners(o) => o.check(),
         }
     }
 }

@@ -393,3 +393,54 @@ fn usage_fields_are_optional_both_ways() {
         (1, 2, 0)
     );
 }
+
+/// A host names the optional frames it takes in `hello`'s `features`: an older host's
+/// `hello` has none (so it is sent no `owners`), a newer one's is bounded and escaped,
+/// and a coordinator that does not know the field reads the rest (serde ignores it).
+#[test]
+fn hello_features_are_optional_bounded_and_escaped() {
+    let HostMsg::Hello(mut h) = hello(3) else {
+        unreachable!()
+    };
+    let old = HostMsg::Hello(h.clone()).encode();
+    assert!(!old.contains("features"), "{old}");
+    let Ok(HostMsg::Hello(back)) = HostMsg::decode(&old) else {
+        panic!("an older host's hello refused");
+    };
+    assert!(!back.understands(FEATURE_OWNERS));
+    h.features = vec![FEATURE_OWNERS.into(), "bell\u{7}".into()];
+    let Ok(HostMsg::Hello(back)) = HostMsg::decode(&HostMsg::Hello(h.clone()).encode()) else {
+        panic!("a hello with features refused");
+    };
+    assert!(back.understands(FEATURE_OWNERS));
+    assert!(!back.features[1].contains('\u{7}'), "{:?}", back.features);
+    // What an older coordinator reads: the same hello, the field unknown to it.
+    #[derive(serde::Deserialize)]
+    struct OlderHello {
+        version: u32,
+        host: HostInfo,
+    }
+    let v: serde_json::Value = serde_json::from_str(&HostMsg::Hello(h.clone()).encode()).unwrap();
+    let older: OlderHello = serde_json::from_value(v).unwrap();
+    assert_eq!(
+        (older.version, older.host.id.as_str()),
+        (3, "0123456789abcdef")
+    );
+    h.features = vec!["f".into(); MAX_FEATURES + 1];
+    let e = HostMsg::decode(&HostMsg::Hello(h).encode()).unwrap_err();
+    assert!(matches!(e, FrameError::OutOfBounds(_)), "{e}");
+}
+
+/// An `owners` frame is a coordinator type a host knows; one this build does not know
+/// is skipped, so an older host that got one anyway would go on.
+#[test]
+fn owners_frames_decode_and_unknown_coordinator_frames_are_skipped() {
+    let text = r#"{"type":"owners","owners":[{"runner_name":"rm-0123abcd-1","repo":"octo/app","job_name":"build","run_id":7}]}"#;
+    let Ok(CoordMsg::Owners(o)) = CoordMsg::decode(text) else {
+        panic!("owners refused");
+    };
+    let (runner, owner) = o.owners[0].clone().into_owner();
+    assert_eq!((runner.as_str(), owner.workflow), ("rm-0123abcd-1", None));
+    let e = CoordMsg::decode(r#"{"type":"owners_v2","owners":[]}"#).unwrap_err();
+    assert!(e.is_skippable(), "{e}");
+}

@@ -1,8 +1,9 @@
-//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections, and writes the live view and the hosts' usage rows to the store.
+//! The placer thread: it owns the `Placement`, applies the hosts' frames and the demand's snapshots to it, carries its actions out to the connections (with the `owners` frames `owner_relay` makes of each read), and writes the live view and the hosts' usage rows to the store.
 
 use super::usage::UsageBook;
 use super::{Closing, ConnOut, Event, Out};
 use crate::coordinator::auth::{self, TokenBook};
+use crate::coordinator::owner_relay::{self, OwnerRelay};
 use crate::coordinator::placement::{Action, CloseWhy, ConnId, Placement};
 use crate::coordinator::protocol::{CoordMsg, HostMsg};
 use crate::coordinator::ws::LogFn;
@@ -45,6 +46,7 @@ pub(super) fn placer(
     let mut dirty = true;
     let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
     let mut usage = store.as_ref().map(|s| UsageBook::new(s, now_millis()));
+    let mut relay = OwnerRelay::default();
     loop {
         let now = now_millis();
         if now >= next_trim {
@@ -82,14 +84,10 @@ pub(super) fn placer(
                     }
                     Event::Closed { conn } => {
                         outs.remove(&conn);
+                        relay.forget(conn);
                         p.disconnect(conn, now)
                     }
-                    Event::Queue {
-                        target,
-                        jobs,
-                        taken,
-                        read_at,
-                    } => p.snapshot(&target, jobs, &taken, read_at, now),
+                    ev @ Event::Queue { .. } => queue_read(&mut p, &mut relay, ev, now),
                     Event::Frame { conn, msg } => {
                         host_frame(&mut p, &outs, conn, msg, now, usage.as_ref(), &log)
                     }
@@ -133,6 +131,30 @@ pub(super) fn placer(
         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
         let _ = s.coord_put_view(&[], &p.book_rows(now_millis()));
     }
+}
+
+/// A demand read: its snapshot applied, and the owners it found sent to the hosts
+/// whose runners they name.
+fn queue_read(p: &mut Placement, relay: &mut OwnerRelay, ev: Event, now: Millis) -> Vec<Action> {
+    let Event::Queue {
+        target,
+        jobs,
+        taken,
+        owners,
+        read_at,
+    } = ev
+    else {
+        return Vec::new();
+    };
+    let mut actions = p.snapshot(&target, jobs, &taken, read_at, now);
+    let to = owner_relay::recipients(p.hosts());
+    actions.extend(
+        relay
+            .frames(&to, &owners)
+            .into_iter()
+            .map(|(c, f)| Action::Send(c, CoordMsg::Owners(f))),
+    );
+    actions
 }
 
 /// Closes the connections whose token is no longer in the book (`coordinator host
