@@ -311,6 +311,15 @@ pub fn run(inv: &Invocation, store: &SqliteStore, out: &mut Out, books: Books) -
         Books::Host => store.usage_rows(q.from, q.until)?,
         Books::Pool => store.coord_usage_rows(q.from, q.until)?,
     };
+    if books == Books::Pool && rows.is_empty() && store.coord_hosts()?.is_empty() {
+        // An empty report from a store no host ever joined: most likely not the
+        // coordinator's (on stderr: the report itself stays what scripts read).
+        eprintln!(
+            "runner-manager: note: no host has joined a coordinator keeping this store; \
+             coordinator usage reads what a coordinator's hosts report (this host's own: \
+             runner-manager usage)"
+        );
+    }
     let (lines, total) = report(&rows, &q);
     let body = |human: bool| -> Vec<Vec<String>> {
         let mut rows: Vec<Vec<String>> = lines

@@ -171,3 +171,21 @@ fn bad_usage_arguments_exit_2_naming_them_and_touch_nothing() {
     }
     assert_eq!(snapshot(&d.state()), before);
 }
+
+/// A newcomer who runs `coordinator usage` on a host's own store gets the empty
+/// report and, on stderr, where the figures they want are.
+#[test]
+fn coordinator_usage_on_a_store_no_host_joined_says_so() {
+    let d = seeded("usage-no-pool");
+    lives(&d);
+    let r = d.run(&["coordinator", "usage"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("pool usage"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("no host has joined") && r.stderr.contains("runner-manager usage"),
+        "{}",
+        r.stderr
+    );
+    let r = d.run(&["usage"]);
+    assert!(!r.stderr.contains("no host has joined"), "{}", r.stderr);
+}
