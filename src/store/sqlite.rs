@@ -159,6 +159,18 @@ impl SqliteStore {
         )
     }
 
+    /// Gives back the pages this connection caches and no statement holds
+    /// (`sqlite3_db_release_memory`): for a loop between passes, whose next pass finds
+    /// them in the kernel's page cache (and in WAL mode re-reads any another
+    /// connection wrote meanwhile anyway). Nothing else is freed.
+    pub fn release_memory(&self) {
+        // SAFETY: the handle is this connection's own, used on this thread only;
+        // the call frees only cache pages not in use.
+        unsafe {
+            rusqlite::ffi::sqlite3_db_release_memory(self.conn.handle());
+        }
+    }
+
     /// The store's file (`:memory:` for an in-memory store).
     pub fn path(&self) -> &Path {
         &self.path

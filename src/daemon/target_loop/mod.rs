@@ -195,6 +195,10 @@ impl TargetLoop {
         }
         loop {
             self.pass_logged();
+            // Between passes the loop holds no cached page (issue 32, "Idle"): ten
+            // idle targets kept up to 128 KiB each that the next pass re-reads anyway
+            // when another connection wrote.
+            self.store.release_memory();
             select! {
                 recv(inbox) -> msg => match msg {
                     Ok(LoopMsg::Wake) => {}
