@@ -269,12 +269,42 @@ fn run(system: System, wl: &Workload, cfg: Cfg) -> Result<Outcome, String> {
         };
         format!("{who}: {e} (state kept in {})", w.state_dir.display())
     });
+    if let Ok(o) = &res {
+        let who = match system {
+            System::Ours => "ours".to_string(),
+            System::OursScaleSet => "ours-scaleset".to_string(),
+            System::Naive => "naive".to_string(),
+            System::Pool(k) => format!("pool{k}"),
+        };
+        dump(&w, &who, &o.log, &["daemon.log"]);
+    }
     if res.is_ok() {
         support::discard(w);
     } else {
         support::kill_under(&w.state_dir);
     }
     res
+}
+
+/// `RM_BENCH_DUMP=DIR`: a run's request log (JSON, one entry a line) and the daemon's
+/// logs (`logs`, in the world's state directory) go to `DIR/<n>-<who>.requests` and
+/// `DIR/<n>-<who>.<log>`, to be read after: which request spent what, and when.
+fn dump(w: &World, who: &str, log: &[runner_manager::sim::LogEntry], logs: &[&str]) {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let Some(dir) = std::env::var_os("RM_BENCH_DUMP").map(std::path::PathBuf::from) else {
+        return;
+    };
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let lines: Vec<String> = log
+        .iter()
+        .filter_map(|e| serde_json::to_string(e).ok())
+        .collect();
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join(format!("{n}-{who}.requests")), lines.join("\n"));
+    for l in logs {
+        let _ = std::fs::copy(w.state_dir.join(l), dir.join(format!("{n}-{who}.{l}")));
+    }
+    eprintln!("dumped run {n} ({who}) to {}", dir.display());
 }
 
 fn run_in(w: &World, system: System, wl: &Workload) -> Result<Outcome, String> {
@@ -1094,6 +1124,10 @@ fn drain(
     let served = completed(&w);
     stop_child(&mut daemon, Duration::from_secs(20));
     let log = w.sim.request_log();
+    let logs: Vec<String> = (0..=killed).map(|i| format!("daemon-{i}.log")).collect();
+    let logs: Vec<&str> = logs.iter().map(String::as_str).collect();
+    let who = format!("drain{n}-kills{killed}-hooks{}", hooks.is_some());
+    dump(&w, &who, &log, &logs);
     let spent: Vec<_> = log.iter().filter(|e| e.counted && e.at >= t0).collect();
     let mut by_endpoint: BTreeMap<String, usize> = BTreeMap::new();
     for e in &spent {

@@ -128,6 +128,7 @@ impl Loop {
                 },
                 Read::Demand { .. } => Outcome::Demand {
                     units: 1,
+                    list_units: 1,
                     first_reads: 0,
                     result: Ok(()),
                 },

@@ -2,8 +2,9 @@
 //! the attempt, JIT config, spawn), deregistrations and cleanups, demand reads and the
 //! runner list each go to one of a few worker threads (`io:<target>:<n>`), so the loop
 //! keeps watching its runners while GitHub is 100 ms away and a JIT config takes half a
-//! second. Deregistrations and cleanups go first: a worker takes from the urgent queue
-//! before the other, so a runner's exit is cleaned up while a burst is still starting.
+//! second. Deregistrations, cleanups and reads go first: a worker takes from the urgent
+//! queue before the other, so a runner's exit is cleaned up and the queue is read while a
+//! burst is still starting.
 //!
 //! The workers are elastic: they are started as tasks outnumber them (up to the
 //! target's `max_in_flight`), a worker with nothing to do for [`IDLE_RETIRE`] ends, and
@@ -99,8 +100,20 @@ impl Task {
         }
     }
 
+    /// Whether the task goes before the starts waiting: deregistrations and cleanups,
+    /// and the reads the pass waits on (each short, one at a time). Starts come in
+    /// bursts of hundreds; a queue read sent behind them waited 6 s for a worker
+    /// (issue 37, burst300), and the pass sends no other read meanwhile.
     fn urgent(&self) -> bool {
-        matches!(self, Task::Apply { .. })
+        matches!(
+            self,
+            Task::Apply { .. }
+                | Task::ReadDemand { .. }
+                | Task::ListRunners
+                | Task::Guard { .. }
+                | Task::DeleteRunners { .. }
+                | Task::Reruns
+        )
     }
 }
 

@@ -11,7 +11,11 @@
 //! Waiting is in slices, so that a waiter notices its shutdown channel (which a condition
 //! variable cannot watch) within a slice, and gives up at a deadline rather than block
 //! forever. Waiters are served in arrival order, so a steady stream of new requests
-//! cannot starve one that has been waiting.
+//! cannot starve one that has been waiting; except that requests that yield
+//! ([`InFlight::acquire_yielding`]: runners' JIT configs, half a second each and paced by
+//! GitHub's points anyway) hold at most half the permits while others wait, so that a
+//! burst of starts never holds up the queue reads and the cleanups behind it, and is
+//! never held up by them either.
 
 use crate::domain::Target;
 use crossbeam_channel::{Receiver, TryRecvError};
@@ -51,10 +55,40 @@ pub enum AcquireError {
 struct Counts {
     limit: u32,
     in_use: u32,
+    /// Of `in_use`, the permits of requests that yield.
+    yielding: u32,
     peak: u32,
-    /// Tickets of the waiters, oldest first: only the front one may take a permit.
-    queue: VecDeque<u64>,
+    /// Tickets of the waiters, oldest first, each with whether it yields: only the
+    /// next in line ([`Counts::next`]) may take a permit.
+    queue: VecDeque<(u64, bool)>,
     next_ticket: u64,
+}
+
+impl Counts {
+    /// Whether requests that yield hold their share (half the permits, at least one)
+    /// already: then the others waiting go first.
+    fn yielding_full(&self) -> bool {
+        self.yielding >= (self.limit / 2).max(1)
+    }
+
+    /// Whose turn it is: the oldest waiter, unless it yields and requests that yield
+    /// hold their share; then the oldest that does not yield, if any.
+    fn next(&self) -> Option<u64> {
+        let others = self.queue.iter().find(|w| !w.1);
+        match self.queue.front() {
+            Some(w) if w.1 && self.yielding_full() => others.or(Some(w)),
+            front => front,
+        }
+        .map(|w| w.0)
+    }
+
+    /// Whether a request may go at once: a permit is free and nobody whose turn comes
+    /// first waits (a request that does not yield may pass the yielding ones while
+    /// they hold their share).
+    fn may_go_now(&self, yields: bool) -> bool {
+        let passes = |w: &(u64, bool)| !yields && w.1 && self.yielding_full();
+        self.in_use < self.limit && self.queue.iter().all(passes)
+    }
 }
 
 #[derive(Debug)]
@@ -70,7 +104,7 @@ pub struct InFlight(Arc<Inner>);
 
 /// One request's right to be in flight; given back when dropped.
 #[derive(Debug)]
-pub struct Permit(Arc<Inner>);
+pub struct Permit(Arc<Inner>, bool);
 
 fn lock(m: &Mutex<Counts>) -> MutexGuard<'_, Counts> {
     // A panic while counting must not wedge every client of the credential.
@@ -155,18 +189,37 @@ impl InFlight {
         shutdown: Option<&Receiver<()>>,
         deadline: Instant,
     ) -> Result<Permit, AcquireError> {
+        self.acquire_as(shutdown, deadline, false)
+    }
+
+    /// [`InFlight::acquire`] for a request that lets every waiter that does not yield
+    /// go first, whenever it came.
+    pub fn acquire_yielding(
+        &self,
+        shutdown: Option<&Receiver<()>>,
+        deadline: Instant,
+    ) -> Result<Permit, AcquireError> {
+        self.acquire_as(shutdown, deadline, true)
+    }
+
+    fn acquire_as(
+        &self,
+        shutdown: Option<&Receiver<()>>,
+        deadline: Instant,
+        yields: bool,
+    ) -> Result<Permit, AcquireError> {
         let inner = &self.0;
         let mut c = lock(&inner.counts);
-        if c.queue.is_empty() && c.in_use < c.limit {
-            return Ok(self.take(&mut c));
+        if c.may_go_now(yields) {
+            return Ok(self.take(&mut c, yields));
         }
         let ticket = c.next_ticket;
         c.next_ticket += 1;
-        c.queue.push_back(ticket);
+        c.queue.push_back((ticket, yields));
         loop {
-            if c.queue.front() == Some(&ticket) && c.in_use < c.limit {
-                c.queue.pop_front();
-                let permit = self.take(&mut c);
+            if c.next() == Some(ticket) && c.in_use < c.limit {
+                c.queue.retain(|w| w.0 != ticket);
+                let permit = self.take(&mut c, yields);
                 if c.in_use < c.limit && !c.queue.is_empty() {
                     // More than one permit came free: the next in line may go too.
                     inner.freed.notify_all();
@@ -177,7 +230,7 @@ impl InFlight {
                 shutdown.is_some_and(|rx| !matches!(rx.try_recv(), Err(TryRecvError::Empty)));
             let now = Instant::now();
             if interrupted || now >= deadline {
-                c.queue.retain(|t| *t != ticket);
+                c.queue.retain(|w| w.0 != ticket);
                 // Leaving may put someone else at the front of a queue with a free
                 // permit: tell them rather than leave them to their next slice.
                 inner.freed.notify_all();
@@ -199,13 +252,14 @@ impl InFlight {
     /// A permit if one is free and nobody waits for it.
     pub fn try_acquire(&self) -> Option<Permit> {
         let mut c = lock(&self.0.counts);
-        (c.queue.is_empty() && c.in_use < c.limit).then(|| self.take(&mut c))
+        (c.queue.is_empty() && c.in_use < c.limit).then(|| self.take(&mut c, false))
     }
 
-    fn take(&self, c: &mut Counts) -> Permit {
+    fn take(&self, c: &mut Counts, yields: bool) -> Permit {
         c.in_use += 1;
+        c.yielding += u32::from(yields);
         c.peak = c.peak.max(c.in_use);
-        Permit(self.0.clone())
+        Permit(self.0.clone(), yields)
     }
 }
 
@@ -213,6 +267,7 @@ impl Drop for Permit {
     fn drop(&mut self) {
         let mut c = lock(&self.0.counts);
         c.in_use = c.in_use.saturating_sub(1);
+        c.yielding = c.yielding.saturating_sub(u32::from(self.1));
         if !c.queue.is_empty() {
             // All, not one: only the front of the queue may take it, and a condition
             // variable cannot pick which waiter wakes.
@@ -347,5 +402,64 @@ mod tests {
             drop(held);
         });
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn yielding_requests_hold_half_the_permits_while_others_wait() {
+        let f = InFlight::new(2);
+        // One start in flight holds the yielding share of 2 permits.
+        let start = f.acquire_yielding(None, far()).unwrap();
+        let held = f.try_acquire().unwrap();
+        let order = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            // 0 and 1 are starts, 2 and 3 reads that came after them.
+            for i in 0..4u32 {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                s.spawn({
+                    let (f, order) = (&f, &order);
+                    move || {
+                        let _p = if i < 2 {
+                            f.acquire_yielding(None, far()).unwrap()
+                        } else {
+                            f.acquire(None, far()).unwrap()
+                        };
+                        order.lock().unwrap().push(i);
+                    }
+                });
+                while f.usage().waiting < i + 1 {
+                    assert!(Instant::now() < deadline, "waiter {i} never queued");
+                    std::thread::yield_now();
+                }
+            }
+            // The read's permit frees: the reads pass the starts, who hold their share.
+            drop(held);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while order.lock().unwrap().len() < 2 {
+                assert!(Instant::now() < deadline, "the reads never went");
+                std::thread::yield_now();
+            }
+            drop(start);
+        });
+        assert_eq!(*order.lock().unwrap(), vec![2, 3, 0, 1]);
+        // Below their share, starts keep their place in line.
+        let mut c = Counts {
+            limit: 4,
+            in_use: 3,
+            yielding: 1,
+            ..Counts::default()
+        };
+        c.queue.push_back((7, true));
+        c.queue.push_back((8, false));
+        assert_eq!(c.next(), Some(7));
+        assert!(!c.may_go_now(false) && !c.may_go_now(true));
+        c.yielding = 2;
+        assert_eq!(c.next(), Some(8), "at their share, the read goes first");
+        assert!(
+            !c.may_go_now(false),
+            "a read waits behind the read before it"
+        );
+        c.queue.retain(|w| w.1);
+        assert!(c.may_go_now(false), "only starts wait, at their share");
+        assert!(!c.may_go_now(true));
     }
 }

@@ -94,6 +94,9 @@ pub struct QueueRead {
     /// Whose job each of the read runs' taken jobs is, by the runner that took it:
     /// the jobs lists name it, so the usage roll-up costs no call of its own.
     pub owners: Vec<(String, JobOwner)>,
+    /// The rate-limit units the run lists spent (the rest of the read's went on jobs
+    /// lists): what polling costs before any run is read.
+    pub list_units: u64,
 }
 
 impl QueueRead {
@@ -260,9 +263,11 @@ impl GitHubClient {
         S: AsRef<str> + Sync,
     {
         let width = self.in_flight().limit() as usize;
+        let before = self.stats().get_units;
         let runs = fan_out(width, repos, |(owner, repo)| {
             self.active_run_ids(owner.as_ref(), repo.as_ref())
         })?;
+        let list_units = self.stats().get_units - before;
         let all: Vec<(usize, i64)> = runs
             .iter()
             .enumerate()
@@ -361,6 +366,7 @@ impl GitHubClient {
             failure: failure.into_inner().unwrap_or_else(|e| e.into_inner()),
             read_runs,
             owners: owners.into_inner().unwrap_or_else(|e| e.into_inner()),
+            list_units,
         })
     }
 

@@ -230,9 +230,11 @@ pub enum Outcome {
         attempt: i64,
     },
     Demand {
-        /// Rate-limit units the read spent, and how many of them were new runs'
-        /// first reads (part of serving them, not of polling).
+        /// Rate-limit units the read spent, how many of them went on the run lists,
+        /// and how many were new runs' first reads (part of serving them, not of
+        /// polling).
         units: u64,
+        list_units: u64,
         first_reads: u64,
         result: Result<(), TargetError>,
     },
@@ -327,6 +329,11 @@ pub struct TargetState {
     holds: BTreeMap<String, StartHold>,
     pace: Option<Pace>,
     read_cost: ReadCost,
+    /// Runners spawned since the last queue read came back, and those spawned before
+    /// it whose re-read it did not find: each took a job, so a re-read of its run
+    /// answers 200 and spends a unit (see [`TargetState::polling_cost`]).
+    spawned_since_read: u64,
+    spawned_unseen: u64,
     room_left: bool,
     surplus: HashSet<i64>,
     uids_used_up: Option<String>,
@@ -513,6 +520,7 @@ impl TargetState {
                 self.in_flight.remove(&attempt);
                 match end {
                     StartEnd::Spawned => {
+                        self.spawned_since_read += 1;
                         if self.holds.remove(&profile).is_some() {
                             out.push(Effect::StartsResumed { profile });
                         }
@@ -532,11 +540,13 @@ impl TargetState {
             }
             Outcome::Demand {
                 units,
+                list_units,
                 first_reads,
                 result,
             } => {
                 self.demand_reading = false;
-                self.read_cost.observe(units.saturating_sub(first_reads));
+                let cost = self.polling_cost(units, list_units, first_reads);
+                self.read_cost.observe(cost);
                 match result {
                     Ok(()) => {
                         self.hold = self.hold.recovered();
@@ -579,6 +589,25 @@ impl TargetState {
             }
             Outcome::RunnerRelease | Outcome::RunnersDeleted => {}
         }
+    }
+
+    /// What a queue read spent on polling, which the pace follows: its units less what
+    /// serving spent. A new run's first read is part of serving its jobs (like their JIT
+    /// configs), and so is the re-read of a run whose job a runner of ours took: that
+    /// GET answers 200 (the job is no longer queued) and names the runner that took it,
+    /// once per runner spawned. A runner spawned since the last read is found by this
+    /// one, or (its job not yet taken) by the next: its unit is held for one read more.
+    /// The run lists are polling's whatever they cost. Counted as polling, a burst's
+    /// re-reads (a unit per runner it started) made a read look a hundred times dearer
+    /// than polling is, and the pace spread that over the rest of the hour: a 300-job
+    /// burst read its queue every 20 s at a 2 s `poll_interval` (issue 37, burst300).
+    fn polling_cost(&mut self, units: u64, list_units: u64, first_reads: u64) -> u64 {
+        let rereads = units.saturating_sub(list_units + first_reads);
+        let ours = self.spawned_since_read + self.spawned_unseen;
+        let seen = rereads.min(ours);
+        self.spawned_unseen = (ours - seen).min(self.spawned_since_read);
+        self.spawned_since_read = 0;
+        list_units.min(units) + rereads - seen
     }
 
     /// GitHub refused a call: the target is held as the refusal says (a rate limit

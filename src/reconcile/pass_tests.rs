@@ -52,6 +52,7 @@ fn github(refusal: Refusal) -> TargetError {
 fn demand_done(result: Result<(), TargetError>) -> Event<'static> {
     Event::Done(Outcome::Demand {
         units: 3,
+        list_units: 2,
         first_reads: 1,
         result,
     })
@@ -359,6 +360,95 @@ fn a_budget_that_runs_low_stretches_the_pace_and_says_so_once() {
         !e.iter()
             .any(|e| matches!(e, Effect::Log(Line::PollingPaced { .. })))
     );
+}
+
+#[test]
+fn a_bursts_re_reads_of_runs_its_runners_took_are_serving_not_polling() {
+    // 300 jobs at once, a 2 s poll, most of an hour's 5,000 units left: the first read
+    // reads every run (serving), 174 runners spawn, and the next read re-reads their
+    // runs (a 200 each: the job was taken) besides the runs lists.
+    let pace_after = |spawned: i64| {
+        let f = Facts {
+            guard: None,
+            poll_every: 2_000,
+            budget: Some(Budget {
+                limit: 5_000,
+                remaining: 4_500,
+                reset: 3_600_000,
+            }),
+            ..facts()
+        };
+        let read = |units, first_reads| {
+            Event::Done(Outcome::Demand {
+                units,
+                list_units: 2,
+                first_reads,
+                result: Ok(()),
+            })
+        };
+        let mut s = ready(0);
+        s.on_event(Event::Tick(&f), 0);
+        s.on_event(read(302, 300), 1_000);
+        s.on_event(Event::Tick(&f), 1_000); // the runner list
+        s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 1_100);
+        for attempt in 0..spawned {
+            let end = StartEnd::Spawned;
+            let profile = "linux".to_string();
+            let started = Outcome::Started {
+                attempt,
+                profile,
+                end,
+            };
+            s.on_event(Event::Done(started), 1_500);
+        }
+        assert!(matches!(
+            sends(&s.on_event(Event::Tick(&f), 2_000))[..],
+            [Read::Demand { .. }]
+        ));
+        s.on_event(read(176, 0), 3_000);
+        assert!(matches!(
+            sends(&s.on_event(Event::Tick(&f), 4_000))[..],
+            [Read::Demand { .. }]
+        ));
+        s.pace().expect("paced")
+    };
+    // Only the lists are polling's: the pace stays the poll interval.
+    let pace = pace_after(174);
+    assert!(!pace.stretched && pace.every == 2_000, "{pace:?}");
+    // The same units with no runner behind them are polling's, and would not last.
+    let pace = pace_after(0);
+    assert!(pace.stretched && pace.every > 10_000, "{pace:?}");
+}
+
+#[test]
+fn a_runner_whose_job_the_next_read_finds_taken_is_still_serving() {
+    let mut s = ready(0);
+    let spawn = |s: &mut TargetState, n: i64| {
+        for attempt in 0..n {
+            let end = StartEnd::Spawned;
+            let started = Outcome::Started {
+                attempt,
+                profile: "linux".into(),
+                end,
+            };
+            s.on_event(Event::Done(started), 0);
+        }
+    };
+    spawn(&mut s, 100);
+    // 81 of the 100 runners had taken their jobs when their runs were read again.
+    assert_eq!(s.polling_cost(84, 3, 0), 3);
+    // The other 19 are found by the next read, beside 20 spawned since; 5 more re-reads
+    // are someone else's (a job taken elsewhere, cancelled): polling's.
+    spawn(&mut s, 20);
+    assert_eq!(s.polling_cost(3 + 39 + 5, 3, 0), 3 + 5);
+    // A runner's unit is held one read more, not for ever.
+    spawn(&mut s, 10);
+    assert_eq!(s.polling_cost(3, 3, 0), 3);
+    assert_eq!(s.polling_cost(3 + 10, 3, 0), 3 + 10 - 10);
+    assert_eq!(s.polling_cost(3 + 10, 3, 0), 3 + 10);
+    // The run lists are polling's, whatever else the read did.
+    spawn(&mut s, 50);
+    assert_eq!(s.polling_cost(4, 4, 0), 4);
 }
 
 #[test]

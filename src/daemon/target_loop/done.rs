@@ -93,6 +93,7 @@ impl TargetLoop {
     ) -> Outcome {
         self.queue.end_read(repos);
         let first_reads = result.as_ref().map_or(0, |r| r.read.new_runs as u64);
+        let list_units = result.as_ref().map_or(units, |r| r.read.list_units);
         self.persist_etags();
         let result = match result {
             Ok(read) => {
@@ -121,6 +122,7 @@ impl TargetLoop {
         };
         Outcome::Demand {
             units,
+            list_units,
             first_reads,
             result,
         }

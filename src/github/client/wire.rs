@@ -142,7 +142,7 @@ impl GitHubClient {
             let permit = if c.long_poll {
                 None
             } else {
-                Some(self.permit()?)
+                Some(self.permit(false)?)
             };
             let result = self.exchange(b, c.body.as_deref(), &c.url, c.read_timeout);
             drop(permit);
