@@ -204,6 +204,18 @@ pub fn usage(
     }
 }
 
+/// The usage counters with their baseline read at `now` ([`usage`]); none when the
+/// roll-up could not be read (the first minute's read sets it then).
+pub fn usage_baseline(
+    m: &Metrics,
+    store: &crate::store::SqliteStore,
+    now: Millis,
+) -> Option<crate::metrics::usage::UsageCounters> {
+    let mut counters = None;
+    usage(m, store, &mut counters, now);
+    counters
+}
+
 /// A bounded label for a reason: its kind's word (`jit_config: 422 ...` is
 /// `jit_config`, `exited_during_job (exit 3)` is `exited_during_job`), so error
 /// messages and exit codes never multiply the series; text from another build is

@@ -182,27 +182,18 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
     let _webhook = (!opts.once).then(|| webhook::serve(&store, &shared, &shutdown_rx));
 
-    // Orphans left on disk by a crash: roots and processes that no attempt explains,
-    // and containers labelled for this host.
-    sweep::sweep(&store, &host, &opts.state_dir, &shared.containment());
-    oci::sweep(&store, &host.id, &store.profiles()?);
+    sweep_at_start(&store, &host, &opts.state_dir, &shared)?;
 
     // The heartbeat goes first, so `status` says the daemon runs as soon as it can
     // start runners, not a tick later.
     if !opts.once {
-        store.put_heartbeat(&Heartbeat {
-            pid: std::process::id(),
-            started_at,
-            heartbeat_at: started_at,
-            version: env!("CARGO_PKG_VERSION").into(),
-        })?;
+        first_heartbeat(&store, started_at)?;
     }
     // The usage counters' baseline, before a loop can end an attempt: what ends from
     // here on is counted.
-    let mut usage = None;
-    if !opts.once {
-        metrics_feed::usage(&shared.metrics, &store, &mut usage, now_millis());
-    }
+    let usage = (!opts.once)
+        .then(|| metrics_feed::usage_baseline(&shared.metrics, &store, now_millis()))
+        .flatten();
     sync_loops(&store, &shared, &shutdown_rx, opts.once)?;
     if opts.once {
         return once_ended(&shared);
@@ -379,6 +370,30 @@ fn refresh_link(
 }
 
 /// Starts a loop for every target that has none and stops loops of removed targets.
+/// Orphans left on disk by a crash: roots and processes that no attempt explains, and
+/// containers labelled for this host.
+fn sweep_at_start(
+    store: &SqliteStore,
+    host: &crate::domain::Host,
+    state_dir: &std::path::Path,
+    shared: &Shared,
+) -> Result<(), DaemonError> {
+    sweep::sweep(store, host, state_dir, &shared.containment());
+    oci::sweep(store, &host.id, &store.profiles()?);
+    Ok(())
+}
+
+/// The daemon's first heartbeat, written as it starts.
+fn first_heartbeat(store: &SqliteStore, started_at: Millis) -> Result<(), DaemonError> {
+    store.put_heartbeat(&Heartbeat {
+        pid: std::process::id(),
+        started_at,
+        heartbeat_at: started_at,
+        version: env!("CARGO_PKG_VERSION").into(),
+    })?;
+    Ok(())
+}
+
 fn sync_loops(
     store: &SqliteStore,
     shared: &Arc<Shared>,
