@@ -12,6 +12,19 @@ mod owners;
 mod usage;
 
 pub use codec::{FrameError, escape_controls};
+
+/// A text a frame carries: control characters escaped, then cut to [`MAX_STR`] bytes
+/// on a character boundary (the usage and owners rows).
+pub(crate) fn bound_text(s: &mut String) {
+    escape_controls(s);
+    if s.len() > MAX_STR {
+        let mut cut = MAX_STR;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+}
 pub use owners::{MAX_FEATURES, MAX_OWNERS, OWNER_BYTES, OwnerReport, Owners};
 pub use usage::{MAX_FIGURE, MAX_USAGE_ROWS, USAGE_BYTES, USAGE_DAYS, UsageReport};
 

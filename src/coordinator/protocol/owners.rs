@@ -4,7 +4,7 @@
 //! cuts each row to the bounds and packs rows into frames of at most [`MAX_OWNERS`]
 //! rows and [`OWNER_BYTES`] bytes; the host checks them.
 
-use super::{FrameError, MAX_STR, escape_controls};
+use super::{FrameError, MAX_STR, bound_text as bound};
 use crate::domain::job_owner::{JobOwner, OwnerSource};
 use crate::timefmt::Millis;
 use serde::{Deserialize, Serialize};
@@ -40,18 +40,6 @@ pub struct OwnerReport {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
     pub owners: Vec<OwnerReport>,
-}
-
-/// Control characters escaped, then cut to `MAX_STR` bytes on a character boundary.
-fn bound(s: &mut String) {
-    escape_controls(s);
-    if s.len() > MAX_STR {
-        let mut cut = MAX_STR;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
 }
 
 impl OwnerReport {

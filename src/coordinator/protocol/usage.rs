@@ -4,7 +4,7 @@
 //! makes. A row replaces the coordinator's row of the same host, day and key, so a
 //! row sent twice is counted once.
 
-use super::{FrameError, MAX_STR, Status, escape_controls};
+use super::{FrameError, MAX_STR, Status, bound_text, escape_controls};
 use crate::domain::rollup::{Day, UsageFigures, UsageKey};
 use serde::{Deserialize, Serialize};
 
@@ -41,14 +41,7 @@ impl UsageReport {
             &mut key.job,
             &mut key.profile,
         ] {
-            escape_controls(s);
-            if s.len() > MAX_STR {
-                let mut cut = MAX_STR;
-                while !s.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                s.truncate(cut);
-            }
+            bound_text(s);
         }
         for v in figure_fields(&mut figures) {
             *v = (*v).min(MAX_FIGURE);
