@@ -144,20 +144,28 @@ pub fn set_lease(c: &Connection, id: i64, lease: &str) -> Result<()> {
     Ok(())
 }
 
-/// Writes the attempt's row and appends its new state changes. A known job id is
-/// never erased: a copy read before the id was learned (a worker's, the loop's)
-/// saves `None` for it, and the id stays (`COALESCE`).
+/// Writes the attempt's row and appends its new state changes. What is known of the
+/// job (its id, name, queue time and owner) is never erased: a copy read before it
+/// was learned (a worker's, the loop's) saves `None` for it, and the row keeps what
+/// it had (`COALESCE`; the owner's columns go together, keyed on its source).
 pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
     let tx = rows::write_tx(c)?;
     let n = tx.execute(
         "UPDATE attempts SET state = ?2, outcome = ?3, reason = ?4, updated_at = ?5, \
          ended_at = ?6, pid = ?7, pid_start = ?8, exit_code = ?9, runner_id = ?10, \
-         job_name = ?11, job_id = COALESCE(?12, job_id), job_queued_at = ?13, \
+         job_name = COALESCE(?11, job_name), job_id = COALESCE(?12, job_id), \
+         job_queued_at = COALESCE(?13, job_queued_at), \
          peak_rss_bytes = ?14, cpu_millis = ?15, cleaned = ?16, cleanup_tries = ?17, \
          next_cleanup_at = ?18, runner_uid = ?19, runner_gid = ?20, reason_kind = ?21, \
-         reason_detail = ?22, owner_repo = ?23, owner_workflow = ?24, owner_job = ?25, \
-         owner_run_id = ?26, owner_run_attempt = ?27, owner_job_id = ?28, \
-         owner_queued_at = ?29, owner_source = ?30, mean_rss_bytes = ?31 WHERE id = ?1",
+         reason_detail = ?22, \
+         owner_repo = IIF(?30 IS NULL, owner_repo, ?23), \
+         owner_workflow = IIF(?30 IS NULL, owner_workflow, ?24), \
+         owner_job = IIF(?30 IS NULL, owner_job, ?25), \
+         owner_run_id = IIF(?30 IS NULL, owner_run_id, ?26), \
+         owner_run_attempt = IIF(?30 IS NULL, owner_run_attempt, ?27), \
+         owner_job_id = IIF(?30 IS NULL, owner_job_id, ?28), \
+         owner_queued_at = IIF(?30 IS NULL, owner_queued_at, ?29), \
+         owner_source = COALESCE(?30, owner_source), mean_rss_bytes = ?31 WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),

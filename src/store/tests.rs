@@ -299,19 +299,38 @@ fn a_lease_and_a_workers_save_never_undo_each_other() {
 }
 
 /// Issue 38: a copy read before the job id was learned saved `job_id: null` over it.
+/// CI (stop 42) then lost a job's name the same way: `labels` found a served job
+/// that no attempt named.
 #[test]
-fn regression_38_a_save_never_erases_a_known_job_id() {
+fn regression_38_a_save_never_erases_what_is_known_of_the_job() {
     let (s, h, _) = seeded();
     let mut stale = s.create_attempt(&new_attempt(&h, "linux"), 1_000).unwrap();
     let mut served = s.attempt(stale.id).unwrap();
     served.job_id = Some(42);
+    served.job_name = Some("a0".into());
+    served.job_queued_at = Some(900);
+    served.owner = Some(crate::domain::job_owner::JobOwner {
+        repo: "acme/app".into(),
+        workflow: Some("ci".into()),
+        job_name: "a0".into(),
+        run_id: 7,
+        run_attempt: Some(1),
+        job_id: Some(42),
+        queued_at: Some(900),
+        source: crate::domain::job_owner::OwnerSource::Rest,
+    });
     s.save_attempt(&served).unwrap();
     stale.step(AttemptState::Starting, 2_000).unwrap();
     s.save_attempt(&stale).unwrap();
     let back = s.attempt(stale.id).unwrap();
     assert_eq!(
-        (back.job_id, back.state),
-        (Some(42), AttemptState::Starting)
+        (back.job_id, back.job_name.as_deref(), back.job_queued_at),
+        (Some(42), Some("a0"), Some(900))
+    );
+    assert_eq!(back.state, AttemptState::Starting);
+    assert_eq!(
+        back.owner, served.owner,
+        "the owner went with the stale save"
     );
 }
 
