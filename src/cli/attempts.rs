@@ -137,6 +137,22 @@ fn with_rerun(mut v: Value, rerun: Option<&Rerun>) -> Value {
     v
 }
 
+/// Whose job an attempt ran, and which source said so: `acme/app · ci / build · run 7
+/// (attempt 2) · from rest`.
+fn owner_line(o: &crate::domain::job_owner::JobOwner) -> String {
+    let run = match o.run_attempt {
+        Some(n) => format!("run {} (attempt {n})", o.run_id),
+        None => format!("run {}", o.run_id),
+    };
+    format!(
+        "{} · {} / {} · {run} · from {}",
+        o.repo,
+        o.workflow.as_deref().unwrap_or("-"),
+        o.job_name,
+        o.source.as_str()
+    )
+}
+
 pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let id = validate::number_in("ID", &inv.positionals[0], 1, i64::MAX as u64)? as i64;
     let a = store.attempt(id)?;
@@ -173,6 +189,7 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
                         (None, None) => "-".into(),
                     },
                 ),
+                ("owner", or_dash(a.owner.as_ref().map(owner_line))),
                 ("lease", or_dash(a.lease_id.as_ref())),
                 ("rss", or_dash(m.map(|m| units::bytes(m.rss_bytes)))),
                 ("peak_rss", or_dash(peak.map(units::bytes))),

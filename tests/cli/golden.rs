@@ -234,6 +234,16 @@ fn every_command_human_and_json() {
         a.exit_code = Some(0);
         a.step(AttemptState::Destroying, T0 + 66_000).unwrap();
         a.cleaned = true;
+        a.owner = Some(runner_manager::domain::job_owner::JobOwner {
+            repo: "octo/app".into(),
+            workflow: Some("CI".into()),
+            job_name: "build (ubuntu)".into(),
+            run_id: 77,
+            run_attempt: Some(1),
+            job_id: Some(901),
+            queued_at: Some(T0 - 5_000),
+            source: runner_manager::domain::job_owner::OwnerSource::Rest,
+        });
         s.save_attempt(&a).unwrap();
         let mut b = s
             .create_attempt(
