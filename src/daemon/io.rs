@@ -179,12 +179,15 @@ struct Work {
 /// The workers of one target.
 pub struct IoPool {
     target: String,
-    urgent: Sender<Work>,
-    normal: Sender<Work>,
-    urgent_rx: Receiver<Work>,
-    normal_rx: Receiver<Work>,
-    done_tx: Sender<Done>,
-    done: Receiver<Done>,
+    // The queues carry boxes: an unbounded channel keeps a block of 31 slots alive
+    // while it is empty, and a `Work` is 832 bytes, a `Done` 584: unboxed, the three
+    // held about 70 kB per idle target (issue 32, "Idle").
+    urgent: Sender<Box<Work>>,
+    normal: Sender<Box<Work>>,
+    urgent_rx: Receiver<Box<Work>>,
+    normal_rx: Receiver<Box<Work>>,
+    done_tx: Sender<Box<Done>>,
+    done: Receiver<Box<Done>>,
     threads: Vec<JoinHandle<()>>,
     common: Arc<Common>,
     /// Tasks sent and not yet reported done.
@@ -226,9 +229,9 @@ impl IoPool {
         limit: usize,
         idle_retire: Duration,
     ) -> IoPool {
-        let (urgent, urgent_rx) = unbounded::<Work>();
-        let (normal, normal_rx) = unbounded::<Work>();
-        let (done_tx, done) = unbounded::<Done>();
+        let (urgent, urgent_rx) = unbounded::<Box<Work>>();
+        let (normal, normal_rx) = unbounded::<Box<Work>>();
+        let (done_tx, done) = unbounded::<Box<Done>>();
         let common = Arc::new(Common {
             shared: shared.clone(),
             group_ids: GroupIds::default(),
@@ -311,7 +314,7 @@ impl IoPool {
             client,
             target: target.clone(),
         };
-        if q.send(work).is_ok() {
+        if q.send(Box::new(work)).is_ok() {
             self.outstanding += 1;
             self.grow();
         }
@@ -327,7 +330,7 @@ impl IoPool {
     }
 
     /// The results, for the loop's `select!`.
-    pub fn done(&self) -> &Receiver<Done> {
+    pub fn done(&self) -> &Receiver<Box<Done>> {
         &self.done
     }
 
@@ -371,7 +374,12 @@ impl Drop for Live<'_> {
     }
 }
 
-fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &Sender<Done>) {
+fn worker(
+    c: &Common,
+    urgent: &Receiver<Box<Work>>,
+    normal: &Receiver<Box<Work>>,
+    done: &Sender<Box<Done>>,
+) {
     let mut live = Live {
         count: &c.live,
         counted: true,
@@ -405,6 +413,7 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
             }
             continue;
         };
+        let work = *work;
         let result = if c.stopping.load(Ordering::SeqCst) {
             // The loop is gone: nothing to report to.
             let _ = wind_down(c, &store, work, "the daemon stopped");
@@ -422,7 +431,7 @@ fn worker(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>, done: &S
             run(c, &store, work, done)
         };
         if let Some(result) = result
-            && done.send(result).is_err()
+            && done.send(Box::new(result)).is_err()
         {
             return;
         }
@@ -436,7 +445,7 @@ fn wanted_workers(outstanding: usize, limit: usize) -> usize {
 
 /// Whether an idle worker ends: never while tasks wait (one sent as it timed out would
 /// otherwise wait for a busy worker, or for none).
-fn retire(c: &Common, urgent: &Receiver<Work>, normal: &Receiver<Work>) -> bool {
+fn retire(c: &Common, urgent: &Receiver<Box<Work>>, normal: &Receiver<Box<Work>>) -> bool {
     let left = c
         .live
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -478,7 +487,7 @@ fn held_until(c: &Common, task: &Task) -> Option<Millis> {
         .filter(|until| *until > now_millis())
 }
 
-fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Option<Done> {
+fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Box<Done>>) -> Option<Done> {
     let Work {
         task,
         client,
@@ -541,10 +550,10 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Done>) -> Opti
         } => {
             let read_at = now_millis();
             let each_run = |run: i64, jobs: &[QueuedJob]| {
-                let _ = done.send(Done::DemandRun {
+                let _ = done.send(Box::new(Done::DemandRun {
                     run,
                     jobs: jobs.to_vec(),
-                });
+                }));
             };
             // One read at a time per target, and the loop's other GETs wait for it:
             // what the credential's GETs spent meanwhile is this read's cost.

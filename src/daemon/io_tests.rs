@@ -71,7 +71,7 @@ fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_none() {
     assert!(pool.workers() <= 4, "never more than the limit");
     for _ in 1..=9 {
         let d = pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
-        assert!(matches!(d, Done::Applied { .. }));
+        assert!(matches!(*d, Done::Applied { .. }));
         pool.received();
     }
     assert_eq!(pool.outstanding(), 0);
@@ -92,8 +92,8 @@ fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_none() {
 
 #[test]
 fn the_last_worker_retires_too_and_none_retires_while_tasks_wait() {
-    let (tx, rx) = unbounded::<Work>();
-    let (_utx, urx) = unbounded::<Work>();
+    let (tx, rx) = unbounded::<Box<Work>>();
+    let (_utx, urx) = unbounded::<Box<Work>>();
     let common = Common {
         shared: Arc::new(Shared::new(std::env::temp_dir())),
         group_ids: GroupIds::default(),
@@ -110,11 +110,11 @@ fn the_last_worker_retires_too_and_none_retires_while_tasks_wait() {
         &target(),
         Credential::Token(Secret::new("x")),
     ));
-    tx.send(Work {
+    tx.send(Box::new(Work {
         task: Task::ListRunners,
         client,
         target: target(),
-    })
+    }))
     .unwrap();
     assert!(!retire(&common, &urx, &rx), "a task waits: stay for it");
     assert_eq!(common.live.load(Ordering::SeqCst), 2);

@@ -27,6 +27,10 @@ pub struct TargetView {
     pub demand: BTreeMap<String, u32>,
 }
 
+/// The most reports kept while the link cannot send them; later ones are dropped, as
+/// the bounded channel this replaced did.
+const REPORTS_HELD: usize = 4096;
+
 pub struct Pool {
     pub book: Mutex<LaunchBook>,
     configured: AtomicBool,
@@ -93,8 +97,10 @@ impl Pool {
     }
 
     pub fn report(&self, r: Report) {
-        if let Some(tx) = lock(&self.reports).as_ref() {
-            let _ = tx.try_send(r);
+        if let Some(tx) = lock(&self.reports).as_ref()
+            && tx.len() < REPORTS_HELD
+        {
+            let _ = tx.send(r);
         }
     }
 

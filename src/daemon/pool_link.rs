@@ -341,7 +341,10 @@ pub fn start_link(
             return Ok(None);
         }
     };
-    let (report_tx, report_rx) = crossbeam_channel::bounded::<Report>(4096);
+    // Unbounded, with the bound kept by `Pool::report`: a bounded channel of
+    // 4,096 reports (120 bytes each) wrote all its slots at once, 512 kB held from
+    // start on every coordinated host while its link is up and nothing waits.
+    let (report_tx, report_rx) = crossbeam_channel::unbounded::<Report>();
     let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded::<()>(0);
     shared.pool.configure(true, Some(report_tx), now);
     let mut cfg = crate::coordinator::link::LinkConfig::new(url.clone(), token, hello(store)?);

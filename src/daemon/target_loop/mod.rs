@@ -184,7 +184,7 @@ impl TargetLoop {
                 self.pass_logged();
                 while self.io.outstanding() > 0 {
                     match done.recv() {
-                        Ok(d) => self.on_done(d),
+                        Ok(d) => self.on_done(*d),
                         Err(_) => break,
                     }
                 }
@@ -210,13 +210,13 @@ impl TargetLoop {
                     Ok(LoopMsg::Stop) | Err(_) => break,
                 },
                 recv(done) -> d => if let Ok(d) = d {
-                    self.on_done(d);
+                    self.on_done(*d);
                 },
                 recv(ticker) -> _ => {}
             }
             // Whatever else the workers finished meanwhile, before the next pass.
             while let Ok(d) = done.try_recv() {
-                self.on_done(d);
+                self.on_done(*d);
             }
         }
         self.close_sessions();
