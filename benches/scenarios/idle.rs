@@ -20,6 +20,8 @@ struct Ours {
     cpu_ticks: u64,
     polls: usize,
     mem: proc::Memory,
+    /// The highest RSS read over the window (kB).
+    highest_kb: u64,
 }
 
 /// One and ten repository targets, nothing queued.
@@ -63,6 +65,12 @@ fn memory_rows(scn: &str, n: usize, o: &Ours) -> Vec<Row> {
     let mb = |kb: u64| kb as f64 / 1024.0;
     vec![
         Row::new(scn, &format!("daemon RSS, {of}"), "MB").ours(mb(o.mem.rss_kb)),
+        Row::new(
+            scn,
+            &format!("daemon RSS highest over the window, {of}"),
+            "MB",
+        )
+        .ours(mb(o.highest_kb)),
         Row::new(scn, &format!("daemon RssAnon, {of}"), "MB").ours(mb(o.mem.anon_kb)),
         Row::new(scn, &format!("daemon RssFile, {of}"), "MB").ours(mb(o.mem.file_kb)),
         Row::new(scn, &format!("daemon threads, {of}"), "threads").ours(o.mem.threads as f64),
@@ -77,14 +85,27 @@ fn ours(cfg: Cfg, n: usize, warm: u64, window: u64) -> Result<Ours, String> {
     let pid = d.id() as i32;
     std::thread::sleep(Duration::from_secs(warm));
     let (u0, c0) = (units(&w.sim), proc::usage(pid).map_or(0, |u| u.cpu_ticks));
-    std::thread::sleep(Duration::from_secs(window));
+    // RSS is a sawtooth between the daemon's minute trims: read it twice a second
+    // over the window, and print its highest and mean beside the value at the end.
+    let (mut highest, mut sum, mut reads) = (0u64, 0u64, 0u64);
+    let end = std::time::Instant::now() + Duration::from_secs(window);
+    while std::time::Instant::now() < end {
+        if let Some(m) = proc::memory(pid) {
+            highest = highest.max(m.rss_kb);
+            sum += m.rss_kb;
+            reads += 1;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let usage = proc::usage(pid).unwrap_or_default();
     let mem = proc::memory(pid).unwrap_or_default();
+    let highest = highest.max(mem.rss_kb);
     println!(
-        "idle, {n} target(s): RSS {} kB (anon {} kB, file {} kB), {} threads: {:?}",
+        "idle, {n} target(s): RSS {} kB (anon {} kB, file {} kB; over the window highest {highest} kB, mean {} kB), {} threads: {:?}",
         mem.rss_kb,
         mem.anon_kb,
         mem.file_kb,
+        sum / reads.max(1),
         mem.threads,
         proc::thread_kinds(pid)
     );
@@ -99,6 +120,7 @@ fn ours(cfg: Cfg, n: usize, warm: u64, window: u64) -> Result<Ours, String> {
         cpu_ticks: usage.cpu_ticks.saturating_sub(c0),
         polls: w.sim.count("GET", "/repos/{owner}/{repo}/actions/runs"),
         mem,
+        highest_kb: highest,
     };
     stop_child(&mut d, Duration::from_secs(20));
     support::discard(w);

@@ -12,9 +12,10 @@
 //! worker store connection between its polls, and a burst still gets every request in
 //! flight.
 //!
-//! Each worker has its own store connection; what it does to an attempt it writes
-//! itself, intent first as the starter and the actuator always have, and tells the loop
-//! with a [`Done`]. The loop never watches an attempt a worker holds.
+//! Each worker has its own store connection, opened when a task first needs it (a
+//! queue read needs none); what it does to an attempt it writes itself, intent first as
+//! the starter and the actuator always have, and tells the loop with a [`Done`]. The
+//! loop never watches an attempt a worker holds.
 
 use super::actuator::{self, Ctx};
 use super::shared::Shared;
@@ -385,12 +386,9 @@ fn worker(
         counted: true,
     };
     let _trim = super::quiet::TrimOnExit;
-    let store = match SqliteStore::open(&c.shared.state_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            log_error!("io_worker_store", error = e);
-            return;
-        }
+    let mut store = WorkerStore {
+        dir: &c.shared.state_dir,
+        conn: None,
     };
     loop {
         // Deregistrations and cleanups first; then anything. A queue that is closed
@@ -416,19 +414,19 @@ fn worker(
         let work = *work;
         let result = if c.stopping.load(Ordering::SeqCst) {
             // The loop is gone: nothing to report to.
-            let _ = wind_down(c, &store, work, "the daemon stopped");
+            let _ = wind_down(c, &mut store, work, "the daemon stopped");
             None
         } else if let Some(until) = held_until(c, &work.task) {
             let why = format!(
                 "the profile's starts are held until {}",
                 crate::timefmt::format_rfc3339(until)
             );
-            wind_down(c, &store, work, &why).map(|attempt| Done::Started {
+            wind_down(c, &mut store, work, &why).map(|attempt| Done::Started {
                 attempt,
                 outcome: Started::Skipped,
             })
         } else {
-            run(c, &store, work, done)
+            run(c, &mut store, work, done)
         };
         if let Some(result) = result
             && done.send(Box::new(result)).is_err()
@@ -463,13 +461,34 @@ fn retire(c: &Common, urgent: &Receiver<Box<Work>>, normal: &Receiver<Box<Work>>
 
 /// A start that will not be tried: it ends `not_started` (its row says why; nothing
 /// external was done) and comes back. Anything else is left for a later pass.
-fn wind_down(c: &Common, store: &SqliteStore, work: Work, why: &str) -> Option<Attempt> {
+/// A worker's store connection, opened when a task first needs it: an idle target's
+/// tasks are mostly queue reads, which need none, and each worker (one starts for
+/// every read of an idle target and retires a second later) opened one, parsed the
+/// schema and cached pages and statements for nothing (issue 32, "Idle").
+struct WorkerStore<'a> {
+    dir: &'a std::path::Path,
+    conn: Option<SqliteStore>,
+}
+
+impl WorkerStore<'_> {
+    fn get(&mut self) -> Result<&SqliteStore, StoreError> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => SqliteStore::open(self.dir).inspect_err(|e| {
+                log_error!("io_worker_store", error = e);
+            })?,
+        };
+        Ok(self.conn.insert(conn))
+    }
+}
+
+fn wind_down(c: &Common, store: &mut WorkerStore, work: Work, why: &str) -> Option<Attempt> {
     let Task::Start { mut attempt, .. } = work.task else {
         return None;
     };
     if attempt.end_not_started(why, now_millis()).is_ok() {
         super::metrics_feed::ended(&c.shared.metrics, &attempt);
-        if let Err(e) = store.save_attempt(&attempt) {
+        if let Err(e) = store.get().and_then(|s| s.save_attempt(&attempt)) {
             log_error!("io_wind_down", attempt = attempt.id, error = e);
         }
     }
@@ -487,7 +506,7 @@ fn held_until(c: &Common, task: &Task) -> Option<Millis> {
         .filter(|until| *until > now_millis())
 }
 
-fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Box<Done>>) -> Option<Done> {
+fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>) -> Option<Done> {
     let Work {
         task,
         client,
@@ -498,6 +517,15 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Box<Done>>) ->
         attempt: held,
         error: e.to_string(),
     };
+    // The store, for the tasks that write or read it.
+    macro_rules! store {
+        () => {
+            match store.get() {
+                Ok(s) => s,
+                Err(e) => return Some(failed(e)),
+            }
+        };
+    }
     Some(match task {
         Task::Start {
             mut attempt,
@@ -506,7 +534,7 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Box<Done>>) ->
         } => {
             let mut cx = StartCx {
                 shared: &c.shared,
-                store,
+                store: store!(),
                 client: &client,
                 target: &target,
                 policy: &policy,
@@ -529,7 +557,7 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Box<Done>>) ->
         } => {
             let cx = Ctx {
                 shared: &c.shared,
-                store,
+                store: store!(),
                 client: Some(&client),
                 scope: &target.scope,
                 timeouts,
@@ -587,20 +615,20 @@ fn run(c: &Common, store: &SqliteStore, work: Work, done: &Sender<Box<Done>>) ->
         Task::ListRunners => {
             let read_at = now_millis();
             Done::Runners {
-                result: list_runners(&client, &target, store),
+                result: list_runners(&client, &target, store!()),
                 read_at,
             }
         }
         Task::DeleteRunners { runners } => delete_runners(&client, &target, runners),
         Task::RunnerRelease { job } => {
-            super::runner_update::run(&c.shared, store, &client, &target, job);
+            super::runner_update::run(&c.shared, store!(), &client, &target, job);
             Done::RunnerRelease
         }
         Task::Guard { read, profiles } => Done::Guard {
             result: super::public_guard::read(&client, &target, &profiles, read, &c.group_ids),
         },
         Task::Reruns => Done::Reruns {
-            result: super::rerun::run(&c.shared, store, &client, &target, now_millis()),
+            result: super::rerun::run(&c.shared, store!(), &client, &target, now_millis()),
         },
     })
 }

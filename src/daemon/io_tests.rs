@@ -53,6 +53,9 @@ fn until(what: &str, mut ok: impl FnMut() -> bool) {
 fn workers_grow_with_the_tasks_to_the_limit_and_retire_to_none() {
     let dir = TempDir::new("io-elastic");
     std::fs::create_dir_all(&dir.0).unwrap();
+    // The daemon creates and migrates its store before any worker opens it; workers
+    // that first met an empty directory at once would race to create the schema.
+    drop(SqliteStore::open(&dir.0).unwrap());
     let shared = Arc::new(Shared::new(dir.0.clone()));
     let client = Arc::new(GitHubClient::new(
         &target(),
