@@ -92,7 +92,7 @@ fn step(
                 },
                 Err(e @ GhError::RateLimited { .. }) => return Err(e),
                 Err(GhError::NotFound) => rerun::seen(row, &[], now),
-                Err(e) => rerun::answered(row, Err(refusal(e)), now),
+                Err(e) => rerun::unreadable(row, refusal(e), now),
             };
             row.tries += 1;
             next

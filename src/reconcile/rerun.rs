@@ -211,6 +211,22 @@ pub fn answered(row: &Rerun, result: Result<(), Refusal>, now: Millis) -> Next {
     }
 }
 
+/// After a look at the run's jobs failed (before any re-run was asked for): a refusal
+/// settles with the read's own fix, anything else waits.
+pub fn unreadable(row: &Rerun, refusal: Refusal, now: Millis) -> Next {
+    match refusal {
+        Refusal::Refused(why) => Next::Settle {
+            state: RerunState::Refused,
+            detail: format!(
+                "GitHub refused to show the run's jobs: {why} (the credential needs the \
+                 repo scope, or Actions: read for a fine-grained token or an App)"
+            ),
+        },
+        Refusal::RunStillRuns => wait(row.tries + 1, now, "GitHub asked to wait"),
+        Refusal::Transient(why) => wait(row.tries + 1, now, &why),
+    }
+}
+
 /// The words GitHub answers a re-run of a job whose run still runs with (403).
 pub fn is_run_still_running(message: &str) -> bool {
     message.contains("already running")
@@ -402,6 +418,26 @@ mod tests {
         assert!(is_run_still_running("This workflow is already running"));
         assert!(!is_run_still_running(
             "Resource not accessible by integration"
+        ));
+    }
+
+    #[test]
+    fn a_look_github_refuses_settles_with_the_reads_fix_not_the_reruns() {
+        match unreadable(&row(), Refusal::Refused("Not Found".into()), T0) {
+            Next::Settle { state, detail } => {
+                assert_eq!(state, RerunState::Refused);
+                assert!(
+                    detail.contains("refused to show the run's jobs"),
+                    "{detail}"
+                );
+                assert!(detail.contains("Actions: read"), "{detail}");
+                assert!(!detail.contains("refused the re-run"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            unreadable(&row(), Refusal::Transient("503".into()), T0),
+            Next::Wait { .. }
         ));
     }
 
