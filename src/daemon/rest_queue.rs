@@ -292,6 +292,72 @@ mod tests {
         assert!(q.jobs.is_empty() && q.read_at == 400);
     }
 
+    /// Queued jobs counted toward the profile, as the plan counts them: our live
+    /// attempts and those the queue says ended since it was read take theirs out.
+    fn demand(q: &RestQueue, live: &[&Attempt]) -> u32 {
+        let mut profile = crate::domain::ScalePolicy::new("linux", "t", "h");
+        profile.labels = vec!["self-hosted".into()];
+        let jobs: Vec<QueuedJob> = q
+            .jobs
+            .iter()
+            .map(|j| QueuedJob {
+                labels: profile.labels.clone(),
+                ..j.clone()
+            })
+            .collect();
+        let mut ours: Vec<Attempt> = live.iter().map(|a| (*a).clone()).collect();
+        ours.extend(q.ended_since_read());
+        demand::assign(&[profile.clone()], &jobs, &ours).queued(&profile.name)
+    }
+
+    #[test]
+    fn reads_capped_while_nothing_can_start_never_count_a_taken_job_twice() {
+        // Three runs of one job each, all named alike (a burst of one workflow).
+        let mut q = RestQueue::default();
+        q.take_read(
+            whole(vec![job(1, 10), job(2, 11), job(3, 12)], &[]),
+            0,
+            100,
+            Scope::Repo,
+        );
+        // Our runner took job 1 (its log names the job, GitHub has not said which).
+        let mut a = Attempt::new(7, "linux", "t", "h", 150);
+        a.job_name = Some("build".into());
+        a.state = AttemptState::Busy;
+        a.updated_at = 200;
+        assert_eq!(demand(&q, &[&a]), 2);
+        // No start can go (the minute's JIT points spent): the next reads re-read the
+        // oldest runs only, and their cap left run 10 out (its read failed, or older
+        // runs filled it): its view still lists job 1 as queued.
+        let capped = |read_runs: Vec<i64>| QueueRead {
+            jobs: read_runs
+                .iter()
+                .filter(|r| **r != 10)
+                .map(|r| job(*r - 9, *r))
+                .collect(),
+            listed: vec![10, 11, 12],
+            stale_runs: 3 - read_runs.len() as u32,
+            read_runs,
+            ..QueueRead::default()
+        };
+        q.take_read(capped(vec![11]), 0, 300, Scope::Repo);
+        assert_eq!(ids(&q), vec![1, 2, 3]);
+        assert_eq!(demand(&q, &[&a]), 2, "the busy runner takes its job out");
+        // Its job done, the attempt ends before any read saw run 10 again.
+        a.state = AttemptState::Destroying;
+        a.updated_at = 2_300;
+        q.note(&a);
+        q.take_read(capped(vec![]), 0, 2_400, Scope::Repo);
+        assert_eq!(ids(&q), vec![1, 2, 3], "still the stale view");
+        assert_eq!(demand(&q, &[]), 2, "the ended attempt still takes it out");
+        // Room again: the read is whole, run 10 shows its job taken, and the ended
+        // attempt counts no more.
+        q.take_read(capped(vec![10, 11, 12]), 0, 4_400, Scope::Repo);
+        assert_eq!(ids(&q), vec![2, 3]);
+        assert!(q.ended_since_read().is_empty());
+        assert_eq!(demand(&q, &[]), 2);
+    }
+
     #[test]
     fn a_delivery_joins_the_queue_at_once_and_a_taken_job_leaves_it() {
         use crate::github::hooks::{HookBook, HookJob, HookStatus};

@@ -76,8 +76,21 @@ pub fn new_runs_per_read(max_runners: u64) -> usize {
 /// a deep queue's tail keeps its earlier view (its jobs wait anyway) rather than cost
 /// a request each per poll, 304 or not.
 pub fn known_runs_per_read(max_runners: u64) -> usize {
-    4 * new_runs_per_read(max_runners) + 32
+    4 * new_runs_per_read(max_runners) + REREAD_MARGIN
 }
+
+/// How many runs read before one read of the queue reads again while no runner can
+/// start (every slot taken, or the minute's JIT points spent): the runs of the
+/// `serving` runners (live or starting, each holding or about to take one job), and
+/// [`REREAD_MARGIN`] more for the queue's head. The oldest runs come first, and a
+/// queue is served oldest first, so these are the runs whose jobs change.
+pub fn rereads_without_room(serving: u32) -> usize {
+    serving as usize + REREAD_MARGIN
+}
+
+/// Runs re-read beyond those being served: the head of the queue, where a job taken
+/// by a runner that is not ours (or a run cancelled) shows first.
+pub const REREAD_MARGIN: usize = 32;
 
 /// How often to read the queue: `base` (the target's `poll_interval`) unless the
 /// budget left, less the reserve, would run out before the window resets at that

@@ -197,6 +197,9 @@ pub struct Facts {
     pub guard: Option<GuardRead>,
     /// A lost job of the target waits for now.
     pub reruns_due: bool,
+    /// How many JIT configs GitHub's secondary limit leaves room for now, as the
+    /// credential's points book says (`None`: not known, or no limit).
+    pub jit_room: Option<u32>,
 }
 
 /// How a start a worker carried ended, as the pass cares.
@@ -262,6 +265,13 @@ pub struct Planned {
     /// The plan had room beyond the jobs known for a profile that polls.
     pub room_left: bool,
     pub uids_used_up: Option<String>,
+    /// How many more runners the polling profiles that may start could start after
+    /// this plan's starts (their ceilings and the host's); `None` when none may start
+    /// (paused, monitor-only, unfit, draining): the reads then keep the whole view.
+    pub free_slots: Option<u32>,
+    /// The polling profiles' live runners and this plan's starts: each holds, or will
+    /// take, one job of one run.
+    pub serving: u32,
 }
 
 /// What happened.
@@ -335,6 +345,9 @@ pub struct TargetState {
     spawned_since_read: u64,
     spawned_unseen: u64,
     room_left: bool,
+    /// The last plan's free slots and runners serving (see [`Planned`]).
+    free_slots: Option<u32>,
+    serving: u32,
     surplus: HashSet<i64>,
     uids_used_up: Option<String>,
     in_flight: BTreeSet<i64>,
@@ -370,6 +383,8 @@ impl TargetState {
                 self.surplus = p.surplus;
                 self.room_left = p.room_left;
                 self.uids_used_up = p.uids_used_up;
+                self.free_slots = p.free_slots;
+                self.serving = p.serving;
             }
             Event::Intent {
                 attempt,
@@ -506,8 +521,33 @@ impl TargetState {
         self.demand_reading = true;
         out.push(Effect::Send(Read::Demand {
             new_runs: budget::new_runs_per_read(f.polled_max),
-            known_runs: budget::known_runs_per_read(f.polled_max),
+            known_runs: self.known_runs(f),
         }));
+    }
+
+    /// How many runners could start now: the last plan's free slots, within the JIT
+    /// configs GitHub's secondary limit has room for (`None`: no plan yet, or no
+    /// polling profile may start).
+    pub fn start_room(&self, f: &Facts) -> Option<u32> {
+        let free = self.free_slots?;
+        Some(f.jit_room.map_or(free, |jit| free.min(jit)))
+    }
+
+    /// How many runs read before a read reads again. While no start can go (no free
+    /// slot, or the minute's JIT points spent) only the runs being served, oldest
+    /// first, and a few more (`budget::rereads_without_room`): they are where jobs
+    /// are taken (the re-read finds a job gone and names the runner that took it),
+    /// while a deep queue's waiting runs would answer 304s that change no decision.
+    /// Every 304 still costs a round trip and a request slot: a 300-run burst's reads
+    /// took 2 to 4.5 s while its starts waited a minute for points (issue 37). With
+    /// room, every known run as before: the read is whole again, and attempts that
+    /// ended since stop counting against the queue (`daemon::rest_queue`).
+    fn known_runs(&self, f: &Facts) -> usize {
+        let all = budget::known_runs_per_read(f.polled_max);
+        match self.start_room(f) {
+            Some(0) => all.min(budget::rereads_without_room(self.serving)),
+            _ => all,
+        }
     }
 
     fn done(&mut self, o: Outcome, now: Millis, out: &mut Vec<Effect>) {

@@ -332,6 +332,68 @@ fn a_deep_queue_is_read_again_when_there_is_room_at_most_once_a_poll_interval() 
     ));
 }
 
+/// The `known_runs` of the queue read a tick sends at `now`, once the previous read
+/// came back.
+fn known_runs_sent(s: &mut TargetState, f: &Facts, now: Millis) -> usize {
+    s.on_event(demand_done(Ok(())), now - 1);
+    match sends(&s.on_event(Event::Tick(f), now))[..] {
+        [Read::Demand { known_runs, .. }] => known_runs,
+        ref other => panic!("no queue read: {other:?}"),
+    }
+}
+
+#[test]
+fn while_no_start_can_go_only_the_runs_being_served_are_read_again() {
+    // Max 310, GitHub's JIT points for the minute spent: nothing can start for a while.
+    let f = Facts {
+        guard: None,
+        poll_every: 2_000,
+        polled_max: 310,
+        jit_room: Some(0),
+        ..facts()
+    };
+    let all = budget::known_runs_per_read(310);
+    let mut s = ready(0);
+    // Before any plan the room is not known: every known run is read again (a restart
+    // fills its view whole before it judges anything).
+    s.on_event(Event::Tick(&f), 0);
+    assert_eq!(known_runs_sent(&mut s, &f, 2_000), all);
+    // 40 runners live or starting, 270 slots free, but no JIT point: their runs and the
+    // queue's head, not the 260 runs that wait for the next minute.
+    let planned = |free_slots, serving| Planned {
+        free_slots,
+        serving,
+        ..Planned::default()
+    };
+    s.on_event(Event::Planned(planned(Some(270), 40)), 2_100);
+    assert_eq!(
+        known_runs_sent(&mut s, &f, 4_000),
+        40 + budget::REREAD_MARGIN
+    );
+    assert_eq!(s.start_room(&f), Some(0));
+    // Points again: the next read is whole, whatever is being served.
+    let points = Facts {
+        jit_room: Some(15),
+        ..f.clone()
+    };
+    assert_eq!(s.start_room(&points), Some(15));
+    assert_eq!(known_runs_sent(&mut s, &points, 6_000), all);
+    // Every slot taken (points or not, or a limit GitHub does not have): the same cap.
+    s.on_event(Event::Planned(planned(Some(0), 310)), 6_100);
+    for (jit_room, now) in [(Some(15), 8_000), (None, 10_000)] {
+        let full = Facts {
+            jit_room,
+            ..f.clone()
+        };
+        let cap = 310 + budget::REREAD_MARGIN;
+        assert_eq!(known_runs_sent(&mut s, &full, now), cap);
+    }
+    // No polling profile may start (paused, monitor-only, unfit, draining): the view
+    // stays whole, as it was before this cap.
+    s.on_event(Event::Planned(planned(None, 12)), 40_000);
+    assert_eq!(known_runs_sent(&mut s, &f, 42_000), all);
+}
+
 #[test]
 fn a_budget_that_runs_low_stretches_the_pace_and_says_so_once() {
     let mut s = ready(0);

@@ -387,6 +387,7 @@ impl TargetLoop {
             queue_read_at: self.queue.read_at,
             guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
             reruns_due: self.reruns.first_due.is_some_and(|at| at <= now),
+            jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now).fits),
         }
     }
 
