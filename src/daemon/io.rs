@@ -571,47 +571,11 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             }
         }
         Task::ReadDemand {
-            mut repos,
+            repos,
             any_public,
             caps,
             held,
-        } => {
-            let read_at = now_millis();
-            let each_run = |run: i64, jobs: &[QueuedJob]| {
-                let _ = done.send(Box::new(Done::DemandRun {
-                    run,
-                    jobs: jobs.to_vec(),
-                }));
-            };
-            // One read at a time per target, and the loop's other GETs wait for it:
-            // what the credential's GETs spent meanwhile is this read's cost.
-            let before = client.stats().get_units;
-            let result = read_demand(
-                &client,
-                &target,
-                &mut repos,
-                (
-                    any_public,
-                    ReadCaps {
-                        new: caps.0,
-                        known: caps.1,
-                        held: &held,
-                    },
-                ),
-                read_at,
-                &each_run,
-            );
-            if let Ok(r) = &result {
-                c.shared
-                    .note_owners(r.read.owners.iter().map(|(n, o)| (n.as_str(), o.clone())));
-            }
-            Done::Demand {
-                repos,
-                read_at,
-                result,
-                units: client.stats().get_units - before,
-            }
-        }
+        } => demand_task(c, &client, &target, (repos, any_public, caps, held), done),
         Task::ListRunners => {
             let read_at = now_millis();
             Done::Runners {
@@ -631,6 +595,52 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             result: super::rerun::run(&c.shared, store!(), &client, &target, now_millis()),
         },
     })
+}
+
+/// A demand read: each run's jobs go to the loop as they come (`Done::DemandRun`), then
+/// the whole read with what it spent.
+fn demand_task(
+    c: &Common,
+    client: &GitHubClient,
+    target: &Target,
+    (mut repos, any_public, caps, held): (OrgRepos, bool, (usize, usize), Vec<i64>),
+    done: &Sender<Box<Done>>,
+) -> Done {
+    let read_at = now_millis();
+    let each_run = |run: i64, jobs: &[QueuedJob]| {
+        let _ = done.send(Box::new(Done::DemandRun {
+            run,
+            jobs: jobs.to_vec(),
+        }));
+    };
+    // One read at a time per target, and the loop's other GETs wait for it:
+    // what the credential's GETs spent meanwhile is this read's cost.
+    let before = client.stats().get_units;
+    let result = read_demand(
+        client,
+        target,
+        &mut repos,
+        (
+            any_public,
+            ReadCaps {
+                new: caps.0,
+                known: caps.1,
+                held: &held,
+            },
+        ),
+        read_at,
+        &each_run,
+    );
+    if let Ok(r) = &result {
+        c.shared
+            .note_owners(r.read.owners.iter().map(|(n, o)| (n.as_str(), o.clone())));
+    }
+    Done::Demand {
+        repos,
+        read_at,
+        result,
+        units: client.stats().get_units - before,
+    }
 }
 
 /// Deletes registrations no open attempt explains (the plan's orphans).
