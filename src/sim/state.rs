@@ -518,9 +518,9 @@ impl State {
     pub fn run_statuses(&self) -> std::collections::HashMap<u64, JobStatus> {
         let mut seen: std::collections::HashMap<u64, (bool, bool, bool)> = Default::default();
         for j in self.jobs.values() {
-            let e = seen.entry(j.run_id).or_insert((true, true, false));
+            let e = seen.entry(j.run_id).or_insert((true, false, false));
             e.0 &= j.status == JobStatus::Completed;
-            e.1 &= j.status == JobStatus::Queued;
+            e.1 |= j.status == JobStatus::Queued;
             e.2 |= j.status == JobStatus::Waiting;
         }
         seen.into_iter()
@@ -537,7 +537,7 @@ impl State {
             .collect();
         run_status_of(
             statuses.iter().all(|s| *s == JobStatus::Completed),
-            statuses.iter().all(|s| *s == JobStatus::Queued),
+            statuses.contains(&JobStatus::Queued),
             statuses.contains(&JobStatus::Waiting),
         )
     }
@@ -584,14 +584,16 @@ impl State {
 }
 
 /// A run is completed when all its jobs are (a run with none too), waiting while any
-/// job is held (a deployment gate or a concurrency group), queued when all are queued,
-/// and in progress otherwise.
-fn run_status_of(all_completed: bool, all_queued: bool, any_waiting: bool) -> JobStatus {
+/// job is held (a deployment gate or a concurrency group), queued while any job is
+/// queued, even while others run, and in progress only once none is: as github.com
+/// reports it (`github-facts.md`, "Run status and job status": in 44 samples no run
+/// holding a queued job reported `in_progress`).
+fn run_status_of(all_completed: bool, any_queued: bool, any_waiting: bool) -> JobStatus {
     if all_completed {
         JobStatus::Completed
     } else if any_waiting {
         JobStatus::Waiting
-    } else if all_queued {
+    } else if any_queued {
         JobStatus::Queued
     } else {
         JobStatus::InProgress
