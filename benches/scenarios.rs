@@ -224,9 +224,11 @@ fn main() {
             "wake" => wake(cfg),
             // Only the webhook rows of `budget`.
             "budget-hooks" => budget_hooks(cfg),
+            // Only the calm REST row of `budget`, three times: its spread.
+            "budget-rest" => budget_rest(cfg),
             other => Err(format!(
                 "unknown scenario {other}; use steady, burst, burst60, burst300, idle, history, \
-                 scaleset, wake, budget or budget-hooks"
+                 scaleset, wake, budget, budget-hooks or budget-rest"
             )),
         };
         match res {
@@ -1186,6 +1188,41 @@ fn hooks_on(w: &World, drop: f64) -> std::net::SocketAddr {
         .set_webhook(Some((&format!("http://{addr}/webhook"), secret)));
     w.sim.set_webhook_drop(drop);
     addr
+}
+
+/// The 120-job drain polling REST, calm, three times over: the units per served job
+/// move by a few hundredths from one drain to the next (how the reads fall against the
+/// runs' moves), which one drain cannot show.
+fn budget_rest(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (n, job_ms) = match cfg.size {
+        Size::Small => (30, 500),
+        _ => (120, 500),
+    };
+    let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
+    let scn = cfg.scenario("budget");
+    let mut rows = Vec::new();
+    for i in 1..=3 {
+        let s = drain(cfg, n, job_ms, 4, 0, None, deadline, None)?;
+        println!(
+            "{scn}: {n} queued, max 4, drain {i} of 3: {} of the jobs served in {:.1} s; {} units ({:.2} a job)",
+            s.served,
+            s.wall_ms as f64 / 1000.0,
+            s.units,
+            s.per_job(),
+        );
+        if s.served < n {
+            return Err(format!("drain {i}: {} of {n} served", s.served));
+        }
+        rows.push(
+            Row::new(
+                &scn,
+                &format!("units per served job, polling REST, drain {i}"),
+                "units",
+            )
+            .ours(s.per_job()),
+        );
+    }
+    Ok(rows)
 }
 
 /// The 120-job drain with webhooks: calm, with SIGKILLs, and with a fifth of the

@@ -66,8 +66,9 @@ pub enum Task {
         repos: OrgRepos,
         any_public: bool,
         /// At most how many runs never read before this read may read (the oldest
-        /// first), and how many read before it reads again.
-        caps: (usize, usize),
+        /// first), how many read before it reads again, and whether it reads the
+        /// in-progress run lists too.
+        caps: (usize, usize, bool),
         /// The runs the loop's queue holds a view of (sorted).
         held: Vec<i64>,
     },
@@ -603,7 +604,7 @@ fn demand_task(
     c: &Common,
     client: &GitHubClient,
     target: &Target,
-    (mut repos, any_public, caps, held): (OrgRepos, bool, (usize, usize), Vec<i64>),
+    (mut repos, any_public, caps, held): (OrgRepos, bool, (usize, usize, bool), Vec<i64>),
     done: &Sender<Box<Done>>,
 ) -> Done {
     let read_at = now_millis();
@@ -626,6 +627,7 @@ fn demand_task(
                 new: caps.0,
                 known: caps.1,
                 held: &held,
+                in_progress: caps.2,
             },
         ),
         read_at,

@@ -124,6 +124,12 @@ pub struct ReadCaps<'a> {
     pub known: usize,
     /// The runs the caller's view holds (sorted): a known run it lacks is re-read first.
     pub held: &'a [i64],
+    /// Read the in-progress run lists too, not only the queued ones. A run reports
+    /// `in_progress` only once nothing in it is queued (`github-facts.md`), so those
+    /// lists serve only to name the runner that took each job (its owner) and to catch
+    /// a job released by `needs:` in a run that stays in progress: a caller may read
+    /// them less often than the queued lists.
+    pub in_progress: bool,
 }
 
 impl ReadCaps<'_> {
@@ -132,6 +138,7 @@ impl ReadCaps<'_> {
         new: usize::MAX,
         known: usize::MAX,
         held: &[],
+        in_progress: true,
     };
 }
 
@@ -180,7 +187,7 @@ impl GitHubClient {
         ReadCaps {
             new,
             known: caps.known.min(room - new),
-            held: caps.held,
+            ..caps
         }
     }
 
@@ -265,7 +272,7 @@ impl GitHubClient {
         let width = self.in_flight().limit() as usize;
         let before = self.stats().get_units;
         let runs = fan_out(width, repos, |(owner, repo)| {
-            self.active_run_ids(owner.as_ref(), repo.as_ref())
+            self.active_run_ids(owner.as_ref(), repo.as_ref(), caps.in_progress)
         })?;
         let list_units = self.stats().get_units - before;
         let all: Vec<(usize, i64)> = runs
@@ -370,7 +377,8 @@ impl GitHubClient {
         })
     }
 
-    /// The ids of a repository's runs queued or in progress, queued first, each once.
+    /// The ids of a repository's runs queued, and in progress unless `in_progress` is
+    /// false, queued first, each once.
     ///
     /// The two lists are read one after the other, queued first, never together: a run
     /// only moves forward (queued, then in progress), so a run that moves between the
@@ -378,9 +386,19 @@ impl GitHubClient {
     /// answered before the move and the queued list after it, and the run would be
     /// missed for a whole poll interval.
     /// Each run comes with whether the `queued` list named it.
-    fn active_run_ids(&self, owner: &str, repo: &str) -> Result<Vec<(i64, bool)>, GhError> {
+    fn active_run_ids(
+        &self,
+        owner: &str,
+        repo: &str,
+        in_progress: bool,
+    ) -> Result<Vec<(i64, bool)>, GhError> {
         let mut run_ids: Vec<(i64, bool)> = Vec::new();
-        for status in ["queued", "in_progress"] {
+        let statuses: &[&str] = if in_progress {
+            &["queued", "in_progress"]
+        } else {
+            &["queued"]
+        };
+        for &status in statuses {
             let path =
                 format!("/repos/{owner}/{repo}/actions/runs?status={status}&per_page={PER_PAGE}");
             for id in self.get_pages(&path, |r: types::WorkflowRuns| {
@@ -765,7 +783,7 @@ mod tests {
         let caps = ReadCaps {
             new: 6,
             known: 100,
-            held: &[],
+            ..ReadCaps::ALL
         };
         let held = c.within_points(caps, 8);
         assert_eq!((held.new, held.known), (6, 4));
@@ -789,6 +807,7 @@ mod tests {
             new: 0,
             known: 3,
             held: &held,
+            in_progress: true,
         };
         let plan = plan_reads(&runs(&[3, 1, 2, 6, 4]), &runs(&[8]), caps);
         assert_eq!(ids(&plan), vec![4, 6, 1]);

@@ -88,6 +88,17 @@ pub fn rereads_without_room(serving: u32) -> usize {
     serving as usize + REREAD_MARGIN
 }
 
+/// How often a queue read reads the in-progress run lists as well as the queued ones.
+/// A run reports `in_progress` only once nothing in it is queued (`github-facts.md`,
+/// measured on github.com), so those lists find no demand a queued list misses: they
+/// name the runner that took each job (its owner, for `usage`) and are the safety net
+/// for a job `needs:` releases in a run that stays in progress, which GitHub does not
+/// document. Read at every poll they cost a unit whenever a run started or ended, and
+/// a re-read of every run a runner of ours had just taken (the run moved from one list
+/// to the other): 52 of the 294 units a 120-job drain spent (issue 37). Every 10 s,
+/// a job that runs longer is still named, and a short job's run is done before.
+pub const IN_PROGRESS_EVERY: Millis = 10_000;
+
 /// Runs re-read beyond those being served: the head of the queue, where a job taken
 /// by a runner that is not ours (or a run cancelled) shows first.
 pub const REREAD_MARGIN: usize = 32;
@@ -96,11 +107,19 @@ pub const REREAD_MARGIN: usize = 32;
 /// budget left, less the reserve, would run out before the window resets at that
 /// pace; then as often as lets it last. Below the reserve, polling goes on at a
 /// quarter of what remains, so a target never stops reading while units remain.
+///
+/// The pace follows the budget on average, not read by read: while `credit` (units
+/// polling saved by reading for less than it may, see [`Credit`]) covers a read, the
+/// read goes at `base`. A burst's first reads cost four units each (every run-list
+/// page a 200 while runs move) and its later ones nearly nothing (304s); paced read
+/// by read, a 300-job burst read its queue every 3.9 s for its first 12 s at a 2 s
+/// `poll_interval` (issue 37, burst300).
 pub fn pace(
     base: Millis,
     budget: Option<Budget>,
     reserve: u64,
     cost: ReadCost,
+    credit: f64,
     now: Millis,
 ) -> Pace {
     let steady = Pace {
@@ -114,7 +133,7 @@ pub fn pace(
     if left <= 0 {
         return steady;
     }
-    let spendable = b.remaining.saturating_sub(reserve).max(b.remaining / 4);
+    let spendable = spendable(b, reserve);
     if spendable == 0 {
         // Nothing left: the client holds every call until the reset anyway.
         return Pace {
@@ -124,12 +143,64 @@ pub fn pace(
     }
     let reads = spendable as f64 / cost.units();
     let needed = (left as f64 / reads).ceil() as Millis;
-    if needed <= base {
+    if needed <= base || credit >= cost.units() {
         return steady;
     }
     Pace {
         every: needed.min(left.max(base)),
         stretched: true,
+    }
+}
+
+/// What polling may spend of what remains: all but the reserve, and never less than a
+/// quarter of it.
+fn spendable(b: Budget, reserve: u64) -> u64 {
+    b.remaining.saturating_sub(reserve).max(b.remaining / 4)
+}
+
+/// How long, at the pace that makes the budget last, the units [`Credit`] may bank
+/// take to earn: a burst of dear reads may run this far ahead of the average.
+pub const CREDIT_WINDOW: Millis = 30_000;
+
+/// The units polling has saved by spending less than the budget's average pace
+/// allows, so a few dear reads may go at the base interval (a bucket: it fills at
+/// the rate that makes what is spendable last to the reset, holds at most
+/// [`CREDIT_WINDOW`] of it, and each read's polling cost comes out of it). It starts
+/// full: a daemon that just started, or a burst after a quiet spell, reads at its
+/// `poll_interval` first. The window bounds what it lends: over any stretch of time,
+/// polling spends at most the average rate and one window of it more.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Credit {
+    banked: f64,
+    at: Option<Millis>,
+}
+
+impl Credit {
+    /// Fills the bucket for the time since the last call, at the average pace of
+    /// `budget` (nothing while GitHub reported none, or its window is over), and
+    /// returns what it holds.
+    pub fn refill(&mut self, budget: Option<Budget>, reserve: u64, now: Millis) -> f64 {
+        let rate = budget
+            .filter(|b| b.reset > now)
+            .map(|b| spendable(b, reserve) as f64 / (b.reset - now) as f64);
+        let Some(rate) = rate else {
+            self.at = Some(now);
+            return self.banked;
+        };
+        let depth = rate * CREDIT_WINDOW as f64;
+        let earned = match self.at {
+            None => depth,
+            Some(at) => rate * (now - at).max(0) as f64,
+        };
+        self.banked = (self.banked + earned).min(depth);
+        self.at = Some(now);
+        self.banked
+    }
+
+    /// A read spent `units` on polling. The bucket may go below zero: a read dearer
+    /// than what it held is paid back before the next one goes early.
+    pub fn spend(&mut self, units: u64) {
+        self.banked -= units as f64;
     }
 }
 
@@ -190,7 +261,7 @@ mod tests {
 
     #[test]
     fn a_full_budget_polls_at_the_base_interval() {
-        let p = pace(5_000, budget(5000, HOUR), 20, cost(3), 1_000_000);
+        let p = pace(5_000, budget(5000, HOUR), 20, cost(3), 0.0, 1_000_000);
         assert_eq!(
             p,
             Pace {
@@ -199,14 +270,14 @@ mod tests {
             }
         );
         // Unknown budget, or a window already over: nothing to pace by.
-        assert!(!pace(5_000, None, 20, cost(3), 1_000_000).stretched);
-        assert!(!pace(5_000, budget(0, -1), 20, cost(3), 1_000_000).stretched);
+        assert!(!pace(5_000, None, 20, cost(3), 0.0, 1_000_000).stretched);
+        assert!(!pace(5_000, budget(0, -1), 20, cost(3), 0.0, 1_000_000).stretched);
     }
 
     #[test]
     fn the_interval_stretches_so_the_budget_lasts_to_the_reset() {
         // 500 left, 20 reserved, 3 units a read, 30 min to go: 160 reads in 1800 s.
-        let p = pace(1_000, budget(500, HOUR / 2), 20, cost(3), 1_000_000);
+        let p = pace(1_000, budget(500, HOUR / 2), 20, cost(3), 0.0, 1_000_000);
         assert!(p.stretched);
         assert_eq!(p.every, 11_250);
         // At that pace the reads spend what is spendable, no more.
@@ -218,7 +289,14 @@ mod tests {
     fn the_stretch_is_smooth_as_the_budget_thins() {
         let mut last = 0;
         for remaining in (0..=5000).rev().step_by(50) {
-            let p = pace(1_000, budget(remaining, HOUR / 2), 100, cost(4), 1_000_000);
+            let p = pace(
+                1_000,
+                budget(remaining, HOUR / 2),
+                100,
+                cost(4),
+                0.0,
+                1_000_000,
+            );
             assert!(p.every >= last, "{remaining}: {} < {last}", p.every);
             assert!(p.every <= HOUR / 2);
             // No cliff: while units remain, polling goes on before the reset.
@@ -231,11 +309,71 @@ mod tests {
 
     #[test]
     fn below_the_reserve_polling_slows_but_does_not_stop() {
-        let p = pace(1_000, budget(40, HOUR / 2), 100, cost(2), 1_000_000);
+        let p = pace(1_000, budget(40, HOUR / 2), 100, cost(2), 0.0, 1_000_000);
         assert!(p.stretched && p.every < HOUR / 2, "{p:?}");
         // Nothing at all left: wait for the reset.
-        let p = pace(1_000, budget(0, HOUR / 2), 100, cost(2), 1_000_000);
+        let p = pace(1_000, budget(0, HOUR / 2), 100, cost(2), 0.0, 1_000_000);
         assert_eq!(p.every, HOUR / 2);
+    }
+
+    #[test]
+    fn dear_reads_go_at_the_base_interval_while_the_credit_covers_them() {
+        // A burst (issue 37, burst300): 4,647 left, 920 reserved, an hour to go, reads
+        // costing 4: the budget's average pace is one read every 3.9 s.
+        let b = budget(4_647, HOUR);
+        let now = 1_000_000;
+        let mut credit = Credit::default();
+        let banked = credit.refill(b, 920, now);
+        // 30 s of the average rate (3,727 units over the hour): 31 units.
+        assert!((banked - 31.06).abs() < 0.01, "{banked}");
+        let mut reads = 0;
+        let mut at = now;
+        loop {
+            let banked = credit.refill(b, 920, at);
+            let p = pace(2_000, b, 920, cost(4), banked, at);
+            if p.stretched {
+                assert!(p.every > 3_800, "{p:?}");
+                break;
+            }
+            credit.spend(4);
+            reads += 1;
+            at += p.every;
+        }
+        // 4 units every 2 s against one a second earned: the 31 banked lend about
+        // 30 s of reads at the base interval (the window), then the average pace.
+        assert!(
+            (14..=17).contains(&reads),
+            "{reads} reads at the base interval"
+        );
+        // What polling spent over that stretch: the average and one window more.
+        let spent = 4.0 * reads as f64;
+        let average = 3_727.0 / 3_600_000.0 * (at - now) as f64;
+        assert!(
+            spent <= average + 31.1 + 4.0,
+            "{spent} spent, {average} average"
+        );
+    }
+
+    #[test]
+    fn the_credit_fills_at_the_average_pace_and_holds_one_window() {
+        let b = budget(3_620, HOUR);
+        let mut credit = Credit::default();
+        // 3,600 spendable over an hour: a unit a second, 30 held at most.
+        let now = 1_000_000;
+        assert!((credit.refill(b, 20, now) - 30.0).abs() < 1e-9);
+        credit.spend(40);
+        assert!(
+            (credit.refill(b, 20, now) + 10.0).abs() < 1e-9,
+            "debt is kept"
+        );
+        let back = credit.refill(b, 20, now + 15_000);
+        assert!((back - 5.0).abs() < 0.1, "{back}");
+        let full = credit.refill(b, 20, now + 600_000);
+        // An hour's 3,600 over what is left of it (50 min): 36 a window, all of it.
+        assert!((full - 36.0).abs() < 1e-9, "capped at the window: {full}");
+        // No budget reported: nothing earned, nothing needed.
+        let mut none = Credit::default();
+        assert_eq!(none.refill(None, 20, 0), 0.0);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! joins the workers' results back in as [`Event::Done`].
 
 use crate::domain::status::ErrorKind;
-use crate::reconcile::budget::{self, Budget, Pace, ReadCost};
+use crate::reconcile::budget::{self, Budget, Credit, Pace, ReadCost};
 use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -105,8 +105,13 @@ impl std::fmt::Display for TargetError {
 pub enum Read {
     /// GitHub's runner list.
     Runners,
-    /// The queued jobs: at most `new_runs` runs never read before, `known_runs` again.
-    Demand { new_runs: usize, known_runs: usize },
+    /// The queued jobs: at most `new_runs` runs never read before, `known_runs` again,
+    /// and the runs in progress too when `in_progress` (`budget::IN_PROGRESS_EVERY`).
+    Demand {
+        new_runs: usize,
+        known_runs: usize,
+        in_progress: bool,
+    },
     /// The guard's facts: a repository's visibility, or the scale set profiles'
     /// runner groups.
     Guard(GuardRead),
@@ -339,6 +344,12 @@ pub struct TargetState {
     holds: BTreeMap<String, StartHold>,
     pace: Option<Pace>,
     read_cost: ReadCost,
+    /// What polling saved against the budget's average pace (`budget::Credit`).
+    credit: Credit,
+    /// When a queue read next reads the in-progress run lists too.
+    in_progress_next: Millis,
+    /// The read on its way reads them (if it fails, the next read does).
+    in_progress_sent: bool,
     /// Runners spawned since the last queue read came back, and those spawned before
     /// it whose re-read it did not find: each took a job, so a re-read of its run
     /// answers 200 and spends a unit (see [`TargetState::polling_cost`]).
@@ -508,7 +519,8 @@ impl TargetState {
         let reserve = f
             .budget
             .map_or(0, |b| budget::reserve(f.polled_max, f.queued, b.limit));
-        let pace = budget::pace(f.poll_every, f.budget, reserve, self.read_cost, now);
+        let credit = self.credit.refill(f.budget, reserve, now);
+        let pace = budget::pace(f.poll_every, f.budget, reserve, self.read_cost, credit, now);
         if pace.stretched && !self.pace.is_some_and(|p| p.stretched) {
             let remaining = f.budget.map_or(0, |b| b.remaining);
             out.push(Effect::Log(Line::PollingPaced {
@@ -519,9 +531,15 @@ impl TargetState {
         self.pace = Some(pace);
         self.next_poll = now + pace.every;
         self.demand_reading = true;
+        let in_progress = now >= self.in_progress_next;
+        if in_progress {
+            self.in_progress_next = now + budget::IN_PROGRESS_EVERY;
+        }
+        self.in_progress_sent = in_progress;
         out.push(Effect::Send(Read::Demand {
             new_runs: budget::new_runs_per_read(f.polled_max),
             known_runs: self.known_runs(f),
+            in_progress,
         }));
     }
 
@@ -587,6 +605,7 @@ impl TargetState {
                 self.demand_reading = false;
                 let cost = self.polling_cost(units, list_units, first_reads);
                 self.read_cost.observe(cost);
+                self.credit.spend(cost);
                 match result {
                     Ok(()) => {
                         self.hold = self.hold.recovered();
@@ -594,7 +613,12 @@ impl TargetState {
                             out.push(Effect::Log(Line::TargetRecovered));
                         }
                     }
-                    Err(e) => self.refused(e, now, out),
+                    Err(e) => {
+                        if self.in_progress_sent {
+                            self.in_progress_next = 0;
+                        }
+                        self.refused(e, now, out)
+                    }
                 }
             }
             Outcome::Runners { result } => {

@@ -77,7 +77,8 @@ fn reads_go_one_at_a_time_guard_then_queue_then_runner_list() {
         sends(&e),
         vec![Read::Demand {
             new_runs: budget::new_runs_per_read(4),
-            known_runs: budget::known_runs_per_read(4)
+            known_runs: budget::known_runs_per_read(4),
+            in_progress: true,
         }]
     );
     s.on_event(demand_done(Ok(())), 400);
@@ -88,9 +89,14 @@ fn reads_go_one_at_a_time_guard_then_queue_then_runner_list() {
     s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 500);
     // The queue is next due at its pace, the list a minute on, the guard an hour on.
     assert!(sends(&s.on_event(Event::Tick(&f), 5_000)).is_empty());
+    // The queue again, its queued runs only: the in-progress lists are read every
+    // `IN_PROGRESS_EVERY`.
     assert!(matches!(
         sends(&s.on_event(Event::Tick(&f), 5_300))[..],
-        [Read::Demand { .. }]
+        [Read::Demand {
+            in_progress: false,
+            ..
+        }]
     ));
 }
 
@@ -663,4 +669,45 @@ fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limi
     );
     assert!(sends(&s.on_event(Event::Tick(&due), until - 1)).is_empty());
     assert!(s.rate_limited_until(0, until - 1).is_some());
+}
+
+#[test]
+fn the_in_progress_lists_go_with_a_read_every_while_and_after_a_failed_read_of_them() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        poll_every: 2_000,
+        ..facts()
+    };
+    let demand = |s: &mut TargetState, now: Millis, result: Result<(), TargetError>| {
+        let e = s.on_event(Event::Tick(&f), now);
+        let sent = sends(&e).into_iter().find_map(|r| match r {
+            Read::Demand { in_progress, .. } => Some(in_progress),
+            _ => None,
+        });
+        s.on_event(demand_done(result), now + 1);
+        // The runner list goes between two queue reads; answer it.
+        for r in sends(&s.on_event(Event::Tick(&f), now + 2)) {
+            assert_eq!(r, Read::Runners);
+            s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
+        }
+        sent.expect("a queue read at each poll")
+    };
+    let every = budget::IN_PROGRESS_EVERY;
+    assert_eq!(every % 2_000, 0, "the test polls every 2 s");
+    let polls = (2 * every / 2_000 + 1) as usize;
+    let read: Vec<bool> = (0..polls)
+        .map(|i| demand(&mut s, i as Millis * 2_000, Ok(())))
+        .collect();
+    let want: Vec<bool> = (0..polls)
+        .map(|i| i as Millis * 2_000 % every == 0)
+        .collect();
+    assert_eq!(read, want, "the first read, then one every {every} ms");
+    // A read of them that fails: the next read reads them again.
+    let at = polls as Millis * 2_000;
+    assert!(!demand(&mut s, at, Ok(())));
+    let at = 3 * every;
+    assert!(demand(&mut s, at, Err(github(Refusal::Transient))));
+    assert!(demand(&mut s, at + 2_000, Ok(())));
+    assert!(!demand(&mut s, at + 4_000, Ok(())));
 }

@@ -543,8 +543,8 @@ fn usage_counters_name_the_top_repositories_and_add_up_to_the_usage_command() {
     );
     let addr = d.metrics_addr();
     for n in 0..2 {
-        // Long enough for a queue read to see each job in progress: that read names
-        // its repository (a REST job shorter than a poll may stay `unknown`).
+        // A repository target's jobs count under its repository whether or not a read
+        // of the runs in progress (every 10 s) named each job's owner.
         w.enqueue("acme/one", &format!("one{n}"), &["u"], 3000);
         w.enqueue("acme/two", &format!("two{n}"), &["u"], 3000);
     }

@@ -493,6 +493,7 @@ fn a_deep_queue_reads_again_only_the_runs_that_matter() {
         new: 10,
         known: 5,
         held: &held,
+        in_progress: true,
     };
     let part = c.read_queue(&repos, caps, &|_, _| {}).unwrap();
     let mut want: Vec<i64> = runs[6..].to_vec();
@@ -538,5 +539,58 @@ fn a_run_read_that_fails_in_passing_leaves_the_rest_of_the_read_standing() {
     assert!(
         c.queued_jobs("octo", "app").is_err(),
         "a caller with no earlier view gets the error"
+    );
+}
+
+/// Issue 37: a read may leave out the in-progress run lists (a run reports
+/// `in_progress` only once nothing in it is queued). It then sends no GET for them,
+/// lists the queued runs alone, and names no runner; with them, the run a runner took
+/// is listed again and its re-read names the runner that took its job.
+#[test]
+fn a_read_without_the_in_progress_lists_lists_the_queued_runs_alone() {
+    let (h, _) = sim_with(SimConfig::default());
+    for i in 0..3 {
+        h.enqueue_run(
+            "octo/app",
+            "CI",
+            &[(format!("build {i}"), vec!["self-hosted".into()], 60_000)],
+        );
+    }
+    let c = client(&h, PAT, &InFlight::new(4));
+    let repos = [("octo", "app")];
+    let all = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
+    assert_eq!((all.listed.len(), all.jobs.len()), (3, 3));
+    let scope = runner_manager::sim::Scope::Repo("octo/app".into());
+    let (rid, _) = h.register_runner(scope, "rm-took", &["self-hosted"]);
+    let cred = h.with_state(|s| s.runners[&rid].credential.clone());
+    let taken = h
+        .with_state(|s| s.runner_take_job(rid, &cred, runner_manager::timefmt::now_millis()))
+        .unwrap()
+        .expect("the runner takes a job");
+    let lists_before = h.request_log().len();
+    let queued_only = ReadCaps {
+        in_progress: false,
+        ..ReadCaps::ALL
+    };
+    let part = c.read_queue(&repos, queued_only, &|_, _| {}).unwrap();
+    let sent: Vec<LogEntry> = h.request_log()[lists_before..].to_vec();
+    assert!(
+        sent.iter().all(|e| !e.path.contains("status=in_progress")),
+        "{sent:?}"
+    );
+    assert_eq!(part.listed.len(), 2, "the run in progress is not listed");
+    assert!(!part.listed.contains(&(taken.run_id as i64)));
+    assert_eq!(part.jobs.len(), 2);
+    assert!(part.owners.is_empty(), "nothing read names a runner");
+    let whole = c.read_queue(&repos, ReadCaps::ALL, &|_, _| {}).unwrap();
+    assert!(whole.listed.contains(&(taken.run_id as i64)));
+    assert_eq!(whole.jobs.len(), 2, "the taken job is not queued");
+    assert_eq!(
+        whole
+            .owners
+            .iter()
+            .map(|(r, _)| r.as_str())
+            .collect::<Vec<_>>(),
+        ["rm-took"]
     );
 }
