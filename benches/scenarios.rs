@@ -226,9 +226,11 @@ fn main() {
             "budget-hooks" => budget_hooks(cfg),
             // Only the calm REST row of `budget`, three times: its spread.
             "budget-rest" => budget_rest(cfg),
+            // Issue 37's own measure: 120 jobs, 6 daemon restarts, REST and webhooks.
+            "budget-restarts" => budget_restarts(cfg),
             other => Err(format!(
                 "unknown scenario {other}; use steady, burst, burst60, burst300, idle, history, \
-                 scaleset, wake, budget, budget-hooks or budget-rest"
+                 scaleset, wake, budget, budget-hooks, budget-rest or budget-restarts"
             )),
         };
         match res {
@@ -1220,6 +1222,36 @@ fn budget_rest(cfg: Cfg) -> Result<Vec<Row>, String> {
                 "units",
             )
             .ours(s.per_job()),
+        );
+    }
+    Ok(rows)
+}
+
+/// Issue 37's measure of units per served job: the 120-job drain with 6 daemon
+/// restarts (SIGKILLs), polling REST and then with webhooks.
+fn budget_restarts(cfg: Cfg) -> Result<Vec<Row>, String> {
+    let (n, kills, job_ms) = match cfg.size {
+        Size::Small => (30, 2, 500),
+        _ => (120, 6, 500),
+    };
+    let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
+    let scn = cfg.scenario("budget");
+    let mut rows = Vec::new();
+    for (how, hooks) in [("polling REST", None), ("webhooks", Some(0.0))] {
+        let s = drain(cfg, n, job_ms, 4, kills, None, deadline, hooks)?;
+        let who = format!("{n} queued, max 4, {how}, {} SIGKILLs", s.kills);
+        println!(
+            "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job)",
+            s.served,
+            s.wall_ms as f64 / 1000.0,
+            s.units,
+            s.per_job(),
+        );
+        if s.served < n {
+            return Err(format!("{who}: {} of {n} served", s.served));
+        }
+        rows.push(
+            Row::new(&scn, &format!("units per served job, {who}"), "units").ours(s.per_job()),
         );
     }
     Ok(rows)
