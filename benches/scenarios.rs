@@ -1192,6 +1192,22 @@ fn hooks_on(w: &World, drop: f64) -> std::net::SocketAddr {
     addr
 }
 
+/// One drain's units per served job: printed, and a row (an error if it did not
+/// serve all `n`).
+fn drain_row(scn: &str, who: &str, s: &Spend, n: usize) -> Result<Row, String> {
+    println!(
+        "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job)",
+        s.served,
+        s.wall_ms as f64 / 1000.0,
+        s.units,
+        s.per_job(),
+    );
+    if s.served < n {
+        return Err(format!("{who}: {} of {n} served", s.served));
+    }
+    Ok(Row::new(scn, &format!("units per served job, {who}"), "units").ours(s.per_job()))
+}
+
 /// The 120-job drain polling REST, calm, three times over: the units per served job
 /// move by a few hundredths from one drain to the next (how the reads fall against the
 /// runs' moves), which one drain cannot show.
@@ -1202,29 +1218,17 @@ fn budget_rest(cfg: Cfg) -> Result<Vec<Row>, String> {
     };
     let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
     let scn = cfg.scenario("budget");
-    let mut rows = Vec::new();
-    for i in 1..=3 {
-        let s = drain(cfg, n, job_ms, 4, 0, None, deadline, None)?;
-        println!(
-            "{scn}: {n} queued, max 4, drain {i} of 3: {} of the jobs served in {:.1} s; {} units ({:.2} a job)",
-            s.served,
-            s.wall_ms as f64 / 1000.0,
-            s.units,
-            s.per_job(),
-        );
-        if s.served < n {
-            return Err(format!("drain {i}: {} of {n} served", s.served));
-        }
-        rows.push(
-            Row::new(
+    (1..=3)
+        .map(|i| {
+            let s = drain(cfg, n, job_ms, 4, 0, None, deadline, None)?;
+            drain_row(
                 &scn,
-                &format!("units per served job, polling REST, drain {i}"),
-                "units",
+                &format!("{n} queued, max 4, polling REST, drain {i} of 3"),
+                &s,
+                n,
             )
-            .ours(s.per_job()),
-        );
-    }
-    Ok(rows)
+        })
+        .collect()
 }
 
 /// Issue 37's measure of units per served job: the 120-job drain with 6 daemon
@@ -1236,25 +1240,14 @@ fn budget_restarts(cfg: Cfg) -> Result<Vec<Row>, String> {
     };
     let deadline = Duration::from_millis(120_000 + cfg.slack_ms(n as u64));
     let scn = cfg.scenario("budget");
-    let mut rows = Vec::new();
-    for (how, hooks) in [("polling REST", None), ("webhooks", Some(0.0))] {
-        let s = drain(cfg, n, job_ms, 4, kills, None, deadline, hooks)?;
-        let who = format!("{n} queued, max 4, {how}, {} SIGKILLs", s.kills);
-        println!(
-            "{scn}: {who}: {} of the jobs served in {:.1} s; {} units ({:.2} a job)",
-            s.served,
-            s.wall_ms as f64 / 1000.0,
-            s.units,
-            s.per_job(),
-        );
-        if s.served < n {
-            return Err(format!("{who}: {} of {n} served", s.served));
-        }
-        rows.push(
-            Row::new(&scn, &format!("units per served job, {who}"), "units").ours(s.per_job()),
-        );
-    }
-    Ok(rows)
+    [("polling REST", None), ("webhooks", Some(0.0))]
+        .into_iter()
+        .map(|(how, hooks)| {
+            let s = drain(cfg, n, job_ms, 4, kills, None, deadline, hooks)?;
+            let who = format!("{n} queued, max 4, {how}, {} SIGKILLs", s.kills);
+            drain_row(&scn, &who, &s, n)
+        })
+        .collect()
 }
 
 /// The 120-job drain with webhooks: calm, with SIGKILLs, and with a fifth of the
