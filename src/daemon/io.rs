@@ -65,10 +65,7 @@ pub enum Task {
     ReadDemand {
         repos: OrgRepos,
         any_public: bool,
-        /// At most how many runs never read before this read may read (the oldest
-        /// first), how many read before it reads again, and whether it reads the
-        /// in-progress run lists too.
-        caps: (usize, usize, bool),
+        caps: DemandCaps,
         /// The runs the loop's queue holds a view of (sorted).
         held: Vec<i64>,
     },
@@ -86,6 +83,17 @@ pub enum Task {
     },
     /// Carry the lost jobs whose time has come to GitHub's re-run (`rerun`).
     Reruns,
+}
+
+/// What one demand read may read, as the pass decided it (`reconcile::pass::Read::Demand`).
+#[derive(Debug, Clone, Copy)]
+pub struct DemandCaps {
+    /// At most this many runs never read before (the oldest first).
+    pub new_runs: usize,
+    /// At most this many runs read before, read again.
+    pub known_runs: usize,
+    /// Whether the in-progress run lists go with the queued ones.
+    pub in_progress: bool,
 }
 
 impl Task {
@@ -604,7 +612,7 @@ fn demand_task(
     c: &Common,
     client: &GitHubClient,
     target: &Target,
-    (mut repos, any_public, caps, held): (OrgRepos, bool, (usize, usize, bool), Vec<i64>),
+    (mut repos, any_public, caps, held): (OrgRepos, bool, DemandCaps, Vec<i64>),
     done: &Sender<Box<Done>>,
 ) -> Done {
     let read_at = now_millis();
@@ -624,10 +632,10 @@ fn demand_task(
         (
             any_public,
             ReadCaps {
-                new: caps.0,
-                known: caps.1,
+                new: caps.new_runs,
+                known: caps.known_runs,
                 held: &held,
-                in_progress: caps.2,
+                in_progress: caps.in_progress,
             },
         ),
         read_at,

@@ -54,7 +54,11 @@ impl TargetLoop {
             } => Task::ReadDemand {
                 repos: self.queue.begin_read(),
                 any_public: set.profiles.iter().any(|p| p.allow_public),
-                caps: (new_runs, known_runs, in_progress),
+                caps: DemandCaps {
+                    new_runs,
+                    known_runs,
+                    in_progress,
+                },
                 held: self.queue.held_runs(),
             },
             Read::Guard(read) => Task::Guard {

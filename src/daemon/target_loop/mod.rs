@@ -21,7 +21,7 @@ use client::keep_etags;
 use super::actuator::{self, Ctx};
 use super::clients;
 use super::contain::{self, UidBook};
-use super::io::{Done, IoPool, Task};
+use super::io::{DemandCaps, Done, IoPool, Task};
 use super::metrics_feed;
 use super::observe::Observer;
 use super::pool::TargetView;
