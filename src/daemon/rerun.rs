@@ -13,9 +13,10 @@ use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use std::collections::BTreeMap;
 
-/// How many of a repository's newest runs are looked through for a job no source
-/// named (a repository target polled over REST learns a job's runner only when it
-/// reads its run again).
+/// How many of a repository's newest runs created before the job was taken are looked through
+/// for a job no source named (a repository target polled over REST learns a job's
+/// runner only when it reads its in-progress runs, every 10 s: a runner lost sooner
+/// leaves its job unnamed).
 const RUNS_LOOKED_THROUGH: usize = 10;
 
 /// Works through the target's lost jobs that wait for now. Returns GitHub's rate limit
@@ -51,7 +52,19 @@ pub fn run(
             .reruns_asked_since(&row.profile, now - rerun::HOUR)
             .unwrap_or_default();
         let bound = per_hour.get(&row.profile).copied().flatten();
-        let first = rerun::before(&row, bound, &recent, now);
+        let mut first = rerun::before(&row, bound, &recent, now);
+        // A source may have named the job since the attempt ended (the next daemon's
+        // first read of the in-progress runs, a webhook): that spares the search.
+        if row.run_id.is_none()
+            && first == Next::Ask
+            && let Some(o) = shared.owner_of(&row.runner_name)
+            && row.repo.as_deref().is_none_or(|r| r == o.repo)
+        {
+            row.repo = Some(o.repo.clone());
+            if !learn(store, &mut row, o.job_name, o.job_id, o.run_id) {
+                first = rerun::lost_before();
+            }
+        }
         let next = step(client, store, &mut row, first, now)?;
         settle(shared, store, target, &mut row, next, now);
     }
@@ -68,20 +81,13 @@ fn step(
 ) -> Result<Next, GhError> {
     let next = match next {
         Next::Ask => {
-            let next = match look(client, row) {
+            let next = match look(client, store, row) {
                 Ok(jobs) => match rerun::ours(row, &jobs).cloned() {
                     Some(j) if row.run_id.is_none() => {
-                        // Learned only now: another row may hold this job already.
-                        let logged = row.job_name.replace(j.name.clone());
-                        row.job_id = Some(j.id);
-                        row.run_id = Some(j.run_id);
-                        if store.rerun_identity_taken(row).unwrap_or(true) {
-                            // The identity stays the first row's (it is unique).
-                            row.run_id = None;
-                            row.job_name = logged;
-                            rerun::lost_before()
-                        } else {
+                        if learn(store, row, j.name, Some(j.id), j.run_id) {
                             rerun::seen(row, &jobs, now)
+                        } else {
+                            rerun::lost_before()
                         }
                     }
                     Some(j) => {
@@ -107,16 +113,43 @@ fn step(
     Ok(rerun::answered(row, result, now))
 }
 
+/// Keeps the job's identity, learned only now, with the row, unless another row holds
+/// it already (the job was lost before): then the row is left as it was and `false`
+/// comes back.
+fn learn(
+    store: &SqliteStore,
+    row: &mut Rerun,
+    job_name: String,
+    job_id: Option<i64>,
+    run_id: i64,
+) -> bool {
+    let logged = row.job_name.replace(job_name);
+    let id = job_id.or(row.job_id);
+    let id_before = std::mem::replace(&mut row.job_id, id);
+    row.run_id = Some(run_id);
+    if store.rerun_identity_taken(row).unwrap_or(true) {
+        // The identity stays the first row's (it is unique).
+        row.run_id = None;
+        row.job_name = logged;
+        row.job_id = id_before;
+        return false;
+    }
+    true
+}
+
 /// The run's jobs as GitHub lists them now; without a run, the newest runs of the
-/// repository are looked through for the one the runner took (in progress first:
-/// that is where a lost job stays until GitHub fails it).
-fn look(client: &GitHubClient, row: &Rerun) -> Result<Vec<JobSeen>, GhError> {
+/// repository created before the runner took its job are looked through for the one
+/// it took (in progress first: that is where a lost job stays until GitHub fails it; a
+/// run created later cannot hold it, and in a deep queue those are most).
+fn look(client: &GitHubClient, store: &SqliteStore, row: &Rerun) -> Result<Vec<JobSeen>, GhError> {
     let (owner, repo) = split(row);
     if let Some(run) = row.run_id {
         return client.run_jobs_now(owner, repo, run);
     }
+    let attempt = store.attempt(row.attempt_id).ok();
+    let created_by = rerun::run_created_by(attempt.as_ref(), row.lost_at);
     for status in ["in_progress", "completed"] {
-        for run in client.runs_now(owner, repo, status, RUNS_LOOKED_THROUGH)? {
+        for run in client.runs_now(owner, repo, status, created_by, RUNS_LOOKED_THROUGH)? {
             let jobs = client.run_jobs_now(owner, repo, run)?;
             if rerun::find_by_runner(&jobs, &row.runner_name).is_some() {
                 return Ok(jobs);

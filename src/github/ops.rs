@@ -9,6 +9,7 @@ use super::types;
 use crate::domain::job_owner::JobOwner;
 use crate::domain::{QueuedJob, RegisteredRunner, TargetScope};
 use crate::secret::Secret;
+use crate::timefmt::Millis;
 
 /// Repository-level runners always join the Default group, id 1 (every third-party
 /// client does this; GitHub has no repository runner groups).
@@ -610,19 +611,18 @@ impl GitHubClient {
     }
 
     /// The ids of a repository's newest runs in `status` (`in_progress`,
-    /// `completed`), at most `n` (one page, not cached).
+    /// `completed`) created at or before `created_by`, at most `n` of one page of
+    /// [`PER_PAGE`] (not cached). A run whose creation time GitHub did not say is kept.
     pub fn runs_now(
         &self,
         owner: &str,
         repo: &str,
         status: &str,
+        created_by: Millis,
         n: usize,
     ) -> Result<Vec<i64>, GhError> {
         let path = with_query(
-            &format!(
-                "/repos/{owner}/{repo}/actions/runs?per_page={}",
-                n.min(PER_PAGE as usize)
-            ),
+            &format!("/repos/{owner}/{repo}/actions/runs?per_page={PER_PAGE}"),
             "status",
             status,
         );
@@ -632,6 +632,12 @@ impl GitHubClient {
         Ok(runs
             .workflow_runs
             .into_iter()
+            .filter(|r| {
+                r.created_at
+                    .as_deref()
+                    .and_then(crate::timefmt::parse_rfc3339)
+                    .is_none_or(|at| at <= created_by)
+            })
             .map(|r| r.id)
             .take(n)
             .collect())

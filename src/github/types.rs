@@ -20,6 +20,9 @@ pub(crate) struct WorkflowRuns {
 #[derive(Debug, Deserialize, Serialize)]
 pub(crate) struct WorkflowRun {
     pub id: i64,
+    /// When the run was created (a re-run attempt keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

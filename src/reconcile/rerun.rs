@@ -15,6 +15,7 @@
 
 use crate::backoff::Backoff;
 use crate::domain::rerun::{JobSeen, Rerun, RerunState};
+use crate::domain::{Attempt, AttemptState};
 use crate::timefmt::Millis;
 use std::time::Duration;
 
@@ -102,6 +103,25 @@ pub fn before(row: &Rerun, per_hour: Option<u32>, recent: &[Millis], now: Millis
         };
     }
     Next::Ask
+}
+
+/// How far the host's clock may be from GitHub's when runs created before a job was
+/// taken are told from those created after.
+pub const CLOCK_SKEW: Millis = 5_000;
+
+/// The newest creation time a run holding the lost job can have: its runner took the
+/// job when the attempt turned busy, and the run was created before that. A runner
+/// found gone (a host crash) has its loss noted only when the next daemon starts, so
+/// the loss's time would let in every run created while the host was down. Without a
+/// busy time, the loss's.
+pub fn run_created_by(attempt: Option<&Attempt>, lost_at: Millis) -> Millis {
+    let taken = attempt.and_then(|a| {
+        a.history
+            .iter()
+            .find(|c| c.state == AttemptState::Busy)
+            .map(|c| c.at)
+    });
+    taken.unwrap_or(lost_at).min(lost_at) + CLOCK_SKEW
 }
 
 /// The job the runner ran, among its run's jobs (or runs' jobs): the one GitHub names
@@ -244,6 +264,19 @@ mod tests {
     use super::*;
 
     const T0: Millis = 1_000_000_000;
+
+    #[test]
+    fn the_search_stops_at_runs_created_after_the_runner_took_its_job() {
+        let mut a = Attempt::new(7, "p", "t", "h", T0 - 60_000);
+        assert_eq!(run_created_by(Some(&a), T0), T0 + CLOCK_SKEW, "never busy");
+        assert_eq!(run_created_by(None, T0), T0 + CLOCK_SKEW);
+        a.recover(AttemptState::Busy, T0 - 30_000).unwrap();
+        // Found gone by the next daemon an hour later: the busy time bounds the runs.
+        assert_eq!(
+            run_created_by(Some(&a), T0 + 3_600_000),
+            T0 - 30_000 + CLOCK_SKEW
+        );
+    }
 
     fn row() -> Rerun {
         Rerun {

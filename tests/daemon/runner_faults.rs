@@ -244,6 +244,63 @@ fn a_lost_job_is_rerun_once_when_its_profile_asks_and_never_twice() {
     w.stop_daemon();
 }
 
+/// A host crash: the daemon and its runner die together, and the next daemon finds
+/// the runner gone. No source may have named the job yet (in-progress runs are read
+/// every 10 s), and while the host was down GitHub failed it and newer runs ended, so
+/// the newest completed runs hold other jobs: the search looks only through runs
+/// created by the loss, and the job is re-run.
+#[test]
+fn a_job_lost_in_a_host_crash_is_found_and_rerun_past_newer_runs() {
+    let mut w = World::new("rfaults-crash", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    w.cli_ok(&["profile", "set", "p", "rerun_lost=on"]);
+    w.sim.set_lost_runner_timeout(Duration::from_secs(1));
+    let lost = w.enqueue("acme/app", "long", &["p"], 60_000);
+    w.start_daemon();
+    let mut busy = None;
+    wait_until(SETTLE, "a runner busy with the job", || {
+        busy = w
+            .attempts()
+            .into_iter()
+            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
+        busy.is_some()
+    });
+    let busy = busy.unwrap();
+    w.kill_daemon();
+    // SAFETY: the runner's own pid, as the daemon recorded it while it ran.
+    unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
+    // GitHub fails the job a while after its runner stopped (the sim, as requests
+    // come; none come from a host that is down).
+    wait_until(SETTLE, "GitHub failing the lost job", || {
+        w.sim.with_state(|st| {
+            st.fail_lost_jobs(runner_manager::timefmt::now_millis());
+            st.jobs[&lost].conclusion.as_deref() == Some("failure")
+        })
+    });
+    // Twelve runs created after the loss, ended while the host was down (a minute,
+    // served elsewhere).
+    let later: Vec<u64> = (0..12)
+        .map(|i| w.enqueue("acme/app", &format!("later-{i}"), &["elsewhere"], 10))
+        .collect();
+    w.sim.with_state(|st| {
+        for id in &later {
+            let j = st.jobs.get_mut(id).expect("enqueued");
+            j.status = runner_manager::sim::JobStatus::Completed;
+            j.conclusion = Some("success".into());
+            j.created_at += 60_000;
+            let run = j.run_id;
+            st.runs.get_mut(&run).expect("its run").created_at += 60_000;
+        }
+    });
+    w.start_daemon();
+    wait_until(SETTLE, "the daemon re-running the lost job", || {
+        rerun_of(&w, busy.id)["state"] == "rerun"
+    });
+    assert_eq!(w.sim.reruns(), 1);
+    w.stop_daemon();
+}
+
 /// Issue 34, item 2: when GitHub refuses the re-run (a fine-grained token without
 /// Actions: write), the daemon says so once, with the fix, and never asks again.
 #[test]

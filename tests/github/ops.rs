@@ -398,3 +398,32 @@ fn runner_by_name_groups_visibility_and_repositories() {
     assert_eq!(paths[6], "/orgs/acme/repos?per_page=100");
     assert_eq!(paths[7], "/installation/repositories?per_page=100");
 }
+
+/// The lost-job search (`daemon::rerun`) looks only through runs created by the loss:
+/// in a deep queue the newest runs were created after it and cannot hold its job.
+#[test]
+fn runs_now_keeps_the_runs_created_by_the_cutoff_and_those_without_a_time() {
+    let r = Responder::start(vec![]);
+    r.push(ok(
+        200,
+        &[],
+        r#"{"total_count":4,"workflow_runs":[
+            {"id":4,"created_at":"2026-12-05T10:00:09Z"},
+            {"id":3,"created_at":"2026-12-05T10:00:05Z"},
+            {"id":2},
+            {"id":1,"created_at":"2026-12-05T10:00:01Z"}]}"#,
+    ));
+    let (c, _) = pat_client(&r.url());
+    let cutoff = parse_rfc3339("2026-12-05T10:00:05Z").unwrap();
+    let ids = c.runs_now("octo", "app", "completed", cutoff, 2).unwrap();
+    assert_eq!(
+        ids,
+        vec![3, 2],
+        "the newest created by the cutoff, at most 2"
+    );
+    let reqs = r.requests();
+    assert_eq!(
+        reqs[0].path,
+        "/repos/octo/app/actions/runs?per_page=100&status=completed"
+    );
+}
