@@ -13,12 +13,6 @@ use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
 use std::collections::BTreeMap;
 
-/// How many of a repository's newest runs created before the job was taken are looked through
-/// for a job no source named (a repository target polled over REST learns a job's
-/// runner only when it reads its in-progress runs, every 10 s: a runner lost sooner
-/// leaves its job unnamed).
-const RUNS_LOOKED_THROUGH: usize = 10;
-
 /// Works through the target's lost jobs that wait for now. Returns GitHub's rate limit
 /// when it holds the credential (the pass holds the target for it); any other error
 /// is the row's, kept with it.
@@ -137,19 +131,20 @@ fn learn(
     true
 }
 
-/// The run's jobs as GitHub lists them now; without a run, the newest runs of the
-/// repository created before the runner took its job are looked through for the one
-/// it took (in progress first: that is where a lost job stays until GitHub fails it; a
-/// run created later cannot hold it, and in a deep queue those are most).
+/// The run's jobs as GitHub lists them now; without a run, the repository's newest
+/// runs that can hold the job (`reconcile::rerun::runs_to_look_through`) are looked
+/// through for the one its runner took, in progress first: that is where a lost job
+/// stays until GitHub fails it.
 fn look(client: &GitHubClient, store: &SqliteStore, row: &Rerun) -> Result<Vec<JobSeen>, GhError> {
     let (owner, repo) = split(row);
     if let Some(run) = row.run_id {
         return client.run_jobs_now(owner, repo, run);
     }
     let attempt = store.attempt(row.attempt_id).ok();
-    let created_by = rerun::run_created_by(attempt.as_ref(), row.lost_at);
     for status in ["in_progress", "completed"] {
-        for run in client.runs_now(owner, repo, status, created_by, RUNS_LOOKED_THROUGH)? {
+        let runs = client.runs_now(owner, repo, status)?;
+        let completed = status == "completed";
+        for run in rerun::runs_to_look_through(&runs, completed, attempt.as_ref(), row.lost_at) {
             let jobs = client.run_jobs_now(owner, repo, run)?;
             if rerun::find_by_runner(&jobs, &row.runner_name).is_some() {
                 return Ok(jobs);

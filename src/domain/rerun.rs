@@ -111,6 +111,15 @@ pub struct JobSeen {
     pub runner_name: Option<String>,
 }
 
+/// A workflow run as GitHub lists it when a lost job is looked for: when it was created
+/// and last changed (ended, for a completed run), where GitHub said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSeen {
+    pub id: i64,
+    pub created_at: Option<Millis>,
+    pub updated_at: Option<Millis>,
+}
+
 /// `rerun_lost` as `profile set` reads it: `off` (or empty, `0`), `on` (the default
 /// bound), or a number of re-runs an hour. `None` is off.
 pub fn parse_setting(key: &str, value: &str) -> Result<Option<u32>, super::Invalid> {

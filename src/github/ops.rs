@@ -9,7 +9,6 @@ use super::types;
 use crate::domain::job_owner::JobOwner;
 use crate::domain::{QueuedJob, RegisteredRunner, TargetScope};
 use crate::secret::Secret;
-use crate::timefmt::Millis;
 
 /// Repository-level runners always join the Default group, id 1 (every third-party
 /// client does this; GitHub has no repository runner groups).
@@ -610,17 +609,14 @@ impl GitHubClient {
         Ok(jobs.jobs.iter().map(types::Job::seen).collect())
     }
 
-    /// The ids of a repository's newest runs in `status` (`in_progress`,
-    /// `completed`) created at or before `created_by`, at most `n` of one page of
-    /// [`PER_PAGE`] (not cached). A run whose creation time GitHub did not say is kept.
+    /// A repository's newest runs in `status` (`in_progress`, `completed`): one page
+    /// of [`PER_PAGE`], newest first, not cached.
     pub fn runs_now(
         &self,
         owner: &str,
         repo: &str,
         status: &str,
-        created_by: Millis,
-        n: usize,
-    ) -> Result<Vec<i64>, GhError> {
+    ) -> Result<Vec<crate::domain::rerun::RunSeen>, GhError> {
         let path = with_query(
             &format!("/repos/{owner}/{repo}/actions/runs?per_page={PER_PAGE}"),
             "status",
@@ -629,17 +625,15 @@ impl GitHubClient {
         let mut c = Call::get(self.url(&path));
         c.conditional = false;
         let runs: types::WorkflowRuns = parse_json(&self.call(&c)?.body)?;
+        let at = |s: Option<String>| s.as_deref().and_then(crate::timefmt::parse_rfc3339);
         Ok(runs
             .workflow_runs
             .into_iter()
-            .filter(|r| {
-                r.created_at
-                    .as_deref()
-                    .and_then(crate::timefmt::parse_rfc3339)
-                    .is_none_or(|at| at <= created_by)
+            .map(|r| crate::domain::rerun::RunSeen {
+                id: r.id,
+                created_at: at(r.created_at),
+                updated_at: at(r.updated_at),
             })
-            .map(|r| r.id)
-            .take(n)
             .collect())
     }
 

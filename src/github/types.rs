@@ -23,6 +23,9 @@ pub(crate) struct WorkflowRun {
     /// When the run was created (a re-run attempt keeps it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
+    /// When it last changed (for a completed run, when it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

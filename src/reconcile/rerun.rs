@@ -14,7 +14,7 @@
 //! the fix. At most `rerun_lost` re-runs an hour per profile; a row waits its turn.
 
 use crate::backoff::Backoff;
-use crate::domain::rerun::{JobSeen, Rerun, RerunState};
+use crate::domain::rerun::{JobSeen, Rerun, RerunState, RunSeen};
 use crate::domain::{Attempt, AttemptState};
 use crate::timefmt::Millis;
 use std::time::Duration;
@@ -105,23 +105,40 @@ pub fn before(row: &Rerun, per_hour: Option<u32>, recent: &[Millis], now: Millis
     Next::Ask
 }
 
-/// How far the host's clock may be from GitHub's when runs created before a job was
-/// taken are told from those created after.
+/// How far the host's clock may be from GitHub's when runs are told apart by their
+/// times.
 pub const CLOCK_SKEW: Millis = 5_000;
+/// How many runs one look reads the jobs of, at most, per status (a unit each).
+pub const RUNS_LOOKED_THROUGH: usize = 30;
 
-/// The newest creation time a run holding the lost job can have: its runner took the
-/// job when the attempt turned busy, and the run was created before that. A runner
-/// found gone (a host crash) has its loss noted only when the next daemon starts, so
-/// the loss's time would let in every run created while the host was down. Without a
-/// busy time, the loss's.
-pub fn run_created_by(attempt: Option<&Attempt>, lost_at: Millis) -> Millis {
-    let taken = attempt.and_then(|a| {
-        a.history
-            .iter()
-            .find(|c| c.state == AttemptState::Busy)
-            .map(|c| c.at)
-    });
-    taken.unwrap_or(lost_at).min(lost_at) + CLOCK_SKEW
+/// The runs a look reads the jobs of, for a job no source named: of `runs` (GitHub's
+/// newest in one status, newest first), those that can hold it. Its runner took the
+/// job when the attempt turned busy (without a busy time, by the loss), so its run was
+/// created before then; a `completed` run ended after then. In a deep queue the newest
+/// runs were created after the job was taken, and after a host was down a while the
+/// newest completed runs are others': neither can hold it. A time GitHub did not say
+/// rules nothing out.
+pub fn runs_to_look_through(
+    runs: &[RunSeen],
+    completed: bool,
+    attempt: Option<&Attempt>,
+    lost_at: Millis,
+) -> Vec<i64> {
+    let taken = attempt
+        .and_then(|a| {
+            a.history
+                .iter()
+                .find(|c| c.state == AttemptState::Busy)
+                .map(|c| c.at)
+        })
+        .unwrap_or(lost_at)
+        .min(lost_at);
+    runs.iter()
+        .filter(|r| r.created_at.is_none_or(|at| at <= taken + CLOCK_SKEW))
+        .filter(|r| !completed || r.updated_at.is_none_or(|at| at >= taken - CLOCK_SKEW))
+        .map(|r| r.id)
+        .take(RUNS_LOOKED_THROUGH)
+        .collect()
 }
 
 /// The job the runner ran, among its run's jobs (or runs' jobs): the one GitHub names
@@ -266,15 +283,42 @@ mod tests {
     const T0: Millis = 1_000_000_000;
 
     #[test]
-    fn the_search_stops_at_runs_created_after_the_runner_took_its_job() {
+    fn a_look_reads_only_runs_created_before_the_job_was_taken_and_ended_after() {
+        let run = |id, created: Option<Millis>, updated: Option<Millis>| RunSeen {
+            id,
+            created_at: created,
+            updated_at: updated,
+        };
         let mut a = Attempt::new(7, "p", "t", "h", T0 - 60_000);
-        assert_eq!(run_created_by(Some(&a), T0), T0 + CLOCK_SKEW, "never busy");
-        assert_eq!(run_created_by(None, T0), T0 + CLOCK_SKEW);
         a.recover(AttemptState::Busy, T0 - 30_000).unwrap();
+        let taken = T0 - 30_000;
+        // Newest first, as GitHub lists them.
+        let runs = [
+            run(6, Some(taken + 60_000), Some(taken + 61_000)), // created after: no
+            run(5, Some(taken + CLOCK_SKEW), Some(taken + 70_000)), // within the skew
+            run(4, None, None),                                 // no times: kept
+            run(3, Some(taken - 10_000), Some(taken - 9_000)),  // ended before it was taken
+            run(2, Some(taken - 20_000), Some(T0 + 600_000)),   // ours, failed later
+        ];
         // Found gone by the next daemon an hour later: the busy time bounds the runs.
         assert_eq!(
-            run_created_by(Some(&a), T0 + 3_600_000),
-            T0 - 30_000 + CLOCK_SKEW
+            runs_to_look_through(&runs, true, Some(&a), T0 + 3_600_000),
+            vec![5, 4, 2]
+        );
+        assert_eq!(
+            runs_to_look_through(&runs, false, Some(&a), T0 + 3_600_000),
+            vec![5, 4, 3, 2],
+            "an in-progress run's last change says nothing"
+        );
+        // Never busy as far as the ledger says: the loss bounds them.
+        assert_eq!(
+            runs_to_look_through(&runs, false, None, taken),
+            vec![5, 4, 3, 2]
+        );
+        let many: Vec<RunSeen> = (0..100).map(|i| run(100 - i, None, None)).collect();
+        assert_eq!(
+            runs_to_look_through(&many, true, None, T0).len(),
+            RUNS_LOOKED_THROUGH
         );
     }
 

@@ -528,6 +528,18 @@ impl State {
             .collect()
     }
 
+    /// When the run last changed, as GitHub's `updated_at` says: its creation, or its
+    /// latest job's start or end.
+    pub fn run_updated_at(&self, run_id: u64) -> Millis {
+        let created = self.runs.get(&run_id).map_or(0, |r| r.created_at);
+        self.jobs
+            .values()
+            .filter(|j| j.run_id == run_id)
+            .flat_map(|j| [j.started_at, j.completed_at])
+            .flatten()
+            .fold(created, Millis::max)
+    }
+
     pub fn run_status(&self, run_id: u64) -> JobStatus {
         let statuses: Vec<JobStatus> = self
             .jobs

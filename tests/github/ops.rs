@@ -399,31 +399,35 @@ fn runner_by_name_groups_visibility_and_repositories() {
     assert_eq!(paths[7], "/installation/repositories?per_page=100");
 }
 
-/// The lost-job search (`daemon::rerun`) looks only through runs created by the loss:
-/// in a deep queue the newest runs were created after it and cannot hold its job.
+/// The lost-job search (`daemon::rerun`) reads one page of a status's newest runs, with
+/// the times it tells them apart by.
 #[test]
-fn runs_now_keeps_the_runs_created_by_the_cutoff_and_those_without_a_time() {
+fn runs_now_reads_a_page_of_runs_with_their_times() {
     let r = Responder::start(vec![]);
     r.push(ok(
         200,
         &[],
-        r#"{"total_count":4,"workflow_runs":[
-            {"id":4,"created_at":"2026-12-05T10:00:09Z"},
-            {"id":3,"created_at":"2026-12-05T10:00:05Z"},
-            {"id":2},
-            {"id":1,"created_at":"2026-12-05T10:00:01Z"}]}"#,
+        r#"{"total_count":2,"workflow_runs":[
+            {"id":4,"created_at":"2026-12-05T10:00:09Z","updated_at":"2026-12-05T10:01:00Z"},
+            {"id":2}]}"#,
     ));
     let (c, _) = pat_client(&r.url());
-    let cutoff = parse_rfc3339("2026-12-05T10:00:05Z").unwrap();
-    let ids = c.runs_now("octo", "app", "completed", cutoff, 2).unwrap();
+    let runs = c.runs_now("octo", "app", "completed").unwrap();
+    assert_eq!(runs.len(), 2);
     assert_eq!(
-        ids,
-        vec![3, 2],
-        "the newest created by the cutoff, at most 2"
+        (runs[0].id, runs[0].created_at, runs[0].updated_at),
+        (
+            4,
+            parse_rfc3339("2026-12-05T10:00:09Z"),
+            parse_rfc3339("2026-12-05T10:01:00Z")
+        )
     );
-    let reqs = r.requests();
     assert_eq!(
-        reqs[0].path,
+        (runs[1].id, runs[1].created_at, runs[1].updated_at),
+        (2, None, None)
+    );
+    assert_eq!(
+        r.requests()[0].path,
         "/repos/octo/app/actions/runs?per_page=100&status=completed"
     );
 }

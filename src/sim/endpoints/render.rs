@@ -153,7 +153,7 @@ pub(super) fn render_run(st: &State, id: u64) -> model::WorkflowRun {
         html_url: format!("https://github.com/{}/actions/runs/{id}", r.repo),
         pull_requests: Vec::new(),
         created_at: at.clone(),
-        updated_at: at.clone(),
+        updated_at: format_rfc3339(st.run_updated_at(id)),
         run_started_at: at,
         jobs_url: format!("{api}/jobs"),
         logs_url: format!("{api}/logs"),
