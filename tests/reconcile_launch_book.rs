@@ -110,8 +110,13 @@ impl Loop {
         };
         for e in self.state.on_event(client, now) {
             if e == Effect::BuildClient {
-                self.state
-                    .on_event(Event::ClientBuilt { kept_hold: None }, now);
+                self.state.on_event(
+                    Event::ClientBuilt {
+                        kept_hold: None,
+                        runners_read_at: None,
+                    },
+                    now,
+                );
             }
         }
         let facts = Facts {

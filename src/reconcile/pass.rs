@@ -287,9 +287,11 @@ pub enum Event<'a> {
         fit: ClientFit,
         poll_every: Millis,
     },
-    /// The client was built; a hold recorded before a restart comes with it.
+    /// The client was built; a hold recorded before a restart comes with it, and when
+    /// the runner list was last read (by this daemon or the last).
     ClientBuilt {
         kept_hold: Option<Millis>,
+        runners_read_at: Option<Millis>,
     },
     /// The client could not be built.
     ClientFailed {
@@ -375,8 +377,19 @@ impl TargetState {
         let mut out = Vec::new();
         match event {
             Event::Client { fit, .. } => self.client(fit, now, &mut out),
-            Event::ClientBuilt { kept_hold } => {
+            Event::ClientBuilt {
+                kept_hold,
+                runners_read_at,
+            } => {
                 self.has_client = true;
+                // The list keeps its minute across a restart: a daemon restarted
+                // a few times a minute would read it at each start, a unit each
+                // (issue 37). What a SIGKILL left (a registration of ours with no
+                // attempt) is found within the minute, as any other.
+                if let Some(at) = runners_read_at {
+                    let next = (at + RUNNER_LIST_EVERY).min(now + RUNNER_LIST_EVERY);
+                    self.runners_next = self.runners_next.max(next);
+                }
                 if let Some(t) = kept_hold.filter(|t| *t > now) {
                     self.hold = self.hold.at_least(t);
                     self.next_poll = self.next_poll.max(t);

@@ -15,8 +15,14 @@ fn ready(now: Millis) -> TargetState {
         vec![Effect::BuildClient]
     );
     assert!(
-        s.on_event(Event::ClientBuilt { kept_hold: None }, now)
-            .is_empty()
+        s.on_event(
+            Event::ClientBuilt {
+                kept_hold: None,
+                runners_read_at: None
+            },
+            now
+        )
+        .is_empty()
     );
     s
 }
@@ -199,6 +205,7 @@ fn a_failed_client_is_tried_again_at_the_next_poll_not_every_pass() {
     s.on_event(
         Event::ClientBuilt {
             kept_hold: Some(30_000),
+            runners_read_at: None,
         },
         5_000,
     );
@@ -710,4 +717,46 @@ fn the_in_progress_lists_go_with_a_read_every_while_and_after_a_failed_read_of_t
     assert!(demand(&mut s, at, Err(github(Refusal::Transient))));
     assert!(demand(&mut s, at + 2_000, Ok(())));
     assert!(!demand(&mut s, at + 4_000, Ok(())));
+}
+
+#[test]
+fn the_runner_list_keeps_its_minute_across_a_restart() {
+    let built = |read_at| {
+        let mut s = TargetState::default();
+        s.on_event(
+            Event::Client {
+                fit: ClientFit::Missing,
+                poll_every: 5_000,
+            },
+            100_000,
+        );
+        s.on_event(
+            Event::ClientBuilt {
+                kept_hold: None,
+                runners_read_at: read_at,
+            },
+            100_000,
+        );
+        s
+    };
+    let lists = |s: &mut TargetState, now| {
+        let f = Facts {
+            guard: None,
+            reads_queue: false,
+            ..facts()
+        };
+        sends(&s.on_event(Event::Tick(&f), now)).contains(&Read::Runners)
+    };
+    // Never read: at once.
+    assert!(lists(&mut built(None), 100_000));
+    // Read 20 s before the restart: 40 s on.
+    let mut s = built(Some(80_000));
+    assert!(!lists(&mut s, 100_000));
+    assert!(!lists(&mut s, 139_999));
+    assert!(lists(&mut s, 140_000));
+    // Read long ago: at once. A time ahead of the clock waits a minute at most.
+    assert!(lists(&mut built(Some(1_000)), 100_000));
+    let mut s = built(Some(900_000));
+    assert!(!lists(&mut s, 159_999));
+    assert!(lists(&mut s, 160_000));
 }

@@ -52,7 +52,17 @@ impl TargetLoop {
         }
         self.seed_points(target, now);
         self.client = Some(Arc::new(client));
-        self.state.on_event(Event::ClientBuilt { kept_hold }, now);
+        let runners_read_at = daemon_facts::runners_seen(&self.store, &self.name)
+            .ok()
+            .flatten()
+            .map(|seen| seen.at);
+        self.state.on_event(
+            Event::ClientBuilt {
+                kept_hold,
+                runners_read_at,
+            },
+            now,
+        );
     }
 
     /// A new daemon's points book counts the JIT configs an earlier life asked for
