@@ -30,6 +30,9 @@ pub const ASK_AGAIN: Backoff = Backoff::new(Duration::from_secs(5), Duration::fr
 /// How long a job no source named yet may wait for one (the next queue read, a
 /// webhook) before it is settled unknown.
 pub const OWNER_GRACE: Millis = 120_000;
+/// How often a row waiting for a source looks again whether one named its job (REST
+/// polling reads the in-progress runs, which name each job's runner, every 10 s).
+pub const OWNER_LOOK_EVERY: Millis = 10_000;
 /// A job GitHub does not show (yet) is looked for this many times.
 pub const NOT_FOUND_TRIES: u32 = 5;
 
@@ -79,7 +82,7 @@ pub fn before(row: &Rerun, per_hour: Option<u32>, recent: &[Millis], now: Millis
     }
     if row.repo.is_none() && now - row.lost_at < OWNER_GRACE {
         return Next::Wait {
-            until: row.lost_at + OWNER_GRACE,
+            until: (now + OWNER_LOOK_EVERY).min(row.lost_at + OWNER_GRACE),
             why: "waiting for a source to name the job".into(),
         };
     }
@@ -376,10 +379,17 @@ mod tests {
         assert_eq!(
             before(&nameless, Some(10), &[], T0 + 1),
             Next::Wait {
+                until: T0 + 1 + OWNER_LOOK_EVERY,
+                why: "waiting for a source to name the job".into()
+            },
+            "the next read of the in-progress runs may name it"
+        );
+        assert_eq!(
+            before(&nameless, Some(10), &[], T0 + OWNER_GRACE - 1),
+            Next::Wait {
                 until: T0 + OWNER_GRACE,
                 why: "waiting for a source to name the job".into()
             },
-            "the next queue read may name it"
         );
         assert_eq!(
             settled(&before(&nameless, Some(10), &[], T0 + OWNER_GRACE)),

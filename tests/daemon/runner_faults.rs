@@ -301,6 +301,45 @@ fn a_job_lost_in_a_host_crash_is_found_and_rerun_past_newer_runs() {
     w.stop_daemon();
 }
 
+/// A host crash under an organization's job polled over REST: REST names a job's runner
+/// when it reads the in-progress runs, every 10 s, so a runner lost in its first
+/// seconds leaves its row without a repository. The next daemon's first read names
+/// it, and its attempt and row take the repository and run. The row looks again every
+/// 10 s and the job is re-run in seconds: it used to wait two minutes before it looked
+/// again.
+#[test]
+fn an_organization_job_lost_in_a_host_crash_is_named_by_the_next_daemon_and_rerun() {
+    let mut w = World::new("rfaults-org", 4);
+    w.add_org_target("org", "acme", &[("app", false)]);
+    w.add_profile(ProfileSpec::new("p", "org", &["p"]).max(1));
+    w.cli_ok(&["profile", "set", "p", "rerun_lost=on"]);
+    // In progress long enough for the next daemon's first read to name it.
+    w.sim.set_lost_runner_timeout(Duration::from_secs(20));
+    w.enqueue("acme/app", "long", &["p"], 120_000);
+    w.start_daemon();
+    let mut busy = None;
+    wait_until(SETTLE, "a runner busy with the job", || {
+        busy = w
+            .attempts()
+            .into_iter()
+            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
+        busy.is_some()
+    });
+    let busy = busy.unwrap();
+    w.kill_daemon();
+    // SAFETY: the runner's own pid, as the daemon recorded it while it ran.
+    unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
+    w.start_daemon();
+    wait_until(
+        Duration::from_secs(90),
+        "the daemon re-running the lost job",
+        || rerun_of(&w, busy.id)["state"] == "rerun",
+    );
+    assert_eq!(rerun_of(&w, busy.id)["repo"], "acme/app");
+    assert_eq!(w.sim.reruns(), 1);
+    w.stop_daemon();
+}
+
 /// Issue 34, item 2: when GitHub refuses the re-run (a fine-grained token without
 /// Actions: write), the daemon says so once, with the fix, and never asks again.
 #[test]
