@@ -244,19 +244,9 @@ fn a_lost_job_is_rerun_once_when_its_profile_asks_and_never_twice() {
     w.stop_daemon();
 }
 
-/// A host crash: the daemon and its runner die together, and the next daemon finds
-/// the runner gone. No source may have named the job yet (in-progress runs are read
-/// every 10 s), and while the host was down GitHub failed it and newer runs ended, so
-/// the newest completed runs hold other jobs: the search looks only through runs
-/// created by the loss, and the job is re-run.
-#[test]
-fn a_job_lost_in_a_host_crash_is_found_and_rerun_past_newer_runs() {
-    let mut w = World::new("rfaults-crash", 4);
-    w.add_target("t", "acme/app", true);
-    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
-    w.cli_ok(&["profile", "set", "p", "rerun_lost=on"]);
-    w.sim.set_lost_runner_timeout(Duration::from_secs(1));
-    let lost = w.enqueue("acme/app", "long", &["p"], 60_000);
+/// Starts the daemon and, once a runner of ours is busy with a job, crashes the host
+/// under it: the daemon and the runner SIGKILLed together. Returns the attempt.
+fn crash_under_a_busy_runner(w: &mut World) -> i64 {
     w.start_daemon();
     let mut busy = None;
     wait_until(SETTLE, "a runner busy with the job", || {
@@ -270,6 +260,23 @@ fn a_job_lost_in_a_host_crash_is_found_and_rerun_past_newer_runs() {
     w.kill_daemon();
     // SAFETY: the runner's own pid, as the daemon recorded it while it ran.
     unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
+    busy.id
+}
+
+/// A host crash: the daemon and its runner die together, and the next daemon finds
+/// the runner gone. No source may have named the job yet (in-progress runs are read
+/// every 10 s), and while the host was down GitHub failed it and newer runs ended, so
+/// the newest completed runs hold other jobs: the search looks only through runs
+/// created by the loss, and the job is re-run.
+#[test]
+fn a_job_lost_in_a_host_crash_is_found_and_rerun_past_newer_runs() {
+    let mut w = World::new("rfaults-crash", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    w.cli_ok(&["profile", "set", "p", "rerun_lost=on"]);
+    w.sim.set_lost_runner_timeout(Duration::from_secs(1));
+    let lost = w.enqueue("acme/app", "long", &["p"], 60_000);
+    let lost_by = crash_under_a_busy_runner(&mut w);
     // GitHub fails the job a while after its runner stopped (the sim, as requests
     // come; none come from a host that is down).
     wait_until(SETTLE, "GitHub failing the lost job", || {
@@ -295,7 +302,7 @@ fn a_job_lost_in_a_host_crash_is_found_and_rerun_past_newer_runs() {
     });
     w.start_daemon();
     wait_until(SETTLE, "the daemon re-running the lost job", || {
-        rerun_of(&w, busy.id)["state"] == "rerun"
+        rerun_of(&w, lost_by)["state"] == "rerun"
     });
     assert_eq!(w.sim.reruns(), 1);
     w.stop_daemon();
@@ -316,26 +323,14 @@ fn an_organization_job_lost_in_a_host_crash_is_named_by_the_next_daemon_and_reru
     // In progress long enough for the next daemon's first read to name it.
     w.sim.set_lost_runner_timeout(Duration::from_secs(20));
     w.enqueue("acme/app", "long", &["p"], 120_000);
-    w.start_daemon();
-    let mut busy = None;
-    wait_until(SETTLE, "a runner busy with the job", || {
-        busy = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
-        busy.is_some()
-    });
-    let busy = busy.unwrap();
-    w.kill_daemon();
-    // SAFETY: the runner's own pid, as the daemon recorded it while it ran.
-    unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
+    let lost_by = crash_under_a_busy_runner(&mut w);
     w.start_daemon();
     wait_until(
         Duration::from_secs(90),
         "the daemon re-running the lost job",
-        || rerun_of(&w, busy.id)["state"] == "rerun",
+        || rerun_of(&w, lost_by)["state"] == "rerun",
     );
-    assert_eq!(rerun_of(&w, busy.id)["repo"], "acme/app");
+    assert_eq!(rerun_of(&w, lost_by)["repo"], "acme/app");
     assert_eq!(w.sim.reruns(), 1);
     w.stop_daemon();
 }
