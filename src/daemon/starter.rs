@@ -133,9 +133,12 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
         }
     };
     // Intent first: `starting`, with the registration's id, is on record before the
-    // process exists, so a crash here leaves a record cleanup can finish.
+    // process exists, so a crash here leaves a record cleanup can finish. Its time is
+    // the JIT answer's, not the start's: a runner list read after it must hold the
+    // registration (`daemon::observe`), and one read while the JIT call was on its way
+    // (seconds, far from GitHub) made a listening runner look like a ghost.
     a.runner_id = Some(runner_id);
-    if a.step(AttemptState::Starting, cx.now).is_err() {
+    if a.step(AttemptState::Starting, crate::timefmt::now_millis()).is_err() {
         return Ok(Started::Skipped);
     }
     cx.store.save_attempt(a)?;
