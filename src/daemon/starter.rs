@@ -138,7 +138,8 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     // registration (`daemon::observe`), and one read while the JIT call was on its way
     // (seconds, far from GitHub) made a listening runner look like a ghost.
     a.runner_id = Some(runner_id);
-    if a.step(AttemptState::Starting, crate::timefmt::now_millis()).is_err() {
+    let answered = crate::timefmt::now_millis();
+    if a.step(AttemptState::Starting, answered).is_err() {
         return Ok(Started::Skipped);
     }
     cx.store.save_attempt(a)?;
