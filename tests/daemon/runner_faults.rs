@@ -80,15 +80,7 @@ fn a_runner_killed_mid_job_is_a_job_lost_to_the_host() {
     w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
     w.enqueue("acme/app", "long", &["p"], 60_000);
     w.start_daemon();
-    let mut busy = None;
-    wait_until(SETTLE, "the runner busy with the job", || {
-        busy = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
-        busy.is_some()
-    });
-    let busy = busy.unwrap();
+    let busy = busy_runner(&w, &[]);
     // SAFETY: the runner's own pid, as the daemon recorded it while it runs.
     unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
     wait_until(SETTLE, "the attempt ended", || {
@@ -155,10 +147,9 @@ fn a_runner_killed_mid_job_is_a_job_lost_to_the_host() {
     w.stop_daemon();
 }
 
-/// Waits for a runner of ours busy with a job, other than the attempts in `not`, kills
-/// it with SIGKILL as a host's OOM killer would, and returns its attempt id once the
-/// daemon has ended it.
-fn kill_busy_runner(w: &World, not: &[i64]) -> i64 {
+/// Waits for a runner of ours busy with a job (its pid recorded), other than the
+/// attempts in `not`, and returns its attempt.
+fn busy_runner(w: &World, not: &[i64]) -> runner_manager::domain::Attempt {
     let mut busy = None;
     wait_until(SETTLE, "a runner busy with a job", || {
         busy = w
@@ -167,7 +158,14 @@ fn kill_busy_runner(w: &World, not: &[i64]) -> i64 {
             .find(|a| a.state == AttemptState::Busy && a.pid.is_some() && !not.contains(&a.id));
         busy.is_some()
     });
-    let busy = busy.unwrap();
+    busy.unwrap()
+}
+
+/// Waits for a runner of ours busy with a job, other than the attempts in `not`, kills
+/// it with SIGKILL as a host's OOM killer would, and returns its attempt id once the
+/// daemon has ended it.
+fn kill_busy_runner(w: &World, not: &[i64]) -> i64 {
+    let busy = busy_runner(w, not);
     // SAFETY: the runner's own pid, as the daemon recorded it while it runs.
     unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
     wait_until(SETTLE, "the killed runner's attempt ended", || {
@@ -248,15 +246,7 @@ fn a_lost_job_is_rerun_once_when_its_profile_asks_and_never_twice() {
 /// under it: the daemon and the runner SIGKILLed together. Returns the attempt.
 fn crash_under_a_busy_runner(w: &mut World) -> i64 {
     w.start_daemon();
-    let mut busy = None;
-    wait_until(SETTLE, "a runner busy with the job", || {
-        busy = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == AttemptState::Busy && a.pid.is_some());
-        busy.is_some()
-    });
-    let busy = busy.unwrap();
+    let busy = busy_runner(w, &[]);
     w.kill_daemon();
     // SAFETY: the runner's own pid, as the daemon recorded it while it ran.
     unsafe { libc::kill(busy.pid.unwrap(), libc::SIGKILL) };
