@@ -584,7 +584,17 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             any_public,
             caps,
             held,
-        } => demand_task(c, &client, &target, (repos, any_public, caps, held), done),
+        } => {
+            let read = demand_task(c, &client, &target, (repos, any_public, caps, held), done);
+            // What the read was answered with goes to the store at once, not when the
+            // loop takes the result: a daemon killed in between would read every run
+            // that read changed again, at a unit each. Without a store the loop keeps
+            // them when it takes the result, as before.
+            if let Ok(s) = store.get() {
+                super::target_loop::keep_etags(s, &target.name, Some(&client));
+            }
+            read
+        }
         Task::ListRunners => {
             let read_at = now_millis();
             Done::Runners {

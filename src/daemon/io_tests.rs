@@ -1,4 +1,5 @@
-//! The I/O workers: how many run for the tasks outstanding, and when one retires.
+//! The I/O workers: how many run for the tasks outstanding, when one retires, and what
+//! a demand read keeps before the loop hears of it.
 
 use super::*;
 use crate::domain::target::{CredentialRef, TargetScope};
@@ -133,4 +134,55 @@ fn one_worker_per_outstanding_task_within_the_limit() {
     assert_eq!(wanted_workers(3, 8), 3);
     assert_eq!(wanted_workers(30, 8), 8);
     assert_eq!(wanted_workers(5, 0), 1);
+}
+
+/// A demand read's answers are in the store when its result reaches the loop: a daemon
+/// killed before the loop took it must not pay a unit for each run again.
+#[test]
+fn a_demand_read_keeps_what_it_was_answered_with_before_the_loop_hears_of_it() {
+    let sim = crate::sim::SimGitHub::start(crate::sim::SimConfig::default()).unwrap();
+    sim.add_pat("ghp_io");
+    sim.add_repo("octo/app", true);
+    sim.enqueue_job("octo/app", "build", &["self-hosted"], 60_000);
+    let dir = TempDir::new("io-etags");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    drop(SqliteStore::open(&dir.0).unwrap());
+    let shared = Arc::new(Shared::new(dir.0.clone()));
+    let mut t = target();
+    t.api_url = sim.url().to_string();
+    let client = Arc::new(
+        GitHubClient::new(&t, Credential::Token(Secret::new("ghp_io"))).with_etag_journal(),
+    );
+    let mut pool = IoPool::start_with(&shared, "t", 4, Duration::from_millis(20));
+    let read = Task::ReadDemand {
+        repos: Default::default(),
+        any_public: false,
+        caps: DemandCaps {
+            new_runs: 10,
+            known_runs: 10,
+            in_progress: true,
+        },
+        held: vec![],
+    };
+    pool.send(read, client.clone(), &t);
+    loop {
+        let d = pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
+        if let Done::Demand { result, .. } = *d {
+            assert_eq!(result.unwrap().read.jobs.len(), 1);
+            break;
+        }
+    }
+    // Nothing but the worker has written: the loop never took the result.
+    let kept = SqliteStore::open(&dir.0).unwrap().etags("t").unwrap();
+    let urls: Vec<&str> = kept.iter().map(|e| e.url.as_str()).collect();
+    assert!(
+        urls.iter()
+            .any(|u| u.contains("/actions/runs/") && u.contains("/jobs")),
+        "the run's jobs list is kept: {urls:?}"
+    );
+    assert!(
+        client.take_etag_changes().is_empty(),
+        "and taken from the journal"
+    );
+    pool.stop();
 }

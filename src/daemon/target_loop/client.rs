@@ -103,7 +103,11 @@ impl TargetLoop {
 }
 
 /// [`TargetLoop::persist_etags`], for `name`'s `client`.
-pub(super) fn keep_etags(store: &SqliteStore, name: &str, client: Option<&GitHubClient>) {
+pub(in crate::daemon) fn keep_etags(
+    store: &SqliteStore,
+    name: &str,
+    client: Option<&GitHubClient>,
+) {
     let Some(client) = client else {
         return;
     };

@@ -16,7 +16,7 @@ mod effects;
 mod planning;
 mod status;
 
-use client::keep_etags;
+pub(super) use client::keep_etags;
 
 use super::actuator::{self, Ctx};
 use super::clients;
