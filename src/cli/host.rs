@@ -622,7 +622,7 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
 
 /// `status`'s webhook line and its `--json` entry: the running listener's report, or
 /// that none listens; `None` while no webhook is set up. The entry is fields
-/// (`listening`, `listen`, `since`, `last_delivery`, the counts, `error`), with the
+/// (`listening`, `listen`, `since`, `last_delivery`, `last_loss`, the counts, `error`), with the
 /// line as `detail`.
 fn webhook_status(store: &dyn Store, alive: bool, now: Millis) -> Option<(String, Value)> {
     let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
@@ -634,6 +634,7 @@ fn webhook_status(store: &dyn Store, alive: bool, now: Millis) -> Option<(String
             "listen": listen,
             "since": seen.map(|w| time(w.since)),
             "last_delivery": seen.and_then(|w| w.last_delivery).map(time),
+            "last_loss": seen.and_then(|w| w.last_loss).map(time),
             "accepted": seen.map(|w| w.accepted),
             "rejected": seen.map(|w| w.rejected),
             "jobs_lists_spared": seen.map(|w| w.spared),

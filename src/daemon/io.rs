@@ -585,6 +585,8 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             caps,
             held,
         } => {
+            // Opened before the read, so its answers are kept the moment it ends.
+            let _ = store.get();
             let read = demand_task(c, &client, &target, (repos, any_public, caps, held), done);
             // What the read was answered with goes to the store at once, not when the
             // loop takes the result: a daemon killed in between would read every run

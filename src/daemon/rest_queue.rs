@@ -41,6 +41,9 @@ pub struct RestQueue {
     pub unread_runs: u32,
     /// The webhook book's version this queue has heard up to (`hear`).
     heard_up_to: u64,
+    /// When a delivery last told of one of its runs (the book's last delivery when
+    /// `hear` found news), for `HookBook::steady`.
+    pub heard_at: Option<Millis>,
 }
 
 /// When the attempt took its job (entered `busy`; its last change if it never did).
@@ -108,6 +111,7 @@ impl RestQueue {
         if heard.is_empty() {
             return;
         }
+        self.heard_at = book.last_delivery;
         for h in heard {
             let jobs = self.runs.entry(h.run).or_default();
             jobs.retain(|j| !h.gone.contains(&j.id));

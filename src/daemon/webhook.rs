@@ -105,9 +105,9 @@ impl HookHandler {
     }
 
     fn publish(&self, now: Millis, force: bool) {
-        let (accepted, last, spared) = {
+        let (accepted, last, spared, loss) = {
             let b = self.book.lock().unwrap_or_else(|e| e.into_inner());
-            (b.accepted, b.last_delivery, b.spared)
+            (b.accepted, b.last_delivery, b.spared, b.loss_seen)
         };
         self.metrics.gauge_set(SPARED, &[], spared as f64);
         if !force && now - self.seen_at.load(Ordering::Relaxed) < SEEN_EVERY_MS {
@@ -118,6 +118,7 @@ impl HookHandler {
         let (seen, store) = &mut *g;
         seen.accepted = accepted;
         seen.last_delivery = last;
+        seen.last_loss = loss;
         seen.spared = spared;
         seen.rejected = self.rejected.load(Ordering::Relaxed);
         if let Some(store) = store
@@ -227,10 +228,13 @@ pub fn serve(
         Err(e) => return failed(listen.to_string(), format!("webhook_secret_file: {e}")),
     };
     // What the last daemon heard: runs announced before a restart are not read again.
-    if let Ok(Some(text)) = daemon_facts::webhook_book(store) {
+    {
         let mut b = shared.hooks.lock().unwrap_or_else(|e| e.into_inner());
-        b.restore(&text, now);
-        log_info!("webhook_book_restored", runs = b.runs());
+        b.listen_from(now);
+        if let Ok(Some(text)) = daemon_facts::webhook_book(store) {
+            b.restore(&text, now);
+            log_info!("webhook_book_restored", runs = b.runs());
+        }
     }
     let handler = Arc::new(HookHandler {
         secret,
@@ -306,6 +310,7 @@ mod tests {
             listen: "0.0.0.0:8090".into(),
             since: 0,
             last_delivery: Some(1_000),
+            last_loss: None,
             accepted: 3,
             rejected: 1,
             spared: 2,
@@ -313,9 +318,15 @@ mod tests {
         };
         let line = s.describe(61_000);
         assert!(
-            line.contains("0.0.0.0:8090") && line.contains("1m"),
+            line.contains("0.0.0.0:8090") && line.contains("1m") && !line.contains("lost"),
             "{line}"
         );
+        let lossy = Seen {
+            last_loss: Some(31_000),
+            ..s.clone()
+        };
+        let line = lossy.describe(61_000);
+        assert!(line.contains("a delivery found lost 30s ago"), "{line}");
         let e = Seen {
             error: Some("cannot listen".into()),
             ..s

@@ -19,6 +19,11 @@ use crate::timefmt::{Millis, parse_rfc3339};
 /// How long a run the book shows with no queued job may be listed `queued` before it
 /// is read by REST: deliveries of its newest events may still be on their way.
 pub const GRACE_MS: Millis = 10_000;
+/// A queued job a REST read finds unheard of this long after it was created counts
+/// as a lost delivery (GitHub's come within a second or two; `created_at` has whole
+/// seconds). A slower one counted lost costs only polls: the run lists are then read
+/// at every poll, as before deliveries came.
+pub const LATE_MS: Millis = 3_000;
 /// A run not heard of for this long is read by REST while listed (its answer may be
 /// stale: a lost `in_progress` delivery hides the jobs queued behind it)...
 pub const STALE_MS: Millis = 300_000;
@@ -309,9 +314,14 @@ pub struct HookBook {
     pub last_delivery: Option<Millis>,
     /// Jobs-list GETs the book spared (runs answered from it).
     pub spared: u64,
-    /// When a delivery was last seen lost: a job heard of first past `queued`, one that
-    /// skipped `in_progress`, or a run the run lists contradicted.
+    /// When a delivery was last seen lost while the book listened: a job heard of first
+    /// past `queued`, one that skipped `in_progress`, or a run the run lists
+    /// contradicted. What a restart explains is not counted (`restored_at`).
     pub loss_seen: Option<Millis>,
+    /// When this daemon began to listen (and took the last one's snapshot back, if
+    /// any): deliveries sent before were lost, so what was heard before may be stale,
+    /// and a job created before may never have been announced.
+    pub restored_at: Option<Millis>,
     /// Bumped by every record: a snapshot is due when it moved.
     pub version: u64,
 }
@@ -342,14 +352,21 @@ impl HookBook {
                 overflow: false,
                 seq: 0,
             });
+        // A step skipped since the run was last heard of, or a job first heard of past
+        // `queued`, is a lost delivery, unless it may have been sent while no daemon
+        // listened.
+        let away = |t: Millis| self.restored_at.is_some_and(|r| t < r);
+        let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
+        let rank = job.rank();
+        let skipped = rank > before + 1 && !away(entry.heard_at);
+        let unheard =
+            rank == 2 && !entry.jobs.contains_key(&job.id) && !away(job.created_at.min(now));
+        if skipped || unheard {
+            self.loss_seen = Some(now);
+        }
         entry.heard_at = entry.heard_at.max(now);
         entry.seq = self.version;
         let room = entry.jobs.len() < MAX_JOBS_PER_RUN;
-        let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
-        let rank = job.rank();
-        if rank > before + 1 || (rank == 2 && !entry.jobs.contains_key(&job.id)) {
-            self.loss_seen = Some(now);
-        }
         match entry.jobs.get_mut(&job.id) {
             Some(known) if known.rank() > rank => {}
             Some(known) => *known = job,
@@ -367,7 +384,9 @@ impl HookBook {
     /// What to do about run `run` of `repo`, which the run lists named (`queued`: in
     /// the `status=queued` list, so GitHub says it holds a queued job).
     pub fn answer(&mut self, repo: &str, run: i64, queued: bool, now: Millis) -> Answer {
-        let lossy = self.loss_seen.is_some_and(|t| now - t < LOSSY_FOR_MS);
+        let lossy = [self.loss_seen, self.restored_at]
+            .iter()
+            .any(|t| t.is_some_and(|t| now - t < LOSSY_FOR_MS));
         let Some(entry) = self.runs.get(&key(repo, run)) else {
             return Answer::Read;
         };
@@ -380,7 +399,10 @@ impl HookBook {
         // only once none is: where the book disagrees it missed a delivery, unless the
         // deliveries that explain it are still on their way.
         if age >= GRACE_MS && jobs.is_empty() == queued {
-            self.loss_seen = Some(now);
+            // Missed while no daemon listened, it says nothing of the deliveries now.
+            if self.restored_at.is_none_or(|r| entry.heard_at >= r) {
+                self.loss_seen = Some(now);
+            }
             return Answer::Read;
         }
         // A run that waits long unheard may hide a job whose delivery was lost behind
@@ -445,7 +467,8 @@ impl HookBook {
     }
 
     /// Takes a snapshot back. Deliveries sent while no daemon listened are lost, so
-    /// the book counts as lossy from `now` (quiet runs are read sooner; see `answer`).
+    /// for [`LOSSY_FOR_MS`] from `now` quiet runs are read sooner (see `answer`); what
+    /// such a gap explains is not counted as a delivery lost while listening.
     pub fn restore(&mut self, text: &str, now: Millis) {
         let Ok(runs) = serde_json::from_str::<Vec<RunEntry>>(text) else {
             return;
@@ -455,8 +478,42 @@ impl HookBook {
                 self.runs.entry(run).or_insert(e);
             }
         }
-        self.loss_seen = Some(now);
+        self.restored_at = Some(now);
         self.prune(now);
+    }
+
+    /// The book starts listening at `now` (the daemon's listener is up).
+    pub fn listen_from(&mut self, now: Millis) {
+        self.restored_at = Some(now);
+    }
+
+    /// Jobs of `repo` a REST read found queued: one created while the book listened,
+    /// [`LATE_MS`] ago or more and never heard of, had its delivery lost (or its
+    /// repository sends none), so the book is lossy from `now`.
+    pub fn read_by_rest(&mut self, repo: &str, jobs: &[QueuedJob], now: Millis) {
+        let listened = |t: Millis| self.restored_at.is_some_and(|r| t >= r);
+        let unheard = jobs.iter().any(|j| {
+            listened(j.created_at)
+                && now - j.created_at >= LATE_MS
+                && !self
+                    .runs
+                    .get(&key(repo, j.run_id))
+                    .is_some_and(|e| e.jobs.contains_key(&j.id))
+        });
+        if unheard {
+            self.loss_seen = Some(now);
+        }
+    }
+
+    /// Whether a target's backstop may read its run lists at the webhooks' pace
+    /// ([`crate::reconcile::budget::HOOKED_POLL_EVERY`]) and not at every poll: a
+    /// delivery of its runs came within [`LOSSY_FOR_MS`] (`heard_at`, its queue's), and
+    /// none was seen lost meanwhile. A run whose deliveries disagree with the run
+    /// lists is read only past [`GRACE_MS`] anyway; reading the lists more often only
+    /// finds sooner a run whose every delivery was lost.
+    pub fn steady(&self, heard_at: Option<Millis>, now: Millis) -> bool {
+        let recent = |t: Option<Millis>| t.is_some_and(|t| now - t < LOSSY_FOR_MS);
+        recent(heard_at) && !recent(self.loss_seen)
     }
 }
 
@@ -671,17 +728,79 @@ mod tests {
     }
 
     #[test]
-    fn a_snapshot_restores_the_runs_and_counts_as_a_loss() {
+    fn a_snapshot_restores_the_runs_and_what_went_missing_meanwhile_is_not_a_loss() {
         let mut b = HookBook::default();
         b.record(job(1, 9, "queued"), 100);
         b.record(job(2, 8, "in_progress"), 100);
+        b.record(job(4, 6, "queued"), 100);
         let mut again = HookBook::default();
         again.restore(&b.snapshot(), 200);
-        assert_eq!(again.runs(), 2);
-        assert_eq!(again.loss_seen, Some(200));
+        assert_eq!(again.runs(), 3);
+        assert_eq!((again.restored_at, again.loss_seen), (Some(200), None));
         assert!(matches!(again.answer("o/r", 9, true, 300), Answer::Jobs(j) if j.len() == 1));
+        // Quiet runs are read sooner, as while deliveries are lost.
+        assert_eq!(
+            again.answer("o/r", 9, true, 100 + STALE_LOSSY_MS),
+            Answer::Read
+        );
+        // Run 9's in_progress went while no daemon listened: read, not a loss.
+        assert_eq!(again.answer("o/r", 9, false, 100 + GRACE_MS), Answer::Read);
+        // Nor a job created before the restart first heard of past queued, nor one
+        // last heard of before it that skipped in_progress.
+        let mut old = job(3, 7, "in_progress");
+        old.created_at = 150;
+        again.record(old, 250);
+        again.record(job(4, 6, "completed"), 260);
+        assert_eq!(again.loss_seen, None);
+        // What goes missing after it is.
+        let mut new = job(5, 5, "in_progress");
+        new.created_at = 240;
+        again.record(new, 270);
+        assert_eq!(again.loss_seen, Some(270));
         again.restore("not json", 300);
-        assert_eq!(again.runs(), 2);
+        assert_eq!(again.runs(), 5);
+    }
+
+    #[test]
+    fn a_job_rest_found_that_no_delivery_announced_is_a_loss() {
+        let queued = |id: i64, run: i64, created_at: Millis| QueuedJob {
+            id,
+            run_id: run,
+            repo: "o/r".into(),
+            name: format!("j{id}"),
+            labels: vec![],
+            created_at,
+        };
+        let mut b = HookBook::default();
+        b.listen_from(1_000);
+        b.record(job(1, 9, "queued"), 1_500);
+        let at = 2_000 + LATE_MS;
+        // Heard of; created before the book listened; or its delivery may be on its way.
+        b.read_by_rest("o/r", &[queued(1, 9, 1_200)], at);
+        b.read_by_rest("o/r", &[queued(2, 8, 900)], at);
+        b.read_by_rest("o/r", &[queued(3, 8, 2_001)], at);
+        assert_eq!(b.loss_seen, None);
+        // A job created while it listened, past the grace, never heard of.
+        b.read_by_rest("O/R", &[queued(4, 9, 2_000)], at);
+        assert_eq!(b.loss_seen, Some(at));
+    }
+
+    #[test]
+    fn the_backstop_slows_only_while_a_targets_deliveries_come_and_none_is_lost() {
+        let mut b = HookBook::default();
+        assert!(!b.steady(None, 1_000), "nothing heard yet");
+        assert!(b.steady(Some(1_000), 1_000 + LOSSY_FOR_MS - 1));
+        assert!(
+            !b.steady(Some(1_000), 1_000 + LOSSY_FOR_MS),
+            "quiet too long"
+        );
+        // A restart alone keeps it steady: its first reads catch up on the gap.
+        b.restore("[]", 2_000);
+        assert!(b.steady(Some(2_000), 2_000));
+        b.record(job(3, 7, "queued"), 3_000);
+        b.record(job(3, 7, "completed"), 3_000);
+        assert!(!b.steady(Some(3_000), 3_000), "a delivery was lost");
+        assert!(b.steady(Some(9_000 + LOSSY_FOR_MS), 3_000 + LOSSY_FOR_MS));
     }
 
     #[test]

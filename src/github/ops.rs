@@ -352,10 +352,25 @@ impl GitHubClient {
         if let Err(Some(e)) = outcome {
             return Err(e);
         }
+        let mut got = got.into_inner().unwrap_or_else(|e| e.into_inner());
+        // A queued job the webhooks never told of shows a lost delivery.
+        if let Some(book) = &self.hooks {
+            let now = crate::timefmt::now_millis();
+            let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+            let jobs: std::collections::HashMap<i64, &[QueuedJob]> = got
+                .iter()
+                .map(|(run, jobs)| (*run, jobs.as_slice()))
+                .collect();
+            for (i, run) in &plan.reads {
+                let (owner, repo) = &repos[*i];
+                if let Some(jobs) = jobs.get(run) {
+                    book.read_by_rest(&format!("{}/{}", owner.as_ref(), repo.as_ref()), jobs, now);
+                }
+            }
+        }
         // In the lists' order: repositories as given, each one's runs queued first.
         let order: std::collections::HashMap<i64, usize> =
             all.iter().enumerate().map(|(at, r)| (r.1, at)).collect();
-        let mut got = got.into_inner().unwrap_or_else(|e| e.into_inner());
         got.sort_unstable_by_key(|(run, _)| order.get(run).copied());
         let mut read_runs: Vec<i64> = got.iter().map(|(run, _)| *run).collect();
         read_runs.sort_unstable();

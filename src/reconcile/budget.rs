@@ -99,6 +99,15 @@ pub fn rereads_without_room(serving: u32) -> usize {
 /// a job that runs longer is still named, and a short job's run is done before.
 pub const IN_PROGRESS_EVERY: Millis = 10_000;
 
+/// How often a target whose webhooks come steadily reads its run lists (when its
+/// `poll_interval` is shorter): deliveries are its demand, and the lists are the
+/// backstop for lost ones. A run whose deliveries disagree with the lists is read only
+/// after the deliveries' grace (`github::hooks::GRACE_MS`, the same 10 s), so reading
+/// the lists more often only finds sooner a run whose every delivery was lost. At a
+/// poll each second, the lists cost a unit a second while runs come and go: 16 of the
+/// 40 units a 120-job webhook drain spent beyond its JIT configs (issue 37).
+pub const HOOKED_POLL_EVERY: Millis = 10_000;
+
 /// Runs re-read beyond those being served: the head of the queue, where a job taken
 /// by a runner that is not ours (or a run cancelled) shows first.
 pub const REREAD_MARGIN: usize = 32;

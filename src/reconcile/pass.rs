@@ -205,6 +205,10 @@ pub struct Facts {
     /// How many JIT configs GitHub's secondary limit leaves room for now, as the
     /// credential's points book says (`None`: not known, or no limit).
     pub jit_room: Option<u32>,
+    /// Webhook deliveries of the target's runs come, and none was seen lost
+    /// (`HookBook::steady`): the run lists are the backstop, read at
+    /// [`budget::HOOKED_POLL_EVERY`] when `poll_every` is shorter.
+    pub hooks_steady: bool,
 }
 
 /// How a start a worker carried ended, as the pass cares.
@@ -329,6 +333,9 @@ pub enum Event<'a> {
 pub struct TargetState {
     has_client: bool,
     next_poll: Millis,
+    /// While the target's webhooks come steadily, its run lists are not read again
+    /// before this ([`budget::HOOKED_POLL_EVERY`] after the last read began).
+    backstop_next: Millis,
     demand_reading: bool,
     runners_next: Millis,
     runners_reading: bool,
@@ -441,6 +448,7 @@ impl TargetState {
             Event::Reload => {
                 self.has_client = false;
                 self.next_poll = 0;
+                self.backstop_next = 0;
                 self.hold = TargetHold::default();
                 out.push(Effect::DropClient);
             }
@@ -507,15 +515,18 @@ impl TargetState {
         self.demand_reading || self.runners_reading || self.guard_reading
     }
 
-    /// The queue is due at its pace; runs a deep queue's last read left unread are
-    /// read as soon as there is room for their jobs, at most once per poll interval,
-    /// unless the pace is stretched: what that costs is their first read, which
-    /// serving them needs anyway, and the run lists again.
+    /// The queue is due at its pace, and while the webhooks come steadily no sooner
+    /// than the backstop's (judged at each pass: a daemon that just started reads at
+    /// once, and waits once a delivery shows they come); runs a deep queue's last read
+    /// left unread are read as soon as there is room for their jobs, at most once per
+    /// poll interval, unless the pace is stretched: what that costs is their first
+    /// read, which serving them needs anyway, and the run lists again.
     fn demand_due(&self, f: &Facts, now: Millis) -> bool {
         let paced = self.pace.is_some_and(|p| p.stretched);
         let more_room =
             f.unread_runs > 0 && self.room_left && !paced && now >= f.queue_read_at + f.poll_every;
-        now >= self.next_poll || more_room
+        let backstop = !f.hooks_steady || now >= self.backstop_next;
+        (now >= self.next_poll && backstop) || more_room
     }
 
     /// A coordinated target whose profiles are all directed reads no demand of its
@@ -543,6 +554,7 @@ impl TargetState {
         }
         self.pace = Some(pace);
         self.next_poll = now + pace.every;
+        self.backstop_next = now + budget::HOOKED_POLL_EVERY;
         self.demand_reading = true;
         let in_progress = now >= self.in_progress_next;
         if in_progress {

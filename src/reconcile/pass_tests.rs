@@ -760,3 +760,83 @@ fn the_runner_list_keeps_its_minute_across_a_restart() {
     assert!(!lists(&mut s, 159_999));
     assert!(lists(&mut s, 160_000));
 }
+
+#[test]
+fn while_webhooks_come_steadily_the_run_lists_are_a_backstop_read_every_ten_seconds() {
+    let mut s = ready(0);
+    let steady = Facts {
+        guard: None,
+        poll_every: 1_000,
+        hooks_steady: true,
+        ..facts()
+    };
+    // Each second, a pass: which of them read the queue.
+    let reads = |s: &mut TargetState, f: &Facts, from: Millis, to: Millis| -> Vec<Millis> {
+        let mut at = Vec::new();
+        for now in (from..to).step_by(1_000) {
+            for r in sends(&s.on_event(Event::Tick(f), now)) {
+                let done = match r {
+                    Read::Demand { .. } => {
+                        at.push(now);
+                        demand_done(Ok(()))
+                    }
+                    _ => Event::Done(Outcome::Runners { result: Ok(()) }),
+                };
+                s.on_event(done, now + 1);
+            }
+        }
+        at
+    };
+    let every = budget::HOOKED_POLL_EVERY;
+    assert_eq!(reads(&mut s, &steady, 0, 2 * every), vec![0, every]);
+    // A delivery seen lost (or none for long): the lists are read at every poll again.
+    let lossy = Facts {
+        hooks_steady: false,
+        ..steady
+    };
+    assert_eq!(
+        reads(&mut s, &lossy, 3 * every, 3 * every + 3_000),
+        vec![3 * every, 3 * every + 1_000, 3 * every + 2_000]
+    );
+    // A poll_interval longer than the backstop's stays as set.
+    let slow = Facts {
+        poll_every: 30_000,
+        ..steady
+    };
+    assert_eq!(reads(&mut s, &slow, 4 * every, 4 * every + 60_000).len(), 2);
+}
+
+#[test]
+fn a_daemon_that_just_started_reads_at_once_and_waits_once_deliveries_show_they_come() {
+    let mut s = ready(0);
+    let quiet = Facts {
+        guard: None,
+        poll_every: 1_000,
+        ..facts()
+    };
+    assert!(
+        sends(&s.on_event(Event::Tick(&quiet), 0)).contains(&Read::Demand {
+            new_runs: budget::new_runs_per_read(4),
+            known_runs: budget::known_runs_per_read(4),
+            in_progress: true,
+        })
+    );
+    s.on_event(demand_done(Ok(())), 1);
+    // A delivery came meanwhile: the read a poll later waits for the backstop's time.
+    let steady = Facts {
+        hooks_steady: true,
+        ..quiet
+    };
+    let demand = |e: &[Effect]| sends(e).iter().any(|r| matches!(r, Read::Demand { .. }));
+    for now in [1_000, 5_000, budget::HOOKED_POLL_EVERY - 1] {
+        let e = s.on_event(Event::Tick(&steady), now);
+        assert!(!demand(&e), "at {now}");
+        for r in sends(&e) {
+            assert_eq!(r, Read::Runners);
+            s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 1);
+        }
+    }
+    assert!(demand(
+        &s.on_event(Event::Tick(&steady), budget::HOOKED_POLL_EVERY)
+    ));
+}

@@ -207,6 +207,12 @@ pub(super) fn begin(
     let log = LogEntry {
         method: req.method.clone(),
         path: req.path.clone(),
+        query: req
+            .query
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("&"),
         endpoint: template.map_or(req.path.clone(), str::to_string),
         status: 0,
         credential: None,

@@ -220,6 +220,9 @@ pub struct TokenState {
 pub struct LogEntry {
     pub method: String,
     pub path: String,
+    /// Its query string (`status=queued&per_page=100`), empty without one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub query: String,
     /// GitHub's path template it matched (`/repos/{owner}/{repo}/actions/runs`), or the path.
     pub endpoint: String,
     pub status: u16,

@@ -200,6 +200,10 @@ pub struct WebhookSeen {
     pub listen: String,
     pub since: Millis,
     pub last_delivery: Option<Millis>,
+    /// When a delivery was last found lost while it listened (`HookBook::loss_seen`):
+    /// for 10 minutes after, the run lists are read at every poll.
+    #[serde(default)]
+    pub last_loss: Option<Millis>,
     pub accepted: u64,
     pub rejected: u64,
     pub spared: u64,
@@ -227,8 +231,15 @@ impl WebhookSeen {
             Some(t) => format!("last delivery {} ago", crate::timefmt::age(now - t)),
             None => "no delivery yet".into(),
         };
+        let loss = match self.last_loss {
+            Some(t) => format!(
+                "; a delivery found lost {} ago",
+                crate::timefmt::age(now - t)
+            ),
+            None => String::new(),
+        };
         format!(
-            "listening on {} ({last}; {} accepted, {} rejected, {} jobs lists spared)",
+            "listening on {} ({last}; {} accepted, {} rejected, {} jobs lists spared{loss})",
             self.listen, self.accepted, self.rejected, self.spared
         )
     }

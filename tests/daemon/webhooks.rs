@@ -534,3 +534,51 @@ fn a_flood_of_half_sent_requests_does_not_keep_a_signed_delivery_out() {
     drop(two);
     assert!(w.stop_daemon().success());
 }
+
+/// While deliveries come the run lists are a backstop read every 10 s; a job whose
+/// every delivery was lost is still served by it, and `status` says a delivery was
+/// lost (the lists are read at every poll again).
+#[test]
+fn a_job_no_delivery_announced_is_served_by_the_backstop_and_status_tells_of_the_loss() {
+    let mut w = World::new("hooks-unheard", 4);
+    w.add_target("t", "acme/app", true);
+    w.cli_ok(&["target", "set", "t", "poll_interval=1"]);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(2));
+    let url = hooks_on(&w);
+    w.start_daemon();
+    wait_listening(&url);
+    let served = |id: u64| {
+        w.sim
+            .job(id)
+            .is_some_and(|j| j.conclusion.as_deref() == Some("success"))
+    };
+    let heard = w.enqueue("acme/app", "heard", &["p"], 200);
+    wait_until(SETTLE, "the announced job served", || served(heard));
+    let last_loss = || w.status_json()["webhook"]["last_loss"].clone();
+    assert!(last_loss().is_null(), "{}", w.status_json()["webhook"]);
+    // The first job's three deliveries (queued, in progress, completed) went.
+    wait_until(SETTLE, "the first job's deliveries sent", || {
+        w.sim.webhook_stats().sent >= 3
+    });
+    // The next one's queued delivery lost, its later ones not (GitHub loses one).
+    w.sim.set_webhook_drop(1.0);
+    let unheard = w.enqueue("acme/app", "unheard", &["p"], 200);
+    wait_until(SETTLE, "the queued delivery dropped", || {
+        w.sim.webhook_stats().dropped >= 1
+    });
+    w.sim.set_webhook_drop(0.0);
+    wait_until(SETTLE, "the unannounced job served", || served(unheard));
+    wait_until(SETTLE, "status telling of the lost delivery", || {
+        last_loss().is_string()
+    });
+    let detail = w.status_json()["webhook"]["detail"].clone();
+    assert!(
+        detail
+            .as_str()
+            .is_some_and(|d| d.contains("a delivery found lost")),
+        "{detail}"
+    );
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert!(w.stop_daemon().success());
+}

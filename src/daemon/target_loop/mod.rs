@@ -388,6 +388,7 @@ impl TargetLoop {
             guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
             reruns_due: self.reruns.first_due.is_some_and(|at| at <= now),
             jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now).fits),
+            hooks_steady: lock(&self.shared.hooks).steady(self.queue.heard_at, now),
         }
     }
 
