@@ -587,6 +587,7 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
         } => {
             // Opened before the read, so its answers are kept the moment it ends.
             let _ = store.get();
+            let in_progress = caps.in_progress;
             let read = demand_task(c, &client, &target, (repos, any_public, caps, held), done);
             // What the read was answered with goes to the store at once, not when the
             // loop takes the result: a daemon killed in between would read every run
@@ -594,6 +595,17 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             // them when it takes the result, as before.
             if let Ok(s) = store.get() {
                 super::target_loop::keep_etags(s, &target.name, Some(&client));
+                // And when the in-progress lists were read, for the next daemon's pace.
+                if let Done::Demand {
+                    read_at,
+                    result: Ok(_),
+                    ..
+                } = &read
+                    && in_progress
+                {
+                    let _ =
+                        crate::store::daemon_facts::put_in_progress_read(s, &target.name, *read_at);
+                }
             }
             read
         }

@@ -292,10 +292,12 @@ pub enum Event<'a> {
         poll_every: Millis,
     },
     /// The client was built; a hold recorded before a restart comes with it, and when
-    /// the runner list was last read (by this daemon or the last).
+    /// the runner list and the in-progress run lists were last read (by this daemon or
+    /// the last).
     ClientBuilt {
         kept_hold: Option<Millis>,
         runners_read_at: Option<Millis>,
+        in_progress_read_at: Option<Millis>,
     },
     /// The client could not be built.
     ClientFailed {
@@ -387,6 +389,7 @@ impl TargetState {
             Event::ClientBuilt {
                 kept_hold,
                 runners_read_at,
+                in_progress_read_at,
             } => {
                 self.has_client = true;
                 // The list keeps its minute across a restart: a daemon restarted
@@ -396,6 +399,14 @@ impl TargetState {
                 if let Some(at) = runners_read_at {
                     let next = (at + RUNNER_LIST_EVERY).min(now + RUNNER_LIST_EVERY);
                     self.runners_next = self.runners_next.max(next);
+                }
+                // So do the in-progress lists their 10 s: the queued list, read at
+                // once, already drops a run whose job was taken while no daemon ran,
+                // and what they name (whose job a runner ran) waits that long at most.
+                if let Some(at) = in_progress_read_at {
+                    let every = budget::IN_PROGRESS_EVERY;
+                    let next = (at + every).min(now + every);
+                    self.in_progress_next = self.in_progress_next.max(next);
                 }
                 if let Some(t) = kept_hold.filter(|t| *t > now) {
                     self.hold = self.hold.at_least(t);

@@ -18,7 +18,8 @@ fn ready(now: Millis) -> TargetState {
         s.on_event(
             Event::ClientBuilt {
                 kept_hold: None,
-                runners_read_at: None
+                runners_read_at: None,
+                in_progress_read_at: None,
             },
             now
         )
@@ -206,6 +207,7 @@ fn a_failed_client_is_tried_again_at_the_next_poll_not_every_pass() {
         Event::ClientBuilt {
             kept_hold: Some(30_000),
             runners_read_at: None,
+            in_progress_read_at: None,
         },
         5_000,
     );
@@ -734,6 +736,7 @@ fn the_runner_list_keeps_its_minute_across_a_restart() {
             Event::ClientBuilt {
                 kept_hold: None,
                 runners_read_at: read_at,
+                in_progress_read_at: None,
             },
             100_000,
         );
@@ -839,4 +842,59 @@ fn a_daemon_that_just_started_reads_at_once_and_waits_once_deliveries_show_they_
     assert!(demand(
         &s.on_event(Event::Tick(&steady), budget::HOOKED_POLL_EVERY)
     ));
+}
+
+#[test]
+fn the_in_progress_lists_keep_their_ten_seconds_across_a_restart() {
+    let built = |read_at| {
+        let mut s = TargetState::default();
+        s.on_event(
+            Event::Client {
+                fit: ClientFit::Missing,
+                poll_every: 1_000,
+            },
+            100_000,
+        );
+        s.on_event(
+            Event::ClientBuilt {
+                kept_hold: None,
+                runners_read_at: None,
+                in_progress_read_at: read_at,
+            },
+            100_000,
+        );
+        s
+    };
+    let f = Facts {
+        guard: None,
+        poll_every: 1_000,
+        ..facts()
+    };
+    // Whether the queue read at `now` takes the in-progress lists along.
+    let with_them = |s: &mut TargetState, now| {
+        let e = s.on_event(Event::Tick(&f), now);
+        let sent = sends(&e).into_iter().find_map(|r| match r {
+            Read::Demand { in_progress, .. } => Some(in_progress),
+            _ => None,
+        });
+        s.on_event(demand_done(Ok(())), now + 1);
+        for r in sends(&s.on_event(Event::Tick(&f), now + 2)) {
+            assert_eq!(r, Read::Runners);
+            s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
+        }
+        sent.expect("a queue read")
+    };
+    let every = budget::IN_PROGRESS_EVERY;
+    // Never read: with the first queue read.
+    assert!(with_them(&mut built(None), 100_000));
+    // Read 4 s before the restart: the queue at once, the lists 6 s on.
+    let mut s = built(Some(96_000));
+    assert!(!with_them(&mut s, 100_000));
+    assert!(!with_them(&mut s, 96_000 + every - 1_000));
+    assert!(with_them(&mut s, 96_000 + every));
+    // Read long ago: at once. A time ahead of the clock waits 10 s at most.
+    assert!(with_them(&mut built(Some(1_000)), 100_000));
+    let mut s = built(Some(900_000));
+    assert!(!with_them(&mut s, 100_000 + every - 1_000));
+    assert!(with_them(&mut s, 100_000 + every));
 }

@@ -327,6 +327,22 @@ pub fn put_rate_limit_hold(store: &dyn Store, target: &str, until: Millis) -> Re
     store.kv_put(&hold_key(target), &until.to_string())
 }
 
+fn in_progress_key(target: &str) -> String {
+    format!("target:{target}:in_progress_read_at")
+}
+
+/// When `target`'s in-progress run lists were last read (whichever daemon read them);
+/// unreadable is never.
+pub fn in_progress_read(store: &dyn Store, target: &str) -> Result<Option<Millis>> {
+    Ok(store
+        .kv_get(&in_progress_key(target))?
+        .and_then(|v| v.parse().ok()))
+}
+
+pub fn put_in_progress_read(store: &dyn Store, target: &str, at: Millis) -> Result<()> {
+    store.kv_put(&in_progress_key(target), &at.to_string())
+}
+
 #[cfg(test)]
 #[path = "daemon_facts_tests.rs"]
 mod tests;

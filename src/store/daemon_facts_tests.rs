@@ -173,8 +173,10 @@ fn the_keys_are_those_earlier_builds_wrote() {
     )
     .unwrap();
     put_rate_limit_hold(&s, "octo", 9).unwrap();
+    put_in_progress_read(&s, "octo", 9).unwrap();
     for key in [
         "target:octo:rate_limit_hold_until",
+        "target:octo:in_progress_read_at",
         "daemon:isolation",
         "daemon:containment",
         "daemon:cgroups",

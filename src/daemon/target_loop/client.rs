@@ -56,10 +56,14 @@ impl TargetLoop {
             .ok()
             .flatten()
             .map(|seen| seen.at);
+        let in_progress_read_at = daemon_facts::in_progress_read(&self.store, &self.name)
+            .ok()
+            .flatten();
         self.state.on_event(
             Event::ClientBuilt {
                 kept_hold,
                 runners_read_at,
+                in_progress_read_at,
             },
             now,
         );
