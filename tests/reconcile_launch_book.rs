@@ -114,6 +114,7 @@ impl Loop {
                     Event::ClientBuilt {
                         kept_hold: None,
                         runners_read_at: None,
+                        in_progress_read_at: None,
                     },
                     now,
                 );
