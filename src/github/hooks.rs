@@ -359,8 +359,9 @@ impl HookBook {
         let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
         let rank = job.rank();
         let skipped = rank > before + 1 && !away(entry.heard_at);
+        // `created_at` has whole seconds: the job may be up to one younger.
         let unheard =
-            rank == 2 && !entry.jobs.contains_key(&job.id) && !away(job.created_at.min(now));
+            rank == 2 && !entry.jobs.contains_key(&job.id) && !away(job.created_at.min(now) + 999);
         if skipped || unheard {
             self.loss_seen = Some(now);
         }
@@ -734,30 +735,31 @@ mod tests {
         b.record(job(2, 8, "in_progress"), 100);
         b.record(job(4, 6, "queued"), 100);
         let mut again = HookBook::default();
-        again.restore(&b.snapshot(), 200);
+        again.restore(&b.snapshot(), 10_000);
         assert_eq!(again.runs(), 3);
-        assert_eq!((again.restored_at, again.loss_seen), (Some(200), None));
-        assert!(matches!(again.answer("o/r", 9, true, 300), Answer::Jobs(j) if j.len() == 1));
+        assert_eq!((again.restored_at, again.loss_seen), (Some(10_000), None));
+        assert!(matches!(again.answer("o/r", 9, true, 10_100), Answer::Jobs(j) if j.len() == 1));
         // Quiet runs are read sooner, as while deliveries are lost.
         assert_eq!(
             again.answer("o/r", 9, true, 100 + STALE_LOSSY_MS),
             Answer::Read
         );
         // Run 9's in_progress went while no daemon listened: read, not a loss.
-        assert_eq!(again.answer("o/r", 9, false, 100 + GRACE_MS), Answer::Read);
-        // Nor a job created before the restart first heard of past queued, nor one
-        // last heard of before it that skipped in_progress.
+        assert_eq!(again.answer("o/r", 9, false, 10_100), Answer::Read);
+        // Nor a job created before the restart first heard of past queued (a second
+        // before it at least: `created_at` has whole seconds), nor one last heard of
+        // before it that skipped in_progress.
         let mut old = job(3, 7, "in_progress");
-        old.created_at = 150;
-        again.record(old, 250);
-        again.record(job(4, 6, "completed"), 260);
+        old.created_at = 9_000;
+        again.record(old, 10_250);
+        again.record(job(4, 6, "completed"), 10_260);
         assert_eq!(again.loss_seen, None);
-        // What goes missing after it is.
+        // What goes missing after it is, and so is a job created in its second.
         let mut new = job(5, 5, "in_progress");
-        new.created_at = 240;
-        again.record(new, 270);
-        assert_eq!(again.loss_seen, Some(270));
-        again.restore("not json", 300);
+        new.created_at = 9_500;
+        again.record(new, 10_270);
+        assert_eq!(again.loss_seen, Some(10_270));
+        again.restore("not json", 10_300);
         assert_eq!(again.runs(), 5);
     }
 

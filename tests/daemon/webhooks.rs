@@ -568,9 +568,13 @@ fn a_job_no_delivery_announced_is_served_by_the_backstop_and_status_tells_of_the
     });
     w.sim.set_webhook_drop(0.0);
     wait_until(SETTLE, "the unannounced job served", || served(unheard));
-    wait_until(SETTLE, "status telling of the lost delivery", || {
-        last_loss().is_string()
-    });
+    assert!(
+        poll_until(SETTLE, || last_loss().is_string()),
+        "status never told of the lost delivery: {}\n{:?}\n{}",
+        w.status_json()["webhook"],
+        w.sim.webhook_stats(),
+        w.daemon_logs()
+    );
     let detail = w.status_json()["webhook"]["detail"].clone();
     assert!(
         detail
