@@ -353,21 +353,7 @@ impl GitHubClient {
             return Err(e);
         }
         let mut got = got.into_inner().unwrap_or_else(|e| e.into_inner());
-        // A queued job the webhooks never told of shows a lost delivery.
-        if let Some(book) = &self.hooks {
-            let now = crate::timefmt::now_millis();
-            let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
-            let jobs: std::collections::HashMap<i64, &[QueuedJob]> = got
-                .iter()
-                .map(|(run, jobs)| (*run, jobs.as_slice()))
-                .collect();
-            for (i, run) in &plan.reads {
-                let (owner, repo) = &repos[*i];
-                if let Some(jobs) = jobs.get(run) {
-                    book.read_by_rest(&format!("{}/{}", owner.as_ref(), repo.as_ref()), jobs, now);
-                }
-            }
-        }
+        self.tell_book_of_rest_reads(repos, &plan.reads, &got);
         // In the lists' order: repositories as given, each one's runs queued first.
         let order: std::collections::HashMap<i64, usize> =
             all.iter().enumerate().map(|(at, r)| (r.1, at)).collect();
@@ -390,6 +376,32 @@ impl GitHubClient {
             owners: owners.into_inner().unwrap_or_else(|e| e.into_inner()),
             list_units,
         })
+    }
+
+    /// Hands the webhook book, if any, the runs `read_queue` read over REST (`reads`,
+    /// answered in `got`): a queued job no delivery told of shows a lost delivery
+    /// (`hooks::HookBook::read_by_rest`).
+    fn tell_book_of_rest_reads<S: AsRef<str>>(
+        &self,
+        repos: &[(S, S)],
+        reads: &[RunAt],
+        got: &[(i64, Vec<QueuedJob>)],
+    ) {
+        let Some(book) = &self.hooks else {
+            return;
+        };
+        let now = crate::timefmt::now_millis();
+        let mut book = book.lock().unwrap_or_else(|e| e.into_inner());
+        let jobs: std::collections::HashMap<i64, &[QueuedJob]> = got
+            .iter()
+            .map(|(run, jobs)| (*run, jobs.as_slice()))
+            .collect();
+        for (i, run) in reads {
+            let (owner, repo) = &repos[*i];
+            if let Some(jobs) = jobs.get(run) {
+                book.read_by_rest(&format!("{}/{}", owner.as_ref(), repo.as_ref()), jobs, now);
+            }
+        }
     }
 
     /// The ids of a repository's runs queued, and in progress unless `in_progress` is

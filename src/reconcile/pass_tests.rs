@@ -721,27 +721,34 @@ fn the_in_progress_lists_go_with_a_read_every_while_and_after_a_failed_read_of_t
     assert!(!demand(&mut s, at + 4_000, Ok(())));
 }
 
+/// A new daemon's state at 100 s, its client built with the times the last one kept.
+fn restarted(
+    poll_every: Millis,
+    runners_read_at: Option<Millis>,
+    in_progress_read_at: Option<Millis>,
+) -> TargetState {
+    let mut s = TargetState::default();
+    s.on_event(
+        Event::Client {
+            fit: ClientFit::Missing,
+            poll_every,
+        },
+        100_000,
+    );
+    s.on_event(
+        Event::ClientBuilt {
+            kept_hold: None,
+            runners_read_at,
+            in_progress_read_at,
+        },
+        100_000,
+    );
+    s
+}
+
 #[test]
 fn the_runner_list_keeps_its_minute_across_a_restart() {
-    let built = |read_at| {
-        let mut s = TargetState::default();
-        s.on_event(
-            Event::Client {
-                fit: ClientFit::Missing,
-                poll_every: 5_000,
-            },
-            100_000,
-        );
-        s.on_event(
-            Event::ClientBuilt {
-                kept_hold: None,
-                runners_read_at: read_at,
-                in_progress_read_at: None,
-            },
-            100_000,
-        );
-        s
-    };
+    let built = |read_at| restarted(5_000, read_at, None);
     let lists = |s: &mut TargetState, now| {
         let f = Facts {
             guard: None,
@@ -846,25 +853,7 @@ fn a_daemon_that_just_started_reads_at_once_and_waits_once_deliveries_show_they_
 
 #[test]
 fn the_in_progress_lists_keep_their_ten_seconds_across_a_restart() {
-    let built = |read_at| {
-        let mut s = TargetState::default();
-        s.on_event(
-            Event::Client {
-                fit: ClientFit::Missing,
-                poll_every: 1_000,
-            },
-            100_000,
-        );
-        s.on_event(
-            Event::ClientBuilt {
-                kept_hold: None,
-                runners_read_at: None,
-                in_progress_read_at: read_at,
-            },
-            100_000,
-        );
-        s
-    };
+    let built = |read_at| restarted(1_000, None, read_at);
     let f = Facts {
         guard: None,
         poll_every: 1_000,

@@ -311,36 +311,33 @@ pub fn handover_request(store: &dyn Store) -> Result<Option<HandoverRequest>> {
     }))
 }
 
-/// A target's rate-limit hold's key.
-fn hold_key(target: &str) -> String {
-    format!("target:{target}:rate_limit_hold_until")
+/// One of a target's times, kept under `target:NAME:WHAT`; unreadable is none.
+fn target_time(store: &dyn Store, target: &str, what: &str) -> Result<Option<Millis>> {
+    Ok(store
+        .kv_get(&format!("target:{target}:{what}"))?
+        .and_then(|v| v.parse().ok()))
 }
 
-/// Until when GitHub holds `target`'s reads, as recorded; unreadable is none.
+fn put_target_time(store: &dyn Store, target: &str, what: &str, at: Millis) -> Result<()> {
+    store.kv_put(&format!("target:{target}:{what}"), &at.to_string())
+}
+
+/// Until when GitHub holds `target`'s reads, as recorded.
 pub fn rate_limit_hold(store: &dyn Store, target: &str) -> Result<Option<Millis>> {
-    Ok(store
-        .kv_get(&hold_key(target))?
-        .and_then(|v| v.parse().ok()))
+    target_time(store, target, "rate_limit_hold_until")
 }
 
 pub fn put_rate_limit_hold(store: &dyn Store, target: &str, until: Millis) -> Result<()> {
-    store.kv_put(&hold_key(target), &until.to_string())
+    put_target_time(store, target, "rate_limit_hold_until", until)
 }
 
-fn in_progress_key(target: &str) -> String {
-    format!("target:{target}:in_progress_read_at")
-}
-
-/// When `target`'s in-progress run lists were last read (whichever daemon read them);
-/// unreadable is never.
+/// When `target`'s in-progress run lists were last read (whichever daemon read them).
 pub fn in_progress_read(store: &dyn Store, target: &str) -> Result<Option<Millis>> {
-    Ok(store
-        .kv_get(&in_progress_key(target))?
-        .and_then(|v| v.parse().ok()))
+    target_time(store, target, "in_progress_read_at")
 }
 
 pub fn put_in_progress_read(store: &dyn Store, target: &str, at: Millis) -> Result<()> {
-    store.kv_put(&in_progress_key(target), &at.to_string())
+    put_target_time(store, target, "in_progress_read_at", at)
 }
 
 #[cfg(test)]
