@@ -584,31 +584,14 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             any_public,
             caps,
             held,
-        } => {
-            // Opened before the read, so its answers are kept the moment it ends.
-            let _ = store.get();
-            let in_progress = caps.in_progress;
-            let read = demand_task(c, &client, &target, (repos, any_public, caps, held), done);
-            // What the read was answered with goes to the store at once, not when the
-            // loop takes the result: a daemon killed in between would read every run
-            // that read changed again, at a unit each. Without a store the loop keeps
-            // them when it takes the result, as before.
-            if let Ok(s) = store.get() {
-                super::target_loop::keep_etags(s, &target.name, Some(&client));
-                // And when the in-progress lists were read, for the next daemon's pace.
-                if let Done::Demand {
-                    read_at,
-                    result: Ok(_),
-                    ..
-                } = &read
-                    && in_progress
-                {
-                    let _ =
-                        crate::store::daemon_facts::put_in_progress_read(s, &target.name, *read_at);
-                }
-            }
-            read
-        }
+        } => read_and_keep(
+            c,
+            store,
+            &client,
+            &target,
+            (repos, any_public, caps, held),
+            done,
+        ),
         Task::ListRunners => {
             let read_at = now_millis();
             Done::Runners {
@@ -628,6 +611,37 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
             result: super::rerun::run(&c.shared, store!(), &client, &target, now_millis()),
         },
     })
+}
+
+/// [`demand_task`], then what it was answered with (its ETags) and, when it read them,
+/// the in-progress lists' time go to the store at once, not when the loop takes the
+/// result: a daemon killed in between would read every run that read changed again, at
+/// a unit each. Without a store the loop keeps the ETags when it takes the result.
+fn read_and_keep(
+    c: &Common,
+    store: &mut WorkerStore,
+    client: &GitHubClient,
+    target: &Target,
+    read: (OrgRepos, bool, DemandCaps, Vec<i64>),
+    done: &Sender<Box<Done>>,
+) -> Done {
+    // Opened before the read, so its answers are kept the moment it ends.
+    let _ = store.get();
+    let in_progress = read.2.in_progress;
+    let result = demand_task(c, client, target, read, done);
+    if let Ok(s) = store.get() {
+        super::target_loop::keep_etags(s, &target.name, Some(client));
+        if let Done::Demand {
+            read_at,
+            result: Ok(_),
+            ..
+        } = &result
+            && in_progress
+        {
+            let _ = crate::store::daemon_facts::put_in_progress_read(s, &target.name, *read_at);
+        }
+    }
+    result
 }
 
 /// A demand read: each run's jobs go to the loop as they come (`Done::DemandRun`), then

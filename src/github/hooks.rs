@@ -39,6 +39,12 @@ pub const MAX_JOBS_PER_RUN: usize = 256;
 /// The largest delivery the listener reads (GitHub's are about 10 KiB).
 pub const MAX_DELIVERY_BYTES: usize = 256 * 1024;
 
+/// Whether time `t` fell before the book began to listen (`listening_since`): what
+/// went missing then was sent while no daemon listened. Never, before it listens.
+fn before_listening(listening_since: Option<Millis>, t: Millis) -> bool {
+    listening_since.is_some_and(|r| t < r)
+}
+
 /// The book as the listener and the target loops' clients share it.
 pub type SharedBook = Arc<Mutex<HookBook>>;
 
@@ -316,12 +322,12 @@ pub struct HookBook {
     pub spared: u64,
     /// When a delivery was last seen lost while the book listened: a job heard of first
     /// past `queued`, one that skipped `in_progress`, or a run the run lists
-    /// contradicted. What a restart explains is not counted (`restored_at`).
+    /// contradicted. What a restart explains is not counted (`listening_since`).
     pub loss_seen: Option<Millis>,
     /// When this daemon began to listen (and took the last one's snapshot back, if
     /// any): deliveries sent before were lost, so what was heard before may be stale,
     /// and a job created before may never have been announced.
-    pub restored_at: Option<Millis>,
+    pub listening_since: Option<Millis>,
     /// Bumped by every record: a snapshot is due when it moved.
     pub version: u64,
 }
@@ -355,7 +361,7 @@ impl HookBook {
         // A step skipped since the run was last heard of, or a job first heard of past
         // `queued`, is a lost delivery, unless it may have been sent while no daemon
         // listened.
-        let away = |t: Millis| self.restored_at.is_some_and(|r| t < r);
+        let away = |t: Millis| before_listening(self.listening_since, t);
         let before = entry.jobs.get(&job.id).map_or(1, HookJob::rank);
         let rank = job.rank();
         let skipped = rank > before + 1 && !away(entry.heard_at);
@@ -385,7 +391,7 @@ impl HookBook {
     /// What to do about run `run` of `repo`, which the run lists named (`queued`: in
     /// the `status=queued` list, so GitHub says it holds a queued job).
     pub fn answer(&mut self, repo: &str, run: i64, queued: bool, now: Millis) -> Answer {
-        let lossy = [self.loss_seen, self.restored_at]
+        let lossy = [self.loss_seen, self.listening_since]
             .iter()
             .any(|t| t.is_some_and(|t| now - t < LOSSY_FOR_MS));
         let Some(entry) = self.runs.get(&key(repo, run)) else {
@@ -401,7 +407,7 @@ impl HookBook {
         // deliveries that explain it are still on their way.
         if age >= GRACE_MS && jobs.is_empty() == queued {
             // Missed while no daemon listened, it says nothing of the deliveries now.
-            if self.restored_at.is_none_or(|r| entry.heard_at >= r) {
+            if !before_listening(self.listening_since, entry.heard_at) {
                 self.loss_seen = Some(now);
             }
             return Answer::Read;
@@ -479,20 +485,20 @@ impl HookBook {
                 self.runs.entry(run).or_insert(e);
             }
         }
-        self.restored_at = Some(now);
+        self.listening_since = Some(now);
         self.prune(now);
     }
 
     /// The book starts listening at `now` (the daemon's listener is up).
     pub fn listen_from(&mut self, now: Millis) {
-        self.restored_at = Some(now);
+        self.listening_since = Some(now);
     }
 
     /// Jobs of `repo` a REST read found queued: one created while the book listened,
     /// [`LATE_MS`] ago or more and never heard of, had its delivery lost (or its
     /// repository sends none), so the book is lossy from `now`.
     pub fn read_by_rest(&mut self, repo: &str, jobs: &[QueuedJob], now: Millis) {
-        let listened = |t: Millis| self.restored_at.is_some_and(|r| t >= r);
+        let listened = |t: Millis| self.listening_since.is_some_and(|r| t >= r);
         let unheard = jobs.iter().any(|j| {
             listened(j.created_at)
                 && now - j.created_at >= LATE_MS
@@ -737,7 +743,10 @@ mod tests {
         let mut again = HookBook::default();
         again.restore(&b.snapshot(), 10_000);
         assert_eq!(again.runs(), 3);
-        assert_eq!((again.restored_at, again.loss_seen), (Some(10_000), None));
+        assert_eq!(
+            (again.listening_since, again.loss_seen),
+            (Some(10_000), None)
+        );
         assert!(matches!(again.answer("o/r", 9, true, 10_100), Answer::Jobs(j) if j.len() == 1));
         // Quiet runs are read sooner, as while deliveries are lost.
         assert_eq!(

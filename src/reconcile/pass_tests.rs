@@ -680,6 +680,28 @@ fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limi
     assert!(s.rate_limited_until(0, until - 1).is_some());
 }
 
+/// A pass at `now`: whether its queue read takes the in-progress lists along (`None`:
+/// no queue read), answered with `result`; the runner list that goes between two queue
+/// reads is answered too.
+fn read_with_in_progress(
+    s: &mut TargetState,
+    f: &Facts,
+    now: Millis,
+    result: Result<(), TargetError>,
+) -> Option<bool> {
+    let e = s.on_event(Event::Tick(f), now);
+    let sent = sends(&e).into_iter().find_map(|r| match r {
+        Read::Demand { in_progress, .. } => Some(in_progress),
+        _ => None,
+    });
+    s.on_event(demand_done(result), now + 1);
+    for r in sends(&s.on_event(Event::Tick(f), now + 2)) {
+        assert_eq!(r, Read::Runners);
+        s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
+    }
+    sent
+}
+
 #[test]
 fn the_in_progress_lists_go_with_a_read_every_while_and_after_a_failed_read_of_them() {
     let mut s = ready(0);
@@ -689,18 +711,7 @@ fn the_in_progress_lists_go_with_a_read_every_while_and_after_a_failed_read_of_t
         ..facts()
     };
     let demand = |s: &mut TargetState, now: Millis, result: Result<(), TargetError>| {
-        let e = s.on_event(Event::Tick(&f), now);
-        let sent = sends(&e).into_iter().find_map(|r| match r {
-            Read::Demand { in_progress, .. } => Some(in_progress),
-            _ => None,
-        });
-        s.on_event(demand_done(result), now + 1);
-        // The runner list goes between two queue reads; answer it.
-        for r in sends(&s.on_event(Event::Tick(&f), now + 2)) {
-            assert_eq!(r, Read::Runners);
-            s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
-        }
-        sent.expect("a queue read at each poll")
+        read_with_in_progress(s, &f, now, result).expect("a queue read at each poll")
     };
     let every = budget::IN_PROGRESS_EVERY;
     assert_eq!(every % 2_000, 0, "the test polls every 2 s");
@@ -860,19 +871,8 @@ fn the_in_progress_lists_keep_their_ten_seconds_across_a_restart() {
         ..facts()
     };
     // Whether the queue read at `now` takes the in-progress lists along.
-    let with_them = |s: &mut TargetState, now| {
-        let e = s.on_event(Event::Tick(&f), now);
-        let sent = sends(&e).into_iter().find_map(|r| match r {
-            Read::Demand { in_progress, .. } => Some(in_progress),
-            _ => None,
-        });
-        s.on_event(demand_done(Ok(())), now + 1);
-        for r in sends(&s.on_event(Event::Tick(&f), now + 2)) {
-            assert_eq!(r, Read::Runners);
-            s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
-        }
-        sent.expect("a queue read")
-    };
+    let with_them =
+        |s: &mut TargetState, now| read_with_in_progress(s, &f, now, Ok(())).expect("a queue read");
     let every = budget::IN_PROGRESS_EVERY;
     // Never read: with the first queue read.
     assert!(with_them(&mut built(None), 100_000));
