@@ -613,10 +613,12 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
     })
 }
 
-/// [`demand_task`], then what it was answered with (its ETags) and, when it read them,
-/// the in-progress lists' time go to the store at once, not when the loop takes the
-/// result: a daemon killed in between would read every run that read changed again, at
-/// a unit each. Without a store the loop keeps the ETags when it takes the result.
+/// [`demand_task`], keeping what it is answered with (its ETags) in the store as each
+/// run's answer comes, not when the loop takes the result: a daemon killed in between
+/// would read every run that read changed again, at a unit each (far from GitHub a read
+/// of many new runs lasts seconds). The runs lists' ETags and, when it read them, the
+/// in-progress lists' time are kept as the read ends. Without a store the loop keeps
+/// the ETags when it takes the result.
 fn read_and_keep(
     c: &Common,
     store: &mut WorkerStore,
@@ -625,10 +627,17 @@ fn read_and_keep(
     read: (OrgRepos, bool, DemandCaps, Vec<i64>),
     done: &Sender<Box<Done>>,
 ) -> Done {
-    // Opened before the read, so its answers are kept the moment it ends.
+    // Opened before the read, so its answers are kept the moment they come.
     let _ = store.get();
     let in_progress = read.2.in_progress;
-    let result = demand_task(c, client, target, read, done);
+    let kept = std::sync::Mutex::new(&mut *store);
+    let keep = || {
+        let mut store = kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Ok(s) = store.get() {
+            super::target_loop::keep_etags(s, &target.name, Some(client));
+        }
+    };
+    let result = demand_task(c, client, target, read, done, &keep);
     if let Ok(s) = store.get() {
         super::target_loop::keep_etags(s, &target.name, Some(client));
         if let Done::Demand {
@@ -644,17 +653,19 @@ fn read_and_keep(
     result
 }
 
-/// A demand read: each run's jobs go to the loop as they come (`Done::DemandRun`), then
-/// the whole read with what it spent.
+/// A demand read: each run's jobs go to the loop as they come (`Done::DemandRun`), and
+/// `keep` is called after each, then the whole read goes with what it spent.
 fn demand_task(
     c: &Common,
     client: &GitHubClient,
     target: &Target,
     (mut repos, any_public, caps, held): (OrgRepos, bool, DemandCaps, Vec<i64>),
     done: &Sender<Box<Done>>,
+    keep: &(dyn Fn() + Sync),
 ) -> Done {
     let read_at = now_millis();
     let each_run = |run: i64, jobs: &[QueuedJob]| {
+        keep();
         let _ = done.send(Box::new(Done::DemandRun {
             run,
             jobs: jobs.to_vec(),

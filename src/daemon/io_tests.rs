@@ -136,14 +136,17 @@ fn one_worker_per_outstanding_task_within_the_limit() {
     assert_eq!(wanted_workers(5, 0), 1);
 }
 
-/// A demand read's answers are in the store when its result reaches the loop: a daemon
-/// killed before the loop took it must not pay a unit for each run again.
+/// A demand read's answers are in the store as each run's jobs reach the loop, and
+/// the runs lists' when the whole result does: a daemon killed before the loop took
+/// them must not pay a unit for each run again.
 #[test]
-fn a_demand_read_keeps_what_it_was_answered_with_before_the_loop_hears_of_it() {
+fn a_demand_read_keeps_each_runs_answer_before_the_loop_hears_of_it() {
     let sim = crate::sim::SimGitHub::start(crate::sim::SimConfig::default()).unwrap();
     sim.add_pat("ghp_io");
     sim.add_repo("octo/app", true);
-    sim.enqueue_job("octo/app", "build", &["self-hosted"], 60_000);
+    for _ in 0..3 {
+        sim.enqueue_job("octo/app", "build", &["self-hosted"], 60_000);
+    }
     let dir = TempDir::new("io-etags");
     std::fs::create_dir_all(&dir.0).unwrap();
     drop(SqliteStore::open(&dir.0).unwrap());
@@ -165,20 +168,37 @@ fn a_demand_read_keeps_what_it_was_answered_with_before_the_loop_hears_of_it() {
         held: vec![],
     };
     pool.send(read, client.clone(), &t);
+    let kept_urls = || -> Vec<String> {
+        let kept = SqliteStore::open(&dir.0).unwrap().etags("t").unwrap();
+        kept.into_iter().map(|e| e.url).collect()
+    };
+    let mut runs_heard = 0;
     loop {
         let d = pool.done().recv_timeout(Duration::from_secs(10)).unwrap();
-        if let Done::Demand { result, .. } = *d {
-            assert_eq!(result.unwrap().read.jobs.len(), 1);
-            break;
+        match *d {
+            Done::DemandRun { run, .. } => {
+                runs_heard += 1;
+                let urls = kept_urls();
+                assert!(
+                    urls.iter()
+                        .any(|u| u.contains(&format!("/actions/runs/{run}/jobs"))),
+                    "run {run}'s jobs list is kept before the loop hears of it: {urls:?}"
+                );
+            }
+            Done::Demand { result, .. } => {
+                assert_eq!(result.unwrap().read.jobs.len(), 3);
+                break;
+            }
+            _ => {}
         }
     }
+    assert_eq!(runs_heard, 3, "each run's jobs reached the loop");
     // Nothing but the worker has written: the loop never took the result.
-    let kept = SqliteStore::open(&dir.0).unwrap().etags("t").unwrap();
-    let urls: Vec<&str> = kept.iter().map(|e| e.url.as_str()).collect();
+    let urls = kept_urls();
     assert!(
         urls.iter()
-            .any(|u| u.contains("/actions/runs/") && u.contains("/jobs")),
-        "the run's jobs list is kept: {urls:?}"
+            .any(|u| u.contains("/actions/runs?") || u.ends_with("/actions/runs")),
+        "the runs list is kept: {urls:?}"
     );
     assert!(
         client.take_etag_changes().is_empty(),
