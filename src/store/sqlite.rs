@@ -23,6 +23,31 @@ pub const DB_FILE: &str = "state.db";
 /// How long a writer waits for another process's write lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How often a waiting writer looks at the lock again.
+const BUSY_POLL: Duration = Duration::from_millis(1);
+
+/// The busy handler: whether a writer that found the lock taken `tries` times already
+/// waits again. SQLite's own (`busy_timeout`) backs off to 10 ms after three tries and
+/// to 100 ms later on, so a writer behind a burst of the loop's short transactions slept
+/// on for milliseconds after the lock was free. A daemon killed meanwhile lost what it
+/// was keeping: the ETags of a read it had paid for (issue 37's restarts). Looking every
+/// millisecond takes the lock within one of its release; each try sleeps at least
+/// `BUSY_POLL`, so `BUSY_TIMEOUT` still bounds the wait.
+pub(super) fn wait_for_lock(tries: i32) -> bool {
+    let waited = u128::try_from(tries).unwrap_or(0) * BUSY_POLL.as_millis();
+    if waited >= BUSY_TIMEOUT.as_millis() {
+        return false;
+    }
+    #[cfg(test)]
+    LOCK_WAITS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(BUSY_POLL);
+    true
+}
+
+/// How many times a writer of this process waited for the lock (tests).
+#[cfg(test)]
+pub(super) static LOCK_WAITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The bytes a reset WAL is truncated to (`PRAGMA journal_size_limit`).
 pub const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
@@ -85,8 +110,8 @@ impl SqliteStore {
         )
     }
 
-    fn setup(conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
-        conn.busy_timeout(BUSY_TIMEOUT)?;
+    fn setup(mut conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
+        conn.busy_handler(Some(wait_for_lock))?;
         // Memory per connection, of which an idle daemon holds one per target loop
         // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection;
         // only before the first statement), and at most 512 kB of cached pages instead

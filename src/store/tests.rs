@@ -748,6 +748,30 @@ fn a_targets_validators_are_kept_changed_and_go_with_it() {
 }
 
 #[test]
+fn a_removed_targets_kept_times_and_runner_list_go_with_it() {
+    use super::daemon_facts as facts;
+    let d = TempDir::new("target-kv");
+    let s = SqliteStore::open(&d.0).unwrap();
+    for name in ["octo", "octo-2"] {
+        s.add_target(&target(name)).unwrap();
+        facts::put_rate_limit_hold(&s, name, 5).unwrap();
+        facts::put_in_progress_read(&s, name, 7).unwrap();
+        facts::publish_runners(&s, name, &[], 9).unwrap();
+    }
+    s.remove_target("octo").unwrap();
+    assert_eq!(facts::rate_limit_hold(&s, "octo").unwrap(), None);
+    assert_eq!(facts::in_progress_read(&s, "octo").unwrap(), None);
+    assert!(facts::runners_seen(&s, "octo").unwrap().is_none());
+    // A target whose name starts with the removed one's keeps its own.
+    assert_eq!(facts::rate_limit_hold(&s, "octo-2").unwrap(), Some(5));
+    assert_eq!(facts::in_progress_read(&s, "octo-2").unwrap(), Some(7));
+    assert!(facts::runners_seen(&s, "octo-2").unwrap().is_some());
+    // A target added again under the name starts with nothing kept.
+    s.add_target(&target("octo")).unwrap();
+    assert_eq!(facts::rate_limit_hold(&s, "octo").unwrap(), None);
+}
+
+#[test]
 fn the_runner_environment_and_tools_round_trip() {
     let d = TempDir::new("runner-env");
     std::fs::create_dir_all(&d.0).unwrap();
@@ -898,3 +922,40 @@ fn a_slot_goes_back_to_the_uid_that_last_held_it_when_free() {
 
 #[path = "file_tests.rs"]
 mod file;
+
+#[test]
+fn a_writer_behind_anothers_lock_waits_for_it_and_gives_up_only_past_the_timeout() {
+    use std::sync::atomic::Ordering;
+    let d = TempDir::new("busy");
+    let s = SqliteStore::open(&d.0).unwrap();
+    drop(s);
+    let holder = rusqlite::Connection::open(d.0.join(super::sqlite::DB_FILE)).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let waits = super::sqlite::LOCK_WAITS.load(Ordering::SeqCst);
+    let dir = d.0.clone();
+    let writer = std::thread::spawn(move || {
+        let s = SqliteStore::open(&dir).unwrap();
+        s.kv_put("k", "v")
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while super::sqlite::LOCK_WAITS.load(Ordering::SeqCst) == waits {
+        assert!(
+            !writer.is_finished(),
+            "the writer waits while the lock is held"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer never waited"
+        );
+        std::thread::yield_now();
+    }
+    holder.execute_batch("COMMIT").unwrap();
+    writer.join().unwrap().unwrap();
+    let s = SqliteStore::open(&d.0).unwrap();
+    assert_eq!(s.kv_get("k").unwrap().as_deref(), Some("v"));
+    // Each try sleeps at least a millisecond: 5,000 of them are the 5 s timeout.
+    assert!(super::sqlite::wait_for_lock(0));
+    assert!(super::sqlite::wait_for_lock(4_999));
+    assert!(!super::sqlite::wait_for_lock(5_000));
+    assert!(!super::sqlite::wait_for_lock(i32::MAX));
+}
