@@ -255,6 +255,11 @@ pub fn remove_target(c: &Connection, name: &str) -> Result<()> {
         return Err(not_found("target", name));
     }
     tx.execute("DELETE FROM etags WHERE target = ?1", [name])?;
+    let (runners, times) = super::daemon_facts::target_keys(name);
+    tx.execute(
+        "DELETE FROM kv WHERE key = ?1 OR substr(key, 1, length(?2)) = ?2",
+        [runners, times],
+    )?;
     tx.commit()?;
     Ok(())
 }

@@ -311,6 +311,12 @@ pub fn handover_request(store: &dyn Store) -> Result<Option<HandoverRequest>> {
     }))
 }
 
+/// What the store keeps of `target` in its kv, to go with the target: the key of its
+/// runner list, and the prefix of its times' keys (names hold no `:`).
+pub(super) fn target_keys(target: &str) -> (String, String) {
+    (format!("{KV_RUNNERS}{target}"), format!("target:{target}:"))
+}
+
 /// One of a target's times, kept under `target:NAME:WHAT`; unreadable is none.
 fn target_time(store: &dyn Store, target: &str, what: &str) -> Result<Option<Millis>> {
     Ok(store

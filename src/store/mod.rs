@@ -207,7 +207,8 @@ pub trait Store {
     /// All targets, by name.
     fn targets(&self) -> Result<Vec<Target>>;
     fn update_target(&self, target: &Target) -> Result<()>;
-    /// Refused with `InUse` while a profile uses the target.
+    /// Refused with `InUse` while a profile uses the target. What the daemon kept of
+    /// it (its ETags, runner list and times) goes with it.
     fn remove_target(&self, name: &str) -> Result<()>;
 
     /// Stores a new profile at revision 1 and returns it as stored. Refused with
