@@ -638,17 +638,17 @@ fn read_and_keep(
         }
     };
     let result = demand_task(c, client, target, read, done, &keep);
-    if let Ok(s) = store.get() {
-        super::target_loop::keep_etags(s, &target.name, Some(client));
-        if let Done::Demand {
-            read_at,
-            result: Ok(_),
-            ..
-        } = &result
-            && in_progress
-        {
-            let _ = crate::store::daemon_facts::put_in_progress_read(s, &target.name, *read_at);
-        }
+    keep();
+    let store = kept.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Done::Demand {
+        read_at,
+        result: Ok(_),
+        ..
+    } = &result
+        && in_progress
+        && let Ok(s) = store.get()
+    {
+        let _ = crate::store::daemon_facts::put_in_progress_read(s, &target.name, *read_at);
     }
     result
 }
