@@ -60,7 +60,7 @@ pub const TABLE: &[Row] = &[
         failure: Failure::Usage,
         code: 2,
         name: "usage",
-        meaning: "bad usage or invalid input: an unknown command or option, a malformed value, a name that does not exist or is taken, an unreadable token file or runner directory; the message names the argument, and nothing was written",
+        meaning: "bad usage or invalid input: an unknown command or option, a malformed value, a name that does not exist (with the stored one it most likely meant) or is taken, an unreadable token file or runner directory; the message names the argument, and nothing was written",
         remedy: "runner-manager {command} --help",
     },
     Row {

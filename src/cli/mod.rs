@@ -379,7 +379,7 @@ fn in_store(
         // succeeded; refuse before anything is written.
         store.check_sound()?;
     }
-    let result = f(&store, &dir);
+    let result = f(&store, &dir).map_err(|e| with_guess(&store, e));
     drop(store);
     if let (Some(created), Err(e)) = (created, &result)
         && e.exit_code() == 2
@@ -387,6 +387,18 @@ fn in_store(
         created.undo(&dir);
     }
     result
+}
+
+/// A target or profile the store does not hold, with the one it most likely meant
+/// (`target rm dem`: `no target named "dem"; did you mean 'demo'?`). Still exit 2.
+fn with_guess(store: &SqliteStore, e: CliError) -> CliError {
+    let CliError::Store(StoreError::NotFound { what, name }) = &e else {
+        return e;
+    };
+    match crate::store::near_name(store, what, name) {
+        Some(k) => CliError::classed(Failure::Usage, format!("{e}; did you mean '{k}'?")),
+        None => e,
+    }
 }
 
 /// What opening a new store made: the store's files, and the state directory with

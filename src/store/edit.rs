@@ -66,7 +66,10 @@ pub fn edit_profile(
     if p.target != old_target
         && let Err(StoreError::NotFound { .. }) = store.target(&p.target)
     {
-        return Err(Invalid::new("target", format!("no target named {:?}", p.target)).into());
+        let guess = super::guess(store, "target", &p.target);
+        return Err(
+            Invalid::new("target", format!("no target named {:?}{guess}", p.target)).into(),
+        );
     }
     // A kept workspace needs a repository target (checked again at each start).
     if p.workspace == crate::domain::workspace::Workspace::Persistent

@@ -13,6 +13,7 @@ mod etags;
 mod ledger;
 mod live;
 mod meters;
+mod names;
 mod reruns;
 mod rows;
 pub mod schema;
@@ -26,6 +27,7 @@ pub use edit::{
     read_host_settings, usage_settings,
 };
 pub use error::{Result, StoreError};
+pub use names::{guess, near_name};
 pub use reruns::losses_noted;
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;

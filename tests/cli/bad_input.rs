@@ -316,6 +316,55 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
 }
 
 #[test]
+fn a_mistyped_target_or_profile_name_is_answered_with_the_near_one() {
+    let d = seeded("near");
+    let state = d.state();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["target", "rm", "octp"],
+            "no target named \"octp\"; did you mean 'octo'?",
+        ),
+        (
+            &["target", "show", "oct"],
+            "no target named \"oct\"; did you mean 'octo'?",
+        ),
+        (
+            &["profile", "set", "linx", "max=2"],
+            "no profile named \"linx\"; did you mean 'linux'?",
+        ),
+        (
+            &["profile", "pause", "Linux"],
+            "no profile named \"Linux\"; did you mean 'linux'?",
+        ),
+        (
+            &[
+                "profile", "add", "new", "--target", "octoo", "--labels", "x",
+            ],
+            "no target named \"octoo\"; did you mean 'octo'?",
+        ),
+        (
+            &["profile", "set", "linux", "target=octa"],
+            "no target named \"octa\"; did you mean 'octo'?",
+        ),
+    ];
+    for (args, want) in cases {
+        let before = snapshot(&state);
+        let r = d.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+        assert!(snapshot(&state) == before, "{args:?} changed the store");
+    }
+    // Nothing near: no guess, the same refusal.
+    let r = d.run(&["target", "rm", "zzzzzz"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no target named \"zzzzzz\"") && !r.stderr.contains("did you mean"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn refusals_that_are_not_bad_input_exit_conflict() {
     let d = seeded("bad");
     let r = d.run(&["target", "rm", "octo"]);
