@@ -198,6 +198,13 @@ mod tests {
         use crate::domain::validate::edit_distance;
         assert_eq!(edit_distance("stats", "status"), 1);
         assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("abc", ""), 3);
+        // A swap of neighbours is one slip, not two substitutions.
+        assert_eq!(edit_distance("dmeo", "demo"), 1);
+        assert_eq!(edit_distance("stauts", "status"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("ab", "ba"), 1);
+        assert_eq!(edit_distance("ca", "abc"), 3);
     }
 
     #[test]

@@ -337,10 +337,8 @@ fn a_mistyped_target_or_profile_name_is_answered_with_the_near_one() {
             "no profile named \"Linux\"; did you mean 'linux'?",
         ),
         (
-            &[
-                "profile", "add", "new", "--target", "octoo", "--labels", "x",
-            ],
-            "no target named \"octoo\"; did you mean 'octo'?",
+            &["profile", "add", "new", "--target", "otco", "--labels", "x"],
+            "no target named \"otco\"; did you mean 'octo'?",
         ),
         (
             &["profile", "set", "linux", "target=octa"],
