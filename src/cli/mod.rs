@@ -395,10 +395,11 @@ fn with_guess(store: &SqliteStore, e: CliError) -> CliError {
     let CliError::Store(StoreError::NotFound { what, name }) = &e else {
         return e;
     };
-    match crate::store::near_name(store, what, name) {
-        Some(k) => CliError::classed(Failure::Usage, format!("{e}; did you mean '{k}'?")),
-        None => e,
+    let guess = crate::store::guess(store, what, name);
+    if guess.is_empty() {
+        return e;
     }
+    CliError::classed(Failure::Usage, format!("{e}{guess}"))
 }
 
 /// What opening a new store made: the store's files, and the state directory with

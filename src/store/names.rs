@@ -7,7 +7,7 @@ use crate::domain::validate::nearest;
 /// The stored name of kind `what` ("target" or "profile") nearest in spelling to
 /// `typed` (`domain::validate::nearest`'s rule), if one is near enough. Nothing for
 /// another kind, or a store that cannot be read: a guess is never worth an error.
-pub fn near_name(store: &dyn Store, what: &str, typed: &str) -> Option<String> {
+fn near_name(store: &dyn Store, what: &str, typed: &str) -> Option<String> {
     let names: Vec<String> = match what {
         "target" => store.targets().ok()?.into_iter().map(|t| t.name).collect(),
         "profile" => store.profiles().ok()?.into_iter().map(|p| p.name).collect(),
