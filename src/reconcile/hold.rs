@@ -27,6 +27,13 @@ pub const START_BACKOFF: Backoff = Backoff::new(
     Duration::from_millis(MAX_WAIT as u64),
 );
 
+/// Runners of one profile that crash before they listen, in a row, before its starts
+/// are held: one crash is a runner's bad luck (and each costs a JIT config, which a
+/// retry spends again), three in a row with none listening between is the install or
+/// the host. Left alone, a broken install had the daemon start 174 runners in 7 s,
+/// every one registered on GitHub, until GitHub's per-minute points ran out.
+pub const CRASHES_BEFORE_HOLD: u32 = 3;
+
 /// One profile's hold: how many host failures in a row, the last one's reason, and
 /// until when no start is tried.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +41,9 @@ pub struct StartHold {
     pub failures: u32,
     pub reason: String,
     pub until: Millis,
+    /// The failures are runners that crashed before they listened: a runner spawned
+    /// proves nothing then, and only one that listens ends the hold's streak.
+    pub crashes: bool,
 }
 
 impl StartHold {
@@ -44,6 +54,16 @@ impl StartHold {
             failures,
             reason,
             until: now + wait_after(failures),
+            crashes: false,
+        }
+    }
+
+    /// The hold after runners crashed at start, [`CRASHES_BEFORE_HOLD`] or more in a
+    /// row: the same waits as after host failures.
+    pub fn after_crash(prev: Option<&StartHold>, reason: String, now: Millis) -> StartHold {
+        StartHold {
+            crashes: true,
+            ..StartHold::after_failure(prev, reason, now)
         }
     }
 
@@ -55,8 +75,13 @@ impl StartHold {
     /// What `status` shows while the hold lasts.
     pub fn describe(&self, now: Millis) -> String {
         let secs = ((self.until - now).max(0) + 999) / 1000;
+        let after = if self.crashes {
+            "runners crashed at start"
+        } else {
+            "a host failure"
+        };
         format!(
-            "starts held {secs}s after a host failure ({} in a row): {}",
+            "starts held {secs}s after {after} ({} in a row): {}",
             self.failures, self.reason
         )
     }

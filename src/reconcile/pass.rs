@@ -11,7 +11,7 @@
 
 use crate::domain::status::ErrorKind;
 use crate::reconcile::budget::{self, Budget, Credit, Pace, ReadCost};
-use crate::reconcile::hold::{Refusal, StartHold, TargetHold};
+use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Refusal, StartHold, TargetHold};
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -281,6 +281,9 @@ pub struct Planned {
     /// The polling profiles' live runners and this plan's starts: each holds, or will
     /// take, one job of one run.
     pub serving: u32,
+    /// Runners that crashed at start this pass, and profiles one of whose runners
+    /// listened.
+    pub starts_seen: crate::reconcile::plan::StartsSeen,
 }
 
 /// What happened.
@@ -353,6 +356,9 @@ pub struct TargetState {
     /// The hold last written to the store.
     persisted_hold: Millis,
     holds: BTreeMap<String, StartHold>,
+    /// Per profile, its runners that crashed before they listened since one last
+    /// listened (`hold::CRASHES_BEFORE_HOLD` of them hold its starts).
+    crashes_in_a_row: BTreeMap<String, u32>,
     pace: Option<Pace>,
     read_cost: ReadCost,
     /// What polling saved against the budget's average pace (`budget::Credit`).
@@ -427,6 +433,7 @@ impl TargetState {
                 self.uids_used_up = p.uids_used_up;
                 self.free_slots = p.free_slots;
                 self.serving = p.serving;
+                self.starts_seen(p.starts_seen, now, &mut out);
             }
             Event::Intent {
                 attempt,
@@ -615,7 +622,10 @@ impl TargetState {
                 match end {
                     StartEnd::Spawned => {
                         self.spawned_since_read += 1;
-                        if self.holds.remove(&profile).is_some() {
+                        // A spawn ends a host failure's streak; runners that crashed
+                        // at start had spawned too, so theirs ends only on a listen.
+                        if self.holds.get(&profile).is_some_and(|h| !h.crashes) {
+                            self.holds.remove(&profile);
                             out.push(Effect::StartsResumed { profile });
                         }
                     }
@@ -733,14 +743,56 @@ impl TargetState {
         self.error = Some(e);
     }
 
-    /// A profile's start failed for a host reason: its starts are held. Starts that
-    /// fail together while a hold already stands (sent before it) do not lengthen it.
+    /// A runner that listened ends its profile's crash streak (and a crash hold);
+    /// [`CRASHES_BEFORE_HOLD`] crashes in a row hold the profile's starts, longer
+    /// each time while none listens.
+    fn starts_seen(
+        &mut self,
+        seen: crate::reconcile::plan::StartsSeen,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
+        for profile in seen.listened {
+            self.crashes_in_a_row.remove(&profile);
+            if self.holds.get(&profile).is_some_and(|h| h.crashes) {
+                self.holds.remove(&profile);
+                out.push(Effect::StartsResumed { profile });
+            }
+        }
+        for (profile, why) in seen.crashed {
+            let n = self.crashes_in_a_row.entry(profile.clone()).or_default();
+            *n = n.saturating_add(1);
+            if *n >= CRASHES_BEFORE_HOLD {
+                let why = format!("{n} in a row, the last {why}");
+                self.hold(profile, why, true, now, out);
+            }
+        }
+    }
+
+    /// A profile's start failed for a host reason: its starts are held.
     fn hold_profile(&mut self, profile: String, why: String, now: Millis, out: &mut Vec<Effect>) {
+        self.hold(profile, why, false, now, out);
+    }
+
+    /// Holds a profile's starts after a host failure or runners' crashes. Starts that
+    /// fail together while a hold already stands (sent before it) do not lengthen it.
+    fn hold(
+        &mut self,
+        profile: String,
+        why: String,
+        crashes: bool,
+        now: Millis,
+        out: &mut Vec<Effect>,
+    ) {
         let prev = self.holds.get(&profile);
         if prev.is_some_and(|h| h.holds(now)) {
             return;
         }
-        let hold = StartHold::after_failure(prev, why, now);
+        let hold = if crashes {
+            StartHold::after_crash(prev, why, now)
+        } else {
+            StartHold::after_failure(prev, why, now)
+        };
         out.push(Effect::Log(Line::StartsHeld {
             profile: profile.clone(),
             hold: hold.clone(),

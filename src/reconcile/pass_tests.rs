@@ -285,6 +285,95 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
 }
 
 #[test]
+fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_listens() {
+    use crate::reconcile::plan::StartsSeen;
+    let mut s = ready(0);
+    let crashed = |n: u32| {
+        Event::Planned(Planned {
+            starts_seen: StartsSeen {
+                crashed: (0..n)
+                    .map(|i| {
+                        let why = format!("runner rm-{i} crashed_at_start (exit 1)");
+                        ("linux".to_string(), why)
+                    })
+                    .collect(),
+                ..StartsSeen::default()
+            },
+            ..Planned::default()
+        })
+    };
+    let held_until = |e: &[Effect]| {
+        e.iter().find_map(|e| match e {
+            Effect::HoldStarts { profile, until } if profile == "linux" => Some(*until),
+            _ => None,
+        })
+    };
+    // One crash, then another: a runner's bad luck, no hold.
+    assert!(s.on_event(crashed(1), 1_000).is_empty());
+    assert!(s.on_event(crashed(1), 2_000).is_empty());
+    // The third in a row holds the profile's starts, as a host failure does.
+    let e = s.on_event(crashed(1), 3_000);
+    assert_eq!(held_until(&e), Some(33_000), "{e:?}");
+    let hold = &s.holds()["linux"];
+    assert!(hold.crashes && hold.reason.starts_with("3 in a row, the last runner rm-0"));
+    assert!(
+        hold.describe(3_000)
+            .starts_with("starts held 30s after runners crashed at start (1 in a row)"),
+        "{}",
+        hold.describe(3_000)
+    );
+    // The burst's other runners crash under the hold: it stands as it was.
+    assert!(s.on_event(crashed(5), 4_000).is_empty());
+    // A runner spawned after it proves nothing: the hold's streak goes on ...
+    let spawned = |attempt| {
+        Event::Done(Outcome::Started {
+            attempt,
+            profile: "linux".into(),
+            end: StartEnd::Spawned,
+        })
+    };
+    s.on_event(
+        Event::Intent {
+            attempt: 9,
+            has_policy: true,
+        },
+        33_000,
+    );
+    assert!(s.on_event(spawned(9), 33_500).is_empty());
+    // ... so its crash waits twice as long.
+    let e = s.on_event(crashed(1), 34_000);
+    assert_eq!(held_until(&e), Some(94_000), "{e:?}");
+    // Another profile's crashes are its own.
+    let other = Event::Planned(Planned {
+        starts_seen: StartsSeen {
+            crashed: vec![("gpu".into(), "runner rm-7 crashed_at_start (exit 1)".into())],
+            ..StartsSeen::default()
+        },
+        ..Planned::default()
+    });
+    assert!(s.on_event(other, 35_000).is_empty());
+    // A runner that listens ends the hold and the streak.
+    let listened = Event::Planned(Planned {
+        starts_seen: StartsSeen {
+            listened: ["linux".to_string()].into(),
+            ..StartsSeen::default()
+        },
+        ..Planned::default()
+    });
+    assert_eq!(
+        s.on_event(listened, 40_000),
+        vec![Effect::StartsResumed {
+            profile: "linux".into()
+        }]
+    );
+    assert!(!s.holds().contains_key("linux"));
+    assert!(s.on_event(crashed(2), 41_000).is_empty());
+    // In one pass, three crashes are three in a row.
+    let e = s.on_event(crashed(3), 42_000);
+    assert_eq!(held_until(&e), Some(72_000), "{e:?}");
+}
+
+#[test]
 fn an_intent_nothing_can_start_ends_not_started() {
     let mut s = TargetState::default();
     assert_eq!(

@@ -14,8 +14,8 @@ use super::points::Room;
 use super::unfit::Unfit;
 use super::watch::{self, Action, Observation, ProcessStatus, Registration, Timeouts, Want};
 use crate::domain::{
-    Attempt, AttemptState, DemandSource, Host, Limit, NotReconciling, QueuedJob, RegisteredRunner,
-    ScalePolicy,
+    Attempt, AttemptState, DemandSource, Host, Limit, NotReconciling, QueuedJob, ReasonKind,
+    RegisteredRunner, ScalePolicy,
 };
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -121,6 +121,60 @@ pub struct Plan {
     /// Registrations under this host's runner names that no open attempt explains,
     /// from the runner list this pass saw: to delete.
     pub orphans: Vec<RegisteredRunner>,
+    /// How this pass's starting runners turned out, for the profiles' crash holds.
+    pub starts_seen: StartsSeen,
+}
+
+/// What this pass saw of its runners' starts, per profile: the runners that crashed
+/// before they listened (`crashed_at_start`), with what says why, and the profiles
+/// one of whose runners reached `Listening for Jobs` (or took a job straight away).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartsSeen {
+    pub crashed: Vec<(String, String)>,
+    pub listened: BTreeSet<String>,
+}
+
+impl StartsSeen {
+    /// From each attempt's actions this pass (`watch`'s), and its last error line.
+    fn of(
+        mine: &[Attempt],
+        actions: &[(i64, Vec<Action>)],
+        seen: &BTreeMap<i64, Seen>,
+    ) -> StartsSeen {
+        let mut out = StartsSeen::default();
+        for (id, acts) in actions {
+            let Some(a) = mine.iter().find(|a| a.id == *id) else {
+                continue;
+            };
+            for act in acts {
+                let Action::Transition { to, reason, .. } = act else {
+                    continue;
+                };
+                if matches!(to, AttemptState::Idle | AttemptState::Busy)
+                    && matches!(a.state, AttemptState::Pending | AttemptState::Starting)
+                {
+                    out.listened.insert(a.profile.clone());
+                }
+                if let Some(r) = reason
+                    .as_ref()
+                    .filter(|r| r.kind() == ReasonKind::CrashedAtStart)
+                {
+                    let said = seen.get(id).and_then(|s| {
+                        s.events.iter().rev().find_map(|e| match e {
+                            RunnerEvent::Error { line } => Some(line.as_str()),
+                            _ => None,
+                        })
+                    });
+                    let why = match said {
+                        Some(line) => format!("runner {} {r}: {line}", a.runner_name),
+                        None => format!("runner {} {r}", a.runner_name),
+                    };
+                    out.crashed.push((a.profile.clone(), why));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Whether an action is carried out on a worker: it calls GitHub (a deregistration,
@@ -169,6 +223,7 @@ pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
         .collect();
     let starts = plan_starts(o, &mine, book, now);
     let actions = plan_watch(o, &mine, &starts.surplus, now);
+    let starts_seen = StartsSeen::of(&mine, &actions, o.seen);
     let orphans = o.runners.map_or_else(Vec::new, |list| {
         watch::unexplained_registrations(&o.host.id, list, o.open)
             .into_iter()
@@ -178,6 +233,7 @@ pub fn plan(o: &Observed, book: &mut LaunchBook, now: Millis) -> Plan {
     Plan {
         actions,
         orphans,
+        starts_seen,
         ..starts
     }
 }
@@ -397,6 +453,7 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         standalone,
         uids_used_up,
         orphans: Vec::new(),
+        starts_seen: StartsSeen::default(),
     }
 }
 

@@ -368,3 +368,73 @@ fn a_rerun_github_refuses_is_said_once_with_the_fix_and_not_asked_again() {
         .count();
     assert_eq!(said, 1, "said once:\n{log}");
 }
+
+/// A runner install that crashes at start (a missing library, a broken release) must
+/// not have the daemon register runner after runner: before this, 174 in 7 s until
+/// GitHub's per-minute points ran out. Three crashes in a row hold the profile's
+/// starts (30 s, doubling while none listens); the next runner after the hold serves.
+#[test]
+fn runners_that_crash_at_start_three_in_a_row_hold_the_profile_then_one_serves() {
+    let mut w = World::new("rfaults-crashloop", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    let prefix = w.runner_prefix();
+    for n in 1..=3 {
+        w.sim.add_runner_fault(RunnerFaultRule {
+            name_prefix: Some(format!("{prefix}{n}")),
+            trigger: Trigger::Times(1),
+            fault: RunnerFault::CrashAtStart,
+        });
+    }
+    w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    wait_until(SETTLE, "status says the starts are held", || {
+        w.cli_ok(&["status"]).contains("starts held")
+    });
+    let status = w.cli_ok(&["status"]);
+    assert!(
+        status.contains("after runners crashed at start (1 in a row): 3 in a row"),
+        "{status}"
+    );
+    wait_until(
+        Duration::from_secs(60),
+        "the job served after the hold",
+        || w.all_completed(&["acme/app"]),
+    );
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    let mut ran: Vec<_> = w
+        .attempts()
+        .into_iter()
+        .filter(|a| a.pid.is_some())
+        .collect();
+    ran.sort_by_key(|a| a.id);
+    assert_eq!(
+        ran.len(),
+        4,
+        "three crashed, the fourth served: {:#?}",
+        w.outcomes()
+    );
+    for a in &ran[..3] {
+        assert_eq!(
+            a.reason.as_ref().map(Reason::kind),
+            Some(ReasonKind::CrashedAtStart),
+            "{a:?}"
+        );
+    }
+    assert_eq!(ran[3].outcome, Some(Outcome::CompletedJob), "{:?}", ran[3]);
+    // The fourth runner waited out the hold: nothing was registered in between.
+    let third_ended = ran[2].ended_at.unwrap();
+    assert!(
+        ran[3].created_at - third_ended >= 25_000,
+        "the fourth runner started {} ms after the third crashed",
+        ran[3].created_at - third_ended
+    );
+    let jit = w
+        .sim
+        .request_log()
+        .iter()
+        .filter(|e| e.endpoint.ends_with("generate-jitconfig") && e.status == 201)
+        .count();
+    assert_eq!(jit, 4, "one JIT config per runner that ran");
+}
