@@ -12,6 +12,7 @@
 use crate::domain::status::ErrorKind;
 use crate::reconcile::budget::{self, Budget, Credit, Pace, ReadCost};
 use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Refusal, StartHold, TargetHold};
+use crate::reconcile::plan::StartsSeen;
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -283,7 +284,7 @@ pub struct Planned {
     pub serving: u32,
     /// Runners that crashed at start this pass, and profiles one of whose runners
     /// listened.
-    pub starts_seen: crate::reconcile::plan::StartsSeen,
+    pub starts_seen: StartsSeen,
 }
 
 /// What happened.
@@ -746,12 +747,7 @@ impl TargetState {
     /// A runner that listened ends its profile's crash streak (and a crash hold);
     /// [`CRASHES_BEFORE_HOLD`] crashes in a row hold the profile's starts, longer
     /// each time while none listens.
-    fn starts_seen(
-        &mut self,
-        seen: crate::reconcile::plan::StartsSeen,
-        now: Millis,
-        out: &mut Vec<Effect>,
-    ) {
+    fn starts_seen(&mut self, seen: StartsSeen, now: Millis, out: &mut Vec<Effect>) {
         for profile in seen.listened {
             self.crashes_in_a_row.remove(&profile);
             if self.holds.get(&profile).is_some_and(|h| h.crashes) {
@@ -764,14 +760,14 @@ impl TargetState {
             *n = n.saturating_add(1);
             if *n >= CRASHES_BEFORE_HOLD {
                 let why = format!("{n} in a row, the last {why}");
-                self.hold(profile, why, true, now, out);
+                self.hold(profile, why, StartHold::after_crash, now, out);
             }
         }
     }
 
     /// A profile's start failed for a host reason: its starts are held.
     fn hold_profile(&mut self, profile: String, why: String, now: Millis, out: &mut Vec<Effect>) {
-        self.hold(profile, why, false, now, out);
+        self.hold(profile, why, StartHold::after_failure, now, out);
     }
 
     /// Holds a profile's starts after a host failure or runners' crashes. Starts that
@@ -780,7 +776,7 @@ impl TargetState {
         &mut self,
         profile: String,
         why: String,
-        crashes: bool,
+        after: fn(Option<&StartHold>, String, Millis) -> StartHold,
         now: Millis,
         out: &mut Vec<Effect>,
     ) {
@@ -788,11 +784,7 @@ impl TargetState {
         if prev.is_some_and(|h| h.holds(now)) {
             return;
         }
-        let hold = if crashes {
-            StartHold::after_crash(prev, why, now)
-        } else {
-            StartHold::after_failure(prev, why, now)
-        };
+        let hold = after(prev, why, now);
         out.push(Effect::Log(Line::StartsHeld {
             profile: profile.clone(),
             hold: hold.clone(),

@@ -286,7 +286,6 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
 
 #[test]
 fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_listens() {
-    use crate::reconcile::plan::StartsSeen;
     let mut s = ready(0);
     let crashed = |n: u32| {
         Event::Planned(Planned {
