@@ -19,6 +19,7 @@ mod daemon {
     mod meters;
     mod metrics;
     mod oci;
+    mod outside_readers;
     mod runner_faults;
     mod runner_update;
     mod scaleset;

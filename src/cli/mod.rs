@@ -4,6 +4,7 @@
 //! the line that names its fix.
 
 mod attempts;
+mod backup;
 mod complete;
 mod completions;
 mod coordinator;
@@ -308,6 +309,9 @@ fn execute(inv: &Invocation) -> CliResult {
         C::AttemptShow => books(inv, Read, |s, _, out| attempts::show(inv, s, out)),
         C::Usage => books(inv, Read, |s, _, out| {
             usage::run(inv, s, out, usage::Books::Host)
+        }),
+        C::Backup => in_store(inv, Read, |s, _| {
+            printed(inv, |out| backup::run(inv, s, out))
         }),
         C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
         C::Drain => books(inv, Create, |s, _, out| run::drain(inv, s, out)),

@@ -59,6 +59,7 @@ command_ids! {
     Attempts,
     AttemptShow,
     Usage,
+    Backup,
     Daemon,
     Drain,
     Demo,

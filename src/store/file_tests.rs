@@ -263,3 +263,57 @@ fn a_version_23_roll_up_is_numbered_in_key_order_and_sent_whole() {
         ]
     );
 }
+
+/// The process's open descriptors of `file`, and whether any of them is deleted.
+fn descriptors_of(file: &std::path::Path) -> Vec<String> {
+    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| t.contains(&name))
+        .collect()
+}
+
+/// Issue 48: opening a second connection used to open and close `state.db` with
+/// `std::fs`, which dropped every POSIX lock the first one held; the real `sqlite3` CLI
+/// then found no other user, checkpointed and deleted the WAL under the open
+/// connections, whose next writes failed with `disk I/O error` or were lost.
+#[test]
+fn an_outside_sqlite3_reader_leaves_the_open_connections_their_wal() {
+    let d = TempDir::new("outside-reader");
+    let a = SqliteStore::open(&d.0).unwrap();
+    a.kv_put("before", "1").unwrap();
+    // What each worker of the daemon does while the loops hold connections.
+    let b = SqliteStore::open(&d.0).unwrap();
+    b.kv_put("from-b", "1").unwrap();
+    let db = d.0.join(DB_FILE);
+    for sql in [
+        "select count(*) from kv".to_string(),
+        format!(".backup '{}'", d.0.join("copy.db").display()),
+    ] {
+        let out = std::process::Command::new("sqlite3")
+            .arg(&db)
+            .arg(&sql)
+            .output()
+            .expect("the sqlite3 CLI runs (.ci/run installs it)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let held = descriptors_of(&db);
+    assert!(
+        held.iter().all(|f| !f.contains("(deleted)")),
+        "this process holds deleted store files: {held:?}"
+    );
+    a.kv_put("after", "1").unwrap();
+    b.kv_put("after-b", "1").unwrap();
+    drop((a, b));
+    let c = SqliteStore::open(&d.0).unwrap();
+    for k in ["before", "from-b", "after", "after-b"] {
+        assert_eq!(c.kv_get(k).unwrap().as_deref(), Some("1"), "{k} was lost");
+    }
+}

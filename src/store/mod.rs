@@ -4,9 +4,11 @@
 //! implementation, on a file ([`SqliteStore::open`]) or in memory for tests
 //! ([`SqliteStore::open_in_memory`]), from the same code. Only this module knows SQL.
 
+mod backup;
 mod config;
 mod coordinator;
 pub mod daemon_facts;
+mod descriptors;
 mod edit;
 mod error;
 mod etags;
@@ -21,6 +23,7 @@ mod sqlite;
 mod upkeep;
 mod usage;
 
+pub use backup::BackedUp;
 pub use coordinator::{CoordHostRow, CoordJobRow};
 pub use edit::{
     EditError, HostEdit, HostProbe, beside, check_runner_dir, edit_host, edit_profile,

@@ -568,12 +568,17 @@ pub fn classify_open_error(e: rusqlite::Error, path: &Path) -> StoreError {
     }
 }
 
-/// True when the file starts with SQLite's 16-byte magic string.
+/// True when the file starts with SQLite's 16-byte magic string. Read only while no
+/// connection of this process but the caller's is on the file (`descriptors`): with
+/// another on it, the file has been read as SQLite, so it is taken as ours (damaged).
 fn sqlite_header(path: &Path) -> bool {
     use std::io::Read;
-    let mut magic = [0u8; 16];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && &magic == b"SQLite format 3\0"
+    super::descriptors::when_alone(path, 1, || {
+        let mut magic = [0u8; 16];
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
+            && &magic == b"SQLite format 3\0"
+    })
+    .unwrap_or(true)
 }

@@ -1,6 +1,7 @@
 //! `SqliteStore`: opening (and creating) the store file safely, connection settings,
 //! and the [`Store`] implementation that hands each call to its book's module.
 
+use super::descriptors::{self, Counted};
 use super::error::{Result, StoreError};
 use super::schema::{self, Found};
 use super::{
@@ -53,6 +54,9 @@ pub const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 pub struct SqliteStore {
     conn: Connection,
+    /// This connection counted on its file (`descriptors`); declared after `conn`, so
+    /// it is dropped after the connection is closed.
+    _counted: Counted,
     /// The file, or `:memory:` for an in-memory store (named in errors).
     path: PathBuf,
 }
@@ -74,30 +78,35 @@ impl SqliteStore {
                 .map_err(io(state_dir))?;
         }
         let path = state_dir.join(DB_FILE);
-        // Create the file ourselves so its mode is 0600 from the first byte; SQLite
-        // gives its -wal and -shm files the same mode.
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(io(&path)(e)),
-        }
-        // Read access first: a file we cannot read gives an I/O error naming it, not
-        // SQLite's vaguer "unable to open database file".
-        std::fs::File::open(&path)
-            .and_then(|mut f| f.read(&mut [0u8; 1]))
-            .map_err(io(&path))?;
+        // Only before the process's first connection on the file: closing a descriptor
+        // of ours would drop every lock its connections hold (`descriptors`).
+        let counted = descriptors::connect(&path, || {
+            // Create the file ourselves so its mode is 0600 from the first byte;
+            // SQLite gives its -wal and -shm files the same mode.
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io(&path)(e)),
+            }
+            // Read access first: a file we cannot read gives an I/O error naming it,
+            // not SQLite's vaguer "unable to open database file".
+            std::fs::File::open(&path)
+                .and_then(|mut f| f.read(&mut [0u8; 1]))
+                .map(drop)
+                .map_err(io(&path))
+        })?;
         no_bulk_page_cache();
         let conn = Connection::open_with_flags(
             &path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| schema::classify_open_error(e, &path))?;
-        Self::setup(conn, path, true)
+        Self::setup(conn, counted, path, true)
     }
 
     /// A private in-memory store with the same schema and code, for tests.
@@ -105,12 +114,18 @@ impl SqliteStore {
         no_bulk_page_cache();
         Self::setup(
             Connection::open_in_memory()?,
+            Counted::none(),
             PathBuf::from(":memory:"),
             false,
         )
     }
 
-    fn setup(mut conn: Connection, path: PathBuf, wal: bool) -> Result<SqliteStore> {
+    fn setup(
+        mut conn: Connection,
+        counted: Counted,
+        path: PathBuf,
+        wal: bool,
+    ) -> Result<SqliteStore> {
         conn.busy_handler(Some(wait_for_lock))?;
         // Memory per connection, of which an idle daemon holds one per target loop
         // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection;
@@ -167,7 +182,11 @@ impl SqliteStore {
                 e => e,
             })?;
         }
-        Ok(SqliteStore { conn, path })
+        Ok(SqliteStore {
+            conn,
+            _counted: counted,
+            path,
+        })
     }
 
     /// Keeps this connection small: at most `pages_kib` KiB of cached pages (512 by
@@ -253,6 +272,7 @@ impl SqliteStore {
     /// check always did. Fails only when the file cannot be opened.
     pub fn rows_as_text(db: &Path) -> Result<Vec<(String, String)>> {
         use rusqlite::types::ValueRef;
+        let _counted = descriptors::connect(db, || Ok::<(), StoreError>(()))?;
         let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| schema::classify_open_error(e, db))?;
         let tables: Vec<String> = conn
@@ -341,7 +361,7 @@ fn no_lookaside(conn: &Connection) {
 
 /// `PRAGMA quick_check` on `conn`: `Ok` for a sound file, else [`StoreError::Corrupt`]
 /// with SQLite's first findings.
-fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
+pub(super) fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
     let run = || -> rusqlite::Result<Vec<String>> {
         let mut stmt = conn.prepare("PRAGMA quick_check(5)")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;

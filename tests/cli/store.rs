@@ -36,6 +36,7 @@ fn reads_on_a_missing_store_exit_1_naming_it_and_create_nothing() {
         &["top"],
         &["coordinator", "status"],
         &["coordinator", "hosts"],
+        &["backup", "/nonexistent-backup.db"],
     ];
     for args in reads {
         let (code, stderr) = run_at(&deep, args);
@@ -209,4 +210,50 @@ fn a_jobs_name_reaches_the_terminal_escaped() {
         back.contains('\u{202E}'),
         "the JSON value is the job's name: {back}"
     );
+}
+
+/// `backup FILE` writes a whole copy that opens as a store; a FILE that exists or
+/// whose directory does not is refused (exit 2), and nothing is written.
+#[test]
+fn backup_writes_a_whole_copy_and_refuses_what_it_would_overwrite() {
+    let d = crate::support::seeded("backup");
+    let copy = d.path("copy.db");
+    let r = d.ok(&["backup", copy.to_str().unwrap()]);
+    assert!(r.stdout.contains("backed up the store to"), "{}", r.stdout);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "a backup is as private as the store");
+    // The copy is a store: restored as a state directory, it shows the target.
+    let restored = d.path("restored");
+    std::fs::create_dir_all(&restored).unwrap();
+    std::fs::copy(&copy, restored.join("state.db")).unwrap();
+    let listed = std::process::Command::new(crate::support::BIN)
+        .arg("--state-dir")
+        .arg(&restored)
+        .args(["target", "list"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("octo"));
+
+    let before = crate::support::snapshot(&d.state());
+    let copy_bytes = std::fs::read(&copy).unwrap();
+    for (file, why) in [
+        (copy.clone(), "already exists"),
+        (d.path("no-such-dir/copy.db"), "is not a directory"),
+    ] {
+        let r = d.run(&["backup", file.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{file:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("invalid FILE") && r.stderr.contains(why),
+            "{}",
+            r.stderr
+        );
+    }
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        copy_bytes,
+        "the old backup stays"
+    );
+    assert!(!d.path("no-such-dir").exists());
+    assert_eq!(crate::support::snapshot(&d.state()), before);
 }

@@ -247,6 +247,14 @@ pub const COMMANDS: &[Command] = &[
         options: USAGE_OPTIONS,
     },
     Command {
+        id: CommandId::Backup,
+        path: &["backup"],
+        args: "FILE",
+        positionals: (1, Some(1)),
+        about: "Write a whole, consistent copy of the store to FILE (which must not exist), safely while the daemon runs: restore it by stopping the daemon and putting it in place of state.db",
+        options: &[],
+    },
+    Command {
         id: CommandId::Daemon,
         path: &["daemon"],
         args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION] [--release-cgroups]",
