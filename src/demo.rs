@@ -202,8 +202,8 @@ pub fn run(opts: &DemoOptions) -> Result<(), DemoError> {
 }
 
 /// The demo under `top`: jobs keep arriving (a mix of linux and gpu jobs) until the
-/// user quits, then the daemon is stopped and the summary printed. Quitting with jobs
-/// unserved is exit 1, Ctrl-C or a signal exit 130.
+/// user quits, then the daemon is stopped and the summary printed. Quitting is exit 0
+/// (jobs still queued are said), Ctrl-C or a signal exit 130.
 fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
     let world = prepare_world(opts)?;
     let log = world.state_dir.join("daemon.log");
@@ -267,7 +267,7 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
     }
     match result? {
         crate::tui::Ending::Interrupted | crate::tui::Ending::Hangup => Err(served.interrupted()),
-        crate::tui::Ending::Quit => served.verdict(),
+        crate::tui::Ending::Quit => served.quit(),
     }
 }
 
@@ -396,12 +396,14 @@ pub fn run_headless(opts: &DemoOptions) -> Result<(), DemoError> {
         Err(None) => Err(served.interrupted()),
         Err(Some(why)) => Err(DemoError::Failed(why)),
     };
+    let daemon_failed = status.is_some_and(|st| !st.success());
     if let Some(st) = status
-        && !st.success()
+        && daemon_failed
     {
         warn!("the daemon exited with {st}; see {}", log.display());
     }
-    if world.owned_dir && !opts.keep && result.is_ok() {
+    // A log this run pointed to is kept with its directory.
+    if world.owned_dir && !opts.keep && result.is_ok() && !daemon_failed {
         let _ = std::fs::remove_dir_all(&world.state_dir);
     } else {
         say!("state directory kept: {}", world.state_dir.display());

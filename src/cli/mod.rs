@@ -371,8 +371,9 @@ fn in_store(
             Failure::NoStore,
             format!(
                 "no store at {}: nothing has been set up in this state directory; check --state-dir \
-                 (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'",
-                dir.display()
+                 (or RUNNER_MANAGER_STATE_DIR), or create one with 'target add' or 'host set'{}",
+                dir.display(),
+                system_store_hint(inv)
             ),
         ));
     }
@@ -450,6 +451,24 @@ fn state_dir(inv: &Invocation) -> Result<PathBuf, CliError> {
     }
 }
 
+/// For a user other than root on the default state directory: where a system
+/// daemon's store is, which is not this user's default (empty otherwise).
+fn system_store_hint(inv: &Invocation) -> String {
+    let chosen = inv.state_dir.is_some()
+        || std::env::var_os("RUNNER_MANAGER_STATE_DIR").is_some_and(|d| !d.is_empty());
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if chosen || unsafe { libc::geteuid() } == 0 {
+        return String::new();
+    }
+    format!(
+        ". (This is the default for a user other than root; a system daemon's store is in \
+         {SYSTEM_STATE_DIR}: run as root, or pass --state-dir {SYSTEM_STATE_DIR}.)"
+    )
+}
+
+/// Root's default state directory: the packaged service's.
+const SYSTEM_STATE_DIR: &str = "/var/lib/runner-manager";
+
 /// The state directory when `--state-dir` is not given: the environment's, root's, or
 /// the user's.
 fn default_state_dir() -> Result<PathBuf, CliError> {
@@ -458,7 +477,7 @@ fn default_state_dir() -> Result<PathBuf, CliError> {
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        return Ok(PathBuf::from("/var/lib/runner-manager"));
+        return Ok(PathBuf::from(SYSTEM_STATE_DIR));
     }
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(x).join("runner-manager"));

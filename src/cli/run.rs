@@ -11,6 +11,7 @@ use crate::github::{CheckOptions, GitHubClient, check_line, check_target, load_c
 use crate::logging::Level;
 use crate::scaleset;
 use crate::store::{AttemptFilter, Store};
+use crate::units;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
@@ -149,6 +150,13 @@ pub fn drain(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         );
         return Ok(());
     }
+    // Ctrl-C ends the wait, not the drain: said, so the host is not left draining
+    // without a word.
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone())
+            .map_err(|e| CliError::classed(Failure::Other, format!("cannot watch signals: {e}")))?;
+    }
     let mut last = usize::MAX;
     loop {
         let live = store.attempts(&AttemptFilter {
@@ -159,8 +167,19 @@ pub fn drain(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
             .iter()
             .filter(|a| a.state == AttemptState::Busy)
             .count();
+        let alive = units::count(live.len() as u64, "runner");
+        if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(CliError::classed(
+                Failure::Interrupted,
+                format!(
+                    "stopped waiting with {alive} alive ({busy} busy); the host is still \
+                     draining: 'runner-manager drain --wait' waits again, 'runner-manager \
+                     drain --cancel' starts runners again"
+                ),
+            ));
+        }
         if live.len() != last && !inv.json {
-            eprintln!("draining: {} runners alive ({busy} busy)", live.len());
+            eprintln!("draining: {alive} alive ({busy} busy)");
             last = live.len();
         }
         if live.is_empty() {

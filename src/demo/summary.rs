@@ -29,6 +29,19 @@ impl Served {
         )))
     }
 
+    /// The verdict on a demo the user quit under `top`, where jobs keep arriving until
+    /// then: quitting is a success; what was still queued is said, not failed.
+    pub(super) fn quit(self) -> Result<(), DemoError> {
+        if self.served < self.queued {
+            say!(
+                "quit with {} of {} jobs served; the rest were still queued",
+                self.served,
+                self.queued
+            );
+        }
+        Ok(())
+    }
+
     pub(super) fn interrupted(self) -> DemoError {
         DemoError::Interrupted(format!(
             "interrupted with {} of {} jobs served",

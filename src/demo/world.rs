@@ -252,10 +252,30 @@ impl World {
         })
     }
 
-    /// Starts `runner-manager daemon` on the world's state directory.
+    /// Starts `runner-manager daemon` on the world's state directory, in a process
+    /// group of its own: the terminal's Ctrl-C reaches the demo, which drains the
+    /// daemon first, and not the daemon, which would stop with runners still busy.
+    /// Out of the terminal's reach, it is sent SIGTERM when the demo dies (a second
+    /// Ctrl-C, a kill), whose simulated GitHub goes with it.
     pub fn spawn_daemon(&self, log: &Path) -> Result<Child, String> {
+        use std::os::unix::process::CommandExt;
         let log = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-        Command::new(&self.binary)
+        // SAFETY: getpid has no preconditions.
+        let demo = unsafe { libc::getpid() };
+        let mut cmd = Command::new(&self.binary);
+        // SAFETY: between fork and exec the closure calls only prctl, getppid and
+        // raise, which are async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                // The demo may have died before the call: then no signal would come.
+                if libc::getppid() != demo {
+                    libc::raise(libc::SIGTERM);
+                }
+                Ok(())
+            });
+        }
+        cmd.process_group(0)
             .arg("--state-dir")
             .arg(&self.state_dir)
             .arg("daemon")

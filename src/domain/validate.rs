@@ -58,6 +58,16 @@ pub fn name(arg: &str, value: &str) -> Result<String, Invalid> {
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
     {
+        let lower = value.to_ascii_lowercase();
+        if lower != value && name(arg, &lower).is_ok() {
+            return Err(Invalid::new(
+                arg,
+                format!(
+                    "may contain only lowercase letters, digits and '-' (got {value:?}; \
+                     {lower:?} would do)"
+                ),
+            ));
+        }
         return bad("may contain only lowercase letters, digits and '-'");
     }
     if value.starts_with('-') || value.ends_with('-') {
@@ -132,7 +142,10 @@ pub fn api_url(arg: &str, value: &str) -> Result<String, Invalid> {
     } else {
         return Err(Invalid::new(
             arg,
-            format!("must start with https:// (got {value:?})"),
+            format!(
+                "must start with https:// (or http:// on loopback, for the simulated GitHub) \
+                 (got {value:?})"
+            ),
         ));
     };
     let host_port = rest.split('/').next().unwrap_or("");
@@ -468,6 +481,11 @@ mod tests {
             assert_eq!(e.arg, "NAME", "{bad}");
         }
         assert!(name("NAME", &"a".repeat(40)).is_ok());
+        // A name that only its capitals spoil is named in lowercase.
+        let e = name("NAME", "hostA").unwrap_err().to_string();
+        assert!(e.contains("\"hosta\" would do"), "{e}");
+        let e = name("NAME", "host_A").unwrap_err().to_string();
+        assert!(!e.contains("would do"), "{e}");
     }
 
     #[test]
@@ -519,6 +537,14 @@ mod tests {
         ] {
             assert!(api_url("api_url", bad).is_err(), "{bad}");
         }
+        // A scheme left out says both it takes, since http:// on loopback is one.
+        let e = api_url("--api-url", "127.0.0.1:8080")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("https://") && e.contains("http:// on loopback"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,9 +8,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A headless demo of 500 jobs on `d`'s state directory, its stdout piped, and a
-/// thread that reads its stderr to the end.
+/// thread that reads its stderr to the end. In a process group of its own, as a
+/// shell's foreground job is, so [`interrupt`] is the terminal's Ctrl-C.
 fn start_demo(d: &Dir) -> (Child, std::thread::JoinHandle<String>) {
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new(BIN)
+        .process_group(0)
         .arg("--state-dir")
         .arg(d.state())
         .args(["demo", "--headless", "--jobs", "500"])
@@ -29,11 +32,13 @@ fn start_demo(d: &Dir) -> (Child, std::thread::JoinHandle<String>) {
     (child, err)
 }
 
-/// SIGINT, then waits (bounded) for the demo to exit; `seen` goes in the failure.
+/// SIGINT to the demo's process group, as a terminal's Ctrl-C sends it to every
+/// process of the foreground job, then waits (bounded) for the demo to exit; `seen`
+/// goes in the failure.
 fn interrupt(child: &mut Child, seen: &str) -> ExitStatus {
-    // SAFETY: kill(2) on our own child's pid.
+    // SAFETY: kill(2) on the process group our own child leads.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGINT);
+        libc::kill(-(child.id() as i32), libc::SIGINT);
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -92,6 +97,12 @@ fn an_interrupted_demo_prints_its_summary_and_exits_130() {
     assert!(
         stderr.contains("interrupted with") && stderr.contains("jobs served"),
         "stderr does not say what was served:\n{stderr}"
+    );
+    // The Ctrl-C was the demo's to handle: its daemon, in a group of its own, did not
+    // get it, and was stopped by the demo after the drain.
+    assert!(
+        !stderr.contains("the daemon exited with"),
+        "the daemon took the terminal's Ctrl-C itself:\n{stderr}"
     );
     // Its books are finished: the busy runners finished their jobs and were cleaned
     // before the daemon stopped, no attempt is left open, no runner process is left.

@@ -257,3 +257,43 @@ fn backup_writes_a_whole_copy_and_refuses_what_it_would_overwrite() {
     assert!(!d.path("no-such-dir").exists());
     assert_eq!(crate::support::snapshot(&d.state()), before);
 }
+
+/// A user other than root on the default state directory is told where a system
+/// daemon's store is: the packaged service's is root's, not theirs.
+#[test]
+fn a_user_on_the_default_state_directory_is_told_of_the_system_store() {
+    use std::os::unix::process::CommandExt;
+    let d = Dir::new("user-default");
+    let home = d.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let nobody = 65534;
+    std::os::unix::fs::chown(&home, Some(nobody), Some(nobody)).unwrap();
+    // The test's own directory is root's 0700: open it to the user's search.
+    let mut p = home.parent();
+    while let Some(dir) = p.filter(|p| p.starts_with(d.path(""))) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011)).unwrap();
+        p = dir.parent();
+    }
+    let out = std::process::Command::new(crate::support::BIN)
+        .arg("status")
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .env_remove("XDG_STATE_HOME")
+        .env("HOME", &home)
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(12), "{stderr}");
+    assert!(
+        stderr.contains(".local/state/runner-manager")
+            && stderr.contains("--state-dir /var/lib/runner-manager"),
+        "{stderr}"
+    );
+    // With the directory named, the hint is not given: the user chose it.
+    let (code, stderr) = run_at(&d.path("elsewhere"), &["status"]);
+    assert_eq!(code, Some(12));
+    assert!(!stderr.contains("/var/lib/runner-manager"), "{stderr}");
+}

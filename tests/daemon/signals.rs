@@ -135,3 +135,53 @@ fn sigterm_drains_idle_runners_and_leaves_busy_ones_running() {
         }
     }
 }
+
+/// Ctrl-C out of `drain --wait` ends the wait, not the drain, and says so (exit 130):
+/// the host is left draining with a word of how to wait again or cancel.
+#[test]
+fn ctrl_c_out_of_drain_wait_says_the_host_is_still_draining() {
+    use std::io::{BufRead, BufReader};
+    let mut w = World::new("drain-wait-int", 2);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(1));
+    w.enqueue("acme/app", "long", &["p"], 8000);
+    w.start_daemon();
+    wait_until(SETTLE, "a busy runner", || {
+        w.in_state(AttemptState::Busy).len() == 1
+    });
+    let mut drain = Command::new(BIN)
+        .arg("--state-dir")
+        .arg(&w.dir)
+        .args(["drain", "--wait"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(drain.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(
+        first.contains("draining: 1 runner alive (1 busy)"),
+        "{first}"
+    );
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(drain.id() as i32, libc::SIGINT) };
+    let mut st = None;
+    assert!(poll_until(SETTLE, || {
+        st = drain.try_wait().unwrap();
+        st.is_some()
+    }));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert_eq!(st.unwrap().code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("still draining") && rest.contains("drain --cancel"),
+        "{rest}"
+    );
+    assert!(w.cli_ok(&["status"]).contains("draining     yes"));
+    w.cli_ok(&["drain", "--cancel"]);
+    w.wait_settled(&["acme/app"]);
+    assert!(w.stop_daemon().success());
+    w.check_invariants(&["acme/app"]);
+}

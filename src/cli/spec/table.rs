@@ -489,7 +489,7 @@ pub const COMMANDS: &[Command] = &[
         path: &["coordinator", "host", "add"],
         args: "NAME [--token-out FILE]",
         positionals: (1, Some(1)),
-        about: "Allow a host to join the pool; prints its token once (only a hash is kept)",
+        about: "Allow a host to join the pool; prints its token once (only a hash is kept). NAME: lowercase letters, digits and '-', at most 40",
         options: &[opt(
             "--token-out",
             "FILE",
