@@ -8,7 +8,8 @@
 # DESTDIR and PREFIX may also come from the environment (--destdir/--prefix win).
 # PREFIX defaults to /usr, where the unit's ExecStart=/usr/bin/runner-manager points;
 # another prefix rewrites ExecStart (and ExecStopPost) to match. --bin defaults to the release build
-# (target/x86_64-unknown-linux-gnu/release, then target/release). With an empty DESTDIR
+# (under $CARGO_TARGET_DIR or target/: x86_64-unknown-linux-gnu/release, then release);
+# the sysusers file names the --runner-users range's users. With an empty DESTDIR
 # and root, it also creates the runner users (one per uid of --runner-users, default
 # 61000-61063, named rm-runner-UID) and the state directory, sets the host's
 # runner_uids to that range unless one is set, and reloads systemd. --users-only
@@ -27,7 +28,7 @@ users_only=0
 state_dir=/var/lib/runner-manager
 
 usage() {
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
     exit "$1"
 }
 
@@ -110,8 +111,16 @@ prefix=${prefix%/}
 [ -n "$prefix" ] || prefix=/usr
 
 if [ -z "$bin" ]; then
-    for c in "$top/target/x86_64-unknown-linux-gnu/release/runner-manager" \
-             "$top/target/release/runner-manager" "$here/runner-manager"; do
+    # Cargo's target directory: CARGO_TARGET_DIR (relative to the checkout, as cargo
+    # takes it there), else the checkout's target/.
+    targets=$top/target
+    case ${CARGO_TARGET_DIR:-} in
+        '') ;;
+        /*) targets=$CARGO_TARGET_DIR ;;
+        *) targets=$top/$CARGO_TARGET_DIR ;;
+    esac
+    for c in "$targets/x86_64-unknown-linux-gnu/release/runner-manager" \
+             "$targets/release/runner-manager" "$here/runner-manager"; do
         if [ -x "$c" ]; then bin=$c; break; fi
     done
 fi
@@ -148,6 +157,17 @@ put() {
     echo "installed $destdir$3"
 }
 
+# sysusers_for START-END: the packaged sysusers file's header, then one user per uid of
+# the range, as the packaged file has them for 61000-61063.
+sysusers_for() {
+    grep '^#' "$sysusers_src"
+    u=${1%-*}
+    while [ "$u" -le "${1#*-}" ]; do
+        echo "u rm-runner-$u $u \"runner-manager runner $u\" $state_dir/homes/rm-runner-$u /usr/sbin/nologin"
+        u=$((u + 1))
+    done
+}
+
 # gen MODE DEST COMMAND...: installs a command's output (completions, the unit).
 gen() {
     mode=$1; dest=$2; shift 2
@@ -164,7 +184,12 @@ put 0644 "$top/man/runner-manager-coordinator.8" "$mandir/man8/runner-manager-co
 gen 0644 "$unitdir/runner-manager.service" \
     sed -e "s|^ExecStart=/usr/bin/runner-manager|ExecStart=$bindir/runner-manager|" \
         -e "s|^ExecStopPost=-+/usr/bin/runner-manager|ExecStopPost=-+$bindir/runner-manager|" "$unit_src"
-put 0644 "$sysusers_src" "$sysusersdir/runner-manager.conf"
+if [ "$runner_users" = 61000-61063 ]; then
+    put 0644 "$sysusers_src" "$sysusersdir/runner-manager.conf"
+else
+    # Another range: the sysusers file names its users, so a boot makes the same ones.
+    gen 0644 "$sysusersdir/runner-manager.conf" sysusers_for "$runner_users"
+fi
 put 0644 "$tmpfiles_src" "$tmpfilesdir/runner-manager.conf"
 # Completions come from the binary itself, so they match its --help.
 gen 0644 "$bashdir/runner-manager" "$bin" completions bash

@@ -179,6 +179,9 @@ pub struct Subject {
     pub command: Option<String>,
     pub dir: Option<String>,
     pub until: Option<String>,
+    /// The one command that fixes this very failure, when the failure knows it (a
+    /// mistyped name's command with the name it meant): said instead of the table's.
+    pub fix: Option<String>,
 }
 
 impl Failure {
@@ -206,6 +209,9 @@ impl Failure {
 
     /// The remedy with what is known filled in.
     pub fn remedy(self, s: &Subject) -> String {
+        if let Some(fix) = &s.fix {
+            return fix.clone();
+        }
         let fill = |v: &Option<String>, default: &str| v.clone().unwrap_or_else(|| default.into());
         let mut text = self.row().remedy.to_string();
         if s.command.is_none() {
@@ -378,6 +384,7 @@ mod tests {
             command: Some("target check".into()),
             dir: Some("/var/lib/rm".into()),
             until: Some("2026-01-01T00:00:00Z".into()),
+            fix: None,
         };
         assert_eq!(
             Failure::Credentials.remedy(&s),

@@ -51,7 +51,8 @@ pub enum CliError {
     Classed {
         failure: Failure,
         message: String,
-        subject: Subject,
+        /// Boxed: most failures know none of it, and every `Result` carries the size.
+        subject: Box<Subject>,
     },
 }
 
@@ -64,7 +65,7 @@ impl CliError {
         CliError::Classed {
             failure,
             message: message.into(),
-            subject: Subject::default(),
+            subject: Box::default(),
         }
     }
 
@@ -73,10 +74,10 @@ impl CliError {
         CliError::Classed {
             failure,
             message: message.into(),
-            subject: Subject {
+            subject: Box::new(Subject {
                 target: Some(target.to_string()),
                 ..Subject::default()
-            },
+            }),
         }
     }
 
@@ -217,6 +218,7 @@ pub fn run(args: Vec<OsString>) -> i32 {
             if let Some(s) = e.subject() {
                 subject.target = s.target.clone();
                 subject.until = s.until.clone();
+                subject.fix = s.fix.clone();
             }
             // Not eprintln!, which panics when the write fails: after `top` lost its
             // terminal, stderr is that hung-up terminal (EIO), and the exit code must
@@ -384,7 +386,7 @@ fn in_store(
         // succeeded; refuse before anything is written.
         store.check_sound()?;
     }
-    let result = f(&store, &dir).map_err(|e| with_guess(&store, e));
+    let result = f(&store, &dir).map_err(|e| with_guess(inv, &store, e));
     drop(store);
     if let (Some(created), Err(e)) = (created, &result)
         && e.exit_code() == 2
@@ -396,15 +398,63 @@ fn in_store(
 
 /// A target or profile the store does not hold, with the one it most likely meant
 /// (`target rm dem`: `no target named "dem"; did you mean 'demo'?`). Still exit 2.
-fn with_guess(store: &SqliteStore, e: CliError) -> CliError {
+/// Its fix is the very command with the name it meant.
+fn with_guess(inv: &Invocation, store: &SqliteStore, e: CliError) -> CliError {
     let CliError::Store(StoreError::NotFound { what, name }) = &e else {
         return e;
     };
-    let guess = crate::store::guess(store, what, name);
-    if guess.is_empty() {
+    let Some(meant) = crate::store::near_name(store, what, name) else {
         return e;
+    };
+    let fix = retyped(inv, name, &meant);
+    let message = format!("{e}{}", crate::store::said(Some(meant)));
+    CliError::Classed {
+        failure: Failure::Usage,
+        message,
+        subject: Box::new(Subject {
+            fix: Some(fix),
+            ..Subject::default()
+        }),
     }
-    CliError::classed(Failure::Usage, format!("{e}{guess}"))
+}
+
+/// The command line of `inv` with the first argument or option value that was `typed`
+/// given as `meant`, ready to paste (each word quoted as the shell needs).
+fn retyped(inv: &Invocation, typed: &str, meant: &str) -> String {
+    use crate::tui::app::shell_quote;
+    let mut done = false;
+    // The name as a word of its own, or as the value of a KEY=VALUE setting.
+    let mut word = |w: &str| {
+        let key = w
+            .strip_suffix(typed)
+            .filter(|k| k.is_empty() || k.ends_with('='));
+        match key {
+            Some(key) if !done => {
+                done = true;
+                shell_quote(&format!("{key}{meant}"))
+            }
+            _ => shell_quote(w),
+        }
+    };
+    let mut words = vec!["runner-manager".to_string()];
+    if let Some(d) = &inv.state_dir {
+        words.push("--state-dir".into());
+        words.push(shell_quote(&d.to_string_lossy()));
+    }
+    if inv.json {
+        words.push("--json".into());
+    }
+    words.extend(inv.command.path.iter().map(|w| w.to_string()));
+    for p in &inv.positionals {
+        words.push(word(p));
+    }
+    for (name, value) in &inv.options {
+        words.push(name.to_string());
+        if let Some(v) = value {
+            words.push(word(v));
+        }
+    }
+    words.join(" ")
 }
 
 /// What opening a new store made: the store's files, and the state directory with

@@ -78,11 +78,17 @@ pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     })?;
     check_runner_dir("--runner-dir", &p)?;
     // An unknown target is the user's input, so say which option named it.
-    if let Err(crate::store::StoreError::NotFound { what: "target", .. }) = store.target(&target) {
-        let guess = crate::store::guess(store, "target", &target);
+    // One it most likely meant is the store's refusal, which names it and whose fix
+    // is this command with that name.
+    if let Err(e @ crate::store::StoreError::NotFound { what: "target", .. }) =
+        store.target(&target)
+    {
+        if crate::store::near_name(store, "target", &target).is_some() {
+            return Err(e.into());
+        }
         return Err(CliError::usage(
             "--target",
-            &format!("no target named {target:?}{guess} (add it with 'target add' first)"),
+            &format!("no target named {target:?} (add it with 'target add' first)"),
         ));
     }
     let stored = store.add_profile(&p)?;

@@ -64,12 +64,13 @@ pub fn edit_profile(
         check_runner_dir("runner_dir", &p)?;
     }
     if p.target != old_target
-        && let Err(StoreError::NotFound { .. }) = store.target(&p.target)
+        && let Err(e @ StoreError::NotFound { .. }) = store.target(&p.target)
     {
-        let guess = super::guess(store, "target", &p.target);
-        return Err(
-            Invalid::new("target", format!("no target named {:?}{guess}", p.target)).into(),
-        );
+        // One it most likely meant: the store's refusal, which the CLI answers with it.
+        if super::near_name(store, "target", &p.target).is_some() {
+            return Err(e.into());
+        }
+        return Err(Invalid::new("target", format!("no target named {:?}", p.target)).into());
     }
     // A kept workspace needs a repository target (checked again at each start).
     if p.workspace == crate::domain::workspace::Workspace::Persistent

@@ -30,7 +30,7 @@ pub use edit::{
     read_host_settings, usage_settings,
 };
 pub use error::{Result, StoreError};
-pub use names::guess;
+pub use names::{guess, near_name, said};
 pub use reruns::losses_noted;
 pub use sqlite::{DB_FILE, SqliteStore};
 pub use upkeep::disk_bytes;

@@ -319,37 +319,50 @@ fn bad_inputs_exit_2_name_the_argument_and_write_nothing() {
 fn a_mistyped_target_or_profile_name_is_answered_with_the_near_one() {
     let d = seeded("near");
     let state = d.state();
-    let cases: [(&[&str], &str); 6] = [
+    // Each with its fix: the very command, with the name it meant.
+    let cases: [(&[&str], &str, &str); 6] = [
         (
             &["target", "rm", "octp"],
             "no target named \"octp\"; did you mean 'octo'?",
+            "target rm octo",
         ),
         (
             &["target", "show", "oct"],
             "no target named \"oct\"; did you mean 'octo'?",
+            "target show octo",
         ),
         (
             &["profile", "set", "linx", "max=2"],
             "no profile named \"linx\"; did you mean 'linux'?",
+            "profile set linux max=2",
         ),
         (
             &["profile", "pause", "Linux"],
             "no profile named \"Linux\"; did you mean 'linux'?",
+            "profile pause linux",
         ),
         (
             &["profile", "add", "new", "--target", "otco", "--labels", "x"],
             "no target named \"otco\"; did you mean 'octo'?",
+            "profile add new --target octo --labels x",
         ),
         (
             &["profile", "set", "linux", "target=octa"],
             "no target named \"octa\"; did you mean 'octo'?",
+            "profile set linux target=octo",
         ),
     ];
-    for (args, want) in cases {
+    for (args, want, fix) in cases {
         let before = snapshot(&state);
         let r = d.run(args);
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains(want), "{args:?}: {}", r.stderr);
+        let fix_line = r.stderr.lines().last().unwrap_or("");
+        assert!(
+            fix_line.starts_with("fix: runner-manager --state-dir ") && fix_line.ends_with(fix),
+            "{args:?}: {}",
+            r.stderr
+        );
         assert!(snapshot(&state) == before, "{args:?} changed the store");
     }
     // Nothing near: no guess, the same refusal.

@@ -72,12 +72,14 @@ fn shell_words(line: &str) -> Vec<String> {
     out
 }
 
-/// The command in a shell line, if it runs runner-manager: cut at a comment or at
-/// what the shell does with its output, `sudo` and a prompt taken off.
+/// The command in a shell line, if it runs runner-manager: cut at a comment, at what
+/// the shell does with its output or at a trailing `&`, `sudo` and a prompt taken off.
 fn command_of(line: &str) -> Option<Vec<String>> {
     let line = line.trim_start().trim_start_matches("$ ");
     let line = line.strip_prefix("sudo ").unwrap_or(line).trim_start();
     let rest = line.strip_prefix("runner-manager ")?;
+    // A command put in the background ends at its `&`.
+    let rest = rest.trim_end().strip_suffix(" &").unwrap_or(rest);
     let mut end = rest.len();
     for cut in [" #", " |", " &&", " ||", " >", ";"] {
         if let Some(i) = rest.find(cut) {

@@ -52,6 +52,7 @@ impl World {
             command: Some(command.into()),
             dir: Some(self.d.state().display().to_string()),
             until: None,
+            fix: None,
         }
     }
 }

@@ -379,3 +379,51 @@ fn systemd_analyze_verifies_the_unit() {
         .collect();
     assert!(out.status.success() && complaints.is_empty(), "{said}");
 }
+
+/// A range other than the packaged one gets a sysusers file naming that range's users
+/// (a boot must not make 61000-61063 instead), and the binary is found under
+/// `CARGO_TARGET_DIR` when no `--bin` is given.
+#[test]
+fn install_sh_follows_the_runner_range_and_cargos_target_directory() {
+    let d = Dir::new("pkg-range");
+    let root = d.path("root");
+    let targets = d.path("cargo-target");
+    let built = targets.join("release/runner-manager");
+    std::fs::create_dir_all(built.parent().unwrap()).unwrap();
+    std::fs::copy(BIN, &built).unwrap();
+    let out = Command::new("sh")
+        .arg(format!("{TOP}/packaging/install.sh"))
+        .args(["--destdir", root.to_str().unwrap()])
+        .args(["--runner-users", "62000-62003"])
+        .env_remove("PREFIX")
+        .env_remove("DESTDIR")
+        .env("CARGO_TARGET_DIR", &targets)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let installed = under(&root, "/usr/bin/runner-manager");
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(&built).unwrap(),
+        "the binary under CARGO_TARGET_DIR is the one installed"
+    );
+    let sysusers = read(under(&root, "/usr/lib/sysusers.d/runner-manager.conf"));
+    let users: Vec<&str> = sysusers.lines().filter(|l| l.starts_with("u ")).collect();
+    assert_eq!(users.len(), 4, "{sysusers}");
+    for (i, uid) in (62000..=62003).enumerate() {
+        assert!(
+            users[i].starts_with(&format!("u rm-runner-{uid} {uid} ")),
+            "{sysusers}"
+        );
+    }
+    assert!(
+        !sysusers
+            .lines()
+            .any(|l| !l.starts_with('#') && l.contains("61000")),
+        "{sysusers}"
+    );
+}
