@@ -480,14 +480,19 @@ fn a_token_file_owned_by_another_user_is_refused_with_the_chown() {
     // SAFETY: a valid NUL-terminated path; u32::MAX keeps the group.
     assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, u32::MAX) }, 0);
     let before = w.d.ok(&["--json", "target", "show", "t"]).stdout;
-    let r = w.d.run(&["target", "set", "t", &format!("token_file={theirs}")]);
+    let r =
+        w.d.run(&["target", "set", "t", &format!("token_file={theirs}")]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("token_file") && r.stderr.contains("owned by uid 65534"),
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains(&format!("chown 0 {theirs}")), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("chown 0 {theirs}")),
+        "{}",
+        r.stderr
+    );
     assert_eq!(w.d.ok(&["--json", "target", "show", "t"]).stdout, before);
     // The target's own file given away under it: doctor fails it, naming the fix.
     let own = w.d.path("token");
@@ -501,6 +506,9 @@ fn a_token_file_owned_by_another_user_is_refused_with_the_chown() {
         .lines()
         .find(|l| l.starts_with("FAIL target t"))
         .unwrap_or_else(|| panic!("no failed target line: {}", r.stdout));
-    assert!(line.contains("chown 0 ") && line.contains("owned by uid 65534"), "{line}");
+    assert!(
+        line.contains("chown 0 ") && line.contains("owned by uid 65534"),
+        "{line}"
+    );
     assert!(!r.stdout.contains(TOKEN) && !r.stderr.contains(TOKEN));
 }
