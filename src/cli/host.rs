@@ -457,7 +457,7 @@ impl StatusView {
         s.push('\n');
         s.push_str(&targets_table(&self.targets, &self.tstat));
         for (t, seen) in &self.credentials {
-            if let Some(line) = seen.describe() {
+            if let Some(line) = seen.describe(self.now) {
                 s.push_str(&format!("credential of {t}: {line}\n"));
             }
         }

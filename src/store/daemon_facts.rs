@@ -348,6 +348,9 @@ pub fn put_in_progress_read(store: &dyn Store, target: &str, at: Millis) -> Resu
     put_target_time(store, target, "in_progress_read_at", at)
 }
 
+/// How long before its expiry a token is shown as expiring.
+pub const EXPIRY_WARNING: Millis = 7 * 24 * 3_600_000;
+
 /// A target's credential as the daemon sees it, for `status` and `top`: what is wrong
 /// with it while it still serves (or no longer does). Empty when all is well.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,8 +372,9 @@ impl CredentialSeen {
         *self == CredentialSeen::default()
     }
 
-    /// What `status` shows; `None` when all is well.
-    pub fn describe(&self) -> Option<String> {
+    /// What `status` shows at `now`; `None` when all is well (an expiry more than
+    /// [`EXPIRY_WARNING`] away is well).
+    pub fn describe(&self, now: Millis) -> Option<String> {
         let time = crate::timefmt::format_rfc3339;
         let mut parts = Vec::new();
         if let Some(since) = self.refused_since {
@@ -379,8 +383,16 @@ impl CredentialSeen {
         if let Some(p) = &self.problem {
             parts.push(p.clone());
         }
-        if let Some(at) = self.expires_at {
-            parts.push(format!("expires at {}", time(at)));
+        match self.expires_at {
+            Some(at) if at <= now => parts.push(format!(
+                "expired at {}; put a new token in its file",
+                time(at)
+            )),
+            Some(at) if at - now <= EXPIRY_WARNING => parts.push(format!(
+                "expires at {}; put a new token in its file before then",
+                time(at)
+            )),
+            _ => {}
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }

@@ -228,3 +228,25 @@ fn a_token_file_opened_to_others_under_the_daemon_shows_in_status_and_serving_go
     w.check_invariants(&["acme/app"]);
     assert!(w.stop_daemon().success());
 }
+
+#[test]
+fn a_token_github_says_expires_soon_shows_in_status() {
+    let mut w = World::new("cred-expiry", 2);
+    w.add_target("t", "acme/app", false);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    // Two days left, to the second (GitHub's header has no milliseconds).
+    let at = (runner_manager::timefmt::now_millis() / 1000 + 2 * 86_400) * 1000;
+    w.sim.add_expiring_pat("ghp_expiring", at);
+    std::fs::write(w.dir.join("token-t"), "ghp_expiring\n").unwrap();
+    w.start_daemon();
+    let want = runner_manager::timefmt::format_rfc3339(at);
+    wait_until(SETTLE, "the expiry in status --json", || {
+        target_json(&w, "t")["credential"]["expires_at"] == want.as_str()
+    });
+    let text = w.cli_ok(&["status"]);
+    assert!(
+        text.contains(&format!("credential of t: expires at {want}")),
+        "{text}"
+    );
+    assert!(w.stop_daemon().success());
+}

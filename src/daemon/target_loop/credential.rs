@@ -96,7 +96,7 @@ impl TargetLoop {
         let seen = CredentialSeen {
             refused_since: self.state.credentials_refused_since(),
             problem: self.credential.problem.clone(),
-            expires_at: None,
+            expires_at: self.client.as_ref().and_then(|c| c.token_expires_at()),
         };
         if self.credential.written.as_ref() == Some(&seen) {
             return;
