@@ -1,5 +1,7 @@
 //! Secrets (tokens, keys, JIT configs) in a type that never prints its contents, and
-//! the one way a secret file is read: a regular file, private to its owner, bounded.
+//! the one way a secret file is read: a regular file, private to its owner (this
+//! process's user or root), bounded; and its [`FileStamp`], by which a reader sees the
+//! file changed without reading it again.
 
 use std::fmt;
 use std::io::Read;
@@ -64,6 +66,13 @@ pub enum SecretFileError {
     TooOpen { path: PathBuf, mode: u32 },
     /// Larger than [`MAX_SECRET_FILE_BYTES`].
     TooLarge { path: PathBuf, bytes: u64 },
+    /// Owned by a user other than this process's and root: that user (a runner's uid,
+    /// say) could replace the secret under the daemon.
+    WrongOwner {
+        path: PathBuf,
+        owner: u32,
+        user: u32,
+    },
 }
 
 impl fmt::Display for SecretFileError {
@@ -88,6 +97,13 @@ impl fmt::Display for SecretFileError {
             SecretFileError::TooLarge { path, bytes } => write!(
                 f,
                 "{} is {bytes} bytes, more than a secret file holds (at most {MAX_SECRET_FILE_BYTES})",
+                path.display()
+            ),
+            SecretFileError::WrongOwner { path, owner, user } => write!(
+                f,
+                "{} is owned by uid {owner}, not by this user (uid {user}) or root: uid {owner} could replace the secret; run chown {user} {} && chmod 600 {}",
+                path.display(),
+                path.display(),
                 path.display()
             ),
         }
@@ -135,8 +151,62 @@ pub fn read_secret_file(path: &Path) -> Result<Secret, SecretFileError> {
     Ok(Secret::new(text))
 }
 
-/// The checks of [`read_secret_file`] on what `fstat` said, pure so each case is tested.
+/// What a secret file's metadata says of its contents: any write, rename over it,
+/// `chmod` or `chown` changes one of these (a write moves mtime and ctime, a rename
+/// the inode, `chmod`/`chown` the ctime). Comparing two is the cheap check of whether
+/// the file must be read again: a `stat`, not a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub len: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+}
+
+impl FileStamp {
+    pub fn of(meta: &std::fs::Metadata) -> FileStamp {
+        let ns = |s: i64, n: i64| s as i128 * 1_000_000_000 + n as i128;
+        FileStamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// The stamp of the secret file at `path` (symbolic links followed, as
+/// [`read_secret_file`] does), after the same checks a read makes: `Err` is what a
+/// read would refuse now (the file went missing, became readable by others, changed
+/// owner).
+pub fn stamp_secret_file(path: &Path) -> Result<FileStamp, SecretFileError> {
+    let meta = std::fs::metadata(path).map_err(|e| SecretFileError::Unreadable {
+        path: path.to_path_buf(),
+        detail: e.kind().to_string(),
+    })?;
+    check_secret_meta(path, &meta)?;
+    Ok(FileStamp::of(&meta))
+}
+
+/// This process's effective user.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The checks of [`read_secret_file`] on what `fstat` said, as this process's user.
 pub fn check_secret_meta(path: &Path, meta: &std::fs::Metadata) -> Result<(), SecretFileError> {
+    check_secret_meta_as(path, meta, euid())
+}
+
+/// [`check_secret_meta`] for the user `user`, pure so each case is tested.
+pub fn check_secret_meta_as(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    user: u32,
+) -> Result<(), SecretFileError> {
     let ft = meta.file_type();
     if !ft.is_file() {
         use std::os::unix::fs::FileTypeExt;
@@ -161,6 +231,14 @@ pub fn check_secret_meta(path: &Path, meta: &std::fs::Metadata) -> Result<(), Se
         return Err(SecretFileError::TooOpen {
             path: path.to_path_buf(),
             mode,
+        });
+    }
+    let owner = meta.uid();
+    if owner != user && owner != 0 {
+        return Err(SecretFileError::WrongOwner {
+            path: path.to_path_buf(),
+            owner,
+            user,
         });
     }
     if meta.len() > MAX_SECRET_FILE_BYTES {
@@ -244,6 +322,79 @@ mod tests {
         assert!(matches!(
             read_secret_file(&p).unwrap_err(),
             SecretFileError::TooLarge { .. }
+        ));
+    }
+
+    #[test]
+    fn a_file_owned_by_another_user_is_refused_with_the_chown() {
+        let p = dir("owner").join("t");
+        std::fs::write(&p, "ghp_secret").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        let mine = meta.uid();
+        // Judged as another user: the file is neither theirs nor root's (unless it is
+        // root's, which any user accepts).
+        let other = mine.wrapping_add(4242);
+        assert!(check_secret_meta_as(&p, &meta, mine).is_ok());
+        if mine != 0 {
+            let e = check_secret_meta_as(&p, &meta, other).unwrap_err();
+            assert!(matches!(e, SecretFileError::WrongOwner { .. }), "{e}");
+        }
+        if euid() != 0 {
+            return;
+        }
+        // As root: a 0600 file a runner-like uid owns is refused, naming the fix.
+        let nobody = 65534;
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; -1 keeps the group.
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), nobody, u32::MAX) }, 0);
+        let e = read_secret_file(&p).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            matches!(
+                e,
+                SecretFileError::WrongOwner {
+                    owner: 65534,
+                    user: 0,
+                    ..
+                }
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("chown 0 ") && msg.contains(&p.display().to_string()),
+            "{msg}"
+        );
+        assert!(!msg.contains("ghp_secret"));
+        assert!(stamp_secret_file(&p).is_err());
+    }
+
+    #[test]
+    fn a_stamp_changes_with_the_contents_and_the_mode_not_with_a_read() {
+        let d = dir("stamp");
+        let p = d.join("t");
+        std::fs::write(&p, "ghp_old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let s0 = stamp_secret_file(&p).unwrap();
+        read_secret_file(&p).unwrap();
+        assert_eq!(stamp_secret_file(&p).unwrap(), s0, "a read changes nothing");
+        // Written in place: the length, mtime and ctime move (a write of the same
+        // length within the clock's tick moves none; a 401 re-reads the file for that).
+        std::fs::write(&p, "ghp_newer").unwrap();
+        let s1 = stamp_secret_file(&p).unwrap();
+        assert_ne!(s1, s0);
+        // Replaced by a rename, as editors and secret managers do: a new inode.
+        let q = d.join("t.new");
+        std::fs::write(&q, "ghp_new").unwrap();
+        std::fs::set_permissions(&q, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        let s2 = stamp_secret_file(&p).unwrap();
+        assert_ne!(s2.ino, s1.ino);
+        // Opened to others: no stamp, the read's refusal instead.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            stamp_secret_file(&p).unwrap_err(),
+            SecretFileError::TooOpen { .. }
         ));
     }
 

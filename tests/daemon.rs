@@ -12,6 +12,7 @@ mod daemon {
     mod caches;
     mod capacity;
     mod crash;
+    mod credentials;
     mod disk;
     mod fitness;
     mod labels;

@@ -301,6 +301,7 @@ impl Sim {
             unfit: &unfit,
             can_start: lp.state.can_start(now),
             rate_limited_until: None,
+            credentials_refused_since: None,
             jit_room: None,
             free_uids: None,
             surplus: &HashSet::new(),

@@ -8,6 +8,7 @@ use crate::domain::host_settings::{Beside, HostSettings};
 use crate::domain::validate;
 use crate::domain::{DemandSource, Host, Isolation, ScalePolicy};
 use crate::meter::units;
+use crate::store::daemon_facts::CredentialSeen;
 use crate::store::{HostEdit, SessionStatus, Store};
 use crate::timefmt::{Millis, now_millis};
 use serde_json::{Value, json};
@@ -358,6 +359,8 @@ struct StatusView {
     link: Option<LinkView>,
     /// Per profile, over the last day: jobs lost to the host, and how many re-run.
     lost: Vec<(String, u64, u64)>,
+    /// Per target, what the daemon sees wrong with its credential.
+    credentials: std::collections::BTreeMap<String, CredentialSeen>,
 }
 
 /// The window of `status`'s lost-job counts.
@@ -380,9 +383,15 @@ impl StatusView {
             h.runner_version.as_deref(),
             Some(&installs),
         )?;
+        let targets = store.targets()?;
+        let credentials = targets
+            .iter()
+            .filter_map(|t| Some((t.name.clone(), CredentialSeen::read(store, &t.name)?)))
+            .collect();
         Ok(StatusView {
             dir: dir.to_path_buf(),
-            targets: store.targets()?,
+            credentials,
+            targets,
             tstat: store.target_statuses()?,
             pstat: store.profile_statuses()?,
             live_total: live.values().sum(),
@@ -447,6 +456,11 @@ impl StatusView {
         let mut s = output::block(&rows);
         s.push('\n');
         s.push_str(&targets_table(&self.targets, &self.tstat));
+        for (t, seen) in &self.credentials {
+            if let Some(line) = seen.describe(self.now) {
+                s.push_str(&format!("credential of {t}: {line}\n"));
+            }
+        }
         s.push('\n');
         s.push_str(&profiles_table(
             &self.profiles,
@@ -501,7 +515,14 @@ impl StatusView {
                 "heartbeat_at": hb.map(|b| time(b.heartbeat_at)),
             },
             "targets": self.targets.iter().map(|t| {
-                target_json(t, self.tstat.iter().find(|s| s.target == t.name))
+                let mut v = target_json(t, self.tstat.iter().find(|s| s.target == t.name));
+                let seen = self.credentials.get(&t.name).cloned().unwrap_or_default();
+                v["credential"] = json!({
+                    "refused_since": seen.refused_since.map(time),
+                    "problem": seen.problem,
+                    "expires_at": seen.expires_at.map(time),
+                });
+                v
             }).collect::<Vec<_>>(),
             "profiles": self.profiles.iter().map(|p| {
                 let st = self.pstat.iter().find(|s| s.profile == p.name);

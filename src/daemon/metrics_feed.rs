@@ -374,6 +374,7 @@ mod tests {
             Limit::NotReconciling(NotReconciling::Paused),
             Limit::ForeignHost,
             Limit::RateLimited(0),
+            Limit::CredentialsRefused(0),
             Limit::Paced {
                 waiting: 1,
                 next: 0,

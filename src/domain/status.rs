@@ -42,6 +42,11 @@ pub enum Limit {
     /// GitHub's rate limit (or a `retry-after`) holds the target until this time
     /// (unix ms): nothing is read or started before it, whatever the queue holds.
     RateLimited(i64),
+    /// GitHub refuses the target's credential (401) since this time (unix ms): nothing
+    /// starts until the credential changes (the token file is fixed, the target
+    /// edited) or a call goes through. Never shown as a rate limit: waiting fixes
+    /// nothing here.
+    CredentialsRefused(i64),
     /// GitHub's per-minute points for JIT configs (its secondary rate limit) are spent
     /// for now: `waiting` starts wait their turn, the next fits at `next` (unix ms).
     Paced {
@@ -49,6 +54,9 @@ pub enum Limit {
         next: i64,
     },
 }
+
+/// What `Display` writes before a refused credential's time.
+const REFUSED_WORDS: &str = "credentials_refused (401 since ";
 
 /// What `Display` writes between a paced profile's count and its time.
 const PACED_WORDS: &str = " starts wait for GitHub's per-minute limit (next at ";
@@ -75,6 +83,7 @@ impl Limit {
             Limit::NotReconciling(_) => "not_reconciling",
             Limit::ForeignHost => "foreign_host",
             Limit::RateLimited(_) => "rate_limited",
+            Limit::CredentialsRefused(_) => "credentials_refused",
             Limit::Paced { .. } => "paced",
         }
     }
@@ -95,6 +104,10 @@ impl Limit {
         if let Some(until) = text.strip_prefix("rate_limited (until ") {
             let until = crate::timefmt::parse_rfc3339(until.strip_suffix(')')?)?;
             return Some(Limit::RateLimited(until));
+        }
+        if let Some(since) = text.strip_prefix(REFUSED_WORDS) {
+            let since = crate::timefmt::parse_rfc3339(since.strip_suffix(')')?)?;
+            return Some(Limit::CredentialsRefused(since));
         }
         if let Some(rest) = text.strip_prefix("paced: ") {
             let (waiting, next) = rest.split_once(PACED_WORDS)?;
@@ -133,6 +146,11 @@ impl fmt::Display for Limit {
                 f,
                 "rate_limited (until {})",
                 crate::timefmt::format_rfc3339(*until)
+            ),
+            Limit::CredentialsRefused(since) => write!(
+                f,
+                "{REFUSED_WORDS}{})",
+                crate::timefmt::format_rfc3339(*since)
             ),
             Limit::Paced { waiting, next } => write!(
                 f,
@@ -316,6 +334,10 @@ mod tests {
             (
                 Limit::RateLimited(1_796_130_303_000),
                 "rate_limited (until 2026-12-01T13:05:03Z)",
+            ),
+            (
+                Limit::CredentialsRefused(1_796_130_303_000),
+                "credentials_refused (401 since 2026-12-01T13:05:03Z)",
             ),
             (
                 Limit::Paced {

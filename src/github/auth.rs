@@ -1,10 +1,12 @@
 //! Credentials: a PAT read from a file or the environment, or a GitHub App (id, key,
-//! installation), and the installation token an App exchanges its JWT for.
+//! installation), and the installation token an App exchanges its JWT for; and whether
+//! a credential's source changed since it was read ([`CredentialSource`],
+//! [`check_source`]), so a fixed token is picked up without a restart.
 
 use super::error::AuthError;
 use super::jwt::AppKey;
 use crate::domain::CredentialRef;
-use crate::secret::Secret;
+use crate::secret::{FileStamp, Secret, SecretFileError};
 use crate::timefmt::Millis;
 use std::fmt;
 use std::sync::Arc;
@@ -39,6 +41,86 @@ impl fmt::Debug for Credential {
                 "App {{ app_id: {app_id}, installation_id: {installation_id:?}, key: *** }}"
             ),
         }
+    }
+}
+
+impl Credential {
+    /// Whether `other` holds the same secret (a token file read again after a 401:
+    /// did someone fix it?).
+    pub fn same_as(&self, other: &Credential) -> bool {
+        match (self, other) {
+            (Credential::Token(a), Credential::Token(b)) => a == b,
+            (
+                Credential::App {
+                    app_id: a,
+                    key: ka,
+                    installation_id: ia,
+                },
+                Credential::App {
+                    app_id: b,
+                    key: kb,
+                    installation_id: ib,
+                },
+            ) => a == b && ia == ib && ka.same_key(kb),
+            _ => false,
+        }
+    }
+}
+
+/// Where a loaded credential came from, as it was when read: the target's reference,
+/// and the stamp of the file it names (none for an environment variable, which cannot
+/// change under a running process).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialSource {
+    pub reference: CredentialRef,
+    pub stamp: Option<FileStamp>,
+}
+
+/// The file a credential reference reads, if it reads one.
+pub fn credential_file(r: &CredentialRef) -> Option<&std::path::Path> {
+    match r {
+        CredentialRef::TokenFile { path } => Some(path),
+        CredentialRef::App { key_path, .. } => Some(key_path),
+        CredentialRef::TokenEnv { .. } => None,
+    }
+}
+
+/// The stamp of the file `r` reads (`None`: it reads none), or why a read would
+/// refuse it now. A `stat`, not a read: cheap enough for every pass.
+pub fn stamp_credential(r: &CredentialRef) -> Result<Option<FileStamp>, SecretFileError> {
+    credential_file(r)
+        .map(crate::secret::stamp_secret_file)
+        .transpose()
+}
+
+/// What a look at a credential's source says, against the one the client was built
+/// from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceCheck {
+    /// Nothing changed.
+    Same,
+    /// The reference was edited, or its file written, replaced, or put right: build
+    /// the client again.
+    Changed,
+    /// The file is one a read would refuse now (opened to others, another owner,
+    /// gone): the credential read before serves on, and this is shown.
+    Refused(String),
+}
+
+/// Whether the credential behind a client changed: `built` is what it was built from,
+/// `reference` the target's now, `seen` what [`stamp_credential`] says of it now.
+pub fn check_source(
+    built: &CredentialSource,
+    reference: &CredentialRef,
+    seen: &Result<Option<FileStamp>, SecretFileError>,
+) -> SourceCheck {
+    if *reference != built.reference {
+        return SourceCheck::Changed;
+    }
+    match seen {
+        Err(e) => SourceCheck::Refused(e.to_string()),
+        Ok(stamp) if *stamp == built.stamp => SourceCheck::Same,
+        Ok(_) => SourceCheck::Changed,
     }
 }
 
@@ -173,6 +255,73 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.to_string().contains("no PEM block"), "{e}");
+    }
+
+    #[test]
+    fn a_source_changes_with_its_reference_or_its_file_and_a_refused_file_is_told() {
+        let stamp = |ino| FileStamp {
+            dev: 1,
+            ino,
+            len: 40,
+            mtime_ns: 5,
+            ctime_ns: 5,
+        };
+        let file = CredentialRef::TokenFile {
+            path: "/etc/rm/token".into(),
+        };
+        let built = CredentialSource {
+            reference: file.clone(),
+            stamp: Some(stamp(7)),
+        };
+        assert_eq!(
+            check_source(&built, &file, &Ok(Some(stamp(7)))),
+            SourceCheck::Same
+        );
+        // Written in place or renamed over: another stamp.
+        assert_eq!(
+            check_source(&built, &file, &Ok(Some(stamp(8)))),
+            SourceCheck::Changed
+        );
+        let written = FileStamp {
+            mtime_ns: 6,
+            ..stamp(7)
+        };
+        assert_eq!(
+            check_source(&built, &file, &Ok(Some(written))),
+            SourceCheck::Changed
+        );
+        // `target set token_file=`: another reference, whatever its file says.
+        let other = CredentialRef::TokenFile {
+            path: "/etc/rm/token2".into(),
+        };
+        assert_eq!(
+            check_source(&built, &other, &Ok(Some(stamp(7)))),
+            SourceCheck::Changed
+        );
+        // Opened to others: told, and the client kept.
+        let open = Err(SecretFileError::TooOpen {
+            path: "/etc/rm/token".into(),
+            mode: 0o644,
+        });
+        match check_source(&built, &file, &open) {
+            SourceCheck::Refused(why) => assert!(why.contains("chmod 600"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // An environment variable has no file: it never changes under the daemon.
+        let env = CredentialRef::TokenEnv { var: "GH".into() };
+        let built = CredentialSource {
+            reference: env.clone(),
+            stamp: None,
+        };
+        assert_eq!(stamp_credential(&env), Ok(None));
+        assert_eq!(check_source(&built, &env, &Ok(None)), SourceCheck::Same);
+    }
+
+    #[test]
+    fn the_same_secret_read_again_is_the_same_credential() {
+        let a = Credential::Token(Secret::new("ghp_a"));
+        assert!(a.same_as(&Credential::Token(Secret::new("ghp_a"))));
+        assert!(!a.same_as(&Credential::Token(Secret::new("ghp_b"))));
     }
 
     #[test]

@@ -184,6 +184,8 @@ struct State {
     strikes: u32,
     etags: EtagCache,
     last_date: Option<Millis>,
+    /// When GitHub says the token expires (`github-authentication-token-expiration`).
+    token_expires: Option<Millis>,
     stats: ClientStats,
     installation_id: Option<u64>,
 }
@@ -381,6 +383,11 @@ impl GitHubClient {
         lock(&self.state).last_date
     }
 
+    /// When GitHub last said the token expires, if it did (a PAT with an expiry).
+    pub fn token_expires_at(&self) -> Option<Millis> {
+        lock(&self.state).token_expires
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -489,6 +496,13 @@ impl GitHubClient {
         // The JWT has its own budget; this snapshot is the installation's or the PAT's.
         if c.auth == Auth::Bearer {
             st.rate.update(&reply.headers);
+            if let Some(at) = reply
+                .headers
+                .get("github-authentication-token-expiration")
+                .and_then(super::headers::parse_token_expiration)
+            {
+                st.token_expires = Some(at);
+            }
         }
         let strikes = st.strikes;
         // A `retry-after` counts from when the answer came, not from when the request

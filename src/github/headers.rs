@@ -50,10 +50,51 @@ pub fn parse_http_date(s: &str) -> Option<Millis> {
     crate::timefmt::parse_rfc3339(&format!("{year:04}-{month:02}-{day:02}T{}Z", parts[3]))
 }
 
+/// `github-authentication-token-expiration`: `2026-12-31 00:00:00 UTC`, or with a
+/// numeric offset (`2026-12-31 00:00:00 -0800`).
+pub fn parse_token_expiration(s: &str) -> Option<Millis> {
+    let mut parts = s.split_whitespace();
+    let (date, time, zone) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let zone = if zone == "UTC" {
+        "Z".to_string()
+    } else {
+        let (sign, hhmm) = zone.split_at_checked(1)?;
+        if !matches!(sign, "+" | "-") || hhmm.len() != 4 {
+            return None;
+        }
+        format!("{sign}{}:{}", &hhmm[..2], &hhmm[2..])
+    };
+    crate::timefmt::parse_rfc3339(&format!("{date}T{time}{zone}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::timefmt::parse_rfc3339;
+
+    #[test]
+    fn token_expirations() {
+        assert_eq!(
+            parse_token_expiration("2026-12-31 00:00:00 UTC"),
+            parse_rfc3339("2026-12-31T00:00:00Z")
+        );
+        assert_eq!(
+            parse_token_expiration("2026-12-31 00:00:00 -0800"),
+            parse_rfc3339("2026-12-31T08:00:00Z")
+        );
+        for bad in [
+            "",
+            "2026-12-31",
+            "2026-12-31 00:00:00",
+            "soon UTC x",
+            "2026-12-31 00:00:00 +08",
+        ] {
+            assert_eq!(parse_token_expiration(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn http_dates() {

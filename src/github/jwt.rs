@@ -44,6 +44,11 @@ impl AppKey {
         self.pair.public().as_ref().to_vec()
     }
 
+    /// Whether `other` is the same key (its public half: two reads of one PEM file).
+    pub fn same_key(&self, other: &AppKey) -> bool {
+        self.pair.public().as_ref() == other.pair.public().as_ref()
+    }
+
     fn sign(&self, msg: &[u8]) -> Vec<u8> {
         let mut sig = vec![0u8; self.pair.public().modulus_len()];
         // Signing with a well-formed key and a right-sized buffer cannot fail; ring

@@ -119,6 +119,7 @@ pub const LIMITS: &[&str] = &[
     "not_reconciling",
     "foreign_host",
     "rate_limited",
+    "credentials_refused",
     "paced",
 ];
 

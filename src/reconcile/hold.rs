@@ -8,6 +8,8 @@
 //! are deleted again). A rate limit holds the target to the second GitHub named; a
 //! deterministic GitHub error (401, 403, 404) backs off from a minute to a quarter of
 //! an hour; a transient one (5xx, a reset) is the client's to retry and holds nothing.
+//! A refused credential (401) is its own kind: it backs off the same, but a changed
+//! credential lifts it at once, and it is never shown or kept as a rate limit.
 //!
 //! Both waits are [`Backoff`]'s schedule with no jitter (`after_failures`): a hold is
 //! the same for the same failures, as `status` shows it and the tests pin it. Nothing
@@ -102,6 +104,10 @@ fn millis(d: Duration) -> Millis {
 pub enum Refusal {
     /// Rate limited (`retry-after`, `x-ratelimit-reset`): nothing before this time.
     RateLimitedUntil(Millis),
+    /// The credential itself was refused (401): backs off as [`Refusal::Deterministic`]
+    /// does, but a changed credential (its file written, the target edited) or a
+    /// restart lifts the hold at once, and it is never a rate limit.
+    CredentialsRefused,
     /// It will fail the same way until someone fixes something.
     Deterministic,
     /// A 5xx, a timeout, a reset: retried by the client, holds nothing here.
@@ -118,12 +124,24 @@ pub const TARGET_BACKOFF: Backoff = Backoff::new(
     Duration::from_millis(TARGET_MAX_WAIT as u64),
 );
 
-/// A target's hold: demand reads, starts and the runner list wait until `until`.
+/// A target's hold: demand reads, starts and the runner list wait until [`until`]. Its
+/// two parts are kept apart because they mean different things: GitHub's own word
+/// (a rate limit, a `retry-after`: the only part recorded for a restarted daemon), and
+/// our backoff after deterministic refusals, a refused credential among them (which a
+/// changed credential lifts).
+///
+/// [`until`]: TargetHold::until
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TargetHold {
-    pub until: Millis,
+    /// GitHub's rate limit or `retry-after`: nothing is sent before this.
+    pub rate_until: Millis,
+    /// The backoff after deterministic errors.
+    pub backoff_until: Millis,
     /// Deterministic errors in a row (reset by a read that succeeds).
     pub failures: u32,
+    /// Since when GitHub refuses the credential (401), until a call succeeds or the
+    /// credential changes.
+    pub refused_since: Option<Millis>,
 }
 
 impl TargetHold {
@@ -132,39 +150,72 @@ impl TargetHold {
     pub fn after(self, why: Refusal, now: Millis) -> TargetHold {
         match why {
             Refusal::RateLimitedUntil(t) => TargetHold {
-                until: self.until.max(t),
+                rate_until: self.rate_until.max(t),
                 ..self
             },
-            Refusal::Deterministic => {
-                let failures = self.failures.saturating_add(1);
-                TargetHold {
-                    failures,
-                    until: self.until.max(now + target_wait_after(failures)),
-                }
-            }
+            Refusal::CredentialsRefused => TargetHold {
+                refused_since: self.refused_since.or(Some(now)),
+                ..self.backed_off(now)
+            },
+            Refusal::Deterministic => self.backed_off(now),
             Refusal::Transient => self,
         }
     }
 
-    /// A call succeeded: the next deterministic error starts the backoff over. A hold
-    /// already in place (a rate limit) stands.
+    fn backed_off(self, now: Millis) -> TargetHold {
+        let failures = self.failures.saturating_add(1);
+        TargetHold {
+            failures,
+            backoff_until: self.backoff_until.max(now + target_wait_after(failures)),
+            ..self
+        }
+    }
+
+    /// A call succeeded: the next deterministic error starts the backoff over, and the
+    /// credential is no longer refused. A hold already in place (a rate limit) stands.
     pub fn recovered(self) -> TargetHold {
         TargetHold {
             failures: 0,
+            refused_since: None,
             ..self
         }
     }
 
-    /// Raises the hold to at least `until` (one recorded before a restart).
-    pub fn at_least(self, until: Millis) -> TargetHold {
+    /// A call went through with the credential: it is no longer refused (the backoff
+    /// of other deterministic errors stands, as a success of another read leaves it).
+    pub fn credential_accepted(self) -> TargetHold {
         TargetHold {
-            until: self.until.max(until),
+            refused_since: None,
             ..self
         }
+    }
+
+    /// The credential changed (its file was written, the target edited): the backoff
+    /// and the refusal are lifted, so the new credential is tried at once. GitHub's
+    /// rate limit stands (the same token may be behind the change).
+    pub fn credential_changed(self) -> TargetHold {
+        TargetHold {
+            rate_until: self.rate_until,
+            ..TargetHold::default()
+        }
+    }
+
+    /// Raises GitHub's part of the hold to at least `until` (one recorded before a
+    /// restart).
+    pub fn at_least(self, until: Millis) -> TargetHold {
+        TargetHold {
+            rate_until: self.rate_until.max(until),
+            ..self
+        }
+    }
+
+    /// Until when nothing is sent.
+    pub fn until(&self) -> Millis {
+        self.rate_until.max(self.backoff_until)
     }
 
     pub fn holds(&self, now: Millis) -> bool {
-        now < self.until
+        now < self.until()
     }
 }
 
@@ -186,22 +237,54 @@ mod tests {
             vec![60_000, 120_000, 240_000, 480_000, 900_000, 900_000]
         );
         let h = h.after(Refusal::Deterministic, 1_000);
-        assert_eq!((h.failures, h.until), (1, 61_000));
+        assert_eq!((h.failures, h.until()), (1, 61_000));
         let h = h.after(Refusal::Deterministic, 61_000);
-        assert_eq!((h.failures, h.until), (2, 181_000));
+        assert_eq!((h.failures, h.until()), (2, 181_000));
         // Transient errors change nothing; a success resets the count, not the hold.
         assert_eq!(h.after(Refusal::Transient, 200_000), h);
         let r = h.recovered();
-        assert_eq!((r.failures, r.until), (0, 181_000));
+        assert_eq!((r.failures, r.until()), (0, 181_000));
         // A rate limit holds to its time, and never shortens a longer hold.
         let h = TargetHold::default().after(Refusal::RateLimitedUntil(50_000), 1_000);
         assert!(h.holds(49_999) && !h.holds(50_000));
         assert_eq!(
-            h.after(Refusal::RateLimitedUntil(10_000), 2_000).until,
+            h.after(Refusal::RateLimitedUntil(10_000), 2_000).until(),
             50_000
         );
-        assert_eq!(h.at_least(70_000).until, 70_000);
-        assert_eq!(h.at_least(1).until, 50_000);
+        assert_eq!(h.at_least(70_000).until(), 70_000);
+        assert_eq!(h.at_least(1).until(), 50_000);
+        // A backoff is no rate limit: only GitHub's word is `rate_until`.
+        let b = TargetHold::default().after(Refusal::Deterministic, 1_000);
+        assert_eq!((b.rate_until, b.backoff_until), (0, 61_000));
+    }
+
+    #[test]
+    fn a_refused_credential_backs_off_says_since_when_and_a_change_lifts_it() {
+        let h = TargetHold::default().after(Refusal::CredentialsRefused, 1_000);
+        assert_eq!(h.refused_since, Some(1_000));
+        assert!(h.holds(60_999) && !h.holds(61_000));
+        assert_eq!(h.rate_until, 0, "a 401 is never a rate limit");
+        // Refused again: the wait doubles, the refusal keeps its first time.
+        let h = h.after(Refusal::CredentialsRefused, 61_000);
+        assert_eq!(
+            (h.failures, h.until(), h.refused_since),
+            (2, 181_000, Some(1_000))
+        );
+        // The credential changed: tried at once, no longer refused, the count over.
+        let c = h.credential_changed();
+        assert!(!c.holds(61_001));
+        assert_eq!(c, TargetHold::default());
+        // ... but a rate limit GitHub set stands through the change.
+        let r = h
+            .after(Refusal::RateLimitedUntil(500_000), 62_000)
+            .credential_changed();
+        assert!(r.holds(499_999) && !r.holds(500_000));
+        assert_eq!(r.refused_since, None);
+        // A call that goes through ends the refusal too.
+        let ok = TargetHold::default()
+            .after(Refusal::CredentialsRefused, 1_000)
+            .recovered();
+        assert_eq!(ok.refused_since, None);
     }
 
     #[test]

@@ -101,6 +101,21 @@ impl std::fmt::Display for TargetError {
     }
 }
 
+/// What `status` and the log say of a refused credential: the words a person looks
+/// for (never `rate_limited`), since when, and GitHub's.
+pub fn refused_text(since: Millis, github: &str) -> String {
+    if github.starts_with(REFUSED_PREFIX) {
+        return github.to_string();
+    }
+    format!(
+        "{REFUSED_PREFIX}{}: {github}",
+        crate::timefmt::format_rfc3339(since)
+    )
+}
+
+/// How [`refused_text`] begins.
+pub const REFUSED_PREFIX: &str = "credentials refused (401) since ";
+
 /// A read the loop hands to a worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Read {
@@ -134,10 +149,24 @@ pub enum GuardRead {
 pub enum Line {
     TargetError(String),
     TargetRecovered,
-    PollingPaced { every: Millis, remaining: u64 },
-    StartsHeld { profile: String, hold: StartHold },
-    InstallUnusable { profile: String, why: String },
-    InstallUsable { profile: String },
+    PollingPaced {
+        every: Millis,
+        remaining: u64,
+    },
+    StartsHeld {
+        profile: String,
+        hold: StartHold,
+    },
+    /// The credential changed (its file written, the target's reference edited): the
+    /// client is built again, and a refusal's hold lifted.
+    CredentialChanged,
+    InstallUnusable {
+        profile: String,
+        why: String,
+    },
+    InstallUsable {
+        profile: String,
+    },
 }
 
 /// What the loop carries out.
@@ -150,8 +179,13 @@ pub enum Effect {
     Send(Read),
     /// The target reads no REST queue of its own: its queue is empty as of now.
     QueueEmpty,
-    /// Record the target's hold in the store, so a restarted daemon keeps it.
+    /// Record the target's hold in the store, so a restarted daemon keeps it (GitHub's
+    /// rate limits only: a backoff of ours, a refused credential's, is not kept).
     PersistHold(Millis),
+    /// GitHub refused the credential (401): read it again now, and report a change
+    /// (the next [`Event::Client`]'s [`ClientFit::CredentialChanged`]) rather than wait
+    /// out a backoff with a token already fixed.
+    RecheckCredential,
     /// A profile's starts are held until then (its queued starts wait on workers).
     HoldStarts {
         profile: String,
@@ -178,6 +212,10 @@ pub enum ClientFit {
     Fits,
     /// None, or built for another API URL or scope.
     Missing,
+    /// Built for the target, but its credential changed since: the token or key file
+    /// was written (or replaced, or its contents differ after a 401), or the target's
+    /// credential reference was edited.
+    CredentialChanged,
 }
 
 /// What a pass begins from: the facts of the target gathered this pass.
@@ -456,7 +494,7 @@ impl TargetState {
                 self.in_flight.insert(id);
             }
             Event::PassEnd { credential_hold } => {
-                let until = credential_hold.max(self.hold.until);
+                let until = credential_hold.max(self.hold.rate_until);
                 if until > now && until != self.persisted_hold {
                     out.push(Effect::PersistHold(until));
                 }
@@ -479,6 +517,18 @@ impl TargetState {
     /// (when it is tried again) has not come.
     fn client(&mut self, fit: ClientFit, now: Millis, out: &mut Vec<Effect>) {
         if fit == ClientFit::Fits && self.has_client {
+            return;
+        }
+        if fit == ClientFit::CredentialChanged {
+            // A fixed token serves at once: no backoff of the old one's refusals, the
+            // queue and the guard's facts read at the next tick.
+            self.hold = self.hold.credential_changed();
+            self.next_poll = 0;
+            self.backstop_next = 0;
+            self.guard_next = 0;
+            self.has_client = false;
+            out.push(Effect::Log(Line::CredentialChanged));
+            out.push(Effect::BuildClient);
             return;
         }
         self.has_client = false;
@@ -623,6 +673,7 @@ impl TargetState {
                 match end {
                     StartEnd::Spawned => {
                         self.spawned_since_read += 1;
+                        self.hold = self.hold.credential_accepted();
                         // A spawn ends a host failure's streak; runners that crashed
                         // at start had spawned too, so theirs ends only on a listen.
                         if self.holds.get(&profile).is_some_and(|h| !h.crashes) {
@@ -670,12 +721,16 @@ impl TargetState {
             }
             Outcome::Runners { result } => {
                 self.runners_reading = false;
-                if let Err(e) = result {
-                    self.refused(e, now, out);
+                match result {
+                    Ok(()) => self.hold = self.hold.credential_accepted(),
+                    Err(e) => self.refused(e, now, out),
                 }
             }
             Outcome::Guard { result } => {
                 self.guard_reading = false;
+                if result.is_ok() {
+                    self.hold = self.hold.credential_accepted();
+                }
                 match result {
                     Ok(GuardFound::Visibility(public)) => self.public_repo = Some(public),
                     Ok(GuardFound::Groups(groups)) => {
@@ -724,14 +779,22 @@ impl TargetState {
     /// GitHub refused a call: the target is held as the refusal says (a rate limit
     /// until its time, recorded at once so a kill now does not forget it; a
     /// deterministic error with backoff; a transient one not at all).
-    fn refused(&mut self, e: TargetError, now: Millis, out: &mut Vec<Effect>) {
-        if let TargetError::GitHub { refusal, .. } = &e {
+    fn refused(&mut self, mut e: TargetError, now: Millis, out: &mut Vec<Effect>) {
+        if let TargetError::GitHub { refusal, text, .. } = &mut e {
             self.hold = self.hold.after(*refusal, now);
-            if let Refusal::RateLimitedUntil(until) = *refusal {
-                self.next_poll = self.next_poll.max(until);
-                if until != self.persisted_hold {
-                    out.push(Effect::PersistHold(until));
+            match *refusal {
+                Refusal::RateLimitedUntil(until) => {
+                    self.next_poll = self.next_poll.max(until);
+                    if until != self.persisted_hold {
+                        out.push(Effect::PersistHold(until));
+                    }
                 }
+                Refusal::CredentialsRefused => {
+                    let since = self.hold.refused_since.unwrap_or(now);
+                    *text = refused_text(since, text);
+                    out.push(Effect::RecheckCredential);
+                }
+                Refusal::Deterministic | Refusal::Transient => {}
             }
         }
         self.set_error(e, out);
@@ -841,13 +904,14 @@ impl TargetState {
     /// does now: the credential's own hold, or the target's when no deterministic
     /// error made it.
     pub fn rate_limited_until(&self, credential_hold: Millis, now: Millis) -> Option<Millis> {
-        let own = if self.hold.failures == 0 {
-            self.hold.until
-        } else {
-            0
-        };
-        let until = credential_hold.max(own);
+        let until = credential_hold.max(self.hold.rate_until);
         (until > now).then_some(until)
+    }
+
+    /// Since when GitHub refuses the credential (401), while it does: until a call
+    /// goes through or the credential changes.
+    pub fn credentials_refused_since(&self) -> Option<Millis> {
+        self.hold.refused_since
     }
 
     /// What `status` shows as a profile's last error, the first that applies: the

@@ -975,3 +975,109 @@ fn the_in_progress_lists_keep_their_ten_seconds_across_a_restart() {
     assert!(!with_them(&mut s, 100_000 + every - 1_000));
     assert!(with_them(&mut s, 100_000 + every));
 }
+
+fn refused_401() -> TargetError {
+    TargetError::GitHub {
+        refusal: Refusal::CredentialsRefused,
+        cause: Cause::Credentials,
+        text: "GitHub rejected the credentials (401)".into(),
+    }
+}
+
+#[test]
+fn a_401_is_a_refused_credential_never_a_rate_limit_nor_kept_for_a_restart() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        ..facts()
+    };
+    s.on_event(Event::Tick(&f), 0);
+    let e = s.on_event(demand_done(Err(refused_401())), 1_000);
+    // Read again at once, in case it was fixed within the file's clock tick.
+    assert!(e.contains(&Effect::RecheckCredential), "{e:?}");
+    assert!(!e.iter().any(|e| matches!(e, Effect::PersistHold(_))));
+    let shown = s.error().map(ToString::to_string).unwrap_or_default();
+    assert!(
+        shown.starts_with("credentials refused (401) since 1970-01-01T00:00:01"),
+        "{shown}"
+    );
+    assert_eq!(s.credentials_refused_since(), Some(1_000));
+    assert_eq!(s.rate_limited_until(0, 1_000), None);
+    assert!(!s.can_start(60_999) && s.can_start(61_000));
+    // The pass's end keeps no hold for a restarted daemon: only GitHub's word is kept.
+    let e = s.on_event(Event::PassEnd { credential_hold: 0 }, 1_100);
+    assert!(
+        !e.iter().any(|e| matches!(e, Effect::PersistHold(_))),
+        "{e:?}"
+    );
+    // Refused again after the backoff: the same error (logged once), its first time.
+    s.on_event(Event::Tick(&f), 61_000);
+    let e = s.on_event(demand_done(Err(refused_401())), 61_100);
+    assert!(!e.iter().any(|e| matches!(e, Effect::Log(_))), "{e:?}");
+    assert_eq!(s.credentials_refused_since(), Some(1_000));
+}
+
+#[test]
+fn a_changed_credential_lifts_the_refusal_and_reads_at_once() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        ..facts()
+    };
+    s.on_event(Event::Tick(&f), 0);
+    s.on_event(demand_done(Err(refused_401())), 1_000);
+    s.on_event(demand_done(Err(refused_401())), 1_100);
+    // Held for minutes by the backoff...
+    assert!(sends(&s.on_event(Event::Tick(&f), 5_000)).is_empty());
+    // ... until the token file changes: the client is built again, nothing waits.
+    let e = s.on_event(
+        Event::Client {
+            fit: ClientFit::CredentialChanged,
+            poll_every: 5_000,
+        },
+        5_000,
+    );
+    assert_eq!(
+        e,
+        vec![Effect::Log(Line::CredentialChanged), Effect::BuildClient]
+    );
+    assert_eq!(s.credentials_refused_since(), None);
+    s.on_event(
+        Event::ClientBuilt {
+            kept_hold: None,
+            runners_read_at: None,
+            in_progress_read_at: None,
+        },
+        5_000,
+    );
+    assert!(s.can_start(5_000));
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&f), 5_000))[..],
+        [Read::Demand { .. }]
+    ));
+    // It works: the error is cleared, once.
+    let e = s.on_event(demand_done(Ok(())), 5_200);
+    assert_eq!(e, vec![Effect::Log(Line::TargetRecovered)]);
+    // A rate limit GitHub set stands through a change of credential.
+    let mut r = ready(0);
+    r.on_event(
+        demand_done(Err(github(Refusal::RateLimitedUntil(90_000)))),
+        100,
+    );
+    r.on_event(
+        Event::Client {
+            fit: ClientFit::CredentialChanged,
+            poll_every: 5_000,
+        },
+        200,
+    );
+    assert_eq!(r.rate_limited_until(0, 200), Some(90_000));
+}
+
+#[test]
+fn a_call_that_goes_through_ends_the_refusal() {
+    let mut s = ready(0);
+    s.on_event(demand_done(Err(refused_401())), 1_000);
+    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 61_000);
+    assert_eq!(s.credentials_refused_since(), None);
+}

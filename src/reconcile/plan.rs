@@ -76,6 +76,9 @@ pub struct Observed<'a> {
     /// GitHub's rate limit (or a `retry-after`) holds the target until then: the
     /// profiles say so (`rate_limited`) rather than what they would be limited by.
     pub rate_limited_until: Option<Millis>,
+    /// GitHub refuses the target's credential (401) since then: the profiles say so
+    /// (`credentials_refused`), never `rate_limited`, whatever the backoff's time.
+    pub credentials_refused_since: Option<Millis>,
     /// How many REST JIT configs GitHub's per-minute points leave room for now
     /// (`reconcile::points`); `None`: not counted. Starts beyond it wait, oldest job
     /// first; scale set profiles' JIT configs go to another service and never wait.
@@ -383,7 +386,17 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
         }
     }
     if let Some(until) = o.rate_limited_until.filter(|u| *u > now) {
-        rate_limited(&mut allocation, o.unfit, until);
+        held(
+            &mut allocation,
+            o.unfit,
+            Limit::RateLimited((until + 999) / 1000 * 1000),
+        );
+    } else if let Some(since) = o.credentials_refused_since {
+        held(
+            &mut allocation,
+            o.unfit,
+            Limit::CredentialsRefused(since / 1000 * 1000),
+        );
     }
     let mut intents = Vec::new();
     let mut uids = o.free_uids.map(|u| u.iter().copied());
@@ -548,18 +561,17 @@ pub fn needs_rest_demand(profiles: &[ScalePolicy]) -> bool {
     profiles.is_empty() || profiles.iter().any(|p| p.demand == DemandSource::Poll)
 }
 
-/// A rate limit holds the target until `until`: every profile that would otherwise
-/// be limited by its demand or a ceiling is limited by it, to the second it ends, and
-/// starts nothing (the allocation would otherwise show starts that cannot happen, and
-/// `max_capacity` where the queue is only waiting for the limit to end).
-/// A fact not yet learnt (a visibility) is the rate limit's doing too: it is what
-/// keeps the fact from being read.
-fn rate_limited(allocation: &mut Allocation, unfit: &BTreeMap<String, Unfit>, until: Millis) {
-    let until = (until + 999) / 1000 * 1000;
+/// A rate limit (to the second it ends) or a refused credential (since the second it
+/// was first refused) holds the target: every profile that would otherwise be limited
+/// by its demand or a ceiling is limited by it, and starts nothing (the allocation
+/// would otherwise show starts that cannot happen, and `max_capacity` where the queue
+/// is only waiting for the hold to end). A fact not yet learnt (a visibility) is the
+/// hold's doing too: it is what keeps the fact from being read.
+fn held(allocation: &mut Allocation, unfit: &BTreeMap<String, Unfit>, limit: Limit) {
     for pa in &mut allocation.profiles {
         let not_yet_known = unfit.get(&pa.profile).is_some_and(Unfit::not_yet_known);
         if pa.limit.reconciles() || not_yet_known {
-            pa.limit = Limit::RateLimited(until);
+            pa.limit = limit.clone();
             pa.to_start = 0;
         }
     }

@@ -42,6 +42,7 @@ struct Fixture {
     /// The host drains or the daemon stops (`Observed::draining`).
     draining: bool,
     rate_limited_until: Option<Millis>,
+    credentials_refused_since: Option<Millis>,
     jit_room: Option<crate::reconcile::points::Room>,
     runners: Option<Vec<RegisteredRunner>>,
 }
@@ -62,6 +63,7 @@ impl Fixture {
             scaleset_queued: BTreeMap::new(),
             draining: false,
             rate_limited_until: None,
+            credentials_refused_since: None,
             jit_room: None,
             runners: None,
         }
@@ -89,6 +91,7 @@ impl Fixture {
             unfit: &self.unfit,
             can_start: true,
             rate_limited_until: self.rate_limited_until,
+            credentials_refused_since: self.credentials_refused_since,
             jit_room: self.jit_room,
             free_uids: self.uids.as_deref(),
             surplus: &self.surplus,
@@ -232,6 +235,30 @@ fn a_rate_limited_target_says_so_and_starts_nothing() {
     f.unfit.clear();
     // A hold that has ended limits nothing.
     assert_eq!(f.plan(61_200).intents.len(), 1);
+}
+
+#[test]
+fn a_refused_credential_says_so_never_rate_limited_and_starts_nothing() {
+    let mut f = Fixture::new(10, vec![profile("linux", 1)]);
+    f.jobs = (1..=3).map(|i| job(i, "linux", 0)).collect();
+    f.credentials_refused_since = Some(1_500);
+    // Past its backoff too: refused until a call goes through or the token changes.
+    let held = f.plan(600_000);
+    let linux = held.allocation.get("linux").unwrap();
+    assert_eq!(linux.limit, Limit::CredentialsRefused(1_000));
+    assert_eq!((linux.to_start, held.intents.len()), (0, 0));
+    assert!(
+        linux
+            .limit
+            .to_string()
+            .starts_with("credentials_refused (401 since ")
+    );
+    // A rate limit GitHub set meanwhile is the nearer word: it says when.
+    f.rate_limited_until = Some(700_000);
+    assert_eq!(
+        f.plan(600_000).allocation.get("linux").unwrap().limit,
+        Limit::RateLimited(700_000)
+    );
 }
 
 fn attempt(id: i64, profile: &str, state: AttemptState) -> Attempt {

@@ -162,6 +162,23 @@ fn out_to_response(out: Out, now: Millis) -> Response {
     base_headers(r, now)
 }
 
+/// GitHub's word on when the caller's token expires, for a PAT given one: as GitHub
+/// writes it (`2026-12-31 00:00:00 UTC`).
+fn expiration_header(st: &State, log: &LogEntry, r: &mut Response) {
+    let pat = log
+        .credential
+        .as_deref()
+        .and_then(|c| c.strip_prefix("pat:"))
+        .and_then(|n| n.parse::<usize>().ok());
+    if let Some(at) = pat.and_then(|n| st.pat_expiry.get(&n)) {
+        let t = crate::timefmt::format_rfc3339(*at);
+        r.set_header(
+            "github-authentication-token-expiration",
+            format!("{} {} UTC", &t[..10], &t[11..19]),
+        );
+    }
+}
+
 fn rate_headers(r: &mut Response, b: super::state::Bucket) {
     r.set_header("x-ratelimit-limit", b.limit.to_string());
     r.set_header(
@@ -257,8 +274,9 @@ pub fn serve(sim: &Sim, req: Request, stamp: &mut Stamp) -> Reply {
             sim.stopper.wait(Duration::from_millis(*ms));
         }
     }
-    let (response, runner_id) = serve_normally(sim, &req, route, now, &mut log);
+    let (mut response, runner_id) = serve_normally(sim, &req, route, now, &mut log);
     let mut st = sim.lock();
+    expiration_header(&st, &log, &mut response);
     log.status = response.status;
     stamp.log(&mut st, log);
     match fault {

@@ -201,6 +201,17 @@ impl SimHandle {
         })
     }
 
+    /// Makes `token` a valid PAT that GitHub says expires at `at` (unix ms); returns its
+    /// log id.
+    pub fn add_expiring_pat(&self, token: &str, at: crate::timefmt::Millis) -> String {
+        let id = self.add_pat(token);
+        self.with_state(|s| {
+            let n = s.pats[token];
+            s.pat_expiry.insert(n, at);
+        });
+        id
+    }
+
     /// Makes `token` a valid fine-grained PAT holding only `permissions` (GitHub's
     /// names and levels: `("administration", "write")`, `("actions", "read")`); an
     /// endpoint that needs another answers 403 naming it. Returns its log id.

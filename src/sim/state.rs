@@ -267,6 +267,9 @@ pub struct State {
     /// Fine-grained PATs, by index: the permissions each holds (`permissions.rs`);
     /// a PAT not here holds every permission.
     pub fine_grained: HashMap<usize, BTreeMap<String, String>>,
+    /// PATs with an expiry, by index: GitHub tells it in every answer's
+    /// `github-authentication-token-expiration`.
+    pub pat_expiry: HashMap<usize, Millis>,
     pub tokens: HashMap<String, TokenState>,
     pub buckets: HashMap<String, Bucket>,
     pub log: Vec<LogEntry>,
@@ -324,6 +327,7 @@ impl State {
             installations: BTreeMap::new(),
             pats: HashMap::new(),
             fine_grained: HashMap::new(),
+            pat_expiry: HashMap::new(),
             tokens: HashMap::new(),
             buckets: HashMap::new(),
             log: Vec::new(),

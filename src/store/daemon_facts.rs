@@ -11,7 +11,9 @@
 //! - its coordinator link: up or down, since when, the last error ([`LinkSeen`]);
 //! - a handover request `update` leaves for it ([`HandoverRequest`]);
 //! - each target's rate-limit hold, which a restarted daemon still honours
-//!   ([`rate_limit_hold`]).
+//!   ([`rate_limit_hold`]);
+//! - each target's credential as the daemon sees it: refused, expiring, its file
+//!   opened to others or owned by another user ([`CredentialSeen`]).
 //!
 //! The host settings kept beside the host row (`release_source`, the webhook's) are
 //! read through `store::beside`, a serving coordinator's own row through
@@ -344,6 +346,68 @@ pub fn in_progress_read(store: &dyn Store, target: &str) -> Result<Option<Millis
 
 pub fn put_in_progress_read(store: &dyn Store, target: &str, at: Millis) -> Result<()> {
     put_target_time(store, target, "in_progress_read_at", at)
+}
+
+/// How long before its expiry a token is shown as expiring.
+pub const EXPIRY_WARNING: Millis = 7 * 24 * 3_600_000;
+
+/// A target's credential as the daemon sees it, for `status` and `top`: what is wrong
+/// with it while it still serves (or no longer does). Empty when all is well.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CredentialSeen {
+    /// GitHub refuses it (401) since then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_since: Option<Millis>,
+    /// Its file as a read would refuse it now (opened to group or others, owned by
+    /// another user, gone), with the fix; the credential read before serves meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// When GitHub says the token expires (`github-authentication-token-expiration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Millis>,
+}
+
+impl CredentialSeen {
+    pub fn is_empty(&self) -> bool {
+        *self == CredentialSeen::default()
+    }
+
+    /// What `status` shows at `now`; `None` when all is well (an expiry more than
+    /// [`EXPIRY_WARNING`] away is well).
+    pub fn describe(&self, now: Millis) -> Option<String> {
+        let time = crate::timefmt::format_rfc3339;
+        let mut parts = Vec::new();
+        if let Some(since) = self.refused_since {
+            parts.push(format!("refused (401) since {}", time(since)));
+        }
+        if let Some(p) = &self.problem {
+            parts.push(p.clone());
+        }
+        match self.expires_at {
+            Some(at) if at <= now => parts.push(format!(
+                "expired at {}; put a new token in its file",
+                time(at)
+            )),
+            Some(at) if at - now <= EXPIRY_WARNING => parts.push(format!(
+                "expires at {}; put a new token in its file before then",
+                time(at)
+            )),
+            _ => {}
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    fn key(target: &str) -> String {
+        format!("target:{target}:credential")
+    }
+
+    pub fn read(store: &dyn Store, target: &str) -> Option<CredentialSeen> {
+        json(store, &CredentialSeen::key(target)).ok().flatten()
+    }
+
+    pub fn write(&self, store: &dyn Store, target: &str) -> Result<()> {
+        put_json(store, &CredentialSeen::key(target), self)
+    }
 }
 
 #[cfg(test)]

@@ -197,3 +197,33 @@ fn the_keys_are_those_earlier_builds_wrote() {
         Some("5 0.2.0")
     );
 }
+
+#[test]
+fn a_credential_seen_reads_back_and_says_only_what_is_wrong() {
+    let s = store();
+    assert_eq!(CredentialSeen::read(&s, "octo"), None);
+    let now = 1_796_130_303_000;
+    let fine = CredentialSeen {
+        expires_at: Some(now + EXPIRY_WARNING + 1),
+        ..CredentialSeen::default()
+    };
+    assert_eq!(fine.describe(now), None, "a far expiry is no problem");
+    let seen = CredentialSeen {
+        refused_since: Some(now - 60_000),
+        problem: Some("/t is mode 0644: ...; run chmod 600 /t".into()),
+        expires_at: Some(now + 3_600_000),
+    };
+    seen.write(&s, "octo").unwrap();
+    assert_eq!(CredentialSeen::read(&s, "octo"), Some(seen.clone()));
+    let line = seen.describe(now).unwrap();
+    assert!(
+        line.starts_with("refused (401) since 2026-12-01T13:04:03Z; /t is mode 0644")
+            && line.contains("expires at 2026-12-01T14:05:03Z"),
+        "{line}"
+    );
+    assert!(
+        seen.describe(now + 7_200_000)
+            .unwrap()
+            .contains("expired at")
+    );
+}

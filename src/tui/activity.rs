@@ -164,6 +164,18 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
                 ),
                 format!("{RM} target check {} (the budget)", p.policy.target),
             )),
+            Reported::Known(Limit::CredentialsRefused(since)) => now.push(condition(
+                Level::Error,
+                format!("profile {name}"),
+                format!(
+                    "credentials refused (401) for {}: starts nothing until the token is fixed",
+                    fmt::age(snap.now.saturating_sub(*since))
+                ),
+                format!(
+                    "{RM} target check {}; fix the token file in place (see 'Replacing a token')",
+                    p.policy.target
+                ),
+            )),
             Reported::Known(Limit::Paced { waiting, next }) => now.push(condition(
                 Level::Info,
                 format!("profile {name}"),

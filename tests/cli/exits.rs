@@ -464,3 +464,52 @@ fn the_man_page_and_troubleshooting_list_the_exit_codes_the_table_gives() {
         "one exit-code table, in docs/"
     );
 }
+
+/// A token file owned by another user (a runner's uid could replace it) is refused as
+/// a 0644 one is: `target set` exits 2 and changes nothing, `doctor` fails the target
+/// with the chown. Needs root to give the file away.
+#[test]
+fn a_token_file_owned_by_another_user_is_refused_with_the_chown() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: giving a file to another uid needs root");
+        return;
+    }
+    let w = World::new("exit-owner", "acme/app", true);
+    let theirs = w.d.file("their-token", TOKEN);
+    let c = std::ffi::CString::new(theirs.as_str()).unwrap();
+    // SAFETY: a valid NUL-terminated path; u32::MAX keeps the group.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, u32::MAX) }, 0);
+    let before = w.d.ok(&["--json", "target", "show", "t"]).stdout;
+    let r =
+        w.d.run(&["target", "set", "t", &format!("token_file={theirs}")]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("token_file") && r.stderr.contains("owned by uid 65534"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!("chown 0 {theirs}")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(w.d.ok(&["--json", "target", "show", "t"]).stdout, before);
+    // The target's own file given away under it: doctor fails it, naming the fix.
+    let own = w.d.path("token");
+    let c = std::ffi::CString::new(own.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, u32::MAX) }, 0);
+    let r = w.d.run(&["doctor"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL target t"))
+        .unwrap_or_else(|| panic!("no failed target line: {}", r.stdout));
+    assert!(
+        line.contains("chown 0 ") && line.contains("owned by uid 65534"),
+        "{line}"
+    );
+    assert!(!r.stdout.contains(TOKEN) && !r.stderr.contains(TOKEN));
+}

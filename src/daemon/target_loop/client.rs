@@ -16,10 +16,12 @@ impl TargetLoop {
     /// visible error, tried again at the next poll, and stops nothing else.
     pub(super) fn build_client(&mut self, target: &Target, now: Millis) {
         let ties = self.scaleset.ties();
+        let stamp = self.credential_stamp(target);
         let client = match clients::build(&self.shared, target, ties, self.shutdown_rx.clone()) {
             Ok(client) => client.with_etag_journal(),
             Err(error) => {
                 self.client = None;
+                self.credential_built(None);
                 let failed = Event::ClientFailed {
                     error,
                     poll_every: poll_every(target),
@@ -52,6 +54,10 @@ impl TargetLoop {
         }
         self.seed_points(target, now);
         self.client = Some(Arc::new(client));
+        self.credential_built(Some(crate::github::auth::CredentialSource {
+            reference: target.credential.clone(),
+            stamp,
+        }));
         let runners_read_at = daemon_facts::runners_seen(&self.store, &self.name)
             .ok()
             .flatten()

@@ -13,7 +13,11 @@ impl TargetLoop {
                         self.build_client(&set.target, now);
                     }
                 }
-                Effect::DropClient => self.client = None,
+                Effect::DropClient => {
+                    self.client = None;
+                    self.credential_built(None);
+                }
+                Effect::RecheckCredential => self.recheck_credential(),
                 Effect::Send(read) => {
                     if let Some(set) = set {
                         self.send(read, set, now);
@@ -80,6 +84,11 @@ impl TargetLoop {
         match line {
             Line::TargetError(error) => log_warn!("target_error", target = target, error = error),
             Line::TargetRecovered => log_info!("target_recovered", target = target),
+            Line::CredentialChanged => log_info!(
+                "credential_changed",
+                target = target,
+                note = "the credential is read again and tried at once"
+            ),
             Line::PollingPaced { every, remaining } => log_info!(
                 "polling_paced",
                 target = target,

@@ -11,6 +11,7 @@
 mod act;
 mod books;
 mod client;
+mod credential;
 mod done;
 mod effects;
 mod planning;
@@ -101,6 +102,8 @@ pub struct TargetLoop {
     /// What the pass decides from (`reconcile::pass`).
     state: TargetState,
     client: Option<Arc<GitHubClient>>,
+    /// The credential behind the client, watched for changes.
+    credential: credential::CredentialWatch,
     shutdown_rx: Receiver<()>,
     io: IoPool,
     observer: Observer,
@@ -152,6 +155,7 @@ impl TargetLoop {
             store,
             state: TargetState::default(),
             client: None,
+            credential: Default::default(),
             shutdown_rx,
             observer: Observer::default(),
             queue: RestQueue::default(),
@@ -300,6 +304,7 @@ impl TargetLoop {
         let credential_hold = self.credential_hold();
         let effects = self.state.on_event(Event::PassEnd { credential_hold }, now);
         self.carry(effects, Some(&set), now);
+        self.record_credential();
         if !self.writes.failed_now {
             if failed_before {
                 log_info!("store_writes_recovered", target = self.name);
@@ -335,11 +340,16 @@ impl TargetLoop {
             .as_ref()
             .is_some_and(|c| c.base_url() == target.api_url && c.scope() == &target.scope)
         {
-            ClientFit::Fits
+            self.credential_fit(&target)
         } else {
             self.client = None;
             ClientFit::Missing
         };
+        if fit == ClientFit::CredentialChanged {
+            // The scale set listeners' clients hold the old credential too: they
+            // start again with the new one, as after SIGHUP.
+            self.scaleset.reset();
+        }
         let poll_every = poll_every(&target);
         let effects = self.state.on_event(Event::Client { fit, poll_every }, now);
         let mode = self.shared.pool.mode(&self.name, now);

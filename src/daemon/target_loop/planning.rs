@@ -115,6 +115,7 @@ impl TargetLoop {
             unfit,
             can_start,
             rate_limited_until: self.state.rate_limited_until(credential_hold, now),
+            credentials_refused_since: self.state.credentials_refused_since(),
             jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now)),
             free_uids: free_uids.as_deref(),
             surplus: self.state.surplus(),
