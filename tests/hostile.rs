@@ -19,5 +19,6 @@ mod hostile {
     mod attacks;
     mod containment;
     mod leftovers;
+    mod lost_uids;
     mod two_daemons;
 }

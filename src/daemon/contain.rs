@@ -331,7 +331,7 @@ impl UidBook {
         want: usize,
         now: Millis,
     ) -> Vec<(u32, u32)> {
-        let held: BTreeSet<u32> = open.iter().filter_map(|a| a.runner_uid).collect();
+        let held: BTreeSet<u32> = open.iter().filter_map(Attempt::holds_uid).collect();
         let mut out = Vec::new();
         for u in range.iter() {
             if out.len() >= want {
@@ -545,8 +545,9 @@ fn link_home(state_dir: &Path, user: &RunAsUser, home: &Path) {
 }
 
 /// Kills everything the attempt left: its cgroup (all of it at once, however it
-/// forked or whichever session it made), then every process of its own uid. True when
-/// nothing of it runs any more.
+/// forked or whichever session it made), then every process of its own uid, unless
+/// the host's side of its cleanup is done (its uid may be another runner's now). True
+/// when nothing of it runs any more.
 pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
     let mut gone = true;
     if !c.cgroups.is_none() {
@@ -558,7 +559,7 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
             gone &= cg.is_empty();
         }
     }
-    if let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) {
+    if let (Some(u), Some(g)) = (a.holds_uid(), a.runner_gid) {
         if !uid::processes_of_uid(u).is_empty() {
             if let Err(e) = kill_uid_if_ours(c, u, g) {
                 log_warn!("uid_kill_failed", attempt = a.id, uid = u, error = e);
@@ -575,7 +576,7 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
 /// (`runner::leftovers`). True when none is left; false defers the cleanup, so the
 /// uid stays held until they are gone. An attempt without a uid of its own has none.
 pub fn remove_leftovers(a: &Attempt) -> bool {
-    let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) else {
+    let (Some(u), Some(g)) = (a.holds_uid(), a.runner_gid) else {
         return true;
     };
     // SAFETY: geteuid has no preconditions.
