@@ -270,7 +270,7 @@ fn host_side(cx: &Ctx, contain: &super::contain::Containment, a: &Attempt) -> wa
     };
     // What its uid left in the shared directories and SysV IPC, now that nothing of
     // it runs: the uid is handed out again only once this is done.
-    h.leftovers_removed = super::contain::remove_leftovers(a);
+    h.leftovers_removed = super::contain::remove_leftovers(contain, a);
     if !h.leftovers_removed {
         return h;
     }

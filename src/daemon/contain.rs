@@ -8,7 +8,9 @@ use crate::domain::isolation::{self, Powers};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
 use crate::runner::claim::{self, ClaimError, UidClaim};
-use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, uid};
+use crate::runner::{
+    self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, shared_dirs, uid,
+};
 use crate::secret::Secret;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -39,6 +41,10 @@ pub struct Containment {
     /// when such a runner starts, not before: a host with no `run_as` profile has
     /// nothing to fix (issue 38).
     pub run_as_blocked: Option<RunAsBlocked>,
+    /// The shared directories each cleanup walks for what the attempt's uid left
+    /// (`runner::shared_dirs`): found once when per-attempt uids come into effect;
+    /// `None` until then, when the walk covers `shared_dirs::ALWAYS`.
+    pub shared_dirs: Option<Arc<Vec<PathBuf>>>,
 }
 
 /// A closed directory on the way to the runner roots, and whether the daemon has
@@ -93,6 +99,7 @@ impl Containment {
             legacy_runtime: None,
             host_tag: String::new(),
             run_as_blocked: None,
+            shared_dirs: None,
         }
     }
 
@@ -215,7 +222,48 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
         legacy_runtime: host.runtime_root.clone(),
         host_tag: host.short_id().to_string(),
         run_as_blocked,
+        shared_dirs: None,
     }
+}
+
+/// The shared directories the containment's cleanups walk: with per-attempt uids,
+/// `prev`'s when it found them, else found now (`runner::shared_dirs::discover`, over
+/// the groups of the range's users) and said once in the log; without, none found.
+pub fn find_shared_dirs(c: &mut Containment, prev: &Containment) {
+    let InEffect::Uids(range) = c.isolation else {
+        return;
+    };
+    if let Some(found) = &prev.shared_dirs {
+        c.shared_dirs = Some(found.clone());
+        return;
+    }
+    // The runner users' groups: a directory one of them may write in counts. A range
+    // is read up to 4096 users (passwd is read once per uid).
+    let gids: BTreeSet<u32> = range
+        .iter()
+        .take(4096)
+        .filter_map(|u| uid::lookup_uid(u).ok().flatten().map(|u| u.gid))
+        .collect();
+    let d = shared_dirs::discover(&gids, &shared_dirs::Bounds::default());
+    log_info!(
+        "shared_dirs_found",
+        count = d.dirs.len(),
+        mounts = d.mounts,
+        looked = d.looked,
+        millis = d.millis,
+        truncated = d.truncated,
+        dirs = shared_dirs::summary(&d.dirs, 24)
+    );
+    if d.truncated {
+        log_warn!(
+            "shared_dirs_bounded",
+            looked = d.looked,
+            detail = "the search for shared directories stopped at its bound; the ones \
+                      found and the usual ones (/tmp, /var/tmp, /dev/shm, /run/lock) are \
+                      swept"
+        );
+    }
+    c.shared_dirs = Some(Arc::new(d.dirs));
 }
 
 /// Claims the containment's runner uids host-wide (`runner::claim`, in the directory
@@ -575,7 +623,8 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
 /// files in the shared temporary directories and its SysV IPC objects
 /// (`runner::leftovers`). True when none is left; false defers the cleanup, so the
 /// uid stays held until they are gone. An attempt without a uid of its own has none.
-pub fn remove_leftovers(a: &Attempt) -> bool {
+/// The directories walked are the containment's (`find_shared_dirs`).
+pub fn remove_leftovers(c: &Containment, a: &Attempt) -> bool {
     let (Some(u), Some(g)) = (a.holds_uid(), a.runner_gid) else {
         return true;
     };
@@ -584,7 +633,14 @@ pub fn remove_leftovers(a: &Attempt) -> bool {
         log_warn!("attempt_leftovers_refused", attempt = a.id, uid = u);
         return true;
     }
-    match leftovers::clear(u, g) {
+    let always = || {
+        shared_dirs::ALWAYS
+            .iter()
+            .map(PathBuf::from)
+            .collect::<Vec<_>>()
+    };
+    let dirs = c.shared_dirs.as_deref().cloned().unwrap_or_else(always);
+    match leftovers::clear(u, g, &dirs) {
         Ok(c) => {
             let removed = c.files.files + c.files.dirs + c.ipc as u64;
             if removed > 0 {

@@ -324,6 +324,7 @@ fn apply_containment(
     cgroups: Option<crate::runner::cgroup::Cgroups>,
 ) -> Result<Option<ClaimError>, StoreError> {
     let mut c = contain::establish(host, &shared.state_dir, cgroups);
+    contain::find_shared_dirs(&mut c, &shared.containment());
     let refused = contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
         log_warn!(

@@ -11,6 +11,7 @@ pub mod log;
 pub mod oci;
 pub mod proc;
 pub mod root;
+pub mod shared_dirs;
 pub mod slots;
 pub mod spawn;
 pub mod tools;
