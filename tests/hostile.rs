@@ -20,5 +20,6 @@ mod hostile {
     mod containment;
     mod leftovers;
     mod lost_uids;
+    mod metrics;
     mod two_daemons;
 }

@@ -334,6 +334,11 @@ fn apply_containment(
         );
     }
     shared.metrics.set_isolation(c.isolation.word());
+    // Runner uids may not read the metrics (other repositories' names and usage).
+    shared.metrics.close_to(match c.isolation {
+        crate::domain::InEffect::Uids(range) => Some(range),
+        _ => None,
+    });
     daemon_facts::put_containment(
         store,
         &daemon_facts::Containment {

@@ -9,6 +9,7 @@ pub mod claim;
 pub mod leftovers;
 pub mod log;
 pub mod oci;
+pub mod peer;
 pub mod proc;
 pub mod root;
 pub mod shared_dirs;
