@@ -198,7 +198,8 @@ fn signal_runner(a: &Attempt, signal: i32) {
 /// before anything else happens); deregisters if still registered, and bounds the log. True
 /// when all of it is done; anything still running defers cleanup. A deregistration
 /// GitHub refuses (a lost job's runner, until GitHub fails the job) defers only the
-/// bookkeeping: the uid is already free, and the retries never touch it again.
+/// bookkeeping: the uid is already free, and the retries never touch it again. An
+/// attempt without a uid of its own is deregistered first (`watch::host_side_first`).
 fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> {
     let contain = cx.shared.containment();
     // A container first: removing it kills all that runs in it (and ends its
@@ -220,7 +221,8 @@ fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> 
         log_warn!("cleanup_survivors", attempt = a.id);
         return Ok(false);
     }
-    if a.host_cleaned_at.is_none() {
+    let first = watch::host_side_first(a);
+    if first && a.host_cleaned_at.is_none() {
         let host = host_side(cx, &contain, a);
         if !watch::host_cleaned(&host) {
             return Ok(false);
@@ -229,14 +231,12 @@ fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> 
         // runner's to have, and no later cleanup of this attempt touches it.
         a.host_cleaned_at = Some(cx.now);
         cx.store.save_attempt(a)?;
-        if a.runner_uid.is_some() {
-            log_info!(
-                "runner_uid_freed",
-                attempt = a.id,
-                uid = crate::logging::Opt(&a.runner_uid),
-                after_end_ms = cx.now - a.ended_at.unwrap_or(cx.now)
-            );
-        }
+        log_info!(
+            "runner_uid_freed",
+            attempt = a.id,
+            uid = crate::logging::Opt(&a.runner_uid),
+            after_end_ms = cx.now - a.ended_at.unwrap_or(cx.now)
+        );
     }
     if watch::may_be_registered(a) {
         match deregister(cx, a) {
@@ -250,6 +250,9 @@ fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> 
                 return Ok(false);
             }
         }
+    }
+    if !first && !watch::host_cleaned(&host_side(cx, &contain, a)) {
+        return Ok(false);
     }
     let _ = runner::bound_log(
         &runner::attempt_log(&cx.shared.state_dir, a.id),

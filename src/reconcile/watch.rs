@@ -498,6 +498,15 @@ pub fn host_cleaned(h: &HostSide) -> bool {
     h.processes_gone && h.leftovers_removed && h.root_removed && h.cgroup_removed
 }
 
+/// Pure: whether the host's side of a cleanup goes before its deregistration. With a
+/// uid of its own, yes: the kill found no process of the uid left, so no runner the
+/// daemon lost track of can be running there, and its uid need not wait for GitHub.
+/// Without one, no: a 422 may come from a runner still running that the daemon lost
+/// (its pid never recorded), and its root stays until GitHub lets go.
+pub fn host_side_first(a: &Attempt) -> bool {
+    a.runner_uid.is_some()
+}
+
 /// First retry after about 5 s, doubling per failed try up to 10 min; "equal jitter":
 /// half the delay fixed, half spread by `jitter` in `[0, 1]`.
 pub fn cleanup_backoff(tries: u32, jitter: f64) -> Millis {

@@ -680,7 +680,12 @@ fn the_uid_is_free_once_the_hosts_side_is_done_never_before() {
 
     // A killed runner's attempt: failed, being cleaned up, its deregistration refused.
     let mut a = at(Busy, 10);
+    assert!(
+        !host_side_first(&a),
+        "without a uid, GitHub first (its root stays)"
+    );
     a.runner_uid = Some(61_000);
+    assert!(host_side_first(&a));
     a.runner_gid = Some(61_000);
     a.end(
         crate::domain::Outcome::Failed,
