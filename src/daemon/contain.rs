@@ -228,8 +228,9 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
 
 /// The shared directories the containment's cleanups walk: with per-attempt uids,
 /// `prev`'s when it found them, else found now (`runner::shared_dirs::discover`, over
-/// the groups of the range's users) and said once in the log; without, none found.
-pub fn find_shared_dirs(c: &mut Containment, prev: &Containment) {
+/// the groups of the range's users, the state directory and runtime root not
+/// searched) and said once in the log; without, none found.
+pub fn find_shared_dirs(c: &mut Containment, prev: &Containment, state_dir: &Path) {
     let InEffect::Uids(range) = c.isolation else {
         return;
     };
@@ -244,7 +245,10 @@ pub fn find_shared_dirs(c: &mut Containment, prev: &Containment) {
         .take(4096)
         .filter_map(|u| uid::lookup_uid(u).ok().flatten().map(|u| u.gid))
         .collect();
-    let d = shared_dirs::discover(&gids, &shared_dirs::Bounds::default());
+    let mut skip = vec![state_dir.to_path_buf()];
+    skip.extend(c.runtime_root.clone());
+    skip.extend(c.legacy_runtime.clone());
+    let d = shared_dirs::discover(&gids, &skip, &shared_dirs::Bounds::default());
     log_info!(
         "shared_dirs_found",
         count = d.dirs.len(),

@@ -324,7 +324,7 @@ fn apply_containment(
     cgroups: Option<crate::runner::cgroup::Cgroups>,
 ) -> Result<Option<ClaimError>, StoreError> {
     let mut c = contain::establish(host, &shared.state_dir, cgroups);
-    contain::find_shared_dirs(&mut c, &shared.containment());
+    contain::find_shared_dirs(&mut c, &shared.containment(), &shared.state_dir);
     let refused = contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
         log_warn!(

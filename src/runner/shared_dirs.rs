@@ -215,17 +215,29 @@ pub struct Discovery {
 
 /// Finds the shared directories of the host: reads `/proc/self/mountinfo` and walks
 /// each local, read-write mount a runner can reach (see the module). `runner_gids` are
-/// the runner users' groups.
-pub fn discover(runner_gids: &BTreeSet<u32>, b: &Bounds) -> Discovery {
+/// the runner users' groups; `skip` are directories not searched (the daemon's state
+/// directory and runtime root: its own, each attempt's root removed whole, its caches
+/// large).
+pub fn discover(runner_gids: &BTreeSet<u32>, skip: &[PathBuf], b: &Bounds) -> Discovery {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    discover_in(&parse_mountinfo(&text), runner_gids, b)
+    discover_in(&parse_mountinfo(&text), runner_gids, skip, b)
 }
 
 /// [`discover`] over the mounts given.
-pub fn discover_in(mounts: &[Mount], runner_gids: &BTreeSet<u32>, b: &Bounds) -> Discovery {
+pub fn discover_in(
+    mounts: &[Mount],
+    runner_gids: &BTreeSet<u32>,
+    skip: &[PathBuf],
+    b: &Bounds,
+) -> Discovery {
     let start = Instant::now();
+    let skip: Vec<PathBuf> = skip
+        .iter()
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()))
+        .collect();
     let mut w = Walk {
         gids: runner_gids,
+        skip: &skip,
         b,
         start,
         looked: 0,
@@ -235,14 +247,16 @@ pub fn discover_in(mounts: &[Mount], runner_gids: &BTreeSet<u32>, b: &Bounds) ->
     let mut seen_points = BTreeSet::new();
     let mut mounts_walked = 0;
     for m in mounts.iter().filter(|m| local_writable(m)) {
-        if !seen_points.insert(m.point.clone()) || !reachable(&m.point, runner_gids) {
+        if !seen_points.insert(m.point.clone())
+            || skip.iter().any(|s| m.point.starts_with(s))
+            || !reachable(&m.point, runner_gids)
+        {
             continue;
         }
         mounts_walked += 1;
+        // Past a bound, each mount's root is still looked at (`/run/lock`, `/dev/shm`
+        // are mounts of their own): only the walks below them stop.
         w.mount(&m.point);
-        if w.truncated && w.out_of_budget() {
-            break;
-        }
     }
     let mut dirs = prune_covered(std::mem::take(&mut w.found));
     for a in ALWAYS {
@@ -272,6 +286,7 @@ fn reachable(point: &Path, gids: &BTreeSet<u32>) -> bool {
 
 struct Walk<'a> {
     gids: &'a BTreeSet<u32>,
+    skip: &'a [PathBuf],
     b: &'a Bounds,
     start: Instant,
     looked: usize,
@@ -313,7 +328,11 @@ impl Walk<'_> {
             });
         }
         if passable(mode, gid, self.gids) {
-            self.dir(&fd, top.st_dev, 0, point);
+            if self.out_of_budget() {
+                self.truncated = true;
+            } else {
+                self.dir(&fd, top.st_dev, 0, point);
+            }
         }
     }
 
@@ -345,6 +364,9 @@ impl Walk<'_> {
             }
             let (mode, gid) = (st.st_mode & 0o7777, st.st_gid);
             let path = shown.join(OsStr::from_bytes(name.to_bytes()));
+            if self.skip.contains(&path) {
+                continue;
+            }
             if counts(mode, gid, self.gids) {
                 self.found.push(Found {
                     path: path.clone(),
@@ -521,7 +543,7 @@ garbage line
             fstype: "ext4".into(),
             read_only: false,
         }];
-        let d = discover_in(&mounts, &BTreeSet::new(), &Bounds::default());
+        let d = discover_in(&mounts, &BTreeSet::new(), &[], &Bounds::default());
         let ours: Vec<_> = d.dirs.iter().filter(|p| p.starts_with(&base)).collect();
         assert_eq!(
             ours,
@@ -537,13 +559,38 @@ garbage line
             depth: 2,
             ..Bounds::default()
         };
-        let d = discover_in(&mounts, &BTreeSet::new(), &shallow);
+        let d = discover_in(&mounts, &BTreeSet::new(), &[], &shallow);
         assert!(!d.dirs.contains(&base.join("a/b/c/deep")));
         let few = Bounds {
             entries: 2,
             ..Bounds::default()
         };
-        assert!(discover_in(&mounts, &BTreeSet::new(), &few).truncated);
+        let d = discover_in(&mounts, &BTreeSet::new(), &[], &few);
+        assert!(d.truncated);
+        // Past the bound, a mount's root is still looked at.
+        let more = [
+            mounts[0].clone(),
+            Mount {
+                point: base.join("open"),
+                ..mounts[0].clone()
+            },
+        ];
+        let none = Bounds {
+            entries: 0,
+            ..Bounds::default()
+        };
+        let d = discover_in(&more, &BTreeSet::new(), &[], &none);
+        assert!(d.truncated);
+        assert!(d.dirs.contains(&base.join("open")), "{:?}", d.dirs);
+        // The daemon's own directories are not searched.
+        let d = discover_in(
+            &mounts,
+            &BTreeSet::new(),
+            &[base.join("a")],
+            &Bounds::default(),
+        );
+        assert!(!d.dirs.contains(&base.join("a/b/c/deep")), "{:?}", d.dirs);
+        assert!(d.dirs.contains(&base.join("open")));
         std::fs::remove_dir_all(&base).unwrap();
     }
 
