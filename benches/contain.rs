@@ -65,6 +65,7 @@ fn main() {
         legacy_runtime: None,
         host_tag: "bench".into(),
         run_as_blocked: None,
+        shared_dirs: None,
     };
     let t_none = spawns("none", &none, &base.join("none"), &install_dir, n, None);
     match users::try_runner_uids(n.min(16) as u32) {
@@ -77,6 +78,7 @@ fn main() {
                 legacy_runtime: None,
                 host_tag: "bench".into(),
                 run_as_blocked: None,
+                shared_dirs: None,
             };
             let dir = base.join("uids");
             contain::open_for_runners(&dir).expect("open the state directory");

@@ -67,6 +67,14 @@ pub fn default_limits() -> GateLimits {
 /// sim's latency) without holding up any other connection.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, request: Request) -> Reply;
+
+    /// Asked once per connection, on its own thread, before its first request is
+    /// read: `Some(response)` refuses the connection, answering every request on it
+    /// with `response` and closing it. `peer` is the client's address, `local` ours.
+    fn refuse(&self, peer: std::net::SocketAddr, local: std::net::SocketAddr) -> Option<Response> {
+        let _ = (peer, local);
+        None
+    }
 }
 
 /// A shutdown flag that blocked handlers (hangs, long polls) can wait on.

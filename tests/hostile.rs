@@ -19,5 +19,7 @@ mod hostile {
     mod attacks;
     mod containment;
     mod leftovers;
+    mod lost_uids;
+    mod metrics;
     mod two_daemons;
 }

@@ -87,7 +87,7 @@ pub fn apply(
             Action::StopProcess { signal, .. } => signal_runner(a, signal),
             Action::Kill => signal_runner(a, libc::SIGKILL),
             Action::Cleanup => {
-                let ok = cleanup(cx, a);
+                let ok = cleanup(cx, a)?;
                 queue.extend(watch::after_cleanup(a, ok, cx.jitter, cx.now));
             }
             Action::MarkCleaned => {
@@ -193,10 +193,14 @@ fn signal_runner(a: &Attempt, signal: i32) {
 }
 
 /// Kills what is left of the attempt (its cgroup and its own uid first: nothing a job
-/// forked or detached survives them; then its session), deregisters if still
-/// registered, removes the root and the cgroup, and bounds the log. True when all of
-/// it is done; anything still running defers cleanup.
-fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
+/// forked or detached survives them; then its session), removes what its uid left,
+/// its slot, root and cgroup, and then frees its uid (`watch::host_cleaned`, saved
+/// before anything else happens); deregisters if still registered, and bounds the log. True
+/// when all of it is done; anything still running defers cleanup. A deregistration
+/// GitHub refuses (a lost job's runner, until GitHub fails the job) defers only the
+/// bookkeeping: the uid is already free, and the retries never touch it again. An
+/// attempt without a uid of its own is deregistered first (`watch::host_side_first`).
+fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> {
     let contain = cx.shared.containment();
     // A container first: removing it kills all that runs in it (and ends its
     // `podman run`, the attempt's process).
@@ -213,6 +217,27 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
         // Reap it if it was our child, so no zombie is left behind.
         let _ = runner::reap_child(pid);
     }
+    if !all_gone {
+        log_warn!("cleanup_survivors", attempt = a.id);
+        return Ok(false);
+    }
+    let first = watch::host_side_first(a);
+    if first && a.host_cleaned_at.is_none() {
+        let host = host_side(cx, &contain, a);
+        if !watch::host_cleaned(&host) {
+            return Ok(false);
+        }
+        // Saved before GitHub is asked anything: from here the uid is another
+        // runner's to have, and no later cleanup of this attempt touches it.
+        a.host_cleaned_at = Some(cx.now);
+        cx.store.save_attempt(a)?;
+        log_info!(
+            "runner_uid_freed",
+            attempt = a.id,
+            uid = crate::logging::Opt(&a.runner_uid),
+            after_end_ms = cx.now - a.ended_at.unwrap_or(cx.now)
+        );
+    }
     if watch::may_be_registered(a) {
         match deregister(cx, a) {
             DeregisterResult::Deleted | DeregisterResult::NotFound => {}
@@ -222,36 +247,47 @@ fn cleanup(cx: &Ctx, a: &Attempt) -> bool {
                     attempt = a.id,
                     result = format!("{other:?}")
                 );
-                return false;
+                return Ok(false);
             }
         }
     }
-    if !all_gone {
-        log_warn!("cleanup_survivors", attempt = a.id);
-        return false;
-    }
-    // What its uid left in /tmp, /var/tmp, /dev/shm and SysV IPC, now that nothing of
-    // it runs: the uid is handed out again only once this is done.
-    if !super::contain::remove_leftovers(a) {
-        return false;
-    }
-    let root = contain.attempt_root(&cx.shared.state_dir, a);
-    // Its slot back: the kept `_work` to the slot, the caches to the manager. A cache
-    // slot still its uid's is not given up (that uid may run another target's job next).
-    if !super::slots::release(cx.store, &contain, &cx.shared.state_dir, a, &root) {
-        return false;
-    }
-    if let Err(e) = runner::remove_root(&root) {
-        log_warn!("cleanup_root", attempt = a.id, error = e);
-        return false;
-    }
-    if !super::contain::remove_cgroup(&contain, a.id) {
-        return false;
+    if !first && !watch::host_cleaned(&host_side(cx, &contain, a)) {
+        return Ok(false);
     }
     let _ = runner::bound_log(
         &runner::attempt_log(&cx.shared.state_dir, a.id),
         MAX_LOG_BYTES,
     );
     let _ = std::fs::remove_file(runner::attempt_pid_file(&cx.shared.state_dir, a.id));
-    true
+    Ok(true)
+}
+
+/// The host's side of a cleanup, once nothing of the attempt runs: what its uid left
+/// in the shared directories and SysV IPC, its slot, its root, its cgroup. Each step
+/// runs only when the one before it succeeded (a step that failed is tried again at
+/// the next cleanup, from the start: each is idempotent).
+fn host_side(cx: &Ctx, contain: &super::contain::Containment, a: &Attempt) -> watch::HostSide {
+    let mut h = watch::HostSide {
+        processes_gone: true,
+        ..watch::HostSide::default()
+    };
+    // What its uid left in the shared directories and SysV IPC, now that nothing of
+    // it runs: the uid is handed out again only once this is done.
+    h.leftovers_removed = super::contain::remove_leftovers(contain, a);
+    if !h.leftovers_removed {
+        return h;
+    }
+    let root = contain.attempt_root(&cx.shared.state_dir, a);
+    // Its slot back: the kept `_work` to the slot, the caches to the manager. A cache
+    // slot still its uid's is not given up (that uid may run another target's job next).
+    if !super::slots::release(cx.store, contain, &cx.shared.state_dir, a, &root) {
+        return h;
+    }
+    if let Err(e) = runner::remove_root(&root) {
+        log_warn!("cleanup_root", attempt = a.id, error = e);
+        return h;
+    }
+    h.root_removed = true;
+    h.cgroup_removed = super::contain::remove_cgroup(contain, a.id);
+    h
 }

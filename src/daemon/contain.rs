@@ -8,7 +8,9 @@ use crate::domain::isolation::{self, Powers};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, UidRange};
 use crate::runner::cgroup::{AttemptCgroup, Cgroups, JoinFds, Limits};
 use crate::runner::claim::{self, ClaimError, UidClaim};
-use crate::runner::{self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, uid};
+use crate::runner::{
+    self, PreparedRoot, RootOptions, RunAsUser, SpawnSpec, caps, leftovers, shared_dirs, uid,
+};
 use crate::secret::Secret;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -39,6 +41,10 @@ pub struct Containment {
     /// when such a runner starts, not before: a host with no `run_as` profile has
     /// nothing to fix (issue 38).
     pub run_as_blocked: Option<RunAsBlocked>,
+    /// The shared directories each cleanup walks for what the attempt's uid left
+    /// (`runner::shared_dirs`): found once when per-attempt uids come into effect;
+    /// `None` until then, when the walk covers `shared_dirs::ALWAYS`.
+    pub shared_dirs: Option<Arc<Vec<PathBuf>>>,
 }
 
 /// A closed directory on the way to the runner roots, and whether the daemon has
@@ -93,6 +99,7 @@ impl Containment {
             legacy_runtime: None,
             host_tag: String::new(),
             run_as_blocked: None,
+            shared_dirs: None,
         }
     }
 
@@ -215,7 +222,52 @@ pub fn establish(host: &Host, state_dir: &Path, cgroups: Option<Cgroups>) -> Con
         legacy_runtime: host.runtime_root.clone(),
         host_tag: host.short_id().to_string(),
         run_as_blocked,
+        shared_dirs: None,
     }
+}
+
+/// The shared directories the containment's cleanups walk: with per-attempt uids,
+/// `prev`'s when it found them, else found now (`runner::shared_dirs::discover`, over
+/// the groups of the range's users, the state directory and runtime root not
+/// searched) and said once in the log; without, none found.
+pub fn find_shared_dirs(c: &mut Containment, prev: &Containment, state_dir: &Path) {
+    let InEffect::Uids(range) = c.isolation else {
+        return;
+    };
+    if let Some(found) = &prev.shared_dirs {
+        c.shared_dirs = Some(found.clone());
+        return;
+    }
+    // The runner users' groups: a directory one of them may write in counts. A range
+    // is read up to 4096 users (passwd is read once per uid).
+    let gids: BTreeSet<u32> = range
+        .iter()
+        .take(4096)
+        .filter_map(|u| uid::lookup_uid(u).ok().flatten().map(|u| u.gid))
+        .collect();
+    let mut skip = vec![state_dir.to_path_buf()];
+    skip.extend(c.runtime_root.clone());
+    skip.extend(c.legacy_runtime.clone());
+    let d = shared_dirs::discover(&gids, &skip, &shared_dirs::Bounds::default());
+    log_info!(
+        "shared_dirs_found",
+        count = d.dirs.len(),
+        mounts = d.mounts,
+        looked = d.looked,
+        millis = d.millis,
+        truncated = d.truncated,
+        dirs = shared_dirs::summary(&d.dirs, 24)
+    );
+    if d.truncated {
+        log_warn!(
+            "shared_dirs_bounded",
+            looked = d.looked,
+            detail = "the search for shared directories stopped at its bound; the ones \
+                      found and the usual ones (/tmp, /var/tmp, /dev/shm, /run/lock) are \
+                      swept"
+        );
+    }
+    c.shared_dirs = Some(Arc::new(d.dirs));
 }
 
 /// Claims the containment's runner uids host-wide (`runner::claim`, in the directory
@@ -331,7 +383,7 @@ impl UidBook {
         want: usize,
         now: Millis,
     ) -> Vec<(u32, u32)> {
-        let held: BTreeSet<u32> = open.iter().filter_map(|a| a.runner_uid).collect();
+        let held: BTreeSet<u32> = open.iter().filter_map(Attempt::holds_uid).collect();
         let mut out = Vec::new();
         for u in range.iter() {
             if out.len() >= want {
@@ -545,8 +597,9 @@ fn link_home(state_dir: &Path, user: &RunAsUser, home: &Path) {
 }
 
 /// Kills everything the attempt left: its cgroup (all of it at once, however it
-/// forked or whichever session it made), then every process of its own uid. True when
-/// nothing of it runs any more.
+/// forked or whichever session it made), then every process of its own uid, unless
+/// the host's side of its cleanup is done (its uid may be another runner's now). True
+/// when nothing of it runs any more.
 pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
     let mut gone = true;
     if !c.cgroups.is_none() {
@@ -558,7 +611,7 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
             gone &= cg.is_empty();
         }
     }
-    if let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) {
+    if let (Some(u), Some(g)) = (a.holds_uid(), a.runner_gid) {
         if !uid::processes_of_uid(u).is_empty() {
             if let Err(e) = kill_uid_if_ours(c, u, g) {
                 log_warn!("uid_kill_failed", attempt = a.id, uid = u, error = e);
@@ -574,8 +627,9 @@ pub fn kill_all(c: &Containment, a: &Attempt) -> bool {
 /// files in the shared temporary directories and its SysV IPC objects
 /// (`runner::leftovers`). True when none is left; false defers the cleanup, so the
 /// uid stays held until they are gone. An attempt without a uid of its own has none.
-pub fn remove_leftovers(a: &Attempt) -> bool {
-    let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid) else {
+/// The directories walked are the containment's (`find_shared_dirs`).
+pub fn remove_leftovers(c: &Containment, a: &Attempt) -> bool {
+    let (Some(u), Some(g)) = (a.holds_uid(), a.runner_gid) else {
         return true;
     };
     // SAFETY: geteuid has no preconditions.
@@ -583,7 +637,14 @@ pub fn remove_leftovers(a: &Attempt) -> bool {
         log_warn!("attempt_leftovers_refused", attempt = a.id, uid = u);
         return true;
     }
-    match leftovers::clear(u, g) {
+    let always = || {
+        shared_dirs::ALWAYS
+            .iter()
+            .map(PathBuf::from)
+            .collect::<Vec<_>>()
+    };
+    let dirs = c.shared_dirs.as_deref().cloned().unwrap_or_else(always);
+    match leftovers::clear(u, g, &dirs) {
         Ok(c) => {
             let removed = c.files.files + c.files.dirs + c.ipc as u64;
             if removed > 0 {

@@ -324,6 +324,7 @@ fn apply_containment(
     cgroups: Option<crate::runner::cgroup::Cgroups>,
 ) -> Result<Option<ClaimError>, StoreError> {
     let mut c = contain::establish(host, &shared.state_dir, cgroups);
+    contain::find_shared_dirs(&mut c, &shared.containment(), &shared.state_dir);
     let refused = contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
         log_warn!(
@@ -333,6 +334,11 @@ fn apply_containment(
         );
     }
     shared.metrics.set_isolation(c.isolation.word());
+    // Runner uids may not read the metrics (other repositories' names and usage).
+    shared.metrics.close_to(match c.isolation {
+        crate::domain::InEffect::Uids(range) => Some(range),
+        _ => None,
+    });
     daemon_facts::put_containment(
         store,
         &daemon_facts::Containment {

@@ -236,6 +236,12 @@ pub struct Attempt {
     /// (see `domain::isolation`); the handle that kills everything it left behind.
     pub runner_uid: Option<u32>,
     pub runner_gid: Option<u32>,
+    /// When the host's side of its cleanup was done: every process of it gone, what
+    /// its uid left removed, its slot given back, its root and cgroup gone. From then
+    /// its uid is free ([`Attempt::holds_uid`]); what may still wait (GitHub letting
+    /// go of a lost job's runner) is bookkeeping, and holds no uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cleaned_at: Option<Millis>,
     /// Its slot of its target: the cache slot and kept workspace it holds until it
     /// is cleaned (chosen by the store with the row).
     pub slot: Option<u32>,
@@ -280,6 +286,7 @@ impl Attempt {
             next_cleanup_at: None,
             runner_uid: None,
             runner_gid: None,
+            host_cleaned_at: None,
             slot: None,
             keeps_work: false,
             owner: None,
@@ -386,6 +393,16 @@ impl Attempt {
         self.cleaned = true;
         self.next_cleanup_at = None;
         self.updated_at = now;
+    }
+
+    /// The runner uid this attempt holds: its own until the host's side of its
+    /// cleanup is done (`host_cleaned_at`, or `cleaned`). No other attempt is given
+    /// it meanwhile.
+    pub fn holds_uid(&self) -> Option<u32> {
+        if self.cleaned || self.host_cleaned_at.is_some() {
+            return None;
+        }
+        self.runner_uid
     }
 
     /// Seconds since creation (or until the end, once ended).

@@ -25,6 +25,10 @@ pub(super) fn serve_connection(
     source: IpAddr,
 ) {
     let stopper = &*shared.stopper;
+    let refusal = match (stream.peer_addr(), stream.local_addr()) {
+        (Ok(peer), Ok(local)) => handler.refuse(peer, local),
+        _ => None,
+    };
     let mut writer: &TcpStream = &stream;
     let mut reader = BufReader::new(&*stream);
     let mut first = true;
@@ -58,6 +62,13 @@ pub(super) fn serve_connection(
                 return;
             }
         };
+        if let Some(r) = refusal {
+            let r = r.with_header("connection", "close");
+            let mut bytes = r.head_bytes(r.body.len());
+            bytes.extend_from_slice(&r.body);
+            let _ = writer.write_all(&bytes);
+            return;
+        }
         let close = request
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));

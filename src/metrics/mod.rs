@@ -332,6 +332,9 @@ type FreshnessHook = Box<dyn Fn() -> bool + Send + Sync>;
 pub struct Metrics {
     families: Mutex<BTreeMap<&'static str, Family>>,
     fresh: Mutex<Option<FreshnessHook>>,
+    /// The runner uids the listener refuses (`serve::refused`), while per-attempt
+    /// uids are in effect.
+    closed_to: Mutex<Option<crate::domain::UidRange>>,
 }
 
 impl Default for Metrics {
@@ -367,6 +370,7 @@ impl Metrics {
         let m = Metrics {
             families: Mutex::new(BTreeMap::new()),
             fresh: Mutex::new(None),
+            closed_to: Mutex::new(None),
         };
         for d in DEFINITIONS {
             m.register(d.name, d.kind, d.help, d.buckets);
@@ -606,6 +610,17 @@ impl Metrics {
     }
 
     /// Sets `mode` (one of [`ISOLATION_MODES`]) to 1 and the others to 0.
+    /// The runner uids whose connections the listener refuses: the host's
+    /// `runner_uids` while they are in effect, else none.
+    pub fn close_to(&self, runner_uids: Option<crate::domain::UidRange>) {
+        *lock(&self.closed_to) = runner_uids;
+    }
+
+    /// See [`Metrics::close_to`].
+    pub fn closed_to(&self) -> Option<crate::domain::UidRange> {
+        *lock(&self.closed_to)
+    }
+
     pub fn set_isolation(&self, mode: &str) {
         for m in ISOLATION_MODES {
             let v = if *m == mode { 1.0 } else { 0.0 };

@@ -1,8 +1,12 @@
 //! The metrics listener: `GET /metrics` (Prometheus text) and `GET /healthz` on a
 //! loopback address only, on the crate's small HTTP/1.1 server (`http_server::Server`,
-//! which the simulated GitHub serves on too) rather than a second one.
+//! which the simulated GitHub serves on too) rather than a second one. Jobs run on
+//! this host too: a connection from a runner uid (whose socket `runner::peer` finds
+//! in `/proc/net/tcp`) is refused with 403, so no job reads the other repositories'
+//! names and usage the metrics carry.
 
 use super::Metrics;
+use crate::domain::UidRange;
 use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
 use crossbeam_channel::Receiver;
 use std::io;
@@ -14,7 +18,31 @@ struct MetricsHandler {
     registry: Arc<Metrics>,
 }
 
+/// Pure: whether a connection whose peer socket belongs to `peer_uid` is refused while
+/// `closed_to` (the runner uids in effect) is set: a runner uid's always, and one
+/// whose owner cannot be found (gone already, or not on this host's loopback) too.
+pub fn refused(peer_uid: Option<u32>, closed_to: Option<UidRange>) -> bool {
+    match (closed_to, peer_uid) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(range), Some(u)) => range.contains(u),
+    }
+}
+
 impl Handler for MetricsHandler {
+    fn refuse(&self, peer: SocketAddr, local: SocketAddr) -> Option<Response> {
+        let closed_to = self.registry.closed_to()?;
+        let uid = crate::runner::peer::peer_uid(peer, local);
+        refused(uid, Some(closed_to)).then(|| {
+            Response::new(403)
+                .with_header("content-type", "text/plain; charset=utf-8")
+                .with_body(
+                    b"forbidden: runner uids may not read the metrics (see docs/security.md)\n"
+                        .to_vec(),
+                )
+        })
+    }
+
     fn handle(&self, req: Request) -> Reply {
         let text = |status: u16, body: String| {
             Response::new(status)
@@ -76,4 +104,31 @@ pub fn serve_on(
             server.shutdown();
         })?;
     Ok((addr, thread))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_uids_and_unknown_peers_are_refused_while_uids_are_in_effect() {
+        let r = UidRange {
+            start: 61_000,
+            end: 61_007,
+        };
+        assert!(refused(Some(61_000), Some(r)));
+        assert!(refused(Some(61_007), Some(r)));
+        assert!(!refused(Some(60_999), Some(r)), "below the range");
+        assert!(
+            !refused(Some(0), Some(r)),
+            "root (Prometheus, the operator)"
+        );
+        assert!(!refused(Some(112), Some(r)), "a prometheus user");
+        assert!(refused(None, Some(r)), "an owner that cannot be found");
+        assert!(
+            !refused(Some(61_000), None),
+            "no runner uids: nothing refused"
+        );
+        assert!(!refused(None, None));
+    }
 }

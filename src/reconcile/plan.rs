@@ -432,8 +432,9 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
                     Some(ids) => Some(ids),
                     None => {
                         uids_used_up = Some(
-                            "every uid of runner_uids is held by an attempt not yet cleaned; \
-                             more start as they are cleaned, or widen runner_uids"
+                            "every uid of runner_uids is held by an attempt whose processes or \
+                             leftovers are not yet gone; more start as they are cleaned, \
+                             or widen runner_uids"
                                 .to_string(),
                         );
                         break 'profiles;

@@ -477,6 +477,36 @@ pub fn after_cleanup(a: &Attempt, ok: bool, jitter: f64, now: Millis) -> Vec<Act
     p.actions
 }
 
+/// What the host's side of one cleanup got done, each step only after the one before
+/// it: every process of the attempt gone (its cgroup, its uid, its session), what its
+/// uid left in the shared directories and SysV IPC removed, its root (and slot) and its
+/// cgroup removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostSide {
+    pub processes_gone: bool,
+    pub leftovers_removed: bool,
+    pub root_removed: bool,
+    pub cgroup_removed: bool,
+}
+
+/// Pure: whether the host's side of the cleanup is done, so the attempt's uid may go
+/// to another runner (`Attempt::holds_uid`). Never while a process of it may live or
+/// anything it left may remain; never waiting on GitHub: a lost job's registration,
+/// which GitHub keeps until it fails the job (ten minutes), is the attempt's
+/// bookkeeping, deregistered by the retries that follow, and holds no uid.
+pub fn host_cleaned(h: &HostSide) -> bool {
+    h.processes_gone && h.leftovers_removed && h.root_removed && h.cgroup_removed
+}
+
+/// Pure: whether the host's side of a cleanup goes before its deregistration. With a
+/// uid of its own, yes: the kill found no process of the uid left, so no runner the
+/// daemon lost track of can be running there, and its uid need not wait for GitHub.
+/// Without one, no: a 422 may come from a runner still running that the daemon lost
+/// (its pid never recorded), and its root stays until GitHub lets go.
+pub fn host_side_first(a: &Attempt) -> bool {
+    a.runner_uid.is_some()
+}
+
 /// First retry after about 5 s, doubling per failed try up to 10 min; "equal jitter":
 /// half the delay fixed, half spread by `jitter` in `[0, 1]`.
 pub fn cleanup_backoff(tries: u32, jitter: f64) -> Millis {

@@ -644,3 +644,79 @@ fn a_cleanup_deregisters_unless_the_runner_is_known_to_be_gone() {
         );
     }
 }
+
+/// Issue 48: a job that killed its own runner (`kill -9 -1`) leaves a registration
+/// GitHub keeps busy for ten minutes. Its uid waits for the host's side only: every
+/// step of it, and nothing of GitHub's.
+#[test]
+fn the_uid_is_free_once_the_hosts_side_is_done_never_before() {
+    let done = HostSide {
+        processes_gone: true,
+        leftovers_removed: true,
+        root_removed: true,
+        cgroup_removed: true,
+    };
+    assert!(host_cleaned(&done));
+    for missing in [
+        HostSide {
+            processes_gone: false,
+            ..done
+        },
+        HostSide {
+            leftovers_removed: false,
+            ..done
+        },
+        HostSide {
+            root_removed: false,
+            ..done
+        },
+        HostSide {
+            cgroup_removed: false,
+            ..done
+        },
+    ] {
+        assert!(!host_cleaned(&missing), "{missing:?}");
+    }
+
+    // A killed runner's attempt: failed, being cleaned up, its deregistration refused.
+    let mut a = at(Busy, 10);
+    assert!(
+        !host_side_first(&a),
+        "without a uid, GitHub first (its root stays)"
+    );
+    a.runner_uid = Some(61_000);
+    assert!(host_side_first(&a));
+    a.runner_gid = Some(61_000);
+    a.end(
+        crate::domain::Outcome::Failed,
+        Some(Reason::new(ReasonKind::ExitedDuringJob)),
+        20,
+    )
+    .unwrap();
+    a.step(Destroying, 20).unwrap();
+    assert_eq!(
+        a.holds_uid(),
+        Some(61_000),
+        "held while the host's side is not done"
+    );
+    let acts = after_cleanup(&a, false, 0.0, 30);
+    assert_eq!(acts.len(), 2, "{acts:?}");
+    a.step(CleanupDeferred, 30).unwrap();
+    assert_eq!(
+        a.holds_uid(),
+        Some(61_000),
+        "a deferred cleanup alone frees nothing"
+    );
+    a.host_cleaned_at = Some(25);
+    assert_eq!(
+        a.holds_uid(),
+        None,
+        "free while GitHub keeps the registration"
+    );
+    assert!(!a.cleaned, "the attempt's bookkeeping still waits");
+    // Cleaned without the column (a row an older build cleaned): free too.
+    let mut b = at(Failed, 10);
+    b.runner_uid = Some(61_001);
+    b.mark_cleaned(40);
+    assert_eq!(b.holds_uid(), None);
+}

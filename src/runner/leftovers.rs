@@ -1,6 +1,8 @@
 //! What an attempt's uid leaves on the host outside its root, removed at its cleanup:
-//! its files in the shared temporary directories (`/tmp`, `/var/tmp`, `/dev/shm`, and
-//! POSIX message queues in `/dev/mqueue` when mounted) and its SysV IPC objects.
+//! its files in the shared directories (every directory a runner can write in on the
+//! host's local filesystems, found at start by `super::shared_dirs`: `/tmp`,
+//! `/var/tmp`, `/dev/shm`, `/run/lock`, POSIX message queues in `/dev/mqueue` when
+//! mounted, and whatever else the host has) and its SysV IPC objects.
 //!
 //! The walk ([`remove_files_of`]) runs as the daemon, after every process of the uid
 //! is dead and while the uid is still held (no new process of it can start), so only
@@ -31,10 +33,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-
-/// The shared directories a job can leave files in, walked at each cleanup. One that
-/// does not exist (no `/dev/mqueue` mounted) is skipped.
-pub const SHARED_DIRS: &[&str] = &["/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue"];
 
 /// How far one walk goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +158,7 @@ pub fn remove_files_of(uid: u32, gid: u32, dirs: &[&Path], b: &Bounds) -> Report
     r
 }
 
-fn fstat(fd: i32) -> io::Result<libc::stat> {
+pub(super) fn fstat(fd: i32) -> io::Result<libc::stat> {
     // SAFETY: stat is plain data; fstat fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fd is open; st is a valid out-pointer.
@@ -170,7 +168,7 @@ fn fstat(fd: i32) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-fn fstatat(dir: i32, name: &CStr) -> io::Result<libc::stat> {
+pub(super) fn fstatat(dir: i32, name: &CStr) -> io::Result<libc::stat> {
     // SAFETY: as above.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: dir is open, name a valid C string, st a valid out-pointer.
@@ -180,9 +178,9 @@ fn fstatat(dir: i32, name: &CStr) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-/// The names in the directory `fd` (not `.` or `..`), at most `max`; a second
-/// descriptor is read so `fd` stays usable for the `*at` calls.
-fn names(fd: &OwnedFd, max: usize) -> io::Result<(Vec<CString>, bool)> {
+/// The names in the directory `fd` (not `.` or `..`) with their `d_type`, at most
+/// `max`; a second descriptor is read so `fd` stays usable for the `*at` calls.
+pub(super) fn names(fd: &OwnedFd, max: usize) -> io::Result<(Vec<(CString, u8)>, bool)> {
     let dot = c".";
     // SAFETY: fd is open; "." is a valid C string.
     let dup = unsafe {
@@ -221,7 +219,8 @@ fn names(fd: &OwnedFd, max: usize) -> io::Result<(Vec<CString>, bool)> {
             more = true;
             break;
         }
-        out.push(name.to_owned());
+        // SAFETY: as above.
+        out.push((name.to_owned(), unsafe { (*ent).d_type }));
     }
     // SAFETY: dir is valid and closed once.
     unsafe { libc::closedir(dir) };
@@ -248,7 +247,7 @@ fn walk(
         }
     };
     r.truncated |= more;
-    for name in list {
+    for (name, _) in list {
         if r.looked >= b.entries {
             r.truncated = true;
             return;
@@ -440,7 +439,7 @@ pub fn remove_ipc_of(uid: u32, gid: u32) -> io::Result<usize> {
     Ok(found.len())
 }
 
-/// Both: the uid's files under `SHARED_DIRS` and its SysV IPC objects.
+/// Both: the uid's files under the shared directories and its SysV IPC objects.
 #[derive(Debug, Clone, Default)]
 pub struct Cleared {
     pub files: Report,
@@ -448,12 +447,17 @@ pub struct Cleared {
     pub micros: u64,
 }
 
-/// Removes everything `uid` left in the shared places (see the module). `Err` names
-/// what is left when the cleanup must be tried again: a bound reached, an entry that
-/// could not be removed, IPC objects that survive.
-pub fn clear(uid: u32, gid: u32) -> Result<Cleared, (Cleared, String)> {
+/// Removes everything `uid` left in the shared places: its files under `shared` (the
+/// directories `super::shared_dirs` found) and its SysV IPC objects (see the module).
+/// `Err` names what is left when the cleanup must be tried again: a bound reached, an
+/// entry that could not be removed, IPC objects that survive.
+pub fn clear(
+    uid: u32,
+    gid: u32,
+    shared: &[std::path::PathBuf],
+) -> Result<Cleared, (Cleared, String)> {
     let t = std::time::Instant::now();
-    let dirs: Vec<&Path> = SHARED_DIRS.iter().map(Path::new).collect();
+    let dirs: Vec<&Path> = shared.iter().map(|d| d.as_path()).collect();
     let files = remove_files_of(uid, gid, &dirs, &Bounds::default());
     let ipc = remove_ipc_of(uid, gid);
     let mut c = Cleared {

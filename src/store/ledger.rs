@@ -165,7 +165,8 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
          owner_run_attempt = IIF(?30 IS NULL, owner_run_attempt, ?27), \
          owner_job_id = IIF(?30 IS NULL, owner_job_id, ?28), \
          owner_queued_at = IIF(?30 IS NULL, owner_queued_at, ?29), \
-         owner_source = COALESCE(?30, owner_source), mean_rss_bytes = ?31 WHERE id = ?1",
+         owner_source = COALESCE(?30, owner_source), mean_rss_bytes = ?31, \
+         host_cleaned_at = COALESCE(host_cleaned_at, ?32) WHERE id = ?1",
         params![
             a.id,
             a.state.as_str(),
@@ -197,7 +198,8 @@ pub fn save(c: &Connection, a: &Attempt) -> Result<()> {
             a.owner.as_ref().and_then(|o| o.job_id),
             a.owner.as_ref().and_then(|o| o.queued_at),
             a.owner.as_ref().map(|o| o.source.as_str()),
-            a.mean_rss_bytes.map(sql_u64)
+            a.mean_rss_bytes.map(sql_u64),
+            a.host_cleaned_at
         ],
     )?;
     if n == 0 {

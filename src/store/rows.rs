@@ -140,7 +140,7 @@ pub const ATTEMPT_COLUMNS: &str = "id, profile, target, host_id, runner_name, st
      job_id, job_queued_at, lease_id, peak_rss_bytes, cpu_millis, cleaned, cleanup_tries, \
      next_cleanup_at, runner_uid, runner_gid, slot, keeps_work, reason_kind, reason_detail, \
      owner_repo, owner_workflow, owner_job, owner_run_id, owner_run_attempt, owner_job_id, \
-     owner_queued_at, owner_source, mean_rss_bytes, rolled_up";
+     owner_queued_at, owner_source, mean_rss_bytes, rolled_up, host_cleaned_at";
 
 /// An attempt's job owner from its columns (30 to 37): `None` without a repository.
 fn owner(r: &Row<'_>) -> Result<Option<JobOwner>> {
@@ -216,6 +216,7 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
         owner: owner(r)?,
         mean_rss_bytes: get_opt_u64(r, 38)?,
         rolled_up: r.get(39)?,
+        host_cleaned_at: r.get(40)?,
         history: Vec::new(),
     })
 }

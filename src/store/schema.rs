@@ -12,7 +12,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24,
+    V22, V23, V24, V25,
 ];
 
 /// The schema version this build writes.
@@ -582,3 +582,11 @@ fn sqlite_header(path: &Path) -> bool {
     })
     .unwrap_or(true)
 }
+
+/// Version 25: when the host's side of an attempt's cleanup was done (issue 48, item
+/// 4). A lost job's runner stays registered until GitHub fails the job (ten minutes);
+/// its uid is free as soon as nothing of it runs and its leftovers, root and cgroup
+/// are gone, and the attempt's later cleanups never touch the uid again.
+pub const V25: &str = r#"
+ALTER TABLE attempts ADD COLUMN host_cleaned_at INTEGER;
+"#;

@@ -1,5 +1,6 @@
-//! Attacks through what outlives a job outside its root: files in `/tmp`, `/var/tmp`
-//! and `/dev/shm`, and SysV IPC objects, read by the next job that runs under the same
+//! Attacks through what outlives a job outside its root: files in `/tmp`, `/var/tmp`,
+//! `/dev/shm` and `/run/lock` (and any other directory a runner can write in), and
+//! SysV IPC objects, read by the next job that runs under the same
 //! uid (of another target), or planted for it to take as its own.
 
 use super::setup::*;
@@ -9,18 +10,25 @@ use std::os::unix::fs::PermissionsExt;
 
 /// What the first job leaves, each mode 600 under its uid, and what it plants: every
 /// name carries `tag` so parallel tests never meet.
-fn leave(tag: &str, shared: &std::path::Path) -> String {
+fn leave(tag: &str, shared: &std::path::Path, elsewhere: &std::path::Path) -> String {
     let mut s = String::from("umask 077\n");
-    for d in ["/tmp", "/var/tmp", "/dev/shm"] {
+    for d in ["/tmp", "/var/tmp", "/dev/shm", "/run/lock"] {
         s.push_str(&format!("echo DEPLOY_KEY=secret > {d}/{tag}-key\n"));
     }
+    // A FIFO in /run/lock (mode 1777, on / or its own tmpfs): issue 48's leak_61000.
+    s.push_str(&format!("mkfifo -m 600 /run/lock/{tag}-fifo\n"));
+    s.push_str(&format!(
+        "echo DEPLOY_KEY=secret > {}/{tag}-key\n",
+        elsewhere.display()
+    ));
     s.push_str(&format!(
         "mkdir -p /tmp/{tag}-dir/deep/er && echo DEPLOY_KEY=secret > /tmp/{tag}-dir/deep/er/key\n\
          echo DEPLOY_KEY=secret > {shared}/{tag}-key\n\
          ln -s /etc/passwd /tmp/{tag}-link\n\
          printf '#!/bin/sh\\necho PLANTED\\n' > /tmp/{tag}-tool && chmod 700 /tmp/{tag}-tool\n\
          ipcmk -M 4096 && ipcmk -S 1 && ipcmk -Q && echo made-ipc\n\
-         ls -l /tmp/{tag}-key /dev/shm/{tag}-key && echo left-all\n",
+         ls -l /tmp/{tag}-key /dev/shm/{tag}-key /run/lock/{tag}-key /run/lock/{tag}-fifo \
+         && echo left-all\n",
         shared = shared.display()
     ));
     s
@@ -44,9 +52,17 @@ fn the_next_job_on_a_uid_finds_nothing_the_last_one_left_or_planted() {
     // Someone else's file in it, and in /tmp: never the walk's to remove.
     let bystander = shared.join("bystander");
     std::fs::write(&bystander, "keep").unwrap();
+    // One no list names: a world-writable directory an operator made on the root
+    // filesystem, found when the daemon starts.
+    let elsewhere = std::path::PathBuf::from(format!("/var/lib/{tag}-drop"));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o1777)).unwrap();
     w.start_daemon();
 
-    let first = finished(&w, run_script(&w, "leaver", &leave(&tag, &shared)));
+    let first = finished(
+        &w,
+        run_script(&w, "leaver", &leave(&tag, &shared, &elsewhere)),
+    );
     let out = output(&first);
     assert!(out.contains(&"left-all".to_string()), "{out:#?}");
     assert!(out.contains(&"made-ipc".to_string()), "{out:#?}");
@@ -60,10 +76,13 @@ fn the_next_job_on_a_uid_finds_nothing_the_last_one_left_or_planted() {
         format!("/tmp/{tag}-key"),
         format!("/var/tmp/{tag}-key"),
         format!("/dev/shm/{tag}-key"),
+        format!("/run/lock/{tag}-key"),
+        format!("/run/lock/{tag}-fifo"),
         format!("/tmp/{tag}-dir"),
         format!("/tmp/{tag}-link"),
         format!("/tmp/{tag}-tool"),
         format!("{}/{tag}-key", shared.display()),
+        format!("{}/{tag}-key", elsewhere.display()),
     ] {
         assert!(
             std::fs::symlink_metadata(&p).is_err(),
@@ -85,8 +104,14 @@ fn the_next_job_on_a_uid_finds_nothing_the_last_one_left_or_planted() {
         ("tmp-key", format!("cat /tmp/{tag}-key")),
         ("var-tmp-key", format!("cat /var/tmp/{tag}-key")),
         ("shm-key", format!("cat /dev/shm/{tag}-key")),
+        ("run-lock-key", format!("cat /run/lock/{tag}-key")),
+        ("run-lock-fifo", format!("[ -p /run/lock/{tag}-fifo ]")),
         ("deep-key", format!("cat /tmp/{tag}-dir/deep/er/key")),
         ("shared-key", format!("cat {}/{tag}-key", shared.display())),
+        (
+            "elsewhere-key",
+            format!("cat {}/{tag}-key", elsewhere.display()),
+        ),
         ("planted-tool", format!("/tmp/{tag}-tool")),
         (
             "sysv-ipc",
@@ -110,8 +135,11 @@ fn the_next_job_on_a_uid_finds_nothing_the_last_one_left_or_planted() {
             "tmp-key",
             "var-tmp-key",
             "shm-key",
+            "run-lock-key",
+            "run-lock-fifo",
             "deep-key",
             "shared-key",
+            "elsewhere-key",
             "planted-tool",
             "sysv-ipc",
         ],
@@ -122,9 +150,15 @@ fn the_next_job_on_a_uid_finds_nothing_the_last_one_left_or_planted() {
         .find(|l| l.contains("attempt_leftovers_removed"))
         .unwrap_or_else(|| panic!("the cleanup said nothing of what it removed"));
     eprintln!("{said}");
+    let found = logs
+        .lines()
+        .find(|l| l.contains("shared_dirs_found"))
+        .unwrap_or_else(|| panic!("the daemon said nothing of the shared directories"));
+    eprintln!("{found}");
     w.wait_settled(&[REPO, "evil/fork"]);
     w.check_invariants(&[REPO, "evil/fork"]);
     let _ = std::fs::remove_dir_all(&shared);
+    let _ = std::fs::remove_dir_all(&elsewhere);
 }
 
 /// A leftover the cleanup cannot remove (made immutable here) defers the cleanup, and
