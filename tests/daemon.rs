@@ -14,6 +14,7 @@ mod daemon {
     mod crash;
     mod disk;
     mod fitness;
+    mod identity;
     mod labels;
     mod lifecycle;
     mod meters;

@@ -11,7 +11,9 @@
 //! - its coordinator link: up or down, since when, the last error ([`LinkSeen`]);
 //! - a handover request `update` leaves for it ([`HandoverRequest`]);
 //! - each target's rate-limit hold, which a restarted daemon still honours
-//!   ([`rate_limit_hold`]).
+//!   ([`rate_limit_hold`]);
+//! - the host id's last change ([`identity_change`]), by `host reidentify` or a daemon
+//!   that started on another machine.
 //!
 //! The host settings kept beside the host row (`release_source`, the webhook's) are
 //! read through `store::beside`, a serving coordinator's own row through
@@ -54,6 +56,8 @@ const KV_WEBHOOK_BOOK: &str = "webhook:book";
 const KV_HANDOVER: &str = "daemon:handover";
 /// The coordinator link's state ([`LinkSeen`], JSON).
 const KV_LINK: &str = "coordinator:link";
+/// The host id's last change: when, from which id, and why (one line).
+const KV_IDENTITY: &str = "host:identity";
 
 fn json<T: serde::de::DeserializeOwned>(store: &dyn Store, key: &str) -> Result<Option<T>> {
     Ok(store
@@ -344,6 +348,16 @@ pub fn in_progress_read(store: &dyn Store, target: &str) -> Result<Option<Millis
 
 pub fn put_in_progress_read(store: &dyn Store, target: &str, at: Millis) -> Result<()> {
     put_target_time(store, target, "in_progress_read_at", at)
+}
+
+/// Keeps the host id's last change, as one line `status` shows.
+pub fn put_identity_change(store: &dyn Store, line: &str) -> Result<()> {
+    store.kv_put(KV_IDENTITY, line)
+}
+
+/// The host id's last change, if it ever changed.
+pub fn identity_change(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_IDENTITY)
 }
 
 #[cfg(test)]
