@@ -146,6 +146,24 @@ pub fn reidentify(
         Err(LockError::HostId { holder, .. }) => Some(holder),
         _ => None,
     };
+    // The runners of this id that live here with their roots in this directory's own
+    // runtime directory: this directory's, unless another daemon runs with the id.
+    let runtime = crate::runner::root::host_runtime(&before).unwrap_or_else(|| dir.into());
+    let in_here = crate::runner::processes_with_cwd_or_exe_under(&runtime.join("attempts"));
+    let own_live: Vec<i64> = store
+        .open_attempts(&before.id)?
+        .iter()
+        .filter(|a| match (a.pid, a.pid_start) {
+            (Some(pid), Some(start)) => {
+                crate::runner::is_alive(pid, start) == crate::runner::ProcessStatus::Alive
+                    && in_here.contains(&pid)
+            }
+            _ => false,
+        })
+        .map(|a| a.id)
+        .collect();
+    crate::domain::identity::may_reidentify(&own_live, original.is_some())
+        .map_err(|why| CliError::classed(super::exit::Failure::Conflict, why))?;
     let now = now_millis();
     let r = store.reidentify(crate::runner::machine::current().as_deref(), now)?;
     let why = match &original {

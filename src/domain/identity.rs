@@ -62,6 +62,28 @@ pub fn judge(kept: Option<&str>, current: Option<&str>, live_here: usize) -> Ver
     }
 }
 
+/// Pure: whether `host reidentify` may give the state directory a new id.
+/// `own_live` are the open attempts of its id whose runner lives on this machine with
+/// its root in this state directory's own runtime directory; `held_elsewhere`, whether
+/// another daemon here runs with the id. While such runners live and no other daemon
+/// holds the id, this directory is the original, not a copy (or cannot be told from
+/// it): its runners would be left with no daemon to end and clean them. Refused, with
+/// why and the fix.
+pub fn may_reidentify(own_live: &[i64], held_elsewhere: bool) -> Result<(), String> {
+    if own_live.is_empty() || held_elsewhere {
+        return Ok(());
+    }
+    let ids: Vec<String> = own_live.iter().map(i64::to_string).collect();
+    Err(format!(
+        "runners of this host id live in this state directory's runtime directory \
+         (attempts {}) and no other daemon runs with the id: this looks like the original, \
+         not a copy, and a new id would leave those runners to nobody; drain them first \
+         (start the daemon, drain --wait, stop it), or, for a copy whose original is \
+         stopped, start the original's daemon first",
+        ids.join(", ")
+    ))
+}
+
 /// The reason a copy's books give each attempt it copied open, when it takes a new
 /// id: the runner is the original host's, which watches, ends and cleans it; the copy
 /// neither kills nor deregisters it.
@@ -147,6 +169,18 @@ mod tests {
         let r = handed_back_reason("0123abcd0123abcd");
         assert!(r.contains("0123abcd0123abcd") && r.starts_with("handed back"));
         assert_eq!(short_machine(HERE), "0123456789ab");
+    }
+
+    #[test]
+    fn the_original_with_live_runners_is_not_reidentified() {
+        assert!(may_reidentify(&[], false).is_ok());
+        // A copy beside its running original: the runners are the original's.
+        assert!(may_reidentify(&[3], true).is_ok());
+        let why = may_reidentify(&[3, 5], false).unwrap_err();
+        assert!(
+            why.contains("attempts 3, 5") && why.contains("drain"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use runner_manager::store::Store;
 
 const REPO: &str = "octo/app";
 
-/// The original: target `octo`, profile `linux` (max 2), a daemon, and a victim job
+/// The original: target `octo`, profile `linux` (label `orig`, max 2), a daemon, and a victim job
 /// busy on one of its runners until `release` appears.
 fn original(
     tag: &str,
@@ -21,12 +21,12 @@ fn original(
 ) {
     let mut a = World::new(tag, 2);
     a.add_target("octo", REPO, true);
-    a.add_profile(ProfileSpec::new("linux", "octo", &["linux"]).max(2));
+    a.add_profile(ProfileSpec::new("linux", "octo", &["orig"]).max(2));
     a.start_daemon();
     let release = a.dir.join("release-victim");
-    let job =
-        a.sim
-            .enqueue_script_job(REPO, "victim", &["self-hosted", "linux"], &victim(&release));
+    let job = a
+        .sim
+        .enqueue_script_job(REPO, "victim", &["self-hosted", "orig"], &victim(&release));
     let v = busy_victim(&a);
     (a, release, job, v)
 }
@@ -35,8 +35,8 @@ fn alive(v: &runner_manager::domain::Attempt) -> bool {
     runner_manager::runner::process_start_time(v.pid.unwrap()) == v.pid_start
 }
 
-/// The copy serves only jobs labelled `copy`, so which daemon served a job says whose
-/// it is.
+/// The copy serves only jobs labelled `copy` (the original only `orig`), so which
+/// daemon served a job says whose it is.
 fn own_jobs(b: &World) {
     b.cli_ok(&["profile", "set", "linux", "labels=copy"]);
 }
@@ -130,6 +130,21 @@ fn a_copied_state_directory_is_refused_beside_its_original_and_kills_nothing_onc
         b.daemon_logs()
     );
 
+    // The original itself, its daemon gone and its runner alive: a new id would leave
+    // the runner to nobody. Refused, nothing written.
+    a.kill_daemon();
+    let before = a.store().host_or_create().unwrap();
+    let out = a.cli(&["host", "reidentify"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(13), "{out:?}");
+    assert!(
+        err.contains(&format!("attempts {}", v.id)) && err.contains("drain"),
+        "{err}"
+    );
+    assert_eq!(a.store().host_or_create().unwrap(), before);
+    assert_eq!(a.attempt(v.id).state, AttemptState::Busy);
+    a.start_daemon();
+
     std::fs::write(&release, "").unwrap();
     let j = a.finished(victim_job);
     assert_eq!(j.conclusion.as_deref(), Some("success"), "{j:?}");
@@ -189,7 +204,7 @@ fn a_store_copied_to_another_machine_takes_a_new_id_at_start_and_leaves_the_orig
     );
 
     // The original goes on: a new runner of its own is not the clone's orphan.
-    let job = a.enqueue(REPO, "after", &["linux"], 100);
+    let job = a.enqueue(REPO, "after", &["orig"], 100);
     let after = a.finished(job);
     assert!(
         after
