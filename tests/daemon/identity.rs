@@ -119,6 +119,14 @@ fn a_copied_state_directory_is_refused_beside_its_original_and_kills_nothing_onc
     );
     assert!(alive(&v), "the copy killed the original's busy runner");
     assert!(
+        !b.dir.join("attempts").join(v.id.to_string()).exists(),
+        "the copy kept its copy of the original's root"
+    );
+    assert!(
+        a.dir.join("attempts").join(v.id.to_string()).is_dir(),
+        "the original's root is gone"
+    );
+    assert!(
         a.our_registrations()
             .iter()
             .any(|r| r.name == v.runner_name),
