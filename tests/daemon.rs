@@ -15,6 +15,7 @@ mod daemon {
     mod credentials;
     mod disk;
     mod fitness;
+    mod identity;
     mod labels;
     mod lifecycle;
     mod meters;

@@ -95,7 +95,7 @@ pub const TABLE: &[Row] = &[
         failure: Failure::StoreLocked,
         code: 7,
         name: "store-locked",
-        meaning: "another daemon holds the state directory or some of the host's runner uids, or another process held the store past the busy timeout",
+        meaning: "another daemon holds the state directory, some of the host's runner uids or its host id (a copied state directory: host reidentify), or another process held the store past the busy timeout",
         remedy: "runner-manager --state-dir {dir} status (stop the daemon it shows, or give another --state-dir)",
     },
     Row {
@@ -273,7 +273,9 @@ impl Failure {
     /// The daemon's lock: held by another daemon, or not ours to take.
     pub fn of_lock(e: &LockError) -> Failure {
         match e {
-            LockError::Held { .. } | LockError::Uids(_) => Failure::StoreLocked,
+            LockError::Held { .. } | LockError::Uids(_) | LockError::HostId { .. } => {
+                Failure::StoreLocked
+            }
             LockError::Io { err, .. } => Failure::of_io(err),
         }
     }

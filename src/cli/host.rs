@@ -120,6 +120,139 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     Ok(())
 }
 
+/// `host reidentify`: a new host id for a copied state directory, under the daemon
+/// lock (refused, exit 7, while a daemon runs on it), with what it did and what is
+/// left to do.
+pub fn reidentify(
+    store: &crate::store::SqliteStore,
+    dir: &std::path::Path,
+    out: &mut Out,
+) -> CliResult {
+    use crate::daemon::lock::{DaemonLock, HostClaim, LockError};
+    use crate::runner::claim;
+    let locked = |e: LockError| {
+        let message = match &e {
+            LockError::Held { holder, .. } => format!(
+                "a daemon runs on this state directory ({holder}): stop it first; a running \
+                 daemon acts on its runners under the id it started with"
+            ),
+            other => other.to_string(),
+        };
+        CliError::classed(super::exit::Failure::of_lock(&e), message)
+    };
+    let _lock = DaemonLock::acquire(dir).map_err(locked)?;
+    let before = store.host_or_create()?;
+    // Who runs with the id now, if a daemon on this machine does: the original.
+    let original = match HostClaim::take(&claim::lock_dir(), &before.id, dir) {
+        Err(LockError::HostId { holder, .. }) => Some(holder),
+        _ => None,
+    };
+    // The runners of this id that live here with their roots in this directory's own
+    // runtime directory: this directory's, unless another daemon runs with the id.
+    let runtime = crate::runner::root::host_runtime(&before).unwrap_or_else(|| dir.into());
+    let in_here = crate::runner::processes_with_cwd_or_exe_under(&runtime.join("attempts"));
+    let own_live: Vec<i64> = store
+        .open_attempts(&before.id)?
+        .iter()
+        .filter(|a| match (a.pid, a.pid_start) {
+            (Some(pid), Some(start)) => {
+                crate::runner::is_alive(pid, start) == crate::runner::ProcessStatus::Alive
+                    && in_here.contains(&pid)
+            }
+            _ => false,
+        })
+        .map(|a| a.id)
+        .collect();
+    crate::domain::identity::may_reidentify(&own_live, original.is_some())
+        .map_err(|why| CliError::classed(super::exit::Failure::Conflict, why))?;
+    let now = now_millis();
+    let r = store.reidentify(crate::runner::machine::current().as_deref(), now)?;
+    let why = match &original {
+        Some(h) => format!("host reidentify; the original runs here ({h})"),
+        None => "host reidentify".to_string(),
+    };
+    crate::store::daemon_facts::put_identity_change(store, &r.line(&time(now), &why))?;
+    if r.left_pool.is_some() {
+        crate::store::daemon_facts::LinkSeen::clear(store)?;
+    }
+    let after = store.host_or_create()?;
+    // The copy's runner uids are the original's too: a daemon would be refused them.
+    let uids_held = after.runner_uids.filter(|range| {
+        matches!(
+            claim::check(&claim::lock_dir(), dir, *range),
+            Err(claim::ClaimError::Held { .. })
+        )
+    });
+    let mut next: Vec<String> = Vec::new();
+    if let Some(url) = &r.left_pool {
+        next.push(format!(
+            "it left the pool at {url} (its token is the original's): add it as a new host \
+             (coordinator host add NAME on the coordinator), then host set coordinator={url} \
+             coordinator_token_file=PATH"
+        ));
+    }
+    if let Some(range) = &uids_held {
+        next.push(format!(
+            "runner_uids {range} are the original's, and another daemon holds them: give this \
+             host its own range (host set runner_uids=START-END) before its daemon starts"
+        ));
+    }
+    out.emit(
+        || {
+            let mut s = format!(
+                "host id {} -> {}\n\
+                 profiles moved to the new id: {}\n\
+                 open attempts handed back to host {} (their runners are the original's: \
+                 never killed or deregistered from here): {}\n",
+                r.old_id,
+                r.new_id,
+                r.profiles,
+                r.old_id,
+                if r.handed_back.is_empty() {
+                    "none".to_string()
+                } else {
+                    r.handed_back
+                        .iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            );
+            if r.reruns_dropped > 0 {
+                s.push_str(&format!(
+                    "lost jobs left for the original to re-run: {}\n",
+                    r.reruns_dropped
+                ));
+            }
+            if let Some(h) = &original {
+                s.push_str(&format!("the original runs here: {h}\n"));
+            }
+            s.push_str(&format!(
+                "new runners are named rm-{}-N\n",
+                crate::domain::host::short_id(&r.new_id)
+            ));
+            for n in &next {
+                s.push_str(&format!("next: {n}\n"));
+            }
+            s
+        },
+        || {
+            json!({
+                "old_id": r.old_id,
+                "new_id": r.new_id,
+                "profiles": r.profiles,
+                "handed_back": r.handed_back,
+                "reruns_dropped": r.reruns_dropped,
+                "left_pool": r.left_pool,
+                "original": original,
+                "machine_id": r.machine_id,
+                "next": next,
+            })
+        },
+    );
+    Ok(())
+}
+
 /// What containment runners start with: the daemon's own word for it (`uids`, `none`,
 /// `refused`) and line, as it last recorded them; or, with no daemon running, what the
 /// settings ask for.
@@ -361,6 +494,35 @@ struct StatusView {
     lost: Vec<(String, u64, u64)>,
     /// Per target, what the daemon sees wrong with its credential.
     credentials: std::collections::BTreeMap<String, CredentialSeen>,
+    identity: Identity,
+}
+
+/// `status`'s identity line: whether the host id is this machine's
+/// (`domain::identity::describe`), and its last change, if any.
+struct Identity {
+    ok: bool,
+    line: String,
+    changed: Option<String>,
+}
+
+impl Identity {
+    fn read(store: &dyn Store) -> Result<Identity, CliError> {
+        let kept = store.kept_machine_id()?;
+        let current = crate::runner::machine::current();
+        let (ok, line) = crate::domain::identity::describe(kept.as_deref(), current.as_deref());
+        Ok(Identity {
+            ok,
+            line,
+            changed: crate::store::daemon_facts::identity_change(store)?,
+        })
+    }
+
+    fn text(&self) -> String {
+        match &self.changed {
+            Some(c) if self.ok => format!("{}; {c}", self.line),
+            _ => self.line.clone(),
+        }
+    }
 }
 
 /// The window of `status`'s lost-job counts.
@@ -403,6 +565,7 @@ impl StatusView {
             webhook: webhook_status(store, alive, now),
             link: LinkView::read(store, &h, hb.as_ref(), alive),
             lost: store.rerun_counts(now - LOST_WINDOW)?,
+            identity: Identity::read(store)?,
             runner,
             live,
             profiles,
@@ -430,6 +593,7 @@ impl StatusView {
         let mut rows = vec![
             ("state_dir", self.dir.display().to_string()),
             ("host", format!("{} ({})", self.h.name, self.h.id)),
+            ("identity", self.identity.text()),
             ("platform", format!("{}/{}", self.h.os, self.h.arch)),
             ("capacity", self.capacity()),
             ("draining", yes_no(self.h.draining)),
@@ -493,6 +657,11 @@ impl StatusView {
         json!({
             "state_dir": self.dir.display().to_string(),
             "host": host_json(h),
+            "identity": {
+                "ok": self.identity.ok,
+                "detail": self.identity.line,
+                "last_change": self.identity.changed,
+            },
             "live": self.live_total,
             "live_stale": !alive,
             "coordinator_link": self.link.as_ref().map(LinkView::json),

@@ -55,6 +55,7 @@ command_ids! {
     ProfileResume,
     HostShow,
     HostSet,
+    HostReidentify,
     Status,
     Attempts,
     AttemptShow,

@@ -1,6 +1,6 @@
-//! The daemon: `run` takes the lock, spawns one loop per target, the meter sampler
-//! and the coordinator link, then hands over to `main_loop`, which watches signals
-//! and joins them all.
+//! The daemon: `run` takes the lock, judges and claims its host id (`identity`),
+//! spawns one loop per target, the meter sampler and the coordinator link, then hands
+//! over to `main_loop`, which watches signals and joins them all.
 
 mod actuator;
 mod clients;
@@ -10,6 +10,7 @@ pub use disk_watch::free_bytes;
 pub mod fitness_watch;
 mod handles;
 pub mod host_probe;
+mod identity;
 mod io;
 pub mod lock;
 mod main_loop;
@@ -151,7 +152,9 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     }
     // Before anything reads the configuration to act on it (see `ConfigSeen`).
     let config_seen = main_loop::ConfigSeen::read(&store)?;
-    let host = store.host_or_create()?;
+    // The host id judged against this machine and claimed on it before anything acts
+    // on its runners: a copied state directory is refused beside its original.
+    let (host, _host_claim) = identity::at_start(&store, store.host_or_create()?, &opts.state_dir)?;
     let started_at = now_millis();
     let shared = Arc::new(Shared::new(opts.state_dir.clone()));
     shared

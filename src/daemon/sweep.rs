@@ -57,7 +57,7 @@ pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Contain
             }
             continue;
         }
-        kill_orphan(store, contain, r.attempt, &held_uids);
+        kill_orphan(store, contain, &host.id, r.attempt, &held_uids);
         killed.insert(r.attempt);
         match runner::remove_root(&r.path) {
             Ok(()) => log_info!("orphan_root_removed", attempt = r.attempt),
@@ -65,14 +65,14 @@ pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Contain
         }
     }
     if let Some(old) = &contain.legacy_runtime {
-        sweep_legacy(store, old, &open);
+        sweep_legacy(store, &host.id, old, &open);
     }
     for id in cgroups {
         if open.contains_key(&id) {
             continue;
         }
         if !killed.contains(&id) {
-            kill_orphan(store, contain, id, &held_uids);
+            kill_orphan(store, contain, &host.id, id, &held_uids);
         }
         if let Err(e) = contain.cgroups.attempt(id).remove() {
             log_warn!("orphan_cgroup_kept", attempt = id, error = e);
@@ -80,10 +80,10 @@ pub fn sweep(store: &dyn Store, host: &Host, state_dir: &Path, contain: &Contain
     }
 }
 
-/// Removes this host's closed attempts' roots from the old shared layout (see the
-/// module's description); never kills: their attempts are closed, so what ran in them
+/// Removes this host's closed attempts' roots (its own host id's) from the old shared
+/// layout (see the module's description); never kills: their attempts are closed, so what ran in them
 /// was killed at their cleanup or by the cgroup and uid passes.
-fn sweep_legacy(store: &dyn Store, runtime: &Path, open: &HashMap<i64, Attempt>) {
+fn sweep_legacy(store: &dyn Store, host_id: &str, runtime: &Path, open: &HashMap<i64, Attempt>) {
     let Ok(roots) = runner::list_attempt_roots(runtime) else {
         return;
     };
@@ -95,7 +95,9 @@ fn sweep_legacy(store: &dyn Store, runtime: &Path, open: &HashMap<i64, Attempt>)
             continue;
         };
         let owner = std::fs::symlink_metadata(&r.path).map(|m| m.uid()).ok();
-        if a.runner_uid.is_none() || owner != a.runner_uid {
+        // Another host id's row (a copy's handed-back attempt) may name a root the
+        // original host still uses.
+        if a.host_id != host_id || a.runner_uid.is_none() || owner != a.runner_uid {
             continue;
         }
         match runner::remove_root(&r.path) {
@@ -107,8 +109,17 @@ fn sweep_legacy(store: &dyn Store, runtime: &Path, open: &HashMap<i64, Attempt>)
 
 /// Kills what a closed (or unknown) attempt left, by the identities the daemon
 /// recorded: its cgroup, its own uid unless an open attempt holds it now, and its
-/// pid's session when pid, start time and owner all match the record.
-fn kill_orphan(store: &dyn Store, contain: &Containment, id: i64, held_uids: &HashSet<u32>) {
+/// pid's session when pid, start time and owner all match the record. An attempt of
+/// another host id is not this daemon's to kill: a copied state directory that took a
+/// new id (`host reidentify`) still has the original's rows and copies of its roots,
+/// and their pids are the original's live runners.
+fn kill_orphan(
+    store: &dyn Store,
+    contain: &Containment,
+    host_id: &str,
+    id: i64,
+    held_uids: &HashSet<u32>,
+) {
     if !contain.cgroups.is_none() {
         let cg = contain.cgroups.attempt(id);
         if cg.exists() && !cg.is_empty() {
@@ -121,6 +132,14 @@ fn kill_orphan(store: &dyn Store, contain: &Containment, id: i64, held_uids: &Ha
     let Ok(a) = store.attempt(id) else {
         return;
     };
+    if a.host_id != host_id {
+        log_info!(
+            "orphan_of_another_host_spared",
+            attempt = id,
+            host = a.host_id
+        );
+        return;
+    }
     if let (Some(u), Some(g)) = (a.runner_uid, a.runner_gid)
         && !held_uids.contains(&u)
         && !runner::uid::processes_of_uid(u).is_empty()

@@ -59,6 +59,25 @@ fn mode_line(name: &str, path: &Path, want: u32) -> CheckLine {
     CheckLine::ok(name, format!("{} mode {mode:04o}, ours", path.display()))
 }
 
+/// Whether the store's host id was drawn on this machine (`domain::identity`): a
+/// state directory copied from another machine warns, with the fix.
+pub(super) fn check_identity(store: &SqliteStore) -> CheckLine {
+    use crate::store::Store;
+    let kept = match store.kept_machine_id() {
+        Ok(k) => k,
+        Err(e) => return CheckLine::failed("identity", e.to_string()),
+    };
+    let current = crate::runner::machine::current();
+    match crate::domain::identity::describe(kept.as_deref(), current.as_deref()) {
+        (true, line) => CheckLine::ok("identity", line),
+        (false, line) => CheckLine::warn(
+            "identity",
+            line,
+            "runner-manager host reidentify (on the copy, with its daemon stopped)",
+        ),
+    }
+}
+
 /// The state directory and store file's modes and owner, then `integrity_check`.
 /// Returns the open store for the later checks.
 pub(super) fn check_store(opts: &Options, lines: &mut Vec<CheckLine>) -> Option<SqliteStore> {

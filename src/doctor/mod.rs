@@ -81,6 +81,7 @@ pub fn run_checks(opts: &Options) -> Vec<CheckLine> {
         host::check_disk(opts, opts.fail_free_bytes.unwrap_or(reserve)).with_class(Class::Required),
     );
     if let Some(s) = &store {
+        lines.push(host::check_identity(s));
         lines.push(host::check_kept(&opts.state_dir, s).with_class(Class::Info));
         lines.push(host::check_caches(&opts.state_dir, s).with_class(Class::Info));
         contain::check(&opts.state_dir, s, &mut lines);

@@ -6,6 +6,7 @@ pub mod caches;
 pub mod execution;
 pub mod host;
 pub mod host_settings;
+pub mod identity;
 pub mod isolation;
 pub mod job;
 pub mod job_owner;

@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod claim;
 pub mod leftovers;
 pub mod log;
+pub mod machine;
 pub mod oci;
 pub mod peer;
 pub mod proc;

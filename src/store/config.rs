@@ -54,11 +54,19 @@ pub fn host_or_create(c: &Connection, new_id: impl FnOnce() -> Result<String>) -
         std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     );
     // OR IGNORE: if another process created the host meanwhile, its row wins and we
-    // read it back, so every process agrees on one id.
+    // read it back, so every process agrees on one id. The machine the id is drawn on
+    // is kept with it (`domain::identity`).
     c.execute(
-        "INSERT OR IGNORE INTO host (one, id, name, os, arch, capacity, draining) \
-         VALUES (1, ?1, ?2, ?3, ?4, ?5, 0)",
-        params![h.id, h.name, h.os, h.arch, h.capacity],
+        "INSERT OR IGNORE INTO host (one, id, name, os, arch, capacity, draining, machine_id) \
+         VALUES (1, ?1, ?2, ?3, ?4, ?5, 0, ?6)",
+        params![
+            h.id,
+            h.name,
+            h.os,
+            h.arch,
+            h.capacity,
+            crate::runner::machine::current()
+        ],
     )?;
     host(c)?.ok_or_else(|| rows::bad("host", "vanished after insert"))
 }

@@ -14,6 +14,8 @@
 //!   ([`rate_limit_hold`]);
 //! - each target's credential as the daemon sees it: refused, expiring, its file
 //!   opened to others or owned by another user ([`CredentialSeen`]).
+//! - the host id's last change ([`identity_change`]), by `host reidentify` or a daemon
+//!   that started on another machine.
 //!
 //! The host settings kept beside the host row (`release_source`, the webhook's) are
 //! read through `store::beside`, a serving coordinator's own row through
@@ -56,6 +58,8 @@ const KV_WEBHOOK_BOOK: &str = "webhook:book";
 const KV_HANDOVER: &str = "daemon:handover";
 /// The coordinator link's state ([`LinkSeen`], JSON).
 const KV_LINK: &str = "coordinator:link";
+/// The host id's last change: when, from which id, and why (one line).
+const KV_IDENTITY: &str = "host:identity";
 
 fn json<T: serde::de::DeserializeOwned>(store: &dyn Store, key: &str) -> Result<Option<T>> {
     Ok(store
@@ -408,6 +412,16 @@ impl CredentialSeen {
     pub fn write(&self, store: &dyn Store, target: &str) -> Result<()> {
         put_json(store, &CredentialSeen::key(target), self)
     }
+}
+
+/// Keeps the host id's last change, as one line `status` shows.
+pub fn put_identity_change(store: &dyn Store, line: &str) -> Result<()> {
+    store.kv_put(KV_IDENTITY, line)
+}
+
+/// The host id's last change, if it ever changed.
+pub fn identity_change(store: &dyn Store) -> Result<Option<String>> {
+    store.kv_get(KV_IDENTITY)
 }
 
 #[cfg(test)]

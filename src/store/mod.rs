@@ -12,6 +12,7 @@ mod descriptors;
 mod edit;
 mod error;
 mod etags;
+mod identity;
 mod ledger;
 mod live;
 mod meters;
@@ -30,6 +31,7 @@ pub use edit::{
     read_host_settings, usage_settings,
 };
 pub use error::{Result, StoreError};
+pub use identity::Reidentified;
 pub use names::{guess, near_name, said};
 pub use reruns::losses_noted;
 pub use sqlite::{DB_FILE, SqliteStore};
@@ -205,6 +207,9 @@ pub trait Store {
     fn update_host_settings(&self, host: &Host, beside: &[(&str, Option<&str>)]) -> Result<()>;
     /// Sets only the draining flag (so `drain` never races with `host set`).
     fn set_draining(&self, draining: bool) -> Result<()>;
+    /// The machine id the host id was drawn on (or last recorded on); `None` while
+    /// none is kept (`domain::identity`).
+    fn kept_machine_id(&self) -> Result<Option<String>>;
 
     /// Refused with `Exists` when the name is taken.
     fn add_target(&self, target: &Target) -> Result<()>;

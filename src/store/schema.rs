@@ -12,7 +12,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25,
+    V22, V23, V24, V25, V26,
 ];
 
 /// The schema version this build writes.
@@ -476,6 +476,13 @@ CREATE TABLE coord_usage_cursors (
     host_id TEXT NOT NULL,
     seq INTEGER NOT NULL
 );
+"#;
+
+/// Version 26 (issue 48): the machine id (`/etc/machine-id`) the host id was drawn
+/// on, so a daemon started on a copy of the store on another machine can tell; NULL
+/// until a process that can read this machine's id records it.
+pub const V26: &str = r#"
+ALTER TABLE host ADD COLUMN machine_id TEXT;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

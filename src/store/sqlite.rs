@@ -395,7 +395,7 @@ pub(super) fn quick_check(conn: &Connection, path: &Path) -> Result<()> {
 /// 16 lowercase hex digits from the kernel's random source (`random::fill`:
 /// getrandom(2) first, so the static binary works in an empty chroot or a minimal
 /// container; .ci/static-check runs `status` in one).
-fn random_host_id() -> Result<String> {
+pub(super) fn random_host_id() -> Result<String> {
     let mut b = [0u8; 8];
     crate::random::fill(&mut b).map_err(|source| StoreError::Io {
         path: Path::new("getrandom(2)").into(),
@@ -419,6 +419,9 @@ impl Store for SqliteStore {
     }
     fn set_draining(&self, draining: bool) -> Result<()> {
         self.wrap(config::set_draining(&self.conn, draining))
+    }
+    fn kept_machine_id(&self) -> Result<Option<String>> {
+        self.wrap(super::identity::kept(&self.conn))
     }
     fn add_target(&self, target: &Target) -> Result<()> {
         self.wrap(config::add_target(&self.conn, target))

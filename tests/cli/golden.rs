@@ -59,8 +59,30 @@ fn every_command_human_and_json() {
         .host()
         .unwrap()
         .unwrap();
+    // Whether this machine has a machine id (a container may not) decides `status`'s
+    // identity line.
+    let (identity_ok, identity) = runner_manager::domain::identity::describe(
+        SqliteStore::open(&d.state())
+            .unwrap()
+            .kept_machine_id()
+            .unwrap()
+            .as_deref(),
+        runner_manager::runner::machine::current().as_deref(),
+    );
     let norm = Normalizer(vec![
         (d.state().display().to_string(), "<STATE_DIR>"),
+        (
+            format!("identity     {identity}\n"),
+            "identity     <IDENTITY>\n",
+        ),
+        (
+            format!("\"detail\": \"{identity}\""),
+            "\"detail\": \"<IDENTITY>\"",
+        ),
+        (
+            format!("\"last_change\": null,\n    \"ok\": {identity_ok}\n"),
+            "\"last_change\": null,\n    \"ok\": <IDENTITY_OK>\n",
+        ),
         (d.root.display().to_string(), "<TMP>"),
         // Same-width placeholders keep the tables aligned.
         (host.id.clone(), "HHHHHHHHHHHHHHHH"),

@@ -181,6 +181,39 @@ impl World {
         }
     }
 
+    /// A `cp -a` of this world's state directory, as a host image, a backup or a
+    /// migration takes one: taken while its daemon (if one runs) is stopped by SIGSTOP,
+    /// so the store's files are copied at one moment. The copy's targets name this
+    /// world's sim, which its daemon talks to; its own sim goes unused.
+    pub fn copy_state(&self, tag: &str) -> World {
+        let dir = World::fresh_dir(tag);
+        std::fs::remove_dir(&dir).unwrap();
+        let pid = self.daemon.as_ref().map(|c| c.id() as i32);
+        let stopped = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('T')))
+                .unwrap_or(true)
+        };
+        if let Some(pid) = pid {
+            // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            wait_until(SETTLE, "the daemon is stopped", || stopped(pid));
+        }
+        let out = Command::new("cp")
+            .arg("-a")
+            .arg(&self.dir)
+            .arg(&dir)
+            .output();
+        if let Some(pid) = pid {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+        let out = out.expect("cp(1) runs");
+        assert!(out.status.success(), "cp -a: {out:?}");
+        World::with_dirs(dir, self.runner_dir.clone(), 1, false, SimConfig::default())
+    }
+
     pub fn store(&self) -> SqliteStore {
         SqliteStore::open(&self.dir).unwrap()
     }
@@ -565,6 +598,27 @@ impl World {
             .map(|a| (a.id, a.outcome, a.reason))
             .collect()
     }
+}
+
+/// A victim job that runs until the file `release` appears.
+pub fn victim(release: &std::path::Path) -> String {
+    format!(
+        "echo victim-up; while [ ! -e {} ]; do sleep 0.05; done; echo victim-done\n",
+        release.display()
+    )
+}
+
+/// Waits for the victim's attempt to be busy with its process known, and returns it.
+pub fn busy_victim(w: &World) -> runner_manager::domain::Attempt {
+    let mut v = None;
+    wait_until(SETTLE, "the victim runs", || {
+        v = w
+            .attempts()
+            .into_iter()
+            .find(|a| a.state == runner_manager::domain::AttemptState::Busy && a.pid.is_some());
+        v.is_some()
+    });
+    v.unwrap()
 }
 
 impl Drop for World {

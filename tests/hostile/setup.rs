@@ -68,24 +68,3 @@ pub fn assert_denied(j: &JobState, what: &[&str]) {
 pub fn attempt(what: &str, cmd: &str) -> String {
     format!("if {cmd} >/dev/null 2>&1; then echo 'REACHED {what}'; else echo 'DENIED {what}'; fi\n")
 }
-
-/// A victim job that runs until the file `release` appears.
-pub fn victim(release: &std::path::Path) -> String {
-    format!(
-        "echo victim-up; while [ ! -e {} ]; do sleep 0.05; done; echo victim-done\n",
-        release.display()
-    )
-}
-
-/// Waits for the victim's attempt to be busy with its process known, and returns it.
-pub fn busy_victim(w: &World) -> runner_manager::domain::Attempt {
-    let mut v = None;
-    wait_until(SETTLE, "the victim runs", || {
-        v = w
-            .attempts()
-            .into_iter()
-            .find(|a| a.state == runner_manager::domain::AttemptState::Busy && a.pid.is_some());
-        v.is_some()
-    });
-    v.unwrap()
-}

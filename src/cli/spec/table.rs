@@ -211,6 +211,14 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::HostReidentify,
+        path: &["host", "reidentify"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "Give a copied state directory (cp -a, an image, a restore) a new host id, so it never acts on the original's runners: refused while a daemon runs on it; the open attempts it copied are handed back to the original (never killed or deregistered from here), its profiles move to the new id, and it leaves the pool (the coordinator token is the original's)",
+        options: &[],
+    },
+    Command {
         id: CommandId::Status,
         path: &["status"],
         args: "",
