@@ -7,6 +7,7 @@
 mod config;
 mod coordinator;
 pub mod daemon_facts;
+mod deliveries;
 mod edit;
 mod error;
 mod etags;
