@@ -11,31 +11,8 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
-    V1,
-    V2,
-    V3,
-    V4,
-    V5,
-    V6,
-    V7,
-    V8,
-    V9,
-    V10,
-    V11,
-    V12,
-    V13,
-    V14,
-    V15,
-    V16,
-    V17,
-    V18,
-    V19,
-    V20,
-    V21,
-    V22,
-    V23,
-    V24,
-    V25_WEBHOOK_DELIVERIES,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
+    V22, V23, V24, V25,
 ];
 
 /// The schema version this build writes.
@@ -501,11 +478,11 @@ CREATE TABLE coord_usage_cursors (
 );
 "#;
 
-/// Webhook deliveries taken (issue 48): each signed `workflow_job` delivery's body
+/// Version 25: webhook deliveries taken (issue 48): each signed `workflow_job` delivery's body
 /// digest and `X-GitHub-Delivery` id (128 bits of SHA-256 each), kept past GitHub's redelivery window so that a
 /// replay, even across a restart, is answered without effect
 /// (`store::deliveries`). Self-contained: it only adds its own table.
-pub const V25_WEBHOOK_DELIVERIES: &str = r#"
+pub const V25: &str = r#"
 CREATE TABLE webhook_deliveries (
     digest BLOB PRIMARY KEY,
     guid BLOB,
