@@ -478,10 +478,11 @@ CREATE TABLE coord_usage_cursors (
 );
 "#;
 
-/// Version 25: webhook deliveries taken (issue 48): each signed `workflow_job` delivery's body
-/// digest and `X-GitHub-Delivery` id (128 bits of SHA-256 each), kept past GitHub's redelivery window so that a
-/// replay, even across a restart, is answered without effect
-/// (`store::deliveries`). Self-contained: it only adds its own table.
+/// Version 25: webhook deliveries taken (issue 48): each signed `workflow_job`
+/// delivery's body digest and `X-GitHub-Delivery` id (128 bits of SHA-256 each), kept
+/// past GitHub's redelivery window so that a replay, even across a restart, is
+/// answered without effect (`store::deliveries`). Self-contained: it only adds its
+/// own table.
 pub const V25: &str = r#"
 CREATE TABLE webhook_deliveries (
     digest BLOB PRIMARY KEY,
