@@ -62,10 +62,16 @@ impl Out {
     }
 }
 
-/// An aligned table: a header row and rows, columns separated by two spaces.
+/// An aligned table: a header row and rows, columns separated by two spaces. A cell is
+/// one field: what it holds from outside (a job's name, a workflow's) is escaped with
+/// its line breaks (`printable::escape`), so a name never breaks the row in two.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| crate::printable::escape(c)).collect())
+        .collect();
     let mut w: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
+    for r in &rows {
         for (i, c) in r.iter().enumerate() {
             w[i] = w[i].max(c.chars().count());
         }
@@ -83,18 +89,22 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         s.trim_end().to_string() + "\n"
     };
     let mut out = line(header.to_vec());
-    for r in rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
+    for r in &rows {
+        out.push_str(&line(r.iter().map(|c| c.as_ref()).collect()));
     }
     out
 }
 
-/// `key  value` lines with the keys aligned.
+/// `key  value` lines with the keys aligned; each value is one field, escaped as a
+/// table's cells are, so a value from outside never starts a line of its own.
 pub fn block(pairs: &[(&str, String)]) -> String {
     let w = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     pairs
         .iter()
-        .map(|(k, v)| format!("{k:w$}  {v}\n").trim_end().to_string() + "\n")
+        .map(|(k, v)| {
+            let v = crate::printable::escape(v);
+            format!("{k:w$}  {v}\n").trim_end().to_string() + "\n"
+        })
         .collect()
 }
 

@@ -293,10 +293,28 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-fn csv_line(cells: &[String]) -> String {
+/// One CSV field holding a name from outside (a repository, workflow, job, profile or
+/// host): its hazards escaped as everywhere it is printed (`printable::escape`, line
+/// breaks included), and, when it would start a formula in a spreadsheet (OWASP's
+/// CSV injection: a first `=`, `+`, `-`, `@`, tab or carriage return), a `'` put
+/// before it and the field quoted. The report's own `-` (no name) is left as it is.
+fn csv_name(s: &str) -> String {
+    let formula = s != "-" && s.starts_with(['=', '+', '-', '@', '\t', '\r']);
+    let s = crate::printable::escape(s);
+    if formula {
+        format!("\"'{}\"", s.replace('"', "\"\""))
+    } else {
+        csv_field(&s)
+    }
+}
+
+/// A CSV line whose first `names` cells are names from outside ([`csv_name`]); the
+/// rest (the header, the figures, `total` and `other`) are the report's own.
+fn csv_line(cells: &[String], names: usize) -> String {
     cells
         .iter()
-        .map(|c| csv_field(c))
+        .enumerate()
+        .map(|(i, c)| if i < names { csv_name(c) } else { csv_field(c) })
         .collect::<Vec<_>>()
         .join(",")
         + "\n"
@@ -337,9 +355,9 @@ pub fn run(inv: &Invocation, store: &SqliteStore, out: &mut Out, books: Books) -
         rows
     };
     if q.csv {
-        let mut text = csv_line(&header(&q, prices));
+        let mut text = csv_line(&header(&q, prices), 0);
         for r in body(false) {
-            text.push_str(&csv_line(&r));
+            text.push_str(&csv_line(&r, q.by.len()));
         }
         out.emit(|| text, || Value::Null);
         return Ok(());
@@ -449,8 +467,32 @@ mod tests {
     #[test]
     fn csv_quotes_what_needs_it() {
         assert_eq!(
-            csv_line(&["a".into(), "b,c".into(), "say \"hi\"".into()]),
+            csv_line(&["a".into(), "b,c".into(), "say \"hi\"".into()], 0),
             "a,\"b,c\",\"say \"\"hi\"\"\"\n"
+        );
+    }
+
+    #[test]
+    fn a_name_that_would_start_a_formula_is_neutralised_and_figures_are_not() {
+        // Issue 48: a workflow named `=HYPERLINK(..)` was a live formula once opened.
+        let cells: Vec<String> = [
+            "=HYPERLINK(\"http://x\",\"y\")",
+            "+1",
+            "-1",
+            "@x",
+            "\tx",
+            "\rx",
+            "-",
+            "build\nrelease",
+            "-3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            csv_line(&cells, 8),
+            "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",\"'+1\",\"'-1\",\"'@x\",\
+             \"'\\u{9}x\",\"'\\u{d}x\",-,build\\u{a}release,-3\n"
         );
     }
 }

@@ -83,6 +83,8 @@ struct HookHandler {
     seen: Mutex<(Seen, Option<SqliteStore>)>,
     /// The book's version last written.
     saved: AtomicU64,
+    /// Bounds the lines about deliveries not taken.
+    repeats: Mutex<crate::logging::Repeats>,
 }
 
 impl HookHandler {
@@ -129,6 +131,50 @@ impl HookHandler {
     }
 }
 
+impl HookHandler {
+    /// A delivery not taken because it could not be recorded as taken: logged (at
+    /// most a few lines a minute) and counted.
+    fn unrecorded(&self, error: &str) {
+        self.metrics
+            .counter_add(DELIVERIES, &[("result", "unrecorded")], 1.0);
+        let mut r = self.repeats.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = r.admit("webhook_delivery_unrecorded", std::time::Instant::now()) {
+            log_warn!(
+                "webhook_delivery_unrecorded",
+                error = error,
+                suppressed = held
+            );
+        }
+    }
+
+    /// A replayed or stale delivery: logged with its id and job (at most a few lines a
+    /// minute, however many are sent).
+    fn not_taken(
+        &self,
+        verdict: hooks::Verdict,
+        job: &hooks::HookJob,
+        guid: Option<&str>,
+        dated: Option<Millis>,
+    ) {
+        let event = match verdict {
+            hooks::Verdict::Stale => "webhook_delivery_stale",
+            _ => "webhook_delivery_replayed",
+        };
+        let mut r = self.repeats.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = r.admit(event, std::time::Instant::now()) {
+            log_info!(
+                event,
+                delivery = guid.unwrap_or("-"),
+                repo = job.repo,
+                job_id = job.id,
+                status = job.status.as_str(),
+                dated = dated.map_or_else(|| String::from("-"), crate::timefmt::format_rfc3339),
+                suppressed = held
+            );
+        }
+    }
+}
+
 impl Handler for HookHandler {
     fn handle(&self, req: Request) -> Reply {
         let reply = |status: u16, text: &str| {
@@ -153,28 +199,59 @@ impl Handler for HookHandler {
             self.publish(now, false);
             return reply(401, "bad or missing X-Hub-Signature-256");
         }
-        let (status, word, text) = match hooks::parse(req.header("x-github-event"), &req.body, now)
-        {
-            Ok(Some(job)) => {
-                let wakes = job.status != hooks::HookStatus::Waiting;
-                if let Some((runner, owner)) = job.owner() {
-                    self.shared.note_owners([(runner.as_str(), owner)]);
+        let (status, word, text) =
+            match hooks::parse_delivery(req.header("x-github-event"), &req.body, now) {
+                Ok(Some((job, dated))) => {
+                    let first = {
+                        let g = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                        g.1.as_ref().map(|store| {
+                            store.take_delivery(
+                                req.header("x-github-delivery"),
+                                &hooks::body_digest(&req.body),
+                                now,
+                                hooks::DELIVERY_WINDOW_MS,
+                            )
+                        })
+                    };
+                    let first = match first {
+                        Some(Ok(first)) => first,
+                        // Whether it was taken before cannot be known: not taken, and
+                        // GitHub records a failure it can redeliver. Polling serves the job.
+                        Some(Err(e)) => {
+                            self.unrecorded(&e.to_string());
+                            return reply(503, "the delivery could not be recorded; not taken");
+                        }
+                        None => {
+                            self.unrecorded("no store");
+                            return reply(503, "the delivery could not be recorded; not taken");
+                        }
+                    };
+                    let verdict = hooks::judge(first, &job, dated, now);
+                    if verdict != hooks::Verdict::Take {
+                        self.not_taken(verdict, &job, req.header("x-github-delivery"), dated);
+                        self.metrics
+                            .counter_add(DELIVERIES, &[("result", verdict.word())], 1.0);
+                        return reply(200, &format!("{}; no effect", verdict.word()));
+                    }
+                    let wakes = job.status != hooks::HookStatus::Waiting;
+                    if let Some((runner, owner)) = job.owner() {
+                        self.shared.note_owners([(runner.as_str(), owner)]);
+                    }
+                    let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
+                    b.record(job, now);
+                    drop(b);
+                    if wakes {
+                        // Queued: demand now, not at the next poll; taken or done: what it
+                        // held is free. Each loop takes its own runs (`RestQueue::hear`).
+                        self.shared.tell_all(super::shared::LoopMsg::Wake);
+                    }
+                    (200, "accepted", "recorded")
                 }
-                let mut b = self.book.lock().unwrap_or_else(|e| e.into_inner());
-                b.record(job, now);
-                drop(b);
-                if wakes {
-                    // Queued: demand now, not at the next poll; taken or done: what it
-                    // held is free. Each loop takes its own runs (`RestQueue::hear`).
-                    self.shared.tell_all(super::shared::LoopMsg::Wake);
+                Ok(None) => (202, "ignored", "not a workflow_job delivery; ignored"),
+                Err(Refused::Malformed(_)) | Err(Refused::Signature) => {
+                    (400, "malformed", "not a workflow_job payload")
                 }
-                (200, "accepted", "recorded")
-            }
-            Ok(None) => (202, "ignored", "not a workflow_job delivery; ignored"),
-            Err(Refused::Malformed(_)) | Err(Refused::Signature) => {
-                (400, "malformed", "not a workflow_job payload")
-            }
-        };
+            };
         self.metrics
             .counter_add(DELIVERIES, &[("result", word)], 1.0);
         self.publish(now, false);
@@ -194,7 +271,8 @@ pub fn serve(
     metrics.register(
         DELIVERIES,
         Kind::Counter,
-        "workflow_job webhook deliveries, by result (accepted, rejected, ignored, malformed)",
+        "workflow_job webhook deliveries, by result (accepted, duplicate, stale, rejected, \
+         ignored, malformed, unrecorded)",
         &[],
     );
     metrics.register(
@@ -243,6 +321,10 @@ pub fn serve(
         metrics,
         rejected: AtomicU64::new(0),
         saved: AtomicU64::new(0),
+        repeats: Mutex::new(crate::logging::Repeats::new(
+            5,
+            std::time::Duration::from_secs(60),
+        )),
         seen_at: AtomicI64::new(0),
         seen: Mutex::new((Seen::default(), SqliteStore::open(&shared.state_dir).ok())),
     });

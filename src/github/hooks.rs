@@ -38,6 +38,61 @@ pub const MAX_RUNS: usize = 20_000;
 pub const MAX_JOBS_PER_RUN: usize = 256;
 /// The largest delivery the listener reads (GitHub's are about 10 KiB).
 pub const MAX_DELIVERY_BYTES: usize = 256 * 1024;
+/// How long a delivery taken is remembered (its body and `X-GitHub-Delivery` id), so
+/// that the same one again is a replay: past GitHub's redelivery window (deliveries of
+/// the past 3 days on github.com, 7 on GHES), with a day to spare.
+pub const DELIVERY_WINDOW_MS: Millis = 8 * 86_400_000;
+/// GitHub fails a job that waited 24 hours for a runner: a `queued` delivery dated
+/// longer ago announces a job GitHub no longer queues (a replay, or a redelivery of
+/// an old one), and starts nothing.
+pub const QUEUED_AT_MOST_MS: Millis = 86_400_000;
+
+/// What becomes of a signed `workflow_job` delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Taken: recorded in the book, its runner's owner noted, the loops woken.
+    Take,
+    /// Taken before (by its body or its id, within [`DELIVERY_WINDOW_MS`]): a replay, or
+    /// GitHub's redelivery of one already taken. Answered 200 without effect, so the
+    /// sender has nothing to retry.
+    Duplicate,
+    /// Dated too long ago to be news: a `queued` job older than [`QUEUED_AT_MOST_MS`],
+    /// or any job older than [`DELIVERY_WINDOW_MS`] (whether it was taken is no longer
+    /// known). Answered 200 without effect.
+    Stale,
+}
+
+impl Verdict {
+    /// The word the metrics and the reply use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Take => "accepted",
+            Verdict::Duplicate => "duplicate",
+            Verdict::Stale => "stale",
+        }
+    }
+}
+
+/// Judges a signed delivery of `job`: `first` says whether the store had not seen it
+/// yet (`SqliteStore::take_delivery`), `dated` the newest time its payload gives for
+/// the job (`created_at`, `started_at`: [`parse_delivery`]). An undated one, or one
+/// dated after `now` (a clock behind GitHub's), is judged by `first` alone.
+pub fn judge(first: bool, job: &HookJob, dated: Option<Millis>, now: Millis) -> Verdict {
+    if !first {
+        return Verdict::Duplicate;
+    }
+    let age = dated.map_or(0, |at| now - at);
+    if age > DELIVERY_WINDOW_MS || (job.status == HookStatus::Queued && age > QUEUED_AT_MOST_MS) {
+        return Verdict::Stale;
+    }
+    Verdict::Take
+}
+
+/// A delivery's body as the store knows it, since the body is what the signature
+/// covers (`X-GitHub-Delivery` is not signed): the first 128 bits of its SHA-256.
+pub fn body_digest(body: &[u8]) -> Vec<u8> {
+    ring::digest::digest(&ring::digest::SHA256, body).as_ref()[..16].to_vec()
+}
 
 /// Whether time `t` fell before the book began to listen (`listening_since`): what
 /// went missing then was sent while no daemon listened. Never, before it listens.
@@ -198,6 +253,18 @@ pub enum Refused {
 /// the book has no use for), `Ok(Some(job))` for a job's new state. `now` stands in for
 /// a `created_at` the payload lacks.
 pub fn parse(event: Option<&str>, body: &[u8], now: Millis) -> Result<Option<HookJob>, Refused> {
+    Ok(parse_delivery(event, body, now)?.map(|(job, _)| job))
+}
+
+/// [`parse`], with the newest time the payload gives for the job (`created_at` or
+/// `started_at`, the later: a job queued after waiting for its environment may keep
+/// the `created_at` of its run's start), `None` when it gives neither: what
+/// [`judge`] dates a delivery by.
+pub fn parse_delivery(
+    event: Option<&str>,
+    body: &[u8],
+    now: Millis,
+) -> Result<Option<(HookJob, Option<Millis>)>, Refused> {
     if event != Some("workflow_job") {
         return Ok(None);
     }
@@ -216,7 +283,11 @@ pub fn parse(event: Option<&str>, body: &[u8], now: Millis) -> Result<Option<Hoo
         .or(w.started_at.as_deref())
         .and_then(parse_rfc3339)
         .unwrap_or(now);
-    Ok(Some(HookJob {
+    let dated = [&w.created_at, &w.started_at]
+        .into_iter()
+        .filter_map(|t| t.as_deref().and_then(parse_rfc3339))
+        .max();
+    let job = HookJob {
         id: w.id,
         run_id: w.run_id,
         repo: p.repository.full_name,
@@ -228,7 +299,8 @@ pub fn parse(event: Option<&str>, body: &[u8], now: Millis) -> Result<Option<Hoo
         runner_name: w.runner_name,
         workflow: w.workflow_name,
         run_attempt: w.run_attempt,
-    }))
+    };
+    Ok(Some((job, dated)))
 }
 
 /// Whether `header` (`X-Hub-Signature-256`: `sha256=` and the hex HMAC-SHA256 of the
@@ -592,6 +664,74 @@ mod tests {
             (Some("Test"), Some(1), OwnerSource::Webhook)
         );
         assert_eq!(parsed[6].owner(), None, "no runner took it yet");
+    }
+
+    #[test]
+    fn a_delivery_is_taken_once_and_an_old_queued_one_starts_nothing() {
+        let now = parse_rfc3339("2026-12-07T12:00:00Z").unwrap();
+        let hour = 3_600_000;
+        let queued = job(1, 9, "queued");
+        let done = job(1, 9, "completed");
+        // Issue 48: the same delivery three times was taken three times.
+        assert_eq!(judge(true, &queued, Some(now - 1_000), now), Verdict::Take);
+        assert_eq!(
+            judge(false, &queued, Some(now - 1_000), now),
+            Verdict::Duplicate
+        );
+        assert_eq!(judge(false, &done, Some(now), now), Verdict::Duplicate);
+        // A queued job GitHub has failed by now (24 hours) starts nothing...
+        assert_eq!(
+            judge(true, &queued, Some(now - 24 * hour), now),
+            Verdict::Take
+        );
+        assert_eq!(
+            judge(true, &queued, Some(now - 24 * hour - 1), now),
+            Verdict::Stale
+        );
+        assert_eq!(
+            judge(true, &queued, Some(now - 7 * 24 * hour), now),
+            Verdict::Stale
+        );
+        // ...while a job that ran for days may still end, until it is older than the
+        // window in which a replay would be known.
+        assert_eq!(
+            judge(true, &done, Some(now - 5 * 24 * hour), now),
+            Verdict::Take
+        );
+        assert_eq!(
+            judge(true, &done, Some(now - DELIVERY_WINDOW_MS - 1), now),
+            Verdict::Stale
+        );
+        // Undated, or dated ahead of a clock that is behind: judged by its id alone.
+        assert_eq!(judge(true, &queued, None, now), Verdict::Take);
+        assert_eq!(judge(true, &queued, Some(now + hour), now), Verdict::Take);
+        // The window covers GitHub's redeliveries (3 days; 7 on GHES).
+        const { assert!(DELIVERY_WINDOW_MS > 7 * 24 * 3_600_000) };
+    }
+
+    #[test]
+    fn a_delivery_is_dated_by_the_newest_time_its_payload_gives() {
+        let dated: Vec<Option<Millis>> = examples()
+            .iter()
+            .map(|b| {
+                parse_delivery(Some("workflow_job"), b, 7)
+                    .unwrap()
+                    .unwrap()
+                    .1
+            })
+            .collect();
+        // Only started_at in this one; both in the queued one (equal).
+        assert_eq!(dated[0], parse_rfc3339("2021-06-15T19:22:27Z"));
+        assert_eq!(dated[5], parse_rfc3339("2021-09-13T02:21:13Z"));
+        // created_at before started_at: the later.
+        assert_eq!(dated[4], parse_rfc3339("2023-06-26T03:31:36Z"));
+        let undated = br#"{"action":"queued","workflow_job":{"id":1,"run_id":2},"repository":{"full_name":"o/r"}}"#;
+        let (j, d) = parse_delivery(Some("workflow_job"), undated, 7)
+            .unwrap()
+            .unwrap();
+        assert_eq!((j.created_at, d), (7, None));
+        assert_ne!(body_digest(b"a"), body_digest(b"b"));
+        assert_eq!(body_digest(b"a").len(), 16);
     }
 
     #[test]

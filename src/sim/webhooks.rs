@@ -184,6 +184,27 @@ fn send_loop(sim: &Sim) {
     }
 }
 
+/// A delivery's `X-GitHub-Delivery`: a random UUID, as GitHub's are, so that no two
+/// sims (nor two lives of one) send the same id to a daemon that remembers the ids it
+/// took; the delivery's number where no random bytes can be had.
+fn guid(n: u64) -> String {
+    let mut b = [0u8; 16];
+    if crate::random::fill(&mut b).is_err() {
+        return format!("00000000-0000-4000-8000-{n:012x}");
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
 /// POSTs one delivery; the status GitHub would record for it.
 fn deliver(url: &str, secret: &Secret, n: u64, body: &[u8]) -> std::io::Result<u16> {
     let rest = url.strip_prefix("http://").unwrap_or(url);
@@ -193,7 +214,7 @@ fn deliver(url: &str, secret: &Secret, n: u64, body: &[u8]) -> std::io::Result<u
     let tag = ring::hmac::sign(&key, body);
     let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let signature = format!("sha256={hex}");
-    let delivery = format!("00000000-0000-4000-8000-{n:012x}");
+    let delivery = guid(n);
     let r = super::client::request(
         &format!("http://{hostport}"),
         "POST",

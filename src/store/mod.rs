@@ -8,6 +8,7 @@ mod backup;
 mod config;
 mod coordinator;
 pub mod daemon_facts;
+mod deliveries;
 mod descriptors;
 mod edit;
 mod error;

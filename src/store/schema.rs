@@ -12,7 +12,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26,
+    V22, V23, V24, V25, V26, V27,
 ];
 
 /// The schema version this build writes.
@@ -483,6 +483,21 @@ CREATE TABLE coord_usage_cursors (
 /// until a process that can read this machine's id records it.
 pub const V26: &str = r#"
 ALTER TABLE host ADD COLUMN machine_id TEXT;
+"#;
+
+/// Version 27: webhook deliveries taken (issue 48): each signed `workflow_job`
+/// delivery's body digest and `X-GitHub-Delivery` id (128 bits of SHA-256 each), kept
+/// past GitHub's redelivery window so that a replay, even across a restart, is
+/// answered without effect (`store::deliveries`). Self-contained: it only adds its
+/// own table.
+pub const V27: &str = r#"
+CREATE TABLE webhook_deliveries (
+    digest BLOB PRIMARY KEY,
+    guid BLOB,
+    seen_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX webhook_deliveries_guid ON webhook_deliveries(guid);
+CREATE INDEX webhook_deliveries_seen ON webhook_deliveries(seen_at);
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

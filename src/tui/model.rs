@@ -194,7 +194,60 @@ impl Snapshot {
                 let today = crate::domain::rollup::day_of(now);
                 store.usage_rows(today - super::usage::CHART_DAYS + 1, today)?
             },
-        })
+        }
+        .names_escaped())
+    }
+
+    /// Every name from outside that `top` may draw (jobs' repository, workflow and job
+    /// names, GitHub's runner names and labels, the coordinator's jobs) with its control
+    /// and bidirectional characters escaped as the CLI prints them
+    /// (`printable::escape`: a line break as `\u{a}`), at the one read all panes
+    /// draw from. `ui::defuse` still strips whatever else reaches a cell.
+    fn names_escaped(mut self) -> Snapshot {
+        use crate::printable::escape_in_place as esc;
+        let opt = |s: &mut Option<String>| {
+            if let Some(s) = s {
+                esc(s);
+            }
+        };
+        for a in &mut self.attempts {
+            opt(&mut a.job_name);
+            if let Some(o) = &mut a.owner {
+                esc(&mut o.repo);
+                opt(&mut o.workflow);
+                esc(&mut o.job_name);
+            }
+        }
+        for r in &mut self.usage {
+            esc(&mut r.host);
+            esc(&mut r.key.repo);
+            esc(&mut r.key.workflow);
+            esc(&mut r.key.job);
+        }
+        for r in &mut self.reruns {
+            opt(&mut r.repo);
+            opt(&mut r.job_name);
+        }
+        for t in &mut self.targets {
+            for r in t.runners.iter_mut().flat_map(|s| s.runners.iter_mut()) {
+                esc(&mut r.name);
+                r.labels.iter_mut().for_each(esc);
+            }
+        }
+        if let Some(p) = &mut self.pool {
+            for j in p
+                .leases
+                .iter_mut()
+                .chain(&mut p.running)
+                .chain(&mut p.queued)
+            {
+                esc(&mut j.repo);
+                esc(&mut j.name);
+                j.labels.iter_mut().for_each(esc);
+                opt(&mut j.runner_name);
+            }
+        }
+        self
     }
 
     /// Adds the coordinator's pool from the same store file (its tables are not part
@@ -204,7 +257,7 @@ impl Snapshot {
             Some(s) => super::pool::PoolSnapshot::load(s)?,
             None => None,
         };
-        Ok(self)
+        Ok(self.names_escaped())
     }
 
     /// The daemon beat less than [`HEARTBEAT_STALE_MS`] ago.

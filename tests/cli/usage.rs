@@ -10,26 +10,39 @@ use runner_manager::timefmt::now_millis;
 /// Attempts ended an hour ago: three jobs of two repositories, one job no source
 /// named, one idle runner; all cleaned.
 fn lives(d: &Dir) -> Vec<Attempt> {
-    let s = SqliteStore::open(&d.state()).unwrap();
-    let host = s.host_or_create().unwrap();
-    let at = now_millis() - 3_600_000;
-    let who = |repo: &str, workflow: &str| JobOwner {
+    let who = |repo: &str, workflow: &str| owner(repo, workflow, "build");
+    ended(
+        d,
+        vec![
+            (Some(who("octo/app", "CI")), Some(600_000)),
+            (Some(who("octo/app", "Release")), Some(90_000)),
+            (Some(who("octo/web", "CI, nightly")), Some(30_000)),
+            (None, Some(45_000)),
+            (None, None),
+        ],
+    )
+}
+
+/// Whose job a runner ran, queued 4 s before the attempts `ended` writes.
+fn owner(repo: &str, workflow: &str, job: &str) -> JobOwner {
+    JobOwner {
         repo: repo.into(),
         workflow: Some(workflow.into()),
-        job_name: "build".into(),
+        job_name: job.into(),
         run_id: 1,
         run_attempt: Some(1),
         job_id: Some(10),
-        queued_at: Some(at - 4_000),
+        queued_at: Some(now_millis() - 3_604_000),
         source: OwnerSource::Webhook,
-    };
-    let cases: [(Option<JobOwner>, Option<i64>); 5] = [
-        (Some(who("octo/app", "CI")), Some(600_000)),
-        (Some(who("octo/app", "Release")), Some(90_000)),
-        (Some(who("octo/web", "CI, nightly")), Some(30_000)),
-        (None, Some(45_000)),
-        (None, None),
-    ];
+    }
+}
+
+/// Attempts ended an hour ago, one per case: whose job it ran (if any source said) and
+/// how long it was busy (`None`: idle, no job); all cleaned.
+fn ended(d: &Dir, cases: Vec<(Option<JobOwner>, Option<i64>)>) -> Vec<Attempt> {
+    let s = SqliteStore::open(&d.state()).unwrap();
+    let host = s.host_or_create().unwrap();
+    let at = now_millis() - 3_600_000;
     for (i, (owner, busy)) in cases.into_iter().enumerate() {
         let t = at + i as i64 * 1_000;
         let mut a = s
@@ -52,7 +65,11 @@ fn lives(d: &Dir) -> Vec<Attempt> {
         match busy {
             Some(b) => {
                 a.step(AttemptState::Busy, t + 2_000).unwrap();
-                a.job_name = Some("build".into());
+                a.job_name = Some(
+                    a.owner
+                        .as_ref()
+                        .map_or_else(|| "build".into(), |o| o.job_name.clone()),
+                );
                 a.end(Outcome::CompletedJob, None, t + 2_000 + b).unwrap();
             }
             None => a
@@ -188,4 +205,85 @@ fn coordinator_usage_on_a_store_no_host_joined_says_so() {
     );
     let r = d.run(&["usage"]);
     assert!(!r.stderr.contains("no host has joined"), "{}", r.stderr);
+}
+
+/// Issue 48: a job named with a raw line break (from a signed delivery) reached
+/// `attempt show` and the usage table as a real line break, and `usage --csv` wrote a
+/// workflow named `=HYPERLINK(..)` as a live formula. Every name from GitHub is one
+/// field: escaped in tables, blocks and CSV; a JSON string in `--json`; and a CSV
+/// cell that would start a formula is neutralised, the report's own figures not.
+#[test]
+fn names_from_github_are_escaped_and_never_start_a_formula() {
+    let d = seeded("usage-names");
+    let job = "build\nFAKE  line\r";
+    let list = ended(
+        &d,
+        vec![
+            (
+                Some(owner("octo/app", "=HYPERLINK(\"x\")", job)),
+                Some(60_000),
+            ),
+            (Some(owner("+1", "CI", "build")), Some(50_000)),
+            (Some(owner("-1", "CI", "build")), Some(40_000)),
+            (Some(owner("@x", "CI", "build")), Some(30_000)),
+        ],
+    );
+    let id = list
+        .iter()
+        .find(|a| a.job_name.as_deref() == Some(job))
+        .unwrap()
+        .id
+        .to_string();
+    let one_line = |text: &str, what: &str| {
+        assert!(
+            !text.lines().any(|l| l.starts_with("FAKE")),
+            "{what}: the name broke the line\n{text}"
+        );
+        assert!(
+            text.contains("build\\u{a}FAKE  line\\u{d}"),
+            "{what}:\n{text}"
+        );
+    };
+    one_line(&d.ok(&["attempts"]).stdout, "attempts");
+    let show = d.ok(&["attempt", "show", &id]).stdout;
+    one_line(&show, "attempt show");
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("owner") && l.contains("=HYPERLINK(\"x\") / build\\u{a}FAKE")),
+        "{show}"
+    );
+    one_line(&d.ok(&["usage", "--by", "job"]).stdout, "usage");
+    // JSON keeps the name as a JSON string (its line break `\n`, not a raw one).
+    let json = d.ok(&["--json", "attempt", "show", &id]).stdout;
+    assert!(!json.lines().any(|l| l.starts_with("FAKE")), "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["job_name"], job);
+    let v: serde_json::Value =
+        serde_json::from_str(&d.ok(&["--json", "usage", "--by", "job"]).stdout).unwrap();
+    assert!(
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["job"] == job),
+        "{v}"
+    );
+
+    let csv = d
+        .ok(&["usage", "--by", "repo,workflow,job", "--csv"])
+        .stdout;
+    assert!(!csv.lines().any(|l| l.starts_with("FAKE")), "{csv}");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 6, "a header, four rows and the total\n{csv}");
+    for want in [
+        "octo/app,\"'=HYPERLINK(\"\"x\"\")\",build\\u{a}FAKE  line\\u{d},1,1,",
+        "\"'+1\",CI,build,1,1,",
+        "\"'-1\",CI,build,1,1,",
+        "\"'@x\",CI,build,1,1,",
+    ] {
+        assert!(lines.iter().any(|l| l.starts_with(want)), "{want}\n{csv}");
+    }
+    // No cell of ours is touched: the total's and the figures' stay bare.
+    assert!(lines[5].starts_with("total,,,4,4,"), "{csv}");
+    assert!(!csv.contains("'0") && !csv.contains("'total"), "{csv}");
 }

@@ -271,9 +271,8 @@ fn a_bad_signature_is_refused_and_changes_nothing() {
     w.start_daemon();
     wait_listening(&url);
     let base = url.trim_end_matches("/webhook");
-    let body = std::fs::read("tests/fixtures/github/workflow_job.webhook-examples.json").unwrap();
-    let examples: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
-    let queued = serde_json::to_vec(&examples[5]).unwrap();
+    // The fixture's queued delivery, dated now: one from 2021 would be stale.
+    let queued = queued_delivery(9_001, runner_manager::timefmt::now_millis());
     let send = |signature: Option<&str>, event: &str| {
         let mut headers = vec![
             ("x-github-event", event),
@@ -584,5 +583,119 @@ fn a_job_no_delivery_announced_is_served_by_the_backstop_and_status_tells_of_the
     );
     w.wait_settled(&["acme/app"]);
     w.check_invariants(&["acme/app"]);
+    assert!(w.stop_daemon().success());
+}
+
+/// A signed `queued` delivery shaped as GitHub's (the fixture's queued one) for a job
+/// the simulated GitHub does not have, in `acme/app`, for profile `p`, its job dated
+/// `created_at`.
+fn queued_delivery(job: i64, created_at: i64) -> Vec<u8> {
+    let body = std::fs::read("tests/fixtures/github/workflow_job.webhook-examples.json").unwrap();
+    let examples: Vec<serde_json::Value> = serde_json::from_slice(&body).unwrap();
+    let mut d = examples[5].clone();
+    let at = runner_manager::timefmt::format_rfc3339(created_at);
+    let w = &mut d["workflow_job"];
+    w["id"] = job.into();
+    w["run_id"] = (job + 100_000).into();
+    w["labels"] = serde_json::json!(["self-hosted", "p"]);
+    w["created_at"] = at.clone().into();
+    w["started_at"] = at.into();
+    d["repository"]["full_name"] = "acme/app".into();
+    serde_json::to_vec(&d).unwrap()
+}
+
+/// Posts `body`, signed, as delivery `guid`; the status and the reply's text.
+fn deliver(url: &str, guid: &str, body: &[u8]) -> (u16, String) {
+    let signature = runner_manager::github::hooks::sign(SECRET.as_bytes(), body);
+    let r = runner_manager::sim::client::request(
+        url.trim_end_matches("/webhook"),
+        "POST",
+        "/webhook",
+        &[
+            ("x-github-event", "workflow_job"),
+            ("x-github-delivery", guid),
+            ("content-type", "application/json"),
+            ("x-hub-signature-256", &signature),
+        ],
+        Some(body),
+        std::time::Duration::from_secs(5),
+    )
+    .unwrap();
+    (
+        r.status,
+        String::from_utf8_lossy(&r.body).trim().to_string(),
+    )
+}
+
+/// Issue 48: the same signed delivery sent three times was answered 200 and taken each
+/// time, and a `queued` one dated days back started a runner for a job GitHub had long
+/// failed. Now a delivery is taken once (by its id, or its body under another id),
+/// across a restart too, and a stale one starts nothing; both are answered 200, so the
+/// sender has nothing to retry.
+#[test]
+fn a_replayed_or_stale_delivery_is_answered_without_effect_even_after_a_restart() {
+    let mut w = World::new("hooks-replay", 4);
+    w.add_target("t", "acme/app", true);
+    w.cli_ok(&["target", "set", "t", "poll_interval=300"]);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]).max(3));
+    let url = hooks_on(&w);
+    // Only the test sends deliveries here.
+    w.sim.set_webhook(None);
+    w.start_daemon();
+    wait_listening(&url);
+    // Its first poll done (the two run lists), the queue holds what deliveries announce
+    // until the next, five minutes on: a poll would drop jobs GitHub does not have.
+    wait_until(SETTLE, "the first poll", || {
+        polls(&w.log(), "acme/app") >= 2
+    });
+    let now = runner_manager::timefmt::now_millis();
+    let fresh = queued_delivery(9_001, now - 2_000);
+    let guid = "6f0b8a4e-3c1d-4e2a-9b7f-0a1b2c3d4e5f";
+    let answers: Vec<(u16, String)> = (0..3).map(|_| deliver(&url, guid, &fresh)).collect();
+    assert_eq!(
+        answers,
+        [
+            (200, "recorded".to_string()),
+            (200, "duplicate; no effect".to_string()),
+            (200, "duplicate; no effect".to_string()),
+        ]
+    );
+    let idle = |w: &World| w.in_state(runner_manager::domain::AttemptState::Idle).len();
+    wait_until(SETTLE, "the announced job's runner idle", || idle(&w) == 1);
+    assert_eq!(w.attempts().len(), 1, "one runner for one delivery");
+    // A queued job dated two days back: GitHub failed it a day ago. Then a fresh one,
+    // whose runner's pass would also have planned the stale one's.
+    let stale = queued_delivery(9_002, now - 2 * 86_400_000);
+    assert_eq!(
+        deliver(&url, "6f0b8a4e-0000-4e2a-9b7f-000000000002", &stale),
+        (200, "stale; no effect".to_string())
+    );
+    let next = queued_delivery(9_003, now - 1_000);
+    assert_eq!(
+        deliver(&url, "6f0b8a4e-0000-4e2a-9b7f-000000000003", &next).1,
+        "recorded"
+    );
+    wait_until(SETTLE, "the second job's runner idle", || idle(&w) == 2);
+    assert_eq!(w.attempts().len(), 2, "the stale delivery started a runner");
+    // A restart forgets nothing: the same delivery, under its id or another, is known.
+    w.stop_daemon();
+    w.start_daemon();
+    wait_listening(&url);
+    assert_eq!(
+        deliver(&url, guid, &fresh),
+        (200, "duplicate; no effect".to_string())
+    );
+    assert_eq!(
+        deliver(&url, "6f0b8a4e-ffff-4e2a-9b7f-0a1b2c3d4e5f", &fresh),
+        (200, "duplicate; no effect".to_string())
+    );
+    // The seen deliveries are kept in the store, bounded: two taken, one stale.
+    assert_eq!(w.store().deliveries_kept().unwrap(), 3);
+    let logs = w.daemon_logs();
+    assert!(
+        logs.contains("msg=webhook_delivery_replayed") && logs.contains(guid),
+        "{logs}"
+    );
+    assert!(logs.contains("msg=webhook_delivery_stale"), "{logs}");
     assert!(w.stop_daemon().success());
 }

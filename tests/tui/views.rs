@@ -348,8 +348,42 @@ fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
         })
         .collect();
     assert!(hazards.is_empty(), "{hazards:?}");
+    // Shown escaped, as `attempts` prints it (issue 48).
     let screen = crate::support::text(&buf);
-    assert!(screen.contains("buildexe."), "{screen}");
+    assert!(
+        screen.contains("build\\u{202e}exe.\\u{1b}[2Jtxt"),
+        "{screen}"
+    );
+}
+
+/// Issue 48: a job named with a line break was drawn with the break dropped
+/// (`buildFAKE`), unlike `attempts`, which prints `build\u{a}FAKE`. `top` shows the
+/// same text, in the Attempts pane and the attempt's detail.
+#[test]
+fn a_job_name_with_a_line_break_is_drawn_escaped() {
+    use runner_manager::domain::AttemptState;
+    let store = runner_manager::store::SqliteStore::open_in_memory().unwrap();
+    crate::support::seed(&store);
+    crate::support::attempt(
+        &store,
+        "linux",
+        Some("build\nFAKE\r"),
+        NOW - 60_000,
+        &[
+            AttemptState::Starting,
+            AttemptState::Idle,
+            AttemptState::Busy,
+        ],
+        None,
+        None,
+    );
+    let mut a = app(crate::support::load(&store));
+    a.pane = Pane::Attempts;
+    let screen = crate::support::text(&crate::support::render(&a, 160, 48));
+    assert!(screen.contains("build\\u{a}FAKE\\u{d}"), "{screen}");
+    key(&mut a, KeyCode::Enter);
+    let screen = crate::support::text(&crate::support::render(&a, 160, 48));
+    assert!(screen.contains("build\\u{a}FAKE\\u{d}"), "{screen}");
 }
 
 /// Issue 38: a lost coordinator link was hidden behind the targets' mode. The Host
