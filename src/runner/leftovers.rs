@@ -158,6 +158,30 @@ pub fn remove_files_of(uid: u32, gid: u32, dirs: &[&Path], b: &Bounds) -> Report
     r
 }
 
+/// The directory `name` in `dir`, opened without following a link, only if it is the
+/// very entry `seen` looked at (device and inode): an entry swapped for another
+/// directory between the look and the open is not entered.
+pub(super) fn open_dir_at(dir: &OwnedFd, name: &CStr, seen: &libc::stat) -> Option<OwnedFd> {
+    // SAFETY: dir is open, name a valid C string; O_NOFOLLOW refuses a link swapped in
+    // meanwhile.
+    let sub = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if sub < 0 {
+        return None;
+    }
+    // SAFETY: sub was just opened and is ours.
+    let sub = unsafe { OwnedFd::from_raw_fd(sub) };
+    match fstat(sub.as_raw_fd()) {
+        Ok(now) if now.st_dev == seen.st_dev && now.st_ino == seen.st_ino => Some(sub),
+        _ => None,
+    }
+}
+
 pub(super) fn fstat(fd: i32) -> io::Result<libc::stat> {
     // SAFETY: stat is plain data; fstat fills it.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -283,25 +307,9 @@ fn walk(
                 }
             }
             Action::Enter { then_remove } => {
-                // SAFETY: as above; O_NOFOLLOW refuses a link swapped in meanwhile.
-                let sub = unsafe {
-                    libc::openat(
-                        fd.as_raw_fd(),
-                        name.as_ptr(),
-                        libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                    )
-                };
-                if sub < 0 {
+                let Some(sub) = open_dir_at(fd, &name, &st) else {
                     continue;
-                }
-                // SAFETY: sub was just opened and is ours.
-                let sub = unsafe { OwnedFd::from_raw_fd(sub) };
-                // The directory opened must be the one looked at: an entry swapped for
-                // another directory between the two calls is left alone.
-                match fstat(sub.as_raw_fd()) {
-                    Ok(now) if now.st_dev == st.st_dev && now.st_ino == st.st_ino => {}
-                    _ => continue,
-                }
+                };
                 walk(&sub, uid, gid, top_dev, depth + 1, b, r, &path);
                 drop(sub);
                 if then_remove {

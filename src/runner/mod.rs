@@ -9,6 +9,7 @@ pub mod claim;
 pub mod leftovers;
 pub mod log;
 pub mod machine;
+pub mod mountinfo;
 pub mod oci;
 pub mod peer;
 pub mod proc;

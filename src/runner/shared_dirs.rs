@@ -14,7 +14,7 @@
 //! opened checked against the entry looked at, never onto another filesystem; it is
 //! bounded in depth, entries and time, and says when a bound stopped it.
 
-use super::leftovers::{fstat, fstatat, names};
+use super::leftovers::{fstat, fstatat, names, open_dir_at};
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -41,51 +41,17 @@ pub struct Mount {
     pub read_only: bool,
 }
 
-/// Pure: the mounts of a `/proc/self/mountinfo` text (see proc(5)): the mount point
-/// (field 5, octal escapes undone), whether the mount or its filesystem is `ro`, and
-/// the filesystem type (after the ` - ` separator). Lines not in that form are skipped.
+/// Pure: the mounts of a `/proc/self/mountinfo` text (`super::mountinfo`): the mount
+/// point, whether the mount or its filesystem is `ro`, and the filesystem type.
 pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else {
-            continue;
-        };
-        if sep < 6 || f.len() < sep + 3 {
-            continue;
-        }
-        let ro = |opts: &str| opts.split(',').any(|o| o == "ro");
-        let super_opts = f.get(sep + 3).copied().unwrap_or("");
-        out.push(Mount {
-            point: PathBuf::from(OsStr::from_bytes(&unescape(f[4]))),
-            fstype: f[sep + 1].to_string(),
-            read_only: ro(f[5]) || ro(super_opts),
-        });
-    }
-    out
-}
-
-/// `\040` and its kin (space, tab, newline, backslash) back to bytes.
-fn unescape(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
+    super::mountinfo::parse(text)
+        .into_iter()
+        .map(|m| Mount {
+            read_only: m.read_only(),
+            point: m.point,
+            fstype: m.fstype,
+        })
+        .collect()
 }
 
 /// Filesystems that hold no files a job leaves for the next: the kernel's views
@@ -376,24 +342,9 @@ impl Walk<'_> {
             if !passable(mode, gid, self.gids) {
                 continue;
             }
-            // SAFETY: fd is open, name a valid C string; O_NOFOLLOW refuses a link
-            // swapped in meanwhile.
-            let sub = unsafe {
-                libc::openat(
-                    fd.as_raw_fd(),
-                    name.as_ptr(),
-                    libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                )
-            };
-            if sub < 0 {
+            let Some(sub) = open_dir_at(fd, &name, &st) else {
                 continue;
-            }
-            // SAFETY: sub was just opened and is ours.
-            let sub = unsafe { OwnedFd::from_raw_fd(sub) };
-            match fstat(sub.as_raw_fd()) {
-                Ok(now) if now.st_dev == st.st_dev && now.st_ino == st.st_ino => {}
-                _ => continue,
-            }
+            };
             self.dir(&sub, dev, depth + 1, &path);
         }
     }

@@ -3,10 +3,10 @@
 use super::v1::plan_v1;
 use super::v2::{V2Found, plan_v2};
 use super::{Cgroups, Hier, Kind, Roles, V1_CONTROLLERS, check_tag};
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -60,56 +60,23 @@ pub(super) struct MountEntry {
 
 /// The cgroup and cgroup2 mounts of a mountinfo text; other lines are skipped.
 pub(super) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
-    text.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            // Optional fields end at "-"; it comes after the 6 fixed fields.
-            let sep = 6 + fields.get(6..)?.iter().position(|f| *f == "-")?;
-            let fstype = *fields.get(sep + 1)?;
-            if fstype != "cgroup" && fstype != "cgroup2" {
-                return None;
-            }
-            let root = String::from_utf8(unescape(fields.get(3)?)).ok()?;
-            let mount_point = PathBuf::from(OsString::from_vec(unescape(fields.get(4)?)));
-            let controllers = fields
-                .get(sep + 3)
-                .unwrap_or(&"")
-                .split(',')
-                .filter(|o| V1_CONTROLLERS.contains(o))
-                .map(String::from)
-                .collect();
+    crate::runner::mountinfo::parse(text)
+        .into_iter()
+        .filter(|m| m.fstype == "cgroup" || m.fstype == "cgroup2")
+        .filter_map(|m| {
             Some(MountEntry {
-                root,
-                mount_point,
-                fstype: fstype.to_string(),
-                controllers,
+                root: String::from_utf8(m.root).ok()?,
+                controllers: m
+                    .super_opts
+                    .split(',')
+                    .filter(|o| V1_CONTROLLERS.contains(o))
+                    .map(String::from)
+                    .collect(),
+                mount_point: m.point,
+                fstype: m.fstype,
             })
         })
         .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-pub(super) fn unescape(field: &str) -> Vec<u8> {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = b[i + 1..i + 4]
-                .iter()
-                .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
-            // Only bytes are escaped; a larger value is not an escape mountinfo writes.
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
 }
 
 /// A line of /proc/self/cgroup: `id:controllers:path`.
