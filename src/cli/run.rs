@@ -79,10 +79,21 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             ),
         )),
         Err(DaemonError::Store(s)) => Err(CliError::Store(s)),
-        Err(other) => Err(CliError::classed(
-            Failure::of_daemon(&other),
-            other.to_string(),
-        )),
+        Err(other) => {
+            let mut err = CliError::classed(Failure::of_daemon(&other), other.to_string());
+            // A copied state directory: its fix is the one command that gives it an id.
+            if let (
+                DaemonError::Lock(crate::daemon::lock::LockError::HostId { state_dir, .. }),
+                CliError::Classed { subject, .. },
+            ) = (&other, &mut err)
+            {
+                subject.fix = Some(format!(
+                    "runner-manager --state-dir {} host reidentify",
+                    crate::tui::app::shell_quote(&state_dir.to_string_lossy())
+                ));
+            }
+            Err(err)
+        }
     }
 }
 

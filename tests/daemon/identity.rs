@@ -59,6 +59,15 @@ fn a_copied_state_directory_is_refused_beside_its_original_and_kills_nothing_onc
     ] {
         assert!(err.contains(&part), "{part:?} not in: {err}");
     }
+    let fix = err.lines().last().unwrap_or("");
+    assert_eq!(
+        fix,
+        format!(
+            "fix: runner-manager --state-dir {} host reidentify",
+            b.dir.display()
+        ),
+        "the fix is the copy's reidentify: {err}"
+    );
     assert!(
         alive(&v),
         "the refused copy killed the original's busy runner"
