@@ -4,6 +4,7 @@
 
 mod actuator;
 mod clients;
+pub mod config_file;
 pub mod contain;
 mod disk_watch;
 pub use disk_watch::free_bytes;
