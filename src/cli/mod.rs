@@ -317,6 +317,10 @@ fn execute(inv: &Invocation) -> CliResult {
         C::Backup => in_store(inv, Read, |s, _| {
             printed(inv, |out| backup::run(inv, s, out))
         }),
+        // A dry run writes nothing, not even a new store.
+        C::Apply if inv.flag("--dry-run") => {
+            books(inv, Read, |s, dir, out| apply::apply(inv, s, dir, out))
+        }
         C::Apply => books(inv, Create, |s, dir, out| apply::apply(inv, s, dir, out)),
         C::Export => books(inv, Read, |s, _, out| apply::export(s, out)),
         C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
