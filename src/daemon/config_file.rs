@@ -279,7 +279,7 @@ impl Follower {
                     crate::log_info!("config_change", file = file, change = line);
                 }
             }
-            Ok(_) => crate::log_debug!("config_unchanged", file = file, reason = reason),
+            Ok(_) => crate::log_info!("config_unchanged", file = file, reason = reason),
             Err(e) => {
                 crate::log_error!("config_refused", file = file, reason = reason, error = e)
             }

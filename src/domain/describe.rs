@@ -513,7 +513,7 @@ fn new_target(name: &str, scope: TargetScope) -> Target {
 /// Bytes as `parse_bytes` reads them back exactly: `2G`, `512M`, or a number.
 fn exact_bytes(b: u64) -> String {
     for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if b != 0 && b % (1u64 << shift) == 0 {
+        if b != 0 && b.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }
