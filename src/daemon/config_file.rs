@@ -209,13 +209,20 @@ pub fn drift(store: &dyn Store) -> Option<String> {
     let n = plan.lines(&cur.host.host.os, &cur.host.host.arch).len() - plan.kept.len();
     let mut parts = Vec::new();
     if n > 0 {
+        let (file, lists) = match applied.path.as_str() {
+            "-" => (
+                "the file applied from stdin".to_string(),
+                "'apply --dry-run FILE' lists them".to_string(),
+            ),
+            p => (
+                p.to_string(),
+                format!("'runner-manager apply --dry-run {p}' lists them"),
+            ),
+        };
         parts.push(format!(
-            "the store differs from {} as applied at {} ({n} {}; 'runner-manager apply \
-             --dry-run {}' lists them)",
-            applied.path,
+            "the store differs from {file} as applied at {} ({n} {}; {lists})",
             crate::timefmt::format_rfc3339(applied.at),
             if n == 1 { "difference" } else { "differences" },
-            applied.path
         ));
     }
     if file_changed {

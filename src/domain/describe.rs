@@ -65,7 +65,7 @@ pub struct Current {
 pub fn parse(text: &str) -> Result<Description, Invalid> {
     let table: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| Invalid::new("FILE", format!("is not TOML: {e}")))?;
+        .map_err(|e: toml::de::Error| not_toml(text, &e))?;
     let mut d = Description::default();
     for (section, value) in &table {
         match section.as_str() {
@@ -88,6 +88,24 @@ pub fn parse(text: &str) -> Result<Description, Invalid> {
         }
     }
     Ok(d)
+}
+
+/// A file that is not TOML: where and why, never the line itself (a token pasted
+/// where a reference belongs must not reach a log or a terminal).
+fn not_toml(text: &str, e: &toml::de::Error) -> Invalid {
+    let at = e
+        .span()
+        .map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!(" at line {line}, column {column}")
+        })
+        .unwrap_or_default();
+    Invalid::new(
+        "FILE",
+        format!("is not TOML{at}: {}", e.message().trim_end()),
+    )
 }
 
 fn unknown(key: &str, what: &str, known: &[&str]) -> Invalid {

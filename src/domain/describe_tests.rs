@@ -286,7 +286,9 @@ fn refusals_name_the_place_and_the_near_key() {
             "did you mean 'a'?",
         ),
         ("[host]\ncapacity = 0\n", "host.capacity", ""),
-        ("[host\n", "FILE", "TOML"),
+        ("[host\n", "FILE", "TOML at line 1"),
+        // The line is not repeated: it may hold what was pasted by mistake.
+        ("[host]\ntoken = ghp_pasted\n", "FILE", "at line 2"),
     ];
     for (text, arg, reason) in cases {
         let e = parse(text)
@@ -294,5 +296,6 @@ fn refusals_name_the_place_and_the_near_key() {
             .unwrap_err();
         assert_eq!(e.arg, *arg, "{text}: {e}");
         assert!(e.reason.contains(reason), "{text}: {e}");
+        assert!(!e.reason.contains("ghp_pasted"), "{text}: {e}");
     }
 }
