@@ -275,3 +275,51 @@ fn the_operations_guides_example_file_applies() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(d.ok(&["apply", &f]).stdout.contains("no change"));
 }
+
+#[test]
+fn pruning_a_profile_with_a_live_runner_refuses_the_whole_file() {
+    use runner_manager::store::{NewAttempt, SqliteStore, Store};
+    let d = Dir::new("apply-prune-live");
+    let f = d.file("host.toml", &file(&d));
+    d.ok(&["apply", &f]);
+    {
+        let store = SqliteStore::open(&d.state()).unwrap();
+        let host = store.host().unwrap().unwrap();
+        let new = NewAttempt {
+            profile: "small".into(),
+            target: "fleet".into(),
+            host_id: host.id,
+            ..NewAttempt::default()
+        };
+        store.create_attempt(&new, 1).unwrap();
+    }
+    // The file leaves `small` out and changes `linux`: with --prune, the live runner
+    // of `small` refuses the removal, and `linux` is not changed either.
+    let text = file(&d).replace("max = 4", "max = 6").replace(
+        "[profiles.small]\ntarget = \"fleet\"\nlabels = \"small\"\nactive = false\n",
+        "",
+    );
+    let less = d.file("less.toml", &text);
+    let before = snapshot(&d.state());
+    let r = d.run(&["apply", "--prune", &less]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stderr.contains("small") && r.stderr.contains("live"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(snapshot(&d.state()), before, "a refused file wrote");
+    // Without --prune it is kept, and the rest applies.
+    let r = d.ok(&["apply", &less]);
+    assert!(
+        r.stdout.contains("~ profile linux: max 4 → 6"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("profile small: in the store, not in the file (kept"),
+        "{}",
+        r.stdout
+    );
+}
