@@ -236,8 +236,28 @@ pub fn drift(store: &dyn Store) -> Option<String> {
 pub struct Follower {
     path: PathBuf,
     state_dir: PathBuf,
-    /// The stamp last seen; `None` before the first look or while it cannot be read.
+    /// The stamp of the file last applied; `None` before the first look or while it
+    /// cannot be read.
     seen: Option<crate::secret::FileStamp>,
+    /// A new stamp seen at the last tick, not applied yet (`settled`).
+    pending: Option<crate::secret::FileStamp>,
+}
+
+/// Whether a file whose stamp is `now` is to be applied, given the stamp applied
+/// (`seen`) and the one the last tick saw (`pending`): only a change that held for a
+/// whole tick, so a file being written in place (truncated, then written) is never
+/// read half-way. Returns the decision and the next `pending`.
+fn settled(
+    seen: Option<crate::secret::FileStamp>,
+    pending: Option<crate::secret::FileStamp>,
+    now: Option<crate::secret::FileStamp>,
+) -> (bool, Option<crate::secret::FileStamp>) {
+    match now {
+        None => (false, None),
+        n if n == seen => (false, None),
+        n if n == pending => (true, None),
+        n => (false, n),
+    }
 }
 
 impl Follower {
@@ -246,6 +266,7 @@ impl Follower {
             path: path.to_path_buf(),
             state_dir: state_dir.to_path_buf(),
             seen: None,
+            pending: None,
         }
     }
 
@@ -255,10 +276,11 @@ impl Follower {
             .map(|m| crate::secret::FileStamp::of(&m))
     }
 
-    /// The 1 s tick: applies the file when its stamp changed since the last look.
+    /// The 1 s tick: applies the file once a change of its stamp held for a tick.
     pub fn tick(&mut self, store: &SqliteStore, now: Millis) {
-        let stamp = self.stamp();
-        if stamp.is_some() && stamp != self.seen {
+        let (due, pending) = settled(self.seen, self.pending, self.stamp());
+        self.pending = pending;
+        if due {
             self.apply(store, now, "changed");
         }
     }
@@ -267,6 +289,7 @@ impl Follower {
     /// logging each change, or why the file was refused (the store stays as it was).
     pub fn apply(&mut self, store: &SqliteStore, now: Millis, reason: &str) {
         self.seen = self.stamp();
+        self.pending = None;
         let file = self.path.display().to_string();
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
@@ -291,5 +314,37 @@ impl Follower {
                 crate::log_error!("config_refused", file = file, reason = reason, error = e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::settled;
+    use crate::secret::FileStamp;
+
+    fn stamp(len: u64) -> Option<FileStamp> {
+        Some(FileStamp {
+            dev: 1,
+            ino: 2,
+            len,
+            mtime_ns: len as i128,
+            ctime_ns: len as i128,
+        })
+    }
+
+    #[test]
+    fn a_change_is_applied_once_it_held_for_a_tick() {
+        let applied = stamp(10);
+        // Unchanged, or gone: nothing.
+        assert_eq!(settled(applied, None, applied), (false, None));
+        assert_eq!(settled(applied, None, None), (false, None));
+        // Truncated (being written): noted, not applied.
+        assert_eq!(settled(applied, None, stamp(0)), (false, stamp(0)));
+        // Written whole by the next tick: a new stamp again, noted.
+        assert_eq!(settled(applied, stamp(0), stamp(42)), (false, stamp(42)));
+        // Still so a tick later: applied.
+        assert_eq!(settled(applied, stamp(42), stamp(42)), (true, None));
+        // Put back as it was before it settled: nothing to apply.
+        assert_eq!(settled(applied, stamp(42), applied), (false, None));
     }
 }
