@@ -13,10 +13,14 @@ use std::path::Path;
 /// The file's text: FILE, or stdin for `-`.
 fn read(file: &str) -> Result<String, CliError> {
     let mut text = String::new();
+    let limit = crate::domain::describe::MAX_FILE_BYTES as u64 + 1;
     let read = if file == "-" {
-        std::io::stdin().read_to_string(&mut text).map(drop)
+        std::io::stdin()
+            .take(limit)
+            .read_to_string(&mut text)
+            .map(drop)
     } else {
-        std::fs::read_to_string(file).map(|t| text = t)
+        config_file::read_bounded(Path::new(file)).map(|t| text = t)
     };
     read.map_err(|e| CliError::Invalid(Invalid::new("FILE", format!("cannot read {file}: {e}"))))?;
     Ok(text)

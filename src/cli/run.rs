@@ -92,7 +92,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
 /// SIGHUP or a change finds it whatever the daemon's directory.
 fn config_file(file: &str) -> Result<std::path::PathBuf, CliError> {
     let path = validate::path("--config", file)?;
-    let text = std::fs::read_to_string(&path)
+    let text = crate::daemon::config_file::read_bounded(&path)
         .map_err(|e| CliError::usage("--config", &format!("cannot read {file}: {e}")))?;
     crate::domain::describe::parse(&text)
         .map_err(|e| CliError::usage("--config", &format!("{file}: {e}")))?;

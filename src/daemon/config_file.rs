@@ -231,6 +231,17 @@ pub fn drift(store: &dyn Store) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// A description file's text, read no further than a byte past the largest
+/// (`describe::parse` refuses that).
+pub fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(describe::MAX_FILE_BYTES as u64 + 1)
+        .read_to_string(&mut text)?;
+    Ok(text)
+}
+
 /// The daemon's side: the file it follows (`daemon --config`), applied at start, on
 /// SIGHUP and when its stamp changes (a `stat` each tick).
 pub struct Follower {
@@ -291,7 +302,7 @@ impl Follower {
         self.seen = self.stamp();
         self.pending = None;
         let file = self.path.display().to_string();
-        let text = match std::fs::read_to_string(&self.path) {
+        let text = match read_bounded(&self.path) {
             Ok(t) => t,
             Err(e) => {
                 crate::log_error!("config_refused", file = file, reason = reason, error = e);

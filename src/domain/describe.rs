@@ -29,6 +29,10 @@ use std::collections::BTreeMap;
 /// `KEY`, `VALUE` pairs as the `set` commands take them, in the file's order.
 pub type Settings = Vec<(String, String)>;
 
+/// The largest description read: far past a fleet's (a profile takes about 300 bytes),
+/// small enough that a wrong file (a log, an image) is refused, not parsed.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
+
 /// The sections a file may have.
 const SECTIONS: &[&str] = &["host", "targets", "profiles"];
 /// A target's keys besides `target set`'s: its scope, which `target add` names.
@@ -63,6 +67,12 @@ pub struct Current {
 /// Reads a description; a refusal names the place in the file (`profiles.linux.maxx`)
 /// and, for a key no section takes, the one it most likely meant.
 pub fn parse(text: &str) -> Result<Description, Invalid> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(Invalid::new(
+            "FILE",
+            format!("is larger than a description may be ({MAX_FILE_BYTES} bytes)"),
+        ));
+    }
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| not_toml(text, &e))?;

@@ -290,7 +290,9 @@ fn refusals_name_the_place_and_the_near_key() {
         // The line is not repeated: it may hold what was pasted by mistake.
         ("[host]\ntoken = ghp_pasted\n", "FILE", "at line 2"),
     ];
-    for (text, arg, reason) in cases {
+    let huge = format!("[host]\n#{}\n", "x".repeat(MAX_FILE_BYTES));
+    let cases = [cases, &[(huge.as_str(), "FILE", "larger than")]].concat();
+    for (text, arg, reason) in &cases {
         let e = parse(text)
             .and_then(|d| plan(&d, &current(), false))
             .unwrap_err();
