@@ -11,6 +11,7 @@ mod daemon {
     mod budget;
     mod caches;
     mod capacity;
+    mod config_file;
     mod crash;
     mod credentials;
     mod disk;

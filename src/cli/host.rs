@@ -472,6 +472,8 @@ const STALE_NOTE: &str = "stale: recorded by a daemon that is not running; nothi
 /// Everything `status` shows, read once.
 struct StatusView {
     now: Millis,
+    /// How the store differs from the description file last applied (`apply`).
+    drift: Option<String>,
     dir: std::path::PathBuf,
     h: Host,
     targets: Vec<crate::domain::Target>,
@@ -566,6 +568,7 @@ impl StatusView {
             link: LinkView::read(store, &h, hb.as_ref(), alive),
             lost: store.rerun_counts(now - LOST_WINDOW)?,
             identity: Identity::read(store)?,
+            drift: crate::daemon::config_file::drift(store),
             runner,
             live,
             profiles,
@@ -617,6 +620,9 @@ impl StatusView {
         if let Some((line, _)) = &self.webhook {
             rows.push(("webhook", line.clone()));
         }
+        if let Some(drift) = &self.drift {
+            rows.push(("drift", drift.clone()));
+        }
         let mut s = output::block(&rows);
         s.push('\n');
         s.push_str(&targets_table(&self.targets, &self.tstat));
@@ -666,6 +672,7 @@ impl StatusView {
             "live_stale": !alive,
             "coordinator_link": self.link.as_ref().map(LinkView::json),
             "kept": self.kept,
+            "drift": self.drift,
             "caches": caches_json(&self.caches.0, self.caches.1),
             "runner": self.runner,
             "webhook": self.webhook.as_ref().map(|(_, v)| v),

@@ -3,6 +3,7 @@
 //! nothing written, one code per failure class, 1 otherwise), each failure ending with
 //! the line that names its fix.
 
+mod apply;
 mod attempts;
 mod backup;
 mod complete;
@@ -316,6 +317,12 @@ fn execute(inv: &Invocation) -> CliResult {
         C::Backup => in_store(inv, Read, |s, _| {
             printed(inv, |out| backup::run(inv, s, out))
         }),
+        // A dry run writes nothing, not even a new store.
+        C::Apply if inv.flag("--dry-run") => {
+            books(inv, Read, |s, dir, out| apply::apply(inv, s, dir, out))
+        }
+        C::Apply => books(inv, Create, |s, dir, out| apply::apply(inv, s, dir, out)),
+        C::Export => books(inv, Read, |s, _, out| apply::export(s, out)),
         C::Daemon => books(inv, Create, |_, dir, _| run::daemon(inv, dir)),
         C::Drain => books(inv, Create, |s, _, out| run::drain(inv, s, out)),
         C::Top => books(inv, Write, |s, dir, _| top::top(s, dir)),
@@ -601,17 +608,5 @@ fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
 /// A GitHub App key file: readable as a secret and a PEM RSA private key, so a wrong
 /// file is refused when it is named rather than at the daemon's first token.
 fn app_key_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    let pem =
-        crate::secret::read_secret_file(path).map_err(|e| CliError::usage(arg, &e.to_string()))?;
-    crate::github::jwt::AppKey::from_pem(pem.expose())
-        .map(drop)
-        .map_err(|detail| {
-            CliError::usage(
-                arg,
-                &format!(
-                    "{} is not a GitHub App private key (a PEM RSA key): {detail}",
-                    path.display()
-                ),
-            )
-        })
+    Ok(crate::daemon::host_probe::app_key_file(arg, path)?)
 }

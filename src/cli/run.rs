@@ -63,6 +63,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         fitness_every: Duration::from_secs(fitness_every),
         runner_check: Duration::from_secs(runner_check),
         upkeep_every: Duration::from_secs(upkeep_every),
+        config: inv.value("--config").map(config_file).transpose()?,
     };
     match crate::daemon::run(opts) {
         Ok(crate::daemon::Stopped::Terminated) => Ok(()),
@@ -95,6 +96,19 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             Err(err)
         }
     }
+}
+
+/// `--config FILE`: a description file that reads now (what it says is checked when
+/// the daemon applies it, and a refusal then is logged), named by its full path so a
+/// SIGHUP or a change finds it whatever the daemon's directory.
+fn config_file(file: &str) -> Result<std::path::PathBuf, CliError> {
+    let path = validate::path("--config", file)?;
+    let text = crate::daemon::config_file::read_bounded(&path)
+        .map_err(|e| CliError::usage("--config", &format!("cannot read {file}: {e}")))?;
+    crate::domain::describe::parse(&text)
+        .map_err(|e| CliError::usage("--config", &format!("{file}: {e}")))?;
+    std::fs::canonicalize(&path)
+        .map_err(|e| CliError::usage("--config", &format!("cannot read {file}: {e}")))
 }
 
 /// `daemon --release-cgroups`: the unit's `ExecStopPost=` between two daemon lives

@@ -61,6 +61,8 @@ command_ids! {
     AttemptShow,
     Usage,
     Backup,
+    Apply,
+    Export,
     Daemon,
     Drain,
     Demo,

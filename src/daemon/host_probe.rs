@@ -77,6 +77,24 @@ pub fn secret_file(arg: &str, path: &Path) -> Result<(), Invalid> {
         .map_err(|e| Invalid::new(arg, e.to_string()))
 }
 
+/// A GitHub App key file: readable as a secret and a PEM RSA private key, so a wrong
+/// file is refused when it is named rather than at the daemon's first token.
+pub fn app_key_file(arg: &str, path: &Path) -> Result<(), Invalid> {
+    let pem =
+        crate::secret::read_secret_file(path).map_err(|e| Invalid::new(arg, e.to_string()))?;
+    crate::github::jwt::AppKey::from_pem(pem.expose())
+        .map(drop)
+        .map_err(|detail| {
+            Invalid::new(
+                arg,
+                format!(
+                    "{} is not a GitHub App private key (a PEM RSA key): {detail}",
+                    path.display()
+                ),
+            )
+        })
+}
+
 /// `release_source=`: where `update` finds releases. A directory must be one now, and
 /// one nobody but root or this user can write (`selfupdate::trust`: `update` runs what
 /// it holds).

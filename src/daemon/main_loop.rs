@@ -82,6 +82,7 @@ pub struct MainLoop<'a> {
     /// The store changed since the handover request was last read.
     handover_due: bool,
     live_book: LiveBook,
+    follower: Option<super::config_file::Follower>,
 }
 
 /// What `MainLoop::new` starts from, besides the threads.
@@ -98,6 +99,8 @@ pub struct Start<'a> {
     pub config_seen: ConfigSeen,
     /// The usage counters, their baseline read before the first loops were started.
     pub usage: Option<crate::metrics::usage::UsageCounters>,
+    /// The description file it follows (`daemon --config`).
+    pub follower: Option<super::config_file::Follower>,
 }
 
 /// The store's `data_version` and the configuration's fingerprint, read in that
@@ -138,6 +141,7 @@ impl<'a> MainLoop<'a> {
             contained,
             config_seen,
             usage,
+            follower,
         } = start;
         notify::notify("READY=1");
         let watchdog = notify::watchdog_interval();
@@ -177,6 +181,7 @@ impl<'a> MainLoop<'a> {
             // at the first check.
             handover_due: true,
             live_book: LiveBook::new(),
+            follower,
         })
     }
 
@@ -203,6 +208,9 @@ impl<'a> MainLoop<'a> {
             Event::Signal(Signal::Terminate(stop)) => self.on_terminate(stop),
             Event::Signal(Signal::Reload) => {
                 log_info!("reload", reason = "SIGHUP");
+                if let Some(f) = &mut self.follower {
+                    f.apply(self.store, now_millis(), "SIGHUP");
+                }
                 self.shared.tell_all(LoopMsg::Reload);
                 sync_loops(self.store, &self.shared, &self.threads.shutdown_rx, false)?;
                 ControlFlow::Continue(())
@@ -306,6 +314,9 @@ impl<'a> MainLoop<'a> {
         let now = now_millis();
         metrics_feed::ticked(&self.shared);
         self.beat(now);
+        if let Some(f) = &mut self.follower {
+            f.tick(self.store, now);
+        }
         self.notice_edits(now)?;
         let host = self.store.host_or_create()?;
         self.watch_host(&host, now);

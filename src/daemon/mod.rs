@@ -4,6 +4,7 @@
 
 mod actuator;
 mod clients;
+pub mod config_file;
 pub mod contain;
 mod disk_watch;
 pub use disk_watch::free_bytes;
@@ -75,6 +76,9 @@ pub struct DaemonOptions {
     /// How often `retention::upkeep` prunes ended attempts, their logs and caches
     /// and reclaims the store's space ([`UPKEEP_EVERY`] unless told).
     pub upkeep_every: Duration,
+    /// A description file the daemon follows (`config_file::Follower`): applied at
+    /// start, on SIGHUP and when it changes.
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -149,6 +153,14 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         Ok(true) => log_info!("store_made_reclaimable"),
         Ok(false) => {}
         Err(e) => log_warn!("store_not_reclaimable", error = e),
+    }
+    // The file it follows, applied before anything reads the configuration.
+    let mut follower = opts
+        .config
+        .as_deref()
+        .map(|f| config_file::Follower::new(f, &opts.state_dir));
+    if let Some(f) = &mut follower {
+        f.apply(&store, now_millis(), "start");
     }
     // Before anything reads the configuration to act on it (see `ConfigSeen`).
     let config_seen = main_loop::ConfigSeen::read(&store)?;
@@ -227,6 +239,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         contained,
         config_seen,
         usage,
+        follower,
     };
     let mut main = MainLoop::new(start, threads)?;
     main.check_handover();

@@ -3,6 +3,7 @@
 
 pub mod attempt;
 pub mod caches;
+pub mod describe;
 pub mod execution;
 pub mod host;
 pub mod host_settings;

@@ -16,6 +16,8 @@
 //!   opened to others or owned by another user ([`CredentialSeen`]).
 //! - the host id's last change ([`identity_change`]), by `host reidentify` or a daemon
 //!   that started on another machine.
+//! - the description file last applied (`apply`, `daemon --config`): where it was, its
+//!   digest and text, so drift from it is seen without the file ([`Applied`]).
 //!
 //! The host settings kept beside the host row (`release_source`, the webhook's) are
 //! read through `store::beside`, a serving coordinator's own row through
@@ -60,6 +62,8 @@ const KV_HANDOVER: &str = "daemon:handover";
 const KV_LINK: &str = "coordinator:link";
 /// The host id's last change: when, from which id, and why (one line).
 const KV_IDENTITY: &str = "host:identity";
+/// The description file last applied ([`Applied`], JSON).
+const KV_APPLIED: &str = "apply:last";
 
 fn json<T: serde::de::DeserializeOwned>(store: &dyn Store, key: &str) -> Result<Option<T>> {
     Ok(store
@@ -422,6 +426,26 @@ pub fn put_identity_change(store: &dyn Store, line: &str) -> Result<()> {
 /// The host id's last change, if it ever changed.
 pub fn identity_change(store: &dyn Store) -> Result<Option<String>> {
     store.kv_get(KV_IDENTITY)
+}
+
+/// The description file last applied: its path as given (`-` for stdin), the SHA-256
+/// of its text, when, and the text itself (references to secrets only, never one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Applied {
+    pub path: String,
+    pub digest: String,
+    pub at: Millis,
+    pub text: String,
+}
+
+impl Applied {
+    pub fn read(store: &dyn Store) -> Option<Applied> {
+        json(store, KV_APPLIED).ok().flatten()
+    }
+
+    pub fn write(&self, store: &dyn Store) -> Result<()> {
+        put_json(store, KV_APPLIED, self)
+    }
 }
 
 #[cfg(test)]

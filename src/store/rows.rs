@@ -224,6 +224,59 @@ pub fn attempt(r: &Row<'_>) -> Result<Attempt> {
 /// Begins a write transaction. IMMEDIATE takes the write lock up front (waiting up to
 /// the busy timeout): a deferred transaction that reads and then writes would fail at
 /// once with SQLITE_BUSY when another process committed in between, in WAL mode.
-pub fn write_tx(c: &rusqlite::Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
-    rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)
+/// Inside a transaction already open on `c` (`SqliteStore::atomically`, which makes
+/// several edits one), it is a savepoint instead: committed with the outer
+/// transaction, and rolled back alone when dropped uncommitted.
+pub fn write_tx(c: &rusqlite::Connection) -> rusqlite::Result<WriteTx<'_>> {
+    let nested = !c.is_autocommit();
+    c.execute_batch(if nested {
+        "SAVEPOINT rm_edit"
+    } else {
+        "BEGIN IMMEDIATE"
+    })?;
+    Ok(WriteTx {
+        conn: c,
+        nested,
+        done: false,
+    })
+}
+
+/// A write transaction or savepoint (`write_tx`): rolled back when dropped without
+/// `commit`. Derefs to its connection.
+pub struct WriteTx<'c> {
+    conn: &'c rusqlite::Connection,
+    nested: bool,
+    done: bool,
+}
+
+impl WriteTx<'_> {
+    pub fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.execute_batch(if self.nested {
+            "RELEASE rm_edit"
+        } else {
+            "COMMIT"
+        })?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = rusqlite::Connection;
+    fn deref(&self) -> &rusqlite::Connection {
+        self.conn
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        if self.done || self.conn.is_autocommit() {
+            return;
+        }
+        let _ = self.conn.execute_batch(if self.nested {
+            "ROLLBACK TO rm_edit; RELEASE rm_edit"
+        } else {
+            "ROLLBACK"
+        });
+    }
 }

@@ -309,6 +309,20 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// Runs `f` as one write transaction: every store edit it makes (each its own
+    /// transaction otherwise, then a savepoint) is committed together when it returns
+    /// `Ok`, or none is when it returns an error (`apply`: a file is applied whole or
+    /// not at all).
+    pub fn atomically<T, E: From<StoreError>>(
+        &self,
+        f: impl FnOnce(&SqliteStore) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let tx = self.wrap(super::rows::write_tx(&self.conn).map_err(StoreError::from))?;
+        let out = f(self)?;
+        self.wrap(tx.commit().map_err(StoreError::from))?;
+        Ok(out)
+    }
+
     /// Names the file in SQLite errors that are about the file.
     pub(super) fn wrap<T>(&self, r: Result<T>) -> Result<T> {
         r.map_err(|e| match e {

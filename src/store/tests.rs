@@ -143,6 +143,48 @@ fn profile_needs_its_target() {
 }
 
 #[test]
+fn edits_made_atomically_are_written_together_or_not_at_all() {
+    let (s, h, p) = seeded();
+    // A refusal after two edits took effect: neither is written.
+    let r: Result<()> = s.atomically(|s| {
+        s.add_target(&target("second"))?;
+        s.update_profile(
+            &ScalePolicy {
+                max_capacity: 9,
+                ..p.clone()
+            },
+            p.revision,
+        )?;
+        // Its own edit refused inside: only that savepoint is rolled back.
+        assert!(s.remove_target("octo").is_err());
+        assert_eq!(s.profile("linux")?.max_capacity, 9);
+        s.add_target(&target("second")).map(drop)
+    });
+    assert!(matches!(r, Err(StoreError::Exists { .. })), "{r:?}");
+    assert!(matches!(
+        s.target("second"),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert_eq!(s.profile("linux").unwrap(), p);
+    // Accepted whole: both written, and the store takes edits after it.
+    s.atomically(|s| {
+        s.add_target(&target("second"))?;
+        s.update_profile(
+            &ScalePolicy {
+                max_capacity: 9,
+                ..p.clone()
+            },
+            p.revision,
+        )
+        .map(drop)
+    })
+    .unwrap();
+    assert_eq!(s.profile("linux").unwrap().max_capacity, 9);
+    s.remove_target("second").unwrap();
+    let _ = h;
+}
+
+#[test]
 fn a_stale_revision_is_refused_and_writes_nothing() {
     let (s, _, p) = seeded();
     assert_eq!(p.revision, 1);

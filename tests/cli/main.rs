@@ -1,6 +1,7 @@
 //! The CLI's integration tests: the real binary on a temporary state directory.
 //! One test binary with a module per concern, ripgrep-style.
 
+mod apply;
 mod bad_input;
 mod concurrent;
 mod demo;

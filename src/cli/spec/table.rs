@@ -263,15 +263,45 @@ pub const COMMANDS: &[Command] = &[
         options: &[],
     },
     Command {
+        id: CommandId::Apply,
+        path: &["apply"],
+        args: "FILE [--dry-run] [--prune]",
+        positionals: (1, Some(1)),
+        about: "Make the store what a description file says (TOML: [host], [targets.NAME], [profiles.NAME], with the keys of host/target/profile set; FILE - is stdin), in one transaction, all or nothing; a second apply changes nothing. A key the file leaves out keeps its value; a target or profile it leaves out is kept unless --prune",
+        options: &[
+            switch(
+                "--dry-run",
+                "Print what would change (+ added, ~ changed with old → new, - removed), write nothing: after a hand edit, the drift from the file",
+            ),
+            switch(
+                "--prune",
+                "Remove the targets and profiles the file does not name (a profile with live runners is refused, and so the whole file: pause it and let them finish, or drain)",
+            ),
+        ],
+    },
+    Command {
+        id: CommandId::Export,
+        path: &["export"],
+        args: "",
+        positionals: (0, Some(0)),
+        about: "Print the host's settings, targets (credentials by reference) and profiles as a file apply takes: 'export | apply -' changes nothing",
+        options: &[],
+    },
+    Command {
         id: CommandId::Daemon,
         path: &["daemon"],
-        args: "[--once] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION] [--release-cgroups]",
+        args: "[--once] [--config FILE] [--metrics-listen ADDR] [--log-level LEVEL] [--drain-timeout DURATION] [--fallback-grace DURATION] [--fitness-every DURATION] [--runner-check DURATION] [--upkeep-every DURATION] [--release-cgroups]",
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
             switch(
                 "--once",
                 "One pass per target, then exit (runners started keep running; exit 1 if a target's pass failed)",
+            ),
+            opt(
+                "--config",
+                "FILE",
+                "Follow a description file (as apply takes it): applied at start, on SIGHUP and when it changes; a file refused is logged and the store stays as it was",
             ),
             opt(
                 "--metrics-listen",
