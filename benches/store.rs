@@ -1,6 +1,7 @@
 //! Store figures: the `profile set` round trip (read, then revision-checked write),
 //! the every-pass reads with 100,000 attempts in the history, and the soundness check
-//! (`PRAGMA quick_check`) every CLI write makes, at 10,000 and 100,000 attempts.
+//! (`PRAGMA quick_check`) every CLI write makes, at 10,000 and 100,000 attempts, and
+//! `backup` (a consistent copy of the live store, `VACUUM INTO`) at 100,000.
 //! Prints; asserts nothing.
 
 use runner_manager::domain::target::{CredentialRef, Target, TargetScope};
@@ -116,6 +117,16 @@ fn main() {
     );
 
     quick_check(&s, &dir, HISTORY);
+    let copy = dir.with_extension("backup.db");
+    let _ = std::fs::remove_file(&copy);
+    let t = Instant::now();
+    let done = s.backup_to(&copy).unwrap();
+    println!(
+        "backup of {HISTORY} attempts: {:.2?}, {} KiB written and checked",
+        t.elapsed(),
+        done.bytes / 1024
+    );
+    let _ = std::fs::remove_file(&copy);
     let mut max = 8u32;
     figures(
         "profile set round trip (read + checked write)",
