@@ -8,6 +8,7 @@
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::model::Snapshot;
 use crate::domain::{RegisteredRunner, parse_runner_name, runner_name};
 use crossterm::event::{KeyCode, KeyEvent};
@@ -261,6 +262,16 @@ pub fn clicked(row: u16, height: u16, index: usize, len: usize) -> Option<usize>
     (i < len).then_some(i)
 }
 
+/// The Runners pane's one key of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Open;
+
+const KEYS: &[Binding<Open>] = &[Binding {
+    keys: &[KeyCode::Enter, KeyCode::Char('o')],
+    cmd: Open,
+    help: "open our runner's attempt",
+}];
+
 impl Component for RunnersView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         let rows = rows(snap);
@@ -269,15 +280,19 @@ impl Component for RunnersView {
             self.remember(&rows);
             return Handled::Yes;
         }
-        match key.code {
-            KeyCode::Enter | KeyCode::Char('o') => match rows.get(self.index).map(|r| r.whose) {
+        match keys::find(KEYS, &key) {
+            Some(Open) => match rows.get(self.index).map(|r| r.whose) {
                 Some(Whose::Ours(id)) if snap.attempt(id).is_some() => {
                     Handled::Then(Effect::OpenDetail(id))
                 }
                 _ => Handled::Yes,
             },
-            _ => Handled::No,
+            None => Handled::No,
         }
+    }
+
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
