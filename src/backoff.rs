@@ -1,5 +1,7 @@
-//! Exponential backoff with jitter, and the one source of jitter: the rule every retry
-//! in the tree waits by (GitHub calls, cleanups, the coordinator link, the holds). The
+//! Exponential backoff with jitter, and the one source of jitter: the rule every growing
+//! wait in the tree follows (GitHub calls, cleanups, the coordinator link, the holds,
+//! GitHub's header-less rate limits). A retry at a steady pace (the store's busy
+//! handler, a scale set lookup) names its constant where it is declared instead. The
 //! jitter is a number in `[0, 1)` handed in, so a test pins it; [`Jitter`] makes them.
 //! Where a schedule must be the same every time (a hold that `status` shows and a test
 //! pins), [`Backoff::after_failures`] is its form with no jitter.

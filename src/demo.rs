@@ -219,32 +219,38 @@ fn run_with_top(opts: &DemoOptions) -> Result<(), DemoError> {
         }
     }
     let result = std::thread::scope(|s| {
-        let feeder = s.spawn(|| {
-            let mut n = 0u64;
-            let (tx, rx) = crossbeam_channel::bounded::<()>(0);
-            let _keep = tx;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                n += 1;
-                // A burst now and then, so the pictures have something to show.
-                let batch = if n.is_multiple_of(10) { 5 } else { 1 };
-                for i in 0..batch {
-                    let gpu = (n + i) % 4 == 3;
-                    let labels: &[&str] = if gpu {
-                        &["self-hosted", "gpu"]
-                    } else {
-                        &["self-hosted", "linux"]
-                    };
-                    let ms = opts.job_ms + (n * 7919 + i * 104_729) % 4000;
-                    world.sim.enqueue_job(
-                        DEMO_REPO,
-                        &format!("job-{n}-{i}{}", if gpu { "-gpu" } else { "" }),
-                        labels,
-                        ms,
-                    );
+        let feeder = std::thread::Builder::new()
+            .name("demo-feeder".into())
+            .spawn_scoped(s, || {
+                let mut n = 0u64;
+                let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+                let _keep = tx;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    // A burst now and then, so the pictures have something to show.
+                    let batch = if n.is_multiple_of(10) { 5 } else { 1 };
+                    for i in 0..batch {
+                        let gpu = (n + i) % 4 == 3;
+                        let labels: &[&str] = if gpu {
+                            &["self-hosted", "gpu"]
+                        } else {
+                            &["self-hosted", "linux"]
+                        };
+                        let ms = opts.job_ms + (n * 7919 + i * 104_729) % 4000;
+                        world.sim.enqueue_job(
+                            DEMO_REPO,
+                            &format!("job-{n}-{i}{}", if gpu { "-gpu" } else { "" }),
+                            labels,
+                            ms,
+                        );
+                    }
+                    let _ = rx.recv_timeout(Duration::from_millis(1500));
                 }
-                let _ = rx.recv_timeout(Duration::from_millis(1500));
-            }
-        });
+            });
+        let feeder = match feeder {
+            Ok(f) => f,
+            Err(e) => return Err(format!("cannot start the demo's feeder thread: {e}")),
+        };
         let stopping = StopOnDrop(&stop);
         let r = SqliteStore::open(&world.state_dir)
             .map_err(|e| e.to_string())

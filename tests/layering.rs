@@ -1,7 +1,8 @@
 //! The floors of ARCHITECTURE.md held against the code: every `crate::X` path in
 //! `src/` outside test code names a module on a lower floor, or one the same floor
 //! lets it import (one way); every module of `src/` has a floor, and the floors here
-//! are ARCHITECTURE.md's list.
+//! are ARCHITECTURE.md's list. And every thread `src/` starts has a name, each in
+//! ARCHITECTURE.md's list of threads.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -115,6 +116,10 @@ fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
             }
             let Some(name) = lines
                 .get(j)
+                .map(|l| {
+                    l.trim_start_matches("pub(crate) ")
+                        .trim_start_matches("pub ")
+                })
                 .and_then(|l| l.strip_prefix("mod "))
                 .and_then(|l| l.strip_suffix(';'))
             else {
@@ -472,4 +477,154 @@ fn the_codemap_names_every_module() {
         gone.is_empty(),
         "ARCHITECTURE.md's codemap names files that are gone: {gone:?}"
     );
+}
+
+/// A thread name as a pattern: each `{…}` of a `format!` and each `<…>` of the
+/// document is one `*`.
+fn name_pattern(name: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    for c in name.chars() {
+        match c {
+            '{' | '<' => {
+                if depth == 0 {
+                    out.push('*');
+                }
+                depth += 1;
+            }
+            '}' | '>' => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The first string literal at the start of `s` (after `format!(` if there).
+fn literal(s: &str) -> Option<&str> {
+    let s = s.trim_start();
+    let s = s.strip_prefix("format!(").unwrap_or(s).trim_start();
+    let s = s.strip_prefix('"')?;
+    Some(&s[..s.find('"')?])
+}
+
+/// The name given to each thread `src/` starts outside test code, as a pattern, with
+/// the file; and each start that gives none (`thread::spawn`, a bare scoped `spawn`,
+/// a `Builder` with no `.name`).
+fn spawned_threads() -> (Vec<(String, String)>, Vec<String>) {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let tests = test_files(&files);
+    let (mut named, mut unnamed) = (Vec::new(), Vec::new());
+    for f in files.iter().filter(|f| !tests.contains(*f)) {
+        let text = product_lines(&fs::read_to_string(f).unwrap()).join("\n");
+        let rel = f.strip_prefix(src()).unwrap().display().to_string();
+        for (at, _) in text.match_indices("thread::spawn(") {
+            unnamed.push(format!("{rel}: thread::spawn at byte {at}"));
+        }
+        for (at, _) in text.match_indices("s.spawn(") {
+            if !text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                unnamed.push(format!("{rel}: a scoped spawn at byte {at}"));
+            }
+        }
+        for (at, _) in text.match_indices("thread::Builder::new()") {
+            let chain = &text[at..];
+            let chain = &chain[..chain.find(".spawn").unwrap_or(chain.len())];
+            let Some(arg) = chain.split_once(".name(").map(|(_, a)| a) else {
+                unnamed.push(format!("{rel}: a thread::Builder with no name"));
+                continue;
+            };
+            // A literal, or a `let`/`const` of this file that holds one.
+            let name = literal(arg).map(str::to_string).or_else(|| {
+                let ident: String = arg
+                    .trim_start()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                [format!("let {ident} = "), format!("const {ident}: &str = ")]
+                    .iter()
+                    .find_map(|d| text.find(d.as_str()).map(|i| &text[i + d.len()..]))
+                    .and_then(literal)
+                    .map(str::to_string)
+            });
+            match name {
+                Some(n) => named.push((name_pattern(&n), rel.clone())),
+                None => unnamed.push(format!("{rel}: a thread name this test cannot read")),
+            }
+        }
+    }
+    (named, unnamed)
+}
+
+/// The names ARCHITECTURE.md's thread list gives, as patterns.
+fn documented_threads() -> BTreeSet<String> {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md")).unwrap();
+    let start = doc.find("this list of names.").expect("the thread list");
+    let para = &doc[start..start + doc[start..].find("\n\n").unwrap()];
+    para.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(name_pattern)
+        .collect()
+}
+
+#[test]
+fn every_thread_has_a_name_and_architecture_md_lists_each() {
+    let (named, unnamed) = spawned_threads();
+    assert!(
+        named.iter().any(|(n, _)| n == "io:*:*") && named.iter().any(|(n, _)| n == "signals"),
+        "the scan found none of the daemon's threads: {named:?}"
+    );
+    assert!(
+        unnamed.is_empty(),
+        "threads started without a name (ps -T shows them as the process):\n{}",
+        unnamed.join("\n")
+    );
+    let listed = documented_threads();
+    let missing: Vec<String> = named
+        .iter()
+        .filter(|(n, _)| !listed.contains(n))
+        .map(|(n, f)| format!("{n} ({f})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's thread list lacks: {missing:?}"
+    );
+    let stale: Vec<&String> = listed
+        .iter()
+        .filter(|l| !named.iter().any(|(n, _)| n == *l))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "ARCHITECTURE.md lists threads src/ no longer starts: {stale:?}"
+    );
+}
+
+#[test]
+fn thread_names_read_as_patterns() {
+    assert_eq!(name_pattern("io:{}:{}"), "io:*:*");
+    assert_eq!(name_pattern("io:<target>:<n>"), "io:*:*");
+    assert_eq!(name_pattern("coord-conn-{id}"), "coord-conn-*");
+    assert_eq!(literal(r#"format!("scaleset:{}", p)"#), Some("scaleset:{}"));
+    assert_eq!(literal(r#""metrics".into()"#), Some("metrics"));
+    assert_eq!(literal("name)"), None);
+}
+
+#[test]
+fn only_the_store_knows_sql() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let tests = test_files(&files);
+    let bad: Vec<String> = files
+        .iter()
+        .filter(|f| !tests.contains(*f) && module_of(f) != "store")
+        .filter(|f| {
+            product_lines(&fs::read_to_string(f).unwrap())
+                .iter()
+                .any(|l| l.contains("rusqlite"))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(bad.is_empty(), "SQLite outside the store: {bad:?}");
 }

@@ -251,7 +251,7 @@ impl Failure {
     /// What the store refused or failed at. Unknown and taken names are the user's
     /// input (2); a stale revision or a thing in use is a conflict.
     pub fn of_store(e: &StoreError) -> Failure {
-        use rusqlite::ErrorCode as C;
+        use crate::store::SqliteFault as F;
         match e {
             StoreError::NotFound { .. } | StoreError::Exists { .. } => Failure::Usage,
             StoreError::StaleRevision { .. } | StoreError::InUse { .. } => Failure::Conflict,
@@ -261,11 +261,11 @@ impl Failure {
             | StoreError::BadRow { .. } => Failure::StoreUnreadable,
             StoreError::Locked { .. } => Failure::StoreLocked,
             StoreError::Io { source, .. } => Failure::of_io(source),
-            StoreError::Sqlite(s) => match s.sqlite_error_code() {
-                Some(C::DatabaseBusy | C::DatabaseLocked) => Failure::StoreLocked,
-                Some(C::PermissionDenied | C::ReadOnly) => Failure::PermissionDenied,
-                Some(C::NotADatabase | C::DatabaseCorrupt) => Failure::StoreUnreadable,
-                _ => Failure::Other,
+            StoreError::Sqlite(_) => match e.sqlite_fault() {
+                Some(F::Busy) => Failure::StoreLocked,
+                Some(F::Denied) => Failure::PermissionDenied,
+                Some(F::Unreadable) => Failure::StoreUnreadable,
+                Some(F::Other) | None => Failure::Other,
             },
         }
     }

@@ -27,7 +27,11 @@ pub struct Invocation {
 
 impl Invocation {
     /// The last value given for an option (a repeated option: the last one wins).
+    /// `name` must be one of the command's options, as its row in the table declares
+    /// them: a read of an undeclared (mistyped) option panics in a debug build, the
+    /// first time any test runs it, instead of reading `None` for ever.
     pub fn value(&self, name: &str) -> Option<&str> {
+        self.declared(name);
         self.options
             .iter()
             .rev()
@@ -35,8 +39,18 @@ impl Invocation {
             .and_then(|(_, v)| v.as_deref())
     }
 
+    /// Whether a switch (or any option) was given; `name` as for [`Invocation::value`].
     pub fn flag(&self, name: &str) -> bool {
+        self.declared(name);
         self.options.iter().any(|(n, _)| *n == name)
+    }
+
+    fn declared(&self, name: &str) {
+        debug_assert!(
+            self.command.options.iter().any(|o| o.name == name),
+            "{} reads {name}, which its row in cli::spec's table does not declare",
+            self.command.path.join(" ")
+        );
     }
 }
 

@@ -222,3 +222,68 @@ mod tests {
         assert_eq!(suggest_option(install, "--frob"), None);
     }
 }
+
+#[cfg(test)]
+mod option_reads {
+    use super::COMMANDS;
+    use std::path::Path;
+
+    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// Every `.value("--…")` and `.flag("--…")` in `src/cli/`, with its file.
+    fn reads() -> Vec<(String, String)> {
+        let mut files = Vec::new();
+        rust_files(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli"),
+            &mut files,
+        );
+        let mut out = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            if f.ends_with("cli/spec.rs") {
+                continue;
+            }
+            for pat in [".value(\"", ".flag(\""] {
+                for (at, _) in text.match_indices(pat) {
+                    let rest = &text[at + pat.len()..];
+                    let name = &rest[..rest.find('"').unwrap()];
+                    if name.starts_with("--") {
+                        out.push((f.display().to_string(), name.to_string()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A read by a name no command declares is a typo that reads `None` for ever (the
+    /// parser refuses the option before any handler runs); `Invocation::value` also
+    /// checks, when it runs, that the name is its own command's.
+    #[test]
+    fn every_option_read_by_name_is_declared() {
+        let all = reads();
+        assert!(all.len() > 40, "the scan found only {} reads", all.len());
+        let bad: Vec<String> = all
+            .iter()
+            .filter(|(_, n)| {
+                !COMMANDS
+                    .iter()
+                    .any(|c| c.options.iter().any(|o| o.name == n))
+            })
+            .map(|(f, n)| format!("{f}: {n}"))
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "reads of options no command declares: {bad:?}"
+        );
+    }
+}

@@ -225,12 +225,6 @@ pub fn job_key(job: &QueuedJob) -> String {
     job.id.to_string()
 }
 
-/// The same labels, in any order and case.
-fn same_labels(a: &[String], b: &[String]) -> bool {
-    let set = |l: &[String]| -> BTreeSet<String> { l.iter().map(|s| s.to_lowercase()).collect() };
-    set(a) == set(b)
-}
-
 fn same_api(a: &str, b: &str) -> bool {
     a.trim_end_matches('/')
         .eq_ignore_ascii_case(b.trim_end_matches('/'))
@@ -640,7 +634,9 @@ impl Placement {
         let mut out = Vec::new();
         job.state = match phase {
             // A lease is only moved to a job with the same labels: its profile fits.
-            JobState::Leased { lease_id, conn, .. } if !same_labels(&labels, &job.job.labels) => {
+            JobState::Leased { lease_id, conn, .. }
+                if !crate::domain::labels::same_set(&labels, &job.job.labels) =>
+            {
                 out.push(Action::Send(conn, CoordMsg::CancelLaunch { lease_id }));
                 JobState::Waiting
             }

@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex};
 /// Whether a profile is a pool profile of this host (carries its pool label).
 pub fn is_pool_profile(host: &Host, p: &ScalePolicy) -> bool {
     let label = host.pool_label();
-    p.labels.iter().any(|l| l.eq_ignore_ascii_case(&label))
+    p.labels
+        .iter()
+        .any(|l| crate::domain::labels::same_label(l, &label))
 }
 
 /// The `hello` this host sends: itself, its targets and its pool profiles.

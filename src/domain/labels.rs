@@ -18,8 +18,7 @@ pub fn validate(arg: &str, labels: &[String]) -> Result<Vec<String>, Invalid> {
             format!("at most {MAX_LABELS} labels (got {})", labels.len()),
         ));
     }
-    let mut seen: Vec<String> = Vec::with_capacity(labels.len());
-    for l in labels {
+    for (i, l) in labels.iter().enumerate() {
         if l.is_empty() {
             return Err(Invalid::new(arg, "labels must not be blank"));
         }
@@ -40,14 +39,12 @@ pub fn validate(arg: &str, labels: &[String]) -> Result<Vec<String>, Invalid> {
                 format!("label {l:?} must not contain whitespace, commas or control characters"),
             ));
         }
-        let lower = l.to_lowercase();
-        if seen.contains(&lower) {
+        if labels[..i].iter().any(|seen| same_label(seen, l)) {
             return Err(Invalid::new(
                 arg,
                 format!("label {l:?} is given twice (labels compare ignoring case)"),
             ));
         }
-        seen.push(lower);
     }
     Ok(labels.to_vec())
 }
@@ -90,7 +87,7 @@ pub fn with_defaults(user: &[String], os: &str, arch: &str) -> Vec<String> {
         .into_iter()
         .chain(user.iter().cloned())
     {
-        if !out.iter().any(|o| o.eq_ignore_ascii_case(&l)) {
+        if !out.iter().any(|o| same_label(o, &l)) {
             out.push(l);
         }
     }
@@ -106,19 +103,31 @@ pub fn already_defaults(user: &[String], os: &str, arch: &str) -> Vec<(String, S
         .filter_map(|u| {
             defaults
                 .iter()
-                .find(|d| d.eq_ignore_ascii_case(u))
+                .find(|d| same_label(d, u))
                 .map(|d| (u.clone(), d.clone()))
         })
         .collect()
 }
 
+/// Whether two labels are the same label: GitHub matches labels ignoring case, all of
+/// Unicode's and not only ASCII's (its runner compares them `OrdinalIgnoreCase`), so
+/// `GPU` is `gpu` and `Ä` is `ä`. The one rule every label comparison uses.
+pub fn same_label(a: &str, b: &str) -> bool {
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().flat_map(char::to_lowercase))
+}
+
+/// Whether two label lists name the same labels, in any order, case and repetition.
+pub fn same_set(a: &[String], b: &[String]) -> bool {
+    a.iter().all(|x| b.iter().any(|y| same_label(x, y)))
+        && b.iter().all(|y| a.iter().any(|x| same_label(x, y)))
+}
+
 /// A job fits a runner when every one of the job's labels is one of the runner's,
 /// compared ignoring case. A job with no labels fits nothing (GitHub needs `runs-on`).
 pub fn job_fits(job: &[String], runner: &[String]) -> bool {
-    !job.is_empty()
-        && job
-            .iter()
-            .all(|j| runner.iter().any(|r| r.to_lowercase() == j.to_lowercase()))
+    !job.is_empty() && job.iter().all(|j| runner.iter().any(|r| same_label(r, j)))
 }
 
 /// How many labels the runner carries beyond the job's: lower is a more specific fit.
@@ -189,6 +198,19 @@ mod tests {
             with_defaults(&v(&["linux"]), "macos", "aarch64"),
             v(&["self-hosted", "macOS", "ARM64", "linux"])
         );
+    }
+
+    #[test]
+    fn label_sets_compare_ignoring_order_repetition_and_unicode_case() {
+        assert!(same_set(&v(&["A", "b"]), &v(&["b", "a", "B"])));
+        assert!(same_set(&v(&["GPU-Ä"]), &v(&["gpu-ä"])));
+        assert!(!same_set(&v(&["a"]), &v(&["a", "b"])));
+        assert!(!same_set(&v(&["a", "b"]), &v(&["a"])));
+        assert!(same_set(&[], &[]));
+        assert!(same_label("Ärger", "äRGER"));
+        assert!(!same_label("ab", "a"));
+        assert!(job_fits(&v(&["ÄPFEL"]), &v(&["äpfel"])));
+        assert!(validate("--labels", &v(&["Ä", "ä"])).is_err());
     }
 
     #[test]

@@ -104,11 +104,58 @@ pub struct JobSeen {
     pub id: i64,
     pub run_id: i64,
     pub name: String,
-    /// `queued`, `in_progress`, `completed`, ...
-    pub status: String,
+    pub status: JobStatus,
     /// Once completed: `success`, `failure`, `cancelled`, ...
-    pub conclusion: Option<String>,
+    pub conclusion: Option<Conclusion>,
     pub runner_name: Option<String>,
+}
+
+/// A job's `status` as GitHub writes it: only `completed` decides anything; any
+/// other word (`queued`, `in_progress`, `waiting`, ...) is kept to be shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobStatus {
+    Completed,
+    Unfinished(String),
+}
+
+impl JobStatus {
+    pub fn from_wire(word: &str) -> JobStatus {
+        match word {
+            "completed" => JobStatus::Completed,
+            other => JobStatus::Unfinished(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            JobStatus::Completed => "completed",
+            JobStatus::Unfinished(word) => word,
+        }
+    }
+}
+
+/// A completed job's `conclusion`: only `failure` can be re-run; any other word
+/// (`success`, `cancelled`, `skipped`, ...) is kept to be shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Conclusion {
+    Failure,
+    Other(String),
+}
+
+impl Conclusion {
+    pub fn from_wire(word: &str) -> Conclusion {
+        match word {
+            "failure" => Conclusion::Failure,
+            other => Conclusion::Other(other.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Conclusion::Failure => "failure",
+            Conclusion::Other(word) => word,
+        }
+    }
 }
 
 /// A workflow run as GitHub lists it when a lost job is looked for: when it was created

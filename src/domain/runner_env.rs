@@ -29,18 +29,7 @@ const OWNED_NAMES: &[&str] = &["HOME", "TMPDIR", "USER", "LOGNAME", "CI"];
 /// characters) that neither the runner nor the daemon owns. `PATH` is allowed, and
 /// checked by [`check_value`].
 pub fn check_name(arg: &str, name: &str) -> Result<(), Invalid> {
-    let posix = !name.is_empty()
-        && name.len() <= 128
-        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !posix {
-        return Err(Invalid::new(
-            arg,
-            format!(
-                "{name:?} is not an environment variable name (letters, digits and _, not first a digit)"
-            ),
-        ));
-    }
+    super::validate::env_var_name(arg, name)?;
     let upper = name.to_ascii_uppercase();
     if let Some(p) = OWNED_PREFIXES.iter().find(|p| upper.starts_with(*p)) {
         return Err(Invalid::new(

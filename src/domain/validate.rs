@@ -312,7 +312,8 @@ pub fn path(arg: &str, value: &str) -> Result<std::path::PathBuf, Invalid> {
     Ok(std::path::PathBuf::from(value))
 }
 
-/// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*`, at most 128 characters.
+/// An environment variable name: a POSIX name, `[A-Za-z_][A-Za-z0-9_]*`, at most 128
+/// characters. The one check of a variable's name (`--token-env`, a runner's `env`).
 pub fn env_var_name(arg: &str, value: &str) -> Result<String, Invalid> {
     let ok = !value.is_empty()
         && value.len() <= 128
@@ -325,7 +326,9 @@ pub fn env_var_name(arg: &str, value: &str) -> Result<String, Invalid> {
     } else {
         Err(Invalid::new(
             arg,
-            format!("{value:?} is not an environment variable name"),
+            format!(
+                "{value:?} is not an environment variable name (letters, digits and _, not first a digit)"
+            ),
         ))
     }
 }

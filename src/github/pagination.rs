@@ -44,20 +44,10 @@ pub fn origin(url: &str) -> Option<String> {
 /// Appends a query parameter to a URL.
 pub fn with_query(url: &str, key: &str, value: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}{key}={}", encode_component(value))
-}
-
-/// Percent-encodes everything outside RFC 3986's unreserved set.
-pub fn encode_component(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    format!(
+        "{url}{sep}{key}={}",
+        crate::http_server::percent_encode(value)
+    )
 }
 
 #[cfg(test)]

@@ -2,9 +2,11 @@
 //! nothing until T". Pure: every decision takes `now`.
 
 use super::headers::{Headers, parse_http_date};
+use crate::backoff::Backoff;
 use crate::timefmt::Millis;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 /// One "send nothing until T" shared by every client of a credential (a target's
 /// loop and its scale set listeners): a `retry-after` one of them meets holds the
@@ -63,6 +65,11 @@ impl RateLimitSnapshot {
 /// The shortest wait GitHub asks for when it gives no header, and its cap.
 pub const NO_HEADER_WAIT_MS: Millis = 60_000;
 pub const NO_HEADER_WAIT_CAP_MS: Millis = 16 * 60_000;
+/// The header-less waits: a minute, doubling with each strike to the cap.
+const NO_HEADER_BACKOFF: Backoff = Backoff::new(
+    Duration::from_millis(NO_HEADER_WAIT_MS as u64),
+    Duration::from_millis(NO_HEADER_WAIT_CAP_MS as u64),
+);
 
 /// `retry-after` in seconds or as an HTTP date, as an absolute time.
 pub fn retry_after(h: &Headers, now: Millis) -> Option<Millis> {
@@ -110,9 +117,7 @@ pub fn limited_until(
     }
     let lower = message.to_ascii_lowercase();
     if status == 429 || lower.contains("rate limit") {
-        let wait = NO_HEADER_WAIT_MS
-            .saturating_mul(1i64 << strikes.min(10))
-            .min(NO_HEADER_WAIT_CAP_MS);
+        let wait = NO_HEADER_BACKOFF.step(strikes).as_millis() as Millis;
         return Some(now + wait);
     }
     None

@@ -61,8 +61,11 @@ impl Job {
             id: self.id,
             run_id: self.run_id,
             name: self.name.clone(),
-            status: self.status.clone(),
-            conclusion: self.conclusion.clone(),
+            status: crate::domain::rerun::JobStatus::from_wire(&self.status),
+            conclusion: self
+                .conclusion
+                .as_deref()
+                .map(crate::domain::rerun::Conclusion::from_wire),
             runner_name: self.runner_name.clone(),
         }
     }

@@ -38,14 +38,17 @@ pub fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Percent-encodes a query value (unreserved characters pass through).
+/// Percent-encodes everything outside RFC 3986's unreserved set: the one encoder of
+/// query values and path segments (the sim, the GitHub and scale set clients).
 pub fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|c| match c {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (c as char).to_string()
-            }
-            _ => format!("%{c:02X}"),
-        })
-        .collect()
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
 }

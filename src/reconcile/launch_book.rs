@@ -150,7 +150,11 @@ pub fn target_mode(
 /// coordinated.
 pub fn is_directed(host: &Host, policy: &ScalePolicy, mode: TargetMode) -> bool {
     let pool = host.pool_label();
-    mode == TargetMode::Coordinated && policy.labels.iter().any(|l| l.eq_ignore_ascii_case(&pool))
+    mode == TargetMode::Coordinated
+        && policy
+            .labels
+            .iter()
+            .any(|l| crate::domain::labels::same_label(l, &pool))
 }
 
 /// What an offer is judged against: the pass's view of the host.

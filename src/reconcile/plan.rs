@@ -285,16 +285,7 @@ fn plan_watch(
             Some(_) if surplus.contains(&a.id) => Want::Surplus,
             Some(_) => Want::Needed,
         };
-        let timeouts = match policy {
-            Some(p) => Timeouts::of(p, STOP_GRACE),
-            // A profile removed under live runners: default timeouts, drained.
-            None => Timeouts {
-                bootstrap: 300_000,
-                idle: 0,
-                job: None,
-                stop_grace: STOP_GRACE,
-            },
-        };
+        let timeouts = timeouts_for(policy);
         let none = Seen {
             events: Vec::new(),
             process: ProcessStatus::Gone,
@@ -323,10 +314,17 @@ fn plan_watch(
 
 /// The profiles' timeouts, for the loop's carrying out of actions.
 pub fn timeouts_of(profiles: &[ScalePolicy], profile: &str) -> Timeouts {
-    match profiles.iter().find(|p| p.name == profile) {
+    timeouts_for(profiles.iter().find(|p| p.name == profile))
+}
+
+/// A profile's timeouts; a profile removed under live runners has the defaults (its
+/// runners are drained).
+fn timeouts_for(policy: Option<&ScalePolicy>) -> Timeouts {
+    match policy {
         Some(p) => Timeouts::of(p, STOP_GRACE),
         None => Timeouts {
-            bootstrap: 300_000,
+            bootstrap: (crate::domain::profile::DEFAULT_BOOTSTRAP_TIMEOUT_SECS as Millis)
+                .saturating_mul(1000),
             idle: 0,
             job: None,
             stop_grace: STOP_GRACE,
@@ -519,7 +517,9 @@ pub fn rest_jobs(jobs: &[QueuedJob], profiles: &[ScalePolicy]) -> Vec<QueuedJob>
         .filter(|j| {
             !profiles.iter().any(|p| {
                 p.demand == DemandSource::Scaleset
-                    && j.labels.iter().all(|l| l.eq_ignore_ascii_case(&p.name))
+                    && j.labels
+                        .iter()
+                        .all(|l| crate::domain::labels::same_label(l, &p.name))
             })
         })
         .cloned()

@@ -14,7 +14,7 @@
 //! the fix. At most `rerun_lost` re-runs an hour per profile; a row waits its turn.
 
 use crate::backoff::Backoff;
-use crate::domain::rerun::{JobSeen, Rerun, RerunState, RunSeen};
+use crate::domain::rerun::{Conclusion, JobSeen, JobStatus, Rerun, RerunState, RunSeen};
 use crate::domain::{Attempt, AttemptState};
 use crate::timefmt::Millis;
 use std::time::Duration;
@@ -193,24 +193,25 @@ pub fn seen(row: &Rerun, jobs: &[JobSeen], now: Millis) -> Next {
         }
         return wait(tries, now, "GitHub shows no job taken by the runner yet");
     };
-    if job.status != "completed" {
+    if let JobStatus::Unfinished(status) = &job.status {
         return wait(
             tries,
             now,
             &format!(
-                "GitHub shows the job {}: it fails it about ten minutes after the runner \
-                 stopped",
-                job.status
+                "GitHub shows the job {status}: it fails it about ten minutes after the \
+                 runner stopped"
             ),
         );
     }
-    match job.conclusion.as_deref() {
-        Some("failure") => Next::Rerun { job_id: job.id },
+    match &job.conclusion {
+        Some(Conclusion::Failure) => Next::Rerun { job_id: job.id },
         other => Next::Settle {
             state: RerunState::NotFailed,
             detail: format!(
                 "GitHub concluded the job {}: nothing to run again",
-                other.unwrap_or("without a conclusion")
+                other
+                    .as_ref()
+                    .map_or("without a conclusion", Conclusion::as_str)
             ),
         },
     }
@@ -350,8 +351,8 @@ mod tests {
             id: 400,
             run_id: 40,
             name: "build".into(),
-            status: status.into(),
-            conclusion: conclusion.map(String::from),
+            status: JobStatus::from_wire(status),
+            conclusion: conclusion.map(Conclusion::from_wire),
             runner_name: Some("rm-abc-7".into()),
         }
     }

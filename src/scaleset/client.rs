@@ -14,6 +14,7 @@ use super::types;
 use crate::domain::parse_runner_name;
 use crate::github::GitHubClient;
 use crate::github::client::{ExternalCall, Reply};
+use crate::github::pagination::with_query;
 use crate::secret::Secret;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -62,16 +63,10 @@ impl ScaleSet {
     /// Whether the service's copy already matches `spec` (labels compared as sets,
     /// ignoring case, as GitHub compares labels).
     pub fn matches(&self, spec: &ScaleSetSpec) -> bool {
-        let norm = |v: &[String]| {
-            let mut v: Vec<String> = v.iter().map(|l| l.to_ascii_lowercase()).collect();
-            v.sort();
-            v.dedup();
-            v
-        };
         self.name == spec.name
             && self.runner_group_id == spec.runner_group_id
             && self.disable_update == spec.disable_update
-            && norm(&self.labels) == norm(&spec.labels)
+            && crate::domain::labels::same_set(&self.labels, &spec.labels)
     }
 }
 
@@ -178,29 +173,12 @@ fn ok_or_error(reply: Reply) -> Result<Reply, ScaleSetError> {
     }
 }
 
-fn query_value(v: &str) -> String {
-    let mut out = String::new();
-    for b in v.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// `url` with `/{segment}` appended to its path (before any query).
 fn append_path(url: &str, segment: &str) -> String {
     match url.split_once('?') {
         Some((path, query)) => format!("{}/{segment}?{query}", path.trim_end_matches('/')),
         None => format!("{}/{segment}", url.trim_end_matches('/')),
     }
-}
-
-fn add_query(url: &str, key: &str, value: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}{key}={}", query_value(value))
 }
 
 impl ScaleSetClient {
@@ -309,7 +287,7 @@ impl ScaleSetClient {
 
     /// The runner group with this name (`None` when there is none).
     pub fn runner_group_by_name(&self, name: &str) -> Result<Option<RunnerGroup>, ScaleSetError> {
-        let path = add_query("_apis/runtime/runnergroups/", "groupName", name);
+        let path = with_query("_apis/runtime/runnergroups/", "groupName", name);
         let list: types::List<types::RunnerGroup> =
             parse_json(&self.service("GET", &path, None)?.body)?;
         Ok(list
@@ -328,7 +306,7 @@ impl ScaleSetClient {
         runner_group_id: i64,
         name: &str,
     ) -> Result<Option<ScaleSet>, ScaleSetError> {
-        let path = add_query(
+        let path = with_query(
             &format!("{SCALE_SETS}?runnerGroupId={runner_group_id}"),
             "name",
             name,
@@ -471,7 +449,7 @@ impl ScaleSetClient {
     ) -> Result<Option<ScaleSetMessage>, ScaleSetError> {
         let mut url = session.queue_url.clone();
         if last_message_id > 0 {
-            url = add_query(&url, "lastMessageId", &last_message_id.to_string());
+            url = with_query(&url, "lastMessageId", &last_message_id.to_string());
         }
         let auth = Secret::new(format!("Bearer {}", session.queue_token.expose()));
         let reply = self.gh.send_external(&ExternalCall {
@@ -592,7 +570,7 @@ impl ScaleSetClient {
 
     /// A runner by its exact name.
     pub fn runner_by_name(&self, name: &str) -> Result<Option<ScaleSetRunner>, ScaleSetError> {
-        let path = add_query(AGENTS, "agentName", name);
+        let path = with_query(AGENTS, "agentName", name);
         let list: types::List<types::RunnerReference> =
             parse_json(&self.service("GET", &path, None)?.body)?;
         Ok(list
@@ -627,8 +605,8 @@ mod tests {
             "http://h/q/5?sessionId=a"
         );
         assert_eq!(append_path("http://h/q/", "5"), "http://h/q/5");
-        assert_eq!(add_query("p?x=1", "name", "a b/c"), "p?x=1&name=a%20b%2Fc");
-        assert_eq!(add_query("p", "n", "ok"), "p?n=ok");
+        assert_eq!(with_query("p?x=1", "name", "a b/c"), "p?x=1&name=a%20b%2Fc");
+        assert_eq!(with_query("p", "n", "ok"), "p?n=ok");
     }
 
     #[test]

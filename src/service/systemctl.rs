@@ -115,9 +115,21 @@ fn run_bounded(cmd: &mut Command, timeout: Duration) -> Result<Answer, String> {
     let child = cmd.spawn().map_err(|e| format!("could not run: {e}"))?;
     let pid = child.id() as libc::pid_t;
     let (tx, rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
+    let waiter = std::thread::Builder::new()
+        .name("systemctl-wait".into())
+        .spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+    let waiter = match waiter {
+        Ok(w) => w,
+        Err(e) => {
+            // SAFETY: the child was never waited for, so the pid is still this child's.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            return Err(format!("could not be waited for: {e}"));
+        }
+    };
     match rx.recv_timeout(timeout) {
         Ok(Ok(out)) => {
             let _ = waiter.join();

@@ -130,4 +130,33 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// What an SQLite error says of the store file, in words for those who do not know
+/// SQLite (the CLI's exit codes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqliteFault {
+    /// Another process holds it (busy or locked).
+    Busy,
+    /// Not ours to write: permission denied, or read-only.
+    Denied,
+    /// Not a database, or a damaged one.
+    Unreadable,
+    Other,
+}
+
+impl StoreError {
+    /// For an error SQLite raised, what it says of the file; `None` for the others.
+    pub fn sqlite_fault(&self) -> Option<SqliteFault> {
+        use rusqlite::ErrorCode as C;
+        let StoreError::Sqlite(e) = self else {
+            return None;
+        };
+        Some(match e.sqlite_error_code() {
+            Some(C::DatabaseBusy | C::DatabaseLocked) => SqliteFault::Busy,
+            Some(C::PermissionDenied | C::ReadOnly) => SqliteFault::Denied,
+            Some(C::NotADatabase | C::DatabaseCorrupt) => SqliteFault::Unreadable,
+            _ => SqliteFault::Other,
+        })
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;

@@ -31,7 +31,7 @@ pub use edit::{
     EditError, HostEdit, HostProbe, beside, check_runner_dir, edit_host, edit_profile,
     read_host_settings, usage_settings,
 };
-pub use error::{Result, StoreError};
+pub use error::{Result, SqliteFault, StoreError};
 pub use identity::Reidentified;
 pub use names::{guess, near_name, said};
 pub use reruns::losses_noted;

@@ -8,6 +8,7 @@
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::model::Snapshot;
 use super::runners::{clicked, first_shown};
 use crate::domain::rerun::{Rerun, RerunState};
@@ -338,6 +339,26 @@ impl ActivityView {
 /// The box under the list that shows the selected event whole, with its remedy.
 const REMEDY_HEIGHT: u16 = 4;
 
+/// The Activity pane's own keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    ProblemsOnly,
+    Open,
+}
+
+const KEYS: &[Binding<Cmd>] = &[
+    Binding {
+        keys: &[KeyCode::Char('!')],
+        cmd: Cmd::ProblemsOnly,
+        help: "problems only, or everything",
+    },
+    Binding {
+        keys: &[KeyCode::Enter, KeyCode::Char('o')],
+        cmd: Cmd::Open,
+        help: "open the event's attempt",
+    },
+];
+
 impl Component for ActivityView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         let ev = self.shown(snap);
@@ -345,20 +366,22 @@ impl Component for ActivityView {
             self.index = step_index(self.index, by, ev.len());
             return Handled::Yes;
         }
-        match key.code {
-            KeyCode::Char('!') => {
+        match keys::find(KEYS, &key) {
+            Some(Cmd::ProblemsOnly) => {
                 self.problems_only = !self.problems_only;
                 self.index = 0;
                 Handled::Yes
             }
-            KeyCode::Enter | KeyCode::Char('o') => {
-                match ev.get(self.index).and_then(|e| e.attempt) {
-                    Some(id) if snap.attempt(id).is_some() => Handled::Then(Effect::OpenDetail(id)),
-                    _ => Handled::Yes,
-                }
-            }
-            _ => Handled::No,
+            Some(Cmd::Open) => match ev.get(self.index).and_then(|e| e.attempt) {
+                Some(id) if snap.attempt(id).is_some() => Handled::Then(Effect::OpenDetail(id)),
+                _ => Handled::Yes,
+            },
+            None => Handled::No,
         }
+    }
+
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {

@@ -8,6 +8,7 @@ use super::actions::{Action, Done};
 use super::activity::ActivityView;
 use super::attempts::AttemptsView;
 use super::detail::DetailView;
+use super::keys::{self, Binding, Move};
 use super::model::Snapshot;
 use super::overview::OverviewView;
 use super::pictures::PicturesView;
@@ -76,6 +77,143 @@ impl Pane {
         shown[(i + by).rem_euclid(shown.len() as isize) as usize]
     }
 }
+
+/// The keys that mean the same on every pane (under no overlay or editor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Global {
+    Next,
+    Prev,
+    Pane,
+    Runners,
+    Activity,
+    Settings,
+    Copy,
+    Filter,
+    Undo,
+    Drain,
+    Reload,
+    Help,
+    Quit,
+}
+
+const DIGITS: &[KeyCode] = &[
+    KeyCode::Char('1'),
+    KeyCode::Char('2'),
+    KeyCode::Char('3'),
+    KeyCode::Char('4'),
+    KeyCode::Char('5'),
+    KeyCode::Char('6'),
+    KeyCode::Char('7'),
+    KeyCode::Char('8'),
+];
+
+/// What the help says of the pane numbers; without a pool it says `1 … 7` instead.
+pub const PANES_HELP: &str = "the panes, as the tabs number them (8: Pool, a coordinator's)";
+
+pub const GLOBAL: &[Binding<Global>] = &[
+    Binding {
+        keys: &[KeyCode::Tab, KeyCode::Char('l'), KeyCode::Right],
+        cmd: Global::Next,
+        help: "next pane (in detail, l: the whole log)",
+    },
+    Binding {
+        keys: &[KeyCode::BackTab, KeyCode::Char('h'), KeyCode::Left],
+        cmd: Global::Prev,
+        help: "previous pane (in detail: back)",
+    },
+    Binding {
+        keys: DIGITS,
+        cmd: Global::Pane,
+        help: PANES_HELP,
+    },
+    Binding {
+        keys: &[KeyCode::Char('n')],
+        cmd: Global::Runners,
+        help: "Runners, Activity, Settings (e: the profile's)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('a')],
+        cmd: Global::Activity,
+        help: "Runners, Activity, Settings (e: the profile's)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('e')],
+        cmd: Global::Settings,
+        help: "Runners, Activity, Settings (e: the profile's)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('c')],
+        cmd: Global::Copy,
+        help: "copy: attempt id, log path, runner, fix, set command",
+    },
+    Binding {
+        keys: &[KeyCode::Char('/')],
+        cmd: Global::Filter,
+        help: "filter attempts (Enter keeps, Esc clears)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('u')],
+        cmd: Global::Undo,
+        help: "undo the last max step",
+    },
+    Binding {
+        keys: &[KeyCode::Char('d')],
+        cmd: Global::Drain,
+        help: "drain the host, or stop draining (asks)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('r'), KeyCode::F(5)],
+        cmd: Global::Reload,
+        help: "reload now",
+    },
+    Binding {
+        keys: &[KeyCode::Char('?')],
+        cmd: Global::Help,
+        help: "this help (Esc or ? closes it)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('q')],
+        cmd: Global::Quit,
+        help: "quit (Ctrl-C too)",
+    },
+];
+
+/// A question's answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Yes,
+    No,
+}
+
+pub const CONFIRM: &[Binding<Answer>] = &[
+    Binding {
+        keys: &[KeyCode::Char('y'), KeyCode::Char('Y'), KeyCode::Enter],
+        cmd: Answer::Yes,
+        help: "confirm or cancel a question",
+    },
+    Binding {
+        keys: &[
+            KeyCode::Char('n'),
+            KeyCode::Char('N'),
+            KeyCode::Esc,
+            KeyCode::Char('q'),
+        ],
+        cmd: Answer::No,
+        help: "confirm or cancel a question",
+    },
+];
+
+/// The keys that close the help (it keeps every other).
+const HELP_CLOSE: &[Binding<()>] = &[Binding {
+    keys: &[
+        KeyCode::Esc,
+        KeyCode::Char('?'),
+        KeyCode::Char('q'),
+        KeyCode::Enter,
+    ],
+    cmd: (),
+    help: "close this help",
+}];
 
 /// What the loop must do after a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +296,11 @@ pub enum Handled {
 /// A view: keys change its own state (`event`); drawing only reads (`draw`).
 pub trait Component {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled;
+    /// The view's own keys as the help lists them, from the table its `event` reads
+    /// ([`keys`]); the movement keys ([`keys::MOVES`]) are every view's.
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        Vec::new()
+    }
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx);
 }
 
@@ -307,12 +450,8 @@ impl App {
         if let Some(r) = self.modal_key(key) {
             return r;
         }
-        // `o` opens, as Enter does (the original's key).
-        let key = match key.code {
-            KeyCode::Char('o') => KeyEvent::new(KeyCode::Enter, key.modifiers),
-            _ => key,
-        };
-        if key.code == KeyCode::Char('c') {
+        // `c` copies what the open detail shows before the detail sees a key.
+        if keys::find(GLOBAL, &key) == Some(Global::Copy) {
             return self.copy();
         }
         if let Some(r) = self.detail_key(key) {
@@ -320,6 +459,11 @@ impl App {
         }
         if let Some(r) = self.global_key(key) {
             return r;
+        }
+        // Under an open detail the pane's keys would act unseen (and the help lists
+        // the detail's, not the pane's).
+        if self.detail.is_some() {
+            return Request::None;
         }
         let handled = match self.pane {
             Pane::Overview => self.overview.event(key, &self.snap),
@@ -342,25 +486,22 @@ impl App {
     fn modal_key(&mut self, key: KeyEvent) -> Option<Request> {
         if self.help {
             // The overlay keeps every other key, so nothing happens unseen under it.
-            if matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q') | KeyCode::Enter
-            ) {
+            if keys::find(HELP_CLOSE, &key).is_some() {
                 self.help = false;
             }
             return Some(Request::None);
         }
         if let Some(action) = self.confirm.take() {
-            return Some(match key.code {
-                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => Request::Run(action),
-                KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc | KeyCode::Char('q') => {
+            return Some(match keys::find(CONFIRM, &key) {
+                Some(Answer::Yes) => Request::Run(action),
+                Some(Answer::No) => {
                     self.message = Some(Message {
                         text: "cancelled".into(),
                         error: false,
                     });
                     Request::None
                 }
-                _ => {
+                None => {
                     self.confirm = Some(action);
                     Request::None
                 }
@@ -389,10 +530,7 @@ impl App {
             Handled::Yes => return Some(Request::None),
             Handled::Then(e) => return Some(self.effect(e)),
         }
-        if matches!(
-            key.code,
-            KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') | KeyCode::Backspace
-        ) {
+        if keys::find(super::detail::KEYS, &key) == Some(super::detail::Cmd::Back) {
             self.detail = None;
             return Some(Request::None);
         }
@@ -402,14 +540,14 @@ impl App {
     /// The keys that mean the same on every pane: quit, help, reload, undo, drain, and
     /// the pane switches. `None` for a key the pane has.
     fn global_key(&mut self, key: KeyEvent) -> Option<Request> {
-        match key.code {
-            KeyCode::Char('q') => Some(Request::Quit),
-            KeyCode::Char('?') => {
+        Some(match keys::find(GLOBAL, &key)? {
+            Global::Quit => Request::Quit,
+            Global::Help => {
                 self.help = true;
-                Some(Request::None)
+                Request::None
             }
-            KeyCode::Char('r') | KeyCode::F(5) => Some(Request::Reload),
-            KeyCode::Char('u') => Some(match self.undo.take() {
+            Global::Reload => Request::Reload,
+            Global::Undo => match self.undo.take() {
                 Some(a) => Request::Run(a),
                 None => {
                     self.message = Some(Message {
@@ -418,22 +556,26 @@ impl App {
                     });
                     Request::None
                 }
-            }),
-            KeyCode::Char('d') => {
+            },
+            Global::Drain => {
                 let draining = self.snap.host.as_ref().is_some_and(|h| h.draining);
-                Some(self.effect(Effect::Act(Action::SetDraining(!draining))))
+                self.effect(Effect::Act(Action::SetDraining(!draining)))
             }
-            _ => self.switch_key(key).then_some(Request::None),
-        }
+            Global::Copy => self.copy(),
+            switch => {
+                self.switch_key(switch, key);
+                Request::None
+            }
+        })
     }
 
     /// The keys that switch panes (`n`, `a`, `e`, Tab, Right, l, BackTab, Left, h, 1 to
-    /// 7, `/`); true when the key was one.
-    fn switch_key(&mut self, key: KeyEvent) -> bool {
-        match key.code {
-            KeyCode::Char('n') => self.switch(Pane::Runners),
-            KeyCode::Char('a') => self.switch(Pane::Activity),
-            KeyCode::Char('e') => {
+    /// 8, `/`).
+    fn switch_key(&mut self, cmd: Global, key: KeyEvent) {
+        match cmd {
+            Global::Runners => self.switch(Pane::Runners),
+            Global::Activity => self.switch(Pane::Activity),
+            Global::Settings => {
                 // From a profile (Overview), its settings; else where Settings was.
                 if self.pane == Pane::Overview
                     && let Some(name) = self
@@ -445,14 +587,11 @@ impl App {
                 }
                 self.switch(Pane::Settings);
             }
-            KeyCode::Tab | KeyCode::Right | KeyCode::Char('l') => {
-                self.switch(self.pane.step(1, Pane::shown(&self.snap)));
-            }
-            KeyCode::BackTab | KeyCode::Left | KeyCode::Char('h') => {
-                self.switch(self.pane.step(-1, Pane::shown(&self.snap)));
-            }
-            KeyCode::Char(c @ '1'..='8') => {
-                match Pane::shown(&self.snap).get(c as usize - '1' as usize) {
+            Global::Next => self.switch(self.pane.step(1, Pane::shown(&self.snap))),
+            Global::Prev => self.switch(self.pane.step(-1, Pane::shown(&self.snap))),
+            Global::Pane => {
+                let KeyCode::Char(c) = key.code else { return };
+                match Pane::shown(&self.snap).get((c as usize).wrapping_sub('1' as usize)) {
                     Some(p) => self.switch(*p),
                     // Only 8 can miss: the Pool pane needs a coordinator's hosts.
                     None => {
@@ -465,13 +604,39 @@ impl App {
                     }
                 }
             }
-            KeyCode::Char('/') => {
+            Global::Filter => {
                 self.switch(Pane::Attempts);
                 self.attempts.start_filter();
             }
-            _ => return false,
+            Global::Quit
+            | Global::Help
+            | Global::Reload
+            | Global::Undo
+            | Global::Drain
+            | Global::Copy => {}
         }
-        true
+    }
+
+    /// Every key the help lists now: the app's, the movements, the open detail's or
+    /// else the pane's, and a question's answers; each from the table its dispatch
+    /// reads.
+    pub fn help_lines(&self) -> Vec<(String, &'static str)> {
+        let own = match (&self.detail, self.pane) {
+            (Some(d), _) => d.keys(),
+            (None, Pane::Overview) => self.overview.keys(),
+            (None, Pane::Attempts) => self.attempts.keys(),
+            (None, Pane::Pictures) => self.pictures.keys(),
+            (None, Pane::Runners) => self.runners.keys(),
+            (None, Pane::Activity) => self.activity.keys(),
+            (None, Pane::Settings) => self.settings.keys(),
+            (None, Pane::Usage) => self.usage.keys(),
+            (None, Pane::Pool) => self.pool.keys(),
+        };
+        let mut out = keys::help_lines(GLOBAL);
+        out.extend(keys::help_lines(keys::MOVES));
+        out.extend(own);
+        out.extend(keys::help_lines(CONFIRM));
+        out
     }
 
     /// `c`: what the selection names, to the clipboard: the open attempt's log path,
@@ -620,15 +785,15 @@ pub fn step_index(i: usize, by: isize, len: usize) -> usize {
     (i as isize + by).clamp(0, len as isize - 1) as usize
 }
 
-/// The movement keys every list shares: how far a key moves the selection.
+/// The movement keys every list shares ([`keys::MOVES`]): how far a key moves the
+/// selection.
 pub fn movement(key: &KeyEvent, page: isize) -> Option<isize> {
-    Some(match key.code {
-        KeyCode::Down | KeyCode::Char('j') => 1,
-        KeyCode::Up | KeyCode::Char('k') => -1,
-        KeyCode::PageDown => page,
-        KeyCode::PageUp => -page,
-        KeyCode::Home | KeyCode::Char('g') => isize::MIN / 2,
-        KeyCode::End | KeyCode::Char('G') => isize::MAX / 2,
-        _ => return None,
+    Some(match keys::find(keys::MOVES, key)? {
+        Move::Down => 1,
+        Move::Up => -1,
+        Move::PageDown => page,
+        Move::PageUp => -page,
+        Move::First => isize::MIN / 2,
+        Move::Last => isize::MAX / 2,
     })
 }

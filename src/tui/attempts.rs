@@ -4,6 +4,7 @@
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::model::Snapshot;
 use crate::domain::Attempt;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -141,6 +142,33 @@ impl AttemptsView {
     }
 }
 
+/// The Attempts pane's own keys (`/`, which starts the filter from any pane, is the
+/// app's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    Sort,
+    ClearFilter,
+    Open,
+}
+
+const KEYS: &[Binding<Cmd>] = &[
+    Binding {
+        keys: &[KeyCode::Char('s')],
+        cmd: Cmd::Sort,
+        help: "sort attempts: newest state profile rss cpu",
+    },
+    Binding {
+        keys: &[KeyCode::Esc],
+        cmd: Cmd::ClearFilter,
+        help: "clear the filter",
+    },
+    Binding {
+        keys: &[KeyCode::Enter, KeyCode::Char('o')],
+        cmd: Cmd::Open,
+        help: "open the attempt's detail",
+    },
+];
+
 impl Component for AttemptsView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         if self.editing {
@@ -170,23 +198,27 @@ impl Component for AttemptsView {
             self.selected = rows.get(self.index).map(|a| a.id);
             return Handled::Yes;
         }
-        match key.code {
-            KeyCode::Char('s') => {
+        match keys::find(KEYS, &key) {
+            Some(Cmd::Sort) => {
                 self.sort = self.sort.next();
                 self.follow(snap);
                 Handled::Yes
             }
-            KeyCode::Esc if !self.filter.is_empty() => {
+            Some(Cmd::ClearFilter) => {
                 self.filter.clear();
                 self.follow(snap);
                 Handled::Yes
             }
-            KeyCode::Enter => match self.selected {
+            Some(Cmd::Open) => match self.selected {
                 Some(id) => Handled::Then(Effect::OpenDetail(id)),
                 None => Handled::Yes,
             },
-            _ => Handled::No,
+            None => Handled::No,
         }
+    }
+
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {

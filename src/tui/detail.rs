@@ -5,6 +5,7 @@
 
 use super::app::{Component, Ctx, Effect, Handled, movement};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::logfile::LogText;
 use super::model::Snapshot;
 use super::theme::Theme;
@@ -97,7 +98,37 @@ fn clock(ms: crate::timefmt::Millis) -> String {
     format_rfc3339(ms)[11..19].to_string()
 }
 
+/// An open attempt's keys: the whole log, and back (from the whole log to the detail,
+/// from the detail to its pane: `App` closes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmd {
+    WholeLog,
+    Back,
+}
+
+pub const KEYS: &[Binding<Cmd>] = &[
+    Binding {
+        keys: &[KeyCode::Enter, KeyCode::Char('l'), KeyCode::Char('o')],
+        cmd: Cmd::WholeLog,
+        help: "the whole log",
+    },
+    Binding {
+        keys: &[
+            KeyCode::Esc,
+            KeyCode::Left,
+            KeyCode::Char('h'),
+            KeyCode::Backspace,
+        ],
+        cmd: Cmd::Back,
+        help: "back",
+    },
+];
+
 impl Component for DetailView {
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
+    }
+
     fn event(&mut self, key: KeyEvent, _snap: &Snapshot) -> Handled {
         if let Some(full) = self.full.as_mut() {
             let page = full.page.get().max(1);
@@ -106,16 +137,17 @@ impl Component for DetailView {
                 full.top = (full.first() as isize + by).clamp(0, last as isize) as usize;
                 return Handled::Yes;
             }
-            if matches!(
-                key.code,
-                KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') | KeyCode::Backspace
-            ) {
-                self.full = None;
-                return Handled::Yes;
-            }
-            return Handled::No;
+            return match keys::find(KEYS, &key) {
+                Some(Cmd::Back) => {
+                    self.full = None;
+                    Handled::Yes
+                }
+                // Already the whole log: l is the app's next pane, as elsewhere.
+                Some(Cmd::WholeLog) | None => Handled::No,
+            };
         }
-        if matches!(key.code, KeyCode::Enter | KeyCode::Char('l')) {
+        // Back from the detail itself is the app's: it holds the detail.
+        if keys::find(KEYS, &key) == Some(Cmd::WholeLog) {
             return Handled::Then(Effect::OpenLog(self.id));
         }
         match movement(&key, 10) {

@@ -18,6 +18,7 @@ mod attempts;
 pub mod columns;
 pub mod detail;
 pub mod fmt;
+pub mod keys;
 pub mod logfile;
 pub mod model;
 mod overlay;

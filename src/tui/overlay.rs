@@ -1,44 +1,16 @@
-//! What draws over the panes: the help overlay (every key, from the one table
-//! [`KEYS`]) and the confirmation a disruptive action waits on.
+//! What draws over the panes: the help overlay (every key the app and the pane in
+//! view bind, from the tables their dispatch reads: `tui::keys`) and the confirmation
+//! a disruptive action waits on.
 
 use super::actions::Action;
-use super::app::Ctx;
+use super::app::{Ctx, PANES_HELP};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
-/// Every key `top` knows, as the help overlay lists them.
-pub const KEYS: &[(&str, &str)] = &[
-    ("Tab l →", "next pane (in detail, l: the whole log)"),
-    ("S-Tab h ←", "previous pane (in detail: back)"),
-    (
-        "1 … 8",
-        "the panes, as the tabs number them (8: Pool, a coordinator's)",
-    ),
-    ("n a e", "Runners, Activity, Settings (e: the profile's)"),
-    ("j k ↓ ↑ wheel", "move the selection / scroll"),
-    ("PgDn PgUp", "move by a page"),
-    ("g G Home End", "first / last (log: top / follow)"),
-    ("Enter o", "open: detail, whole log, edit a setting"),
-    ("click", "a tab opens it; a row selects it"),
-    ("c", "copy: attempt id, log path, runner, fix, set command"),
-    ("Esc", "back; clear the filter; leave an edit; close help"),
-    ("/", "filter attempts (Enter keeps, Esc clears)"),
-    ("s", "sort attempts: newest state profile rss cpu"),
-    ("!", "activity: problems only, or everything"),
-    ("p Space", "pause or resume the profile (asks)"),
-    ("+ -", "the profile's max up or down by one, at once"),
-    ("u", "undo the last max step"),
-    ("d", "drain the host, or stop draining (asks)"),
-    ("y n", "confirm or cancel a question"),
-    ("r F5", "reload now"),
-    ("?", "this help"),
-    ("q Ctrl-C", "quit"),
-];
-
-/// The pane keys as this store has them: 8 only where there is a Pool to show.
-const PANES_NO_POOL: (&str, &str) = ("1 … 7", "the panes, as the tabs number them");
+/// What the help says of the mouse, after the keys.
+const MOUSE: (&str, &str) = ("click", "a tab opens it; a row selects it");
 
 /// A rectangle of at most `w`×`h` in the middle of `area`.
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -48,21 +20,27 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
     )
 }
 
-pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
+/// The help: `lines` are [`App::help_lines`](super::app::App::help_lines), every key
+/// of the app, the movements and the pane (or open detail) from the tables their
+/// dispatch reads.
+pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx, lines: &[(String, &'static str)]) {
     let th = &cx.theme;
-    let w = KEYS
+    let keys: Vec<(String, &str)> = lines
+        .iter()
+        .map(|(k, what)| match *what {
+            PANES_HELP if cx.snap.pool.is_none() => {
+                (k.replace('8', "7"), "the panes, as the tabs number them")
+            }
+            _ => (k.clone(), *what),
+        })
+        .chain([(MOUSE.0.to_string(), MOUSE.1)])
+        .collect();
+    let w = keys
         .iter()
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(0);
-    let keys: Vec<(&str, &str)> = KEYS
-        .iter()
-        .map(|&(k, what)| match k {
-            "1 … 8" if cx.snap.pool.is_none() => PANES_NO_POOL,
-            _ => (k, what),
-        })
-        .collect();
-    let lines: Vec<Line> = keys
+    let rows: Vec<Line> = keys
         .iter()
         .map(|(k, what)| {
             Line::from(vec![
@@ -71,10 +49,15 @@ pub fn draw_help(f: &mut Frame, area: Rect, cx: &Ctx) {
             ])
         })
         .collect();
-    let r = centered(area, 72, KEYS.len() as u16 + 2);
+    let wide = keys
+        .iter()
+        .map(|(_, what)| what.chars().count())
+        .max()
+        .unwrap_or(0);
+    let r = centered(area, (w + wide + 5) as u16, rows.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).block(th.block().title(" Keys · Esc or ? to close ")),
+        Paragraph::new(rows).block(th.block().title(" Keys · Esc or ? to close ")),
         r,
     );
 }

@@ -9,6 +9,7 @@ use super::actions::Action;
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::model::{PICTURE_WINDOW_MS, ProfileRow, Snapshot};
 use crate::domain::{DemandSource, Reported, SessionPhase, TargetMode};
 use crate::timefmt::Millis;
@@ -126,6 +127,38 @@ impl OverviewView {
     }
 }
 
+/// The Overview's own keys, on the selected profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    Pause,
+    MaxUp,
+    MaxDown,
+    Open,
+}
+
+const KEYS: &[Binding<Cmd>] = &[
+    Binding {
+        keys: &[KeyCode::Char('p'), KeyCode::Char(' ')],
+        cmd: Cmd::Pause,
+        help: "pause or resume the profile (asks)",
+    },
+    Binding {
+        keys: &[KeyCode::Char('+'), KeyCode::Char('=')],
+        cmd: Cmd::MaxUp,
+        help: "the profile's max up or down by one, at once",
+    },
+    Binding {
+        keys: &[KeyCode::Char('-')],
+        cmd: Cmd::MaxDown,
+        help: "the profile's max up or down by one, at once",
+    },
+    Binding {
+        keys: &[KeyCode::Enter, KeyCode::Char('o')],
+        cmd: Cmd::Open,
+        help: "open: the profile's attempts",
+    },
+];
+
 impl Component for OverviewView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         if let Some(by) = movement(&key, 5) {
@@ -138,27 +171,33 @@ impl Component for OverviewView {
         };
         let p = &row.policy;
         let act = |a| Handled::Then(Effect::Act(a));
-        match key.code {
-            KeyCode::Char('p') | KeyCode::Char(' ') => act(Action::SetActive {
+        let Some(cmd) = keys::find(KEYS, &key) else {
+            return Handled::No;
+        };
+        match cmd {
+            Cmd::Pause => act(Action::SetActive {
                 profile: p.name.clone(),
                 revision: p.revision,
                 active: !p.active,
             }),
-            KeyCode::Char('+') | KeyCode::Char('=') => act(Action::SetMax {
+            Cmd::MaxUp => act(Action::SetMax {
                 profile: p.name.clone(),
                 revision: p.revision,
                 from: p.max_capacity,
                 to: i64::from(p.max_capacity) + 1,
             }),
-            KeyCode::Char('-') => act(Action::SetMax {
+            Cmd::MaxDown => act(Action::SetMax {
                 profile: p.name.clone(),
                 revision: p.revision,
                 from: p.max_capacity,
                 to: i64::from(p.max_capacity) - 1,
             }),
-            KeyCode::Enter => Handled::Then(Effect::ShowProfile(p.name.clone())),
-            _ => Handled::No,
+            Cmd::Open => Handled::Then(Effect::ShowProfile(p.name.clone())),
         }
+    }
+
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {

@@ -8,6 +8,7 @@
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::model::Snapshot;
 use crate::domain::{RegisteredRunner, parse_runner_name, runner_name};
 use crossterm::event::{KeyCode, KeyEvent};
@@ -66,17 +67,39 @@ impl Whose {
     }
 }
 
-/// What GitHub says the runner is doing.
-pub fn activity(r: &RegisteredRunner) -> &'static str {
-    match (r.online, r.busy) {
-        (false, _) => "offline",
-        (true, true) => "busy",
-        (true, false) => "idle",
+/// The GITHUB column: what GitHub says the runner is doing, or that its last list did
+/// not have it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Github {
+    Busy,
+    Idle,
+    Offline,
+    /// A live attempt of ours the last list did not have: started since, or not
+    /// registered yet.
+    NotListed,
+}
+
+impl Github {
+    pub fn word(self) -> &'static str {
+        match self {
+            Github::Busy => "busy",
+            Github::Idle => "idle",
+            Github::Offline => "offline",
+            Github::NotListed => NOT_LISTED,
+        }
     }
 }
 
-/// GITHUB for a live attempt of ours the last list did not have: started since, or
-/// not registered yet.
+/// What GitHub says the runner is doing.
+pub fn activity(r: &RegisteredRunner) -> Github {
+    match (r.online, r.busy) {
+        (false, _) => Github::Offline,
+        (true, true) => Github::Busy,
+        (true, false) => Github::Idle,
+    }
+}
+
+/// GITHUB's word for [`Github::NotListed`].
 pub const NOT_LISTED: &str = "not listed";
 
 /// One row: the target it is listed for, the runner, whose it is. `listed` is
@@ -94,8 +117,8 @@ pub struct RunnerRow<'a> {
 
 impl RunnerRow<'_> {
     /// GITHUB: busy, idle or offline as listed, or [`NOT_LISTED`].
-    pub fn github(&self) -> &'static str {
-        self.listed.map_or(NOT_LISTED, activity)
+    pub fn github(&self) -> Github {
+        self.listed.map_or(Github::NotListed, activity)
     }
 }
 
@@ -173,7 +196,7 @@ pub fn freshness(snap: &Snapshot) -> String {
 pub fn busy(snap: &Snapshot, rows: &[RunnerRow]) -> usize {
     rows.iter()
         .filter(|r| {
-            r.github() == "busy"
+            r.github() == Github::Busy
                 || matches!(r.whose, Whose::Ours(id)
                     if snap.attempt(id).is_some_and(|a| a.state == crate::domain::AttemptState::Busy))
         })
@@ -239,6 +262,16 @@ pub fn clicked(row: u16, height: u16, index: usize, len: usize) -> Option<usize>
     (i < len).then_some(i)
 }
 
+/// The Runners pane's one key of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Open;
+
+const KEYS: &[Binding<Open>] = &[Binding {
+    keys: &[KeyCode::Enter, KeyCode::Char('o')],
+    cmd: Open,
+    help: "open our runner's attempt",
+}];
+
 impl Component for RunnersView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         let rows = rows(snap);
@@ -247,15 +280,19 @@ impl Component for RunnersView {
             self.remember(&rows);
             return Handled::Yes;
         }
-        match key.code {
-            KeyCode::Enter | KeyCode::Char('o') => match rows.get(self.index).map(|r| r.whose) {
+        match keys::find(KEYS, &key) {
+            Some(Open) => match rows.get(self.index).map(|r| r.whose) {
                 Some(Whose::Ours(id)) if snap.attempt(id).is_some() => {
                     Handled::Then(Effect::OpenDetail(id))
                 }
                 _ => Handled::Yes,
             },
-            _ => Handled::No,
+            None => Handled::No,
         }
+    }
+
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
@@ -282,13 +319,14 @@ impl Component for RunnersView {
                     Whose::OtherHost => Span::raw(r.whose.word()),
                     Whose::Foreign => Span::styled(r.whose.word(), th.waiting()),
                 };
-                let word = r.github();
-                let github = match word {
-                    "busy" => Span::styled(word, th.working()),
-                    "idle" => Span::styled(word, th.good()),
-                    NOT_LISTED => Span::styled(word, th.waiting()),
-                    _ => Span::styled(word, th.quiet()),
+                let g = r.github();
+                let style = match g {
+                    Github::Busy => th.working(),
+                    Github::Idle => th.good(),
+                    Github::NotListed => th.waiting(),
+                    Github::Offline => th.quiet(),
                 };
+                let github = Span::styled(g.word(), style);
                 // Our runner's attempt and its state as the store has it, or none.
                 let (attempt, state) = match r.whose {
                     Whose::Ours(id) => (
@@ -381,14 +419,14 @@ mod tests {
             busy: true,
             labels: vec![],
         };
-        assert_eq!(activity(&r), "busy");
+        assert_eq!(activity(&r), Github::Busy);
         r.busy = false;
-        assert_eq!(activity(&r), "idle");
+        assert_eq!(activity(&r), Github::Idle);
         r.online = false;
         r.busy = true;
         assert_eq!(
             activity(&r),
-            "offline",
+            Github::Offline,
             "GitHub's busy flag lingers offline"
         );
     }

@@ -7,6 +7,7 @@
 use super::actions::Action;
 use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
 use super::columns::{self, Col};
+use super::keys::{self, Binding};
 use super::model::Snapshot;
 use super::runners::{clicked, first_shown};
 use crate::domain::{Host, ScalePolicy};
@@ -265,6 +266,17 @@ impl SettingsView {
     }
 }
 
+/// The Settings pane's one key of its own (the editor it opens takes typed text:
+/// Enter sets, Esc leaves, Ctrl-U clears).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Edit;
+
+const KEYS: &[Binding<Edit>] = &[Binding {
+    keys: &[KeyCode::Enter, KeyCode::Char('o')],
+    cmd: Edit,
+    help: "edit the setting (Enter sets, Esc leaves)",
+}];
+
 impl Component for SettingsView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         if self.edit.is_some() {
@@ -275,8 +287,8 @@ impl Component for SettingsView {
             self.index = step_index(self.index, by, rows.len());
             return Handled::Yes;
         }
-        match key.code {
-            KeyCode::Enter | KeyCode::Char('o') => {
+        match keys::find(KEYS, &key) {
+            Some(Edit) => {
                 if let Some(s) = rows.into_iter().nth(self.index) {
                     self.edit = Some(Editor {
                         input: s.value.clone(),
@@ -286,8 +298,12 @@ impl Component for SettingsView {
                 }
                 Handled::Yes
             }
-            _ => Handled::No,
+            None => Handled::No,
         }
+    }
+
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
     }
 
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {

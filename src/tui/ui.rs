@@ -121,7 +121,7 @@ fn draw_all(f: &mut Frame, app: &App) {
         overlay::draw_confirm(f, body, &cx, a);
     }
     if app.help {
-        overlay::draw_help(f, f.area(), &cx);
+        overlay::draw_help(f, f.area(), &cx, &app.help_lines());
     }
     defuse(f.buffer_mut());
 }

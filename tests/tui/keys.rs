@@ -577,3 +577,146 @@ fn issue_16_limited_by_is_whole_beside_a_long_profile_name() {
         }
     }
 }
+
+/// Every key without a modifier a test presses to find what is bound: printable ASCII
+/// and the named keys.
+fn every_key() -> Vec<KeyCode> {
+    let mut out: Vec<KeyCode> = (' '..='~').map(KeyCode::Char).collect();
+    out.extend([
+        KeyCode::Enter,
+        KeyCode::Esc,
+        KeyCode::Tab,
+        KeyCode::BackTab,
+        KeyCode::Backspace,
+        KeyCode::Left,
+        KeyCode::Right,
+        KeyCode::Up,
+        KeyCode::Down,
+        KeyCode::Home,
+        KeyCode::End,
+        KeyCode::PageUp,
+        KeyCode::PageDown,
+        KeyCode::Delete,
+        KeyCode::Insert,
+    ]);
+    out.extend((1..=12).map(KeyCode::F));
+    out
+}
+
+/// The keys the help lists now, by name (`1 … 8` is each digit between).
+fn listed(a: &App) -> Vec<String> {
+    let mut out = Vec::new();
+    for (keys, what) in a.help_lines() {
+        // A question's answers act only while one is up (tested on their own).
+        if what == "confirm or cancel a question" {
+            continue;
+        }
+        let words: Vec<&str> = keys.split(' ').collect();
+        for (i, w) in words.iter().enumerate() {
+            if *w == "…" {
+                let (from, to) = (words[i - 1], words[i + 1]);
+                let (from, to) = (from.parse::<u32>().unwrap(), to.parse::<u32>().unwrap());
+                out.extend((from + 1..to).map(|d| d.to_string()));
+            } else {
+                out.push(w.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// All that a key can change of the app, as text.
+fn state(a: &App, r: &Request) -> String {
+    format!(
+        "{r:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+        a.pane,
+        a.help,
+        a.confirm,
+        a.message,
+        a.detail,
+        a.overview,
+        a.attempts,
+        a.pictures,
+        a.pool,
+        a.runners,
+        a.activity,
+        a.settings,
+        a.usage
+    )
+}
+
+/// The app at each pane, and with an attempt's detail open.
+fn places() -> Vec<(String, App)> {
+    let (_s, snap) = seeded();
+    let mut out = Vec::new();
+    for (i, p) in Pane::shown(&snap).iter().enumerate() {
+        let mut a = app(snap.clone());
+        ch(&mut a, char::from(b'1' + i as u8));
+        assert_eq!(a.pane, *p);
+        out.push((format!("{p:?}"), a));
+    }
+    let mut a = app(snap);
+    ch(&mut a, '2');
+    key(&mut a, KeyCode::Enter);
+    assert!(a.detail.is_some(), "Enter opens the selected attempt");
+    out.push(("detail".into(), a));
+    out
+}
+
+#[test]
+fn every_key_the_help_lists_is_handled_and_every_handled_key_is_listed() {
+    let (mut checked, mut idle) = (0, Vec::new());
+    for (place, base) in places() {
+        let names = listed(&base);
+        let before = state(&base, &Request::None);
+        for code in every_key() {
+            let name = runner_manager::tui::keys::key_name(code);
+            let is_listed = names.contains(&name);
+            let mut a = app(base.snap.clone());
+            // The same place: the same keys from a fresh app.
+            a.pane = base.pane;
+            a.overview = base.overview.clone();
+            a.attempts = base.attempts.clone();
+            a.detail = base.detail.clone();
+            let r = a.key(KeyEvent::from(code));
+            let changed = state(&a, &r) != before;
+            assert!(
+                is_listed || !changed,
+                "{place}: {name} does something the help does not list"
+            );
+            checked += usize::from(changed);
+            // The reverse: a listed key that did nothing (movements aside, which may
+            // stand at the end of a list).
+            let moves = runner_manager::tui::keys::binds(runner_manager::tui::keys::MOVES, code);
+            if is_listed && !changed && !moves {
+                idle.push(format!("{place} {name}"));
+            }
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} keys did anything: the scan sees nothing"
+    );
+    // Each listed key that did nothing here, and why: the pane it switches to is the
+    // one shown, or the state it acts on is not there.
+    assert_eq!(
+        idle,
+        [
+            "Overview 1",
+            "Attempts 2",
+            "Attempts Esc (clears the filter: none is set)",
+            "Pictures 3",
+            "Runners 4",
+            "Runners n",
+            "Activity 5",
+            "Activity a",
+            "Activity o (opens the event's attempt: the first has none)",
+            "Activity Enter (the same)",
+            "Settings 6",
+            "Settings e",
+            "Usage 7",
+        ]
+        .map(|s| s.split(" (").next().unwrap().to_string()),
+        "listed keys that did nothing"
+    );
+}

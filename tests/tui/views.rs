@@ -31,7 +31,7 @@ fn runners_lists_githubs_runners_ours_first_and_opens_ours() {
     let rows = runners::rows(&snap);
     let got: Vec<(&str, Whose, &str)> = rows
         .iter()
-        .map(|r| (r.name.as_str(), r.whose, r.github()))
+        .map(|r| (r.name.as_str(), r.whose, r.github().word()))
         .collect();
     // Issue 38: the list is a minute old at worst, the attempts are live: ours that
     // it does not have yet (5, 7 and arm's 8) are shown beside it, not left out.

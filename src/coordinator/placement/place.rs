@@ -117,7 +117,9 @@ impl Placement {
             .iter()
             .filter(|p| {
                 h.covered.get(&p.target) == Some(&job.target)
-                    && p.labels.iter().any(|l| l.eq_ignore_ascii_case(&pool))
+                    && p.labels
+                        .iter()
+                        .any(|l| crate::domain::labels::same_label(l, &pool))
                     && !h.unfit.contains(&p.name)
                     && job_fits(&job.job.labels, &p.labels)
                     && per_profile

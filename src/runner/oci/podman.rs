@@ -92,13 +92,16 @@ impl Podman {
         // may hold them open).
         let read = |pipe: Option<Box<dyn Read + Send>>| {
             let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                let mut text = String::new();
-                if let Some(p) = pipe {
-                    let _ = p.take(MAX_OUTPUT).read_to_string(&mut text);
-                }
-                let _ = tx.send(text);
-            });
+            // A thread that cannot start drops `tx`: that pipe reads as empty.
+            let _ = std::thread::Builder::new()
+                .name("podman-pipe".into())
+                .spawn(move || {
+                    let mut text = String::new();
+                    if let Some(p) = pipe {
+                        let _ = p.take(MAX_OUTPUT).read_to_string(&mut text);
+                    }
+                    let _ = tx.send(text);
+                });
             rx
         };
         let out = read(

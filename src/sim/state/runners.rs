@@ -117,9 +117,11 @@ impl State {
                     Scope::Repo(full) => &j.repo == full,
                     Scope::Org(org) => j.repo.split_once('/').is_some_and(|(o, _)| o == org),
                 }
-                && j.labels
-                    .iter()
-                    .all(|l| r.labels.iter().any(|rl| rl.eq_ignore_ascii_case(l)))
+                && j.labels.iter().all(|l| {
+                    r.labels
+                        .iter()
+                        .any(|rl| crate::domain::labels::same_label(rl, l))
+                })
         };
         let Some(job_id) = self.jobs.values().find(|j| fits(j)).map(|j| j.id) else {
             return Ok(None);
