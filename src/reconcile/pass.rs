@@ -169,7 +169,9 @@ pub enum Line {
     },
 }
 
-/// What the loop carries out.
+/// What the loop carries out. None may be dropped: each is a decision the state
+/// already counts as made (a read in flight, a hold recorded).
+#[must_use = "an effect the loop does not carry out is a decision lost"]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Build the target's GitHub client (its credentials, the kept hold and ETags).
@@ -426,7 +428,9 @@ pub struct TargetState {
 }
 
 impl TargetState {
-    /// Everything that happens to the target goes through here.
+    /// Everything that happens to the target goes through here; what comes back is
+    /// carried out, all of it.
+    #[must_use = "the effects are the pass's decisions: carry them out"]
     pub fn on_event(&mut self, event: Event, now: Millis) -> Vec<Effect> {
         let mut out = Vec::new();
         match event {

@@ -74,7 +74,7 @@ impl TargetLoop {
                 // No client: nothing on GitHub can be done; the next pass decides again.
                 continue;
             };
-            self.state.on_event(Event::Handed(a.id), now);
+            self.feed(Event::Handed(a.id), None, now);
             // What a worker finishes (a deregistration, a cleanup) ends the attempt:
             // from now on it serves no launch, whatever the store still says.
             lock(&self.shared.pool.book).leaving(a.id);

@@ -76,8 +76,7 @@ impl TargetLoop {
                 Outcome::Failed { attempt }
             }
         };
-        let effects = self.state.on_event(Event::Done(outcome), now);
-        self.carry(effects, None, now);
+        self.feed(Event::Done(outcome), None, now);
     }
 
     /// A demand read came back: its jobs become the queue (what it did not read again

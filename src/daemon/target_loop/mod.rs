@@ -208,8 +208,7 @@ impl TargetLoop {
                     Ok(LoopMsg::Wake) => {}
                     Ok(LoopMsg::Reload) => {
                         self.scaleset.reset();
-                        let effects = self.state.on_event(Event::Reload, now_millis());
-                        self.carry(effects, None, now_millis());
+                        self.feed(Event::Reload, None, now_millis());
                     }
                     Ok(LoopMsg::Stop) | Err(_) => break,
                 },
@@ -260,8 +259,7 @@ impl TargetLoop {
         if facts.reads_queue {
             self.hear_webhooks(&set);
         }
-        let effects = self.state.on_event(Event::Tick(&facts), now);
-        self.carry(effects, Some(&set), now);
+        self.feed(Event::Tick(&facts), Some(&set), now);
         let g = self.gather(&set, &contain)?;
         let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
         let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
@@ -302,8 +300,7 @@ impl TargetLoop {
             self.start_or_end(&set, a, effects, now)?;
         }
         let credential_hold = self.credential_hold();
-        let effects = self.state.on_event(Event::PassEnd { credential_hold }, now);
-        self.carry(effects, Some(&set), now);
+        self.feed(Event::PassEnd { credential_hold }, Some(&set), now);
         self.record_credential();
         if !self.writes.failed_now {
             if failed_before {
@@ -351,7 +348,6 @@ impl TargetLoop {
             self.scaleset.reset();
         }
         let poll_every = poll_every(&target);
-        let effects = self.state.on_event(Event::Client { fit, poll_every }, now);
         let mode = self.shared.pool.mode(&self.name, now);
         let set = Setting {
             host,
@@ -359,7 +355,7 @@ impl TargetLoop {
             profiles,
             mode,
         };
-        self.carry(effects, Some(&set), now);
+        self.feed(Event::Client { fit, poll_every }, Some(&set), now);
         self.scaleset.sync(
             &set.target,
             &set.profiles,

@@ -177,8 +177,7 @@ impl TargetLoop {
             starts_seen: plan.starts_seen.clone(),
         };
         // A crash hold's log line and the workers' hold, when this pass made one.
-        let effects = self.state.on_event(Event::Planned(planned), now);
-        self.carry(effects, Some(set), now);
+        self.feed(Event::Planned(planned), Some(set), now);
         let status = self.record_status(plan, &set.profiles, set.mode, host_unfit, now);
         self.wrote("status", status);
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);

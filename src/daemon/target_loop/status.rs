@@ -55,8 +55,7 @@ impl TargetLoop {
             errors: &install_errors,
             profiles: &names,
         };
-        let effects = self.state.on_event(installs, now);
-        self.carry(effects, None, now);
+        self.feed(installs, None, now);
         let mut scaleset_unready = BTreeMap::new();
         self.scaleset.add_unfit(profiles, &mut scaleset_unready);
         let refused = match &contain.isolation {
