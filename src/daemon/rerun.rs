@@ -141,9 +141,9 @@ fn look(client: &GitHubClient, store: &SqliteStore, row: &Rerun) -> Result<Vec<J
         return client.run_jobs_now(owner, repo, run);
     }
     let attempt = store.attempt(row.attempt_id).ok();
-    for status in ["in_progress", "completed"] {
-        let runs = client.runs_now(owner, repo, status)?;
-        let completed = status == "completed";
+    for list in rerun::SEARCH_ORDER {
+        let runs = client.runs_now(owner, repo, list.status())?;
+        let completed = list == rerun::RunList::Completed;
         for run in rerun::runs_to_look_through(&runs, completed, attempt.as_ref(), row.lost_at) {
             let jobs = client.run_jobs_now(owner, repo, run)?;
             if rerun::find_by_runner(&jobs, &row.runner_name).is_some() {

@@ -15,6 +15,7 @@ pub mod plan;
 pub mod points;
 pub mod record;
 pub mod rerun;
+pub mod room;
 pub mod unfit;
 pub mod watch;
 

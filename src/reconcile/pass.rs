@@ -805,7 +805,7 @@ impl TargetState {
     }
 
     fn set_error(&mut self, e: TargetError, out: &mut Vec<Effect>) {
-        if self.error.as_ref().map(|x| x.to_string()) != Some(e.to_string()) {
+        if self.error.as_ref() != Some(&e) {
             out.push(Effect::Log(Line::TargetError(e.to_string())));
         }
         self.error = Some(e);

@@ -114,6 +114,27 @@ pub const CLOCK_SKEW: Millis = 5_000;
 /// How many runs one look reads the jobs of, at most, per status (a unit each).
 pub const RUNS_LOOKED_THROUGH: usize = 30;
 
+/// A list of a repository's runs a look reads, by GitHub's `status` filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunList {
+    InProgress,
+    Completed,
+}
+
+impl RunList {
+    /// GitHub's `status` filter for the list.
+    pub fn status(self) -> &'static str {
+        match self {
+            RunList::InProgress => "in_progress",
+            RunList::Completed => "completed",
+        }
+    }
+}
+
+/// Where a job no source named is looked for, in order: the runs in progress first,
+/// where a lost job stays until GitHub fails it, then the completed ones.
+pub const SEARCH_ORDER: [RunList; 2] = [RunList::InProgress, RunList::Completed];
+
 /// The runs a look reads the jobs of, for a job no source named: of `runs` (GitHub's
 /// newest in one status, newest first), those that can hold it. Its runner took the
 /// job when the attempt turned busy (without a busy time, by the loss), so its run was
@@ -503,6 +524,11 @@ mod tests {
             Some(RerunState::Rerun)
         );
         assert!(is_run_still_running("This workflow is already running"));
+        assert_eq!(
+            SEARCH_ORDER.map(RunList::status),
+            ["in_progress", "completed"],
+            "a lost job stays in progress until GitHub fails it: looked for there first"
+        );
         assert!(!is_run_still_running(
             "Resource not accessible by integration"
         ));

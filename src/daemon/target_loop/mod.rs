@@ -35,13 +35,13 @@ use crate::backoff::Jitter;
 use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
 use crate::github::etag::Cached;
-use crate::github::{ErrorClass, GhError, GitHubClient};
+use crate::github::{GhError, GitHubClient};
 use crate::reconcile::budget::Budget;
-use crate::reconcile::hold::Refusal;
-use crate::reconcile::launch_book::{TargetMode, is_directed};
-use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
+use crate::reconcile::launch_book::{TargetMode, all_directed};
+use crate::reconcile::pass::{ClientFit, Effect, Event, Facts, Line, Outcome, Read};
 use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
 use crate::reconcile::plan::{self, Observed, Plan, Seen};
+use crate::reconcile::room;
 use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
 use crate::runner;
@@ -263,17 +263,8 @@ impl TargetLoop {
         let g = self.gather(&set, &contain)?;
         let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
         let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
-        let host_unfit: BTreeMap<&str, String> = unfit
-            .iter()
-            .filter(|(_, u)| u.is_host_unfit())
-            .map(|(p, u)| (p.as_str(), u.to_string()))
-            .collect();
-        self.state.host_unfit(
-            host_unfit
-                .iter()
-                .next()
-                .map(|(p, why)| format!("profile {p}: {why}")),
-        );
+        let host_unfit = unfit::host_unfit(&unfit);
+        self.state.host_unfit(unfit::first_host_unfit(&host_unfit));
         self.note_plan(&plan, &set, &host_unfit, now);
         self.delete_orphans(std::mem::take(&mut plan.orphans), &set.target);
 
@@ -387,7 +378,7 @@ impl TargetLoop {
             reads_queue: !all_directed(&set.host, &set.profiles, set.mode)
                 && plan::needs_rest_demand(&set.profiles),
             budget,
-            polled_max: polled_max(&set.profiles),
+            polled_max: room::polled_max(&set.profiles),
             queued: self.queue.jobs.len() as u64,
             unread_runs: self.queue.unread_runs,
             queue_read_at: self.queue.read_at,
@@ -417,22 +408,4 @@ impl TargetLoop {
 
 fn poll_every(target: &Target) -> Millis {
     (target.poll_interval_secs as Millis) * 1000
-}
-
-/// A coordinated target whose profiles are all directed reads no demand of its own.
-fn all_directed(host: &Host, profiles: &[ScalePolicy], mode: TargetMode) -> bool {
-    mode == TargetMode::Coordinated
-        && profiles
-            .iter()
-            .filter(|p| p.host_id == host.id)
-            .all(|p| is_directed(host, p, mode))
-}
-
-/// How many runners the profiles that poll the REST queue may run at once.
-fn polled_max(profiles: &[ScalePolicy]) -> u64 {
-    profiles
-        .iter()
-        .filter(|p| p.demand == crate::domain::DemandSource::Poll)
-        .map(|p| p.max_capacity as u64)
-        .sum()
 }
