@@ -330,9 +330,9 @@ impl Sim {
                 !lp.state.holds().get(&profile).is_some_and(|h| h.holds(now)),
                 "a start of held {profile} at {now}"
             );
-            let intent = Event::Intent {
-                attempt: id,
-                has_policy: true,
+            let intent = Event::Acted {
+                handed: &[],
+                intents: &[(id, true)],
             };
             assert_eq!(lp.state.on_event(intent, now), vec![Effect::Start(id)]);
             lp.starts.push((id, profile));
@@ -386,7 +386,13 @@ impl Sim {
                 return;
             }
             let id = idle[rng.below(idle.len() as u64) as usize];
-            let _ = self.loops[l].state.on_event(Event::Handed(id), now);
+            let _ = self.loops[l].state.on_event(
+                Event::Acted {
+                    handed: &[id],
+                    intents: &[],
+                },
+                now,
+            );
             self.book.leaving(id);
             self.loops[l].removals.push(id);
         } else if !self.loops[l].removals.is_empty() {

@@ -13,9 +13,11 @@ pub mod lines;
 pub mod pass;
 pub mod plan;
 pub mod points;
+pub mod reads;
 pub mod record;
 pub mod rerun;
 pub mod room;
+pub mod target_error;
 pub mod unfit;
 pub mod watch;
 

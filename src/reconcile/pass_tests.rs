@@ -244,9 +244,9 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
     for id in [1, 2, 3] {
         assert_eq!(
             s.on_event(
-                Event::Intent {
-                    attempt: id,
-                    has_policy: true
+                Event::Acted {
+                    handed: &[],
+                    intents: &[(id, true)],
                 },
                 0
             ),
@@ -332,9 +332,9 @@ fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_liste
         })
     };
     let _ = s.on_event(
-        Event::Intent {
-            attempt: 9,
-            has_policy: true,
+        Event::Acted {
+            handed: &[],
+            intents: &[(9, true)],
         },
         33_000,
     );
@@ -377,9 +377,9 @@ fn an_intent_nothing_can_start_ends_not_started() {
     let mut s = TargetState::default();
     assert_eq!(
         s.on_event(
-            Event::Intent {
-                attempt: 7,
-                has_policy: true
+            Event::Acted {
+                handed: &[],
+                intents: &[(7, true)],
             },
             0
         ),
@@ -391,9 +391,9 @@ fn an_intent_nothing_can_start_ends_not_started() {
     let mut s = ready(0);
     assert!(matches!(
         s.on_event(
-            Event::Intent {
-                attempt: 8,
-                has_policy: false
+            Event::Acted {
+                handed: &[],
+                intents: &[(8, false)],
             },
             0
         )[..],
@@ -601,19 +601,19 @@ fn a_runner_whose_job_the_next_read_finds_taken_is_still_serving() {
     };
     spawn(&mut s, 100);
     // 81 of the 100 runners had taken their jobs when their runs were read again.
-    assert_eq!(s.polling_cost(84, 3, 0), 3);
+    assert_eq!(s.budget.cost(84, 3, 0), 3);
     // The other 19 are found by the next read, beside 20 spawned since; 5 more re-reads
     // are someone else's (a job taken elsewhere, cancelled): polling's.
     spawn(&mut s, 20);
-    assert_eq!(s.polling_cost(3 + 39 + 5, 3, 0), 3 + 5);
+    assert_eq!(s.budget.cost(3 + 39 + 5, 3, 0), 3 + 5);
     // A runner's unit is held one read more, not for ever.
     spawn(&mut s, 10);
-    assert_eq!(s.polling_cost(3, 3, 0), 3);
-    assert_eq!(s.polling_cost(3 + 10, 3, 0), 3 + 10 - 10);
-    assert_eq!(s.polling_cost(3 + 10, 3, 0), 3 + 10);
+    assert_eq!(s.budget.cost(3, 3, 0), 3);
+    assert_eq!(s.budget.cost(3 + 10, 3, 0), 3 + 10 - 10);
+    assert_eq!(s.budget.cost(3 + 10, 3, 0), 3 + 10);
     // The run lists are polling's, whatever else the read did.
     spawn(&mut s, 50);
-    assert_eq!(s.polling_cost(4, 4, 0), 4);
+    assert_eq!(s.budget.cost(4, 4, 0), 4);
 }
 
 #[test]
@@ -658,19 +658,25 @@ fn a_broken_install_is_logged_when_it_breaks_and_when_it_is_whole_again() {
         "bin/Runner.Listener missing".to_string(),
     )]);
     let e = s.on_event(
-        Event::Installs {
-            errors: &broken,
-            profiles: &names,
-        },
+        Event::Planned(Planned {
+            installs: Installs {
+                errors: broken.clone(),
+                profiles: names.clone(),
+            },
+            ..Planned::default()
+        }),
         0,
     );
     assert_eq!(e.len(), 1);
     assert!(
         s.on_event(
-            Event::Installs {
-                errors: &broken,
-                profiles: &names
-            },
+            Event::Planned(Planned {
+                installs: Installs {
+                    errors: broken.clone(),
+                    profiles: names.clone(),
+                },
+                ..Planned::default()
+            }),
             1
         )
         .is_empty()
@@ -678,10 +684,13 @@ fn a_broken_install_is_logged_when_it_breaks_and_when_it_is_whole_again() {
     let whole = BTreeMap::new();
     assert_eq!(
         s.on_event(
-            Event::Installs {
-                errors: &whole,
-                profiles: &names
-            },
+            Event::Planned(Planned {
+                installs: Installs {
+                    errors: whole.clone(),
+                    profiles: names.clone(),
+                },
+                ..Planned::default()
+            }),
             2
         ),
         vec![Effect::Log(Line::InstallUsable {

@@ -8,7 +8,8 @@ use super::pass::Planned;
 use super::plan::Plan;
 use crate::domain::{DemandSource, Limit, ScalePolicy};
 
-/// What the reads of later passes follow from a plan (see [`Planned`]).
+/// What the reads of later passes follow from a plan (see [`Planned`]; the loop adds
+/// what it checked beside the plan: the installs, the host).
 pub fn planned(plan: &Plan, profiles: &[ScalePolicy]) -> Planned {
     let (free_slots, serving) = room_to_start(&plan.allocation, profiles);
     Planned {
@@ -18,6 +19,7 @@ pub fn planned(plan: &Plan, profiles: &[ScalePolicy]) -> Planned {
         free_slots,
         serving,
         starts_seen: plan.starts_seen.clone(),
+        ..Planned::default()
     }
 }
 

@@ -38,7 +38,7 @@ use crate::github::etag::Cached;
 use crate::github::{GhError, GitHubClient};
 use crate::reconcile::budget::Budget;
 use crate::reconcile::launch_book::{TargetMode, all_directed};
-use crate::reconcile::pass::{ClientFit, Effect, Event, Facts, Line, Outcome, Read};
+use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
 use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
 use crate::reconcile::plan::{self, Observed, Plan, Seen};
 use crate::reconcile::room;
@@ -261,35 +261,20 @@ impl TargetLoop {
         }
         self.feed(Event::Tick(&facts), Some(&set), now);
         let g = self.gather(&set, &contain)?;
-        let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
+        let (unfit, installs) = self.unfit(&set.target, &set.profiles, &contain, now);
         let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
         let host_unfit = unfit::host_unfit(&unfit);
-        self.state.host_unfit(unfit::first_host_unfit(&host_unfit));
-        self.note_plan(&plan, &set, &host_unfit, now);
+        self.note_plan(&plan, &set, installs, &host_unfit, now);
         self.delete_orphans(std::mem::take(&mut plan.orphans), &set.target);
 
         // Act: each attempt's actions (the GitHub and disk part on a worker), then
-        // the starts.
-        self.act(
-            &set.target,
-            &set.profiles,
-            &g.open,
-            &g.seen,
-            plan.actions,
-            now,
-        )?;
-        for a in intents {
-            let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
-            let attempt = a.id;
-            let effects = self.state.on_event(
-                Event::Intent {
-                    attempt,
-                    has_policy,
-                },
-                now,
-            );
-            self.start_or_end(&set, a, effects, now)?;
-        }
+        // the starts. The attempts handed to workers are the pass's in flight even
+        // when a write stopped the rest.
+        let mut handed = Vec::new();
+        let acted = self.act(&set, &g.open, &g.seen, plan.actions, &mut handed, now);
+        let intents = if acted.is_ok() { intents } else { Vec::new() };
+        self.start_or_end(&set, &handed, intents, now);
+        acted?;
         let credential_hold = self.credential_hold();
         self.feed(Event::PassEnd { credential_hold }, Some(&set), now);
         self.record_credential();

@@ -148,10 +148,15 @@ impl TargetLoop {
         &mut self,
         plan: &Plan,
         set: &Setting,
+        installs: pass::Installs,
         host_unfit: &BTreeMap<&str, String>,
         now: Millis,
     ) {
-        let planned = room::planned(plan, &set.profiles);
+        let planned = pass::Planned {
+            installs,
+            host_unfit: unfit::first_host_unfit(host_unfit),
+            ..room::planned(plan, &set.profiles)
+        };
         // A crash hold's log line and the workers' hold, when this pass made one.
         self.feed(Event::Planned(planned), Some(set), now);
         let status = self.record_status(plan, &set.profiles, set.mode, host_unfit, now);
