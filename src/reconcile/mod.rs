@@ -8,6 +8,7 @@ pub mod demand;
 pub mod disk;
 pub mod fitness;
 pub mod hold;
+pub mod jit;
 pub mod launch_book;
 pub mod lines;
 pub mod pass;
