@@ -110,7 +110,7 @@ impl Loop {
         };
         for e in self.state.on_event(client, now) {
             if e == Effect::BuildClient {
-                self.state.on_event(
+                let _ = self.state.on_event(
                     Event::ClientBuilt {
                         kept_hold: None,
                         runners_read_at: None,
@@ -142,7 +142,7 @@ impl Loop {
                 Read::RunnerRelease => Outcome::RunnerRelease,
                 Read::Reruns => Outcome::Reruns { result: Ok(()) },
             };
-            self.state.on_event(Event::Done(outcome), now);
+            let _ = self.state.on_event(Event::Done(outcome), now);
         }
     }
 
@@ -308,7 +308,7 @@ impl Sim {
             runners: None,
         };
         let plan = plan::plan(&observed, &mut self.book, now);
-        lp.state.on_event(
+        let _ = lp.state.on_event(
             Event::Planned(Planned {
                 surplus: plan.surplus.clone(),
                 ..Planned::default()
@@ -330,14 +330,14 @@ impl Sim {
                 !lp.state.holds().get(&profile).is_some_and(|h| h.holds(now)),
                 "a start of held {profile} at {now}"
             );
-            let intent = Event::Intent {
-                attempt: id,
-                has_policy: true,
+            let intent = Event::Acted {
+                handed: &[],
+                intents: &[(id, true)],
             };
             assert_eq!(lp.state.on_event(intent, now), vec![Effect::Start(id)]);
             lp.starts.push((id, profile));
         }
-        self.loops[l]
+        let _ = self.loops[l]
             .state
             .on_event(Event::PassEnd { credential_hold: 0 }, now);
     }
@@ -365,7 +365,7 @@ impl Sim {
             profile,
             end,
         };
-        self.loops[l].state.on_event(Event::Done(done), now);
+        let _ = self.loops[l].state.on_event(Event::Done(done), now);
     }
 
     /// A loop hands an idle runner no launch holds to a worker that removes it (its
@@ -386,7 +386,13 @@ impl Sim {
                 return;
             }
             let id = idle[rng.below(idle.len() as u64) as usize];
-            self.loops[l].state.on_event(Event::Handed(id), now);
+            let _ = self.loops[l].state.on_event(
+                Event::Acted {
+                    handed: &[id],
+                    intents: &[],
+                },
+                now,
+            );
             self.book.leaving(id);
             self.loops[l].removals.push(id);
         } else if !self.loops[l].removals.is_empty() {
@@ -397,7 +403,7 @@ impl Sim {
             self.book.left(id);
             self.removed += 1;
             let done = Outcome::Applied { attempt: id };
-            self.loops[l].state.on_event(Event::Done(done), now);
+            let _ = self.loops[l].state.on_event(Event::Done(done), now);
         }
     }
 

@@ -5,10 +5,10 @@
 //! only once its life may be ending.
 
 use super::contain::{self, Containment};
-use crate::domain::{Attempt, AttemptState, RegisteredRunner};
+use crate::domain::{Attempt, RegisteredRunner};
 use crate::reconcile::lines::{RunnerEvent, parse_line};
 use crate::reconcile::plan::Seen;
-use crate::reconcile::watch::{ProcessStatus, Registration};
+use crate::reconcile::watch::{ProcessStatus, registration};
 use crate::runner::{self, ExitInfo, LogTail, Reap};
 use crate::timefmt::Millis;
 use std::collections::HashMap;
@@ -86,71 +86,5 @@ fn process_status(a: &Attempt) -> ProcessStatus {
             runner::ProcessStatus::Alive => ProcessStatus::Alive,
             runner::ProcessStatus::Gone => ProcessStatus::Gone,
         },
-    }
-}
-
-/// Whether GitHub's list shows the attempt's runner. A read that began before the
-/// runner was started (its JIT config comes just before `starting`) may have missed
-/// its registration: its absence there says nothing (issue 34's chaos caught a
-/// runner judged a ghost 38 ms after it started, its first job lost with it).
-fn registration(a: &Attempt, runners: Option<(&[RegisteredRunner], Millis)>) -> Registration {
-    let Some((list, read_at)) = runners else {
-        return Registration::Unknown;
-    };
-    if let Some(r) = list.iter().find(|r| r.name == a.runner_name) {
-        return Registration::Present { busy: r.busy };
-    }
-    let started = a
-        .history
-        .iter()
-        .find(|c| c.state == AttemptState::Starting)
-        .map(|c| c.at);
-    match started {
-        Some(t) if t < read_at => Registration::Absent,
-        _ => Registration::Unknown,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn runner(name: &str, busy: bool) -> RegisteredRunner {
-        RegisteredRunner {
-            id: 1,
-            name: name.into(),
-            online: true,
-            busy,
-            labels: vec![],
-        }
-    }
-
-    #[test]
-    fn only_a_list_read_after_the_runner_started_can_say_it_is_gone() {
-        let mut a = Attempt::new(7, "linux", "t", "h", 1_000);
-        a.step(AttemptState::Starting, 2_000).unwrap();
-        a.step(AttemptState::Idle, 2_100).unwrap();
-        let name = a.runner_name.clone();
-        assert_eq!(registration(&a, None), Registration::Unknown);
-        let listed = [runner(&name, true)];
-        assert_eq!(
-            registration(&a, Some((&listed, 1_500))),
-            Registration::Present { busy: true },
-            "listed is listed, whenever read"
-        );
-        let others = [runner("someone-else", false)];
-        assert_eq!(
-            registration(&a, Some((&others, 1_500))),
-            Registration::Unknown,
-            "a read begun before the runner started cannot show it"
-        );
-        assert_eq!(
-            registration(&a, Some((&others, 2_000))),
-            Registration::Unknown
-        );
-        assert_eq!(
-            registration(&a, Some((&others, 2_001))),
-            Registration::Absent
-        );
     }
 }

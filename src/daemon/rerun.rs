@@ -7,7 +7,7 @@ use super::shared::Shared;
 use crate::domain::rerun::{JobSeen, Rerun, RerunState};
 use crate::domain::{Target, TargetScope};
 use crate::github::{GhError, GitHubClient};
-use crate::reconcile::rerun::{self, Next, Refusal};
+use crate::reconcile::rerun::{self, Next, Refusal, Refused};
 use crate::store::{SqliteStore, Store};
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -141,9 +141,9 @@ fn look(client: &GitHubClient, store: &SqliteStore, row: &Rerun) -> Result<Vec<J
         return client.run_jobs_now(owner, repo, run);
     }
     let attempt = store.attempt(row.attempt_id).ok();
-    for status in ["in_progress", "completed"] {
-        let runs = client.runs_now(owner, repo, status)?;
-        let completed = status == "completed";
+    for list in rerun::SEARCH_ORDER {
+        let runs = client.runs_now(owner, repo, list.status())?;
+        let completed = list == rerun::RunList::Completed;
         for run in rerun::runs_to_look_through(&runs, completed, attempt.as_ref(), row.lost_at) {
             let jobs = client.run_jobs_now(owner, repo, run)?;
             if rerun::find_by_runner(&jobs, &row.runner_name).is_some() {
@@ -161,17 +161,15 @@ fn split(row: &Rerun) -> (&str, &str) {
         .unwrap_or(("", ""))
 }
 
-/// What a GitHub error says of a re-run.
+/// What a GitHub error says of a re-run (`reconcile::rerun::refusal`).
 fn refusal(e: GhError) -> Refusal {
-    match e {
-        GhError::Forbidden { message } if rerun::is_run_still_running(&message) => {
-            Refusal::RunStillRuns
-        }
-        GhError::Forbidden { .. } | GhError::NotFound | GhError::Unprocessable { .. } => {
-            Refusal::Refused(e.to_string())
-        }
-        e => Refusal::Transient(e.to_string()),
-    }
+    let how = match &e {
+        GhError::Forbidden { message } => Refused::Forbidden(message),
+        GhError::NotFound => Refused::NotFound,
+        GhError::Unprocessable { .. } => Refused::Unprocessable,
+        _ => Refused::Other,
+    };
+    rerun::refusal(how, e.to_string())
 }
 
 /// Keeps what `next` concluded with the row; a settled row is logged and counted.

@@ -13,6 +13,7 @@ use crate::domain::{
     Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
 };
 use crate::github::{GhError, GitHubClient};
+use crate::reconcile::jit::AfterRefusal;
 use crate::runner;
 use crate::secret::Secret;
 use crate::store::{LatencySample, NewAttempt, Store, StoreError};
@@ -185,20 +186,22 @@ fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (ReasonKin
             Some("_work"),
         )
     };
-    let (registered, jit) = match generate() {
-        Ok(r) => r,
-        Err(GhError::Conflict { .. }) => {
-            // The name is taken: an earlier try of this very attempt registered it.
-            // Remove that registration and generate again, once.
-            if let Ok(Some(old)) = cx.client.runner_by_name(&cx.target.scope, &a.runner_name) {
-                let _ = cx.client.delete_runner(&cx.target.scope, old.id);
+    let mut replaced = false;
+    let (registered, jit) = loop {
+        let e = match generate() {
+            Ok(r) => break r,
+            Err(e) => e,
+        };
+        let conflict = matches!(e, GhError::Conflict { .. });
+        match crate::reconcile::jit::after_refusal(conflict, replaced) {
+            AfterRefusal::ReplaceTaken => {
+                if let Ok(Some(old)) = cx.client.runner_by_name(&cx.target.scope, &a.runner_name) {
+                    let _ = cx.client.delete_runner(&cx.target.scope, old.id);
+                }
+                replaced = true;
             }
-            match generate() {
-                Ok(r) => r,
-                Err(e) => return Err((ReasonKind::JitConfig, e)),
-            }
+            AfterRefusal::Fail => return Err((ReasonKind::JitConfig, e)),
         }
-        Err(e) => return Err((ReasonKind::JitConfig, e)),
     };
     Ok((registered.id, jit))
 }

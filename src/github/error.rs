@@ -1,5 +1,6 @@
 //! Typed errors of the GitHub client, and how a caller should react to each.
 
+use crate::reconcile::hold::Refusal;
 pub use crate::reconcile::pass::Cause;
 use crate::timefmt::{Millis, format_rfc3339};
 use std::fmt;
@@ -85,6 +86,18 @@ impl GhError {
             | GhError::Gone
             | GhError::Unexpected { .. }
             | GhError::TooLarge { .. } => ErrorClass::Deterministic,
+        }
+    }
+
+    /// How the pass holds the target for the error (the one mapping, as [`Self::cause`]
+    /// is): a 401 is the credential itself, which a fix of its file or a restart
+    /// lifts; else as its class says.
+    pub fn refusal(&self) -> Refusal {
+        match self.class() {
+            _ if matches!(self, GhError::Unauthorized { .. }) => Refusal::CredentialsRefused,
+            ErrorClass::RateLimitedUntil(until) => Refusal::RateLimitedUntil(until),
+            ErrorClass::Deterministic => Refusal::Deterministic,
+            ErrorClass::Transient => Refusal::Transient,
         }
     }
 
@@ -230,6 +243,29 @@ mod tests {
             .is_transient()
         );
         assert!(!GhError::Unauthorized { clock_hint: false }.is_transient());
+    }
+
+    #[test]
+    fn a_401_holds_as_a_refused_credential_and_the_rest_as_their_class() {
+        use Refusal::*;
+        let cases = [
+            (
+                GhError::Unauthorized { clock_hint: true },
+                CredentialsRefused,
+            ),
+            (
+                GhError::Forbidden {
+                    message: "no".into(),
+                },
+                Deterministic,
+            ),
+            (GhError::RateLimited { until: 7 }, RateLimitedUntil(7)),
+            (GhError::Server { status: 502 }, Transient),
+            (GhError::NotFound, Deterministic),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.refusal(), want, "{e:?}");
+        }
     }
 
     #[test]

@@ -248,6 +248,52 @@ pub fn poll_projection_warning(units: u64, limit: u64, targets: usize) -> Option
     })
 }
 
+/// What the queue's polling spends of the budget and may spend: the pace it was last
+/// given, what a read costs, the credit it saved, and the runners spawned whose runs
+/// a read re-reads (each a unit of serving, not of polling: [`Polling::cost`]).
+#[derive(Debug, Default)]
+pub struct Polling {
+    pub pace: Option<Pace>,
+    pub read_cost: ReadCost,
+    /// What polling saved against the budget's average pace ([`Credit`]).
+    pub credit: Credit,
+    /// Runners spawned since the last queue read came back, and those spawned before
+    /// it whose re-read it did not find: each took a job, so a re-read of its run
+    /// answers 200 and spends a unit.
+    pub spawned_since_read: u64,
+    pub spawned_unseen: u64,
+}
+
+impl Polling {
+    /// What a queue read spent on polling, which the pace follows: its units less what
+    /// serving spent. A new run's first read is part of serving its jobs (like their
+    /// JIT configs), and so is the re-read of a run whose job a runner of ours took:
+    /// that GET answers 200 (the job is no longer queued) and names the runner that
+    /// took it, once per runner spawned. A runner spawned since the last read is found
+    /// by this one, or (its job not yet taken) by the next: its unit is held for one
+    /// read more. The run lists are polling's whatever they cost. Counted as polling,
+    /// a burst's re-reads (a unit per runner it started) made a read look a hundred
+    /// times dearer than polling is, and the pace spread that over the rest of the
+    /// hour: a 300-job burst read its queue every 20 s at a 2 s `poll_interval`
+    /// (issue 37, burst300).
+    pub fn cost(&mut self, units: u64, list_units: u64, first_reads: u64) -> u64 {
+        let rereads = units.saturating_sub(list_units + first_reads);
+        let ours = self.spawned_since_read + self.spawned_unseen;
+        let seen = rereads.min(ours);
+        self.spawned_unseen = (ours - seen).min(self.spawned_since_read);
+        self.spawned_since_read = 0;
+        list_units.min(units) + rereads - seen
+    }
+
+    /// A read came back: what it spent on polling is observed and spent from the
+    /// credit.
+    pub fn read_back(&mut self, units: u64, list_units: u64, first_reads: u64) {
+        let cost = self.cost(units, list_units, first_reads);
+        self.read_cost.observe(cost);
+        self.credit.spend(cost);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@
 
 use crate::backoff::Backoff;
 use crate::timefmt::Millis;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The first wait after a host failure.
@@ -222,6 +223,20 @@ impl TargetHold {
 /// The wait after `failures` deterministic errors in a row: 1, 2, 4, 8 min, then 15.
 pub fn target_wait_after(failures: u32) -> Millis {
     millis(TARGET_BACKOFF.after_failures(failures))
+}
+
+/// The holds a target's pass keeps: GitHub's on the target (and the one last written
+/// to the store, so a restart keeps a rate limit), and each profile's start hold with
+/// its runners' crash streak.
+#[derive(Debug, Default)]
+pub struct Holds {
+    pub target: TargetHold,
+    /// The target hold last written to the store.
+    pub persisted: Millis,
+    pub starts: BTreeMap<String, StartHold>,
+    /// Per profile, its runners that crashed before they listened since one last
+    /// listened ([`CRASHES_BEFORE_HOLD`] of them hold its starts).
+    pub crashes_in_a_row: BTreeMap<String, u32>,
 }
 
 #[cfg(test)]

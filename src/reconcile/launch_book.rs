@@ -157,6 +157,16 @@ pub fn is_directed(host: &Host, policy: &ScalePolicy, mode: TargetMode) -> bool 
             .any(|l| crate::domain::labels::same_label(l, &pool))
 }
 
+/// A coordinated target whose profiles on this host are all directed reads no demand
+/// of its own: its jobs come as the coordinator's launches.
+pub fn all_directed(host: &Host, profiles: &[ScalePolicy], mode: TargetMode) -> bool {
+    mode == TargetMode::Coordinated
+        && profiles
+            .iter()
+            .filter(|p| p.host_id == host.id)
+            .all(|p| is_directed(host, p, mode))
+}
+
 /// What an offer is judged against: the pass's view of the host.
 #[derive(Debug, Clone, Copy)]
 pub struct OfferCtx<'a> {

@@ -381,6 +381,21 @@ fn target_modes() {
 }
 
 #[test]
+fn a_coordinated_target_reads_no_demand_only_when_all_its_profiles_here_are_directed() {
+    use TargetMode::*;
+    let h = host(1);
+    let directed = [prof("a", "t", true, 1), prof("b", "t", true, 1)];
+    assert!(all_directed(&h, &directed, Coordinated));
+    assert!(!all_directed(&h, &directed, Fallback));
+    let mut mixed = directed.to_vec();
+    mixed.push(prof("c", "t", false, 1));
+    assert!(!all_directed(&h, &mixed, Coordinated));
+    // Another host's profile is not this host's to read for.
+    mixed[2].host_id = "another".into();
+    assert!(all_directed(&h, &mixed, Coordinated));
+}
+
+#[test]
 fn waiting_launches_keep_their_slots_from_other_targets_and_while_held() {
     let mut w = World::new();
     w.host.capacity = 2;

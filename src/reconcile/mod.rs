@@ -8,13 +8,17 @@ pub mod demand;
 pub mod disk;
 pub mod fitness;
 pub mod hold;
+pub mod jit;
 pub mod launch_book;
 pub mod lines;
 pub mod pass;
 pub mod plan;
 pub mod points;
+pub mod reads;
 pub mod record;
 pub mod rerun;
+pub mod room;
+pub mod target_error;
 pub mod unfit;
 pub mod watch;
 

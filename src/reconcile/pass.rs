@@ -9,10 +9,11 @@
 //! The loop (`daemon::target_loop`) gathers, feeds events, carries effects out and
 //! joins the workers' results back in as [`Event::Done`].
 
-use crate::domain::status::ErrorKind;
-use crate::reconcile::budget::{self, Budget, Credit, Pace, ReadCost};
-use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Refusal, StartHold, TargetHold};
+pub use super::target_error::{Cause, REFUSED_PREFIX, TargetError, refused_text};
+use crate::reconcile::budget::{self, Budget, Pace, Polling};
+use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Holds, Refusal, StartHold, TargetHold};
 use crate::reconcile::plan::StartsSeen;
+use crate::reconcile::reads::Reads;
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -26,95 +27,6 @@ pub const GUARD_RETRY: Millis = 30_000;
 /// At most how often the lost jobs waiting are looked at (each row keeps its own next
 /// time: `reconcile::rerun`).
 pub const RERUNS_EVERY: Millis = 5_000;
-
-/// Why the target cannot use GitHub now, as `status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetError {
-    /// The credential could not be loaded (a missing file, a bad key).
-    Credentials(String),
-    /// A profile cannot start for a required check of the host (`Unfit::is_host_unfit`):
-    /// what `daemon --once` fails with when GitHub answered every call.
-    HostUnfit(String),
-    /// GitHub refused a call: how it refused, what that says of the target, and its
-    /// words.
-    GitHub {
-        refusal: Refusal,
-        cause: Cause,
-        text: String,
-    },
-}
-
-/// What a refusal says of the target, for the exit class of `daemon --once`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cause {
-    /// 401 or 403: the credential, or what it may do.
-    Credentials,
-    /// A required check of the host fails (`doctor`'s unfit).
-    HostUnfit,
-    /// 404: the repository or organization (or the credential cannot see it).
-    NotFound,
-    RateLimited,
-    /// A 5xx, a timeout, an answer that is not GitHub's.
-    Unreachable,
-    /// The call was cut short by a shutdown.
-    Interrupted,
-    Other,
-}
-
-impl TargetError {
-    /// What the error says of the target.
-    pub fn cause(&self) -> Cause {
-        match self {
-            TargetError::Credentials(_) => Cause::Credentials,
-            TargetError::HostUnfit(_) => Cause::HostUnfit,
-            TargetError::GitHub { cause, .. } => *cause,
-        }
-    }
-}
-
-impl TargetError {
-    /// What the error says of the target, as the store keeps it.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            TargetError::Credentials(_) => ErrorKind::CredentialsUnreadable,
-            TargetError::HostUnfit(_) => ErrorKind::Other,
-            TargetError::GitHub { cause, .. } => match cause {
-                Cause::Credentials => ErrorKind::CredentialsRefused,
-                Cause::HostUnfit => ErrorKind::Other,
-                Cause::NotFound => ErrorKind::NotFound,
-                Cause::RateLimited => ErrorKind::RateLimited,
-                Cause::Unreachable => ErrorKind::Unreachable,
-                Cause::Interrupted => ErrorKind::Interrupted,
-                Cause::Other => ErrorKind::Other,
-            },
-        }
-    }
-}
-
-impl std::fmt::Display for TargetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TargetError::Credentials(e) => write!(f, "credentials: {e}"),
-            TargetError::HostUnfit(e) => f.write_str(e),
-            TargetError::GitHub { text, .. } => f.write_str(text),
-        }
-    }
-}
-
-/// What `status` and the log say of a refused credential: the words a person looks
-/// for (never `rate_limited`), since when, and GitHub's.
-pub fn refused_text(since: Millis, github: &str) -> String {
-    if github.starts_with(REFUSED_PREFIX) {
-        return github.to_string();
-    }
-    format!(
-        "{REFUSED_PREFIX}{}: {github}",
-        crate::timefmt::format_rfc3339(since)
-    )
-}
-
-/// How [`refused_text`] begins.
-pub const REFUSED_PREFIX: &str = "credentials refused (401) since ";
 
 /// A read the loop hands to a worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +81,9 @@ pub enum Line {
     },
 }
 
-/// What the loop carries out.
+/// What the loop carries out. None may be dropped: each is a decision the state
+/// already counts as made (a read in flight, a hold recorded).
+#[must_use = "an effect the loop does not carry out is a decision lost"]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Build the target's GitHub client (its credentials, the kept hold and ETags).
@@ -323,6 +237,18 @@ pub struct Planned {
     /// Runners that crashed at start this pass, and profiles one of whose runners
     /// listened.
     pub starts_seen: StartsSeen,
+    /// The profiles' runner installs as this pass checked them.
+    pub installs: Installs,
+    /// The first profile a required check of the host stopped this pass, and why
+    /// (`None`: none).
+    pub host_unfit: Option<String>,
+}
+
+/// Each profile's broken runner install (by name), among the target's profiles.
+#[derive(Debug, Clone, Default)]
+pub struct Installs {
+    pub errors: BTreeMap<String, String>,
+    pub profiles: Vec<String>,
 }
 
 /// What happened.
@@ -348,19 +274,15 @@ pub enum Event<'a> {
     },
     /// The pass's facts: what to read now.
     Tick(&'a Facts),
-    /// Each profile's broken runner install (by name), among the target's profiles.
-    Installs {
-        errors: &'a BTreeMap<String, String>,
-        profiles: &'a [String],
-    },
+    /// The pass planned (and checked the runner installs and the host).
     Planned(Planned),
-    /// A recorded intent: start it, or end it (no policy or no client).
-    Intent {
-        attempt: i64,
-        has_policy: bool,
+    /// The pass acted: the attempts whose GitHub or disk actions it handed to a
+    /// worker, and the intents it recorded (each with whether its profile is still
+    /// there), to start or end.
+    Acted {
+        handed: &'a [i64],
+        intents: &'a [(i64, bool)],
     },
-    /// The loop handed an attempt's GitHub or disk actions to a worker.
-    Handed(i64),
     /// The pass ends: the credential's own hold as the client knows it.
     PassEnd {
         credential_hold: Millis,
@@ -372,51 +294,20 @@ pub enum Event<'a> {
     Reload,
 }
 
-/// One target's state between passes.
+/// One target's state between passes, in parts: the reads' schedule, the budget's
+/// polling, the holds, what the last plan left.
 #[derive(Debug, Default)]
 pub struct TargetState {
     has_client: bool,
-    next_poll: Millis,
-    /// While the target's webhooks come steadily, its run lists are not read again
-    /// before this ([`budget::HOOKED_POLL_EVERY`] after the last read began).
-    backstop_next: Millis,
-    demand_reading: bool,
-    runners_next: Millis,
-    runners_reading: bool,
-    guard_next: Millis,
-    guard_reading: bool,
-    reruns_next: Millis,
-    reruns_reading: bool,
+    reads: Reads,
+    budget: Polling,
+    holds: Holds,
+    /// What the last plan left (its `starts_seen` already taken in).
+    last_plan: Planned,
     /// A repository target's visibility; `None` until read.
     public_repo: Option<bool>,
     /// Per scale set profile: its runner group admits public repositories.
     group_public: BTreeMap<String, bool>,
-    hold: TargetHold,
-    /// The hold last written to the store.
-    persisted_hold: Millis,
-    holds: BTreeMap<String, StartHold>,
-    /// Per profile, its runners that crashed before they listened since one last
-    /// listened (`hold::CRASHES_BEFORE_HOLD` of them hold its starts).
-    crashes_in_a_row: BTreeMap<String, u32>,
-    pace: Option<Pace>,
-    read_cost: ReadCost,
-    /// What polling saved against the budget's average pace (`budget::Credit`).
-    credit: Credit,
-    /// When a queue read next reads the in-progress run lists too.
-    in_progress_next: Millis,
-    /// The read on its way reads them (if it fails, the next read does).
-    in_progress_sent: bool,
-    /// Runners spawned since the last queue read came back, and those spawned before
-    /// it whose re-read it did not find: each took a job, so a re-read of its run
-    /// answers 200 and spends a unit (see [`TargetState::polling_cost`]).
-    spawned_since_read: u64,
-    spawned_unseen: u64,
-    room_left: bool,
-    /// The last plan's free slots and runners serving (see [`Planned`]).
-    free_slots: Option<u32>,
-    serving: u32,
-    surplus: HashSet<i64>,
-    uids_used_up: Option<String>,
     in_flight: BTreeSet<i64>,
     error: Option<TargetError>,
     /// Each profile's broken install as last logged.
@@ -426,7 +317,9 @@ pub struct TargetState {
 }
 
 impl TargetState {
-    /// Everything that happens to the target goes through here.
+    /// Everything that happens to the target goes through here; what comes back is
+    /// carried out, all of it.
+    #[must_use = "the effects are the pass's decisions: carry them out"]
     pub fn on_event(&mut self, event: Event, now: Millis) -> Vec<Effect> {
         let mut out = Vec::new();
         match event {
@@ -443,7 +336,7 @@ impl TargetState {
                 // attempt) is found within the minute, as any other.
                 if let Some(at) = runners_read_at {
                     let next = (at + RUNNER_LIST_EVERY).min(now + RUNNER_LIST_EVERY);
-                    self.runners_next = self.runners_next.max(next);
+                    self.reads.runners.not_before(next);
                 }
                 // So do the in-progress lists their 10 s: the queued list, read at
                 // once, already drops a run whose job was taken while no daemon ran,
@@ -451,66 +344,68 @@ impl TargetState {
                 if let Some(at) = in_progress_read_at {
                     let every = budget::IN_PROGRESS_EVERY;
                     let next = (at + every).min(now + every);
-                    self.in_progress_next = self.in_progress_next.max(next);
+                    self.reads.run_lists.in_progress_next =
+                        self.reads.run_lists.in_progress_next.max(next);
                 }
                 if let Some(t) = kept_hold.filter(|t| *t > now) {
-                    self.hold = self.hold.at_least(t);
-                    self.next_poll = self.next_poll.max(t);
-                    self.persisted_hold = t;
+                    self.holds.target = self.holds.target.at_least(t);
+                    self.reads.queue.not_before(t);
+                    self.holds.persisted = t;
                 }
             }
             Event::ClientFailed { error, poll_every } => {
                 self.has_client = false;
                 self.set_error(TargetError::Credentials(error), &mut out);
-                self.next_poll = now + poll_every;
+                self.reads.queue.put_off(now + poll_every);
             }
             Event::Tick(facts) => self.tick(facts, now, &mut out),
-            Event::Installs { errors, profiles } => self.installs(errors, profiles, &mut out),
-            Event::Planned(p) => {
-                self.surplus = p.surplus;
-                self.room_left = p.room_left;
-                self.uids_used_up = p.uids_used_up;
-                self.free_slots = p.free_slots;
-                self.serving = p.serving;
-                self.starts_seen(p.starts_seen, now, &mut out);
+            Event::Planned(mut p) => {
+                let installs = std::mem::take(&mut p.installs);
+                self.installs(&installs.errors, &installs.profiles, &mut out);
+                self.host_unfit = p.host_unfit.take();
+                let seen = std::mem::take(&mut p.starts_seen);
+                self.last_plan = p;
+                self.starts_seen(seen, now, &mut out);
             }
-            Event::Intent {
-                attempt,
-                has_policy,
-            } => {
-                if has_policy && self.has_client {
-                    self.in_flight.insert(attempt);
-                    out.push(Effect::Start(attempt));
-                } else {
-                    let why = if has_policy {
-                        "no GitHub client"
-                    } else {
-                        "its profile is gone"
-                    };
-                    out.push(Effect::EndNotStarted { attempt, why });
+            Event::Acted { handed, intents } => {
+                self.in_flight.extend(handed);
+                for &(attempt, has_policy) in intents {
+                    self.intent(attempt, has_policy, &mut out);
                 }
             }
-            Event::Handed(id) => {
-                self.in_flight.insert(id);
-            }
             Event::PassEnd { credential_hold } => {
-                let until = credential_hold.max(self.hold.rate_until);
-                if until > now && until != self.persisted_hold {
+                let until = credential_hold.max(self.holds.target.rate_until);
+                if until > now && until != self.holds.persisted {
                     out.push(Effect::PersistHold(until));
                 }
                 self.expire_holds(now, &mut out);
             }
-            Event::HoldKept(until) => self.persisted_hold = until,
+            Event::HoldKept(until) => self.holds.persisted = until,
             Event::Done(o) => self.done(o, now, &mut out),
             Event::Reload => {
                 self.has_client = false;
-                self.next_poll = 0;
-                self.backstop_next = 0;
-                self.hold = TargetHold::default();
+                self.reads.queue.due_now();
+                self.reads.run_lists.backstop_next = 0;
+                self.holds.target = TargetHold::default();
                 out.push(Effect::DropClient);
             }
         }
         out
+    }
+
+    /// A recorded intent: started, or ended (no policy or no client).
+    fn intent(&mut self, attempt: i64, has_policy: bool, out: &mut Vec<Effect>) {
+        if has_policy && self.has_client {
+            self.in_flight.insert(attempt);
+            out.push(Effect::Start(attempt));
+        } else {
+            let why = if has_policy {
+                "no GitHub client"
+            } else {
+                "its profile is gone"
+            };
+            out.push(Effect::EndNotStarted { attempt, why });
+        }
     }
 
     /// Builds the client unless one fits, or the last try failed and the next poll
@@ -522,17 +417,17 @@ impl TargetState {
         if fit == ClientFit::CredentialChanged {
             // A fixed token serves at once: no backoff of the old one's refusals, the
             // queue and the guard's facts read at the next tick.
-            self.hold = self.hold.credential_changed();
-            self.next_poll = 0;
-            self.backstop_next = 0;
-            self.guard_next = 0;
+            self.holds.target = self.holds.target.credential_changed();
+            self.reads.queue.due_now();
+            self.reads.run_lists.backstop_next = 0;
+            self.reads.guard.due_now();
             self.has_client = false;
             out.push(Effect::Log(Line::CredentialChanged));
             out.push(Effect::BuildClient);
             return;
         }
         self.has_client = false;
-        if now < self.next_poll && self.error.is_some() {
+        if !self.reads.queue.time_come(now) && self.error.is_some() {
             return;
         }
         out.push(Effect::BuildClient);
@@ -543,45 +438,42 @@ impl TargetState {
     /// wait for a visibility not yet known), then the queue, then the runner list;
     /// and the runner install check, if due, beside them.
     fn tick(&mut self, f: &Facts, now: Millis, out: &mut Vec<Effect>) {
-        if !self.has_client || self.hold.holds(now) {
+        if !self.has_client || self.holds.target.holds(now) {
             return;
         }
         out.push(Effect::Send(Read::RunnerRelease));
         // Beside the reads: a lost job waits on GitHub's verdict, not on the queue.
-        if f.reruns_due && !self.reruns_reading && now >= self.reruns_next {
-            self.reruns_reading = true;
-            self.reruns_next = now + RERUNS_EVERY;
+        if f.reruns_due && self.reads.reruns.due(now) {
+            self.reads.reruns.send(now + RERUNS_EVERY);
             out.push(Effect::Send(Read::Reruns));
         }
-        if self.reading() {
+        if self.reads.one_out() {
             return;
         }
-        if now >= self.guard_next {
-            self.guard_next = now + GUARD_EVERY;
+        if self.reads.guard.time_come(now) {
+            let next = now + GUARD_EVERY;
             match f.guard {
                 Some(g) => {
-                    self.guard_reading = true;
+                    self.reads.guard.send(next);
                     out.push(Effect::Send(Read::Guard(g)));
                     return;
                 }
-                None => self.group_public.clear(),
+                None => {
+                    self.reads.guard.put_off(next);
+                    self.group_public.clear()
+                }
             }
         }
         if self.demand_due(f, now) {
             self.read_demand(f, now, out);
-            if self.demand_reading {
+            if self.reads.queue.in_flight() {
                 return;
             }
         }
-        if now >= self.runners_next {
-            self.runners_next = now + RUNNER_LIST_EVERY;
-            self.runners_reading = true;
+        if self.reads.runners.time_come(now) {
+            self.reads.runners.send(now + RUNNER_LIST_EVERY);
             out.push(Effect::Send(Read::Runners));
         }
-    }
-
-    fn reading(&self) -> bool {
-        self.demand_reading || self.runners_reading || self.guard_reading
     }
 
     /// The queue is due at its pace, and while the webhooks come steadily no sooner
@@ -591,11 +483,13 @@ impl TargetState {
     /// poll interval, unless the pace is stretched: what that costs is their first
     /// read, which serving them needs anyway, and the run lists again.
     fn demand_due(&self, f: &Facts, now: Millis) -> bool {
-        let paced = self.pace.is_some_and(|p| p.stretched);
-        let more_room =
-            f.unread_runs > 0 && self.room_left && !paced && now >= f.queue_read_at + f.poll_every;
-        let backstop = !f.hooks_steady || now >= self.backstop_next;
-        (now >= self.next_poll && backstop) || more_room
+        let paced = self.budget.pace.is_some_and(|p| p.stretched);
+        let more_room = f.unread_runs > 0
+            && self.last_plan.room_left
+            && !paced
+            && now >= f.queue_read_at + f.poll_every;
+        let backstop = !f.hooks_steady || now >= self.reads.run_lists.backstop_next;
+        (self.reads.queue.time_come(now) && backstop) || more_room
     }
 
     /// A coordinated target whose profiles are all directed reads no demand of its
@@ -604,32 +498,38 @@ impl TargetState {
     /// lasts to its reset, keeping back what serving the queue needs.
     fn read_demand(&mut self, f: &Facts, now: Millis, out: &mut Vec<Effect>) {
         if !f.reads_queue {
-            self.pace = None;
-            self.next_poll = now + f.poll_every;
+            self.budget.pace = None;
+            self.reads.queue.put_off(now + f.poll_every);
             out.push(Effect::QueueEmpty);
             return;
         }
         let reserve = f
             .budget
             .map_or(0, |b| budget::reserve(f.polled_max, f.queued, b.limit));
-        let credit = self.credit.refill(f.budget, reserve, now);
-        let pace = budget::pace(f.poll_every, f.budget, reserve, self.read_cost, credit, now);
-        if pace.stretched && !self.pace.is_some_and(|p| p.stretched) {
+        let credit = self.budget.credit.refill(f.budget, reserve, now);
+        let pace = budget::pace(
+            f.poll_every,
+            f.budget,
+            reserve,
+            self.budget.read_cost,
+            credit,
+            now,
+        );
+        if pace.stretched && !self.budget.pace.is_some_and(|p| p.stretched) {
             let remaining = f.budget.map_or(0, |b| b.remaining);
             out.push(Effect::Log(Line::PollingPaced {
                 every: pace.every,
                 remaining,
             }));
         }
-        self.pace = Some(pace);
-        self.next_poll = now + pace.every;
-        self.backstop_next = now + budget::HOOKED_POLL_EVERY;
-        self.demand_reading = true;
-        let in_progress = now >= self.in_progress_next;
+        self.budget.pace = Some(pace);
+        self.reads.queue.send(now + pace.every);
+        self.reads.run_lists.backstop_next = now + budget::HOOKED_POLL_EVERY;
+        let in_progress = now >= self.reads.run_lists.in_progress_next;
         if in_progress {
-            self.in_progress_next = now + budget::IN_PROGRESS_EVERY;
+            self.reads.run_lists.in_progress_next = now + budget::IN_PROGRESS_EVERY;
         }
-        self.in_progress_sent = in_progress;
+        self.reads.run_lists.in_progress_sent = in_progress;
         out.push(Effect::Send(Read::Demand {
             new_runs: budget::new_runs_per_read(f.polled_max),
             known_runs: self.known_runs(f),
@@ -641,7 +541,7 @@ impl TargetState {
     /// configs GitHub's secondary limit has room for (`None`: no plan yet, or no
     /// polling profile may start).
     pub fn start_room(&self, f: &Facts) -> Option<u32> {
-        let free = self.free_slots?;
+        let free = self.last_plan.free_slots?;
         Some(f.jit_room.map_or(free, |jit| free.min(jit)))
     }
 
@@ -657,7 +557,7 @@ impl TargetState {
     fn known_runs(&self, f: &Facts) -> usize {
         let all = budget::known_runs_per_read(f.polled_max);
         match self.start_room(f) {
-            Some(0) => all.min(budget::rereads_without_room(self.serving)),
+            Some(0) => all.min(budget::rereads_without_room(self.last_plan.serving)),
             _ => all,
         }
     }
@@ -672,12 +572,12 @@ impl TargetState {
                 self.in_flight.remove(&attempt);
                 match end {
                     StartEnd::Spawned => {
-                        self.spawned_since_read += 1;
-                        self.hold = self.hold.credential_accepted();
+                        self.budget.spawned_since_read += 1;
+                        self.holds.target = self.holds.target.credential_accepted();
                         // A spawn ends a host failure's streak; runners that crashed
                         // at start had spawned too, so theirs ends only on a listen.
-                        if self.holds.get(&profile).is_some_and(|h| !h.crashes) {
-                            self.holds.remove(&profile);
+                        if self.holds.starts.get(&profile).is_some_and(|h| !h.crashes) {
+                            self.holds.starts.remove(&profile);
                             out.push(Effect::StartsResumed { profile });
                         }
                     }
@@ -700,36 +600,34 @@ impl TargetState {
                 first_reads,
                 result,
             } => {
-                self.demand_reading = false;
-                let cost = self.polling_cost(units, list_units, first_reads);
-                self.read_cost.observe(cost);
-                self.credit.spend(cost);
+                self.reads.queue.answered();
+                self.budget.read_back(units, list_units, first_reads);
                 match result {
                     Ok(()) => {
-                        self.hold = self.hold.recovered();
+                        self.holds.target = self.holds.target.recovered();
                         if self.error.take().is_some() {
                             out.push(Effect::Log(Line::TargetRecovered));
                         }
                     }
                     Err(e) => {
-                        if self.in_progress_sent {
-                            self.in_progress_next = 0;
+                        if self.reads.run_lists.in_progress_sent {
+                            self.reads.run_lists.in_progress_next = 0;
                         }
                         self.refused(e, now, out)
                     }
                 }
             }
             Outcome::Runners { result } => {
-                self.runners_reading = false;
+                self.reads.runners.answered();
                 match result {
-                    Ok(()) => self.hold = self.hold.credential_accepted(),
+                    Ok(()) => self.holds.target = self.holds.target.credential_accepted(),
                     Err(e) => self.refused(e, now, out),
                 }
             }
             Outcome::Guard { result } => {
-                self.guard_reading = false;
+                self.reads.guard.answered();
                 if result.is_ok() {
-                    self.hold = self.hold.credential_accepted();
+                    self.holds.target = self.holds.target.credential_accepted();
                 }
                 match result {
                     Ok(GuardFound::Visibility(public)) => self.public_repo = Some(public),
@@ -742,13 +640,13 @@ impl TargetState {
                     Err(e) => {
                         // What was known stays known; tried again soon, not at
                         // every pass (a transient error holds nothing).
-                        self.guard_next = now + GUARD_RETRY;
+                        self.reads.guard.put_off(now + GUARD_RETRY);
                         self.refused(e, now, out);
                     }
                 }
             }
             Outcome::Reruns { result } => {
-                self.reruns_reading = false;
+                self.reads.reruns.answered();
                 if let Err(e) = result {
                     self.refused(e, now, out);
                 }
@@ -757,40 +655,21 @@ impl TargetState {
         }
     }
 
-    /// What a queue read spent on polling, which the pace follows: its units less what
-    /// serving spent. A new run's first read is part of serving its jobs (like their JIT
-    /// configs), and so is the re-read of a run whose job a runner of ours took: that
-    /// GET answers 200 (the job is no longer queued) and names the runner that took it,
-    /// once per runner spawned. A runner spawned since the last read is found by this
-    /// one, or (its job not yet taken) by the next: its unit is held for one read more.
-    /// The run lists are polling's whatever they cost. Counted as polling, a burst's
-    /// re-reads (a unit per runner it started) made a read look a hundred times dearer
-    /// than polling is, and the pace spread that over the rest of the hour: a 300-job
-    /// burst read its queue every 20 s at a 2 s `poll_interval` (issue 37, burst300).
-    fn polling_cost(&mut self, units: u64, list_units: u64, first_reads: u64) -> u64 {
-        let rereads = units.saturating_sub(list_units + first_reads);
-        let ours = self.spawned_since_read + self.spawned_unseen;
-        let seen = rereads.min(ours);
-        self.spawned_unseen = (ours - seen).min(self.spawned_since_read);
-        self.spawned_since_read = 0;
-        list_units.min(units) + rereads - seen
-    }
-
     /// GitHub refused a call: the target is held as the refusal says (a rate limit
     /// until its time, recorded at once so a kill now does not forget it; a
     /// deterministic error with backoff; a transient one not at all).
     fn refused(&mut self, mut e: TargetError, now: Millis, out: &mut Vec<Effect>) {
         if let TargetError::GitHub { refusal, text, .. } = &mut e {
-            self.hold = self.hold.after(*refusal, now);
+            self.holds.target = self.holds.target.after(*refusal, now);
             match *refusal {
                 Refusal::RateLimitedUntil(until) => {
-                    self.next_poll = self.next_poll.max(until);
-                    if until != self.persisted_hold {
+                    self.reads.queue.not_before(until);
+                    if until != self.holds.persisted {
                         out.push(Effect::PersistHold(until));
                     }
                 }
                 Refusal::CredentialsRefused => {
-                    let since = self.hold.refused_since.unwrap_or(now);
+                    let since = self.holds.target.refused_since.unwrap_or(now);
                     *text = refused_text(since, text);
                     out.push(Effect::RecheckCredential);
                 }
@@ -801,7 +680,7 @@ impl TargetState {
     }
 
     fn set_error(&mut self, e: TargetError, out: &mut Vec<Effect>) {
-        if self.error.as_ref().map(|x| x.to_string()) != Some(e.to_string()) {
+        if self.error.as_ref() != Some(&e) {
             out.push(Effect::Log(Line::TargetError(e.to_string())));
         }
         self.error = Some(e);
@@ -812,30 +691,34 @@ impl TargetState {
     /// each time while none listens.
     fn starts_seen(&mut self, seen: StartsSeen, now: Millis, out: &mut Vec<Effect>) {
         for profile in seen.listened {
-            self.crashes_in_a_row.remove(&profile);
-            if self.holds.get(&profile).is_some_and(|h| h.crashes) {
-                self.holds.remove(&profile);
+            self.holds.crashes_in_a_row.remove(&profile);
+            if self.holds.starts.get(&profile).is_some_and(|h| h.crashes) {
+                self.holds.starts.remove(&profile);
                 out.push(Effect::StartsResumed { profile });
             }
         }
         for (profile, why) in seen.crashed {
-            let n = self.crashes_in_a_row.entry(profile.clone()).or_default();
+            let n = self
+                .holds
+                .crashes_in_a_row
+                .entry(profile.clone())
+                .or_default();
             *n = n.saturating_add(1);
             if *n >= CRASHES_BEFORE_HOLD {
                 let why = format!("{n} in a row, the last {why}");
-                self.hold(profile, why, StartHold::after_crash, now, out);
+                self.hold_starts(profile, why, StartHold::after_crash, now, out);
             }
         }
     }
 
     /// A profile's start failed for a host reason: its starts are held.
     fn hold_profile(&mut self, profile: String, why: String, now: Millis, out: &mut Vec<Effect>) {
-        self.hold(profile, why, StartHold::after_failure, now, out);
+        self.hold_starts(profile, why, StartHold::after_failure, now, out);
     }
 
     /// Holds a profile's starts after a host failure or runners' crashes. Starts that
     /// fail together while a hold already stands (sent before it) do not lengthen it.
-    fn hold(
+    fn hold_starts(
         &mut self,
         profile: String,
         why: String,
@@ -843,7 +726,7 @@ impl TargetState {
         now: Millis,
         out: &mut Vec<Effect>,
     ) {
-        let prev = self.holds.get(&profile);
+        let prev = self.holds.starts.get(&profile);
         if prev.is_some_and(|h| h.holds(now)) {
             return;
         }
@@ -856,13 +739,13 @@ impl TargetState {
             profile: profile.clone(),
             until: hold.until,
         });
-        self.holds.insert(profile, hold);
+        self.holds.starts.insert(profile, hold);
     }
 
     /// A hold whose time passed is shown as ended (it stays, so the next failure
     /// waits longer, until a start goes through).
     fn expire_holds(&self, now: Millis, out: &mut Vec<Effect>) {
-        for (p, h) in &self.holds {
+        for (p, h) in &self.holds.starts {
             if !h.holds(now) {
                 out.push(Effect::StartsResumed { profile: p.clone() });
             }
@@ -897,21 +780,21 @@ impl TargetState {
 
     /// Starts may be tried now: a client, and no hold on the target.
     pub fn can_start(&self, now: Millis) -> bool {
-        self.has_client && !self.hold.holds(now)
+        self.has_client && !self.holds.target.holds(now)
     }
 
     /// Until when GitHub's rate limit (or a `retry-after`) holds the target, if it
     /// does now: the credential's own hold, or the target's when no deterministic
     /// error made it.
     pub fn rate_limited_until(&self, credential_hold: Millis, now: Millis) -> Option<Millis> {
-        let until = credential_hold.max(self.hold.rate_until);
+        let until = credential_hold.max(self.holds.target.rate_until);
         (until > now).then_some(until)
     }
 
     /// Since when GitHub refuses the credential (401), while it does: until a call
     /// goes through or the credential changes.
     pub fn credentials_refused_since(&self) -> Option<Millis> {
-        self.hold.refused_since
+        self.holds.target.refused_since
     }
 
     /// What `status` shows as a profile's last error, the first that applies: the
@@ -926,7 +809,7 @@ impl TargetState {
         self.error
             .as_ref()
             .map(ToString::to_string)
-            .or_else(|| self.uids_used_up.clone())
+            .or_else(|| self.last_plan.uids_used_up.clone())
             .or_else(|| visibility.map(str::to_string))
             .or(scaleset)
             .or(unfit)
@@ -945,12 +828,6 @@ impl TargetState {
             .or_else(|| self.host_unfit.take().map(TargetError::HostUnfit))
     }
 
-    /// What the last pass found of the host's required checks: the first profile they
-    /// stopped, and why (`None`: none).
-    pub fn host_unfit(&mut self, why: Option<String>) {
-        self.host_unfit = why;
-    }
-
     pub fn has_client(&self) -> bool {
         self.has_client
     }
@@ -960,15 +837,15 @@ impl TargetState {
     }
 
     pub fn surplus(&self) -> &HashSet<i64> {
-        &self.surplus
+        &self.last_plan.surplus
     }
 
     pub fn holds(&self) -> &BTreeMap<String, StartHold> {
-        &self.holds
+        &self.holds.starts
     }
 
     pub fn pace(&self) -> Option<Pace> {
-        self.pace
+        self.budget.pace
     }
 
     pub fn public_repo(&self) -> Option<bool> {

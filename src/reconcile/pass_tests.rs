@@ -77,7 +77,7 @@ fn reads_go_one_at_a_time_guard_then_queue_then_runner_list() {
     let found = Outcome::Guard {
         result: Ok(GuardFound::Visibility(false)),
     };
-    s.on_event(Event::Done(found), 300);
+    let _ = s.on_event(Event::Done(found), 300);
     assert_eq!(s.public_repo(), Some(false));
     let e = s.on_event(Event::Tick(&f), 300);
     assert_eq!(
@@ -88,12 +88,12 @@ fn reads_go_one_at_a_time_guard_then_queue_then_runner_list() {
             in_progress: true,
         }]
     );
-    s.on_event(demand_done(Ok(())), 400);
+    let _ = s.on_event(demand_done(Ok(())), 400);
     assert_eq!(
         sends(&s.on_event(Event::Tick(&f), 400)),
         vec![Read::Runners]
     );
-    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 500);
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 500);
     // The queue is next due at its pace, the list a minute on, the guard an hour on.
     assert!(sends(&s.on_event(Event::Tick(&f), 5_000)).is_empty());
     // The queue again, its queued runs only: the in-progress lists are read every
@@ -128,7 +128,7 @@ fn a_rate_limit_holds_every_read_until_its_time_and_is_recorded_at_once() {
         guard: None,
         ..facts()
     };
-    s.on_event(Event::Tick(&f), 0);
+    let _ = s.on_event(Event::Tick(&f), 0);
     let e = s.on_event(
         demand_done(Err(github(Refusal::RateLimitedUntil(60_000)))),
         100,
@@ -139,7 +139,7 @@ fn a_rate_limit_holds_every_read_until_its_time_and_is_recorded_at_once() {
     assert_eq!(s.rate_limited_until(0, 100), Some(60_000));
     assert!(s.on_event(Event::Tick(&f), 59_999).is_empty());
     // Recorded once: the pass's end does not write it again once the store holds it.
-    s.on_event(Event::HoldKept(60_000), 100);
+    let _ = s.on_event(Event::HoldKept(60_000), 100);
     assert!(
         !s.on_event(Event::PassEnd { credential_hold: 0 }, 200)
             .contains(&Effect::PersistHold(60_000))
@@ -163,14 +163,14 @@ fn a_rate_limit_holds_every_read_until_its_time_and_is_recorded_at_once() {
 #[test]
 fn deterministic_refusals_back_off_and_are_no_rate_limit() {
     let mut s = ready(0);
-    s.on_event(demand_done(Err(github(Refusal::Deterministic))), 1_000);
+    let _ = s.on_event(demand_done(Err(github(Refusal::Deterministic))), 1_000);
     assert!(!s.can_start(60_999) && s.can_start(61_000));
     assert_eq!(s.rate_limited_until(0, 1_000), None);
-    s.on_event(demand_done(Err(github(Refusal::Deterministic))), 61_000);
+    let _ = s.on_event(demand_done(Err(github(Refusal::Deterministic))), 61_000);
     assert!(!s.can_start(180_999) && s.can_start(181_000));
     // A transient refusal holds nothing, but is the target's error.
     let mut t = ready(0);
-    t.on_event(demand_done(Err(github(Refusal::Transient))), 1_000);
+    let _ = t.on_event(demand_done(Err(github(Refusal::Transient))), 1_000);
     assert!(t.can_start(1_000));
     assert_eq!(
         t.error().map(ToString::to_string).as_deref(),
@@ -203,7 +203,7 @@ fn a_failed_client_is_tried_again_at_the_next_poll_not_every_pass() {
     assert!(!s.can_start(4_999));
     assert_eq!(s.on_event(missing(5_000), 5_000), vec![Effect::BuildClient]);
     // A hold kept from the last daemon holds the new client's reads.
-    s.on_event(
+    let _ = s.on_event(
         Event::ClientBuilt {
             kept_hold: Some(30_000),
             runners_read_at: None,
@@ -244,9 +244,9 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
     for id in [1, 2, 3] {
         assert_eq!(
             s.on_event(
-                Event::Intent {
-                    attempt: id,
-                    has_policy: true
+                Event::Acted {
+                    handed: &[],
+                    intents: &[(id, true)],
                 },
                 0
             ),
@@ -331,10 +331,10 @@ fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_liste
             end: StartEnd::Spawned,
         })
     };
-    s.on_event(
-        Event::Intent {
-            attempt: 9,
-            has_policy: true,
+    let _ = s.on_event(
+        Event::Acted {
+            handed: &[],
+            intents: &[(9, true)],
         },
         33_000,
     );
@@ -377,9 +377,9 @@ fn an_intent_nothing_can_start_ends_not_started() {
     let mut s = TargetState::default();
     assert_eq!(
         s.on_event(
-            Event::Intent {
-                attempt: 7,
-                has_policy: true
+            Event::Acted {
+                handed: &[],
+                intents: &[(7, true)],
             },
             0
         ),
@@ -391,9 +391,9 @@ fn an_intent_nothing_can_start_ends_not_started() {
     let mut s = ready(0);
     assert!(matches!(
         s.on_event(
-            Event::Intent {
-                attempt: 8,
-                has_policy: false
+            Event::Acted {
+                handed: &[],
+                intents: &[(8, false)],
             },
             0
         )[..],
@@ -409,10 +409,10 @@ fn a_deep_queue_is_read_again_when_there_is_room_at_most_once_a_poll_interval() 
         guard: None,
         ..facts()
     };
-    s.on_event(Event::Tick(&f), 0);
-    s.on_event(demand_done(Ok(())), 100);
-    s.on_event(Event::Tick(&f), 100); // the runner list
-    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 200);
+    let _ = s.on_event(Event::Tick(&f), 0);
+    let _ = s.on_event(demand_done(Ok(())), 100);
+    let _ = s.on_event(Event::Tick(&f), 100); // the runner list
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 200);
     let deep = Facts {
         unread_runs: 3,
         queue_read_at: 0,
@@ -421,7 +421,7 @@ fn a_deep_queue_is_read_again_when_there_is_room_at_most_once_a_poll_interval() 
     };
     // No room: the pace decides.
     assert!(sends(&s.on_event(Event::Tick(&deep), 2_000)).is_empty());
-    s.on_event(
+    let _ = s.on_event(
         Event::Planned(Planned {
             room_left: true,
             ..Planned::default()
@@ -438,7 +438,7 @@ fn a_deep_queue_is_read_again_when_there_is_room_at_most_once_a_poll_interval() 
 /// The `known_runs` of the queue read a tick sends at `now`, once the previous read
 /// came back.
 fn known_runs_sent(s: &mut TargetState, f: &Facts, now: Millis) -> usize {
-    s.on_event(demand_done(Ok(())), now - 1);
+    let _ = s.on_event(demand_done(Ok(())), now - 1);
     match sends(&s.on_event(Event::Tick(f), now))[..] {
         [Read::Demand { known_runs, .. }] => known_runs,
         ref other => panic!("no queue read: {other:?}"),
@@ -459,7 +459,7 @@ fn while_no_start_can_go_only_the_runs_being_served_are_read_again() {
     let mut s = ready(0);
     // Before any plan the room is not known: every known run is read again (a restart
     // fills its view whole before it judges anything).
-    s.on_event(Event::Tick(&f), 0);
+    let _ = s.on_event(Event::Tick(&f), 0);
     assert_eq!(known_runs_sent(&mut s, &f, 2_000), all);
     // 40 runners live or starting, 270 slots free, but no JIT point: their runs and the
     // queue's head, not the 260 runs that wait for the next minute.
@@ -468,7 +468,7 @@ fn while_no_start_can_go_only_the_runs_being_served_are_read_again() {
         serving,
         ..Planned::default()
     };
-    s.on_event(Event::Planned(planned(Some(270), 40)), 2_100);
+    let _ = s.on_event(Event::Planned(planned(Some(270), 40)), 2_100);
     assert_eq!(
         known_runs_sent(&mut s, &f, 4_000),
         40 + budget::REREAD_MARGIN
@@ -482,7 +482,7 @@ fn while_no_start_can_go_only_the_runs_being_served_are_read_again() {
     assert_eq!(s.start_room(&points), Some(15));
     assert_eq!(known_runs_sent(&mut s, &points, 6_000), all);
     // Every slot taken (points or not, or a limit GitHub does not have): the same cap.
-    s.on_event(Event::Planned(planned(Some(0), 310)), 6_100);
+    let _ = s.on_event(Event::Planned(planned(Some(0), 310)), 6_100);
     for (jit_room, now) in [(Some(15), 8_000), (None, 10_000)] {
         let full = Facts {
             jit_room,
@@ -493,7 +493,7 @@ fn while_no_start_can_go_only_the_runs_being_served_are_read_again() {
     }
     // No polling profile may start (paused, monitor-only, unfit, draining): the view
     // stays whole, as it was before this cap.
-    s.on_event(Event::Planned(planned(None, 12)), 40_000);
+    let _ = s.on_event(Event::Planned(planned(None, 12)), 40_000);
     assert_eq!(known_runs_sent(&mut s, &f, 42_000), all);
 }
 
@@ -516,9 +516,9 @@ fn a_budget_that_runs_low_stretches_the_pace_and_says_so_once() {
         e.iter()
             .any(|e| matches!(e, Effect::Log(Line::PollingPaced { .. })))
     );
-    s.on_event(demand_done(Ok(())), 10);
-    s.on_event(Event::Tick(&low), 10);
-    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 20);
+    let _ = s.on_event(demand_done(Ok(())), 10);
+    let _ = s.on_event(Event::Tick(&low), 10);
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 20);
     let e = s.on_event(Event::Tick(&low), paced.every);
     assert!(matches!(sends(&e)[..], [Read::Demand { .. }]));
     assert!(
@@ -552,10 +552,10 @@ fn a_bursts_re_reads_of_runs_its_runners_took_are_serving_not_polling() {
             })
         };
         let mut s = ready(0);
-        s.on_event(Event::Tick(&f), 0);
-        s.on_event(read(302, 300), 1_000);
-        s.on_event(Event::Tick(&f), 1_000); // the runner list
-        s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 1_100);
+        let _ = s.on_event(Event::Tick(&f), 0);
+        let _ = s.on_event(read(302, 300), 1_000);
+        let _ = s.on_event(Event::Tick(&f), 1_000); // the runner list
+        let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 1_100);
         for attempt in 0..spawned {
             let end = StartEnd::Spawned;
             let profile = "linux".to_string();
@@ -564,13 +564,13 @@ fn a_bursts_re_reads_of_runs_its_runners_took_are_serving_not_polling() {
                 profile,
                 end,
             };
-            s.on_event(Event::Done(started), 1_500);
+            let _ = s.on_event(Event::Done(started), 1_500);
         }
         assert!(matches!(
             sends(&s.on_event(Event::Tick(&f), 2_000))[..],
             [Read::Demand { .. }]
         ));
-        s.on_event(read(176, 0), 3_000);
+        let _ = s.on_event(read(176, 0), 3_000);
         assert!(matches!(
             sends(&s.on_event(Event::Tick(&f), 4_000))[..],
             [Read::Demand { .. }]
@@ -596,24 +596,24 @@ fn a_runner_whose_job_the_next_read_finds_taken_is_still_serving() {
                 profile: "linux".into(),
                 end,
             };
-            s.on_event(Event::Done(started), 0);
+            let _ = s.on_event(Event::Done(started), 0);
         }
     };
     spawn(&mut s, 100);
     // 81 of the 100 runners had taken their jobs when their runs were read again.
-    assert_eq!(s.polling_cost(84, 3, 0), 3);
+    assert_eq!(s.budget.cost(84, 3, 0), 3);
     // The other 19 are found by the next read, beside 20 spawned since; 5 more re-reads
     // are someone else's (a job taken elsewhere, cancelled): polling's.
     spawn(&mut s, 20);
-    assert_eq!(s.polling_cost(3 + 39 + 5, 3, 0), 3 + 5);
+    assert_eq!(s.budget.cost(3 + 39 + 5, 3, 0), 3 + 5);
     // A runner's unit is held one read more, not for ever.
     spawn(&mut s, 10);
-    assert_eq!(s.polling_cost(3, 3, 0), 3);
-    assert_eq!(s.polling_cost(3 + 10, 3, 0), 3 + 10 - 10);
-    assert_eq!(s.polling_cost(3 + 10, 3, 0), 3 + 10);
+    assert_eq!(s.budget.cost(3, 3, 0), 3);
+    assert_eq!(s.budget.cost(3 + 10, 3, 0), 3 + 10 - 10);
+    assert_eq!(s.budget.cost(3 + 10, 3, 0), 3 + 10);
     // The run lists are polling's, whatever else the read did.
     spawn(&mut s, 50);
-    assert_eq!(s.polling_cost(4, 4, 0), 4);
+    assert_eq!(s.budget.cost(4, 4, 0), 4);
 }
 
 #[test]
@@ -631,7 +631,7 @@ fn status_shows_the_first_error_that_applies() {
             .as_deref(),
         Some("2 public repositories left out")
     );
-    s.on_event(
+    let _ = s.on_event(
         Event::Planned(Planned {
             uids_used_up: Some("all 64 runner uids in use".into()),
             ..Planned::default()
@@ -642,7 +642,7 @@ fn status_shows_the_first_error_that_applies() {
         s.status_error(Some("x"), None, None).as_deref(),
         Some("all 64 runner uids in use")
     );
-    s.on_event(demand_done(Err(github(Refusal::Transient))), 0);
+    let _ = s.on_event(demand_done(Err(github(Refusal::Transient))), 0);
     assert_eq!(
         s.status_error(Some("x"), None, None).as_deref(),
         Some("GitHub said no")
@@ -658,19 +658,25 @@ fn a_broken_install_is_logged_when_it_breaks_and_when_it_is_whole_again() {
         "bin/Runner.Listener missing".to_string(),
     )]);
     let e = s.on_event(
-        Event::Installs {
-            errors: &broken,
-            profiles: &names,
-        },
+        Event::Planned(Planned {
+            installs: Installs {
+                errors: broken.clone(),
+                profiles: names.clone(),
+            },
+            ..Planned::default()
+        }),
         0,
     );
     assert_eq!(e.len(), 1);
     assert!(
         s.on_event(
-            Event::Installs {
-                errors: &broken,
-                profiles: &names
-            },
+            Event::Planned(Planned {
+                installs: Installs {
+                    errors: broken.clone(),
+                    profiles: names.clone(),
+                },
+                ..Planned::default()
+            }),
             1
         )
         .is_empty()
@@ -678,10 +684,13 @@ fn a_broken_install_is_logged_when_it_breaks_and_when_it_is_whole_again() {
     let whole = BTreeMap::new();
     assert_eq!(
         s.on_event(
-            Event::Installs {
-                errors: &whole,
-                profiles: &names
-            },
+            Event::Planned(Planned {
+                installs: Installs {
+                    errors: whole.clone(),
+                    profiles: names.clone(),
+                },
+                ..Planned::default()
+            }),
             2
         ),
         vec![Effect::Log(Line::InstallUsable {
@@ -697,13 +706,13 @@ fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
         guard: Some(GuardRead::Groups),
         ..facts()
     };
-    s.on_event(Event::Tick(&f), 0);
+    let _ = s.on_event(Event::Tick(&f), 0);
     let groups = BTreeMap::from([
         ("a".to_string(), Some(true)),
         ("b".to_string(), Some(false)),
         ("c".to_string(), None),
     ]);
-    s.on_event(
+    let _ = s.on_event(
         Event::Done(Outcome::Guard {
             result: Ok(GuardFound::Groups(groups)),
         }),
@@ -714,13 +723,13 @@ fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
         &BTreeMap::from([("a".to_string(), true), ("b".to_string(), false)])
     );
     // An hour on it is read again; a transient failure keeps the facts and retries.
-    s.on_event(demand_done(Ok(())), 20);
+    let _ = s.on_event(demand_done(Ok(())), 20);
     let at = GUARD_EVERY;
     assert_eq!(
         sends(&s.on_event(Event::Tick(&f), at)),
         vec![Read::Guard(GuardRead::Groups)]
     );
-    s.on_event(
+    let _ = s.on_event(
         Event::Done(Outcome::Guard {
             result: Err(github(Refusal::Transient)),
         }),
@@ -729,8 +738,8 @@ fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
     assert_eq!(s.group_public().len(), 2);
     let e = s.on_event(Event::Tick(&f), at + 1);
     assert!(!sends(&e).contains(&Read::Guard(GuardRead::Groups)));
-    s.on_event(demand_done(Ok(())), at + 2);
-    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), at + 3);
+    let _ = s.on_event(demand_done(Ok(())), at + 2);
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), at + 3);
     let e = s.on_event(Event::Tick(&f), at + GUARD_RETRY);
     assert_eq!(sends(&e), vec![Read::Guard(GuardRead::Groups)]);
 }
@@ -750,7 +759,7 @@ fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limi
     );
     // While one look is out, and within RERUNS_EVERY after it, no other.
     assert!(!sends(&s.on_event(Event::Tick(&due), 1_000)).contains(&Read::Reruns));
-    s.on_event(Event::Done(Outcome::Reruns { result: Ok(()) }), 1_500);
+    let _ = s.on_event(Event::Done(Outcome::Reruns { result: Ok(()) }), 1_500);
     assert!(!sends(&s.on_event(Event::Tick(&due), RERUNS_EVERY - 1)).contains(&Read::Reruns));
     assert!(sends(&s.on_event(Event::Tick(&due), RERUNS_EVERY)).contains(&Read::Reruns));
     // Nothing due: nothing sent.
@@ -758,7 +767,7 @@ fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limi
     assert!(!sends(&s.on_event(Event::Tick(&idle), 3 * RERUNS_EVERY)).contains(&Read::Reruns));
     // A rate limit met while carrying them holds the target like any read's.
     let until = 60_000;
-    s.on_event(
+    let _ = s.on_event(
         Event::Done(Outcome::Reruns {
             result: Err(github(Refusal::RateLimitedUntil(until))),
         }),
@@ -782,10 +791,10 @@ fn read_with_in_progress(
         Read::Demand { in_progress, .. } => Some(in_progress),
         _ => None,
     });
-    s.on_event(demand_done(result), now + 1);
+    let _ = s.on_event(demand_done(result), now + 1);
     for r in sends(&s.on_event(Event::Tick(f), now + 2)) {
         assert_eq!(r, Read::Runners);
-        s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
+        let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 3);
     }
     sent
 }
@@ -827,14 +836,14 @@ fn restarted(
     in_progress_read_at: Option<Millis>,
 ) -> TargetState {
     let mut s = TargetState::default();
-    s.on_event(
+    let _ = s.on_event(
         Event::Client {
             fit: ClientFit::Missing,
             poll_every,
         },
         100_000,
     );
-    s.on_event(
+    let _ = s.on_event(
         Event::ClientBuilt {
             kept_hold: None,
             runners_read_at,
@@ -891,7 +900,7 @@ fn while_webhooks_come_steadily_the_run_lists_are_a_backstop_read_every_ten_seco
                     }
                     _ => Event::Done(Outcome::Runners { result: Ok(()) }),
                 };
-                s.on_event(done, now + 1);
+                let _ = s.on_event(done, now + 1);
             }
         }
         at
@@ -930,7 +939,7 @@ fn a_daemon_that_just_started_reads_at_once_and_waits_once_deliveries_show_they_
             in_progress: true,
         })
     );
-    s.on_event(demand_done(Ok(())), 1);
+    let _ = s.on_event(demand_done(Ok(())), 1);
     // A delivery came meanwhile: the read a poll later waits for the backstop's time.
     let steady = Facts {
         hooks_steady: true,
@@ -942,7 +951,7 @@ fn a_daemon_that_just_started_reads_at_once_and_waits_once_deliveries_show_they_
         assert!(!demand(&e), "at {now}");
         for r in sends(&e) {
             assert_eq!(r, Read::Runners);
-            s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 1);
+            let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), now + 1);
         }
     }
     assert!(demand(
@@ -991,7 +1000,7 @@ fn a_401_is_a_refused_credential_never_a_rate_limit_nor_kept_for_a_restart() {
         guard: None,
         ..facts()
     };
-    s.on_event(Event::Tick(&f), 0);
+    let _ = s.on_event(Event::Tick(&f), 0);
     let e = s.on_event(demand_done(Err(refused_401())), 1_000);
     // Read again at once, in case it was fixed within the file's clock tick.
     assert!(e.contains(&Effect::RecheckCredential), "{e:?}");
@@ -1011,7 +1020,7 @@ fn a_401_is_a_refused_credential_never_a_rate_limit_nor_kept_for_a_restart() {
         "{e:?}"
     );
     // Refused again after the backoff: the same error (logged once), its first time.
-    s.on_event(Event::Tick(&f), 61_000);
+    let _ = s.on_event(Event::Tick(&f), 61_000);
     let e = s.on_event(demand_done(Err(refused_401())), 61_100);
     assert!(!e.iter().any(|e| matches!(e, Effect::Log(_))), "{e:?}");
     assert_eq!(s.credentials_refused_since(), Some(1_000));
@@ -1024,9 +1033,9 @@ fn a_changed_credential_lifts_the_refusal_and_reads_at_once() {
         guard: None,
         ..facts()
     };
-    s.on_event(Event::Tick(&f), 0);
-    s.on_event(demand_done(Err(refused_401())), 1_000);
-    s.on_event(demand_done(Err(refused_401())), 1_100);
+    let _ = s.on_event(Event::Tick(&f), 0);
+    let _ = s.on_event(demand_done(Err(refused_401())), 1_000);
+    let _ = s.on_event(demand_done(Err(refused_401())), 1_100);
     // Held for minutes by the backoff...
     assert!(sends(&s.on_event(Event::Tick(&f), 5_000)).is_empty());
     // ... until the token file changes: the client is built again, nothing waits.
@@ -1042,7 +1051,7 @@ fn a_changed_credential_lifts_the_refusal_and_reads_at_once() {
         vec![Effect::Log(Line::CredentialChanged), Effect::BuildClient]
     );
     assert_eq!(s.credentials_refused_since(), None);
-    s.on_event(
+    let _ = s.on_event(
         Event::ClientBuilt {
             kept_hold: None,
             runners_read_at: None,
@@ -1060,11 +1069,11 @@ fn a_changed_credential_lifts_the_refusal_and_reads_at_once() {
     assert_eq!(e, vec![Effect::Log(Line::TargetRecovered)]);
     // A rate limit GitHub set stands through a change of credential.
     let mut r = ready(0);
-    r.on_event(
+    let _ = r.on_event(
         demand_done(Err(github(Refusal::RateLimitedUntil(90_000)))),
         100,
     );
-    r.on_event(
+    let _ = r.on_event(
         Event::Client {
             fit: ClientFit::CredentialChanged,
             poll_every: 5_000,
@@ -1077,7 +1086,7 @@ fn a_changed_credential_lifts_the_refusal_and_reads_at_once() {
 #[test]
 fn a_call_that_goes_through_ends_the_refusal() {
     let mut s = ready(0);
-    s.on_event(demand_done(Err(refused_401())), 1_000);
-    s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 61_000);
+    let _ = s.on_event(demand_done(Err(refused_401())), 1_000);
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 61_000);
     assert_eq!(s.credentials_refused_since(), None);
 }

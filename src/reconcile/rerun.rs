@@ -114,6 +114,27 @@ pub const CLOCK_SKEW: Millis = 5_000;
 /// How many runs one look reads the jobs of, at most, per status (a unit each).
 pub const RUNS_LOOKED_THROUGH: usize = 30;
 
+/// A list of a repository's runs a look reads, by GitHub's `status` filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunList {
+    InProgress,
+    Completed,
+}
+
+impl RunList {
+    /// GitHub's `status` filter for the list.
+    pub fn status(self) -> &'static str {
+        match self {
+            RunList::InProgress => "in_progress",
+            RunList::Completed => "completed",
+        }
+    }
+}
+
+/// Where a job no source named is looked for, in order: the runs in progress first,
+/// where a lost job stays until GitHub fails it, then the completed ones.
+pub const SEARCH_ORDER: [RunList; 2] = [RunList::InProgress, RunList::Completed];
+
 /// The runs a look reads the jobs of, for a job no source named: of `runs` (GitHub's
 /// newest in one status, newest first), those that can hold it. Its runner took the
 /// job when the attempt turned busy (without a busy time, by the loss), so its run was
@@ -265,6 +286,31 @@ pub fn unreadable(row: &Rerun, refusal: Refusal, now: Millis) -> Next {
         },
         Refusal::RunStillRuns => wait(row.tries + 1, now, "GitHub asked to wait"),
         Refusal::Transient(why) => wait(row.tries + 1, now, &why),
+    }
+}
+
+/// How GitHub refused a call of a re-run's look or ask, as [`refusal`] judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused<'a> {
+    /// 403, with GitHub's message.
+    Forbidden(&'a str),
+    NotFound,
+    /// 422.
+    Unprocessable,
+    /// Anything else: a 5xx, a timeout, a rate limit, an answer that is not GitHub's.
+    Other,
+}
+
+/// What a refused call means for a re-run: a 403 that says the run still runs waits
+/// for it; a 403, a 404 or a 422 will not change by waiting; anything else is tried
+/// again. `words` is what the row keeps (the error as it reads).
+pub fn refusal(how: Refused, words: String) -> Refusal {
+    match how {
+        Refused::Forbidden(message) if is_run_still_running(message) => Refusal::RunStillRuns,
+        Refused::Forbidden(_) | Refused::NotFound | Refused::Unprocessable => {
+            Refusal::Refused(words)
+        }
+        Refused::Other => Refusal::Transient(words),
     }
 }
 
@@ -480,6 +526,18 @@ mod tests {
 
     #[test]
     fn a_run_still_running_waits_and_a_refusal_settles_with_the_fix() {
+        let w = || "GitHub's words".to_string();
+        assert_eq!(
+            refusal(Refused::Forbidden("This workflow is already running"), w()),
+            Refusal::RunStillRuns
+        );
+        assert_eq!(
+            refusal(Refused::Forbidden("Resource not accessible"), w()),
+            Refusal::Refused(w())
+        );
+        assert_eq!(refusal(Refused::NotFound, w()), Refusal::Refused(w()));
+        assert_eq!(refusal(Refused::Unprocessable, w()), Refusal::Refused(w()));
+        assert_eq!(refusal(Refused::Other, w()), Refusal::Transient(w()));
         assert!(matches!(
             answered(&row(), Err(Refusal::RunStillRuns), T0),
             Next::Wait { .. }
@@ -504,6 +562,11 @@ mod tests {
             Some(RerunState::Rerun)
         );
         assert!(is_run_still_running("This workflow is already running"));
+        assert_eq!(
+            SEARCH_ORDER.map(RunList::status),
+            ["in_progress", "completed"],
+            "a lost job stays in progress until GitHub fails it: looked for there first"
+        );
         assert!(!is_run_still_running(
             "Resource not accessible by integration"
         ));

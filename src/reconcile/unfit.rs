@@ -144,6 +144,25 @@ pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, Unfit> {
     unfit
 }
 
+/// The profiles a required check of the host stops, with why (each is its last
+/// error in `status`, whatever the demand).
+pub fn host_unfit(unfit: &BTreeMap<String, Unfit>) -> BTreeMap<&str, String> {
+    unfit
+        .iter()
+        .filter(|(_, u)| u.is_host_unfit())
+        .map(|(p, u)| (p.as_str(), u.to_string()))
+        .collect()
+}
+
+/// What `daemon --once` fails with when GitHub answered every call: the first profile
+/// (by name) a required check of the host stopped, and why.
+pub fn first_host_unfit(host_unfit: &BTreeMap<&str, String>) -> Option<String> {
+    host_unfit
+        .iter()
+        .next()
+        .map(|(p, why)| format!("profile {p}: {why}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +171,22 @@ mod tests {
         let mut p = ScalePolicy::new(name, "octo", "h");
         p.max_capacity = max;
         p
+    }
+
+    #[test]
+    fn only_the_hosts_own_checks_make_a_profile_host_unfit_and_the_first_by_name_is_told() {
+        let unfit = BTreeMap::from([
+            ("zeta".to_string(), Unfit::DiskFull("disk: 1% free".into())),
+            ("alpha".to_string(), Unfit::Host("cgroup v2 missing".into())),
+            ("held".to_string(), Unfit::Held("spawn failed".into())),
+            ("public".to_string(), Unfit::PublicRepo),
+        ]);
+        let host = host_unfit(&unfit);
+        assert_eq!(host.keys().copied().collect::<Vec<_>>(), ["alpha", "zeta"]);
+        let first = first_host_unfit(&host).unwrap();
+        assert!(first.starts_with("profile alpha: "), "{first}");
+        assert!(first.contains("cgroup v2 missing"), "{first}");
+        assert_eq!(first_host_unfit(&host_unfit(&BTreeMap::new())), None);
     }
 
     #[test]

@@ -40,6 +40,28 @@ pub enum Registration {
     Unknown,
 }
 
+/// Whether GitHub's list shows the attempt's runner. A read that began before the
+/// runner was started (its JIT config comes just before `starting`) may have missed
+/// its registration: its absence there says nothing (issue 34's chaos caught a
+/// runner judged a ghost 38 ms after it started, its first job lost with it).
+pub fn registration(a: &Attempt, runners: Option<(&[RegisteredRunner], Millis)>) -> Registration {
+    let Some((list, read_at)) = runners else {
+        return Registration::Unknown;
+    };
+    if let Some(r) = list.iter().find(|r| r.name == a.runner_name) {
+        return Registration::Present { busy: r.busy };
+    }
+    let started = a
+        .history
+        .iter()
+        .find(|c| c.state == AttemptState::Starting)
+        .map(|c| c.at);
+    match started {
+        Some(t) if t < read_at => Registration::Absent,
+        _ => Registration::Unknown,
+    }
+}
+
 /// Whether the allocator still wants this runner if it is idle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Want {

@@ -720,3 +720,42 @@ fn the_uid_is_free_once_the_hosts_side_is_done_never_before() {
     b.mark_cleaned(40);
     assert_eq!(b.holds_uid(), None);
 }
+
+fn listed(name: &str, busy: bool) -> crate::domain::RegisteredRunner {
+    crate::domain::RegisteredRunner {
+        id: 1,
+        name: name.into(),
+        online: true,
+        busy,
+        labels: vec![],
+    }
+}
+
+#[test]
+fn only_a_list_read_after_the_runner_started_can_say_it_is_gone() {
+    let mut a = Attempt::new(7, "linux", "t", "h", 1_000);
+    a.step(Starting, 2_000).unwrap();
+    a.step(Idle, 2_100).unwrap();
+    let name = a.runner_name.clone();
+    assert_eq!(registration(&a, None), Registration::Unknown);
+    let ours = [listed(&name, true)];
+    assert_eq!(
+        registration(&a, Some((&ours, 1_500))),
+        Registration::Present { busy: true },
+        "listed is listed, whenever read"
+    );
+    let others = [listed("someone-else", false)];
+    assert_eq!(
+        registration(&a, Some((&others, 1_500))),
+        Registration::Unknown,
+        "a read begun before the runner started cannot show it"
+    );
+    assert_eq!(
+        registration(&a, Some((&others, 2_000))),
+        Registration::Unknown
+    );
+    assert_eq!(
+        registration(&a, Some((&others, 2_001))),
+        Registration::Absent
+    );
+}

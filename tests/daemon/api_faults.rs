@@ -229,3 +229,45 @@ fn a_registration_whose_jit_answer_was_lost_is_removed_by_name() {
     w.check_invariants(&["acme/app"]);
     assert!(w.stop_daemon().success());
 }
+
+/// A JIT request answered 409 (the runner's name taken, as by an earlier try of the
+/// same attempt) is asked again once, after the taken name is looked up
+/// (`reconcile::jit::after_refusal`): the start goes through, and no attempt fails.
+#[test]
+fn a_jit_name_taken_is_asked_again_once_and_the_start_goes_through() {
+    let mut w = World::new("jit-409", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    w.sim.add_fault(FaultRule::times(
+        "POST",
+        "/repos/*/*/actions/runners/generate-jitconfig",
+        1,
+        FaultAction::JitConflict,
+    ));
+    let job = w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    wait_until(SETTLE, "the job served", || {
+        w.sim.job(job).unwrap().status == JobStatus::Completed
+    });
+    let posts: Vec<u16> = w
+        .log()
+        .iter()
+        .filter(|e| e.method == "POST" && e.endpoint.ends_with("/generate-jitconfig"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(posts.first(), Some(&409), "{posts:?}");
+    assert_eq!(posts.iter().filter(|s| **s == 409).count(), 1, "{posts:?}");
+    let failed: Vec<_> = w
+        .attempts()
+        .into_iter()
+        .filter(|a| a.reason.as_ref().map(Reason::kind) == Some(ReasonKind::JitConfig))
+        .map(|a| a.id)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "attempts failed at their JIT config: {failed:?}"
+    );
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert!(w.stop_daemon().success());
+}

@@ -30,13 +30,14 @@ impl TargetLoop {
     /// inline (state changes, signals), the rest on a worker.
     pub(super) fn act(
         &mut self,
-        target: &Target,
-        profiles: &[ScalePolicy],
+        set: &Setting,
         open: &[Attempt],
         seen: &BTreeMap<i64, Seen>,
         actions: Vec<(i64, Vec<crate::reconcile::Action>)>,
+        handed: &mut Vec<i64>,
         now: Millis,
     ) -> Result<(), StoreError> {
+        let (target, profiles) = (&set.target, &set.profiles);
         let mut acted: BTreeSet<i64> = BTreeSet::new();
         for (id, actions) in actions {
             let Some(mut a) = open.iter().find(|a| a.id == id).cloned() else {
@@ -74,7 +75,7 @@ impl TargetLoop {
                 // No client: nothing on GitHub can be done; the next pass decides again.
                 continue;
             };
-            self.state.on_event(Event::Handed(a.id), now);
+            handed.push(a.id);
             // What a worker finishes (a deregistration, a cleanup) ends the attempt:
             // from now on it serves no launch, whatever the store still says.
             lock(&self.shared.pool.book).leaving(a.id);
@@ -114,17 +115,30 @@ impl TargetLoop {
         self.queue.note(a);
     }
 
-    /// Hands a recorded intent to a worker, or ends it, as the pass decided.
+    /// Tells the pass what was handed to workers and recorded, and hands each intent
+    /// to a worker or ends it, as the pass decides.
     pub(super) fn start_or_end(
         &mut self,
         set: &Setting,
-        mut a: Attempt,
-        effects: Vec<Effect>,
+        handed: &[i64],
+        intents: Vec<Attempt>,
         now: Millis,
-    ) -> Result<(), StoreError> {
-        for e in effects {
+    ) {
+        let decide: Vec<(i64, bool)> = intents
+            .iter()
+            .map(|a| (a.id, set.profiles.iter().any(|p| p.name == a.profile)))
+            .collect();
+        let mut intents: BTreeMap<i64, Attempt> = intents.into_iter().map(|a| (a.id, a)).collect();
+        let acted = Event::Acted {
+            handed,
+            intents: &decide,
+        };
+        for e in self.state.on_event(acted, now) {
             match e {
-                Effect::Start(_) => {
+                Effect::Start(id) => {
+                    let Some(a) = intents.remove(&id) else {
+                        continue;
+                    };
                     let policy = set.profiles.iter().find(|p| p.name == a.profile);
                     let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
                         continue;
@@ -142,17 +156,19 @@ impl TargetLoop {
                         client,
                         &set.target,
                     );
-                    return Ok(());
                 }
-                Effect::EndNotStarted { why, .. } => {
+                Effect::EndNotStarted { attempt, why } => {
+                    let Some(mut a) = intents.remove(&attempt) else {
+                        continue;
+                    };
                     let _ = a.end_not_started(why, now);
                     metrics_feed::ended(&self.shared.metrics, &a);
-                    return self.store.save_attempt(&a);
+                    let r = self.store.save_attempt(&a);
+                    self.wrote("attempt", r);
                 }
                 other => self.carry(vec![other], Some(set), now),
             }
         }
-        Ok(())
     }
 }
 

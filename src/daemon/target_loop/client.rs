@@ -26,8 +26,7 @@ impl TargetLoop {
                     error,
                     poll_every: poll_every(target),
                 };
-                let effects = self.state.on_event(failed, now);
-                self.carry(effects, None, now);
+                self.feed(failed, None, now);
                 return;
             }
         };
@@ -65,14 +64,12 @@ impl TargetLoop {
         let in_progress_read_at = daemon_facts::in_progress_read(&self.store, &self.name)
             .ok()
             .flatten();
-        self.state.on_event(
-            Event::ClientBuilt {
-                kept_hold,
-                runners_read_at,
-                in_progress_read_at,
-            },
-            now,
-        );
+        let built = Event::ClientBuilt {
+            kept_hold,
+            runners_read_at,
+            in_progress_read_at,
+        };
+        self.feed(built, None, now);
     }
 
     /// A new daemon's points book counts the JIT configs an earlier life asked for

@@ -76,8 +76,7 @@ impl TargetLoop {
                 Outcome::Failed { attempt }
             }
         };
-        let effects = self.state.on_event(Event::Done(outcome), now);
-        self.carry(effects, None, now);
+        self.feed(Event::Done(outcome), None, now);
     }
 
     /// A demand read came back: its jobs become the queue (what it did not read again
@@ -148,17 +147,9 @@ impl TargetLoop {
 
 /// A GitHub error as the pass holds the target for it.
 pub(super) fn target_error(e: &GhError) -> TargetError {
-    let refusal = match e.class() {
-        // A 401: the credential itself, which a fix of its file or a restart lifts.
-        _ if matches!(e, GhError::Unauthorized { .. }) => Refusal::CredentialsRefused,
-        ErrorClass::RateLimitedUntil(until) => Refusal::RateLimitedUntil(until),
-        ErrorClass::Deterministic => Refusal::Deterministic,
-        ErrorClass::Transient => Refusal::Transient,
-    };
-    let cause = e.cause();
     TargetError::GitHub {
-        refusal,
-        cause,
+        refusal: e.refusal(),
+        cause: e.cause(),
         text: e.to_string(),
     }
 }

@@ -4,6 +4,13 @@
 use super::*;
 
 impl TargetLoop {
+    /// Feeds an event to the pure state and carries out all that comes back: the one
+    /// way an event reaches it, so no effect is dropped.
+    pub(super) fn feed(&mut self, event: Event, set: Option<&Setting>, now: Millis) {
+        let effects = self.state.on_event(event, now);
+        self.carry(effects, set, now);
+    }
+
     /// Carries out what the pass decided (a start's effects are `start_or_end`'s).
     pub(super) fn carry(&mut self, effects: Vec<Effect>, set: Option<&Setting>, now: Millis) {
         for e in effects {
@@ -27,7 +34,7 @@ impl TargetLoop {
                 Effect::PersistHold(until) => {
                     let r = daemon_facts::put_rate_limit_hold(&self.store, &self.name, until);
                     if r.is_ok() {
-                        self.state.on_event(Event::HoldKept(until), now);
+                        self.feed(Event::HoldKept(until), None, now);
                     }
                     self.wrote("hold", r);
                 }

@@ -35,13 +35,13 @@ use crate::backoff::Jitter;
 use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
 use crate::github::etag::Cached;
-use crate::github::{ErrorClass, GhError, GitHubClient};
+use crate::github::{GhError, GitHubClient};
 use crate::reconcile::budget::Budget;
-use crate::reconcile::hold::Refusal;
-use crate::reconcile::launch_book::{TargetMode, is_directed};
+use crate::reconcile::launch_book::{TargetMode, all_directed};
 use crate::reconcile::pass::{self, ClientFit, Effect, Event, Facts, Line, Outcome, Read};
 use crate::reconcile::pass::{StartEnd, TargetError, TargetState};
 use crate::reconcile::plan::{self, Observed, Plan, Seen};
+use crate::reconcile::room;
 use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
 use crate::runner;
@@ -208,8 +208,7 @@ impl TargetLoop {
                     Ok(LoopMsg::Wake) => {}
                     Ok(LoopMsg::Reload) => {
                         self.scaleset.reset();
-                        let effects = self.state.on_event(Event::Reload, now_millis());
-                        self.carry(effects, None, now_millis());
+                        self.feed(Event::Reload, None, now_millis());
                     }
                     Ok(LoopMsg::Stop) | Err(_) => break,
                 },
@@ -260,50 +259,24 @@ impl TargetLoop {
         if facts.reads_queue {
             self.hear_webhooks(&set);
         }
-        let effects = self.state.on_event(Event::Tick(&facts), now);
-        self.carry(effects, Some(&set), now);
+        self.feed(Event::Tick(&facts), Some(&set), now);
         let g = self.gather(&set, &contain)?;
-        let unfit = self.unfit(&set.target, &set.profiles, &contain, now);
+        let (unfit, installs) = self.unfit(&set.target, &set.profiles, &contain, now);
         let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
-        let host_unfit: BTreeMap<&str, String> = unfit
-            .iter()
-            .filter(|(_, u)| u.is_host_unfit())
-            .map(|(p, u)| (p.as_str(), u.to_string()))
-            .collect();
-        self.state.host_unfit(
-            host_unfit
-                .iter()
-                .next()
-                .map(|(p, why)| format!("profile {p}: {why}")),
-        );
-        self.note_plan(&plan, &set, &host_unfit, now);
+        let host_unfit = unfit::host_unfit(&unfit);
+        self.note_plan(&plan, &set, installs, &host_unfit, now);
         self.delete_orphans(std::mem::take(&mut plan.orphans), &set.target);
 
         // Act: each attempt's actions (the GitHub and disk part on a worker), then
-        // the starts.
-        self.act(
-            &set.target,
-            &set.profiles,
-            &g.open,
-            &g.seen,
-            plan.actions,
-            now,
-        )?;
-        for a in intents {
-            let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
-            let attempt = a.id;
-            let effects = self.state.on_event(
-                Event::Intent {
-                    attempt,
-                    has_policy,
-                },
-                now,
-            );
-            self.start_or_end(&set, a, effects, now)?;
-        }
+        // the starts. The attempts handed to workers are the pass's in flight even
+        // when a write stopped the rest.
+        let mut handed = Vec::new();
+        let acted = self.act(&set, &g.open, &g.seen, plan.actions, &mut handed, now);
+        let intents = if acted.is_ok() { intents } else { Vec::new() };
+        self.start_or_end(&set, &handed, intents, now);
+        acted?;
         let credential_hold = self.credential_hold();
-        let effects = self.state.on_event(Event::PassEnd { credential_hold }, now);
-        self.carry(effects, Some(&set), now);
+        self.feed(Event::PassEnd { credential_hold }, Some(&set), now);
         self.record_credential();
         if !self.writes.failed_now {
             if failed_before {
@@ -351,7 +324,6 @@ impl TargetLoop {
             self.scaleset.reset();
         }
         let poll_every = poll_every(&target);
-        let effects = self.state.on_event(Event::Client { fit, poll_every }, now);
         let mode = self.shared.pool.mode(&self.name, now);
         let set = Setting {
             host,
@@ -359,7 +331,7 @@ impl TargetLoop {
             profiles,
             mode,
         };
-        self.carry(effects, Some(&set), now);
+        self.feed(Event::Client { fit, poll_every }, Some(&set), now);
         self.scaleset.sync(
             &set.target,
             &set.profiles,
@@ -391,7 +363,7 @@ impl TargetLoop {
             reads_queue: !all_directed(&set.host, &set.profiles, set.mode)
                 && plan::needs_rest_demand(&set.profiles),
             budget,
-            polled_max: polled_max(&set.profiles),
+            polled_max: room::polled_max(&set.profiles),
             queued: self.queue.jobs.len() as u64,
             unread_runs: self.queue.unread_runs,
             queue_read_at: self.queue.read_at,
@@ -421,22 +393,4 @@ impl TargetLoop {
 
 fn poll_every(target: &Target) -> Millis {
     (target.poll_interval_secs as Millis) * 1000
-}
-
-/// A coordinated target whose profiles are all directed reads no demand of its own.
-fn all_directed(host: &Host, profiles: &[ScalePolicy], mode: TargetMode) -> bool {
-    mode == TargetMode::Coordinated
-        && profiles
-            .iter()
-            .filter(|p| p.host_id == host.id)
-            .all(|p| is_directed(host, p, mode))
-}
-
-/// How many runners the profiles that poll the REST queue may run at once.
-fn polled_max(profiles: &[ScalePolicy]) -> u64 {
-    profiles
-        .iter()
-        .filter(|p| p.demand == crate::domain::DemandSource::Poll)
-        .map(|p| p.max_capacity as u64)
-        .sum()
 }

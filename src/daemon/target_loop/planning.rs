@@ -126,19 +126,10 @@ impl TargetLoop {
         // An intent that cannot be written is a start that does not happen; the
         // pass still watches and cleans.
         let (intents, failed) = self.record(&host, &set.target, &plan, &mut book, now);
-        // The REST starts' points are held from now, so the next pass (before their
-        // JIT calls go out) counts them.
-        let rest = intents
-            .iter()
-            .filter(|a| {
-                set.profiles.iter().any(|p| {
-                    p.name == a.profile && p.demand != crate::domain::DemandSource::Scaleset
-                })
-            })
-            .count();
+        let rest = room::rest_starts(intents.iter().map(|a| a.profile.as_str()), &set.profiles);
         self.scaleset
             .points()
-            .reserve_jit(&set.target.scope, rest as u32, now);
+            .reserve_jit(&set.target.scope, rest, now);
         self.wrote("intents", failed.map_or(Ok(()), Err));
         drop(book);
         shared.pool.set_view(
@@ -157,28 +148,17 @@ impl TargetLoop {
         &mut self,
         plan: &Plan,
         set: &Setting,
+        installs: pass::Installs,
         host_unfit: &BTreeMap<&str, String>,
         now: Millis,
     ) {
-        let room_left = plan.allocation.profiles.iter().any(|pa| {
-            pa.limit == crate::domain::Limit::Demand
-                && set
-                    .profiles
-                    .iter()
-                    .any(|p| p.name == pa.profile && p.demand == crate::domain::DemandSource::Poll)
-        });
-        let (free_slots, serving) = room_to_start(plan, &set.profiles);
         let planned = pass::Planned {
-            surplus: plan.surplus.clone(),
-            room_left,
-            uids_used_up: plan.uids_used_up.clone(),
-            free_slots,
-            serving,
-            starts_seen: plan.starts_seen.clone(),
+            installs,
+            host_unfit: unfit::first_host_unfit(host_unfit),
+            ..room::planned(plan, &set.profiles)
         };
         // A crash hold's log line and the workers' hold, when this pass made one.
-        let effects = self.state.on_event(Event::Planned(planned), now);
-        self.carry(effects, Some(set), now);
+        self.feed(Event::Planned(planned), Some(set), now);
         let status = self.record_status(plan, &set.profiles, set.mode, host_unfit, now);
         self.wrote("status", status);
         metrics_feed::demand(&self.shared.metrics, &plan.allocation);
@@ -191,44 +171,4 @@ impl TargetLoop {
         );
         self.scaleset.handed_over();
     }
-}
-
-/// The slots the polling profiles that may start have left after the plan's starts
-/// (each profile's ceiling, and the host's capacity), `None` when no polling profile
-/// may start; and the runners they serve with, live or starting now.
-fn room_to_start(plan: &Plan, profiles: &[ScalePolicy]) -> (Option<u32>, u32) {
-    let a = &plan.allocation;
-    let host_free = a
-        .capacity
-        .saturating_sub(a.live_on_host.saturating_add(a.total_to_start()));
-    let mut free: Option<u32> = None;
-    let mut serving = 0;
-    for pa in &a.profiles {
-        let Some(p) = profiles
-            .iter()
-            .find(|p| p.name == pa.profile && p.demand == crate::domain::DemandSource::Poll)
-        else {
-            continue;
-        };
-        serving += pa.live + pa.to_start;
-        if may_start(&pa.limit) {
-            let left = p.max_capacity.saturating_sub(pa.live + pa.to_start);
-            free = Some(free.unwrap_or(0) + left);
-        }
-    }
-    (free.map(|f| f.min(host_free)), serving)
-}
-
-/// Whether the allocator let a profile start (some limit of room or demand stopped
-/// it, not its mode, its host or its fitness).
-fn may_start(limit: &crate::domain::Limit) -> bool {
-    use crate::domain::Limit;
-    matches!(
-        limit,
-        Limit::Demand
-            | Limit::MinCapacity
-            | Limit::MaxCapacity
-            | Limit::HostCapacity
-            | Limit::Paced { .. }
-    )
 }

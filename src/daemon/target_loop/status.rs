@@ -39,7 +39,7 @@ impl TargetLoop {
         profiles: &[ScalePolicy],
         contain: &contain::Containment,
         now: Millis,
-    ) -> BTreeMap<String, Unfit> {
+    ) -> (BTreeMap<String, Unfit>, pass::Installs) {
         // An `oci` profile's runner install is in its image, not on the host.
         let install_errors: BTreeMap<String, String> = profiles
             .iter()
@@ -50,13 +50,6 @@ impl TargetLoop {
                     .map(|e| (p.name.clone(), e.to_string()))
             })
             .collect();
-        let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
-        let installs = Event::Installs {
-            errors: &install_errors,
-            profiles: &names,
-        };
-        let effects = self.state.on_event(installs, now);
-        self.carry(effects, None, now);
         let mut scaleset_unready = BTreeMap::new();
         self.scaleset.add_unfit(profiles, &mut scaleset_unready);
         let refused = match &contain.isolation {
@@ -71,7 +64,7 @@ impl TargetLoop {
         let disk_full = self.shared.disk_reason();
         let mut host_unfit = self.shared.fitness_reasons();
         crate::daemon::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
-        unfit::unfit(
+        let unfit = unfit::unfit(
             &Fitness {
                 profiles,
                 org: matches!(target.scope, TargetScope::Org { .. }),
@@ -86,7 +79,12 @@ impl TargetLoop {
                 scaleset_unready: &scaleset_unready,
             },
             now,
-        )
+        );
+        let installs = pass::Installs {
+            errors: install_errors,
+            profiles: profiles.iter().map(|p| p.name.clone()).collect(),
+        };
+        (unfit, installs)
     }
 
     /// Writes what `status` and `top` show, when it changed.
