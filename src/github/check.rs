@@ -107,7 +107,21 @@ pub fn check_target(target: &Target, client: &GitHubClient, opts: &CheckOptions)
         Err(e) => Err(e.clone()),
     };
     let creds_ok = creds.is_ok();
-    lines.push(gh_line(target, "credentials", creds));
+    lines.push(match creds {
+        // Every GitHub API answers /rate_limit: a 404 there is the base URL, not the
+        // credentials, and its fix is `api_url` (a 404 is otherwise said of the token).
+        Err(GhError::NotFound) => CheckLine::failed(
+            "credentials",
+            format!(
+                "GET /rate_limit answered 404 at {}: not a GitHub API base URL \
+                 (github.com's is https://api.github.com, GitHub Enterprise Server's \
+                 https://HOST/api/v3)",
+                client.base_url()
+            ),
+        )
+        .with_cause(Some(cause(target, GhError::Unexpected { status: 404 }))),
+        creds => gh_line(target, "credentials", creds),
+    });
     if !creds_ok {
         return lines;
     }

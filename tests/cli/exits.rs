@@ -157,6 +157,21 @@ fn each_github_fault_at_target_check_exits_with_its_class_and_names_the_fix() {
     let s = w.subject("target check", Some("t"));
     assert_class("transport", &r, Failure::GitHubUnreachable, &s);
 
+    // A wrong API path (`/api/v3` on a host that is not GHES): /rate_limit answers 404,
+    // which is the URL's fault, not the token's; the fix names api_url.
+    let w = World::new("exit-apipath", "acme/app", true);
+    let url = format!("{}/api/v3", w.sim.url());
+    w.d.ok(&["target", "set", "t", &format!("api_url={url}")]);
+    let r = w.d.run(&["target", "check", "t"]);
+    let s = w.subject("target check", Some("t"));
+    assert_class("wrong api path", &r, Failure::GitHubUnreachable, &s);
+    assert!(
+        r.stdout.contains("not a GitHub API base URL") && r.stderr.contains("api_url="),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+
     // A token file gone since `target add`: the credential cannot be read.
     let w = World::new("exit-tokenfile", "acme/app", true);
     std::fs::remove_file(w.d.path("token")).unwrap();
