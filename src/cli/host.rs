@@ -147,22 +147,7 @@ pub fn reidentify(
         Err(LockError::HostId { holder, .. }) => Some(holder),
         _ => None,
     };
-    // The runners of this id that live here with their roots in this directory's own
-    // runtime directory: this directory's, unless another daemon runs with the id.
-    let runtime = crate::runner::root::host_runtime(&before).unwrap_or_else(|| dir.into());
-    let in_here = crate::runner::processes_with_cwd_or_exe_under(&runtime.join("attempts"));
-    let own_live: Vec<i64> = store
-        .open_attempts(&before.id)?
-        .iter()
-        .filter(|a| match (a.pid, a.pid_start) {
-            (Some(pid), Some(start)) => {
-                crate::runner::is_alive(pid, start) == crate::runner::ProcessStatus::Alive
-                    && in_here.contains(&pid)
-            }
-            _ => false,
-        })
-        .map(|a| a.id)
-        .collect();
+    let own_live = live_in_here(store, &before, dir)?;
     crate::domain::identity::may_reidentify(&own_live, original.is_some())
         .map_err(|why| CliError::classed(super::exit::Failure::Conflict, why))?;
     let now = now_millis();
@@ -198,44 +183,7 @@ pub fn reidentify(
         ));
     }
     out.emit(
-        || {
-            let mut s = format!(
-                "host id {} -> {}\n\
-                 profiles moved to the new id: {}\n\
-                 open attempts handed back to host {} (their runners are the original's: \
-                 never killed or deregistered from here): {}\n",
-                r.old_id,
-                r.new_id,
-                r.profiles,
-                r.old_id,
-                if r.handed_back.is_empty() {
-                    "none".to_string()
-                } else {
-                    r.handed_back
-                        .iter()
-                        .map(i64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            );
-            if r.reruns_dropped > 0 {
-                s.push_str(&format!(
-                    "lost jobs left for the original to re-run: {}\n",
-                    r.reruns_dropped
-                ));
-            }
-            if let Some(h) = &original {
-                s.push_str(&format!("the original runs here: {h}\n"));
-            }
-            s.push_str(&format!(
-                "new runners are named rm-{}-N\n",
-                crate::domain::host::short_id(&r.new_id)
-            ));
-            for n in &next {
-                s.push_str(&format!("next: {n}\n"));
-            }
-            s
-        },
+        || reidentified_text(&r, original.as_deref(), &next),
         || {
             json!({
                 "old_id": r.old_id,
@@ -251,6 +199,74 @@ pub fn reidentify(
         },
     );
     Ok(())
+}
+
+/// The open attempts of the host's id whose runners live here, with their roots in
+/// this directory's own runtime directory: this directory's, unless another daemon runs
+/// with the id.
+fn live_in_here(
+    store: &crate::store::SqliteStore,
+    host: &crate::domain::Host,
+    dir: &std::path::Path,
+) -> Result<Vec<i64>, CliError> {
+    let runtime = crate::runner::root::host_runtime(host).unwrap_or_else(|| dir.into());
+    let in_here = crate::runner::processes_with_cwd_or_exe_under(&runtime.join("attempts"));
+    Ok(store
+        .open_attempts(&host.id)?
+        .iter()
+        .filter(|a| match (a.pid, a.pid_start) {
+            (Some(pid), Some(start)) => {
+                crate::runner::is_alive(pid, start) == crate::runner::ProcessStatus::Alive
+                    && in_here.contains(&pid)
+            }
+            _ => false,
+        })
+        .map(|a| a.id)
+        .collect())
+}
+
+/// What `host reidentify` did and what is left, as a person reads it.
+fn reidentified_text(
+    r: &crate::store::Reidentified,
+    original: Option<&str>,
+    next: &[String],
+) -> String {
+    let mut s = format!(
+        "host id {} -> {}\n\
+             profiles moved to the new id: {}\n\
+             open attempts handed back to host {} (their runners are the original's: \
+             never killed or deregistered from here): {}\n",
+        r.old_id,
+        r.new_id,
+        r.profiles,
+        r.old_id,
+        if r.handed_back.is_empty() {
+            "none".to_string()
+        } else {
+            r.handed_back
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    if r.reruns_dropped > 0 {
+        s.push_str(&format!(
+            "lost jobs left for the original to re-run: {}\n",
+            r.reruns_dropped
+        ));
+    }
+    if let Some(h) = original {
+        s.push_str(&format!("the original runs here: {h}\n"));
+    }
+    s.push_str(&format!(
+        "new runners are named rm-{}-N\n",
+        crate::domain::host::short_id(&r.new_id)
+    ));
+    for n in next {
+        s.push_str(&format!("next: {n}\n"));
+    }
+    s
 }
 
 /// What containment runners start with: the daemon's own word for it (`uids`, `none`,
