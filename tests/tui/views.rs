@@ -310,18 +310,15 @@ fn a_click_selects_the_row_under_it_in_the_overview_and_the_attempts() {
     assert_eq!(a.attempts.selected, Some(3));
 }
 
-/// A job named with a right-to-left override and an escape sequence (a job's name is
-/// whatever its workflow says) reaches no cell of the screen as it is: `top` draws the
-/// rest of its name, and nothing it holds acts on the terminal (issue 33).
-#[test]
-fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
+/// The Attempts pane in view, over a store with one busy attempt whose job is `job`.
+fn attempts_pane_with_job(job: &str) -> App {
     use runner_manager::domain::AttemptState;
     let store = runner_manager::store::SqliteStore::open_in_memory().unwrap();
     crate::support::seed(&store);
     crate::support::attempt(
         &store,
         "linux",
-        Some("build\u{202e}exe.\u{1b}[2Jtxt"),
+        Some(job),
         NOW - 60_000,
         &[
             AttemptState::Starting,
@@ -333,6 +330,15 @@ fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
     );
     let mut a = app(crate::support::load(&store));
     a.pane = Pane::Attempts;
+    a
+}
+
+/// A job named with a right-to-left override and an escape sequence (a job's name is
+/// whatever its workflow says) reaches no cell of the screen as it is: `top` draws the
+/// rest of its name, and nothing it holds acts on the terminal (issue 33).
+#[test]
+fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
+    let a = attempts_pane_with_job("build\u{202e}exe.\u{1b}[2Jtxt");
     let buf = crate::support::render(&a, 160, 48);
     let hazards: Vec<(u16, u16, String)> = buf
         .content
@@ -361,24 +367,7 @@ fn a_hostile_job_name_reaches_no_cell_of_the_screen() {
 /// same text, in the Attempts pane and the attempt's detail.
 #[test]
 fn a_job_name_with_a_line_break_is_drawn_escaped() {
-    use runner_manager::domain::AttemptState;
-    let store = runner_manager::store::SqliteStore::open_in_memory().unwrap();
-    crate::support::seed(&store);
-    crate::support::attempt(
-        &store,
-        "linux",
-        Some("build\nFAKE\r"),
-        NOW - 60_000,
-        &[
-            AttemptState::Starting,
-            AttemptState::Idle,
-            AttemptState::Busy,
-        ],
-        None,
-        None,
-    );
-    let mut a = app(crate::support::load(&store));
-    a.pane = Pane::Attempts;
+    let mut a = attempts_pane_with_job("build\nFAKE\r");
     let screen = crate::support::text(&crate::support::render(&a, 160, 48));
     assert!(screen.contains("build\\u{a}FAKE\\u{d}"), "{screen}");
     key(&mut a, KeyCode::Enter);
