@@ -355,7 +355,6 @@ fn placed(at: &str) -> impl Fn(Invalid) -> Invalid + '_ {
 /// host's `os`/`arch` give a profile's default labels; a new profile is this host's.
 /// `prune` removes what the file does not name (targets after their profiles).
 pub fn plan(d: &Description, now: &Current, prune: bool) -> Result<Plan, Invalid> {
-    let (os, arch) = (now.host.host.os.as_str(), now.host.host.arch.as_str());
     let mut plan = Plan {
         host: None,
         targets: Vec::new(),
@@ -372,63 +371,9 @@ pub fn plan(d: &Description, now: &Current, prune: bool) -> Result<Plan, Invalid
     }
 
     for (name, spec) in &d.targets {
-        let at = format!("targets.{name}");
         let stored = now.targets.iter().find(|t| &t.name == name);
-        let mut t = match (stored, &spec.scope) {
-            (Some(t), Some(scope)) if *scope != t.scope => {
-                return Err(Invalid::new(
-                    format!("{at}.{}", scope_key(scope)),
-                    format!(
-                        "is {} in the store; apply does not move a target to another \
-                         repository or organization (remove it, or give it a new name)",
-                        t.scope.display()
-                    ),
-                ));
-            }
-            (Some(t), _) => t.clone(),
-            (None, None) => {
-                return Err(Invalid::new(
-                    format!("{at}.repo"),
-                    "a new target needs repo = \"OWNER/REPO\" or org = \"ORG\"",
-                ));
-            }
-            (None, Some(scope)) => {
-                if !spec
-                    .settings
-                    .iter()
-                    .any(|(k, _)| CREDENTIAL_KEYS.contains(&k.as_str()))
-                {
-                    return Err(Invalid::new(
-                        format!("{at}.token_file"),
-                        "a new target needs a credential: token_file, token_env, or app_id \
-                         with app_key",
-                    ));
-                }
-                new_target(name, scope.clone())
-            }
-        };
-        let has = |k: &str| spec.settings.iter().any(|(s, _)| s == k);
-        // A switch to an App names both of its keys; each alone would be refused
-        // without the other, so the App is begun with both and they fill it in.
-        if has("app_id") && has("app_key") && !matches!(t.credential, CredentialRef::App { .. }) {
-            t.credential = CredentialRef::App {
-                app_id: 1,
-                key_path: "/".into(),
-                installation_id: None,
-            };
-        }
-        for (k, v) in &spec.settings {
-            t.apply_setting(k, v).map_err(placed(&at))?;
-        }
-        t.validate().map_err(placed(&at))?;
-        match stored {
-            None => plan.targets.push(Step::Add(t)),
-            Some(before) if *before != t => plan.targets.push(Step::Change {
-                before: before.clone(),
-                after: t,
-            }),
-            Some(_) => {}
-        }
+        let t = planned_target(name, spec, stored)?;
+        plan.targets.extend(step(stored, t));
     }
 
     let mut target_names: Vec<&str> = d.targets.keys().map(String::as_str).collect();
@@ -438,61 +383,9 @@ pub fn plan(d: &Description, now: &Current, prune: bool) -> Result<Plan, Invalid
         }
     }
     for (name, settings) in &d.profiles {
-        let at = format!("profiles.{name}");
         let stored = now.profiles.iter().find(|p| &p.name == name);
-        let mut p = match stored {
-            Some(p) => p.clone(),
-            None => {
-                for required in ["target", "labels"] {
-                    if !settings.iter().any(|(k, _)| k == required) {
-                        return Err(Invalid::new(
-                            format!("{at}.{required}"),
-                            "is required for a new profile",
-                        ));
-                    }
-                }
-                ScalePolicy::new(name, "", &now.host.host.id)
-            }
-        };
-        // `labels` first: `default_labels` keeps the labels it finds (a new profile
-        // has none), so the order of the file's keys does not matter.
-        let mut ordered: Vec<&(String, String)> = settings.iter().collect();
-        ordered.sort_by_key(|(k, _)| k != "labels");
-        for (k, v) in ordered {
-            p.apply_setting(k, v, os, arch).map_err(placed(&at))?;
-        }
-        p.validate().map_err(placed(&at))?;
-        if !target_names.contains(&p.target.as_str()) {
-            let guess = validate::nearest(&p.target, target_names.iter().copied())
-                .map(|k| format!("; did you mean '{k}'?"))
-                .unwrap_or_default();
-            return Err(Invalid::new(
-                format!("{at}.target"),
-                format!(
-                    "no target named {:?} in the file or the store{guess}",
-                    p.target
-                ),
-            ));
-        }
-        let scope = d
-            .targets
-            .get(&p.target)
-            .and_then(|s| s.scope.clone())
-            .or_else(|| {
-                let t = now.targets.iter().find(|t| t.name == p.target);
-                t.map(|t| t.scope.clone())
-            });
-        if p.workspace == super::workspace::Workspace::Persistent {
-            super::workspace::check(&p, scope.as_ref()).map_err(placed(&at))?;
-        }
-        match stored {
-            None => plan.profiles.push(Step::Add(p)),
-            Some(before) if *before != p => plan.profiles.push(Step::Change {
-                before: before.clone(),
-                after: p,
-            }),
-            Some(_) => {}
-        }
+        let p = planned_profile(name, settings, stored, d, now, &target_names)?;
+        plan.profiles.extend(step(stored, p));
     }
     for p in &now.profiles {
         if !d.profiles.contains_key(&p.name) {
@@ -515,6 +408,135 @@ pub fn plan(d: &Description, now: &Current, prune: bool) -> Result<Plan, Invalid
         plan.targets.push(Step::Remove(t.clone()));
     }
     Ok(plan)
+}
+
+/// A target of the file as `target set` would leave it (`stored`, or a new one).
+fn planned_target(
+    name: &str,
+    spec: &TargetSpec,
+    stored: Option<&Target>,
+) -> Result<Target, Invalid> {
+    let at = format!("targets.{name}");
+    let mut t = match (stored, &spec.scope) {
+        (Some(t), Some(scope)) if *scope != t.scope => {
+            return Err(Invalid::new(
+                format!("{at}.{}", scope_key(scope)),
+                format!(
+                    "is {} in the store; apply does not move a target to another \
+                     repository or organization (remove it, or give it a new name)",
+                    t.scope.display()
+                ),
+            ));
+        }
+        (Some(t), _) => t.clone(),
+        (None, None) => {
+            return Err(Invalid::new(
+                format!("{at}.repo"),
+                "a new target needs repo = \"OWNER/REPO\" or org = \"ORG\"",
+            ));
+        }
+        (None, Some(scope)) => {
+            if !spec
+                .settings
+                .iter()
+                .any(|(k, _)| CREDENTIAL_KEYS.contains(&k.as_str()))
+            {
+                return Err(Invalid::new(
+                    format!("{at}.token_file"),
+                    "a new target needs a credential: token_file, token_env, or app_id \
+                     with app_key",
+                ));
+            }
+            new_target(name, scope.clone())
+        }
+    };
+    let has = |k: &str| spec.settings.iter().any(|(s, _)| s == k);
+    // A switch to an App names both of its keys; each alone would be refused
+    // without the other, so the App is begun with both and they fill it in.
+    if has("app_id") && has("app_key") && !matches!(t.credential, CredentialRef::App { .. }) {
+        t.credential = CredentialRef::App {
+            app_id: 1,
+            key_path: "/".into(),
+            installation_id: None,
+        };
+    }
+    for (k, v) in &spec.settings {
+        t.apply_setting(k, v).map_err(placed(&at))?;
+    }
+    t.validate().map_err(placed(&at))?;
+    Ok(t)
+}
+
+/// A profile of the file as `profile set` would leave it (`stored`, or a new one of
+/// this host), its target one the file or the store names.
+fn planned_profile(
+    name: &str,
+    settings: &[(String, String)],
+    stored: Option<&ScalePolicy>,
+    d: &Description,
+    now: &Current,
+    target_names: &[&str],
+) -> Result<ScalePolicy, Invalid> {
+    let (os, arch) = (now.host.host.os.as_str(), now.host.host.arch.as_str());
+    let at = format!("profiles.{name}");
+    let mut p = match stored {
+        Some(p) => p.clone(),
+        None => {
+            for required in ["target", "labels"] {
+                if !settings.iter().any(|(k, _)| k == required) {
+                    return Err(Invalid::new(
+                        format!("{at}.{required}"),
+                        "is required for a new profile",
+                    ));
+                }
+            }
+            ScalePolicy::new(name, "", &now.host.host.id)
+        }
+    };
+    // `labels` first: `default_labels` keeps the labels it finds (a new profile
+    // has none), so the order of the file's keys does not matter.
+    let mut ordered: Vec<&(String, String)> = settings.iter().collect();
+    ordered.sort_by_key(|(k, _)| k != "labels");
+    for (k, v) in ordered {
+        p.apply_setting(k, v, os, arch).map_err(placed(&at))?;
+    }
+    p.validate().map_err(placed(&at))?;
+    if !target_names.contains(&p.target.as_str()) {
+        let guess = validate::nearest(&p.target, target_names.iter().copied())
+            .map(|k| format!("; did you mean '{k}'?"))
+            .unwrap_or_default();
+        return Err(Invalid::new(
+            format!("{at}.target"),
+            format!(
+                "no target named {:?} in the file or the store{guess}",
+                p.target
+            ),
+        ));
+    }
+    let scope = d
+        .targets
+        .get(&p.target)
+        .and_then(|s| s.scope.clone())
+        .or_else(|| {
+            let t = now.targets.iter().find(|t| t.name == p.target);
+            t.map(|t| t.scope.clone())
+        });
+    if p.workspace == super::workspace::Workspace::Persistent {
+        super::workspace::check(&p, scope.as_ref()).map_err(placed(&at))?;
+    }
+    Ok(p)
+}
+
+/// The step from `stored` to `after`: an addition, a change, or none.
+fn step<T: Clone + PartialEq>(stored: Option<&T>, after: T) -> Option<Step<T>> {
+    match stored {
+        None => Some(Step::Add(after)),
+        Some(before) if *before != after => Some(Step::Change {
+            before: before.clone(),
+            after,
+        }),
+        Some(_) => None,
+    }
 }
 
 fn scope_key(s: &TargetScope) -> &'static str {
