@@ -269,6 +269,19 @@ impl<'a> Plan<'a> {
     }
 }
 
+/// Records the job's name once: not when the attempt has one, nor twice in a pass.
+fn record_job(p: &mut Plan, a: &Attempt, name: &str) {
+    let recorded = p
+        .actions
+        .iter()
+        .any(|x| matches!(x, Action::RecordJob { .. }));
+    if a.job_name.is_none() && !recorded {
+        p.actions.push(Action::RecordJob {
+            name: name.to_string(),
+        });
+    }
+}
+
 /// One pass's decisions for one attempt. See the module documentation.
 pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Millis) -> Vec<Action> {
     if a.cleaned {
@@ -289,16 +302,16 @@ pub fn watch(a: &Attempt, obs: &Observation, t: &Timeouts, want: Want, now: Mill
                     p.go(AttemptState::Idle, None, None);
                 }
             }
+            // The job's name is recorded whatever made the attempt busy: GitHub's list
+            // can say `busy` a pass before the runner's own line does.
             RunnerEvent::RunningJob { name } => {
+                record_job(&mut p, a, name);
                 if p.state.is_unassigned() {
-                    p.actions.push(Action::RecordJob { name: name.clone() });
                     p.go(AttemptState::Busy, None, None);
                 }
             }
             RunnerEvent::JobCompleted { name, result } => {
-                if p.state != AttemptState::Busy {
-                    p.actions.push(Action::RecordJob { name: name.clone() });
-                }
+                record_job(&mut p, a, name);
                 p.end(Outcome::CompletedJob, Reason::job(result.as_str()));
             }
             RunnerEvent::NoLongerExists => {

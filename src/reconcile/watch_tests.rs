@@ -174,12 +174,25 @@ fn lines_move_the_attempt_forward() {
         "-> destroying; cleanup",
     );
     check(
-        at(Busy, 0),
+        Attempt {
+            job_name: Some("b".into()),
+            ..at(Busy, 0)
+        },
         &["Job b completed with result: Succeeded"],
         Exited { code: 0 },
         NEEDED,
         5,
         "-> finished completed_job (job Succeeded); -> destroying; cleanup",
+    );
+    // Made busy by GitHub's list before its own line: the line still names the job,
+    // once (a burst lost `burst-2`'s name this way).
+    check(
+        at(Busy, 0),
+        &["Running job: b", "Job b completed with result: Succeeded"],
+        Exited { code: 0 },
+        NEEDED,
+        5,
+        "job b; -> finished completed_job (job Succeeded); -> destroying; cleanup",
     );
     check(
         at(Idle, 0),
