@@ -2,6 +2,7 @@
 
 use super::output::Out;
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult, setting_risks, warn};
 use crate::daemon::config_file::{self, Options};
 use crate::domain::Invalid;
@@ -39,8 +40,8 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
         .collect();
     let warnings = setting_risks(&kvs)?;
     let opts = Options {
-        dry_run: inv.flag("--dry-run"),
-        prune: inv.flag("--prune"),
+        dry_run: inv.flag(&opts::apply::DRY_RUN),
+        prune: inv.flag(&opts::apply::PRUNE),
     };
     let probe = crate::daemon::host_probe::Probe {
         state_dir: dir.to_path_buf(),

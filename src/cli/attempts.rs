@@ -2,6 +2,7 @@
 
 use super::output::{self, Out, attempt_figures, attempt_json, live_meter, or_dash, table, time};
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult};
 use crate::domain::rerun::{Rerun, RerunState};
 use crate::domain::validate;
@@ -13,12 +14,12 @@ use std::collections::BTreeMap;
 const DEFAULT_LIMIT: u64 = 50;
 
 pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
-    let limit = match inv.value("--limit") {
+    let limit = match inv.value(&opts::attempts::LIMIT) {
         Some(v) => validate::number_in("--limit", v, 0, 1_000_000)?,
         None => DEFAULT_LIMIT,
     };
     let profile = inv
-        .value("--profile")
+        .value(&opts::attempts::PROFILE)
         .map(|p| validate::name("--profile", p))
         .transpose()?;
     // A removed profile's history is still listable; only a name that never had
@@ -40,7 +41,7 @@ pub fn list(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     }
     let filter = AttemptFilter {
         profile,
-        active_only: inv.flag("--active"),
+        active_only: inv.flag(&opts::attempts::ACTIVE),
         limit: (limit > 0).then_some(limit as u32),
     };
     let list = store.attempts(&filter)?;

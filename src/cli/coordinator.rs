@@ -3,6 +3,7 @@
 
 use super::output::{self, Out, or_dash, table, time, yes_no};
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult, readable_file, secret_file};
 use crate::coordinator::auth::{StoreTokens, new_token, token_hash};
 use crate::coordinator::demand::{DemandSource, RestDemand};
@@ -22,7 +23,7 @@ use std::sync::Arc;
 pub(super) fn host_add(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
     let name = validate::name("NAME", &inv.positionals[0])?;
     let token_out = inv
-        .value("--token-out")
+        .value(&opts::coordinator_host_add::TOKEN_OUT)
         .map(|p| validate::path("--token-out", p))
         .transpose()?;
     if store.coord_host(&name)?.is_some() {
@@ -298,11 +299,16 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
     crate::alloc::cap_malloc_arenas();
     // Logs as the daemon's: logfmt, with journald priorities under systemd.
     crate::logging::init(crate::logging::Level::Info);
-    let listen = inv.value("--listen").unwrap_or_default();
+    let listen = inv
+        .value(&opts::coordinator_serve::LISTEN)
+        .unwrap_or_default();
     let addr: std::net::SocketAddr = listen
         .parse()
         .map_err(|_| Invalid::new("--listen", format!("expected IP:PORT (got {listen:?})")))?;
-    let tls = match (inv.value("--tls-cert"), inv.value("--tls-key")) {
+    let tls = match (
+        inv.value(&opts::coordinator_serve::TLS_CERT),
+        inv.value(&opts::coordinator_serve::TLS_KEY),
+    ) {
         (None, None) => None,
         (Some(c), Some(k)) => {
             let (c, k) = (
@@ -322,7 +328,7 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
     };
     // Plain text off loopback carries the hosts' tokens in the clear: only when asked.
     let plain_exposed = tls.is_none() && !addr.ip().is_loopback();
-    if plain_exposed && !inv.flag("--insecure") {
+    if plain_exposed && !inv.flag(&opts::coordinator_serve::INSECURE) {
         return Err(CliError::usage(
             "--listen",
             &format!(
@@ -335,7 +341,7 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
     let mut opts = ServeOptions::new(addr);
     opts.tls = tls;
     opts.store_dir = Some(dir.to_path_buf());
-    if let Some(t) = inv.value("--lease-ttl") {
+    if let Some(t) = inv.value(&opts::coordinator_serve::LEASE_TTL) {
         opts.placement.ttl_secs = validate::seconds_in("--lease-ttl", t, 1, 3600)?;
     }
     let signals = signal_hook::iterator::Signals::new([
@@ -348,12 +354,9 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
     // `--scaleset TARGET=NAME`: that target's demand is the scale set's (one session,
     // held here), and its queue is not polled over REST.
     let mut scalesets = std::collections::BTreeMap::new();
-    for (n, v) in &inv.options {
-        if *n == "--scaleset" {
-            let (t, s) = scaleset_demand::parse_option(v.as_deref().unwrap_or_default())
-                .map_err(|e| Invalid::new("--scaleset", e))?;
-            scalesets.insert(t, s);
-        }
+    for v in inv.values(&opts::coordinator_serve::SCALESET) {
+        let (t, s) = scaleset_demand::parse_option(v).map_err(|e| Invalid::new("--scaleset", e))?;
+        scalesets.insert(t, s);
     }
     let targets = store.targets()?;
     if let Some(t) = scalesets
@@ -381,7 +384,7 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
     let tokens = Arc::new(StoreTokens::new(dir.to_path_buf()));
     let mut server = start_server(opts, tokens, sources)
         .map_err(|e| CliError::Failed(format!("cannot listen on {addr}: {e}")))?;
-    let scheme = if inv.value("--tls-cert").is_some() {
+    let scheme = if inv.value(&opts::coordinator_serve::TLS_CERT).is_some() {
         "wss"
     } else {
         "ws"

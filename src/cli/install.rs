@@ -3,6 +3,7 @@
 
 use super::output::Out;
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult};
 use crate::domain::Target;
 use crate::github::{GitHubClient, load_credential};
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// The target whose downloads API to ask: `--target`, else the only one.
 pub(super) fn pick_target(inv: &Invocation, store: &dyn Store) -> Result<Target, CliError> {
-    if let Some(t) = inv.value("--target") {
+    if let Some(t) = inv.value(&opts::runner_install::TARGET) {
         return Ok(store.target(t)?);
     }
     let mut all = store.targets()?;
@@ -79,7 +80,7 @@ fn sibling(dir: &Path, suffix: &str) -> PathBuf {
 }
 
 pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
-    let dir = match inv.value("--dir") {
+    let dir = match inv.value(&opts::runner_install::DIR) {
         Some(d) => crate::domain::validate::path("--dir", d)?,
         None => state_dir.join("runner"),
     };
@@ -119,8 +120,13 @@ pub fn run(inv: &Invocation, store: &dyn Store, state_dir: &Path) -> CliResult {
             format!("asking {} for runner downloads: {e}", target.name),
         )
     })?;
-    let release = install::choose(&downloads, os, arch, inv.value("--version"))
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let release = install::choose(
+        &downloads,
+        os,
+        arch,
+        inv.value(&opts::runner_install::VERSION),
+    )
+    .map_err(|e| CliError::Failed(e.to_string()))?;
     let mut out = Out::new(inv.json);
     let report = |out: &mut Out, verb: &str, sha: Option<&str>| {
         let (d, v) = (dir.display().to_string(), release.version.clone());

@@ -28,6 +28,7 @@ use crate::domain::Invalid;
 use crate::store::{SqliteStore, StoreError};
 use exit::{Failure, Subject};
 use parse::{Invocation, Parsed};
+use spec::opts;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -318,7 +319,7 @@ fn execute(inv: &Invocation) -> CliResult {
             printed(inv, |out| backup::run(inv, s, out))
         }),
         // A dry run writes nothing, not even a new store.
-        C::Apply if inv.flag("--dry-run") => {
+        C::Apply if inv.flag(&opts::apply::DRY_RUN) => {
             books(inv, Read, |s, dir, out| apply::apply(inv, s, dir, out))
         }
         C::Apply => books(inv, Create, |s, dir, out| apply::apply(inv, s, dir, out)),

@@ -2,7 +2,7 @@
 //! positional arguments that command's spec allows. Pure: no store, no filesystem.
 
 use super::CliError;
-use super::spec::{self, Command};
+use super::spec::{self, Command, Opt};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -26,30 +26,36 @@ pub struct Invocation {
 }
 
 impl Invocation {
-    /// The last value given for an option (a repeated option: the last one wins).
-    /// `name` must be one of the command's options, as its row in the table declares
-    /// them: a read of an undeclared (mistyped) option panics in a debug build, the
-    /// first time any test runs it, instead of reading `None` for ever.
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.declared(name);
+    /// The last value given for `opt` (a repeated option: the last one wins). `opt` is
+    /// the constant of `spec::opts` that the command's row lists, so a misspelt option
+    /// does not compile; one the row does not list (another command's) panics in a
+    /// debug build the first time any test runs the read, instead of reading `None`.
+    pub fn value(&self, opt: &Opt) -> Option<&str> {
+        self.values(opt).last()
+    }
+
+    /// Every value given for a repeatable `opt`, in order; `opt` as for
+    /// [`Invocation::value`].
+    pub fn values(&self, opt: &Opt) -> impl Iterator<Item = &str> {
+        self.declared(opt);
         self.options
             .iter()
-            .rev()
-            .find(|(n, _)| *n == name)
-            .and_then(|(_, v)| v.as_deref())
+            .filter(move |(n, _)| *n == opt.name)
+            .filter_map(|(_, v)| v.as_deref())
     }
 
-    /// Whether a switch (or any option) was given; `name` as for [`Invocation::value`].
-    pub fn flag(&self, name: &str) -> bool {
-        self.declared(name);
-        self.options.iter().any(|(n, _)| *n == name)
+    /// Whether a switch (or any option) was given; `opt` as for [`Invocation::value`].
+    pub fn flag(&self, opt: &Opt) -> bool {
+        self.declared(opt);
+        self.options.iter().any(|(n, _)| *n == opt.name)
     }
 
-    fn declared(&self, name: &str) {
+    fn declared(&self, opt: &Opt) {
         debug_assert!(
-            self.command.options.iter().any(|o| o.name == name),
-            "{} reads {name}, which its row in cli::spec's table does not declare",
-            self.command.path.join(" ")
+            self.command.options.contains(opt),
+            "{} reads {}, which its row in cli::spec's table does not list (another command's constant?)",
+            self.command.path.join(" "),
+            opt.name
         );
     }
 }
@@ -248,4 +254,63 @@ fn check_positionals(command: &Command, positionals: &[String]) -> Result<(), Cl
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::spec::opts;
+
+    fn run(args: &[&str]) -> Invocation {
+        match parse(args.iter().map(OsString::from).collect()) {
+            Ok(Parsed::Run(inv)) => inv,
+            other => panic!("{args:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_are_read_through_their_constants() {
+        let inv = run(&[
+            "profile", "add", "p", "--target", "t", "--labels", "x", "--max", "2", "--max", "3",
+            "--paused",
+        ]);
+        assert_eq!(inv.value(&opts::profile_add::MAX), Some("3"));
+        assert_eq!(inv.value(&opts::profile_add::MIN), None);
+        assert!(inv.flag(&opts::profile_add::PAUSED));
+        assert!(!inv.flag(&opts::profile_add::MONITOR));
+        let inv = run(&[
+            "coordinator",
+            "serve",
+            "--scaleset",
+            "a=b",
+            "--listen",
+            "127.0.0.1:0",
+            "--scaleset",
+            "c=d",
+        ]);
+        let all: Vec<&str> = inv.values(&opts::coordinator_serve::SCALESET).collect();
+        assert_eq!(all, ["a=b", "c=d"]);
+        assert_eq!(
+            inv.value(&opts::coordinator_serve::LISTEN),
+            Some("127.0.0.1:0")
+        );
+    }
+
+    /// `sim job add`'s `--repo` is spelt as `target add`'s but is another option (its
+    /// help says what it means there): reading it in `target add` is a slip.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "target add reads --repo, which its row")]
+    fn a_constant_of_another_command_is_refused_in_a_debug_build() {
+        let inv = run(&["target", "add", "t", "--repo", "o/r", "--token-env", "T"]);
+        let _ = inv.value(&opts::sim_job_add::REPO);
+    }
+
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "status reads --keep, which its row")]
+    fn an_option_the_command_does_not_take_is_refused_in_a_debug_build() {
+        let inv = run(&["status"]);
+        let _ = inv.flag(&opts::demo::KEEP);
+    }
 }

@@ -3,6 +3,7 @@
 
 use super::output::{self, Out, or_dash, profile_json, table, yes_no};
 use super::parse::Invocation;
+use super::spec::{Opt, opts};
 use super::{CliError, CliResult, setting_risks, warn};
 use crate::domain::profile::{Change, Mode};
 use crate::domain::validate::{self, Invalid};
@@ -13,13 +14,13 @@ use serde_json::json;
 
 /// `profile add`'s options, mapped onto `profile set` keys so both edit paths share
 /// `ScalePolicy::apply_setting`.
-const ADD_SETTINGS: &[(&str, &str)] = &[
-    ("--max", "max"),
-    ("--min", "min"),
-    ("--runner-dir", "runner_dir"),
-    ("--group", "runner_group"),
-    ("--idle-timeout", "idle_timeout"),
-    ("--bootstrap-timeout", "bootstrap_timeout"),
+const ADD_SETTINGS: &[(Opt, &str)] = &[
+    (opts::profile_add::MAX, "max"),
+    (opts::profile_add::MIN, "min"),
+    (opts::profile_add::RUNNER_DIR, "runner_dir"),
+    (opts::profile_add::GROUP, "runner_group"),
+    (opts::profile_add::IDLE_TIMEOUT, "idle_timeout"),
+    (opts::profile_add::BOOTSTRAP_TIMEOUT, "bootstrap_timeout"),
 ];
 
 /// Re-labels an `Invalid` from a settings key to the option the user typed.
@@ -45,32 +46,32 @@ fn note_default_labels(arg: &str, p: &ScalePolicy, user: &[String], host: &Host)
 
 pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let name = validate::name("NAME", &inv.positionals[0])?;
-    let target = inv.value("--target").ok_or_else(|| {
+    let target = inv.value(&opts::profile_add::TARGET).ok_or_else(|| {
         CliError::usage(
             "--target",
             "is required: the target its runners register with",
         )
     })?;
     let target = validate::name("--target", target)?;
-    let labels = inv.value("--labels").ok_or_else(|| {
+    let labels = inv.value(&opts::profile_add::LABELS).ok_or_else(|| {
         CliError::usage("--labels", "is required: the labels jobs ask for (L1,L2)")
     })?;
     let host = store.host_or_create()?;
     let mut p = ScalePolicy::new(&name, &target, &host.id);
-    p.default_labels = !inv.flag("--no-default-labels");
+    p.default_labels = !inv.flag(&opts::profile_add::NO_DEFAULT_LABELS);
     let user_labels = labels::parse_list(labels);
     p.set_labels("--labels", &user_labels, &host.os, &host.arch)?;
     for (opt, key) in ADD_SETTINGS {
         if let Some(v) = inv.value(opt) {
             p.apply_setting(key, v, &host.os, &host.arch)
-                .map_err(as_option(opt))?;
+                .map_err(as_option(opt.name))?;
         }
     }
-    p.active = !inv.flag("--paused");
-    if inv.flag("--monitor") {
+    p.active = !inv.flag(&opts::profile_add::PAUSED);
+    if inv.flag(&opts::profile_add::MONITOR) {
         p.mode = Mode::Monitor;
     }
-    p.allow_public = inv.flag("--allow-public");
+    p.allow_public = inv.flag(&opts::profile_add::ALLOW_PUBLIC);
     p.validate().map_err(|e| match e.arg.as_str() {
         "min" => Invalid::new("--min", e.reason),
         "max" => Invalid::new("--max", e.reason),
@@ -109,7 +110,7 @@ pub fn add(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
 /// only if nobody else wrote since the revision read (or the one `--revision` names).
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let expected = inv
-        .value("--revision")
+        .value(&opts::profile_set::REVISION)
         .map(|v| validate::number_in("--revision", v, 1, i64::MAX as u64))
         .transpose()?;
     let host = store.host_or_create()?;

@@ -4,6 +4,7 @@
 use super::exit::Failure;
 use super::output::Out;
 use super::parse::Invocation;
+use super::spec::{Opt, opts};
 use super::{CliError, CliResult};
 use crate::daemon::{DaemonError, DaemonOptions};
 use crate::domain::{AttemptState, validate};
@@ -17,10 +18,10 @@ use std::path::Path;
 use std::time::Duration;
 
 pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
-    if inv.flag("--release-cgroups") {
+    if inv.flag(&opts::daemon::RELEASE_CGROUPS) {
         return release_cgroups(inv);
     }
-    let log_level = match inv.value("--log-level") {
+    let log_level = match inv.value(&opts::daemon::LOG_LEVEL) {
         None => Level::Info,
         Some(v) => Level::parse(v).ok_or_else(|| {
             CliError::usage(
@@ -29,41 +30,44 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             )
         })?,
     };
-    let drain_timeout = match inv.value("--drain-timeout") {
+    let drain_timeout = match inv.value(&opts::daemon::DRAIN_TIMEOUT) {
         None => 30,
         Some(v) => validate::seconds_in("--drain-timeout", v, 0, 86_400)?,
     };
-    let fallback_grace = match inv.value("--fallback-grace") {
+    let fallback_grace = match inv.value(&opts::daemon::FALLBACK_GRACE) {
         None => 30,
         Some(v) => validate::seconds_in("--fallback-grace", v, 1, 86_400)?,
     };
-    let fitness_every = match inv.value("--fitness-every") {
+    let fitness_every = match inv.value(&opts::daemon::FITNESS_EVERY) {
         None => crate::daemon::FITNESS_EVERY.as_secs(),
         Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
     };
-    let runner_check = match inv.value("--runner-check") {
+    let runner_check = match inv.value(&opts::daemon::RUNNER_CHECK) {
         None => crate::daemon::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
         Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
     };
-    let upkeep_every = match inv.value("--upkeep-every") {
+    let upkeep_every = match inv.value(&opts::daemon::UPKEEP_EVERY) {
         None => crate::daemon::UPKEEP_EVERY.as_secs(),
         Some(v) => validate::seconds_in("--upkeep-every", v, 1, 86_400)?,
     };
     let metrics_listen = inv
-        .value("--metrics-listen")
+        .value(&opts::daemon::METRICS_LISTEN)
         .map(metrics_listen)
         .transpose()?;
     let opts = DaemonOptions {
         fallback_grace: Duration::from_secs(fallback_grace),
         state_dir: dir.to_path_buf(),
-        once: inv.flag("--once"),
+        once: inv.flag(&opts::daemon::ONCE),
         drain_timeout: Duration::from_secs(drain_timeout),
         log_level,
         metrics_listen,
         fitness_every: Duration::from_secs(fitness_every),
         runner_check: Duration::from_secs(runner_check),
         upkeep_every: Duration::from_secs(upkeep_every),
-        config: inv.value("--config").map(config_file).transpose()?,
+        config: inv
+            .value(&opts::daemon::CONFIG)
+            .map(config_file)
+            .transpose()?,
     };
     match crate::daemon::run(opts) {
         Ok(crate::daemon::Stopped::Terminated) => Ok(()),
@@ -114,7 +118,11 @@ fn config_file(file: &str) -> Result<std::path::PathBuf, CliError> {
 /// `daemon --release-cgroups`: the unit's `ExecStopPost=` between two daemon lives
 /// (`runner::cgroup::handover`). Alone: any other daemon option is a usage error.
 fn release_cgroups(inv: &Invocation) -> CliResult {
-    if let Some((other, _)) = inv.options.iter().find(|(o, _)| *o != "--release-cgroups") {
+    if let Some((other, _)) = inv
+        .options
+        .iter()
+        .find(|(o, _)| *o != opts::daemon::RELEASE_CGROUPS.name)
+    {
         return Err(CliError::usage(
             other,
             "does not go with --release-cgroups, which runs no daemon",
@@ -152,13 +160,13 @@ fn metrics_listen(v: &str) -> Result<std::net::SocketAddr, CliError> {
 }
 
 pub fn drain(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
-    if inv.flag("--cancel") && inv.flag("--wait") {
+    if inv.flag(&opts::drain::CANCEL) && inv.flag(&opts::drain::WAIT) {
         return Err(CliError::usage(
             "--cancel",
             "cannot be combined with --wait",
         ));
     }
-    let cancel = inv.flag("--cancel");
+    let cancel = inv.flag(&opts::drain::CANCEL);
     store.host_or_create()?;
     store.set_draining(!cancel)?;
     if cancel {
@@ -168,7 +176,7 @@ pub fn drain(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         );
         return Ok(());
     }
-    if !inv.flag("--wait") {
+    if !inv.flag(&opts::drain::WAIT) {
         out.emit(
             || "draining: no new runners; idle ones are deregistered, busy ones finish (drain --cancel undoes it)\n".into(),
             || json!({"draining": true}),
@@ -285,12 +293,12 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
 pub fn demo(inv: &Invocation) -> CliResult {
     let mut opts = crate::demo::DemoOptions {
         state_dir: inv.state_dir.clone(),
-        keep: inv.flag("--keep"),
-        headless: inv.flag("--headless"),
-        far: inv.flag("--far"),
+        keep: inv.flag(&opts::demo::KEEP),
+        headless: inv.flag(&opts::demo::HEADLESS),
+        far: inv.flag(&opts::demo::FAR),
         ..Default::default()
     };
-    if let Some(v) = inv.value("--jobs") {
+    if let Some(v) = inv.value(&opts::demo::JOBS) {
         opts.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
     }
     crate::demo::run(&opts).map_err(|e| match e {
@@ -302,11 +310,11 @@ pub fn demo(inv: &Invocation) -> CliResult {
 /// `sim job add`: queues jobs on a running `sim github` through its control endpoint
 /// (`POST /_sim/jobs`), as the tests and the demo do in process.
 pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
-    let required = |name: &str, what: &str| {
-        inv.value(name)
-            .ok_or_else(|| CliError::usage(name, &format!("is required: {what}")))
+    let required = |opt: &Opt, what: &str| {
+        inv.value(opt)
+            .ok_or_else(|| CliError::usage(opt.name, &format!("is required: {what}")))
     };
-    let url = required("--url", "the URL `sim github` printed")?;
+    let url = required(&opts::sim_job_add::URL, "the URL `sim github` printed")?;
     if !url.starts_with("http://") {
         return Err(CliError::usage(
             "--url",
@@ -314,32 +322,36 @@ pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
         ));
     }
     let base = url.trim_end_matches('/').trim_end_matches("/api/v3");
-    let (owner, repo) = validate::repo_full_name("--repo", required("--repo", "OWNER/REPO")?)?;
-    let labels: Vec<String> = required("--labels", "the labels jobs ask for (L1,L2)")?
-        .split(',')
-        .map(|l| l.trim().to_string())
-        .collect();
+    let (owner, repo) =
+        validate::repo_full_name("--repo", required(&opts::sim_job_add::REPO, "OWNER/REPO")?)?;
+    let labels: Vec<String> = required(
+        &opts::sim_job_add::LABELS,
+        "the labels jobs ask for (L1,L2)",
+    )?
+    .split(',')
+    .map(|l| l.trim().to_string())
+    .collect();
     if labels.iter().any(String::is_empty) {
         return Err(CliError::usage(
             "--labels",
             "expected labels separated by commas, none empty (e.g. self-hosted,linux)",
         ));
     }
-    let count = match inv.value("--count") {
+    let count = match inv.value(&opts::sim_job_add::COUNT) {
         Some(v) => validate::number_in("--count", v, 1, 1000)?,
         None => 1,
     };
-    let secs = match inv.value("--duration") {
+    let secs = match inv.value(&opts::sim_job_add::DURATION) {
         Some(v) => validate::seconds_in("--duration", v, 0, 86_400)?,
         None => 5,
     };
-    let prefix = match inv.value("--name") {
+    let prefix = match inv.value(&opts::sim_job_add::NAME) {
         Some(v) => validate::name("--name", v)?,
         None => "job".into(),
     };
     // A job's steps: the simulated runner's worker runs them with /bin/sh -c and
     // ends the job with their exit code (the test bed's guest checks use it).
-    let script = match inv.value("--script") {
+    let script = match inv.value(&opts::sim_job_add::SCRIPT) {
         Some("") => {
             return Err(CliError::usage(
                 "--script",

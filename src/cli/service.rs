@@ -6,6 +6,7 @@
 
 use super::output::{Out, block, or_dash, table, time};
 use super::parse::Invocation;
+use super::spec::{Opt, opts};
 use super::{CliError, CliResult};
 use crate::domain::CredentialRef;
 use crate::service::systemctl::{CALL_TIMEOUT, QUERY_TIMEOUT, Systemctl};
@@ -16,8 +17,9 @@ use crate::timefmt::now_millis;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-fn kind(inv: &Invocation) -> Kind {
-    if inv.flag("--user") {
+/// `user` is the command's `--user`.
+fn kind(inv: &Invocation, user: &Opt) -> Kind {
+    if inv.flag(user) {
         Kind::User
     } else {
         Kind::System
@@ -34,19 +36,19 @@ fn kind_word(k: Kind) -> &'static str {
 /// Where the unit goes: `--unit-dir` (an existing directory), else the system
 /// manager's `/etc/systemd/system`, else the user manager's
 /// `$XDG_CONFIG_HOME/systemd/user` (`~/.config/systemd/user`). The flag says whether
-/// it was given.
-fn unit_dir(inv: &Invocation, kind: Kind) -> Result<(PathBuf, bool), CliError> {
-    if let Some(d) = inv.value("--unit-dir") {
+/// it was given. `opt` is the command's `--unit-dir`.
+fn unit_dir(inv: &Invocation, opt: &Opt, kind: Kind) -> Result<(PathBuf, bool), CliError> {
+    if let Some(d) = inv.value(opt) {
         let p = Path::new(d);
         if d.is_empty() || !p.is_dir() {
             return Err(CliError::usage(
-                "--unit-dir",
+                opt.name,
                 &format!("{d:?} is not an existing directory"),
             ));
         }
-        let c = p.canonicalize().map_err(|e| {
-            CliError::usage("--unit-dir", &format!("{d:?} cannot be resolved: {e}"))
-        })?;
+        let c = p
+            .canonicalize()
+            .map_err(|e| CliError::usage(opt.name, &format!("{d:?} cannot be resolved: {e}")))?;
         return Ok((c, true));
     }
     match kind {
@@ -129,7 +131,10 @@ fn need_systemd() -> Result<(), CliError> {
 fn need_store(inv: &Invocation, state: &Path) -> Result<(), CliError> {
     let db = state.join(crate::store::DB_FILE);
     match std::fs::symlink_metadata(&db) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !inv.flag("--force") => {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && !inv.flag(&opts::service_install::FORCE) =>
+        {
             Err(CliError::classed(
                 super::exit::Failure::NoStore,
                 format!(
@@ -158,24 +163,26 @@ fn same_state_dir(
         return Ok(());
     };
     match unit::state_dir_of(text) {
-        Some(old) if Path::new(old) != state && !inv.flag("--force") => Err(CliError::usage(
-            "--state-dir",
-            &format!(
-                "{} is not the state directory of the installed unit {}, which runs on {old}; \
+        Some(old) if Path::new(old) != state && !inv.flag(&opts::service_install::FORCE) => {
+            Err(CliError::usage(
+                "--state-dir",
+                &format!(
+                    "{} is not the state directory of the installed unit {}, which runs on {old}; \
                  give --state-dir {old} to update that unit, or --force to move the service \
                  to {} (its daemon restarts there)",
-                state.display(),
-                path.display(),
-                state.display()
-            ),
-        )),
+                    state.display(),
+                    path.display(),
+                    state.display()
+                ),
+            ))
+        }
         _ => Ok(()),
     }
 }
 
 pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
-    let kind = kind(inv);
-    let (dir, explicit) = unit_dir(inv, kind)?;
+    let kind = kind(inv, &opts::service_install::USER);
+    let (dir, explicit) = unit_dir(inv, &opts::service_install::UNIT_DIR, kind)?;
     let state = daemon_state_dir(inv, kind)?;
     need_systemd()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -199,7 +206,7 @@ pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
     // A daemon already on this state directory, started by hand, holds its lock: the
     // service's would fail to start. (Over our own unit it is the service's daemon.)
     if w == UnitWrite::Create
-        && !inv.flag("--no-start")
+        && !inv.flag(&opts::service_install::NO_START)
         && let Some(pid) = running_daemon(&state)?
     {
         return Err(CliError::classed(
@@ -225,7 +232,7 @@ pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
         svc::write_unit(&path, &text, w == UnitWrite::Replace)
             .map_err(|e| CliError::Failed(format!("writing {}: {e}", path.display())))?;
     }
-    let calls = svc::install_calls(&w, inv.flag("--no-start"));
+    let calls = svc::install_calls(&w, inv.flag(&opts::service_install::NO_START));
     let ran = run_install_calls(kind, &calls, &format!("{} is {wrote}", path.display()))?;
     out.emit(
         || {
@@ -238,7 +245,7 @@ pub(super) fn install(inv: &Invocation, out: &mut Out) -> CliResult {
             for r in &ran {
                 s.push_str(&format!("ran: {r}\n"));
             }
-            if inv.flag("--no-start") {
+            if inv.flag(&opts::service_install::NO_START) {
                 s.push_str("not started (--no-start)\n");
             }
             s
@@ -332,8 +339,8 @@ fn running_daemon(state: &Path) -> Result<Option<u32>, CliError> {
 }
 
 pub(super) fn uninstall(inv: &Invocation, out: &mut Out) -> CliResult {
-    let kind = kind(inv);
-    let (dir, _) = unit_dir(inv, kind)?;
+    let kind = kind(inv, &opts::service_uninstall::USER);
+    let (dir, _) = unit_dir(inv, &opts::service_uninstall::UNIT_DIR, kind)?;
     let path = dir.join(unit::UNIT_NAME);
     match inspect(&path)? {
         Existing::Foreign(why) => return Err(refuse(&path, &why)),
@@ -498,8 +505,8 @@ struct Systemd {
 }
 
 pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
-    let kind = kind(inv);
-    let (dir, _) = unit_dir(inv, kind)?;
+    let kind = kind(inv, &opts::service_status::USER);
+    let (dir, _) = unit_dir(inv, &opts::service_status::UNIT_DIR, kind)?;
     let path = dir.join(unit::UNIT_NAME);
     let unit = read_unit(inspect(&path)?, &this_binary()?);
     let hidden = unit

@@ -1,19 +1,22 @@
 //! The command line as data: one table of commands and their options feeds the
 //! parser, `--help` and the man-page drift test. A new command is one `CommandId`
 //! variant, one entry here, and one arm in `cli::execute`, whose match on the id has
-//! no fallback, so a variant without its handler does not compile.
+//! no fallback, so a variant without its handler does not compile. A new option is
+//! one constant in `opts` (the only place `opt` and `switch` can be called), listed
+//! by its command's row.
 //!
-//! Here: the types and finding a command from words. The table is `table`, `--help`
-//! rendered from it `help`.
+//! Here: the types and finding a command from words. The options are declared in
+//! `opts`, the table lists them in `table`, `--help` is rendered from it in `help`.
 
 mod help;
+pub mod opts;
 mod table;
 
 pub use help::{help_command, help_overview};
 pub use table::{COMMANDS, GLOBAL};
 
-/// One option of a command (or a global one).
-#[derive(Debug)]
+/// One option of a command (or a global one), declared once in `opts`.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Opt {
     /// `--name`, as typed.
     pub name: &'static str,
@@ -106,22 +109,6 @@ impl Command {
 
     pub fn option(&self, name: &str) -> Option<&'static Opt> {
         self.options.iter().find(|o| o.name == name)
-    }
-}
-
-pub(super) const fn opt(name: &'static str, value: &'static str, help: &'static str) -> Opt {
-    Opt {
-        name,
-        value: Some(value),
-        help,
-    }
-}
-
-pub(super) const fn switch(name: &'static str, help: &'static str) -> Opt {
-    Opt {
-        name,
-        value: None,
-        help,
     }
 }
 
@@ -220,70 +207,5 @@ mod tests {
         assert_eq!(suggest_option(install, "--nostart"), Some("--no-start"));
         assert_eq!(suggest_option(install, "--state-dr"), Some("--state-dir"));
         assert_eq!(suggest_option(install, "--frob"), None);
-    }
-}
-
-#[cfg(test)]
-mod option_reads {
-    use super::COMMANDS;
-    use std::path::Path;
-
-    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                rust_files(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-
-    /// Every `.value("--…")` and `.flag("--…")` in `src/cli/`, with its file.
-    fn reads() -> Vec<(String, String)> {
-        let mut files = Vec::new();
-        rust_files(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli"),
-            &mut files,
-        );
-        let mut out = Vec::new();
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap();
-            if f.ends_with("cli/spec.rs") {
-                continue;
-            }
-            for pat in [".value(\"", ".flag(\""] {
-                for (at, _) in text.match_indices(pat) {
-                    let rest = &text[at + pat.len()..];
-                    let name = &rest[..rest.find('"').unwrap()];
-                    if name.starts_with("--") {
-                        out.push((f.display().to_string(), name.to_string()));
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// A read by a name no command declares is a typo that reads `None` for ever (the
-    /// parser refuses the option before any handler runs); `Invocation::value` also
-    /// checks, when it runs, that the name is its own command's.
-    #[test]
-    fn every_option_read_by_name_is_declared() {
-        let all = reads();
-        assert!(all.len() > 40, "the scan found only {} reads", all.len());
-        let bad: Vec<String> = all
-            .iter()
-            .filter(|(_, n)| {
-                !COMMANDS
-                    .iter()
-                    .any(|c| c.options.iter().any(|o| o.name == n))
-            })
-            .map(|(f, n)| format!("{f}: {n}"))
-            .collect();
-        assert!(
-            bad.is_empty(),
-            "reads of options no command declares: {bad:?}"
-        );
     }
 }

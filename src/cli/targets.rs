@@ -2,6 +2,7 @@
 
 use super::output::{self, Out, table, target_json};
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult, app_key_file, secret_file};
 use crate::domain::target::{DEFAULT_MAX_IN_FLIGHT, DEFAULT_POLL_INTERVAL_SECS, GITHUB_API_URL};
 use crate::domain::validate;
@@ -13,7 +14,10 @@ use serde_json::json;
 /// Builds the target from `target add`'s arguments, checked whole; nothing is written.
 fn from_args(inv: &Invocation) -> Result<Target, CliError> {
     let name = validate::name("NAME", &inv.positionals[0])?;
-    let scope = match (inv.value("--repo"), inv.value("--org")) {
+    let scope = match (
+        inv.value(&opts::target_add::REPO),
+        inv.value(&opts::target_add::ORG),
+    ) {
         (Some(r), None) => {
             let (owner, repo) = validate::repo_full_name("--repo", r)?;
             TargetScope::Repo { owner, repo }
@@ -34,14 +38,15 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
             ));
         }
     };
-    let api_url = match inv.value("--api-url") {
+    let api_url = match inv.value(&opts::target_add::API_URL) {
         Some(u) => validate::api_url("--api-url", u)?,
         None => GITHUB_API_URL.to_string(),
     };
-    let app = inv.value("--app-id").is_some() || inv.value("--app-key").is_some();
+    let app = inv.value(&opts::target_add::APP_ID).is_some()
+        || inv.value(&opts::target_add::APP_KEY).is_some();
     let kinds = [
-        inv.value("--token-file").is_some(),
-        inv.value("--token-env").is_some(),
+        inv.value(&opts::target_add::TOKEN_FILE).is_some(),
+        inv.value(&opts::target_add::TOKEN_ENV).is_some(),
         app,
     ];
     if kinds.iter().filter(|k| **k).count() != 1 {
@@ -50,36 +55,36 @@ fn from_args(inv: &Invocation) -> Result<Target, CliError> {
             "give exactly one credential: --token-file PATH, --token-env VAR, or --app-id ID --app-key PATH",
         ));
     }
-    if inv.value("--installation-id").is_some() && !app {
+    if inv.value(&opts::target_add::INSTALLATION_ID).is_some() && !app {
         return Err(CliError::usage(
             "--installation-id",
             "only a GitHub App (--app-id, --app-key) has an installation id",
         ));
     }
-    let credential = if let Some(f) = inv.value("--token-file") {
+    let credential = if let Some(f) = inv.value(&opts::target_add::TOKEN_FILE) {
         let path = validate::path("--token-file", f)?;
         secret_file("--token-file", &path)?;
         CredentialRef::TokenFile { path }
-    } else if let Some(v) = inv.value("--token-env") {
+    } else if let Some(v) = inv.value(&opts::target_add::TOKEN_ENV) {
         CredentialRef::TokenEnv {
             var: validate::env_var_name("--token-env", v)?,
         }
     } else {
         let app_id = validate::number_in(
             "--app-id",
-            inv.value("--app-id")
+            inv.value(&opts::target_add::APP_ID)
                 .ok_or_else(|| CliError::usage("--app-id", "a GitHub App needs --app-id too"))?,
             1,
             u64::MAX,
         )?;
         let key_path = validate::path(
             "--app-key",
-            inv.value("--app-key")
+            inv.value(&opts::target_add::APP_KEY)
                 .ok_or_else(|| CliError::usage("--app-key", "a GitHub App needs --app-key too"))?,
         )?;
         app_key_file("--app-key", &key_path)?;
         let installation_id = inv
-            .value("--installation-id")
+            .value(&opts::target_add::INSTALLATION_ID)
             .map(|v| validate::number_in("--installation-id", v, 1, u64::MAX))
             .transpose()?;
         CredentialRef::App {

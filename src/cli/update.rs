@@ -5,6 +5,7 @@
 use super::exit::Failure;
 use super::output::Out;
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult};
 use crate::domain::host_settings::Beside;
 use crate::selfupdate::owner::{self, Verdict};
@@ -27,8 +28,8 @@ fn failed(e: UpdateError) -> CliError {
 pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     // What this binary says it is, as `--version` does (`crate::version`).
     let current = crate::version::version();
-    let check = inv.flag("--check");
-    let force = inv.flag("--force");
+    let check = inv.flag(&opts::update::CHECK);
+    let force = inv.flag(&opts::update::FORCE);
     if check && force {
         return Err(CliError::usage(
             "--force",

@@ -7,6 +7,7 @@
 
 use super::output::{Out, table};
 use super::parse::Invocation;
+use super::spec::opts;
 use super::{CliError, CliResult};
 use crate::domain::rollup::{DAY_MS, Day, UsageFigures, WAIT_BOUNDS_SECS, day_of};
 use crate::domain::validate;
@@ -108,11 +109,11 @@ pub enum Books {
 /// The query `inv` asks for at `now` of `books`; any argument that does not read is
 /// exit 2, naming it.
 pub fn parse_query(inv: &Invocation, now: Millis, books: Books) -> Result<Query, CliError> {
-    let from = match inv.value("--since") {
+    let from = match inv.value(&opts::usage::SINCE) {
         Some(v) => parse_day("--since", v, now)?,
         None => day_of(now) - (DEFAULT_SINCE_DAYS - 1),
     };
-    let until = match inv.value("--until") {
+    let until = match inv.value(&opts::usage::UNTIL) {
         Some(v) => parse_day("--until", v, now)?,
         None => day_of(now),
     };
@@ -123,7 +124,7 @@ pub fn parse_query(inv: &Invocation, now: Millis, books: Books) -> Result<Query,
         ));
     }
     let mut by = Vec::new();
-    for w in inv.value("--by").unwrap_or("repo").split(',') {
+    for w in inv.value(&opts::usage::BY).unwrap_or("repo").split(',') {
         let w = w.trim();
         let found = Dim::ALL.into_iter().find(|d| d.word() == w);
         let Some(d) = found.filter(|d| *d != Dim::Host || books == Books::Pool) else {
@@ -145,10 +146,10 @@ pub fn parse_query(inv: &Invocation, now: Millis, books: Books) -> Result<Query,
         }
     }
     let top = inv
-        .value("--top")
+        .value(&opts::usage::TOP)
         .map(|v| validate::number_in("--top", v, 1, 100_000).map(|n| n as usize))
         .transpose()?;
-    let csv = inv.flag("--csv");
+    let csv = inv.flag(&opts::usage::CSV);
     if csv && inv.json {
         return Err(CliError::usage("--csv", "cannot be combined with --json"));
     }

@@ -1,16 +1,17 @@
 //! The table itself: the global options and every command with its options, in the order `--help` lists them.
 
-use super::{Command, CommandId, Opt, opt, switch};
+use super::opts::{
+    apply, attempts, coordinator_host_add, coordinator_serve, daemon, demo, drain, global,
+    profile_add, profile_set, runner_install, service_install, service_status, service_uninstall,
+    sim_github, sim_job_add, target_add, update, usage,
+};
+use super::{Command, CommandId, Opt};
 
 pub const GLOBAL: &[Opt] = &[
-    opt(
-        "--state-dir",
-        "DIR",
-        "State directory (env RUNNER_MANAGER_STATE_DIR; default /var/lib/runner-manager for root, else $XDG_STATE_HOME/runner-manager or ~/.local/state/runner-manager)",
-    ),
-    switch("--json", "Print machine-readable JSON instead of tables"),
-    switch("--help", "Print help (also after any command)"),
-    switch("--version", "Print the version"),
+    global::STATE_DIR,
+    global::JSON,
+    global::HELP,
+    global::VERSION,
 ];
 
 pub const COMMANDS: &[Command] = &[
@@ -21,38 +22,14 @@ pub const COMMANDS: &[Command] = &[
         positionals: (1, Some(1)),
         about: "Add a target: a repository or organization that runners register with",
         options: &[
-            opt(
-                "--repo",
-                "OWNER/REPO",
-                "Runners register with this repository",
-            ),
-            opt("--org", "ORG", "Runners register with this organization"),
-            opt(
-                "--api-url",
-                "URL",
-                "API base URL (default https://api.github.com; GHES: https://HOST/api/v3)",
-            ),
-            opt(
-                "--token-file",
-                "PATH",
-                "Read the token from this file (must exist and be readable)",
-            ),
-            opt(
-                "--token-env",
-                "VAR",
-                "Read the token from this environment variable of the daemon",
-            ),
-            opt("--app-id", "ID", "GitHub App id (with --app-key)"),
-            opt(
-                "--app-key",
-                "PATH",
-                "GitHub App private key file (must exist and be readable)",
-            ),
-            opt(
-                "--installation-id",
-                "ID",
-                "GitHub App installation id (found when omitted)",
-            ),
+            target_add::REPO,
+            target_add::ORG,
+            target_add::API_URL,
+            target_add::TOKEN_FILE,
+            target_add::TOKEN_ENV,
+            target_add::APP_ID,
+            target_add::APP_KEY,
+            target_add::INSTALLATION_ID,
         ],
     },
     Command {
@@ -102,44 +79,18 @@ pub const COMMANDS: &[Command] = &[
         positionals: (1, Some(1)),
         about: "Add a pool profile: one kind of runner for one target",
         options: &[
-            opt("--target", "T", "The target its runners register with"),
-            opt(
-                "--labels",
-                "L1,L2",
-                "Runner labels, comma-separated (self-hosted, OS and arch are added)",
-            ),
-            opt("--max", "N", "Live runners at most (default 1)"),
-            opt("--min", "N", "Idle runners kept warm (default 0)"),
-            opt(
-                "--runner-dir",
-                "DIR",
-                "An unpacked actions-runner release (default STATE_DIR/runner)",
-            ),
-            opt(
-                "--group",
-                "ID|NAME",
-                "Runner group id or name (default: the Default group)",
-            ),
-            opt(
-                "--idle-timeout",
-                "DURATION",
-                "Stop an idle runner not needed for this long: seconds, or with a unit s, m, h or d (default 5m)",
-            ),
-            opt(
-                "--bootstrap-timeout",
-                "DURATION",
-                "Give up on a runner not listening after this long: seconds, or with a unit s, m, h or d (default 5m)",
-            ),
-            switch("--paused", "Add it paused: start nothing until resumed"),
-            switch("--monitor", "Monitor mode: read demand, start nothing"),
-            switch(
-                "--no-default-labels",
-                "Do not add self-hosted and the OS and arch labels",
-            ),
-            switch(
-                "--allow-public",
-                "Allow serving a public repository (a fork's pull request runs code on this host)",
-            ),
+            profile_add::TARGET,
+            profile_add::LABELS,
+            profile_add::MAX,
+            profile_add::MIN,
+            profile_add::RUNNER_DIR,
+            profile_add::GROUP,
+            profile_add::IDLE_TIMEOUT,
+            profile_add::BOOTSTRAP_TIMEOUT,
+            profile_add::PAUSED,
+            profile_add::MONITOR,
+            profile_add::NO_DEFAULT_LABELS,
+            profile_add::ALLOW_PUBLIC,
         ],
     },
     Command {
@@ -148,11 +99,7 @@ pub const COMMANDS: &[Command] = &[
         args: "NAME KEY=VALUE... [--revision N]",
         positionals: (2, None),
         about: "Change a profile: target, labels, default_labels, min, max, runner_dir, runner_group, idle_timeout, bootstrap_timeout, job_timeout (durations: seconds, or with a unit s, m, h or d), mode, active, allow_public, run_as, demand, memory_max, cpu_max, pids_max, limits (required, the default: no runner starts while the host cannot enforce a limit the profile sets; best-effort: start anyway, and doctor warns), env.NAME (a variable for its runners, over the host's; empty removes it; shown by profile show, so never a secret), tools (programs its jobs need on the runner's PATH; doctor checks them and the daemon starts none of its runners while one is missing), execution (native, the default, or oci: each runner in a rootless Podman container), image (the oci image, pinned by digest: REF@sha256:<64 hex>), disk_max (the most an oci container may write; needs a disk quota), caches (on|off|default: dependency caches kept per target; default is on for a repository target, off for an organization's), workspace (disposable|persistent: keep _work between a repository target's jobs, never with allow_public), rerun_lost (off, the default; on: a job its runner lost to the host, killed or gone mid-job, is re-run once through GitHub after GitHub fails it, at most 10 an hour; N: at most N an hour)",
-        options: &[opt(
-            "--revision",
-            "N",
-            "Refuse unless the profile is still at this revision (default: the revision just read)",
-        )],
+        options: &[profile_set::REVISION],
     },
     Command {
         id: CommandId::ProfileList,
@@ -232,11 +179,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--profile P] [--active] [--limit N]",
         positionals: (0, Some(0)),
         about: "List attempts, newest first",
-        options: &[
-            opt("--profile", "P", "Only this profile's attempts"),
-            switch("--active", "Only attempts whose runner may be alive"),
-            opt("--limit", "N", "At most N attempts (default 50; 0 = all)"),
-        ],
+        options: &[attempts::PROFILE, attempts::ACTIVE, attempts::LIMIT],
     },
     Command {
         id: CommandId::AttemptShow,
@@ -268,16 +211,7 @@ pub const COMMANDS: &[Command] = &[
         args: "FILE [--dry-run] [--prune]",
         positionals: (1, Some(1)),
         about: "Make the store what a description file says (TOML: [host], [targets.NAME], [profiles.NAME], with the keys of host/target/profile set; FILE - is stdin), in one transaction, all or nothing; a second apply changes nothing. A key the file leaves out keeps its value; a target or profile it leaves out is kept unless --prune",
-        options: &[
-            switch(
-                "--dry-run",
-                "Print what would change (+ added, ~ changed with old → new, - removed), write nothing: after a hand edit, the drift from the file",
-            ),
-            switch(
-                "--prune",
-                "Remove the targets and profiles the file does not name (a profile with live runners is refused, and so the whole file: pause it and let them finish, or drain)",
-            ),
-        ],
+        options: &[apply::DRY_RUN, apply::PRUNE],
     },
     Command {
         id: CommandId::Export,
@@ -294,54 +228,16 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Run the daemon: start one ephemeral runner per queued job, watch it, clean up",
         options: &[
-            switch(
-                "--once",
-                "One pass per target, then exit (runners started keep running; exit 1 if a target's pass failed)",
-            ),
-            opt(
-                "--config",
-                "FILE",
-                "Follow a description file (as apply takes it): applied at start, on SIGHUP and when it changes; a file refused is logged and the store stays as it was",
-            ),
-            opt(
-                "--metrics-listen",
-                "ADDR",
-                "Serve /metrics and /healthz on this loopback address (e.g. 127.0.0.1:9464)",
-            ),
-            opt(
-                "--log-level",
-                "LEVEL",
-                "error, warn, info (default) or debug",
-            ),
-            opt(
-                "--drain-timeout",
-                "DURATION",
-                "On SIGTERM, how long to wait for idle runners to be deregistered (default 30s)",
-            ),
-            opt(
-                "--fallback-grace",
-                "DURATION",
-                "How long the coordinator link may be down before this host reads its own demand again (default 30s)",
-            ),
-            opt(
-                "--fitness-every",
-                "DURATION",
-                "How often the host's required checks (doctor's) are read again, besides at start and after every edit (default 5m)",
-            ),
-            opt(
-                "--runner-check",
-                "DURATION",
-                "How often to check for a new actions-runner release for the managed installs (default 6h; 0 never)",
-            ),
-            opt(
-                "--upkeep-every",
-                "DURATION",
-                "How often ended attempts past the host's retention, their logs and unused caches are pruned (default 1h, and at start)",
-            ),
-            switch(
-                "--release-cgroups",
-                "Run no daemon: turn off the controllers of the stopped daemon's delegated cgroup so systemd can start the next one there (the unit's ExecStopPost; live runners keep running, their limits written again by the next daemon)",
-            ),
+            daemon::ONCE,
+            daemon::CONFIG,
+            daemon::METRICS_LISTEN,
+            daemon::LOG_LEVEL,
+            daemon::DRAIN_TIMEOUT,
+            daemon::FALLBACK_GRACE,
+            daemon::FITNESS_EVERY,
+            daemon::RUNNER_CHECK,
+            daemon::UPKEEP_EVERY,
+            daemon::RELEASE_CGROUPS,
         ],
     },
     Command {
@@ -350,10 +246,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--wait] [--cancel]",
         positionals: (0, Some(0)),
         about: "Stop starting runners on this host; idle ones are deregistered, busy ones finish",
-        options: &[
-            switch("--wait", "Wait until no runner of this host is alive"),
-            switch("--cancel", "Undo a drain: start runners again"),
-        ],
+        options: &[drain::WAIT, drain::CANCEL],
     },
     Command {
         id: CommandId::Demo,
@@ -361,18 +254,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--jobs N] [--keep] [--headless] [--far]",
         positionals: (0, Some(0)),
         about: "Run the real daemon against the simulated GitHub and show what happens",
-        options: &[
-            opt("--jobs", "N", "How many jobs to queue (default 12)"),
-            switch("--keep", "Keep the demo's state directory afterwards"),
-            switch(
-                "--headless",
-                "Print progress instead of opening top (also without a terminal)",
-            ),
-            switch(
-                "--far",
-                "GitHub 120 ms away (500 ms more per JIT config) and a runner install of a real release's size",
-            ),
-        ],
+        options: &[demo::JOBS, demo::KEEP, demo::HEADLESS, demo::FAR],
     },
     Command {
         id: CommandId::SimGithub,
@@ -381,63 +263,18 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Serve the simulated GitHub (for tests, benchmarks and trying things out)",
         options: &[
-            opt(
-                "--listen",
-                "ADDR",
-                "Address to listen on (default 127.0.0.1:0; the URL is printed)",
-            ),
-            opt(
-                "--seed",
-                "N",
-                "Seed of the fault injector's and the jitter's random numbers",
-            ),
-            opt(
-                "--rate-limit",
-                "N",
-                "Primary rate limit per credential per hour",
-            ),
-            opt(
-                "--latency",
-                "DURATION",
-                "Round trip every request spends, e.g. 120ms (default 0: loopback)",
-            ),
-            opt(
-                "--jit-latency",
-                "DURATION",
-                "What making a JIT config adds to its round trip, e.g. 500ms",
-            ),
-            opt(
-                "--jitter",
-                "PERCENT",
-                "Each delay drawn within this much either side, e.g. 20% (seeded by --seed)",
-            ),
-            opt(
-                "--secondary-limits",
-                "on|off",
-                "GitHub's secondary rate limits: 100 requests in flight per credential, 900 \
-                 points a minute per endpoint, 403 with retry-after: 60 over either (default on)",
-            ),
-            opt("--org", "LOGIN", "Create this organization (repeatable)"),
-            opt(
-                "--repo",
-                "OWNER/REPO[:public]",
-                "Create this repository (repeatable)",
-            ),
-            opt(
-                "--pat-file",
-                "PATH",
-                "Accept the token in this file (repeatable)",
-            ),
-            opt(
-                "--webhook",
-                "URL",
-                "Deliver signed workflow_job webhooks to this http:// URL (with --webhook-secret-file)",
-            ),
-            opt(
-                "--webhook-secret-file",
-                "PATH",
-                "The webhook's secret, read from this file",
-            ),
+            sim_github::LISTEN,
+            sim_github::SEED,
+            sim_github::RATE_LIMIT,
+            sim_github::LATENCY,
+            sim_github::JIT_LATENCY,
+            sim_github::JITTER,
+            sim_github::SECONDARY_LIMITS,
+            sim_github::ORG,
+            sim_github::REPO,
+            sim_github::PAT_FILE,
+            sim_github::WEBHOOK,
+            sim_github::WEBHOOK_SECRET_FILE,
         ],
     },
     Command {
@@ -447,37 +284,13 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Queue jobs on a running simulated GitHub (`sim github` prints its URL)",
         options: &[
-            opt(
-                "--url",
-                "URL",
-                "The simulated GitHub, as `sim github` printed it (http://127.0.0.1:PORT)",
-            ),
-            opt(
-                "--repo",
-                "OWNER/REPO",
-                "The repository the jobs run in (one `sim github --repo` made)",
-            ),
-            opt(
-                "--labels",
-                "L1,L2",
-                "The labels each job's runs-on asks for, e.g. self-hosted,linux",
-            ),
-            opt("--count", "N", "How many jobs (default 1, at most 1000)"),
-            opt(
-                "--duration",
-                "DURATION",
-                "How long each job runs on the runner that takes it: 30s, 2m (default 5s)",
-            ),
-            opt(
-                "--name",
-                "PREFIX",
-                "Job names: PREFIX-1, PREFIX-2, ... (default job)",
-            ),
-            opt(
-                "--script",
-                "CMD",
-                "Each job runs CMD with /bin/sh -c on the runner, in place of --duration",
-            ),
+            sim_job_add::URL,
+            sim_job_add::REPO,
+            sim_job_add::LABELS,
+            sim_job_add::COUNT,
+            sim_job_add::DURATION,
+            sim_job_add::NAME,
+            sim_job_add::SCRIPT,
         ],
     },
     Command {
@@ -495,31 +308,12 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Serve a pool: read its targets' queues once and place each job on one host",
         options: &[
-            opt(
-                "--listen",
-                "ADDR",
-                "Listen on IP:PORT (port 0 picks one; the URL is printed)",
-            ),
-            opt(
-                "--tls-cert",
-                "PATH",
-                "PEM certificate chain: serve wss:// (with --tls-key)",
-            ),
-            opt("--tls-key", "PATH", "PEM private key of --tls-cert"),
-            switch(
-                "--insecure",
-                "Serve plain ws:// on an address other than loopback (warned at every start)",
-            ),
-            opt(
-                "--lease-ttl",
-                "DURATION",
-                "A launch's time to live (default 2m)",
-            ),
-            opt(
-                "--scaleset",
-                "TARGET=NAME",
-                "Read TARGET's demand from scale set NAME (hold its session; repeatable)",
-            ),
+            coordinator_serve::LISTEN,
+            coordinator_serve::TLS_CERT,
+            coordinator_serve::TLS_KEY,
+            coordinator_serve::INSECURE,
+            coordinator_serve::LEASE_TTL,
+            coordinator_serve::SCALESET,
         ],
     },
     Command {
@@ -528,11 +322,7 @@ pub const COMMANDS: &[Command] = &[
         args: "NAME [--token-out FILE]",
         positionals: (1, Some(1)),
         about: "Allow a host to join the pool; prints its token once (only a hash is kept). NAME: lowercase letters, digits and '-', at most 40",
-        options: &[opt(
-            "--token-out",
-            "FILE",
-            "Write the token to FILE (created, mode 0600; must not exist) instead of stdout",
-        )],
+        options: &[coordinator_host_add::TOKEN_OUT],
     },
     Command {
         id: CommandId::CoordinatorHostRm,
@@ -589,20 +379,10 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Install the daemon as a systemd unit for this binary and state directory, enable and start it (where systemd runs)",
         options: &[
-            switch(
-                "--user",
-                "A unit of your user manager (~/.config/systemd/user) instead of a system unit",
-            ),
-            switch("--no-start", "Enable the unit but do not start it"),
-            opt(
-                "--unit-dir",
-                "DIR",
-                "Write the unit in this existing directory (default /etc/systemd/system, or the user's with --user)",
-            ),
-            switch(
-                "--force",
-                "Install even when the state directory holds no store yet, or over our unit when it runs on another state directory",
-            ),
+            service_install::USER,
+            service_install::NO_START,
+            service_install::UNIT_DIR,
+            service_install::FORCE,
         ],
     },
     Command {
@@ -611,10 +391,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--user] [--unit-dir DIR]",
         positionals: (0, Some(0)),
         about: "The unit: installed and ours, its binary stale, enabled and active; each target's last report and credential",
-        options: &[
-            switch("--user", "Look at the user unit"),
-            opt("--unit-dir", "DIR", "Look for the unit in this directory"),
-        ],
+        options: &[service_status::USER, service_status::UNIT_DIR],
     },
     Command {
         id: CommandId::ServiceUninstall,
@@ -622,10 +399,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--user] [--unit-dir DIR]",
         positionals: (0, Some(0)),
         about: "Stop, disable and remove the unit 'service install' wrote (never another)",
-        options: &[
-            switch("--user", "Remove the user unit"),
-            opt("--unit-dir", "DIR", "Remove the unit from this directory"),
-        ],
+        options: &[service_uninstall::USER, service_uninstall::UNIT_DIR],
     },
     Command {
         id: CommandId::RunnerInstall,
@@ -634,21 +408,9 @@ pub const COMMANDS: &[Command] = &[
         positionals: (0, Some(0)),
         about: "Download, verify and unpack the actions-runner release for this OS and arch",
         options: &[
-            opt(
-                "--version",
-                "V",
-                "Runner version (default: the newest the downloads API offers)",
-            ),
-            opt(
-                "--dir",
-                "DIR",
-                "Install here (default STATE_DIR/runner); another version there is replaced",
-            ),
-            opt(
-                "--target",
-                "T",
-                "Ask this target's downloads API (default: the only target)",
-            ),
+            runner_install::VERSION,
+            runner_install::DIR,
+            runner_install::TARGET,
         ],
     },
     Command {
@@ -657,16 +419,7 @@ pub const COMMANDS: &[Command] = &[
         args: "[--check | --force]",
         positionals: (0, Some(0)),
         about: "Replace this binary with the newest release from release_source, verified against its SHA256SUMS, and hand the daemon over to it",
-        options: &[
-            switch(
-                "--check",
-                "Only report this version and the newest; change nothing",
-            ),
-            switch(
-                "--force",
-                "Install the newest release even when it is this version or older",
-            ),
-        ],
+        options: &[update::CHECK, update::FORCE],
     },
     Command {
         id: CommandId::Completions,
@@ -680,25 +433,9 @@ pub const COMMANDS: &[Command] = &[
 
 /// The options of `usage` and `coordinator usage`.
 const USAGE_OPTIONS: &[Opt] = &[
-    opt(
-        "--since",
-        "WHEN",
-        "First day: a date YYYY-MM-DD or a time ago such as 30d (default 30d: the last 30 days)",
-    ),
-    opt(
-        "--until",
-        "WHEN",
-        "Last day, as --since (default today, UTC)",
-    ),
-    opt(
-        "--by",
-        "KEYS",
-        "Group by repo, workflow, job, profile, day (and host, on a coordinator), comma-separated (default repo)",
-    ),
-    opt(
-        "--top",
-        "N",
-        "The N biggest groups by runner time; the rest summed as other",
-    ),
-    switch("--csv", "Print CSV (for a spreadsheet) instead of a table"),
+    usage::SINCE,
+    usage::UNTIL,
+    usage::BY,
+    usage::TOP,
+    usage::CSV,
 ];
