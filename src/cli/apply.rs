@@ -39,7 +39,7 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let warnings = setting_risks(&kvs)?;
-    let opts = Options {
+    let options = Options {
         dry_run: inv.flag(&opts::apply::DRY_RUN),
         prune: inv.flag(&opts::apply::PRUNE),
     };
@@ -57,7 +57,7 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
         store,
         &text,
         &source,
-        opts,
+        options,
         &probe,
         crate::timefmt::now_millis(),
     )?;
@@ -65,7 +65,7 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
     out.emit(
         || {
             let mut s: String = o.lines.iter().map(|l| format!("{l}\n")).collect();
-            s.push_str(&match (opts.dry_run, n) {
+            s.push_str(&match (options.dry_run, n) {
                 (_, 0) => format!("no change: the store is as {file} says\n"),
                 (true, n) => format!("dry run: {n} to change, nothing written\n"),
                 (false, n) => format!("applied {file}: {n} changed\n"),
@@ -74,14 +74,14 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
         },
         || {
             json!({
-                "dry_run": opts.dry_run,
+                "dry_run": options.dry_run,
                 "written": o.written,
                 "changes": o.lines[..n],
                 "kept": o.plan.kept.iter().map(|(what, name)| json!({"kind": what, "name": name})).collect::<Vec<_>>(),
             })
         },
     );
-    if !opts.dry_run {
+    if !options.dry_run {
         warn(&warnings);
     }
     Ok(())

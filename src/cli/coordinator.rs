@@ -338,11 +338,11 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
             ),
         ));
     }
-    let mut opts = ServeOptions::new(addr);
-    opts.tls = tls;
-    opts.store_dir = Some(dir.to_path_buf());
+    let mut options = ServeOptions::new(addr);
+    options.tls = tls;
+    options.store_dir = Some(dir.to_path_buf());
     if let Some(t) = inv.value(&opts::coordinator_serve::LEASE_TTL) {
-        opts.placement.ttl_secs = validate::seconds_in("--lease-ttl", t, 1, 3600)?;
+        options.placement.ttl_secs = validate::seconds_in("--lease-ttl", t, 1, 3600)?;
     }
     let signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGTERM,
@@ -382,7 +382,7 @@ pub(super) fn serve(inv: &Invocation, store: &SqliteStore, dir: &Path) -> CliRes
         );
     }
     let tokens = Arc::new(StoreTokens::new(dir.to_path_buf()));
-    let mut server = start_server(opts, tokens, sources)
+    let mut server = start_server(options, tokens, sources)
         .map_err(|e| CliError::Failed(format!("cannot listen on {addr}: {e}")))?;
     let scheme = if inv.value(&opts::coordinator_serve::TLS_CERT).is_some() {
         "wss"

@@ -54,7 +54,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         .value(&opts::daemon::METRICS_LISTEN)
         .map(metrics_listen)
         .transpose()?;
-    let opts = DaemonOptions {
+    let options = DaemonOptions {
         fallback_grace: Duration::from_secs(fallback_grace),
         state_dir: dir.to_path_buf(),
         once: inv.flag(&opts::daemon::ONCE),
@@ -69,7 +69,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             .map(config_file)
             .transpose()?,
     };
-    match crate::daemon::run(opts) {
+    match crate::daemon::run(options) {
         Ok(crate::daemon::Stopped::Terminated) => Ok(()),
         Ok(crate::daemon::Stopped::Interrupted) => Err(CliError::Interrupted(
             "daemon: interrupted (SIGINT); runners still running keep running, and the next \
@@ -291,7 +291,7 @@ pub fn target_check(inv: &Invocation, store: &dyn Store) -> CliResult {
 }
 
 pub fn demo(inv: &Invocation) -> CliResult {
-    let mut opts = crate::demo::DemoOptions {
+    let mut options = crate::demo::DemoOptions {
         state_dir: inv.state_dir.clone(),
         keep: inv.flag(&opts::demo::KEEP),
         headless: inv.flag(&opts::demo::HEADLESS),
@@ -299,9 +299,9 @@ pub fn demo(inv: &Invocation) -> CliResult {
         ..Default::default()
     };
     if let Some(v) = inv.value(&opts::demo::JOBS) {
-        opts.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
+        options.jobs = validate::number_in("--jobs", v, 1, 10_000)? as u32;
     }
-    crate::demo::run(&opts).map_err(|e| match e {
+    crate::demo::run(&options).map_err(|e| match e {
         crate::demo::DemoError::Failed(m) => CliError::Failed(m),
         crate::demo::DemoError::Interrupted(m) => CliError::Interrupted(m),
     })
