@@ -452,11 +452,6 @@ impl<'a> MainLoop<'a> {
                 oci::sweep(self.store, &host.id, &profiles);
             }
         }
-        if now >= self.next_give_back {
-            self.next_give_back = now + crate::alloc::TRIM_EVERY_MS;
-            crate::alloc::trim();
-            crate::resident::drop_code_pages();
-        }
         if now >= self.next_prune {
             self.next_prune = now + self.opts.upkeep_every.as_millis() as Millis;
             // Pruning is what gives space back: a failed one (a full disk) is tried
@@ -470,6 +465,12 @@ impl<'a> MainLoop<'a> {
         if now >= self.next_usage {
             self.next_usage = now + SWEEP_EVERY.min(self.opts.upkeep_every.as_millis() as Millis);
             metrics_feed::usage(&self.shared.metrics, self.store, &mut self.usage, now);
+        }
+        // Last, so that the code upkeep itself ran is given back with the rest.
+        if now >= self.next_give_back {
+            self.next_give_back = now + crate::alloc::TRIM_EVERY_MS;
+            crate::alloc::trim();
+            crate::resident::drop_code_pages();
         }
     }
 
