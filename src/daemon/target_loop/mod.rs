@@ -199,10 +199,9 @@ impl TargetLoop {
         }
         loop {
             self.pass_logged();
-            // Between passes the loop holds no cached page (issue 32, "Idle"): ten
-            // idle targets kept up to 128 KiB each that the next pass re-reads anyway
-            // when another connection wrote.
-            self.store.release_memory();
+            // Between passes the loop holds no cached page (issue 32, "Idle"), and an
+            // idle loop no connection at all (issue 49): the next pass opens it again.
+            self.store.rest();
             select! {
                 recv(inbox) -> msg => match msg {
                     Ok(LoopMsg::Wake) => {}
