@@ -13,38 +13,9 @@ use crate::domain::status::ErrorKind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The directory systemd makes when it runs as this machine's init system, as
-/// sd_booted(3) checks: without it there is no manager to load a unit.
-pub const SYSTEMD_RUN_DIR: &str = "/run/systemd/system";
-
-/// The variable that moves [`SYSTEMD_RUN_DIR`], so tests can run `service` both with
-/// and without a systemd.
-pub const SYSTEMD_RUN_DIR_ENV: &str = "RUNNER_MANAGER_SYSTEMD_RUN_DIR";
-
-/// Where to look for a running systemd: `$RUNNER_MANAGER_SYSTEMD_RUN_DIR`, else
-/// `/run/systemd/system`.
-pub fn systemd_run_dir() -> PathBuf {
-    match std::env::var_os(SYSTEMD_RUN_DIR_ENV) {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(SYSTEMD_RUN_DIR),
-    }
-}
-
-/// Whether systemd runs: `dir` is a directory (not followed if a link, as
-/// sd_booted(3) does not).
-pub fn systemd_runs(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
-}
-
-/// What to do on a host where systemd does not run.
-pub fn without_systemd(dir: &Path) -> String {
-    format!(
-        "systemd is not running on this host (no {}), so there is no manager to run a \
-         unit; run 'runner-manager daemon' under the supervisor this host has instead \
-         (runit, s6, OpenRC, supervisord, a container's init)",
-        dir.display()
-    )
-}
+pub use crate::supervisor::{
+    SYSTEMD_RUN_DIR, SYSTEMD_RUN_DIR_ENV, systemd_run_dir, systemd_runs, without_systemd,
+};
 
 /// Whether `line`, the first line `systemctl VERB` printed, is one of the answers
 /// systemctl(1) gives for that verb, or a failure of systemctl itself ("Failed to get

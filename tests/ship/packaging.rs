@@ -427,3 +427,47 @@ fn install_sh_follows_the_runner_range_and_cargos_target_directory() {
         "{sysusers}"
     );
 }
+
+/// Issue 50: on a host whose init is not systemd, install.sh's closing line sends the
+/// operator to docs/supervisors.md's recipes and never to `systemctl`; on a host with
+/// systemd it still names `systemctl enable --now`. (A dry run into a prefix of its own:
+/// nothing is written, and nothing on this host is read but `id` and `getent`.)
+#[test]
+fn install_sh_names_systemctl_only_where_systemd_runs() {
+    let d = Dir::new("pkg-nosd");
+    let prefix = d.path("prefix");
+    let booted = d.path("run-systemd-system");
+    std::fs::create_dir_all(&booted).unwrap();
+    let run = |sd: &Path| {
+        let out = Command::new("sh")
+            .arg(format!("{TOP}/packaging/install.sh"))
+            .args(["--dry-run", "--bin", BIN, "--prefix"])
+            .arg(&prefix)
+            .env_remove("PREFIX")
+            .env_remove("DESTDIR")
+            .env(runner_manager::supervisor::SYSTEMD_RUN_DIR_ENV, sd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let without = run(&d.path("no-run-systemd-system"));
+    assert!(!without.contains("systemctl"), "{without}");
+    let last = without.lines().last().unwrap_or("");
+    assert!(
+        last.contains("docs/supervisors.md") && last.contains("runner-manager daemon"),
+        "{without}"
+    );
+    let with = run(&booted);
+    assert!(
+        with.lines()
+            .last()
+            .is_some_and(|l| l.contains("systemctl enable --now runner-manager")),
+        "{with}"
+    );
+    assert!(!prefix.exists(), "a dry run creates nothing");
+}
