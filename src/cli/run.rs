@@ -75,7 +75,8 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         Ok(crate::daemon::Stopped::Handover) => Err(CliError::classed(
             Failure::Handover,
             format!(
-                "drained for a new binary: exit {} so that systemd starts the new one",
+                "drained for a new binary: exit {} so that its supervisor starts the new one \
+                 (systemd, or a docs/supervisors.md recipe)",
                 Failure::Handover.code()
             ),
         )),

@@ -99,8 +99,8 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ),
         (Some(b), None) => format!(
             "the daemon (pid {}) stops starting runners, lets its runners finish and exits {}; \
-             systemd's unit starts it again on the new binary (a daemon started by hand must be \
-             started again)",
+             its supervisor (systemd's unit, or a docs/supervisors.md recipe) starts it again on \
+             the new binary (a daemon started by hand must be started again)",
             b.pid,
             crate::selfupdate::EXIT_HANDOVER
         ),
