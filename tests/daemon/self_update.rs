@@ -203,6 +203,19 @@ fn a_checksum_mismatch_leaves_the_binary_as_it_was() {
         "{}",
         text(&out)
     );
+    // Issue 50: the fix names the file to check and where, not `doctor`.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let fix = err.lines().last().unwrap_or("");
+    assert!(
+        fix.starts_with(&format!(
+            "fix: sha256sum {} in {} ",
+            release::asset_name("99.0.0", &release::target()),
+            rel.display()
+        )) && fix.contains(release::SUMS)
+            && fix.ends_with("runner-manager update"),
+        "{}",
+        text(&out)
+    );
     assert!(out.stdout.is_empty(), "{}", text(&out));
     assert_eq!(std::fs::read(&bin).unwrap(), old, "the binary changed");
     assert_eq!(std::fs::metadata(&bin).unwrap().ino(), ino);
