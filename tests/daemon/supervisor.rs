@@ -297,12 +297,16 @@ fn update_hands_over_on_exit_75_and_the_new_binary_serves_the_rest(kind: Kind) {
         "{}",
         sv.output()
     );
-    // The new daemon runs the release's bytes (the heartbeat's version is the
-    // crate's, whatever the binary is stamped).
+    // The new daemon runs the release's bytes, and says the release's version.
     assert_eq!(
         std::fs::read(format!("/proc/{second}/exe")).unwrap(),
         new_bytes,
         "the supervisor did not start the new binary"
+    );
+    let beat = w.store().heartbeat().unwrap().unwrap();
+    assert_eq!(
+        beat.version, "99.0.0",
+        "the heartbeat's version is not the binary's"
     );
     assert!(
         !sv.output().contains("systemd starts"),
