@@ -14,7 +14,8 @@
 # 61000-61063, named rm-runner-UID) and the state directory, sets the host's
 # runner_uids to that range unless one is set, and reloads systemd. --users-only
 # creates the runner users and nothing else. It never enables or starts the service:
-# that is the operator's call.
+# that is the operator's call. On a host whose init is not systemd (no
+# /run/systemd/system) it names docs/supervisors.md's recipes, never systemctl.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +29,7 @@ users_only=0
 state_dir=/var/lib/runner-manager
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit "$1"
 }
 
@@ -204,8 +205,20 @@ if [ -n "$destdir" ]; then
     fi
     exit 0
 fi
+# What starts the daemon here: systemd when it is the init (sd_booted(3)'s test),
+# else the host's own supervisor ($RUNNER_MANAGER_SYSTEMD_RUN_DIR moves the test, as
+# it does for the binary's `service` and `doctor`).
+systemd_run_dir=${RUNNER_MANAGER_SYSTEMD_RUN_DIR:-/run/systemd/system}
+if [ -d "$systemd_run_dir" ] && [ ! -L "$systemd_run_dir" ]; then
+    booted=1
+    next="start it with 'systemctl enable --now runner-manager' (see runner-manager-daemon(8))"
+else
+    booted=0
+    next="systemd is not running on this host (no $systemd_run_dir): run '$bindir/runner-manager daemon' under its supervisor, with a recipe from docs/supervisors.md (runit, s6, OpenRC, supervisord; the files are in packaging/)"
+fi
 if [ "$(id -u)" != 0 ]; then
     echo "not root: skipped creating the runner users and $state_dir"
+    echo "then: $next"
     exit 0
 fi
 
@@ -226,11 +239,11 @@ if ! "$bindir/runner-manager" --state-dir "$state_dir" --json host show 2>/dev/n
     run "$bindir/runner-manager" --state-dir "$state_dir" host set \
         "runner_uids=$runner_users" isolation=uids
 fi
-if [ -d /run/systemd/system ]; then
+if [ "$booted" = 1 ]; then
     run systemctl daemon-reload
 fi
 if [ "$dry" = 1 ]; then
-    echo "dry run: nothing was done; run it again without --dry-run to install"
+    echo "dry run: nothing was done; run it again without --dry-run to install, then: $next"
 else
-    echo "done: start it with 'systemctl enable --now runner-manager' (see runner-manager-daemon(8))"
+    echo "done: $next"
 fi

@@ -28,6 +28,7 @@ pub mod selfupdate;
 pub mod service;
 pub mod sim;
 pub mod store;
+pub mod supervisor;
 pub mod timefmt;
 pub mod tui;
 pub mod units;

@@ -28,6 +28,7 @@ mod daemon {
     mod scaleset;
     mod self_update;
     mod signals;
+    mod supervisor;
     mod systemd;
     mod waiting;
     mod webhooks;

@@ -23,6 +23,7 @@ const FLOORS: &[&[&str]] = &[
         "printable",
         "random",
         "version",
+        "supervisor",
     ],
     &["runner", "meter", "metrics", "reconcile"],
     &["store"],

@@ -158,6 +158,7 @@ impl Loop {
             holds: self.state.holds(),
             no_client: None,
             public_repo: self.state.public_repo(),
+            credentials_refused_since: self.state.credentials_refused_since(),
             group_public: self.state.group_public(),
             install_errors: &none,
             scaleset_unready: &none,

@@ -151,8 +151,8 @@ pub const TABLE: &[Row] = &[
         failure: Failure::Handover,
         code: crate::selfupdate::EXIT_HANDOVER,
         name: "handover",
-        meaning: "the daemon drained for a new binary (runner-manager update); the systemd unit restarts it on the new one (RestartForceExitStatus=75)",
-        remedy: "runner-manager service status (nothing to fix under systemd; by hand, start the daemon again)",
+        meaning: "the daemon drained for a new binary (runner-manager update); its supervisor restarts it on the new one (the systemd unit's RestartForceExitStatus=75, or a docs/supervisors.md recipe)",
+        remedy: "runner-manager status (nothing to fix under a supervisor; by hand, start the daemon again)",
     },
     Row {
         failure: Failure::PackageManaged,

@@ -71,6 +71,19 @@ impl CliError {
         }
     }
 
+    /// A failure whose one fix is known where it happened (the file to look at, the
+    /// command to run): said instead of the class's generic remedy.
+    pub fn fixed(failure: Failure, message: impl Into<String>, fix: impl Into<String>) -> CliError {
+        CliError::Classed {
+            failure,
+            message: message.into(),
+            subject: Box::new(Subject {
+                fix: Some(fix.into()),
+                ..Subject::default()
+            }),
+        }
+    }
+
     /// A failure about one target, whose remedy names it.
     pub fn about_target(failure: Failure, target: &str, message: impl Into<String>) -> CliError {
         CliError::Classed {
@@ -445,11 +458,7 @@ fn retyped(inv: &Invocation, typed: &str, meant: &str) -> String {
             _ => shell_quote(w),
         }
     };
-    let mut words = vec!["runner-manager".to_string()];
-    if let Some(d) = &inv.state_dir {
-        words.push("--state-dir".into());
-        words.push(shell_quote(&d.to_string_lossy()));
-    }
+    let mut words = this_binary_words(inv);
     if inv.json {
         words.push("--json".into());
     }
@@ -463,6 +472,24 @@ fn retyped(inv: &Invocation, typed: &str, meant: &str) -> String {
             words.push(word(v));
         }
     }
+    words.join(" ")
+}
+
+/// `runner-manager`, with the `--state-dir` the user gave (quoted for the shell): the
+/// start of a fix line the user can paste as it is.
+fn this_binary_words(inv: &Invocation) -> Vec<String> {
+    let mut words = vec!["runner-manager".to_string()];
+    if let Some(d) = &inv.state_dir {
+        words.push("--state-dir".into());
+        words.push(crate::tui::app::shell_quote(&d.to_string_lossy()));
+    }
+    words
+}
+
+/// `runner-manager [--state-dir DIR] ARGS`, each of `args` quoted as the shell needs.
+pub(super) fn command_line(inv: &Invocation, args: &[&str]) -> String {
+    let mut words = this_binary_words(inv);
+    words.extend(args.iter().map(|a| crate::tui::app::shell_quote(a)));
     words.join(" ")
 }
 

@@ -79,7 +79,8 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         Ok(crate::daemon::Stopped::Handover) => Err(CliError::classed(
             Failure::Handover,
             format!(
-                "drained for a new binary: exit {} so that systemd starts the new one",
+                "drained for a new binary: exit {} so that its supervisor starts the new one \
+                 (systemd, or a docs/supervisors.md recipe)",
                 Failure::Handover.code()
             ),
         )),
@@ -383,16 +384,29 @@ pub fn sim_job_add(inv: &Invocation, out: &mut Out) -> CliResult {
             timeout,
         )
         .map_err(|e| {
-            CliError::Failed(format!(
-                "cannot reach the simulated GitHub at {base}: {e} (is `sim github` running?)"
-            ))
+            CliError::fixed(
+                Failure::Other,
+                format!("cannot reach the simulated GitHub at {base}: {e}"),
+                "runner-manager sim github --repo OWNER/REPO (it prints the URL to give --url)",
+            )
         })?;
         if resp.status != 200 && resp.status != 201 {
-            return Err(CliError::Failed(format!(
+            let message = format!(
                 "the simulated GitHub refused job {name}: {} {}",
                 resp.status,
                 String::from_utf8_lossy(&resp.body).trim()
-            )));
+            );
+            // 404: a repository the sim was not started with; anything else is a
+            // request this command made wrong, whose words the sim said.
+            let fix = if resp.status == 404 {
+                format!(
+                    "runner-manager sim github --repo {owner}/{repo} (the simulated GitHub \
+                     serves only the repositories it was started with), then this command again"
+                )
+            } else {
+                "runner-manager sim job add --help".to_string()
+            };
+            return Err(CliError::fixed(Failure::Other, message, fix));
         }
         added.push(name);
     }

@@ -477,6 +477,8 @@ struct Report {
 /// The unit file at the path, as `service status` reads it.
 struct UnitFile {
     existing: Existing,
+    /// The packaged unit (a package's or install.sh's), not one `service install` wrote.
+    packaged: bool,
     /// `not installed`, `present, not ours: ...` or `installed (ours)`.
     installed: String,
     /// The unit's `ExecStart=` binary.
@@ -506,9 +508,28 @@ struct Systemd {
 
 pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     let kind = kind(inv, &opts::service_status::USER);
-    let (dir, _) = unit_dir(inv, &opts::service_status::UNIT_DIR, kind)?;
-    let path = dir.join(unit::UNIT_NAME);
-    let unit = read_unit(inspect(&path)?, &this_binary()?);
+    let (dir, given) = unit_dir(inv, &opts::service_status::UNIT_DIR, kind)?;
+    let this = this_binary()?;
+    // The system unit wherever it was put: by `service install`, by a package, or by
+    // `install.sh --prefix` beside this binary's prefix (issue 50).
+    let searched = if given || kind == Kind::User {
+        vec![dir]
+    } else {
+        svc::unit_dirs(&dir, &this)
+    };
+    let path = svc::find_unit(&searched, |p| std::fs::symlink_metadata(p).is_ok());
+    let existing = inspect(&path)?;
+    let packaged = match existing {
+        Existing::Foreign(_) => std::fs::read_to_string(&path)
+            .ok()
+            .filter(|t| unit::is_packaged(t)),
+        _ => None,
+    };
+    let mut unit = read_unit(existing, packaged, &this);
+    if matches!(unit.existing, Existing::Absent) && searched.len() > 1 {
+        let dirs: Vec<String> = searched.iter().map(|d| d.display().to_string()).collect();
+        unit.installed = format!("not installed (looked in {})", dirs.join(", "));
+    }
     let hidden = unit
         .binary
         .as_deref()
@@ -554,22 +575,32 @@ pub(super) fn status(inv: &Invocation, out: &mut Out) -> CliResult {
     Ok(())
 }
 
-fn read_unit(existing: Existing, this: &Path) -> UnitFile {
-    let (installed, binary, stale, state) = match &existing {
-        Existing::Absent => ("not installed".to_string(), None, None, None),
-        Existing::Foreign(why) => (format!("present, not ours: it {why}"), None, None, None),
-        Existing::Ours(text) => {
-            let b = unit::exec_binary(text);
-            let canonical = b.and_then(|b| Path::new(b).canonicalize().ok());
-            (
-                "installed (ours)".to_string(),
-                b.map(str::to_string),
-                svc::stale(b, canonical.as_deref(), this),
-                unit::state_dir_of(text).map(PathBuf::from),
-            )
+/// The unit file as `status` reads it; `packaged` is the text of a unit without our
+/// marker that is the packaged one (`unit::is_packaged`), read as ours is.
+fn read_unit(existing: Existing, packaged: Option<String>, this: &Path) -> UnitFile {
+    let read = |said: &str, text: &str| {
+        let b = unit::exec_binary(text);
+        let canonical = b.and_then(|b| Path::new(b).canonicalize().ok());
+        (
+            said.to_string(),
+            b.map(str::to_string),
+            svc::stale(b, canonical.as_deref(), this),
+            unit::state_dir_of(text).map(PathBuf::from),
+        )
+    };
+    let (installed, binary, stale, state) = match (&existing, &packaged) {
+        (Existing::Absent, _) => ("not installed".to_string(), None, None, None),
+        (Existing::Foreign(_), Some(text)) => read(
+            "installed (packaged: by install.sh or a package; 'service install' leaves it alone)",
+            text,
+        ),
+        (Existing::Foreign(why), None) => {
+            (format!("present, not ours: it {why}"), None, None, None)
         }
+        (Existing::Ours(text), _) => read("installed (ours)", text),
     };
     UnitFile {
+        packaged: packaged.is_some(),
         existing,
         installed,
         binary,
@@ -723,6 +754,7 @@ fn status_json(r: &Report) -> serde_json::Value {
             "kind": kind_word(r.kind),
             "installed": !matches!(r.unit.existing, Existing::Absent),
             "ours": matches!(r.unit.existing, Existing::Ours(_)),
+            "packaged": r.unit.packaged,
             "binary": r.unit.binary,
             "stale": r.unit.stale.as_ref().map(ToString::to_string),
             "binary_hidden_by": r.hidden,

@@ -250,7 +250,32 @@ pub fn show(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
 
 pub fn rm(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     let name = &inv.positionals[0];
-    store.remove_target(name)?;
+    match store.remove_target(name) {
+        Err(e @ crate::store::StoreError::InUse { .. }) => {
+            // The fix is the very commands: remove the profiles that use it, then this.
+            let users: Vec<String> = store
+                .profiles()?
+                .into_iter()
+                .filter(|p| p.target == *name)
+                .map(|p| p.name)
+                .collect();
+            let mut steps: Vec<String> = users
+                .iter()
+                .map(|p| super::command_line(inv, &["profile", "rm", p]))
+                .collect();
+            steps.push(super::command_line(inv, &["target", "rm", name]));
+            return Err(CliError::fixed(
+                super::exit::Failure::Conflict,
+                e.to_string(),
+                format!(
+                    "{} (or move each profile to another target first: profile set NAME \
+                     target=OTHER)",
+                    steps.join(" && ")
+                ),
+            ));
+        }
+        other => other?,
+    }
     out.emit(
         || format!("target {name} removed\n"),
         || json!({"removed": {"target": name}}),

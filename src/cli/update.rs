@@ -84,7 +84,19 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     }
     replace::check_writable(&exe).map_err(failed)?;
     let staged = replace::staging_path(&exe);
-    release::fetch(&source, newest, &staged).map_err(failed)?;
+    release::fetch(&source, newest, &staged).map_err(|e| match e {
+        // The file to look at, not `doctor`: the release itself does not add up.
+        UpdateError::Checksum { .. } => CliError::fixed(
+            Failure::Other,
+            e.to_string(),
+            format!(
+                "sha256sum {file} in {stored} and compare it with that directory's {sums} line                  for it (a partial upload or a tampered release); when they agree,                  runner-manager update",
+                file = newest.file,
+                sums = release::SUMS
+            ),
+        ),
+        other => failed(other),
+    })?;
     let said = replace::prepare(&staged, &exe, &version).map_err(failed)?;
     // The daemon is asked to hand over only if it runs this file (or cannot be told).
     let now = now_millis();
@@ -100,8 +112,8 @@ pub fn run(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         ),
         (Some(b), None) => format!(
             "the daemon (pid {}) stops starting runners, lets its runners finish and exits {}; \
-             systemd's unit starts it again on the new binary (a daemon started by hand must be \
-             started again)",
+             its supervisor (systemd's unit, or a docs/supervisors.md recipe) starts it again on \
+             the new binary (a daemon started by hand must be started again)",
             b.pid,
             crate::selfupdate::EXIT_HANDOVER
         ),

@@ -345,7 +345,7 @@ impl<'a> MainLoop<'a> {
                 pid: std::process::id(),
                 started_at: self.started_at,
                 heartbeat_at: now,
-                version: env!("CARGO_PKG_VERSION").into(),
+                version: crate::version::version(),
             };
             if let Err(e) = self.store.put_heartbeat(&beat) {
                 log_warn!("heartbeat_not_written", error = e);

@@ -411,7 +411,7 @@ fn first_heartbeat(store: &SqliteStore, started_at: Millis) -> Result<(), Daemon
         pid: std::process::id(),
         started_at,
         heartbeat_at: started_at,
-        version: env!("CARGO_PKG_VERSION").into(),
+        version: crate::version::version(),
     })?;
     Ok(())
 }

@@ -392,6 +392,20 @@ fn on_path(program: &str) -> Option<PathBuf> {
 }
 
 pub(super) fn check_systemd(opts: &Options) -> CheckLine {
+    // Not this host's init: there is no unit to ask about, and `systemctl` is no
+    // advice to give (issue 50).
+    if !crate::supervisor::systemd_runs(&opts.systemd_run_dir) {
+        return CheckLine {
+            hint: Some(crate::supervisor::instead()),
+            ..CheckLine::skip(
+                "systemd",
+                format!(
+                    "systemd is not this host's init (no {})",
+                    opts.systemd_run_dir.display()
+                ),
+            )
+        };
+    }
     let Some(systemctl) = opts.systemctl.clone().or_else(|| on_path("systemctl")) else {
         return CheckLine::skip("systemd", "no systemctl on this host");
     };

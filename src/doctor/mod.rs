@@ -47,6 +47,9 @@ pub struct Options {
     pub fail_skew: Duration,
     /// `systemctl` to ask about the unit; `None` looks it up on `PATH`.
     pub systemctl: Option<PathBuf>,
+    /// Where a running systemd shows itself (`supervisor::systemd_run_dir`): without
+    /// it, `systemctl` is never asked and the line names the other supervisors' recipes.
+    pub systemd_run_dir: PathBuf,
     pub unit: String,
     /// Bound on each external program doctor runs.
     pub command_timeout: Duration,
@@ -61,6 +64,7 @@ impl Options {
             warn_skew: Duration::from_secs(5),
             fail_skew: Duration::from_secs(30),
             systemctl: None,
+            systemd_run_dir: crate::supervisor::systemd_run_dir(),
             unit: "runner-manager".into(),
             command_timeout: Duration::from_secs(10),
         }

@@ -32,6 +32,10 @@ pub enum Unfit {
     Install(String),
     /// A repository target's visibility is not read yet.
     RepoNotYetKnown,
+    /// A visibility (the repository's, or a runner group's) cannot be read because
+    /// GitHub refuses the target's credential (401) since this time: the refusal, not
+    /// the visibility, is what stops the profile (issue 50).
+    CredentialsRefused(Millis),
     /// The profile's scale set is not known yet.
     ScaleSetUnready(String),
 }
@@ -40,7 +44,10 @@ impl Unfit {
     /// A fact not learnt yet: while a rate limit holds the target, it is what keeps
     /// the fact from being read, so the profile shows the rate limit instead.
     pub fn not_yet_known(&self) -> bool {
-        matches!(self, Unfit::GroupNotYetKnown | Unfit::RepoNotYetKnown)
+        matches!(
+            self,
+            Unfit::GroupNotYetKnown | Unfit::RepoNotYetKnown | Unfit::CredentialsRefused(_)
+        )
     }
 
     /// A required check of the host fails (isolation, the disk's reserve, a fitness
@@ -72,6 +79,11 @@ impl fmt::Display for Unfit {
             ),
             Unfit::Install(e) => write!(f, "runner install: {e}"),
             Unfit::RepoNotYetKnown => f.write_str("repository visibility not yet known"),
+            Unfit::CredentialsRefused(since) => f.write_str(&super::target_error::refused_text(
+                *since,
+                "GitHub refuses the target's credential, so nothing is read or started until \
+                 it is fixed ('target check NAME' says how)",
+            )),
         }
     }
 }
@@ -95,6 +107,9 @@ pub struct Fitness<'a> {
     pub no_client: Option<&'a str>,
     /// A repository target's visibility (`None` until read).
     pub public_repo: Option<bool>,
+    /// Since when GitHub refuses the target's credential (401), while it does: a
+    /// visibility not read yet is then said as the refusal.
+    pub credentials_refused_since: Option<Millis>,
     /// Per scale set profile of an organization: its runner group admits public
     /// repositories' jobs (absent until read).
     pub group_public: &'a BTreeMap<String, bool>,
@@ -125,13 +140,19 @@ pub fn unfit(f: &Fitness, now: Millis) -> BTreeMap<String, Unfit> {
         } else if scaleset_org && f.group_public.get(&p.name) == Some(&true) {
             Some(Unfit::PublicGroup)
         } else if scaleset_org && !f.group_public.contains_key(&p.name) {
-            Some(Unfit::GroupNotYetKnown)
+            Some(
+                f.credentials_refused_since
+                    .map_or(Unfit::GroupNotYetKnown, Unfit::CredentialsRefused),
+            )
         } else if f.public_repo == Some(true) && !p.allow_public {
             Some(Unfit::PublicRepo)
         } else if let Some(e) = f.install_errors.get(&p.name) {
             Some(Unfit::Install(e.clone()))
         } else if !f.org && f.public_repo.is_none() {
-            Some(Unfit::RepoNotYetKnown)
+            Some(
+                f.credentials_refused_since
+                    .map_or(Unfit::RepoNotYetKnown, Unfit::CredentialsRefused),
+            )
         } else {
             f.scaleset_unready
                 .get(&p.name)
@@ -206,6 +227,7 @@ mod tests {
             holds: &holds,
             no_client: None,
             public_repo: Some(false),
+            credentials_refused_since: None,
             group_public: &no_groups,
             install_errors: &none,
             scaleset_unready: &none,
@@ -243,6 +265,19 @@ mod tests {
             ..f
         };
         assert_eq!(unfit(&unknown, 40_000)["linux"], Unfit::RepoNotYetKnown);
+        // Issue 50: under a 401 the visibility is unknown because the credential is
+        // refused; the words say so, and do not blame the visibility.
+        let refused_401 = Fitness {
+            credentials_refused_since: Some(1_764_000_000_000),
+            ..unknown
+        };
+        let said = unfit(&refused_401, 40_000)["linux"].to_string();
+        assert!(
+            said.starts_with("credentials refused (401) since 2025-11-24T16:00:00Z: "),
+            "{said}"
+        );
+        assert!(!said.contains("visibility"), "{said}");
+        assert!(unfit(&refused_401, 40_000)["linux"].not_yet_known());
         let public = Fitness {
             public_repo: Some(true),
             ..f

@@ -13,38 +13,9 @@ use crate::domain::status::ErrorKind;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The directory systemd makes when it runs as this machine's init system, as
-/// sd_booted(3) checks: without it there is no manager to load a unit.
-pub const SYSTEMD_RUN_DIR: &str = "/run/systemd/system";
-
-/// The variable that moves [`SYSTEMD_RUN_DIR`], so tests can run `service` both with
-/// and without a systemd.
-pub const SYSTEMD_RUN_DIR_ENV: &str = "RUNNER_MANAGER_SYSTEMD_RUN_DIR";
-
-/// Where to look for a running systemd: `$RUNNER_MANAGER_SYSTEMD_RUN_DIR`, else
-/// `/run/systemd/system`.
-pub fn systemd_run_dir() -> PathBuf {
-    match std::env::var_os(SYSTEMD_RUN_DIR_ENV) {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(SYSTEMD_RUN_DIR),
-    }
-}
-
-/// Whether systemd runs: `dir` is a directory (not followed if a link, as
-/// sd_booted(3) does not).
-pub fn systemd_runs(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir())
-}
-
-/// What to do on a host where systemd does not run.
-pub fn without_systemd(dir: &Path) -> String {
-    format!(
-        "systemd is not running on this host (no {}), so there is no manager to run a \
-         unit; run 'runner-manager daemon' under the supervisor this host has instead \
-         (runit, s6, OpenRC, supervisord, a container's init)",
-        dir.display()
-    )
-}
+pub use crate::supervisor::{
+    SYSTEMD_RUN_DIR, SYSTEMD_RUN_DIR_ENV, systemd_run_dir, systemd_runs, without_systemd,
+};
 
 /// Whether `line`, the first line `systemctl VERB` printed, is one of the answers
 /// systemctl(1) gives for that verb, or a failure of systemctl itself ("Failed to get
@@ -238,6 +209,45 @@ impl std::fmt::Display for Stale {
             ),
         }
     }
+}
+
+/// The directories `service status` looks in for the system unit, in the order
+/// systemd prefers them: `first` (`/etc/systemd/system`, where `service install`
+/// writes), then `lib/systemd/system` beside this binary's prefix (where
+/// `packaging/install.sh --prefix P` puts the unit of `P/bin/runner-manager`), then
+/// the prefixes packages and install.sh use by default. No directory twice.
+pub fn unit_dirs(first: &Path, this: &Path) -> Vec<PathBuf> {
+    let beside = this
+        .parent()
+        .filter(|b| b.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)
+        .map(|p| p.join("lib/systemd/system"));
+    let mut dirs: Vec<PathBuf> = vec![first.to_path_buf()];
+    for d in beside.into_iter().chain(
+        [
+            "/usr/local/lib/systemd/system",
+            "/usr/lib/systemd/system",
+            "/lib/systemd/system",
+        ]
+        .map(PathBuf::from),
+    ) {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    }
+    dirs
+}
+
+/// The unit `service status` reports: the first of `dirs` that holds one (`present`
+/// says whether a path holds anything, a link included), else the first's path.
+pub fn find_unit(dirs: &[PathBuf], present: impl Fn(&Path) -> bool) -> PathBuf {
+    let paths: Vec<PathBuf> = dirs.iter().map(|d| d.join(unit::UNIT_NAME)).collect();
+    paths
+        .iter()
+        .find(|p| present(p))
+        .or(paths.first())
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from(unit::UNIT_NAME))
 }
 
 /// The pure staleness check: the unit's `ExecStart=` binary, whether it exists (as
@@ -548,5 +558,45 @@ mod tests {
             Existing::Absent
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn status_looks_for_the_unit_where_install_sh_put_it() {
+        let etc = Path::new("/etc/systemd/system");
+        let dirs = unit_dirs(etc, Path::new("/opt/rm/bin/runner-manager"));
+        assert_eq!(
+            dirs,
+            [
+                "/etc/systemd/system",
+                "/opt/rm/lib/systemd/system",
+                "/usr/local/lib/systemd/system",
+                "/usr/lib/systemd/system",
+                "/lib/systemd/system",
+            ]
+            .map(PathBuf::from)
+        );
+        // /usr/bin's prefix is already listed; a binary outside a bin/ adds nothing.
+        assert_eq!(
+            unit_dirs(etc, Path::new("/usr/bin/runner-manager")).len(),
+            4
+        );
+        assert_eq!(unit_dirs(etc, Path::new("/root/runner-manager")).len(), 4);
+        let at = |there: &'static str| move |p: &Path| p == Path::new(there);
+        assert_eq!(
+            find_unit(
+                &dirs,
+                at("/opt/rm/lib/systemd/system/runner-manager.service")
+            ),
+            Path::new("/opt/rm/lib/systemd/system/runner-manager.service")
+        );
+        // /etc wins, as it does for systemd; none found is /etc's path.
+        assert_eq!(
+            find_unit(&dirs, |_| true),
+            Path::new("/etc/systemd/system/runner-manager.service")
+        );
+        assert_eq!(
+            find_unit(&dirs, |_| false),
+            Path::new("/etc/systemd/system/runner-manager.service")
+        );
     }
 }

@@ -218,6 +218,13 @@ pub fn is_ours(text: &str) -> bool {
     text.lines().any(|l| l.starts_with(MARKER))
 }
 
+/// Whether a unit's text is the packaged unit (`packaging/systemd`, as a package or
+/// `install.sh` installs it, its paths perhaps moved): it opens with the packaged
+/// unit's first line. `service install` never writes over it, but `status` reads it.
+pub fn is_packaged(text: &str) -> bool {
+    text.lines().next() == TEMPLATE.lines().next()
+}
+
 /// The binary a unit's `ExecStart=` runs (its first word), if it has one.
 pub fn exec_binary(text: &str) -> Option<&str> {
     text.lines()

@@ -36,6 +36,8 @@ pub struct PoolSnapshot {
     pub waiting: usize,
     /// Jobs served by a started runner.
     pub started: usize,
+    /// A coordinator says it serves from this store (`coordinator status`'s word).
+    pub serving: bool,
 }
 
 impl PoolSnapshot {
@@ -66,11 +68,23 @@ impl PoolSnapshot {
             started: running.len(),
             running,
             queued,
+            serving: store.coord_serving()?.is_some(),
         }))
     }
 
     pub fn connected(&self) -> usize {
         self.hosts.iter().filter(|h| h.connected).count()
+    }
+
+    /// The header's words on a coordinator, where no host daemon beats, after its
+    /// `coordinator up|down`: what it serves (`hosts up 3/5  leases 2`).
+    pub fn header(&self) -> String {
+        format!(
+            "hosts up {}/{}  leases {}",
+            self.connected(),
+            self.hosts.len(),
+            self.leases.len()
+        )
     }
 
     /// The jobs table's rows: leases, then runners, then the waiting.

@@ -287,3 +287,33 @@ fn a_new_coordinator_with_a_host_and_no_lease_opens_on_its_pool() {
         "{drawn}"
     );
 }
+
+/// Issue 50: top on a coordinator said `daemon down  live 0/0`, of a host daemon that
+/// never runs there. Its header says it is a coordinator and what it serves.
+#[test]
+fn a_coordinators_header_says_coordinator_hosts_up_and_leases() {
+    let s = coordinator_store();
+    let app = app_of(&s);
+    let head = screen(&app, 120, 4)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        head.contains("coordinator down  hosts up 2/3  leases 2"),
+        "{head}"
+    );
+    assert!(
+        !head.contains("daemon") && !head.contains("live 0/0"),
+        "{head}"
+    );
+    // Serving, it says so.
+    s.put_coord_serving(&serde_json::json!({"listen": "127.0.0.1:1", "pid": 1}))
+        .unwrap();
+    let head = screen(&app_of(&s), 120, 4)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    assert!(head.contains("coordinator up  hosts up"), "{head}");
+}

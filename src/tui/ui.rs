@@ -37,23 +37,44 @@ fn draw_all(f: &mut Frame, app: &App) {
     let th = &cx.theme;
     let [head, tabs, body, status] = areas(f.area());
     let snap = &app.snap;
-    let daemon = if snap.daemon_alive() {
-        Span::styled("daemon up", th.good())
-    } else {
-        Span::styled("daemon down", th.bad())
-    };
     let mut h = vec![
         Span::styled("runner-manager top", th.title()),
         Span::raw("  "),
-        daemon,
-        Span::raw(format!("  live {}/{}", snap.live_total(), snap.capacity())),
     ];
+    match &snap.pool {
+        // A coordinator's store: no host daemon beats here, and none should (issue 50:
+        // it said `daemon down live 0/0`). Say what it is and what it serves.
+        Some(pool) if !snap.daemon_alive() => {
+            h.push(if pool.serving {
+                Span::styled("coordinator up", th.good())
+            } else {
+                Span::styled("coordinator down", th.bad())
+            });
+            h.push(Span::raw(format!("  {}", pool.header())));
+        }
+        _ => {
+            h.push(if snap.daemon_alive() {
+                Span::styled("daemon up", th.good())
+            } else {
+                Span::styled("daemon down", th.bad())
+            });
+            h.push(Span::raw(format!(
+                "  live {}/{}",
+                snap.live_total(),
+                snap.capacity()
+            )));
+        }
+    }
     if snap.host.as_ref().is_some_and(|h| h.draining) {
         h.push(Span::raw("  "));
         h.push(Span::styled("draining", th.waiting()));
     }
-    let clock = format_rfc3339(snap.now).replace('T', " ");
     let left = Line::from(h);
+    // The clock only where it fits beside the words, two spaces apart: the words win.
+    let mut clock = format_rfc3339(snap.now).replace('T', " ");
+    if left.width() + 2 + clock.len() > head.width as usize {
+        clock.clear();
+    }
     let [hl, hr] =
         Layout::horizontal([Constraint::Fill(1), Constraint::Length(clock.len() as u16)])
             .areas(head);

@@ -356,11 +356,20 @@ fn input_errors_stay_2_and_refusals_are_conflicts_each_with_its_fix() {
         &w.subject("profile set", None),
     );
     let r = w.d.run(&["target", "rm", "t"]);
+    // Issue 50: not "target rm again, after what the message names", but the commands.
+    let at = runner_manager::tui::app::shell_quote(&w.d.state().to_string_lossy());
     assert_class(
         "in use",
         &r,
         Failure::Conflict,
-        &w.subject("target rm", None),
+        &Subject {
+            fix: Some(format!(
+                "runner-manager --state-dir {at} profile rm linux && runner-manager --state-dir \
+                 {at} target rm t (or move each profile to another target first: profile set \
+                 NAME target=OTHER)"
+            )),
+            ..w.subject("target rm", None)
+        },
     );
     // A state directory with no store, for a command that does not make one.
     let d = Dir::new("exit-nostore");

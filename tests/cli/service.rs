@@ -833,3 +833,51 @@ fn rendered_units_pass_systemd_analyze_verify_where_it_works() {
         );
     }
 }
+
+/// Issue 50: `service status` finds the unit wherever `packaging/install.sh --prefix`
+/// put it (beside the installed binary's prefix, not only /etc/systemd/system), and
+/// reads the packaged unit as installed, with its binary and state directory.
+#[test]
+fn status_finds_the_unit_install_sh_put_under_its_prefix() {
+    let w = world("svc-prefix");
+    let root = w.d.path("root");
+    let out = Command::new("sh")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/install.sh"))
+        .args(["--destdir", root.to_str().unwrap(), "--bin", BIN])
+        .args(["--prefix", "/opt/rm"])
+        .env_remove("PREFIX")
+        .env_remove("DESTDIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let installed = root.join("opt/rm/bin/runner-manager");
+    let unit = root.join("opt/rm/lib/systemd/system").join(UNIT);
+    assert!(unit.is_file());
+    let path = format!(
+        "{}:{}",
+        w.d.path("fakebin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let r: crate::support::Run = Command::new(&installed)
+        .arg("--state-dir")
+        .arg(w.d.state())
+        .args(["--json", "service", "status"])
+        .env_remove("RUNNER_MANAGER_STATE_DIR")
+        .env(
+            "RUNNER_MANAGER_SYSTEMD_RUN_DIR",
+            w.d.path("run-systemd-system"),
+        )
+        .env("PATH", path)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let found = unit.canonicalize().unwrap();
+    assert_eq!(v["unit"]["path"], found.display().to_string(), "{v}");
+    assert_eq!(v["unit"]["installed"], true, "{v}");
+    assert_eq!(v["unit"]["packaged"], true, "{v}");
+    assert_eq!(v["unit"]["ours"], false, "{v}");
+    assert_eq!(v["unit"]["binary"], "/opt/rm/bin/runner-manager", "{v}");
+    assert_eq!(v["unit"]["state_dir"], "/var/lib/runner-manager", "{v}");
+}

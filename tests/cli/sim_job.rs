@@ -128,13 +128,40 @@ fn sim_job_add_refuses_bad_input_and_says_what_went_wrong() {
         assert!(r.stderr.contains(says), "{full:?}: {}", r.stderr);
     }
     assert!(sim.jobs().is_empty(), "a refused command queued a job");
-    // Nothing listening: exit 1 naming the URL.
+    // Issue 50: a refusal's fix is what to do about it, not `doctor`.
+    let r = d.run(&[
+        "sim",
+        "job",
+        "add",
+        "--url",
+        &url,
+        "--repo",
+        "other/app",
+        "--labels",
+        "x",
+    ]);
+    assert_eq!(
+        r.stderr.lines().last(),
+        Some(
+            "fix: runner-manager sim github --repo other/app (the simulated GitHub serves \
+             only the repositories it was started with), then this command again"
+        ),
+        "{}",
+        r.stderr
+    );
+    // Nothing listening: exit 1 naming the URL, and how to start one.
     let gone = "http://127.0.0.1:9";
     let r = d.run(&[
         "sim", "job", "add", "--url", gone, "--repo", "acme/app", "--labels", "x",
     ]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains(gone), "{}", r.stderr);
+    assert_eq!(
+        r.stderr.lines().last(),
+        Some("fix: runner-manager sim github --repo OWNER/REPO (it prints the URL to give --url)"),
+        "{}",
+        r.stderr
+    );
     sim.shutdown();
 }
 

@@ -25,7 +25,7 @@ fn sha256(bytes: &[u8]) -> String {
 }
 
 /// A copy of the test binary at `dir/bin/runner-manager`, as an operator drops it.
-fn installed_copy(dir: &Path) -> PathBuf {
+pub(super) fn installed_copy(dir: &Path) -> PathBuf {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let path = bin.join("runner-manager");
@@ -38,7 +38,7 @@ fn installed_copy(dir: &Path) -> PathBuf {
 /// version (`runner_manager::version`), with a trailer (so its bytes differ from the
 /// running copy's and it still runs), and SHA256SUMS, whose sum is `sum` when given,
 /// else the true one. Returns the directory and the bytes.
-fn release_dir(dir: &Path, version: &str, sum: Option<&str>) -> (PathBuf, Vec<u8>) {
+pub(super) fn release_dir(dir: &Path, version: &str, sum: Option<&str>) -> (PathBuf, Vec<u8>) {
     release_dir_saying(dir, version, version, sum)
 }
 
@@ -69,7 +69,7 @@ fn release_dir_saying(
     (rel, bytes)
 }
 
-fn update(bin: &Path, w: &World, args: &[&str]) -> Output {
+pub(super) fn update(bin: &Path, w: &World, args: &[&str]) -> Output {
     Command::new(bin)
         .arg("--state-dir")
         .arg(&w.dir)
@@ -80,7 +80,7 @@ fn update(bin: &Path, w: &World, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn text(o: &Output) -> String {
+pub(super) fn text(o: &Output) -> String {
     format!(
         "{}\n{}\n{}",
         o.status,
@@ -200,6 +200,19 @@ fn a_checksum_mismatch_leaves_the_binary_as_it_was() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("SHA-256"),
+        "{}",
+        text(&out)
+    );
+    // Issue 50: the fix names the file to check and where, not `doctor`.
+    let err = String::from_utf8_lossy(&out.stderr);
+    let fix = err.lines().last().unwrap_or("");
+    assert!(
+        fix.starts_with(&format!(
+            "fix: sha256sum {} in {} ",
+            release::asset_name("99.0.0", &release::target()),
+            rel.display()
+        )) && fix.contains(release::SUMS)
+            && fix.ends_with("runner-manager update"),
         "{}",
         text(&out)
     );

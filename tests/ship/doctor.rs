@@ -6,20 +6,29 @@ use runner_manager::doctor::{CheckLine, Options, Status, run_checks};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
+/// A `systemctl` that answers `is-enabled` with `answer`, and leaves a file
+/// `systemctl-<answer>.called` behind each time it runs.
 fn fake_systemctl(d: &Dir, answer: &str) -> PathBuf {
     let p = d.path(&format!("systemctl-{answer}"));
     std::fs::write(
         &p,
-        format!("#!/bin/sh\n[ \"$1\" = is-enabled ] || exit 9\necho {answer}\n"),
+        format!(
+            "#!/bin/sh\ntouch \"$0.called\"\n[ \"$1\" = is-enabled ] || exit 9\necho {answer}\n"
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p
 }
 
+/// Options for a host booted with systemd (a directory stands for
+/// `/run/systemd/system`) whose `systemctl` says `systemctl`.
 fn opts(d: &Dir, systemctl: &str) -> Options {
+    let run = d.path("run-systemd-system");
+    std::fs::create_dir_all(&run).unwrap();
     Options {
         systemctl: Some(fake_systemctl(d, systemctl)),
+        systemd_run_dir: run,
         ..Options::for_state_dir(&d.state())
     }
 }
@@ -211,4 +220,46 @@ fn a_damaged_store_fails_and_a_fresh_machine_passes() {
     let l = line(&lines, "store-integrity");
     assert_eq!(l.status, Status::Fail, "{l:?}");
     assert!(l.hint.as_deref().unwrap().contains("backup"));
+}
+
+/// Issue 50: a host whose init is not systemd (a container, runit, s6, OpenRC) is
+/// never sent to `systemctl`: doctor does not run it, and its line names the recipes
+/// for the other supervisors instead.
+#[test]
+fn without_systemd_doctor_asks_no_systemctl_and_names_the_supervisor_recipes() {
+    let d = Dir::new("doctor-nosd");
+    let _sim = healthy(&d);
+    let lines = run_checks(&Options {
+        systemd_run_dir: d.path("no-run-systemd-system"),
+        ..opts(&d, "masked")
+    });
+    let l = line(&lines, "systemd");
+    assert_eq!(l.status, Status::Skip, "{l:?}");
+    let said = format!("{} {}", l.detail, l.hint.as_deref().unwrap_or(""));
+    assert!(said.contains("docs/supervisors.md"), "{l:?}");
+    assert!(!said.contains("systemctl"), "{l:?}");
+    assert!(
+        !d.path("systemctl-masked.called").exists(),
+        "systemctl was run on a host without systemd"
+    );
+    // Through the CLI, with the host's own systemctl whatever it is: no line says it.
+    let r = std::process::Command::new(env!("CARGO_BIN_EXE_runner-manager"))
+        .arg("--state-dir")
+        .arg(d.state())
+        .arg("doctor")
+        .env(
+            runner_manager::supervisor::SYSTEMD_RUN_DIR_ENV,
+            d.path("no-run-systemd-system"),
+        )
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&r.stdout);
+    let sd = out
+        .lines()
+        .find(|l| l.contains(" systemd "))
+        .unwrap_or_else(|| panic!("no systemd line in {out}"));
+    assert!(
+        sd.starts_with("skip") && sd.contains("docs/supervisors.md") && !sd.contains("systemctl"),
+        "{sd}"
+    );
 }

@@ -427,3 +427,129 @@ fn install_sh_follows_the_runner_range_and_cargos_target_directory() {
         "{sysusers}"
     );
 }
+
+/// Issue 50: on a host whose init is not systemd, install.sh's closing line sends the
+/// operator to docs/supervisors.md's recipes and never to `systemctl`; on a host with
+/// systemd it still names `systemctl enable --now`. (A dry run into a prefix of its own:
+/// nothing is written, and nothing on this host is read but `id` and `getent`.)
+#[test]
+fn install_sh_names_systemctl_only_where_systemd_runs() {
+    let d = Dir::new("pkg-nosd");
+    let prefix = d.path("prefix");
+    let booted = d.path("run-systemd-system");
+    std::fs::create_dir_all(&booted).unwrap();
+    let run = |sd: &Path| {
+        let out = Command::new("sh")
+            .arg(format!("{TOP}/packaging/install.sh"))
+            .args(["--dry-run", "--bin", BIN, "--prefix"])
+            .arg(&prefix)
+            .env_remove("PREFIX")
+            .env_remove("DESTDIR")
+            .env(runner_manager::supervisor::SYSTEMD_RUN_DIR_ENV, sd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let without = run(&d.path("no-run-systemd-system"));
+    assert!(!without.contains("systemctl"), "{without}");
+    let last = without.lines().last().unwrap_or("");
+    assert!(
+        last.contains("docs/supervisors.md") && last.contains("runner-manager daemon"),
+        "{without}"
+    );
+    let with = run(&booted);
+    assert!(
+        with.lines()
+            .last()
+            .is_some_and(|l| l.contains("systemctl enable --now runner-manager")),
+        "{with}"
+    );
+    assert!(!prefix.exists(), "a dry run creates nothing");
+}
+
+/// The supervisor recipes of docs/supervisors.md keep what makes them safe (issue 50):
+/// each stops only the daemon's pid (never its group or cgroup, which would kill the
+/// runners), each restarts after exit 75 and a crash, and none loops on an exit a
+/// restart does not mend. The finish scripts run for real; runit's whole recipe runs
+/// under runsv in tests/daemon/supervisor.rs.
+#[test]
+fn the_supervisor_recipes_restart_on_75_and_never_stop_the_runners() {
+    let d = Dir::new("pkg-supervisors");
+    // runit: finish takes the service down after 2, 7, 8 and 11 only.
+    let sv = d.path("runit");
+    std::fs::create_dir_all(sv.join("supervise")).unwrap();
+    for (code, down) in [
+        ("75", false),
+        ("-1", false),
+        ("0", false),
+        ("7", true),
+        ("2", true),
+    ] {
+        let control = sv.join("supervise/control");
+        std::fs::write(&control, "").unwrap();
+        let out = Command::new("sh")
+            .arg(format!("{TOP}/packaging/runit/finish"))
+            .args([code, "0"])
+            .current_dir(&sv)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "runit finish {code}: {out:?}");
+        assert_eq!(read(&control) == "d", down, "runit finish {code}");
+    }
+    // s6: finish exits 125 (do not restart) after 2, 7, 8 and 11 only.
+    for (code, want) in [("75", 0), ("256", 0), ("0", 0), ("8", 125), ("11", 125)] {
+        let out = Command::new("sh")
+            .arg(format!("{TOP}/packaging/s6/finish"))
+            .args([code, "9"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(want), "s6 finish {code}: {out:?}");
+    }
+    // Each run script execs the daemon, so the supervisor's signal reaches it alone.
+    for run in ["runit/run", "s6/run"] {
+        let text = read(format!("{TOP}/packaging/{run}"));
+        assert!(
+            text.lines().last().is_some_and(
+                |l| l.starts_with("exec /usr/bin/runner-manager ") && l.ends_with(" daemon")
+            ),
+            "{run}: {text}"
+        );
+    }
+    let settings = |path: &str| -> Vec<String> {
+        read(format!("{TOP}/packaging/{path}"))
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with(';'))
+            .map(str::to_string)
+            .collect()
+    };
+    let openrc = settings("openrc/runner-manager");
+    for want in [
+        "supervisor=supervise-daemon",
+        "rc_cgroup_cleanup=\"NO\"",
+        "retry=\"TERM/90/KILL/5\"",
+    ] {
+        assert!(openrc.iter().any(|l| l == want), "openrc: no {want}");
+    }
+    let conf = settings("supervisord/runner-manager.conf");
+    for want in [
+        "autorestart=unexpected",
+        "exitcodes=2,7,8,11",
+        "stopsignal=TERM",
+        "stopasgroup=false",
+        "killasgroup=false",
+    ] {
+        assert!(conf.iter().any(|l| l == want), "supervisord: no {want}");
+    }
+    assert!(
+        !conf
+            .iter()
+            .any(|l| l.starts_with("exitcodes=") && l.contains("75")),
+        "exit 75 must restart under supervisord"
+    );
+}

@@ -74,6 +74,7 @@ impl TargetLoop {
                 holds: self.state.holds(),
                 no_client: no_client.as_deref(),
                 public_repo: self.state.public_repo(),
+                credentials_refused_since: self.state.credentials_refused_since(),
                 group_public: self.state.group_public(),
                 install_errors: &install_errors,
                 scaleset_unready: &scaleset_unready,
