@@ -303,7 +303,7 @@ fn known_exceptions_still_exist() {
 
 #[test]
 fn the_daemons_pool_imports_nothing_of_what_holds_it() {
-    let text = fs::read_to_string(src().join("daemon/pool.rs")).unwrap();
+    let text = fs::read_to_string(src().join("daemon/shared/pool.rs")).unwrap();
     let bad: Vec<&str> = product_lines(&text)
         .into_iter()
         .filter(|l| {

@@ -42,7 +42,7 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
         dry_run: inv.flag("--dry-run"),
         prune: inv.flag("--prune"),
     };
-    let probe = crate::daemon::host_probe::Probe {
+    let probe = crate::daemon::host::host_probe::Probe {
         state_dir: dir.to_path_buf(),
     };
     let source = if file == "-" {

@@ -42,7 +42,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
     };
     let runner_check = match inv.value("--runner-check") {
-        None => crate::daemon::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
+        None => crate::daemon::host::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
         Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
     };
     let upkeep_every = match inv.value("--upkeep-every") {
@@ -84,7 +84,9 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             let mut err = CliError::classed(Failure::of_daemon(&other), other.to_string());
             // A copied state directory: its fix is the one command that gives it an id.
             if let (
-                DaemonError::Lock(crate::daemon::lock::LockError::HostId { state_dir, .. }),
+                DaemonError::Lock(crate::daemon::host::lock::LockError::HostId {
+                    state_dir, ..
+                }),
                 CliError::Classed { subject, .. },
             ) = (&other, &mut err)
             {

@@ -4,7 +4,7 @@
 //! the daemon's life, so a copied state directory never runs beside its original.
 
 use super::DaemonError;
-use super::lock::{HostClaim, LockError};
+use super::host::lock::{HostClaim, LockError};
 use crate::domain::Host;
 use crate::domain::identity::{self, Verdict};
 use crate::runner::{ProcessStatus, is_alive, machine};

@@ -2,13 +2,15 @@
 //! (only the `select!`), `handle_event` (the work: signals, meter readings and the
 //! one-second tick), and `shutdown`, which stops the threads in their order.
 
-use super::handles::SamplerHandle;
+use super::feeds::{metrics_feed, pool_link};
+use super::host::{disk_watch, fitness_watch, retention, sweep};
+use super::shared::handles::SamplerHandle;
 use super::shared::{LoopMsg, Shared};
 use super::signals::{Signal, SignalWatch, Stop};
+use super::workers::oci;
 use super::{
     DaemonError, DaemonOptions, HEARTBEAT_EVERY, SWEEP_EVERY, Stopped, apply_containment,
-    config_fingerprint, containment_key, disk_watch, fitness_watch, metrics_feed, notify, oci,
-    pool_link, prune_caches, refresh_link, retention, sweep, sync_loops,
+    config_fingerprint, containment_key, notify, prune_caches, refresh_link, sync_loops,
 };
 use crate::domain::{Attempt, AttemptState, Host};
 use crate::meter::{LiveAttempt, LiveBook, MeterReport};
@@ -295,7 +297,7 @@ impl<'a> MainLoop<'a> {
         for r in batch {
             self.shared.record_meter(r.attempt, &r.meter);
             if r.oom_killed {
-                super::oci::note_oom(&self.opts.state_dir, r.attempt);
+                super::workers::oci::note_oom(&self.opts.state_dir, r.attempt);
             }
         }
         // The live figures reach the store while the runner lives: what to write and
@@ -415,7 +417,7 @@ impl<'a> MainLoop<'a> {
                     pid: a.pid?,
                     start_time: a.pid_start?,
                     cgroup: (!contain.cgroups.is_none()).then(|| contain.cgroups.attempt(a.id)),
-                    container: super::oci::container_of(&self.opts.state_dir, a),
+                    container: super::workers::oci::container_of(&self.opts.state_dir, a),
                 })
             })
             .collect();

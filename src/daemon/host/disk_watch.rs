@@ -7,7 +7,7 @@
 //! `runner_manager_disk_starts_held` gauges. Only starts wait: watching, recording
 //! and cleaning go on, and cleanups give the space back.
 
-use super::shared::{LoopMsg, Shared, lock};
+use crate::daemon::shared::{LoopMsg, Shared, lock};
 use crate::reconcile::disk;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};

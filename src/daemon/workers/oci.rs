@@ -5,7 +5,7 @@
 //! open attempt explains. An attempt is known to be a container's by its marker,
 //! `logs/<id>.oci`, written before `podman run` (intent first), removed with it.
 
-use super::shared::{Shared, lock};
+use crate::daemon::shared::{Shared, lock};
 use crate::domain::{Attempt, ScalePolicy};
 use crate::runner::oci::{Podman, command};
 use crate::runner::spawn::{SpawnError, Spawned};

@@ -32,7 +32,7 @@ impl crate::store::HostProbe for Probe {
             _ => match Beside::of(key).and_then(|b| Some((b, after.beside(b)?))) {
                 Some((Beside::ReleaseSource, v)) => release_source(key, v),
                 Some((Beside::WebhookSecretFile, v)) => {
-                    crate::daemon::webhook::read_secret(Path::new(v))
+                    crate::daemon::feeds::webhook::read_secret(Path::new(v))
                         .map(drop)
                         .map_err(|e| Invalid::new(key, e))
                 }

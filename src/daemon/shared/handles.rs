@@ -3,8 +3,8 @@
 //! joins it, so no loop outlives the handle that started it. `Loops` is the one map
 //! of target loops, by target name, through which any thread wakes one.
 
-use super::shared::{LoopMsg, lock};
-use super::target_loop::TargetLoop;
+use crate::daemon::shared::{LoopMsg, lock};
+use crate::daemon::target_loop::TargetLoop;
 use crate::meter::{LiveAttempt, MeterReport, spawn_sampler};
 use crate::reconcile::pass::TargetError;
 use crossbeam_channel::{Receiver, Sender, bounded};

@@ -7,8 +7,8 @@
 //! (`store::daemon_facts::Measured`) for `status` and `doctor` (`shown`). The store is the book of who holds which
 //! slot (`attempts.slot`), so a restart finds every lease where it was.
 
-use super::contain::{Containment, Ready};
-use super::shared::Shared;
+use crate::daemon::host::contain::{Containment, Ready};
+use crate::daemon::shared::Shared;
 use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
 use crate::runner::slots::{self, Footprint, Kept};

@@ -4,7 +4,7 @@
 //! each pass took. Kept apart
 //! so each loop carries one call per fact and the loops stay about reconciling.
 
-use super::shared::{Shared, lock};
+use crate::daemon::shared::{Shared, lock};
 use crate::domain::{Attempt, AttemptState, DemandSource, Outcome, Reason};
 use crate::github::{GitHubClient, Observer};
 use crate::metrics::{Metrics, SessionFigures};
@@ -338,16 +338,16 @@ pub fn install_freshness(shared: &Arc<Shared>) {
 /// Starts the `--metrics-listen` listener (not with `--once`), stopped when every
 /// sender of `shutdown` is gone. A bind failure is the daemon's startup error.
 pub fn serve(
-    opts: &super::DaemonOptions,
+    opts: &crate::daemon::DaemonOptions,
     shared: &Arc<Shared>,
     shutdown: &crossbeam_channel::Receiver<()>,
-) -> Result<Option<std::thread::JoinHandle<()>>, super::DaemonError> {
+) -> Result<Option<std::thread::JoinHandle<()>>, crate::daemon::DaemonError> {
     let Some(listen) = opts.metrics_listen.filter(|_| !opts.once) else {
         return Ok(None);
     };
     install_freshness(shared);
     let (addr, thread) = crate::metrics::serve_on(listen, shared.metrics.clone(), shutdown.clone())
-        .map_err(|e| super::DaemonError::Io(format!("cannot serve metrics: {e}")))?;
+        .map_err(|e| crate::daemon::DaemonError::Io(format!("cannot serve metrics: {e}")))?;
     crate::log_info!("metrics_listening", addr = addr);
     Ok(Some(thread))
 }

@@ -6,7 +6,7 @@
 //! scale set lookup's).
 
 use super::metrics_feed;
-use super::shared::Shared;
+use crate::daemon::shared::Shared;
 use crate::domain::Target;
 use crate::github::{GitHubClient, InFlight, SharedHold, SharedPoints, load_credential};
 use crossbeam_channel::Receiver;

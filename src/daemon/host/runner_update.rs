@@ -18,7 +18,7 @@
 //! What it found is kept in the store's key-value rows (`store::daemon_facts`'s
 //! `RunnerCheck`) for `status`, `doctor` and `top`.
 
-use super::shared::Shared;
+use crate::daemon::shared::Shared;
 use crate::domain::{Attempt, ReasonKind, Target};
 use crate::github::GitHubClient;
 use crate::install::{self, managed, versions};
@@ -265,7 +265,7 @@ fn managed_paths(
     let profiles = store.profiles().map_err(|e| e.to_string())?;
     let paths: BTreeSet<PathBuf> = profiles
         .iter()
-        .map(|p| super::starter::runner_dir(&shared.state_dir, p))
+        .map(|p| crate::daemon::workers::starter::runner_dir(&shared.state_dir, p))
         .collect();
     let mut out = Vec::new();
     for p in paths {
@@ -310,7 +310,7 @@ pub fn run(shared: &Shared, store: &dyn Store, client: &GitHubClient, target: &T
     if let Ok(profiles) = store.profiles() {
         let paths: Vec<PathBuf> = profiles
             .iter()
-            .map(|p| super::starter::runner_dir(&shared.state_dir, p))
+            .map(|p| crate::daemon::workers::starter::runner_dir(&shared.state_dir, p))
             .collect();
         let _ = daemon_facts::put_runner_in_use(store, &in_use(&paths));
     }

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
-use super::shared::Shared;
+use crate::daemon::shared::Shared;
 use crate::domain::host_settings::Beside;
 use crate::github::hooks::{self, MAX_DELIVERY_BYTES, Refused, SharedBook};
 use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
@@ -243,7 +243,7 @@ impl Handler for HookHandler {
                     if wakes {
                         // Queued: demand now, not at the next poll; taken or done: what it
                         // held is free. Each loop takes its own runs (`RestQueue::hear`).
-                        self.shared.tell_all(super::shared::LoopMsg::Wake);
+                        self.shared.tell_all(crate::daemon::shared::LoopMsg::Wake);
                     }
                     (200, "accepted", "recorded")
                 }

@@ -9,7 +9,7 @@
 //! containment `contain`'s; both already stop every profile. A change is logged once
 //! and wakes the loops, and sets `runner_manager_fitness_starts_held`.
 
-use super::shared::{LoopMsg, Shared, lock};
+use crate::daemon::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Host, ScalePolicy, runner_env};
 use crate::reconcile::fitness::{self, Class, Facts, LimitFacts, OciFacts, ToolFacts};
 use crate::runner::cgroup::Enforced;

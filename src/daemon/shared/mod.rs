@@ -4,6 +4,8 @@
 //! `/healthz` judges freshness by, the state directory's free space, the host's
 //! fitness, and whose job each runner took.
 
+pub(super) mod handles;
+pub(super) mod pool;
 use crate::domain::job_owner::{JobOwner, OwnerBook};
 use crate::meter::Meter;
 use crate::metrics::Metrics;
@@ -45,9 +47,9 @@ pub struct Shared {
     /// attempt when they save it.
     pub meters: Mutex<HashMap<i64, Peak>>,
     /// The target loops' handles (inbox and thread), by target name.
-    pub loops: super::handles::Loops,
+    pub loops: handles::Loops,
     /// The coordinated pool's launch book and link state.
-    pub pool: super::pool::Pool,
+    pub pool: pool::Pool,
     /// What `--metrics-listen` serves; fed whether or not anyone listens.
     pub metrics: Arc<Metrics>,
     /// When each target loop last finished a pass (or started), by target name.
@@ -56,20 +58,20 @@ pub struct Shared {
     pub last_tick: AtomicI64,
     /// The containment runners start with; replaced whole when the host's settings
     /// change, read by each start.
-    pub contain: Mutex<Arc<super::contain::Containment>>,
+    pub contain: Mutex<Arc<super::host::contain::Containment>>,
     /// This daemon's host-wide claim on its runner uids (`runner::claim`), moved with
     /// `runner_uids` and let go when per-attempt uids are not in effect.
     pub uid_claim: Mutex<Option<crate::runner::claim::UidClaim>>,
     /// The state directory's free space as last sampled, and whether starts are held
     /// for want of it (`disk_watch`).
-    pub disk: Mutex<super::disk_watch::DiskState>,
+    pub disk: Mutex<super::host::disk_watch::DiskState>,
     /// Where `disk_watch` reads free space from (`statvfs`; a test's own).
-    pub free_space: super::disk_watch::FreeSpace,
+    pub free_space: super::host::disk_watch::FreeSpace,
     /// The profiles a required fitness check stops, as last judged (`fitness_watch`).
-    pub fitness: Mutex<super::fitness_watch::FitnessState>,
+    pub fitness: Mutex<super::host::fitness_watch::FitnessState>,
     /// When the runner install is next checked, one check per host at a time
     /// (`runner_update`).
-    pub runner_update: super::runner_update::UpdateBook,
+    pub runner_update: super::host::runner_update::UpdateBook,
     /// The jobs heard of by webhook, which every target loop's client reads (`webhook`).
     pub hooks: crate::github::hooks::SharedBook,
     /// Whose job each runner took, as the demand sources said (the REST reads, the
@@ -86,17 +88,17 @@ impl Shared {
             stopping: AtomicBool::new(false),
             meters: Mutex::new(HashMap::new()),
             loops: Default::default(),
-            pool: super::pool::Pool::new(crate::timefmt::now_millis()),
+            pool: pool::Pool::new(crate::timefmt::now_millis()),
             metrics: Arc::new(Metrics::new()),
             passes: Mutex::new(HashMap::new()),
             last_tick: AtomicI64::new(crate::timefmt::now_millis()),
-            contain: Mutex::new(Arc::new(super::contain::Containment::none())),
+            contain: Mutex::new(Arc::new(super::host::contain::Containment::none())),
             uid_claim: Mutex::new(None),
             disk: Mutex::new(Default::default()),
-            free_space: super::disk_watch::free_bytes,
+            free_space: super::host::disk_watch::free_bytes,
             fitness: Mutex::new(Default::default()),
-            runner_update: super::runner_update::UpdateBook::new(
-                super::runner_update::DEFAULT_EVERY_MS,
+            runner_update: super::host::runner_update::UpdateBook::new(
+                super::host::runner_update::DEFAULT_EVERY_MS,
             ),
             hooks: crate::github::hooks::HookBook::shared(),
             owners: Mutex::new(OwnerBook::default()),
@@ -117,7 +119,7 @@ impl Shared {
     }
 
     /// The containment in effect now.
-    pub fn containment(&self) -> Arc<super::contain::Containment> {
+    pub fn containment(&self) -> Arc<super::host::contain::Containment> {
         lock(&self.contain).clone()
     }
 
