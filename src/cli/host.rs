@@ -504,7 +504,7 @@ struct StatusView {
     isolation: (Option<String>, String, String),
     kept: crate::daemon::host::retention::Kept,
     caches: (crate::runner::slots::Footprint, Option<Millis>),
-    runner: crate::daemon::host::runner_update::Seen,
+    runner: crate::daemon::workers::runner_update::Seen,
     sessions: Vec<SessionStatus>,
     webhook: Option<(String, Value)>,
     link: Option<LinkView>,
@@ -558,7 +558,7 @@ impl StatusView {
             .iter()
             .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
             .collect();
-        let runner = crate::daemon::host::runner_update::Seen::read(
+        let runner = crate::daemon::workers::runner_update::Seen::read(
             store,
             h.runner_version.as_deref(),
             Some(&installs),

@@ -42,7 +42,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
     };
     let runner_check = match inv.value("--runner-check") {
-        None => crate::daemon::host::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
+        None => crate::daemon::host::runner_book::DEFAULT_EVERY_MS as u64 / 1000,
         Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
     };
     let upkeep_every = match inv.value("--upkeep-every") {

@@ -3,7 +3,7 @@
 //! one-second tick), and `shutdown`, which stops the threads in their order.
 
 use super::feeds::{metrics_feed, pool_link};
-use super::host::{disk_watch, fitness_watch, retention, sweep};
+use super::host::{disk_watch, retention, sweep};
 use super::shared::handles::SamplerHandle;
 use super::shared::{LoopMsg, Shared};
 use super::signals::{Signal, SignalWatch, Stop};
@@ -390,14 +390,14 @@ impl<'a> MainLoop<'a> {
     fn watch_host(&mut self, host: &Host, now: Millis) {
         if now >= self.next_disk {
             self.next_disk = now + disk_watch::SAMPLE_EVERY;
-            disk_watch::sample(&self.shared, host.disk_reserve_bytes);
+            self.shared.watch_disk(host.disk_reserve_bytes);
         }
         if now >= self.next_fitness {
             self.next_fitness = now + self.fitness_every;
             // An unreadable store keeps the last judgement.
             match self.store.profiles() {
                 Ok(profiles) => {
-                    fitness_watch::check(&self.shared, host, &profiles);
+                    self.shared.watch_fitness(host, &profiles);
                 }
                 Err(e) => log_warn!("fitness_not_checked", error = e),
             }

@@ -150,7 +150,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         .pool
         .set_grace(opts.fallback_grace.as_millis() as Millis);
     // `--once` is one pass: it does not wait for a release to download.
-    shared.runner_update.set_every(if opts.once {
+    shared.host.runner_update.set_every(if opts.once {
         0
     } else {
         opts.runner_check.as_millis() as Millis
@@ -159,8 +159,8 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     contain_at_start(&shared, &store, &host)?;
     // The first passes, and the first scrape, know whether there is room to start
     // runners.
-    host::disk_watch::sample(&shared, host.disk_reserve_bytes);
-    host::fitness_watch::check(&shared, &host, &store.profiles()?);
+    shared.watch_disk(host.disk_reserve_bytes);
+    shared.watch_fitness(&host, &store.profiles()?);
     log_info!(
         "daemon_started",
         host = host.id,
@@ -171,7 +171,13 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     );
     let link = feeds::pool_link::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
-    let metrics_thread = feeds::metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
+    // The `--metrics-listen` listener (not with `--once`).
+    let metrics_thread = match opts.metrics_listen.filter(|_| !opts.once) {
+        Some(listen) => Some(
+            feeds::metrics_feed::serve(listen, &shared, &shutdown_rx).map_err(DaemonError::Io)?,
+        ),
+        None => None,
+    };
     let _webhook = (!opts.once).then(|| feeds::webhook::serve(&store, &shared, &shutdown_rx));
 
     sweep_at_start(&store, &host, &opts.state_dir, &shared)?;
@@ -318,7 +324,7 @@ fn apply_containment(
 ) -> Result<Option<ClaimError>, StoreError> {
     let mut c = host::contain::establish(host, &shared.state_dir, cgroups);
     host::contain::find_shared_dirs(&mut c, &shared.containment(), &shared.state_dir);
-    let refused = host::contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
+    let refused = host::contain::claim_uids(&shared.host.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
         log_warn!(
             "not_isolated",
@@ -341,7 +347,7 @@ fn apply_containment(
             enforced: c.cgroups.enforced(),
         },
     )?;
-    *lock_mutex(&shared.contain) = Arc::new(c);
+    *lock_mutex(&shared.host.contain) = Arc::new(c);
     Ok(refused)
 }
 
@@ -415,7 +421,7 @@ fn sync_loops(
             continue;
         }
         let tl = target_loop::TargetLoop::new(name.clone(), shared.clone(), shutdown_rx.clone())?;
-        let l = LoopHandle::spawn(&name, tl, once).map_err(|e| {
+        let l = LoopHandle::spawn(&name, move |inbox| tl.run(inbox, once)).map_err(|e| {
             DaemonError::Io(format!("cannot start a thread for target {name}: {e}"))
         })?;
         shared.loops.insert(name.clone(), l);

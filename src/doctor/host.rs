@@ -432,7 +432,8 @@ pub fn check_webhook(
     store: &dyn crate::store::Store,
     now: crate::timefmt::Millis,
 ) -> Option<crate::doctor::CheckLine> {
-    use crate::daemon::feeds::webhook::{read_secret, settings};
+    use crate::daemon::feeds::webhook::settings;
+    use crate::daemon::host::host_probe::read_secret;
     use crate::store::daemon_facts::WebhookSeen;
     let (listen, file) = match settings(store) {
         Ok(None) => return None,

@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
+use crate::daemon::host::host_probe::read_secret;
 use crate::daemon::shared::Shared;
 use crate::domain::host_settings::Beside;
 use crate::github::hooks::{self, MAX_DELIVERY_BYTES, Refused, SharedBook};
@@ -59,16 +60,6 @@ pub fn settings(store: &dyn Store) -> Result<Option<(SocketAddr, PathBuf)>, Stri
             PathBuf::from(f),
         ))),
     }
-}
-
-/// The secret as the listener reads it: a regular file nobody else can read.
-pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
-    let s = crate::secret::read_secret_file(path).map_err(|e| e.to_string())?;
-    let trimmed = s.expose().trim();
-    if trimmed.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    Ok(Secret::new(trimmed))
 }
 
 struct HookHandler {
@@ -307,7 +298,7 @@ pub fn serve(
     };
     // What the last daemon heard: runs announced before a restart are not read again.
     {
-        let mut b = shared.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = shared.heard.hooks.lock().unwrap_or_else(|e| e.into_inner());
         b.listen_from(now);
         if let Ok(Some(text)) = daemon_facts::webhook_book(store) {
             b.restore(&text, now);
@@ -316,7 +307,7 @@ pub fn serve(
     }
     let handler = Arc::new(HookHandler {
         secret,
-        book: shared.hooks.clone(),
+        book: shared.heard.hooks.clone(),
         shared: shared.clone(),
         metrics,
         rejected: AtomicU64::new(0),

@@ -17,9 +17,7 @@ mod effects;
 mod planning;
 mod status;
 
-pub(super) use client::keep_etags;
-
-use super::feeds::clients;
+use super::feeds::clients::{self, keep_etags};
 use super::feeds::metrics_feed;
 use super::feeds::rest_queue::{RestQueue, Scope};
 use super::feeds::scaleset_feed::ScaleSetFeed;
@@ -46,7 +44,7 @@ use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
 use crate::runner;
 use crate::store::daemon_facts;
-use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
+use crate::store::{SqliteStore, Store, StoreError, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_debug, log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, select, tick};
@@ -370,7 +368,7 @@ impl TargetLoop {
             guard: crate::daemon::workers::public_guard::due_read(&set.target, &set.profiles),
             reruns_due: self.reruns.first_due.is_some_and(|at| at <= now),
             jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now).fits),
-            hooks_steady: lock(&self.shared.hooks).steady(self.queue.heard_at, now),
+            hooks_steady: lock(&self.shared.heard.hooks).steady(self.queue.heard_at, now),
         }
     }
 

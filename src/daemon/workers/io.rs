@@ -76,7 +76,7 @@ pub enum Task {
     DeleteRunners { runners: Vec<RegisteredRunner> },
     /// Keep the managed runner installs current (`runner_update`), as claimed.
     RunnerRelease {
-        job: crate::daemon::host::runner_update::Job,
+        job: crate::daemon::host::runner_book::Job,
     },
     /// Read the public-repository guard's facts (`public_guard`).
     Guard {
@@ -603,7 +603,7 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
         }
         Task::DeleteRunners { runners } => delete_runners(&client, &target, runners),
         Task::RunnerRelease { job } => {
-            crate::daemon::host::runner_update::run(&c.shared, store!(), &client, &target, job);
+            crate::daemon::workers::runner_update::run(&c.shared, store!(), &client, &target, job);
             Done::RunnerRelease
         }
         Task::Guard { read, profiles } => Done::Guard {
@@ -636,7 +636,7 @@ fn read_and_keep(
     let keep = || {
         let mut store = kept.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(s) = store.get() {
-            crate::daemon::target_loop::keep_etags(s, &target.name, Some(client));
+            crate::daemon::feeds::clients::keep_etags(s, &target.name, Some(client));
         }
     };
     let result = demand_task(c, client, target, read, done, &keep);

@@ -11,5 +11,6 @@ pub(super) mod oci;
 pub(super) mod public_guard;
 pub(super) mod quiet;
 pub(super) mod rerun;
+pub mod runner_update;
 pub mod slots;
 pub(super) mod starter;

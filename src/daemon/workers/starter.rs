@@ -147,7 +147,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     match &ready {
         Some(r) => launch(cx, a, &jit, r),
         None => {
-            let quota = crate::daemon::shared::lock(&cx.shared.fitness).oci_quota;
+            let quota = crate::daemon::shared::lock(&cx.shared.host.fitness).oci_quota;
             let spawned = super::oci::spawn(&cx.shared.state_dir, cx.policy, a, &env, &jit, quota);
             after_spawn(cx, a, spawned)
         }
