@@ -324,7 +324,7 @@ pub(super) fn runner_line(
     opts: &Options,
 ) -> CheckLine {
     let install_hint = format!("runner-manager runner install --dir {}", dir.display());
-    // Whether the daemon keeps it current (`daemon::runner_update`).
+    // Whether the daemon keeps it current (`daemon::workers::runner_update`).
     let how = match crate::install::managed::kind(dir, &opts.state_dir) {
         Ok(
             crate::install::managed::Kind::Linked { .. } | crate::install::managed::Kind::InPlace,
@@ -426,7 +426,7 @@ pub(super) fn check_systemd(opts: &Options) -> CheckLine {
     }
 }
 
-/// The webhook listener's line (`daemon::webhook`): its settings, its secret file (read
+/// The webhook listener's line (`daemon::feeds::webhook`): its settings, its secret file (read
 /// as the daemon reads it) and what it last saw; nothing while it is off.
 pub fn check_webhook(
     store: &dyn crate::store::Store,
