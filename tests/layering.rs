@@ -27,7 +27,14 @@ const FLOORS: &[&[&str]] = &[
     &["runner", "meter", "metrics", "reconcile"],
     &["store"],
     &["github", "scaleset", "install", "sim", "selfupdate"],
-    &["coordinator", "daemon", "doctor", "service"],
+    &[
+        "coordinator",
+        "daemon",
+        "doctor",
+        "service",
+        "facts",
+        "config_file",
+    ],
     &["tui", "demo", "cli"],
 ];
 
@@ -45,7 +52,7 @@ const ONE_WAY: &[&[&str]] = &[
     &["install", "github"],
     &["sim", "install"],
     &["selfupdate", "install"],
-    &["doctor", "daemon", "coordinator"],
+    &["doctor", "daemon", "config_file", "facts", "coordinator"],
     &["cli", "demo", "tui"],
 ];
 
@@ -914,4 +921,71 @@ fn the_daemon_scan_resolves_paths_and_finds_circles() {
     assert_eq!(c.len(), 2);
     assert_eq!(room_of(&v("daemon::host::facts")), 0);
     assert_eq!(room_of(&v("daemon::main_loop")), ROOMS.len());
+}
+
+/// What the CLI and the TUI may name of the daemon: its entry and its default
+/// cadences. What it publishes they read through `facts` and the store.
+const DAEMON_ENTRY: &[&str] = &[
+    "run",
+    "DaemonOptions",
+    "DaemonError",
+    "Stopped",
+    "FITNESS_EVERY",
+    "UPKEEP_EVERY",
+    "RUNNER_CHECK_EVERY",
+];
+
+/// Each name a `daemon::` path in `text` reaches (a group's each item).
+fn daemon_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("daemon::") {
+        if text[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let after = &text[at + "daemon::".len()..];
+        let items: Vec<&str> = match after.strip_prefix('{') {
+            Some(group) => group.split('}').next().unwrap().split(',').collect(),
+            None => vec![after],
+        };
+        for item in items {
+            let item = item.trim();
+            let end = item
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(item.len());
+            if end > 0 {
+                out.push(item[..end].to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_cli_and_tui_reach_the_daemon_only_through_its_entry() {
+    assert_eq!(
+        daemon_names("use crate::daemon::{DaemonError, host::lock};\nx(crate::daemon::run(o))"),
+        ["DaemonError", "host", "run"]
+    );
+    let mut files = Vec::new();
+    rust_files(&src().join("cli"), &mut files);
+    rust_files(&src().join("tui"), &mut files);
+    let tests = test_files(&files);
+    let mut entry = 0;
+    let mut bad = Vec::new();
+    for f in files.iter().filter(|f| !tests.contains(*f)) {
+        let text = product_lines(&fs::read_to_string(f).unwrap()).join("\n");
+        for name in daemon_names(&text) {
+            if DAEMON_ENTRY.contains(&name.as_str()) {
+                entry += 1;
+            } else {
+                bad.push(format!("{}: daemon::{name}", f.display()));
+            }
+        }
+    }
+    assert!(entry > 0, "the scan found no use of the daemon's entry");
+    assert!(
+        bad.is_empty(),
+        "the CLI reaches into the daemon's modules (read what it publishes, `facts` or the store):\n{}",
+        bad.join("\n")
+    );
 }

@@ -42,7 +42,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
     };
     let runner_check = match inv.value("--runner-check") {
-        None => crate::daemon::host::runner_book::DEFAULT_EVERY_MS as u64 / 1000,
+        None => crate::daemon::RUNNER_CHECK_EVERY.as_secs(),
         Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
     };
     let upkeep_every = match inv.value("--upkeep-every") {
@@ -84,9 +84,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             let mut err = CliError::classed(Failure::of_daemon(&other), other.to_string());
             // A copied state directory: its fix is the one command that gives it an id.
             if let (
-                DaemonError::Lock(crate::daemon::host::lock::LockError::HostId {
-                    state_dir, ..
-                }),
+                DaemonError::Lock(crate::facts::lock::LockError::HostId { state_dir, .. }),
                 CliError::Classed { subject, .. },
             ) = (&other, &mut err)
             {
@@ -105,7 +103,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
 /// SIGHUP or a change finds it whatever the daemon's directory.
 fn config_file(file: &str) -> Result<std::path::PathBuf, CliError> {
     let path = validate::path("--config", file)?;
-    let text = crate::daemon::config_file::read_bounded(&path)
+    let text = crate::config_file::read_bounded(&path)
         .map_err(|e| CliError::usage("--config", &format!("cannot read {file}: {e}")))?;
     crate::domain::describe::parse(&text)
         .map_err(|e| CliError::usage("--config", &format!("{file}: {e}")))?;

@@ -84,7 +84,7 @@ pub struct MainLoop<'a> {
     /// The store changed since the handover request was last read.
     handover_due: bool,
     live_book: LiveBook,
-    follower: Option<super::config_file::Follower>,
+    follower: Option<crate::config_file::Follower>,
 }
 
 /// What `MainLoop::new` starts from, besides the threads.
@@ -102,7 +102,7 @@ pub struct Start<'a> {
     /// The usage counters, their baseline read before the first loops were started.
     pub usage: Option<crate::metrics::usage::UsageCounters>,
     /// The description file it follows (`daemon --config`).
-    pub follower: Option<super::config_file::Follower>,
+    pub follower: Option<crate::config_file::Follower>,
 }
 
 /// The store's `data_version` and the configuration's fingerprint, read in that

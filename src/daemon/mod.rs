@@ -2,7 +2,6 @@
 //! spawns one loop per target, the meter sampler and the coordinator link, then hands
 //! over to `main_loop`, which watches signals and joins them all.
 
-pub mod config_file;
 pub mod feeds;
 pub mod host;
 mod identity;
@@ -17,13 +16,13 @@ pub use host::disk_watch::free_bytes;
 pub use host::fitness_watch::CHECK_EVERY as FITNESS_EVERY;
 pub use shared::LoopMsg;
 
+use crate::facts::lock::{DaemonLock, LockError};
 use crate::logging::Level;
 use crate::runner::claim::ClaimError;
 use crate::store::{Heartbeat, SqliteStore, Store, StoreError, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use crossbeam_channel::{Receiver, bounded};
-use host::lock::{DaemonLock, LockError};
 use main_loop::MainLoop;
 use shared::handles::{LoopHandle, SamplerHandle};
 use shared::{Shared, lock as lock_mutex};
@@ -92,6 +91,10 @@ const SWEEP_EVERY: Millis = 60_000;
 /// How often `host::retention::upkeep` prunes, removes logs and reclaims the store's space,
 /// unless `--upkeep-every` says otherwise.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
+/// How often the managed runner installs are checked unless `--runner-check` says
+/// otherwise (`host::runner_book`).
+pub const RUNNER_CHECK_EVERY: Duration =
+    Duration::from_millis(host::runner_book::DEFAULT_EVERY_MS as u64);
 
 /// How the daemon stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +138,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     let mut follower = opts
         .config
         .as_deref()
-        .map(|f| config_file::Follower::new(f, &opts.state_dir));
+        .map(|f| crate::config_file::Follower::new(f, &opts.state_dir));
     if let Some(f) = &mut follower {
         f.apply(&store, now_millis(), "start");
     }

@@ -158,7 +158,7 @@ pub(super) fn check_kept(state_dir: &Path, store: &crate::store::SqliteStore) ->
     let Ok(Some(host)) = store.host() else {
         return CheckLine::ok("kept", "nothing yet (no host in the store)");
     };
-    let kept = crate::daemon::host::retention::Kept::read(state_dir, &host);
+    let kept = crate::facts::kept::Kept::read(state_dir, &host);
     if kept.logs_bytes > kept.logs_max_bytes {
         return CheckLine::warn(
             "kept",
@@ -179,8 +179,8 @@ pub(super) fn check_caches(state_dir: &Path, store: &crate::store::SqliteStore) 
         return CheckLine::ok("caches", "nothing yet (no host in the store)");
     };
     let now = crate::timefmt::now_millis();
-    let (f, at) = crate::daemon::workers::slots::shown(store, state_dir, &host, now);
-    let line = crate::daemon::workers::slots::shown_line(&f, at, now);
+    let (f, at) = crate::facts::caches::shown(store, state_dir, &host, now);
+    let line = crate::facts::caches::shown_line(&f, at, now);
     if f.over() {
         return CheckLine::warn(
             "caches",
@@ -432,8 +432,8 @@ pub fn check_webhook(
     store: &dyn crate::store::Store,
     now: crate::timefmt::Millis,
 ) -> Option<crate::doctor::CheckLine> {
-    use crate::daemon::feeds::webhook::settings;
-    use crate::daemon::host::host_probe::read_secret;
+    use crate::facts::host_probe::read_secret;
+    use crate::facts::webhook::settings;
     use crate::store::daemon_facts::WebhookSeen;
     let (listen, file) = match settings(store) {
         Ok(None) => return None,

@@ -9,8 +9,6 @@ pub mod contain;
 pub(super) mod disk_watch;
 pub mod facts;
 pub mod fitness_watch;
-pub mod host_probe;
-pub mod lock;
 pub mod retention;
 pub mod runner_book;
 pub(super) mod sweep;
