@@ -103,7 +103,7 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
 pub const SETTABLE_KEYS: &[&str] = crate::domain::host::SETTABLE_KEYS;
 
 /// `host set KEY=VALUE...`: one `store::edit_host`, checked on this machine
-/// (`daemon::host_probe`), written whole or not at all.
+/// (`facts::host_probe`), written whole or not at all.
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     store.host_or_create()?;
     let mut settings = Vec::new();
