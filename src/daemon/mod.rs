@@ -2,7 +2,7 @@
 //! spawns one loop per target, the meter sampler and the coordinator link, then hands
 //! over to `main_loop`, which watches signals and joins them all.
 
-pub mod feeds;
+mod feeds;
 pub mod host;
 mod identity;
 mod main_loop;
@@ -10,7 +10,7 @@ pub mod notify;
 mod shared;
 pub mod signals;
 mod target_loop;
-pub mod workers;
+mod workers;
 pub use host::disk_watch::free_bytes;
 
 pub use host::fitness_watch::CHECK_EVERY as FITNESS_EVERY;
