@@ -1,5 +1,5 @@
 //! What containment costs: per spawn, readying an attempt and spawning its runner with
-//! per-attempt uids and cgroups (`daemon::contain::ready` + `runner::spawn_runner`)
+//! per-attempt uids and cgroups (`daemon::host::contain::ready` + `runner::spawn_runner`)
 //! against the same with isolation `none`, over the realistic install; and per live
 //! runner, one meter sample read from its cgroup against a /proc walk of its session;
 //! and what a cache slot's lease costs (`runner::slots`): a cold slot, the same uid
@@ -14,7 +14,7 @@ mod support;
 #[path = "../tests/common/users.rs"]
 mod users;
 
-use runner_manager::daemon::contain::{self, Containment};
+use runner_manager::daemon::host::contain::{self, Containment};
 use runner_manager::domain::{Attempt, InEffect, ScalePolicy};
 use runner_manager::meter::sample::sample_tree;
 use runner_manager::runner;

@@ -6,11 +6,13 @@
 pub mod alloc;
 pub mod backoff;
 pub mod cli;
+pub mod config_file;
 pub mod coordinator;
 pub mod daemon;
 pub mod demo;
 pub mod doctor;
 pub mod domain;
+pub mod facts;
 pub mod github;
 pub mod http_server;
 pub mod install;

@@ -28,7 +28,14 @@ const FLOORS: &[&[&str]] = &[
     &["runner", "meter", "metrics", "reconcile"],
     &["store"],
     &["github", "scaleset", "install", "sim", "selfupdate"],
-    &["coordinator", "daemon", "doctor", "service"],
+    &[
+        "coordinator",
+        "daemon",
+        "doctor",
+        "service",
+        "facts",
+        "config_file",
+    ],
     &["tui", "demo", "cli"],
 ];
 
@@ -46,7 +53,7 @@ const ONE_WAY: &[&[&str]] = &[
     &["install", "github"],
     &["sim", "install"],
     &["selfupdate", "install"],
-    &["doctor", "daemon", "coordinator"],
+    &["doctor", "daemon", "config_file", "facts", "coordinator"],
     &["cli", "demo", "tui"],
 ];
 
@@ -304,7 +311,7 @@ fn known_exceptions_still_exist() {
 
 #[test]
 fn the_daemons_pool_imports_nothing_of_what_holds_it() {
-    let text = fs::read_to_string(src().join("daemon/pool.rs")).unwrap();
+    let text = fs::read_to_string(src().join("daemon/shared/pool.rs")).unwrap();
     let bad: Vec<&str> = product_lines(&text)
         .into_iter()
         .filter(|l| {
@@ -628,4 +635,376 @@ fn only_the_store_knows_sql() {
         .map(|f| f.display().to_string())
         .collect();
     assert!(bad.is_empty(), "SQLite outside the store: {bad:?}");
+}
+
+/// The daemon's rooms, lowest first: a file of one may import from the rooms before
+/// it, never after (`daemon/mod.rs` and the files at the top stand above them all).
+const ROOMS: &[&str] = &["host", "shared", "feeds", "workers", "target_loop"];
+
+/// The widest import circle allowed among the daemon's files.
+const MAX_CIRCLE: usize = 5;
+
+/// A daemon file's module path (`daemon/workers/io.rs` → `["daemon", "workers", "io"]`).
+fn module_path(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src()).unwrap();
+    let mut out: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_str()
+                .unwrap()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if out.last().is_some_and(|l| l == "mod") {
+        out.pop();
+    }
+    out
+}
+
+/// The module a path written in `at` names, if it is one of `modules`: `crate::`,
+/// `self::`, `super::` (any number) and a child of `at` resolve to the deepest module
+/// the path walks through; an item named by `super::X` is its module's.
+fn resolve(at: &[String], path: &[&str], modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+    let (mut base, mut rest) = match path.first() {
+        Some(&"crate") => (Vec::new(), &path[1..]),
+        Some(&"self") => (at.to_vec(), &path[1..]),
+        Some(&"super") => {
+            let mut b = at.to_vec();
+            let mut r = path;
+            while r.first() == Some(&"super") {
+                b.pop();
+                r = &r[1..];
+            }
+            (b, r)
+        }
+        Some(first) => {
+            let mut child = at.to_vec();
+            child.push(first.to_string());
+            if !modules.contains(&child) {
+                return None;
+            }
+            (at.to_vec(), path)
+        }
+        None => return None,
+    };
+    let mut best = modules.contains(&base).then(|| base.clone());
+    while let Some((seg, more)) = rest.split_first() {
+        base.push(seg.to_string());
+        if !modules.contains(&base) {
+            break;
+        }
+        best = Some(base.clone());
+        rest = more;
+    }
+    best
+}
+
+/// The paths written in `text`: each `a::b::c`, and each item of a `a::{b, c::d}`
+/// group as `a::b` and `a::c::d`.
+fn paths_in(text: &str) -> Vec<Vec<String>> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if !ident(chars[i]) || (i > 0 && (ident(chars[i - 1]) || chars[i - 1] == ':')) {
+            i += 1;
+            continue;
+        }
+        let mut segs = Vec::new();
+        let mut j = i;
+        loop {
+            let s = j;
+            while j < chars.len() && ident(chars[j]) {
+                j += 1;
+            }
+            segs.push(chars[s..j].iter().collect::<String>());
+            if chars.get(j) == Some(&':') && chars.get(j + 1) == Some(&':') {
+                j += 2;
+                if chars.get(j) == Some(&'{') {
+                    let close = chars[j..]
+                        .iter()
+                        .position(|c| *c == '}')
+                        .map_or(chars.len(), |p| j + p);
+                    let group: String = chars[j + 1..close].iter().collect();
+                    for item in group.split(',') {
+                        let mut p = segs.clone();
+                        p.extend(
+                            item.trim()
+                                .split("::")
+                                .map(|s| s.split_whitespace().next().unwrap_or("").to_string())
+                                .filter(|s| !s.is_empty() && s.chars().all(ident)),
+                        );
+                        out.push(p);
+                    }
+                    segs.clear();
+                    j = close;
+                    break;
+                }
+                if j < chars.len() && ident(chars[j]) {
+                    continue;
+                }
+            }
+            break;
+        }
+        if segs.len() > 1 {
+            out.push(segs);
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// The daemon's files (outside test code) and which of them each imports.
+fn daemon_graph() -> Vec<(Vec<String>, BTreeSet<Vec<String>>)> {
+    let mut files = Vec::new();
+    rust_files(&src().join("daemon"), &mut files);
+    let tests = test_files(&files);
+    files.retain(|f| !tests.contains(f));
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(f)).collect();
+    files
+        .iter()
+        .map(|f| {
+            let at = module_path(f);
+            let mut text = product_lines(&fs::read_to_string(f).unwrap()).join("\n");
+            // A visibility (`pub(in crate::daemon)`) names a module but imports nothing.
+            while let Some(at) = text.find("pub(in ") {
+                let end = text[at..].find(')').map_or(text.len(), |e| at + e + 1);
+                text.replace_range(at..end, "pub");
+            }
+            let to = paths_in(&text)
+                .iter()
+                .filter_map(|p| {
+                    let p: Vec<&str> = p.iter().map(String::as_str).collect();
+                    resolve(&at, &p, &modules)
+                })
+                .filter(|m| *m != at && m.first().is_some_and(|d| d == "daemon"))
+                .collect();
+            (at, to)
+        })
+        .collect()
+}
+
+/// The strongly connected components of `graph`, each a set of files that reach
+/// one another.
+fn circles(graph: &[(Vec<String>, BTreeSet<Vec<String>>)]) -> Vec<BTreeSet<Vec<String>>> {
+    let reach = |from: &Vec<String>| {
+        let mut seen = BTreeSet::from([from.clone()]);
+        let mut todo = vec![from.clone()];
+        while let Some(m) = todo.pop() {
+            for (_, to) in graph.iter().filter(|(a, _)| *a == m) {
+                for t in to {
+                    if seen.insert(t.clone()) {
+                        todo.push(t.clone());
+                    }
+                }
+            }
+        }
+        seen
+    };
+    let all: Vec<(Vec<String>, BTreeSet<Vec<String>>)> =
+        graph.iter().map(|(m, _)| (m.clone(), reach(m))).collect();
+    let mut out: Vec<BTreeSet<Vec<String>>> = Vec::new();
+    for (m, r) in &all {
+        if out.iter().any(|c| c.contains(m)) {
+            continue;
+        }
+        let comp = all
+            .iter()
+            .filter(|(n, rn)| r.contains(n) && rn.contains(m))
+            .map(|(n, _)| n.clone())
+            .collect();
+        out.push(comp);
+    }
+    out.sort_by_key(|c| std::cmp::Reverse(c.len()));
+    out
+}
+
+/// Which room a daemon module is in: its position in [`ROOMS`], or one past them
+/// for the files at the top.
+fn room_of(m: &[String]) -> usize {
+    m.get(1)
+        .and_then(|r| ROOMS.iter().position(|x| x == r))
+        .unwrap_or(ROOMS.len())
+}
+
+#[test]
+fn the_daemons_rooms_import_one_way_and_no_circle_is_wide() {
+    let graph = daemon_graph();
+    let name = |m: &Vec<String>| m.join("::");
+    let edge = |a: &str, b: &str| {
+        graph
+            .iter()
+            .any(|(m, to)| name(m) == a && to.iter().any(|t| name(t) == b))
+    };
+    assert!(
+        edge("daemon::workers::io", "daemon::shared")
+            && edge("daemon::target_loop", "daemon::workers::io"),
+        "the scan found none of the daemon's imports"
+    );
+    let against: Vec<String> = graph
+        .iter()
+        .flat_map(|(m, to)| to.iter().map(move |t| (m, t)))
+        .filter(|(m, t)| room_of(t) > room_of(m))
+        .map(|(m, t)| format!("{} imports {}", name(m), name(t)))
+        .collect();
+    assert!(
+        against.is_empty(),
+        "imports against the rooms' order {ROOMS:?}:\n{}",
+        against.join("\n")
+    );
+    let widest = circles(&graph).into_iter().next().unwrap_or_default();
+    assert!(
+        widest.len() <= MAX_CIRCLE,
+        "{} daemon files import each other in one circle: {:?}",
+        widest.len(),
+        widest.iter().map(name).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn the_daemon_scan_resolves_paths_and_finds_circles() {
+    let modules: BTreeSet<Vec<String>> = [
+        "daemon",
+        "daemon::host",
+        "daemon::host::facts",
+        "daemon::workers",
+        "daemon::workers::io",
+    ]
+    .iter()
+    .map(|m| m.split("::").map(str::to_string).collect())
+    .collect();
+    let v = |s: &str| s.split("::").map(str::to_string).collect::<Vec<_>>();
+    let at = v("daemon::workers::io");
+    assert_eq!(
+        resolve(
+            &at,
+            &["super", "super", "host", "facts", "HostFacts"],
+            &modules
+        ),
+        Some(v("daemon::host::facts"))
+    );
+    assert_eq!(
+        resolve(&at, &["crate", "daemon", "DaemonError"], &modules),
+        Some(v("daemon"))
+    );
+    assert_eq!(
+        resolve(&at, &["super", "Thing"], &modules),
+        Some(v("daemon::workers"))
+    );
+    assert_eq!(
+        resolve(&v("daemon"), &["host", "facts", "lock"], &modules),
+        Some(v("daemon::host::facts"))
+    );
+    assert_eq!(resolve(&at, &["std", "io", "Error"], &modules), None);
+    assert_eq!(
+        paths_in("use super::{facts::lock, disk_watch};\nlet x = crate::daemon::run(o);"),
+        [
+            v("super::facts::lock"),
+            v("super::disk_watch"),
+            v("crate::daemon::run")
+        ]
+    );
+    let g = |e: &[(&str, &[&str])]| -> Vec<(Vec<String>, BTreeSet<Vec<String>>)> {
+        e.iter()
+            .map(|(a, to)| (v(a), to.iter().map(|t| v(t)).collect()))
+            .collect()
+    };
+    let c = circles(&g(&[
+        ("a", &["b"]),
+        ("b", &["c"]),
+        ("c", &["a", "d"]),
+        ("d", &[]),
+    ]));
+    assert_eq!(c[0].len(), 3);
+    assert_eq!(c.len(), 2);
+    assert_eq!(room_of(&v("daemon::host::facts")), 0);
+    assert_eq!(room_of(&v("daemon::main_loop")), ROOMS.len());
+}
+
+/// What the CLI and the TUI may name of the daemon: its entry and its default
+/// cadences. What it publishes they read through `facts` and the store.
+const DAEMON_ENTRY: &[&str] = &[
+    "run",
+    "DaemonOptions",
+    "DaemonError",
+    "Stopped",
+    "FITNESS_EVERY",
+    "UPKEEP_EVERY",
+    "RUNNER_CHECK_EVERY",
+];
+
+/// Each name a `daemon::` path in `text` reaches (a group's each item).
+fn daemon_names(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("daemon::") {
+        let before = &text[..at];
+        // `daemon::` as a path of its own or under `crate::`, not another module's
+        // child named `daemon` (the CLI's `opts::daemon::…` constants, also imported
+        // by that name as the table does).
+        if before.ends_with(|c: char| c.is_alphanumeric() || c == '_')
+            || (before.ends_with("::") && !before.ends_with("crate::"))
+            || (!before.ends_with("crate::") && imports_opts_daemon(text))
+        {
+            continue;
+        }
+        let after = &text[at + "daemon::".len()..];
+        let items: Vec<&str> = match after.strip_prefix('{') {
+            Some(group) => group.split('}').next().unwrap().split(',').collect(),
+            None => vec![after],
+        };
+        for item in items {
+            let item = item.trim();
+            let end = item
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(item.len());
+            if end > 0 {
+                out.push(item[..end].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether `text` imports the CLI's `opts::daemon` module (the `daemon` command's
+/// option constants) by the name `daemon`.
+fn imports_opts_daemon(text: &str) -> bool {
+    text.match_indices("opts::{").any(|(at, _)| {
+        let group = text[at + "opts::{".len()..].split('}').next().unwrap_or("");
+        group.split(',').any(|m| m.trim() == "daemon")
+    })
+}
+
+#[test]
+fn the_cli_and_tui_reach_the_daemon_only_through_its_entry() {
+    assert_eq!(
+        daemon_names(
+            "use crate::daemon::{DaemonError, host::lock};\nx(crate::daemon::run(o), opts::daemon::LOG_LEVEL)"
+        ),
+        ["DaemonError", "host", "run"]
+    );
+    let mut files = Vec::new();
+    rust_files(&src().join("cli"), &mut files);
+    rust_files(&src().join("tui"), &mut files);
+    let tests = test_files(&files);
+    let mut entry = 0;
+    let mut bad = Vec::new();
+    for f in files.iter().filter(|f| !tests.contains(*f)) {
+        let text = product_lines(&fs::read_to_string(f).unwrap()).join("\n");
+        for name in daemon_names(&text) {
+            if DAEMON_ENTRY.contains(&name.as_str()) {
+                entry += 1;
+            } else {
+                bad.push(format!("{}: daemon::{name}", f.display()));
+            }
+        }
+    }
+    assert!(entry > 0, "the scan found no use of the daemon's entry");
+    assert!(
+        bad.is_empty(),
+        "the CLI reaches into the daemon's modules (read what it publishes, `facts` or the store):\n{}",
+        bad.join("\n")
+    );
 }

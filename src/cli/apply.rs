@@ -1,10 +1,10 @@
-//! `apply FILE` and `export`: the host described in one file (`daemon::config_file`).
+//! `apply FILE` and `export`: the host described in one file (`config_file`).
 
 use super::output::Out;
 use super::parse::Invocation;
 use super::spec::opts;
 use super::{CliError, CliResult, setting_risks, warn};
-use crate::daemon::config_file::{self, Options};
+use crate::config_file::{self, Options};
 use crate::domain::Invalid;
 use crate::store::{SqliteStore, Store};
 use serde_json::json;
@@ -43,7 +43,7 @@ pub fn apply(inv: &Invocation, store: &SqliteStore, dir: &Path, out: &mut Out) -
         dry_run: inv.flag(&opts::apply::DRY_RUN),
         prune: inv.flag(&opts::apply::PRUNE),
     };
-    let probe = crate::daemon::host_probe::Probe {
+    let probe = crate::facts::host_probe::Probe {
         state_dir: dir.to_path_buf(),
     };
     let source = if file == "-" {

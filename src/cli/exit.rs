@@ -5,7 +5,7 @@
 //! their text.
 
 use crate::daemon::DaemonError;
-use crate::daemon::lock::LockError;
+use crate::facts::lock::LockError;
 use crate::github::{AuthError, GhError};
 use crate::reconcile::pass::Cause;
 use crate::store::StoreError;

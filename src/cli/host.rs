@@ -103,7 +103,7 @@ pub fn show(store: &dyn Store, out: &mut Out) -> CliResult {
 pub const SETTABLE_KEYS: &[&str] = crate::domain::host::SETTABLE_KEYS;
 
 /// `host set KEY=VALUE...`: one `store::edit_host`, checked on this machine
-/// (`daemon::host_probe`), written whole or not at all.
+/// (`facts::host_probe`), written whole or not at all.
 pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
     store.host_or_create()?;
     let mut settings = Vec::new();
@@ -111,7 +111,7 @@ pub fn set(inv: &Invocation, store: &dyn Store, out: &mut Out) -> CliResult {
         settings.push(validate::key_value(kv)?);
     }
     let warnings = setting_risks(&inv.positionals)?;
-    let probe = crate::daemon::host_probe::Probe {
+    let probe = crate::facts::host_probe::Probe {
         state_dir: super::state_dir(inv)?,
     };
     let edit = crate::store::edit_host(store, &settings, &probe)?;
@@ -128,7 +128,7 @@ pub fn reidentify(
     dir: &std::path::Path,
     out: &mut Out,
 ) -> CliResult {
-    use crate::daemon::lock::{DaemonLock, HostClaim, LockError};
+    use crate::facts::lock::{DaemonLock, HostClaim, LockError};
     use crate::runner::claim;
     let locked = |e: LockError| {
         let message = match &e {
@@ -502,9 +502,9 @@ struct StatusView {
     alive: bool,
     meters: std::collections::BTreeMap<String, crate::meter::Totals>,
     isolation: (Option<String>, String, String),
-    kept: crate::daemon::retention::Kept,
+    kept: crate::facts::kept::Kept,
     caches: (crate::runner::slots::Footprint, Option<Millis>),
-    runner: crate::daemon::runner_update::Seen,
+    runner: crate::facts::runner_check::Seen,
     sessions: Vec<SessionStatus>,
     webhook: Option<(String, Value)>,
     link: Option<LinkView>,
@@ -558,7 +558,7 @@ impl StatusView {
             .iter()
             .map(|p| p.runner_dir.clone().unwrap_or_else(|| dir.join("runner")))
             .collect();
-        let runner = crate::daemon::runner_update::Seen::read(
+        let runner = crate::facts::runner_check::Seen::read(
             store,
             h.runner_version.as_deref(),
             Some(&installs),
@@ -577,14 +577,14 @@ impl StatusView {
             live_total: live.values().sum(),
             meters: output::profile_meters(store)?,
             isolation: isolation_line(store, &h, alive)?,
-            kept: crate::daemon::retention::Kept::read(dir, &h),
-            caches: crate::daemon::slots::shown(store, dir, &h, now),
+            kept: crate::facts::kept::Kept::read(dir, &h),
+            caches: crate::facts::caches::shown(store, dir, &h, now),
             sessions: store.session_statuses()?,
             webhook: webhook_status(store, alive, now),
             link: LinkView::read(store, &h, hb.as_ref(), alive),
             lost: store.rerun_counts(now - LOST_WINDOW)?,
             identity: Identity::read(store)?,
-            drift: crate::daemon::config_file::drift(store),
+            drift: crate::config_file::drift(store),
             runner,
             live,
             profiles,
@@ -629,7 +629,7 @@ impl StatusView {
             ("kept", self.kept.line()),
             (
                 "caches",
-                crate::daemon::slots::shown_line(&self.caches.0, self.caches.1, self.now),
+                crate::facts::caches::shown_line(&self.caches.0, self.caches.1, self.now),
             ),
             ("runner", self.runner.line()),
         ];
@@ -838,8 +838,8 @@ pub fn status(store: &dyn Store, out: &mut Out, dir: &std::path::Path) -> CliRes
 /// (`listening`, `listen`, `since`, `last_delivery`, `last_loss`, the counts, `error`), with the
 /// line as `detail`.
 fn webhook_status(store: &dyn Store, alive: bool, now: Millis) -> Option<(String, Value)> {
-    let webhook = crate::daemon::webhook::Seen::read(store).filter(|_| alive);
-    let setting = crate::daemon::webhook::settings(store);
+    let webhook = crate::store::daemon_facts::WebhookSeen::read(store).filter(|_| alive);
+    let setting = crate::facts::webhook::settings(store);
     let entry = |listening: bool, listen: Option<String>, error: Option<String>, line: &str| {
         let seen = webhook.as_ref();
         json!({

@@ -624,17 +624,17 @@ fn effective_uid() -> u32 {
 
 /// Checks that a file the daemon will read later exists and is readable now.
 fn readable_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    Ok(crate::daemon::host_probe::readable_file(arg, path)?)
+    Ok(crate::facts::host_probe::readable_file(arg, path)?)
 }
 
 /// Checks that a token or key file the daemon will read later is one it will accept:
 /// readable now, a regular file, private to its owner (see `secret::read_secret_file`).
 fn secret_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    Ok(crate::daemon::host_probe::secret_file(arg, path)?)
+    Ok(crate::facts::host_probe::secret_file(arg, path)?)
 }
 
 /// A GitHub App key file: readable as a secret and a PEM RSA private key, so a wrong
 /// file is refused when it is named rather than at the daemon's first token.
 fn app_key_file(arg: &str, path: &std::path::Path) -> Result<(), CliError> {
-    Ok(crate::daemon::host_probe::app_key_file(arg, path)?)
+    Ok(crate::facts::host_probe::app_key_file(arg, path)?)
 }

@@ -43,7 +43,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
         Some(v) => validate::seconds_in("--fitness-every", v, 1, 86_400)?,
     };
     let runner_check = match inv.value(&opts::daemon::RUNNER_CHECK) {
-        None => crate::daemon::runner_update::DEFAULT_EVERY_MS as u64 / 1000,
+        None => crate::daemon::RUNNER_CHECK_EVERY.as_secs(),
         Some(v) => validate::seconds_in("--runner-check", v, 0, 30 * 86_400)?,
     };
     let upkeep_every = match inv.value(&opts::daemon::UPKEEP_EVERY) {
@@ -89,7 +89,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
             let mut err = CliError::classed(Failure::of_daemon(&other), other.to_string());
             // A copied state directory: its fix is the one command that gives it an id.
             if let (
-                DaemonError::Lock(crate::daemon::lock::LockError::HostId { state_dir, .. }),
+                DaemonError::Lock(crate::facts::lock::LockError::HostId { state_dir, .. }),
                 CliError::Classed { subject, .. },
             ) = (&other, &mut err)
             {
@@ -108,7 +108,7 @@ pub fn daemon(inv: &Invocation, dir: &Path) -> CliResult {
 /// SIGHUP or a change finds it whatever the daemon's directory.
 fn config_file(file: &str) -> Result<std::path::PathBuf, CliError> {
     let path = validate::path("--config", file)?;
-    let text = crate::daemon::config_file::read_bounded(&path)
+    let text = crate::config_file::read_bounded(&path)
         .map_err(|e| CliError::usage("--config", &format!("cannot read {file}: {e}")))?;
     crate::domain::describe::parse(&text)
         .map_err(|e| CliError::usage("--config", &format!("{file}: {e}")))?;

@@ -4,9 +4,9 @@
 //! the daemon's life, so a copied state directory never runs beside its original.
 
 use super::DaemonError;
-use super::lock::{HostClaim, LockError};
 use crate::domain::Host;
 use crate::domain::identity::{self, Verdict};
+use crate::facts::lock::{HostClaim, LockError};
 use crate::runner::{ProcessStatus, is_alive, machine};
 use crate::store::{SqliteStore, Store, daemon_facts};
 use crate::timefmt::{format_rfc3339, now_millis};

@@ -2,13 +2,15 @@
 //! (only the `select!`), `handle_event` (the work: signals, meter readings and the
 //! one-second tick), and `shutdown`, which stops the threads in their order.
 
-use super::handles::SamplerHandle;
+use super::feeds::{metrics_feed, pool_link};
+use super::host::{disk_watch, retention, sweep};
+use super::shared::handles::SamplerHandle;
 use super::shared::{LoopMsg, Shared};
 use super::signals::{Signal, SignalWatch, Stop};
+use super::workers::oci;
 use super::{
     DaemonError, DaemonOptions, HEARTBEAT_EVERY, SWEEP_EVERY, Stopped, apply_containment,
-    config_fingerprint, containment_key, disk_watch, fitness_watch, metrics_feed, notify, oci,
-    pool_link, prune_caches, refresh_link, retention, sweep, sync_loops,
+    config_fingerprint, containment_key, notify, prune_caches, refresh_link, sync_loops,
 };
 use crate::domain::{Attempt, AttemptState, Host};
 use crate::meter::{LiveAttempt, LiveBook, MeterReport};
@@ -82,7 +84,7 @@ pub struct MainLoop<'a> {
     /// The store changed since the handover request was last read.
     handover_due: bool,
     live_book: LiveBook,
-    follower: Option<super::config_file::Follower>,
+    follower: Option<crate::config_file::Follower>,
 }
 
 /// What `MainLoop::new` starts from, besides the threads.
@@ -100,7 +102,7 @@ pub struct Start<'a> {
     /// The usage counters, their baseline read before the first loops were started.
     pub usage: Option<crate::metrics::usage::UsageCounters>,
     /// The description file it follows (`daemon --config`).
-    pub follower: Option<super::config_file::Follower>,
+    pub follower: Option<crate::config_file::Follower>,
 }
 
 /// The store's `data_version` and the configuration's fingerprint, read in that
@@ -295,7 +297,7 @@ impl<'a> MainLoop<'a> {
         for r in batch {
             self.shared.record_meter(r.attempt, &r.meter);
             if r.oom_killed {
-                super::oci::note_oom(&self.opts.state_dir, r.attempt);
+                super::workers::oci::note_oom(&self.opts.state_dir, r.attempt);
             }
         }
         // The live figures reach the store while the runner lives: what to write and
@@ -388,14 +390,14 @@ impl<'a> MainLoop<'a> {
     fn watch_host(&mut self, host: &Host, now: Millis) {
         if now >= self.next_disk {
             self.next_disk = now + disk_watch::SAMPLE_EVERY;
-            disk_watch::sample(&self.shared, host.disk_reserve_bytes);
+            self.shared.watch_disk(host.disk_reserve_bytes);
         }
         if now >= self.next_fitness {
             self.next_fitness = now + self.fitness_every;
             // An unreadable store keeps the last judgement.
             match self.store.profiles() {
                 Ok(profiles) => {
-                    fitness_watch::check(&self.shared, host, &profiles);
+                    self.shared.watch_fitness(host, &profiles);
                 }
                 Err(e) => log_warn!("fitness_not_checked", error = e),
             }
@@ -415,7 +417,7 @@ impl<'a> MainLoop<'a> {
                     pid: a.pid?,
                     start_time: a.pid_start?,
                     cgroup: (!contain.cgroups.is_none()).then(|| contain.cgroups.attempt(a.id)),
-                    container: super::oci::container_of(&self.opts.state_dir, a),
+                    container: super::workers::oci::container_of(&self.opts.state_dir, a),
                 })
             })
             .collect();

@@ -2,53 +2,29 @@
 //! spawns one loop per target, the meter sampler and the coordinator link, then hands
 //! over to `main_loop`, which watches signals and joins them all.
 
-mod actuator;
-mod clients;
-pub mod config_file;
-pub mod contain;
-mod disk_watch;
-pub use disk_watch::free_bytes;
-pub mod fitness_watch;
-mod handles;
-pub mod host_probe;
+mod feeds;
+pub mod host;
 mod identity;
-mod io;
-pub mod lock;
 mod main_loop;
-mod metrics_feed;
 pub mod notify;
-mod observe;
-mod oci;
-mod pool;
-mod pool_link;
-mod public_guard;
-mod quiet;
-mod rerun;
-mod rest_queue;
-pub mod retention;
-pub mod runner_update;
-mod scaleset_feed;
 mod shared;
 pub mod signals;
-pub mod slots;
-mod starter;
-mod status_writer;
-mod sweep;
 mod target_loop;
-pub mod webhook;
+mod workers;
+pub use host::disk_watch::free_bytes;
 
-pub use fitness_watch::CHECK_EVERY as FITNESS_EVERY;
+pub use host::fitness_watch::CHECK_EVERY as FITNESS_EVERY;
 pub use shared::LoopMsg;
 
+use crate::facts::lock::{DaemonLock, LockError};
 use crate::logging::Level;
 use crate::runner::claim::ClaimError;
 use crate::store::{Heartbeat, SqliteStore, Store, StoreError, daemon_facts};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use crossbeam_channel::{Receiver, bounded};
-use handles::{LoopHandle, SamplerHandle};
-use lock::{DaemonLock, LockError};
 use main_loop::MainLoop;
+use shared::handles::{LoopHandle, SamplerHandle};
 use shared::{Shared, lock as lock_mutex};
 use signals::SignalWatch;
 use std::path::PathBuf;
@@ -73,7 +49,7 @@ pub struct DaemonOptions {
     /// How often the managed runner installs are checked against the downloads API
     /// (`runner_update`); zero never checks.
     pub runner_check: Duration,
-    /// How often `retention::upkeep` prunes ended attempts, their logs and caches
+    /// How often `host::retention::upkeep` prunes ended attempts, their logs and caches
     /// and reclaims the store's space ([`UPKEEP_EVERY`] unless told).
     pub upkeep_every: Duration,
     /// A description file the daemon follows (`config_file::Follower`): applied at
@@ -112,9 +88,13 @@ impl From<StoreError> for DaemonError {
 
 const HEARTBEAT_EVERY: Millis = 5_000;
 const SWEEP_EVERY: Millis = 60_000;
-/// How often `retention::upkeep` prunes, removes logs and reclaims the store's space,
+/// How often `host::retention::upkeep` prunes, removes logs and reclaims the store's space,
 /// unless `--upkeep-every` says otherwise.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(3_600);
+/// How often the managed runner installs are checked unless `--runner-check` says
+/// otherwise (`host::runner_book`).
+pub const RUNNER_CHECK_EVERY: Duration =
+    Duration::from_millis(host::runner_book::DEFAULT_EVERY_MS as u64);
 
 /// How the daemon stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +138,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     let mut follower = opts
         .config
         .as_deref()
-        .map(|f| config_file::Follower::new(f, &opts.state_dir));
+        .map(|f| crate::config_file::Follower::new(f, &opts.state_dir));
     if let Some(f) = &mut follower {
         f.apply(&store, now_millis(), "start");
     }
@@ -173,7 +153,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         .pool
         .set_grace(opts.fallback_grace.as_millis() as Millis);
     // `--once` is one pass: it does not wait for a release to download.
-    shared.runner_update.set_every(if opts.once {
+    shared.host.runner_update.set_every(if opts.once {
         0
     } else {
         opts.runner_check.as_millis() as Millis
@@ -182,8 +162,8 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     contain_at_start(&shared, &store, &host)?;
     // The first passes, and the first scrape, know whether there is room to start
     // runners.
-    disk_watch::sample(&shared, host.disk_reserve_bytes);
-    fitness_watch::check(&shared, &host, &store.profiles()?);
+    shared.watch_disk(host.disk_reserve_bytes);
+    shared.watch_fitness(&host, &store.profiles()?);
     log_info!(
         "daemon_started",
         host = host.id,
@@ -192,10 +172,16 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         isolation = shared.containment().isolation.describe(),
         cgroups = shared.containment().cgroups.summary()
     );
-    let link = pool_link::start_link(&shared, &store)?;
+    let link = feeds::pool_link::start_link(&shared, &store)?;
     let (shutdown_tx, shutdown_rx) = bounded::<()>(0);
-    let metrics_thread = metrics_feed::serve(&opts, &shared, &shutdown_rx)?;
-    let _webhook = (!opts.once).then(|| webhook::serve(&store, &shared, &shutdown_rx));
+    // The `--metrics-listen` listener (not with `--once`).
+    let metrics_thread = match opts.metrics_listen.filter(|_| !opts.once) {
+        Some(listen) => Some(
+            feeds::metrics_feed::serve(listen, &shared, &shutdown_rx).map_err(DaemonError::Io)?,
+        ),
+        None => None,
+    };
+    let _webhook = (!opts.once).then(|| feeds::webhook::serve(&store, &shared, &shutdown_rx));
 
     sweep_at_start(&store, &host, &opts.state_dir, &shared)?;
 
@@ -207,7 +193,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     // The usage counters' baseline, before a loop can end an attempt: what ends from
     // here on is counted.
     let usage = (!opts.once)
-        .then(|| metrics_feed::usage_baseline(&shared.metrics, &store, now_millis()))
+        .then(|| feeds::metrics_feed::usage_baseline(&shared.metrics, &store, now_millis()))
         .flatten();
     sync_loops(&store, &shared, &shutdown_rx, opts.once)?;
     if opts.once {
@@ -290,7 +276,7 @@ fn prune_caches(shared: &Arc<Shared>, state_dir: &std::path::Path, host: &crate:
         .name("caches-prune".into())
         .spawn(move || match SqliteStore::open(&dir) {
             Ok(store) => {
-                slots::prune(&shared, &store, &host);
+                workers::slots::prune(&shared, &store, &host);
             }
             Err(e) => log_warn!("caches_not_pruned", error = e),
         });
@@ -321,7 +307,7 @@ fn contain_at_start(
     if let Some(held @ ClaimError::Held { .. }) = apply_containment(shared, store, host, None)? {
         return Err(DaemonError::Lock(LockError::Uids(held)));
     }
-    contain::restore_limits(
+    host::contain::restore_limits(
         &shared.containment(),
         &store.open_attempts(&host.id)?,
         &store.profiles()?,
@@ -329,8 +315,8 @@ fn contain_at_start(
     Ok(())
 }
 
-/// Decides the containment (see `contain::establish`), claims its runner uids
-/// host-wide (`contain::claim_uids`), says it once in the log and keeps it in the
+/// Decides the containment (see `host::contain::establish`), claims its runner uids
+/// host-wide (`host::contain::claim_uids`), says it once in the log and keeps it in the
 /// store for `status`, `top` and `doctor`. A refused claim leaves the isolation
 /// `refused` (no runner starts) and is returned.
 fn apply_containment(
@@ -339,9 +325,9 @@ fn apply_containment(
     host: &crate::domain::Host,
     cgroups: Option<crate::runner::cgroup::Cgroups>,
 ) -> Result<Option<ClaimError>, StoreError> {
-    let mut c = contain::establish(host, &shared.state_dir, cgroups);
-    contain::find_shared_dirs(&mut c, &shared.containment(), &shared.state_dir);
-    let refused = contain::claim_uids(&shared.uid_claim, &shared.state_dir, &mut c);
+    let mut c = host::contain::establish(host, &shared.state_dir, cgroups);
+    host::contain::find_shared_dirs(&mut c, &shared.containment(), &shared.state_dir);
+    let refused = host::contain::claim_uids(&shared.host.uid_claim, &shared.state_dir, &mut c);
     if let crate::domain::InEffect::None { .. } = c.isolation {
         log_warn!(
             "not_isolated",
@@ -364,7 +350,7 @@ fn apply_containment(
             enforced: c.cgroups.enforced(),
         },
     )?;
-    *lock_mutex(&shared.contain) = Arc::new(c);
+    *lock_mutex(&shared.host.contain) = Arc::new(c);
     Ok(refused)
 }
 
@@ -373,20 +359,20 @@ fn apply_containment(
 fn refresh_link(
     shared: &Arc<Shared>,
     store: &SqliteStore,
-    link: Option<pool_link::LinkRun>,
-) -> Result<Option<pool_link::LinkRun>, DaemonError> {
+    link: Option<feeds::pool_link::LinkRun>,
+) -> Result<Option<feeds::pool_link::LinkRun>, DaemonError> {
     let host = store.host_or_create()?;
-    let config = pool_link::LinkSettings::of(&host);
+    let config = feeds::pool_link::LinkSettings::of(&host);
     match link {
         Some(l) if l.config == config => {
-            l.update_hello(pool_link::hello(store)?);
+            l.update_hello(feeds::pool_link::hello(store)?);
             Ok(Some(l))
         }
         Some(l) => {
             l.stop();
-            Ok(pool_link::start_link(shared, store)?)
+            Ok(feeds::pool_link::start_link(shared, store)?)
         }
-        None if config.url.is_some() => Ok(pool_link::start_link(shared, store)?),
+        None if config.url.is_some() => Ok(feeds::pool_link::start_link(shared, store)?),
         None => Ok(None),
     }
 }
@@ -400,8 +386,8 @@ fn sweep_at_start(
     state_dir: &std::path::Path,
     shared: &Shared,
 ) -> Result<(), DaemonError> {
-    sweep::sweep(store, host, state_dir, &shared.containment());
-    oci::sweep(store, &host.id, &store.profiles()?);
+    host::sweep::sweep(store, host, state_dir, &shared.containment());
+    workers::oci::sweep(store, &host.id, &store.profiles()?);
     Ok(())
 }
 
@@ -438,7 +424,7 @@ fn sync_loops(
             continue;
         }
         let tl = target_loop::TargetLoop::new(name.clone(), shared.clone(), shutdown_rx.clone())?;
-        let l = LoopHandle::spawn(&name, tl, once).map_err(|e| {
+        let l = LoopHandle::spawn(&name, move |inbox| tl.run(inbox, once)).map_err(|e| {
             DaemonError::Io(format!("cannot start a thread for target {name}: {e}"))
         })?;
         shared.loops.insert(name.clone(), l);

@@ -158,7 +158,7 @@ pub(super) fn check_kept(state_dir: &Path, store: &crate::store::SqliteStore) ->
     let Ok(Some(host)) = store.host() else {
         return CheckLine::ok("kept", "nothing yet (no host in the store)");
     };
-    let kept = crate::daemon::retention::Kept::read(state_dir, &host);
+    let kept = crate::facts::kept::Kept::read(state_dir, &host);
     if kept.logs_bytes > kept.logs_max_bytes {
         return CheckLine::warn(
             "kept",
@@ -179,8 +179,8 @@ pub(super) fn check_caches(state_dir: &Path, store: &crate::store::SqliteStore) 
         return CheckLine::ok("caches", "nothing yet (no host in the store)");
     };
     let now = crate::timefmt::now_millis();
-    let (f, at) = crate::daemon::slots::shown(store, state_dir, &host, now);
-    let line = crate::daemon::slots::shown_line(&f, at, now);
+    let (f, at) = crate::facts::caches::shown(store, state_dir, &host, now);
+    let line = crate::facts::caches::shown_line(&f, at, now);
     if f.over() {
         return CheckLine::warn(
             "caches",
@@ -324,7 +324,7 @@ pub(super) fn runner_line(
     opts: &Options,
 ) -> CheckLine {
     let install_hint = format!("runner-manager runner install --dir {}", dir.display());
-    // Whether the daemon keeps it current (`daemon::runner_update`).
+    // Whether the daemon keeps it current (`daemon::workers::runner_update`).
     let how = match crate::install::managed::kind(dir, &opts.state_dir) {
         Ok(
             crate::install::managed::Kind::Linked { .. } | crate::install::managed::Kind::InPlace,
@@ -440,13 +440,14 @@ pub(super) fn check_systemd(opts: &Options) -> CheckLine {
     }
 }
 
-/// The webhook listener's line (`daemon::webhook`): its settings, its secret file (read
+/// The webhook listener's line (`daemon::feeds::webhook`): its settings, its secret file (read
 /// as the daemon reads it) and what it last saw; nothing while it is off.
 pub fn check_webhook(
     store: &dyn crate::store::Store,
     now: crate::timefmt::Millis,
 ) -> Option<crate::doctor::CheckLine> {
-    use crate::daemon::webhook::{read_secret, settings};
+    use crate::facts::host_probe::read_secret;
+    use crate::facts::webhook::settings;
     use crate::store::daemon_facts::WebhookSeen;
     let (listen, file) = match settings(store) {
         Ok(None) => return None,

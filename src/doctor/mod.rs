@@ -134,7 +134,7 @@ fn fitness_lines(
 ) {
     let facts = crate::reconcile::fitness::Facts {
         runner_users: None,
-        ..crate::daemon::fitness_watch::read_facts(host, profiles, enforced)
+        ..crate::daemon::host::fitness_watch::read_facts(host, profiles, enforced)
     };
     lines.extend(
         crate::reconcile::fitness::findings(&facts)

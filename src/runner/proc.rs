@@ -279,7 +279,7 @@ fn clock_ticks() -> u64 {
 
 /// The processes whose working directory or executable lies under `dir`: what tests
 /// and benchmarks use to look for leaked runners. The daemon never decides what to
-/// kill by this (a job can make a path lead anywhere; see `daemon::sweep`). The daemon
+/// kill by this (a job can make a path lead anywhere; see `daemon::host::sweep`). The daemon
 /// itself is never listed. `dir` is canonicalized first because /proc shows resolved
 /// paths.
 pub fn processes_with_cwd_or_exe_under(dir: &Path) -> Vec<Pid> {

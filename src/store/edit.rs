@@ -97,7 +97,7 @@ pub fn check_runner_dir(arg: &str, p: &ScalePolicy) -> Result<(), Invalid> {
 /// What `store::edit_host` cannot check itself from the store's floor: a setting's
 /// value on this machine, as the part that reads it will (a token or CA file, a
 /// runtime root, runner users, a release source, the webhook's secret), and whether
-/// another daemon here holds a uid range. `daemon::host_probe` is the machine's.
+/// another daemon here holds a uid range. `facts::host_probe` is the machine's.
 pub trait HostProbe {
     /// Checks the setting `key` as `after` holds it (called for each key an edit
     /// names, after every key is applied; a key it has nothing to check passes).

@@ -482,7 +482,7 @@ fn perform_in(
             });
         }
         Request::Run(action) => {
-            let probe = crate::daemon::host_probe::Probe {
+            let probe = crate::facts::host_probe::Probe {
                 state_dir: state_dir.to_path_buf(),
             };
             let done = actions::apply(stores.main, &action, &probe);

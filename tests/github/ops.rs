@@ -399,7 +399,7 @@ fn runner_by_name_groups_visibility_and_repositories() {
     assert_eq!(paths[7], "/installation/repositories?per_page=100");
 }
 
-/// The lost-job search (`daemon::rerun`) reads one page of a status's newest runs, with
+/// The lost-job search (`daemon::workers::rerun`) reads one page of a status's newest runs, with
 /// the times it tells them apart by.
 #[test]
 fn runs_now_reads_a_page_of_runs_with_their_times() {

@@ -115,7 +115,7 @@ fn scenes() -> Vec<(&'static str, Setup)> {
                 let Request::Run(action) = r else {
                     panic!("{r:?}")
                 };
-                let probe = runner_manager::daemon::host_probe::Probe {
+                let probe = runner_manager::facts::host_probe::Probe {
                     state_dir: std::env::temp_dir(),
                 };
                 a.done(runner_manager::tui::actions::apply(&store, &action, &probe));

@@ -108,7 +108,7 @@ impl TargetLoop {
 
     /// What the loop remembers of an attempt after acting on it.
     pub(super) fn after_attempt(&mut self, a: &Attempt) {
-        crate::daemon::runner_update::note_attempt(&self.shared, a);
+        crate::daemon::workers::runner_update::note_attempt(&self.shared, a);
         if a.cleaned {
             self.observer.forget(a.id);
         }

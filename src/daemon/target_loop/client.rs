@@ -108,30 +108,3 @@ impl TargetLoop {
             .max(self.scaleset.shared_hold().until())
     }
 }
-
-/// [`TargetLoop::persist_etags`], for `name`'s `client`.
-pub(in crate::daemon) fn keep_etags(
-    store: &SqliteStore,
-    name: &str,
-    client: Option<&GitHubClient>,
-) {
-    let Some(client) = client else {
-        return;
-    };
-    let changes: Vec<EtagChange> = client
-        .take_etag_changes()
-        .into_iter()
-        .map(|(url, entry)| match entry {
-            Some(c) => EtagChange::Put(StoredEtag {
-                url,
-                etag: c.etag,
-                body: c.body,
-                link: c.link,
-            }),
-            None => EtagChange::Gone(url),
-        })
-        .collect();
-    if let Err(e) = store.save_etags(name, &changes) {
-        log_warn!("etags_not_kept", target = name, error = e);
-    }
-}

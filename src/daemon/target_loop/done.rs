@@ -87,7 +87,7 @@ impl TargetLoop {
         &mut self,
         repos: crate::github::visibility::OrgRepos,
         read_at: Millis,
-        result: Result<crate::daemon::io::DemandRead, GhError>,
+        result: Result<crate::daemon::workers::io::DemandRead, GhError>,
         units: u64,
     ) -> Outcome {
         self.queue.end_read(repos);

@@ -77,7 +77,7 @@ impl TargetLoop {
                 profiles: set.profiles.clone(),
             },
             // No other loop holds the host's runner install check, and it is due.
-            Read::RunnerRelease => match self.shared.runner_update.claim(now) {
+            Read::RunnerRelease => match self.shared.host.runner_update.claim(now) {
                 Some(job) => Task::RunnerRelease { job },
                 None => return,
             },

@@ -17,20 +17,18 @@ mod effects;
 mod planning;
 mod status;
 
-pub(super) use client::keep_etags;
-
-use super::actuator::{self, Ctx};
-use super::clients;
-use super::contain::{self, UidBook};
-use super::io::{DemandCaps, Done, IoPool, Task};
-use super::metrics_feed;
-use super::observe::Observer;
-use super::pool::TargetView;
-use super::rest_queue::{RestQueue, Scope};
-use super::scaleset_feed::ScaleSetFeed;
+use super::feeds::clients::{self, keep_etags};
+use super::feeds::metrics_feed;
+use super::feeds::rest_queue::{RestQueue, Scope};
+use super::feeds::scaleset_feed::ScaleSetFeed;
+use super::feeds::status_writer::StatusWriter;
+use super::host::contain::{self, UidBook};
+use super::shared::pool::TargetView;
 use super::shared::{LoopMsg, Shared, lock};
-use super::starter::{self, Started};
-use super::status_writer::StatusWriter;
+use super::workers::actuator::{self, Ctx};
+use super::workers::io::{DemandCaps, Done, IoPool, Task};
+use super::workers::observe::Observer;
+use super::workers::starter::{self, Started};
 use crate::backoff::Jitter;
 use crate::domain::{Attempt, Host, InEffect, RegisteredRunner, ScalePolicy, Target};
 use crate::domain::{AttemptState, TargetScope};
@@ -46,7 +44,7 @@ use crate::reconcile::unfit::{self, Fitness, Unfit};
 use crate::reconcile::watch;
 use crate::runner;
 use crate::store::daemon_facts;
-use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
+use crate::store::{SqliteStore, Store, StoreError, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_debug, log_error, log_info, log_warn};
 use crossbeam_channel::{Receiver, select, tick};
@@ -366,10 +364,10 @@ impl TargetLoop {
             queued: self.queue.jobs.len() as u64,
             unread_runs: self.queue.unread_runs,
             queue_read_at: self.queue.read_at,
-            guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
+            guard: crate::daemon::workers::public_guard::due_read(&set.target, &set.profiles),
             reruns_due: self.reruns.first_due.is_some_and(|at| at <= now),
             jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now).fits),
-            hooks_steady: lock(&self.shared.hooks).steady(self.queue.heard_at, now),
+            hooks_steady: lock(&self.shared.heard.hooks).steady(self.queue.heard_at, now),
         }
     }
 

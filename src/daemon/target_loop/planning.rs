@@ -12,7 +12,7 @@ impl TargetLoop {
             TargetScope::Org { .. } => Scope::Org(&set.profiles),
             TargetScope::Repo { .. } => Scope::Repo,
         };
-        let book = lock(&self.shared.hooks);
+        let book = lock(&self.shared.heard.hooks);
         self.queue
             .hear(&book, |repo| set.target.scope.covers(repo), scope);
     }

@@ -63,7 +63,7 @@ impl TargetLoop {
         });
         let disk_full = self.shared.disk_reason();
         let mut host_unfit = self.shared.fitness_reasons();
-        crate::daemon::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
+        crate::daemon::workers::oci::add_unjudged(&self.shared, profiles, &mut host_unfit);
         let unfit = unfit::unfit(
             &Fitness {
                 profiles,

@@ -13,7 +13,7 @@
 //! restart): it turns the controllers off in our bases (`runner-manager-<tag>`) and
 //! then in the root. Live attempts keep running, without their limits until the next
 //! daemon, which enables the controllers again and writes every live attempt's limits
-//! back at its start (`daemon::contain::restore_limits`). Measured on Debian 12: the
+//! back at its start (`daemon::host::contain::restore_limits`). Measured on Debian 12: the
 //! gap is the restart itself, about a second for `systemctl restart`, and `RestartSec=`
 //! more after a failure.
 //!

@@ -31,11 +31,9 @@ impl crate::store::HostProbe for Probe {
             "runner_uids" => h.runner_uids.map_or(Ok(()), |r| runner_users_exist(key, r)),
             _ => match Beside::of(key).and_then(|b| Some((b, after.beside(b)?))) {
                 Some((Beside::ReleaseSource, v)) => release_source(key, v),
-                Some((Beside::WebhookSecretFile, v)) => {
-                    crate::daemon::webhook::read_secret(Path::new(v))
-                        .map(drop)
-                        .map_err(|e| Invalid::new(key, e))
-                }
+                Some((Beside::WebhookSecretFile, v)) => read_secret(Path::new(v))
+                    .map(drop)
+                    .map_err(|e| Invalid::new(key, e)),
                 _ => Ok(()),
             },
         }
@@ -164,4 +162,14 @@ fn runner_users_exist(key: &str, r: UidRange) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+/// The webhook's secret as the listener reads it: a regular file nobody else can read.
+pub fn read_secret(path: &Path) -> Result<crate::secret::Secret, String> {
+    let s = crate::secret::read_secret_file(path).map_err(|e| e.to_string())?;
+    let trimmed = s.expose().trim();
+    if trimmed.is_empty() {
+        return Err(format!("{} is empty", path.display()));
+    }
+    Ok(crate::secret::Secret::new(trimmed))
 }

@@ -3,7 +3,7 @@
 //! `reconcile::rerun` says to ask (the job's run, then the re-run), and store what it
 //! concludes. Each row settles once, and is logged and counted then.
 
-use super::shared::Shared;
+use crate::daemon::shared::Shared;
 use crate::domain::rerun::{JobSeen, Rerun, RerunState};
 use crate::domain::{Target, TargetScope};
 use crate::github::{GhError, GitHubClient};

@@ -3,8 +3,7 @@
 //! joins it, so no loop outlives the handle that started it. `Loops` is the one map
 //! of target loops, by target name, through which any thread wakes one.
 
-use super::shared::{LoopMsg, lock};
-use super::target_loop::TargetLoop;
+use crate::daemon::shared::{LoopMsg, lock};
 use crate::meter::{LiveAttempt, MeterReport, spawn_sampler};
 use crate::reconcile::pass::TargetError;
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -22,13 +21,9 @@ pub struct LoopHandle {
 }
 
 impl LoopHandle {
-    /// Runs `tl` on a thread of its own (one pass per target with `once`).
-    pub fn spawn(name: &str, tl: TargetLoop, once: bool) -> std::io::Result<LoopHandle> {
-        Self::spawn_with(name, move |inbox| tl.run(inbox, once))
-    }
-
-    /// Runs `body` on a thread named `target:<name>` with the handle's inbox.
-    fn spawn_with(
+    /// Runs `body` (a target loop's `run`) on a thread named `target:<name>` with the
+    /// handle's inbox.
+    pub fn spawn(
         name: &str,
         body: impl FnOnce(Receiver<LoopMsg>) -> Option<TargetError> + Send + 'static,
     ) -> std::io::Result<LoopHandle> {
@@ -183,7 +178,7 @@ mod tests {
     /// A loop that passes until told to stop, then says so in `ended`.
     fn until_stopped(name: &str, ended: &Arc<AtomicBool>) -> LoopHandle {
         let ended = ended.clone();
-        LoopHandle::spawn_with(name, move |inbox| {
+        LoopHandle::spawn(name, move |inbox| {
             while let Ok(msg) = inbox.recv() {
                 if msg == LoopMsg::Stop {
                     break;
@@ -206,7 +201,7 @@ mod tests {
 
     #[test]
     fn join_gives_what_the_loop_returned_without_telling_it_to_stop() {
-        let handle = LoopHandle::spawn_with("a", |inbox| {
+        let handle = LoopHandle::spawn("a", |inbox| {
             // `--once` reads no inbox: a Stop here would be the handle's doing.
             Some(said(format!("inbox: {:?}", inbox.try_recv().ok())))
         })
@@ -216,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_loop_that_panicked_joins_as_an_error() {
-        let handle = LoopHandle::spawn_with("a", |_| panic!("a pass panicked")).unwrap();
+        let handle = LoopHandle::spawn("a", |_| panic!("a pass panicked")).unwrap();
         assert!(handle.join().is_err());
     }
 
@@ -224,7 +219,7 @@ mod tests {
     fn the_map_tells_each_loop_and_a_removed_loop_is_stopped_when_dropped() {
         let loops = Loops::default();
         for name in ["a", "b"] {
-            let handle = LoopHandle::spawn_with(name, |inbox| {
+            let handle = LoopHandle::spawn(name, |inbox| {
                 inbox.recv().ok().map(|m| said(format!("{m:?}")))
             })
             .unwrap();

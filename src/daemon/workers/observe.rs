@@ -4,7 +4,7 @@
 //! to do for every attempt every pass; a container's OOM (`podman inspect`) is asked
 //! only once its life may be ending.
 
-use super::contain::{self, Containment};
+use crate::daemon::host::contain::{self, Containment};
 use crate::domain::{Attempt, RegisteredRunner};
 use crate::reconcile::lines::{RunnerEvent, parse_line};
 use crate::reconcile::plan::Seen;

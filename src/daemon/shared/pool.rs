@@ -132,7 +132,7 @@ impl Pool {
         }));
     }
 
-    pub(super) fn link_up(&self, covered: &[String]) {
+    pub(in crate::daemon) fn link_up(&self, covered: &[String]) {
         *lock(&self.link) = (
             Link::Up {
                 since: now_millis(),
@@ -141,7 +141,7 @@ impl Pool {
         );
     }
 
-    pub(super) fn link_lost(&self) {
+    pub(in crate::daemon) fn link_lost(&self) {
         let closed = lock(&self.book).link_lost();
         log_warn!(
             "coordinator_link_lost",
@@ -162,7 +162,7 @@ impl Pool {
     }
 
     /// Every target's unfit profiles and undirected demand, merged.
-    pub(super) fn views(&self) -> (BTreeMap<String, Unfit>, BTreeMap<String, u32>) {
+    pub(in crate::daemon) fn views(&self) -> (BTreeMap<String, Unfit>, BTreeMap<String, u32>) {
         let mut unfit = BTreeMap::new();
         let mut demand = BTreeMap::new();
         for v in lock(&self.views).values() {

@@ -2,7 +2,7 @@
 //! written to the store before the action it announces (intent first); deregistering,
 //! signalling and cleanup are the only I/O, and each is safe to repeat.
 
-use super::shared::Shared;
+use crate::daemon::shared::Shared;
 use crate::domain::{Attempt, AttemptState, TargetScope};
 use crate::github::{Deleted, GitHubClient};
 use crate::reconcile::watch::{self, Action, DeregisterResult, Timeouts};
@@ -56,7 +56,7 @@ pub fn apply(
                 cx.store.save_attempt(a)?;
                 if outcome.is_some() {
                     cx.shared.pool.finished(a);
-                    super::metrics_feed::ended(&cx.shared.metrics, a);
+                    crate::daemon::feeds::metrics_feed::ended(&cx.shared.metrics, a);
                 }
                 log_info!(
                     "attempt_state",
@@ -132,7 +132,7 @@ fn deregister(cx: &Ctx, a: &Attempt) -> DeregisterResult {
         return remove_registration(
             a,
             |name| ss.runner_by_name(name).map(|r| r.map(|r| r.id)),
-            |id| super::scaleset_feed::remove(ss, id),
+            |id| crate::daemon::feeds::scaleset_feed::remove(ss, id),
         );
     }
     let Some(client) = cx.client else {
@@ -205,7 +205,7 @@ fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> 
     // A container first: removing it kills all that runs in it (and ends its
     // `podman run`, the attempt's process).
     let all_gone = super::oci::remove(&cx.shared.state_dir, a);
-    let all_gone = super::contain::kill_all(&contain, a) && all_gone;
+    let all_gone = crate::daemon::host::contain::kill_all(&contain, a) && all_gone;
     signal_runner(a, libc::SIGKILL);
     if let (Some(pid), Some(start)) = (a.pid, a.pid_start) {
         // Stragglers that left the process group but not the session.
@@ -266,14 +266,18 @@ fn cleanup(cx: &Ctx, a: &mut Attempt) -> Result<bool, crate::store::StoreError> 
 /// in the shared directories and SysV IPC, its slot, its root, its cgroup. Each step
 /// runs only when the one before it succeeded (a step that failed is tried again at
 /// the next cleanup, from the start: each is idempotent).
-fn host_side(cx: &Ctx, contain: &super::contain::Containment, a: &Attempt) -> watch::HostSide {
+fn host_side(
+    cx: &Ctx,
+    contain: &crate::daemon::host::contain::Containment,
+    a: &Attempt,
+) -> watch::HostSide {
     let mut h = watch::HostSide {
         processes_gone: true,
         ..watch::HostSide::default()
     };
     // What its uid left in the shared directories and SysV IPC, now that nothing of
     // it runs: the uid is handed out again only once this is done.
-    h.leftovers_removed = super::contain::remove_leftovers(contain, a);
+    h.leftovers_removed = crate::daemon::host::contain::remove_leftovers(contain, a);
     if !h.leftovers_removed {
         return h;
     }
@@ -288,6 +292,6 @@ fn host_side(cx: &Ctx, contain: &super::contain::Containment, a: &Attempt) -> wa
         return h;
     }
     h.root_removed = true;
-    h.cgroup_removed = super::contain::remove_cgroup(contain, a.id);
+    h.cgroup_removed = crate::daemon::host::contain::remove_cgroup(contain, a.id);
     h
 }

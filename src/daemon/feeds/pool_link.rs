@@ -4,12 +4,12 @@
 //! `start_link`, which dials with the host's `LinkSettings`. It stands on
 //! `shared::Shared` and the `pool::Pool` that `Shared` holds, never the other way.
 
-use super::shared::{LoopMsg, Shared, lock};
 use crate::coordinator::link::{LaunchHandler, Report};
 use crate::coordinator::protocol::{
     FEATURE_OWNERS, Hello, HostInfo, OwnerReport, ProfileInfo, TargetInfo, USAGE_DAYS, UsageReport,
 };
 use crate::coordinator::tls;
+use crate::daemon::shared::{LoopMsg, Shared, lock};
 use crate::domain::{Host, ScalePolicy};
 use crate::reconcile::allocate::HostAllocator;
 use crate::reconcile::launch_book::{Accepted, Launch, OfferCtx, Refusal};

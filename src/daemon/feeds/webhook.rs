@@ -8,16 +8,15 @@
 //! their queues at once (`RestQueue::hear`): a queued job's runner starts without
 //! waiting for a poll. Polling stays as the backstop.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Receiver;
 
-use super::shared::Shared;
-use crate::domain::host_settings::Beside;
+use crate::daemon::shared::Shared;
+use crate::facts::host_probe::read_secret;
+use crate::facts::webhook::settings;
 use crate::github::hooks::{self, MAX_DELIVERY_BYTES, Refused, SharedBook};
 use crate::http_server::{Handler, Reply, Request, Response, Server, Stopper};
 use crate::metrics::{Kind, Metrics};
@@ -37,39 +36,6 @@ const SPARED: &str = "runner_manager_webhook_jobs_lists_spared_total";
 const SEEN_EVERY_MS: Millis = 5_000;
 /// How often the book's snapshot is written while it changes.
 const BOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// `webhook_listen=`: an address and port (`0.0.0.0:8090`, `[::1]:8090`).
-pub fn parse_listen(key: &str, value: &str) -> Result<SocketAddr, String> {
-    crate::domain::host_settings::parse_listen(key, value)
-        .map_err(|e| format!("{}: {}", e.arg, e.reason))
-}
-
-/// The settings as the store holds them: `None` while the listener is off (neither
-/// set), an error when only one of the two is set or one does not read.
-pub fn settings(store: &dyn Store) -> Result<Option<(SocketAddr, PathBuf)>, String> {
-    use crate::store::beside;
-    let listen = beside(store, Beside::WebhookListen).map_err(|e| e.to_string())?;
-    let file = beside(store, Beside::WebhookSecretFile).map_err(|e| e.to_string())?;
-    match (listen, file) {
-        (None, None) => Ok(None),
-        (Some(_), None) => Err("webhook_listen is set but webhook_secret_file is not".into()),
-        (None, Some(_)) => Err("webhook_secret_file is set but webhook_listen is not".into()),
-        (Some(l), Some(f)) => Ok(Some((
-            parse_listen(Beside::WebhookListen.name(), &l)?,
-            PathBuf::from(f),
-        ))),
-    }
-}
-
-/// The secret as the listener reads it: a regular file nobody else can read.
-pub fn read_secret(path: &std::path::Path) -> Result<Secret, String> {
-    let s = crate::secret::read_secret_file(path).map_err(|e| e.to_string())?;
-    let trimmed = s.expose().trim();
-    if trimmed.is_empty() {
-        return Err(format!("{} is empty", path.display()));
-    }
-    Ok(Secret::new(trimmed))
-}
 
 struct HookHandler {
     secret: Secret,
@@ -243,7 +209,7 @@ impl Handler for HookHandler {
                     if wakes {
                         // Queued: demand now, not at the next poll; taken or done: what it
                         // held is free. Each loop takes its own runs (`RestQueue::hear`).
-                        self.shared.tell_all(super::shared::LoopMsg::Wake);
+                        self.shared.tell_all(crate::daemon::shared::LoopMsg::Wake);
                     }
                     (200, "accepted", "recorded")
                 }
@@ -307,7 +273,7 @@ pub fn serve(
     };
     // What the last daemon heard: runs announced before a restart are not read again.
     {
-        let mut b = shared.hooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut b = shared.heard.hooks.lock().unwrap_or_else(|e| e.into_inner());
         b.listen_from(now);
         if let Ok(Some(text)) = daemon_facts::webhook_book(store) {
             b.restore(&text, now);
@@ -316,7 +282,7 @@ pub fn serve(
     }
     let handler = Arc::new(HookHandler {
         secret,
-        book: shared.hooks.clone(),
+        book: shared.heard.hooks.clone(),
         shared: shared.clone(),
         metrics,
         rejected: AtomicU64::new(0),
@@ -368,23 +334,6 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn settings_are_both_or_neither() {
-        let s = SqliteStore::open_in_memory().unwrap();
-        assert_eq!(settings(&s), Ok(None));
-        s.kv_put(Beside::WebhookListen.kv_key(), "127.0.0.1:8090")
-            .unwrap();
-        assert!(settings(&s).unwrap_err().contains("webhook_secret_file"));
-        s.kv_put(Beside::WebhookSecretFile.kv_key(), "/etc/x")
-            .unwrap();
-        assert_eq!(
-            settings(&s),
-            Ok(Some(("127.0.0.1:8090".parse().unwrap(), "/etc/x".into())))
-        );
-        assert!(parse_listen("webhook_listen", "8090").is_err());
-        assert!(parse_listen("webhook_listen", "[::]:8090").is_ok());
-    }
 
     #[test]
     fn seen_says_where_and_when() {

@@ -171,8 +171,8 @@ fn placed(e: EditError, at: &str) -> EditError {
 /// The credential files a new or changed target names, checked as `target add` and
 /// `target set` check them: the daemon must accept them when it reads them.
 fn check_files(plan: &Plan) -> Result<(), Invalid> {
-    use crate::daemon::host_probe::{app_key_file, secret_file};
     use crate::domain::CredentialRef;
+    use crate::facts::host_probe::{app_key_file, secret_file};
     for step in &plan.targets {
         let (t, before) = match step {
             Step::Add(t) => (t, None),
@@ -309,7 +309,7 @@ impl Follower {
                 return;
             }
         };
-        let probe = crate::daemon::host_probe::Probe {
+        let probe = crate::facts::host_probe::Probe {
             state_dir: self.state_dir.clone(),
         };
         match apply(store, &text, &file, Options::default(), &probe, now) {

@@ -6,9 +6,11 @@
 //! scale set lookup's).
 
 use super::metrics_feed;
-use super::shared::Shared;
+use crate::daemon::shared::Shared;
 use crate::domain::Target;
 use crate::github::{GitHubClient, InFlight, SharedHold, SharedPoints, load_credential};
+use crate::log_warn;
+use crate::store::{EtagChange, SqliteStore, Store, StoredEtag};
 use crossbeam_channel::Receiver;
 
 /// What every client of one target shares.
@@ -34,5 +36,30 @@ pub fn build(
         .with_shared_hold(ties.hold.clone())
         .with_in_flight(ties.in_flight.clone())
         .with_points(ties.points.clone())
-        .with_hooks(shared.hooks.clone()))
+        .with_hooks(shared.heard.hooks.clone()))
+}
+
+/// Keeps in the store the ETag changes `client` gathered for target `name`, so a
+/// restart asks GitHub conditionally still (the loop after each pass, a demand read
+/// on a worker as each answer comes).
+pub fn keep_etags(store: &SqliteStore, name: &str, client: Option<&GitHubClient>) {
+    let Some(client) = client else {
+        return;
+    };
+    let changes: Vec<EtagChange> = client
+        .take_etag_changes()
+        .into_iter()
+        .map(|(url, entry)| match entry {
+            Some(c) => EtagChange::Put(StoredEtag {
+                url,
+                etag: c.etag,
+                body: c.body,
+                link: c.link,
+            }),
+            None => EtagChange::Gone(url),
+        })
+        .collect();
+    if let Err(e) = store.save_etags(name, &changes) {
+        log_warn!("etags_not_kept", target = name, error = e);
+    }
 }

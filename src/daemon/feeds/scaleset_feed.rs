@@ -18,8 +18,8 @@ use super::clients::{self, Ties};
 mod listen;
 mod lookup;
 
-use super::shared::{LoopMsg, Shared};
 use crate::backoff::Backoff;
+use crate::daemon::shared::{LoopMsg, Shared};
 use crate::domain::job_owner::JobOwner;
 use crate::domain::runner_group::GroupIds;
 use crate::domain::{Attempt, DemandSource, Host, ScalePolicy, SessionPhase, SessionState, Target};

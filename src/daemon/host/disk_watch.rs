@@ -1,13 +1,14 @@
 //! The state directory's free space, read by the main thread at start and every
 //! [`SAMPLE_EVERY`] on its tick, judged by the pure `reconcile::disk::held`, and kept
-//! in `Shared::disk`, where each target loop's pass reads it as an unfitness fact
+//! in `HostFacts::disk`, where each target loop's pass reads it as an unfitness fact
 //! (every profile unfit with the reason `reconcile::disk::describe` gives). A change
 //! is logged once, wakes the loops (so starts resume at once when space returns) and
 //! sets the `runner_manager_state_dir_free_bytes` and
 //! `runner_manager_disk_starts_held` gauges. Only starts wait: watching, recording
 //! and cleaning go on, and cleanups give the space back.
 
-use super::shared::{LoopMsg, Shared, lock};
+use super::facts::{HostFacts, lock};
+use crate::metrics::Metrics;
 use crate::reconcile::disk;
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -53,18 +54,24 @@ impl DiskState {
     }
 }
 
-/// Reads the free space through `Shared::free_space`, decides against `reserve`
-/// and what was held before, and keeps the result in `Shared::disk`; a change is
-/// logged and wakes the target loops. Returns the new state.
-pub fn sample(shared: &Shared, reserve: u64) -> DiskState {
-    let read = (shared.free_space)(&shared.state_dir);
-    let before = lock(&shared.disk).clone();
+/// Reads the free space of `state_dir` through `HostFacts::free_space`, decides
+/// against `reserve` and what was held before, and keeps the result in
+/// `HostFacts::disk`; a change is logged. Returns the new state, and whether it
+/// changed what a pass decides (the caller then wakes the target loops).
+pub fn sample(
+    facts: &HostFacts,
+    state_dir: &Path,
+    metrics: &Metrics,
+    reserve: u64,
+) -> (DiskState, bool) {
+    let read = (facts.free_space)(state_dir);
+    let before = lock(&facts.disk).clone();
     if let Err(e) = &read
         && before.free.is_some()
     {
         log_warn!(
             "disk_unreadable",
-            state_dir = shared.state_dir.display(),
+            state_dir = state_dir.display(),
             error = e
         );
     }
@@ -74,12 +81,12 @@ pub fn sample(shared: &Shared, reserve: u64) -> DiskState {
         reserve,
         held: disk::held(free, before.held, reserve),
     };
-    shared.metrics.set_disk(now.free, now.held);
+    metrics.set_disk(now.free, now.held);
     if now.held != before.held {
         if now.held {
             log_warn!(
                 "starts_held_disk",
-                state_dir = shared.state_dir.display(),
+                state_dir = state_dir.display(),
                 free_bytes = free.map_or("unknown".to_string(), |f| f.to_string()),
                 reserve_bytes = reserve,
                 resume_above_bytes = disk::resume_above(reserve)
@@ -87,18 +94,15 @@ pub fn sample(shared: &Shared, reserve: u64) -> DiskState {
         } else {
             log_info!(
                 "starts_resumed_disk",
-                state_dir = shared.state_dir.display(),
+                state_dir = state_dir.display(),
                 free_bytes = free.map_or("unknown".to_string(), |f| f.to_string()),
                 reserve_bytes = reserve
             );
         }
     }
     let changed = now.held != before.held || now.reserve != before.reserve;
-    *lock(&shared.disk) = now.clone();
-    if changed {
-        shared.tell_all(LoopMsg::Wake);
-    }
-    now
+    *lock(&facts.disk) = now.clone();
+    (now, changed)
 }
 
 #[cfg(test)]
@@ -120,24 +124,27 @@ mod tests {
 
     #[test]
     fn a_sample_holds_starts_says_why_and_resumes_above_twice_the_reserve() {
-        let mut shared = Shared::new(std::env::temp_dir());
-        shared.free_space = fake;
+        let facts = HostFacts {
+            free_space: fake,
+            ..HostFacts::default()
+        };
+        let metrics = Metrics::new();
         let step = |free: u64| {
             FREE.store(free, Ordering::SeqCst);
-            sample(&shared, 4 * MIB)
+            sample(&facts, &std::env::temp_dir(), &metrics, 4 * MIB).0
         };
         assert!(!step(100 * MIB).held);
-        assert_eq!(lock(&shared.disk).reason(), None);
+        assert_eq!(lock(&facts.disk).reason(), None);
         let s = step(3 * MIB);
         assert!(s.held);
         assert!(
-            shared
+            facts
                 .disk_reason()
                 .is_some_and(|r| r.starts_with("disk: 3.0 MiB free")),
             "{:?}",
-            shared.disk_reason()
+            facts.disk_reason()
         );
-        let gauge = |n: &str| shared.metrics.value(n, &[]);
+        let gauge = |n: &str| metrics.value(n, &[]);
         assert_eq!(gauge(names::DISK_STARTS_HELD), Some(1.0));
         assert_eq!(gauge(names::STATE_DIR_FREE), Some((3 * MIB) as f64));
         // Between the marks it stays held; a failed read changes nothing.
@@ -146,7 +153,7 @@ mod tests {
         assert_eq!(gauge(names::STATE_DIR_FREE), None);
         let s = step(9 * MIB);
         assert!(!s.held);
-        assert_eq!(shared.disk_reason(), None);
+        assert_eq!(facts.disk_reason(), None);
         assert_eq!(gauge(names::DISK_STARTS_HELD), Some(0.0));
     }
 }

@@ -6,8 +6,8 @@
 //! fails for a host reason costs GitHub nothing; for an `oci` profile readying is the
 //! readiness gate (`oci::ready`) and the process is its container's `podman run`.
 
-use super::contain;
-use super::shared::Shared;
+use crate::daemon::host::contain;
+use crate::daemon::shared::Shared;
 use crate::domain::runner_group::GroupIds;
 use crate::domain::{
     Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
@@ -147,7 +147,7 @@ pub fn start(cx: &mut StartCx, a: &mut Attempt) -> Result<Started, StoreError> {
     match &ready {
         Some(r) => launch(cx, a, &jit, r),
         None => {
-            let quota = super::shared::lock(&cx.shared.fitness).oci_quota;
+            let quota = crate::daemon::shared::lock(&cx.shared.host.fitness).oci_quota;
             let spawned = super::oci::spawn(&cx.shared.state_dir, cx.policy, a, &env, &jit, quota);
             after_spawn(cx, a, spawned)
         }
@@ -164,7 +164,7 @@ fn fail(cx: &StartCx, a: &mut Attempt, reason: Reason) -> Result<(), StoreError>
         reason = reason
     );
     let _ = a.end(Outcome::Failed, Some(reason), now);
-    super::metrics_feed::ended(&cx.shared.metrics, a);
+    crate::daemon::feeds::metrics_feed::ended(&cx.shared.metrics, a);
     store.save_attempt(a)
 }
 
@@ -173,7 +173,7 @@ fn fail(cx: &StartCx, a: &mut Attempt, reason: Reason) -> Result<(), StoreError>
 /// (`JitConfig` or `RunnerGroup`).
 fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (ReasonKind, GhError)> {
     if let Some((ss, scale_set_id)) = cx.scaleset {
-        return super::scaleset_feed::jit(ss, scale_set_id, a)
+        return crate::daemon::feeds::scaleset_feed::jit(ss, scale_set_id, a)
             .map_err(|e| (ReasonKind::JitConfig, e));
     }
     let group = group_id(cx).map_err(|e| (ReasonKind::RunnerGroup, e))?;
@@ -231,7 +231,7 @@ fn after_spawn(
             a.pid = Some(sp.pid);
             a.pid_start = Some(sp.start_time);
             cx.store.save_attempt(a)?;
-            super::metrics_feed::started(&cx.shared.metrics, a, cx.now);
+            crate::daemon::feeds::metrics_feed::started(&cx.shared.metrics, a, cx.now);
             if let Some(q) = a.job_queued_at {
                 // The spawn happened now, not at the pass's start.
                 let spawned = crate::timefmt::now_millis();

@@ -4,7 +4,7 @@
 //! once per release, beside the install in use (`install::managed`).
 //!
 //! A check runs on a target's I/O worker (`io::Task::RunnerRelease`), at most one per
-//! host at a time ([`UpdateBook`], in `Shared`): at start, then every `--runner-check`
+//! host at a time (`host::runner_book::UpdateBook`, in `Shared`): at start, then every `--runner-check`
 //! (6 h by default), and at once when an attempt ends because its runner was
 //! deprecated or tried to update itself. It asks the target's downloads API (a
 //! conditional GET: a 304 while nothing changed costs nothing), and for each managed
@@ -13,12 +13,13 @@
 //! beside the others, then switches the path's link to it. With no managed install
 //! the check asks nothing. Old versions go (`versions::removable`) once no open
 //! attempt's root links into them; that part needs no network and runs every
-//! [`GC_EVERY`] while a version is left to remove.
+//! `runner_book::GC_EVERY` while a version is left to remove.
 //!
 //! What it found is kept in the store's key-value rows (`store::daemon_facts`'s
 //! `RunnerCheck`) for `status`, `doctor` and `top`.
 
-use super::shared::Shared;
+use crate::daemon::host::runner_book::{Job, UpdateBook};
+use crate::daemon::shared::Shared;
 use crate::domain::{Attempt, ReasonKind, Target};
 use crate::github::GitHubClient;
 use crate::install::{self, managed, versions};
@@ -27,186 +28,6 @@ use crate::timefmt::{Millis, now_millis};
 use crate::{log_info, log_warn};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-/// How often the downloads API is asked unless `--runner-check` says otherwise.
-pub const DEFAULT_EVERY_MS: Millis = 6 * 3_600_000;
-/// How often a version left to remove is looked at again.
-pub const GC_EVERY: Millis = 30_000;
-
-/// What `status`, `doctor` and `top` show of the runner installs: the versions in
-/// use, the newest release seen, the pin, and the last check.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Seen {
-    /// `latest` or the pinned version.
-    pub runner_version: String,
-    pub in_use: Vec<String>,
-    pub newest: Option<String>,
-    pub checked_at: Option<String>,
-    pub problem: Option<String>,
-}
-
-impl Seen {
-    /// From the store; `in_use` from the installs themselves when `installs` names
-    /// them, else as the daemon last wrote it.
-    pub fn read(
-        store: &dyn Store,
-        pin: Option<&str>,
-        installs: Option<&[PathBuf]>,
-    ) -> Result<Seen, crate::store::StoreError> {
-        let check = daemon_facts::runner_check(store)?;
-        Ok(Seen {
-            runner_version: pin.unwrap_or("latest").to_string(),
-            in_use: match installs {
-                Some(paths) => in_use(paths),
-                None => check.in_use,
-            },
-            newest: check.newest,
-            checked_at: check.checked_at.map(crate::timefmt::format_rfc3339),
-            problem: check.problem,
-        })
-    }
-
-    /// `2.336.0 (newest 2.337.0, runner_version latest)`.
-    pub fn line(&self) -> String {
-        let used = if self.in_use.is_empty() {
-            "-".to_string()
-        } else {
-            self.in_use.join(", ")
-        };
-        let newest = self.newest.as_deref().unwrap_or("not seen yet");
-        let mut s = format!(
-            "{used} (newest {newest}, runner_version {})",
-            self.runner_version
-        );
-        if let Some(p) = &self.problem {
-            s.push_str(&format!("; last check: {p}"));
-        }
-        s
-    }
-}
-
-/// The distinct versions of these installs (those that say), oldest first.
-pub fn in_use(paths: &[PathBuf]) -> Vec<String> {
-    let mut v: Vec<String> = paths
-        .iter()
-        .filter_map(|p| install::installed_version(p))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    v.sort_by(|a, b| install::compare_versions(a, b));
-    v
-}
-
-/// What a claim lets a worker do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Job {
-    /// Ask the downloads API, fetch and switch, then remove what may go.
-    Check,
-    /// Only remove versions that may go now (no network).
-    Collect,
-}
-
-/// When checks are due; one per host at a time.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Book {
-    /// 0: never check (`--runner-check 0`).
-    pub every_ms: Millis,
-    /// When the next check is due (0: at once).
-    pub next: Millis,
-    /// When old versions are looked at again, while some are left.
-    pub collect_at: Option<Millis>,
-    /// A worker holds the claim.
-    pub running: bool,
-    /// When a managed path was last switched: a live attempt made before then may
-    /// still be copying from the install it replaced.
-    pub switched_at: Millis,
-    /// Attempts whose end already asked for a check.
-    pub prompted: BTreeSet<i64>,
-}
-
-impl Book {
-    /// Takes the claim when a check (or a collection) is due and none runs.
-    pub fn claim(&mut self, now: Millis) -> Option<Job> {
-        if self.running || self.every_ms == 0 {
-            return None;
-        }
-        let job = if now >= self.next {
-            self.next = now + self.every_ms;
-            Job::Check
-        } else if self.collect_at.is_some_and(|at| now >= at) {
-            Job::Collect
-        } else {
-            return None;
-        };
-        self.running = true;
-        self.collect_at = None;
-        Some(job)
-    }
-
-    /// The claim is given back; `left` says whether a version is left to remove.
-    pub fn finished(&mut self, now: Millis, switched: bool, left: bool) {
-        self.running = false;
-        if switched {
-            self.switched_at = now;
-        }
-        self.collect_at = left.then_some(now + GC_EVERY);
-    }
-
-    /// Makes the next claim a check, at once.
-    pub fn request(&mut self) {
-        self.next = 0;
-    }
-
-    /// Asks for a check at once for attempt `id`'s end, once per attempt (the loop
-    /// acts on an ended attempt again through its cleanup).
-    pub fn prompt(&mut self, id: i64) {
-        if !self.prompted.contains(&id) {
-            if self.prompted.len() >= 64 {
-                self.prompted.clear();
-            }
-            self.prompted.insert(id);
-            self.request();
-        }
-    }
-}
-
-/// The book, as `Shared` holds it.
-#[derive(Debug, Default)]
-pub struct UpdateBook(Mutex<Book>);
-
-impl UpdateBook {
-    pub fn new(every_ms: Millis) -> UpdateBook {
-        UpdateBook(Mutex::new(Book {
-            every_ms,
-            ..Book::default()
-        }))
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut Book) -> T) -> T {
-        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub fn set_every(&self, every_ms: Millis) {
-        self.with(|b| b.every_ms = every_ms);
-    }
-
-    pub fn claim(&self, now: Millis) -> Option<Job> {
-        self.with(|b| b.claim(now))
-    }
-
-    pub fn prompt(&self, id: i64) {
-        self.with(|b| b.prompt(id));
-    }
-
-    fn switched_at(&self) -> Millis {
-        self.with(|b| b.switched_at)
-    }
-
-    fn finished(&self, switched: bool, left: bool) {
-        self.with(|b| b.finished(now_millis(), switched, left));
-    }
-}
 
 /// Whether an attempt's end says the install is behind: GitHub deprecated its
 /// version, or the runner tried to update itself (exit 3/4).
@@ -224,7 +45,7 @@ pub fn prompts_check(a: &Attempt) -> bool {
 /// makes the next check happen at once.
 pub fn note_attempt(shared: &Shared, a: &Attempt) {
     if prompts_check(a) {
-        shared.runner_update.prompt(a.id);
+        shared.host.runner_update.prompt(a.id);
     }
 }
 
@@ -291,7 +112,7 @@ impl Drop for Claim<'_> {
 
 /// Runs one claimed job on a worker; gives the claim back however it ends.
 pub fn run(shared: &Shared, store: &dyn Store, client: &GitHubClient, target: &Target, job: Job) {
-    let mut claim = Claim(&shared.runner_update, false);
+    let mut claim = Claim(&shared.host.runner_update, false);
     let mut out = Outcome::default();
     let result = match job {
         Job::Check => check(shared, store, client, target, &mut out),
@@ -312,7 +133,7 @@ pub fn run(shared: &Shared, store: &dyn Store, client: &GitHubClient, target: &T
             .iter()
             .map(|p| super::starter::runner_dir(&shared.state_dir, p))
             .collect();
-        let _ = daemon_facts::put_runner_in_use(store, &in_use(&paths));
+        let _ = daemon_facts::put_runner_in_use(store, &crate::facts::runner_check::in_use(&paths));
     }
     if job == Job::Check {
         if let Some(p) = &out.problem {
@@ -322,6 +143,7 @@ pub fn run(shared: &Shared, store: &dyn Store, client: &GitHubClient, target: &T
     }
     claim.1 = true;
     shared
+        .host
         .runner_update
         .finished(!out.switched.is_empty(), left);
 }
@@ -477,7 +299,7 @@ fn collect(shared: &Shared, store: &dyn Store, out: &mut Outcome) -> Result<bool
         .map(|(p, _)| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
         .collect();
     let path_refs: Vec<&Path> = resolved.iter().map(PathBuf::as_path).collect();
-    let switched_at = shared.runner_update.switched_at();
+    let switched_at = shared.host.runner_update.switched_at();
     // Read under the allocation lock: no intent is recorded while the roots are read.
     let _guard = shared.alloc_lock.lock().unwrap_or_else(|p| p.into_inner());
     let host = store.host_or_create().map_err(|e| e.to_string())?;
@@ -512,42 +334,6 @@ fn collect(shared: &Shared, store: &dyn Store, out: &mut Outcome) -> Result<bool
 mod tests {
     use super::*;
     use crate::domain::{Outcome as End, Reason};
-
-    #[test]
-    fn claims_one_at_a_time_on_the_cadence() {
-        let every = 10 * GC_EVERY;
-        let mut b = Book {
-            every_ms: every,
-            ..Book::default()
-        };
-        assert_eq!(b.claim(10), Some(Job::Check), "at start");
-        assert_eq!(b.claim(11), None, "one at a time");
-        b.finished(20, false, false);
-        assert_eq!(b.claim(500), None, "not due yet");
-        let t = 10 + every;
-        assert_eq!(b.claim(t), Some(Job::Check));
-        b.finished(t, true, true);
-        assert_eq!(b.switched_at, t);
-        assert_eq!(b.claim(t + 1), None);
-        assert_eq!(
-            b.claim(t + GC_EVERY),
-            Some(Job::Collect),
-            "an old version left"
-        );
-        b.finished(t + GC_EVERY, false, false);
-        assert_eq!(b.claim(t + 2 * GC_EVERY), None, "none left");
-        b.prompt(7);
-        assert_eq!(
-            b.claim(t + 2 * GC_EVERY),
-            Some(Job::Check),
-            "asked for at once"
-        );
-        b.finished(t + 2 * GC_EVERY, false, false);
-        b.prompt(7);
-        assert_eq!(b.claim(t + 2 * GC_EVERY + 1), None, "once per attempt");
-        let mut never = Book::default();
-        assert_eq!(never.claim(10), None, "--runner-check 0");
-    }
 
     #[test]
     fn a_deprecated_or_self_updating_runner_prompts_a_check() {

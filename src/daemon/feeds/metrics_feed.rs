@@ -4,7 +4,7 @@
 //! each pass took. Kept apart
 //! so each loop carries one call per fact and the loops stay about reconciling.
 
-use super::shared::{Shared, lock};
+use crate::daemon::shared::{Shared, lock};
 use crate::domain::{Attempt, AttemptState, DemandSource, Outcome, Reason};
 use crate::github::{GitHubClient, Observer};
 use crate::metrics::{Metrics, SessionFigures};
@@ -283,7 +283,7 @@ pub fn start_held(m: &Metrics, profile: &str, held: bool) {
 /// the pass took (with the worker results handled before it; waiting costs none):
 /// `runner_manager_pass_cpu_seconds`. The first call of a thread only sets the mark.
 pub fn passed(shared: &Shared, target: &str) {
-    lock(&shared.passes).insert(target.to_string(), now_millis());
+    lock(&shared.beats.passes).insert(target.to_string(), now_millis());
     let now = thread_cpu_nanos();
     let prev = LAST_PASS_CPU.with(|c| c.replace(now));
     if let Some(secs) = cpu_between(prev, now) {
@@ -315,7 +315,10 @@ pub fn cpu_between(prev: Option<u64>, now: Option<u64>) -> Option<f64> {
 
 /// The main thread ticked.
 pub fn ticked(shared: &Shared) {
-    shared.last_tick.store(now_millis(), Ordering::Relaxed);
+    shared
+        .beats
+        .last_tick
+        .store(now_millis(), Ordering::Relaxed);
 }
 
 /// Points `/healthz` at this daemon's pass times. Holds the shared state weakly: the
@@ -327,29 +330,30 @@ pub fn install_freshness(shared: &Arc<Shared>) {
             return false;
         };
         let running: Vec<String> = s.loops.names();
-        let passes = lock(&s.passes);
+        let passes = lock(&s.beats.passes);
         // A loop that has a thread but no recorded pass yet is judged by its start,
         // which `passed` records first; missing means it just appeared.
         let times = running.iter().filter_map(|n| passes.get(n).copied());
-        is_fresh(now_millis(), s.last_tick.load(Ordering::Relaxed), times)
+        is_fresh(
+            now_millis(),
+            s.beats.last_tick.load(Ordering::Relaxed),
+            times,
+        )
     });
 }
 
-/// Starts the `--metrics-listen` listener (not with `--once`), stopped when every
-/// sender of `shutdown` is gone. A bind failure is the daemon's startup error.
+/// Starts the `--metrics-listen` listener on `listen`, stopped when every sender of
+/// `shutdown` is gone. A bind failure is the daemon's startup error.
 pub fn serve(
-    opts: &super::DaemonOptions,
+    listen: std::net::SocketAddr,
     shared: &Arc<Shared>,
     shutdown: &crossbeam_channel::Receiver<()>,
-) -> Result<Option<std::thread::JoinHandle<()>>, super::DaemonError> {
-    let Some(listen) = opts.metrics_listen.filter(|_| !opts.once) else {
-        return Ok(None);
-    };
+) -> Result<std::thread::JoinHandle<()>, String> {
     install_freshness(shared);
     let (addr, thread) = crate::metrics::serve_on(listen, shared.metrics.clone(), shutdown.clone())
-        .map_err(|e| super::DaemonError::Io(format!("cannot serve metrics: {e}")))?;
+        .map_err(|e| format!("cannot serve metrics: {e}"))?;
     crate::log_info!("metrics_listening", addr = addr);
-    Ok(Some(thread))
+    Ok(thread)
 }
 
 /// Fresh when the main thread ticked and every running loop passed within

@@ -1,6 +1,6 @@
 //! The host's fitness, read by the main thread at start, every `--fitness-every`
 //! (5 min) and whenever the configuration changes, judged by the pure
-//! `reconcile::fitness`, and kept in `Shared::fitness`, where each target loop's pass
+//! `reconcile::fitness`, and kept in `HostFacts::fitness`, where each target loop's pass
 //! reads it as an unfitness fact (`reconcile::plan::Fitness::host_unfit`), as it reads
 //! `disk_watch`'s. Cheap facts: total memory and CPUs against capacity
 //! (advice), whether the host's runner uids have users, and each profile's required
@@ -9,8 +9,9 @@
 //! containment `contain`'s; both already stop every profile. A change is logged once
 //! and wakes the loops, and sets `runner_manager_fitness_starts_held`.
 
-use super::shared::{LoopMsg, Shared, lock};
+use super::facts::{HostFacts, lock};
 use crate::domain::{Host, ScalePolicy, runner_env};
+use crate::metrics::Metrics;
 use crate::reconcile::fitness::{self, Class, Facts, LimitFacts, OciFacts, ToolFacts};
 use crate::runner::cgroup::Enforced;
 use crate::runner::tools;
@@ -163,9 +164,15 @@ pub fn oci_profiles(profiles: &[ScalePolicy]) -> Vec<String> {
         .collect()
 }
 
-/// Judges `facts` and keeps the result in `Shared::fitness`; a change is logged once
-/// and wakes the target loops. Returns the new state.
-pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> FitnessState {
+/// Judges `facts` and keeps the result in `HostFacts::fitness`; a change is logged
+/// once. Returns the new state, and whether a profile's fitness changed (the caller
+/// then wakes the target loops).
+pub fn apply(
+    host: &HostFacts,
+    metrics: &Metrics,
+    facts: &Facts,
+    profiles: &[ScalePolicy],
+) -> (FitnessState, bool) {
     let names: Vec<String> = profiles.iter().map(|p| p.name.clone()).collect();
     let now = FitnessState {
         unfit: fitness::unfit(facts, &names),
@@ -184,7 +191,7 @@ pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> Fitnes
             .as_ref()
             .is_some_and(crate::domain::oci_readiness::quota_holds),
     };
-    let before = std::mem::replace(&mut *lock(&shared.fitness), now.clone());
+    let before = std::mem::replace(&mut *lock(&host.fitness), now.clone());
     for (p, why) in &now.unfit {
         if before.unfit.get(p) != Some(why) {
             log_warn!("starts_held_unfit", profile = p, reason = why);
@@ -200,17 +207,25 @@ pub fn apply(shared: &Shared, facts: &Facts, profiles: &[ScalePolicy]) -> Fitnes
         .iter()
         .map(|p| (p.clone(), now.unfit.contains_key(p)))
         .collect();
-    shared.metrics.set_fitness_held(&rows);
-    if now.unfit != before.unfit {
-        shared.tell_all(LoopMsg::Wake);
-    }
-    now
+    metrics.set_fitness_held(&rows);
+    let changed = now.unfit != before.unfit;
+    (now, changed)
 }
 
 /// Reads the facts for `host` and `profiles` and applies them.
-pub fn check(shared: &Shared, host: &Host, profiles: &[ScalePolicy]) -> FitnessState {
-    let enforced = shared.containment().cgroups.enforced();
-    apply(shared, &read_facts(host, profiles, &enforced), profiles)
+pub fn check(
+    facts: &HostFacts,
+    metrics: &Metrics,
+    host: &Host,
+    profiles: &[ScalePolicy],
+) -> (FitnessState, bool) {
+    let enforced = facts.containment().cgroups.enforced();
+    apply(
+        facts,
+        metrics,
+        &read_facts(host, profiles, &enforced),
+        profiles,
+    )
 }
 
 #[cfg(test)]
@@ -220,7 +235,8 @@ mod tests {
 
     #[test]
     fn a_missing_tool_holds_its_profile_until_a_look_finds_it() {
-        let shared = Shared::new(std::env::temp_dir());
+        let host = HostFacts::default();
+        let metrics = Metrics::new();
         let mut p = ScalePolicy::new("linux", "octo", "0123abcd89ef4567");
         p.tools = vec!["node".into()];
         let profiles = vec![p, ScalePolicy::new("plain", "octo", "0123abcd89ef4567")];
@@ -236,18 +252,15 @@ mod tests {
                 path: "/bin".into(),
             },
         );
-        let s = apply(&shared, &facts, &profiles);
+        let (s, changed) = apply(&host, &metrics, &facts, &profiles);
+        assert!(changed);
         assert_eq!(s.unfit.keys().collect::<Vec<_>>(), ["linux"]);
-        assert_eq!(shared.fitness_reasons(), s.unfit);
-        let held = |p: &str| {
-            shared
-                .metrics
-                .value(names::FITNESS_STARTS_HELD, &[("profile", p)])
-        };
+        assert_eq!(host.fitness_reasons(), s.unfit);
+        let held = |p: &str| metrics.value(names::FITNESS_STARTS_HELD, &[("profile", p)]);
         assert_eq!((held("linux"), held("plain")), (Some(1.0), Some(0.0)));
         facts.tools.get_mut("linux").unwrap().missing.clear();
-        assert!(apply(&shared, &facts, &profiles).unfit.is_empty());
-        assert!(shared.fitness_reasons().is_empty());
+        assert!(apply(&host, &metrics, &facts, &profiles).0.unfit.is_empty());
+        assert!(host.fitness_reasons().is_empty());
         assert_eq!(held("linux"), Some(0.0));
     }
 

@@ -7,8 +7,8 @@
 //! (`store::daemon_facts::Measured`) for `status` and `doctor` (`shown`). The store is the book of who holds which
 //! slot (`attempts.slot`), so a restart finds every lease where it was.
 
-use super::contain::{Containment, Ready};
-use super::shared::Shared;
+use crate::daemon::host::contain::{Containment, Ready};
+use crate::daemon::shared::Shared;
 use crate::domain::caches::{self, CacheDir};
 use crate::domain::{Attempt, Host, InEffect, ScalePolicy, Target};
 use crate::runner::slots::{self, Footprint, Kept};
@@ -186,9 +186,6 @@ pub fn prune(shared: &Shared, store: &dyn Store, host: &Host) -> Vec<String> {
     removed
 }
 
-/// How old a recorded measure `status` and `doctor` still show: two prunes' span.
-pub const MEASURE_FRESH_MS: Millis = 2 * 3600 * 1000;
-
 fn record(store: &dyn Store, at: Millis, left: &[slots::FoundSlot], host: &Host) {
     let m = Measured {
         at,
@@ -197,77 +194,6 @@ fn record(store: &dyn Store, at: Millis, left: &[slots::FoundSlot], host: &Host)
     if let Err(e) = daemon_facts::put_measured(store, &m) {
         log_warn!("caches_not_recorded", error = e);
     }
-}
-
-/// Which measure to show (pure): the recorded one while no slot was touched since it
-/// was taken (`touched`, [`slots::last_touched`]) and it is younger than
-/// [`MEASURE_FRESH_MS`], against the host's cap now (it may have changed since); none
-/// (walk the slots) otherwise. A slot touched in the measure's own millisecond counts
-/// as measured: file times come from the kernel's coarse clock, so a slot written
-/// just before the measure often carries its very millisecond (the prune's test
-/// failed on it under load), and a write after it within that millisecond is shown
-/// at the next measure.
-pub fn fresh(
-    recorded: Option<Measured>,
-    touched: Millis,
-    cap_bytes: u64,
-    now: Millis,
-) -> Option<Measured> {
-    recorded
-        .filter(|m| touched <= m.at && (0..MEASURE_FRESH_MS).contains(&(now - m.at)))
-        .map(|mut m| {
-            m.footprint.cap_bytes = cap_bytes;
-            m
-        })
-}
-
-/// What `status` and `doctor` show of the caches and kept workspaces: the daemon's
-/// last measure while nothing touched the slots since (no walk: they can hold
-/// hundreds of thousands of files), else one walk now. The time is the recorded
-/// measure's, `None` for a walk.
-pub fn shown(
-    store: &dyn Store,
-    state_dir: &Path,
-    host: &Host,
-    now: Millis,
-) -> (Footprint, Option<Millis>) {
-    let recorded = daemon_facts::measured(store).ok().flatten();
-    let runtime = crate::runner::root::host_runtime(host).unwrap_or_else(|| state_dir.into());
-    let touched = match recorded {
-        Some(_) => slots::last_touched(&runtime),
-        None => 0,
-    };
-    match fresh(recorded, touched, host.cache_cap_bytes, now) {
-        Some(m) => (m.footprint, Some(m.at)),
-        None => (Footprint::read(state_dir, host), None),
-    }
-}
-
-/// The line `status` and `doctor` show: the footprint, and how old a recorded one is.
-pub fn shown_line(f: &Footprint, at: Option<Millis>, now: Millis) -> String {
-    match at {
-        Some(at) => format!(
-            "{} (measured {} ago)",
-            line(f),
-            crate::timefmt::age(now - at)
-        ),
-        None => line(f),
-    }
-}
-
-/// `1.6 GiB of 10 GiB: caches 1.2 GiB (3 targets), workspaces 400 MiB (2)`.
-fn line(f: &Footprint) -> String {
-    let b = crate::units::bytes;
-    format!(
-        "{} of {}: caches {} ({} target{}), workspaces {} ({})",
-        b(f.caches_bytes + f.workspaces_bytes),
-        b(f.cap_bytes),
-        b(f.caches_bytes),
-        f.cache_targets,
-        if f.cache_targets == 1 { "" } else { "s" },
-        b(f.workspaces_bytes),
-        f.workspaces
-    )
 }
 
 /// The (target key, slot) pairs attempts not yet cleaned hold; `None` when the store
@@ -293,6 +219,7 @@ fn leased(store: &dyn Store, host: &Host) -> Option<BTreeSet<(String, u32)>> {
 mod tests {
     use super::*;
     use crate::domain::{CredentialRef, TargetScope};
+    use crate::facts::caches::{MEASURE_FRESH_MS, fresh, line, shown, shown_line};
     use crate::store::{NewAttempt, SqliteStore};
 
     #[test]

@@ -18,8 +18,8 @@
 //! loop never watches an attempt a worker holds.
 
 use super::actuator::{self, Ctx};
-use super::shared::Shared;
 use super::starter::{self, StartCx, Started};
+use crate::daemon::shared::Shared;
 use crate::domain::runner_group::GroupIds;
 use crate::domain::{Attempt, QueuedJob, RegisteredRunner, ScalePolicy, Target};
 use crate::github::visibility::OrgRepos;
@@ -75,7 +75,9 @@ pub enum Task {
     /// (the pass found them: `reconcile::plan::Plan::orphans`).
     DeleteRunners { runners: Vec<RegisteredRunner> },
     /// Keep the managed runner installs current (`runner_update`), as claimed.
-    RunnerRelease { job: super::runner_update::Job },
+    RunnerRelease {
+        job: crate::daemon::host::runner_book::Job,
+    },
     /// Read the public-repository guard's facts (`public_guard`).
     Guard {
         read: GuardRead,
@@ -496,7 +498,7 @@ fn wind_down(c: &Common, store: &mut WorkerStore, work: Work, why: &str) -> Opti
         return None;
     };
     if attempt.end_not_started(why, now_millis()).is_ok() {
-        super::metrics_feed::ended(&c.shared.metrics, &attempt);
+        crate::daemon::feeds::metrics_feed::ended(&c.shared.metrics, &attempt);
         if let Err(e) = store.get().and_then(|s| s.save_attempt(&attempt)) {
             log_error!("io_wind_down", attempt = attempt.id, error = e);
         }
@@ -601,7 +603,7 @@ fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>
         }
         Task::DeleteRunners { runners } => delete_runners(&client, &target, runners),
         Task::RunnerRelease { job } => {
-            super::runner_update::run(&c.shared, store!(), &client, &target, job);
+            crate::daemon::workers::runner_update::run(&c.shared, store!(), &client, &target, job);
             Done::RunnerRelease
         }
         Task::Guard { read, profiles } => Done::Guard {
@@ -634,7 +636,7 @@ fn read_and_keep(
     let keep = || {
         let mut store = kept.lock().unwrap_or_else(|e| e.into_inner());
         if let Ok(s) = store.get() {
-            super::target_loop::keep_etags(s, &target.name, Some(client));
+            crate::daemon::feeds::clients::keep_etags(s, &target.name, Some(client));
         }
     };
     let result = demand_task(c, client, target, read, done, &keep);

@@ -5,7 +5,7 @@
 //! open attempt explains. An attempt is known to be a container's by its marker,
 //! `logs/<id>.oci`, written before `podman run` (intent first), removed with it.
 
-use super::shared::{Shared, lock};
+use crate::daemon::shared::{Shared, lock};
 use crate::domain::{Attempt, ScalePolicy};
 use crate::runner::oci::{Podman, command};
 use crate::runner::spawn::{SpawnError, Spawned};
@@ -23,7 +23,7 @@ pub fn marker(state_dir: &Path, attempt: i64) -> PathBuf {
 /// Whether the last look found the host ready for `profile`'s containers; `Err` says
 /// why not (the fitness reason, or that no look has judged it yet).
 pub fn ready(shared: &Shared, profile: &str) -> Result<(), String> {
-    let f = lock(&shared.fitness);
+    let f = lock(&shared.host.fitness);
     if f.oci_ready.contains(profile) {
         return Ok(());
     }
@@ -41,7 +41,7 @@ pub fn add_unjudged(
     profiles: &[ScalePolicy],
     unfit: &mut std::collections::BTreeMap<String, String>,
 ) {
-    let f = lock(&shared.fitness);
+    let f = lock(&shared.host.fitness);
     for p in profiles {
         if p.execution == crate::domain::Execution::Oci
             && !f.oci_ready.contains(&p.name)
@@ -249,14 +249,14 @@ mod tests {
                 .unwrap_err()
                 .contains("not yet checked")
         );
-        lock(&shared.fitness)
+        lock(&shared.host.fitness)
             .unfit
             .insert("boxed".into(), "required check oci:boxed: no podman".into());
         assert_eq!(
             ready(&shared, "boxed").unwrap_err(),
             "required check oci:boxed: no podman"
         );
-        lock(&shared.fitness).oci_ready.insert("boxed".into());
+        lock(&shared.host.fitness).oci_ready.insert("boxed".into());
         assert!(ready(&shared, "boxed").is_ok());
     }
 
@@ -270,7 +270,7 @@ mod tests {
         add_unjudged(&shared, &[boxed.clone(), plain], &mut unfit);
         assert_eq!(unfit.keys().collect::<Vec<_>>(), ["boxed"]);
         assert!(unfit["boxed"].contains("not yet checked"));
-        lock(&shared.fitness).oci_ready.insert("boxed".into());
+        lock(&shared.host.fitness).oci_ready.insert("boxed".into());
         let mut unfit = Default::default();
         add_unjudged(&shared, &[boxed], &mut unfit);
         assert!(unfit.is_empty());
