@@ -21,7 +21,7 @@ impl TargetLoop {
                     }
                 }
                 Effect::DropClient => {
-                    self.client = None;
+                    self.github.client = None;
                     self.credential_built(None);
                 }
                 Effect::RecheckCredential => self.recheck_credential(),
@@ -30,7 +30,7 @@ impl TargetLoop {
                         self.send(read, set, now);
                     }
                 }
-                Effect::QueueEmpty => self.queue.empty_at(now),
+                Effect::QueueEmpty => self.inbound.queue.empty_at(now),
                 Effect::PersistHold(until) => {
                     let r = daemon_facts::put_rate_limit_hold(&self.store, &self.name, until);
                     if r.is_ok() {
@@ -53,7 +53,7 @@ impl TargetLoop {
 
     /// Hands a read to a worker.
     pub(super) fn send(&mut self, read: Read, set: &Setting, now: Millis) {
-        let Some(client) = self.client.clone() else {
+        let Some(client) = self.github.client.clone() else {
             return;
         };
         let task = match read {
@@ -63,14 +63,14 @@ impl TargetLoop {
                 known_runs,
                 in_progress,
             } => Task::ReadDemand {
-                repos: self.queue.begin_read(),
+                repos: self.inbound.queue.begin_read(),
                 any_public: set.profiles.iter().any(|p| p.allow_public),
                 caps: DemandCaps {
                     new_runs,
                     known_runs,
                     in_progress,
                 },
-                held: self.queue.held_runs(),
+                held: self.inbound.queue.held_runs(),
             },
             Read::Guard(read) => Task::Guard {
                 read,
@@ -125,7 +125,7 @@ impl TargetLoop {
     /// Hands the registrations the plan found unexplained to a worker, saying first
     /// which: the log is their record (no attempt holds them).
     pub(super) fn delete_orphans(&mut self, runners: Vec<RegisteredRunner>, target: &Target) {
-        let Some(client) = self.client.clone() else {
+        let Some(client) = self.github.client.clone() else {
             return;
         };
         if runners.is_empty() {
