@@ -239,6 +239,17 @@ pub struct Holds {
     pub crashes_in_a_row: BTreeMap<String, u32>,
 }
 
+impl Holds {
+    /// The first time after `now` a hold ends (the target's, or a profile's starts'):
+    /// the pass wants to look then.
+    pub fn ends_after(&self, now: Millis) -> Option<Millis> {
+        std::iter::once(self.target.until())
+            .chain(self.starts.values().map(|h| h.until))
+            .filter(|t| *t > now)
+            .min()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@
 pub use super::target_error::{Cause, REFUSED_PREFIX, TargetError, refused_text};
 use crate::reconcile::budget::{self, Budget, Pace, Polling};
 use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Holds, Refusal, StartHold, TargetHold};
-use crate::reconcile::plan::StartsSeen;
+use crate::reconcile::plan::{OBSERVE_EVERY, StartsSeen};
 use crate::reconcile::reads::Reads;
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -776,6 +776,16 @@ impl TargetState {
             }
         }
         self.install_logged = errors.clone();
+    }
+
+    /// When the loop wakes for the next pass, unless a message or a worker's result
+    /// comes first: the first read or hold due after `now`, and at most
+    /// [`OBSERVE_EVERY`] on (its runners are watched that often).
+    pub fn wake_at(&self, now: Millis) -> Millis {
+        [self.reads.due_after(now), self.holds.ends_after(now)]
+            .into_iter()
+            .flatten()
+            .fold(now + OBSERVE_EVERY, Millis::min)
     }
 
     /// Starts may be tried now: a client, and no hold on the target.

@@ -1090,3 +1090,42 @@ fn a_call_that_goes_through_ends_the_refusal() {
     let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 61_000);
     assert_eq!(s.credentials_refused_since(), None);
 }
+
+#[test]
+fn the_loop_wakes_at_the_first_read_or_hold_due_and_at_most_an_observation_on() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        ..facts()
+    };
+    // The queue is read at once, next at its pace (5 s); the runner list waits for it.
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&f), 0))[..],
+        [Read::Demand { .. }]
+    ));
+    assert_eq!(
+        s.wake_at(0),
+        OBSERVE_EVERY,
+        "its runners are watched that often"
+    );
+    let _ = s.on_event(demand_done(Ok(())), 100);
+    assert_eq!(
+        sends(&s.on_event(Event::Tick(&f), 100)),
+        vec![Read::Runners]
+    );
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 200);
+    // 4.9 s before the queue is due: a pass a few ms before it wakes at its time.
+    assert_eq!(s.wake_at(4_900), 5_000);
+    // A rate limit until 5 020 ms: nothing is read before, the pass wakes then.
+    let _ = s.on_event(
+        Event::Done(Outcome::Guard {
+            result: Err(github(Refusal::RateLimitedUntil(5_020))),
+        }),
+        5_000,
+    );
+    assert_eq!(s.wake_at(5_001), 5_020);
+    // A reload makes every read due now: the loop does not spin on it, it passes at
+    // its next observation (and the pass that saw them decided).
+    let _ = s.on_event(Event::Reload, 6_000);
+    assert_eq!(s.wake_at(6_000), 6_000 + OBSERVE_EVERY);
+}

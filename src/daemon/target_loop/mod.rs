@@ -55,13 +55,10 @@ use crate::store::daemon_facts;
 use crate::store::{EtagChange, SqliteStore, Store, StoreError, StoredEtag, TargetStatus};
 use crate::timefmt::{Millis, now_millis};
 use crate::{log_debug, log_error, log_info, log_warn};
-use crossbeam_channel::{Receiver, select, tick};
+use crossbeam_channel::{Receiver, select};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How often a loop looks at its runners between other reasons to.
-pub const OBSERVE_EVERY: Duration = Duration::from_millis(plan::OBSERVE_EVERY as u64);
 
 /// What a pass gathered: this host's open attempts, what each live attempt of the
 /// target showed, and GitHub's runner list when a read just brought it.
@@ -123,13 +120,12 @@ impl TargetLoop {
         })
     }
 
-    /// The thread body: a pass on every tick, message or worker result until told to
-    /// stop. `once` runs passes until the demand read and the starts it led to are
+    /// The thread body: a pass at every wake the state asks for
+    /// (`TargetState::wake_at`), message or worker result until told to stop. `once` runs passes until the demand read and the starts it led to are
     /// done, then returns the target's error if its last pass ended with one
     /// (credentials, GitHub's refusal), so `daemon --once` can fail. Either way the
     /// workers finish what they hold first.
     pub fn run(mut self, inbox: Receiver<LoopMsg>, once: bool) -> Option<TargetError> {
-        let ticker = tick(OBSERVE_EVERY);
         let done = self.io.done().clone();
         metrics_feed::passed(&self.shared, &self.name);
         if once {
@@ -154,6 +150,10 @@ impl TargetLoop {
             // idle targets kept up to 128 KiB each that the next pass re-reads anyway
             // when another connection wrote.
             self.store.release_memory();
+            // Until the state's next wake (a read or hold due, its runners watched),
+            // unless a message or a worker's result comes first.
+            let now = now_millis();
+            let wait = Duration::from_millis((self.state.wake_at(now) - now).max(0) as u64);
             select! {
                 recv(inbox) -> msg => match msg {
                     Ok(LoopMsg::Wake) => {}
@@ -166,7 +166,7 @@ impl TargetLoop {
                 recv(done) -> d => if let Ok(d) = d {
                     self.on_done(*d);
                 },
-                recv(ticker) -> _ => {}
+                default(wait) => {}
             }
             // Whatever else the workers finished meanwhile, before the next pass.
             while let Ok(d) = done.try_recv() {
