@@ -148,11 +148,7 @@ impl TargetLoop {
 
 /// A GitHub error as the pass holds the target for it.
 pub(super) fn target_error(e: &GhError) -> TargetError {
-    TargetError::GitHub {
-        refusal: e.refusal(),
-        cause: e.cause(),
-        text: e.to_string(),
-    }
+    crate::reconcile::refusal::target_error(e.answer(), e.to_string())
 }
 
 /// How the queue judges its jobs: by the organization's profiles, or not at all.
