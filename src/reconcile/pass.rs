@@ -10,6 +10,7 @@
 //! joins the workers' results back in as [`Event::Done`].
 
 pub use super::target_error::{Cause, REFUSED_PREFIX, TargetError, refused_text};
+use crate::domain::RegisteredRunner;
 use crate::reconcile::budget::{self, Budget, Pace, Polling};
 use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Holds, Refusal, StartHold, TargetHold};
 use crate::reconcile::plan::{OBSERVE_EVERY, StartsSeen};
@@ -111,6 +112,8 @@ pub enum Effect {
     },
     /// Start the recorded intent on a worker.
     Start(i64),
+    /// Delete these registrations on GitHub (a worker's): no attempt explains them.
+    DeleteOrphans(Vec<RegisteredRunner>),
     /// End the recorded intent `not-started`: nothing can start it now.
     EndNotStarted {
         attempt: i64,
@@ -242,6 +245,8 @@ pub struct Planned {
     /// The first profile a required check of the host stopped this pass, and why
     /// (`None`: none).
     pub host_unfit: Option<String>,
+    /// Registrations of this host's runners no attempt explains (`Plan::orphans`).
+    pub orphans: Vec<RegisteredRunner>,
 }
 
 /// Each profile's broken runner install (by name), among the target's profiles.
@@ -363,6 +368,10 @@ impl TargetState {
                 let installs = std::mem::take(&mut p.installs);
                 self.installs(&installs.errors, &installs.profiles, &mut out);
                 self.host_unfit = p.host_unfit.take();
+                let orphans = std::mem::take(&mut p.orphans);
+                if !orphans.is_empty() && self.has_client {
+                    out.push(Effect::DeleteOrphans(orphans));
+                }
                 let seen = std::mem::take(&mut p.starts_seen);
                 self.last_plan = p;
                 self.starts_seen(seen, now, &mut out);

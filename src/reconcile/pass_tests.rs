@@ -1129,3 +1129,25 @@ fn the_loop_wakes_at_the_first_read_or_hold_due_and_at_most_an_observation_on() 
     let _ = s.on_event(Event::Reload, 6_000);
     assert_eq!(s.wake_at(6_000), 6_000 + OBSERVE_EVERY);
 }
+
+#[test]
+fn registrations_the_plan_found_unexplained_are_deleted_by_an_effect_only_with_a_client() {
+    let orphan = RegisteredRunner {
+        id: 2,
+        name: "rm-h-9".into(),
+        online: false,
+        busy: false,
+        labels: Vec::new(),
+    };
+    let planned = || Planned {
+        orphans: vec![orphan.clone()],
+        ..Planned::default()
+    };
+    let mut s = ready(0);
+    let e = s.on_event(Event::Planned(planned()), 0);
+    assert_eq!(e, vec![Effect::DeleteOrphans(vec![orphan.clone()])]);
+    assert!(s.on_event(Event::Planned(Planned::default()), 0).is_empty());
+    // No client: nothing on GitHub can be done; the next list finds them again.
+    let mut s = TargetState::default();
+    assert!(s.on_event(Event::Planned(planned()), 0).is_empty());
+}

@@ -45,6 +45,11 @@ impl TargetLoop {
                 Effect::StartsResumed { profile } => {
                     metrics_feed::start_held(&self.shared.metrics, &profile, false);
                 }
+                Effect::DeleteOrphans(runners) => {
+                    if let Some(set) = set {
+                        self.delete_orphans(runners, &set.target);
+                    }
+                }
                 Effect::Start(_) | Effect::EndNotStarted { .. } => {}
                 Effect::Log(line) => self.log(line),
             }
@@ -122,15 +127,12 @@ impl TargetLoop {
         }
     }
 
-    /// Hands the registrations the plan found unexplained to a worker, saying first
+    /// Hands the registrations the pass found unexplained to a worker, saying first
     /// which: the log is their record (no attempt holds them).
     pub(super) fn delete_orphans(&mut self, runners: Vec<RegisteredRunner>, target: &Target) {
         let Some(client) = self.github.client.clone() else {
             return;
         };
-        if runners.is_empty() {
-            return;
-        }
         let names: Vec<&str> = runners.iter().map(|r| r.name.as_str()).collect();
         log_info!(
             "orphan_registrations_found",

@@ -213,10 +213,11 @@ impl TargetLoop {
         self.feed(Event::Tick(&facts), Some(&set), now);
         let g = self.gather(&set, &contain)?;
         let (unfit, installs) = self.unfit(&set.target, &set.profiles, &contain, now);
-        let (mut plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
+        let (plan, intents) = self.plan_and_record(&set, &g, &unfit, &contain, now)?;
         let host_unfit = unfit::host_unfit(&unfit);
+        // The plan goes to the state, which answers with the orphans to delete among
+        // its effects.
         self.note_plan(&plan, &set, installs, &host_unfit, now);
-        self.delete_orphans(std::mem::take(&mut plan.orphans), &set.target);
 
         // Act: each attempt's actions (the GitHub and disk part on a worker), then
         // the starts. The attempts handed to workers are the pass's in flight even
