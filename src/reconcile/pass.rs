@@ -101,10 +101,12 @@ pub enum Effect {
     /// (the next [`Event::Client`]'s [`ClientFit::CredentialChanged`]) rather than wait
     /// out a backoff with a token already fixed.
     RecheckCredential,
-    /// A profile's starts are held until then (its queued starts wait on workers).
+    /// A profile's starts are held until then: the starts of it still queued on
+    /// workers (`withdraw`) end `not_started` when a worker takes them up.
     HoldStarts {
         profile: String,
         until: Millis,
+        withdraw: Vec<i64>,
     },
     /// A profile's hold ended (a start went through, or its time passed).
     StartsResumed {
@@ -282,11 +284,11 @@ pub enum Event<'a> {
     /// The pass planned (and checked the runner installs and the host).
     Planned(Planned),
     /// The pass acted: the attempts whose GitHub or disk actions it handed to a
-    /// worker, and the intents it recorded (each with whether its profile is still
-    /// there), to start or end.
+    /// worker, and the intents it recorded (each with its profile, and whether that
+    /// profile is still there), to start or end.
     Acted {
         handed: &'a [i64],
-        intents: &'a [(i64, bool)],
+        intents: &'a [(i64, &'a str, bool)],
     },
     /// The pass ends: the credential's own hold as the client knows it.
     PassEnd {
@@ -378,8 +380,8 @@ impl TargetState {
             }
             Event::Acted { handed, intents } => {
                 self.in_flight.extend(handed);
-                for &(attempt, has_policy) in intents {
-                    self.intent(attempt, has_policy, &mut out);
+                for &(attempt, profile, has_policy) in intents {
+                    self.intent(attempt, profile, has_policy, &mut out);
                 }
             }
             Event::PassEnd { credential_hold } => {
@@ -403,9 +405,10 @@ impl TargetState {
     }
 
     /// A recorded intent: started, or ended (no policy or no client).
-    fn intent(&mut self, attempt: i64, has_policy: bool, out: &mut Vec<Effect>) {
+    fn intent(&mut self, attempt: i64, profile: &str, has_policy: bool, out: &mut Vec<Effect>) {
         if has_policy && self.has_client {
             self.in_flight.insert(attempt);
+            self.holds.starts_out.insert(attempt, profile.to_string());
             out.push(Effect::Start(attempt));
         } else {
             let why = if has_policy {
@@ -579,6 +582,7 @@ impl TargetState {
                 end,
             } => {
                 self.in_flight.remove(&attempt);
+                self.holds.starts_out.remove(&attempt);
                 match end {
                     StartEnd::Spawned => {
                         self.budget.spawned_since_read += 1;
@@ -601,6 +605,7 @@ impl TargetState {
             Outcome::Failed { attempt } => {
                 if let Some(id) = attempt {
                     self.in_flight.remove(&id);
+                    self.holds.starts_out.remove(&id);
                 }
             }
             Outcome::Demand {
@@ -747,6 +752,7 @@ impl TargetState {
         out.push(Effect::HoldStarts {
             profile: profile.clone(),
             until: hold.until,
+            withdraw: self.holds.starts_of(&profile),
         });
         self.holds.starts.insert(profile, hold);
     }

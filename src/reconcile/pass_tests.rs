@@ -246,7 +246,7 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
             s.on_event(
                 Event::Acted {
                     handed: &[],
-                    intents: &[(id, true)],
+                    intents: &[(id, "linux", true)],
                 },
                 0
             ),
@@ -255,10 +255,14 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
     }
     assert_eq!(s.in_flight().len(), 3);
     let e = s.on_event(failed(1), 1_000);
-    assert!(e.contains(&Effect::HoldStarts {
-        profile: "linux".into(),
-        until: 31_000
-    }));
+    assert!(
+        e.contains(&Effect::HoldStarts {
+            profile: "linux".into(),
+            until: 31_000,
+            withdraw: vec![2, 3],
+        }),
+        "the two sent with it and still out are withdrawn: {e:?}"
+    );
     // The two sent with it fail the same way: the hold stands as it was.
     assert!(s.on_event(failed(2), 1_500).is_empty());
     assert!(s.on_event(failed(3), 2_000).is_empty());
@@ -268,7 +272,8 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
     let e = s.on_event(failed(4), 31_000);
     assert!(e.contains(&Effect::HoldStarts {
         profile: "linux".into(),
-        until: 91_000
+        until: 91_000,
+        withdraw: Vec::new(),
     }));
     let spawned = Outcome::Started {
         attempt: 5,
@@ -303,7 +308,7 @@ fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_liste
     };
     let held_until = |e: &[Effect]| {
         e.iter().find_map(|e| match e {
-            Effect::HoldStarts { profile, until } if profile == "linux" => Some(*until),
+            Effect::HoldStarts { profile, until, .. } if profile == "linux" => Some(*until),
             _ => None,
         })
     };
@@ -334,7 +339,7 @@ fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_liste
     let _ = s.on_event(
         Event::Acted {
             handed: &[],
-            intents: &[(9, true)],
+            intents: &[(9, "linux", true)],
         },
         33_000,
     );
@@ -379,7 +384,7 @@ fn an_intent_nothing_can_start_ends_not_started() {
         s.on_event(
             Event::Acted {
                 handed: &[],
-                intents: &[(7, true)],
+                intents: &[(7, "linux", true)],
             },
             0
         ),
@@ -393,7 +398,7 @@ fn an_intent_nothing_can_start_ends_not_started() {
         s.on_event(
             Event::Acted {
                 handed: &[],
-                intents: &[(8, false)],
+                intents: &[(8, "gone", false)],
             },
             0
         )[..],

@@ -124,16 +124,21 @@ impl TargetLoop {
         intents: Vec<Attempt>,
         now: Millis,
     ) {
-        let decide: Vec<(i64, bool)> = intents
+        let decide: Vec<(i64, &str, bool)> = intents
             .iter()
-            .map(|a| (a.id, set.profiles.iter().any(|p| p.name == a.profile)))
+            .map(|a| {
+                let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
+                (a.id, a.profile.as_str(), has_policy)
+            })
             .collect();
-        let mut intents: BTreeMap<i64, Attempt> = intents.into_iter().map(|a| (a.id, a)).collect();
         let acted = Event::Acted {
             handed,
             intents: &decide,
         };
-        for e in self.state.on_event(acted, now) {
+        let effects = self.state.on_event(acted, now);
+        drop(decide);
+        let mut intents: BTreeMap<i64, Attempt> = intents.into_iter().map(|a| (a.id, a)).collect();
+        for e in effects {
             match e {
                 Effect::Start(id) => {
                     let Some(a) = intents.remove(&id) else {

@@ -38,9 +38,17 @@ impl TargetLoop {
                     }
                     self.wrote("hold", r);
                 }
-                Effect::HoldStarts { profile, until } => {
+                Effect::HoldStarts {
+                    profile,
+                    until,
+                    withdraw,
+                } => {
                     metrics_feed::start_held(&self.shared.metrics, &profile, true);
-                    self.io.hold_profile(&profile, until);
+                    let why = format!(
+                        "the profile's starts are held until {}",
+                        crate::timefmt::format_rfc3339(until)
+                    );
+                    self.io.withdraw(&withdraw, &why);
                 }
                 Effect::StartsResumed { profile } => {
                     metrics_feed::start_held(&self.shared.metrics, &profile, false);
