@@ -297,7 +297,7 @@ pub enum Event<'a> {
     /// The store holds the target's hold up to this time.
     HoldKept(Millis),
     Done(Outcome),
-    /// SIGHUP: credentials, listeners and holds are read again.
+    /// SIGHUP: credentials, listeners, holds and the guard's facts are read again.
     Reload,
 }
 
@@ -395,7 +395,10 @@ impl TargetState {
             Event::Done(o) => self.done(o, now, &mut out),
             Event::Reload => {
                 self.has_client = false;
+                // The settings read again, GitHub's too: the queue and the guard's
+                // facts (a repository made public is seen now, not within the hour).
                 self.reads.queue.due_now();
+                self.reads.guard.due_now();
                 self.reads.run_lists.backstop_next = 0;
                 self.holds.target = TargetHold::default();
                 out.push(Effect::DropClient);

@@ -1156,3 +1156,38 @@ fn registrations_the_plan_found_unexplained_are_deleted_by_an_effect_only_with_a
     let mut s = TargetState::default();
     assert!(s.on_event(Event::Planned(planned()), 0).is_empty());
 }
+
+#[test]
+fn a_reload_reads_the_guards_facts_again_at_once() {
+    let mut s = ready(0);
+    let f = facts();
+    let e = s.on_event(Event::Tick(&f), 0);
+    assert_eq!(sends(&e), vec![Read::Guard(GuardRead::Visibility)]);
+    let found = Outcome::Guard {
+        result: Ok(GuardFound::Visibility(false)),
+    };
+    let _ = s.on_event(Event::Done(found), 100);
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&f), 200))[..],
+        [Read::Demand { .. }]
+    ));
+    let _ = s.on_event(demand_done(Ok(())), 300);
+    // SIGHUP: the settings are read again, GitHub's among them (a repository made
+    // public is seen now, not within the hour).
+    assert_eq!(s.on_event(Event::Reload, 1_000), vec![Effect::DropClient]);
+    let rebuilt = Event::Client {
+        fit: ClientFit::Missing,
+        poll_every: 5_000,
+    };
+    assert_eq!(s.on_event(rebuilt, 1_000), vec![Effect::BuildClient]);
+    let built = Event::ClientBuilt {
+        kept_hold: None,
+        runners_read_at: None,
+        in_progress_read_at: None,
+    };
+    let _ = s.on_event(built, 1_000);
+    assert_eq!(
+        sends(&s.on_event(Event::Tick(&f), 1_000)),
+        vec![Read::Guard(GuardRead::Visibility)]
+    );
+}
