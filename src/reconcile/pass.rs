@@ -158,8 +158,9 @@ pub struct Facts {
     /// The guard's read for this target's scope, or `None` when it has nothing to
     /// read (an organization with no scale set profile).
     pub guard: Option<GuardRead>,
-    /// A lost job of the target waits for now.
-    pub reruns_due: bool,
+    /// When the first lost job of the target waiting for a re-run is due, as the
+    /// store last said (`None`: none waits).
+    pub reruns_first_due: Option<Millis>,
     /// How many JIT configs GitHub's secondary limit leaves room for now, as the
     /// credential's points book says (`None`: not known, or no limit).
     pub jit_room: Option<u32>,
@@ -458,7 +459,8 @@ impl TargetState {
         }
         out.push(Effect::Send(Read::RunnerRelease));
         // Beside the reads: a lost job waits on GitHub's verdict, not on the queue.
-        if f.reruns_due && self.reads.reruns.due(now) {
+        let reruns_due = f.reruns_first_due.is_some_and(|at| at <= now);
+        if reruns_due && self.reads.reruns.due(now) {
             self.reads.reruns.send(now + RERUNS_EVERY);
             out.push(Effect::Send(Read::Reruns));
         }

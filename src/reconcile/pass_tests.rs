@@ -752,8 +752,15 @@ fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
 #[test]
 fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limit_holds() {
     let mut s = ready(0);
+    // A row due later waits for its time.
+    let later = Facts {
+        reruns_first_due: Some(1),
+        ..facts()
+    };
+    assert!(!sends(&s.on_event(Event::Tick(&later), 0)).contains(&Read::Reruns));
+    let mut s = ready(0);
     let due = Facts {
-        reruns_due: true,
+        reruns_first_due: Some(0),
         ..facts()
     };
     let first = sends(&s.on_event(Event::Tick(&due), 0));

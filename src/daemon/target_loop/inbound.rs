@@ -69,7 +69,7 @@ impl TargetLoop {
             unread_runs: self.inbound.queue.unread_runs,
             queue_read_at: self.inbound.queue.read_at,
             guard: crate::daemon::public_guard::due_read(&set.target, &set.profiles),
-            reruns_due: self.inbound.reruns.first_due.is_some_and(|at| at <= now),
+            reruns_first_due: self.inbound.reruns.first_due,
             jit_room: Some(
                 self.inbound
                     .scaleset
