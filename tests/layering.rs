@@ -2,7 +2,8 @@
 //! `src/` outside test code names a module on a lower floor, or one the same floor
 //! lets it import (one way); every module of `src/` has a floor, and the floors here
 //! are ARCHITECTURE.md's list. And every thread `src/` starts has a name, each in
-//! ARCHITECTURE.md's list of threads.
+//! ARCHITECTURE.md's list of threads. And no function is over 120 lines, no source
+//! file over 900 (tests aside).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -154,15 +155,20 @@ fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
 
 /// The lines of `text` outside `#[cfg(test)]` items and comments.
 fn product_lines(text: &str) -> Vec<&str> {
+    outside_tests(text)
+        .into_iter()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect()
+}
+
+/// The lines of `text` outside `#[cfg(test)]` items.
+fn outside_tests(text: &str) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
     while i < lines.len() {
         if lines[i].trim() != "#[cfg(test)]" {
-            let l = lines[i].trim_start();
-            if !l.starts_with("//") {
-                out.push(lines[i]);
-            }
+            out.push(lines[i]);
             i += 1;
             continue;
         }
@@ -968,6 +974,54 @@ fn daemon_names(text: &str) -> Vec<String> {
     out
 }
 
+/// The longest a function may be, and a source file (test code aside).
+const MAX_FN_LINES: usize = 120;
+const MAX_FILE_LINES: usize = 900;
+
+/// Each function of `lines` (rustfmt's layout: its body closes at its own indent), as
+/// its name, first line (from 1) and length in lines.
+fn functions(lines: &[&str]) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let mut rest = line.trim_start();
+        for word in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "async ",
+            "unsafe ",
+        ] {
+            rest = rest.strip_prefix(word).unwrap_or(rest);
+        }
+        let rest = rest
+            .strip_prefix("pub(in ")
+            .map_or(rest, |r| r.split_once(") ").map_or(r, |(_, after)| after));
+        let Some(name) = rest.strip_prefix("fn ").map(|r| {
+            r.split(|c: char| !c.is_alphanumeric() && c != '_')
+                .next()
+                .unwrap()
+        }) else {
+            continue;
+        };
+        // A declaration without a body (a trait's) ends with `;` before any `{`, and a
+        // body on one line closes on it.
+        let opens = lines[i..]
+            .iter()
+            .map(|l| l.trim_end())
+            .find(|l| l.ends_with('{') || l.ends_with(';') || l.ends_with('}'));
+        if !opens.is_some_and(|l| l.ends_with('{')) {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i..].iter().position(|l| l.trim_end() == close) {
+            out.push((name.to_string(), i + 1, end + 1));
+        }
+    }
+    out
+}
+
 /// Whether `text` imports the CLI's `opts::daemon` module (the `daemon` command's
 /// option constants) by the name `daemon`.
 fn imports_opts_daemon(text: &str) -> bool {
@@ -1006,5 +1060,42 @@ fn the_cli_and_tui_reach_the_daemon_only_through_its_entry() {
         bad.is_empty(),
         "the CLI reaches into the daemon's modules (read what it publishes, `facts` or the store):\n{}",
         bad.join("\n")
+    );
+}
+
+#[test]
+fn no_function_is_over_120_lines_and_no_source_file_over_900() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let tests = test_files(&files);
+    let mut over = Vec::new();
+    for f in files.iter().filter(|f| !tests.contains(*f)) {
+        let text = fs::read_to_string(f).unwrap();
+        let lines = outside_tests(&text);
+        let name = f.strip_prefix(src()).unwrap().display();
+        if lines.len() > MAX_FILE_LINES {
+            over.push(format!("{name}: {} lines", lines.len()));
+        }
+        for (func, at, len) in functions(&lines) {
+            if len > MAX_FN_LINES {
+                over.push(format!("{name}:{at} fn {func}: {len} lines"));
+            }
+        }
+    }
+    assert!(
+        over.is_empty(),
+        "over {MAX_FN_LINES} lines a function or {MAX_FILE_LINES} a file:\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn functions_are_measured_from_their_line_to_their_closing_brace() {
+    let text = "impl X {\n    pub(super) fn a(\n        x: u8,\n    ) -> u8 {\n        x\n    }\n    fn decl(&self);\n}\nfn b() {}\nconst fn c() {\n}\n";
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        functions(&lines),
+        vec![("a".to_string(), 2, 5), ("c".to_string(), 10, 2)],
+        "a body on one line closes on it and is not counted"
     );
 }

@@ -333,7 +333,7 @@ impl Sim {
             );
             let intent = Event::Acted {
                 handed: &[],
-                intents: &[(id, true)],
+                intents: &[(id, profile.as_str(), true)],
             };
             assert_eq!(lp.state.on_event(intent, now), vec![Effect::Start(id)]);
             lp.starts.push((id, profile));

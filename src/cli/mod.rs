@@ -16,6 +16,7 @@ mod install;
 mod output;
 mod parse;
 mod profiles;
+mod reidentify;
 mod run;
 mod service;
 pub mod spec;
@@ -321,7 +322,7 @@ fn execute(inv: &Invocation) -> CliResult {
         }),
         C::HostShow => books(inv, Read, |s, _, out| host::show(s, out)),
         C::HostSet => books(inv, Create, |s, _, out| host::set(inv, s, out)),
-        C::HostReidentify => books(inv, Write, host::reidentify),
+        C::HostReidentify => books(inv, Write, reidentify::reidentify),
         C::Status => books(inv, Read, |s, dir, out| host::status(s, out, dir)),
         C::Attempts => books(inv, Read, |s, _, out| attempts::list(inv, s, out)),
         C::AttemptShow => books(inv, Read, |s, _, out| attempts::show(inv, s, out)),

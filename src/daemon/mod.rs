@@ -227,7 +227,12 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
         usage,
         follower,
     };
-    let mut main = MainLoop::new(start, threads)?;
+    until_stopped(MainLoop::new(start, threads)?, &end_shared)
+}
+
+/// The main loop's events carried out until it stops, then its threads stopped and
+/// our empty base cgroups removed.
+fn until_stopped(mut main: MainLoop<'_>, shared: &Shared) -> Result<Stopped, DaemonError> {
     main.check_handover();
     while let Some(event) = main.next_event() {
         if main.handle_event(event)?.is_break() {
@@ -238,7 +243,7 @@ pub fn run(opts: DaemonOptions) -> Result<Stopped, DaemonError> {
     // Our base cgroups go once nothing lives in them (busy runners keep theirs for
     // the next daemon): a host whose state directories come and go would otherwise
     // pile them up.
-    let removed = end_shared.containment().cgroups.remove_empty_bases();
+    let removed = shared.containment().cgroups.remove_empty_bases();
     if removed > 0 {
         log_info!("cgroup_bases_removed", count = removed);
     }

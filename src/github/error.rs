@@ -1,7 +1,7 @@
 //! Typed errors of the GitHub client, and how a caller should react to each.
 
-use crate::reconcile::hold::Refusal;
 pub use crate::reconcile::pass::Cause;
+use crate::reconcile::refusal::{self, Answer};
 use crate::timefmt::{Millis, format_rfc3339};
 use std::fmt;
 
@@ -51,23 +51,28 @@ pub enum ErrorClass {
 }
 
 impl GhError {
-    /// What the error says of the target (the one mapping: the pass holds it, and
-    /// the CLI's exit classes follow it).
-    pub fn cause(&self) -> Cause {
+    /// GitHub's answer, as the pass judges it (`reconcile::refusal`).
+    pub fn answer(&self) -> Answer<'_> {
         match self {
-            GhError::Unauthorized { .. } | GhError::Forbidden { .. } => Cause::Credentials,
-            GhError::NotFound => Cause::NotFound,
-            GhError::RateLimited { .. } => Cause::RateLimited,
-            GhError::Transport { .. }
-            | GhError::Server { .. }
-            | GhError::Unexpected { .. }
-            | GhError::Malformed { .. }
-            | GhError::TooLarge { .. } => Cause::Unreachable,
-            GhError::Interrupted => Cause::Interrupted,
-            GhError::Gone | GhError::Conflict { .. } | GhError::Unprocessable { .. } => {
-                Cause::Other
-            }
+            GhError::Unauthorized { .. } => Answer::Unauthorized,
+            GhError::Forbidden { message } => Answer::Forbidden(message),
+            GhError::RateLimited { until } => Answer::RateLimited(*until),
+            GhError::NotFound => Answer::NotFound,
+            GhError::Conflict { .. } => Answer::Conflict,
+            GhError::Unprocessable { .. } => Answer::Unprocessable,
+            GhError::Gone => Answer::Gone,
+            GhError::Server { .. } => Answer::Server,
+            GhError::Unexpected { .. } => Answer::Unexpected,
+            GhError::Transport { .. } => Answer::Transport,
+            GhError::Malformed { .. } => Answer::Malformed,
+            GhError::TooLarge { .. } => Answer::TooLarge,
+            GhError::Interrupted => Answer::Interrupted,
         }
+    }
+
+    /// What the error says of the target (`reconcile::refusal::cause`).
+    pub fn cause(&self) -> Cause {
+        refusal::cause(self.answer())
     }
 
     pub fn class(&self) -> ErrorClass {
@@ -86,18 +91,6 @@ impl GhError {
             | GhError::Gone
             | GhError::Unexpected { .. }
             | GhError::TooLarge { .. } => ErrorClass::Deterministic,
-        }
-    }
-
-    /// How the pass holds the target for the error (the one mapping, as [`Self::cause`]
-    /// is): a 401 is the credential itself, which a fix of its file or a restart
-    /// lifts; else as its class says.
-    pub fn refusal(&self) -> Refusal {
-        match self.class() {
-            _ if matches!(self, GhError::Unauthorized { .. }) => Refusal::CredentialsRefused,
-            ErrorClass::RateLimitedUntil(until) => Refusal::RateLimitedUntil(until),
-            ErrorClass::Deterministic => Refusal::Deterministic,
-            ErrorClass::Transient => Refusal::Transient,
         }
     }
 
@@ -247,24 +240,41 @@ mod tests {
 
     #[test]
     fn a_401_holds_as_a_refused_credential_and_the_rest_as_their_class() {
-        use Refusal::*;
-        let cases = [
-            (
-                GhError::Unauthorized { clock_hint: true },
-                CredentialsRefused,
-            ),
-            (
-                GhError::Forbidden {
-                    message: "no".into(),
-                },
-                Deterministic,
-            ),
-            (GhError::RateLimited { until: 7 }, RateLimitedUntil(7)),
-            (GhError::Server { status: 502 }, Transient),
-            (GhError::NotFound, Deterministic),
+        use crate::reconcile::hold::Refusal;
+        use crate::reconcile::refusal::hold;
+        let all = [
+            GhError::Unauthorized { clock_hint: true },
+            GhError::Forbidden {
+                message: "no".into(),
+            },
+            GhError::RateLimited { until: 7 },
+            GhError::NotFound,
+            GhError::Conflict {
+                message: "taken".into(),
+            },
+            GhError::Unprocessable {
+                message: "bad".into(),
+            },
+            GhError::Gone,
+            GhError::Server { status: 502 },
+            GhError::Unexpected { status: 418 },
+            GhError::Transport {
+                detail: "reset".into(),
+            },
+            GhError::Malformed {
+                detail: "json".into(),
+            },
+            GhError::TooLarge { limit: 1 },
+            GhError::Interrupted,
         ];
-        for (e, want) in cases {
-            assert_eq!(e.refusal(), want, "{e:?}");
+        for e in all {
+            let want = match e.class() {
+                _ if matches!(e, GhError::Unauthorized { .. }) => Refusal::CredentialsRefused,
+                ErrorClass::RateLimitedUntil(t) => Refusal::RateLimitedUntil(t),
+                ErrorClass::Deterministic => Refusal::Deterministic,
+                ErrorClass::Transient => Refusal::Transient,
+            };
+            assert_eq!(hold(e.answer()), want, "{e:?}");
         }
     }
 

@@ -237,6 +237,30 @@ pub struct Holds {
     /// Per profile, its runners that crashed before they listened since one last
     /// listened ([`CRASHES_BEFORE_HOLD`] of them hold its starts).
     pub crashes_in_a_row: BTreeMap<String, u32>,
+    /// The starts handed to workers and not yet back, by attempt, with their profile:
+    /// a hold on the profile withdraws those still queued (`Effect::HoldStarts`), so
+    /// they end `not_started` instead of failing the same way.
+    pub starts_out: BTreeMap<i64, String>,
+}
+
+impl Holds {
+    /// The starts out for `profile`, which a hold on it withdraws.
+    pub fn starts_of(&self, profile: &str) -> Vec<i64> {
+        self.starts_out
+            .iter()
+            .filter(|(_, p)| p.as_str() == profile)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// The first time after `now` a hold ends (the target's, or a profile's starts'):
+    /// the pass wants to look then.
+    pub fn ends_after(&self, now: Millis) -> Option<Millis> {
+        std::iter::once(self.target.until())
+            .chain(self.starts.values().map(|h| h.until))
+            .filter(|t| *t > now)
+            .min()
+    }
 }
 
 #[cfg(test)]

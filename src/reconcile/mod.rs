@@ -16,6 +16,7 @@ pub mod plan;
 pub mod points;
 pub mod reads;
 pub mod record;
+pub mod refusal;
 pub mod rerun;
 pub mod room;
 pub mod target_error;

@@ -10,9 +10,10 @@
 //! joins the workers' results back in as [`Event::Done`].
 
 pub use super::target_error::{Cause, REFUSED_PREFIX, TargetError, refused_text};
+use crate::domain::RegisteredRunner;
 use crate::reconcile::budget::{self, Budget, Pace, Polling};
-use crate::reconcile::hold::{CRASHES_BEFORE_HOLD, Holds, Refusal, StartHold, TargetHold};
-use crate::reconcile::plan::StartsSeen;
+use crate::reconcile::hold::{Holds, Refusal, StartHold, TargetHold};
+use crate::reconcile::plan::{OBSERVE_EVERY, StartsSeen};
 use crate::reconcile::reads::Reads;
 use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -100,10 +101,12 @@ pub enum Effect {
     /// (the next [`Event::Client`]'s [`ClientFit::CredentialChanged`]) rather than wait
     /// out a backoff with a token already fixed.
     RecheckCredential,
-    /// A profile's starts are held until then (its queued starts wait on workers).
+    /// A profile's starts are held until then: the starts of it still queued on
+    /// workers (`withdraw`) end `not_started` when a worker takes them up.
     HoldStarts {
         profile: String,
         until: Millis,
+        withdraw: Vec<i64>,
     },
     /// A profile's hold ended (a start went through, or its time passed).
     StartsResumed {
@@ -111,6 +114,8 @@ pub enum Effect {
     },
     /// Start the recorded intent on a worker.
     Start(i64),
+    /// Delete these registrations on GitHub (a worker's): no attempt explains them.
+    DeleteOrphans(Vec<RegisteredRunner>),
     /// End the recorded intent `not-started`: nothing can start it now.
     EndNotStarted {
         attempt: i64,
@@ -153,8 +158,9 @@ pub struct Facts {
     /// The guard's read for this target's scope, or `None` when it has nothing to
     /// read (an organization with no scale set profile).
     pub guard: Option<GuardRead>,
-    /// A lost job of the target waits for now.
-    pub reruns_due: bool,
+    /// When the first lost job of the target waiting for a re-run is due, as the
+    /// store last said (`None`: none waits).
+    pub reruns_first_due: Option<Millis>,
     /// How many JIT configs GitHub's secondary limit leaves room for now, as the
     /// credential's points book says (`None`: not known, or no limit).
     pub jit_room: Option<u32>,
@@ -242,6 +248,8 @@ pub struct Planned {
     /// The first profile a required check of the host stopped this pass, and why
     /// (`None`: none).
     pub host_unfit: Option<String>,
+    /// Registrations of this host's runners no attempt explains (`Plan::orphans`).
+    pub orphans: Vec<RegisteredRunner>,
 }
 
 /// Each profile's broken runner install (by name), among the target's profiles.
@@ -277,11 +285,11 @@ pub enum Event<'a> {
     /// The pass planned (and checked the runner installs and the host).
     Planned(Planned),
     /// The pass acted: the attempts whose GitHub or disk actions it handed to a
-    /// worker, and the intents it recorded (each with whether its profile is still
-    /// there), to start or end.
+    /// worker, and the intents it recorded (each with its profile, and whether that
+    /// profile is still there), to start or end.
     Acted {
         handed: &'a [i64],
-        intents: &'a [(i64, bool)],
+        intents: &'a [(i64, &'a str, bool)],
     },
     /// The pass ends: the credential's own hold as the client knows it.
     PassEnd {
@@ -290,7 +298,7 @@ pub enum Event<'a> {
     /// The store holds the target's hold up to this time.
     HoldKept(Millis),
     Done(Outcome),
-    /// SIGHUP: credentials, listeners and holds are read again.
+    /// SIGHUP: credentials, listeners, holds and the guard's facts are read again.
     Reload,
 }
 
@@ -363,14 +371,18 @@ impl TargetState {
                 let installs = std::mem::take(&mut p.installs);
                 self.installs(&installs.errors, &installs.profiles, &mut out);
                 self.host_unfit = p.host_unfit.take();
+                let orphans = std::mem::take(&mut p.orphans);
+                if !orphans.is_empty() && self.has_client {
+                    out.push(Effect::DeleteOrphans(orphans));
+                }
                 let seen = std::mem::take(&mut p.starts_seen);
                 self.last_plan = p;
                 self.starts_seen(seen, now, &mut out);
             }
             Event::Acted { handed, intents } => {
                 self.in_flight.extend(handed);
-                for &(attempt, has_policy) in intents {
-                    self.intent(attempt, has_policy, &mut out);
+                for &(attempt, profile, has_policy) in intents {
+                    self.intent(attempt, profile, has_policy, &mut out);
                 }
             }
             Event::PassEnd { credential_hold } => {
@@ -384,7 +396,10 @@ impl TargetState {
             Event::Done(o) => self.done(o, now, &mut out),
             Event::Reload => {
                 self.has_client = false;
+                // The settings read again, GitHub's too: the queue and the guard's
+                // facts (a repository made public is seen now, not within the hour).
                 self.reads.queue.due_now();
+                self.reads.guard.due_now();
                 self.reads.run_lists.backstop_next = 0;
                 self.holds.target = TargetHold::default();
                 out.push(Effect::DropClient);
@@ -394,9 +409,10 @@ impl TargetState {
     }
 
     /// A recorded intent: started, or ended (no policy or no client).
-    fn intent(&mut self, attempt: i64, has_policy: bool, out: &mut Vec<Effect>) {
+    fn intent(&mut self, attempt: i64, profile: &str, has_policy: bool, out: &mut Vec<Effect>) {
         if has_policy && self.has_client {
             self.in_flight.insert(attempt);
+            self.holds.starts_out.insert(attempt, profile.to_string());
             out.push(Effect::Start(attempt));
         } else {
             let why = if has_policy {
@@ -443,7 +459,8 @@ impl TargetState {
         }
         out.push(Effect::Send(Read::RunnerRelease));
         // Beside the reads: a lost job waits on GitHub's verdict, not on the queue.
-        if f.reruns_due && self.reads.reruns.due(now) {
+        let reruns_due = f.reruns_first_due.is_some_and(|at| at <= now);
+        if reruns_due && self.reads.reruns.due(now) {
             self.reads.reruns.send(now + RERUNS_EVERY);
             out.push(Effect::Send(Read::Reruns));
         }
@@ -570,6 +587,7 @@ impl TargetState {
                 end,
             } => {
                 self.in_flight.remove(&attempt);
+                self.holds.starts_out.remove(&attempt);
                 match end {
                     StartEnd::Spawned => {
                         self.budget.spawned_since_read += 1;
@@ -592,6 +610,7 @@ impl TargetState {
             Outcome::Failed { attempt } => {
                 if let Some(id) = attempt {
                     self.in_flight.remove(&id);
+                    self.holds.starts_out.remove(&id);
                 }
             }
             Outcome::Demand {
@@ -686,72 +705,6 @@ impl TargetState {
         self.error = Some(e);
     }
 
-    /// A runner that listened ends its profile's crash streak (and a crash hold);
-    /// [`CRASHES_BEFORE_HOLD`] crashes in a row hold the profile's starts, longer
-    /// each time while none listens.
-    fn starts_seen(&mut self, seen: StartsSeen, now: Millis, out: &mut Vec<Effect>) {
-        for profile in seen.listened {
-            self.holds.crashes_in_a_row.remove(&profile);
-            if self.holds.starts.get(&profile).is_some_and(|h| h.crashes) {
-                self.holds.starts.remove(&profile);
-                out.push(Effect::StartsResumed { profile });
-            }
-        }
-        for (profile, why) in seen.crashed {
-            let n = self
-                .holds
-                .crashes_in_a_row
-                .entry(profile.clone())
-                .or_default();
-            *n = n.saturating_add(1);
-            if *n >= CRASHES_BEFORE_HOLD {
-                let why = format!("{n} in a row, the last {why}");
-                self.hold_starts(profile, why, StartHold::after_crash, now, out);
-            }
-        }
-    }
-
-    /// A profile's start failed for a host reason: its starts are held.
-    fn hold_profile(&mut self, profile: String, why: String, now: Millis, out: &mut Vec<Effect>) {
-        self.hold_starts(profile, why, StartHold::after_failure, now, out);
-    }
-
-    /// Holds a profile's starts after a host failure or runners' crashes. Starts that
-    /// fail together while a hold already stands (sent before it) do not lengthen it.
-    fn hold_starts(
-        &mut self,
-        profile: String,
-        why: String,
-        after: fn(Option<&StartHold>, String, Millis) -> StartHold,
-        now: Millis,
-        out: &mut Vec<Effect>,
-    ) {
-        let prev = self.holds.starts.get(&profile);
-        if prev.is_some_and(|h| h.holds(now)) {
-            return;
-        }
-        let hold = after(prev, why, now);
-        out.push(Effect::Log(Line::StartsHeld {
-            profile: profile.clone(),
-            hold: hold.clone(),
-        }));
-        out.push(Effect::HoldStarts {
-            profile: profile.clone(),
-            until: hold.until,
-        });
-        self.holds.starts.insert(profile, hold);
-    }
-
-    /// A hold whose time passed is shown as ended (it stays, so the next failure
-    /// waits longer, until a start goes through).
-    fn expire_holds(&self, now: Millis, out: &mut Vec<Effect>) {
-        for (p, h) in &self.holds.starts {
-            if !h.holds(now) {
-                out.push(Effect::StartsResumed { profile: p.clone() });
-            }
-        }
-    }
-
     /// Logs a profile's runner install breaking and being whole again, once each,
     /// however many passes see it.
     fn installs(
@@ -776,6 +729,16 @@ impl TargetState {
             }
         }
         self.install_logged = errors.clone();
+    }
+
+    /// When the loop wakes for the next pass, unless a message or a worker's result
+    /// comes first: the first read or hold due after `now`, and at most
+    /// [`OBSERVE_EVERY`] on (its runners are watched that often).
+    pub fn wake_at(&self, now: Millis) -> Millis {
+        [self.reads.due_after(now), self.holds.ends_after(now)]
+            .into_iter()
+            .flatten()
+            .fold(now + OBSERVE_EVERY, Millis::min)
     }
 
     /// Starts may be tried now: a client, and no hold on the target.
@@ -856,6 +819,9 @@ impl TargetState {
         &self.group_public
     }
 }
+
+#[path = "pass_holds.rs"]
+mod holds;
 
 #[cfg(test)]
 #[path = "pass_tests.rs"]

@@ -246,7 +246,7 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
             s.on_event(
                 Event::Acted {
                     handed: &[],
-                    intents: &[(id, true)],
+                    intents: &[(id, "linux", true)],
                 },
                 0
             ),
@@ -255,10 +255,14 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
     }
     assert_eq!(s.in_flight().len(), 3);
     let e = s.on_event(failed(1), 1_000);
-    assert!(e.contains(&Effect::HoldStarts {
-        profile: "linux".into(),
-        until: 31_000
-    }));
+    assert!(
+        e.contains(&Effect::HoldStarts {
+            profile: "linux".into(),
+            until: 31_000,
+            withdraw: vec![2, 3],
+        }),
+        "the two sent with it and still out are withdrawn: {e:?}"
+    );
     // The two sent with it fail the same way: the hold stands as it was.
     assert!(s.on_event(failed(2), 1_500).is_empty());
     assert!(s.on_event(failed(3), 2_000).is_empty());
@@ -268,7 +272,8 @@ fn host_failures_hold_a_profile_and_failures_sent_before_the_hold_do_not_lengthe
     let e = s.on_event(failed(4), 31_000);
     assert!(e.contains(&Effect::HoldStarts {
         profile: "linux".into(),
-        until: 91_000
+        until: 91_000,
+        withdraw: Vec::new(),
     }));
     let spawned = Outcome::Started {
         attempt: 5,
@@ -303,7 +308,7 @@ fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_liste
     };
     let held_until = |e: &[Effect]| {
         e.iter().find_map(|e| match e {
-            Effect::HoldStarts { profile, until } if profile == "linux" => Some(*until),
+            Effect::HoldStarts { profile, until, .. } if profile == "linux" => Some(*until),
             _ => None,
         })
     };
@@ -334,7 +339,7 @@ fn runners_that_crash_at_start_three_in_a_row_hold_their_profile_until_one_liste
     let _ = s.on_event(
         Event::Acted {
             handed: &[],
-            intents: &[(9, true)],
+            intents: &[(9, "linux", true)],
         },
         33_000,
     );
@@ -379,7 +384,7 @@ fn an_intent_nothing_can_start_ends_not_started() {
         s.on_event(
             Event::Acted {
                 handed: &[],
-                intents: &[(7, true)],
+                intents: &[(7, "linux", true)],
             },
             0
         ),
@@ -393,7 +398,7 @@ fn an_intent_nothing_can_start_ends_not_started() {
         s.on_event(
             Event::Acted {
                 handed: &[],
-                intents: &[(8, false)],
+                intents: &[(8, "gone", false)],
             },
             0
         )[..],
@@ -747,8 +752,15 @@ fn the_guard_keeps_what_it_knew_when_a_read_fails_and_retries_soon() {
 #[test]
 fn lost_jobs_due_are_carried_beside_the_reads_one_look_at_a_time_and_a_rate_limit_holds() {
     let mut s = ready(0);
+    // A row due later waits for its time.
+    let later = Facts {
+        reruns_first_due: Some(1),
+        ..facts()
+    };
+    assert!(!sends(&s.on_event(Event::Tick(&later), 0)).contains(&Read::Reruns));
+    let mut s = ready(0);
     let due = Facts {
-        reruns_due: true,
+        reruns_first_due: Some(0),
         ..facts()
     };
     let first = sends(&s.on_event(Event::Tick(&due), 0));
@@ -1089,4 +1101,100 @@ fn a_call_that_goes_through_ends_the_refusal() {
     let _ = s.on_event(demand_done(Err(refused_401())), 1_000);
     let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 61_000);
     assert_eq!(s.credentials_refused_since(), None);
+}
+
+#[test]
+fn the_loop_wakes_at_the_first_read_or_hold_due_and_at_most_an_observation_on() {
+    let mut s = ready(0);
+    let f = Facts {
+        guard: None,
+        ..facts()
+    };
+    // The queue is read at once, next at its pace (5 s); the runner list waits for it.
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&f), 0))[..],
+        [Read::Demand { .. }]
+    ));
+    assert_eq!(
+        s.wake_at(0),
+        OBSERVE_EVERY,
+        "its runners are watched that often"
+    );
+    let _ = s.on_event(demand_done(Ok(())), 100);
+    assert_eq!(
+        sends(&s.on_event(Event::Tick(&f), 100)),
+        vec![Read::Runners]
+    );
+    let _ = s.on_event(Event::Done(Outcome::Runners { result: Ok(()) }), 200);
+    // 4.9 s before the queue is due: a pass a few ms before it wakes at its time.
+    assert_eq!(s.wake_at(4_900), 5_000);
+    // A rate limit until 5 020 ms: nothing is read before, the pass wakes then.
+    let _ = s.on_event(
+        Event::Done(Outcome::Guard {
+            result: Err(github(Refusal::RateLimitedUntil(5_020))),
+        }),
+        5_000,
+    );
+    assert_eq!(s.wake_at(5_001), 5_020);
+    // A reload makes every read due now: the loop does not spin on it, it passes at
+    // its next observation (and the pass that saw them decided).
+    let _ = s.on_event(Event::Reload, 6_000);
+    assert_eq!(s.wake_at(6_000), 6_000 + OBSERVE_EVERY);
+}
+
+#[test]
+fn registrations_the_plan_found_unexplained_are_deleted_by_an_effect_only_with_a_client() {
+    let orphan = RegisteredRunner {
+        id: 2,
+        name: "rm-h-9".into(),
+        online: false,
+        busy: false,
+        labels: Vec::new(),
+    };
+    let planned = || Planned {
+        orphans: vec![orphan.clone()],
+        ..Planned::default()
+    };
+    let mut s = ready(0);
+    let e = s.on_event(Event::Planned(planned()), 0);
+    assert_eq!(e, vec![Effect::DeleteOrphans(vec![orphan.clone()])]);
+    assert!(s.on_event(Event::Planned(Planned::default()), 0).is_empty());
+    // No client: nothing on GitHub can be done; the next list finds them again.
+    let mut s = TargetState::default();
+    assert!(s.on_event(Event::Planned(planned()), 0).is_empty());
+}
+
+#[test]
+fn a_reload_reads_the_guards_facts_again_at_once() {
+    let mut s = ready(0);
+    let f = facts();
+    let e = s.on_event(Event::Tick(&f), 0);
+    assert_eq!(sends(&e), vec![Read::Guard(GuardRead::Visibility)]);
+    let found = Outcome::Guard {
+        result: Ok(GuardFound::Visibility(false)),
+    };
+    let _ = s.on_event(Event::Done(found), 100);
+    assert!(matches!(
+        sends(&s.on_event(Event::Tick(&f), 200))[..],
+        [Read::Demand { .. }]
+    ));
+    let _ = s.on_event(demand_done(Ok(())), 300);
+    // SIGHUP: the settings are read again, GitHub's among them (a repository made
+    // public is seen now, not within the hour).
+    assert_eq!(s.on_event(Event::Reload, 1_000), vec![Effect::DropClient]);
+    let rebuilt = Event::Client {
+        fit: ClientFit::Missing,
+        poll_every: 5_000,
+    };
+    assert_eq!(s.on_event(rebuilt, 1_000), vec![Effect::BuildClient]);
+    let built = Event::ClientBuilt {
+        kept_hold: None,
+        runners_read_at: None,
+        in_progress_read_at: None,
+    };
+    let _ = s.on_event(built, 1_000);
+    assert_eq!(
+        sends(&s.on_event(Event::Tick(&f), 1_000)),
+        vec![Read::Guard(GuardRead::Visibility)]
+    );
 }

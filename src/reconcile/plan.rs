@@ -396,6 +396,38 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
             Limit::CredentialsRefused(since / 1000 * 1000),
         );
     }
+    let (mut intents, uids_used_up) = intents(o, &allocation, &demand);
+    if let Some(room) = o.jit_room {
+        pace_starts(&mut intents, &mut allocation, o.profiles, room);
+    }
+    let surplus = allocation
+        .profiles
+        .iter()
+        .flat_map(|pa| pick_surplus(mine, &pa.profile, pa.surplus_idle, |id| book.holds(id)))
+        .collect();
+    Plan {
+        actions: Vec::new(),
+        closed,
+        bindings,
+        intents,
+        surplus,
+        allocation,
+        demand,
+        standalone,
+        uids_used_up,
+        orphans: Vec::new(),
+        starts_seen: StartsSeen::default(),
+    }
+}
+
+/// One intent per runner the allocation starts (none when starts may not go now),
+/// each for the next job its profile waits on, with a uid range when runners get
+/// their own; and why no more started when the uids ran out.
+fn intents(
+    o: &Observed,
+    allocation: &Allocation,
+    demand: &Demand,
+) -> (Vec<Intent>, Option<String>) {
     let mut intents = Vec::new();
     let mut uids = o.free_uids.map(|u| u.iter().copied());
     let mut uids_used_up = None;
@@ -446,27 +478,7 @@ fn plan_starts(o: &Observed, mine: &[Attempt], book: &mut LaunchBook, now: Milli
             });
         }
     }
-    if let Some(room) = o.jit_room {
-        pace_starts(&mut intents, &mut allocation, o.profiles, room);
-    }
-    let surplus = allocation
-        .profiles
-        .iter()
-        .flat_map(|pa| pick_surplus(mine, &pa.profile, pa.surplus_idle, |id| book.holds(id)))
-        .collect();
-    Plan {
-        actions: Vec::new(),
-        closed,
-        bindings,
-        intents,
-        surplus,
-        allocation,
-        demand,
-        standalone,
-        uids_used_up,
-        orphans: Vec::new(),
-        starts_seen: StartsSeen::default(),
-    }
+    (intents, uids_used_up)
 }
 
 /// Keeps the REST starts GitHub's per-minute points have room for, those for the

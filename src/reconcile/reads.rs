@@ -53,6 +53,12 @@ impl Slot {
     pub fn answered(&mut self) {
         self.in_flight = false;
     }
+
+    /// When it next falls due, if that is after `now` and it is not on its way (a
+    /// read already due, or on its way, wakes no one: the pass that saw it decided).
+    pub fn due_after(&self, now: Millis) -> Option<Millis> {
+        (!self.in_flight && self.next > now).then_some(self.next)
+    }
 }
 
 /// The target's reads.
@@ -74,6 +80,16 @@ impl Reads {
     /// rate limit, no other is.
     pub fn one_out(&self) -> bool {
         self.queue.in_flight || self.runners.in_flight || self.guard.in_flight
+    }
+
+    /// The first time after `now` a read falls due (the queue's backstop among them).
+    pub fn due_after(&self, now: Millis) -> Option<Millis> {
+        let backstop = (self.run_lists.backstop_next > now).then_some(self.run_lists.backstop_next);
+        [&self.queue, &self.runners, &self.guard, &self.reruns]
+            .into_iter()
+            .filter_map(|s| s.due_after(now))
+            .chain(backstop)
+            .min()
     }
 }
 
@@ -113,5 +129,23 @@ mod tests {
         assert!(!r.one_out(), "the lost jobs go beside the others");
         r.guard.send(10);
         assert!(r.one_out());
+    }
+
+    #[test]
+    fn the_reads_wake_at_the_first_one_due_later_not_at_one_due_now_or_on_its_way() {
+        let mut r = Reads::default();
+        assert_eq!(
+            r.due_after(0),
+            None,
+            "all due now: the pass that saw them decided"
+        );
+        r.queue.put_off(3_000);
+        r.runners.send(1_000);
+        r.guard.put_off(60_000);
+        r.reruns.put_off(5_000);
+        assert_eq!(r.due_after(0), Some(3_000), "the runner list is on its way");
+        r.run_lists.backstop_next = 2_000;
+        assert_eq!(r.due_after(0), Some(2_000));
+        assert_eq!(r.due_after(3_000), Some(5_000), "a time come is no wake");
     }
 }

@@ -16,6 +16,7 @@
 use crate::backoff::Backoff;
 use crate::domain::rerun::{Conclusion, JobSeen, JobStatus, Rerun, RerunState, RunSeen};
 use crate::domain::{Attempt, AttemptState};
+use crate::reconcile::refusal::Answer;
 use crate::timefmt::Millis;
 use std::time::Duration;
 
@@ -289,28 +290,14 @@ pub fn unreadable(row: &Rerun, refusal: Refusal, now: Millis) -> Next {
     }
 }
 
-/// How GitHub refused a call of a re-run's look or ask, as [`refusal`] judges it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused<'a> {
-    /// 403, with GitHub's message.
-    Forbidden(&'a str),
-    NotFound,
-    /// 422.
-    Unprocessable,
-    /// Anything else: a 5xx, a timeout, a rate limit, an answer that is not GitHub's.
-    Other,
-}
-
 /// What a refused call means for a re-run: a 403 that says the run still runs waits
 /// for it; a 403, a 404 or a 422 will not change by waiting; anything else is tried
 /// again. `words` is what the row keeps (the error as it reads).
-pub fn refusal(how: Refused, words: String) -> Refusal {
+pub fn refusal(how: Answer, words: String) -> Refusal {
     match how {
-        Refused::Forbidden(message) if is_run_still_running(message) => Refusal::RunStillRuns,
-        Refused::Forbidden(_) | Refused::NotFound | Refused::Unprocessable => {
-            Refusal::Refused(words)
-        }
-        Refused::Other => Refusal::Transient(words),
+        Answer::Forbidden(message) if is_run_still_running(message) => Refusal::RunStillRuns,
+        Answer::Forbidden(_) | Answer::NotFound | Answer::Unprocessable => Refusal::Refused(words),
+        _ => Refusal::Transient(words),
     }
 }
 
@@ -528,16 +515,16 @@ mod tests {
     fn a_run_still_running_waits_and_a_refusal_settles_with_the_fix() {
         let w = || "GitHub's words".to_string();
         assert_eq!(
-            refusal(Refused::Forbidden("This workflow is already running"), w()),
+            refusal(Answer::Forbidden("This workflow is already running"), w()),
             Refusal::RunStillRuns
         );
         assert_eq!(
-            refusal(Refused::Forbidden("Resource not accessible"), w()),
+            refusal(Answer::Forbidden("Resource not accessible"), w()),
             Refusal::Refused(w())
         );
-        assert_eq!(refusal(Refused::NotFound, w()), Refusal::Refused(w()));
-        assert_eq!(refusal(Refused::Unprocessable, w()), Refusal::Refused(w()));
-        assert_eq!(refusal(Refused::Other, w()), Refusal::Transient(w()));
+        assert_eq!(refusal(Answer::NotFound, w()), Refusal::Refused(w()));
+        assert_eq!(refusal(Answer::Unprocessable, w()), Refusal::Refused(w()));
+        assert_eq!(refusal(Answer::Server, w()), Refusal::Transient(w()));
         assert!(matches!(
             answered(&row(), Err(Refusal::RunStillRuns), T0),
             Next::Wait { .. }

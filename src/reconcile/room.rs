@@ -19,6 +19,7 @@ pub fn planned(plan: &Plan, profiles: &[ScalePolicy]) -> Planned {
         free_slots,
         serving,
         starts_seen: plan.starts_seen.clone(),
+        orphans: plan.orphans.clone(),
         ..Planned::default()
     }
 }

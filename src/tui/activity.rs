@@ -147,47 +147,7 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
                 format!("{RM} profile show {name}"),
             ));
         }
-        match &st.limiting {
-            Reported::Known(Limit::NotReconciling(NotReconciling::Unfit(why))) => {
-                now.push(condition(
-                    Level::Error,
-                    format!("profile {name}"),
-                    format!("starts nothing: {why}"),
-                    format!("{RM} doctor"),
-                ))
-            }
-            Reported::Known(Limit::RateLimited(until)) => now.push(condition(
-                Level::Warn,
-                format!("profile {name}"),
-                format!(
-                    "rate limited for {} more",
-                    fmt::age(until.saturating_sub(snap.now))
-                ),
-                format!("{RM} target check {} (the budget)", p.policy.target),
-            )),
-            Reported::Known(Limit::CredentialsRefused(since)) => now.push(condition(
-                Level::Error,
-                format!("profile {name}"),
-                format!(
-                    "credentials refused (401) for {}: starts nothing until the token is fixed",
-                    fmt::age(snap.now.saturating_sub(*since))
-                ),
-                format!(
-                    "{RM} target check {}; fix the token file in place (see 'Replacing a token')",
-                    p.policy.target
-                ),
-            )),
-            Reported::Known(Limit::Paced { waiting, next }) => now.push(condition(
-                Level::Info,
-                format!("profile {name}"),
-                format!(
-                    "paced: {waiting} starts wait for GitHub's per-minute limit (next in {})",
-                    fmt::age(next.saturating_sub(snap.now))
-                ),
-                "a scale set, or another credential, for larger bursts".to_string(),
-            )),
-            _ => {}
-        }
+        now.extend(limit_condition(snap, &p.policy.target, name, &st.limiting));
     }
     now.sort_by_key(|e| e.level);
     now.extend(newest_first(
@@ -199,6 +159,54 @@ pub fn events(snap: &Snapshot) -> Vec<Event> {
     ));
     now.truncate(MAX_EVENTS);
     now
+}
+
+/// The condition a profile's limiting factor stands for, if any (unfit, held by a
+/// rate limit or a refused credential, paced).
+fn limit_condition(
+    snap: &Snapshot,
+    target: &str,
+    name: &str,
+    limiting: &Reported<Limit>,
+) -> Option<Event> {
+    match limiting {
+        Reported::Known(Limit::NotReconciling(NotReconciling::Unfit(why))) => Some(condition(
+            Level::Error,
+            format!("profile {name}"),
+            format!("starts nothing: {why}"),
+            format!("{RM} doctor"),
+        )),
+        Reported::Known(Limit::RateLimited(until)) => Some(condition(
+            Level::Warn,
+            format!("profile {name}"),
+            format!(
+                "rate limited for {} more",
+                fmt::age(until.saturating_sub(snap.now))
+            ),
+            format!("{RM} target check {target} (the budget)"),
+        )),
+        Reported::Known(Limit::CredentialsRefused(since)) => Some(condition(
+            Level::Error,
+            format!("profile {name}"),
+            format!(
+                "credentials refused (401) for {}: starts nothing until the token is fixed",
+                fmt::age(snap.now.saturating_sub(*since))
+            ),
+            format!(
+                "{RM} target check {target}; fix the token file in place (see 'Replacing a token')"
+            ),
+        )),
+        Reported::Known(Limit::Paced { waiting, next }) => Some(condition(
+            Level::Info,
+            format!("profile {name}"),
+            format!(
+                "paced: {waiting} starts wait for GitHub's per-minute limit (next in {})",
+                fmt::age(next.saturating_sub(snap.now))
+            ),
+            "a scale set, or another credential, for larger bursts".to_string(),
+        )),
+        _ => None,
+    }
 }
 
 /// Attempts' events newest first; within one millisecond (a runner that went idle and

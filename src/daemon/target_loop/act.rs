@@ -47,12 +47,12 @@ impl TargetLoop {
             note_exit(&mut a, seen.get(&id));
             let (inline, rest) = plan::split_at_io(actions);
             let timeouts = plan::timeouts_of(profiles, &a.profile);
-            let scaleset = self.scaleset.client(&a.profile);
+            let scaleset = self.inbound.scaleset.client(&a.profile);
             let jitter = self.jitter.draw();
             let cx = Ctx {
                 shared: &self.shared,
                 store: &self.store,
-                client: self.client.as_deref(),
+                client: self.github.client.as_deref(),
                 scope: &target.scope,
                 timeouts,
                 jitter,
@@ -71,7 +71,7 @@ impl TargetLoop {
             if rest.is_empty() {
                 continue;
             }
-            let Some(client) = self.client.clone() else {
+            let Some(client) = self.github.client.clone() else {
                 // No client: nothing on GitHub can be done; the next pass decides again.
                 continue;
             };
@@ -110,9 +110,9 @@ impl TargetLoop {
     pub(super) fn after_attempt(&mut self, a: &Attempt) {
         crate::daemon::workers::runner_update::note_attempt(&self.shared, a);
         if a.cleaned {
-            self.observer.forget(a.id);
+            self.inbound.observer.forget(a.id);
         }
-        self.queue.note(a);
+        self.inbound.queue.note(a);
     }
 
     /// Tells the pass what was handed to workers and recorded, and hands each intent
@@ -124,26 +124,32 @@ impl TargetLoop {
         intents: Vec<Attempt>,
         now: Millis,
     ) {
-        let decide: Vec<(i64, bool)> = intents
+        let decide: Vec<(i64, &str, bool)> = intents
             .iter()
-            .map(|a| (a.id, set.profiles.iter().any(|p| p.name == a.profile)))
+            .map(|a| {
+                let has_policy = set.profiles.iter().any(|p| p.name == a.profile);
+                (a.id, a.profile.as_str(), has_policy)
+            })
             .collect();
-        let mut intents: BTreeMap<i64, Attempt> = intents.into_iter().map(|a| (a.id, a)).collect();
         let acted = Event::Acted {
             handed,
             intents: &decide,
         };
-        for e in self.state.on_event(acted, now) {
+        let effects = self.state.on_event(acted, now);
+        drop(decide);
+        let mut intents: BTreeMap<i64, Attempt> = intents.into_iter().map(|a| (a.id, a)).collect();
+        for e in effects {
             match e {
                 Effect::Start(id) => {
                     let Some(a) = intents.remove(&id) else {
                         continue;
                     };
                     let policy = set.profiles.iter().find(|p| p.name == a.profile);
-                    let (Some(policy), Some(client)) = (policy, self.client.clone()) else {
+                    let (Some(policy), Some(client)) = (policy, self.github.client.clone()) else {
                         continue;
                     };
                     let scaleset = self
+                        .inbound
                         .scaleset
                         .launcher(&a.profile)
                         .map(|(c, id)| (c.clone(), id));

@@ -3,33 +3,52 @@
 
 use super::*;
 
+/// The loop's GitHub side: the client, the credential it was built from (watched
+/// for changes), and the shutdown its calls give up on.
+pub(super) struct GitHub {
+    pub(super) client: Option<Arc<GitHubClient>>,
+    pub(super) credential: credential::CredentialWatch,
+    pub(super) shutdown_rx: Receiver<()>,
+}
+
+impl GitHub {
+    pub(super) fn new(shutdown_rx: Receiver<()>) -> GitHub {
+        GitHub {
+            client: None,
+            credential: Default::default(),
+            shutdown_rx,
+        }
+    }
+}
+
 impl TargetLoop {
     /// Writes what changed in the client's conditional-request cache to the store, so
     /// the next daemon's first poll is answered with 304s (issue 20). A failed write
     /// costs only that: the entries are written again when they change.
     pub(super) fn persist_etags(&self) {
-        keep_etags(&self.store, &self.name, self.client.as_deref());
+        keep_etags(&self.store, &self.name, self.github.client.as_deref());
     }
 
     /// Builds the GitHub client from the target's credentials, with the hold and the
     /// conditional-request cache the last daemon kept; a failure is the target's
     /// visible error, tried again at the next poll, and stops nothing else.
     pub(super) fn build_client(&mut self, target: &Target, now: Millis) {
-        let ties = self.scaleset.ties();
+        let ties = self.inbound.scaleset.ties();
         let stamp = self.credential_stamp(target);
-        let client = match clients::build(&self.shared, target, ties, self.shutdown_rx.clone()) {
-            Ok(client) => client.with_etag_journal(),
-            Err(error) => {
-                self.client = None;
-                self.credential_built(None);
-                let failed = Event::ClientFailed {
-                    error,
-                    poll_every: poll_every(target),
-                };
-                self.feed(failed, None, now);
-                return;
-            }
-        };
+        let client =
+            match clients::build(&self.shared, target, ties, self.github.shutdown_rx.clone()) {
+                Ok(client) => client.with_etag_journal(),
+                Err(error) => {
+                    self.github.client = None;
+                    self.credential_built(None);
+                    let failed = Event::ClientFailed {
+                        error,
+                        poll_every: poll_every(target),
+                    };
+                    self.feed(failed, None, now);
+                    return;
+                }
+            };
         // A retry-after or rate-limit reset recorded before a restart still holds.
         let kept_hold = daemon_facts::rate_limit_hold(&self.store, &self.name)
             .ok()
@@ -52,7 +71,7 @@ impl TargetLoop {
             client.hold_until(t);
         }
         self.seed_points(target, now);
-        self.client = Some(Arc::new(client));
+        self.github.client = Some(Arc::new(client));
         self.credential_built(Some(crate::github::auth::CredentialSource {
             reference: target.credential.clone(),
             stamp,
@@ -76,7 +95,7 @@ impl TargetLoop {
     /// within the last minute (GitHub still counts them): their `pending` rows.
     fn seed_points(&self, target: &Target, now: Millis) {
         use crate::reconcile::points::WINDOW;
-        let points = self.scaleset.points();
+        let points = self.inbound.scaleset.points();
         if !points.book().is_empty() {
             return;
         }
@@ -101,10 +120,11 @@ impl TargetLoop {
     /// Until when the credential is held: the client's own rate-limit hold, or the
     /// hold it shares with the scale set listeners (which may have met it).
     pub(super) fn credential_hold(&self) -> Millis {
-        self.client
+        self.github
+            .client
             .as_ref()
             .and_then(|c| c.rate_limit_snapshot().limited_until)
             .unwrap_or(0)
-            .max(self.scaleset.shared_hold().until())
+            .max(self.inbound.scaleset.shared_hold().until())
     }
 }

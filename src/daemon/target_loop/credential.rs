@@ -27,10 +27,10 @@ impl TargetLoop {
     /// How the client fits the target's credential now: `CredentialChanged` when the
     /// reference was edited, its file changed, or a read after a 401 found it fixed.
     pub(super) fn credential_fit(&mut self, target: &Target) -> ClientFit {
-        let Some(built) = &self.credential.built else {
+        let Some(built) = &self.github.credential.built else {
             return ClientFit::Fits;
         };
-        if std::mem::take(&mut self.credential.stale) {
+        if std::mem::take(&mut self.github.credential.stale) {
             return ClientFit::CredentialChanged;
         }
         let seen = stamp_credential(&target.credential);
@@ -53,15 +53,15 @@ impl TargetLoop {
     }
 
     fn credential_problem(&mut self, problem: Option<String>) {
-        if problem != self.credential.problem {
+        if problem != self.github.credential.problem {
             match &problem {
                 Some(why) => log_warn!("credential_file_refused", target = self.name, error = why),
-                None if self.credential.problem.is_some() => {
+                None if self.github.credential.problem.is_some() => {
                     log_info!("credential_file_accepted", target = self.name)
                 }
                 None => {}
             }
-            self.credential.problem = problem;
+            self.github.credential.problem = problem;
         }
     }
 
@@ -73,21 +73,22 @@ impl TargetLoop {
 
     /// The client was built from `target`'s credential as stamped (or none was).
     pub(super) fn credential_built(&mut self, built: Option<CredentialSource>) {
-        self.credential.built = built;
-        self.credential.stale = false;
+        self.github.credential.built = built;
+        self.github.credential.stale = false;
     }
 
     /// GitHub refused the credential: read it again now. Other contents than the
     /// client's mean someone fixed it; the next pass builds the client again at once
     /// rather than wait out the refusal's backoff.
     pub(super) fn recheck_credential(&mut self) {
-        let (Some(client), Some(built)) = (&self.client, &self.credential.built) else {
+        let (Some(client), Some(built)) = (&self.github.client, &self.github.credential.built)
+        else {
             return;
         };
         if let Ok(now) = crate::github::load_credential(&built.reference)
             && !now.same_as(client.credential())
         {
-            self.credential.stale = true;
+            self.github.credential.stale = true;
         }
     }
 
@@ -95,15 +96,19 @@ impl TargetLoop {
     pub(super) fn record_credential(&mut self) {
         let seen = CredentialSeen {
             refused_since: self.state.credentials_refused_since(),
-            problem: self.credential.problem.clone(),
-            expires_at: self.client.as_ref().and_then(|c| c.token_expires_at()),
+            problem: self.github.credential.problem.clone(),
+            expires_at: self
+                .github
+                .client
+                .as_ref()
+                .and_then(|c| c.token_expires_at()),
         };
-        if self.credential.written.as_ref() == Some(&seen) {
+        if self.github.credential.written.as_ref() == Some(&seen) {
             return;
         }
         let r = seen.write(&self.store, &self.name);
         if r.is_ok() {
-            self.credential.written = Some(seen);
+            self.github.credential.written = Some(seen);
         }
         self.wrote("credential", r);
     }

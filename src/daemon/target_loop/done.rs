@@ -10,7 +10,7 @@ impl TargetLoop {
         if let Done::DemandRun { run, jobs } = d {
             // Part of a read still going on: not the end of a task.
             let profiles = self.org_profiles();
-            self.queue.take_run(run, jobs, scope(&profiles));
+            self.inbound.queue.take_run(run, jobs, scope(&profiles));
             return;
         }
         self.io.received();
@@ -47,7 +47,7 @@ impl TargetLoop {
             Done::Runners { result, read_at } => Outcome::Runners {
                 result: match result {
                     Ok(list) => {
-                        self.fresh_runners = Some((list, read_at));
+                        self.inbound.fresh_runners = Some((list, read_at));
                         Ok(())
                     }
                     Err(e) => Err(target_error(&e)),
@@ -58,7 +58,7 @@ impl TargetLoop {
             },
             Done::Reruns { result } => {
                 // The look settled or put off rows: ask the store again.
-                self.reruns.seen = None;
+                self.inbound.reruns.seen = None;
                 Outcome::Reruns {
                     result: result.map_err(|e| target_error(&e)),
                 }
@@ -90,7 +90,7 @@ impl TargetLoop {
         result: Result<crate::daemon::workers::io::DemandRead, GhError>,
         units: u64,
     ) -> Outcome {
-        self.queue.end_read(repos);
+        self.inbound.queue.end_read(repos);
         let first_reads = result.as_ref().map_or(0, |r| r.read.new_runs as u64);
         let list_units = result.as_ref().map_or(units, |r| r.read.list_units);
         self.persist_etags();
@@ -113,7 +113,8 @@ impl TargetLoop {
                     );
                 }
                 let profiles = self.org_profiles();
-                self.queue
+                self.inbound
+                    .queue
                     .take_read(read.read, read.not_polled, read_at, scope(&profiles));
                 Ok(())
             }
@@ -147,11 +148,7 @@ impl TargetLoop {
 
 /// A GitHub error as the pass holds the target for it.
 pub(super) fn target_error(e: &GhError) -> TargetError {
-    TargetError::GitHub {
-        refusal: e.refusal(),
-        cause: e.cause(),
-        text: e.to_string(),
-    }
+    crate::reconcile::refusal::target_error(e.answer(), e.to_string())
 }
 
 /// How the queue judges its jobs: by the organization's profiles, or not at all.

@@ -21,7 +21,7 @@ impl TargetLoop {
                     }
                 }
                 Effect::DropClient => {
-                    self.client = None;
+                    self.github.client = None;
                     self.credential_built(None);
                 }
                 Effect::RecheckCredential => self.recheck_credential(),
@@ -30,7 +30,7 @@ impl TargetLoop {
                         self.send(read, set, now);
                     }
                 }
-                Effect::QueueEmpty => self.queue.empty_at(now),
+                Effect::QueueEmpty => self.inbound.queue.empty_at(now),
                 Effect::PersistHold(until) => {
                     let r = daemon_facts::put_rate_limit_hold(&self.store, &self.name, until);
                     if r.is_ok() {
@@ -38,12 +38,25 @@ impl TargetLoop {
                     }
                     self.wrote("hold", r);
                 }
-                Effect::HoldStarts { profile, until } => {
+                Effect::HoldStarts {
+                    profile,
+                    until,
+                    withdraw,
+                } => {
                     metrics_feed::start_held(&self.shared.metrics, &profile, true);
-                    self.io.hold_profile(&profile, until);
+                    let why = format!(
+                        "the profile's starts are held until {}",
+                        crate::timefmt::format_rfc3339(until)
+                    );
+                    self.io.withdraw(&withdraw, &why);
                 }
                 Effect::StartsResumed { profile } => {
                     metrics_feed::start_held(&self.shared.metrics, &profile, false);
+                }
+                Effect::DeleteOrphans(runners) => {
+                    if let Some(set) = set {
+                        self.delete_orphans(runners, &set.target);
+                    }
                 }
                 Effect::Start(_) | Effect::EndNotStarted { .. } => {}
                 Effect::Log(line) => self.log(line),
@@ -53,7 +66,7 @@ impl TargetLoop {
 
     /// Hands a read to a worker.
     pub(super) fn send(&mut self, read: Read, set: &Setting, now: Millis) {
-        let Some(client) = self.client.clone() else {
+        let Some(client) = self.github.client.clone() else {
             return;
         };
         let task = match read {
@@ -63,14 +76,14 @@ impl TargetLoop {
                 known_runs,
                 in_progress,
             } => Task::ReadDemand {
-                repos: self.queue.begin_read(),
+                repos: self.inbound.queue.begin_read(),
                 any_public: set.profiles.iter().any(|p| p.allow_public),
                 caps: DemandCaps {
                     new_runs,
                     known_runs,
                     in_progress,
                 },
-                held: self.queue.held_runs(),
+                held: self.inbound.queue.held_runs(),
             },
             Read::Guard(read) => Task::Guard {
                 read,
@@ -122,15 +135,12 @@ impl TargetLoop {
         }
     }
 
-    /// Hands the registrations the plan found unexplained to a worker, saying first
+    /// Hands the registrations the pass found unexplained to a worker, saying first
     /// which: the log is their record (no attempt holds them).
     pub(super) fn delete_orphans(&mut self, runners: Vec<RegisteredRunner>, target: &Target) {
-        let Some(client) = self.client.clone() else {
+        let Some(client) = self.github.client.clone() else {
             return;
         };
-        if runners.is_empty() {
-            return;
-        }
         let names: Vec<&str> = runners.iter().map(|r| r.name.as_str()).collect();
         log_info!(
             "orphan_registrations_found",

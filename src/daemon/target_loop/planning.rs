@@ -13,7 +13,8 @@ impl TargetLoop {
             TargetScope::Repo { .. } => Scope::Repo,
         };
         let book = lock(&self.shared.heard.hooks);
-        self.queue
+        self.inbound
+            .queue
             .hear(&book, |repo| set.target.scope.covers(repo), scope);
     }
 
@@ -26,7 +27,7 @@ impl TargetLoop {
     ) -> Result<Gathered, StoreError> {
         let mut open = self.store.open_attempts(&set.host.id)?;
         self.recover_pids(&mut open)?;
-        let fresh_list = self.fresh_runners.take();
+        let fresh_list = self.inbound.fresh_runners.take();
         let mut seen: BTreeMap<i64, Seen> = BTreeMap::new();
         for a in open
             .iter()
@@ -34,10 +35,13 @@ impl TargetLoop {
             .filter(|a| !self.state.in_flight().contains(&a.id))
         {
             let list = fresh_list.as_ref().map(|(l, at)| (l.as_slice(), *at));
-            let s = self.observer.see(&self.shared.state_dir, a, list, contain);
+            let s = self
+                .inbound
+                .observer
+                .see(&self.shared.state_dir, a, list, contain);
             seen.insert(a.id, s);
         }
-        let owners = self.scaleset.take();
+        let owners = self.inbound.scaleset.take();
         self.shared
             .note_owners(owners.iter().map(|(n, o)| (n.as_str(), o.clone())));
         self.attach_owners(&mut open)?;
@@ -90,14 +94,14 @@ impl TargetLoop {
             }
             _ => None,
         };
-        let ended = self.queue.ended_since_read();
+        let ended = self.inbound.queue.ended_since_read();
         let jobs = if all_directed(&host, &set.profiles, set.mode) {
             Vec::new()
         } else {
-            self.queue.jobs.clone()
+            self.inbound.queue.jobs.clone()
         };
-        let scaleset_seen = self.scaleset.seen();
-        let scaleset_queued = self.scaleset.queued();
+        let scaleset_seen = self.inbound.scaleset.seen();
+        let scaleset_queued = self.inbound.scaleset.queued();
         let observed = Observed {
             target: &self.name,
             host: &host,
@@ -108,7 +112,7 @@ impl TargetLoop {
             mode: set.mode,
             draining,
             jobs: &jobs,
-            queue_read_at: self.queue.read_at,
+            queue_read_at: self.inbound.queue.read_at,
             ended_since_read: &ended,
             scaleset: &scaleset_seen,
             scaleset_queued: &scaleset_queued,
@@ -116,7 +120,12 @@ impl TargetLoop {
             can_start,
             rate_limited_until: self.state.rate_limited_until(credential_hold, now),
             credentials_refused_since: self.state.credentials_refused_since(),
-            jit_room: Some(self.scaleset.points().jit_room(&set.target.scope, now)),
+            jit_room: Some(
+                self.inbound
+                    .scaleset
+                    .points()
+                    .jit_room(&set.target.scope, now),
+            ),
             free_uids: free_uids.as_deref(),
             surplus: self.state.surplus(),
             runners: g.runners.as_deref(),
@@ -127,7 +136,8 @@ impl TargetLoop {
         // pass still watches and cleans.
         let (intents, failed) = self.record(&host, &set.target, &plan, &mut book, now);
         let rest = room::rest_starts(intents.iter().map(|a| a.profile.as_str()), &set.profiles);
-        self.scaleset
+        self.inbound
+            .scaleset
             .points()
             .reserve_jit(&set.target.scope, rest, now);
         self.wrote("intents", failed.map_or(Ok(()), Err));
@@ -165,10 +175,10 @@ impl TargetLoop {
         metrics_feed::target(
             &self.shared.metrics,
             &self.name,
-            self.client.as_deref(),
+            self.github.client.as_deref(),
             self.state.pace().map(|p| p.every),
             now,
         );
-        self.scaleset.handed_over();
+        self.inbound.scaleset.handed_over();
     }
 }

@@ -3,18 +3,46 @@
 
 use super::*;
 
+/// Lines of one failure that repeats pass after pass, at most so many a window.
+const REPEATED_LINES: u32 = 3;
+const REPEATED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The store writes of the loop's passes: the status rows, and failures as logged.
+pub(super) struct Writers {
+    pub(super) status: StatusWriter,
+    /// The write of a pass that last failed (a full disk: SQLITE_FULL), so it is
+    /// logged when it fails and when writes work again, not every pass.
+    pub(super) failing: Option<String>,
+    /// Whether a write of this pass failed.
+    pub(super) failed_now: bool,
+    /// Bounds the lines of failures that repeat pass after pass (issue 33: a full
+    /// disk logged `store_write_failed` about 4.6 times a second).
+    pub(super) repeats: crate::logging::Repeats,
+}
+
+impl Writers {
+    pub(super) fn new() -> Writers {
+        Writers {
+            status: StatusWriter::default(),
+            failing: None,
+            failed_now: false,
+            repeats: crate::logging::Repeats::new(REPEATED_LINES, REPEATED_WINDOW),
+        }
+    }
+}
+
 impl TargetLoop {
     /// Notes a store write of the pass: a failure is logged when it first fails (or
     /// fails differently), and the pass goes on.
     pub(super) fn wrote(&mut self, what: &str, r: Result<(), StoreError>) {
         if let Err(e) = r {
-            self.writes.failed_now = true;
+            self.writers.failed_now = true;
             let msg = format!("{what}: {e}");
             // Writes of one pass may fail in turn with different words: the repeats
             // bound what the change of words lets through.
-            if self.writes.failing.as_deref() != Some(msg.as_str()) {
+            if self.writers.failing.as_deref() != Some(msg.as_str()) {
                 match self
-                    .writes
+                    .writers
                     .repeats
                     .admit("store_write_failed", std::time::Instant::now())
                 {
@@ -28,7 +56,7 @@ impl TargetLoop {
                     None => {}
                 }
             }
-            self.writes.failing = Some(msg);
+            self.writers.failing = Some(msg);
         }
     }
 
@@ -51,7 +79,9 @@ impl TargetLoop {
             })
             .collect();
         let mut scaleset_unready = BTreeMap::new();
-        self.scaleset.add_unfit(profiles, &mut scaleset_unready);
+        self.inbound
+            .scaleset
+            .add_unfit(profiles, &mut scaleset_unready);
         let refused = match &contain.isolation {
             InEffect::Refused { why } => Some(why.as_str()),
             _ => None,
@@ -98,6 +128,7 @@ impl TargetLoop {
         now: Millis,
     ) -> Result<(), StoreError> {
         let rate = self
+            .github
             .client
             .as_ref()
             .map(|c| c.rate_limit_snapshot())
@@ -118,8 +149,8 @@ impl TargetLoop {
         };
         let last_error = |profile: &str| {
             self.state.status_error(
-                self.queue.visibility_note.as_deref(),
-                self.scaleset.error(profile),
+                self.inbound.queue.visibility_note.as_deref(),
+                self.inbound.scaleset.error(profile),
                 // A required check of the host that stops the profile is its
                 // last error whatever the demand; else why waiting jobs do not fit.
                 host_unfit
@@ -128,15 +159,16 @@ impl TargetLoop {
                     .or_else(|| plan.demand.unfit_reason_for(profile)),
             )
         };
-        self.status
+        self.writers
+            .status
             .record(&self.store, &plan.allocation, target, last_error, now)?;
         // Every profile of the target, so a row outlives neither its listener nor a
         // switch back to REST polling.
         let names: Vec<&str> = profiles.iter().map(|p| p.name.as_str()).collect();
-        self.status.record_sessions(
+        self.writers.status.record_sessions(
             &self.store,
             &self.name,
-            &self.scaleset.sessions(),
+            &self.inbound.scaleset.sessions(),
             &names,
             now,
         )
@@ -145,14 +177,15 @@ impl TargetLoop {
     /// Stops the scale set listeners (their sessions are deleted) and records their
     /// rows as closed, so `status` does not show a session the daemon gave up.
     pub(super) fn close_sessions(&mut self) {
-        let ended = self.scaleset.stop();
+        let ended = self.inbound.scaleset.stop();
         if ended.is_empty() {
             return;
         }
         let now = now_millis();
-        if let Err(e) = self
-            .status
-            .record_sessions(&self.store, &self.name, &ended, &[], now)
+        if let Err(e) =
+            self.writers
+                .status
+                .record_sessions(&self.store, &self.name, &ended, &[], now)
         {
             log_warn!("session_rows_not_written", target = self.name, error = e);
         }

@@ -222,9 +222,11 @@ struct Common {
     live: AtomicUsize,
     /// How long a worker waits for a task before it ends ([`IDLE_RETIRE`]).
     idle_retire: Duration,
-    /// Profiles whose starts the loop holds (after a host failure), until when: a
-    /// start already queued for one ends `not_started` instead of failing the same way.
-    held: Mutex<HashMap<String, Millis>>,
+    /// Starts the loop withdrew, with why (`Effect::HoldStarts`: their profile was
+    /// held while they waited): one a worker takes up ends `not_started` instead of
+    /// failing the same way. Which, and until when, is the pass's; this only keeps
+    /// the word until a worker takes the start up.
+    withdrawn: Mutex<HashMap<i64, String>>,
 }
 
 impl IoPool {
@@ -250,7 +252,7 @@ impl IoPool {
             stopping: AtomicBool::new(false),
             live: AtomicUsize::new(0),
             idle_retire,
-            held: Mutex::new(HashMap::new()),
+            withdrawn: Mutex::new(HashMap::new()),
         });
         let mut pool = IoPool {
             target: target.to_string(),
@@ -332,13 +334,17 @@ impl IoPool {
         }
     }
 
-    /// Holds `profile`'s queued starts until `until` (see `Common::held`).
-    pub fn hold_profile(&self, profile: &str, until: Millis) {
-        self.common
-            .held
+    /// Withdraws the starts `attempts` still queued: each ends `not_started` with
+    /// `why` when a worker takes it up (see `Common::withdrawn`).
+    pub fn withdraw(&self, attempts: &[i64], why: &str) {
+        let mut withdrawn = self
+            .common
+            .withdrawn
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(profile.to_string(), until);
+            .unwrap_or_else(|p| p.into_inner());
+        for id in attempts {
+            withdrawn.insert(*id, why.to_string());
+        }
     }
 
     /// The results, for the loop's `select!`.
@@ -427,17 +433,19 @@ fn worker(
             // The loop is gone: nothing to report to.
             let _ = wind_down(c, &mut store, work, "the daemon stopped");
             None
-        } else if let Some(until) = held_until(c, &work.task) {
-            let why = format!(
-                "the profile's starts are held until {}",
-                crate::timefmt::format_rfc3339(until)
-            );
+        } else if let Some(why) = withdrawn(c, &work.task) {
             wind_down(c, &mut store, work, &why).map(|attempt| Done::Started {
                 attempt,
                 outcome: Started::Skipped,
             })
         } else {
-            run(c, &mut store, work, done)
+            let start = work.task.attempt();
+            let result = run(c, &mut store, work, done);
+            // Withdrawn while it ran: nothing left to withdraw.
+            if let Some(id) = start {
+                withdrawn_lock(c).remove(&id);
+            }
+            result
         };
         if let Some(result) = result
             && done.send(Box::new(result)).is_err()
@@ -506,15 +514,16 @@ fn wind_down(c: &Common, store: &mut WorkerStore, work: Work, why: &str) -> Opti
     Some(attempt)
 }
 
-/// Until when a start task's profile is held, if it is now.
-fn held_until(c: &Common, task: &Task) -> Option<Millis> {
+/// Why a start task was withdrawn, if it was (taking the word: it is told once).
+fn withdrawn(c: &Common, task: &Task) -> Option<String> {
     let Task::Start { attempt, .. } = task else {
         return None;
     };
-    let held = c.held.lock().unwrap_or_else(|p| p.into_inner());
-    held.get(&attempt.profile)
-        .copied()
-        .filter(|until| *until > now_millis())
+    withdrawn_lock(c).remove(&attempt.id)
+}
+
+fn withdrawn_lock(c: &Common) -> std::sync::MutexGuard<'_, HashMap<i64, String>> {
+    c.withdrawn.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn run(c: &Common, store: &mut WorkerStore, work: Work, done: &Sender<Box<Done>>) -> Option<Done> {

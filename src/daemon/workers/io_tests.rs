@@ -104,7 +104,7 @@ fn the_last_worker_retires_too_and_none_retires_while_tasks_wait() {
         stopping: AtomicBool::new(false),
         live: AtomicUsize::new(1),
         idle_retire: IDLE_RETIRE,
-        held: Mutex::new(HashMap::new()),
+        withdrawn: Mutex::new(HashMap::new()),
     };
     assert!(retire(&common, &urx, &rx), "the last worker ends too");
     assert_eq!(common.live.load(Ordering::SeqCst), 0);

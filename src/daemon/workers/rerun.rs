@@ -7,7 +7,7 @@ use crate::daemon::shared::Shared;
 use crate::domain::rerun::{JobSeen, Rerun, RerunState};
 use crate::domain::{Target, TargetScope};
 use crate::github::{GhError, GitHubClient};
-use crate::reconcile::rerun::{self, Next, Refusal, Refused};
+use crate::reconcile::rerun::{self, Next, Refusal};
 use crate::store::{SqliteStore, Store};
 use crate::timefmt::Millis;
 use crate::{log_info, log_warn};
@@ -163,13 +163,7 @@ fn split(row: &Rerun) -> (&str, &str) {
 
 /// What a GitHub error says of a re-run (`reconcile::rerun::refusal`).
 fn refusal(e: GhError) -> Refusal {
-    let how = match &e {
-        GhError::Forbidden { message } => Refused::Forbidden(message),
-        GhError::NotFound => Refused::NotFound,
-        GhError::Unprocessable { .. } => Refused::Unprocessable,
-        _ => Refused::Other,
-    };
-    rerun::refusal(how, e.to_string())
+    rerun::refusal(e.answer(), e.to_string())
 }
 
 /// Keeps what `next` concluded with the row; a settled row is logged and counted.
