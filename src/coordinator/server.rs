@@ -245,7 +245,10 @@ pub fn serve(
     let listener = TcpListener::bind(opts.listen)?;
     let addr = listener.local_addr()?;
     let targets = sources.iter().map(|s| s.target().clone()).collect();
-    let placement = Placement::new(opts.placement.clone(), targets, lease_key()?);
+    let mut placement = Placement::new(opts.placement.clone(), targets, lease_key()?);
+    for s in &sources {
+        placement.set_jit_points_limit(&s.target().name, s.jit_points_limit());
+    }
     let placement = Arc::new(Mutex::new(placement));
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let (ev_tx, ev_rx) = unbounded::<Event>();

@@ -238,6 +238,14 @@ impl PointsBook {
         }
     }
 
+    /// The request was never sent (a start refused before its call): its points are
+    /// given back at once.
+    pub fn refund(&mut self, ticket: &Ticket) {
+        if let Some(e) = self.endpoints.get_mut(&ticket.endpoint) {
+            e.charges.retain(|c| c.id != ticket.id);
+        }
+    }
+
     /// How many requests of `method` fit on `endpoint` now.
     pub fn room(&mut self, endpoint: &str, method: &str, now: Millis) -> Room {
         let points = cost(method);
