@@ -44,10 +44,23 @@ fn a_pool_on_one_credential_serves_a_burst_within_its_points_and_never_fails_a_s
         pool.dump()
     );
     for (i, h) in pool.hosts.iter().enumerate() {
-        let logs = h.logs();
+        let listed: serde_json::Value =
+            serde_json::from_str(&run_ok(&h.dir, &["attempts", "--json"])).unwrap();
+        let attempts = listed.as_array().expect("a list of attempts");
+        assert!(!attempts.is_empty(), "host{i} started runners");
+        let limited: Vec<&serde_json::Value> = attempts
+            .iter()
+            .filter(|a| {
+                a["outcome"] == "failed"
+                    && a["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.contains("rate limit"))
+            })
+            .collect();
         assert!(
-            !logs.contains("rate limit reached"),
-            "host{i} failed a start for a rate limit\n{logs}"
+            limited.is_empty(),
+            "host{i} failed starts for a rate limit: {limited:?}\n{}",
+            h.logs()
         );
     }
     assert_eq!(pool.runners_started(), JOBS, "one runner per job");
