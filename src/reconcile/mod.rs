@@ -18,6 +18,7 @@ pub mod reads;
 pub mod record;
 pub mod rerun;
 pub mod room;
+pub mod share;
 pub mod target_error;
 pub mod unfit;
 pub mod watch;
