@@ -35,6 +35,12 @@ pub trait DemandSource: Send {
     fn jit_points_limit(&self) -> Option<u32> {
         Some(crate::domain::target::DEFAULT_SECONDARY_LIMIT)
     }
+    /// Until when GitHub asked the source's credential to send nothing (a
+    /// `retry-after` or a spent hourly budget its reads met; 0: not held): the pool's
+    /// starts wait for it too.
+    fn held_until(&self) -> crate::timefmt::Millis {
+        0
+    }
 }
 
 pub fn coord_target(t: &Target) -> CoordTarget {
@@ -125,5 +131,9 @@ impl DemandSource for RestDemand {
 
     fn jit_points_limit(&self) -> Option<u32> {
         self.target_def.secondary_limit
+    }
+
+    fn held_until(&self) -> crate::timefmt::Millis {
+        self.client.rate_limit_snapshot().limited_until.unwrap_or(0)
     }
 }

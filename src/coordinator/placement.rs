@@ -267,6 +267,12 @@ impl Placement {
         self.credit.set_limit(target, limit);
     }
 
+    /// GitHub asked `target`'s credential to send nothing before `until` (the
+    /// coordinator's own reads met it): no host starts a runner of it before then.
+    pub fn credential_held(&mut self, target: &str, until: Millis) {
+        self.credit.hold(target, until);
+    }
+
     /// Why `target`'s starts wait for the credential's limits now, if they do.
     pub fn credit_wait(&mut self, target: &str, now: Millis) -> Option<credit::Wait> {
         self.credit.wait(target, now)

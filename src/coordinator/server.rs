@@ -103,6 +103,11 @@ enum Event {
         /// When the read began: a job held since after it stays held.
         read_at: Millis,
     },
+    /// The target's credential is held until then (its reads met a `retry-after`).
+    Held {
+        target: String,
+        until: Millis,
+    },
 }
 
 /// The placer's end of one connection.
@@ -293,6 +298,13 @@ pub fn serve(
                             }
                         }
                         Err(e) => log(&format!("demand: {e}")),
+                    }
+                    let until = src.held_until();
+                    if until > now_millis() {
+                        let target = src.target().name.clone();
+                        if ev.send(Event::Held { target, until }).is_err() {
+                            return;
+                        }
                     }
                     select! {
                         recv(stop) -> _ => return,

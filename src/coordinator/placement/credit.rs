@@ -124,6 +124,12 @@ impl Credit {
         b.limit_set = true;
     }
 
+    /// GitHub asked the credential to send nothing before `until`.
+    pub fn hold(&mut self, target: &str, until: Millis) {
+        let b = self.budgets.entry(target.to_string()).or_default();
+        b.held_until = b.held_until.max(until);
+    }
+
     /// Why `target`'s starts wait now, if they do.
     pub fn wait(&mut self, target: &str, now: Millis) -> Option<Wait> {
         self.budgets
@@ -316,6 +322,9 @@ mod tests {
         c.report("t", "h2", &report(T0 + 10_000, 0), T0);
         assert_eq!(c.wait("t", T0 + 20_000), Some(Wait::Held(T0 + 30_000)));
         assert!(c.draw("t", "a", T0 + 30_000).is_ok());
+        // One the coordinator's own reads met holds the pool just the same.
+        c.hold("t", T0 + 45_000);
+        assert_eq!(c.draw("t", "b", T0 + 31_000), Err(Wait::Held(T0 + 45_000)));
     }
 
     #[test]

@@ -89,6 +89,10 @@ pub(super) fn placer(
                         p.disconnect(conn, now)
                     }
                     ev @ Event::Queue { .. } => queue_read(&mut p, &mut relay, ev, now),
+                    Event::Held { target, until } => {
+                        p.credential_held(&target, until);
+                        Vec::new()
+                    }
                     Event::Frame { conn, msg } => {
                         host_frame(&mut p, &outs, conn, msg, now, usage.as_ref(), &log)
                     }
