@@ -155,6 +155,15 @@ impl Credit {
         Ok(())
     }
 
+    /// Lease `lease_id` of `target`, open in the coordinator's last life, holds its
+    /// points as a drawn one does, even beyond what fits (its start may be under way).
+    pub fn carry(&mut self, target: &str, lease_id: &str, now: Millis) {
+        if self.draw(target, lease_id, now).is_err() {
+            let b = self.budgets.entry(target.to_string()).or_default();
+            b.points.seed(JIT_ROUTE, "POST", 1, now);
+        }
+    }
+
     /// Closes the leases not in `open`: their points count a window from `now`.
     pub fn close_all_but(&mut self, open: &std::collections::BTreeSet<&str>, now: Millis) {
         for b in self.budgets.values_mut() {
@@ -359,6 +368,19 @@ mod tests {
             Err(Wait::Open),
             "only the open bound"
         );
+    }
+
+    #[test]
+    fn a_restored_lease_holds_its_points_even_past_the_ceiling() {
+        let mut c = Credit::default();
+        c.set_limit("t", Some(30));
+        for i in 0..7 {
+            c.carry("t", &format!("old{i}"), T0);
+        }
+        assert_eq!(c.open("t"), 5, "those that fit are open leases");
+        assert!(c.draw("t", "new", T0 + WINDOW - 1).is_err());
+        c.close_all_but(&BTreeSet::new(), T0);
+        assert!(c.draw("t", "new", T0 + WINDOW).is_ok());
     }
 
     #[test]
