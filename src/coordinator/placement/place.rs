@@ -39,10 +39,17 @@ impl Placement {
             .iter()
             .map(|(c, h)| (*c, h.free.saturating_sub(open.get(c).copied().unwrap_or(0))))
             .collect();
+        // Targets whose credential has no room left in this call: looked at once each,
+        // so a long queue behind a spent budget costs a lookup a job.
+        let mut spent: BTreeSet<String> = BTreeSet::new();
         for (_, _, key) in waiting {
             let job = &self.jobs[&key];
             // The credential's limits first: a start they cannot pay for waits.
+            if spent.contains(&job.target) {
+                continue;
+            }
             if self.credit.wait(&job.target, now).is_some() {
+                spent.insert(job.target.clone());
                 continue;
             }
             let mut best: Option<(ConnId, String, String)> = None;
@@ -77,6 +84,7 @@ impl Placement {
             let lease_id = self.lease_ids.issue();
             let target = self.jobs[&key].target.clone();
             if self.credit.draw(&target, &lease_id, now).is_err() {
+                spent.insert(target);
                 continue;
             }
             let ttl = self.cfg.ttl_secs.min(protocol::MAX_TTL_SECS);
