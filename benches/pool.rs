@@ -436,10 +436,101 @@ fn main() {
         endurance((jobs, coord_every, host_every));
         return;
     }
+    if std::env::args().any(|a| a == "credit") {
+        one_credential(small);
+        return;
+    }
     if !std::env::args().any(|a| a == "return") {
         placement_and_real_runs(small, hosts, jobs);
     }
     coordinator_return(small, hosts, jobs);
+    one_credential(small);
+}
+
+/// (d) One credential, one budget (issue 50, item 2): coordinated daemons on one
+/// credential whose GitHub allows few points a minute, and a burst of jobs all at
+/// once: GitHub's secondary limits met, requests sent inside a `retry-after`, attempts
+/// failed for a rate limit (each goal 0), and the time until the last runner started
+/// beside the least the credential's points allow.
+fn one_credential(small: bool) {
+    use runner_manager::sim::secondary::SecondaryLimits;
+    const POINTS: u32 = 60;
+    let (hosts, jobs) = if small { (3, 15) } else { (6, 30) };
+    let per_minute = POINTS / 5;
+    println!(
+        "\n== one credential: {hosts} coordinated daemons, GitHub allowing {POINTS} points a \
+         minute per endpoint ({per_minute} JIT configs), {jobs} jobs of 300 ms at once"
+    );
+    let mut pool = Pool::new("credit", hosts, 6, true);
+    pool.sim.set_secondary_limits(SecondaryLimits {
+        points_per_minute: POINTS,
+        ..SecondaryLimits::default()
+    });
+    let limit = format!("secondary_limit={POINTS}");
+    support::run_ok(&pool.coord_dir, &["target", "set", "pool", &limit]);
+    for h in &pool.hosts {
+        support::run_ok(&h.dir, &["target", "set", "app", &limit]);
+    }
+    pool.start_coordinator();
+    for h in &mut pool.hosts {
+        h.start();
+    }
+    wait_until(Duration::from_secs(30), "every host coordinated", || {
+        pool.hosts.iter().all(|h| h.mode() == "coordinated")
+    });
+    let t0 = Instant::now();
+    let queued_at = now_millis();
+    pool.enqueue(jobs, "credit", 300);
+    wait_until(Duration::from_secs(600), "every job done", || {
+        pool.all_done()
+    });
+    let wall = t0.elapsed();
+    let starts: Vec<Millis> = pool
+        .sim
+        .request_log()
+        .iter()
+        .filter(|e| e.method == "POST" && e.endpoint.ends_with("generate-jitconfig"))
+        .filter(|e| e.status == 201)
+        .map(|e| e.at)
+        .collect();
+    let last = starts.iter().max().map_or(0, |t| t - queued_at);
+    let floor_s = (jobs as u32 - 1) / per_minute * 60;
+    let hits = pool.sim.secondary_hits();
+    let failed_for_limit: usize = pool
+        .hosts
+        .iter()
+        .map(|h| {
+            let listed: serde_json::Value =
+                serde_json::from_str(&support::run_ok(&h.dir, &["attempts", "--json"]))
+                    .unwrap_or_default();
+            listed.as_array().map_or(0, |a| {
+                a.iter()
+                    .filter(|a| {
+                        a["outcome"] == "failed"
+                            && a["reason"]
+                                .as_str()
+                                .is_some_and(|r| r.contains("rate limit"))
+                    })
+                    .count()
+            })
+        })
+        .sum();
+    println!(
+        "{:<44} {}\n{:<44} {}\n{:<44} {}\n{:<44} {} for {jobs} jobs\n{:<44} {:.1} s (the credential allows it no sooner than {floor_s} s)\n{:<44} {:.1?}",
+        "secondary limits met (goal 0)",
+        hits.total,
+        "requests inside a retry-after (goal 0)",
+        hits.inside_retry_after,
+        "attempts failed for a rate limit (goal 0)",
+        failed_for_limit,
+        "runners started",
+        starts.len(),
+        "queued → last runner's JIT config",
+        last as f64 / 1000.0,
+        "wall",
+        wall
+    );
+    pool.wait_quiet();
 }
 
 /// (a) and (b).

@@ -5,6 +5,7 @@
 mod pool {
     pub mod support;
 
+    mod budget;
     mod coordinated;
     mod owners;
     mod refusals;

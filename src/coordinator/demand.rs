@@ -29,6 +29,18 @@ pub trait DemandSource: Send {
     fn owners(&mut self) -> Vec<(String, JobOwner)> {
         Vec::new()
     }
+    /// The points a minute per REST endpoint the target's hosts spend on its starts'
+    /// JIT configs (its `secondary_limit`; `None`: no such limit, or its starts' JIT
+    /// configs are not REST requests). GitHub's own by default.
+    fn jit_points_limit(&self) -> Option<u32> {
+        Some(crate::domain::target::DEFAULT_SECONDARY_LIMIT)
+    }
+    /// Until when GitHub asked the source's credential to send nothing (a
+    /// `retry-after` or a spent hourly budget its reads met; 0: not held): the pool's
+    /// starts wait for it too.
+    fn held_until(&self) -> crate::timefmt::Millis {
+        0
+    }
 }
 
 pub fn coord_target(t: &Target) -> CoordTarget {
@@ -55,11 +67,14 @@ pub struct RestDemand {
 impl RestDemand {
     pub fn new(t: &Target, shutdown: Receiver<()>) -> Result<RestDemand, String> {
         let cred = load_credential(&t.credential).map_err(|e| format!("target {}: {e}", t.name))?;
+        let client = GitHubClient::new(t, cred).with_shutdown(shutdown);
+        // Its reads stay below the target's points a minute, as a daemon's do.
+        client.points().set_limit(t.secondary_limit);
         Ok(RestDemand {
             target: coord_target(t),
             target_def: t.clone(),
             repos: OrgRepos::new(),
-            client: GitHubClient::new(t, cred).with_shutdown(shutdown),
+            client,
             interval: Duration::from_secs(t.poll_interval_secs.max(1)),
             owners: Vec::new(),
         })
@@ -112,5 +127,13 @@ impl DemandSource for RestDemand {
 
     fn owners(&mut self) -> Vec<(String, JobOwner)> {
         std::mem::take(&mut self.owners)
+    }
+
+    fn jit_points_limit(&self) -> Option<u32> {
+        self.target_def.secondary_limit
+    }
+
+    fn held_until(&self) -> crate::timefmt::Millis {
+        self.client.rate_limit_snapshot().limited_until.unwrap_or(0)
     }
 }

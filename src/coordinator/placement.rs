@@ -29,6 +29,7 @@ use crate::timefmt::Millis;
 use std::collections::{BTreeMap, BTreeSet};
 
 mod book;
+pub mod credit;
 mod lease_ids;
 mod place;
 
@@ -218,6 +219,8 @@ pub struct Placement {
     /// without a runner.
     lease_jobs: BTreeMap<String, LeaseOf>,
     lease_ids: LeaseIds,
+    /// The credential's budget each placement draws from (`credit`).
+    credit: credit::Credit,
 }
 
 /// The key a job is known by on the wire.
@@ -242,6 +245,7 @@ impl Placement {
             jobs: BTreeMap::new(),
             lease_jobs: BTreeMap::new(),
             lease_ids: LeaseIds::new(&lease_key),
+            credit: credit::Credit::default(),
         }
     }
 
@@ -255,6 +259,23 @@ impl Placement {
 
     pub fn targets(&self) -> &[CoordTarget] {
         &self.targets
+    }
+
+    /// `target`'s points a minute for its starts' JIT configs, as the coordinator's
+    /// own target says (`None`: none); hosts' reports no longer change it.
+    pub fn set_jit_points_limit(&mut self, target: &str, limit: Option<u32>) {
+        self.credit.set_limit(target, limit);
+    }
+
+    /// GitHub asked `target`'s credential to send nothing before `until` (the
+    /// coordinator's own reads met it): no host starts a runner of it before then.
+    pub fn credential_held(&mut self, target: &str, until: Millis) {
+        self.credit.hold(target, until);
+    }
+
+    /// Why `target`'s starts wait for the credential's limits now, if they do.
+    pub fn credit_wait(&mut self, target: &str, now: Millis) -> Option<credit::Wait> {
+        self.credit.wait(target, now)
     }
 
     /// Open leases on a connection.
@@ -412,6 +433,12 @@ impl Placement {
         h.draining = s.draining;
         h.unfit = s.unfit.into_iter().collect();
         h.meters = s.meters;
+        let (name, covered) = (h.name.clone(), h.covered.clone());
+        for l in &s.limits {
+            if let Some(target) = covered.get(&l.target) {
+                self.credit.report(target, &name, l, now);
+            }
+        }
         self.place(now)
     }
 
@@ -443,6 +470,8 @@ impl Placement {
         if let JobState::Leased { host, .. } = &job.state {
             job.refused.insert(host.clone(), until);
         }
+        // Refused before any request: the start's points come back.
+        self.credit.refund(&a.lease_id);
         job.state = JobState::Waiting;
         if let Some(h) = self.hosts.get_mut(&conn) {
             h.refusals += 1;
@@ -458,7 +487,7 @@ impl Placement {
     /// cancelled rather than a second runner started. A lease issued to another host
     /// (forged, or replayed from another host's traffic) is ignored: every frame that
     /// names a lease must come from that lease's host.
-    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, _now: Millis) -> Vec<Action> {
+    pub fn started(&mut self, conn: ConnId, s: AttemptStarted, now: Millis) -> Vec<Action> {
         let Some(host) = self.hosts.get(&conn).map(|h| h.name.clone()) else {
             return Vec::new();
         };
@@ -502,6 +531,8 @@ impl Placement {
             runner_name: s.runner_name,
             orphan_at: None,
         };
+        // Its JIT config was answered: its points count a window from now.
+        self.settle_closed(now);
         out
     }
 

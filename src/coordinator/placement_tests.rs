@@ -709,3 +709,58 @@ fn a_held_job_waits_for_a_read_begun_after_its_runner_finished() {
         "still queued after the hold: placed again"
     );
 }
+
+/// Issue 50, item 2: the hosts share one credential, so their launches together stay
+/// within its JIT points a minute (a host's report names its target's limit), and a
+/// `retry-after` one host met pauses every host's launches until it passes.
+#[test]
+fn the_pools_launches_stay_within_the_credentials_points_and_a_retry_after_pauses_them_all() {
+    use super::protocol::LimitReport;
+    let mut p = placement();
+    let limit = |held_until: Millis| Status {
+        free: 10,
+        limits: vec![LimitReport {
+            target: "ht".into(),
+            held_until,
+            points_limit: Some(60),
+            ..LimitReport::default()
+        }],
+        ..Default::default()
+    };
+    for (c, h) in [(1, "h1"), (2, "h2"), (3, "h3")] {
+        p.hello(c, h, hello(h, 3, 10, POOL), T0);
+        p.status(c, limit(0), T0);
+    }
+    let jobs: Vec<QueuedJob> = (1..=15).map(|i| job(i, &["linux"])).collect();
+    let first = launches(&p.queue("ct", jobs.clone(), T0));
+    // 60 points less a thirtieth: 58, 11 JIT configs of 5 points, across all hosts.
+    assert_eq!(first.len(), 11, "{first:?}");
+    let hosts: BTreeSet<ConnId> = first.iter().map(|l| l.0).collect();
+    assert_eq!(hosts.len(), 3, "spread over the hosts");
+    assert_eq!(
+        p.credit_wait("ct", T0),
+        Some(credit::Wait::Points(T0 + crate::reconcile::points::WINDOW))
+    );
+    // Each runner starts at once: a window after, the rest is placed.
+    for (c, _, lease) in &first {
+        p.started(
+            *c,
+            AttemptStarted {
+                lease_id: Some(lease.clone()),
+                runner_name: format!("r-{lease}"),
+                target: "ht".into(),
+                profile: "p".into(),
+            },
+            T0,
+        );
+    }
+    assert!(launches(&p.tick(T0 + 59_000)).is_empty());
+    // But host 2 met a retry-after meanwhile: nobody gets a launch until it passes.
+    p.status(2, limit(T0 + 90_000), T0 + 59_500);
+    assert!(launches(&p.tick(T0 + 60_000)).is_empty());
+    assert_eq!(
+        p.credit_wait("ct", T0 + 60_000),
+        Some(credit::Wait::Held(T0 + 90_000))
+    );
+    assert_eq!(launches(&p.tick(T0 + 90_000)).len(), 4);
+}

@@ -198,6 +198,37 @@ pub struct Status {
     /// again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_upto: Option<i64>,
+    /// What each of the host's targets last learned of its credential's limits
+    /// (at most [`MAX_TARGETS`]), so that the coordinator spends the credential as
+    /// one budget (`placement::credit`). Absent from older hosts; ignored by older
+    /// coordinators.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitReport>,
+}
+
+/// One host target's credential as GitHub last described it to that host. GitHub's
+/// limits belong to the credential, so every host's report speaks for the whole pool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitReport {
+    /// The host's target name.
+    pub target: String,
+    /// Unix milliseconds: GitHub asked the credential to send nothing before then (a
+    /// `retry-after`, or the hourly budget spent until its reset); 0 when not held.
+    #[serde(default)]
+    pub held_until: i64,
+    /// `x-ratelimit-remaining` and `x-ratelimit-reset` (unix milliseconds) of the
+    /// last answer: the credential's hourly budget, every host's spending included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<i64>,
+    /// Secondary limits GitHub answered this host's clients of the credential.
+    #[serde(default)]
+    pub secondary_hits: u64,
+    /// The target's `secondary_limit`, points a minute per endpoint (0: off, none
+    /// on that GitHub); absent: GitHub's 900.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub points_limit: Option<u32>,
 }
 
 /// A `status` frame's per-profile meters: `meter::ProfileMeters`, which lives below

@@ -269,6 +269,11 @@ impl DemandSource for ScaleSetDemand {
         &self.target
     }
 
+    /// A scale set's JIT configs come from the Actions service, not the REST API.
+    fn jit_points_limit(&self) -> Option<u32> {
+        None
+    }
+
     /// None between reads: `queued` is a long poll that waits for news itself.
     fn interval(&self) -> Duration {
         Duration::ZERO

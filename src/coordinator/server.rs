@@ -103,6 +103,11 @@ enum Event {
         /// When the read began: a job held since after it stays held.
         read_at: Millis,
     },
+    /// The target's credential is held until then (its reads met a `retry-after`).
+    Held {
+        target: String,
+        until: Millis,
+    },
 }
 
 /// The placer's end of one connection.
@@ -245,7 +250,10 @@ pub fn serve(
     let listener = TcpListener::bind(opts.listen)?;
     let addr = listener.local_addr()?;
     let targets = sources.iter().map(|s| s.target().clone()).collect();
-    let placement = Placement::new(opts.placement.clone(), targets, lease_key()?);
+    let mut placement = Placement::new(opts.placement.clone(), targets, lease_key()?);
+    for s in &sources {
+        placement.set_jit_points_limit(&s.target().name, s.jit_points_limit());
+    }
     let placement = Arc::new(Mutex::new(placement));
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
     let (ev_tx, ev_rx) = unbounded::<Event>();
@@ -290,6 +298,13 @@ pub fn serve(
                             }
                         }
                         Err(e) => log(&format!("demand: {e}")),
+                    }
+                    let until = src.held_until();
+                    if until > now_millis() {
+                        let target = src.target().name.clone();
+                        if ev.send(Event::Held { target, until }).is_err() {
+                            return;
+                        }
                     }
                     select! {
                         recv(stop) -> _ => return,

@@ -432,6 +432,7 @@ impl<'a> MainLoop<'a> {
                 draining: host.draining || self.shared.stopping(),
                 unfit: self.shared.pool.unfit_profiles(),
                 meters: metrics_feed::pool_meters(open, &self.live_book),
+                limits: self.shared.pool.limit_reports(),
                 // The link adds the usage rows as it sends the frame.
                 ..Default::default()
             };

@@ -496,6 +496,17 @@ impl GitHubClient {
         // The JWT has its own budget; this snapshot is the installation's or the PAT's.
         if c.auth == Auth::Bearer {
             st.rate.update(&reply.headers);
+            // GitHub's count of the credential's requests, every host's: this host's
+            // share of it (a 304 or a refusal is not counted).
+            if let (Some(used), Some(reset)) = (
+                reply.headers.get_u64("x-ratelimit-used"),
+                reply.headers.get_u64("x-ratelimit-reset"),
+            ) {
+                let counted = !matches!(reply.status, 304 | 403 | 429);
+                self.points
+                    .book()
+                    .observe_used(used, reset as Millis * 1000, counted, self.now());
+            }
             if let Some(at) = reply
                 .headers
                 .get("github-authentication-token-expiration")

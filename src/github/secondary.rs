@@ -44,6 +44,12 @@ impl SharedPoints {
         self.book().set_limit(limit);
     }
 
+    /// Whether the book keeps to this host's share of the credential
+    /// (`PointsBook::set_by_share`): standalone, other hosts may spend it too.
+    pub fn set_by_share(&self, on: bool) {
+        self.book().set_by_share(on);
+    }
+
     /// Secondary limits GitHub answered this credential.
     pub fn hits(&self) -> u64 {
         self.book().hits()

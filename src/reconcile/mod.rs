@@ -19,6 +19,7 @@ pub mod record;
 pub mod refusal;
 pub mod rerun;
 pub mod room;
+pub mod share;
 pub mod target_error;
 pub mod unfit;
 pub mod watch;

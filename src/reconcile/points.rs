@@ -167,6 +167,11 @@ pub struct PointsBook {
     hits: u64,
     /// Points a minute per endpoint GitHub allows; `None`: no limit.
     limit: Option<u32>,
+    /// This host's share of the credential, as GitHub's count says (`share`).
+    share: super::share::Share,
+    /// Whether the book keeps to that share (a standalone host's; a coordinator
+    /// divides a pool's points itself).
+    by_share: bool,
 }
 
 impl Default for PointsBook {
@@ -176,6 +181,8 @@ impl Default for PointsBook {
             next_id: 0,
             hits: 0,
             limit: Some(LIMIT),
+            share: Default::default(),
+            by_share: false,
         }
     }
 }
@@ -187,11 +194,39 @@ impl PointsBook {
         self.limit = limit;
     }
 
+    /// Whether the book keeps each endpoint to this host's share of the limit (other
+    /// hosts spend the same credential and no one divides it for them).
+    pub fn set_by_share(&mut self, on: bool) {
+        self.by_share = on;
+    }
+
+    /// An answer's `x-ratelimit-used` and `-reset` (`share::Share::observe`).
+    pub fn observe_used(&mut self, used: u64, reset: Millis, counted: bool, now: Millis) {
+        self.share.observe(used, reset, counted, now);
+    }
+
+    /// This host's share of the credential, as GitHub's count says.
+    pub fn share(&self) -> f64 {
+        self.share.share()
+    }
+
+    /// The limit the book keeps to: GitHub's, or this host's share of it (never below
+    /// a JIT config six times over, the least `secondary_limit` takes).
+    fn limit(&self) -> Option<u32> {
+        match self.limit {
+            Some(l) if self.by_share => {
+                let least = *crate::domain::target::SECONDARY_LIMITS.start();
+                Some(((l as f64 * self.share.share()) as u32).max(least).min(l))
+            }
+            other => other,
+        }
+    }
+
     /// Charges a request about to be sent, or says when it may be sent. A reservation
     /// the pass made on the endpoint is claimed first.
     pub fn admit(&mut self, endpoint: &str, method: &str, now: Millis) -> Result<Ticket, Millis> {
         let points = cost(method);
-        let limit = self.limit;
+        let limit = self.limit();
         let e = self.endpoints.entry(endpoint.to_string()).or_default();
         e.prune(now);
         if e.blocked_until > now {
@@ -238,10 +273,18 @@ impl PointsBook {
         }
     }
 
+    /// The request was never sent (a start refused before its call): its points are
+    /// given back at once.
+    pub fn refund(&mut self, ticket: &Ticket) {
+        if let Some(e) = self.endpoints.get_mut(&ticket.endpoint) {
+            e.charges.retain(|c| c.id != ticket.id);
+        }
+    }
+
     /// How many requests of `method` fit on `endpoint` now.
     pub fn room(&mut self, endpoint: &str, method: &str, now: Millis) -> Room {
         let points = cost(method);
-        let limit = self.limit;
+        let limit = self.limit();
         let Some(e) = self.endpoints.get_mut(endpoint) else {
             return Room {
                 fits: base_ceiling(limit) / points,
@@ -325,7 +368,7 @@ impl PointsBook {
     pub fn ceiling(&self, endpoint: &str) -> u32 {
         self.endpoints
             .get(endpoint)
-            .map_or(base_ceiling(self.limit), |e| e.ceiling(self.limit))
+            .map_or(base_ceiling(self.limit()), |e| e.ceiling(self.limit()))
     }
 }
 
@@ -444,6 +487,34 @@ mod tests {
         // Only the oldest must expire for one more to fit.
         assert_eq!(b.admit(JIT, "POST", now), Err(T0 + WINDOW));
         assert!(b.admit(JIT, "POST", T0 + WINDOW).is_ok());
+    }
+
+    #[test]
+    fn a_standalone_book_keeps_to_its_share_of_a_credential_others_spend() {
+        let mut b = PointsBook::default();
+        // Three hosts alike: GitHub's count moves by 3 for each request of ours.
+        for i in 0..60u64 {
+            b.observe_used(3 * i + 1, T0 + 3_600_000, true, T0 + i as Millis);
+        }
+        let whole = (LIMIT - MARGIN) / 5;
+        assert_eq!(b.room(JIT, "POST", T0).fits, whole, "not kept to it yet");
+        b.set_by_share(true);
+        // A third of 900 is 300, less its thirtieth: 290 points, 58 JIT configs.
+        assert!((b.share() - 1.0 / 3.0).abs() < 0.02);
+        let third = b.room(JIT, "POST", T0).fits;
+        assert!((57..=58).contains(&third), "{third}");
+        // However many hosts, a sixteenth of the limit remains: 56 points, 11 JIT
+        // configs a minute.
+        for i in 0..200u64 {
+            b.observe_used(300 + 100 * i, T0 + 3_600_000, false, T0 + 100 + i as Millis);
+        }
+        assert_eq!(
+            b.room(JIT, "POST", T0 + 1000).fits,
+            base_ceiling(Some(LIMIT / 16)) / 5
+        );
+        // Coordinated again: the whole limit (the coordinator divides it).
+        b.set_by_share(false);
+        assert_eq!(b.room(JIT, "POST", T0 + 1000).fits, whole);
     }
 
     #[test]

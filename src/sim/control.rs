@@ -141,6 +141,7 @@ fn control(st: &mut State, req: &Request, now: Millis) -> Reply {
             "runs": st.runs.values().collect::<Vec<_>>(),
             "jobs": st.jobs.values().collect::<Vec<_>>(),
             "runners": st.runners.values().collect::<Vec<_>>(),
+            "secondary_hits": st.secondary.hits(),
         })),
         ("GET", "/jobs") => ok(serde_json::json!(st.jobs.values().collect::<Vec<_>>())),
         ("POST", "/runner-release") => publish_release(st, req),

@@ -74,6 +74,10 @@ pub struct Hits {
     pub by_kind: BTreeMap<Violation, u64>,
     /// By endpoint (route).
     pub by_endpoint: BTreeMap<String, u64>,
+    /// Requests a credential sent, to any endpoint, while a `retry-after` GitHub gave
+    /// it was still running (each host of a pool shares its credential's): GitHub may
+    /// block an integration that keeps doing this. The goal is 0.
+    pub inside_retry_after: u64,
 }
 
 /// Points spent per credential and endpoint in the last minute, endpoints refused
@@ -82,6 +86,8 @@ pub struct Hits {
 pub struct SecondaryBook {
     spent: BTreeMap<(String, String), VecDeque<(Millis, u32)>>,
     blocked: BTreeMap<(String, String), Millis>,
+    /// Until when each credential was told to retry after.
+    retry_until: BTreeMap<String, Millis>,
     hits: Hits,
 }
 
@@ -111,6 +117,9 @@ impl SecondaryBook {
         if !limits.enabled || endpoint == "/rate_limit" {
             return Ok(());
         }
+        if self.retry_until.get(credential).is_some_and(|u| *u > now) {
+            self.hits.inside_retry_after += 1;
+        }
         let key = (credential.to_string(), endpoint.to_string());
         let verdict = if self.blocked.get(&key).is_some_and(|u| *u > now) {
             Err(Violation::Blocked)
@@ -131,10 +140,12 @@ impl SecondaryBook {
             }
         };
         if let Err(kind) = verdict {
+            let until = now + limits.retry_after_secs as Millis * 1000;
             if kind == Violation::Points {
-                let until = now + limits.retry_after_secs as Millis * 1000;
                 self.blocked.insert(key, until);
             }
+            let r = self.retry_until.entry(credential.to_string()).or_default();
+            *r = (*r).max(until);
             self.hits.total += 1;
             *self
                 .hits
@@ -184,6 +195,9 @@ mod tests {
         );
         assert_eq!(b.judge(&l, "pat:0", JIT, "POST", 1, 61_000), Ok(()));
         let h = b.hits();
+        // pat:0's GET at 1 s, its refused POST at 60.5 s and its POST at 61 s (inside
+        // the retry-after the refusal at 60.5 s gave) came inside one; pat:1's did not.
+        assert_eq!(h.inside_retry_after, 3, "{h:?}");
         assert_eq!(h.total, 2);
         assert_eq!(h.by_credential["pat:0"], 2);
         assert_eq!(h.by_kind[&Violation::Points], 1);

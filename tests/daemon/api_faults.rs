@@ -3,7 +3,7 @@
 //! error while a second target keeps serving its jobs.
 
 use super::support::*;
-use runner_manager::domain::{Reason, ReasonKind};
+use runner_manager::domain::{Outcome, Reason, ReasonKind};
 use runner_manager::sim::{FaultAction, FaultRule, JobStatus};
 
 const RUNS: &str = "/repos/{owner}/{repo}/actions/runs";
@@ -266,6 +266,50 @@ fn a_jit_name_taken_is_asked_again_once_and_the_start_goes_through() {
     assert!(
         failed.is_empty(),
         "attempts failed at their JIT config: {failed:?}"
+    );
+    w.wait_settled(&["acme/app"]);
+    w.check_invariants(&["acme/app"]);
+    assert!(w.stop_daemon().success());
+}
+
+/// Issue 50, item 2: a JIT config GitHub refuses for a rate limit (a secondary limit's
+/// 403 with `retry-after`) is waited out and asked again: the start goes through and
+/// serves its job, no attempt ends `failed` for the limit, and nothing of the
+/// credential is sent inside the `retry-after`.
+#[test]
+fn a_start_refused_for_a_rate_limit_waits_it_out_and_is_not_failed() {
+    let mut w = World::new("jit-rate", 4);
+    w.add_target("t", "acme/app", true);
+    w.add_profile(ProfileSpec::new("p", "t", &["p"]));
+    w.sim.add_fault(FaultRule::times(
+        "POST",
+        "/repos/*/*/actions/runners/generate-jitconfig",
+        1,
+        FaultAction::Forbidden {
+            retry_after: Some(3),
+        },
+    ));
+    let job = w.enqueue("acme/app", "build", &["p"], 300);
+    w.start_daemon();
+    wait_until(SETTLE, "the job served", || {
+        w.sim.job(job).unwrap().status == JobStatus::Completed
+    });
+    let log = w.log();
+    let limited = log
+        .iter()
+        .find(|e| e.endpoint.ends_with("/generate-jitconfig") && e.status == 403)
+        .expect("the 403 was served");
+    assert_quiet_within(&log, limited, 3000);
+    let failed: Vec<_> = w
+        .attempts()
+        .into_iter()
+        .filter(|a| a.outcome == Some(Outcome::Failed))
+        .map(|a| (a.id, a.reason))
+        .collect();
+    assert!(failed.is_empty(), "attempts failed: {failed:?}");
+    assert!(
+        w.daemon_logs().contains("start_waits"),
+        "the start said it waits"
     );
     w.wait_settled(&["acme/app"]);
     w.check_invariants(&["acme/app"]);

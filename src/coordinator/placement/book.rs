@@ -77,6 +77,8 @@ impl Placement {
                 (Some(p), Some(lease_id), Some(host), _) if p.is_leased() => {
                     let forget_at = r.expires_at.unwrap_or(now) + LATE_START_MS;
                     self.remember_lease(lease_id, &r.job_key, host, forget_at);
+                    // Its start may be under way: it holds the credential's points.
+                    self.credit.carry(&r.target, lease_id, now);
                     JobState::Leased {
                         lease_id: lease_id.clone(),
                         conn: NO_CONN,

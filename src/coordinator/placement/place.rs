@@ -14,6 +14,7 @@ impl Placement {
     /// Places every waiting job it can, oldest first.
     pub fn place(&mut self, now: Millis) -> Vec<Action> {
         let mut out = Vec::new();
+        self.settle_closed(now);
         let mut waiting: Vec<(Millis, i64, String)> = self
             .jobs
             .iter()
@@ -38,8 +39,19 @@ impl Placement {
             .iter()
             .map(|(c, h)| (*c, h.free.saturating_sub(open.get(c).copied().unwrap_or(0))))
             .collect();
+        // Targets whose credential has no room left in this call: looked at once each,
+        // so a long queue behind a spent budget costs a lookup a job.
+        let mut spent: BTreeSet<String> = BTreeSet::new();
         for (_, _, key) in waiting {
             let job = &self.jobs[&key];
+            // The credential's limits first: a start they cannot pay for waits.
+            if spent.contains(&job.target) {
+                continue;
+            }
+            if self.credit.wait(&job.target, now).is_some() {
+                spent.insert(job.target.clone());
+                continue;
+            }
             let mut best: Option<(ConnId, String, String)> = None;
             let mut best_rank = None;
             for (conn, h) in &self.hosts {
@@ -70,6 +82,11 @@ impl Placement {
                 continue;
             };
             let lease_id = self.lease_ids.issue();
+            let target = self.jobs[&key].target.clone();
+            if self.credit.draw(&target, &lease_id, now).is_err() {
+                spent.insert(target);
+                continue;
+            }
             let ttl = self.cfg.ttl_secs.min(protocol::MAX_TTL_SECS);
             let expires_at = now + ttl as Millis * 1000;
             *free.get_mut(&conn).expect("host listed") -= 1;
@@ -100,6 +117,20 @@ impl Placement {
             ));
         }
         out
+    }
+
+    /// Leases closed since the last look stop holding the credential's budget: their
+    /// points count a window from `now`.
+    pub(super) fn settle_closed(&mut self, now: Millis) {
+        let open: BTreeSet<&str> = self
+            .jobs
+            .values()
+            .filter_map(|j| match &j.state {
+                JobState::Leased { lease_id, .. } => Some(lease_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.credit.close_all_but(&open, now);
     }
 
     /// The host's most specific pool profile (fewest extra labels, then name) for the

@@ -131,6 +131,9 @@ impl HostMsg {
                         (k, v)
                     })
                     .collect();
+                for l in &mut s.limits {
+                    escape_controls(&mut l.target);
+                }
             }
         }
     }
@@ -175,6 +178,9 @@ impl HostMsg {
                 count("meters", s.meters.len(), MAX_PROFILES)?;
                 let names: Vec<&String> = s.meters.keys().collect();
                 strs(&names)?;
+                count("limits", s.limits.len(), MAX_TARGETS)?;
+                let targets: Vec<&String> = s.limits.iter().map(|l| &l.target).collect();
+                strs(&targets)?;
                 s.check_usage()
             }
         }

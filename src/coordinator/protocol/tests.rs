@@ -265,6 +265,48 @@ fn a_status_carries_bounded_per_profile_meters_and_old_frames_still_decode() {
 }
 
 #[test]
+fn a_status_carries_bounded_credential_limits_and_old_frames_still_decode() {
+    let s = HostMsg::Status(Status {
+        free: 1,
+        limits: vec![LimitReport {
+            target: "app".into(),
+            held_until: 1_800_000_060_000,
+            remaining: Some(4_321),
+            reset: Some(1_800_003_600_000),
+            secondary_hits: 2,
+            points_limit: Some(900),
+        }],
+        ..Default::default()
+    });
+    assert_eq!(HostMsg::decode(&s.encode()), Ok(s));
+    // A host from before sends none, and a status without any says nothing of them.
+    let old = r#"{"type":"status","free":1,"draining":false,"unfit":[]}"#;
+    let Ok(HostMsg::Status(st)) = HostMsg::decode(old) else {
+        panic!("decodes")
+    };
+    assert!(st.limits.is_empty());
+    assert!(!HostMsg::Status(st).encode().contains("limits"));
+    // A target name is escaped; more reports than targets refuse the frame.
+    let esc = r#"{"type":"status","free":1,"draining":false,"limits":[{"target":"a\u001b[2J"}]}"#;
+    let Ok(HostMsg::Status(st)) = HostMsg::decode(esc) else {
+        panic!("decodes")
+    };
+    assert_eq!(st.limits[0].target, "a\\u{1b}[2J");
+    assert_eq!(st.limits[0].held_until, 0);
+    let many: Vec<String> = (0..=MAX_TARGETS)
+        .map(|i| format!(r#"{{"target":"t{i}"}}"#))
+        .collect();
+    let frame = format!(
+        r#"{{"type":"status","free":1,"draining":false,"limits":[{}]}}"#,
+        many.join(",")
+    );
+    assert!(matches!(
+        HostMsg::decode(&frame),
+        Err(FrameError::OutOfBounds(_))
+    ));
+}
+
+#[test]
 fn versions() {
     assert_eq!(negotiate(3), Some(3));
     assert_eq!(negotiate(4), Some(3));

@@ -47,6 +47,7 @@ pub(super) fn placer(
     let mut next_trim = now_millis() + crate::alloc::TRIM_EVERY_MS;
     let mut usage = store.as_ref().map(|s| UsageBook::new(s, now_millis()));
     let mut relay = OwnerRelay::default();
+    let mut waits: BTreeMap<String, Option<&'static str>> = BTreeMap::new();
     loop {
         let now = now_millis();
         if now >= next_trim {
@@ -88,6 +89,10 @@ pub(super) fn placer(
                         p.disconnect(conn, now)
                     }
                     ev @ Event::Queue { .. } => queue_read(&mut p, &mut relay, ev, now),
+                    Event::Held { target, until } => {
+                        p.credential_held(&target, until);
+                        Vec::new()
+                    }
                     Event::Frame { conn, msg } => {
                         host_frame(&mut p, &outs, conn, msg, now, usage.as_ref(), &log)
                     }
@@ -96,6 +101,10 @@ pub(super) fn placer(
         };
         if !actions.is_empty() {
             dirty = true;
+        }
+        {
+            let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+            say_credit_waits(&mut p, &mut waits, now, &log);
         }
         // Intent first: a lease is in the store before its launch leaves, so a
         // coordinator killed after sending it takes it up again (`Placement::restore`)
@@ -130,6 +139,36 @@ pub(super) fn placer(
     if let Some(s) = &store {
         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
         let _ = s.coord_put_view(&[], &p.book_rows(now_millis()));
+    }
+}
+
+/// Logs when a target's starts begin to wait for its credential's limits (and why),
+/// and when they resume: a pool held by GitHub says so, rather than look idle.
+fn say_credit_waits(
+    p: &mut Placement,
+    waits: &mut BTreeMap<String, Option<&'static str>>,
+    now: Millis,
+    log: &LogFn,
+) {
+    use crate::coordinator::placement::credit::Wait;
+    let targets: Vec<String> = p.targets().iter().map(|t| t.name.clone()).collect();
+    for t in targets {
+        let wait = p.credit_wait(&t, now);
+        let kind = wait.map(|w| match w {
+            Wait::Held(_) => "retry_after",
+            Wait::Points(_) => "points",
+            Wait::Hourly(_) => "hourly",
+            Wait::Open => "open",
+        });
+        let last = waits.entry(t.clone()).or_insert(None);
+        if *last == kind {
+            continue;
+        }
+        *last = kind;
+        match wait {
+            Some(w) => log(&format!("starts of {t} wait: {}", w.describe())),
+            None => log(&format!("starts of {t} resume: the credential has room")),
+        }
     }
 }
 

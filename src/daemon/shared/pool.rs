@@ -4,7 +4,7 @@
 //! `Shared` holds it; the link that feeds it is `pool_link`'s.
 
 use crate::coordinator::link::Report;
-use crate::coordinator::protocol::{AttemptFinished, AttemptStarted, UsageInfo};
+use crate::coordinator::protocol::{AttemptFinished, AttemptStarted, LimitReport, UsageInfo};
 use crate::domain::Attempt;
 use crate::reconcile::launch_book::{LaunchBook, Link, TargetMode, target_mode};
 use crate::reconcile::unfit::Unfit;
@@ -25,6 +25,8 @@ pub struct TargetView {
     pub unfit: BTreeMap<String, Unfit>,
     /// Demand of the profiles that are not directed.
     pub demand: BTreeMap<String, u32>,
+    /// What the target's credential last heard of its limits, for the coordinator.
+    pub limits: Option<LimitReport>,
 }
 
 /// The most reports kept while the link cannot send them; later ones are dropped, as
@@ -93,6 +95,14 @@ impl Pool {
         lock(&self.views)
             .values()
             .flat_map(|v| v.unfit.keys().cloned())
+            .collect()
+    }
+
+    /// Every target's credential limits, for the `status` report.
+    pub fn limit_reports(&self) -> Vec<LimitReport> {
+        lock(&self.views)
+            .values()
+            .filter_map(|v| v.limits.clone())
             .collect()
     }
 

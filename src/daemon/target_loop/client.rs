@@ -117,6 +117,28 @@ impl TargetLoop {
         points.book().seed(route, "POST", recent as u32, now);
     }
 
+    /// What the credential last heard of its limits, for the coordinator's budget.
+    pub(super) fn limit_report(
+        &self,
+        set: &Setting,
+        held_until: Millis,
+    ) -> crate::coordinator::protocol::LimitReport {
+        let rate = self
+            .github
+            .client
+            .as_ref()
+            .map(|c| c.rate_limit_snapshot())
+            .unwrap_or_default();
+        crate::coordinator::protocol::LimitReport {
+            target: self.name.clone(),
+            held_until,
+            remaining: rate.remaining,
+            reset: rate.reset,
+            secondary_hits: self.inbound.scaleset.points().hits(),
+            points_limit: Some(set.target.secondary_limit.unwrap_or(0)),
+        }
+    }
+
     /// Until when the credential is held: the client's own rate-limit hold, or the
     /// hold it shares with the scale set listeners (which may have met it).
     pub(super) fn credential_hold(&self) -> Millis {

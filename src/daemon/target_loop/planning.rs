@@ -147,6 +147,7 @@ impl TargetLoop {
             TargetView {
                 unfit: unfit.clone(),
                 demand: plan.standalone.clone(),
+                limits: Some(self.limit_report(set, credential_hold)),
             },
         );
         Ok((plan, intents))

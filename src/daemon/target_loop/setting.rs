@@ -58,6 +58,12 @@ impl TargetLoop {
         }
         let poll_every = poll_every(&target);
         let mode = self.shared.pool.mode(&self.name, now);
+        // A coordinator divides a pool's points; a host on its own keeps to its share
+        // of a credential other hosts may spend too.
+        self.inbound
+            .scaleset
+            .points()
+            .set_by_share(mode != crate::reconcile::TargetMode::Coordinated);
         let set = Setting {
             host,
             target,

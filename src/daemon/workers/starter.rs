@@ -13,7 +13,7 @@ use crate::domain::{
     Attempt, AttemptState, Host, Outcome, Reason, ReasonKind, ScalePolicy, Target, TargetScope,
 };
 use crate::github::{GhError, GitHubClient};
-use crate::reconcile::jit::AfterRefusal;
+use crate::reconcile::jit::{AfterRefusal, Refused};
 use crate::runner;
 use crate::secret::Secret;
 use crate::store::{LatencySample, NewAttempt, Store, StoreError};
@@ -187,18 +187,38 @@ fn jit_config(cx: &mut StartCx, a: &Attempt) -> Result<(i64, Secret), (ReasonKin
         )
     };
     let mut replaced = false;
+    let began = crate::timefmt::now_millis();
     let (registered, jit) = loop {
         let e = match generate() {
             Ok(r) => break r,
             Err(e) => e,
         };
-        let conflict = matches!(e, GhError::Conflict { .. });
-        match crate::reconcile::jit::after_refusal(conflict, replaced) {
+        let refused = match e {
+            GhError::Conflict { .. } => Refused::Conflict,
+            GhError::RateLimited { until } => Refused::Limited(until),
+            _ => Refused::Other,
+        };
+        match crate::reconcile::jit::after_refusal(refused, replaced, began) {
             AfterRefusal::ReplaceTaken => {
                 if let Ok(Some(old)) = cx.client.runner_by_name(&cx.target.scope, &a.runner_name) {
                     let _ = cx.client.delete_runner(&cx.target.scope, old.id);
                 }
                 replaced = true;
+            }
+            AfterRefusal::WaitUntil(until) => {
+                // Not failed: the start waits for the limit to pass (the target's
+                // status shows the hold meanwhile), then asks again.
+                log_info!(
+                    "start_waits",
+                    attempt = a.id,
+                    runner = a.runner_name,
+                    until = crate::timefmt::format_rfc3339(until),
+                    why = "GitHub rate limit"
+                );
+                let wait = (until - crate::timefmt::now_millis()).max(1) as u64;
+                cx.client
+                    .wait_interruptibly(std::time::Duration::from_millis(wait))
+                    .map_err(|e| (ReasonKind::JitConfig, e))?;
             }
             AfterRefusal::Fail => return Err((ReasonKind::JitConfig, e)),
         }
