@@ -553,18 +553,40 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::CoordinatorHosts,
         path: &["coordinator", "hosts"],
-        args: "",
+        args: "[--sort FIELD] [--filter TEXT]",
         positionals: (0, Some(0)),
-        about: "The pool's hosts and what each last reported",
-        options: &[],
+        about: "The pool's hosts and what each last reported, under a line that sums up the pool",
+        options: &[
+            opt(
+                "--sort",
+                "FIELD",
+                "Order by name (default), state, version, free, leases, started, refusals or seen (counts largest first)",
+            ),
+            opt(
+                "--filter",
+                "TEXT",
+                "Only hosts with every word of TEXT in their name, state (up, down, draining), version, profiles or last refusal",
+            ),
+        ],
     },
     Command {
         id: CommandId::CoordinatorLeases,
         path: &["coordinator", "leases"],
-        args: "",
+        args: "[--sort FIELD] [--filter TEXT]",
         positionals: (0, Some(0)),
-        about: "The jobs the coordinator tracks, with their lease, host and phase",
-        options: &[],
+        about: "The jobs the coordinator tracks, with their lease, host and phase, under a line that sums up the pool",
+        options: &[
+            opt(
+                "--sort",
+                "FIELD",
+                "Order by queued (default, oldest first), job, target, phase, host or expires",
+            ),
+            opt(
+                "--filter",
+                "TEXT",
+                "Only jobs with every word of TEXT in their key, target, repository, name, phase, host, profile, lease, runner or labels",
+            ),
+        ],
     },
     Command {
         id: CommandId::CoordinatorUsage,

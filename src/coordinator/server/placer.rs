@@ -258,6 +258,7 @@ pub(super) fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::
             meters: h.meters.clone(),
             last_refusal: h.last_refusal.as_ref().map(|(why, _)| why.clone()),
             last_refusal_at: h.last_refusal.as_ref().map(|(_, at)| *at),
+            binary_version: h.hello.host.binary_version.clone(),
             ..Default::default()
         })
         .collect();
