@@ -9,5 +9,6 @@ mod pool {
     mod owners;
     mod refusals;
     mod scaleset;
+    mod upgrade;
     mod usage;
 }
