@@ -113,6 +113,7 @@ impl Placement {
                     state,
                     refused: BTreeMap::new(),
                     placements: r.placements,
+                    seen_at: now,
                 },
             );
         }

@@ -48,7 +48,7 @@ pub(super) fn placer(
     let mut usage = store.as_ref().map(|s| UsageBook::new(s, now_millis()));
     let mut relay = OwnerRelay::default();
     loop {
-        let now = now_millis();
+        let mut now = now_millis();
         if now >= next_trim {
             next_trim = now + crate::alloc::TRIM_EVERY_MS;
             crate::alloc::trim();
@@ -56,9 +56,13 @@ pub(super) fn placer(
         if let Some(u) = &mut usage {
             u.prune_when_due(now, &log);
         }
+        // When the event came: the launches it makes are timed from here.
+        let came: std::time::Instant;
         let actions = select! {
             recv(stop) -> _ => break,
             recv(ticker) -> _ => {
+                came = std::time::Instant::now();
+                now = now_millis();
                 if dirty {
                     if let Some(s) = &store {
                         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
@@ -75,6 +79,9 @@ pub(super) fn placer(
             }
             recv(events) -> ev => {
                 let Ok(ev) = ev else { break };
+                // Decided on the event's time, not the loop's start before the wait.
+                came = std::time::Instant::now();
+                now = now_millis();
                 dirty = true;
                 let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
                 match ev {
@@ -109,6 +116,13 @@ pub(super) fn placer(
                 log(&format!("writing the live view: {e}"));
             }
         }
+        let sent: Vec<(String, ConnId)> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Send(c, CoordMsg::Launch(l)) => Some((l.job_key.clone(), *c)),
+                _ => None,
+            })
+            .collect();
         for a in actions {
             let (conn, out) = match a {
                 Action::Send(c, m) => (c, Out::Frame(m)),
@@ -122,6 +136,10 @@ pub(super) fn placer(
                 c.waker.wake();
             }
         }
+        if !sent.is_empty() {
+            let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+            log_launches(&p, &outs, &sent, came.elapsed(), &log);
+        }
     }
     for c in outs.values() {
         let _ = c.out.send(Out::Close(Closing::Stopping));
@@ -130,6 +148,30 @@ pub(super) fn placer(
     if let Some(s) = &store {
         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
         let _ = s.coord_put_view(&[], &p.book_rows(now_millis()));
+    }
+}
+
+/// One line per launch handed to its connection: the job, the host, how long since the
+/// queue read first showed the job (waits for room included) and how long the placer
+/// took from the event that placed it (placing, the store's write, the hand-over).
+fn log_launches(
+    p: &Placement,
+    outs: &BTreeMap<ConnId, ConnOut>,
+    sent: &[(String, ConnId)],
+    pass: Duration,
+    log: &LogFn,
+) {
+    let now = now_millis();
+    for (key, conn) in sent {
+        let (Some(job), Some(c)) = (p.jobs().get(key), outs.get(conn)) else {
+            continue;
+        };
+        log(&format!(
+            "launch_sent job={key} host={} after_seen_ms={} pass_ms={:.1}",
+            c.name,
+            now - job.seen_at,
+            pass.as_secs_f64() * 1000.0
+        ));
     }
 }
 
