@@ -10,8 +10,9 @@
 //! fallback grace, the coordinator SIGKILLed and restarted on the same address after
 //! 10 s (25 s without `--small`, as the issue saw it): how long until each host's link
 //! is up and every host is directed again, and runners per job for jobs queued after
-//! that. Prints; asserts only the invariants, never a timing. `-- --small` runs the
-//! quick configuration; `-- return` only (c).
+//! that. (d) Fifty hosts (issue 50): `-- fifty` (see `fifty`). Prints; asserts only
+//! the invariants, never a timing. `-- --small` runs the quick configuration;
+//! `-- return` only (c).
 
 #[path = "support/proc.rs"]
 #[allow(dead_code)]
@@ -411,6 +412,10 @@ fn return_run(hosts: usize, away: Duration, jobs: usize) -> ReturnFigures {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "fifty") {
+        fifty(FiftyArgs::parse());
+        return;
+    }
     let small = std::env::args().any(|a| a == "--small");
     let (hosts, jobs) = if small { (3, 12) } else { (3, 48) };
     if std::env::args().any(|a| a == "endurance") {
@@ -866,4 +871,258 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+/// (d) Fifty hosts (issue 50, item 3): `-- fifty [--hosts N] [--jobs N] [--burst N]
+/// [--rate R] [--cap N] [--job-ms MS]`. N host daemons (capacity `--cap`, 4 by default)
+/// with one coordinator and one credential against the simulated GitHub, its secondary
+/// limits on: `--jobs` jobs of `--job-ms`, steady arrivals at `--rate` a second (below
+/// the 180 JIT starts a minute one credential's 900 points allow), then a burst of
+/// `--burst` at once (300 of 2,000 by default, the same share of fewer).
+struct FiftyArgs {
+    hosts: usize,
+    jobs: usize,
+    burst: usize,
+    rate: f64,
+    cap: u32,
+    job_ms: u64,
+}
+
+impl FiftyArgs {
+    fn parse() -> FiftyArgs {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |name: &str| args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone());
+        let num = |name: &str, default: f64| {
+            value(name).map_or(default, |v| {
+                v.parse::<f64>()
+                    .unwrap_or_else(|_| panic!("{name} takes a number, not {v:?}"))
+            })
+        };
+        let jobs = num("--jobs", 2_000.0) as usize;
+        FiftyArgs {
+            hosts: num("--hosts", 50.0) as usize,
+            jobs,
+            burst: num("--burst", (jobs * 3 / 20) as f64) as usize,
+            rate: num("--rate", 2.5),
+            cap: num("--cap", 4.0) as u32,
+            job_ms: num("--job-ms", 1_000.0) as u64,
+        }
+    }
+}
+
+/// What one credential's secondary limit allows: JIT configs are POSTs, 5 points each,
+/// 900 points a minute per endpoint.
+const JIT_POINTS: f64 = 5.0;
+const POINTS_A_MINUTE: f64 = 900.0;
+
+fn fifty(a: FiftyArgs) {
+    let steady = a.jobs.saturating_sub(a.burst);
+    println!(
+        "\n== fifty: {} hosts (capacity {} each) with one coordinator and one credential, \
+         {} jobs of {} ms: {steady} arriving at {}/s, then a burst of {}",
+        a.hosts, a.cap, a.jobs, a.job_ms, a.rate, a.burst
+    );
+    let t_setup = Instant::now();
+    let mut pool = Pool::new("bench-50", a.hosts, a.cap, true);
+    // A GitHub App installation's hourly budget, the primary limit a fleet works under;
+    // the secondary limits (900 points a minute, 100 concurrent) stay GitHub's.
+    pool.sim.with_state(|s| s.cfg.rate_limit = 15_000);
+    pool.start_coordinator();
+    for h in &mut pool.hosts {
+        h.start();
+    }
+    let connected = |pool: &Pool| {
+        let out = support::run_ok(&pool.coord_dir, &["--json", "coordinator", "hosts"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["connected"] == true)
+            .count()
+    };
+    wait_until(
+        Duration::from_secs(60 + 2 * a.hosts as u64),
+        "every host is connected",
+        || connected(&pool) == a.hosts,
+    );
+    for h in &pool.hosts {
+        wait_until(
+            Duration::from_secs(60),
+            "each host judged its profiles",
+            || h.judged(),
+        );
+    }
+    println!("setup: {:.1?} for {} hosts", t_setup.elapsed(), a.hosts);
+    let coord_pid = pool.coordinator_pid().expect("the coordinator runs") as i32;
+    let cpu_before = proc::usage(coord_pid).map_or(0, |u| u.cpu_ticks);
+
+    let first_at = now_millis();
+    let t0 = Instant::now();
+    let ceiling_s = a.jobs as f64 * JIT_POINTS / POINTS_A_MINUTE * 60.0;
+    // A sampler beside the arrivals: the coordinator's RSS, and each host's registered
+    // runners (the name says the host: rm-<its id's first 8>-<attempt>), every 100 ms.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (burst_at, wall, rss_peak_kb, per_host) = std::thread::scope(|sc| {
+        let sim = &pool.sim;
+        let stop = &stop;
+        let sampler = sc.spawn(move || {
+            let mut rss_peak = 0u64;
+            let mut peaks: BTreeMap<String, usize> = BTreeMap::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut per: BTreeMap<String, usize> = BTreeMap::new();
+                for r in sim.runners() {
+                    let host = r
+                        .name
+                        .rsplit_once('-')
+                        .map_or(r.name.clone(), |(h, _)| h.into());
+                    *per.entry(host).or_default() += 1;
+                }
+                rss_peak = rss_peak.max(proc::usage(coord_pid).map_or(0, |u| u.rss_kb));
+                for (h, n) in per {
+                    let e = peaks.entry(h).or_default();
+                    *e = (*e).max(n);
+                }
+                // A sampling period, not a wait for a condition.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            (rss_peak, peaks)
+        });
+        for i in 0..steady {
+            // Arrivals on a schedule: job i at t0 + i / rate.
+            let due = t0 + Duration::from_secs_f64(i as f64 / a.rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            sim.enqueue_job(
+                support::REPO,
+                &format!("fifty-{i}"),
+                &["self-hosted", "linux"],
+                a.job_ms,
+            );
+        }
+        let burst_at = t0.elapsed();
+        for i in 0..a.burst {
+            sim.enqueue_job(
+                support::REPO,
+                &format!("burst-{i}"),
+                &["self-hosted", "linux"],
+                a.job_ms,
+            );
+        }
+        let deadline = Duration::from_secs_f64(burst_at.as_secs_f64() + 3.0 * ceiling_s + 180.0);
+        wait_until(deadline, "every job is done", || pool.all_done());
+        let wall = t0.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (rss, per_host) = sampler.join().unwrap();
+        (burst_at, wall, rss, per_host)
+    });
+    let cpu = proc::usage(coord_pid).map_or(0, |u| u.cpu_ticks) - cpu_before;
+    let coord_mem = proc::memory(coord_pid).unwrap_or_default();
+
+    let jobs = pool.sim.jobs();
+    let served = jobs
+        .iter()
+        .filter(|j| j.conclusion.as_deref() == Some("success"))
+        .count();
+    let runners = pool.runners_started();
+    let last_start = jobs
+        .iter()
+        .filter_map(|j| j.started_at)
+        .max()
+        .unwrap_or(first_at);
+    let hits = pool.sim.secondary_hits();
+    let requests = pool.sim.request_log();
+    let jit_minute_max = {
+        let mut at: Vec<i64> = requests
+            .iter()
+            .filter(|e| e.endpoint.ends_with("generate-jitconfig"))
+            .map(|e| e.at)
+            .collect();
+        at.sort();
+        let mut best = 0;
+        let mut lo = 0;
+        for hi in 0..at.len() {
+            while at[hi] - at[lo] >= 60_000 {
+                lo += 1;
+            }
+            best = best.max(hi - lo + 1);
+        }
+        best
+    };
+    // The coordinator's own lines: each launch's time since the queue read saw its job
+    // (waits for room and for the credential's budget included) and the placer's pass
+    // that sent it (placing, the store's write, the hand-over to the connection).
+    let log = std::fs::read_to_string(pool.root.join("coordinator.log")).unwrap_or_default();
+    let field = |line: &str, name: &str| -> Option<f64> {
+        let rest = &line[line.find(name)? + name.len()..];
+        rest.split([' ', '"']).next()?.parse().ok()
+    };
+    let (mut seen_ms, mut pass_us): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+    for line in log.lines().filter(|l| l.contains("launch_sent")) {
+        if let Some(v) = field(line, "after_seen_ms=") {
+            seen_ms.push(v as i64);
+        }
+        if let Some(v) = field(line, "pass_ms=") {
+            pass_us.push((v * 1000.0) as i64);
+        }
+    }
+    seen_ms.sort();
+    pass_us.sort();
+    let most = per_host.values().copied().max().unwrap_or(0);
+
+    println!(
+        "served: {served} of {} jobs in {wall:.1?} (arrivals ended at {burst_at:.1?})",
+        a.jobs
+    );
+    println!(
+        "surplus: {} (runners started {runners} for {} jobs; goal 0)",
+        runners as i64 - a.jobs as i64,
+        a.jobs
+    );
+    println!(
+        "most runners on any host: {most} (capacity {}; registered runners sampled every \
+         100 ms, {} hosts ran some)",
+        a.cap,
+        per_host.len()
+    );
+    println!(
+        "placement, queue seen → launch sent: p50 {} ms, p99 {} ms, max {} ms over {} \
+         launches (waits for a free host and for the credential included)",
+        pct(&seen_ms, 0.50),
+        pct(&seen_ms, 0.99),
+        seen_ms.last().copied().unwrap_or(0),
+        seen_ms.len()
+    );
+    println!(
+        "placement, the placer's pass that sent it: p50 {:.1} ms, p99 {:.1} ms (goal p99 ≤ \
+         50 ms outside GitHub's waits)",
+        pct(&pass_us, 0.50) as f64 / 1000.0,
+        pct(&pass_us, 0.99) as f64 / 1000.0
+    );
+    println!(
+        "secondary-limit hits: {} {:?} (goal 0); JIT configs in the busiest minute: \
+         {jit_minute_max} ({} points of {POINTS_A_MINUTE})",
+        hits.total,
+        hits.by_kind,
+        jit_minute_max as f64 * JIT_POINTS
+    );
+    println!(
+        "coordinator: peak RSS {:.1} MiB sampled, {:.1} MiB at the end ({:.1} MiB its own), \
+         CPU {:.1} s over {wall:.1?} ({:.1}% of a core) (goal RSS ≤ 30 MB)",
+        rss_peak_kb as f64 / 1024.0,
+        coord_mem.rss_kb as f64 / 1024.0,
+        coord_mem.anon_kb as f64 / 1024.0,
+        proc::cpu_secs(cpu),
+        100.0 * proc::cpu_secs(cpu) / wall.as_secs_f64()
+    );
+    println!(
+        "last job started {:.1} s after the first arrival; the credential's ceiling: {} \
+         starts × {JIT_POINTS} points / {POINTS_A_MINUTE} a minute = {ceiling_s:.1} s at \
+         the least; requests to GitHub: {} (primary limit 15,000 an hour)",
+        (last_start - first_at) as f64 / 1000.0,
+        runners,
+        requests.len()
+    );
+    assert!(most as u32 <= a.cap, "a host went over its capacity");
+    pool.wait_quiet();
 }

@@ -10,5 +10,6 @@ mod pool {
     mod owners;
     mod refusals;
     mod scaleset;
+    mod upgrade;
     mod usage;
 }

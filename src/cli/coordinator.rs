@@ -1,15 +1,16 @@
 //! `coordinator serve|host add|host rm|status|hosts|leases`: the pool's coordinator on
 //! its own state directory (its targets are added with the ordinary `target add`).
 
-use super::output::{self, Out, or_dash, table, time, yes_no};
+use super::output::{self, Out, or_dash, table, time};
 use super::parse::Invocation;
-use super::spec::opts;
+use super::spec::{Opt, opts};
 use super::{CliError, CliResult, readable_file, secret_file};
 use crate::coordinator::auth::{StoreTokens, new_token, token_hash};
 use crate::coordinator::demand::{DemandSource, RestDemand};
 use crate::coordinator::scaleset_demand::{self, ScaleSetDemand};
 use crate::coordinator::server::{ServeOptions, serve as start_server};
 use crate::coordinator::tls;
+use crate::coordinator::view;
 use crate::domain::validate::{self, Invalid};
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, Store};
 use crate::timefmt::now_millis;
@@ -105,6 +106,7 @@ fn host_json(h: &CoordHostRow) -> Value {
         "created_at": output::time(h.created_at),
         "connected": h.connected,
         "version": h.version,
+        "binary_version": h.binary_version,
         "host_id": h.host_id,
         "os": h.os,
         "arch": h.arch,
@@ -164,8 +166,44 @@ fn job_json(j: &CoordJobRow) -> Value {
     })
 }
 
-pub(super) fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
-    let hs = store.coord_hosts()?;
+/// `--sort FIELD` among `fields` (the first when absent) and `--filter TEXT`, checked
+/// before anything is read: a bad field exits 2 naming every field there is.
+fn sort_and_filter<'a, R>(
+    inv: &'a Invocation,
+    [sort, filter]: [&Opt; 2],
+    fields: &'a [view::SortField<R>],
+) -> Result<(&'a view::SortField<R>, &'a str), CliError> {
+    let by = match inv.value(sort) {
+        Some(w) => view::sort_field(fields, w).map_err(|e| Invalid::new(sort.name, e))?,
+        None => &fields[0],
+    };
+    Ok((by, inv.value(filter).unwrap_or("")))
+}
+
+/// The summary line, and with a filter how many rows of how many it shows.
+fn summary_line(summary: &view::Summary, shown: usize, of: usize, filter: &str) -> String {
+    if filter.trim().is_empty() {
+        format!("{}\n", summary.line())
+    } else {
+        format!(
+            "{}\nshowing {shown} of {of} (--filter {filter:?})\n",
+            summary.line()
+        )
+    }
+}
+
+pub(super) fn hosts(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
+    let (by, filter) = sort_and_filter(
+        inv,
+        [
+            &opts::coordinator_hosts::SORT,
+            &opts::coordinator_hosts::FILTER,
+        ],
+        view::HOST_SORTS,
+    )?;
+    let all = store.coord_hosts()?;
+    let summary = view::Summary::of(&all, &store.coord_jobs()?);
+    let hs = view::hosts_shown(&all, by, filter);
     out.emit(
         || {
             let rows: Vec<Vec<String>> = hs
@@ -174,7 +212,8 @@ pub(super) fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
                     let (rss, cpu) = host_meters(h);
                     vec![
                         h.name.clone(),
-                        yes_no(h.connected),
+                        view::host_state(h).to_string(),
+                        or_dash(h.binary_version.as_ref()),
                         or_dash(h.version),
                         format!("{}/{}", or_dash(h.free), or_dash(h.capacity)),
                         h.open_leases.to_string(),
@@ -187,30 +226,42 @@ pub(super) fn hosts(store: &SqliteStore, out: &mut Out) -> CliResult {
                     ]
                 })
                 .collect();
-            table(
-                &[
-                    "NAME",
-                    "CONNECTED",
-                    "VERSION",
-                    "FREE",
-                    "LEASES",
-                    "STARTED",
-                    "FINISHED",
-                    "REFUSALS",
-                    "RSS",
-                    "CPU",
-                    "LAST SEEN",
-                ],
-                &rows,
-            )
+            summary_line(&summary, hs.len(), all.len(), filter)
+                + &table(
+                    &[
+                        "NAME",
+                        "STATE",
+                        "VERSION",
+                        "PROTO",
+                        "FREE",
+                        "LEASES",
+                        "STARTED",
+                        "FINISHED",
+                        "REFUSALS",
+                        "RSS",
+                        "CPU",
+                        "LAST SEEN",
+                    ],
+                    &rows,
+                )
         },
         || Value::Array(hs.iter().map(host_json).collect()),
     );
     Ok(())
 }
 
-pub(super) fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
-    let js = store.coord_jobs()?;
+pub(super) fn leases(inv: &Invocation, store: &SqliteStore, out: &mut Out) -> CliResult {
+    let (by, filter) = sort_and_filter(
+        inv,
+        [
+            &opts::coordinator_leases::SORT,
+            &opts::coordinator_leases::FILTER,
+        ],
+        view::JOB_SORTS,
+    )?;
+    let all = store.coord_jobs()?;
+    let summary = view::Summary::of(&store.coord_hosts()?, &all);
+    let js = view::jobs_shown(&all, by, filter);
     out.emit(
         || {
             let rows: Vec<Vec<String>> = js
@@ -228,12 +279,13 @@ pub(super) fn leases(store: &SqliteStore, out: &mut Out) -> CliResult {
                     ]
                 })
                 .collect();
-            table(
-                &[
-                    "JOB", "TARGET", "PHASE", "HOST", "PROFILE", "LEASE", "EXPIRES", "RUNNER",
-                ],
-                &rows,
-            )
+            summary_line(&summary, js.len(), all.len(), filter)
+                + &table(
+                    &[
+                        "JOB", "TARGET", "PHASE", "HOST", "PROFILE", "LEASE", "EXPIRES", "RUNNER",
+                    ],
+                    &rows,
+                )
         },
         || Value::Array(js.iter().map(job_json).collect()),
     );

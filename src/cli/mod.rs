@@ -298,8 +298,8 @@ fn execute(inv: &Invocation) -> CliResult {
         C::CoordinatorHostAdd => books(inv, Create, |s, _, out| coordinator::host_add(inv, s, out)),
         C::CoordinatorHostRm => books(inv, Write, |s, _, out| coordinator::host_rm(inv, s, out)),
         C::CoordinatorStatus => books(inv, Read, |s, _, out| coordinator::status(s, out)),
-        C::CoordinatorHosts => books(inv, Read, |s, _, out| coordinator::hosts(s, out)),
-        C::CoordinatorLeases => books(inv, Read, |s, _, out| coordinator::leases(s, out)),
+        C::CoordinatorHosts => books(inv, Read, |s, _, out| coordinator::hosts(inv, s, out)),
+        C::CoordinatorLeases => books(inv, Read, |s, _, out| coordinator::leases(inv, s, out)),
         C::CoordinatorUsage => books(inv, Read, |s, _, out| {
             usage::run(inv, s, out, usage::Books::Pool)
         }),

@@ -532,6 +532,16 @@ impl Session<'_> {
         };
         match CoordMsg::decode(text.as_str()) {
             Ok(CoordMsg::HelloAck(a)) => {
+                // A coordinator answering a version this build does not speak is left,
+                // with a close frame and an error naming both versions.
+                if let Err(why) = super::protocol::host_accepts(a.version) {
+                    let _ = socket.close(Some(tungstenite::protocol::CloseFrame {
+                        code: tungstenite::protocol::frame::coding::CloseCode::Protocol,
+                        reason: "protocol version not supported".into(),
+                    }));
+                    let _ = socket.flush();
+                    return Err(why);
+                }
                 // An older coordinator directs nothing: run as if no target is covered.
                 let covered = if a.version >= VERSION {
                     a.covered

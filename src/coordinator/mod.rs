@@ -12,4 +12,5 @@ pub mod protocol;
 pub mod scaleset_demand;
 pub mod server;
 pub mod tls;
+pub mod view;
 pub mod ws;

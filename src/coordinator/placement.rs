@@ -182,6 +182,9 @@ pub struct JobEntry {
     /// Hosts passed over for this job, until when.
     pub refused: BTreeMap<String, Millis>,
     pub placements: u32,
+    /// When the coordinator's queue read first showed it (or a restart took it up):
+    /// where its placement's time is measured from (`launch_sent`'s `after_seen_ms`).
+    pub seen_at: Millis,
 }
 
 /// A connected host as placement sees it.
@@ -617,6 +620,7 @@ impl Placement {
                             state: JobState::Waiting,
                             refused: BTreeMap::new(),
                             placements: 0,
+                            seen_at: now,
                         },
                     );
                 }

@@ -54,6 +54,11 @@ pub struct HostInfo {
     pub os: String,
     pub arch: String,
     pub capacity: u32,
+    /// The binary's own version (`runner-manager --version`), beside the protocol's,
+    /// so `coordinator hosts` shows which hosts an upgrade has reached. Absent from
+    /// older hosts; an older coordinator ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary_version: Option<String>,
 }
 
 /// One of the host's targets: its local name and where it points, so that the
@@ -119,6 +124,7 @@ impl Hello {
                 os: "linux".into(),
                 arch: "x86_64".into(),
                 capacity,
+                binary_version: None,
             },
             targets: vec![TargetInfo {
                 name: "ht".into(),
@@ -310,6 +316,22 @@ pub fn is_directable(version: u32) -> bool {
 /// when it is older (then the host is never directed). `None`: too old to stay.
 pub fn negotiate(host_version: u32) -> Option<u32> {
     (host_version >= MIN_VERSION).then(|| host_version.min(VERSION))
+}
+
+/// The host's side of the same rule: whether it stays with a coordinator whose
+/// `hello_ack` says `answered`. A coordinator answers our version or an older one it
+/// shares with us; one below [`MIN_VERSION`] (or above ours, which no coordinator
+/// answers) is a coordinator this build cannot speak with, and the error says so,
+/// naming both sides' versions, so an upgrade that left a mix is plain in the log and
+/// in `status`.
+pub fn host_accepts(answered: u32) -> Result<(), String> {
+    if (MIN_VERSION..=VERSION).contains(&answered) {
+        return Ok(());
+    }
+    Err(format!(
+        "the coordinator speaks protocol version {answered}; this host speaks {MIN_VERSION}-{VERSION}: \
+         upgrade the older side (docs/pools.md, \"Upgrading a pool host by host\")"
+    ))
 }
 
 #[cfg(test)]

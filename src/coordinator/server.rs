@@ -277,40 +277,7 @@ pub fn serve(
             .name(format!("coord-demand-{}", src.target().name))
             .spawn(move || {
                 let _done = done_tx;
-                loop {
-                    let read_at = now_millis();
-                    match src.queued() {
-                        Ok(jobs) => {
-                            let target = src.target().name.clone();
-                            let taken = src.taken();
-                            let owners = src.owners();
-                            if ev
-                                .send(Event::Queue {
-                                    target,
-                                    jobs,
-                                    taken,
-                                    owners,
-                                    read_at,
-                                })
-                                .is_err()
-                            {
-                                return;
-                            }
-                        }
-                        Err(e) => log(&format!("demand: {e}")),
-                    }
-                    let until = src.held_until();
-                    if until > now_millis() {
-                        let target = src.target().name.clone();
-                        if ev.send(Event::Held { target, until }).is_err() {
-                            return;
-                        }
-                    }
-                    select! {
-                        recv(stop) -> _ => return,
-                        default(src.interval()) => {}
-                    }
-                }
+                read_demand(src.as_mut(), &ev, &stop, &log);
             })?;
         demand.push((t, done));
     }
@@ -365,6 +332,50 @@ pub fn serve(
         threads,
         demand,
     })
+}
+
+/// A demand thread's loop: reads its source's queue every interval and sends it to the
+/// placer, with the credential's hold when the source met one, until stopped.
+fn read_demand(
+    src: &mut dyn DemandSource,
+    ev: &crossbeam_channel::Sender<Event>,
+    stop: &Receiver<()>,
+    log: &LogFn,
+) {
+    loop {
+        let read_at = now_millis();
+        match src.queued() {
+            Ok(jobs) => {
+                let target = src.target().name.clone();
+                let taken = src.taken();
+                let owners = src.owners();
+                if ev
+                    .send(Event::Queue {
+                        target,
+                        jobs,
+                        taken,
+                        owners,
+                        read_at,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(e) => log(&format!("demand: {e}")),
+        }
+        let until = src.held_until();
+        if until > now_millis() {
+            let target = src.target().name.clone();
+            if ev.send(Event::Held { target, until }).is_err() {
+                return;
+            }
+        }
+        select! {
+            recv(stop) -> _ => return,
+            default(src.interval()) => {}
+        }
+    }
 }
 
 struct ConnCtx {

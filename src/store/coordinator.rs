@@ -42,6 +42,8 @@ pub struct CoordHostRow {
     /// offer let run out, ...) and when the coordinator heard it.
     pub last_refusal: Option<String>,
     pub last_refusal_at: Option<Millis>,
+    /// The binary version its last `hello` said (`None` from a host before the field).
+    pub binary_version: Option<String>,
 }
 
 /// One queued job the coordinator tracks and its lease, if any.
@@ -99,6 +101,7 @@ fn host_row(r: &Row<'_>) -> rusqlite::Result<CoordHostRow> {
         meters: json_column(r, 18)?,
         last_refusal: r.get(19)?,
         last_refusal_at: r.get(20)?,
+        binary_version: r.get(21)?,
     })
 }
 
@@ -123,7 +126,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<CoordJobRow> {
 
 const HOST_COLUMNS: &str = "name, created_at, connected, version, host_id, os, arch, capacity, \
      free, draining, unfit, covered, profiles, open_leases, started, finished, refusals, \
-     last_seen_at, meters, last_refusal, last_refusal_at";
+     last_seen_at, meters, last_refusal, last_refusal_at, binary_version";
 const JOB_COLUMNS: &str = "job_key, target, repo, name, labels, queued_at, phase, lease_id, \
      host, profile, runner_name, expires_at, placements, updated_at";
 
@@ -228,7 +231,7 @@ impl SqliteStore {
                  arch = ?5, capacity = ?6, free = ?7, draining = ?8, unfit = ?9, covered = ?10, \
                  profiles = ?11, open_leases = ?12, started = ?13, finished = ?14, \
                  refusals = ?15, last_seen_at = ?16, meters = ?17, last_refusal = ?18, \
-                 last_refusal_at = ?19 WHERE name = ?1",
+                 last_refusal_at = ?19, binary_version = ?20 WHERE name = ?1",
             )?;
             for h in connected {
                 up.execute(params![
@@ -250,7 +253,8 @@ impl SqliteStore {
                     h.last_seen_at,
                     to_json(&h.meters),
                     h.last_refusal,
-                    h.last_refusal_at
+                    h.last_refusal_at,
+                    h.binary_version
                 ])?;
             }
             tx.execute("DELETE FROM coord_jobs", [])?;

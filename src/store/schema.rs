@@ -12,7 +12,7 @@ pub const APPLICATION_ID: i64 = 0x524D_6772;
 /// `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
     V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20, V21,
-    V22, V23, V24, V25, V26, V27,
+    V22, V23, V24, V25, V26, V27, V28,
 ];
 
 /// The schema version this build writes.
@@ -498,6 +498,13 @@ CREATE TABLE webhook_deliveries (
 ) WITHOUT ROWID;
 CREATE INDEX webhook_deliveries_guid ON webhook_deliveries(guid);
 CREATE INDEX webhook_deliveries_seen ON webhook_deliveries(seen_at);
+"#;
+
+/// Version 28 (issue 50): each pool host's binary version as its `hello` said it
+/// (NULL for a host before the field, or one not yet connected), so `coordinator
+/// hosts` shows how far an upgrade has gone. Self-contained: one column of its own.
+pub const V28: &str = r#"
+ALTER TABLE coord_hosts ADD COLUMN binary_version TEXT;
 "#;
 
 /// What the header of an opened file says, before anything is written to it.

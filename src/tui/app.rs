@@ -149,7 +149,7 @@ pub const GLOBAL: &[Binding<Global>] = &[
     Binding {
         keys: &[KeyCode::Char('/')],
         cmd: Global::Filter,
-        help: "filter attempts (Enter keeps, Esc clears)",
+        help: "filter attempts or pool (Enter keeps, Esc clears)",
     },
     Binding {
         keys: &[KeyCode::Char('u')],
@@ -511,6 +511,10 @@ impl App {
             self.attempts.event(key, &self.snap);
             return Some(Request::None);
         }
+        if self.pool.editing {
+            self.pool.event(key, &self.snap);
+            return Some(Request::None);
+        }
         // The settings editor takes every key (a value may hold q, n or a digit).
         if self.settings.edit.is_some() {
             return Some(match self.settings.event(key, &self.snap) {
@@ -603,6 +607,10 @@ impl App {
                         })
                     }
                 }
+            }
+            // On the Pool pane it filters the pool's hosts and jobs.
+            Global::Filter if self.pane == Pane::Pool && self.detail.is_none() => {
+                self.pool.start_filter();
             }
             Global::Filter => {
                 self.switch(Pane::Attempts);

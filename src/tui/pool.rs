@@ -8,14 +8,19 @@
 //! a coordinator's state directory shows the pool and a plain host's `top` does not.
 //! A host's REFUSED says how many launches it refused or let expire and the last
 //! one's reason word, as the host sent it (`host_capacity`, `draining`, ...).
+//! At fifty hosts: the hosts' title is the pool's summary line, `/` filters hosts and
+//! jobs alike (`coordinator::view`'s words, as `coordinator hosts --filter`), `s`
+//! sorts the hosts by the fields `coordinator hosts --sort` takes.
 
 use super::app::{Component, Ctx, Handled, movement, step_index};
 use super::columns::{self, Col};
 use super::fmt;
+use super::keys::{self, Binding};
 use super::model::Snapshot;
+use crate::coordinator::view;
 use crate::domain::job_phase::Phase;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, StoreError};
-use crossterm::event::KeyEvent;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -181,134 +186,255 @@ fn waiting_why(pool: &PoolSnapshot, j: &CoordJobRow) -> String {
     format!("for a host with a profile for [{labels}] and room")
 }
 
-/// The Pool pane's own state: which lease row is selected.
+/// The Pool pane's own state: which job row is selected, the filter and the hosts'
+/// order.
 #[derive(Debug, Clone, Default)]
 pub struct PoolView {
     pub index: usize,
+    pub filter: String,
+    /// Typing into the filter.
+    pub editing: bool,
+    /// Which of `view::HOST_SORTS` orders the hosts.
+    pub sort: usize,
+}
+
+/// The Pool pane's own keys (`/`, which starts its filter here, is the app's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmd {
+    Sort,
+    ClearFilter,
+}
+
+const KEYS: &[Binding<Cmd>] = &[
+    Binding {
+        keys: &[KeyCode::Char('s')],
+        cmd: Cmd::Sort,
+        help: "sort hosts: name state version free leases started refusals seen",
+    },
+    Binding {
+        keys: &[KeyCode::Esc],
+        cmd: Cmd::ClearFilter,
+        help: "clear the filter",
+    },
+];
+
+impl PoolView {
+    pub fn start_filter(&mut self) {
+        self.editing = true;
+    }
+
+    /// The hosts shown: those the filter takes, in the chosen order.
+    pub fn hosts(&self, pool: &PoolSnapshot) -> Vec<CoordHostRow> {
+        let by = &view::HOST_SORTS[self.sort % view::HOST_SORTS.len()];
+        view::hosts_shown(&pool.hosts, by, self.filter.trim())
+    }
+
+    /// The jobs shown: leases, then runners, then the waiting, those the filter takes.
+    pub fn jobs<'a>(&self, pool: &'a PoolSnapshot) -> Vec<&'a CoordJobRow> {
+        let filter = self.filter.trim();
+        pool.jobs()
+            .filter(|j| view::job_matches(j, filter))
+            .collect()
+    }
+
+    fn type_filter(&mut self, key: KeyEvent) {
+        match key.code {
+            // Ctrl-U clears, as a shell's line kill; no other Ctrl key types.
+            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                self.filter.clear()
+            }
+            KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
+            KeyCode::Char(c) => self.filter.push(c),
+            KeyCode::Backspace => {
+                self.filter.pop();
+            }
+            KeyCode::Enter => self.editing = false,
+            KeyCode::Esc => {
+                self.filter.clear();
+                self.editing = false;
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Component for PoolView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
-        let len = snap.pool.as_ref().map_or(0, |p| p.jobs().count());
-        match movement(&key, 10) {
-            Some(by) => {
-                self.index = step_index(self.index, by, len);
+        let len = snap.pool.as_ref().map_or(0, |p| self.jobs(p).len());
+        if self.editing {
+            self.type_filter(key);
+            let len = snap.pool.as_ref().map_or(0, |p| self.jobs(p).len());
+            self.index = self.index.min(len.saturating_sub(1));
+            return Handled::Yes;
+        }
+        if let Some(by) = movement(&key, 10) {
+            self.index = step_index(self.index, by, len);
+            return Handled::Yes;
+        }
+        match keys::find(KEYS, &key) {
+            Some(Cmd::Sort) => {
+                self.sort = (self.sort + 1) % view::HOST_SORTS.len();
+                Handled::Yes
+            }
+            Some(Cmd::ClearFilter) => {
+                self.filter.clear();
                 Handled::Yes
             }
             None => Handled::No,
         }
     }
 
+    fn keys(&self) -> Vec<(String, &'static str)> {
+        keys::help_lines(KEYS)
+    }
+
     fn draw(&self, f: &mut Frame, area: Rect, cx: &Ctx) {
         let Some(pool) = cx.snap.pool.as_ref() else {
             return;
         };
+        let hosts = self.hosts(pool);
+        let jobs = self.jobs(pool);
         // The hosts table takes what it needs up to half the pane; the jobs the rest
         // but the selected job's story, in full below them.
-        let want = pool.hosts.len() as u16 + 3;
+        let want = hosts.len() as u16 + 3;
         let [top, bottom, story] = Layout::vertical([
             Constraint::Length(want.min(area.height / 2).max(4)),
             Constraint::Fill(1),
             Constraint::Length(4),
         ])
         .areas(area);
-        draw_hosts(f, top, cx, pool);
-        self.draw_jobs(f, bottom, cx, pool);
-        self.draw_story(f, story, cx, pool);
+        self.draw_hosts(f, top, cx, pool, &hosts);
+        self.draw_jobs(f, bottom, cx, pool, &jobs);
+        self.draw_story(f, story, cx, pool, &jobs);
     }
-}
-
-fn draw_hosts(f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
-    let th = &cx.theme;
-    let wide = area.width >= 120;
-    let mut cols = vec![
-        Col::shrink("HOST", 4).keep(2),
-        Col::fixed("CONNECTED"),
-        Col::fixed("FREE"),
-        Col::fixed("LEASES"),
-        Col::fixed("RUNNERS"),
-        Col::fixed("RSS"),
-        Col::fixed("CPU%"),
-        Col::grow("TAKES", 4),
-    ];
-    if wide {
-        cols.last_mut().unwrap().grow = false;
-        cols.extend([
-            Col::fixed("PROTO"),
-            Col::fixed("STARTED"),
-            Col::fixed("FINISHED"),
-            Col::fixed("REFUSED"),
-            Col::grow("PROFILES", 8),
-            Col::fixed("LAST SEEN"),
-        ]);
-    }
-    let rows: Vec<Vec<Span>> = pool
-        .hosts
-        .iter()
-        .map(|h| {
-            let conn = if h.connected {
-                Span::styled("yes", th.good())
-            } else {
-                Span::styled("no", th.quiet())
-            };
-            let free = match (h.free, h.capacity) {
-                (Some(f), Some(c)) => format!("{f}/{c}"),
-                (f, _) => fmt::or_dash(f, |f| f.to_string()),
-            };
-            // What it last reported of its runners; nothing for a host away.
-            let m = h.connected.then(|| {
-                h.meters.values().fold((0u32, 0u64, 0u32), |(n, r, c), m| {
-                    (n + m.runners, r + m.rss_bytes, c + m.cpu_percent)
-                })
-            });
-            let takes_style = match refuses(h) {
-                None => th.good(),
-                Some(_) if !h.connected => th.quiet(),
-                Some(_) if h.draining || h.free == Some(0) => th.waiting(),
-                Some(_) => th.bad(),
-            };
-            let mut cells = vec![
-                Span::raw(h.name.clone()),
-                conn,
-                Span::raw(free),
-                Span::raw(h.open_leases.to_string()),
-                Span::raw(fmt::or_dash(m, |m| m.0.to_string())),
-                Span::raw(fmt::or_dash(m, |m| fmt::bytes(m.1))),
-                Span::raw(fmt::or_dash(m, |m| format!("{}%", m.2))),
-                Span::styled(takes(h), takes_style),
-            ];
-            if wide {
-                cells.extend([
-                    Span::raw(fmt::or_dash(h.version, |v| v.to_string())),
-                    Span::raw(h.started.to_string()),
-                    Span::raw(h.finished.to_string()),
-                    Span::raw(refused(h, cx.snap.now)),
-                    Span::raw(h.profiles.join(",")),
-                    Span::raw(fmt::or_dash(h.last_seen_at, |t| {
-                        format!("{} ago", fmt::age(cx.snap.now - t))
-                    })),
-                ]);
-            }
-            cells
-        })
-        .collect();
-    let (header, body, widths) = columns::table(&cols, rows, area.width.saturating_sub(2));
-    let title = format!(
-        " Pool hosts ({}, {} connected) ",
-        pool.hosts.len(),
-        pool.connected()
-    );
-    f.render_widget(
-        Table::new(body, widths)
-            .header(header.style(th.header()))
-            .block(Block::bordered().title(title)),
-        area,
-    );
 }
 
 impl PoolView {
+    /// The hosts' title: the pool's summary line, and what the filter and the order
+    /// make of it.
+    fn hosts_title(&self, pool: &PoolSnapshot, shown: usize) -> String {
+        let all: Vec<CoordJobRow> = pool.jobs().cloned().collect();
+        let mut title = format!(
+            " Pool: {}",
+            view::Summary::of(&pool.hosts, &all).hosts_line()
+        );
+        let by = view::HOST_SORTS[self.sort % view::HOST_SORTS.len()].word;
+        if by != "name" {
+            title.push_str(&format!(" · by {by}"));
+        }
+        if self.editing || !self.filter.is_empty() {
+            let cursor = if self.editing { "▏" } else { "" };
+            title.push_str(&format!(
+                " · /{}{cursor} {shown} of {}",
+                self.filter,
+                pool.hosts.len()
+            ));
+        }
+        title.push(' ');
+        title
+    }
+
+    fn draw_hosts(
+        &self,
+        f: &mut Frame,
+        area: Rect,
+        cx: &Ctx,
+        pool: &PoolSnapshot,
+        hosts: &[CoordHostRow],
+    ) {
+        let th = &cx.theme;
+        let wide = area.width >= 120;
+        let mut cols = vec![
+            Col::shrink("HOST", 4).keep(2),
+            Col::fixed("CONNECTED"),
+            Col::fixed("FREE"),
+            Col::fixed("LEASES"),
+            Col::fixed("RUNNERS"),
+            Col::fixed("RSS"),
+            Col::fixed("CPU%"),
+            Col::grow("TAKES", 4),
+        ];
+        if wide {
+            cols.last_mut().unwrap().grow = false;
+            cols.extend([
+                Col::fixed("VERSION"),
+                Col::fixed("PROTO"),
+                Col::fixed("STARTED"),
+                Col::fixed("FINISHED"),
+                Col::fixed("REFUSED"),
+                Col::grow("PROFILES", 8),
+                Col::fixed("LAST SEEN"),
+            ]);
+        }
+        let rows: Vec<Vec<Span>> = hosts
+            .iter()
+            .map(|h| {
+                let conn = if h.connected {
+                    Span::styled("yes", th.good())
+                } else {
+                    Span::styled("no", th.quiet())
+                };
+                let free = match (h.free, h.capacity) {
+                    (Some(f), Some(c)) => format!("{f}/{c}"),
+                    (f, _) => fmt::or_dash(f, |f| f.to_string()),
+                };
+                // What it last reported of its runners; nothing for a host away.
+                let m = h.connected.then(|| {
+                    h.meters.values().fold((0u32, 0u64, 0u32), |(n, r, c), m| {
+                        (n + m.runners, r + m.rss_bytes, c + m.cpu_percent)
+                    })
+                });
+                let takes_style = match refuses(h) {
+                    None => th.good(),
+                    Some(_) if !h.connected => th.quiet(),
+                    Some(_) if h.draining || h.free == Some(0) => th.waiting(),
+                    Some(_) => th.bad(),
+                };
+                let mut cells = vec![
+                    Span::raw(h.name.clone()),
+                    conn,
+                    Span::raw(free),
+                    Span::raw(h.open_leases.to_string()),
+                    Span::raw(fmt::or_dash(m, |m| m.0.to_string())),
+                    Span::raw(fmt::or_dash(m, |m| fmt::bytes(m.1))),
+                    Span::raw(fmt::or_dash(m, |m| format!("{}%", m.2))),
+                    Span::styled(takes(h), takes_style),
+                ];
+                if wide {
+                    cells.extend([
+                        Span::raw(h.binary_version.clone().unwrap_or_else(|| "-".into())),
+                        Span::raw(fmt::or_dash(h.version, |v| v.to_string())),
+                        Span::raw(h.started.to_string()),
+                        Span::raw(h.finished.to_string()),
+                        Span::raw(refused(h, cx.snap.now)),
+                        Span::raw(h.profiles.join(",")),
+                        Span::raw(fmt::or_dash(h.last_seen_at, |t| {
+                            format!("{} ago", fmt::age(cx.snap.now - t))
+                        })),
+                    ]);
+                }
+                cells
+            })
+            .collect();
+        let (header, body, widths) = columns::table(&cols, rows, area.width.saturating_sub(2));
+        let title = self.hosts_title(pool, hosts.len());
+        f.render_widget(
+            Table::new(body, widths)
+                .header(header.style(th.header()))
+                .block(Block::bordered().title(title)),
+            area,
+        );
+    }
+
     /// Which host holds or runs which job, and the jobs waiting for one.
-    fn draw_jobs(&self, f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
+    fn draw_jobs(
+        &self,
+        f: &mut Frame,
+        area: Rect,
+        cx: &Ctx,
+        pool: &PoolSnapshot,
+        jobs: &[&CoordJobRow],
+    ) {
         let (th, now) = (&cx.theme, cx.snap.now);
         let wide = area.width >= 120;
         let mut cols = vec![
@@ -328,8 +454,8 @@ impl PoolView {
         } else {
             cols.last_mut().unwrap().grow = true;
         }
-        let rows: Vec<Vec<Span>> = pool
-            .jobs()
+        let rows: Vec<Vec<Span>> = jobs
+            .iter()
             .map(|j| {
                 let phase = match j.phase.known() {
                     Some(Phase::Accepted | Phase::Started) => th.good(),
@@ -375,9 +501,16 @@ impl PoolView {
         f.render_stateful_widget(table, area, &mut state);
     }
 
-    fn draw_story(&self, f: &mut Frame, area: Rect, cx: &Ctx, pool: &PoolSnapshot) {
+    fn draw_story(
+        &self,
+        f: &mut Frame,
+        area: Rect,
+        cx: &Ctx,
+        pool: &PoolSnapshot,
+        jobs: &[&CoordJobRow],
+    ) {
         let th = &cx.theme;
-        let text = match pool.jobs().nth(self.index) {
+        let text = match jobs.get(self.index) {
             Some(j) => Line::raw(story(pool, j, cx.snap.now)),
             None => Line::styled("no job queued in the pool", th.quiet()),
         };

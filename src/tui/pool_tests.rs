@@ -317,3 +317,67 @@ fn a_coordinators_header_says_coordinator_hosts_up_and_leases() {
         .to_string();
     assert!(head.contains("coordinator up  hosts up"), "{head}");
 }
+
+/// Issue 50: at fifty hosts the pane stays usable. The hosts' title sums up the whole
+/// pool, `/` on this pane filters its hosts and jobs (Enter keeps, Esc clears) and `s`
+/// orders the hosts.
+#[test]
+fn at_fifty_hosts_a_summary_a_filter_and_a_sort_keep_the_pane_usable() {
+    let s = SqliteStore::open_in_memory().unwrap();
+    let mut rows = Vec::new();
+    for i in 0..50 {
+        let name = format!("node-{i:02}");
+        s.coord_add_host(&name, &[i as u8; 32], NOW).unwrap();
+        let mut h = host(&name, i % 10 != 9, (i % 8) as u32, 0);
+        h.binary_version = Some(if i < 3 { "1.1.0" } else { "1.0.0" }.into());
+        // The view lists the connected hosts; the rest are down.
+        if h.connected {
+            rows.push(h);
+        }
+    }
+    let runners: u32 = rows.iter().map(|h| 8 - h.free.unwrap()).sum();
+    let jobs = [job("2001", Phase::Accepted, Some("node-01"), 30)];
+    s.coord_put_view(&rows, &jobs).unwrap();
+    let mut app = app_of(&s);
+    app.key(KeyCode::Char('8').into());
+    let drawn = screen(&app, 160, 48);
+    assert!(
+        drawn.contains(&format!(
+            "Pool: hosts 45 up, 5 down, 0 draining · runners {runners}/360 · leases 1 open"
+        )),
+        "{drawn}"
+    );
+    for c in "/1.1.0".chars() {
+        app.key(KeyCode::Char(c).into());
+    }
+    app.key(KeyCode::Enter.into());
+    let drawn = screen(&app, 160, 48);
+    for (name, shown) in [("node-00", true), ("node-02", true), ("node-03", false)] {
+        assert_eq!(drawn.contains(name), shown, "{name}: {drawn}");
+    }
+    assert!(drawn.contains("/1.1.0 3 of 50"), "{drawn}");
+    // Typed text is the filter's, not a key: `s` above did not sort.
+    assert_eq!(app.pool.sort, 0);
+    app.key(KeyCode::Esc.into());
+    app.key(KeyCode::Char('s').into());
+    app.key(KeyCode::Char('s').into());
+    let drawn = screen(&app, 160, 48);
+    assert!(drawn.contains("· by version"), "{drawn}");
+    let at = |v: &str| {
+        drawn
+            .lines()
+            .position(|l| l.contains("node-") && l.contains(v))
+    };
+    // The newest may be past the pane's half; the oldest come first.
+    let old = at("1.0.0").expect("a 1.0.0 host shown");
+    assert!(
+        at("1.1.0").is_none_or(|new| old < new),
+        "oldest first: {drawn}"
+    );
+    assert!(
+        app.help_lines()
+            .iter()
+            .any(|(k, h)| k == "s" && h.starts_with("sort hosts")),
+        "the help lists the pane's sort key"
+    );
+}

@@ -276,3 +276,103 @@ fn a_coordinator_ca_file_is_refused_unless_it_holds_pem_certificates() {
     assert!(host_json(&d)["coordinator_ca_file"].is_null());
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Issue 50, item 3: `coordinator hosts` and `leases` at fifty hosts: a line that sums
+/// up the pool over the table, `--sort FIELD` and `--filter TEXT`, each host's binary
+/// version beside its protocol's; a field that is not one exits 2 naming every field,
+/// and changes nothing.
+#[test]
+fn fifty_hosts_are_summed_up_sorted_and_filtered() {
+    use runner_manager::domain::job_phase::Phase;
+    use runner_manager::store::{CoordHostRow, CoordJobRow, SqliteStore};
+    let d = dir("fifty");
+    let store = SqliteStore::open(&d.join("state")).unwrap();
+    let mut up = Vec::new();
+    for i in 0..50u32 {
+        let name = format!("node-{i:02}");
+        store.coord_add_host(&name, &[i as u8; 32], 1).unwrap();
+        if i % 10 == 9 {
+            continue; // down
+        }
+        up.push(CoordHostRow {
+            name,
+            connected: true,
+            version: Some(3),
+            binary_version: Some(if i < 3 { "1.1.0" } else { "1.0.0" }.into()),
+            capacity: Some(4),
+            free: Some(i % 5),
+            draining: i == 4,
+            started: u64::from(i),
+            ..CoordHostRow::default()
+        });
+    }
+    let job = |key: &str, phase: Phase, host: Option<&str>, at: i64| CoordJobRow {
+        job_key: key.into(),
+        target: "pool".into(),
+        repo: "acme/app".into(),
+        name: format!("build {key}"),
+        queued_at: at,
+        phase: phase.into(),
+        host: host.map(String::from),
+        lease_id: host.map(|h| format!("lease-{h}")),
+        ..CoordJobRow::default()
+    };
+    let jobs = [
+        job("3003", Phase::Waiting, None, 30),
+        job("3001", Phase::Accepted, Some("node-01"), 10),
+        job("3002", Phase::Started, Some("node-07"), 20),
+    ];
+    store.coord_put_view(&up, &jobs).unwrap();
+    drop(store);
+
+    let (code, out, err) = rm(&d, &["coordinator", "hosts"]);
+    assert_eq!(code, 0, "{err}");
+    let first = out.lines().next().unwrap();
+    // 45 up, each 4 runners of capacity less its free (i % 5).
+    let runners: u32 = (0..50u32).filter(|i| i % 10 != 9).map(|i| 4 - i % 5).sum();
+    assert_eq!(
+        first,
+        format!(
+            "hosts 45 up, 5 down, 1 draining · runners {runners}/180 · leases 1 open · \
+             jobs 1 waiting, 1 started"
+        )
+    );
+    assert!(out.contains("VERSION") && out.contains("PROTO"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("node-")).count(), 50);
+
+    let (code, out, _) = rm(&d, &["coordinator", "hosts", "--filter", "1.1.0"]);
+    assert_eq!(code, 0);
+    let names: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("node-"))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(names, ["node-00", "node-01", "node-02"], "{out}");
+    assert!(out.contains("showing 3 of 50"), "{out}");
+    let (_, out, _) = rm(&d, &["coordinator", "hosts", "--filter", "down"]);
+    assert_eq!(out.lines().filter(|l| l.starts_with("node-")).count(), 5);
+
+    let (_, out, _) = rm(&d, &["--json", "coordinator", "hosts", "--sort", "started"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["name"], "node-48", "most started first");
+    assert_eq!(v[0]["binary_version"], "1.0.0");
+    assert_eq!(v[0]["version"], 3);
+
+    let (_, out, _) = rm(&d, &["--json", "coordinator", "leases", "--sort", "queued"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["job_key"], "3001");
+    let (_, out, _) = rm(&d, &["coordinator", "leases", "--filter", "node-07"]);
+    assert!(out.starts_with("hosts 45 up"), "{out}");
+    assert!(out.contains("3002") && !out.contains("3001"), "{out}");
+
+    let before = std::fs::read(d.join("state/state.db")).unwrap();
+    for cmd in ["hosts", "leases"] {
+        let (code, out, err) = rm(&d, &["coordinator", cmd, "--sort", "speed"]);
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+        assert!(
+            err.contains("--sort") && err.contains("unknown field \"speed\": sort by one of"),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(d.join("state/state.db")).unwrap(), before);
+}

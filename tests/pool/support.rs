@@ -72,6 +72,9 @@ pub struct Host {
     pub dir: PathBuf,
     /// `daemon --fallback-grace`, in seconds.
     pub fallback_grace: u32,
+    /// The binary its daemon runs: this build's unless a test put another in place
+    /// (an upgrade, host by host).
+    pub bin: PathBuf,
     daemon: Option<Child>,
     runs: u32,
 }
@@ -92,7 +95,7 @@ impl Host {
         } else {
             Stdio::from(log.try_clone().unwrap())
         };
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(&self.bin)
             .arg("--state-dir")
             .arg(&self.dir)
             .args([
@@ -293,6 +296,7 @@ impl Pool {
             hosts.push(Host {
                 dir,
                 fallback_grace: 3,
+                bin: PathBuf::from(BIN),
                 daemon: None,
                 runs: 0,
             });

@@ -451,6 +451,38 @@ pub mod coordinator_serve {
     );
 }
 
+/// `coordinator hosts`.
+pub mod coordinator_hosts {
+    use super::{Opt, opt};
+
+    pub const SORT: Opt = opt(
+        "--sort",
+        "FIELD",
+        "Order by name (default), state, version, free, leases, started, refusals or seen (counts largest first)",
+    );
+    pub const FILTER: Opt = opt(
+        "--filter",
+        "TEXT",
+        "Only hosts with every word of TEXT in their name, state (up, down, draining), version, profiles or last refusal",
+    );
+}
+
+/// `coordinator leases`.
+pub mod coordinator_leases {
+    use super::{Opt, opt};
+
+    pub const SORT: Opt = opt(
+        "--sort",
+        "FIELD",
+        "Order by queued (default, oldest first), job, target, phase, host or expires",
+    );
+    pub const FILTER: Opt = opt(
+        "--filter",
+        "TEXT",
+        "Only jobs with every word of TEXT in their key, target, repository, name, phase, host, profile, lease, runner or labels",
+    );
+}
+
 /// `coordinator host add`.
 pub mod coordinator_host_add {
     use super::{Opt, opt};

@@ -1,9 +1,10 @@
 //! The table itself: the global options and every command with its options, in the order `--help` lists them.
 
 use super::opts::{
-    apply, attempts, coordinator_host_add, coordinator_serve, daemon, demo, drain, global,
-    profile_add, profile_set, runner_install, service_install, service_status, service_uninstall,
-    sim_github, sim_job_add, target_add, update, usage,
+    apply, attempts, coordinator_host_add, coordinator_hosts, coordinator_leases,
+    coordinator_serve, daemon, demo, drain, global, profile_add, profile_set, runner_install,
+    service_install, service_status, service_uninstall, sim_github, sim_job_add, target_add,
+    update, usage,
 };
 use super::{Command, CommandId, Opt};
 
@@ -343,18 +344,18 @@ pub const COMMANDS: &[Command] = &[
     Command {
         id: CommandId::CoordinatorHosts,
         path: &["coordinator", "hosts"],
-        args: "",
+        args: "[--sort FIELD] [--filter TEXT]",
         positionals: (0, Some(0)),
-        about: "The pool's hosts and what each last reported",
-        options: &[],
+        about: "The pool's hosts and what each last reported, under a line that sums up the pool",
+        options: &[coordinator_hosts::SORT, coordinator_hosts::FILTER],
     },
     Command {
         id: CommandId::CoordinatorLeases,
         path: &["coordinator", "leases"],
-        args: "",
+        args: "[--sort FIELD] [--filter TEXT]",
         positionals: (0, Some(0)),
-        about: "The jobs the coordinator tracks, with their lease, host and phase",
-        options: &[],
+        about: "The jobs the coordinator tracks, with their lease, host and phase, under a line that sums up the pool",
+        options: &[coordinator_leases::SORT, coordinator_leases::FILTER],
     },
     Command {
         id: CommandId::CoordinatorUsage,

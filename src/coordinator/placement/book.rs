@@ -115,6 +115,7 @@ impl Placement {
                     state,
                     refused: BTreeMap::new(),
                     placements: r.placements,
+                    seen_at: now,
                 },
             );
         }

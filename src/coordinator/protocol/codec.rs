@@ -94,6 +94,7 @@ impl HostMsg {
                 for s in [&mut hh.id, &mut hh.name, &mut hh.os, &mut hh.arch] {
                     escape_controls(s);
                 }
+                hh.binary_version.iter_mut().for_each(escape_controls);
                 for t in &mut h.targets {
                     for s in [&mut t.name, &mut t.scope, &mut t.api_url] {
                         escape_controls(s);
@@ -148,6 +149,7 @@ impl HostMsg {
             HostMsg::Hello(h) => {
                 let hh = &h.host;
                 strs(&[&hh.id, &hh.name, &hh.os, &hh.arch])?;
+                opt(&hh.binary_version)?;
                 count("targets", h.targets.len(), MAX_TARGETS)?;
                 count("profiles", h.profiles.len(), MAX_PROFILES)?;
                 for t in &h.targets {

@@ -313,6 +313,41 @@ fn versions() {
     assert_eq!(negotiate(2), Some(2));
     assert_eq!(negotiate(1), None);
     assert!(is_directable(3) && !is_directable(2));
+    // The host's side: it stays with a coordinator that answered a version it speaks,
+    // and says why it leaves one it does not.
+    assert_eq!(host_accepts(3), Ok(()));
+    assert_eq!(host_accepts(2), Ok(()));
+    for v in [1, 4] {
+        let e = host_accepts(v).unwrap_err();
+        assert!(
+            e.contains(&format!("protocol version {v}")) && e.contains("this host speaks 2-3"),
+            "{e}"
+        );
+    }
+}
+
+/// A host's `hello` says its binary's version beside the protocol's; an older host's
+/// has none (the field is optional both ways), and a host's text is escaped.
+#[test]
+fn hello_carries_the_binary_version_optionally_escaped_and_bounded() {
+    let HostMsg::Hello(mut h) = hello(3) else {
+        unreachable!()
+    };
+    let old = HostMsg::Hello(h.clone()).encode();
+    assert!(!old.contains("binary_version"), "{old}");
+    let Ok(HostMsg::Hello(back)) = HostMsg::decode(&old) else {
+        panic!("an older host's hello refused");
+    };
+    assert_eq!(back.host.binary_version, None);
+    h.host.binary_version = Some("0.9.1\u{1b}[2J".into());
+    let Ok(HostMsg::Hello(back)) = HostMsg::decode(&HostMsg::Hello(h.clone()).encode()) else {
+        panic!("a hello with a binary version refused");
+    };
+    let v = back.host.binary_version.unwrap();
+    assert!(v.starts_with("0.9.1") && !v.contains('\u{1b}'), "{v}");
+    h.host.binary_version = Some("9".repeat(MAX_STR + 1));
+    let e = HostMsg::decode(&HostMsg::Hello(h).encode()).unwrap_err();
+    assert!(matches!(e, FrameError::OutOfBounds(_)), "{e}");
 }
 
 fn usage_row(day: i64, name: &str) -> UsageReport {

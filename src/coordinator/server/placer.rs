@@ -24,23 +24,7 @@ pub(super) fn placer(
     tokens: Arc<dyn TokenBook>,
     log: LogFn,
 ) {
-    let store = dir.and_then(|d| match SqliteStore::open(&d) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            log(&format!("no live view: {e}"));
-            None
-        }
-    });
-    // Before any event: what the last life placed is taken up, not placed again.
-    if let Some(s) = &store {
-        match s.coord_jobs() {
-            Ok(rows) => {
-                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
-                p.restore(&rows, now_millis());
-            }
-            Err(e) => log(&format!("the last life's jobs are not readable: {e}")),
-        }
-    }
+    let store = open_and_take_up(&placement, dir, &log);
     let mut outs: BTreeMap<ConnId, ConnOut> = BTreeMap::new();
     let ticker = tick(every);
     let mut dirty = true;
@@ -49,7 +33,7 @@ pub(super) fn placer(
     let mut relay = OwnerRelay::default();
     let mut waits: BTreeMap<String, Option<&'static str>> = BTreeMap::new();
     loop {
-        let now = now_millis();
+        let mut now = now_millis();
         if now >= next_trim {
             next_trim = now + crate::alloc::TRIM_EVERY_MS;
             crate::alloc::trim();
@@ -57,9 +41,13 @@ pub(super) fn placer(
         if let Some(u) = &mut usage {
             u.prune_when_due(now, &log);
         }
+        // When the event came: the launches it makes are timed from here.
+        let came: std::time::Instant;
         let actions = select! {
             recv(stop) -> _ => break,
             recv(ticker) -> _ => {
+                came = std::time::Instant::now();
+                now = now_millis();
                 if dirty {
                     if let Some(s) = &store {
                         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
@@ -76,6 +64,9 @@ pub(super) fn placer(
             }
             recv(events) -> ev => {
                 let Ok(ev) = ev else { break };
+                // Decided on the event's time, not the loop's start before the wait.
+                came = std::time::Instant::now();
+                now = now_millis();
                 dirty = true;
                 let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
                 match ev {
@@ -118,18 +109,10 @@ pub(super) fn placer(
                 log(&format!("writing the live view: {e}"));
             }
         }
-        for a in actions {
-            let (conn, out) = match a {
-                Action::Send(c, m) => (c, Out::Frame(m)),
-                Action::Close(c, CloseWhy::Replaced) => (c, Out::Close(Closing::Replaced)),
-                Action::Close(c, CloseWhy::UnsupportedVersion(v)) => {
-                    (c, Out::Close(Closing::Unsupported(v)))
-                }
-            };
-            if let Some(c) = outs.get(&conn) {
-                let _ = c.out.send(out);
-                c.waker.wake();
-            }
+        let sent = hand_over(actions, &outs);
+        if !sent.is_empty() {
+            let p = placement.lock().unwrap_or_else(|p| p.into_inner());
+            log_launches(&p, &outs, &sent, came.elapsed(), &log);
         }
     }
     for c in outs.values() {
@@ -140,6 +123,57 @@ pub(super) fn placer(
         let p = placement.lock().unwrap_or_else(|p| p.into_inner());
         let _ = s.coord_put_view(&[], &p.book_rows(now_millis()));
     }
+}
+
+/// The live view's store, if `dir` is given and opens, with what the last life placed
+/// taken up (before any event), not placed again.
+fn open_and_take_up(
+    placement: &Mutex<Placement>,
+    dir: Option<PathBuf>,
+    log: &LogFn,
+) -> Option<SqliteStore> {
+    let store = dir.and_then(|d| match SqliteStore::open(&d) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            log(&format!("no live view: {e}"));
+            None
+        }
+    });
+    if let Some(s) = &store {
+        match s.coord_jobs() {
+            Ok(rows) => {
+                let mut p = placement.lock().unwrap_or_else(|p| p.into_inner());
+                p.restore(&rows, now_millis());
+            }
+            Err(e) => log(&format!("the last life's jobs are not readable: {e}")),
+        }
+    }
+    store
+}
+
+/// Hands each action to its connection, and returns the launches sent (job, host).
+fn hand_over(actions: Vec<Action>, outs: &BTreeMap<ConnId, ConnOut>) -> Vec<(String, ConnId)> {
+    let sent = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send(c, CoordMsg::Launch(l)) => Some((l.job_key.clone(), *c)),
+            _ => None,
+        })
+        .collect();
+    for a in actions {
+        let (conn, out) = match a {
+            Action::Send(c, m) => (c, Out::Frame(m)),
+            Action::Close(c, CloseWhy::Replaced) => (c, Out::Close(Closing::Replaced)),
+            Action::Close(c, CloseWhy::UnsupportedVersion(v)) => {
+                (c, Out::Close(Closing::Unsupported(v)))
+            }
+        };
+        if let Some(c) = outs.get(&conn) {
+            let _ = c.out.send(out);
+            c.waker.wake();
+        }
+    }
+    sent
 }
 
 /// Logs when a target's starts begin to wait for its credential's limits (and why),
@@ -169,6 +203,30 @@ fn say_credit_waits(
             Some(w) => log(&format!("starts of {t} wait: {}", w.describe())),
             None => log(&format!("starts of {t} resume: the credential has room")),
         }
+    }
+}
+
+/// One line per launch handed to its connection: the job, the host, how long since the
+/// queue read first showed the job (waits for room included) and how long the placer
+/// took from the event that placed it (placing, the store's write, the hand-over).
+fn log_launches(
+    p: &Placement,
+    outs: &BTreeMap<ConnId, ConnOut>,
+    sent: &[(String, ConnId)],
+    pass: Duration,
+    log: &LogFn,
+) {
+    let now = now_millis();
+    for (key, conn) in sent {
+        let (Some(job), Some(c)) = (p.jobs().get(key), outs.get(conn)) else {
+            continue;
+        };
+        log(&format!(
+            "launch_sent job={key} host={} after_seen_ms={} pass_ms={:.1}",
+            c.name,
+            now - job.seen_at,
+            pass.as_secs_f64() * 1000.0
+        ));
     }
 }
 
@@ -297,6 +355,7 @@ pub(super) fn write_view(s: &SqliteStore, p: &Placement, now: Millis) -> crate::
             meters: h.meters.clone(),
             last_refusal: h.last_refusal.as_ref().map(|(why, _)| why.clone()),
             last_refusal_at: h.last_refusal.as_ref().map(|(_, at)| *at),
+            binary_version: h.hello.host.binary_version.clone(),
             ..Default::default()
         })
         .collect();

@@ -60,6 +60,7 @@ pub fn hello(store: &dyn Store) -> Result<Hello, StoreError> {
             os: host.os.clone(),
             arch: host.arch.clone(),
             capacity: host.capacity,
+            binary_version: Some(crate::version::version()),
         },
         targets,
         profiles,
