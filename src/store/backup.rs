@@ -50,7 +50,7 @@ impl SqliteStore {
                 .to_str()
                 .ok_or_else(|| io(&tmp, std::io::Error::other("the path is not valid UTF-8")))?;
             self.wrap(
-                self.connection()?
+                self.connection()
                     .execute("VACUUM INTO ?1", [name])
                     .map_err(Into::into),
             )?;

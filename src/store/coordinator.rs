@@ -154,7 +154,7 @@ impl SqliteStore {
     /// Allows a host to connect with the token whose SHA-256 is `token_hash`.
     /// Refused with `Exists` when the name is taken.
     pub fn coord_add_host(&self, name: &str, token_hash: &[u8], now: Millis) -> Result<()> {
-        let n = self.connection()?.execute(
+        let n = self.connection().execute(
             "INSERT OR IGNORE INTO coord_hosts (name, token_hash, created_at) VALUES (?1, ?2, ?3)",
             params![name, token_hash, now],
         )?;
@@ -171,7 +171,7 @@ impl SqliteStore {
     /// connection at its next tick.
     pub fn coord_remove_host(&self, name: &str) -> Result<()> {
         let n = self
-            .connection()?
+            .connection()
             .execute("DELETE FROM coord_hosts WHERE name = ?1", params![name])?;
         if n == 0 {
             return Err(StoreError::NotFound {
@@ -185,14 +185,14 @@ impl SqliteStore {
     /// Every host's name and token hash, for the handshake.
     pub fn coord_token_hashes(&self) -> Result<Vec<(String, Vec<u8>)>> {
         let mut st = self
-            .connection()?
+            .connection()
             .prepare_cached("SELECT name, token_hash FROM coord_hosts ORDER BY name")?;
         let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
     pub fn coord_hosts(&self) -> Result<Vec<CoordHostRow>> {
-        let mut st = self.connection()?.prepare_cached(&format!(
+        let mut st = self.connection().prepare_cached(&format!(
             "SELECT {HOST_COLUMNS} FROM coord_hosts ORDER BY name"
         ))?;
         let rows = st.query_map([], host_row)?;
@@ -201,7 +201,7 @@ impl SqliteStore {
 
     pub fn coord_host(&self, name: &str) -> Result<Option<CoordHostRow>> {
         Ok(self
-            .connection()?
+            .connection()
             .query_row(
                 &format!("SELECT {HOST_COLUMNS} FROM coord_hosts WHERE name = ?1"),
                 params![name],
@@ -212,7 +212,7 @@ impl SqliteStore {
 
     /// The tracked jobs, oldest queued first.
     pub fn coord_jobs(&self) -> Result<Vec<CoordJobRow>> {
-        let mut st = self.connection()?.prepare_cached(&format!(
+        let mut st = self.connection().prepare_cached(&format!(
             "SELECT {JOB_COLUMNS} FROM coord_jobs ORDER BY queued_at, job_key"
         ))?;
         let rows = st.query_map([], job_row)?;
@@ -223,7 +223,7 @@ impl SqliteStore {
     /// (hosts not listed are marked disconnected, their last report kept) and the
     /// whole job table.
     pub fn coord_put_view(&self, connected: &[CoordHostRow], jobs: &[CoordJobRow]) -> Result<()> {
-        let tx = write_tx(self.connection()?)?;
+        let tx = write_tx(self.connection())?;
         tx.execute("UPDATE coord_hosts SET connected = 0, open_leases = 0", [])?;
         {
             let mut up = tx.prepare_cached(
@@ -371,7 +371,6 @@ mod tests {
         s.coord_put_view(&[], &jobs).unwrap();
         assert_eq!(s.coord_jobs().unwrap(), jobs);
         s.connection()
-            .unwrap()
             .execute(
                 "UPDATE coord_jobs SET phase = 'parked' WHERE job_key = '0'",
                 [],

@@ -30,7 +30,7 @@ impl SqliteStore {
             .map(|g| {
                 ring::digest::digest(&ring::digest::SHA256, g.as_bytes()).as_ref()[..16].to_vec()
             });
-        let c = self.connection()?;
+        let c = self.connection();
         let first = (|| -> Result<bool> {
             let tx = rows::write_tx(c)?;
             tx.prepare_cached("DELETE FROM webhook_deliveries WHERE seen_at < ?1")?
@@ -56,7 +56,7 @@ impl SqliteStore {
     /// How many deliveries are remembered (for tests and benchmarks).
     pub fn deliveries_kept(&self) -> Result<u64> {
         let n: i64 =
-            self.connection()?
+            self.connection()
                 .query_row("SELECT count(*) FROM webhook_deliveries", [], |r| r.get(0))?;
         Ok(n as u64)
     }

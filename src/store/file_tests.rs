@@ -119,7 +119,6 @@ fn foreign_and_corrupt_files_are_refused_untouched() {
         let d = f.parent().unwrap();
         let s = SqliteStore::open(d).unwrap();
         s.connection()
-            .unwrap()
             .execute_batch(
                 "CREATE TABLE filler (x BLOB);
                  WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
@@ -223,7 +222,6 @@ fn a_reset_wal_is_truncated_to_its_limit() {
     let s = SqliteStore::open(&d.0).unwrap();
     let limit: i64 = s
         .connection()
-        .unwrap()
         .query_row("PRAGMA journal_size_limit", [], |r| r.get(0))
         .unwrap();
     assert_eq!(limit as u64, super::sqlite::WAL_SIZE_LIMIT);
@@ -318,48 +316,4 @@ fn an_outside_sqlite3_reader_leaves_the_open_connections_their_wal() {
     for k in ["before", "from-b", "after", "after-b"] {
         assert_eq!(c.kv_get(k).unwrap().as_deref(), Some("1"), "{k} was lost");
     }
-}
-
-#[test]
-fn a_store_rested_while_idle_closes_its_connection_and_opens_it_again_as_it_was() {
-    use std::time::{Duration, Instant};
-    let d = TempDir::new("rest");
-    let mut s = SqliteStore::open(&d.0).unwrap();
-    s.keep_small(64, 6).unwrap();
-    s.kv_put("k", "v").unwrap();
-    let t0 = Instant::now();
-    // The first rest, and one soon after it: a busy owner's store stays open.
-    s.rest_at(t0);
-    assert!(!s.is_open(), "a first rest finds its owner idle");
-    assert_eq!(s.kv_get("k").unwrap().as_deref(), Some("v"));
-    assert!(s.is_open(), "the next call opens it again");
-    s.rest_at(t0 + Duration::from_millis(300));
-    assert!(
-        s.is_open(),
-        "rested again within a second: its owner is busy"
-    );
-    s.rest_at(t0 + Duration::from_millis(2_300));
-    assert!(!s.is_open(), "rested after two seconds: its owner is idle");
-    // Opened again with the settings it had: another connection's write is seen,
-    // foreign keys are enforced and the page cache is the kept-small one.
-    let other = SqliteStore::open(&d.0).unwrap();
-    other.kv_put("k", "w").unwrap();
-    assert_eq!(s.kv_get("k").unwrap().as_deref(), Some("w"));
-    let c = s.connection().unwrap();
-    let pragma = |p: &str| -> i64 {
-        c.query_row(&format!("PRAGMA {p}"), [], |r| r.get(0))
-            .unwrap()
-    };
-    assert_eq!(pragma("cache_size"), -64);
-    assert_eq!(pragma("foreign_keys"), 1);
-    assert_eq!(pragma("synchronous"), 1, "NORMAL");
-}
-
-#[test]
-fn an_in_memory_store_is_never_closed_by_a_rest() {
-    let mut s = SqliteStore::open_in_memory().unwrap();
-    s.kv_put("k", "v").unwrap();
-    s.rest();
-    assert!(s.is_open());
-    assert_eq!(s.kv_get("k").unwrap().as_deref(), Some("v"));
 }

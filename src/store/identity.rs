@@ -139,7 +139,7 @@ fn reidentify(
 impl SqliteStore {
     /// Records `machine_id` as the host id's machine.
     pub fn keep_machine_id(&self, machine_id: &str) -> Result<()> {
-        self.wrap(keep(self.connection()?, machine_id))
+        self.wrap(keep(self.connection(), machine_id))
     }
 
     /// Gives the host a new random id, drawn on `machine_id`, in one transaction (see
@@ -147,7 +147,7 @@ impl SqliteStore {
     /// daemon lock, so no daemon acts on the books meanwhile.
     pub fn reidentify(&self, machine_id: Option<&str>, now: Millis) -> Result<Reidentified> {
         let new_id = random_host_id()?;
-        self.wrap(reidentify(self.connection()?, &new_id, machine_id, now))
+        self.wrap(reidentify(self.connection(), &new_id, machine_id, now))
     }
 }
 

@@ -197,25 +197,25 @@ impl super::SqliteStore {
     /// Whether another lost job's row holds the job `r` now names: the job was lost
     /// before (`reconcile::rerun::lost_before`).
     pub fn rerun_identity_taken(&self, r: &Rerun) -> Result<bool> {
-        self.wrap(identity_taken(self.connection()?, r))
+        self.wrap(identity_taken(self.connection(), r))
     }
 
     /// The target's lost jobs waiting whose time has come, the oldest first (at most
     /// [`DUE_AT_ONCE`]).
     pub fn reruns_due(&self, target: &str, now: Millis) -> Result<Vec<Rerun>> {
-        self.wrap(due(self.connection()?, target, now))
+        self.wrap(due(self.connection(), target, now))
     }
 
     /// When the target's first waiting lost job is due, if one waits.
     pub fn first_rerun_due(&self, target: &str) -> Result<Option<Millis>> {
-        self.wrap(first_due(self.connection()?, target))
+        self.wrap(first_due(self.connection(), target))
     }
 
     /// Writes what became of lost jobs, in one transaction; a job re-run is added to
     /// its attempt's usage roll-up row (`reruns`) in the same one. Each row settles
     /// once, so it is counted once.
     pub fn put_reruns(&self, rs: &[Rerun]) -> Result<()> {
-        let tx = rows::write_tx(self.connection()?)?;
+        let tx = rows::write_tx(self.connection())?;
         for r in rs {
             put(&tx, r)?;
             if r.state == RerunState::Rerun {
@@ -234,7 +234,7 @@ impl super::SqliteStore {
 
     /// When a profile's re-runs were asked for, since `since`.
     pub fn reruns_asked_since(&self, profile: &str, since: Millis) -> Result<Vec<Millis>> {
-        self.wrap(asked_since(self.connection()?, profile, since))
+        self.wrap(asked_since(self.connection(), profile, since))
     }
 }
 

@@ -12,12 +12,11 @@ use crate::domain::rollup::Day;
 use crate::domain::{Attempt, Host, ScalePolicy, Target};
 use crate::timefmt::Millis;
 use rusqlite::{Connection, OpenFlags};
-use std::cell::{Cell, OnceCell};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The store's file name inside the state directory.
 pub const DB_FILE: &str = "state.db";
@@ -54,28 +53,13 @@ pub(super) static LOCK_WAITS: std::sync::atomic::AtomicU64 = std::sync::atomic::
 pub const WAL_SIZE_LIMIT: u64 = 4 * 1024 * 1024;
 
 pub struct SqliteStore {
-    /// The connection while it is open: a file store's is closed by [`SqliteStore::rest`]
-    /// when its owner goes quiet, and opened again by the next call that needs it.
-    conn: OnceCell<Open>,
-    /// The file, or `:memory:` for an in-memory store (named in errors).
-    path: PathBuf,
-    /// What [`SqliteStore::keep_small`] set, set again on a connection opened anew.
-    small: Cell<Option<(u32, usize)>>,
-    /// When [`SqliteStore::rest`] was last called.
-    rested: Cell<Option<Instant>>,
-}
-
-/// An open connection and its count on the file.
-struct Open {
     conn: Connection,
     /// This connection counted on its file (`descriptors`); declared after `conn`, so
     /// it is dropped after the connection is closed.
     _counted: Counted,
+    /// The file, or `:memory:` for an in-memory store (named in errors).
+    path: PathBuf,
 }
-
-/// A store whose owner rests at least this long between two calls of
-/// [`SqliteStore::rest`] is idle, and closes its connection when it rests.
-const IDLE_AFTER: Duration = Duration::from_secs(1);
 
 impl SqliteStore {
     /// Opens the store in `state_dir`, creating the directory (mode 0700) and the file
@@ -117,7 +101,11 @@ impl SqliteStore {
                 .map_err(io(&path))
         })?;
         no_bulk_page_cache();
-        let conn = connect(&path)?;
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| schema::classify_open_error(e, &path))?;
         Self::setup(conn, counted, path, true)
     }
 
@@ -132,7 +120,18 @@ impl SqliteStore {
         )
     }
 
-    fn setup(conn: Connection, counted: Counted, path: PathBuf, wal: bool) -> Result<SqliteStore> {
+    fn setup(
+        mut conn: Connection,
+        counted: Counted,
+        path: PathBuf,
+        wal: bool,
+    ) -> Result<SqliteStore> {
+        conn.busy_handler(Some(wait_for_lock))?;
+        // Memory per connection, of which an idle daemon holds one per target loop
+        // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection;
+        // only before the first statement), and at most 512 kB of cached pages instead
+        // of 2 MB (below); a page read past that comes from the kernel's page cache.
+        no_lookaside(&conn);
         // Inspect before writing anything: a foreign or damaged file must stay as it is.
         let found = schema::inspect(&conn, &path)?;
         let classify = |e: rusqlite::Error| schema::classify_open_error(e, &path);
@@ -154,8 +153,20 @@ impl SqliteStore {
                     )),
                 });
             }
+            // NORMAL is durable across a process crash in WAL mode; a power loss may
+            // drop the last transactions, which the recovery pass closes.
+            conn.execute_batch("PRAGMA synchronous = NORMAL")
+                .map_err(classify)?;
+            // A checkpoint that resets the WAL truncates it to this, so the file does
+            // not keep the largest size a busy hour once gave it (issue 18's soak saw
+            // a 7.4 MB high-water mark that never came back).
+            conn.execute_batch(&format!("PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}"))
+                .map_err(classify)?;
         }
-        configure(&conn, wal, &path)?;
+        conn.execute_batch("PRAGMA foreign_keys = ON")
+            .map_err(classify)?;
+        conn.execute_batch("PRAGMA cache_size = -512")
+            .map_err(classify)?;
         let behind = match found {
             Found::Empty => true,
             Found::Ours(v) => v < schema::CURRENT_VERSION,
@@ -172,61 +183,10 @@ impl SqliteStore {
             })?;
         }
         Ok(SqliteStore {
-            conn: OnceCell::from(Open {
-                conn,
-                _counted: counted,
-            }),
-            path,
-            small: Cell::new(None),
-            rested: Cell::new(None),
-        })
-    }
-
-    /// The connection, opened again (with this store's settings) if [`Self::rest`]
-    /// closed it.
-    fn conn(&self) -> Result<&Connection> {
-        if let Some(open) = self.conn.get() {
-            return Ok(&open.conn);
-        }
-        // Never the process's first connection on the file (`open` made that one),
-        // so nothing to do before it.
-        let counted = descriptors::connect(&self.path, || Ok::<(), StoreError>(()))?;
-        let conn = connect(&self.path)?;
-        configure(&conn, true, &self.path)?;
-        if let Some((pages_kib, statements)) = self.small.get() {
-            small(&conn, pages_kib, statements)?;
-        }
-        let open = self.conn.get_or_init(|| Open {
             conn,
             _counted: counted,
-        });
-        Ok(&open.conn)
-    }
-
-    /// Between an owner's passes: a store rested again within [`IDLE_AFTER`] (its
-    /// owner is busy) gives back its cached pages ([`Self::release_memory`]); one
-    /// rested after a longer while (its owner is idle, such as a target loop polling
-    /// every few seconds) closes its connection, and the next call opens it again
-    /// (about a millisecond). An idle daemon held one connection per target loop, the
-    /// parsed schema and statements of each about 190 kB (issue 49, "Idle memory").
-    /// An in-memory store is never closed (it would lose its rows). A connection
-    /// opened again reads `data_version` afresh: an owner that watches it (the main
-    /// loop) must not rest.
-    pub fn rest(&mut self) {
-        self.rest_at(Instant::now());
-    }
-
-    /// [`Self::rest`] at `now`.
-    pub(super) fn rest_at(&mut self, now: Instant) {
-        let idle = self
-            .rested
-            .replace(Some(now))
-            .is_none_or(|last| now.duration_since(last) >= IDLE_AFTER);
-        if idle && self.path != Path::new(":memory:") {
-            self.conn.take();
-        } else {
-            self.release_memory();
-        }
+            path,
+        })
     }
 
     /// Keeps this connection small: at most `pages_kib` KiB of cached pages (512 by
@@ -235,8 +195,12 @@ impl SqliteStore {
     /// rows every pass and holds still between, as each target loop's does: an idle
     /// daemon holds one per target.
     pub fn keep_small(&self, pages_kib: u32, statements: usize) -> Result<()> {
-        self.small.set(Some((pages_kib, statements)));
-        self.wrap(small(self.conn()?, pages_kib, statements))
+        self.conn.set_prepared_statement_cache_capacity(statements);
+        self.wrap(
+            self.conn
+                .execute_batch(&format!("PRAGMA cache_size = -{pages_kib}"))
+                .map_err(Into::into),
+        )
     }
 
     /// Gives back the pages this connection caches and no statement holds
@@ -244,18 +208,11 @@ impl SqliteStore {
     /// them in the kernel's page cache (and in WAL mode re-reads any another
     /// connection wrote meanwhile anyway). Nothing else is freed.
     pub fn release_memory(&self) {
-        let Some(open) = self.conn.get() else { return };
         // SAFETY: the handle is this connection's own, used on this thread only;
         // the call frees only cache pages not in use.
         unsafe {
-            rusqlite::ffi::sqlite3_db_release_memory(open.conn.handle());
+            rusqlite::ffi::sqlite3_db_release_memory(self.conn.handle());
         }
-    }
-
-    /// Whether the connection is open now ([`Self::rest`] closes it).
-    #[cfg(test)]
-    pub(super) fn is_open(&self) -> bool {
-        self.conn.get().is_some()
     }
 
     /// The store's file (`:memory:` for an in-memory store).
@@ -266,7 +223,7 @@ impl SqliteStore {
     /// The schema version of the open store.
     pub fn schema_version(&self) -> Result<i64> {
         self.wrap(
-            self.conn()?
+            self.conn
                 .query_row("PRAGMA user_version", [], |r| r.get(0))
                 .map_err(Into::into),
         )
@@ -276,7 +233,7 @@ impl SqliteStore {
     /// most 20), for `doctor`.
     pub fn integrity_check(&self) -> Result<Vec<String>> {
         let run = || -> Result<Vec<String>> {
-            let mut stmt = self.conn()?.prepare("PRAGMA integrity_check(20)")?;
+            let mut stmt = self.conn.prepare("PRAGMA integrity_check(20)")?;
             let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
             let mut out = Vec::new();
             for r in rows {
@@ -293,19 +250,19 @@ impl SqliteStore {
     /// Opening reads only the schema, so a damaged page elsewhere is found only here.
     /// It reads every page once: a few milliseconds at 10,000 attempts (BENCHMARKS).
     pub fn check_sound(&self) -> Result<()> {
-        quick_check(self.conn()?, &self.path)
+        quick_check(&self.conn, &self.path)
     }
 
     /// The underlying connection, for the store's own modules and tests (query plans,
     /// raw inserts): private to `store`, so nothing outside it can write SQL.
-    pub(super) fn connection(&self) -> Result<&Connection> {
-        self.conn()
+    pub(super) fn connection(&self) -> &Connection {
+        &self.conn
     }
 
     /// Writes the made-up history `seed` describes, in one transaction: for benchmarks
     /// and tests that need a store with a long past, which only the store may write.
     pub fn seed_history(&self, seed: &super::HistorySeed) -> Result<()> {
-        self.wrap(ledger::seed_history(self.conn()?, seed))
+        self.wrap(ledger::seed_history(&self.conn, seed))
     }
 
     /// Every row of the store file at `db` with its table's name, each row as its
@@ -360,7 +317,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&SqliteStore) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        let tx = self.wrap(super::rows::write_tx(self.conn()?).map_err(StoreError::from))?;
+        let tx = self.wrap(super::rows::write_tx(&self.conn).map_err(StoreError::from))?;
         let out = f(self)?;
         self.wrap(tx.commit().map_err(StoreError::from))?;
         Ok(out)
@@ -373,52 +330,6 @@ impl SqliteStore {
             e => e,
         })
     }
-}
-
-/// Opens the store file's connection (read-write, SQLite's own mutex off: a
-/// connection is used by one thread), with its busy handler and without lookaside.
-fn connect(path: &Path) -> Result<Connection> {
-    let mut conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| schema::classify_open_error(e, path))?;
-    conn.busy_handler(Some(wait_for_lock))
-        .map_err(|e| schema::classify_open_error(e, path))?;
-    // Memory per connection, of which an idle daemon holds one per target loop
-    // (issue 32, "Idle"): no lookaside (SQLite sets 120 kB aside per connection;
-    // only before the first statement), and at most 512 kB of cached pages instead
-    // of 2 MB (`configure`); a page read past that comes from the kernel's page cache.
-    no_lookaside(&conn);
-    Ok(conn)
-}
-
-/// The settings every connection of ours gets, which last only as long as it does.
-fn configure(conn: &Connection, wal: bool, path: &Path) -> Result<()> {
-    let classify = |e: rusqlite::Error| schema::classify_open_error(e, path);
-    if wal {
-        // NORMAL is durable across a process crash in WAL mode; a power loss may
-        // drop the last transactions, which the recovery pass closes.
-        conn.execute_batch("PRAGMA synchronous = NORMAL")
-            .map_err(classify)?;
-        // A checkpoint that resets the WAL truncates it to this, so the file does
-        // not keep the largest size a busy hour once gave it (issue 18's soak saw
-        // a 7.4 MB high-water mark that never came back).
-        conn.execute_batch(&format!("PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}"))
-            .map_err(classify)?;
-    }
-    conn.execute_batch("PRAGMA foreign_keys = ON")
-        .map_err(classify)?;
-    conn.execute_batch("PRAGMA cache_size = -512")
-        .map_err(classify)?;
-    Ok(())
-}
-
-/// [`SqliteStore::keep_small`]'s settings on `conn`.
-fn small(conn: &Connection, pages_kib: u32, statements: usize) -> Result<()> {
-    conn.set_prepared_statement_cache_capacity(statements);
-    conn.execute_batch(&format!("PRAGMA cache_size = -{pages_kib}"))
-        .map_err(Into::into)
 }
 
 /// Turns off SQLite's bulk page-cache allocation, once per process, before its first
@@ -509,171 +420,171 @@ pub(super) fn random_host_id() -> Result<String> {
 
 impl Store for SqliteStore {
     fn host(&self) -> Result<Option<Host>> {
-        self.wrap(config::host(self.conn()?))
+        self.wrap(config::host(&self.conn))
     }
     fn host_or_create(&self) -> Result<Host> {
-        self.wrap(config::host_or_create(self.conn()?, random_host_id))
+        self.wrap(config::host_or_create(&self.conn, random_host_id))
     }
     fn update_host(&self, host: &Host) -> Result<()> {
-        self.wrap(config::update_host(self.conn()?, host))
+        self.wrap(config::update_host(&self.conn, host))
     }
     fn update_host_settings(&self, host: &Host, beside: &[(&str, Option<&str>)]) -> Result<()> {
-        self.wrap(config::update_host_settings(self.conn()?, host, beside))
+        self.wrap(config::update_host_settings(&self.conn, host, beside))
     }
     fn set_draining(&self, draining: bool) -> Result<()> {
-        self.wrap(config::set_draining(self.conn()?, draining))
+        self.wrap(config::set_draining(&self.conn, draining))
     }
     fn kept_machine_id(&self) -> Result<Option<String>> {
-        self.wrap(super::identity::kept(self.conn()?))
+        self.wrap(super::identity::kept(&self.conn))
     }
     fn add_target(&self, target: &Target) -> Result<()> {
-        self.wrap(config::add_target(self.conn()?, target))
+        self.wrap(config::add_target(&self.conn, target))
     }
     fn target(&self, name: &str) -> Result<Target> {
-        self.wrap(config::target(self.conn()?, name))
+        self.wrap(config::target(&self.conn, name))
     }
     fn targets(&self) -> Result<Vec<Target>> {
-        self.wrap(config::targets(self.conn()?))
+        self.wrap(config::targets(&self.conn))
     }
     fn update_target(&self, target: &Target) -> Result<()> {
-        self.wrap(config::update_target(self.conn()?, target))
+        self.wrap(config::update_target(&self.conn, target))
     }
     fn remove_target(&self, name: &str) -> Result<()> {
-        self.wrap(config::remove_target(self.conn()?, name))
+        self.wrap(config::remove_target(&self.conn, name))
     }
     fn add_profile(&self, profile: &ScalePolicy) -> Result<ScalePolicy> {
-        self.wrap(config::add_profile(self.conn()?, profile))
+        self.wrap(config::add_profile(&self.conn, profile))
     }
     fn profile(&self, name: &str) -> Result<ScalePolicy> {
-        self.wrap(config::profile(self.conn()?, name))
+        self.wrap(config::profile(&self.conn, name))
     }
     fn profiles(&self) -> Result<Vec<ScalePolicy>> {
-        self.wrap(config::profiles(self.conn()?))
+        self.wrap(config::profiles(&self.conn))
     }
     fn update_profile(&self, profile: &ScalePolicy, expected_revision: u64) -> Result<u64> {
         self.wrap(config::update_profile(
-            self.conn()?,
+            &self.conn,
             profile,
             expected_revision,
         ))
     }
     fn remove_profile(&self, name: &str) -> Result<()> {
-        self.wrap(config::remove_profile(self.conn()?, name))
+        self.wrap(config::remove_profile(&self.conn, name))
     }
     fn create_attempt(&self, new: &NewAttempt, now: Millis) -> Result<Attempt> {
-        self.wrap(ledger::create(self.conn()?, new, now))
+        self.wrap(ledger::create(&self.conn, new, now))
     }
     fn save_attempt(&self, attempt: &Attempt) -> Result<()> {
-        self.wrap(ledger::save(self.conn()?, attempt))
+        self.wrap(ledger::save(&self.conn, attempt))
     }
     fn set_lease(&self, attempt: i64, lease: &str) -> Result<()> {
-        self.wrap(ledger::set_lease(self.conn()?, attempt, lease))
+        self.wrap(ledger::set_lease(&self.conn, attempt, lease))
     }
     fn attempt(&self, id: i64) -> Result<Attempt> {
-        self.wrap(ledger::get(self.conn()?, id))
+        self.wrap(ledger::get(&self.conn, id))
     }
     fn attempts(&self, filter: &AttemptFilter) -> Result<Vec<Attempt>> {
-        self.wrap(ledger::list(self.conn()?, filter))
+        self.wrap(ledger::list(&self.conn, filter))
     }
     fn open_attempts(&self, host_id: &str) -> Result<Vec<Attempt>> {
-        self.wrap(ledger::open_of_host(self.conn()?, host_id))
+        self.wrap(ledger::open_of_host(&self.conn, host_id))
     }
     fn open_attempts_of_profile(&self, profile: &str) -> Result<Vec<Attempt>> {
-        self.wrap(ledger::open_of_profile(self.conn()?, profile))
+        self.wrap(ledger::open_of_profile(&self.conn, profile))
     }
     fn live_counts(&self) -> Result<BTreeMap<String, u32>> {
-        self.wrap(ledger::live_counts(self.conn()?))
+        self.wrap(ledger::live_counts(&self.conn))
     }
     fn prune_attempts(&self, before: Millis) -> Result<usize> {
-        self.wrap(ledger::prune(self.conn()?, before))
+        self.wrap(ledger::prune(&self.conn, before))
     }
     fn usage_rows(&self, from: Day, until: Day) -> Result<Vec<super::UsageRow>> {
-        self.wrap(usage::rows_between(self.conn()?, from, until, false))
+        self.wrap(usage::rows_between(&self.conn, from, until, false))
     }
     fn prune_usage(&self, before: Day) -> Result<usize> {
-        self.wrap(usage::prune(self.conn()?, before))
+        self.wrap(usage::prune(&self.conn, before))
     }
     fn rerun_of(&self, attempt: i64) -> Result<Option<crate::domain::rerun::Rerun>> {
-        self.wrap(super::reruns::of_attempt(self.conn()?, attempt))
+        self.wrap(super::reruns::of_attempt(&self.conn, attempt))
     }
     fn rerun_counts(&self, since: Millis) -> Result<Vec<(String, u64, u64)>> {
-        self.wrap(super::reruns::counts(self.conn()?, since))
+        self.wrap(super::reruns::counts(&self.conn, since))
     }
     fn recent_reruns(&self, limit: usize) -> Result<Vec<crate::domain::rerun::Rerun>> {
-        self.wrap(super::reruns::recent(self.conn()?, limit))
+        self.wrap(super::reruns::recent(&self.conn, limit))
     }
     fn put_profile_status(&self, status: &ProfileStatus) -> Result<()> {
-        self.wrap(live::put_profile_status(self.conn()?, status))
+        self.wrap(live::put_profile_status(&self.conn, status))
     }
     fn profile_statuses(&self) -> Result<Vec<ProfileStatus>> {
-        self.wrap(live::profile_statuses(self.conn()?))
+        self.wrap(live::profile_statuses(&self.conn))
     }
     fn put_target_status(&self, status: &TargetStatus) -> Result<()> {
-        self.wrap(live::put_target_status(self.conn()?, status))
+        self.wrap(live::put_target_status(&self.conn, status))
     }
     fn target_statuses(&self) -> Result<Vec<TargetStatus>> {
-        self.wrap(live::target_statuses(self.conn()?))
+        self.wrap(live::target_statuses(&self.conn))
     }
     fn put_session_status(&self, status: &SessionStatus) -> Result<()> {
-        self.wrap(live::put_session_status(self.conn()?, status))
+        self.wrap(live::put_session_status(&self.conn, status))
     }
     fn session_statuses(&self) -> Result<Vec<SessionStatus>> {
-        self.wrap(live::session_statuses(self.conn()?))
+        self.wrap(live::session_statuses(&self.conn))
     }
     fn delete_session_status(&self, profile: &str) -> Result<()> {
-        self.wrap(live::delete_session_status(self.conn()?, profile))
+        self.wrap(live::delete_session_status(&self.conn, profile))
     }
     fn put_heartbeat(&self, heartbeat: &Heartbeat) -> Result<()> {
-        self.wrap(live::put_heartbeat(self.conn()?, heartbeat))
+        self.wrap(live::put_heartbeat(&self.conn, heartbeat))
     }
     fn heartbeat(&self) -> Result<Option<Heartbeat>> {
-        self.wrap(live::heartbeat(self.conn()?))
+        self.wrap(live::heartbeat(&self.conn))
     }
     fn clear_heartbeat(&self) -> Result<()> {
-        self.wrap(live::clear_heartbeat(self.conn()?))
+        self.wrap(live::clear_heartbeat(&self.conn))
     }
     fn add_queue_samples(&self, samples: &[QueueSample]) -> Result<()> {
-        self.wrap(live::add_queue_samples(self.conn()?, samples))
+        self.wrap(live::add_queue_samples(&self.conn, samples))
     }
     fn queue_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<QueueSample>> {
-        self.wrap(live::queue_samples(self.conn()?, profile, since))
+        self.wrap(live::queue_samples(&self.conn, profile, since))
     }
     fn add_latency_sample(&self, sample: &LatencySample) -> Result<()> {
-        self.wrap(live::add_latency_sample(self.conn()?, sample))
+        self.wrap(live::add_latency_sample(&self.conn, sample))
     }
     fn latency_samples(&self, profile: Option<&str>, since: Millis) -> Result<Vec<LatencySample>> {
-        self.wrap(live::latency_samples(self.conn()?, profile, since))
+        self.wrap(live::latency_samples(&self.conn, profile, since))
     }
     fn prune_samples(&self, before: Millis) -> Result<usize> {
-        self.wrap(live::prune_samples(self.conn()?, before))
+        self.wrap(live::prune_samples(&self.conn, before))
     }
     fn put_live_meters(&self, meters: &[crate::meter::LiveMeter]) -> Result<()> {
-        self.wrap(meters::put(self.conn()?, meters))
+        self.wrap(meters::put(&self.conn, meters))
     }
     fn live_meters(&self) -> Result<BTreeMap<i64, crate::meter::LiveMeter>> {
-        self.wrap(meters::all(self.conn()?))
+        self.wrap(meters::all(&self.conn))
     }
     fn meter_points(&self, attempt: i64) -> Result<Vec<crate::meter::MeterPoint>> {
-        self.wrap(meters::ring(self.conn()?, attempt))
+        self.wrap(meters::ring(&self.conn, attempt))
     }
     fn etags(&self, target: &str) -> Result<Vec<StoredEtag>> {
-        self.wrap(etags::etags(self.conn()?, target))
+        self.wrap(etags::etags(&self.conn, target))
     }
     fn save_etags(&self, target: &str, changes: &[EtagChange]) -> Result<()> {
-        self.wrap(etags::save_etags(self.conn()?, target, changes))
+        self.wrap(etags::save_etags(&self.conn, target, changes))
     }
     fn kv_get(&self, key: &str) -> Result<Option<String>> {
-        self.wrap(live::kv_get(self.conn()?, key))
+        self.wrap(live::kv_get(&self.conn, key))
     }
     fn kv_put(&self, key: &str, value: &str) -> Result<()> {
-        self.wrap(live::kv_put(self.conn()?, key, value))
+        self.wrap(live::kv_put(&self.conn, key, value))
     }
     fn kv_delete(&self, key: &str) -> Result<()> {
-        self.wrap(live::kv_delete(self.conn()?, key))
+        self.wrap(live::kv_delete(&self.conn, key))
     }
     fn data_version(&self) -> Result<i64> {
         self.wrap(
-            self.conn()?
+            self.conn
                 .query_row("PRAGMA data_version", [], |r| r.get(0))
                 .map_err(Into::into),
         )

@@ -441,7 +441,6 @@ fn prune_removes_old_cleaned_attempts_with_their_events_and_never_reuses_ids() {
     assert_eq!(s.attempts(&AttemptFilter::default()).unwrap().len(), 2);
     let events: i64 = s
         .connection()
-        .unwrap()
         .query_row("SELECT count(*) FROM attempt_events", [], |r| r.get(0))
         .unwrap();
     assert_eq!(events, 2 * 2, "pruned attempts' events went too");
@@ -462,7 +461,6 @@ fn every_pass_reads_use_the_partial_indexes() {
     ] {
         let mut st = s
             .connection()
-            .unwrap()
             .prepare(&format!("EXPLAIN QUERY PLAN SELECT * FROM attempts {sql}"))
             .unwrap();
         let plan: Vec<String> = st
@@ -486,7 +484,6 @@ fn reasons_are_kept_as_data_beside_their_text_and_old_rows_read_back_leniently()
     s.save_attempt(&a).unwrap();
     let text: String = s
         .connection()
-        .unwrap()
         .query_row("SELECT reason FROM attempts WHERE id = ?1", [a.id], |r| {
             r.get(0)
         })
@@ -497,7 +494,6 @@ fn reasons_are_kept_as_data_beside_their_text_and_old_rows_read_back_leniently()
     );
     let parts: (String, String) = s
         .connection()
-        .unwrap()
         .query_row(
             "SELECT reason_kind, reason_detail FROM attempts WHERE id = ?1",
             [a.id],
@@ -512,7 +508,6 @@ fn reasons_are_kept_as_data_beside_their_text_and_old_rows_read_back_leniently()
     assert_eq!(s.attempt(a.id).unwrap().reason, Some(why.clone()));
     // The data wins over the text.
     s.connection()
-        .unwrap()
         .execute("UPDATE attempts SET reason = 'x' WHERE id = ?1", [a.id])
         .unwrap();
     assert_eq!(s.attempt(a.id).unwrap().reason, Some(why));
@@ -520,7 +515,6 @@ fn reasons_are_kept_as_data_beside_their_text_and_old_rows_read_back_leniently()
     // A row from before V18 (text only), in another build's words: read as `Other`,
     // shown and saved back unchanged.
     s.connection()
-        .unwrap()
         .execute(
             "UPDATE attempts SET reason = 'evicted by the scheduler', reason_kind = NULL, \
              reason_detail = NULL WHERE id = ?1",
@@ -569,7 +563,6 @@ fn status_words_are_typed_and_unknown_ones_kept() {
         Reported::Known(TargetMode::Fallback)
     );
     s.connection()
-        .unwrap()
         .execute_batch(
             "UPDATE profile_status SET limiting = 'queue_depth'; \
              UPDATE target_status SET mode = 'federated';",
@@ -761,7 +754,6 @@ fn session_rows_are_one_per_profile_overwritten_and_go_with_the_profile() {
     assert_eq!(s.session_statuses().unwrap().len(), 1);
     // A word another build wrote is kept as written.
     s.connection()
-        .unwrap()
         .execute("UPDATE scaleset_sessions SET phase = 'parked'", [])
         .unwrap();
     assert_eq!(
@@ -909,7 +901,6 @@ fn a_seeded_history_follows_the_ids_given_and_names_its_runners_as_the_store_doe
     }
     let events: i64 = s
         .connection()
-        .unwrap()
         .query_row("SELECT count(*) FROM attempt_events", [], |r| r.get(0))
         .unwrap();
     assert_eq!(

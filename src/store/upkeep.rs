@@ -17,7 +17,7 @@ impl SqliteStore {
     /// Every attempt id the store holds.
     pub fn attempt_ids(&self) -> Result<Vec<i64>> {
         let mut st = self
-            .connection()?
+            .connection()
             .prepare_cached("SELECT id FROM attempts")?;
         let ids = st.query_map([], |r| r.get(0))?;
         Ok(ids.collect::<rusqlite::Result<_>>()?)
@@ -27,7 +27,7 @@ impl SqliteStore {
     /// older ones after [`SqliteStore::make_reclaimable`]).
     pub fn reclaimable(&self) -> Result<bool> {
         let mode: i64 = self
-            .connection()?
+            .connection()
             .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))?;
         Ok(mode == INCREMENTAL)
     }
@@ -39,7 +39,7 @@ impl SqliteStore {
         if self.reclaimable()? {
             return Ok(false);
         }
-        self.connection()?
+        self.connection()
             .execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")?;
         Ok(true)
     }
@@ -48,10 +48,10 @@ impl SqliteStore {
     /// many were free before.
     pub fn reclaim(&self) -> Result<i64> {
         let free: i64 = self
-            .connection()?
+            .connection()
             .query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
         if free > 0 && self.reclaimable()? {
-            self.connection()?
+            self.connection()
                 .execute_batch(&format!("PRAGMA incremental_vacuum({RECLAIM_PAGES})"))?;
         }
         Ok(free)
@@ -97,14 +97,12 @@ mod tests {
         }
         assert_eq!(s.attempt_ids().unwrap().len(), 300);
         s.connection()
-            .unwrap()
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .unwrap();
         let full = disk_bytes(&d.0);
         assert!(s.prune_attempts(i64::MAX).unwrap() > 0);
         assert!(s.reclaim().unwrap() > 0, "pruned rows left free pages");
         s.connection()
-            .unwrap()
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .unwrap();
         let after = disk_bytes(&d.0);
@@ -113,7 +111,6 @@ mod tests {
 
         // A store from before: converted by one VACUUM, then reclaimable.
         s.connection()
-            .unwrap()
             .execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;")
             .unwrap();
         assert!(!s.reclaimable().unwrap());

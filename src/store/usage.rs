@@ -306,12 +306,12 @@ fn repos_by_cpu(c: &Connection, from: Day, limit: usize) -> Result<Vec<String>> 
 impl super::SqliteStore {
     /// Each repository's summed figures per day, for days `from` on.
     pub fn usage_by_day_and_repo(&self, from: Day) -> Result<Vec<(Day, String, UsageFigures)>> {
-        self.wrap(by_day_and_repo(self.connection()?, from))
+        self.wrap(by_day_and_repo(self.connection(), from))
     }
 
     /// At most `limit` repositories, by CPU used over days `from` on, the most first.
     pub fn usage_repos_by_cpu(&self, from: Day, limit: usize) -> Result<Vec<String>> {
-        self.wrap(repos_by_cpu(self.connection()?, from, limit))
+        self.wrap(repos_by_cpu(self.connection(), from, limit))
     }
 
     /// This host's roll-up rows for its coordinator ([`changed_after`]).
@@ -321,12 +321,12 @@ impl super::SqliteStore {
         from_day: Day,
         limit: usize,
     ) -> Result<Vec<(i64, UsageRow)>> {
-        self.wrap(changed_after(self.connection()?, after, from_day, limit))
+        self.wrap(changed_after(self.connection(), after, from_day, limit))
     }
 
     /// On a coordinator: its hosts' rows of days `from..=until`.
     pub fn coord_usage_rows(&self, from: Day, until: Day) -> Result<Vec<UsageRow>> {
-        self.wrap(rows_between(self.connection()?, from, until, true))
+        self.wrap(rows_between(self.connection(), from, until, true))
     }
 
     /// On a coordinator: a host's reported rows ([`put_reported`]).
@@ -337,11 +337,11 @@ impl super::SqliteStore {
         rows: &[UsageRow],
         upto: Option<i64>,
     ) -> Result<()> {
-        self.wrap(put_reported(self.connection()?, host, host_id, rows, upto))
+        self.wrap(put_reported(self.connection(), host, host_id, rows, upto))
     }
 
     /// On a coordinator: where a host's rows resume ([`resume_after`]).
     pub fn coord_usage_resume_after(&self, host: &str, host_id: &str) -> Result<i64> {
-        self.wrap(resume_after(self.connection()?, host, host_id))
+        self.wrap(resume_after(self.connection(), host, host_id))
     }
 }

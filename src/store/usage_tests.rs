@@ -159,7 +159,6 @@ fn a_migrated_store_does_not_roll_up_what_ended_before() {
     .unwrap();
     // Seeded rows stand for history written before V19: mark them as its migration does.
     s.connection()
-        .unwrap()
         .execute_batch("UPDATE attempts SET rolled_up = 1 WHERE ended_at IS NOT NULL")
         .unwrap();
     for a in s.attempts(&AttemptFilter::default()).unwrap() {
