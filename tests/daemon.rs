@@ -19,6 +19,7 @@ mod daemon {
     mod identity;
     mod labels;
     mod lifecycle;
+    mod malloc;
     mod meters;
     mod metrics;
     mod oci;

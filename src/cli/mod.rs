@@ -174,7 +174,21 @@ pub type CliResult = Result<(), CliError>;
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
     harden_process();
-    run(std::env::args_os().skip(1).collect())
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if long_lived(&args) && std::env::var_os("RUNNER_MANAGER_MALLOC_CACHES").is_none() {
+        // Returns only when the caches are off already (or cannot be turned off).
+        crate::alloc::without_thread_caches();
+    }
+    run(args)
+}
+
+/// Whether `args` run a process that lives for months (the daemon, a coordinator),
+/// whose malloc is tuned for memory held rather than speed (`alloc`).
+fn long_lived(args: &[OsString]) -> bool {
+    matches!(
+        parse::parse(args.to_vec()),
+        Ok(Parsed::Run(inv)) if matches!(inv.command.id, spec::CommandId::Daemon | spec::CommandId::CoordinatorServe)
+    )
 }
 
 /// What every command of the binary does first (not `run`, which tests call in their
