@@ -785,6 +785,26 @@ pub fn tab_at(titles: &[String], x: u16) -> Option<usize> {
     None
 }
 
+/// A key typed into a list's filter while it is being edited (`/`): characters and
+/// Backspace edit it, Ctrl-U clears it as a shell's line kill (no other Ctrl key
+/// types), Enter keeps it and Esc clears it; both end the editing.
+pub fn type_filter(filter: &mut String, editing: &mut bool, key: KeyEvent) {
+    match key.code {
+        KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => filter.clear(),
+        KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
+        KeyCode::Char(c) => filter.push(c),
+        KeyCode::Backspace => {
+            filter.pop();
+        }
+        KeyCode::Enter => *editing = false,
+        KeyCode::Esc => {
+            filter.clear();
+            *editing = false;
+        }
+        _ => {}
+    }
+}
+
 /// Moves an index by `by` within `0..len`, clamped (no wrap: the ends stay put).
 pub fn step_index(i: usize, by: isize, len: usize) -> usize {
     if len == 0 {

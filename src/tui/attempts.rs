@@ -1,13 +1,13 @@
 //! The Attempts pane: live and recent attempts, filtered with `/`, sorted with `s`,
 //! the selection following its attempt id across refreshes.
 
-use super::app::{Component, Ctx, Effect, Handled, movement, step_index};
+use super::app::{Component, Ctx, Effect, Handled, movement, step_index, type_filter};
 use super::columns::{self, Col};
 use super::fmt;
 use super::keys::{self, Binding};
 use super::model::Snapshot;
 use crate::domain::Attempt;
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
@@ -172,23 +172,7 @@ const KEYS: &[Binding<Cmd>] = &[
 impl Component for AttemptsView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         if self.editing {
-            match key.code {
-                // Ctrl-U clears, as a shell's line kill; no other Ctrl key types.
-                KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    self.filter.clear()
-                }
-                KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
-                KeyCode::Char(c) => self.filter.push(c),
-                KeyCode::Backspace => {
-                    self.filter.pop();
-                }
-                KeyCode::Enter => self.editing = false,
-                KeyCode::Esc => {
-                    self.filter.clear();
-                    self.editing = false;
-                }
-                _ => {}
-            }
+            type_filter(&mut self.filter, &mut self.editing, key);
             self.follow(snap);
             return Handled::Yes;
         }

@@ -12,7 +12,7 @@
 //! jobs alike (`coordinator::view`'s words, as `coordinator hosts --filter`), `s`
 //! sorts the hosts by the fields `coordinator hosts --sort` takes.
 
-use super::app::{Component, Ctx, Handled, movement, step_index};
+use super::app::{Component, Ctx, Handled, movement, step_index, type_filter};
 use super::columns::{self, Col};
 use super::fmt;
 use super::keys::{self, Binding};
@@ -20,7 +20,7 @@ use super::model::Snapshot;
 use crate::coordinator::view;
 use crate::domain::job_phase::Phase;
 use crate::store::{CoordHostRow, CoordJobRow, SqliteStore, StoreError};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -236,33 +236,13 @@ impl PoolView {
             .filter(|j| view::job_matches(j, filter))
             .collect()
     }
-
-    fn type_filter(&mut self, key: KeyEvent) {
-        match key.code {
-            // Ctrl-U clears, as a shell's line kill; no other Ctrl key types.
-            KeyCode::Char('u') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                self.filter.clear()
-            }
-            KeyCode::Char(_) if key.modifiers.contains(KeyModifiers::CONTROL) => {}
-            KeyCode::Char(c) => self.filter.push(c),
-            KeyCode::Backspace => {
-                self.filter.pop();
-            }
-            KeyCode::Enter => self.editing = false,
-            KeyCode::Esc => {
-                self.filter.clear();
-                self.editing = false;
-            }
-            _ => {}
-        }
-    }
 }
 
 impl Component for PoolView {
     fn event(&mut self, key: KeyEvent, snap: &Snapshot) -> Handled {
         let len = snap.pool.as_ref().map_or(0, |p| self.jobs(p).len());
         if self.editing {
-            self.type_filter(key);
+            type_filter(&mut self.filter, &mut self.editing, key);
             let len = snap.pool.as_ref().map_or(0, |p| self.jobs(p).len());
             self.index = self.index.min(len.saturating_sub(1));
             return Handled::Yes;

@@ -122,14 +122,7 @@ impl Placement {
     /// Leases closed since the last look stop holding the credential's budget: their
     /// points count a window from `now`.
     pub(super) fn settle_closed(&mut self, now: Millis) {
-        let open: BTreeSet<&str> = self
-            .jobs
-            .values()
-            .filter_map(|j| match &j.state {
-                JobState::Leased { lease_id, .. } => Some(lease_id.as_str()),
-                _ => None,
-            })
-            .collect();
+        let open = open_lease_ids(&self.jobs);
         self.credit.close_all_but(&open, now);
     }
 
@@ -184,14 +177,7 @@ impl Placement {
     /// start naming them would change nothing), and the oldest closed ones beyond
     /// [`LEASE_MEMORY`]. An open lease is always kept.
     pub(super) fn forget_leases(&mut self, now: Millis) {
-        let open: BTreeSet<&str> = self
-            .jobs
-            .values()
-            .filter_map(|j| match &j.state {
-                JobState::Leased { lease_id, .. } => Some(lease_id.as_str()),
-                _ => None,
-            })
-            .collect();
+        let open = open_lease_ids(&self.jobs);
         let mut closed: Vec<(Millis, String)> = self
             .lease_jobs
             .iter()
@@ -219,4 +205,14 @@ impl Placement {
     pub fn leases_remembered(&self) -> usize {
         self.lease_jobs.len()
     }
+}
+
+/// The ids of the leases open now among `jobs`.
+fn open_lease_ids(jobs: &BTreeMap<String, JobEntry>) -> BTreeSet<&str> {
+    jobs.values()
+        .filter_map(|j| match &j.state {
+            JobState::Leased { lease_id, .. } => Some(lease_id.as_str()),
+            _ => None,
+        })
+        .collect()
 }
