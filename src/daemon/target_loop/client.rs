@@ -117,18 +117,23 @@ impl TargetLoop {
         points.book().seed(route, "POST", recent as u32, now);
     }
 
+    /// What the client last heard of its credential's primary limits (none before its
+    /// first answer, or without a client).
+    pub(super) fn rate_limits(&self) -> crate::github::RateLimitSnapshot {
+        self.github
+            .client
+            .as_ref()
+            .map(|c| c.rate_limit_snapshot())
+            .unwrap_or_default()
+    }
+
     /// What the credential last heard of its limits, for the coordinator's budget.
     pub(super) fn limit_report(
         &self,
         set: &Setting,
         held_until: Millis,
     ) -> crate::coordinator::protocol::LimitReport {
-        let rate = self
-            .github
-            .client
-            .as_ref()
-            .map(|c| c.rate_limit_snapshot())
-            .unwrap_or_default();
+        let rate = self.rate_limits();
         crate::coordinator::protocol::LimitReport {
             target: self.name.clone(),
             held_until,

@@ -45,12 +45,7 @@ pub(super) struct RerunWatch {
 impl TargetLoop {
     /// The facts the pass's reads are decided from.
     pub(super) fn facts(&self, set: &Setting, now: Millis) -> Facts {
-        let rate = self
-            .github
-            .client
-            .as_ref()
-            .map(|c| c.rate_limit_snapshot())
-            .unwrap_or_default();
+        let rate = self.rate_limits();
         let budget = match (rate.limit, rate.remaining, rate.reset) {
             (Some(limit), Some(remaining), Some(reset)) => Some(Budget {
                 limit,
